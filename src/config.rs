@@ -1,0 +1,265 @@
+//! The gateway's knobs: defaults, the environment names the Hermes gateway already uses, and flags.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything the gateway can be tuned with. Build it with [`Config::from_env`] and then
+/// [`Config::apply_flags`], or fill it in directly when embedding.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `$HERMES_HOME`: holds `state.db` and `config.yaml`.
+    pub home: PathBuf,
+    /// Partial-text checkpoints and commit retries happen at most once per interval.
+    pub flush_interval: Duration,
+    /// Budget for flushing every session at shutdown.
+    pub exit_flush_budget: Duration,
+    /// Time between SIGTERM and SIGKILL of a tool's process group.
+    pub kill_grace: Duration,
+    /// Hard deadline of the whole shutdown sequence.
+    pub shutdown_grace: Duration,
+    /// Sessions idle longer than this are flushed, ended and evicted from memory.
+    pub session_ttl: Duration,
+    /// Default timeout of a terminal command.
+    pub command_timeout: Duration,
+    /// Longest accepted input line, in bytes.
+    pub frame_limit: usize,
+    /// How long a peer that stopped reading stdout (with the out-queue full) is tolerated.
+    pub stdout_stall: Duration,
+    /// Out-queue size past which reading new work pauses and deltas coalesce.
+    pub out_queue_cap: usize,
+    /// Delay between words of the offline model (0: as fast as the loop runs).
+    pub offline_word_delay: Duration,
+    /// Events kept per session for `session.events.since`.
+    pub event_ring: usize,
+    /// `PRAGMA synchronous` value.
+    pub synchronous: String,
+    /// Model name reported for the offline provider.
+    pub model: String,
+    /// Install signal handlers (turn off when the host program owns signals).
+    pub handle_signals: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            home: default_home(),
+            flush_interval: Duration::from_secs(1),
+            exit_flush_budget: Duration::from_secs(2),
+            kill_grace: Duration::from_millis(500),
+            shutdown_grace: Duration::from_secs(3),
+            session_ttl: Duration::from_secs(6 * 3600),
+            command_timeout: Duration::from_secs(180),
+            frame_limit: 16 * 1024 * 1024,
+            stdout_stall: Duration::from_secs(30),
+            out_queue_cap: 8 * 1024 * 1024,
+            offline_word_delay: Duration::ZERO,
+            event_ring: 256,
+            synchronous: "NORMAL".into(),
+            model: "offline".into(),
+            handle_signals: true,
+        }
+    }
+}
+
+fn default_home() -> PathBuf {
+    match std::env::var_os("HOME") {
+        Some(h) if !h.is_empty() => PathBuf::from(h).join(".hermes"),
+        _ => PathBuf::from(".hermes"),
+    }
+}
+
+/// A knob: its flag, its environment variable (if any), and how to set it from text.
+struct Knob {
+    flag: &'static str,
+    env: &'static str,
+    set: fn(&mut Config, &str) -> Result<(), String>,
+}
+
+fn seconds(v: &str) -> Result<Duration, String> {
+    match v.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 0.0 && s < 1e9 => Ok(Duration::from_secs_f64(s)),
+        _ => Err(format!("expected a number of seconds, got {v:?}")),
+    }
+}
+
+fn millis(v: &str) -> Result<Duration, String> {
+    match v.trim().parse::<u64>() {
+        Ok(ms) if ms < 1_000_000_000 => Ok(Duration::from_millis(ms)),
+        _ => Err(format!("expected a number of milliseconds, got {v:?}")),
+    }
+}
+
+fn count(v: &str) -> Result<usize, String> {
+    match v.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("expected a positive whole number, got {v:?}")),
+    }
+}
+
+const KNOBS: &[Knob] = &[
+    Knob {
+        flag: "--home",
+        env: "HERMES_HOME",
+        set: |c, v| {
+            if v.is_empty() {
+                return Err("empty path".into());
+            }
+            c.home = PathBuf::from(v);
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--flush-interval",
+        env: "HERMES_TUI_SESSION_FLUSH_INTERVAL_S",
+        set: |c, v| Ok(c.flush_interval = seconds(v)?),
+    },
+    Knob {
+        flag: "--exit-flush-budget",
+        env: "HERMES_TUI_EXIT_FLUSH_BUDGET_S",
+        set: |c, v| Ok(c.exit_flush_budget = seconds(v)?),
+    },
+    Knob {
+        flag: "--kill-grace",
+        env: "TUI_GATEWAY_KILL_GRACE_S",
+        set: |c, v| Ok(c.kill_grace = seconds(v)?),
+    },
+    Knob {
+        flag: "--shutdown-grace",
+        env: "HERMES_TUI_GATEWAY_SHUTDOWN_GRACE_S",
+        set: |c, v| Ok(c.shutdown_grace = seconds(v)?),
+    },
+    Knob {
+        flag: "--session-ttl",
+        env: "HERMES_TUI_SESSION_TTL_S",
+        set: |c, v| Ok(c.session_ttl = seconds(v)?),
+    },
+    Knob {
+        flag: "--command-timeout",
+        env: "TUI_GATEWAY_COMMAND_TIMEOUT_S",
+        set: |c, v| Ok(c.command_timeout = seconds(v)?),
+    },
+    Knob {
+        flag: "--frame-limit",
+        env: "TUI_GATEWAY_FRAME_LIMIT",
+        set: |c, v| Ok(c.frame_limit = count(v)?),
+    },
+    Knob {
+        flag: "--stdout-stall",
+        env: "TUI_GATEWAY_STDOUT_STALL_S",
+        set: |c, v| Ok(c.stdout_stall = seconds(v)?),
+    },
+    Knob {
+        flag: "--offline-delay-ms",
+        env: "TUI_GATEWAY_OFFLINE_DELAY_MS",
+        set: |c, v| Ok(c.offline_word_delay = millis(v)?),
+    },
+    Knob {
+        flag: "--synchronous",
+        env: "TUI_GATEWAY_SYNCHRONOUS",
+        set: |c, v| {
+            let v = v.trim().to_ascii_uppercase();
+            if !["OFF", "NORMAL", "FULL", "EXTRA"].contains(&v.as_str()) {
+                return Err(format!("expected OFF, NORMAL, FULL or EXTRA, got {v:?}"));
+            }
+            c.synchronous = v;
+            Ok(())
+        },
+    },
+];
+
+impl Config {
+    /// Defaults overridden by the environment. Bad values are reported, not ignored.
+    pub fn from_env() -> Result<Config, String> {
+        let mut c = Config::default();
+        for k in KNOBS {
+            if let Ok(v) = std::env::var(k.env) {
+                if k.env == "HERMES_HOME" && v.is_empty() {
+                    continue;
+                }
+                (k.set)(&mut c, &v).map_err(|e| format!("{}: {e}", k.env))?;
+            }
+        }
+        Ok(c)
+    }
+
+    /// Apply `--flag value` / `--flag=value` pairs; returns the arguments that are not knobs.
+    pub fn apply_flags(&mut self, args: &[String]) -> Result<Vec<String>, String> {
+        let mut rest = Vec::new();
+        let mut i = 0;
+        while i < args.len() {
+            let arg = &args[i];
+            let (name, inline) = match arg.split_once('=') {
+                Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
+                _ => (arg.as_str(), None),
+            };
+            if name == "--no-signals" {
+                self.handle_signals = false;
+                i += 1;
+                continue;
+            }
+            match KNOBS.iter().find(|k| k.flag == name) {
+                Some(k) => {
+                    let value = match inline {
+                        Some(v) => v,
+                        None => {
+                            i += 1;
+                            args.get(i)
+                                .cloned()
+                                .ok_or(format!("{name} needs a value"))?
+                        }
+                    };
+                    (k.set)(self, &value).map_err(|e| format!("{name}: {e}"))?;
+                }
+                None => rest.push(arg.clone()),
+            }
+            i += 1;
+        }
+        Ok(rest)
+    }
+
+    /// One line per knob for `--help`.
+    pub fn help() -> String {
+        let mut s = String::new();
+        for k in KNOBS {
+            s.push_str(&format!("  {:<22} (env {})\n", k.flag, k.env));
+        }
+        s.push_str("  --no-signals           leave signal handling to the host\n");
+        s
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.home.join("state.db")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_and_leave_the_rest() {
+        let mut c = Config::default();
+        let rest = c
+            .apply_flags(&[
+                "--flush-interval=0.25".into(),
+                "serve".into(),
+                "--frame-limit".into(),
+                "1024".into(),
+            ])
+            .unwrap();
+        assert_eq!(rest, vec!["serve".to_string()]);
+        assert_eq!(c.flush_interval, Duration::from_millis(250));
+        assert_eq!(c.frame_limit, 1024);
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_the_name() {
+        let mut c = Config::default();
+        let err = c
+            .apply_flags(&["--kill-grace".into(), "soon".into()])
+            .unwrap_err();
+        assert!(err.contains("--kill-grace"), "{err}");
+        assert!(c.apply_flags(&["--frame-limit".into()]).is_err());
+        assert!(c.apply_flags(&["--synchronous=maybe".into()]).is_err());
+    }
+}

@@ -1,0 +1,834 @@
+//! The gateway: one thread, one `mio::Poll`. Each iteration reads input and dispatches it,
+//! fires due timers, drives runnable turns, steps the shutdown, commits everything appended
+//! (one transaction), and only then releases and writes the frames that announce it.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::{Duration, Instant};
+
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use serde_json::{Value, json};
+
+use crate::config::Config;
+use crate::model::offline::OfflineProvider;
+use crate::model::{CallContext, ModelEvent, ModelRequest, Progress, Provider};
+use crate::rpc::frame::{self, Incoming};
+use crate::rpc::out_queue::Flush;
+use crate::rpc::{Line, LineReader, OutQueue};
+use crate::session::transcript::{Message, Role};
+use crate::session::turn::Turn;
+use crate::session::{Session, VERSION};
+use crate::shutdown::Shutdown;
+use crate::store::Store;
+use crate::timer::TimerWheel;
+use crate::util;
+
+const STDIN: Token = Token(0);
+const STDOUT: Token = Token(1);
+const SIGNALS: Token = Token(2);
+/// Tokens from here on are handed out to model calls (and later tool pipes).
+const FIRST_DYNAMIC: usize = 16;
+
+/// Bytes read from stdin per read call, and reads per loop iteration before other work runs.
+const READ_CHUNK: usize = 64 * 1024;
+const READS_PER_ITERATION: usize = 8;
+
+/// What a timer does when it fires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Timer {
+    /// A turn asked to be driven again at this time.
+    TurnWake(String),
+    /// Retry commits that failed.
+    FlushRetry,
+    /// Look again at the shutdown sequence's deadlines.
+    ShutdownStep,
+}
+
+/// Where the protocol flows: the process's stdin/stdout, or descriptors the host gives us.
+pub struct Io {
+    pub input: OwnedFd,
+    pub output: OwnedFd,
+}
+
+impl Io {
+    /// Duplicates of stdin and stdout.
+    pub fn stdio() -> io::Result<Io> {
+        Ok(Io {
+            input: io::stdin().as_fd().try_clone_to_owned()?,
+            output: io::stdout().as_fd().try_clone_to_owned()?,
+        })
+    }
+}
+
+pub struct Gateway {
+    pub(crate) cfg: Config,
+    pub(crate) poll: Poll,
+    pub(crate) store: Store,
+    pub(crate) provider: Box<dyn Provider>,
+    pub(crate) sessions: HashMap<String, Session>,
+    /// Which session a dynamic token belongs to.
+    pub(crate) by_token: HashMap<Token, String>,
+    next_token: usize,
+    pub(crate) timers: TimerWheel<Timer>,
+    pub(crate) out: OutQueue,
+    reader: LineReader,
+    read_buf: Vec<u8>,
+    input: OwnedFd,
+    output: OwnedFd,
+    /// Readiness was reported and no `WouldBlock` seen since (or the fd cannot be polled).
+    input_ready: bool,
+    pub(crate) input_open: bool,
+    pub(crate) output_dead: bool,
+    output_polled: bool,
+    saved_flags: Vec<(i32, i32)>,
+    /// Sessions with a turn to drive on the next iteration.
+    runnable: Vec<String>,
+    /// Sessions with something to commit at the end of this iteration.
+    dirty: Vec<String>,
+    /// Closed sessions whose last state is not committed yet.
+    pub(crate) retired: Vec<Session>,
+    commit_retry_at: Option<Instant>,
+    pub(crate) commit_error: Option<String>,
+    pub(crate) shutdown: Option<Shutdown>,
+    pub(crate) replay_epoch: String,
+    /// The client declared it answers `approval` server requests.
+    pub(crate) server_requests: bool,
+    signals: Option<signal_hook_mio::v1_0::Signals>,
+    pub(crate) exit_code: Option<i32>,
+    scratch: Vec<ModelEvent>,
+    stray_answers: u64,
+}
+
+fn set_nonblocking(fd: &OwnedFd) -> io::Result<i32> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    let flags = fcntl(fd, FcntlArg::F_GETFL).map_err(io::Error::from)?;
+    let new = OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK;
+    fcntl(fd, FcntlArg::F_SETFL(new)).map_err(io::Error::from)?;
+    Ok(flags)
+}
+
+struct FdWriter<'a>(&'a OwnedFd);
+
+impl io::Write for FdWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        nix::unistd::write(self.0, buf).map_err(io::Error::from)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Gateway {
+    /// Set up the loop on `io`, write `gateway.ready`, then open the store.
+    pub fn new(cfg: Config, io: Io) -> Result<Gateway, String> {
+        let now = Instant::now();
+        let poll = Poll::new().map_err(|e| format!("cannot create the poll: {e}"))?;
+        let mut saved_flags = Vec::new();
+        for fd in [&io.input, &io.output] {
+            let flags =
+                set_nonblocking(fd).map_err(|e| format!("cannot make fd non-blocking: {e}"))?;
+            saved_flags.push((fd.as_raw_fd(), flags));
+        }
+        // Regular files and /dev/null cannot be polled (EPERM); they are always ready.
+        let _ = poll.registry().register(
+            &mut SourceFd(&io.input.as_raw_fd()),
+            STDIN,
+            Interest::READABLE,
+        );
+        let output_polled = poll
+            .registry()
+            .register(
+                &mut SourceFd(&io.output.as_raw_fd()),
+                STDOUT,
+                Interest::WRITABLE,
+            )
+            .is_ok();
+        let replay_epoch = util::random_hex(16);
+        let mut out = OutQueue::new(now);
+        out.push(frame::event_frame(&frame::event_params(
+            "gateway.ready",
+            "",
+            &json!({"change_events": false, "replay_epoch": replay_epoch, "version": VERSION}),
+            None,
+        )));
+        out.release();
+        let _ = out.write_to(&mut FdWriter(&io.output), now);
+        let store = Store::open(&cfg.db_path(), &cfg.synchronous)?;
+        let provider: Box<dyn Provider> = Box::new(OfflineProvider::new(cfg.offline_word_delay));
+        let signals = None;
+        Ok(Gateway {
+            reader: LineReader::new(cfg.frame_limit),
+            read_buf: vec![0; READ_CHUNK],
+            timers: TimerWheel::new(now),
+            cfg,
+            poll,
+            store,
+            provider,
+            sessions: HashMap::new(),
+            by_token: HashMap::new(),
+            next_token: FIRST_DYNAMIC,
+            out,
+            input: io.input,
+            output: io.output,
+            input_ready: true,
+            input_open: true,
+            output_dead: false,
+            output_polled,
+            saved_flags,
+            runnable: Vec::new(),
+            dirty: Vec::new(),
+            retired: Vec::new(),
+            commit_retry_at: None,
+            commit_error: None,
+            shutdown: None,
+            replay_epoch,
+            server_requests: false,
+            signals,
+            exit_code: None,
+            scratch: Vec::new(),
+            stray_answers: 0,
+        })
+    }
+
+    /// Take SIGTERM, SIGHUP (and SIGINT when `handle_sigint`) through the loop.
+    pub fn install_signals(&mut self, handle_sigint: bool) -> Result<(), String> {
+        let mut signals = crate::signals::install(&crate::signals::Plan { handle_sigint })
+            .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+        self.poll
+            .registry()
+            .register(&mut signals, SIGNALS, Interest::READABLE)
+            .map_err(|e| format!("cannot watch signals: {e}"))?;
+        self.signals = Some(signals);
+        Ok(())
+    }
+
+    /// Run until the gateway exits; returns the exit status.
+    pub fn run(mut self) -> i32 {
+        let mut events = Events::with_capacity(256);
+        loop {
+            let timeout = self.poll_timeout(Instant::now());
+            if let Err(e) = self.poll.poll(&mut events, timeout)
+                && e.kind() != io::ErrorKind::Interrupted
+            {
+                eprintln!("[gateway-crash] poll failed: {e}");
+                self.begin_shutdown("poll failed", Instant::now());
+            }
+            let outcome = catch_unwind(AssertUnwindSafe(|| self.iteration(&events)));
+            if let Err(panic) = outcome {
+                eprintln!("[gateway-crash] {}", panic_text(&panic));
+                if self.shutdown.is_some() {
+                    // The shutdown itself failed: leave now rather than loop on it.
+                    crate::shutdown::hard_exit(&mut self, "crash during shutdown");
+                } else {
+                    self.begin_shutdown("crash", Instant::now());
+                }
+            }
+            if let Some(code) = self.exit_code {
+                self.restore_fd_flags();
+                return code;
+            }
+        }
+    }
+
+    fn restore_fd_flags(&self) {
+        use nix::fcntl::{FcntlArg, OFlag, fcntl};
+        for (fd, flags) in &self.saved_flags {
+            let owned = if *fd == self.input.as_raw_fd() {
+                &self.input
+            } else {
+                &self.output
+            };
+            let _ = fcntl(owned, FcntlArg::F_SETFL(OFlag::from_bits_truncate(*flags)));
+        }
+    }
+
+    fn paused(&self) -> bool {
+        self.out.bytes() > self.cfg.out_queue_cap
+    }
+
+    fn poll_timeout(&mut self, now: Instant) -> Option<Duration> {
+        let busy =
+            !self.paused() && ((self.input_open && self.input_ready) || !self.runnable.is_empty());
+        if busy || self.exit_code.is_some() {
+            return Some(Duration::ZERO);
+        }
+        let mut deadline = self.timers.next_deadline();
+        if self.paused()
+            && let Some(since) = self.out.stalled_since()
+        {
+            let stall = since + self.cfg.stdout_stall;
+            deadline = Some(deadline.map_or(stall, |d| d.min(stall)));
+        }
+        if !self.output_polled && self.out.has_released() {
+            deadline = Some(now + Duration::from_millis(1));
+        }
+        deadline.map(|d| d.saturating_duration_since(now))
+    }
+
+    fn iteration(&mut self, events: &Events) {
+        let now = Instant::now();
+        for ev in events.iter() {
+            match ev.token() {
+                STDIN => self.input_ready = true,
+                STDOUT => {}
+                SIGNALS => self.on_signals(now),
+                token => self.on_source_ready(token),
+            }
+        }
+        self.read_input(now);
+        self.fire_timers(now);
+        self.drive_turns(now);
+        crate::shutdown::step(self, now);
+        self.commit(now);
+        self.out.release();
+        self.write_output(now);
+        self.check_stall(now);
+    }
+
+    // ---- input ----
+
+    fn read_input(&mut self, now: Instant) {
+        for _ in 0..READS_PER_ITERATION {
+            if !self.input_open || !self.input_ready || self.paused() {
+                return;
+            }
+            let mut buf = std::mem::take(&mut self.read_buf);
+            let result = nix::unistd::read(&self.input, &mut buf);
+            let mut reader = std::mem::replace(&mut self.reader, LineReader::new(0));
+            match result {
+                Ok(0) => {
+                    reader.finish(|line| self.handle_line(line));
+                    self.input_open = false;
+                    let _ = self
+                        .poll
+                        .registry()
+                        .deregister(&mut SourceFd(&self.input.as_raw_fd()));
+                    self.begin_shutdown("stdin closed", now);
+                }
+                Ok(n) => reader.push(&buf[..n], |line| self.handle_line(line)),
+                Err(nix::errno::Errno::EAGAIN) => self.input_ready = false,
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => {
+                    self.input_open = false;
+                    self.begin_shutdown(&format!("stdin read failed: {e}"), now);
+                }
+            }
+            self.reader = reader;
+            self.read_buf = buf;
+        }
+    }
+
+    fn handle_line(&mut self, line: Line<'_>) {
+        match line {
+            Line::TooLong => self.out.push(frame::error(
+                &Value::Null,
+                &frame::RpcError::new(
+                    frame::code::INVALID_REQUEST,
+                    format!(
+                        "invalid request: frame larger than {} bytes",
+                        self.cfg.frame_limit
+                    ),
+                ),
+            )),
+            Line::Frame(bytes) => match frame::parse_line(bytes) {
+                Incoming::Bad { id, error } => self.out.push(frame::error(&id, &error)),
+                Incoming::Answer { id, result } => self.on_answer(id, result),
+                Incoming::Request(req) => {
+                    let id = req.id.clone();
+                    let reply = catch_unwind(AssertUnwindSafe(|| crate::methods::call(self, req)));
+                    let reply = reply.unwrap_or_else(|panic| {
+                        Some(Err(frame::RpcError::new(
+                            frame::code::INTERNAL,
+                            format!("internal error: {}", panic_text(&panic)),
+                        )))
+                    });
+                    match reply {
+                        Some(Ok(result)) => self.out.push(frame::response(&id, &result)),
+                        Some(Err(err)) => self.out.push(frame::error(&id, &err)),
+                        None => {} // answered later
+                    }
+                }
+            },
+        }
+    }
+
+    /// An answer to a server request. Nobody asked yet: log it (boundedly) and drop it.
+    fn on_answer(&mut self, id: Value, _result: Result<Value, Value>) {
+        self.stray_answers += 1;
+        if self.stray_answers <= 10 {
+            eprintln!("[gateway] ignoring an answer to unknown server request {id}");
+        }
+    }
+
+    // ---- output ----
+
+    fn write_output(&mut self, now: Instant) {
+        if self.output_dead || !self.out.has_released() {
+            return;
+        }
+        match self.out.write_to(&mut FdWriter(&self.output), now) {
+            Ok(Flush::Drained | Flush::Blocked) => {}
+            Err(e) => {
+                self.output_dead = true;
+                self.out = OutQueue::new(now);
+                eprintln!("[gateway] stdout write failed: {e}");
+                self.begin_shutdown("stdout closed", now);
+            }
+        }
+    }
+
+    /// Try to write everything released, waiting for writability up to `until`.
+    pub(crate) fn drain_output(&mut self, until: Instant) {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        loop {
+            let now = Instant::now();
+            self.out.release();
+            self.write_output(now);
+            if self.output_dead || !self.out.has_released() || now >= until {
+                return;
+            }
+            let ms = until.saturating_duration_since(now).as_millis().min(1000) as u16;
+            let mut fds = [PollFd::new(self.output.as_fd(), PollFlags::POLLOUT)];
+            let _ = poll(&mut fds, PollTimeout::from(ms.max(1)));
+        }
+    }
+
+    /// A peer that stopped reading while the queue is full is gone past the stall deadline.
+    fn check_stall(&mut self, now: Instant) {
+        if self.shutdown.is_some() || !self.paused() {
+            return;
+        }
+        if let Some(since) = self.out.stalled_since()
+            && now.duration_since(since) >= self.cfg.stdout_stall
+        {
+            eprintln!(
+                "[gateway] stdout made no progress for {:.1}s with {} bytes queued",
+                self.cfg.stdout_stall.as_secs_f64(),
+                self.out.bytes()
+            );
+            self.begin_shutdown("stdout stalled", now);
+        }
+    }
+
+    // ---- signals ----
+
+    fn on_signals(&mut self, now: Instant) {
+        let Some(signals) = self.signals.as_mut() else {
+            return;
+        };
+        let pending: Vec<i32> = signals.pending().collect();
+        for sig in pending {
+            if sig == crate::signals::signal::SIGCHLD {
+                continue;
+            }
+            eprintln!("[gateway-signal] {}", crate::signals::name(sig));
+            if self.shutdown.is_some() {
+                crate::shutdown::hard_exit(self, "second signal");
+            } else {
+                self.begin_shutdown(crate::signals::name(sig), now);
+            }
+        }
+    }
+
+    pub fn begin_shutdown(&mut self, reason: &str, now: Instant) {
+        if self.shutdown.is_none() {
+            self.shutdown = Some(Shutdown::new(reason, now, &self.cfg));
+            self.timers.insert(now, Timer::ShutdownStep);
+        }
+    }
+
+    // ---- timers ----
+
+    fn fire_timers(&mut self, now: Instant) {
+        let mut due = Vec::new();
+        self.timers.expire(now, &mut due);
+        for t in due {
+            match t {
+                Timer::TurnWake(rid) => {
+                    if let Some(turn) = self.sessions.get_mut(&rid).and_then(|s| s.turn.as_mut()) {
+                        turn.wake = None;
+                    }
+                    self.schedule(&rid);
+                }
+                Timer::FlushRetry => self.commit_retry_at = None,
+                Timer::ShutdownStep => {}
+            }
+        }
+    }
+
+    fn on_source_ready(&mut self, token: Token) {
+        if let Some(rid) = self.by_token.get(&token).cloned() {
+            self.schedule(&rid);
+        }
+    }
+
+    // ---- sessions and turns ----
+
+    pub(crate) fn alloc_token(&mut self, rid: &str) -> Token {
+        let t = Token(self.next_token);
+        self.next_token += 1;
+        self.by_token.insert(t, rid.to_string());
+        t
+    }
+
+    pub(crate) fn mark_dirty(&mut self, rid: &str) {
+        if let Some(s) = self.sessions.get_mut(rid)
+            && !s.dirty
+        {
+            s.dirty = true;
+            self.dirty.push(rid.to_string());
+        }
+    }
+
+    pub(crate) fn schedule(&mut self, rid: &str) {
+        if let Some(turn) = self.sessions.get_mut(rid).and_then(|s| s.turn.as_mut())
+            && !turn.scheduled
+        {
+            turn.scheduled = true;
+            self.runnable.push(rid.to_string());
+        }
+    }
+
+    /// Emit an event bound to a session: next seq, into the ring, onto the out-queue.
+    pub(crate) fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
+        let Some(s) = self.sessions.get_mut(rid) else {
+            return;
+        };
+        let seq = s.next_seq();
+        let params = frame::event_params(kind, rid, &payload, Some(seq));
+        s.record_event(&params, seq, self.cfg.event_ring);
+        self.out.push(frame::event_frame(&params));
+    }
+
+    fn emit_delta(&mut self, rid: &str, text: &str) {
+        let Some(s) = self.sessions.get_mut(rid) else {
+            return;
+        };
+        let seq = s.next_seq();
+        let params = frame::event_params("message.delta", rid, &json!({ "text": text }), Some(seq));
+        s.record_event(&params, seq, self.cfg.event_ring);
+        self.out.push_delta(rid, seq, text);
+    }
+
+    /// Append the user's prompt and start a turn for it.
+    pub(crate) fn start_prompt(&mut self, rid: &str, text: String, now: Instant) {
+        let token = self.alloc_token(rid);
+        let Some(s) = self.sessions.get_mut(rid) else {
+            return;
+        };
+        s.append(Message::new(Role::User, Some(text), util::unix_now()));
+        s.last_active = now;
+        s.turn = Some(Turn::new(token, now));
+        self.mark_dirty(rid);
+        self.schedule(rid);
+    }
+
+    fn drive_turns(&mut self, now: Instant) {
+        if self.paused() {
+            return;
+        }
+        let list = std::mem::take(&mut self.runnable);
+        for rid in list {
+            if let Some(turn) = self.sessions.get_mut(&rid).and_then(|s| s.turn.as_mut()) {
+                turn.scheduled = false;
+                self.drive(&rid, now);
+            }
+        }
+    }
+
+    fn drive(&mut self, rid: &str, now: Instant) {
+        let Some(s) = self.sessions.get_mut(rid) else {
+            return;
+        };
+        let Some(turn) = s.turn.as_mut() else { return };
+        if turn.call.is_none() {
+            let first = turn.rounds == 0;
+            turn.rounds += 1;
+            let mut ctx = CallContext {
+                registry: self.poll.registry(),
+                token: turn.token,
+            };
+            let req = ModelRequest {
+                messages: &s.transcript,
+                model: &s.model,
+            };
+            turn.call = Some(self.provider.start(req, &mut ctx));
+            if first {
+                self.emit(rid, "message.start", Value::Null);
+            }
+        }
+        let mut evs = std::mem::take(&mut self.scratch);
+        let progress = {
+            let Some(turn) = self.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) else {
+                return;
+            };
+            let Some(call) = turn.call.as_mut() else {
+                return;
+            };
+            let mut ctx = CallContext {
+                registry: self.poll.registry(),
+                token: turn.token,
+            };
+            call.advance(&mut ctx, now, &mut evs)
+        };
+        for ev in evs.drain(..) {
+            self.on_model_event(rid, ev);
+        }
+        self.scratch = evs;
+        match progress {
+            Progress::Ready => self.schedule(rid),
+            Progress::Wait(Some(at)) => {
+                let id = self.timers.insert(at, Timer::TurnWake(rid.to_string()));
+                if let Some(turn) = self.sessions.get_mut(rid).and_then(|s| s.turn.as_mut())
+                    && let Some(old) = turn.wake.replace(id)
+                {
+                    self.timers.cancel(old);
+                }
+            }
+            Progress::Wait(None) => {}
+            Progress::Finished => self.end_model_round(rid, now),
+        }
+    }
+
+    fn on_model_event(&mut self, rid: &str, ev: ModelEvent) {
+        let Some(s) = self.sessions.get_mut(rid) else {
+            return;
+        };
+        let Some(turn) = s.turn.as_mut() else { return };
+        match ev {
+            ModelEvent::Text(t) => {
+                turn.round_text.push_str(&t);
+                turn.text.push_str(&t);
+                self.emit_delta(rid, &t);
+            }
+            ModelEvent::Reasoning(t) => {
+                turn.round_reasoning.push_str(&t);
+                self.emit(rid, "reasoning.delta", json!({ "text": t }));
+            }
+            ModelEvent::ToolCall(call) => turn.round_tool_calls.push(call),
+            ModelEvent::Done {
+                finish_reason,
+                usage,
+            } => {
+                turn.round_finish = Some((finish_reason, usage));
+                s.input_tokens += usage.input;
+                s.output_tokens += usage.output;
+                s.model_calls += 1;
+                s.row_dirty = true;
+                self.mark_dirty(rid);
+            }
+            ModelEvent::Failed(e) => turn.round_error = Some(e),
+        }
+    }
+
+    /// The model call of this round is over: record the assistant message, then run the tool
+    /// calls it asked for or end the turn.
+    fn end_model_round(&mut self, rid: &str, now: Instant) {
+        let Some(s) = self.sessions.get_mut(rid) else {
+            return;
+        };
+        let Some(turn) = s.turn.as_mut() else { return };
+        turn.call = None;
+        let text = std::mem::take(&mut turn.round_text);
+        let reasoning = std::mem::take(&mut turn.round_reasoning);
+        let calls = std::mem::take(&mut turn.round_tool_calls);
+        let finish = turn.round_finish.take();
+        let error = turn.round_error.take();
+        if !text.is_empty() || !calls.is_empty() || !reasoning.is_empty() {
+            let mut m = Message::new(
+                Role::Assistant,
+                (!text.is_empty()).then_some(text),
+                util::unix_now(),
+            );
+            if !calls.is_empty() {
+                m.tool_calls = Some(crate::tools::tool_calls_json(&calls));
+            }
+            m.reasoning = (!reasoning.is_empty()).then_some(reasoning);
+            if let Some((reason, usage)) = &finish {
+                m.finish_reason = Some(reason.clone());
+                m.token_count = Some(usage.output as i64);
+            } else if error.is_some() {
+                m.finish_reason = Some("error".into());
+            }
+            s.tool_call_count += calls.len() as u64;
+            s.append(m);
+            self.mark_dirty(rid);
+        }
+        if let Some(err) = error {
+            self.end_turn(rid, "error", Some(err), now);
+        } else if !calls.is_empty() {
+            crate::tools::run_tool_calls(self, rid, calls, now);
+        } else {
+            self.end_turn(rid, "complete", None, now);
+        }
+    }
+
+    /// Close the turn: `message.complete`, then `session.info`; then a queued prompt may run.
+    pub(crate) fn end_turn(
+        &mut self,
+        rid: &str,
+        status: &str,
+        error: Option<String>,
+        now: Instant,
+    ) {
+        let Some(s) = self.sessions.get_mut(rid) else {
+            return;
+        };
+        let Some(turn) = s.turn.take() else { return };
+        s.last_active = now;
+        if let Some(id) = turn.wake {
+            self.timers.cancel(id);
+        }
+        self.by_token.remove(&turn.token);
+        let usage = s.usage();
+        let mut payload = json!({
+            "text": (!turn.text.is_empty()).then_some(turn.text),
+            "usage": usage,
+            "status": status,
+        });
+        if let Some(e) = error {
+            payload["error"] = json!(e);
+        }
+        self.emit(rid, "message.complete", payload);
+        self.emit_info(rid);
+        self.mark_dirty(rid);
+        if self.shutdown.is_none()
+            && let Some(next) = self
+                .sessions
+                .get_mut(rid)
+                .and_then(|s| s.queued.pop_front())
+        {
+            self.start_prompt(rid, next, now);
+        }
+    }
+
+    pub(crate) fn emit_info(&mut self, rid: &str) {
+        if let Some(info) = self.sessions.get(rid).map(Session::info) {
+            self.emit(rid, "session.info", info);
+        }
+    }
+
+    /// Stop a running turn: abort the model call, keep what it said, end it `interrupted`.
+    pub(crate) fn interrupt_turn(&mut self, rid: &str, now: Instant) -> bool {
+        let Some(s) = self.sessions.get_mut(rid) else {
+            return false;
+        };
+        let Some(turn) = s.turn.as_mut() else {
+            return false;
+        };
+        if let Some(mut call) = turn.call.take() {
+            let mut ctx = CallContext {
+                registry: self.poll.registry(),
+                token: turn.token,
+            };
+            call.abort(&mut ctx);
+            let text = std::mem::take(&mut turn.round_text);
+            if !text.is_empty() {
+                let mut m = Message::new(Role::Assistant, Some(text), util::unix_now());
+                m.finish_reason = Some("interrupted".into());
+                s.append(m);
+            }
+        }
+        crate::tools::interrupt_tools(self, rid, now);
+        self.end_turn(rid, "interrupted", None, now);
+        true
+    }
+
+    /// End a session's row and take it out of memory; it stays resumable from the store.
+    pub(crate) fn retire(&mut self, rid: &str, reason: &str, now: Instant) {
+        self.interrupt_turn(rid, now);
+        if let Some(mut s) = self.sessions.remove(rid) {
+            s.ended = Some((util::unix_now(), reason.to_string()));
+            s.row_dirty = true;
+            s.dirty = false;
+            self.dirty.retain(|d| d != rid);
+            self.runnable.retain(|d| d != rid);
+            self.by_token.retain(|_, owner| owner != rid);
+            self.retired.push(s);
+        }
+    }
+
+    // ---- store ----
+
+    /// Commit what this iteration appended, unless a failed commit waits for its retry time.
+    fn commit(&mut self, now: Instant) {
+        if self.commit_retry_at.is_some_and(|t| now < t) {
+            return;
+        }
+        if self.dirty.is_empty() && self.retired.is_empty() {
+            return;
+        }
+        if let Err(e) = self.commit_now() {
+            self.commit_retry_at = Some(now + self.cfg.flush_interval);
+            self.timers
+                .insert(now + self.cfg.flush_interval, Timer::FlushRetry);
+            self.report_commit_error(e);
+        }
+    }
+
+    /// Write every dirty session and retired session in one transaction.
+    pub(crate) fn commit_now(&mut self) -> Result<(), String> {
+        let dirty = std::mem::take(&mut self.dirty);
+        let refs: Vec<&Session> = dirty
+            .iter()
+            .filter_map(|rid| self.sessions.get(rid))
+            .chain(self.retired.iter())
+            .collect();
+        match self.store.persist(&refs) {
+            Ok(marks) => {
+                let live: Vec<&String> = dirty
+                    .iter()
+                    .filter(|rid| self.sessions.contains_key(*rid))
+                    .collect();
+                for (rid, mark) in live.into_iter().zip(&marks) {
+                    if let Some(s) = self.sessions.get_mut(rid) {
+                        s.persisted = *mark;
+                        s.row_dirty = false;
+                        s.dirty = false;
+                    }
+                }
+                self.retired.clear();
+                if let Some(e) = self.commit_error.take() {
+                    eprintln!("[gateway] state.db writable again; saved what was pending ({e})");
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.dirty = dirty;
+                Err(e.to_string())
+            }
+        }
+    }
+
+    /// Tell the user once per outage that transcripts are held in memory.
+    fn report_commit_error(&mut self, e: String) {
+        if self.commit_error.is_some() {
+            return;
+        }
+        eprintln!("[gateway] could not save to state.db ({e}); keeping it in memory and retrying");
+        let text = format!("could not save the transcript to state.db ({e}); retrying");
+        let rids: Vec<String> = self.dirty.clone();
+        for rid in rids {
+            self.emit(&rid, "status.update", json!({"kind": "warn", "text": text}));
+        }
+        self.commit_error = Some(e);
+    }
+
+    /// Sessions in memory.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic".into()
+    }
+}

@@ -1,0 +1,20 @@
+//! tui-gateway: a durable session gateway for terminal AI agents.
+//!
+//! Embedding: build a [`Config`], then [`Gateway::new`] on an [`Io`] and [`Gateway::run`].
+
+pub mod cli;
+pub mod config;
+pub mod event_loop;
+pub mod methods;
+pub mod model;
+pub mod rpc;
+pub mod session;
+pub mod shutdown;
+pub mod signals;
+pub mod store;
+pub mod timer;
+pub mod tools;
+pub mod util;
+
+pub use config::Config;
+pub use event_loop::{Gateway, Io};

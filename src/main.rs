@@ -1,0 +1,80 @@
+//! `tui-gateway`: serve (default), chat, sessions.
+
+use std::process::ExitCode;
+
+use tui_gateway::{Config, Gateway, Io};
+
+const USAGE: &str = "usage:
+  tui-gateway [serve] [FLAGS]        speak JSON-RPC on stdin/stdout (what the TUI spawns)
+  tui-gateway chat [--resume ID]     a line-mode chat through a gateway child
+  tui-gateway sessions list          stored sessions, most recent first
+  tui-gateway sessions show ID       a stored session's transcript
+flags:
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match args.first().map(String::as_str) {
+        None | Some("serve") => serve(args.get(1..).unwrap_or_default()),
+        // How the TUI launches its Python gateway: `<program> -m tui_gateway.entry`.
+        Some("-m") => serve(args.get(2..).unwrap_or_default()),
+        Some("chat") => tui_gateway::cli::chat::run(&args[1..]),
+        Some("sessions") => tui_gateway::cli::sessions::run(&args[1..]),
+        Some("-h" | "--help" | "help") => {
+            print!("{USAGE}{}", Config::help());
+            0
+        }
+        Some(a) if a.starts_with("--") => serve(&args),
+        Some(other) => {
+            eprintln!("unknown command {other:?}\n{USAGE}{}", Config::help());
+            2
+        }
+    };
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+fn serve(args: &[String]) -> i32 {
+    let mut cfg = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("[gateway-exit] bad environment: {e}");
+            return 2;
+        }
+    };
+    match cfg.apply_flags(args) {
+        Ok(rest) if rest.is_empty() => {}
+        Ok(rest) => {
+            eprintln!("[gateway-exit] unknown arguments: {}", rest.join(" "));
+            return 2;
+        }
+        Err(e) => {
+            eprintln!("[gateway-exit] {e}");
+            return 2;
+        }
+    }
+    let io = match Io::stdio() {
+        Ok(io) => io,
+        Err(e) => {
+            eprintln!("[gateway-exit] cannot use stdin/stdout: {e}");
+            return 1;
+        }
+    };
+    let handle_signals = cfg.handle_signals;
+    // Under a UI (stdin not a terminal) the UI owns Ctrl-C and sends session.interrupt.
+    let stdin_is_tty = std::io::IsTerminal::is_terminal(&std::io::stdin());
+    if handle_signals && !stdin_is_tty && !tui_gateway::signals::is_ignored(libc::SIGINT) {
+        tui_gateway::signals::ignore(libc::SIGINT);
+    }
+    let mut gw = match Gateway::new(cfg, io) {
+        Ok(gw) => gw,
+        Err(e) => {
+            eprintln!("[gateway-exit] {e}");
+            return 1;
+        }
+    };
+    if handle_signals && let Err(e) = gw.install_signals(stdin_is_tty) {
+        eprintln!("[gateway-exit] {e}");
+        return 1;
+    }
+    gw.run()
+}

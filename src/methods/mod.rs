@@ -1,0 +1,50 @@
+//! The dispatch table: method name → handler. A handler returns `Some(result)` to answer now,
+//! or `None` when the answer is written later (long-running calls).
+
+mod gateway;
+mod params;
+mod prompt;
+mod session;
+
+use serde_json::Value;
+
+use crate::event_loop::Gateway;
+use crate::rpc::{Request, RpcError};
+
+pub type Reply = Option<Result<Value, RpcError>>;
+
+pub fn call(gw: &mut Gateway, req: Request) -> Reply {
+    let p = &req.params;
+    let now = std::time::Instant::now();
+    let answer = match req.method.as_str() {
+        "ping" => Ok(serde_json::json!({"pong": true})),
+        "client.capabilities" => gateway::client_capabilities(gw, p),
+        "gateway.capabilities" => Ok(gateway::capabilities()),
+        "setup.status" => Ok(gateway::setup_status(gw)),
+        "commands.catalog" => Ok(gateway::commands_catalog()),
+        "config.get" => gateway::config_get(gw, p),
+        "pet.cells" => Ok(serde_json::json!({"enabled": false})),
+        "input.detect_drop" => Ok(serde_json::json!({"matched": false})),
+        "complete.slash" => Ok(serde_json::json!({"items": [], "replace_from": 1})),
+        "session.active_list" => session::active_list(gw, p),
+        "session.create" => session::create(gw, p, now),
+        "session.list" => session::list(gw, p),
+        "session.most_recent" => session::most_recent(gw),
+        "session.resume" => session::resume(gw, p, now),
+        "session.history" => session::history(gw, p),
+        "session.title" => session::title(gw, p),
+        "session.usage" => session::usage(gw, p),
+        "session.close" => session::close(gw, p, now),
+        "session.delete" => session::delete(gw, p),
+        "session.events.since" => session::events_since(gw, p),
+        "terminal.resize" => session::resize(gw, p),
+        "prompt.submit" => prompt::submit(gw, p, now),
+        "session.interrupt" => prompt::interrupt(gw, p, now),
+        "approval.respond" => prompt::approval_respond(gw, p),
+        other => Err(RpcError::new(
+            crate::rpc::frame::code::UNKNOWN_METHOD,
+            format!("unknown method: {other}"),
+        )),
+    };
+    Some(answer)
+}

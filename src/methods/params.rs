@@ -1,0 +1,56 @@
+//! Reading params with errors that say which field is wrong.
+
+use serde_json::{Map, Value};
+
+use crate::rpc::RpcError;
+use crate::rpc::frame::code;
+
+pub type Params = Map<String, Value>;
+
+/// An optional string field; wrong type → -32602 naming it.
+pub fn opt_str<'a>(p: &'a Params, key: &str) -> Result<Option<&'a str>, RpcError> {
+    match p.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(RpcError::invalid_params(format!(
+            "invalid params: {key} must be a string"
+        ))),
+    }
+}
+
+/// A required string field; missing → -32602 naming it.
+pub fn req_str<'a>(p: &'a Params, key: &str) -> Result<&'a str, RpcError> {
+    opt_str(p, key)?
+        .ok_or_else(|| RpcError::invalid_params(format!("invalid params: {key} is required")))
+}
+
+/// A required id (session_id…); missing or empty → 4006.
+pub fn req_id<'a>(p: &'a Params, key: &str) -> Result<&'a str, RpcError> {
+    match opt_str(p, key)? {
+        Some(s) if !s.trim().is_empty() => Ok(s.trim()),
+        _ => Err(RpcError::new(
+            code::MISSING_ID,
+            format!("{key} is required"),
+        )),
+    }
+}
+
+/// An optional non-negative integer field.
+pub fn opt_u64(p: &Params, key: &str) -> Result<Option<u64>, RpcError> {
+    match p.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .or_else(|| {
+                v.as_f64()
+                    .filter(|f| *f >= 0.0 && f.fract() == 0.0)
+                    .map(|f| f as u64)
+            })
+            .map(Some)
+            .ok_or_else(|| {
+                RpcError::invalid_params(format!(
+                    "invalid params: {key} must be a non-negative integer"
+                ))
+            }),
+    }
+}

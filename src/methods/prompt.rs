@@ -1,0 +1,58 @@
+//! Turn calls: submit a prompt, interrupt, answer an approval.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::params::{self, Params};
+use super::session::live;
+use crate::event_loop::Gateway;
+use crate::rpc::RpcError;
+use crate::rpc::frame::code;
+
+/// Prompts longer than this are refused rather than sent to a model.
+const PROMPT_MAX: usize = 1024 * 1024;
+
+pub fn submit(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
+    let text = params::opt_str(p, "text")?.unwrap_or("");
+    let shutting_down = gw.shutdown.is_some();
+    let s = live(gw, p)?;
+    if shutting_down {
+        return Err(RpcError::new(
+            code::SHUTTING_DOWN,
+            "gateway is shutting down",
+        ));
+    }
+    if text.trim().is_empty() {
+        return Err(RpcError::new(code::EMPTY_PROMPT, "empty prompt"));
+    }
+    if text.len() > PROMPT_MAX {
+        return Err(RpcError::invalid_params(format!(
+            "invalid params: text is longer than {PROMPT_MAX} bytes"
+        )));
+    }
+    if s.running() {
+        s.queued.push_back(text.to_string());
+        return Ok(json!({ "status": "queued" }));
+    }
+    let rid = s.runtime_id.clone();
+    gw.start_prompt(&rid, text.to_string(), now);
+    Ok(json!({ "status": "streaming" }))
+}
+
+pub fn interrupt(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
+    let rid = live(gw, p)?.runtime_id.clone();
+    gw.interrupt_turn(&rid, now);
+    Ok(json!({ "status": "interrupted" }))
+}
+
+pub fn approval_respond(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let choice = params::req_str(p, "choice")?;
+    if !["once", "session", "always", "deny"].contains(&choice) {
+        return Err(RpcError::invalid_params(
+            "invalid params: choice must be once, session, always or deny",
+        ));
+    }
+    live(gw, p)?;
+    Ok(json!({ "resolved": 0 }))
+}

@@ -1,0 +1,367 @@
+//! Session calls: create, resume, list, history, title, usage, close, delete, events.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::params::{self, Params};
+use crate::event_loop::Gateway;
+use crate::rpc::RpcError;
+use crate::rpc::frame::code;
+use crate::session::transcript;
+use crate::session::{NewSession, Persisted, Session};
+use crate::util;
+
+/// Longest title kept.
+const TITLE_MAX: usize = 200;
+
+/// The live session a call names by runtime id (4006 missing, 4001 unknown).
+pub fn live<'a>(gw: &'a mut Gateway, p: &Params) -> Result<&'a mut Session, RpcError> {
+    let rid = params::req_id(p, "session_id")?;
+    gw.sessions
+        .get_mut(rid)
+        .ok_or_else(RpcError::session_not_found)
+}
+
+fn new_runtime_id(gw: &Gateway) -> String {
+    loop {
+        let id = util::random_hex(8);
+        if !gw.sessions.contains_key(&id) {
+            return id;
+        }
+    }
+}
+
+fn default_cwd() -> String {
+    std::env::var("HERMES_CWD")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .or_else(|| {
+            std::env::current_dir()
+                .ok()
+                .map(|d| d.display().to_string())
+        })
+        .unwrap_or_else(|| "/".into())
+}
+
+/// `wanted`, or `wanted #2`, `#3`… so that no other session has it.
+fn unique_title(gw: &Gateway, wanted: &str, stored_id: &str) -> String {
+    let base = util::clip(wanted.trim(), TITLE_MAX);
+    let taken = |t: &str| {
+        gw.sessions
+            .values()
+            .any(|s| s.stored_id != stored_id && s.title.as_deref() == Some(t))
+            || gw.store.title_taken(t, stored_id).unwrap_or(false)
+    };
+    let mut candidate = base.clone();
+    let mut n = 2;
+    while taken(&candidate) {
+        candidate = format!("{base} #{n}");
+        n += 1;
+    }
+    candidate
+}
+
+fn opening(gw: &Gateway, rid: &str) -> Value {
+    let s = &gw.sessions[rid];
+    json!({
+        "session_id": s.runtime_id,
+        "stored_session_id": s.stored_id,
+        "message_count": s.transcript.len(),
+        "messages": transcript::display(&s.transcript),
+        "info": s.info(),
+        "running": s.running(),
+    })
+}
+
+pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
+    if gw.shutdown.is_some() {
+        return Err(RpcError::new(
+            code::SHUTTING_DOWN,
+            "gateway is shutting down",
+        ));
+    }
+    let cols = params::opt_u64(p, "cols")?.unwrap_or(80);
+    let cwd = params::opt_str(p, "cwd")?
+        .map(str::to_string)
+        .unwrap_or_else(default_cwd);
+    let model = params::opt_str(p, "model")?
+        .map(str::to_string)
+        .unwrap_or_else(|| gw.provider.default_model().to_string());
+    let source = params::opt_str(p, "source")?.unwrap_or("tui").to_string();
+    let started_at = util::unix_now();
+    let stored_id = util::stored_session_id(started_at);
+    let title = match params::opt_str(p, "title")? {
+        Some(t) if !t.trim().is_empty() => Some(unique_title(gw, t, &stored_id)),
+        _ => None,
+    };
+    let rid = new_runtime_id(gw);
+    let session = Session::new(
+        NewSession {
+            runtime_id: rid.clone(),
+            stored_id,
+            title,
+            model,
+            provider: gw.provider.name().to_string(),
+            cwd,
+            source,
+            started_at,
+            cols,
+        },
+        now,
+    );
+    gw.sessions.insert(rid.clone(), session);
+    gw.mark_dirty(&rid);
+    gw.emit_info(&rid);
+    Ok(opening(gw, &rid))
+}
+
+pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
+    let wanted = params::req_id(p, "session_id")?.to_string();
+    let live = gw
+        .sessions
+        .values()
+        .find(|s| s.stored_id == wanted)
+        .or_else(|| {
+            gw.sessions
+                .values()
+                .find(|s| s.title.as_deref() == Some(wanted.as_str()))
+        })
+        .map(|s| s.runtime_id.clone());
+    if let Some(rid) = live {
+        let mut v = opening(gw, &rid);
+        v["resumed"] = json!(gw.sessions[&rid].stored_id);
+        return Ok(v);
+    }
+    if gw.shutdown.is_some() {
+        return Err(RpcError::new(
+            code::SHUTTING_DOWN,
+            "gateway is shutting down",
+        ));
+    }
+    // A session closed this iteration may still wait for its commit; resume that copy.
+    let stored = gw
+        .retired
+        .iter()
+        .position(|s| s.stored_id == wanted || s.title.as_deref() == Some(wanted.as_str()));
+    let rid = new_runtime_id(gw);
+    let mut session = match stored {
+        Some(i) => {
+            let mut s = gw.retired.remove(i);
+            s.runtime_id = rid.clone();
+            s
+        }
+        None => {
+            let row = gw
+                .store
+                .load(&wanted)
+                .map_err(|e| RpcError::new(code::INTERNAL, format!("cannot read state.db: {e}")))?
+                .ok_or_else(|| {
+                    RpcError::new(
+                        code::STORED_NOT_FOUND,
+                        format!("stored session not found: {wanted}"),
+                    )
+                })?;
+            let mut s = Session::new(
+                NewSession {
+                    runtime_id: rid.clone(),
+                    stored_id: row.id,
+                    title: row.title,
+                    model: row
+                        .model
+                        .unwrap_or_else(|| gw.provider.default_model().to_string()),
+                    provider: gw.provider.name().to_string(),
+                    cwd: row.cwd.unwrap_or_else(default_cwd),
+                    source: row.source,
+                    started_at: row.started_at,
+                    cols: 80,
+                },
+                now,
+            );
+            s.persisted = Persisted {
+                row: true,
+                messages: row.messages.len(),
+            };
+            s.last_activity_at = row.messages.last().map_or(row.started_at, |m| m.timestamp);
+            s.transcript = row.messages;
+            s.input_tokens = row.input_tokens.max(0) as u64;
+            s.output_tokens = row.output_tokens.max(0) as u64;
+            s.tool_call_count = row.tool_call_count.max(0) as u64;
+            s
+        }
+    };
+    session.cols = params::opt_u64(p, "cols")?.unwrap_or(session.cols);
+    // Reopen the row: it is live again.
+    session.ended = None;
+    session.row_dirty = true;
+    session.dirty = false;
+    session.last_active = now;
+    let resumed = session.stored_id.clone();
+    gw.sessions.insert(rid.clone(), session);
+    gw.mark_dirty(&rid);
+    gw.emit_info(&rid);
+    let mut v = opening(gw, &rid);
+    v["resumed"] = json!(resumed);
+    Ok(v)
+}
+
+pub fn active_list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let current = params::opt_str(p, "current_session_id")?;
+    let mut live: Vec<&Session> = gw.sessions.values().collect();
+    live.sort_by(|a, b| b.last_active.cmp(&a.last_active));
+    let sessions: Vec<Value> = live
+        .iter()
+        .map(|s| {
+            json!({
+                "id": s.runtime_id,
+                "session_key": s.stored_id,
+                "current": Some(s.runtime_id.as_str()) == current,
+                "title": s.title,
+                "preview": s.preview(),
+                "model": s.model,
+                "message_count": s.transcript.len(),
+                "started_at": s.started_at,
+                "last_active": s.last_activity_at,
+                "status": if s.running() { "running" } else { "idle" },
+            })
+        })
+        .collect();
+    Ok(json!({ "sessions": sessions }))
+}
+
+pub fn list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let limit = params::opt_u64(p, "limit")?.unwrap_or(200).min(10_000) as usize;
+    let title = params::opt_str(p, "title")?;
+    let rows = gw
+        .store
+        .list(limit, title)
+        .map_err(|e| RpcError::new(code::INTERNAL, format!("cannot read state.db: {e}")))?;
+    let sessions: Vec<Value> = rows
+        .into_iter()
+        .map(|r| {
+            json!({"id": r.id, "title": r.title, "preview": r.preview, "started_at": r.started_at,
+                   "message_count": r.message_count, "source": r.source})
+        })
+        .collect();
+    Ok(json!({ "sessions": sessions }))
+}
+
+pub fn most_recent(gw: &mut Gateway) -> Result<Value, RpcError> {
+    let rows = gw
+        .store
+        .list(1, None)
+        .map_err(|e| RpcError::new(code::INTERNAL, format!("cannot read state.db: {e}")))?;
+    Ok(match rows.into_iter().next() {
+        Some(r) => {
+            json!({"session_id": r.id, "title": r.title, "started_at": r.started_at, "source": r.source})
+        }
+        None => json!({ "session_id": null }),
+    })
+}
+
+pub fn history(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let s = live(gw, p)?;
+    let messages = transcript::display(&s.transcript);
+    Ok(json!({ "count": messages.len(), "messages": messages }))
+}
+
+pub fn title(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let new_title = params::opt_str(p, "title")?;
+    let (rid, stored_id) = {
+        let s = live(gw, p)?;
+        (s.runtime_id.clone(), s.stored_id.clone())
+    };
+    if let Some(t) = new_title.filter(|t| !t.trim().is_empty()) {
+        let current = gw.sessions[&rid].title.clone();
+        if current.as_deref() != Some(t.trim()) {
+            let unique = unique_title(gw, t, &stored_id);
+            if let Some(s) = gw.sessions.get_mut(&rid) {
+                s.title = Some(unique.clone());
+                s.row_dirty = true;
+            }
+            gw.mark_dirty(&rid);
+            gw.emit(
+                &rid,
+                "session.title",
+                json!({"session_id": stored_id, "title": unique}),
+            );
+        }
+    }
+    Ok(json!({ "title": gw.sessions[&rid].title }))
+}
+
+pub fn usage(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    Ok(json!({ "usage": live(gw, p)?.usage() }))
+}
+
+pub fn close(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
+    let rid = live(gw, p)?.runtime_id.clone();
+    gw.retire(&rid, "tui_close", now);
+    Ok(json!({ "closed": true }))
+}
+
+pub fn delete(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let stored_id = params::req_id(p, "session_id")?.to_string();
+    let live = gw
+        .sessions
+        .values()
+        .find(|s| s.stored_id == stored_id)
+        .map(|s| (s.runtime_id.clone(), s.running()));
+    if let Some((_, true)) = live {
+        return Err(RpcError::new(
+            code::BUSY,
+            "session is running; interrupt it first",
+        ));
+    }
+    let was_live = live.is_some();
+    if let Some((rid, _)) = live {
+        gw.sessions.remove(&rid);
+        gw.by_token.retain(|_, owner| *owner != rid);
+    }
+    let before = gw.retired.len();
+    gw.retired.retain(|s| s.stored_id != stored_id);
+    let was_retired = gw.retired.len() != before;
+    let deleted = gw
+        .store
+        .delete(&stored_id)
+        .map_err(|e| RpcError::new(code::INTERNAL, format!("cannot delete from state.db: {e}")))?;
+    if deleted || was_live || was_retired {
+        Ok(json!({ "deleted": true }))
+    } else {
+        Err(RpcError::new(
+            code::STORED_NOT_FOUND,
+            format!("stored session not found: {stored_id}"),
+        ))
+    }
+}
+
+pub fn events_since(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let last_seen = params::opt_u64(p, "last_seen")?.unwrap_or(0);
+    let epoch = gw.replay_epoch.clone();
+    let s = live(gw, p)?;
+    let events: Vec<Value> = s
+        .ring
+        .iter()
+        .filter(|(seq, _)| *seq > last_seen)
+        .filter_map(|(_, params)| serde_json::from_str(params).ok())
+        .collect();
+    let oldest = s.ring.front().map_or(s.seq + 1, |(seq, _)| *seq);
+    let truncated = s.ring_dropped && last_seen + 1 < oldest;
+    Ok(json!({
+        "events": events,
+        "latest_seq": s.seq,
+        "truncated": truncated,
+        "count": events.len(),
+        "epoch": epoch,
+    }))
+}
+
+pub fn resize(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let cols = params::opt_u64(p, "cols")?;
+    let s = live(gw, p)?;
+    let Some(cols) = cols else {
+        return Err(RpcError::invalid_params("invalid params: cols is required"));
+    };
+    s.cols = cols.clamp(1, 10_000);
+    Ok(json!({ "cols": s.cols }))
+}

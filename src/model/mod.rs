@@ -1,0 +1,85 @@
+//! Model providers: the small trait the loop drives, and the built-in offline model.
+
+pub mod offline;
+
+use std::time::Instant;
+
+use crate::session::transcript::Message;
+
+/// Token counts of one model call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenUsage {
+    pub input: u64,
+    pub output: u64,
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// JSON text of the arguments, as the model gave it.
+    pub arguments: String,
+}
+
+/// What a model call produced since it was last advanced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    Text(String),
+    Reasoning(String),
+    ToolCall(ToolCall),
+    /// The call ended normally.
+    Done {
+        finish_reason: String,
+        usage: TokenUsage,
+    },
+    /// The call failed; the text is what the user should read.
+    Failed(String),
+}
+
+/// How a call wants to be driven next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// More is ready now: advance again on the next loop iteration.
+    Ready,
+    /// Waiting: for readiness of the sources it registered, or until this instant.
+    Wait(Option<Instant>),
+    /// `Done` or `Failed` has been emitted; the call is over.
+    Finished,
+}
+
+/// What a call may use from the loop: the registry for its sockets and the token the loop
+/// routes their readiness with.
+pub struct CallContext<'a> {
+    pub registry: &'a mio::Registry,
+    pub token: mio::Token,
+}
+
+/// One request in flight. The loop calls `advance` when the call's token is ready, when its
+/// wait deadline passes, or on the next iteration after `Progress::Ready`.
+pub trait ModelCall {
+    fn advance(
+        &mut self,
+        ctx: &mut CallContext<'_>,
+        now: Instant,
+        out: &mut Vec<ModelEvent>,
+    ) -> Progress;
+    /// Stop at once and release every source (interrupt, shutdown).
+    fn abort(&mut self, ctx: &mut CallContext<'_>);
+}
+
+/// What the model is asked.
+pub struct ModelRequest<'a> {
+    pub messages: &'a [Message],
+    pub model: &'a str,
+}
+
+/// A model backend.
+pub trait Provider {
+    /// Provider name as shown to the user (`offline`, `openai`…).
+    fn name(&self) -> &str;
+    /// Model name used when a session names none.
+    fn default_model(&self) -> &str;
+    /// Begin a call. Failures to start are reported as a `Failed` event by the call.
+    fn start(&mut self, req: ModelRequest<'_>, ctx: &mut CallContext<'_>) -> Box<dyn ModelCall>;
+}

@@ -1,0 +1,211 @@
+//! The offline model: no network, no key. It streams a reply word by word. A prompt that starts
+//! with `$ ` or `!` becomes a `terminal` tool call of the rest; after the tool result it reports
+//! the result. Usage counts whitespace-separated words: input = words of every message sent,
+//! output = words of the reply.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::{
+    CallContext, ModelCall, ModelEvent, ModelRequest, Progress, Provider, TokenUsage, ToolCall,
+};
+use crate::session::transcript::{Message, Role};
+
+pub struct OfflineProvider {
+    word_delay: Duration,
+    calls: u64,
+}
+
+impl OfflineProvider {
+    pub fn new(word_delay: Duration) -> Self {
+        OfflineProvider {
+            word_delay,
+            calls: 0,
+        }
+    }
+}
+
+/// Words emitted per advance when there is no delay, so one long reply cannot starve the loop.
+const BURST: usize = 64;
+
+fn word_count(s: &str) -> u64 {
+    s.split_whitespace().count() as u64
+}
+
+/// Split text into stream pieces whose concatenation is the text: each word with the
+/// whitespace before it.
+fn pieces(text: &str) -> VecDeque<String> {
+    let mut out = VecDeque::new();
+    let mut start = 0;
+    let mut in_word = false;
+    for (i, ch) in text.char_indices() {
+        if ch.is_whitespace() {
+            if in_word {
+                in_word = false;
+            }
+        } else if !in_word {
+            if i > start && text[start..i].chars().any(|c| !c.is_whitespace()) {
+                out.push_back(text[start..i].to_string());
+                start = i;
+            }
+            in_word = true;
+        }
+    }
+    if start < text.len() {
+        out.push_back(text[start..].to_string());
+    }
+    out
+}
+
+/// The reply the offline model gives to a transcript.
+pub fn plan_reply(messages: &[Message], call_no: u64) -> Plan {
+    let Some(last) = messages.last() else {
+        return Plan::Say("(offline model) Nothing to answer.".into());
+    };
+    match last.role {
+        Role::Tool => {
+            let output = last.content.as_deref().unwrap_or("");
+            Plan::Say(format!(
+                "(offline model) The command finished. Its output:\n{output}"
+            ))
+        }
+        _ => {
+            let prompt = last.content.as_deref().unwrap_or("").trim();
+            let command = prompt
+                .strip_prefix("$ ")
+                .or_else(|| prompt.strip_prefix('!'))
+                .map(str::trim);
+            match command {
+                Some(cmd) if !cmd.is_empty() => Plan::Tool(ToolCall {
+                    id: format!("call_{call_no:06}"),
+                    name: "terminal".into(),
+                    arguments: serde_json::json!({ "command": cmd }).to_string(),
+                }),
+                _ => Plan::Say(format!("(offline model) You said: {prompt}")),
+            }
+        }
+    }
+}
+
+pub enum Plan {
+    Say(String),
+    Tool(ToolCall),
+}
+
+impl Provider for OfflineProvider {
+    fn name(&self) -> &str {
+        "offline"
+    }
+
+    fn default_model(&self) -> &str {
+        "offline"
+    }
+
+    fn start(&mut self, req: ModelRequest<'_>, _ctx: &mut CallContext<'_>) -> Box<dyn ModelCall> {
+        self.calls += 1;
+        let input: u64 = req
+            .messages
+            .iter()
+            .map(|m| word_count(m.content.as_deref().unwrap_or("")))
+            .sum();
+        let (words, tool) = match plan_reply(req.messages, self.calls) {
+            Plan::Say(text) => (pieces(&text), None),
+            Plan::Tool(call) => (VecDeque::new(), Some(call)),
+        };
+        let output = words.iter().map(|w| word_count(w)).sum::<u64>()
+            + tool.as_ref().map_or(0, |t| word_count(&t.arguments));
+        Box::new(OfflineCall {
+            words,
+            tool,
+            usage: TokenUsage { input, output },
+            delay: self.word_delay,
+            next_at: None,
+        })
+    }
+}
+
+struct OfflineCall {
+    words: VecDeque<String>,
+    tool: Option<ToolCall>,
+    usage: TokenUsage,
+    delay: Duration,
+    next_at: Option<Instant>,
+}
+
+impl ModelCall for OfflineCall {
+    fn advance(
+        &mut self,
+        _ctx: &mut CallContext<'_>,
+        now: Instant,
+        out: &mut Vec<ModelEvent>,
+    ) -> Progress {
+        if self.delay.is_zero() {
+            for _ in 0..BURST {
+                match self.words.pop_front() {
+                    Some(w) => out.push(ModelEvent::Text(w)),
+                    None => break,
+                }
+            }
+        } else if self.next_at.is_none_or(|t| now >= t) {
+            if let Some(w) = self.words.pop_front() {
+                out.push(ModelEvent::Text(w));
+            }
+            self.next_at = Some(now + self.delay);
+        }
+        if !self.words.is_empty() {
+            return match self.next_at {
+                Some(t) if !self.delay.is_zero() => Progress::Wait(Some(t)),
+                _ => Progress::Ready,
+            };
+        }
+        let finish_reason = match self.tool.take() {
+            Some(call) => {
+                out.push(ModelEvent::ToolCall(call));
+                "tool_calls"
+            }
+            None => "stop",
+        };
+        out.push(ModelEvent::Done {
+            finish_reason: finish_reason.into(),
+            usage: self.usage,
+        });
+        Progress::Finished
+    }
+
+    fn abort(&mut self, _ctx: &mut CallContext<'_>) {
+        self.words.clear();
+        self.tool = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_concatenate_back_to_the_text() {
+        for text in ["hello world", "  lead and trail  ", "one", "a\nb  c", ""] {
+            let p = pieces(text);
+            assert_eq!(p.iter().map(String::as_str).collect::<String>(), text);
+        }
+        assert_eq!(pieces("a b c").len(), 3);
+    }
+
+    #[test]
+    fn shell_prompts_become_terminal_calls() {
+        let user = |t: &str| vec![Message::new(Role::User, Some(t.into()), 0.0)];
+        match plan_reply(&user("$ ls -la"), 1) {
+            Plan::Tool(c) => {
+                assert_eq!(c.name, "terminal");
+                assert_eq!(
+                    serde_json::from_str::<serde_json::Value>(&c.arguments).unwrap()["command"],
+                    "ls -la"
+                );
+            }
+            Plan::Say(_) => panic!("expected a tool call"),
+        }
+        assert!(matches!(plan_reply(&user("!echo hi"), 1), Plan::Tool(_)));
+        assert!(matches!(plan_reply(&user("hello"), 1), Plan::Say(s) if s.contains("hello")));
+        assert!(matches!(plan_reply(&user("$ "), 1), Plan::Say(_)));
+    }
+}

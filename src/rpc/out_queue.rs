@@ -1,0 +1,279 @@
+//! The ordered out-queue to stdout.
+//!
+//! Frames pushed during a loop iteration are *held* until [`OutQueue::release`], which the loop
+//! calls only after the store committed what those frames announce (commit before publish).
+//! Under backpressure consecutive `message.delta` frames of one message are merged (the final
+//! `message.complete` carries the authoritative text); no other frame is ever dropped.
+
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::time::Instant;
+
+use super::frame;
+use serde_json::json;
+
+enum Queued {
+    Bytes(Vec<u8>),
+    /// A `message.delta` kept unserialised so later deltas of the same message can merge into it.
+    Delta {
+        session_id: String,
+        seq: u64,
+        text: String,
+    },
+}
+
+impl Queued {
+    fn len(&self) -> usize {
+        match self {
+            Queued::Bytes(b) => b.len(),
+            Queued::Delta { text, .. } => text.len() + 100,
+        }
+    }
+}
+
+pub struct OutQueue {
+    frames: VecDeque<Queued>,
+    /// How many frames at the back are held until the next release.
+    held: usize,
+    /// Bytes taken from `frames` and not yet written.
+    wbuf: Vec<u8>,
+    wpos: usize,
+    /// Bytes in `frames` plus unwritten bytes of `wbuf`.
+    bytes: usize,
+    /// Past this many queued bytes, deltas coalesce.
+    coalesce_at: usize,
+    /// When the queue was last empty or last made write progress.
+    last_progress: Instant,
+    /// Frames written in total (for tests and stats).
+    pub frames_written: u64,
+}
+
+/// Result of trying to write.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Flush {
+    /// Everything released is written.
+    Drained,
+    /// The writer would block; wait for writability.
+    Blocked,
+}
+
+impl OutQueue {
+    pub fn new(now: Instant) -> Self {
+        OutQueue {
+            frames: VecDeque::new(),
+            held: 0,
+            wbuf: Vec::new(),
+            wpos: 0,
+            bytes: 0,
+            coalesce_at: 256 * 1024,
+            last_progress: now,
+            frames_written: 0,
+        }
+    }
+
+    /// Queue a whole frame (already ending in `\n`).
+    pub fn push(&mut self, bytes: Vec<u8>) {
+        self.bytes += bytes.len();
+        self.frames.push_back(Queued::Bytes(bytes));
+        self.held += 1;
+    }
+
+    /// Queue a `message.delta` event; merges into the previous frame when it is a delta of the
+    /// same session and the queue is backed up.
+    pub fn push_delta(&mut self, session_id: &str, seq: u64, text: &str) {
+        if self.bytes >= self.coalesce_at
+            && let Some(Queued::Delta {
+                session_id: last_sid,
+                seq: last_seq,
+                text: last_text,
+            }) = self.frames.back_mut()
+            && last_sid == session_id
+        {
+            last_text.push_str(text);
+            *last_seq = seq;
+            self.bytes += text.len();
+            return;
+        }
+        let q = Queued::Delta {
+            session_id: session_id.to_string(),
+            seq,
+            text: text.to_string(),
+        };
+        self.bytes += q.len();
+        self.frames.push_back(q);
+        self.held += 1;
+    }
+
+    /// Everything queued so far may be written.
+    pub fn release(&mut self) {
+        self.held = 0;
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+
+    /// Whether released frames wait to be written.
+    pub fn has_released(&self) -> bool {
+        self.wpos < self.wbuf.len() || self.frames.len() > self.held
+    }
+
+    /// How long the writer has made no progress while frames waited.
+    pub fn stalled_since(&self) -> Option<Instant> {
+        self.has_released().then_some(self.last_progress)
+    }
+
+    /// Write released frames until done or the writer would block. Errors other than
+    /// `WouldBlock`/`Interrupted` are returned (EPIPE: the peer is gone).
+    pub fn write_to(&mut self, w: &mut impl Write, now: Instant) -> io::Result<Flush> {
+        loop {
+            if self.wpos == self.wbuf.len() {
+                self.wbuf.clear();
+                self.wpos = 0;
+                self.fill_wbuf();
+                if self.wbuf.is_empty() {
+                    self.last_progress = now;
+                    return Ok(Flush::Drained);
+                }
+            }
+            match w.write(&self.wbuf[self.wpos..]) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "stdout closed")),
+                Ok(n) => {
+                    self.wpos += n;
+                    self.bytes -= n;
+                    self.last_progress = now;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Flush::Blocked),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Move released frames into the write buffer, up to a batch size.
+    fn fill_wbuf(&mut self) {
+        const BATCH: usize = 64 * 1024;
+        while self.frames.len() > self.held && self.wbuf.len() < BATCH {
+            let Some(q) = self.frames.pop_front() else {
+                break;
+            };
+            let queued_len = q.len();
+            let bytes = match q {
+                Queued::Bytes(b) => b,
+                Queued::Delta {
+                    session_id,
+                    seq,
+                    text,
+                } => frame::event_frame(&frame::event_params(
+                    "message.delta",
+                    &session_id,
+                    &json!({ "text": text }),
+                    Some(seq),
+                )),
+            };
+            // Account for the exact serialised size from here on.
+            self.bytes = self.bytes - queued_len + bytes.len();
+            self.wbuf.extend_from_slice(&bytes);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer that accepts `budget` bytes and then would block.
+    struct Pipe {
+        data: Vec<u8>,
+        budget: usize,
+    }
+    impl Write for Pipe {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            if self.budget == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = buf.len().min(self.budget);
+            self.budget -= n;
+            self.data.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn lines(data: &[u8]) -> Vec<serde_json::Value> {
+        data.split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn held_frames_wait_for_release() {
+        let now = Instant::now();
+        let mut q = OutQueue::new(now);
+        let mut p = Pipe {
+            data: vec![],
+            budget: usize::MAX,
+        };
+        q.push(b"{\"a\":1}\n".to_vec());
+        assert_eq!(q.write_to(&mut p, now).unwrap(), Flush::Drained);
+        assert!(p.data.is_empty());
+        q.release();
+        q.write_to(&mut p, now).unwrap();
+        assert_eq!(p.data, b"{\"a\":1}\n");
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn deltas_coalesce_only_under_backpressure_and_order_holds() {
+        let now = Instant::now();
+        let mut q = OutQueue::new(now);
+        q.coalesce_at = 0;
+        q.push_delta("s1", 1, "a");
+        q.push_delta("s1", 2, "b");
+        q.push(b"{\"control\":true}\n".to_vec());
+        q.push_delta("s1", 4, "c");
+        q.push_delta("s2", 5, "x");
+        q.release();
+        let mut p = Pipe {
+            data: vec![],
+            budget: usize::MAX,
+        };
+        q.write_to(&mut p, now).unwrap();
+        let got = lines(&p.data);
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[0]["params"]["payload"]["text"], "ab");
+        assert_eq!(got[0]["params"]["seq"], 2);
+        assert_eq!(got[1]["control"], true);
+        assert_eq!(got[2]["params"]["payload"]["text"], "c");
+        assert_eq!(got[3]["params"]["session_id"], "s2");
+    }
+
+    #[test]
+    fn a_blocked_writer_keeps_the_rest_and_resumes_mid_frame() {
+        let now = Instant::now();
+        let mut q = OutQueue::new(now);
+        for i in 0..100 {
+            q.push(format!("{{\"i\":{i}}}\n").into_bytes());
+        }
+        q.release();
+        let mut p = Pipe {
+            data: vec![],
+            budget: 37,
+        };
+        assert_eq!(q.write_to(&mut p, now).unwrap(), Flush::Blocked);
+        assert!(q.stalled_since().is_some());
+        p.budget = usize::MAX;
+        assert_eq!(q.write_to(&mut p, now).unwrap(), Flush::Drained);
+        let got = lines(&p.data);
+        assert_eq!(got.len(), 100);
+        assert_eq!(got[99]["i"], 99);
+        assert_eq!(q.bytes(), 0);
+    }
+}

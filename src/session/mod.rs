@@ -1,0 +1,169 @@
+//! A live session: its transcript, its stored row's state, its event ring and its turn.
+
+pub mod transcript;
+pub mod turn;
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use transcript::Message;
+use turn::Turn;
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// How far the stored copy of a session has caught up with memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Persisted {
+    /// The `sessions` row exists.
+    pub row: bool,
+    /// `transcript[..messages]` are rows of `messages`.
+    pub messages: usize,
+}
+
+pub struct Session {
+    /// 8 hex characters, lives only in memory.
+    pub runtime_id: String,
+    /// The `sessions.id` of the stored row.
+    pub stored_id: String,
+    pub title: Option<String>,
+    pub model: String,
+    pub provider: String,
+    pub cwd: String,
+    pub source: String,
+    pub started_at: f64,
+    pub last_activity_at: f64,
+    pub last_active: Instant,
+    pub cols: u64,
+    pub transcript: Vec<Message>,
+    pub persisted: Persisted,
+    /// Row fields changed since the last commit.
+    pub row_dirty: bool,
+    /// `(ended_at, end_reason)` once the session ended.
+    pub ended: Option<(f64, String)>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub model_calls: u64,
+    pub tool_call_count: u64,
+    /// Last event sequence number used.
+    pub seq: u64,
+    /// Recent events `(seq, params JSON)` for `session.events.since`.
+    pub ring: VecDeque<(u64, String)>,
+    /// Events dropped from the ring so far.
+    pub ring_dropped: bool,
+    pub turn: Option<Turn>,
+    /// Prompts submitted while a turn ran; each runs after it.
+    pub queued: VecDeque<String>,
+    /// On the gateway's list of sessions to commit this iteration.
+    pub dirty: bool,
+}
+
+/// What a session starts from.
+pub struct NewSession {
+    pub runtime_id: String,
+    pub stored_id: String,
+    pub title: Option<String>,
+    pub model: String,
+    pub provider: String,
+    pub cwd: String,
+    pub source: String,
+    pub started_at: f64,
+    pub cols: u64,
+}
+
+impl Session {
+    pub fn new(n: NewSession, now: Instant) -> Self {
+        Session {
+            runtime_id: n.runtime_id,
+            stored_id: n.stored_id,
+            title: n.title,
+            model: n.model,
+            provider: n.provider,
+            cwd: n.cwd,
+            source: n.source,
+            started_at: n.started_at,
+            last_activity_at: n.started_at,
+            last_active: now,
+            cols: n.cols,
+            transcript: Vec::new(),
+            persisted: Persisted::default(),
+            row_dirty: true,
+            ended: None,
+            input_tokens: 0,
+            output_tokens: 0,
+            model_calls: 0,
+            tool_call_count: 0,
+            seq: 0,
+            ring: VecDeque::new(),
+            ring_dropped: false,
+            turn: None,
+            queued: VecDeque::new(),
+            dirty: false,
+        }
+    }
+
+    pub fn running(&self) -> bool {
+        self.turn.is_some()
+    }
+
+    /// Whether memory holds anything the store has not committed.
+    pub fn unpersisted(&self) -> bool {
+        !self.persisted.row || self.row_dirty || self.persisted.messages < self.transcript.len()
+    }
+
+    pub fn usage(&self) -> Value {
+        json!({
+            "model": self.model,
+            "input": self.input_tokens,
+            "output": self.output_tokens,
+            "total": self.input_tokens + self.output_tokens,
+            "calls": self.model_calls,
+        })
+    }
+
+    pub fn info(&self) -> Value {
+        json!({
+            "model": self.model,
+            "provider": self.provider,
+            "cwd": self.cwd,
+            "title": self.title,
+            "running": self.running(),
+            "usage": self.usage(),
+            "stored_session_id": self.stored_id,
+            "session_id": self.runtime_id,
+            "version": VERSION,
+        })
+    }
+
+    /// First user text, clipped, for lists.
+    pub fn preview(&self) -> String {
+        self.transcript
+            .iter()
+            .find(|m| m.role == transcript::Role::User)
+            .and_then(|m| m.content.as_deref())
+            .map(|t| crate::util::clip(t, 60))
+            .unwrap_or_default()
+    }
+
+    /// Record an event in the ring; returns its seq.
+    pub fn record_event(&mut self, params: &str, seq: u64, cap: usize) {
+        if self.ring.len() >= cap {
+            self.ring.pop_front();
+            self.ring_dropped = true;
+        }
+        self.ring.push_back((seq, params.to_string()));
+    }
+
+    pub fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// Append a message to the transcript (committed at the end of this loop iteration).
+    pub fn append(&mut self, m: Message) {
+        self.last_activity_at = m.timestamp;
+        self.transcript.push(m);
+        self.row_dirty = true;
+    }
+}

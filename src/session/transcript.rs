@@ -1,0 +1,121 @@
+//! Messages of a conversation, as stored and as shown.
+
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+
+    pub fn parse(s: &str) -> Role {
+        match s {
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            "tool" => Role::Tool,
+            _ => Role::System,
+        }
+    }
+}
+
+/// One row of `messages`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub role: Role,
+    pub content: Option<String>,
+    pub tool_call_id: Option<String>,
+    /// JSON array text, as in Hermes' `messages.tool_calls`.
+    pub tool_calls: Option<String>,
+    pub tool_name: Option<String>,
+    /// Unix seconds.
+    pub timestamp: f64,
+    pub token_count: Option<i64>,
+    pub finish_reason: Option<String>,
+    pub reasoning: Option<String>,
+}
+
+impl Message {
+    pub fn new(role: Role, content: Option<String>, timestamp: f64) -> Self {
+        Message {
+            role,
+            content,
+            tool_call_id: None,
+            tool_calls: None,
+            tool_name: None,
+            timestamp,
+            token_count: None,
+            finish_reason: None,
+            reasoning: None,
+        }
+    }
+
+    /// The display form the TUI renders; `None` for rows it does not show.
+    pub fn display(&self) -> Vec<Value> {
+        match self.role {
+            Role::User => {
+                vec![json!({"role": "user", "text": self.content.as_deref().unwrap_or("")})]
+            }
+            Role::Assistant => {
+                let mut out = Vec::new();
+                if let Some(text) = self.content.as_deref().filter(|t| !t.is_empty()) {
+                    out.push(json!({"role": "assistant", "text": text}));
+                }
+                for call in self.parsed_tool_calls() {
+                    out.push(json!({"role": "tool", "name": call.0, "context": call.1}));
+                }
+                out
+            }
+            Role::Tool | Role::System => Vec::new(),
+        }
+    }
+
+    /// (name, short description) of each tool call of this message.
+    fn parsed_tool_calls(&self) -> Vec<(String, String)> {
+        let Some(text) = self.tool_calls.as_deref() else {
+            return Vec::new();
+        };
+        let Ok(Value::Array(calls)) = serde_json::from_str::<Value>(text) else {
+            return Vec::new();
+        };
+        calls
+            .iter()
+            .map(|c| {
+                let f = &c["function"];
+                let name = f["name"].as_str().unwrap_or("tool").to_string();
+                let args: Value = f["arguments"]
+                    .as_str()
+                    .and_then(|a| serde_json::from_str(a).ok())
+                    .unwrap_or(Value::Null);
+                (name.clone(), tool_context(&name, &args))
+            })
+            .collect()
+    }
+}
+
+/// A one-line description of a tool call, such as `Running ls -la`.
+pub fn tool_context(name: &str, args: &Value) -> String {
+    match args.get("command").and_then(Value::as_str) {
+        Some(cmd) => {
+            let first = cmd.lines().next().unwrap_or("");
+            format!("Running {}", crate::util::clip(first, 80))
+        }
+        None => format!("Calling {name}"),
+    }
+}
+
+/// The display form of a whole transcript.
+pub fn display(messages: &[Message]) -> Vec<Value> {
+    messages.iter().flat_map(Message::display).collect()
+}

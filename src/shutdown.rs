@@ -1,0 +1,194 @@
+//! The ordered shutdown: one path for SIGTERM, SIGHUP, SIGINT (where handled), stdin EOF, a dead
+//! stdout and a crash. Read top to bottom:
+//!
+//! 1. fence: `prompt.submit` answers 5035 and no tool process starts (`Gateway::shutdown` is set);
+//! 2. flush every session, running ones too, within the exit-flush budget;
+//! 3. interrupt running turns: abort model calls, SIGTERM tool groups, SIGKILL after the grace;
+//! 4. each killed tool's result is appended (the tools module does it as the group dies);
+//! 5. finalize: end every row (`tui_shutdown`), commit, WAL checkpoint, drain stdout, exit 0;
+//! 6. hard deadline: past the shutdown grace, SIGKILL every live tool group and exit at once.
+//!
+//! The loop keeps running during the sequence (it answers `ping`, reaps children), and calls
+//! [`step`] every iteration.
+
+use std::time::{Duration, Instant};
+
+use crate::config::Config;
+use crate::event_loop::{Gateway, Timer};
+
+/// Time kept back from the hard deadline for the final stdout drain.
+const DRAIN_MARGIN: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Steps 2 and 3 run on the next `step`.
+    Begin,
+    /// Waiting for interrupted tools to die; SIGKILL at `kill_at`.
+    Killing {
+        kill_at: Instant,
+        killed: bool,
+    },
+    /// Step 5.
+    Finalize,
+    Done,
+}
+
+pub struct Shutdown {
+    pub reason: String,
+    pub started: Instant,
+    pub hard_deadline: Instant,
+    flush_deadline: Instant,
+    kill_grace: Duration,
+    phase: Phase,
+}
+
+impl Shutdown {
+    pub fn new(reason: &str, now: Instant, cfg: &Config) -> Shutdown {
+        Shutdown {
+            reason: reason.to_string(),
+            started: now,
+            hard_deadline: now + cfg.shutdown_grace,
+            flush_deadline: now + cfg.exit_flush_budget.min(cfg.shutdown_grace),
+            kill_grace: cfg.kill_grace,
+            phase: Phase::Begin,
+        }
+    }
+}
+
+/// Advance the sequence as far as it can go now.
+pub fn step(gw: &mut Gateway, now: Instant) {
+    let Some(sd) = gw.shutdown.as_ref() else {
+        return;
+    };
+    if sd.phase == Phase::Done {
+        return;
+    }
+    if now >= sd.hard_deadline {
+        hard_exit(gw, "shutdown grace exceeded");
+        return;
+    }
+    let (flush_deadline, kill_grace, hard_deadline) =
+        (sd.flush_deadline, sd.kill_grace, sd.hard_deadline);
+    let mut phase = sd.phase;
+    loop {
+        phase = match phase {
+            Phase::Begin => {
+                // 2. Flush everything now, bounded by the exit-flush budget.
+                flush_within(gw, flush_deadline, now);
+                // 3. Interrupt running turns; their tools get SIGTERM.
+                let running: Vec<String> = gw
+                    .sessions
+                    .iter()
+                    .filter(|(_, s)| s.running())
+                    .map(|(rid, _)| rid.clone())
+                    .collect();
+                for rid in running {
+                    gw.interrupt_turn(&rid, now);
+                }
+                Phase::Killing {
+                    kill_at: now + kill_grace,
+                    killed: false,
+                }
+            }
+            Phase::Killing { kill_at, killed } => {
+                if !crate::tools::any_alive(gw) {
+                    Phase::Finalize
+                } else if !killed && now >= kill_at {
+                    crate::tools::kill_all(gw);
+                    Phase::Killing {
+                        kill_at,
+                        killed: true,
+                    }
+                } else {
+                    let wake = if killed {
+                        now + Duration::from_millis(10)
+                    } else {
+                        kill_at
+                    };
+                    gw.timers
+                        .insert(wake.min(hard_deadline), Timer::ShutdownStep);
+                    break;
+                }
+            }
+            Phase::Finalize => {
+                // 5. End every row, commit (waiting for a lock up to the deadline), checkpoint.
+                let rids: Vec<String> = gw.sessions.keys().cloned().collect();
+                for rid in rids {
+                    gw.retire(&rid, "tui_shutdown", now);
+                }
+                flush_within(
+                    gw,
+                    hard_deadline - DRAIN_MARGIN.min(hard_deadline - now),
+                    now,
+                );
+                report_unpersisted(gw);
+                let _ = gw.store.checkpoint();
+                let reason = gw
+                    .shutdown
+                    .as_ref()
+                    .map(|s| s.reason.clone())
+                    .unwrap_or_default();
+                gw.drain_output(hard_deadline.min(Instant::now() + Duration::from_secs(1)));
+                eprintln!("[gateway-exit] {reason}");
+                gw.exit_code = Some(0);
+                Phase::Done
+            }
+            Phase::Done => break,
+        };
+        if phase == Phase::Done {
+            break;
+        }
+    }
+    if let Some(sd) = gw.shutdown.as_mut() {
+        sd.phase = phase;
+    }
+}
+
+/// Commit everything, letting SQLite wait for another process's lock until `deadline`.
+fn flush_within(gw: &mut Gateway, deadline: Instant, now: Instant) {
+    let wait = deadline
+        .saturating_duration_since(now)
+        .max(Duration::from_millis(1));
+    gw.store.set_busy_timeout(wait);
+    let result = gw.commit_now();
+    gw.store.set_busy_timeout(Duration::from_millis(100));
+    if let Err(e) = result {
+        gw.commit_error.get_or_insert(e);
+    }
+}
+
+/// Say on stderr what is still only in memory.
+fn report_unpersisted(gw: &Gateway) {
+    let pending: Vec<String> = gw
+        .sessions
+        .values()
+        .chain(gw.retired.iter())
+        .filter(|s| s.unpersisted())
+        .map(|s| {
+            format!(
+                "{} ({} of {} messages unsaved)",
+                s.stored_id,
+                s.transcript.len() - s.persisted.messages,
+                s.transcript.len()
+            )
+        })
+        .collect();
+    if !pending.is_empty() {
+        eprintln!(
+            "[gateway] could not persist before exit ({}): {}",
+            gw.commit_error.as_deref().unwrap_or("unknown error"),
+            pending.join(", ")
+        );
+    }
+}
+
+/// Leave now: SIGKILL every live tool group, say what is lost, exit.
+pub fn hard_exit(gw: &mut Gateway, reason: &str) {
+    crate::tools::kill_all(gw);
+    report_unpersisted(gw);
+    eprintln!("[gateway-exit] {reason}");
+    gw.exit_code = Some(0);
+    if let Some(sd) = gw.shutdown.as_mut() {
+        sd.phase = Phase::Done;
+    }
+}

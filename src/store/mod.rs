@@ -1,0 +1,323 @@
+//! The SQLite store: `$HERMES_HOME/state.db`, Hermes Agent's `sessions` and `messages` tables.
+//!
+//! Memory is the source of truth while the gateway runs; [`Store::persist`] writes what each
+//! session has not yet committed (its row, then its messages by position) in one transaction.
+//! A failed transaction writes nothing, so retrying it can never write a message twice.
+
+mod schema;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::session::transcript::{Message, Role};
+use crate::session::{Persisted, Session};
+
+pub use rusqlite::Error as StoreError;
+
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+/// A stored session as lists show it.
+#[derive(Debug, Clone)]
+pub struct StoredSummary {
+    pub id: String,
+    pub title: Option<String>,
+    pub preview: String,
+    pub started_at: f64,
+    pub message_count: i64,
+    pub source: String,
+    pub model: Option<String>,
+    pub ended_at: Option<f64>,
+    pub end_reason: Option<String>,
+}
+
+/// A stored session with its transcript, for resume.
+#[derive(Debug, Clone)]
+pub struct StoredSession {
+    pub id: String,
+    pub source: String,
+    pub model: Option<String>,
+    pub title: Option<String>,
+    pub cwd: Option<String>,
+    pub started_at: f64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub tool_call_count: i64,
+    pub messages: Vec<Message>,
+}
+
+impl Store {
+    /// Open (creating if needed) the database with mode 0600 in WAL mode, and bring the schema
+    /// up to what we need without touching anything else in it.
+    pub fn open(path: &Path, synchronous: &str) -> Result<Store, String> {
+        let fail =
+            |what: &str, e: &dyn std::fmt::Display| format!("{what} {}: {e}", path.display());
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| fail("cannot create the folder of", &e))?;
+        }
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|e| fail("cannot open", &e))?;
+        }
+        restrict_mode(path).map_err(|e| fail("cannot restrict the mode of", &e))?;
+        let conn = Connection::open(path).map_err(|e| fail("cannot open", &e))?;
+        conn.busy_timeout(Duration::from_secs(2))
+            .map_err(|e| fail("cannot configure", &e))?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(|e| fail("cannot switch to WAL", &e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            eprintln!(
+                "[gateway] warning: {} stays in journal mode {mode}",
+                path.display()
+            );
+        }
+        conn.execute_batch(&format!("PRAGMA synchronous={synchronous}"))
+            .map_err(|e| fail("cannot configure", &e))?;
+        schema::ensure(&conn).map_err(|e| fail("cannot prepare the schema of", &e))?;
+        conn.busy_timeout(Duration::from_millis(100))
+            .map_err(|e| fail("cannot configure", &e))?;
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How long a statement waits for another process's lock.
+    pub fn set_busy_timeout(&self, d: Duration) {
+        let _ = self.conn.busy_timeout(d);
+    }
+
+    /// Commit everything the given sessions hold that is not in the database yet, in one
+    /// transaction. Returns, per session, how far the database has caught up; on error nothing
+    /// is written and the caller keeps its marks as they were.
+    pub fn persist(&mut self, sessions: &[&Session]) -> Result<Vec<Persisted>, StoreError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let mut marks = Vec::with_capacity(sessions.len());
+        for s in sessions {
+            if s.unpersisted() {
+                write_session(&tx, s)?;
+            }
+            marks.push(Persisted {
+                row: true,
+                messages: s.transcript.len(),
+            });
+        }
+        tx.commit()?;
+        Ok(marks)
+    }
+
+    /// Sessions, most recent first; `title` filters by a case-insensitive substring.
+    pub fn list(
+        &self,
+        limit: usize,
+        title: Option<&str>,
+    ) -> Result<Vec<StoredSummary>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT s.id, s.title, s.started_at, s.source, s.model, s.ended_at, s.end_reason,
+                    (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id),
+                    (SELECT content FROM messages m WHERE m.session_id = s.id AND m.role = 'user'
+                       ORDER BY m.id LIMIT 1)
+             FROM sessions s
+             WHERE (?1 IS NULL OR instr(lower(coalesce(s.title, '')), lower(?1)) > 0)
+             ORDER BY coalesce(s.last_activity_at, s.started_at) DESC, s.started_at DESC
+             LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![title, limit as i64], |r| {
+            Ok(StoredSummary {
+                id: r.get(0)?,
+                title: r.get(1)?,
+                started_at: r.get::<_, Option<f64>>(2)?.unwrap_or(0.0),
+                source: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+                model: r.get(4)?,
+                ended_at: r.get(5)?,
+                end_reason: r.get(6)?,
+                message_count: r.get(7)?,
+                preview: r
+                    .get::<_, Option<String>>(8)?
+                    .map(|t| crate::util::clip(&t, 60))
+                    .unwrap_or_default(),
+            })
+        })?;
+        rows.collect()
+    }
+
+    /// A session and its messages, by stored id or else by exact title.
+    pub fn load(&self, id_or_title: &str) -> Result<Option<StoredSession>, StoreError> {
+        let row = self
+            .conn
+            .query_row(
+                "SELECT id, source, model, title, cwd, started_at, input_tokens, output_tokens,
+                        tool_call_count
+                 FROM sessions WHERE id = ?1 OR title = ?1
+                 ORDER BY (id = ?1) DESC LIMIT 1",
+                [id_or_title],
+                |r| {
+                    Ok(StoredSession {
+                        id: r.get(0)?,
+                        source: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                        model: r.get(2)?,
+                        title: r.get(3)?,
+                        cwd: r.get(4)?,
+                        started_at: r.get::<_, Option<f64>>(5)?.unwrap_or(0.0),
+                        input_tokens: r.get::<_, Option<i64>>(6)?.unwrap_or(0),
+                        output_tokens: r.get::<_, Option<i64>>(7)?.unwrap_or(0),
+                        tool_call_count: r.get::<_, Option<i64>>(8)?.unwrap_or(0),
+                        messages: Vec::new(),
+                    })
+                },
+            )
+            .optional()?;
+        let Some(mut s) = row else { return Ok(None) };
+        s.messages = self.messages(&s.id)?;
+        Ok(Some(s))
+    }
+
+    /// The messages of a stored session, in order.
+    pub fn messages(&self, session_id: &str) -> Result<Vec<Message>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT role, content, tool_call_id, tool_calls, tool_name, timestamp, token_count,
+                    finish_reason, reasoning
+             FROM messages WHERE session_id = ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map([session_id], |r| {
+            Ok(Message {
+                role: Role::parse(&r.get::<_, Option<String>>(0)?.unwrap_or_default()),
+                content: r.get(1)?,
+                tool_call_id: r.get(2)?,
+                tool_calls: r.get(3)?,
+                tool_name: r.get(4)?,
+                timestamp: r.get::<_, Option<f64>>(5)?.unwrap_or(0.0),
+                token_count: r.get(6)?,
+                finish_reason: r.get(7)?,
+                reasoning: r.get(8)?,
+            })
+        })?;
+        rows.collect()
+    }
+
+    /// Whether a session other than `except_id` has this title.
+    pub fn title_taken(&self, title: &str, except_id: &str) -> Result<bool, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT 1 FROM sessions WHERE title = ?1 AND id != ?2 LIMIT 1",
+                params![title, except_id],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|r| r.is_some())
+    }
+
+    /// Delete a stored session and its messages; false when there was none.
+    pub fn delete(&mut self, id: &str) -> Result<bool, StoreError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        tx.execute("DELETE FROM messages WHERE session_id = ?1", [id])?;
+        let n = tx.execute("DELETE FROM sessions WHERE id = ?1", [id])?;
+        tx.commit()?;
+        Ok(n > 0)
+    }
+
+    /// Copy the WAL into the database file so committed data survives power loss too.
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+            .optional()
+            .map(|_| ())
+    }
+}
+
+fn restrict_mode(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path)?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(())
+}
+
+/// Write one session's row and new messages inside the open transaction.
+fn write_session(tx: &rusqlite::Transaction<'_>, s: &Session) -> Result<(), StoreError> {
+    let (ended_at, end_reason) = match &s.ended {
+        Some((at, why)) => (Some(*at), Some(why.as_str())),
+        None => (None, None),
+    };
+    let message_count = s.transcript.len() as i64;
+    if !s.persisted.row {
+        tx.prepare_cached(
+            "INSERT INTO sessions (id, source, model, title, cwd, started_at, ended_at, end_reason,
+                 message_count, tool_call_count, input_tokens, output_tokens, last_activity_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        )?
+        .execute(params![
+            s.stored_id,
+            s.source,
+            s.model,
+            s.title,
+            s.cwd,
+            s.started_at,
+            ended_at,
+            end_reason,
+            message_count,
+            s.tool_call_count as i64,
+            s.input_tokens as i64,
+            s.output_tokens as i64,
+            s.last_activity_at,
+        ])?;
+    } else if s.row_dirty {
+        tx.prepare_cached(
+            "UPDATE sessions SET model = ?2, title = ?3, ended_at = ?4, end_reason = ?5,
+                 message_count = ?6, tool_call_count = ?7, input_tokens = ?8, output_tokens = ?9,
+                 last_activity_at = ?10
+             WHERE id = ?1",
+        )?
+        .execute(params![
+            s.stored_id,
+            s.model,
+            s.title,
+            ended_at,
+            end_reason,
+            message_count,
+            s.tool_call_count as i64,
+            s.input_tokens as i64,
+            s.output_tokens as i64,
+            s.last_activity_at,
+        ])?;
+    }
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name,
+             timestamp, token_count, finish_reason, reasoning)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?;
+    for m in &s.transcript[s.persisted.messages..] {
+        insert.execute(params![
+            s.stored_id,
+            m.role.as_str(),
+            m.content,
+            m.tool_call_id,
+            m.tool_calls,
+            m.tool_name,
+            m.timestamp,
+            m.token_count,
+            m.finish_reason,
+            m.reasoning,
+        ])?;
+    }
+    Ok(())
+}

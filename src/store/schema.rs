@@ -1,0 +1,97 @@
+//! The columns we need, created where missing. An existing Hermes Agent database keeps all of
+//! its own columns, tables, indexes and triggers; we only add what is absent.
+
+use rusqlite::Connection;
+
+/// (column, declaration used when it has to be added to an existing table)
+const SESSION_COLUMNS: &[(&str, &str)] = &[
+    ("source", "TEXT NOT NULL DEFAULT 'tui'"),
+    ("model", "TEXT"),
+    ("title", "TEXT"),
+    ("cwd", "TEXT"),
+    ("parent_session_id", "TEXT"),
+    ("started_at", "REAL NOT NULL DEFAULT 0"),
+    ("ended_at", "REAL"),
+    ("end_reason", "TEXT"),
+    ("message_count", "INTEGER DEFAULT 0"),
+    ("tool_call_count", "INTEGER DEFAULT 0"),
+    ("input_tokens", "INTEGER DEFAULT 0"),
+    ("output_tokens", "INTEGER DEFAULT 0"),
+    ("last_activity_at", "REAL"),
+];
+
+const MESSAGE_COLUMNS: &[(&str, &str)] = &[
+    ("session_id", "TEXT"),
+    ("role", "TEXT NOT NULL DEFAULT 'user'"),
+    ("content", "TEXT"),
+    ("tool_call_id", "TEXT"),
+    ("tool_calls", "TEXT"),
+    ("tool_name", "TEXT"),
+    ("timestamp", "REAL NOT NULL DEFAULT 0"),
+    ("token_count", "INTEGER"),
+    ("finish_reason", "TEXT"),
+    ("reasoning", "TEXT"),
+];
+
+const CREATE: &str = "
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    source TEXT NOT NULL,
+    model TEXT,
+    title TEXT,
+    cwd TEXT,
+    parent_session_id TEXT,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    end_reason TEXT,
+    message_count INTEGER DEFAULT 0,
+    tool_call_count INTEGER DEFAULT 0,
+    input_tokens INTEGER DEFAULT 0,
+    output_tokens INTEGER DEFAULT 0,
+    last_activity_at REAL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    role TEXT NOT NULL,
+    content TEXT,
+    tool_call_id TEXT,
+    tool_calls TEXT,
+    tool_name TEXT,
+    timestamp REAL NOT NULL,
+    token_count INTEGER,
+    finish_reason TEXT,
+    reasoning TEXT
+);
+";
+
+fn existing_columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare(&format!("PRAGMA table_info({table})"))?;
+    let cols = stmt.query_map([], |r| r.get::<_, String>(1))?;
+    cols.collect()
+}
+
+fn add_missing(conn: &Connection, table: &str, wanted: &[(&str, &str)]) -> rusqlite::Result<()> {
+    let have = existing_columns(conn, table)?;
+    for (col, decl) in wanted {
+        if !have.iter().any(|h| h.eq_ignore_ascii_case(col)) {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {col} {decl}"))?;
+        }
+    }
+    Ok(())
+}
+
+pub fn ensure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(CREATE)?;
+    add_missing(conn, "sessions", SESSION_COLUMNS)?;
+    add_missing(conn, "messages", MESSAGE_COLUMNS)?;
+    conn.execute_batch(
+        "CREATE INDEX IF NOT EXISTS idx_messages_session ON messages(session_id, id)",
+    )?;
+    // Titles are unique in Hermes; an older file holding duplicates keeps working without it.
+    let _ = conn.execute_batch(
+        "CREATE UNIQUE INDEX IF NOT EXISTS idx_sessions_title_unique
+             ON sessions(title) WHERE title IS NOT NULL",
+    );
+    Ok(())
+}

@@ -1,0 +1,102 @@
+//! Small helpers shared across modules: time, ids, text clipping.
+
+use std::hash::{BuildHasher, Hasher};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Unix time in seconds.
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// 64 random bits (std's randomly keyed SipHash over a counter and the clock).
+pub fn random_u64() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+pub fn random_hex(chars: usize) -> String {
+    let mut s = String::with_capacity(chars);
+    while s.len() < chars {
+        s.push_str(&format!("{:016x}", random_u64()));
+    }
+    s.truncate(chars);
+    s
+}
+
+/// Civil date (UTC) of a Unix time: (year, month, day, hour, minute, second).
+pub fn utc_parts(unix: f64) -> (i64, u32, u32, u32, u32, u32) {
+    let secs = unix.max(0.0) as i64;
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (
+        y,
+        m,
+        d,
+        (rem / 3600) as u32,
+        (rem % 3600 / 60) as u32,
+        (rem % 60) as u32,
+    )
+}
+
+/// A stored session id: `YYYYMMDD_HHMMSS_<6 hex>` (UTC).
+pub fn stored_session_id(unix: f64) -> String {
+    let (y, mo, d, h, mi, s) = utc_parts(unix);
+    format!("{y:04}{mo:02}{d:02}_{h:02}{mi:02}{s:02}_{}", random_hex(6))
+}
+
+/// `YYYY-MM-DD HH:MM:SS` (UTC), for people.
+pub fn human_time(unix: f64) -> String {
+    let (y, mo, d, h, mi, s) = utc_parts(unix);
+    format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}")
+}
+
+/// At most `max` characters of `s`, with `…` when cut.
+pub fn clip(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(utc_parts(0.0), (1970, 1, 1, 0, 0, 0));
+        assert_eq!(utc_parts(951_782_400.0), (2000, 2, 29, 0, 0, 0));
+        assert_eq!(utc_parts(1_798_675_199.0), (2026, 12, 31, 23, 59, 59));
+        let id = stored_session_id(1_798_675_199.0);
+        assert!(id.starts_with("20261231_235959_") && id.len() == 22, "{id}");
+    }
+
+    #[test]
+    fn clip_counts_characters() {
+        assert_eq!(clip("héllo", 2), "hé…");
+        assert_eq!(clip("hi", 5), "hi");
+    }
+}

@@ -1,0 +1,163 @@
+//! A client that stops reading stdout while 1,000 turns stream: the gateway's memory stays
+//! bounded, and once the client reads again the gateway is alive, answers ping, and every turn
+//! completes (deltas may be coalesced; no other frame is dropped).
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::collections::HashMap;
+use std::time::Instant;
+
+const SESSIONS: usize = 50;
+const PROMPTS: usize = 20;
+/// Words per prompt; the reply repeats the prompt, one delta per word, so ~1M delta frames
+/// (> 100 MiB of JSON) are produced in total: an unbounded out-queue cannot stay under the limit.
+const WORDS: usize = 1000;
+const RSS_LIMIT_KIB: u64 = 64 * 1024;
+
+#[test]
+fn stalled_reader_keeps_memory_bounded() {
+    let t0 = Instant::now();
+    let mut g = Gateway::builder()
+        .env("TUI_GATEWAY_STDOUT_STALL_S", "120")
+        .start();
+    let mut sessions = Vec::new();
+    for _ in 0..SESSIONS {
+        sessions.push(g.create_session(json!({})).id);
+    }
+    let baseline = rss_kib(g.pid()).expect("VmRSS of the gateway");
+
+    // stop reading, then submit all prompts from a writer thread (the gateway may stop reading
+    // stdin as backpressure; the writer must not block the test)
+    g.pause_reading();
+    let mut payload = Vec::new();
+    for k in 0..PROMPTS {
+        for (si, sid) in sessions.iter().enumerate() {
+            let text = long_prompt(&format!("bp-s{si}-p{k}"), WORDS);
+            payload.extend_from_slice(
+                json!({"jsonrpc":"2.0","id":format!("bp-{si}-{k}"),"method":"prompt.submit",
+                       "params":{"session_id":sid,"text":text}})
+                .to_string()
+                .as_bytes(),
+            );
+            payload.push(b'\n');
+        }
+    }
+    let stdin = g.stdin_handle();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut s = stdin.lock().unwrap();
+        let w = s.as_mut().unwrap();
+        w.write_all(&payload).and_then(|_| w.flush())
+    });
+
+    // sample RSS while the client is not reading: until all turns are in the store, or 10 s
+    let db = g.db();
+    let pause_end = Instant::now() + secs(10);
+    let mut max_rss = 0u64;
+    let mut samples = 0u32;
+    let mut stored = 0i64;
+    while Instant::now() < pause_end {
+        assert!(
+            g.try_exit().is_none(),
+            "gateway exited while the client was not reading\n{}",
+            g.diag()
+        );
+        let kib = rss_kib(g.pid()).expect("VmRSS");
+        max_rss = max_rss.max(kib);
+        samples += 1;
+        stored = db
+            .query_row(
+                "SELECT count(*) FROM messages WHERE role='assistant'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap_or(stored);
+        if stored as usize >= SESSIONS * PROMPTS {
+            break;
+        }
+        // sampling cadence; stdout is deliberately not being read
+        std::thread::sleep(ms(100));
+    }
+    drop(db);
+    eprintln!(
+        "backpressure: baseline {baseline} KiB, max RSS {max_rss} KiB over {samples} samples, \
+         {stored} assistant messages stored while stalled"
+    );
+    assert!(samples >= 5, "too few RSS samples");
+    assert!(
+        max_rss < RSS_LIMIT_KIB,
+        "gateway RSS reached {max_rss} KiB (limit {RSS_LIMIT_KIB}) while the client was not reading \
+         (baseline {baseline} KiB)\n{}",
+        g.diag()
+    );
+
+    // read again: alive, answers ping, and every turn completes
+    g.resume_reading();
+    let ping_id = g.send_request("ping", json!({}));
+    let deadline = t0 + secs(40);
+    let mut pong = false;
+    let mut submits: HashMap<String, String> = HashMap::new();
+    let mut completes: HashMap<String, Vec<String>> = HashMap::new();
+    let mut n_complete = 0usize;
+    while !(pong && n_complete == SESSIONS * PROMPTS && submits.len() == SESSIONS * PROMPTS) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let f = g.recv_unlogged(left).unwrap_or_else(|| {
+            panic!(
+                "after resuming: pong={pong}, {} prompt answers, {n_complete} message.complete of {}\n{}",
+                submits.len(),
+                SESSIONS * PROMPTS,
+                g.diag()
+            )
+        });
+        if f["id"] == ping_id {
+            assert_eq!(f["result"], json!({"pong": true}), "{f}");
+            pong = true;
+        } else if let Some(id) = f["id"].as_str() {
+            if id.starts_with("bp-") {
+                let st = f["result"]["status"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("prompt.submit failed: {f}"));
+                assert!(st == "streaming" || st == "queued", "{f}");
+                assert!(
+                    submits.insert(id.to_string(), st.to_string()).is_none(),
+                    "answered twice: {f}"
+                );
+            }
+        } else if event_type(&f) == Some("message.complete") {
+            let p = &f["params"];
+            assert_eq!(
+                p["payload"]["status"],
+                "complete",
+                "{}",
+                truncate(&f.to_string(), 300)
+            );
+            let text = p["payload"]["text"].as_str().unwrap_or("");
+            let sid = p["session_id"].as_str().unwrap().to_string();
+            completes.entry(sid).or_default().push(text.to_string());
+            n_complete += 1;
+        }
+    }
+    writer.join().unwrap().expect("writing the prompts");
+    assert!(g.try_exit().is_none(), "gateway exited");
+
+    // every turn of every session completed, in submission order, with its full text
+    for (si, sid) in sessions.iter().enumerate() {
+        let texts = completes
+            .get(sid)
+            .unwrap_or_else(|| panic!("no turns completed for session {si}"));
+        assert_eq!(texts.len(), PROMPTS, "session {si}");
+        for (k, text) in texts.iter().enumerate() {
+            let want = long_prompt(&format!("bp-s{si}-p{k}"), WORDS);
+            assert!(
+                text.contains(&want),
+                "session {si} turn {k}: text does not contain its prompt (starts {:?})",
+                truncate(text, 80)
+            );
+        }
+    }
+    g.ping();
+    g.assert_clean_stdout();
+    eprintln!("backpressure: total {:?}", t0.elapsed());
+}

@@ -1,0 +1,390 @@
+//! Bad input of every kind; after each case the gateway must still answer `ping`.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Sends a ping and asserts that it is answered, and that nothing other than `allowed` frames
+/// arrived between `mark` and the pong.
+fn ping_after(g: &mut Gateway, mark: usize, what: &str) -> Vec<Value> {
+    let id = g.send_request("ping", json!({}));
+    let r = g.wait_frame(|f| is_response(f) && f["id"] == id, T);
+    let r = r.unwrap_or_else(|| panic!("no pong after {what}\n{}", g.diag()));
+    assert_eq!(r["result"], json!({"pong": true}), "after {what}: {r}");
+    assert!(g.try_exit().is_none(), "gateway exited after {what}");
+    let pong_at = g.frames.iter().rposition(|f| f["id"] == id).unwrap();
+    g.frames[mark..pong_at].to_vec()
+}
+
+fn null_error(frames: &[Value]) -> Vec<i64> {
+    frames
+        .iter()
+        .filter(|f| is_response(f) && f["id"].is_null())
+        .map(|f| f["error"]["code"].as_i64().unwrap_or(0))
+        .collect()
+}
+
+#[test]
+fn garbage_lines() {
+    let mut g = Gateway::start();
+    for line in [
+        "hello world",
+        "{not json",
+        "}{",
+        "{\"jsonrpc\":\"2.0\",",
+        "\u{1b}[A\u{1b}[B",
+        "ping",
+    ] {
+        let mark = g.frames.len();
+        g.send_line(line);
+        let between = ping_after(&mut g, mark, &format!("garbage {line:?}"));
+        assert_eq!(
+            null_error(&between),
+            [-32700],
+            "garbage {line:?} → one -32700 id null; got {between:?}"
+        );
+    }
+    g.assert_clean_stdout();
+}
+
+#[test]
+fn blank_lines_are_skipped() {
+    let mut g = Gateway::start();
+    let mark = g.frames.len();
+    g.send_raw(b"\n\n\n");
+    let between = ping_after(&mut g, mark, "blank lines");
+    assert!(
+        between.is_empty(),
+        "blank lines must not be answered: {between:?}"
+    );
+    // whitespace-only lines: skipped or a parse error, never anything else
+    let mark = g.frames.len();
+    g.send_raw(b"   \n\t\n");
+    let between = ping_after(&mut g, mark, "whitespace lines");
+    for c in null_error(&between) {
+        assert_eq!(c, -32700, "{between:?}");
+    }
+    assert!(
+        between.iter().all(|f| is_response(f) && f["id"].is_null()),
+        "{between:?}"
+    );
+    // CRLF-terminated frame
+    g.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":\"crlf\",\"method\":\"ping\"}\r\n");
+    let r = g.wait_response(&json!("crlf"), T);
+    assert_eq!(r["result"], json!({"pong": true}), "{r}");
+}
+
+#[test]
+fn oversized_line_is_refused_and_skipped() {
+    let mut g = Gateway::start();
+    let mark = g.frames.len();
+    // 20 MiB, default limit 16 MiB; a well-formed request so it is not "just garbage"
+    let pad = "a".repeat(20 * 1024 * 1024);
+    let big =
+        format!(r#"{{"jsonrpc":"2.0","id":"big","method":"ping","params":{{"pad":"{pad}"}}}}"#);
+    let mut bytes = big.into_bytes();
+    bytes.push(b'\n');
+    // then a normal request in the same stream, right after the newline
+    bytes.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":\"after-big\",\"method\":\"ping\"}\n");
+    let start = Instant::now();
+    g.send_raw(&bytes);
+    drop(bytes);
+    let r = g.wait_response(&json!("after-big"), secs(30));
+    assert_eq!(r["result"], json!({"pong": true}), "{r}");
+    let between = ping_after(&mut g, mark, "a 20 MiB line");
+    let errs: Vec<&Value> = between
+        .iter()
+        .filter(|f| f.get("error").is_some())
+        .collect();
+    assert_eq!(
+        errs.len(),
+        1,
+        "exactly one error for the oversized line: {between:?}"
+    );
+    assert_eq!(errs[0]["error"]["code"], -32600, "{:?}", errs[0]);
+    assert!(
+        errs[0]["id"].is_null(),
+        "oversized line answered with id null: {:?}",
+        errs[0]
+    );
+    assert!(
+        !g.frames.iter().any(|f| f["id"] == "big"),
+        "the oversized request must not run"
+    );
+    assert!(start.elapsed() < secs(30));
+    // memory: the gateway discarded the line rather than buffering it
+    if let Some(kib) = rss_kib(g.pid()) {
+        assert!(
+            kib < 48 * 1024,
+            "gateway RSS {kib} KiB after a discarded 20 MiB line"
+        );
+    }
+}
+
+#[test]
+fn invalid_utf8() {
+    let mut g = Gateway::start();
+    let mark = g.frames.len();
+    g.send_raw(b"\xff\xfe\xfd garbage \xc3\x28\n");
+    let between = ping_after(&mut g, mark, "invalid UTF-8 line");
+    assert_eq!(null_error(&between), [-32700], "{between:?}");
+
+    // invalid UTF-8 inside an otherwise valid frame: refused or answered, the gateway lives on
+    let mark = g.frames.len();
+    g.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":\"u8\",\"method\":\"ping\",\"params\":{\"x\":\"\xff\xfe\"}}\n");
+    let between = ping_after(&mut g, mark, "invalid UTF-8 in a string");
+    assert!(between.len() <= 1, "{between:?}");
+    // a session survives it too
+    let s = g.create_session(json!({}));
+    let mark = g.frames.len();
+    let mut frame = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":\"u9\",\"method\":\"session.title\",\"params\":{{\"session_id\":\"{}\",\"title\":\"bad ",
+        s.id
+    )
+    .into_bytes();
+    frame.extend_from_slice(b"\xc0\xaf title\"}}\n");
+    g.send_raw(&frame);
+    ping_after(&mut g, mark, "invalid UTF-8 in a title");
+    g.assert_clean_stdout();
+}
+
+#[test]
+fn non_object_json() {
+    let mut g = Gateway::start();
+    for line in [
+        "[]",
+        "[1,2,3]",
+        r#"[{"jsonrpc":"2.0","id":"b","method":"ping"}]"#,
+        "42",
+        "-1.5",
+        r#""str""#,
+        "null",
+        "false",
+    ] {
+        let mark = g.frames.len();
+        g.send_line(line);
+        let between = ping_after(&mut g, mark, line);
+        assert_eq!(
+            null_error(&between),
+            [-32600],
+            "non-object {line} → -32600 id null: {between:?}"
+        );
+    }
+    g.assert_clean_stdout();
+}
+
+#[test]
+fn wrong_param_types() {
+    let mut g = Gateway::start();
+    let s = g.create_session(json!({}));
+    let cases = [
+        ("session.create", json!({"cols": "wide"})),
+        ("session.create", json!({"title": 12})),
+        ("prompt.submit", json!({"session_id": 123, "text": "x"})),
+        (
+            "prompt.submit",
+            json!({"session_id": s.id, "text": {"a": 1}}),
+        ),
+        ("session.list", json!({"limit": -5.5})),
+        (
+            "session.events.since",
+            json!({"session_id": s.id, "last_seen": "yesterday"}),
+        ),
+        ("session.resume", json!({"session_id": ["x"]})),
+        ("terminal.resize", json!({"session_id": s.id, "cols": null})),
+        ("complete.slash", json!({"text": 5})),
+    ];
+    for (method, params) in cases {
+        let mark = g.frames.len();
+        let (code, msg, f) = g.call_err(method, params.clone());
+        assert_eq!(code, -32602, "{method} {params}: {f}");
+        assert!(!msg.is_empty(), "{f}");
+        ping_after(&mut g, mark, method);
+    }
+    // params of the wrong kind entirely
+    for params in [json!([]), json!("s"), json!(1), json!(true)] {
+        let (code, _, f) = g.call_err("session.create", params.clone());
+        assert_eq!(code, -32602, "params {params}: {f}");
+    }
+    // the session is unharmed
+    let t = g.run_turn(&s.id, "still fine");
+    assert_plain_turn(&t, &s.id, "still fine");
+}
+
+#[test]
+fn unknown_session_ids() {
+    let mut g = Gateway::start();
+    let ghost = "deadbeef";
+    let cases = [
+        (
+            "prompt.submit",
+            json!({"session_id": ghost, "text": "hi"}),
+            4001,
+        ),
+        ("session.history", json!({"session_id": ghost}), 4001),
+        ("session.close", json!({"session_id": ghost}), 4001),
+        ("session.usage", json!({"session_id": ghost}), 4001),
+        ("session.title", json!({"session_id": ghost}), 4001),
+        ("session.events.since", json!({"session_id": ghost}), 4001),
+        (
+            "terminal.resize",
+            json!({"session_id": ghost, "cols": 80}),
+            4001,
+        ),
+        (
+            "prompt.submit",
+            json!({"session_id": "not-even-hex!", "text": "hi"}),
+            4001,
+        ),
+        (
+            "session.resume",
+            json!({"session_id": "20990101_000000_abcdef"}),
+            4007,
+        ),
+        (
+            "session.delete",
+            json!({"session_id": "20990101_000000_abcdef"}),
+            4007,
+        ),
+        ("session.resume", json!({"session_id": "deadbeef"}), 4007),
+    ];
+    for (method, params, code) in cases {
+        let mark = g.frames.len();
+        g.expect_code(method, params, code);
+        ping_after(&mut g, mark, method);
+    }
+}
+
+#[test]
+fn answer_to_a_server_request_nobody_sent() {
+    let mut g = Gateway::start();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":"srq-nobody","result":{}}"#,
+        r#"{"jsonrpc":"2.0","id":"srq-0f3a9c1d2e4b","result":{"choice":"once"}}"#,
+        r#"{"jsonrpc":"2.0","id":"srq-err","error":{"code":-1,"message":"no"}}"#,
+    ] {
+        let mark = g.frames.len();
+        g.send_line(line);
+        let between = ping_after(&mut g, mark, line);
+        assert!(
+            between.is_empty(),
+            "the gateway sends nothing back for {line}: {between:?}"
+        );
+    }
+    // nothing arrives late either
+    let late = g.collect_for(ms(300));
+    assert!(late.is_empty(), "late frames: {late:?}");
+}
+
+#[test]
+fn ten_thousand_pings_in_one_burst() {
+    let mut g = Gateway::start();
+    const N: usize = 10_000;
+    let mut burst = Vec::with_capacity(N * 60);
+    for i in 0..N {
+        burst.extend_from_slice(
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":\"burst-{i}\",\"method\":\"ping\"}}\n")
+                .as_bytes(),
+        );
+    }
+    let stdin = g.stdin_handle();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut s = stdin.lock().unwrap();
+        let w = s.as_mut().unwrap();
+        w.write_all(&burst).and_then(|_| w.flush())
+    });
+    let mut seen: HashMap<String, u32> = HashMap::new();
+    let deadline = Instant::now() + secs(60);
+    while seen.len() < N {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let f = g
+            .recv_unlogged(left)
+            .unwrap_or_else(|| panic!("only {} of {N} pings answered\n{}", seen.len(), g.diag()));
+        if let Some(id) = f["id"].as_str() {
+            if id.starts_with("burst-") {
+                assert_eq!(f["result"], json!({"pong": true}), "{f}");
+                *seen.entry(id.to_string()).or_default() += 1;
+            }
+        }
+    }
+    writer.join().unwrap().expect("write the burst");
+    // no duplicates arrive afterwards
+    let mark = g.frames.len();
+    let between = ping_after(&mut g, mark, "the burst");
+    assert!(
+        between
+            .iter()
+            .all(|f| !f["id"].as_str().unwrap_or("").starts_with("burst-")),
+        "duplicate answers"
+    );
+    assert!(seen.values().all(|&n| n == 1));
+    assert_eq!(seen.len(), N);
+    for i in 0..N {
+        assert!(
+            seen.contains_key(&format!("burst-{i}")),
+            "burst-{i} unanswered"
+        );
+    }
+}
+
+#[test]
+fn many_frames_in_one_write_and_one_frame_in_many_writes() {
+    let mut g = Gateway::start();
+    let s = g.create_session(json!({}));
+    // many frames, one write
+    let mut buf = String::new();
+    let methods = [
+        "ping",
+        "pet.cells",
+        "setup.status",
+        "commands.catalog",
+        "session.active_list",
+        "gateway.capabilities",
+    ];
+    for (i, m) in methods.iter().enumerate() {
+        buf.push_str(&format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"multi-{i}\",\"method\":\"{m}\",\"params\":{{}}}}\n"
+        ));
+    }
+    g.send_raw(buf.as_bytes());
+    for i in 0..methods.len() {
+        let r = g.wait_response(&json!(format!("multi-{i}")), T);
+        assert!(
+            r.get("result").is_some(),
+            "{} in a multi-frame write: {r}",
+            methods[i]
+        );
+    }
+
+    // one frame, many writes: the split falls inside a multi-byte character
+    let title = "café ☕ split";
+    let frame = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":\"split\",\"method\":\"session.title\",\"params\":{{\"session_id\":\"{}\",\"title\":\"{}\"}}}}\n",
+        s.id, title
+    );
+    let bytes = frame.as_bytes();
+    let cup = frame.find('☕').unwrap();
+    let cuts = [7, 30, cup + 1, cup + 2, bytes.len() - 1];
+    let mut prev = 0;
+    for &c in &cuts {
+        g.send_raw(&bytes[prev..c]);
+        prev = c;
+        // the frame is incomplete: nothing may be answered yet (this also paces the writes)
+        let early = g.collect_for(ms(60));
+        assert!(
+            early.iter().all(|f| f["id"] != "split"),
+            "answered before the newline: {early:?}"
+        );
+    }
+    g.send_raw(&bytes[prev..]);
+    let r = g.wait_response(&json!("split"), T);
+    assert_eq!(r["result"]["title"], title, "{r}");
+    let r = g.call("session.title", json!({"session_id": s.id}));
+    assert_eq!(r["title"], title);
+    g.ping();
+    g.assert_clean_stdout();
+}

@@ -1,0 +1,984 @@
+//! Shared harness for the black-box tests: spawns the `tui-gateway` binary with a private
+//! `HERMES_HOME`, reads its stdout on a background thread (so every read has a deadline), and
+//! offers request / event helpers that speak PROTOCOL.md.
+//!
+//! Synchronisation is always "wait for a condition with a deadline" (`recv_timeout`), never a bare
+//! sleep.
+#![allow(dead_code)]
+
+use serde_json::{Value, json};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_tui-gateway");
+
+/// Default deadline for one answer / one event. Generous: the suite may run on 2 loaded cores.
+pub const T: Duration = Duration::from_secs(15);
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+pub fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+pub fn ms(m: u64) -> Duration {
+    Duration::from_millis(m)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Temporary HERMES_HOME
+// ---------------------------------------------------------------------------------------------
+
+/// A fresh directory under the system temp dir, removed on drop (set `TUI_GATEWAY_TEST_KEEP=1`
+/// to keep it for post-mortem).
+pub struct TempHome {
+    pub path: PathBuf,
+    keep: bool,
+}
+
+impl TempHome {
+    pub fn new(tag: &str) -> TempHome {
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let path = std::env::temp_dir().join(format!(
+            "tuigw-test-{}-{}-{}-{:x}",
+            tag,
+            std::process::id(),
+            n,
+            nanos
+        ));
+        std::fs::create_dir_all(&path).expect("create temp HERMES_HOME");
+        TempHome {
+            path,
+            keep: std::env::var_os("TUI_GATEWAY_TEST_KEEP").is_some(),
+        }
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.path.join("state.db")
+    }
+}
+
+impl Drop for TempHome {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// stdout reader
+// ---------------------------------------------------------------------------------------------
+
+/// What the reader thread hands over: a parsed JSON object with its raw line, or a line that is
+/// not a JSON object (a protocol violation on stdout).
+pub enum Out {
+    Frame(Value, String),
+    Garbage(Vec<u8>),
+}
+
+type Gate = Arc<(Mutex<bool>, Condvar)>;
+
+fn spawn_stdout_reader(stdout: impl Read + Send + 'static, tx: mpsc::Sender<Out>, gate: Gate) {
+    thread::Builder::new()
+        .name("gw-stdout".into())
+        .spawn(move || {
+            let mut r = BufReader::with_capacity(64 * 1024, stdout);
+            loop {
+                {
+                    let (lock, cv) = &*gate;
+                    let mut paused = lock.lock().unwrap();
+                    while *paused {
+                        paused = cv.wait(paused).unwrap();
+                    }
+                }
+                let mut buf = Vec::new();
+                match r.read_until(b'\n', &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                if buf.last() == Some(&b'\n') {
+                    buf.pop();
+                }
+                let out = match serde_json::from_slice::<Value>(&buf) {
+                    Ok(v) if v.is_object() => match String::from_utf8(buf) {
+                        Ok(s) => Out::Frame(v, s),
+                        Err(e) => Out::Garbage(e.into_bytes()),
+                    },
+                    _ => Out::Garbage(buf),
+                };
+                if tx.send(out).is_err() {
+                    break;
+                }
+            }
+        })
+        .expect("spawn stdout reader");
+}
+
+fn spawn_stderr_reader(stderr: impl Read + Send + 'static, sink: Arc<Mutex<Vec<String>>>) {
+    thread::Builder::new()
+        .name("gw-stderr".into())
+        .spawn(move || {
+            let mut r = BufReader::new(stderr);
+            loop {
+                let mut buf = Vec::new();
+                match r.read_until(b'\n', &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                let line = String::from_utf8_lossy(&buf)
+                    .trim_end_matches('\n')
+                    .to_string();
+                let mut s = sink.lock().unwrap();
+                // keep memory bounded for chatty gateways
+                if s.len() > 20_000 {
+                    s.drain(..10_000);
+                }
+                s.push(line);
+            }
+        })
+        .expect("spawn stderr reader");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Builder
+// ---------------------------------------------------------------------------------------------
+
+pub struct GatewayBuilder {
+    home: Option<PathBuf>,
+    envs: Vec<(String, String)>,
+    args: Vec<String>,
+    tag: String,
+}
+
+impl GatewayBuilder {
+    /// Use an existing HERMES_HOME (the caller owns it, e.g. to restart on the same store).
+    pub fn home(mut self, p: &Path) -> Self {
+        self.home = Some(p.to_path_buf());
+        self
+    }
+
+    pub fn env(mut self, k: &str, v: &str) -> Self {
+        self.envs.push((k.to_string(), v.to_string()));
+        self
+    }
+
+    /// Replace the default argument list (`serve`).
+    pub fn args(mut self, a: &[&str]) -> Self {
+        self.args = a.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    pub fn tag(mut self, t: &str) -> Self {
+        self.tag = t.to_string();
+        self
+    }
+
+    /// Spawn without waiting for anything.
+    pub fn spawn(self) -> Gateway {
+        let (home, owned) = match self.home {
+            Some(h) => (h, None),
+            None => {
+                let t = TempHome::new(&self.tag);
+                (t.path.clone(), Some(t))
+            }
+        };
+        let mut cmd = Command::new(BIN);
+        cmd.args(&self.args)
+            .current_dir(&home)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // Hygiene: nothing from the developer's environment may pick a network model or another
+        // home, or change knobs behind the test's back.
+        for (k, _) in std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v))) {
+            if k.starts_with("HERMES_")
+                || k.starts_with("TUI_GATEWAY_")
+                || k.ends_with("_API_KEY")
+                || k.starts_with("OPENAI_")
+                || k.starts_with("ANTHROPIC_")
+                || k.starts_with("OPENROUTER_")
+            {
+                cmd.env_remove(&k);
+            }
+        }
+        cmd.env("HERMES_HOME", &home);
+        for (k, v) in &self.envs {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let gate: Gate = Arc::new((Mutex::new(false), Condvar::new()));
+        spawn_stdout_reader(stdout, tx, gate.clone());
+        let err_sink = Arc::new(Mutex::new(Vec::new()));
+        spawn_stderr_reader(stderr, err_sink.clone());
+        Gateway {
+            child,
+            stdin: Arc::new(Mutex::new(Some(stdin))),
+            rx,
+            frames: Vec::new(),
+            raw: Vec::new(),
+            taken: Vec::new(),
+            first_untaken: 0,
+            garbage: Vec::new(),
+            stderr: err_sink,
+            next_id: 0,
+            home,
+            _home: owned,
+            gate,
+            stdout_closed: false,
+            exit: None,
+            ready: None,
+        }
+    }
+
+    /// Spawn and wait for `gateway.ready`, asserting it is the first frame.
+    pub fn start(self) -> Gateway {
+        let mut g = self.spawn();
+        g.wait_ready();
+        g
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gateway
+// ---------------------------------------------------------------------------------------------
+
+pub struct Gateway {
+    child: Child,
+    stdin: Arc<Mutex<Option<ChildStdin>>>,
+    rx: Receiver<Out>,
+    /// Every frame received (through the logging paths), in arrival order.
+    pub frames: Vec<Value>,
+    /// Raw stdout line of each frame in `frames`.
+    pub raw: Vec<String>,
+    taken: Vec<bool>,
+    first_untaken: usize,
+    /// stdout lines that were not JSON objects.
+    pub garbage: Vec<Vec<u8>>,
+    stderr: Arc<Mutex<Vec<String>>>,
+    next_id: u64,
+    pub home: PathBuf,
+    _home: Option<TempHome>,
+    gate: Gate,
+    pub stdout_closed: bool,
+    exit: Option<ExitStatus>,
+    /// Payload of gateway.ready once seen.
+    pub ready: Option<Value>,
+}
+
+/// A created session: runtime id, stored id, full create result.
+#[derive(Clone, Debug)]
+pub struct Session {
+    pub id: String,
+    pub stored: String,
+    pub result: Value,
+}
+
+/// One completed turn.
+#[derive(Clone, Debug)]
+pub struct Turn {
+    /// `message.complete` payload text.
+    pub text: String,
+    pub complete: Value,
+    /// The session's events of this turn, `message.start` .. `session.info` inclusive (params objects).
+    pub events: Vec<Value>,
+}
+
+impl Gateway {
+    pub fn builder() -> GatewayBuilder {
+        GatewayBuilder {
+            home: None,
+            envs: Vec::new(),
+            args: vec!["serve".to_string()],
+            tag: "gw".to_string(),
+        }
+    }
+
+    /// Spawn with defaults and wait for ready.
+    pub fn start() -> Gateway {
+        Gateway::builder().start()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.home.join("state.db")
+    }
+
+    // ---- writing ----------------------------------------------------------------------------
+
+    pub fn stdin_handle(&self) -> Arc<Mutex<Option<ChildStdin>>> {
+        self.stdin.clone()
+    }
+
+    pub fn write_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let mut g = self.stdin.lock().unwrap();
+        let w = g
+            .as_mut()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "stdin closed"))?;
+        w.write_all(bytes)?;
+        w.flush()
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        if let Err(e) = self.write_raw(bytes) {
+            panic!("write to gateway stdin failed: {e}\n{}", self.diag());
+        }
+    }
+
+    pub fn send_line(&mut self, s: &str) {
+        let mut b = s.as_bytes().to_vec();
+        b.push(b'\n');
+        self.send_raw(&b);
+    }
+
+    pub fn send(&mut self, frame: &Value) {
+        self.send_line(&frame.to_string());
+    }
+
+    pub fn fresh_id(&mut self) -> String {
+        self.next_id += 1;
+        format!("t-{}", self.next_id)
+    }
+
+    /// Sends a request without waiting; returns its id.
+    pub fn send_request(&mut self, method: &str, params: Value) -> Value {
+        let id = json!(self.fresh_id());
+        self.send(&json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}));
+        id
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin.lock().unwrap().take();
+    }
+
+    // ---- reading ----------------------------------------------------------------------------
+
+    fn push(&mut self, out: Out) {
+        match out {
+            Out::Frame(v, raw) => {
+                if self.ready.is_none() && event_type(&v) == Some("gateway.ready") {
+                    self.ready = Some(v["params"]["payload"].clone());
+                }
+                self.frames.push(v);
+                self.raw.push(raw);
+                self.taken.push(false);
+            }
+            Out::Garbage(b) => self.garbage.push(b),
+        }
+    }
+
+    /// Receives one item into the log, waiting at most until `deadline`. False on timeout / EOF.
+    pub fn pump_until(&mut self, deadline: Instant) -> bool {
+        let now = Instant::now();
+        let wait = deadline.saturating_duration_since(now);
+        match self.rx.recv_timeout(wait) {
+            Ok(out) => {
+                self.push(out);
+                true
+            }
+            Err(RecvTimeoutError::Timeout) => false,
+            Err(RecvTimeoutError::Disconnected) => {
+                self.stdout_closed = true;
+                false
+            }
+        }
+    }
+
+    /// Moves everything already read into the log without blocking.
+    pub fn drain_available(&mut self) {
+        loop {
+            match self.rx.try_recv() {
+                Ok(out) => self.push(out),
+                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Disconnected) => {
+                    self.stdout_closed = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Receives one frame WITHOUT logging it (for high-volume tests). Garbage is still recorded.
+    pub fn recv_unlogged(&mut self, timeout: Duration) -> Option<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self
+                .rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(Out::Frame(v, _)) => return Some(v),
+                Ok(Out::Garbage(b)) => self.garbage.push(b),
+                Err(RecvTimeoutError::Timeout) => return None,
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.stdout_closed = true;
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// First not-yet-taken frame (old or new) matching `pred`, marked taken.
+    pub fn wait_frame<F: Fn(&Value) -> bool>(
+        &mut self,
+        pred: F,
+        timeout: Duration,
+    ) -> Option<Value> {
+        let deadline = Instant::now() + timeout;
+        let mut idx = self.first_untaken;
+        loop {
+            while idx < self.frames.len() {
+                if !self.taken[idx] && pred(&self.frames[idx]) {
+                    self.taken[idx] = true;
+                    while self.first_untaken < self.taken.len() && self.taken[self.first_untaken] {
+                        self.first_untaken += 1;
+                    }
+                    return Some(self.frames[idx].clone());
+                }
+                idx += 1;
+            }
+            if !self.pump_until(deadline) {
+                // one last look at anything that arrived together with the timeout
+                self.drain_available();
+                if idx >= self.frames.len() {
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Collects every frame that arrives within `dur` (logged, not taken). Used both to assert
+    /// that nothing is sent and to pace polling loops.
+    pub fn collect_for(&mut self, dur: Duration) -> Vec<Value> {
+        let start = self.frames.len();
+        let deadline = Instant::now() + dur;
+        while Instant::now() < deadline {
+            if !self.pump_until(deadline) && self.stdout_closed {
+                break;
+            }
+        }
+        self.frames[start..].to_vec()
+    }
+
+    pub fn wait_ready(&mut self) -> Value {
+        let f = self
+            .wait_frame(|f| event_type(f) == Some("gateway.ready"), T)
+            .unwrap_or_else(|| panic!("no gateway.ready\n{}", self.diag()));
+        assert_eq!(
+            event_type(&self.frames[0]),
+            Some("gateway.ready"),
+            "gateway.ready must be the first frame; got {}",
+            self.frames[0]
+        );
+        f["params"]["payload"].clone()
+    }
+
+    pub fn wait_response(&mut self, id: &Value, timeout: Duration) -> Value {
+        let idc = id.clone();
+        self.wait_frame(
+            move |f| is_response(f) && f.get("id") == Some(&idc),
+            timeout,
+        )
+        .unwrap_or_else(|| panic!("no response for id {id}\n{}", self.diag()))
+    }
+
+    /// Sends a request and waits for its response frame (result or error).
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        self.request_timeout(method, params, T)
+    }
+
+    pub fn request_timeout(&mut self, method: &str, params: Value, timeout: Duration) -> Value {
+        let id = self.send_request(method, params);
+        self.wait_response(&id, timeout)
+    }
+
+    /// Request that must succeed; returns `result`.
+    pub fn call(&mut self, method: &str, params: Value) -> Value {
+        let r = self.request(method, params.clone());
+        match r.get("result") {
+            Some(v) => v.clone(),
+            None => panic!(
+                "{method} {params} answered with an error: {r}\n{}",
+                self.diag()
+            ),
+        }
+    }
+
+    /// Request that must fail; returns (code, message, full frame).
+    pub fn call_err(&mut self, method: &str, params: Value) -> (i64, String, Value) {
+        let r = self.request(method, params.clone());
+        match r.get("error") {
+            Some(e) => (
+                e["code"]
+                    .as_i64()
+                    .unwrap_or_else(|| panic!("error without integer code: {r}")),
+                e["message"].as_str().unwrap_or("").to_string(),
+                r.clone(),
+            ),
+            None => panic!("{method} {params} should have failed, got {r}"),
+        }
+    }
+
+    /// Asserts that `method` fails with `code`; returns the message.
+    pub fn expect_code(&mut self, method: &str, params: Value, code: i64) -> String {
+        let (c, m, f) = self.call_err(method, params.clone());
+        assert_eq!(
+            c, code,
+            "{method} {params}: expected code {code}, got frame {f}"
+        );
+        m
+    }
+
+    pub fn ping(&mut self) {
+        let r = self.call("ping", json!({}));
+        assert_eq!(r, json!({"pong": true}));
+    }
+
+    /// Next not-yet-taken event of this type (any session); returns the params object.
+    pub fn wait_event(&mut self, ty: &str, timeout: Duration) -> Value {
+        self.try_wait_event(ty, timeout)
+            .unwrap_or_else(|| panic!("no {ty} event within {timeout:?}\n{}", self.diag()))
+    }
+
+    pub fn try_wait_event(&mut self, ty: &str, timeout: Duration) -> Option<Value> {
+        self.wait_frame(|f| event_type(f) == Some(ty), timeout)
+            .map(|f| f["params"].clone())
+    }
+
+    /// Next not-yet-taken event of this type for this session; returns the params object.
+    pub fn wait_session_event(&mut self, sid: &str, ty: &str, timeout: Duration) -> Value {
+        self.try_wait_session_event(sid, ty, timeout)
+            .unwrap_or_else(|| {
+                panic!(
+                    "no {ty} event for session {sid} within {timeout:?}\n{}",
+                    self.diag()
+                )
+            })
+    }
+
+    pub fn try_wait_session_event(
+        &mut self,
+        sid: &str,
+        ty: &str,
+        timeout: Duration,
+    ) -> Option<Value> {
+        self.wait_frame(
+            |f| event_type(f) == Some(ty) && f["params"]["session_id"] == sid,
+            timeout,
+        )
+        .map(|f| f["params"].clone())
+    }
+
+    /// All events received so far (taken or not) for this session, as params objects, in
+    /// arrival order.
+    pub fn events_of_session(&mut self, sid: &str) -> Vec<Value> {
+        self.drain_available();
+        self.frames
+            .iter()
+            .filter(|f| event_type(f).is_some() && f["params"]["session_id"] == sid)
+            .map(|f| f["params"].clone())
+            .collect()
+    }
+
+    pub fn stderr_text(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    pub fn pause_reading(&self) {
+        let (l, _) = &*self.gate;
+        *l.lock().unwrap() = true;
+    }
+
+    pub fn resume_reading(&self) {
+        let (l, cv) = &*self.gate;
+        *l.lock().unwrap() = false;
+        cv.notify_all();
+    }
+
+    /// Non-blocking: has the process exited?
+    pub fn try_exit(&mut self) -> Option<ExitStatus> {
+        if self.exit.is_none() {
+            self.exit = self.child.try_wait().expect("try_wait");
+        }
+        self.exit
+    }
+
+    /// Waits for the process to exit (reading stdout meanwhile so it never blocks on a full
+    /// pipe), then reads stdout to EOF (bounded).
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        let st = loop {
+            self.drain_available();
+            if let Some(st) = self.try_exit() {
+                break st;
+            }
+            if Instant::now() >= deadline {
+                panic!("gateway did not exit within {timeout:?}\n{}", self.diag());
+            }
+            // recv_timeout paces the poll and keeps draining stdout
+            let step = (Instant::now() + ms(20)).min(deadline);
+            self.pump_until(step);
+        };
+        let tail = Instant::now() + secs(3);
+        while !self.stdout_closed && Instant::now() < tail {
+            self.pump_until(tail);
+        }
+        st
+    }
+
+    pub fn db(&self) -> rusqlite::Connection {
+        open_db(&self.db_path())
+    }
+
+    /// Every frame so far is a JSON object with `"jsonrpc":"2.0"` and nothing else was written
+    /// on stdout.
+    pub fn assert_clean_stdout(&mut self) {
+        self.drain_available();
+        assert!(
+            self.garbage.is_empty(),
+            "stdout carried non-frame lines: {:?}",
+            self.garbage
+                .iter()
+                .take(5)
+                .map(|b| String::from_utf8_lossy(&b[..b.len().min(200)]).to_string())
+                .collect::<Vec<_>>()
+        );
+        for f in &self.frames {
+            assert_eq!(f["jsonrpc"], "2.0", "frame without jsonrpc 2.0: {f}");
+        }
+    }
+
+    pub fn diag(&self) -> String {
+        let mut s = String::new();
+        s.push_str(&format!(
+            "--- gateway pid {} home {} exit {:?} stdout_closed {}\n",
+            self.child.id(),
+            self.home.display(),
+            self.exit,
+            self.stdout_closed
+        ));
+        let n = self.frames.len();
+        s.push_str(&format!("--- last frames (of {n}):\n"));
+        for f in &self.frames[n.saturating_sub(15)..] {
+            let t = f.to_string();
+            s.push_str(&truncate(&t, 400));
+            s.push('\n');
+        }
+        if !self.garbage.is_empty() {
+            s.push_str(&format!(
+                "--- {} garbage stdout lines\n",
+                self.garbage.len()
+            ));
+        }
+        let err = self.stderr.lock().unwrap();
+        s.push_str("--- stderr tail:\n");
+        for l in &err[err.len().saturating_sub(20)..] {
+            s.push_str(&truncate(l, 400));
+            s.push('\n');
+        }
+        s
+    }
+
+    // ---- higher-level helpers ---------------------------------------------------------------
+
+    /// `session.create` + its `session.info` event.
+    pub fn create_session(&mut self, params: Value) -> Session {
+        let r = self.call("session.create", params);
+        let id = r["session_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("session.create without session_id: {r}"))
+            .to_string();
+        let stored = r["stored_session_id"].as_str().unwrap_or("").to_string();
+        self.wait_session_event(&id, "session.info", T);
+        Session {
+            id,
+            stored,
+            result: r,
+        }
+    }
+
+    /// Submits a prompt (expects `streaming`) and waits for the turn to settle.
+    pub fn run_turn(&mut self, sid: &str, text: &str) -> Turn {
+        self.run_turn_timeout(sid, text, T)
+    }
+
+    pub fn run_turn_timeout(&mut self, sid: &str, text: &str, timeout: Duration) -> Turn {
+        let start = self.frames.len();
+        let r = self.call("prompt.submit", json!({"session_id": sid, "text": text}));
+        assert_eq!(
+            r["status"], "streaming",
+            "prompt.submit on an idle session: {r}"
+        );
+        self.finish_turn(sid, start, timeout)
+    }
+
+    /// Waits for the next `message.complete` + `session.info` of `sid`; returns the turn's events
+    /// from the log starting at frame index `start`.
+    pub fn finish_turn(&mut self, sid: &str, start: usize, timeout: Duration) -> Turn {
+        let complete = self.wait_session_event(sid, "message.complete", timeout);
+        let cseq = complete["seq"].as_u64();
+        let sid2 = sid.to_string();
+        self.wait_frame(
+            move |f| {
+                event_type(f) == Some("session.info")
+                    && f["params"]["session_id"] == sid2.as_str()
+                    && f["params"]["seq"].as_u64() > cseq
+            },
+            timeout,
+        )
+        .unwrap_or_else(|| panic!("no session.info after message.complete\n{}", self.diag()));
+        let events: Vec<Value> = self.frames[start..]
+            .iter()
+            .filter(|f| event_type(f).is_some() && f["params"]["session_id"] == sid)
+            .map(|f| f["params"].clone())
+            .collect();
+        Turn {
+            text: complete["payload"]["text"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+            complete,
+            events,
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if self.try_exit().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        // let the reader thread finish
+        self.resume_reading();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Free helpers
+// ---------------------------------------------------------------------------------------------
+
+pub fn open_db(path: &Path) -> rusqlite::Connection {
+    assert!(path.exists(), "{} does not exist", path.display());
+    let c = rusqlite::Connection::open(path).expect("open state.db");
+    c.busy_timeout(secs(5)).unwrap();
+    c
+}
+
+pub fn truncate(s: &str, n: usize) -> String {
+    if s.len() <= n {
+        return s.to_string();
+    }
+    let mut end = n;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…(+{} bytes)", &s[..end], s.len() - end)
+}
+
+/// `params.type` of an event frame.
+pub fn event_type(f: &Value) -> Option<&str> {
+    if f.get("method").and_then(|m| m.as_str()) == Some("event") && f.get("id").is_none() {
+        f["params"]["type"].as_str()
+    } else {
+        None
+    }
+}
+
+pub fn is_response(f: &Value) -> bool {
+    f.get("method").is_none() && (f.get("result").is_some() || f.get("error").is_some())
+}
+
+/// An event as listed by `session.events.since`: either a params-shaped object or a full frame.
+pub fn as_event(v: &Value) -> &Value {
+    if v.get("params").is_some() && v.get("type").is_none() {
+        &v["params"]
+    } else {
+        v
+    }
+}
+
+pub fn is_runtime_id(s: &str) -> bool {
+    s.len() == 8 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// `YYYYMMDD_HHMMSS_<6 hex>`
+pub fn is_stored_id(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 22
+        && b[..8].iter().all(u8::is_ascii_digit)
+        && b[8] == b'_'
+        && b[9..15].iter().all(u8::is_ascii_digit)
+        && b[15] == b'_'
+        && b[16..].iter().all(u8::is_ascii_hexdigit)
+}
+
+/// Asserts that `seq` is present on every event and strictly increasing.
+pub fn assert_seq_increasing(events: &[Value]) {
+    let mut last = 0u64;
+    for e in events {
+        let s = e["seq"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("session event without integer seq: {e}"));
+        assert!(
+            s > last,
+            "seq not strictly increasing: {s} after {last} in {e}"
+        );
+        last = s;
+    }
+}
+
+/// Types that PROTOCOL.md allows between `message.start` and `message.complete`.
+pub const MID_TURN: &[&str] = &[
+    "message.delta",
+    "reasoning.delta",
+    "tool.start",
+    "tool.output",
+    "tool.complete",
+    "status.update",
+    "approval.request",
+    "request.cancel",
+];
+
+/// Checks one plain (tool-less) turn: order start, deltas, complete(status complete),
+/// session.info(running false, version, stored id); deltas concatenate to the complete text,
+/// which contains the prompt; seq strictly increasing; usage shape.
+pub fn assert_plain_turn(turn: &Turn, sid: &str, prompt: &str) {
+    let ev = &turn.events;
+    let types: Vec<&str> = ev
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("?"))
+        .collect();
+    assert!(ev.len() >= 3, "too few events for a turn: {types:?}");
+    for e in ev {
+        assert_eq!(
+            e["session_id"], sid,
+            "event of another session in turn: {e}"
+        );
+    }
+    assert_seq_increasing(ev);
+    assert_eq!(
+        types[0], "message.start",
+        "turn must open with message.start: {types:?}"
+    );
+    let ci = types
+        .iter()
+        .position(|t| *t == "message.complete")
+        .unwrap_or_else(|| panic!("no message.complete in {types:?}"));
+    for t in &types[1..ci] {
+        assert!(
+            MID_TURN.contains(t),
+            "unexpected {t} inside a turn: {types:?}"
+        );
+    }
+    assert_eq!(
+        types.get(ci + 1).copied(),
+        Some("session.info"),
+        "message.complete must be followed by session.info: {types:?}"
+    );
+    // anything after session.info may only be a session.title (sent with the stored id, so not
+    // counted here) — nothing else of this session
+    assert_eq!(
+        ev.len(),
+        ci + 2,
+        "extra events after session.info: {types:?}"
+    );
+    let deltas: String = ev[1..ci]
+        .iter()
+        .filter(|e| e["type"] == "message.delta")
+        .map(|e| {
+            e["payload"]["text"]
+                .as_str()
+                .unwrap_or_else(|| panic!("message.delta without text: {e}"))
+                .to_string()
+        })
+        .collect();
+    assert!(
+        ev[1..ci].iter().any(|e| e["type"] == "message.delta"),
+        "no message.delta in {types:?}"
+    );
+    let complete = &ev[ci]["payload"];
+    assert_eq!(
+        complete["status"], "complete",
+        "message.complete status: {complete}"
+    );
+    let text = complete["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("complete without text: {complete}"));
+    assert_eq!(
+        deltas, text,
+        "concatenated deltas differ from message.complete text"
+    );
+    assert!(
+        text.contains(prompt),
+        "reply {text:?} does not contain the prompt {prompt:?}"
+    );
+    assert_usage(&complete["usage"]);
+    let info = &ev[ci + 1]["payload"];
+    assert_eq!(
+        info["running"], false,
+        "settled session.info must say running:false: {info}"
+    );
+    assert!(
+        info["version"].is_string(),
+        "session.info without version: {info}"
+    );
+    assert!(
+        info["stored_session_id"]
+            .as_str()
+            .map(is_stored_id)
+            .unwrap_or(false),
+        "session.info stored_session_id: {info}"
+    );
+}
+
+pub fn assert_usage(u: &Value) {
+    for k in ["input", "output", "total", "calls"] {
+        assert!(
+            u[k].is_u64(),
+            "usage.{k} must be a non-negative integer: {u}"
+        );
+    }
+    assert!(u.get("model").is_some(), "usage without model: {u}");
+}
+
+/// A prompt of `n` distinct words, `prefix` first.
+pub fn long_prompt(prefix: &str, n: usize) -> String {
+    let mut s = String::from(prefix);
+    for i in 0..n {
+        s.push_str(&format!(" w{i}"));
+    }
+    s
+}
+
+/// Resident set size of a process in KiB (Linux /proc).
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
