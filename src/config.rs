@@ -77,7 +77,7 @@ struct Knob {
 
 fn seconds(v: &str) -> Result<Duration, String> {
     match v.trim().parse::<f64>() {
-        Ok(s) if s.is_finite() && s >= 0.0 && s < 1e9 => Ok(Duration::from_secs_f64(s)),
+        Ok(s) if s.is_finite() && (0.0..1e9).contains(&s) => Ok(Duration::from_secs_f64(s)),
         _ => Err(format!("expected a number of seconds, got {v:?}")),
     }
 }
@@ -111,47 +111,74 @@ const KNOBS: &[Knob] = &[
     Knob {
         flag: "--flush-interval",
         env: "HERMES_TUI_SESSION_FLUSH_INTERVAL_S",
-        set: |c, v| Ok(c.flush_interval = seconds(v)?),
+        set: |c, v| {
+            c.flush_interval = seconds(v)?;
+            Ok(())
+        },
     },
     Knob {
         flag: "--exit-flush-budget",
         env: "HERMES_TUI_EXIT_FLUSH_BUDGET_S",
-        set: |c, v| Ok(c.exit_flush_budget = seconds(v)?),
+        set: |c, v| {
+            c.exit_flush_budget = seconds(v)?;
+            Ok(())
+        },
     },
     Knob {
         flag: "--kill-grace",
         env: "TUI_GATEWAY_KILL_GRACE_S",
-        set: |c, v| Ok(c.kill_grace = seconds(v)?),
+        set: |c, v| {
+            c.kill_grace = seconds(v)?;
+            Ok(())
+        },
     },
     Knob {
         flag: "--shutdown-grace",
         env: "HERMES_TUI_GATEWAY_SHUTDOWN_GRACE_S",
-        set: |c, v| Ok(c.shutdown_grace = seconds(v)?),
+        set: |c, v| {
+            c.shutdown_grace = seconds(v)?;
+            Ok(())
+        },
     },
     Knob {
         flag: "--session-ttl",
         env: "HERMES_TUI_SESSION_TTL_S",
-        set: |c, v| Ok(c.session_ttl = seconds(v)?),
+        set: |c, v| {
+            c.session_ttl = seconds(v)?;
+            Ok(())
+        },
     },
     Knob {
         flag: "--command-timeout",
         env: "TUI_GATEWAY_COMMAND_TIMEOUT_S",
-        set: |c, v| Ok(c.command_timeout = seconds(v)?),
+        set: |c, v| {
+            c.command_timeout = seconds(v)?;
+            Ok(())
+        },
     },
     Knob {
         flag: "--frame-limit",
         env: "TUI_GATEWAY_FRAME_LIMIT",
-        set: |c, v| Ok(c.frame_limit = count(v)?),
+        set: |c, v| {
+            c.frame_limit = count(v)?;
+            Ok(())
+        },
     },
     Knob {
         flag: "--stdout-stall",
         env: "TUI_GATEWAY_STDOUT_STALL_S",
-        set: |c, v| Ok(c.stdout_stall = seconds(v)?),
+        set: |c, v| {
+            c.stdout_stall = seconds(v)?;
+            Ok(())
+        },
     },
     Knob {
         flag: "--offline-delay-ms",
         env: "TUI_GATEWAY_OFFLINE_DELAY_MS",
-        set: |c, v| Ok(c.offline_word_delay = millis(v)?),
+        set: |c, v| {
+            c.offline_word_delay = millis(v)?;
+            Ok(())
+        },
     },
     Knob {
         flag: "--synchronous",

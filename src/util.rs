@@ -89,8 +89,8 @@ mod tests {
     fn civil_dates() {
         assert_eq!(utc_parts(0.0), (1970, 1, 1, 0, 0, 0));
         assert_eq!(utc_parts(951_782_400.0), (2000, 2, 29, 0, 0, 0));
-        assert_eq!(utc_parts(1_798_675_199.0), (2026, 12, 31, 23, 59, 59));
-        let id = stored_session_id(1_798_675_199.0);
+        assert_eq!(utc_parts(1_798_761_599.0), (2026, 12, 31, 23, 59, 59));
+        let id = stored_session_id(1_798_761_599.0);
         assert!(id.starts_with("20261231_235959_") && id.len() == 22, "{id}");
     }
 

@@ -208,7 +208,7 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
 pub fn active_list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let current = params::opt_str(p, "current_session_id")?;
     let mut live: Vec<&Session> = gw.sessions.values().collect();
-    live.sort_by(|a, b| b.last_active.cmp(&a.last_active));
+    live.sort_by_key(|s| std::cmp::Reverse(s.last_active));
     let sessions: Vec<Value> = live
         .iter()
         .map(|s| {
