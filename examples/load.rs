@@ -12,12 +12,12 @@
 //! `message.complete`, throughput); K idle sessions; the gateway's RSS along the way; and the time it
 //! takes to exit once its stdin is closed. The offline model answers every prompt with a few words.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -184,25 +184,7 @@ fn drive(
     // Round trips: ping through the gateway, then the same through a bare pipe.
     if options.pings > 0 {
         let warmup = (options.pings / 10).max(1);
-        let mut samples = Vec::with_capacity(options.pings);
-        for i in 0..warmup + options.pings {
-            let id = i as u64 + 1;
-            let line = request_line(id, "ping", json!({}));
-            let start = Instant::now();
-            write_line(&mut stdin, &line)?;
-            loop {
-                let frame = lines.next_frame(Instant::now() + STALL)?;
-                if frame.get("id").and_then(Value::as_u64) == Some(id) {
-                    if frame.get("result").and_then(|r| r.get("pong")) != Some(&json!(true)) {
-                        return Err(format!("unexpected ping answer: {frame}"));
-                    }
-                    break;
-                }
-            }
-            if i >= warmup {
-                samples.push(start.elapsed());
-            }
-        }
+        let mut samples = ping_round_trips(&mut stdin, &mut lines, warmup, options.pings)?;
         report("ping round trip", fmt_percentiles(&mut samples, "pings"));
         let sample_line = request_line(1_000_000, "ping", json!({}));
         let mut bare = pipe_round_trips(&sample_line, warmup, options.pings)?;
@@ -289,6 +271,35 @@ fn drive(
         }
         None => Err("the gateway did not exit within 10 s of stdin closing".to_string()),
     }
+}
+
+/// Sequential `ping` round trips, after `warmup` untimed ones.
+fn ping_round_trips(
+    stdin: &mut ChildStdin,
+    lines: &mut LineReader<ChildStdout>,
+    warmup: usize,
+    count: usize,
+) -> Result<Vec<Duration>, String> {
+    let mut samples = Vec::with_capacity(count);
+    for i in 0..warmup + count {
+        let id = i as u64 + 1;
+        let line = request_line(id, "ping", json!({}));
+        let start = Instant::now();
+        write_line(stdin, &line)?;
+        loop {
+            let frame = lines.next_frame(Instant::now() + STALL)?;
+            if frame.get("id").and_then(Value::as_u64) == Some(id) {
+                if frame["result"]["pong"] != json!(true) {
+                    return Err(format!("unexpected ping answer: {frame}"));
+                }
+                break;
+            }
+        }
+        if i >= warmup {
+            samples.push(start.elapsed());
+        }
+    }
+    Ok(samples)
 }
 
 fn run_turns(client: &mut Client, options: &Options) -> Result<(), String> {
@@ -494,13 +505,13 @@ impl Client {
     /// Creates `count` sessions, keeping up to `CREATE_WINDOW` requests in flight.
     fn create_sessions(&mut self, count: usize) -> Result<Vec<String>, String> {
         let mut ids = Vec::with_capacity(count);
-        let mut in_flight: HashMap<u64, ()> = HashMap::new();
+        let mut in_flight = HashSet::new();
         let mut sent = 0;
         let mut last_sample = Instant::now();
         while ids.len() < count {
             while sent < count && in_flight.len() < CREATE_WINDOW {
                 let (id, _) = self.send("session.create", json!({"cols": 100}))?;
-                in_flight.insert(id, ());
+                in_flight.insert(id);
                 sent += 1;
             }
             if last_sample.elapsed() >= Duration::from_millis(50) {
@@ -514,7 +525,7 @@ impl Client {
             let Some(id) = frame.get("id").and_then(Value::as_u64) else {
                 continue;
             };
-            if in_flight.remove(&id).is_none() {
+            if !in_flight.remove(&id) {
                 continue;
             }
             match frame["result"]["session_id"].as_str() {

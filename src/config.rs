@@ -35,6 +35,8 @@ pub struct Config {
     pub synchronous: String,
     /// Model name reported for the offline provider.
     pub model: String,
+    /// How long a dangerous command waits for the user's approval before it is denied.
+    pub approval_timeout: Duration,
     /// Install signal handlers (turn off when the host program owns signals).
     pub handle_signals: bool,
 }
@@ -56,6 +58,7 @@ impl Default for Config {
             event_ring: 256,
             synchronous: "NORMAL".into(),
             model: "offline".into(),
+            approval_timeout: Duration::from_secs(300),
             handle_signals: true,
         }
     }
@@ -177,6 +180,14 @@ const KNOBS: &[Knob] = &[
         env: "TUI_GATEWAY_OFFLINE_DELAY_MS",
         set: |c, v| {
             c.offline_word_delay = millis(v)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--approval-timeout",
+        env: "TUI_GATEWAY_APPROVAL_TIMEOUT_S",
+        set: |c, v| {
+            c.approval_timeout = seconds(v)?;
             Ok(())
         },
     },

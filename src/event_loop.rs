@@ -45,6 +45,19 @@ pub enum Timer {
     FlushRetry,
     /// Look again at the shutdown sequence's deadlines.
     ShutdownStep,
+    /// Something about a running tool is due.
+    Tool(u64, crate::tools::ToolTimer),
+    /// An approval waited too long: deny it.
+    ApprovalTimeout(String),
+}
+
+/// Who owns a dynamic token's source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// A model call of this session's turn.
+    Turn(String),
+    /// A pipe or exit descriptor of a running tool.
+    Tool(u64),
 }
 
 /// Where the protocol flows: the process's stdin/stdout, or descriptors the host gives us.
@@ -69,8 +82,10 @@ pub struct Gateway {
     pub(crate) store: Store,
     pub(crate) provider: Box<dyn Provider>,
     pub(crate) sessions: HashMap<String, Session>,
-    /// Which session a dynamic token belongs to.
-    pub(crate) by_token: HashMap<Token, String>,
+    /// Who a dynamic token belongs to.
+    pub(crate) by_token: HashMap<Token, Route>,
+    /// Running commands, approvals.
+    pub(crate) tools: crate::tools::Tools,
     next_token: usize,
     pub(crate) timers: TimerWheel<Timer>,
     pub(crate) out: OutQueue,
@@ -158,6 +173,7 @@ impl Gateway {
         let _ = out.write_to(&mut FdWriter(&io.output), now);
         let store = Store::open(&cfg.db_path(), &cfg.synchronous)?;
         let provider: Box<dyn Provider> = Box::new(OfflineProvider::new(cfg.offline_word_delay));
+        let cfg_home_for_tools = cfg.home.clone();
         let signals = None;
         Ok(Gateway {
             reader: LineReader::new(cfg.frame_limit),
@@ -169,6 +185,7 @@ impl Gateway {
             provider,
             sessions: HashMap::new(),
             by_token: HashMap::new(),
+            tools: crate::tools::Tools::new(&cfg_home_for_tools),
             next_token: FIRST_DYNAMIC,
             out,
             input: io.input,
@@ -250,8 +267,10 @@ impl Gateway {
     }
 
     fn poll_timeout(&mut self, now: Instant) -> Option<Duration> {
-        let busy =
-            !self.paused() && ((self.input_open && self.input_ready) || !self.runnable.is_empty());
+        let busy = !self.paused()
+            && ((self.input_open && self.input_ready)
+                || !self.runnable.is_empty()
+                || self.tools.has_work());
         if busy || self.exit_code.is_some() {
             return Some(Duration::ZERO);
         }
@@ -280,6 +299,7 @@ impl Gateway {
         }
         self.read_input(now);
         self.fire_timers(now);
+        crate::tools::pump(self, now);
         self.drive_turns(now);
         crate::shutdown::step(self, now);
         self.commit(now);
@@ -355,8 +375,11 @@ impl Gateway {
         }
     }
 
-    /// An answer to a server request. Nobody asked yet: log it (boundedly) and drop it.
-    fn on_answer(&mut self, id: Value, _result: Result<Value, Value>) {
+    /// An answer to a server request: resolve what asked, or log (boundedly) and drop it.
+    fn on_answer(&mut self, id: Value, result: Result<Value, Value>) {
+        if crate::tools::approval::on_answer(self, &id, result, Instant::now()) {
+            return;
+        }
         self.stray_answers += 1;
         if self.stray_answers <= 10 {
             eprintln!("[gateway] ignoring an answer to unknown server request {id}");
@@ -422,6 +445,7 @@ impl Gateway {
         let pending: Vec<i32> = signals.pending().collect();
         for sig in pending {
             if sig == crate::signals::signal::SIGCHLD {
+                crate::tools::on_child_exit(self, now);
                 continue;
             }
             eprintln!("[gateway-signal] {}", crate::signals::name(sig));
@@ -455,22 +479,28 @@ impl Gateway {
                 }
                 Timer::FlushRetry => self.commit_retry_at = None,
                 Timer::ShutdownStep => {}
+                Timer::Tool(id, what) => crate::tools::on_timer(self, id, what, now),
+                Timer::ApprovalTimeout(request_id) => {
+                    crate::tools::approval::expire(self, &request_id, now)
+                }
             }
         }
     }
 
     fn on_source_ready(&mut self, token: Token) {
-        if let Some(rid) = self.by_token.get(&token).cloned() {
-            self.schedule(&rid);
+        match self.by_token.get(&token).cloned() {
+            Some(Route::Turn(rid)) => self.schedule(&rid),
+            Some(Route::Tool(id)) => self.tools.mark_ready(id),
+            None => {}
         }
     }
 
     // ---- sessions and turns ----
 
-    pub(crate) fn alloc_token(&mut self, rid: &str) -> Token {
+    pub(crate) fn alloc_token(&mut self, route: Route) -> Token {
         let t = Token(self.next_token);
         self.next_token += 1;
-        self.by_token.insert(t, rid.to_string());
+        self.by_token.insert(t, route);
         t
     }
 
@@ -515,7 +545,7 @@ impl Gateway {
 
     /// Append the user's prompt and start a turn for it.
     pub(crate) fn start_prompt(&mut self, rid: &str, text: String, now: Instant) {
-        let token = self.alloc_token(rid);
+        let token = self.alloc_token(Route::Turn(rid.to_string()));
         let Some(s) = self.sessions.get_mut(rid) else {
             return;
         };
@@ -732,13 +762,17 @@ impl Gateway {
                 s.append(m);
             }
         }
-        crate::tools::interrupt_tools(self, rid, now);
+        if crate::tools::interrupt_tools(self, rid, now) {
+            // A tool's group is dying; the turn ends when it is reaped.
+            return true;
+        }
         self.end_turn(rid, "interrupted", None, now);
         true
     }
 
     /// End a session's row and take it out of memory; it stays resumable from the store.
     pub(crate) fn retire(&mut self, rid: &str, reason: &str, now: Instant) {
+        crate::tools::abandon_session_tools(self, rid, now);
         self.interrupt_turn(rid, now);
         if let Some(mut s) = self.sessions.remove(rid) {
             s.ended = Some((util::unix_now(), reason.to_string()));
@@ -746,7 +780,8 @@ impl Gateway {
             s.dirty = false;
             self.dirty.retain(|d| d != rid);
             self.runnable.retain(|d| d != rid);
-            self.by_token.retain(|_, owner| owner != rid);
+            self.by_token
+                .retain(|_, route| *route != Route::Turn(rid.to_string()));
             self.retired.push(s);
         }
     }

@@ -85,6 +85,7 @@ pub fn step(gw: &mut Gateway, now: Instant) {
                 for rid in running {
                     gw.interrupt_turn(&rid, now);
                 }
+                crate::tools::stop_shell_commands(gw, now);
                 Phase::Killing {
                     kill_at: now + kill_grace,
                     killed: false,

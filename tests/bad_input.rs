@@ -196,12 +196,18 @@ fn wrong_param_types() {
         ("session.resume", json!({"session_id": ["x"]})),
         ("terminal.resize", json!({"session_id": s.id, "cols": null})),
         ("complete.slash", json!({"text": 5})),
+        ("input.detect_drop", json!({"session_id": s.id, "text": 5})),
     ];
+    // every case is tried; the mismatches are reported together
+    let mut wrong = Vec::new();
     for (method, params) in cases {
         let mark = g.frames.len();
-        let (code, msg, f) = g.call_err(method, params.clone());
-        assert_eq!(code, -32602, "{method} {params}: {f}");
-        assert!(!msg.is_empty(), "{f}");
+        let r = g.request(method, params.clone());
+        if r["error"]["code"] != -32602 || r["error"]["message"].as_str().unwrap_or("").is_empty() {
+            wrong.push(format!(
+                "{method} {params} → {r} (want -32602 with a message)"
+            ));
+        }
         ping_after(&mut g, mark, method);
     }
     // params of the wrong kind entirely
@@ -212,6 +218,11 @@ fn wrong_param_types() {
     // the session is unharmed
     let t = g.run_turn(&s.id, "still fine");
     assert_plain_turn(&t, &s.id, "still fine");
+    assert!(
+        wrong.is_empty(),
+        "wrong parameter types not refused:\n{}",
+        wrong.join("\n")
+    );
 }
 
 #[test]
@@ -304,11 +315,9 @@ fn ten_thousand_pings_in_one_burst() {
         let f = g
             .recv_unlogged(left)
             .unwrap_or_else(|| panic!("only {} of {N} pings answered\n{}", seen.len(), g.diag()));
-        if let Some(id) = f["id"].as_str() {
-            if id.starts_with("burst-") {
-                assert_eq!(f["result"], json!({"pong": true}), "{f}");
-                *seen.entry(id.to_string()).or_default() += 1;
-            }
+        if let Some(id) = f["id"].as_str().filter(|id| id.starts_with("burst-")) {
+            assert_eq!(f["result"], json!({"pong": true}), "{f}");
+            *seen.entry(id.to_string()).or_default() += 1;
         }
     }
     writer.join().unwrap().expect("write the burst");
@@ -351,13 +360,9 @@ fn many_frames_in_one_write_and_one_frame_in_many_writes() {
         ));
     }
     g.send_raw(buf.as_bytes());
-    for i in 0..methods.len() {
+    for (i, m) in methods.iter().enumerate() {
         let r = g.wait_response(&json!(format!("multi-{i}")), T);
-        assert!(
-            r.get("result").is_some(),
-            "{} in a multi-frame write: {r}",
-            methods[i]
-        );
+        assert!(r.get("result").is_some(), "{m} in a multi-frame write: {r}");
     }
 
     // one frame, many writes: the split falls inside a multi-byte character

@@ -16,6 +16,9 @@ pub type Reply = Option<Result<Value, RpcError>>;
 pub fn call(gw: &mut Gateway, req: Request) -> Reply {
     let p = &req.params;
     let now = std::time::Instant::now();
+    if req.method == "shell.exec" {
+        return prompt::shell_exec(gw, &req.id, p, now);
+    }
     let answer = match req.method.as_str() {
         "ping" => Ok(serde_json::json!({"pong": true})),
         "client.capabilities" => gateway::client_capabilities(gw, p),
@@ -40,7 +43,7 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
         "terminal.resize" => session::resize(gw, p),
         "prompt.submit" => prompt::submit(gw, p, now),
         "session.interrupt" => prompt::interrupt(gw, p, now),
-        "approval.respond" => prompt::approval_respond(gw, p),
+        "approval.respond" => prompt::approval_respond(gw, p, now),
         other => Err(RpcError::new(
             crate::rpc::frame::code::UNKNOWN_METHOD,
             format!("unknown method: {other}"),

@@ -46,13 +46,32 @@ pub fn interrupt(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, Rp
     Ok(json!({ "status": "interrupted" }))
 }
 
-pub fn approval_respond(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+pub fn approval_respond(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
     let choice = params::req_str(p, "choice")?;
-    if !["once", "session", "always", "deny"].contains(&choice) {
+    if !crate::tools::approval::CHOICES.contains(&choice) {
         return Err(RpcError::invalid_params(
             "invalid params: choice must be once, session, always or deny",
         ));
     }
-    live(gw, p)?;
-    Ok(json!({ "resolved": 0 }))
+    let request_id = params::opt_str(p, "request_id")?;
+    let rid = live(gw, p)?.runtime_id.clone();
+    let resolved = crate::tools::approval::respond(gw, &rid, choice, request_id, now);
+    Ok(json!({ "resolved": resolved }))
+}
+
+/// `shell.exec {command}`: answered when the command ends (`None` now).
+pub fn shell_exec(
+    gw: &mut Gateway,
+    id: &Value,
+    p: &Params,
+    now: Instant,
+) -> Option<Result<Value, RpcError>> {
+    let command = match params::opt_str(p, "command") {
+        Ok(c) => c.unwrap_or(""),
+        Err(e) => return Some(Err(e)),
+    };
+    match crate::tools::shell_exec(gw, id.clone(), command, now) {
+        Ok(()) => None,
+        Err(e) => Some(Err(e)),
+    }
 }

@@ -316,7 +316,8 @@ pub fn delete(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let was_live = live.is_some();
     if let Some((rid, _)) = live {
         gw.sessions.remove(&rid);
-        gw.by_token.retain(|_, owner| *owner != rid);
+        gw.by_token
+            .retain(|_, route| *route != crate::event_loop::Route::Turn(rid.clone()));
     }
     let before = gw.retired.len();
     gw.retired.retain(|s| s.stored_id != stored_id);

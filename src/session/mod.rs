@@ -57,6 +57,8 @@ pub struct Session {
     pub queued: VecDeque<String>,
     /// On the gateway's list of sessions to commit this iteration.
     pub dirty: bool,
+    /// Dangerous-command rules the user approved for this session.
+    pub approved_rules: Vec<String>,
 }
 
 /// What a session starts from.
@@ -100,6 +102,7 @@ impl Session {
             turn: None,
             queued: VecDeque::new(),
             dirty: false,
+            approved_rules: Vec::new(),
         }
     }
 

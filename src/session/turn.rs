@@ -1,5 +1,6 @@
 //! The state of a running turn: model call in flight (later: tools, approvals).
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::model::{ModelCall, TokenUsage, ToolCall};
@@ -25,6 +26,14 @@ pub struct Turn {
     /// On the runnable list for the next drive.
     pub scheduled: bool,
     pub wake: Option<TimerId>,
+    /// Tool calls of the last model round not yet run.
+    pub pending_tools: VecDeque<ToolCall>,
+    /// The tool call running now (its run id in the tool registry).
+    pub tool: Option<u64>,
+    /// The approval this turn waits for.
+    pub approval: Option<String>,
+    /// An interrupt arrived while a tool was dying; end the turn when it is reaped.
+    pub interrupting: bool,
 }
 
 impl Turn {
@@ -42,6 +51,10 @@ impl Turn {
             rounds: 0,
             scheduled: false,
             wake: None,
+            pending_tools: VecDeque::new(),
+            tool: None,
+            approval: None,
+            interrupting: false,
         }
     }
 }

@@ -1,13 +1,147 @@
-//! Tools the model can call. (The terminal tool and its process supervision come next.)
+//! Tools the model can call — the `terminal` tool — and `shell.exec`, on one machinery:
+//! every command runs under the supervisor in its own process group, its pipes and exit in the
+//! poll, bounded output, a timeout, and a kill of the whole group (SIGTERM, then SIGKILL).
 
-use std::time::Instant;
+pub mod approval;
+pub mod capture;
+pub mod policy;
+pub mod process;
+pub mod supervisor;
 
-use serde_json::json;
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::{Duration, Instant};
 
-use crate::event_loop::Gateway;
+use mio::unix::SourceFd;
+use mio::{Interest, Token};
+use serde_json::{Value, json};
+
+use crate::event_loop::{Gateway, Route, Timer};
 use crate::model::ToolCall;
-use crate::session::transcript::{Message, Role};
+use crate::rpc::RpcError;
+use crate::rpc::frame::{self, code};
+use crate::session::transcript::{Message, Role, tool_context};
 use crate::util;
+use capture::Capture;
+use process::Streams;
+
+/// Output kept per stream: this much of the head and of the tail.
+const HEAD_KEEP: usize = 16 * 1024;
+const TAIL_KEEP: usize = 32 * 1024;
+/// Bytes read from one tool per loop iteration, so a flood cannot starve the loop.
+const READ_BUDGET: usize = 256 * 1024;
+/// Live `tool.output` events: at most one per interval per tool, at most this much text each.
+const LIVE_INTERVAL: Duration = Duration::from_millis(100);
+const LIVE_MAX: usize = 8 * 1024;
+/// After the supervisor exits, pipes still held by stragglers are read this much longer.
+const DRAIN: Duration = Duration::from_millis(200);
+/// Without a pidfd (and without SIGCHLD) exits are looked for this often.
+const REAP_POLL: Duration = Duration::from_millis(20);
+/// Model rounds in one turn before the turn is stopped.
+pub const MAX_ROUNDS: u32 = 50;
+/// `shell.exec` timeout.
+const SHELL_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolTimer {
+    Timeout,
+    Kill,
+    Drain,
+    LiveOutput,
+    Reap,
+}
+
+/// Why a command stopped before its natural end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    Timeout,
+    Interrupted,
+}
+
+/// Who waits for a command.
+#[derive(Debug, Clone)]
+pub enum Owner {
+    Turn {
+        rid: String,
+        call: ToolCall,
+        args: Value,
+    },
+    Shell {
+        request_id: Value,
+    },
+}
+
+struct Pipe {
+    fd: OwnedFd,
+    token: Token,
+    open: bool,
+}
+
+pub struct ToolRun {
+    pub owner: Owner,
+    child: Child,
+    /// The command's process group (= its pid), once the supervisor reported it.
+    group: Option<i32>,
+    status: Option<Pipe>,
+    stdout: Option<Pipe>,
+    stderr: Option<Pipe>,
+    pidfd: Option<Pipe>,
+    lifeline: Option<OwnedFd>,
+    out: Capture,
+    err: Capture,
+    exit: Option<i32>,
+    ending: Option<Ending>,
+    timeout: Duration,
+    started: Instant,
+    live: String,
+    live_skipped: u64,
+    live_timer: bool,
+    drain_until: Option<Instant>,
+    /// Readiness was reported on one of its pipes and not yet read to `WouldBlock`.
+    ready: bool,
+}
+
+/// The tool registry owned by the gateway.
+pub struct Tools {
+    runs: HashMap<u64, ToolRun>,
+    next_id: u64,
+    /// Runs with readable pipes to pump.
+    work: Vec<u64>,
+    pub approvals: approval::Approvals,
+    /// Program run as the supervisor (the gateway's own binary).
+    pub supervisor: PathBuf,
+}
+
+impl Tools {
+    pub fn new(home: &Path) -> Tools {
+        Tools {
+            runs: HashMap::new(),
+            next_id: 1,
+            work: Vec::new(),
+            approvals: approval::Approvals::load(home),
+            supervisor: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("tui-gateway")),
+        }
+    }
+
+    pub fn has_work(&self) -> bool {
+        !self.work.is_empty()
+    }
+
+    pub fn mark_ready(&mut self, id: u64) {
+        if let Some(run) = self.runs.get_mut(&id)
+            && !run.ready
+        {
+            run.ready = true;
+            self.work.push(id);
+        }
+    }
+
+    pub fn running(&self) -> usize {
+        self.runs.len()
+    }
+}
 
 /// Hermes' `messages.tool_calls` JSON for a list of calls (OpenAI shape).
 pub fn tool_calls_json(calls: &[ToolCall]) -> String {
@@ -18,34 +152,749 @@ pub fn tool_calls_json(calls: &[ToolCall]) -> String {
                    "function": {"name": c.name, "arguments": c.arguments}})
         })
         .collect();
-    serde_json::Value::Array(v).to_string()
+    Value::Array(v).to_string()
 }
 
-/// Run the calls of one model round, then continue the turn.
+/// The JSON schema of the `terminal` tool, as advertised to models.
+pub fn terminal_schema() -> Value {
+    json!({
+        "type": "function",
+        "function": {
+            "name": "terminal",
+            "description": "Run a shell command (bash -c) and return its output and exit status.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The command line to run."},
+                    "timeout": {"type": "number", "description": "Seconds before the command is killed."},
+                    "cwd": {"type": "string", "description": "Working directory (default: the session's)."}
+                },
+                "required": ["command"]
+            }
+        }
+    })
+}
+
+// ---- turns ----
+
+/// Run the calls of one model round one after another, then continue the turn.
 pub fn run_tool_calls(gw: &mut Gateway, rid: &str, calls: Vec<ToolCall>, now: Instant) {
+    if let Some(turn) = gw.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) {
+        turn.pending_tools.extend(calls);
+    }
+    next_tool(gw, rid, now);
+}
+
+/// Start the next pending tool call of the turn, or the next model round when none is left.
+pub(crate) fn next_tool(gw: &mut Gateway, rid: &str, now: Instant) {
+    loop {
+        let Some(turn) = gw.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) else {
+            return;
+        };
+        let Some(call) = turn.pending_tools.pop_front() else {
+            if turn.rounds >= MAX_ROUNDS {
+                let msg = format!("stopped after {MAX_ROUNDS} model calls in one turn");
+                gw.end_turn(rid, "error", Some(msg), now);
+            } else {
+                gw.schedule(rid);
+            }
+            return;
+        };
+        if start_tool_call(gw, rid, call, now) {
+            return;
+        }
+    }
+}
+
+/// Begin one tool call; false when it finished at once (refused, invalid, fenced).
+fn start_tool_call(gw: &mut Gateway, rid: &str, call: ToolCall, now: Instant) -> bool {
+    let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+    let context = tool_context(&call.name, &args);
+    gw.emit(
+        rid,
+        "tool.start",
+        json!({"tool_id": call.id, "name": call.name, "context": context}),
+    );
+    if call.name != "terminal" {
+        let err = format!("unknown tool: {}", call.name);
+        finish_call(gw, rid, &call, &args, "", None, Some(err), 0.0, now);
+        return false;
+    }
+    let Some(command) = args
+        .get("command")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        let err = "invalid arguments: command (a string) is required".to_string();
+        finish_call(gw, rid, &call, &args, "", None, Some(err), 0.0, now);
+        return false;
+    };
+    if command.trim().is_empty() {
+        finish_call(
+            gw,
+            rid,
+            &call,
+            &args,
+            "",
+            None,
+            Some("empty command".into()),
+            0.0,
+            now,
+        );
+        return false;
+    }
+    match policy::check(&command) {
+        policy::Verdict::Refuse { reason } => {
+            let err = format!("blocked: {reason}");
+            finish_call(gw, rid, &call, &args, "", None, Some(err), 0.0, now);
+            false
+        }
+        policy::Verdict::Ask { key, description } if !approval::pre_approved(gw, rid, key) => {
+            approval::ask(gw, rid, call, args, &command, key, description, now);
+            true
+        }
+        _ => launch_for_turn(gw, rid, call, args, now),
+    }
+}
+
+/// Start the command of an approved (or harmless) call; false if it could not start.
+pub(crate) fn launch_for_turn(
+    gw: &mut Gateway,
+    rid: &str,
+    call: ToolCall,
+    args: Value,
+    now: Instant,
+) -> bool {
+    if gw.shutdown.is_some() {
+        let out = "[host is exiting: command not started]";
+        finish_call(gw, rid, &call, &args, out, Some(130), None, 0.0, now);
+        return false;
+    }
+    let command = args
+        .get("command")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let timeout = args
+        .get("timeout")
+        .and_then(Value::as_f64)
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .map(|t| Duration::from_secs_f64(t.min(86_400.0)))
+        .unwrap_or(gw.cfg.command_timeout);
+    let session_cwd = gw
+        .sessions
+        .get(rid)
+        .map(|s| s.cwd.clone())
+        .unwrap_or_default();
+    let cwd = args
+        .get("cwd")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or(session_cwd);
+    let owner = Owner::Turn {
+        rid: rid.to_string(),
+        call: call.clone(),
+        args: args.clone(),
+    };
+    match launch(
+        gw,
+        owner,
+        &command,
+        Path::new(&cwd),
+        timeout,
+        Streams::Merged,
+        now,
+    ) {
+        Ok(id) => {
+            if let Some(turn) = gw.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) {
+                turn.tool = Some(id);
+            }
+            true
+        }
+        Err(e) => {
+            let err = format!("could not start the command: {e}");
+            finish_call(gw, rid, &call, &args, "", None, Some(err), 0.0, now);
+            false
+        }
+    }
+}
+
+/// Record a finished call: the tool message (committed this iteration), then `tool.complete`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn finish_call(
+    gw: &mut Gateway,
+    rid: &str,
+    call: &ToolCall,
+    args: &Value,
+    output: &str,
+    exit_code: Option<i32>,
+    error: Option<String>,
+    duration_s: f64,
+    now: Instant,
+) {
+    let result = json!({"output": output, "exit_code": exit_code, "error": error});
     if let Some(s) = gw.sessions.get_mut(rid) {
-        for c in calls {
-            let mut m = Message::new(
-                Role::Tool,
-                Some(format!("tool {} is not available", c.name)),
-                util::unix_now(),
-            );
-            m.tool_call_id = Some(c.id);
-            m.tool_name = Some(c.name);
-            s.append(m);
+        let mut m = Message::new(Role::Tool, Some(result.to_string()), util::unix_now());
+        m.tool_call_id = Some(call.id.clone());
+        m.tool_name = Some(call.name.clone());
+        s.append(m);
+        if let Some(turn) = s.turn.as_mut() {
+            turn.tool = None;
         }
     }
     gw.mark_dirty(rid);
-    gw.end_turn(rid, "complete", None, now);
+    gw.emit(
+        rid,
+        "tool.complete",
+        json!({"tool_id": call.id, "name": call.name, "args": args,
+               "duration_s": (duration_s * 1000.0).round() / 1000.0, "result": result}),
+    );
+    let interrupting = gw
+        .sessions
+        .get(rid)
+        .and_then(|s| s.turn.as_ref())
+        .is_some_and(|t| t.interrupting);
+    if interrupting {
+        skip_pending(gw, rid, "[Command not run: the turn was interrupted]");
+        gw.end_turn(rid, "interrupted", None, now);
+    } else {
+        next_tool(gw, rid, now);
+    }
 }
 
-/// Stop the tools of a turn being interrupted; true if some are still dying.
-pub fn interrupt_tools(_gw: &mut Gateway, _rid: &str, _now: Instant) -> bool {
-    false
+/// Give every call not yet run a result, so the transcript stays valid for a model API.
+fn skip_pending(gw: &mut Gateway, rid: &str, why: &str) {
+    let Some(s) = gw.sessions.get_mut(rid) else {
+        return;
+    };
+    let Some(turn) = s.turn.as_mut() else { return };
+    let pending: Vec<ToolCall> = turn.pending_tools.drain(..).collect();
+    for call in pending {
+        let result = json!({"output": why, "exit_code": null, "error": "not run"});
+        let mut m = Message::new(Role::Tool, Some(result.to_string()), util::unix_now());
+        m.tool_call_id = Some(call.id);
+        m.tool_name = Some(call.name);
+        s.append(m);
+    }
+    gw.mark_dirty(rid);
 }
 
-pub fn any_alive(_gw: &Gateway) -> bool {
-    false
+/// Stop the tool side of a turn being interrupted. True when a command is still dying (the
+/// turn then ends when it is reaped).
+pub fn interrupt_tools(gw: &mut Gateway, rid: &str, now: Instant) -> bool {
+    let Some(turn) = gw.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) else {
+        return false;
+    };
+    if turn.interrupting {
+        return true;
+    }
+    if let Some(request_id) = turn.approval.clone() {
+        // The denial ends the turn (finish_call sees `interrupting`).
+        turn.interrupting = true;
+        approval::withdraw(gw, &request_id, "interrupted", now);
+        return true;
+    }
+    let tool = gw
+        .sessions
+        .get(rid)
+        .and_then(|s| s.turn.as_ref())
+        .and_then(|t| t.tool);
+    match tool {
+        Some(id) if gw.tools.runs.contains_key(&id) => {
+            if let Some(turn) = gw.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) {
+                turn.interrupting = true;
+            }
+            stop(gw, id, Ending::Interrupted, now);
+            true
+        }
+        _ => {
+            skip_pending(gw, rid, "[Command not run: the turn was interrupted]");
+            false
+        }
+    }
 }
 
-pub fn kill_all(_gw: &mut Gateway) {}
+/// A session leaves memory now: kill its command at once and record the result.
+pub fn abandon_session_tools(gw: &mut Gateway, rid: &str, now: Instant) {
+    let ids: Vec<u64> = gw
+        .tools
+        .runs
+        .iter()
+        .filter(|(_, r)| matches!(&r.owner, Owner::Turn { rid: owner, .. } if owner == rid))
+        .map(|(id, _)| *id)
+        .collect();
+    for id in ids {
+        if let Some(turn) = gw.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) {
+            turn.interrupting = true;
+        }
+        if let Some(run) = gw.tools.runs.get_mut(&id) {
+            run.ending.get_or_insert(Ending::Interrupted);
+            hard_kill(run);
+        }
+        finish(gw, id, now);
+    }
+}
+
+// ---- shell.exec ----
+
+/// `shell.exec {command}`: answered when the command ends; never blocks other calls.
+pub fn shell_exec(
+    gw: &mut Gateway,
+    request_id: Value,
+    command: &str,
+    now: Instant,
+) -> Result<(), RpcError> {
+    if gw.shutdown.is_some() {
+        return Err(RpcError::new(
+            code::SHUTTING_DOWN,
+            "gateway is shutting down",
+        ));
+    }
+    if command.trim().is_empty() {
+        return Err(RpcError::new(code::EMPTY_COMMAND, "empty command"));
+    }
+    match policy::check(command) {
+        policy::Verdict::Allow => {}
+        policy::Verdict::Ask { description, .. }
+        | policy::Verdict::Refuse {
+            reason: description,
+        } => {
+            return Err(RpcError::new(
+                code::BLOCKED,
+                format!("blocked: {description}"),
+            ));
+        }
+    }
+    let cwd = std::env::var("HERMES_CWD")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_else(|| PathBuf::from("/"));
+    launch(
+        gw,
+        Owner::Shell { request_id },
+        command,
+        &cwd,
+        SHELL_TIMEOUT,
+        Streams::Separate,
+        now,
+    )
+    .map(|_| ())
+    .map_err(|e| RpcError::new(code::INTERNAL, format!("could not start the command: {e}")))
+}
+
+// ---- processes ----
+
+fn register(gw: &mut Gateway, id: u64, fd: OwnedFd) -> std::io::Result<Pipe> {
+    let token = gw.alloc_token(Route::Tool(id));
+    gw.poll
+        .registry()
+        .register(&mut SourceFd(&fd.as_raw_fd()), token, Interest::READABLE)?;
+    Ok(Pipe {
+        fd,
+        token,
+        open: true,
+    })
+}
+
+fn launch(
+    gw: &mut Gateway,
+    owner: Owner,
+    command: &str,
+    cwd: &Path,
+    timeout: Duration,
+    streams: Streams,
+    now: Instant,
+) -> std::io::Result<u64> {
+    let spawned = process::spawn(&gw.tools.supervisor, command, cwd, streams)?;
+    let id = gw.tools.next_id;
+    gw.tools.next_id += 1;
+    let child = spawned.child;
+    let mut run = ToolRun {
+        owner,
+        child,
+        group: None,
+        status: None,
+        stdout: None,
+        stderr: None,
+        pidfd: None,
+        lifeline: Some(spawned.lifeline),
+        out: Capture::new(HEAD_KEEP, TAIL_KEEP),
+        err: Capture::new(HEAD_KEEP, TAIL_KEEP),
+        exit: None,
+        ending: None,
+        timeout,
+        started: now,
+        live: String::new(),
+        live_skipped: 0,
+        live_timer: false,
+        drain_until: None,
+        ready: true,
+    };
+    let registered = (|| -> std::io::Result<()> {
+        run.stdout = Some(register(gw, id, spawned.stdout)?);
+        if let Some(fd) = spawned.stderr {
+            run.stderr = Some(register(gw, id, fd)?);
+        }
+        run.status = Some(register(gw, id, spawned.status)?);
+        if let Some(fd) = spawned.pidfd {
+            run.pidfd = Some(register(gw, id, fd)?);
+        }
+        Ok(())
+    })();
+    if let Err(e) = registered {
+        hard_kill(&mut run);
+        let _ = run.child.wait();
+        release_tokens(gw, &run);
+        return Err(e);
+    }
+    if run.pidfd.is_none() {
+        gw.timers
+            .insert(now + REAP_POLL, Timer::Tool(id, ToolTimer::Reap));
+    }
+    gw.timers
+        .insert(now + timeout, Timer::Tool(id, ToolTimer::Timeout));
+    gw.tools.runs.insert(id, run);
+    gw.tools.work.push(id);
+    Ok(id)
+}
+
+fn release_tokens(gw: &mut Gateway, run: &ToolRun) {
+    for pipe in [&run.stdout, &run.stderr, &run.status, &run.pidfd]
+        .into_iter()
+        .flatten()
+    {
+        let _ = gw
+            .poll
+            .registry()
+            .deregister(&mut SourceFd(&pipe.fd.as_raw_fd()));
+        gw.by_token.remove(&pipe.token);
+    }
+}
+
+/// SIGKILL the group now and drop the lifeline, so the supervisor also kills what left it.
+fn hard_kill(run: &mut ToolRun) {
+    process::kill_group(run.group);
+    run.lifeline = None;
+}
+
+/// Begin stopping a command: SIGTERM to its group now, SIGKILL after the kill grace.
+fn stop(gw: &mut Gateway, id: u64, ending: Ending, now: Instant) {
+    let Some(run) = gw.tools.runs.get_mut(&id) else {
+        return;
+    };
+    if run.ending.is_some() || run.exit.is_some() {
+        return;
+    }
+    run.ending = Some(ending);
+    process::terminate(run.child.id());
+    gw.timers
+        .insert(now + gw.cfg.kill_grace, Timer::Tool(id, ToolTimer::Kill));
+}
+
+pub fn any_alive(gw: &Gateway) -> bool {
+    !gw.tools.runs.is_empty()
+}
+
+/// The hard exit: SIGKILL every live group at once.
+pub fn kill_all(gw: &mut Gateway) {
+    for run in gw.tools.runs.values_mut().filter(|r| r.exit.is_none()) {
+        run.ending.get_or_insert(Ending::Interrupted);
+        hard_kill(run);
+    }
+}
+
+pub fn on_timer(gw: &mut Gateway, id: u64, what: ToolTimer, now: Instant) {
+    match what {
+        ToolTimer::Timeout => stop(gw, id, Ending::Timeout, now),
+        ToolTimer::Kill => {
+            if let Some(run) = gw.tools.runs.get_mut(&id)
+                && run.exit.is_none()
+            {
+                hard_kill(run);
+            }
+        }
+        ToolTimer::Drain => finish(gw, id, now),
+        ToolTimer::LiveOutput => {
+            if let Some(run) = gw.tools.runs.get_mut(&id) {
+                run.live_timer = false;
+            }
+            flush_live(gw, id);
+        }
+        ToolTimer::Reap => {
+            check_exit(gw, id, now);
+            if gw.tools.runs.get(&id).is_some_and(|r| r.exit.is_none()) {
+                gw.timers
+                    .insert(now + REAP_POLL, Timer::Tool(id, ToolTimer::Reap));
+            }
+        }
+    }
+}
+
+/// SIGCHLD: look for exits of runs watched without a pidfd.
+pub fn on_child_exit(gw: &mut Gateway, now: Instant) {
+    let ids: Vec<u64> = gw.tools.runs.keys().copied().collect();
+    for id in ids {
+        check_exit(gw, id, now);
+    }
+}
+
+fn check_exit(gw: &mut Gateway, id: u64, now: Instant) {
+    let Some(run) = gw.tools.runs.get_mut(&id) else {
+        return;
+    };
+    if run.exit.is_some() {
+        return;
+    }
+    if let Ok(Some(status)) = run.child.try_wait() {
+        run.exit = Some(process::exit_code(status));
+        // The supervisor killed everything before exiting; give the pipes a moment to drain.
+        run.drain_until = Some(now + DRAIN);
+        gw.timers
+            .insert(now + DRAIN, Timer::Tool(id, ToolTimer::Drain));
+        gw.tools.mark_ready(id);
+    }
+}
+
+/// Read every ready run's pipes within the per-iteration budget.
+pub fn pump(gw: &mut Gateway, now: Instant) {
+    let work = std::mem::take(&mut gw.tools.work);
+    for id in work {
+        if let Some(run) = gw.tools.runs.get_mut(&id) {
+            run.ready = false;
+        }
+        let more = read_pipes(gw, id);
+        check_exit(gw, id, now);
+        let Some(run) = gw.tools.runs.get_mut(&id) else {
+            continue;
+        };
+        let pipes_done = [&run.stdout, &run.stderr]
+            .into_iter()
+            .flatten()
+            .all(|p| !p.open);
+        if run.exit.is_some() && pipes_done {
+            finish(gw, id, now);
+        } else if more {
+            gw.tools.mark_ready(id);
+        }
+        maybe_schedule_live(gw, id, now);
+    }
+}
+
+/// Read what is there; true if the budget ran out before every pipe would block.
+fn read_pipes(gw: &mut Gateway, id: u64) -> bool {
+    let Some(run) = gw.tools.runs.get_mut(&id) else {
+        return false;
+    };
+    let mut buf = [0u8; 64 * 1024];
+    let mut budget = READ_BUDGET;
+    let mut more = false;
+    // The status pipe: "pid N" once.
+    if let Some(p) = run.status.as_mut().filter(|p| p.open) {
+        match nix::unistd::read(&p.fd, &mut buf) {
+            Ok(0) => p.open = false,
+            Ok(n) => {
+                let line = String::from_utf8_lossy(&buf[..n]);
+                if let Some(pid) = line
+                    .trim()
+                    .strip_prefix("pid ")
+                    .and_then(|p| p.parse().ok())
+                {
+                    run.group = Some(pid);
+                    if run.ending.is_some() && run.lifeline.is_none() {
+                        process::kill_group(run.group);
+                    }
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    let mut live_text = String::new();
+    for which in 0..2 {
+        let pipe = if which == 0 {
+            run.stdout.as_mut()
+        } else {
+            run.stderr.as_mut()
+        };
+        let Some(p) = pipe.filter(|p| p.open) else {
+            continue;
+        };
+        loop {
+            if budget == 0 {
+                more = true;
+                break;
+            }
+            let want = buf.len().min(budget);
+            match nix::unistd::read(&p.fd, &mut buf[..want]) {
+                Ok(0) => {
+                    p.open = false;
+                    break;
+                }
+                Ok(n) => {
+                    budget -= n;
+                    if which == 0 {
+                        &mut run.out
+                    } else {
+                        &mut run.err
+                    }
+                    .push(&buf[..n]);
+                    if run.live.len() + live_text.len() < LIVE_MAX {
+                        live_text.push_str(&String::from_utf8_lossy(&buf[..n]));
+                    } else {
+                        run.live_skipped += n as u64;
+                    }
+                }
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(_) => break, // EAGAIN: wait for readiness
+            }
+        }
+    }
+    if !live_text.is_empty() {
+        let room = LIVE_MAX.saturating_sub(run.live.len());
+        if live_text.len() > room {
+            let mut cut = room;
+            while !live_text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            run.live_skipped += (live_text.len() - cut) as u64;
+            live_text.truncate(cut);
+        }
+        run.live.push_str(&live_text);
+    }
+    more
+}
+
+fn maybe_schedule_live(gw: &mut Gateway, id: u64, now: Instant) {
+    let Some(run) = gw.tools.runs.get_mut(&id) else {
+        return;
+    };
+    if (!run.live.is_empty() || run.live_skipped > 0) && !run.live_timer {
+        run.live_timer = true;
+        gw.timers
+            .insert(now + LIVE_INTERVAL, Timer::Tool(id, ToolTimer::LiveOutput));
+    }
+}
+
+/// Send the accumulated live output of a turn's command as one `tool.output` event.
+fn flush_live(gw: &mut Gateway, id: u64) {
+    let Some(run) = gw.tools.runs.get_mut(&id) else {
+        return;
+    };
+    let mut text = std::mem::take(&mut run.live);
+    if run.live_skipped > 0 {
+        text.push_str(&format!(
+            "\n[... {} bytes not shown live ...]\n",
+            run.live_skipped
+        ));
+        run.live_skipped = 0;
+    }
+    if let Owner::Turn { rid, call, .. } = &run.owner {
+        let (rid, tool_id) = (rid.clone(), call.id.clone());
+        if !text.is_empty() {
+            gw.emit(
+                &rid,
+                "tool.output",
+                json!({"tool_id": tool_id, "text": text}),
+            );
+        }
+    }
+}
+
+/// The command is over (or abandoned): release it and deliver its result.
+fn finish(gw: &mut Gateway, id: u64, now: Instant) {
+    // Whatever is still buffered in the pipes belongs to the result.
+    read_pipes(gw, id);
+    let Some(mut run) = gw.tools.runs.remove(&id) else {
+        return;
+    };
+    release_tokens(gw, &run);
+    if run.exit.is_none() {
+        // Abandoned while alive: kill the group; the supervisor dies with its lifeline.
+        hard_kill(&mut run);
+        let _ = run.child.kill();
+        run.exit = run.child.wait().ok().map(process::exit_code);
+    }
+    // (An exited supervisor already killed its group; its id may belong to another process now.)
+    run.lifeline = None;
+    gw.tools.work.retain(|w| *w != id);
+    let duration = now.saturating_duration_since(run.started).as_secs_f64();
+    let mut output = run.out.text();
+    let (code, note) = match run.ending {
+        Some(Ending::Timeout) => (
+            124,
+            Some(format!(
+                "[Command timed out after {}s]",
+                run.timeout.as_secs_f64().round()
+            )),
+        ),
+        Some(Ending::Interrupted) => (130, Some("[Command interrupted]".to_string())),
+        None => (run.exit.unwrap_or(-1), None),
+    };
+    match run.owner {
+        Owner::Turn { rid, call, args } => {
+            if let Some(note) = note {
+                if !output.is_empty() && !output.ends_with('\n') {
+                    output.push('\n');
+                }
+                output.push_str(&note);
+            }
+            // Live output still pending goes out before the completion.
+            if !run.live.is_empty() {
+                gw.emit(
+                    &rid,
+                    "tool.output",
+                    json!({"tool_id": call.id, "text": run.live}),
+                );
+            }
+            finish_call(
+                gw,
+                &rid,
+                &call,
+                &args,
+                &output,
+                Some(code),
+                None,
+                duration,
+                now,
+            );
+        }
+        Owner::Shell { request_id } => {
+            let frame = match run.ending {
+                Some(Ending::Timeout) => frame::error(
+                    &request_id,
+                    &RpcError::new(
+                        code::TIMED_OUT,
+                        format!("command timed out after {}s", SHELL_TIMEOUT.as_secs()),
+                    ),
+                ),
+                Some(Ending::Interrupted) => frame::error(
+                    &request_id,
+                    &RpcError::new(
+                        code::SHUTTING_DOWN,
+                        "command interrupted: gateway is shutting down",
+                    ),
+                ),
+                None => frame::response(
+                    &request_id,
+                    &json!({"stdout": output, "stderr": run.err.text(), "code": code}),
+                ),
+            };
+            gw.out.push(frame);
+        }
+    }
+}
+
+/// Shell commands still running when the shutdown begins are stopped like a turn's.
+pub fn stop_shell_commands(gw: &mut Gateway, now: Instant) {
+    let ids: Vec<u64> = gw
+        .tools
+        .runs
+        .iter()
+        .filter(|(_, r)| matches!(r.owner, Owner::Shell { .. }))
+        .map(|(id, _)| *id)
+        .collect();
+    for id in ids {
+        stop(gw, id, Ending::Interrupted, now);
+    }
+}

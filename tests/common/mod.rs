@@ -322,6 +322,12 @@ impl Gateway {
         self.home.join("state.db")
     }
 
+    /// Sends a signal (e.g. `libc::SIGTERM`) to the gateway process only.
+    pub fn signal(&self, sig: i32) {
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
+        assert_eq!(rc, 0, "kill({}, {sig}) failed", self.child.id());
+    }
+
     // ---- writing ----------------------------------------------------------------------------
 
     pub fn stdin_handle(&self) -> Arc<Mutex<Option<ChildStdin>>> {

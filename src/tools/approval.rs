@@ -1,0 +1,251 @@
+//! Approvals of dangerous commands, in both forms of PROTOCOL.md: the `approval.request` event
+//! answered by `approval.respond` (the default), and the `approval` server request for clients
+//! that declared `server_requests`. `always` approvals persist in
+//! `$HERMES_HOME/tui_gateway_approvals.json`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::event_loop::{Gateway, Timer};
+use crate::model::ToolCall;
+use crate::rpc::frame;
+use crate::timer::TimerId;
+use crate::util;
+
+pub const CHOICES: [&str; 4] = ["once", "session", "always", "deny"];
+
+struct Pending {
+    rid: String,
+    call: ToolCall,
+    args: Value,
+    rule: &'static str,
+    /// The server-request id when asked in that form.
+    srq_id: Option<String>,
+    timer: TimerId,
+}
+
+pub struct Approvals {
+    pending: HashMap<String, Pending>,
+    always: BTreeSet<String>,
+    path: PathBuf,
+}
+
+impl Approvals {
+    pub fn load(home: &Path) -> Approvals {
+        let path = home.join("tui_gateway_approvals.json");
+        let always = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| {
+                v.get("always").and_then(Value::as_array).map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+            })
+            .unwrap_or_default();
+        Approvals {
+            pending: HashMap::new(),
+            always,
+            path,
+        }
+    }
+
+    fn save(&self) -> std::io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let tmp = self.path.with_extension("json.tmp");
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(json!({ "always": self.always }).to_string().as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &self.path)
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+pub fn pre_approved(gw: &Gateway, rid: &str, rule: &str) -> bool {
+    gw.tools.approvals.always.contains(rule)
+        || gw
+            .sessions
+            .get(rid)
+            .is_some_and(|s| s.approved_rules.iter().any(|r| r == rule))
+}
+
+/// Ask the user about a dangerous command; the turn waits.
+#[allow(clippy::too_many_arguments)]
+pub fn ask(
+    gw: &mut Gateway,
+    rid: &str,
+    call: ToolCall,
+    args: Value,
+    command: &str,
+    rule: &'static str,
+    description: &str,
+    now: Instant,
+) {
+    let request_id = format!("apr-{}", util::random_hex(12));
+    let payload = json!({
+        "request_id": request_id,
+        "command": command,
+        "description": description,
+        "choices": CHOICES,
+    });
+    let srq_id = if gw.server_requests {
+        let id = format!("srq-{}", util::random_hex(12));
+        let mut params = payload.clone();
+        params["session_id"] = json!(rid);
+        gw.out.push(frame::server_request(&id, "approval", &params));
+        Some(id)
+    } else {
+        gw.emit(rid, "approval.request", payload);
+        None
+    };
+    let timer = gw.timers.insert(
+        now + gw.cfg.approval_timeout,
+        Timer::ApprovalTimeout(request_id.clone()),
+    );
+    if let Some(turn) = gw.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) {
+        turn.approval = Some(request_id.clone());
+    }
+    gw.tools.approvals.pending.insert(
+        request_id,
+        Pending {
+            rid: rid.to_string(),
+            call,
+            args,
+            rule,
+            srq_id,
+            timer,
+        },
+    );
+}
+
+/// `approval.respond`: resolve the session's pending approvals (the named one, if given).
+pub fn respond(
+    gw: &mut Gateway,
+    rid: &str,
+    choice: &str,
+    request_id: Option<&str>,
+    now: Instant,
+) -> usize {
+    let ids: Vec<String> = gw
+        .tools
+        .approvals
+        .pending
+        .iter()
+        .filter(|(id, p)| p.rid == rid && request_id.is_none_or(|want| want == id.as_str()))
+        .map(|(id, _)| id.clone())
+        .collect();
+    for id in &ids {
+        resolve(gw, id, choice, now);
+    }
+    ids.len()
+}
+
+/// An answer to an `approval` server request. False if no approval asked with that id.
+pub fn on_answer(gw: &mut Gateway, id: &Value, result: Result<Value, Value>, now: Instant) -> bool {
+    let Some(srq) = id.as_str() else { return false };
+    let Some(request_id) = gw
+        .tools
+        .approvals
+        .pending
+        .iter()
+        .find(|(_, p)| p.srq_id.as_deref() == Some(srq))
+        .map(|(id, _)| id.clone())
+    else {
+        return false;
+    };
+    let choice = match &result {
+        Ok(v) => v.get("choice").and_then(Value::as_str).unwrap_or("deny"),
+        Err(_) => "deny",
+    };
+    resolve(gw, &request_id, choice, now);
+    true
+}
+
+/// No answer in time: withdraw and deny.
+pub fn expire(gw: &mut Gateway, request_id: &str, now: Instant) {
+    withdraw(gw, request_id, "timeout", now);
+}
+
+/// Withdraw an unanswered request (`request.cancel`) and deny it.
+pub fn withdraw(gw: &mut Gateway, request_id: &str, reason: &str, now: Instant) {
+    let Some(p) = gw.tools.approvals.pending.get(request_id) else {
+        return;
+    };
+    let (rid, id) = (
+        p.rid.clone(),
+        p.srq_id.clone().unwrap_or_else(|| request_id.to_string()),
+    );
+    gw.emit(
+        &rid,
+        "request.cancel",
+        json!({"id": id, "method": "approval", "reason": reason}),
+    );
+    deny(gw, request_id, &format!("no answer ({reason})"), now);
+}
+
+fn resolve(gw: &mut Gateway, request_id: &str, choice: &str, now: Instant) {
+    match choice {
+        "once" | "session" | "always" => {
+            let Some(p) = take(gw, request_id) else {
+                return;
+            };
+            if choice == "session"
+                && let Some(s) = gw.sessions.get_mut(&p.rid)
+            {
+                s.approved_rules.push(p.rule.to_string());
+            }
+            if choice == "always" {
+                gw.tools.approvals.always.insert(p.rule.to_string());
+                if let Err(e) = gw.tools.approvals.save() {
+                    eprintln!("[gateway] could not save the approval: {e}");
+                }
+            }
+            if !super::launch_for_turn(gw, &p.rid, p.call, p.args, now) {
+                // It finished at once (fenced or failed to start); finish_call moved on.
+            }
+        }
+        "deny" => deny(gw, request_id, "denied by the user", now),
+        other => deny(gw, request_id, &format!("unknown choice {other:?}"), now),
+    }
+}
+
+fn take(gw: &mut Gateway, request_id: &str) -> Option<Pending> {
+    let p = gw.tools.approvals.pending.remove(request_id)?;
+    gw.timers.cancel(p.timer);
+    if let Some(turn) = gw.sessions.get_mut(&p.rid).and_then(|s| s.turn.as_mut()) {
+        turn.approval = None;
+    }
+    Some(p)
+}
+
+fn deny(gw: &mut Gateway, request_id: &str, why: &str, now: Instant) {
+    let Some(p) = take(gw, request_id) else {
+        return;
+    };
+    let output = format!("Command not run: {why}.");
+    super::finish_call(
+        gw,
+        &p.rid,
+        &p.call,
+        &p.args,
+        &output,
+        None,
+        Some("denied".into()),
+        0.0,
+        now,
+    );
+}
