@@ -63,12 +63,7 @@ pub fn plan_reply(messages: &[Message], call_no: u64) -> Plan {
         return Plan::Say("(offline model) Nothing to answer.".into());
     };
     match last.role {
-        Role::Tool => {
-            let output = last.content.as_deref().unwrap_or("");
-            Plan::Say(format!(
-                "(offline model) The command finished. Its output:\n{output}"
-            ))
-        }
+        Role::Tool => Plan::Say(report_tool_result(last.content.as_deref().unwrap_or(""))),
         _ => {
             let prompt = last.content.as_deref().unwrap_or("").trim();
             let command = prompt
@@ -85,6 +80,18 @@ pub fn plan_reply(messages: &[Message], call_no: u64) -> Plan {
             }
         }
     }
+}
+
+/// Say what a `terminal` result (`{output, exit_code, error}`) was.
+fn report_tool_result(content: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(content).unwrap_or_default();
+    let output = v["output"].as_str().unwrap_or(content);
+    let status = match (v["exit_code"].as_i64(), v["error"].as_str()) {
+        (_, Some(err)) => format!("did not run ({err})"),
+        (Some(code), None) => format!("exited with status {code}"),
+        (None, None) => "finished".to_string(),
+    };
+    format!("(offline model) The command {status}. Output:\n{output}")
 }
 
 pub enum Plan {
