@@ -41,8 +41,10 @@ const READS_PER_ITERATION: usize = 8;
 pub enum Timer {
     /// A turn asked to be driven again at this time.
     TurnWake(String),
-    /// Retry commits that failed.
-    FlushRetry,
+    /// Retry failed commits and checkpoint streaming text.
+    FlushTick,
+    /// Evict sessions idle past the TTL.
+    ReaperTick,
     /// Look again at the shutdown sequence's deadlines.
     ShutdownStep,
     /// Something about a running tool is due.
@@ -106,6 +108,8 @@ pub struct Gateway {
     /// Closed sessions whose last state is not committed yet.
     pub(crate) retired: Vec<Session>,
     commit_retry_at: Option<Instant>,
+    pub(crate) flush_throttle: crate::flush::Throttle,
+    pub(crate) flush_armed: bool,
     pub(crate) commit_error: Option<String>,
     pub(crate) shutdown: Option<Shutdown>,
     pub(crate) replay_epoch: String,
@@ -171,9 +175,18 @@ impl Gateway {
         )));
         out.release();
         let _ = out.write_to(&mut FdWriter(&io.output), now);
-        let store = Store::open(&cfg.db_path(), &cfg.synchronous)?;
+        let mut store = Store::open(&cfg.db_path(), &cfg.synchronous)?;
+        match store.repair_killed() {
+            Ok(r) if r.sessions_ended > 0 || r.tool_results_added > 0 => eprintln!(
+                "[gateway] ended {} session(s) left open by a killed gateway ({} tool result(s) marked unknown)",
+                r.sessions_ended, r.tool_results_added
+            ),
+            Ok(_) => {}
+            Err(e) => eprintln!("[gateway] startup repair skipped: {e}"),
+        }
         let provider: Box<dyn Provider> = Box::new(OfflineProvider::new(cfg.offline_word_delay));
         let cfg_home_for_tools = cfg.home.clone();
+        let cfg_flush_interval = cfg.flush_interval;
         let signals = None;
         Ok(Gateway {
             reader: LineReader::new(cfg.frame_limit),
@@ -199,6 +212,8 @@ impl Gateway {
             dirty: Vec::new(),
             retired: Vec::new(),
             commit_retry_at: None,
+            flush_throttle: crate::flush::Throttle::new(cfg_flush_interval),
+            flush_armed: false,
             commit_error: None,
             shutdown: None,
             replay_epoch,
@@ -225,6 +240,11 @@ impl Gateway {
     /// Run until the gateway exits; returns the exit status.
     pub fn run(mut self) -> i32 {
         let mut events = Events::with_capacity(256);
+        let now = Instant::now();
+        self.timers.insert(
+            now + crate::flush::reaper_period(self.cfg.session_ttl),
+            Timer::ReaperTick,
+        );
         loop {
             let timeout = self.poll_timeout(Instant::now());
             if let Err(e) = self.poll.poll(&mut events, timeout)
@@ -459,8 +479,10 @@ impl Gateway {
 
     pub fn begin_shutdown(&mut self, reason: &str, now: Instant) {
         if self.shutdown.is_none() {
-            self.shutdown = Some(Shutdown::new(reason, now, &self.cfg));
+            let sd = Shutdown::new(reason, now, &self.cfg);
             self.timers.insert(now, Timer::ShutdownStep);
+            self.timers.insert(sd.hard_deadline, Timer::ShutdownStep);
+            self.shutdown = Some(sd);
         }
     }
 
@@ -477,7 +499,8 @@ impl Gateway {
                     }
                     self.schedule(&rid);
                 }
-                Timer::FlushRetry => self.commit_retry_at = None,
+                Timer::FlushTick => crate::flush::tick(self, now),
+                Timer::ReaperTick => crate::flush::reap_idle(self, now),
                 Timer::ShutdownStep => {}
                 Timer::Tool(id, what) => crate::tools::on_timer(self, id, what, now),
                 Timer::ApprovalTimeout(request_id) => {
@@ -605,7 +628,7 @@ impl Gateway {
             call.advance(&mut ctx, now, &mut evs)
         };
         for ev in evs.drain(..) {
-            self.on_model_event(rid, ev);
+            self.on_model_event(rid, ev, now);
         }
         self.scratch = evs;
         match progress {
@@ -623,7 +646,7 @@ impl Gateway {
         }
     }
 
-    fn on_model_event(&mut self, rid: &str, ev: ModelEvent) {
+    fn on_model_event(&mut self, rid: &str, ev: ModelEvent, now: Instant) {
         let Some(s) = self.sessions.get_mut(rid) else {
             return;
         };
@@ -633,6 +656,7 @@ impl Gateway {
                 turn.round_text.push_str(&t);
                 turn.text.push_str(&t);
                 self.emit_delta(rid, &t);
+                crate::flush::arm(self, now);
             }
             ModelEvent::Reasoning(t) => {
                 turn.round_reasoning.push_str(&t);
@@ -661,28 +685,9 @@ impl Gateway {
             return;
         };
         let Some(turn) = s.turn.as_mut() else { return };
-        turn.call = None;
-        let text = std::mem::take(&mut turn.round_text);
-        let reasoning = std::mem::take(&mut turn.round_reasoning);
-        let calls = std::mem::take(&mut turn.round_tool_calls);
-        let finish = turn.round_finish.take();
-        let error = turn.round_error.take();
-        if !text.is_empty() || !calls.is_empty() || !reasoning.is_empty() {
-            let mut m = Message::new(
-                Role::Assistant,
-                (!text.is_empty()).then_some(text),
-                util::unix_now(),
-            );
-            if !calls.is_empty() {
-                m.tool_calls = Some(crate::tools::tool_calls_json(&calls));
-            }
-            m.reasoning = (!reasoning.is_empty()).then_some(reasoning);
-            if let Some((reason, usage)) = &finish {
-                m.finish_reason = Some(reason.clone());
-                m.token_count = Some(usage.output as i64);
-            } else if error.is_some() {
-                m.finish_reason = Some("error".into());
-            }
+        let round = turn.close_round(false, util::unix_now());
+        let (calls, error) = (round.calls, round.error);
+        if let Some(m) = round.message {
             s.tool_call_count += calls.len() as u64;
             s.append(m);
             self.mark_dirty(rid);
@@ -755,11 +760,11 @@ impl Gateway {
                 token: turn.token,
             };
             call.abort(&mut ctx);
-            let text = std::mem::take(&mut turn.round_text);
-            if !text.is_empty() {
-                let mut m = Message::new(Role::Assistant, Some(text), util::unix_now());
-                m.finish_reason = Some("interrupted".into());
+            let round = turn.close_round(true, util::unix_now());
+            if let Some(m) = round.message {
+                s.tool_call_count += round.calls.len() as u64;
                 s.append(m);
+                self.mark_dirty(rid);
             }
         }
         if crate::tools::interrupt_tools(self, rid, now) {
@@ -798,10 +803,15 @@ impl Gateway {
         }
         if let Err(e) = self.commit_now() {
             self.commit_retry_at = Some(now + self.cfg.flush_interval);
-            self.timers
-                .insert(now + self.cfg.flush_interval, Timer::FlushRetry);
+            crate::flush::arm(self, now);
             self.report_commit_error(e);
         }
+    }
+
+    /// The flush tick's retry of a failed commit.
+    pub(crate) fn retry_commit_now(&mut self, now: Instant) {
+        self.commit_retry_at = None;
+        self.commit(now);
     }
 
     /// Write every dirty session and retired session in one transaction.

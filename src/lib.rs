@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod config;
 pub mod event_loop;
+pub mod flush;
 pub mod methods;
 pub mod model;
 pub mod rpc;

@@ -68,3 +68,16 @@ pub fn config_get(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
         _ => json!({ "key": key, "value": null }),
     })
 }
+
+/// `input.detect_drop {session_id, text}`: we recognise no dropped files.
+pub fn detect_drop(p: &Params) -> Result<Value, RpcError> {
+    super::params::opt_str(p, "text")?;
+    super::params::opt_str(p, "session_id")?;
+    Ok(json!({ "matched": false }))
+}
+
+/// `complete.slash {text}`: no slash commands to complete.
+pub fn complete_slash(p: &Params) -> Result<Value, RpcError> {
+    super::params::opt_str(p, "text")?;
+    Ok(json!({ "items": [], "replace_from": 1 }))
+}

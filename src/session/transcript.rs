@@ -44,6 +44,9 @@ pub struct Message {
     pub token_count: Option<i64>,
     pub finish_reason: Option<String>,
     pub reasoning: Option<String>,
+    /// The `messages` row already written for it (a partial-text checkpoint), if any: the
+    /// commit then updates that row instead of inserting another.
+    pub row_id: Option<i64>,
 }
 
 impl Message {
@@ -58,6 +61,7 @@ impl Message {
             token_count: None,
             finish_reason: None,
             reasoning: None,
+            row_id: None,
         }
     }
 

@@ -1,9 +1,10 @@
-//! The state of a running turn: model call in flight (later: tools, approvals).
+//! The state of a running turn: the model call in flight, its tools, its approval.
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::model::{ModelCall, TokenUsage, ToolCall};
+use crate::session::transcript::{Message, Role};
 use crate::timer::TimerId;
 
 pub struct Turn {
@@ -34,6 +35,18 @@ pub struct Turn {
     pub approval: Option<String>,
     /// An interrupt arrived while a tool was dying; end the turn when it is reaped.
     pub interrupting: bool,
+    /// Row holding the checkpointed partial text of this round's assistant message.
+    pub checkpoint_row: Option<i64>,
+    /// Bytes of `round_text` already checkpointed.
+    pub checkpointed: usize,
+}
+
+/// What a closed model round leaves behind.
+pub struct RoundEnd {
+    /// The assistant message to append, if the round said or asked anything.
+    pub message: Option<Message>,
+    pub calls: Vec<ToolCall>,
+    pub error: Option<String>,
 }
 
 impl Turn {
@@ -55,6 +68,52 @@ impl Turn {
             tool: None,
             approval: None,
             interrupting: false,
+            checkpoint_row: None,
+            checkpointed: 0,
+        }
+    }
+
+    /// Whether this round has text not yet checkpointed.
+    pub fn partial_pending(&self) -> bool {
+        self.call.is_some() && self.round_text.len() > self.checkpointed
+    }
+
+    /// Close the current model round (its call is over or aborted) and build its assistant
+    /// message; `interrupted` marks one cut short.
+    pub fn close_round(&mut self, interrupted: bool, now_unix: f64) -> RoundEnd {
+        self.call = None;
+        let text = std::mem::take(&mut self.round_text);
+        let reasoning = std::mem::take(&mut self.round_reasoning);
+        let calls = std::mem::take(&mut self.round_tool_calls);
+        let finish = self.round_finish.take();
+        let error = self.round_error.take();
+        let row = self.checkpoint_row.take();
+        self.checkpointed = 0;
+        let said = !text.is_empty() || !calls.is_empty() || !reasoning.is_empty();
+        let message = (said || row.is_some()).then(|| {
+            let mut m = Message::new(
+                Role::Assistant,
+                (!text.is_empty()).then_some(text),
+                now_unix,
+            );
+            if !calls.is_empty() {
+                m.tool_calls = Some(crate::tools::tool_calls_json(&calls));
+            }
+            m.reasoning = (!reasoning.is_empty()).then_some(reasoning);
+            m.finish_reason = match (&finish, interrupted, &error) {
+                (_, true, _) => Some("interrupted".into()),
+                (Some((reason, _)), _, _) => Some(reason.clone()),
+                (None, _, Some(_)) => Some("error".into()),
+                _ => None,
+            };
+            m.token_count = finish.map(|(_, usage)| usage.output as i64);
+            m.row_id = row;
+            m
+        });
+        RoundEnd {
+            message,
+            calls,
+            error,
         }
     }
 }

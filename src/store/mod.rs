@@ -19,6 +19,32 @@ pub use rusqlite::Error as StoreError;
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// This process, as recorded in `tui_gateway_live`: `pid:start time`.
+    owner: String,
+}
+
+/// `pid:start time` of a process (the start time tells a reused pid apart), if it is alive.
+pub fn process_identity(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    // Field 22 (starttime) is the 20th after the name.
+    let start = after.split_whitespace().nth(19)?;
+    Some(format!("{pid}:{start}"))
+}
+
+fn owner_alive(owner: &str) -> bool {
+    owner
+        .split_once(':')
+        .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        .and_then(process_identity)
+        .is_some_and(|now| now == owner)
+}
+
+/// What startup repair did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Repair {
+    pub sessions_ended: usize,
+    pub tool_results_added: usize,
 }
 
 /// A stored session as lists show it.
@@ -89,6 +115,8 @@ impl Store {
         Ok(Store {
             conn,
             path: path.to_path_buf(),
+            owner: process_identity(std::process::id())
+                .unwrap_or_else(|| std::process::id().to_string()),
         })
     }
 
@@ -111,7 +139,7 @@ impl Store {
         let mut marks = Vec::with_capacity(sessions.len());
         for s in sessions {
             if s.unpersisted() {
-                write_session(&tx, s)?;
+                write_session(&tx, s, &self.owner)?;
             }
             marks.push(Persisted {
                 row: true,
@@ -120,6 +148,37 @@ impl Store {
         }
         tx.commit()?;
         Ok(marks)
+    }
+
+    /// Checkpoint the partial text of streaming assistant messages, one transaction:
+    /// `(stored session id, row written before, text, timestamp)` → the row of each.
+    pub fn checkpoint_partials(
+        &mut self,
+        items: &[(&str, Option<i64>, &str, f64)],
+    ) -> Result<Vec<i64>, StoreError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let mut rows = Vec::with_capacity(items.len());
+        for (session_id, row, text, ts) in items {
+            match row {
+                Some(id) => {
+                    tx.prepare_cached("UPDATE messages SET content = ?2 WHERE id = ?1")?
+                        .execute(params![id, text])?;
+                    rows.push(*id);
+                }
+                None => {
+                    tx.prepare_cached(
+                        "INSERT INTO messages (session_id, role, content, timestamp)
+                         VALUES (?1, 'assistant', ?2, ?3)",
+                    )?
+                    .execute(params![session_id, text, ts])?;
+                    rows.push(tx.last_insert_rowid());
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(rows)
     }
 
     /// Sessions, most recent first; `title` filters by a case-insensitive substring.
@@ -206,6 +265,7 @@ impl Store {
                 token_count: r.get(6)?,
                 finish_reason: r.get(7)?,
                 reasoning: r.get(8)?,
+                row_id: None,
             })
         })?;
         rows.collect()
@@ -234,6 +294,37 @@ impl Store {
         Ok(n > 0)
     }
 
+    /// End the sessions a killed gateway left open (`gateway_killed`; they stay resumable) and
+    /// give every tool call left without a result one saying its outcome is unknown.
+    pub fn repair_killed(&mut self) -> Result<Repair, StoreError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let orphans: Vec<String> = {
+            let mut stmt = tx.prepare("SELECT session_id, owner FROM tui_gateway_live")?;
+            let rows =
+                stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+            rows.filter_map(Result::ok)
+                .filter(|(_, owner)| *owner != self.owner && !owner_alive(owner))
+                .map(|(id, _)| id)
+                .collect()
+        };
+        let mut repair = Repair::default();
+        for id in &orphans {
+            repair.tool_results_added += add_unknown_results(&tx, id)?;
+            repair.sessions_ended += tx.execute(
+                "UPDATE sessions SET end_reason = 'gateway_killed',
+                     ended_at = coalesce((SELECT max(timestamp) FROM messages WHERE session_id = ?1),
+                                         started_at)
+                 WHERE id = ?1 AND ended_at IS NULL",
+                [id],
+            )?;
+            tx.execute("DELETE FROM tui_gateway_live WHERE session_id = ?1", [id])?;
+        }
+        tx.commit()?;
+        Ok(repair)
+    }
+
     /// Copy the WAL into the database file so committed data survives power loss too.
     pub fn checkpoint(&self) -> Result<(), StoreError> {
         self.conn
@@ -253,7 +344,11 @@ fn restrict_mode(path: &Path) -> std::io::Result<()> {
 }
 
 /// Write one session's row and new messages inside the open transaction.
-fn write_session(tx: &rusqlite::Transaction<'_>, s: &Session) -> Result<(), StoreError> {
+fn write_session(
+    tx: &rusqlite::Transaction<'_>,
+    s: &Session,
+    owner: &str,
+) -> Result<(), StoreError> {
     let (ended_at, end_reason) = match &s.ended {
         Some((at, why)) => (Some(*at), Some(why.as_str())),
         None => (None, None),
@@ -300,12 +395,43 @@ fn write_session(tx: &rusqlite::Transaction<'_>, s: &Session) -> Result<(), Stor
             s.last_activity_at,
         ])?;
     }
+    if s.row_dirty || !s.persisted.row {
+        if s.ended.is_some() {
+            tx.prepare_cached("DELETE FROM tui_gateway_live WHERE session_id = ?1")?
+                .execute([&s.stored_id])?;
+        } else {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO tui_gateway_live (session_id, owner) VALUES (?1, ?2)",
+            )?
+            .execute(params![s.stored_id, owner])?;
+        }
+    }
     let mut insert = tx.prepare_cached(
         "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name,
              timestamp, token_count, finish_reason, reasoning)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?;
+    let mut update = tx.prepare_cached(
+        "UPDATE messages SET role = ?2, content = ?3, tool_call_id = ?4, tool_calls = ?5,
+             tool_name = ?6, timestamp = ?7, token_count = ?8, finish_reason = ?9, reasoning = ?10
+         WHERE id = ?1",
+    )?;
     for m in &s.transcript[s.persisted.messages..] {
+        if let Some(row) = m.row_id {
+            update.execute(params![
+                row,
+                m.role.as_str(),
+                m.content,
+                m.tool_call_id,
+                m.tool_calls,
+                m.tool_name,
+                m.timestamp,
+                m.token_count,
+                m.finish_reason,
+                m.reasoning,
+            ])?;
+            continue;
+        }
         insert.execute(params![
             s.stored_id,
             m.role.as_str(),
@@ -320,4 +446,57 @@ fn write_session(tx: &rusqlite::Transaction<'_>, s: &Session) -> Result<(), Stor
         ])?;
     }
     Ok(())
+}
+
+/// For each tool call of the session without a tool result, append a result saying so.
+fn add_unknown_results(
+    tx: &rusqlite::Transaction<'_>,
+    session_id: &str,
+) -> Result<usize, StoreError> {
+    let mut calls: Vec<(String, String)> = Vec::new();
+    {
+        let mut stmt = tx.prepare(
+            "SELECT tool_calls FROM messages WHERE session_id = ?1 AND tool_calls IS NOT NULL ORDER BY id",
+        )?;
+        let rows = stmt.query_map([session_id], |r| r.get::<_, String>(0))?;
+        for text in rows.filter_map(Result::ok) {
+            let Ok(serde_json::Value::Array(list)) = serde_json::from_str(&text) else {
+                continue;
+            };
+            for c in list {
+                if let Some(id) = c["id"].as_str() {
+                    let name = c["function"]["name"].as_str().unwrap_or("tool");
+                    calls.push((id.to_string(), name.to_string()));
+                }
+            }
+        }
+    }
+    let answered: Vec<String> = {
+        let mut stmt = tx.prepare(
+            "SELECT tool_call_id FROM messages WHERE session_id = ?1 AND tool_call_id IS NOT NULL",
+        )?;
+        let rows = stmt.query_map([session_id], |r| r.get::<_, String>(0))?;
+        rows.filter_map(Result::ok).collect()
+    };
+    let mut added = 0;
+    for (id, name) in calls.iter().filter(|(id, _)| !answered.contains(id)) {
+        let content = serde_json::json!({
+            "output": "[outcome unknown: the gateway stopped while this command ran]",
+            "exit_code": null,
+            "error": "outcome unknown",
+        });
+        tx.execute(
+            "INSERT INTO messages (session_id, role, content, tool_call_id, tool_name, timestamp)
+             VALUES (?1, 'tool', ?2, ?3, ?4, ?5)",
+            params![
+                session_id,
+                content.to_string(),
+                id,
+                name,
+                crate::util::unix_now()
+            ],
+        )?;
+        added += 1;
+    }
+    Ok(added)
 }

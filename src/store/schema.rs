@@ -88,6 +88,14 @@ pub fn ensure(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "CREATE INDEX IF NOT EXISTS idx_messages_session ON messages(session_id, id)",
     )?;
+    // Which gateway process holds which session open, so a later start can tell the sessions
+    // of a killed gateway from those of another one still running.
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS tui_gateway_live (
+             session_id TEXT PRIMARY KEY,
+             owner TEXT NOT NULL
+         )",
+    )?;
     // Titles are unique in Hermes; an older file holding duplicates keeps working without it.
     let _ = conn.execute_batch(
         "CREATE UNIQUE INDEX IF NOT EXISTS idx_sessions_title_unique

@@ -1,0 +1,154 @@
+//! Periodic work on the timing wheel: checkpoints of streaming text and retries of failed
+//! commits (each at most once per flush interval), and the idle-session reaper. Time is always
+//! passed in, so the throttling is tested with a fake clock.
+
+use std::time::{Duration, Instant};
+
+use crate::event_loop::{Gateway, Timer};
+
+/// Lets work run at most once per interval.
+#[derive(Debug, Clone)]
+pub struct Throttle {
+    every: Duration,
+    last: Option<Instant>,
+}
+
+impl Throttle {
+    pub fn new(every: Duration) -> Self {
+        Throttle { every, last: None }
+    }
+
+    /// True (and counted as a run) when the interval since the last run has passed.
+    pub fn try_run(&mut self, now: Instant) -> bool {
+        match self.last {
+            Some(last) if now < last + self.every => false,
+            _ => {
+                self.last = Some(now);
+                true
+            }
+        }
+    }
+
+    /// When the next run may happen.
+    pub fn next_allowed(&self, now: Instant) -> Instant {
+        self.last.map_or(now, |l| (l + self.every).max(now))
+    }
+}
+
+/// The flush tick: retry failed commits, then checkpoint partial text. Re-arms itself while
+/// there is streaming text or unsaved work.
+pub fn tick(gw: &mut Gateway, now: Instant) {
+    gw.flush_armed = false;
+    if !gw.flush_throttle.try_run(now) {
+        arm(gw, now);
+        return;
+    }
+    gw.retry_commit_now(now);
+    if gw.commit_error.is_none() {
+        checkpoint_partials(gw);
+    }
+    let streaming = gw
+        .sessions
+        .values()
+        .any(|s| s.turn.as_ref().is_some_and(|t| t.call.is_some()));
+    if streaming || gw.commit_error.is_some() {
+        arm(gw, now);
+    }
+}
+
+/// Make sure a flush tick is scheduled.
+pub fn arm(gw: &mut Gateway, now: Instant) {
+    if !gw.flush_armed {
+        gw.flush_armed = true;
+        gw.timers
+            .insert(now + gw.cfg.flush_interval, Timer::FlushTick);
+    }
+}
+
+/// Write the text streamed so far of every assistant message still streaming.
+fn checkpoint_partials(gw: &mut Gateway) {
+    let mut rids = Vec::new();
+    let mut items = Vec::new();
+    let now_unix = crate::util::unix_now();
+    for (rid, s) in &gw.sessions {
+        if let Some(turn) = s.turn.as_ref().filter(|t| t.partial_pending()) {
+            rids.push(rid.clone());
+            items.push((
+                s.stored_id.as_str(),
+                turn.checkpoint_row,
+                turn.round_text.as_str(),
+                now_unix,
+            ));
+        }
+    }
+    if items.is_empty() {
+        return;
+    }
+    match gw.store.checkpoint_partials(&items) {
+        Ok(rows) => {
+            for (rid, row) in rids.iter().zip(rows) {
+                if let Some(turn) = gw.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) {
+                    turn.checkpoint_row = Some(row);
+                    turn.checkpointed = turn.round_text.len();
+                }
+            }
+        }
+        Err(e) => eprintln!("[gateway] could not checkpoint streaming text ({e}); retrying"),
+    }
+}
+
+/// The reaper tick: sessions idle past the TTL are flushed, ended and evicted from memory.
+pub fn reap_idle(gw: &mut Gateway, now: Instant) {
+    let ttl = gw.cfg.session_ttl;
+    let idle: Vec<String> = gw
+        .sessions
+        .iter()
+        .filter(|(_, s)| !s.running() && now.saturating_duration_since(s.last_active) >= ttl)
+        .map(|(rid, _)| rid.clone())
+        .collect();
+    for rid in idle {
+        gw.retire(&rid, "session_ttl", now);
+    }
+    gw.timers
+        .insert(now + reaper_period(ttl), Timer::ReaperTick);
+}
+
+/// How often the reaper looks: a fraction of the TTL, between 50 ms and a minute.
+pub fn reaper_period(ttl: Duration) -> Duration {
+    (ttl / 4).clamp(Duration::from_millis(50), Duration::from_secs(60))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throttle_runs_at_most_once_per_interval() {
+        let t0 = Instant::now();
+        let mut t = Throttle::new(Duration::from_secs(300));
+        assert!(t.try_run(t0));
+        assert!(!t.try_run(t0 + Duration::from_secs(299)));
+        assert_eq!(
+            t.next_allowed(t0 + Duration::from_secs(10)),
+            t0 + Duration::from_secs(300)
+        );
+        assert!(t.try_run(t0 + Duration::from_secs(301)));
+        assert!(!t.try_run(t0 + Duration::from_secs(302)));
+    }
+
+    #[test]
+    fn reaper_period_is_bounded() {
+        assert_eq!(
+            reaper_period(Duration::from_secs(6 * 3600)),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            reaper_period(Duration::from_millis(10)),
+            Duration::from_millis(50)
+        );
+        assert_eq!(
+            reaper_period(Duration::from_secs(2)),
+            Duration::from_millis(500)
+        );
+    }
+}
