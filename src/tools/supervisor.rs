@@ -97,11 +97,12 @@ fn supervise(args: &[String]) -> i32 {
     };
     let mut command = Command::new(program);
     command.args(program_args);
-    // SAFETY: setsid is async-signal-safe; std resets the signal mask and SIGPIPE before exec.
+    // SAFETY: setsid and sigprocmask are async-signal-safe. The command must not inherit our
+    // blocked signals (SIGTERM would never reach it).
     unsafe {
         command.pre_exec(|| {
-            nix::unistd::setsid()
-                .map(|_| ())
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
                 .map_err(std::io::Error::from)
         });
     }
