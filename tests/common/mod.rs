@@ -156,6 +156,7 @@ fn spawn_stderr_reader(stderr: impl Read + Send + 'static, sink: Arc<Mutex<Vec<S
 // ---------------------------------------------------------------------------------------------
 
 pub struct GatewayBuilder {
+    program: Option<PathBuf>,
     home: Option<PathBuf>,
     envs: Vec<(String, String)>,
     args: Vec<String>,
@@ -180,6 +181,12 @@ impl GatewayBuilder {
         self
     }
 
+    /// Run another program than the gateway binary (e.g. the `embed` example).
+    pub fn program(mut self, p: &Path) -> Self {
+        self.program = Some(p.to_path_buf());
+        self
+    }
+
     pub fn tag(mut self, t: &str) -> Self {
         self.tag = t.to_string();
         self
@@ -194,7 +201,8 @@ impl GatewayBuilder {
                 (t.path.clone(), Some(t))
             }
         };
-        let mut cmd = Command::new(BIN);
+        let program = self.program.clone().unwrap_or_else(|| PathBuf::from(BIN));
+        let mut cmd = Command::new(&program);
         cmd.args(&self.args)
             .current_dir(&home)
             .stdin(Stdio::piped())
@@ -217,7 +225,9 @@ impl GatewayBuilder {
         for (k, v) in &self.envs {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
         let stdout = child.stdout.take().unwrap();
         let stderr = child.stderr.take().unwrap();
         let stdin = child.stdin.take().unwrap();
@@ -302,6 +312,7 @@ pub struct Turn {
 impl Gateway {
     pub fn builder() -> GatewayBuilder {
         GatewayBuilder {
+            program: None,
             home: None,
             envs: Vec::new(),
             args: vec!["serve".to_string()],
