@@ -246,28 +246,54 @@ impl Gateway {
             Timer::ReaperTick,
         );
         loop {
-            let timeout = self.poll_timeout(Instant::now());
-            if let Err(e) = self.poll.poll(&mut events, timeout)
-                && e.kind() != io::ErrorKind::Interrupted
-            {
-                eprintln!("[gateway-crash] poll failed: {e}");
-                self.begin_shutdown("poll failed", Instant::now());
-            }
-            let outcome = catch_unwind(AssertUnwindSafe(|| self.iteration(&events)));
-            if let Err(panic) = outcome {
-                eprintln!("[gateway-crash] {}", panic_text(&panic));
-                if self.shutdown.is_some() {
-                    // The shutdown itself failed: leave now rather than loop on it.
-                    crate::shutdown::hard_exit(&mut self, "crash during shutdown");
-                } else {
-                    self.begin_shutdown("crash", Instant::now());
-                }
-            }
-            if let Some(code) = self.exit_code {
-                self.restore_fd_flags();
+            if let Some(code) = self.step(&mut events, None) {
                 return code;
             }
         }
+    }
+
+    /// One loop iteration: wait for readiness (at most `max_wait` beyond what the loop itself
+    /// needs), then do the work. Returns the exit status once the gateway is done.
+    pub fn step(&mut self, events: &mut Events, max_wait: Option<Duration>) -> Option<i32> {
+        let mut timeout = self.poll_timeout(Instant::now());
+        if let Some(cap) = max_wait {
+            timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
+        }
+        if let Err(e) = self.poll.poll(events, timeout)
+            && e.kind() != io::ErrorKind::Interrupted
+        {
+            eprintln!("[gateway-crash] poll failed: {e}");
+            self.begin_shutdown("poll failed", Instant::now());
+        }
+        let outcome = catch_unwind(AssertUnwindSafe(|| self.iteration(events)));
+        if let Err(panic) = outcome {
+            eprintln!("[gateway-crash] {}", panic_text(&panic));
+            if self.shutdown.is_some() {
+                // The shutdown itself failed: leave now rather than loop on it.
+                crate::shutdown::hard_exit(self, "crash during shutdown");
+            } else {
+                self.begin_shutdown("crash", Instant::now());
+            }
+        }
+        let code = self.exit_code?;
+        self.restore_fd_flags();
+        Some(code)
+    }
+
+    /// Handle one input line as if it had been read from the input (benches, tests); its
+    /// answer is queued for output.
+    pub fn handle_frame(&mut self, line: &[u8]) {
+        self.handle_line(Line::Frame(line));
+    }
+
+    /// Bytes waiting in the out-queue.
+    pub fn queued_output(&self) -> usize {
+        self.out.bytes()
+    }
+
+    /// Forget queued output (benches that do not read it).
+    pub fn discard_output(&mut self) {
+        self.out = OutQueue::new(Instant::now());
     }
 
     fn restore_fd_flags(&self) {
@@ -782,11 +808,9 @@ impl Gateway {
         if let Some(mut s) = self.sessions.remove(rid) {
             s.ended = Some((util::unix_now(), reason.to_string()));
             s.row_dirty = true;
+            // Its ids left in `dirty` and `runnable` are skipped (no longer in `sessions`);
+            // its turn's token went with the turn.
             s.dirty = false;
-            self.dirty.retain(|d| d != rid);
-            self.runnable.retain(|d| d != rid);
-            self.by_token
-                .retain(|_, route| *route != Route::Turn(rid.to_string()));
             self.retired.push(s);
         }
     }

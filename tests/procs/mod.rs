@@ -238,7 +238,10 @@ pub fn make_dir_with_file(p: &Path) {
 pub fn submit(g: &mut Gateway, sid: &str, text: &str) -> usize {
     let start = g.frames.len();
     let r = g.call("prompt.submit", json!({"session_id": sid, "text": text}));
-    assert_eq!(r["status"], "streaming", "prompt.submit on idle session: {r}");
+    assert_eq!(
+        r["status"], "streaming",
+        "prompt.submit on idle session: {r}"
+    );
     start
 }
 
