@@ -33,8 +33,21 @@ pub struct Config {
     pub event_ring: usize,
     /// `PRAGMA synchronous` value.
     pub synchronous: String,
-    /// Model name reported for the offline provider.
-    pub model: String,
+    /// `offline` or `openai`; unset: `openai` when a base URL or key is configured.
+    pub provider: Option<String>,
+    /// Model name for the network provider (`OPENAI_MODEL`, config.yaml `model.default`).
+    pub model: Option<String>,
+    /// OpenAI-compatible endpoint, e.g. `http://127.0.0.1:11434/v1`.
+    pub base_url: Option<String>,
+    /// Sent as `Authorization: Bearer …`; only from the environment, never a flag.
+    pub api_key: Option<String>,
+    pub connect_timeout: Duration,
+    pub first_byte_timeout: Duration,
+    pub idle_timeout: Duration,
+    /// Retries of a model request answered 429 or 5xx.
+    pub model_retries: u32,
+    /// First backoff between retries (doubling), unless the server says `Retry-After`.
+    pub retry_base: Duration,
     /// How long a dangerous command waits for the user's approval before it is denied.
     pub approval_timeout: Duration,
     /// Install signal handlers (turn off when the host program owns signals).
@@ -57,7 +70,15 @@ impl Default for Config {
             offline_word_delay: Duration::ZERO,
             event_ring: 256,
             synchronous: "NORMAL".into(),
-            model: "offline".into(),
+            provider: None,
+            model: None,
+            base_url: None,
+            api_key: None,
+            connect_timeout: Duration::from_secs(10),
+            first_byte_timeout: Duration::from_secs(120),
+            idle_timeout: Duration::from_secs(120),
+            model_retries: 2,
+            retry_base: Duration::from_millis(500),
             approval_timeout: Duration::from_secs(300),
             handle_signals: true,
         }
@@ -192,6 +213,79 @@ const KNOBS: &[Knob] = &[
         },
     },
     Knob {
+        flag: "--provider",
+        env: "TUI_GATEWAY_PROVIDER",
+        set: |c, v| {
+            let v = v.trim().to_ascii_lowercase();
+            if !["offline", "openai"].contains(&v.as_str()) {
+                return Err(format!("expected offline or openai, got {v:?}"));
+            }
+            c.provider = Some(v);
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--model",
+        env: "OPENAI_MODEL",
+        set: |c, v| {
+            c.model = Some(v.trim().to_string()).filter(|m| !m.is_empty());
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--base-url",
+        env: "OPENAI_BASE_URL",
+        set: |c, v| {
+            c.base_url = Some(v.trim().to_string()).filter(|u| !u.is_empty());
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--connect-timeout",
+        env: "TUI_GATEWAY_CONNECT_TIMEOUT_S",
+        set: |c, v| {
+            c.connect_timeout = seconds(v)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--first-byte-timeout",
+        env: "TUI_GATEWAY_FIRST_BYTE_TIMEOUT_S",
+        set: |c, v| {
+            c.first_byte_timeout = seconds(v)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--idle-timeout",
+        env: "TUI_GATEWAY_IDLE_TIMEOUT_S",
+        set: |c, v| {
+            c.idle_timeout = seconds(v)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--model-retries",
+        env: "TUI_GATEWAY_MODEL_RETRIES",
+        set: |c, v| {
+            c.model_retries = v
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n <= 20)
+                .ok_or(format!("expected a whole number up to 20, got {v:?}"))?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--retry-base",
+        env: "TUI_GATEWAY_RETRY_BASE_S",
+        set: |c, v| {
+            c.retry_base = seconds(v)?;
+            Ok(())
+        },
+    },
+    Knob {
         flag: "--synchronous",
         env: "TUI_GATEWAY_SYNCHRONOUS",
         set: |c, v| {
@@ -217,6 +311,9 @@ impl Config {
                 (k.set)(&mut c, &v).map_err(|e| format!("{}: {e}", k.env))?;
             }
         }
+        c.api_key = std::env::var("OPENAI_API_KEY")
+            .ok()
+            .filter(|k| !k.trim().is_empty());
         Ok(c)
     }
 

@@ -13,7 +13,6 @@ use mio::{Events, Interest, Poll, Token};
 use serde_json::{Value, json};
 
 use crate::config::Config;
-use crate::model::offline::OfflineProvider;
 use crate::model::{CallContext, ModelEvent, ModelRequest, Progress, Provider};
 use crate::rpc::frame::{self, Incoming};
 use crate::rpc::out_queue::Flush;
@@ -83,6 +82,8 @@ pub struct Gateway {
     pub(crate) poll: Poll,
     pub(crate) store: Store,
     pub(crate) provider: Box<dyn Provider>,
+    /// Why the configured model could not be used, for `setup.status`.
+    pub(crate) provider_warning: Option<String>,
     pub(crate) sessions: HashMap<String, Session>,
     /// Who a dynamic token belongs to.
     pub(crate) by_token: HashMap<Token, Route>,
@@ -184,7 +185,10 @@ impl Gateway {
             Ok(_) => {}
             Err(e) => eprintln!("[gateway] startup repair skipped: {e}"),
         }
-        let provider: Box<dyn Provider> = Box::new(OfflineProvider::new(cfg.offline_word_delay));
+        let (provider, provider_warning) = crate::model::select::choose(&cfg);
+        if let Some(w) = &provider_warning {
+            eprintln!("[gateway] {w}");
+        }
         let cfg_home_for_tools = cfg.home.clone();
         let cfg_flush_interval = cfg.flush_interval;
         let signals = None;
@@ -196,6 +200,7 @@ impl Gateway {
             poll,
             store,
             provider,
+            provider_warning,
             sessions: HashMap::new(),
             by_token: HashMap::new(),
             tools: crate::tools::Tools::new(&cfg_home_for_tools),
@@ -701,6 +706,9 @@ impl Gateway {
                 self.mark_dirty(rid);
             }
             ModelEvent::Failed(e) => turn.round_error = Some(e),
+            ModelEvent::Notice(text) => {
+                self.emit(rid, "status.update", json!({"kind": "info", "text": text}));
+            }
         }
     }
 

@@ -38,8 +38,15 @@ pub fn capabilities() -> Value {
     })
 }
 
+/// The offline model can always run, so the TUI is never blocked; a configuration we could
+/// not use is reported as a warning.
 pub fn setup_status(gw: &Gateway) -> Value {
-    json!({ "provider_configured": true, "provider": gw.provider.name() })
+    json!({
+        "provider_configured": true,
+        "provider": gw.provider.name(),
+        "model": gw.provider.default_model(),
+        "warning": gw.provider_warning,
+    })
 }
 
 pub fn commands_catalog() -> Value {

@@ -1,6 +1,10 @@
 //! Model providers: the small trait the loop drives, and the built-in offline model.
 
+pub mod http;
 pub mod offline;
+pub mod openai;
+pub mod select;
+pub mod sse;
 
 use std::time::Instant;
 
@@ -35,6 +39,8 @@ pub enum ModelEvent {
     },
     /// The call failed; the text is what the user should read.
     Failed(String),
+    /// Something the user should know while the call goes on (a retry, a slow server).
+    Notice(String),
 }
 
 /// How a call wants to be driven next.

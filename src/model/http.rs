@@ -1,0 +1,365 @@
+//! The small HTTP/1.1 client pieces the streaming provider needs, all sans-IO or non-blocking:
+//! URL parsing, a plain-or-TLS transport over a mio socket (rustls driven by the loop), the
+//! response head (httparse), and chunked transfer decoding.
+
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+
+use mio::net::TcpStream;
+
+/// `http[s]://host[:port][/path]`
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Url {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+    /// Path prefix without a trailing `/` (may be empty).
+    pub path: String,
+}
+
+impl Url {
+    pub fn parse(text: &str) -> Result<Url, String> {
+        let text = text.trim();
+        let (tls, rest) = if let Some(r) = text.strip_prefix("https://") {
+            (true, r)
+        } else if let Some(r) = text.strip_prefix("http://") {
+            (false, r)
+        } else {
+            return Err(format!(
+                "base URL {text:?} must start with http:// or https://"
+            ));
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        let default_port = if tls { 443 } else { 80 };
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let end = v6
+                .find(']')
+                .ok_or_else(|| format!("bad IPv6 address in {text:?}"))?;
+            let port = match &v6[end + 1..] {
+                "" => default_port,
+                p => p
+                    .strip_prefix(':')
+                    .and_then(|p| p.parse().ok())
+                    .ok_or_else(|| format!("bad port in {text:?}"))?,
+            };
+            (v6[..end].to_string(), port)
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (
+                    h.to_string(),
+                    p.parse().map_err(|_| format!("bad port in {text:?}"))?,
+                ),
+                None => (authority.to_string(), default_port),
+            }
+        };
+        if host.is_empty() {
+            return Err(format!("no host in {text:?}"));
+        }
+        Ok(Url {
+            tls,
+            host,
+            port,
+            path: path.trim_end_matches('/').to_string(),
+        })
+    }
+
+    /// `Host:` header value.
+    pub fn authority(&self) -> String {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        match (self.tls, self.port) {
+            (true, 443) | (false, 80) => host,
+            _ => format!("{host}:{}", self.port),
+        }
+    }
+}
+
+/// A TLS client configuration with the webpki roots (built once per provider).
+pub fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| format!("TLS setup failed: {e}"))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// A connected socket, with or without TLS on top.
+pub struct Transport {
+    pub socket: TcpStream,
+    tls: Option<rustls::ClientConnection>,
+}
+
+impl Transport {
+    pub fn new(
+        socket: TcpStream,
+        tls: Option<(Arc<rustls::ClientConfig>, &str)>,
+    ) -> Result<Self, String> {
+        let tls = match tls {
+            None => None,
+            Some((config, host)) => {
+                let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                    .map_err(|e| format!("TLS: bad server name {host:?}: {e}"))?;
+                Some(
+                    rustls::ClientConnection::new(config, name)
+                        .map_err(|e| format!("TLS setup failed: {e}"))?,
+                )
+            }
+        };
+        Ok(Transport { socket, tls })
+    }
+
+    /// Queue (TLS) or write (plain) request bytes; returns how many were taken.
+    pub fn write_plain(&mut self, data: &[u8]) -> io::Result<usize> {
+        match &mut self.tls {
+            Some(tls) => tls.writer().write(data),
+            None => self.socket.write(data),
+        }
+    }
+
+    /// Push pending TLS records to the socket. True when nothing is left to write.
+    pub fn flush_tls(&mut self) -> io::Result<bool> {
+        match &mut self.tls {
+            Some(tls) => push_records(tls, &mut self.socket),
+            None => Ok(true),
+        }
+    }
+
+    /// Read decrypted bytes. `Ok(0)` is the end of the stream; `WouldBlock` means wait.
+    pub fn read_plain(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let Some(tls) = &mut self.tls else {
+            return self.socket.read(buf);
+        };
+        loop {
+            match tls.reader().read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            // No plaintext buffered: pull records from the socket.
+            match tls.read_tls(&mut self.socket) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "connection closed",
+                    ));
+                }
+                Ok(_) => {
+                    tls.process_new_packets().map_err(|e| {
+                        io::Error::new(io::ErrorKind::InvalidData, format!("TLS error: {e}"))
+                    })?;
+                    // Handshake replies must go out for the stream to progress.
+                    push_records(tls, &mut self.socket)?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+}
+
+/// Write pending TLS records; true when none are left.
+fn push_records(tls: &mut rustls::ClientConnection, socket: &mut TcpStream) -> io::Result<bool> {
+    while tls.wants_write() {
+        match tls.write_tls(socket) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// The parsed head of a response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Head {
+    pub status: u16,
+    pub reason: String,
+    pub chunked: bool,
+    pub content_length: Option<u64>,
+    pub retry_after: Option<f64>,
+    /// Bytes of the head, to strip from the buffer.
+    pub len: usize,
+}
+
+/// Parse a response head from the start of `buf`; `Ok(None)` until it is complete.
+pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, String> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut resp = httparse::Response::new(&mut headers);
+    let len = match resp.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            if buf.len() > 64 * 1024 {
+                return Err("response head larger than 64 KiB".into());
+            }
+            return Ok(None);
+        }
+        Err(e) => return Err(format!("malformed HTTP response: {e}")),
+    };
+    let mut head = Head {
+        status: resp.code.unwrap_or(0),
+        reason: resp.reason.unwrap_or("").to_string(),
+        chunked: false,
+        content_length: None,
+        retry_after: None,
+        len,
+    };
+    for h in resp.headers.iter() {
+        let value = String::from_utf8_lossy(h.value);
+        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            head.chunked = value.to_ascii_lowercase().contains("chunked");
+        } else if h.name.eq_ignore_ascii_case("content-length") {
+            head.content_length = value.trim().parse().ok();
+        } else if h.name.eq_ignore_ascii_case("retry-after") {
+            head.retry_after = value
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s >= 0.0);
+        }
+    }
+    Ok(Some(head))
+}
+
+/// Chunked transfer decoding, fed as bytes arrive.
+#[derive(Debug, Default)]
+pub struct Chunked {
+    state: ChunkState,
+    line: Vec<u8>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum ChunkState {
+    #[default]
+    Size,
+    Data(u64),
+    DataEnd,
+    Trailer,
+    Done,
+}
+
+impl Chunked {
+    /// Decode `input` into `out`; true once the final chunk and trailer are through.
+    pub fn feed(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> Result<bool, String> {
+        while !input.is_empty() {
+            match self.state {
+                ChunkState::Size | ChunkState::DataEnd | ChunkState::Trailer => {
+                    let Some(nl) = input.iter().position(|&b| b == b'\n') else {
+                        self.line.extend_from_slice(input);
+                        if self.line.len() > 4096 {
+                            return Err("malformed chunked encoding: line too long".into());
+                        }
+                        return Ok(false);
+                    };
+                    self.line.extend_from_slice(&input[..nl]);
+                    input = &input[nl + 1..];
+                    let line = String::from_utf8_lossy(&self.line).trim().to_string();
+                    self.line.clear();
+                    self.state = match self.state {
+                        ChunkState::Size => {
+                            let hex = line.split(';').next().unwrap_or("").trim();
+                            let size = u64::from_str_radix(hex, 16)
+                                .map_err(|_| format!("malformed chunked encoding: size {hex:?}"))?;
+                            if size == 0 {
+                                ChunkState::Trailer
+                            } else {
+                                ChunkState::Data(size)
+                            }
+                        }
+                        ChunkState::DataEnd if line.is_empty() => ChunkState::Size,
+                        ChunkState::DataEnd => {
+                            return Err(
+                                "malformed chunked encoding: missing CRLF after data".into()
+                            );
+                        }
+                        _ if line.is_empty() => ChunkState::Done,
+                        _ => ChunkState::Trailer,
+                    };
+                }
+                ChunkState::Data(left) => {
+                    let take = (left as usize).min(input.len());
+                    out.extend_from_slice(&input[..take]);
+                    input = &input[take..];
+                    let left = left - take as u64;
+                    self.state = if left == 0 {
+                        ChunkState::DataEnd
+                    } else {
+                        ChunkState::Data(left)
+                    };
+                }
+                ChunkState::Done => return Ok(true),
+            }
+        }
+        Ok(self.state == ChunkState::Done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let u = Url::parse("https://api.openai.com/v1/").unwrap();
+        assert_eq!(
+            (u.tls, u.host.as_str(), u.port, u.path.as_str()),
+            (true, "api.openai.com", 443, "/v1")
+        );
+        assert_eq!(u.authority(), "api.openai.com");
+        let u = Url::parse("http://127.0.0.1:8080/v1").unwrap();
+        assert_eq!(
+            (u.port, u.authority()),
+            (8080, "127.0.0.1:8080".to_string())
+        );
+        let u = Url::parse("http://[::1]:11434").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("::1", 11434, "")
+        );
+        assert!(Url::parse("ftp://x").is_err());
+        assert!(Url::parse("http://h:notaport/").is_err());
+        assert!(Url::parse("http:///v1").is_err());
+    }
+
+    #[test]
+    fn heads_parse_when_complete() {
+        assert_eq!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Ty").unwrap(), None);
+        let h = parse_head(
+            b"HTTP/1.1 429 Too Many\r\nRetry-After: 2\r\nTransfer-Encoding: chunked\r\n\r\nrest",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!((h.status, h.chunked, h.retry_after), (429, true, Some(2.0)));
+        assert_eq!(h.len, 69);
+        assert!(parse_head(b"garbage\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn chunked_bodies_decode_across_arbitrary_splits() {
+        let body =
+            b"4\r\nWiki\r\n6;ext=1\r\npedia \r\nE\r\nin \r\n\r\nchunks.\r\n0\r\nX-T: y\r\n\r\n";
+        for split in 1..body.len() {
+            let mut d = Chunked::default();
+            let mut out = Vec::new();
+            let first = d.feed(&body[..split], &mut out).unwrap();
+            let done = d.feed(&body[split..], &mut out).unwrap();
+            assert!(done || first, "split {split}");
+            assert_eq!(out, b"Wikipedia in \r\n\r\nchunks.", "split {split}");
+        }
+        assert!(Chunked::default().feed(b"zz\r\n", &mut Vec::new()).is_err());
+    }
+}

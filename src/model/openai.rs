@@ -1,0 +1,885 @@
+//! Provider `openai`: `POST {base_url}/chat/completions` with `stream: true`, HTTP/1.1 on a
+//! non-blocking socket in the gateway's poll (TLS through rustls, driven by the loop), the
+//! response head parsed by httparse, chunked decoding and SSE parsing by hand.
+//!
+//! Name resolution: `getaddrinfo` has no non-blocking form, so a host name (never an IP
+//! literal) is resolved on a short-lived helper thread that writes the addresses into a socket
+//! pair registered in the poll. The loop never waits for it; the connect timeout bounds it.
+
+use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::Interest;
+use mio::net::{TcpStream, UnixStream};
+use serde_json::{Value, json};
+
+use super::http::{self, Chunked, Head, Transport, Url};
+use super::sse::SseParser;
+use super::{
+    CallContext, ModelCall, ModelEvent, ModelRequest, Progress, Provider, TokenUsage, ToolCall,
+};
+use crate::session::transcript::{Message, Role};
+
+/// Everything the provider needs to know, resolved from flags, environment and config.yaml.
+#[derive(Debug, Clone)]
+pub struct OpenAiSettings {
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub model: String,
+    pub connect_timeout: Duration,
+    pub first_byte_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub retries: u32,
+    pub retry_base: Duration,
+}
+
+const SYSTEM_PROMPT: &str = "You are a helpful assistant working in the user's terminal. \
+You can run shell commands with the `terminal` tool; report what they printed.";
+
+/// Longest wait a `Retry-After` may impose.
+const RETRY_CAP: Duration = Duration::from_secs(30);
+/// Bytes of an error response kept for the message.
+const ERROR_BODY_MAX: usize = 16 * 1024;
+/// Bytes read per advance before yielding to the rest of the loop.
+const READ_BUDGET: usize = 256 * 1024;
+
+pub struct OpenAiProvider {
+    settings: OpenAiSettings,
+    url: Url,
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl OpenAiProvider {
+    pub fn new(settings: OpenAiSettings) -> Result<Self, String> {
+        let url = Url::parse(&settings.base_url)?;
+        let tls = if url.tls {
+            Some(http::tls_config()?)
+        } else {
+            None
+        };
+        Ok(OpenAiProvider { settings, url, tls })
+    }
+}
+
+/// The chat messages of a transcript, in the OpenAI shape.
+pub fn request_messages(transcript: &[Message]) -> Vec<Value> {
+    let mut out = vec![json!({"role": "system", "content": SYSTEM_PROMPT})];
+    for m in transcript {
+        let v = match m.role {
+            Role::User | Role::System => {
+                json!({"role": m.role.as_str(), "content": m.content.as_deref().unwrap_or("")})
+            }
+            Role::Assistant => {
+                let mut v = json!({"role": "assistant", "content": m.content});
+                if let Some(calls) = m
+                    .tool_calls
+                    .as_deref()
+                    .and_then(|t| serde_json::from_str::<Value>(t).ok())
+                {
+                    v["tool_calls"] = calls;
+                }
+                v
+            }
+            Role::Tool => json!({
+                "role": "tool",
+                "tool_call_id": m.tool_call_id.as_deref().unwrap_or(""),
+                "content": m.content.as_deref().unwrap_or(""),
+            }),
+        };
+        out.push(v);
+    }
+    out
+}
+
+impl Provider for OpenAiProvider {
+    fn name(&self) -> &str {
+        "openai"
+    }
+
+    fn default_model(&self) -> &str {
+        &self.settings.model
+    }
+
+    fn start(&mut self, req: ModelRequest<'_>, ctx: &mut CallContext<'_>) -> Box<dyn ModelCall> {
+        let body = json!({
+            "model": req.model,
+            "messages": request_messages(req.messages),
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "tools": [crate::tools::terminal_schema()],
+        })
+        .to_string();
+        let mut request = format!(
+            "POST {}/chat/completions HTTP/1.1\r\nHost: {}\r\nUser-Agent: tui-gateway/{}\r\n\
+             Content-Type: application/json\r\nAccept: text/event-stream\r\n\
+             Content-Length: {}\r\nConnection: close\r\n",
+            self.url.path,
+            self.url.authority(),
+            crate::session::VERSION,
+            body.len()
+        );
+        if let Some(key) = self.settings.api_key.as_deref().filter(|k| !k.is_empty()) {
+            request.push_str(&format!("Authorization: Bearer {key}\r\n"));
+        }
+        request.push_str("\r\n");
+        request.push_str(&body);
+        let mut call = OpenAiCall {
+            settings: self.settings.clone(),
+            url: self.url.clone(),
+            tls: self.tls.clone(),
+            request: request.into_bytes(),
+            phase: Phase::Idle,
+            deadline: None,
+            attempt: 0,
+            stream: StreamState::default(),
+            pending_failure: None,
+        };
+        call.begin(ctx, Instant::now());
+        Box::new(call)
+    }
+}
+
+enum Phase {
+    /// Not started, or between attempts.
+    Idle,
+    Resolving {
+        rx: UnixStream,
+        text: Vec<u8>,
+    },
+    Connecting {
+        socket: TcpStream,
+        addrs: Vec<SocketAddr>,
+        next: usize,
+    },
+    Sending {
+        transport: Transport,
+        sent: usize,
+    },
+    Receiving {
+        transport: Transport,
+        buf: Vec<u8>,
+        head: Option<Head>,
+        chunked: Option<Chunked>,
+        body_read: u64,
+        error_body: Vec<u8>,
+    },
+    Backoff {
+        until: Instant,
+    },
+    Finished,
+}
+
+/// What arrived of the streamed answer.
+#[derive(Default)]
+struct StreamState {
+    sse: SseParser,
+    /// Tool calls by index: (id, name, arguments so far).
+    tools: BTreeMap<u64, (String, String, String)>,
+    finish_reason: Option<String>,
+    usage: TokenUsage,
+    done: bool,
+}
+
+struct OpenAiCall {
+    settings: OpenAiSettings,
+    url: Url,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    request: Vec<u8>,
+    phase: Phase,
+    /// When the current phase times out.
+    deadline: Option<Instant>,
+    attempt: u32,
+    stream: StreamState,
+    /// A failure found while starting, reported on the next advance.
+    pending_failure: Option<String>,
+}
+
+/// How a step of the state machine ended.
+enum Step {
+    /// Go on with the next phase now.
+    Continue,
+    /// Wait for readiness or the deadline.
+    Wait,
+    /// More input may be there; yield and come back next iteration.
+    Yield,
+}
+
+fn would_block(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock
+}
+
+impl OpenAiCall {
+    /// Start an attempt: resolve (or take the IP literal), then connect.
+    fn begin(&mut self, ctx: &mut CallContext<'_>, now: Instant) {
+        self.deadline = Some(now + self.settings.connect_timeout);
+        let host = self.url.host.clone();
+        let port = self.url.port;
+        if let Ok(ip) = host.parse::<IpAddr>() {
+            self.connect_to(ctx, vec![SocketAddr::new(ip, port)], 0);
+            return;
+        }
+        match spawn_resolver(&host, port) {
+            Ok(mut rx) => {
+                if let Err(e) = ctx
+                    .registry
+                    .register(&mut rx, ctx.token, Interest::READABLE)
+                {
+                    self.fail_now(format!("cannot watch name resolution: {e}"));
+                    return;
+                }
+                self.phase = Phase::Resolving {
+                    rx,
+                    text: Vec::new(),
+                };
+            }
+            Err(e) => self.fail_now(format!("cannot resolve {host}: {e}")),
+        }
+    }
+
+    fn fail_now(&mut self, msg: String) {
+        self.stream.done = true;
+        self.phase = Phase::Finished;
+        self.pending_failure = Some(msg);
+    }
+
+    fn connect_to(&mut self, ctx: &mut CallContext<'_>, addrs: Vec<SocketAddr>, from: usize) {
+        let mut last_err = None;
+        for (i, addr) in addrs.iter().enumerate().skip(from) {
+            match TcpStream::connect(*addr) {
+                Ok(mut socket) => {
+                    if let Err(e) = ctx.registry.register(
+                        &mut socket,
+                        ctx.token,
+                        Interest::READABLE | Interest::WRITABLE,
+                    ) {
+                        last_err = Some(e);
+                        continue;
+                    }
+                    self.phase = Phase::Connecting {
+                        socket,
+                        addrs,
+                        next: i + 1,
+                    };
+                    return;
+                }
+                Err(e) => last_err = Some(e),
+            }
+        }
+        let why = last_err.map_or("no address".to_string(), |e| e.to_string());
+        self.fail_now(self.describe_connect_error(&why));
+    }
+
+    fn describe_connect_error(&self, why: &str) -> String {
+        let lower = why.to_ascii_lowercase();
+        if lower.contains("refused") {
+            format!(
+                "cannot connect to the model at {}: connection refused (is the server running?)",
+                self.settings.base_url
+            )
+        } else {
+            format!(
+                "cannot connect to the model at {}: {why}",
+                self.settings.base_url
+            )
+        }
+    }
+
+    fn release(&mut self, ctx: &mut CallContext<'_>) {
+        match &mut self.phase {
+            Phase::Resolving { rx, .. } => {
+                let _ = ctx.registry.deregister(rx);
+            }
+            Phase::Connecting { socket, .. } => {
+                let _ = ctx.registry.deregister(socket);
+            }
+            Phase::Sending { transport, .. } | Phase::Receiving { transport, .. } => {
+                let _ = ctx.registry.deregister(&mut transport.socket);
+            }
+            _ => {}
+        }
+    }
+
+    fn step(
+        &mut self,
+        ctx: &mut CallContext<'_>,
+        now: Instant,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<Step, String> {
+        match &mut self.phase {
+            Phase::Idle => {
+                self.begin(ctx, now);
+                Ok(Step::Continue)
+            }
+            Phase::Finished => Ok(Step::Wait),
+            Phase::Backoff { until } => {
+                if now < *until {
+                    self.deadline = Some(*until);
+                    return Ok(Step::Wait);
+                }
+                self.phase = Phase::Idle;
+                Ok(Step::Continue)
+            }
+            Phase::Resolving { rx, text } => {
+                let mut buf = [0u8; 1024];
+                loop {
+                    match rx.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => text.extend_from_slice(&buf[..n]),
+                        Err(e) if would_block(&e) => return Ok(Step::Wait),
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(format!("name resolution failed: {e}")),
+                    }
+                }
+                let text = String::from_utf8_lossy(text).into_owned();
+                let _ = ctx.registry.deregister(rx);
+                let addrs: Vec<SocketAddr> = text
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("addr ")?.parse().ok())
+                    .collect();
+                if addrs.is_empty() {
+                    let why = text
+                        .lines()
+                        .find_map(|l| l.strip_prefix("error "))
+                        .unwrap_or("no addresses");
+                    return Err(format!(
+                        "cannot resolve the model host {:?}: {why}",
+                        self.url.host
+                    ));
+                }
+                self.connect_to(ctx, addrs, 0);
+                Ok(Step::Continue)
+            }
+            Phase::Connecting {
+                socket,
+                addrs,
+                next,
+            } => {
+                match socket.take_error() {
+                    Ok(Some(e)) | Err(e) => {
+                        let _ = ctx.registry.deregister(socket);
+                        let (addrs, next) = (std::mem::take(addrs), *next);
+                        if next < addrs.len() {
+                            self.connect_to(ctx, addrs, next);
+                            return Ok(Step::Continue);
+                        }
+                        return Err(self.describe_connect_error(&e.to_string()));
+                    }
+                    Ok(None) => {}
+                }
+                match socket.peer_addr() {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(Step::Wait),
+                    Err(e) => return Err(self.describe_connect_error(&e.to_string())),
+                }
+                let _ = socket.set_nodelay(true);
+                let Phase::Connecting { socket, .. } =
+                    std::mem::replace(&mut self.phase, Phase::Idle)
+                else {
+                    unreachable!("matched above")
+                };
+                let tls = self.tls.clone().map(|c| (c, self.url.host.as_str()));
+                let transport = Transport::new(socket, tls)?;
+                self.phase = Phase::Sending { transport, sent: 0 };
+                Ok(Step::Continue)
+            }
+            Phase::Sending { transport, sent } => {
+                while *sent < self.request.len() {
+                    match transport.write_plain(&self.request[*sent..]) {
+                        Ok(n) => *sent += n,
+                        Err(e) if would_block(&e) => return Ok(Step::Wait),
+                        Err(e) => return Err(self.transport_error("sending the request", &e)),
+                    }
+                    if transport.is_tls() {
+                        match transport.flush_tls() {
+                            Ok(_) => {}
+                            Err(e) => return Err(self.transport_error("sending the request", &e)),
+                        }
+                    }
+                }
+                match transport.flush_tls() {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(Step::Wait),
+                    Err(e) => return Err(self.transport_error("sending the request", &e)),
+                }
+                let Phase::Sending { transport, .. } =
+                    std::mem::replace(&mut self.phase, Phase::Idle)
+                else {
+                    unreachable!("matched above")
+                };
+                self.deadline = Some(now + self.settings.first_byte_timeout);
+                self.phase = Phase::Receiving {
+                    transport,
+                    buf: Vec::new(),
+                    head: None,
+                    chunked: None,
+                    body_read: 0,
+                    error_body: Vec::new(),
+                };
+                Ok(Step::Continue)
+            }
+            Phase::Receiving { .. } => self.receive(ctx, now, out),
+        }
+    }
+
+    fn transport_error(&self, doing: &str, e: &io::Error) -> String {
+        let text = e.to_string();
+        if text.contains("TLS") || e.kind() == io::ErrorKind::InvalidData && self.url.tls {
+            format!(
+                "TLS failure talking to {} while {doing}: {text}",
+                self.settings.base_url
+            )
+        } else {
+            format!("connection to the model failed while {doing}: {text}")
+        }
+    }
+
+    fn receive(
+        &mut self,
+        ctx: &mut CallContext<'_>,
+        now: Instant,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<Step, String> {
+        let mut chunk = [0u8; 16 * 1024];
+        let mut budget = READ_BUDGET;
+        loop {
+            let Phase::Receiving { transport, buf, .. } = &mut self.phase else {
+                return Ok(Step::Continue);
+            };
+            if budget == 0 {
+                return Ok(Step::Yield);
+            }
+            let n = match transport.read_plain(&mut chunk) {
+                Ok(n) => n,
+                Err(e) if would_block(&e) => return Ok(Step::Wait),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => 0,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => 0,
+                Err(e) => return Err(self.transport_error("reading the answer", &e)),
+            };
+            budget = budget.saturating_sub(n.max(1));
+            self.deadline = Some(now + self.settings.idle_timeout);
+            if n == 0 {
+                return self.on_eof(ctx, now, out);
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(step) = self.on_bytes(ctx, now, out)? {
+                return Ok(step);
+            }
+        }
+    }
+
+    /// New bytes are in `buf`: parse the head, then decode the body. `Some` ends the read loop.
+    fn on_bytes(
+        &mut self,
+        ctx: &mut CallContext<'_>,
+        now: Instant,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<Option<Step>, String> {
+        let Phase::Receiving {
+            buf,
+            head,
+            chunked,
+            body_read,
+            error_body,
+            ..
+        } = &mut self.phase
+        else {
+            return Ok(None);
+        };
+        if head.is_none() {
+            let Some(h) = http::parse_head(buf)? else {
+                return Ok(None);
+            };
+            buf.drain(..h.len);
+            *chunked = h.chunked.then(Chunked::default);
+            *head = Some(h);
+        }
+        let h = head.as_ref().cloned().ok_or("no head")?;
+        let mut body = Vec::new();
+        let complete = match chunked {
+            Some(dec) => dec.feed(buf, &mut body)?,
+            None => {
+                body.extend_from_slice(buf);
+                *body_read += buf.len() as u64;
+                h.content_length.is_some_and(|len| *body_read >= len)
+            }
+        };
+        buf.clear();
+        if h.status != 200 {
+            let room = ERROR_BODY_MAX.saturating_sub(error_body.len());
+            error_body.extend_from_slice(&body[..body.len().min(room)]);
+            if complete || error_body.len() >= ERROR_BODY_MAX {
+                return self.on_http_error(ctx, now, out).map(Some);
+            }
+            return Ok(None);
+        }
+        let mut events: Vec<String> = Vec::new();
+        self.stream
+            .sse
+            .feed(&body, |d| events.push(d.to_string()))?;
+        for data in events {
+            self.on_data(&data, out)?;
+            if self.stream.done {
+                self.finish(ctx, out);
+                return Ok(Some(Step::Wait));
+            }
+        }
+        if complete {
+            return self.on_eof(ctx, now, out).map(Some);
+        }
+        Ok(None)
+    }
+
+    /// One SSE event's data.
+    fn on_data(&mut self, data: &str, out: &mut Vec<ModelEvent>) -> Result<(), String> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            self.stream.done = true;
+            return Ok(());
+        }
+        let v: Value = serde_json::from_str(data).map_err(|e| {
+            format!(
+                "malformed event stream from the model ({e}): {}",
+                crate::util::clip(data, 120)
+            )
+        })?;
+        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+            let msg = err
+                .get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| err.to_string(), str::to_string);
+            return Err(format!("the model reported an error: {msg}"));
+        }
+        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+            let count = |a: &str, b: &str| {
+                u.get(a)
+                    .or_else(|| u.get(b))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0)
+            };
+            self.stream.usage = TokenUsage {
+                input: count("prompt_tokens", "input_tokens"),
+                output: count("completion_tokens", "output_tokens"),
+            };
+        }
+        let Some(choices) = v.get("choices").and_then(Value::as_array) else {
+            return Ok(());
+        };
+        for choice in choices {
+            let delta = &choice["delta"];
+            if let Some(t) = delta
+                .get("content")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+            {
+                out.push(ModelEvent::Text(t.to_string()));
+            }
+            for key in ["reasoning_content", "reasoning"] {
+                if let Some(t) = delta
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .filter(|t| !t.is_empty())
+                {
+                    out.push(ModelEvent::Reasoning(t.to_string()));
+                }
+            }
+            if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+                for (pos, c) in calls.iter().enumerate() {
+                    let index = c.get("index").and_then(Value::as_u64).unwrap_or(pos as u64);
+                    let entry = self.stream.tools.entry(index).or_default();
+                    if let Some(id) = c.get("id").and_then(Value::as_str) {
+                        entry.0 = id.to_string();
+                    }
+                    let f = &c["function"];
+                    if let Some(name) = f.get("name").and_then(Value::as_str) {
+                        entry.1.push_str(name);
+                    }
+                    if let Some(args) = f.get("arguments").and_then(Value::as_str) {
+                        entry.2.push_str(args);
+                    }
+                }
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.stream.finish_reason = Some(reason.to_string());
+            }
+        }
+        Ok(())
+    }
+
+    /// The body ended (EOF or its declared end).
+    fn on_eof(
+        &mut self,
+        ctx: &mut CallContext<'_>,
+        now: Instant,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<Step, String> {
+        let Phase::Receiving { head, .. } = &self.phase else {
+            return Ok(Step::Wait);
+        };
+        let Some(h) = head.clone() else {
+            return Err(format!(
+                "the model server at {} closed the connection without answering",
+                self.settings.base_url
+            ));
+        };
+        if h.status != 200 {
+            return self.on_http_error(ctx, now, out);
+        }
+        let mut events = Vec::new();
+        self.stream.sse.finish(|d| events.push(d.to_string()));
+        for data in events {
+            self.on_data(&data, out)?;
+        }
+        if self.stream.done || self.stream.finish_reason.is_some() {
+            self.finish(ctx, out);
+            return Ok(Step::Wait);
+        }
+        Err("the model's stream ended before it finished (the connection closed mid-answer)".into())
+    }
+
+    fn on_http_error(
+        &mut self,
+        ctx: &mut CallContext<'_>,
+        now: Instant,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<Step, String> {
+        let Phase::Receiving {
+            head: Some(h),
+            error_body,
+            ..
+        } = &self.phase
+        else {
+            return Err("HTTP error without a head".into());
+        };
+        let (status, reason, retry_after) = (h.status, h.reason.clone(), h.retry_after);
+        let detail = error_detail(error_body);
+        let retryable = status == 429 || (500..600).contains(&status);
+        if retryable && self.attempt < self.settings.retries {
+            self.attempt += 1;
+            let backoff = retry_after
+                .map(Duration::from_secs_f64)
+                .unwrap_or(self.settings.retry_base * 2u32.saturating_pow(self.attempt - 1))
+                .min(RETRY_CAP);
+            self.release(ctx);
+            self.phase = Phase::Backoff {
+                until: now + backoff,
+            };
+            self.deadline = Some(now + backoff);
+            out.push(ModelEvent::Notice(format!(
+                "the model answered HTTP {status} {reason}; retrying in {:.1}s (attempt {} of {})",
+                backoff.as_secs_f64(),
+                self.attempt + 1,
+                self.settings.retries + 1
+            )));
+            return Ok(Step::Wait);
+        }
+        let tries = if retryable {
+            format!(" after {} attempts", self.attempt + 1)
+        } else {
+            String::new()
+        };
+        let hint = match status {
+            401 | 403 => " — the API key was refused: check OPENAI_API_KEY".to_string(),
+            404 => format!(
+                " — check the base URL ({}) and the model name ({})",
+                self.settings.base_url, self.settings.model
+            ),
+            429 => " — rate limited by the provider".to_string(),
+            500..=599 => " — the provider failed".to_string(),
+            _ => String::new(),
+        };
+        Err(format!(
+            "the model answered HTTP {status} {reason}{tries}{hint}{detail}"
+        ))
+    }
+
+    /// The answer is complete: tool calls (by index), then `Done`.
+    fn finish(&mut self, ctx: &mut CallContext<'_>, out: &mut Vec<ModelEvent>) {
+        self.release(ctx);
+        self.phase = Phase::Finished;
+        self.deadline = None;
+        let tools = std::mem::take(&mut self.stream.tools);
+        for (index, (id, name, arguments)) in tools {
+            let id = if id.is_empty() {
+                format!("call_{index}")
+            } else {
+                id
+            };
+            let arguments = if arguments.trim().is_empty() {
+                "{}".to_string()
+            } else {
+                arguments
+            };
+            out.push(ModelEvent::ToolCall(ToolCall {
+                id,
+                name,
+                arguments,
+            }));
+        }
+        out.push(ModelEvent::Done {
+            finish_reason: self
+                .stream
+                .finish_reason
+                .clone()
+                .unwrap_or_else(|| "stop".into()),
+            usage: self.stream.usage,
+        });
+    }
+
+    fn timeout_message(&self) -> String {
+        match &self.phase {
+            Phase::Resolving { .. } | Phase::Connecting { .. } | Phase::Sending { .. } => format!(
+                "timed out connecting to the model at {} after {:.0}s",
+                self.settings.base_url,
+                self.settings.connect_timeout.as_secs_f64()
+            ),
+            Phase::Receiving {
+                head: None, buf, ..
+            } if buf.is_empty() => format!(
+                "timed out waiting for the model's first byte after {:.0}s",
+                self.settings.first_byte_timeout.as_secs_f64()
+            ),
+            _ => format!(
+                "timed out: the model sent nothing for {:.0}s (idle timeout)",
+                self.settings.idle_timeout.as_secs_f64()
+            ),
+        }
+    }
+}
+
+/// The message of a JSON error body, or its text, for the user.
+fn error_detail(body: &[u8]) -> String {
+    if body.is_empty() {
+        return String::new();
+    }
+    let text = String::from_utf8_lossy(body);
+    let msg = serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .or_else(|| v.get("message"))
+                .or_else(|| v.get("error"))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| text.trim().to_string());
+    format!(": {}", crate::util::clip(&msg, 300))
+}
+
+/// Resolve `host` on a helper thread; its answer arrives on the returned socket as lines
+/// `addr A` or `error E`, then EOF.
+fn spawn_resolver(host: &str, port: u16) -> io::Result<UnixStream> {
+    let (tx, rx) = std::os::unix::net::UnixStream::pair()?;
+    rx.set_nonblocking(true)?;
+    let host = host.to_string();
+    std::thread::Builder::new()
+        .name("tui-gateway-resolve".into())
+        .spawn(move || {
+            let mut tx = tx;
+            let answer = match (host.as_str(), port).to_socket_addrs() {
+                Ok(addrs) => addrs.map(|a| format!("addr {a}\n")).collect::<String>(),
+                Err(e) => format!("error {e}\n"),
+            };
+            let _ = tx.write_all(answer.as_bytes());
+        })?;
+    Ok(UnixStream::from_std(rx))
+}
+
+impl ModelCall for OpenAiCall {
+    fn advance(
+        &mut self,
+        ctx: &mut CallContext<'_>,
+        now: Instant,
+        out: &mut Vec<ModelEvent>,
+    ) -> Progress {
+        if let Some(msg) = self.pending_failure.take() {
+            out.push(ModelEvent::Failed(msg));
+            return Progress::Finished;
+        }
+        loop {
+            if matches!(self.phase, Phase::Finished) {
+                return Progress::Finished;
+            }
+            if self.deadline.is_some_and(|d| now >= d)
+                && !matches!(self.phase, Phase::Backoff { .. } | Phase::Idle)
+            {
+                let msg = self.timeout_message();
+                self.release(ctx);
+                self.phase = Phase::Finished;
+                out.push(ModelEvent::Failed(msg));
+                return Progress::Finished;
+            }
+            match self.step(ctx, now, out) {
+                Ok(Step::Continue) => {
+                    if let Some(msg) = self.pending_failure.take() {
+                        self.release(ctx);
+                        self.phase = Phase::Finished;
+                        out.push(ModelEvent::Failed(msg));
+                        return Progress::Finished;
+                    }
+                }
+                Ok(Step::Wait) => {
+                    if matches!(self.phase, Phase::Finished) {
+                        return Progress::Finished;
+                    }
+                    return Progress::Wait(self.deadline);
+                }
+                Ok(Step::Yield) => return Progress::Ready,
+                Err(msg) => {
+                    self.release(ctx);
+                    self.phase = Phase::Finished;
+                    out.push(ModelEvent::Failed(msg));
+                    return Progress::Finished;
+                }
+            }
+        }
+    }
+
+    fn abort(&mut self, ctx: &mut CallContext<'_>) {
+        self.release(ctx);
+        self.phase = Phase::Finished;
+        self.deadline = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transcripts_map_to_chat_messages() {
+        let mut call = Message::new(Role::Assistant, None, 0.0);
+        call.tool_calls = Some(
+            r#"[{"id":"c1","type":"function","function":{"name":"terminal","arguments":"{}"}}]"#
+                .into(),
+        );
+        let mut result = Message::new(Role::Tool, Some("out".into()), 0.0);
+        result.tool_call_id = Some("c1".into());
+        let msgs = request_messages(&[
+            Message::new(Role::User, Some("hi".into()), 0.0),
+            call,
+            result,
+        ]);
+        assert_eq!(msgs[0]["role"], "system");
+        assert_eq!(msgs[1], json!({"role": "user", "content": "hi"}));
+        assert_eq!(msgs[2]["tool_calls"][0]["id"], "c1");
+        assert_eq!(msgs[2]["content"], Value::Null);
+        assert_eq!(
+            msgs[3],
+            json!({"role": "tool", "tool_call_id": "c1", "content": "out"})
+        );
+    }
+
+    #[test]
+    fn error_bodies_become_readable_details() {
+        assert_eq!(
+            error_detail(br#"{"error":{"message":"bad key"}}"#),
+            ": bad key"
+        );
+        assert_eq!(error_detail(b"plain text\n"), ": plain text");
+        assert_eq!(error_detail(b""), "");
+    }
+}
