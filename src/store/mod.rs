@@ -417,23 +417,14 @@ fn write_session(
          WHERE id = ?1",
     )?;
     for m in &s.transcript[s.persisted.messages..] {
-        if let Some(row) = m.row_id {
-            update.execute(params![
-                row,
-                m.role.as_str(),
-                m.content,
-                m.tool_call_id,
-                m.tool_calls,
-                m.tool_name,
-                m.timestamp,
-                m.token_count,
-                m.finish_reason,
-                m.reasoning,
-            ])?;
-            continue;
-        }
-        insert.execute(params![
-            s.stored_id,
+        // ?1 is the row to update, or the session of a new row; the rest are the same.
+        let (stmt, first): (&mut rusqlite::CachedStatement<'_>, &dyn rusqlite::ToSql) =
+            match &m.row_id {
+                Some(row) => (&mut update, row),
+                None => (&mut insert, &s.stored_id),
+            };
+        stmt.execute(params![
+            first,
             m.role.as_str(),
             m.content,
             m.tool_call_id,
