@@ -508,3 +508,42 @@ fn hard_refusals_never_run_and_never_ask() {
     }
     g.ping();
 }
+
+#[test]
+fn shutdown_while_waiting_denies_and_records_the_result() {
+    let m = marker();
+    let home = fake_home();
+    let mut g = gateway_with_home(&home.path).start();
+    let s = g.create_session(json!({}));
+    let (dir, tilde) = scratch(&home.path, &format!("sd-{m}"));
+    let cmd = format!("rm -rf {tilde}");
+    submit(&mut g, &s.id, &format!("$ {cmd}"));
+    let rid = wait_approval_event(&mut g, &s.id, &cmd);
+    // The TUI's quit: SIGTERM, then stdin closes.
+    g.signal(libc::SIGTERM);
+    g.close_stdin();
+    let st = g.wait_exit(secs(5));
+    assert!(st.success(), "gateway exit {st:?}\n{}", g.diag());
+    assert!(dir.exists(), "command ran during shutdown");
+    let ev = g.events_of_session(&s.id);
+    let cancel = ev
+        .iter()
+        .find(|e| e["type"] == "request.cancel")
+        .unwrap_or_else(|| {
+            panic!(
+                "no request.cancel for the pending approval: {:?}",
+                types(&ev)
+            )
+        });
+    assert_eq!(cancel["payload"]["id"], rid.as_str(), "{cancel}");
+    // the tool call has its (denied) result in the transcript
+    let rows = message_rows(&g.db_path(), &s.stored);
+    let call = rows
+        .iter()
+        .find(|r| r.role == "assistant" && r.tool_calls.is_some())
+        .unwrap_or_else(|| panic!("no tool-call row: {rows:#?}"));
+    let calls: Value = serde_json::from_str(call.tool_calls.as_deref().unwrap()).unwrap();
+    let call_id = calls[0]["id"].as_str().unwrap();
+    let row = tool_row_content(&g.db_path(), &s.stored, call_id);
+    assert_eq!(row["error"], "denied", "{row}");
+}

@@ -20,6 +20,13 @@ fn result_shape_stdout_stderr_code() {
     assert_eq!(r["stdout"], format!("out-{m}\n"), "{r}");
     assert_eq!(r["stderr"], format!("err-{m}\n"), "{r}");
     assert_eq!(r["code"], 7, "{r}");
+    // the supervisor and the shell are gone once the answer is out
+    let (ok, _) = poll_until(secs(3), || procs_matching(&format!("out-{m}")).is_empty());
+    assert!(
+        ok,
+        "processes of a finished shell.exec still alive:\n{}",
+        describe(&procs_matching(&format!("out-{m}")))
+    );
     let r = g.call("shell.exec", json!({"command": "true"}));
     assert_eq!(r, json!({"stdout": "", "stderr": "", "code": 0}));
     // stdin is /dev/null here too: cat returns at once
@@ -142,15 +149,14 @@ fn long_shell_exec_never_blocks_other_calls() {
 #[test]
 fn shell_exec_times_out_after_30s_with_5002_and_kills_the_group() {
     let m = marker();
-    let needle = format!("{m}");
-    let _r = Reaper(format!(".{needle}"));
+    let _r = Reaper(format!(".{m}"));
     let mut g = Gateway::start();
     let t0 = Instant::now();
     let id = g.send_request(
         "shell.exec",
         json!({"command": format!("sleep 40.{m} & sleep 41.{m}; wait")}),
     );
-    let sleeps = wait_for_procs("sleep", &format!(".{m}"), 2, T);
+    wait_for_procs("sleep", &format!(".{m}"), 2, T);
     let all: Vec<i32> = procs_matching(&format!(".{m}"))
         .iter()
         .map(|p| p.pid)
@@ -168,6 +174,70 @@ fn shell_exec_times_out_after_30s_with_5002_and_kills_the_group() {
         "5002 after {took:?}, expected ~30 s"
     );
     wait_gone(&all, secs(3), "timed-out shell.exec");
-    let _ = sleeps;
     g.ping();
+}
+
+#[test]
+fn stdout_and_stderr_are_each_capped_head_and_tail() {
+    const HEAD: usize = 16 * 1024;
+    const TAIL: usize = 32 * 1024;
+    let mut g = Gateway::start();
+    let out_n = 30_000_000usize;
+    let err_n = 20_000_000usize;
+    let r = g.request_timeout(
+        "shell.exec",
+        json!({"command": format!(
+            "head -c {out_n} /dev/zero | tr '\\0' a; echo END-OUT; \
+             head -c {err_n} /dev/zero | tr '\\0' b >&2; echo END-ERR >&2"
+        )}),
+        secs(29),
+    );
+    let res = r
+        .get("result")
+        .unwrap_or_else(|| panic!("{}", truncate(&r.to_string(), 300)));
+    assert_eq!(res["code"], 0);
+    for (k, ch, total, end) in [
+        ("stdout", 'a', out_n + 8, "END-OUT\n"),
+        ("stderr", 'b', err_n + 8, "END-ERR\n"),
+    ] {
+        let v = res[k].as_str().unwrap();
+        let note = format!("\n[... {} bytes of output cut ...]\n", total - HEAD - TAIL);
+        assert!(
+            v.len() <= HEAD + TAIL + note.len(),
+            "{k}: {} bytes kept",
+            v.len()
+        );
+        assert!(v.ends_with(end), "{k} tail: ...{:?}", &v[v.len() - 40..]);
+        assert!(v.starts_with(&ch.to_string().repeat(100)), "{k} head");
+        assert!(
+            v.contains(&note),
+            "{k}: expected the note {note:?} (head {HEAD} + tail {TAIL} kept); around the head: {:?}",
+            &v[HEAD.saturating_sub(20)..(HEAD + 80).min(v.len())]
+        );
+        let kept = v
+            .replacen(&note, "", 1)
+            .replacen(&end[..end.len() - 1], "", 1);
+        assert!(
+            kept.trim_end().chars().all(|c| c == ch),
+            "{k} must hold only its own stream"
+        );
+    }
+}
+
+#[test]
+fn sigkill_of_the_gateway_during_shell_exec_leaves_no_process_behind() {
+    let m = marker();
+    let needle = format!(".{m}");
+    let _r = Reaper(needle.clone());
+    let mut g = Gateway::start();
+    g.send_request(
+        "shell.exec",
+        json!({"command": format!("setsid sleep 301.{m} & sleep 300.{m}; wait")}),
+    );
+    wait_for_procs("sleep", &needle, 2, T);
+    let pids: Vec<i32> = procs_matching(&needle).iter().map(|p| p.pid).collect();
+    g.signal(libc::SIGKILL);
+    let took = wait_gone(&pids, secs(1), "shell.exec after SIGKILL of the gateway");
+    eprintln!("shell.exec processes gone {took:?} after SIGKILL");
+    g.wait_exit(secs(5));
 }

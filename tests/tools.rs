@@ -55,7 +55,27 @@ fn tool_round_trip_events_and_transcript_rows() {
         rows.iter().any(|r| r.role == "tool"),
         "at tool.complete the tool row must be committed: {rows:#?}"
     );
+    // ... and when message.complete is seen, the final assistant message is too.
+    let sid = s.id.clone();
+    see_frame(
+        &mut g,
+        |f| event_type(f) == Some("message.complete") && f["params"]["session_id"] == sid.as_str(),
+        T,
+    );
+    let rows = message_rows(&g.db_path(), &s.stored);
+    assert_eq!(
+        rows.len(),
+        4,
+        "at message.complete the final assistant row must be committed: {rows:#?}"
+    );
     let turn = g.finish_turn(&s.id, start, T);
+    // The command's supervisor and shell are gone once the result is out.
+    let (ok, _) = poll_until(secs(3), || procs_matching(&format!("out-{m}")).is_empty());
+    assert!(
+        ok,
+        "processes of a finished command still alive:\n{}",
+        describe(&procs_matching(&format!("out-{m}")))
+    );
     let ev = &turn.events;
     let ty = types(ev);
     assert_seq_increasing(ev);
@@ -694,4 +714,138 @@ fn command_stdin_is_dev_null() {
     // the gateway's own stdin was not handed to the command
     g.ping();
     g.ping();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pipes held open by a grandchild; live output; binary output; sessions in parallel
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn grandchild_holding_the_pipe_does_not_hold_the_turn_nor_outlive_the_gateway() {
+    let m = marker();
+    let needle = format!(".{m}");
+    let _r = Reaper(needle.clone());
+    let mut g = Gateway::start();
+    let s = g.create_session(json!({}));
+    // The leader exits at once; one background sleep keeps stdout open, another left the
+    // session with its output elsewhere.
+    let start = submit(
+        &mut g,
+        &s.id,
+        &format!(
+            "$ (sleep 3521.{m} &); setsid sleep 3522.{m} >/dev/null 2>&1 & echo leader-done-{m}"
+        ),
+    );
+    // The default command timeout is 180 s: a turn waiting for the pipe's EOF would hold far
+    // past this deadline.
+    let c = g.wait_session_event(&s.id, "tool.complete", secs(10));
+    let out = output_of(&c);
+    assert!(out.contains(&format!("leader-done-{m}")), "{out:?}");
+    assert_eq!(tool_result(&c)["exit_code"], 0, "{c}");
+    assert!(c["payload"]["duration_s"].as_f64().unwrap() < 5.0, "{c}");
+    g.finish_turn(&s.id, start, T);
+    eprintln!(
+        "after tool.complete, still running:\n{}",
+        describe(&procs_matching(&needle))
+    );
+    // Whatever the policy for leftovers after the leader exits, none outlives the gateway.
+    g.close_stdin();
+    let st = g.wait_exit(secs(10));
+    assert!(st.success(), "gateway exit {st:?}");
+    let (ok, _) = poll_until(secs(2), || procs_matching(&needle).is_empty());
+    assert!(
+        ok,
+        "processes of the command outlived the gateway:\n{}",
+        describe(&procs_matching(&needle))
+    );
+}
+
+#[test]
+fn tool_output_is_live_complete_and_rate_bounded() {
+    let mut g = Gateway::start();
+    let s = g.create_session(json!({}));
+    // 100 lines over at least one second
+    let start = submit(
+        &mut g,
+        &s.id,
+        "$ for i in $(seq 1 100); do echo line-$i; sleep 0.01; done",
+    );
+    let c = g.wait_session_event(&s.id, "tool.complete", T);
+    g.finish_turn(&s.id, start, T);
+    let ev = session_events_from(&mut g, &s.id, start);
+    let outs: Vec<&Value> = ev.iter().filter(|e| e["type"] == "tool.output").collect();
+    let live: String = outs
+        .iter()
+        .map(|e| e["payload"]["text"].as_str().unwrap_or(""))
+        .collect();
+    let expected: String = (1..=100).map(|i| format!("line-{i}\n")).collect();
+    assert_eq!(output_of(&c), expected, "result output");
+    assert_eq!(
+        live, expected,
+        "the live output, concatenated, is the whole output"
+    );
+    let d = c["payload"]["duration_s"].as_f64().unwrap();
+    eprintln!("{} tool.output events over {d} s", outs.len());
+    assert!(
+        outs.len() >= 2,
+        "output must be streamed while the command runs, not at its end"
+    );
+    assert!(
+        (outs.len() as f64) <= d * 10.0 + 5.0,
+        "{} tool.output events in {d} s: the rate must be bounded (batched ~100 ms)",
+        outs.len()
+    );
+}
+
+#[test]
+fn binary_output_becomes_valid_text() {
+    let m = marker();
+    let mut g = Gateway::start();
+    let s = g.create_session(json!({}));
+    let start = submit(
+        &mut g,
+        &s.id,
+        &format!("$ printf '\\xff\\xfe\\x00\\x80 ok-{m}\\n'; head -c 4096 /dev/urandom"),
+    );
+    let c = g.wait_session_event(&s.id, "tool.complete", T);
+    g.finish_turn(&s.id, start, T);
+    assert!(output_of(&c).contains(&format!(" ok-{m}")), "{c}");
+    let row = tool_row_content(
+        &g.db_path(),
+        &s.stored,
+        c["payload"]["tool_id"].as_str().unwrap(),
+    );
+    assert_eq!(row["output"], tool_result(&c)["output"]);
+    g.assert_clean_stdout();
+}
+
+#[test]
+fn a_running_tool_does_not_hold_other_sessions() {
+    let m = marker();
+    let needle = format!("3523.{m}");
+    let _r = Reaper(needle.clone());
+    let mut g = Gateway::start();
+    let a = g.create_session(json!({}));
+    let b = g.create_session(json!({}));
+    let sa = submit(&mut g, &a.id, &format!("$ sleep 3523.{m}"));
+    wait_for_procs("sleep", &needle, 1, T);
+    let sb = submit(&mut g, &b.id, &format!("$ echo other-{m}"));
+    let cb = g.wait_session_event(&b.id, "tool.complete", T);
+    assert!(output_of(&cb).contains(&format!("other-{m}")), "{cb}");
+    let tb = g.finish_turn(&b.id, sb, T);
+    assert_eq!(tb.complete["payload"]["status"], "complete");
+    // a is still running its tool
+    assert!(
+        !procs_named("sleep", &needle).is_empty(),
+        "session a's tool ended early"
+    );
+    let list = g.call("session.active_list", json!({}));
+    let st = list["sessions"]
+        .as_array()
+        .and_then(|v| v.iter().find(|e| e["id"] == a.id.as_str()))
+        .map(|e| e["status"].clone());
+    assert_eq!(st, Some(json!("running")), "{list}");
+    g.call("session.interrupt", json!({"session_id": a.id}));
+    let ta = g.finish_turn(&a.id, sa, T);
+    assert_eq!(ta.complete["payload"]["status"], "interrupted");
 }

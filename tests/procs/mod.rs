@@ -7,7 +7,7 @@
 #![allow(dead_code)]
 
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -16,10 +16,12 @@ use crate::common::{self, Gateway};
 static SEQ: AtomicU64 = AtomicU64::new(1);
 
 /// A number unique to this test process and call, usable as a fractional `sleep` argument
-/// (`sleep 300.<marker>`) or a file-name suffix: `<test pid><counter>`.
+/// (`sleep 300.<marker>`) or a file-name suffix: `<test pid, 7 digits><counter, 4 digits>`.
+/// Fixed width, so no marker is a prefix of another one (other test binaries may run at the
+/// same time).
 pub fn marker() -> String {
     format!(
-        "{}{:03}",
+        "{:07}{:04}",
         std::process::id(),
         SEQ.fetch_add(1, Ordering::SeqCst)
     )
@@ -101,10 +103,11 @@ pub fn procs_matching(needle: &str) -> Vec<Proc> {
         if pid == me {
             continue;
         }
-        if let Some(p) = proc_info(pid) {
-            if p.cmdline.contains(needle) && !is_gone(pid) {
-                v.push(p);
-            }
+        if let Some(p) = proc_info(pid)
+            && p.cmdline.contains(needle)
+            && !is_gone(pid)
+        {
+            v.push(p);
         }
     }
     v.sort_by_key(|p| p.pid);
@@ -281,7 +284,7 @@ pub struct MsgRow {
     pub timestamp: f64,
 }
 
-pub fn message_rows(db_path: &PathBuf, stored: &str) -> Vec<MsgRow> {
+pub fn message_rows(db_path: &Path, stored: &str) -> Vec<MsgRow> {
     let db = common::open_db(db_path);
     let mut st = db
         .prepare(
@@ -307,7 +310,7 @@ pub fn message_rows(db_path: &PathBuf, stored: &str) -> Vec<MsgRow> {
 }
 
 /// The parsed JSON `content` of the `tool` row answering `call_id`.
-pub fn tool_row_content(db_path: &PathBuf, stored: &str, call_id: &str) -> Value {
+pub fn tool_row_content(db_path: &Path, stored: &str, call_id: &str) -> Value {
     let rows = message_rows(db_path, stored);
     let row = rows
         .iter()
@@ -335,6 +338,27 @@ pub fn wait_output_containing(g: &mut Gateway, sid: &str, needle: &str, timeout:
                 "no tool.output containing {needle:?} within {timeout:?} (got {acc:?})\n{}",
                 g.diag()
             ),
+        }
+    }
+}
+
+/// Waits until a frame matching `pred` has been received (taken or not), without taking it,
+/// so that the harness's turn helpers still find it.
+pub fn see_frame<F: Fn(&Value) -> bool>(g: &mut Gateway, pred: F, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    let mut idx = 0;
+    loop {
+        while idx < g.frames.len() {
+            if pred(&g.frames[idx]) {
+                return;
+            }
+            idx += 1;
+        }
+        if !g.pump_until(deadline) && (g.stdout_closed || Instant::now() >= deadline) {
+            panic!(
+                "expected frame not received within {timeout:?}\n{}",
+                g.diag()
+            );
         }
     }
 }
