@@ -764,12 +764,15 @@ impl Gateway {
         self.emit(rid, "message.complete", payload);
         self.emit_info(rid);
         self.mark_dirty(rid);
-        if self.shutdown.is_none()
-            && let Some(next) = self
-                .sessions
-                .get_mut(rid)
-                .and_then(|s| s.queued.pop_front())
-        {
+        if self.shutdown.is_some() {
+            return;
+        }
+        let next = self.sessions.get_mut(rid).and_then(|s| {
+            let next = s.queued.pop_front()?;
+            s.queue_dirty = true;
+            Some(next)
+        });
+        if let Some(next) = next {
             self.start_prompt(rid, next, now);
         }
     }
@@ -811,9 +814,21 @@ impl Gateway {
 
     /// End a session's row and take it out of memory; it stays resumable from the store.
     pub(crate) fn retire(&mut self, rid: &str, reason: &str, now: Instant) {
+        // Taken first so ending the turn does not start the next prompt.
+        let mut queued = self
+            .sessions
+            .get_mut(rid)
+            .map(|s| std::mem::take(&mut s.queued))
+            .unwrap_or_default();
         crate::tools::abandon_session_tools(self, rid, now);
         self.interrupt_turn(rid, now);
         if let Some(mut s) = self.sessions.remove(rid) {
+            // Prompts accepted as `queued` never ran; they are kept, not lost.
+            let now_unix = util::unix_now();
+            while let Some(text) = queued.pop_front() {
+                s.append(Message::new(Role::User, Some(text), now_unix));
+                s.queue_dirty = true;
+            }
             s.ended = Some((util::unix_now(), reason.to_string()));
             s.row_dirty = true;
             // Its ids left in `dirty` and `runnable` are skipped (no longer in `sessions`);
@@ -864,6 +879,7 @@ impl Gateway {
                     if let Some(s) = self.sessions.get_mut(rid) {
                         s.persisted = *mark;
                         s.row_dirty = false;
+                        s.queue_dirty = false;
                         s.dirty = false;
                     }
                 }

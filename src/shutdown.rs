@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::event_loop::{Gateway, Timer};
-use crate::session::transcript::{Message, Role};
 
 /// Time kept back from the hard deadline for the final stdout drain.
 const DRAIN_MARGIN: Duration = Duration::from_millis(100);
@@ -116,7 +115,6 @@ pub fn step(gw: &mut Gateway, now: Instant) {
                 // 5. End every row, commit (waiting for a lock up to the deadline), checkpoint.
                 let rids: Vec<String> = gw.sessions.keys().cloned().collect();
                 for rid in rids {
-                    keep_queued_prompts(gw, &rid);
                     gw.retire(&rid, "tui_shutdown", now);
                 }
                 flush_within(
@@ -145,21 +143,6 @@ pub fn step(gw: &mut Gateway, now: Instant) {
     if let Some(sd) = gw.shutdown.as_mut() {
         sd.phase = phase;
     }
-}
-
-/// Prompts accepted as `queued` never ran; they are kept as user messages rather than lost.
-fn keep_queued_prompts(gw: &mut Gateway, rid: &str) {
-    let Some(s) = gw.sessions.get_mut(rid) else {
-        return;
-    };
-    if s.queued.is_empty() {
-        return;
-    }
-    let now_unix = crate::util::unix_now();
-    while let Some(text) = s.queued.pop_front() {
-        s.append(Message::new(Role::User, Some(text), now_unix));
-    }
-    gw.mark_dirty(rid);
 }
 
 /// Commit everything, letting SQLite wait for another process's lock until `deadline`.

@@ -33,6 +33,9 @@ pub fn submit(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     }
     if s.running() {
         s.queued.push_back(text.to_string());
+        s.queue_dirty = true;
+        let rid = s.runtime_id.clone();
+        gw.mark_dirty(&rid);
         return Ok(json!({ "status": "queued" }));
     }
     let rid = s.runtime_id.clone();

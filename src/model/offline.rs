@@ -13,15 +13,11 @@ use crate::session::transcript::{Message, Role};
 
 pub struct OfflineProvider {
     word_delay: Duration,
-    calls: u64,
 }
 
 impl OfflineProvider {
     pub fn new(word_delay: Duration) -> Self {
-        OfflineProvider {
-            word_delay,
-            calls: 0,
-        }
+        OfflineProvider { word_delay }
     }
 }
 
@@ -58,7 +54,7 @@ fn pieces(text: &str) -> VecDeque<String> {
 }
 
 /// The reply the offline model gives to a transcript.
-pub fn plan_reply(messages: &[Message], call_no: u64) -> Plan {
+pub fn plan_reply(messages: &[Message]) -> Plan {
     let Some(last) = messages.last() else {
         return Plan::Say("(offline model) Nothing to answer.".into());
     };
@@ -72,7 +68,7 @@ pub fn plan_reply(messages: &[Message], call_no: u64) -> Plan {
                 .map(str::trim);
             match command {
                 Some(cmd) if !cmd.is_empty() => Plan::Tool(ToolCall {
-                    id: format!("call_{call_no:06}"),
+                    id: format!("call_{}", crate::util::random_hex(12)),
                     name: "terminal".into(),
                     arguments: serde_json::json!({ "command": cmd }).to_string(),
                 }),
@@ -109,13 +105,12 @@ impl Provider for OfflineProvider {
     }
 
     fn start(&mut self, req: ModelRequest<'_>, _ctx: &mut CallContext<'_>) -> Box<dyn ModelCall> {
-        self.calls += 1;
         let input: u64 = req
             .messages
             .iter()
             .map(|m| word_count(m.content.as_deref().unwrap_or("")))
             .sum();
-        let (words, tool) = match plan_reply(req.messages, self.calls) {
+        let (words, tool) = match plan_reply(req.messages) {
             Plan::Say(text) => (pieces(&text), None),
             Plan::Tool(call) => (VecDeque::new(), Some(call)),
         };
@@ -201,7 +196,7 @@ mod tests {
     #[test]
     fn shell_prompts_become_terminal_calls() {
         let user = |t: &str| vec![Message::new(Role::User, Some(t.into()), 0.0)];
-        match plan_reply(&user("$ ls -la"), 1) {
+        match plan_reply(&user("$ ls -la")) {
             Plan::Tool(c) => {
                 assert_eq!(c.name, "terminal");
                 assert_eq!(
@@ -211,8 +206,8 @@ mod tests {
             }
             Plan::Say(_) => panic!("expected a tool call"),
         }
-        assert!(matches!(plan_reply(&user("!echo hi"), 1), Plan::Tool(_)));
-        assert!(matches!(plan_reply(&user("hello"), 1), Plan::Say(s) if s.contains("hello")));
-        assert!(matches!(plan_reply(&user("$ "), 1), Plan::Say(_)));
+        assert!(matches!(plan_reply(&user("!echo hi")), Plan::Tool(_)));
+        assert!(matches!(plan_reply(&user("hello")), Plan::Say(s) if s.contains("hello")));
+        assert!(matches!(plan_reply(&user("$ ")), Plan::Say(_)));
     }
 }

@@ -704,7 +704,7 @@ impl OpenAiCall {
         let tools = std::mem::take(&mut self.stream.tools);
         for (index, (id, name, arguments)) in tools {
             let id = if id.is_empty() {
-                format!("call_{index}")
+                format!("call_{}_{index}", crate::util::random_hex(8))
             } else {
                 id
             };

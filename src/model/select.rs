@@ -165,9 +165,11 @@ mod tests {
         let (p, w) = choose(&home_with("model:\n  provider: anthropic\n"));
         assert_eq!(p.name(), "offline");
         assert!(w.unwrap().contains("anthropic"));
-        let mut cfg = Config::default();
-        cfg.home = std::env::temp_dir();
-        cfg.base_url = Some("ftp://nope".into());
+        let cfg = Config {
+            home: std::env::temp_dir(),
+            base_url: Some("ftp://nope".into()),
+            ..Config::default()
+        };
         let (p, w) = choose(&cfg);
         assert_eq!(p.name(), "offline");
         assert!(w.unwrap().contains("http://"));

@@ -53,8 +53,11 @@ pub struct Session {
     /// Events dropped from the ring so far.
     pub ring_dropped: bool,
     pub turn: Option<Turn>,
-    /// Prompts submitted while a turn ran; each runs after it.
+    /// Prompts submitted while a turn ran; each runs after it. Committed with the session
+    /// (`tui_gateway_queue`) so an acknowledged prompt survives a crash.
     pub queued: VecDeque<String>,
+    /// `queued` changed since the last commit.
+    pub queue_dirty: bool,
     /// On the gateway's list of sessions to commit this iteration.
     pub dirty: bool,
     /// Dangerous-command rules the user approved for this session.
@@ -101,6 +104,7 @@ impl Session {
             ring_dropped: false,
             turn: None,
             queued: VecDeque::new(),
+            queue_dirty: false,
             dirty: false,
             approved_rules: Vec::new(),
         }
@@ -112,7 +116,10 @@ impl Session {
 
     /// Whether memory holds anything the store has not committed.
     pub fn unpersisted(&self) -> bool {
-        !self.persisted.row || self.row_dirty || self.persisted.messages < self.transcript.len()
+        !self.persisted.row
+            || self.row_dirty
+            || self.queue_dirty
+            || self.persisted.messages < self.transcript.len()
     }
 
     pub fn usage(&self) -> Value {

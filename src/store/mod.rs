@@ -45,6 +45,7 @@ fn owner_alive(owner: &str) -> bool {
 pub struct Repair {
     pub sessions_ended: usize,
     pub tool_results_added: usize,
+    pub queued_prompts_kept: usize,
 }
 
 /// A stored session as lists show it.
@@ -312,6 +313,7 @@ impl Store {
         let mut repair = Repair::default();
         for id in &orphans {
             repair.tool_results_added += add_unknown_results(&tx, id)?;
+            repair.queued_prompts_kept += keep_queued_prompts(&tx, id)?;
             repair.sessions_ended += tx.execute(
                 "UPDATE sessions SET end_reason = 'gateway_killed',
                      ended_at = coalesce((SELECT max(timestamp) FROM messages WHERE session_id = ?1),
@@ -406,6 +408,16 @@ fn write_session(
             .execute(params![s.stored_id, owner])?;
         }
     }
+    if s.queue_dirty {
+        tx.prepare_cached("DELETE FROM tui_gateway_queue WHERE session_id = ?1")?
+            .execute([&s.stored_id])?;
+        let mut add = tx.prepare_cached(
+            "INSERT INTO tui_gateway_queue (session_id, position, text) VALUES (?1, ?2, ?3)",
+        )?;
+        for (i, text) in s.queued.iter().enumerate() {
+            add.execute(params![s.stored_id, i as i64, text])?;
+        }
+    }
     let mut insert = tx.prepare_cached(
         "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name,
              timestamp, token_count, finish_reason, reasoning)
@@ -437,6 +449,32 @@ fn write_session(
         ])?;
     }
     Ok(())
+}
+
+/// Prompts a killed gateway had acknowledged as queued become user messages.
+fn keep_queued_prompts(
+    tx: &rusqlite::Transaction<'_>,
+    session_id: &str,
+) -> Result<usize, StoreError> {
+    let texts: Vec<String> = {
+        let mut stmt = tx.prepare(
+            "SELECT text FROM tui_gateway_queue WHERE session_id = ?1 ORDER BY position",
+        )?;
+        let rows = stmt.query_map([session_id], |r| r.get::<_, String>(0))?;
+        rows.collect::<Result<_, _>>()?
+    };
+    let now = crate::util::unix_now();
+    for text in &texts {
+        tx.execute(
+            "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?1, 'user', ?2, ?3)",
+            params![session_id, text, now],
+        )?;
+    }
+    tx.execute(
+        "DELETE FROM tui_gateway_queue WHERE session_id = ?1",
+        [session_id],
+    )?;
+    Ok(texts.len())
 }
 
 /// For each tool call of the session without a tool result, append a result saying so.

@@ -90,6 +90,15 @@ pub fn ensure(conn: &Connection) -> rusqlite::Result<()> {
     )?;
     // Which gateway process holds which session open, so a later start can tell the sessions
     // of a killed gateway from those of another one still running.
+    // Prompts acknowledged as `queued` and not yet run, so a crash cannot lose them.
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS tui_gateway_queue (
+             session_id TEXT NOT NULL,
+             position INTEGER NOT NULL,
+             text TEXT NOT NULL,
+             PRIMARY KEY (session_id, position)
+         )",
+    )?;
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS tui_gateway_live (
              session_id TEXT PRIMARY KEY,

@@ -97,11 +97,22 @@ fn supervise(args: &[String]) -> i32 {
     };
     let mut command = Command::new(program);
     command.args(program_args);
-    // SAFETY: setsid and sigprocmask are async-signal-safe. The command must not inherit our
-    // blocked signals (SIGTERM would never reach it).
+    // SAFETY: setsid, signal and sigprocmask are async-signal-safe. The command must not
+    // inherit our blocked signals (SIGTERM would never reach it).
     unsafe {
         command.pre_exec(|| {
             nix::unistd::setsid().map_err(std::io::Error::from)?;
+            // Dispositions the gateway chose for itself (SIGINT ignored under a UI) are not
+            // the command's: it starts with the defaults.
+            for sig in [
+                Signal::SIGINT,
+                Signal::SIGTERM,
+                Signal::SIGHUP,
+                Signal::SIGQUIT,
+            ] {
+                nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigDfl)
+                    .map_err(std::io::Error::from)?;
+            }
             sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
                 .map_err(std::io::Error::from)
         });
