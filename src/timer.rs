@@ -9,9 +9,12 @@ const TICK: Duration = Duration::from_millis(1);
 /// Slots in the wheel (a power of two); deadlines further out wrap around and wait their round.
 const SLOTS: usize = 1024;
 
-/// Handle to cancel a timer.
+/// Handle to cancel a timer (its slot is known from its tick, so cancelling is cheap).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TimerId(u64);
+pub struct TimerId {
+    id: u64,
+    tick: u64,
+}
 
 struct Entry<T> {
     id: u64,
@@ -64,22 +67,19 @@ impl<T> TimerWheel<T> {
         if self.len == 1 || self.earliest.is_some_and(|e| deadline < e) {
             self.earliest = Some(deadline);
         }
-        TimerId(id)
+        TimerId { id, tick }
     }
 
     /// Remove a timer that has not fired; returns its value.
     pub fn cancel(&mut self, id: TimerId) -> Option<T> {
-        for slot in &mut self.slots {
-            if let Some(pos) = slot.iter().position(|e| e.id == id.0) {
-                let e = slot.swap_remove(pos);
-                self.len -= 1;
-                if self.earliest == Some(e.deadline) {
-                    self.earliest = None;
-                }
-                return Some(e.value);
-            }
+        let slot = &mut self.slots[(id.tick as usize) & (SLOTS - 1)];
+        let pos = slot.iter().position(|e| e.id == id.id)?;
+        let e = slot.swap_remove(pos);
+        self.len -= 1;
+        if self.earliest == Some(e.deadline) {
+            self.earliest = None;
         }
-        None
+        Some(e.value)
     }
 
     pub fn len(&self) -> usize {
