@@ -111,10 +111,12 @@ impl Transport {
             Some((config, host)) => {
                 let name = rustls::pki_types::ServerName::try_from(host.to_string())
                     .map_err(|e| format!("TLS: bad server name {host:?}: {e}"))?;
-                Some(
-                    rustls::ClientConnection::new(config, name)
-                        .map_err(|e| format!("TLS setup failed: {e}"))?,
-                )
+                let mut conn = rustls::ClientConnection::new(config, name)
+                    .map_err(|e| format!("TLS setup failed: {e}"))?;
+                // The request (bounded by the prompt limit) is handed over whole, before the
+                // handshake is done; the loop pushes it out as the socket allows.
+                conn.set_buffer_limit(None);
+                Some(conn)
             }
         };
         Ok(Transport { socket, tls })
@@ -169,6 +171,11 @@ impl Transport {
 
     pub fn is_tls(&self) -> bool {
         self.tls.is_some()
+    }
+
+    /// A TLS handshake still under way.
+    pub fn handshaking(&self) -> bool {
+        self.tls.as_ref().is_some_and(|t| t.is_handshaking())
     }
 }
 

@@ -386,23 +386,18 @@ impl OpenAiCall {
                 Ok(Step::Continue)
             }
             Phase::Sending { transport, sent } => {
+                // TLS takes the whole request into its buffer; its records (and the handshake)
+                // are pushed out while receiving.
                 while *sent < self.request.len() {
                     match transport.write_plain(&self.request[*sent..]) {
+                        Ok(0) => {
+                            let e = io::Error::new(io::ErrorKind::WriteZero, "connection closed");
+                            return Err(self.transport_error("sending the request", &e));
+                        }
                         Ok(n) => *sent += n,
                         Err(e) if would_block(&e) => return Ok(Step::Wait),
                         Err(e) => return Err(self.transport_error("sending the request", &e)),
                     }
-                    if transport.is_tls() {
-                        match transport.flush_tls() {
-                            Ok(_) => {}
-                            Err(e) => return Err(self.transport_error("sending the request", &e)),
-                        }
-                    }
-                }
-                match transport.flush_tls() {
-                    Ok(true) => {}
-                    Ok(false) => return Ok(Step::Wait),
-                    Err(e) => return Err(self.transport_error("sending the request", &e)),
                 }
                 let Phase::Sending { transport, .. } =
                     std::mem::replace(&mut self.phase, Phase::Idle)
@@ -442,6 +437,11 @@ impl OpenAiCall {
         now: Instant,
         out: &mut Vec<ModelEvent>,
     ) -> Result<Step, String> {
+        if let Phase::Receiving { transport, .. } = &mut self.phase
+            && let Err(e) = transport.flush_tls()
+        {
+            return Err(self.transport_error("sending the request", &e));
+        }
         let mut chunk = [0u8; 16 * 1024];
         let mut budget = READ_BUDGET;
         loop {
@@ -455,6 +455,12 @@ impl OpenAiCall {
                 Ok(n) => n,
                 Err(e) if would_block(&e) => return Ok(Step::Wait),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && transport.handshaking() => {
+                    return Err(format!(
+                        "TLS handshake with {} failed: the server closed the connection",
+                        self.settings.base_url
+                    ));
+                }
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => 0,
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset => 0,
                 Err(e) => return Err(self.transport_error("reading the answer", &e)),
