@@ -1,0 +1,148 @@
+//! `ping` during an output flood (a bench binary without criterion).
+//!
+//! Spawns the release gateway, measures sequential `ping` round trips on an idle gateway, then
+//! starts `yes | head -c BYTES` as a `terminal` tool call of a session (default 500,000,000 bytes)
+//! and measures sequential pings again while the command floods its pipe (the gateway reads it
+//! all, keeps the head and tail, and streams `tool.output` at a bounded rate). Only pings that
+//! completed before `tool.complete` arrived count as "during the flood"; it also reports how long
+//! the flood took, the `tool.output` traffic, and the gateway's peak RSS.
+//!
+//! ```text
+//! cargo bench --bench flood -- [--pings 2000] [--bytes 500000000]
+//! ```
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use common::{
+    Client, STALL, TempDir, arg_usize, bench_mode, event_type, fmt_duration, fmt_kb,
+    fmt_percentiles, gateway_bin, memory_kb,
+};
+
+fn main() {
+    // Under `cargo test --benches` (no `--bench`): a small smoke run.
+    let full = bench_mode();
+    let pings = arg_usize("--pings", if full { 2000 } else { 200 });
+    let bytes = arg_usize("--bytes", if full { 500_000_000 } else { 50_000_000 });
+    let bin = gateway_bin();
+    let home = TempDir::new("flood");
+    println!(
+        "flood: {} (pings {pings}, flood {bytes} bytes)",
+        bin.display()
+    );
+    if let Err(e) = run(&bin, home.path(), pings, bytes) {
+        let stderr =
+            std::fs::read_to_string(home.path().join("gateway.stderr")).unwrap_or_default();
+        println!("error: {e}\n--- gateway stderr ---\n{stderr}");
+        std::process::exit(1);
+    }
+}
+
+fn report(metric: &str, value: impl std::fmt::Display) {
+    println!("{metric:<40} {value}");
+}
+
+fn run(
+    bin: &std::path::Path,
+    home: &std::path::Path,
+    pings: usize,
+    bytes: usize,
+) -> Result<(), String> {
+    let mut client = Client::spawn(bin, home)?;
+    let pid = client.pid();
+    let session = client.call("session.create", json!({"cols": 100}))?["session_id"]
+        .as_str()
+        .ok_or("no session_id")?
+        .to_string();
+
+    let mut idle = client.ping_round_trips(pings / 10, pings)?;
+    report("ping, idle gateway", fmt_percentiles(&mut idle));
+
+    client.send(
+        "prompt.submit",
+        json!({"session_id": session, "text": format!("$ yes | head -c {bytes}")}),
+    )?;
+    client.wait_event("tool.start", Instant::now() + STALL)?;
+    let flood_start = Instant::now();
+
+    let mut during = Vec::with_capacity(pings);
+    let mut after = 0usize;
+    let mut flood_end = None;
+    let mut outputs = 0usize;
+    let mut output_bytes = 0usize;
+    let mut peak_kb = 0u64;
+    let mut note = |frame: &Value, flood_end: &mut Option<Instant>| match event_type(frame) {
+        Some("tool.output") => {
+            outputs += 1;
+            output_bytes += frame["params"]["payload"]["text"]
+                .as_str()
+                .map_or(0, str::len);
+        }
+        Some("tool.complete") if flood_end.is_none() => *flood_end = Some(Instant::now()),
+        _ => {}
+    };
+    for i in 0..pings {
+        let start = Instant::now();
+        let id = client.send("ping", json!({}))?;
+        loop {
+            let frame = client.lines.next_frame(start + STALL)?;
+            if frame.get("id").and_then(Value::as_u64) == Some(id) {
+                if frame["result"]["pong"] != json!(true) {
+                    return Err(format!("unexpected ping answer: {frame}"));
+                }
+                break;
+            }
+            note(&frame, &mut flood_end);
+        }
+        let elapsed = start.elapsed();
+        if flood_end.is_none() {
+            during.push(elapsed);
+        } else {
+            after += 1;
+        }
+        if i % 100 == 0
+            && let Some((_, hwm)) = memory_kb(pid)
+        {
+            peak_kb = peak_kb.max(hwm);
+        }
+    }
+    let pings_done = Instant::now();
+    // Let the flood finish (it is not part of the measurement).
+    while flood_end.is_none() {
+        let frame = client
+            .lines
+            .next_frame(Instant::now() + Duration::from_secs(120))?;
+        note(&frame, &mut flood_end);
+    }
+    if let Some((_, hwm)) = memory_kb(pid) {
+        peak_kb = peak_kb.max(hwm);
+    }
+    let flood_end = flood_end.unwrap_or(pings_done);
+    report("ping, during the flood", fmt_percentiles(&mut during));
+    if after > 0 {
+        report(
+            "pings after the flood ended (dropped)",
+            format!("{after} (the flood was shorter than the pings; raise --bytes)"),
+        );
+    }
+    report(
+        "flood duration (tool.start→complete)",
+        format!(
+            "{} ({:.0} MB/s through the gateway)",
+            fmt_duration(flood_end - flood_start),
+            bytes as f64 / 1e6 / (flood_end - flood_start).as_secs_f64()
+        ),
+    );
+    report(
+        "tool.output events during the pings",
+        format!("{outputs} ({output_bytes} bytes of text)"),
+    );
+    report("gateway peak RSS (VmHWM)", fmt_kb(peak_kb));
+    drop(client.stdin);
+    let status = client.child.wait().map_err(|e| e.to_string())?;
+    report("gateway exit after stdin close", status);
+    Ok(())
+}
