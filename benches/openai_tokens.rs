@@ -378,14 +378,13 @@ fn contains(h: &[u8], n: &[u8]) -> bool {
 
 /// CPU time the process has run so far (`/proc/<pid>/schedstat`, ns; else utime+stime ticks).
 fn cpu_time(pid: u32) -> Option<Duration> {
-    if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/schedstat")) {
-        if let Some(ns) = s
+    if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+        && let Some(ns) = s
             .split_whitespace()
             .next()
             .and_then(|x| x.parse::<u64>().ok())
-        {
-            return Some(Duration::from_nanos(ns));
-        }
+    {
+        return Some(Duration::from_nanos(ns));
     }
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &s[s.rfind(')')? + 2..];

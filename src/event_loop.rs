@@ -111,6 +111,8 @@ pub struct Gateway {
     commit_retry_at: Option<Instant>,
     pub(crate) flush_throttle: crate::flush::Throttle,
     pub(crate) flush_armed: bool,
+    /// A turn ended since the last WAL checkpoint.
+    pub(crate) checkpoint_due: bool,
     pub(crate) commit_error: Option<String>,
     pub(crate) shutdown: Option<Shutdown>,
     pub(crate) replay_epoch: String,
@@ -219,6 +221,7 @@ impl Gateway {
             commit_retry_at: None,
             flush_throttle: crate::flush::Throttle::new(cfg_flush_interval),
             flush_armed: false,
+            checkpoint_due: false,
             commit_error: None,
             shutdown: None,
             replay_epoch,
@@ -764,6 +767,9 @@ impl Gateway {
         self.emit(rid, "message.complete", payload);
         self.emit_info(rid);
         self.mark_dirty(rid);
+        // Turn end: checkpoint the WAL soon (throttled), so the turn survives power loss too.
+        self.checkpoint_due = true;
+        crate::flush::arm(self, now);
         if self.shutdown.is_some() {
             return;
         }
@@ -863,37 +869,74 @@ impl Gateway {
 
     /// Write every dirty session and retired session in one transaction.
     pub(crate) fn commit_now(&mut self) -> Result<(), String> {
-        let dirty = std::mem::take(&mut self.dirty);
+        let mut dirty = std::mem::take(&mut self.dirty);
+        dirty.retain(|rid| self.sessions.contains_key(rid));
         let refs: Vec<&Session> = dirty
             .iter()
             .filter_map(|rid| self.sessions.get(rid))
             .chain(self.retired.iter())
             .collect();
-        match self.store.persist(&refs) {
+        let several = refs.len() > 1;
+        let result = match self.store.persist(&refs) {
             Ok(marks) => {
-                let live: Vec<&String> = dirty
-                    .iter()
-                    .filter(|rid| self.sessions.contains_key(*rid))
-                    .collect();
-                for (rid, mark) in live.into_iter().zip(&marks) {
-                    if let Some(s) = self.sessions.get_mut(rid) {
-                        s.persisted = *mark;
-                        s.row_dirty = false;
-                        s.queue_dirty = false;
-                        s.dirty = false;
-                    }
-                }
+                self.apply_marks(&dirty, &marks);
                 self.retired.clear();
-                if let Some(e) = self.commit_error.take() {
-                    eprintln!("[gateway] state.db writable again; saved what was pending ({e})");
-                }
                 Ok(())
             }
+            // One bad row must not hold back every other session: commit each on its own.
+            Err(e) if several && !crate::store::is_contention(&e) => self.commit_one_by_one(dirty),
             Err(e) => {
                 self.dirty = dirty;
                 Err(e.to_string())
             }
+        };
+        if result.is_ok()
+            && let Some(e) = self.commit_error.take()
+        {
+            eprintln!("[gateway] state.db writable again; saved what was pending ({e})");
         }
+        result
+    }
+
+    fn apply_marks(&mut self, rids: &[String], marks: &[crate::session::Persisted]) {
+        for (rid, mark) in rids.iter().zip(marks) {
+            if let Some(s) = self.sessions.get_mut(rid) {
+                s.persisted = *mark;
+                s.row_dirty = false;
+                s.queue_dirty = false;
+                s.dirty = false;
+            }
+        }
+    }
+
+    /// The slow path after a failed batch: every session in its own transaction; the ones
+    /// that still fail stay pending (and are named on stderr).
+    fn commit_one_by_one(&mut self, dirty: Vec<String>) -> Result<(), String> {
+        let mut first_error = None;
+        for rid in dirty {
+            let Some(s) = self.sessions.get(&rid) else {
+                continue;
+            };
+            match self.store.persist(&[s]) {
+                Ok(marks) => self.apply_marks(std::slice::from_ref(&rid), &marks),
+                Err(e) => {
+                    eprintln!("[gateway] cannot save session {}: {e}", s.stored_id);
+                    first_error.get_or_insert(e.to_string());
+                    self.dirty.push(rid);
+                }
+            }
+        }
+        for s in std::mem::take(&mut self.retired) {
+            match self.store.persist(&[&s]) {
+                Ok(_) => {}
+                Err(e) => {
+                    eprintln!("[gateway] cannot save session {}: {e}", s.stored_id);
+                    first_error.get_or_insert(e.to_string());
+                    self.retired.push(s);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Tell the user once per outage that transcripts are held in memory.

@@ -1,5 +1,6 @@
-//! Periodic work on the timing wheel: checkpoints of streaming text and retries of failed
-//! commits (each at most once per flush interval), and the idle-session reaper. Time is always
+//! Periodic work on the timing wheel: checkpoints of streaming text, retries of failed commits
+//! and the WAL checkpoint after turns (each at most once per flush interval), and the
+//! idle-session reaper. Time is always
 //! passed in, so the throttling is tested with a fake clock.
 
 use std::time::{Duration, Instant};
@@ -46,6 +47,11 @@ pub fn tick(gw: &mut Gateway, now: Instant) {
     gw.retry_commit_now(now);
     if gw.commit_error.is_none() {
         checkpoint_partials(gw);
+        if std::mem::take(&mut gw.checkpoint_due)
+            && let Err(e) = gw.store.checkpoint()
+        {
+            eprintln!("[gateway] WAL checkpoint failed: {e}");
+        }
     }
     let streaming = gw
         .sessions

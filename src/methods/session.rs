@@ -32,6 +32,22 @@ fn new_runtime_id(gw: &Gateway) -> String {
     }
 }
 
+/// A stored id no live, closing or stored session has (the random part is only 24 bits).
+fn new_stored_id(gw: &Gateway, started_at: f64) -> String {
+    loop {
+        let id = util::stored_session_id(started_at);
+        let taken = gw
+            .sessions
+            .values()
+            .chain(gw.retired.iter())
+            .any(|s| s.stored_id == id)
+            || gw.store.session_exists(&id).unwrap_or(false);
+        if !taken {
+            return id;
+        }
+    }
+}
+
 fn default_cwd() -> String {
     std::env::var("HERMES_CWD")
         .ok()
@@ -90,7 +106,7 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
         .unwrap_or_else(|| gw.provider.default_model().to_string());
     let source = params::opt_str(p, "source")?.unwrap_or("tui").to_string();
     let started_at = util::unix_now();
-    let stored_id = util::stored_session_id(started_at);
+    let stored_id = new_stored_id(gw, started_at);
     let title = match params::opt_str(p, "title")? {
         Some(t) if !t.trim().is_empty() => Some(unique_title(gw, t, &stored_id)),
         _ => None,
@@ -181,6 +197,7 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
             s.persisted = Persisted {
                 row: true,
                 messages: row.messages.len(),
+                live: false,
             };
             s.last_activity_at = row.messages.last().map_or(row.started_at, |m| m.timestamp);
             s.transcript = row.messages;

@@ -20,6 +20,8 @@ pub struct Persisted {
     pub row: bool,
     /// `transcript[..messages]` are rows of `messages`.
     pub messages: usize,
+    /// `tui_gateway_live` records this process as the session's owner.
+    pub live: bool,
 }
 
 pub struct Session {

@@ -111,6 +111,9 @@ impl Store {
         conn.execute_batch(&format!("PRAGMA synchronous={synchronous}"))
             .map_err(|e| fail("cannot configure", &e))?;
         schema::ensure(&conn).map_err(|e| fail("cannot prepare the schema of", &e))?;
+        // The gateway checkpoints after turns (throttled); SQLite's own is only a backstop, so
+        // a commit on the turn's path rarely pays for one.
+        let _ = conn.execute_batch("PRAGMA wal_autocheckpoint=10000");
         conn.busy_timeout(Duration::from_millis(100))
             .map_err(|e| fail("cannot configure", &e))?;
         Ok(Store {
@@ -145,6 +148,7 @@ impl Store {
             marks.push(Persisted {
                 row: true,
                 messages: s.transcript.len(),
+                live: s.ended.is_none(),
             });
         }
         tx.commit()?;
@@ -272,6 +276,14 @@ impl Store {
         rows.collect()
     }
 
+    /// Whether a session row with this id exists.
+    pub fn session_exists(&self, id: &str) -> Result<bool, StoreError> {
+        self.conn
+            .query_row("SELECT 1 FROM sessions WHERE id = ?1", [id], |_| Ok(()))
+            .optional()
+            .map(|r| r.is_some())
+    }
+
     /// Whether a session other than `except_id` has this title.
     pub fn title_taken(&self, title: &str, except_id: &str) -> Result<bool, StoreError> {
         self.conn
@@ -336,6 +348,15 @@ impl Store {
     }
 }
 
+/// Another connection holds the lock: waiting (retrying) helps. Any other failure is about
+/// the data or the file.
+pub fn is_contention(e: &StoreError) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 fn restrict_mode(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let meta = std::fs::metadata(path)?;
@@ -397,16 +418,17 @@ fn write_session(
             s.last_activity_at,
         ])?;
     }
-    if s.row_dirty || !s.persisted.row {
-        if s.ended.is_some() {
+    // Ownership is written when the session goes live and removed when it ends, not per commit.
+    if s.ended.is_some() {
+        if s.row_dirty {
             tx.prepare_cached("DELETE FROM tui_gateway_live WHERE session_id = ?1")?
                 .execute([&s.stored_id])?;
-        } else {
-            tx.prepare_cached(
-                "INSERT OR REPLACE INTO tui_gateway_live (session_id, owner) VALUES (?1, ?2)",
-            )?
-            .execute(params![s.stored_id, owner])?;
         }
+    } else if !s.persisted.live {
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO tui_gateway_live (session_id, owner) VALUES (?1, ?2)",
+        )?
+        .execute(params![s.stored_id, owner])?;
     }
     if s.queue_dirty {
         tx.prepare_cached("DELETE FROM tui_gateway_queue WHERE session_id = ?1")?

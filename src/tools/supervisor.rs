@@ -190,17 +190,18 @@ fn kill_everything(leader: Pid) {
     let me = nix::unistd::getpid();
     let deadline = Instant::now() + CLEANUP_LIMIT;
     loop {
-        let alive = descendants(me);
-        for pid in &alive {
-            let _ = kill(*pid, Signal::SIGKILL);
-        }
         reap(None);
-        let children_left = !matches!(
+        // A subreaper inherits every orphaned descendant: no child left means none at all, so
+        // the usual case (nothing left behind) needs no /proc scan.
+        let no_children = matches!(
             waitpid(None, Some(WaitPidFlag::WNOHANG)),
             Err(Errno::ECHILD)
         );
-        if (alive.is_empty() && !children_left) || Instant::now() >= deadline {
+        if no_children || Instant::now() >= deadline {
             return;
+        }
+        for pid in descendants(me) {
+            let _ = kill(pid, Signal::SIGKILL);
         }
         std::thread::sleep(Duration::from_millis(2));
     }
