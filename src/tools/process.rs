@@ -54,6 +54,22 @@ pub struct Spawned {
     pub pidfd: Option<OwnedFd>,
 }
 
+/// `bash`, found on `PATH` once, so no command pays for the search again.
+fn bash() -> &'static Path {
+    static BASH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BASH.get_or_init(|| {
+        std::env::var_os("PATH")
+            .iter()
+            .flat_map(std::env::split_paths)
+            .map(|dir| dir.join("bash"))
+            .find(|p| {
+                use std::os::unix::fs::PermissionsExt;
+                p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+            .unwrap_or_else(|| "bash".into())
+    })
+}
+
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
 }
@@ -84,7 +100,9 @@ pub fn spawn(program: &Path, command: &str, cwd: &Path, streams: Streams) -> io:
     let (status_r, status_w) = pipe()?;
     let mut cmd = Command::new(program);
     cmd.arg(MODE_ARG)
-        .args(["--", "bash", "-c", command])
+        .arg("--")
+        .arg(bash())
+        .args(["-c", command])
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::from(out_w))
