@@ -1,6 +1,6 @@
 //! What the supervisor costs per command: `bash -c true` started through
-//! `tools::process::spawn` (the gateway binary re-executed as the supervisor, which starts bash in
-//! a new session, reports its pid, reaps it and cleans up its group) against a bare
+//! `tools::process::spawn` (the zygote — the gateway binary re-executed once — forks a supervisor
+//! that starts bash in a new session, reports, reaps it and cleans up its group) against a bare
 //! `bash -c true` spawn and wait. Target: the supervisor path under 2x the bare one.
 //!
 //! ```text
@@ -13,7 +13,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use std::io::Read;
+
 use tui_gateway::tools::process::{self, Streams};
+use tui_gateway::tools::supervisor::Zygote;
 
 use common::{TempDir, gateway_bin};
 
@@ -35,12 +38,24 @@ fn tools(c: &mut Criterion) {
         });
     });
 
+    let mut zygote = Zygote::start(&bin).expect("start the zygote");
     group.bench_function("spawn_wait/supervised_bash_true", |b| {
         b.iter(|| {
-            let mut spawned = process::spawn(&bin, "true", cwd.path(), Streams::Merged)
+            let spawned = process::spawn(&mut zygote, "true", cwd.path(), Streams::Merged)
                 .expect("spawn through the supervisor");
-            let status = spawned.child.wait().expect("wait for the supervisor");
-            assert_eq!(process::exit_code(status), 0);
+            // The supervisor's report ends with `exit STATUS` and EOF once it is gone.
+            let mut report = String::new();
+            let mut status = std::fs::File::from(spawned.status);
+            loop {
+                match status.read_to_string(&mut report) {
+                    Ok(_) => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::yield_now()
+                    }
+                    Err(e) => panic!("status pipe: {e}"),
+                }
+            }
+            assert!(report.contains("exit 0"), "{report}");
         });
     });
     group.finish();

@@ -499,7 +499,7 @@ impl Gateway {
         let pending: Vec<i32> = signals.pending().collect();
         for sig in pending {
             if sig == crate::signals::signal::SIGCHLD {
-                crate::tools::on_child_exit(self, now);
+                crate::tools::on_child_exit(self);
                 continue;
             }
             eprintln!("[gateway-signal] {}", crate::signals::name(sig));

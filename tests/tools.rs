@@ -623,7 +623,27 @@ fn sigkill_of_the_gateway_leaves_no_process_behind() {
         "setup: the grandchild must have left the session:\n{}",
         describe(&sleeps)
     );
-    let all = procs_matching(&needle);
+    let mut all = procs_matching(&needle);
+    // The zygote (the gateway's child) and the command's supervisor (the zygote's child) must
+    // go too.
+    let gateway = g.pid() as i32;
+    let zygotes: Vec<Proc> = procs_matching("__tui_gateway_zygote")
+        .into_iter()
+        .filter(|p| p.ppid == gateway)
+        .collect();
+    assert_eq!(
+        zygotes.len(),
+        1,
+        "one zygote per gateway:\n{}",
+        describe(&zygotes)
+    );
+    let supervisors: Vec<Proc> = procs_matching("__tui_gateway_zygote")
+        .into_iter()
+        .filter(|p| p.ppid == zygotes[0].pid)
+        .collect();
+    assert_eq!(supervisors.len(), 1, "{}", describe(&supervisors));
+    all.extend(zygotes);
+    all.extend(supervisors);
     eprintln!("processes of the command:\n{}", describe(&all));
     let pids: Vec<i32> = all.iter().map(|p| p.pid).collect();
 

@@ -1,6 +1,7 @@
 //! Tools the model can call — the `terminal` tool — and `shell.exec`, on one machinery:
-//! every command runs under the supervisor in its own process group, its pipes and exit in the
-//! poll, bounded output, a timeout, and a kill of the whole group (SIGTERM, then SIGKILL).
+//! every command runs under a supervisor in its own process group; its output pipes and the
+//! supervisor's status pipe (whose end is the command's exit) are in the poll; bounded output,
+//! a timeout, and a kill of the whole group (SIGTERM, then SIGKILL).
 
 pub mod approval;
 pub mod capture;
@@ -11,7 +12,6 @@ pub mod supervisor;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
@@ -37,8 +37,6 @@ const LIVE_INTERVAL: Duration = Duration::from_millis(100);
 const LIVE_MAX: usize = 8 * 1024;
 /// After the supervisor exits, pipes still held by stragglers are read this much longer.
 const DRAIN: Duration = Duration::from_millis(200);
-/// Without a pidfd (and without SIGCHLD) exits are looked for this often.
-const REAP_POLL: Duration = Duration::from_millis(20);
 /// Model rounds in one turn before the turn is stopped.
 pub const MAX_ROUNDS: u32 = 50;
 /// `shell.exec` timeout.
@@ -50,7 +48,6 @@ pub enum ToolTimer {
     Kill,
     Drain,
     LiveOutput,
-    Reap,
 }
 
 /// Why a command stopped before its natural end.
@@ -81,13 +78,17 @@ struct Pipe {
 
 pub struct ToolRun {
     pub owner: Owner,
-    child: Child,
+    /// The supervisor's pid, once it reported it (polite SIGTERM goes there).
+    supervisor: Option<i32>,
     /// The command's process group (= its pid), once the supervisor reported it.
     group: Option<i32>,
     status: Option<Pipe>,
     stdout: Option<Pipe>,
     stderr: Option<Pipe>,
-    pidfd: Option<Pipe>,
+    /// Bytes of the status pipe not yet parsed into lines.
+    status_buf: Vec<u8>,
+    /// Why the command could not start, as the supervisor reported it.
+    start_error: Option<String>,
     lifeline: Option<OwnedFd>,
     out: Capture,
     err: Capture,
@@ -110,8 +111,9 @@ pub struct Tools {
     /// Runs with readable pipes to pump.
     work: Vec<u64>,
     pub approvals: approval::Approvals,
-    /// Program run as the supervisor (the gateway's own binary).
-    pub supervisor: PathBuf,
+    /// Program re-executed as the zygote (the gateway's own binary).
+    pub program: PathBuf,
+    zygote: Option<supervisor::Zygote>,
 }
 
 impl Tools {
@@ -121,7 +123,8 @@ impl Tools {
             next_id: 1,
             work: Vec::new(),
             approvals: approval::Approvals::load(home),
-            supervisor: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("tui-gateway")),
+            program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("tui-gateway")),
+            zygote: None,
         }
     }
 
@@ -140,6 +143,25 @@ impl Tools {
 
     pub fn running(&self) -> usize {
         self.runs.len()
+    }
+
+    /// Start a command through the zygote, (re)starting the zygote when it is not there.
+    fn spawn(
+        &mut self,
+        command: &str,
+        cwd: &Path,
+        streams: Streams,
+    ) -> std::io::Result<process::Spawned> {
+        if let Some(z) = self.zygote.as_mut()
+            && !z.exited()
+            && let Ok(spawned) = process::spawn(z, command, cwd, streams)
+        {
+            return Ok(spawned);
+        }
+        let z = self
+            .zygote
+            .insert(supervisor::Zygote::start(&self.program)?);
+        process::spawn(z, command, cwd, streams)
     }
 }
 
@@ -507,18 +529,18 @@ fn launch(
     streams: Streams,
     now: Instant,
 ) -> std::io::Result<u64> {
-    let spawned = process::spawn(&gw.tools.supervisor, command, cwd, streams)?;
+    let spawned = gw.tools.spawn(command, cwd, streams)?;
     let id = gw.tools.next_id;
     gw.tools.next_id += 1;
-    let child = spawned.child;
     let mut run = ToolRun {
         owner,
-        child,
+        supervisor: None,
         group: None,
         status: None,
         stdout: None,
         stderr: None,
-        pidfd: None,
+        status_buf: Vec::new(),
+        start_error: None,
         lifeline: Some(spawned.lifeline),
         out: Capture::new(HEAD_KEEP, TAIL_KEEP),
         err: Capture::new(HEAD_KEEP, TAIL_KEEP),
@@ -538,20 +560,12 @@ fn launch(
             run.stderr = Some(register(gw, id, fd)?);
         }
         run.status = Some(register(gw, id, spawned.status)?);
-        if let Some(fd) = spawned.pidfd {
-            run.pidfd = Some(register(gw, id, fd)?);
-        }
         Ok(())
     })();
     if let Err(e) = registered {
         hard_kill(&mut run);
-        let _ = run.child.wait();
         release_tokens(gw, &run);
         return Err(e);
-    }
-    if run.pidfd.is_none() {
-        gw.timers
-            .insert(now + REAP_POLL, Timer::Tool(id, ToolTimer::Reap));
     }
     gw.timers
         .insert(now + timeout, Timer::Tool(id, ToolTimer::Timeout));
@@ -561,7 +575,7 @@ fn launch(
 }
 
 fn release_tokens(gw: &mut Gateway, run: &ToolRun) {
-    for pipe in [&run.stdout, &run.stderr, &run.status, &run.pidfd]
+    for pipe in [&run.stdout, &run.stderr, &run.status]
         .into_iter()
         .flatten()
     {
@@ -588,7 +602,10 @@ fn stop(gw: &mut Gateway, id: u64, ending: Ending, now: Instant) {
         return;
     }
     run.ending = Some(ending);
-    process::terminate(run.child.id());
+    // Before the supervisor reported its pid, the SIGTERM goes out when it does.
+    if let Some(pid) = run.supervisor {
+        process::terminate(pid);
+    }
     gw.timers
         .insert(now + gw.cfg.kill_grace, Timer::Tool(id, ToolTimer::Kill));
 }
@@ -622,38 +639,15 @@ pub fn on_timer(gw: &mut Gateway, id: u64, what: ToolTimer, now: Instant) {
             }
             flush_live(gw, id);
         }
-        ToolTimer::Reap => {
-            check_exit(gw, id, now);
-            if gw.tools.runs.get(&id).is_some_and(|r| r.exit.is_none()) {
-                gw.timers
-                    .insert(now + REAP_POLL, Timer::Tool(id, ToolTimer::Reap));
-            }
-        }
     }
 }
 
-/// SIGCHLD: look for exits of runs watched without a pidfd.
-pub fn on_child_exit(gw: &mut Gateway, now: Instant) {
-    let ids: Vec<u64> = gw.tools.runs.keys().copied().collect();
-    for id in ids {
-        check_exit(gw, id, now);
-    }
-}
-
-fn check_exit(gw: &mut Gateway, id: u64, now: Instant) {
-    let Some(run) = gw.tools.runs.get_mut(&id) else {
-        return;
-    };
-    if run.exit.is_some() {
-        return;
-    }
-    if let Ok(Some(status)) = run.child.try_wait() {
-        run.exit = Some(process::exit_code(status));
-        // The supervisor killed everything before exiting; give the pipes a moment to drain.
-        run.drain_until = Some(now + DRAIN);
-        gw.timers
-            .insert(now + DRAIN, Timer::Tool(id, ToolTimer::Drain));
-        gw.tools.mark_ready(id);
+/// SIGCHLD: the zygote may have died; reap it so the next command starts a new one.
+pub fn on_child_exit(gw: &mut Gateway) {
+    if let Some(z) = gw.tools.zygote.as_mut()
+        && z.exited()
+    {
+        gw.tools.zygote = None;
     }
 }
 
@@ -665,10 +659,15 @@ pub fn pump(gw: &mut Gateway, now: Instant) {
             run.ready = false;
         }
         let more = read_pipes(gw, id);
-        check_exit(gw, id, now);
         let Some(run) = gw.tools.runs.get_mut(&id) else {
             continue;
         };
+        if run.exit.is_some() && run.drain_until.is_none() {
+            // The supervisor killed everything before it left; give the pipes a moment.
+            run.drain_until = Some(now + DRAIN);
+            gw.timers
+                .insert(now + DRAIN, Timer::Tool(id, ToolTimer::Drain));
+        }
         let pipes_done = [&run.stdout, &run.stderr]
             .into_iter()
             .flatten()
@@ -682,6 +681,28 @@ pub fn pump(gw: &mut Gateway, now: Instant) {
     }
 }
 
+/// One report of the supervisor.
+fn on_status_line(run: &mut ToolRun, line: &str) {
+    let (key, value) = line.split_once(' ').unwrap_or((line, ""));
+    match key {
+        "sup" => {
+            run.supervisor = value.parse().ok();
+            if let (Some(pid), Some(_)) = (run.supervisor, run.ending) {
+                process::terminate(pid);
+            }
+        }
+        "pid" => {
+            run.group = value.parse().ok();
+            if run.ending.is_some() && run.lifeline.is_none() {
+                process::kill_group(run.group);
+            }
+        }
+        "exit" => run.exit = Some(value.parse().unwrap_or(-1)),
+        "error" => run.start_error = Some(value.to_string()),
+        _ => {}
+    }
+}
+
 /// Read what is there; true if the budget ran out before every pipe would block.
 fn read_pipes(gw: &mut Gateway, id: u64) -> bool {
     let Some(run) = gw.tools.runs.get_mut(&id) else {
@@ -690,24 +711,26 @@ fn read_pipes(gw: &mut Gateway, id: u64) -> bool {
     let mut buf = [0u8; 64 * 1024];
     let mut budget = READ_BUDGET;
     let mut more = false;
-    // The status pipe: "pid N" once.
+    // The status pipe: `sup PID`, `pid GROUP`, then `exit STATUS` (or `error WHY`); EOF when
+    // the supervisor is gone.
     if let Some(p) = run.status.as_mut().filter(|p| p.open) {
-        match nix::unistd::read(&p.fd, &mut buf) {
-            Ok(0) => p.open = false,
-            Ok(n) => {
-                let line = String::from_utf8_lossy(&buf[..n]);
-                if let Some(pid) = line
-                    .trim()
-                    .strip_prefix("pid ")
-                    .and_then(|p| p.parse().ok())
-                {
-                    run.group = Some(pid);
-                    if run.ending.is_some() && run.lifeline.is_none() {
-                        process::kill_group(run.group);
-                    }
+        loop {
+            match nix::unistd::read(&p.fd, &mut buf) {
+                Ok(0) => {
+                    p.open = false;
+                    run.exit.get_or_insert(-1);
+                    break;
                 }
+                Ok(n) => run.status_buf.extend_from_slice(&buf[..n]),
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(_) => break,
             }
-            Err(_) => {}
+        }
+        let text = std::mem::take(&mut run.status_buf);
+        let complete = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        run.status_buf = text[complete..].to_vec();
+        for line in String::from_utf8_lossy(&text[..complete]).lines() {
+            on_status_line(run, line);
         }
     }
     let mut live_text = String::new();
@@ -812,8 +835,7 @@ fn finish(gw: &mut Gateway, id: u64, now: Instant) {
     if run.exit.is_none() {
         // Abandoned while alive: kill the group; the supervisor dies with its lifeline.
         hard_kill(&mut run);
-        let _ = run.child.kill();
-        run.exit = run.child.wait().ok().map(process::exit_code);
+        run.exit = Some(128 + libc::SIGKILL);
     }
     // (An exited supervisor already killed its group; its id may belong to another process now.)
     run.lifeline = None;
@@ -847,6 +869,9 @@ fn finish(gw: &mut Gateway, id: u64, now: Instant) {
                     json!({"tool_id": call.id, "text": run.live}),
                 );
             }
+            let error = run
+                .start_error
+                .map(|e| format!("could not start the command: {e}"));
             finish_call(
                 gw,
                 &rid,
@@ -854,7 +879,7 @@ fn finish(gw: &mut Gateway, id: u64, now: Instant) {
                 &args,
                 &output,
                 Some(code),
-                None,
+                error,
                 duration,
                 now,
             );
@@ -875,10 +900,16 @@ fn finish(gw: &mut Gateway, id: u64, now: Instant) {
                         "command interrupted: gateway is shutting down",
                     ),
                 ),
-                None => frame::response(
-                    &request_id,
-                    &json!({"stdout": output, "stderr": run.err.text(), "code": code}),
-                ),
+                None => match run.start_error {
+                    Some(e) => frame::error(
+                        &request_id,
+                        &RpcError::new(code::INTERNAL, format!("could not start the command: {e}")),
+                    ),
+                    None => frame::response(
+                        &request_id,
+                        &json!({"stdout": output, "stderr": run.err.text(), "code": code}),
+                    ),
+                },
             };
             gw.out.push(frame);
         }

@@ -1,48 +1,60 @@
-//! The supervisor: the gateway's own binary re-executed in a hidden mode, one per command.
+//! Command supervision: the gateway's own binary re-executed once in a hidden mode (the
+//! *zygote*), which forks one *supervisor* per command.
 //!
 //! ```text
-//! gateway ──lifeline pipe (fd 3)──▶ supervisor (child subreaper, own session)
-//!         ◀──status pipe (fd 4)───      └─ bash -c CMD  (new session = group G, leader)
-//!                                            └─ … every descendant
+//! gateway ──control socket──▶ zygote (own session; forks on request, never execs)
+//!    │ lifeline pipe ─────────────▶ supervisor (child subreaper)
+//!    │ ◀──── status pipe ──────────      └─ bash -c CMD  (new session = group G, leader)
+//!    │ ◀──── stdout/stderr ─────────────────  └─ … every descendant
 //! ```
-//! The supervisor starts `bash -c CMD` in a new session, reports its pid (= G) on fd 4, forwards
-//! SIGTERM to G, and reaps. When the command's leader exits, or when the lifeline closes (the
-//! gateway asked for a hard kill, or died for any reason, SIGKILL included), it SIGKILLs G and
-//! every descendant still alive — including ones that called `setsid` and left G, which as a
-//! subreaper it can find — then exits with the command's status (`128+N` for signal N).
-//! The supervisor is not in G, so the gateway can SIGKILL G directly and the supervisor still
-//! cleans up after it.
+//! A request carries the command, its cwd and — as `SCM_RIGHTS` — its output pipes, the read end
+//! of its lifeline and the write end of its status pipe. The supervisor reports `sup <its pid>`,
+//! `pid <G>`, forwards SIGTERM to G and reaps. When the command's leader exits, or when the
+//! lifeline closes (the gateway asked for a hard kill, or died for any reason, SIGKILL
+//! included), it SIGKILLs G and every descendant still alive — including ones that called
+//! `setsid` and left G, which as a subreaper it can find — then reports `exit <status>`
+//! (`128+N` for signal N) and exits. The supervisor is not in G, so the gateway can SIGKILL G
+//! directly and the supervisor still cleans up after it.
+//!
+//! Forking a small single-threaded process per command instead of exec'ing the gateway binary
+//! for each one keeps the cost of supervision to a fork (see docs/PERFORMANCE.md). The zygote
+//! leaves when its control socket closes, that is when the gateway is gone.
 
 use std::collections::HashMap;
-use std::io::Write;
-use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::io::{IoSlice, IoSliceMut, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
-use std::process::Command;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, killpg, sigprocmask};
+use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal, kill, killpg, sigprocmask};
 use nix::sys::signalfd::SignalFd;
+use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
+use serde_json::{Value, json};
 
-/// The hidden first argument that selects this mode.
-pub const MODE_ARG: &str = "__tui_gateway_supervise";
-/// Descriptor numbers the supervisor receives its pipes on.
-pub const LIFELINE_FD: i32 = 3;
-pub const STATUS_FD: i32 = 4;
+/// The hidden first argument that selects the zygote mode.
+pub const ZYGOTE_ARG: &str = "__tui_gateway_zygote";
+/// The descriptor the zygote receives its control socket on.
+const CONTROL_FD: RawFd = 3;
+/// Largest request: a command longer than an exec argument may be (128 KiB) cannot run anyway.
+const REQUEST_MAX: usize = 160 * 1024;
 
 /// How long the supervisor keeps killing and reaping descendants before giving up.
 const CLEANUP_LIMIT: Duration = Duration::from_secs(2);
 
-/// Call first thing in `main`: runs the supervisor and exits if this process was started as
-/// one; returns otherwise. Embedding hosts that let the gateway spawn tools call it too.
+/// Call first thing in `main`: runs the zygote and exits if this process was started as one;
+/// returns otherwise. Embedding hosts that let the gateway spawn tools call it too.
 pub fn run_if_requested() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some(MODE_ARG) {
-        let code = supervise(&args[2..]);
-        std::process::exit(code);
+    if std::env::args().nth(1).as_deref() == Some(ZYGOTE_ARG) {
+        // SAFETY: fd 3 was placed there by the gateway for this process alone; owned once.
+        let control = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
+        zygote(control);
+        std::process::exit(0);
     }
 }
 
@@ -51,28 +63,202 @@ fn fail(what: &str, e: impl std::fmt::Display) -> i32 {
     127
 }
 
-/// `args`: `-- PROGRAM ARGS…`.
-fn supervise(args: &[String]) -> i32 {
-    let Some(("--", cmd)) = args.split_first().map(|(a, r)| (a.as_str(), r)) else {
-        return fail("usage", "expected -- PROGRAM ARGS");
-    };
-    let Some((program, program_args)) = cmd.split_first() else {
-        return fail("usage", "no program");
-    };
-    // SAFETY: fds 3 and 4 were placed there by the gateway for this process alone; we take
-    // ownership exactly once.
-    let (lifeline, status) = unsafe {
-        (
-            OwnedFd::from_raw_fd(LIFELINE_FD),
-            OwnedFd::from_raw_fd(STATUS_FD),
-        )
-    };
-    for fd in [&lifeline, &status] {
-        let _ = nix::fcntl::fcntl(
-            fd,
-            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
-        );
+/// The gateway's handle on its zygote.
+pub struct Zygote {
+    child: Child,
+    control: OwnedFd,
+}
+
+/// The descriptors a command is started with (moved to the supervisor).
+pub struct CommandFds<'a> {
+    pub stdout: &'a OwnedFd,
+    pub stderr: &'a OwnedFd,
+    pub lifeline: &'a OwnedFd,
+    pub status: &'a OwnedFd,
+}
+
+impl Zygote {
+    /// Start `program` (the gateway's binary) as the zygote, with the environment scrubbed of
+    /// secrets (commands inherit it).
+    pub fn start(program: &Path) -> std::io::Result<Zygote> {
+        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )?;
+        let mut cmd = Command::new(program);
+        cmd.arg(ZYGOTE_ARG)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        for (name, _) in std::env::vars_os() {
+            if name.to_str().is_none_or(super::process::is_secret_env) {
+                cmd.env_remove(&name);
+            }
+        }
+        let fd = theirs.as_raw_fd();
+        // SAFETY: between fork and exec only async-signal-safe calls (fcntl, dup2, setsid).
+        unsafe {
+            cmd.pre_exec(move || {
+                let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10);
+                if high < 0 || libc::dup2(high, CONTROL_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Terminal signals aimed at the gateway's group never reach the zygote.
+                libc::setsid();
+                Ok(())
+            });
+        }
+        let child = cmd.spawn()?;
+        drop(theirs);
+        Ok(Zygote {
+            child,
+            control: ours,
+        })
     }
+
+    /// Ask for `bash -c command` in `cwd`; never blocks (a full socket is an error).
+    pub fn run(
+        &mut self,
+        bash: &Path,
+        command: &str,
+        cwd: &Path,
+        fds: CommandFds<'_>,
+    ) -> std::io::Result<()> {
+        let request = json!({"bash": bash, "command": command, "cwd": cwd}).to_string();
+        if request.len() > REQUEST_MAX {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "command too long",
+            ));
+        }
+        let raw = [
+            fds.stdout.as_raw_fd(),
+            fds.stderr.as_raw_fd(),
+            fds.lifeline.as_raw_fd(),
+            fds.status.as_raw_fd(),
+        ];
+        let iov = [IoSlice::new(request.as_bytes())];
+        let cmsg = [ControlMessage::ScmRights(&raw)];
+        sendmsg::<()>(
+            self.control.as_raw_fd(),
+            &iov,
+            &cmsg,
+            MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+            None,
+        )?;
+        Ok(())
+    }
+
+    /// Whether the zygote process has exited (it is then restarted on the next command).
+    pub fn exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// The zygote: receive requests, fork a supervisor for each, until the gateway is gone.
+fn zygote(control: OwnedFd) {
+    // Supervisors are reaped by the kernel; the zygote never waits for them.
+    // SAFETY: setting a disposition to SIG_IGN runs no code in signal context.
+    let _ = unsafe { nix::sys::signal::signal(Signal::SIGCHLD, SigHandler::SigIgn) };
+    let mut buf = vec![0u8; REQUEST_MAX + 1];
+    loop {
+        let mut cmsg = nix::cmsg_space!([RawFd; 4]);
+        let (len, fds) = {
+            let mut iov = [IoSliceMut::new(&mut buf)];
+            match recvmsg::<()>(
+                control.as_raw_fd(),
+                &mut iov,
+                Some(&mut cmsg),
+                MsgFlags::MSG_CMSG_CLOEXEC,
+            ) {
+                Ok(msg) => {
+                    let fds: Vec<RawFd> = msg
+                        .cmsgs()
+                        .into_iter()
+                        .flatten()
+                        .flat_map(|c| match c {
+                            ControlMessageOwned::ScmRights(fds) => fds,
+                            _ => Vec::new(),
+                        })
+                        .collect();
+                    (msg.bytes, fds)
+                }
+                Err(Errno::EINTR) => continue,
+                Err(_) => return,
+            }
+        };
+        // SAFETY: the kernel just created these descriptors for this process.
+        let fds: Vec<OwnedFd> = fds
+            .into_iter()
+            .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
+            .collect();
+        if len == 0 && fds.is_empty() {
+            return; // the gateway closed the socket
+        }
+        let Ok(request) = serde_json::from_slice::<Value>(&buf[..len]) else {
+            continue;
+        };
+        let [stdout, stderr, lifeline, status]: [OwnedFd; 4] = match fds.try_into() {
+            Ok(f) => f,
+            Err(_) => continue,
+        };
+        // SAFETY: the zygote is single-threaded, so the child may run ordinary code.
+        match unsafe { nix::unistd::fork() } {
+            Ok(nix::unistd::ForkResult::Child) => {
+                drop(control);
+                let code = supervisor(&request, stdout, stderr, lifeline, status);
+                std::process::exit(code);
+            }
+            Ok(nix::unistd::ForkResult::Parent { .. }) => {}
+            Err(e) => {
+                let _ = writeln!(std::fs::File::from(status), "error cannot fork: {e}");
+            }
+        }
+    }
+}
+
+/// One command's supervisor (a fresh fork of the zygote).
+fn supervisor(
+    request: &Value,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    lifeline: OwnedFd,
+    status: OwnedFd,
+) -> i32 {
+    // SAFETY: restoring the default disposition runs no code in signal context.
+    let _ = unsafe { nix::sys::signal::signal(Signal::SIGCHLD, SigHandler::SigDfl) };
+    let mut status = std::fs::File::from(status);
+    let _ = writeln!(status, "sup {}", std::process::id());
+    let bash = request["bash"].as_str().unwrap_or("bash");
+    let command = request["command"].as_str().unwrap_or("");
+    let cwd = request["cwd"].as_str().unwrap_or("/");
+    let code = supervise(
+        bash,
+        command,
+        cwd,
+        stdout,
+        stderr,
+        lifeline.as_fd(),
+        &mut status,
+    );
+    let _ = writeln!(status, "exit {code}");
+    code
+}
+
+/// Start `bash -c command` in its own session and watch it until it ends or the lifeline
+/// closes; returns its status.
+fn supervise(
+    bash: &str,
+    command: &str,
+    cwd: &str,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    lifeline: BorrowedFd<'_>,
+    status: &mut std::fs::File,
+) -> i32 {
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
         return fail("cannot become a child subreaper", e);
     }
@@ -95,12 +281,17 @@ fn supervise(args: &[String]) -> i32 {
         Ok(fd) => fd,
         Err(e) => return fail("cannot open a signalfd", e),
     };
-    let mut command = Command::new(program);
-    command.args(program_args);
+    let mut command_line = Command::new(bash);
+    command_line
+        .args(["-c", command])
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::from(stderr));
     // SAFETY: setsid, signal and sigprocmask are async-signal-safe. The command must not
     // inherit our blocked signals (SIGTERM would never reach it).
     unsafe {
-        command.pre_exec(|| {
+        command_line.pre_exec(|| {
             nix::unistd::setsid().map_err(std::io::Error::from)?;
             // Dispositions the gateway chose for itself (SIGINT ignored under a UI) are not
             // the command's: it starts with the defaults.
@@ -110,26 +301,23 @@ fn supervise(args: &[String]) -> i32 {
                 Signal::SIGHUP,
                 Signal::SIGQUIT,
             ] {
-                nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigDfl)
-                    .map_err(std::io::Error::from)?;
+                nix::sys::signal::signal(sig, SigHandler::SigDfl).map_err(std::io::Error::from)?;
             }
             sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
                 .map_err(std::io::Error::from)
         });
     }
-    let child = match command.spawn() {
+    let child = match command_line.spawn() {
         Ok(c) => c,
         Err(e) => {
-            let _ = writeln!(std::fs::File::from(status), "error {e}");
-            return fail(&format!("cannot start {program}"), e);
+            let _ = writeln!(status, "error cannot start the command in {cwd}: {e}");
+            return fail(&format!("cannot start {bash}"), e);
         }
     };
+    drop(command_line); // our copies of the output pipes: EOF reaches the gateway with the command
     let leader = Pid::from_raw(child.id() as i32);
-    {
-        let mut report = std::fs::File::from(status);
-        let _ = writeln!(report, "pid {leader}");
-    }
-    let code = watch(leader, lifeline.as_fd(), &sigfd);
+    let _ = writeln!(status, "pid {leader}");
+    let code = watch(leader, lifeline, &sigfd);
     kill_everything(leader);
     code.unwrap_or(128 + libc::SIGKILL)
 }
