@@ -953,6 +953,15 @@ impl Gateway {
         self.commit_error = Some(e);
     }
 
+    /// The running turn of a session.
+    pub(crate) fn turn(&self, rid: &str) -> Option<&Turn> {
+        self.sessions.get(rid).and_then(|s| s.turn.as_ref())
+    }
+
+    pub(crate) fn turn_mut(&mut self, rid: &str) -> Option<&mut Turn> {
+        self.sessions.get_mut(rid).and_then(|s| s.turn.as_mut())
+    }
+
     /// Sessions in memory.
     pub fn session_count(&self) -> usize {
         self.sessions.len()

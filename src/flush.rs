@@ -93,7 +93,7 @@ fn checkpoint_partials(gw: &mut Gateway) {
     match gw.store.checkpoint_partials(&items) {
         Ok(rows) => {
             for (rid, row) in rids.iter().zip(rows) {
-                if let Some(turn) = gw.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) {
+                if let Some(turn) = gw.turn_mut(rid) {
                     turn.checkpoint_row = Some(row);
                     turn.checkpointed = turn.round_text.len();
                 }

@@ -116,7 +116,7 @@ pub fn ask(
         now + gw.cfg.approval_timeout,
         Timer::ApprovalTimeout(request_id.clone()),
     );
-    if let Some(turn) = gw.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) {
+    if let Some(turn) = gw.turn_mut(rid) {
         turn.approval = Some(request_id.clone());
     }
     gw.tools.approvals.pending.insert(
@@ -226,7 +226,7 @@ fn resolve(gw: &mut Gateway, request_id: &str, choice: &str, now: Instant) {
 fn take(gw: &mut Gateway, request_id: &str) -> Option<Pending> {
     let p = gw.tools.approvals.pending.remove(request_id)?;
     gw.timers.cancel(p.timer);
-    if let Some(turn) = gw.sessions.get_mut(&p.rid).and_then(|s| s.turn.as_mut()) {
+    if let Some(turn) = gw.turn_mut(&p.rid) {
         turn.approval = None;
     }
     Some(p)

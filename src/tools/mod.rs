@@ -201,7 +201,7 @@ pub fn terminal_schema() -> Value {
 
 /// Run the calls of one model round one after another, then continue the turn.
 pub fn run_tool_calls(gw: &mut Gateway, rid: &str, calls: Vec<ToolCall>, now: Instant) {
-    if let Some(turn) = gw.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) {
+    if let Some(turn) = gw.turn_mut(rid) {
         turn.pending_tools.extend(calls);
     }
     next_tool(gw, rid, now);
@@ -210,7 +210,7 @@ pub fn run_tool_calls(gw: &mut Gateway, rid: &str, calls: Vec<ToolCall>, now: In
 /// Start the next pending tool call of the turn, or the next model round when none is left.
 pub(crate) fn next_tool(gw: &mut Gateway, rid: &str, now: Instant) {
     loop {
-        let Some(turn) = gw.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) else {
+        let Some(turn) = gw.turn_mut(rid) else {
             return;
         };
         let Some(call) = turn.pending_tools.pop_front() else {
@@ -328,7 +328,7 @@ pub(crate) fn launch_for_turn(
         now,
     ) {
         Ok(id) => {
-            if let Some(turn) = gw.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) {
+            if let Some(turn) = gw.turn_mut(rid) {
                 turn.tool = Some(id);
             }
             true
@@ -371,11 +371,7 @@ pub(crate) fn finish_call(
         json!({"tool_id": call.id, "name": call.name, "args": args,
                "duration_s": (duration_s * 1000.0).round() / 1000.0, "result": result}),
     );
-    let interrupting = gw
-        .sessions
-        .get(rid)
-        .and_then(|s| s.turn.as_ref())
-        .is_some_and(|t| t.interrupting);
+    let interrupting = gw.turn(rid).is_some_and(|t| t.interrupting);
     if interrupting {
         skip_pending(gw, rid, "[Command not run: the turn was interrupted]");
         gw.end_turn(rid, "interrupted", None, now);
@@ -404,7 +400,7 @@ fn skip_pending(gw: &mut Gateway, rid: &str, why: &str) {
 /// Stop the tool side of a turn being interrupted. True when a command is still dying (the
 /// turn then ends when it is reaped).
 pub fn interrupt_tools(gw: &mut Gateway, rid: &str, now: Instant) -> bool {
-    let Some(turn) = gw.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) else {
+    let Some(turn) = gw.turn_mut(rid) else {
         return false;
     };
     if turn.interrupting {
@@ -416,14 +412,10 @@ pub fn interrupt_tools(gw: &mut Gateway, rid: &str, now: Instant) -> bool {
         approval::withdraw(gw, &request_id, "interrupted", now);
         return true;
     }
-    let tool = gw
-        .sessions
-        .get(rid)
-        .and_then(|s| s.turn.as_ref())
-        .and_then(|t| t.tool);
+    let tool = gw.turn(rid).and_then(|t| t.tool);
     match tool {
         Some(id) if gw.tools.runs.contains_key(&id) => {
-            if let Some(turn) = gw.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) {
+            if let Some(turn) = gw.turn_mut(rid) {
                 turn.interrupting = true;
             }
             stop(gw, id, Ending::Interrupted, now);
@@ -446,7 +438,7 @@ pub fn abandon_session_tools(gw: &mut Gateway, rid: &str, now: Instant) {
         .map(|(id, _)| *id)
         .collect();
     for id in ids {
-        if let Some(turn) = gw.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) {
+        if let Some(turn) = gw.turn_mut(rid) {
             turn.interrupting = true;
         }
         if let Some(run) = gw.tools.runs.get_mut(&id) {
