@@ -85,6 +85,8 @@ pub struct Gateway {
     /// Why the configured model could not be used, for `setup.status`.
     pub(crate) provider_warning: Option<String>,
     pub(crate) sessions: HashMap<String, Session>,
+    /// Runtime id of each live session, by stored id (kept by `add_session`/`take_session`).
+    live_by_stored: HashMap<String, String>,
     /// Who a dynamic token belongs to.
     pub(crate) by_token: HashMap<Token, Route>,
     /// Running commands, approvals.
@@ -204,6 +206,7 @@ impl Gateway {
             provider,
             provider_warning,
             sessions: HashMap::new(),
+            live_by_stored: HashMap::new(),
             by_token: HashMap::new(),
             tools: crate::tools::Tools::new(&cfg_home_for_tools),
             next_token: FIRST_DYNAMIC,
@@ -767,9 +770,6 @@ impl Gateway {
         self.emit(rid, "message.complete", payload);
         self.emit_info(rid);
         self.mark_dirty(rid);
-        // Turn end: checkpoint the WAL soon (throttled), so the turn survives power loss too.
-        self.checkpoint_due = true;
-        crate::flush::arm(self, now);
         if self.shutdown.is_some() {
             return;
         }
@@ -828,7 +828,7 @@ impl Gateway {
             .unwrap_or_default();
         crate::tools::abandon_session_tools(self, rid, now);
         self.interrupt_turn(rid, now);
-        if let Some(mut s) = self.sessions.remove(rid) {
+        if let Some(mut s) = self.take_session(rid) {
             // Prompts accepted as `queued` never ran; they are kept, not lost.
             let now_unix = util::unix_now();
             while let Some(text) = queued.pop_front() {
@@ -854,6 +854,8 @@ impl Gateway {
         if self.dirty.is_empty() && self.retired.is_empty() {
             return;
         }
+        self.checkpoint_due = true;
+        crate::flush::arm(self, now);
         if let Err(e) = self.commit_now() {
             self.commit_retry_at = Some(now + self.cfg.flush_interval);
             crate::flush::arm(self, now);
@@ -951,6 +953,25 @@ impl Gateway {
             self.emit(&rid, "status.update", json!({"kind": "warn", "text": text}));
         }
         self.commit_error = Some(e);
+    }
+
+    /// Put a session in memory.
+    pub(crate) fn add_session(&mut self, s: Session) {
+        self.live_by_stored
+            .insert(s.stored_id.clone(), s.runtime_id.clone());
+        self.sessions.insert(s.runtime_id.clone(), s);
+    }
+
+    /// Take a session out of memory.
+    pub(crate) fn take_session(&mut self, rid: &str) -> Option<Session> {
+        let s = self.sessions.remove(rid)?;
+        self.live_by_stored.remove(&s.stored_id);
+        Some(s)
+    }
+
+    /// The runtime id of the live session with this stored id.
+    pub(crate) fn live_rid(&self, stored_id: &str) -> Option<&str> {
+        self.live_by_stored.get(stored_id).map(String::as_str)
     }
 
     /// The running turn of a session.

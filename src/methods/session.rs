@@ -36,11 +36,8 @@ fn new_runtime_id(gw: &Gateway) -> String {
 fn new_stored_id(gw: &Gateway, started_at: f64) -> String {
     loop {
         let id = util::stored_session_id(started_at);
-        let taken = gw
-            .sessions
-            .values()
-            .chain(gw.retired.iter())
-            .any(|s| s.stored_id == id)
+        let taken = gw.live_rid(&id).is_some()
+            || gw.retired.iter().any(|s| s.stored_id == id)
             || gw.store.session_exists(&id).unwrap_or(false);
         if !taken {
             return id;
@@ -126,7 +123,7 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
         },
         now,
     );
-    gw.sessions.insert(rid.clone(), session);
+    gw.add_session(session);
     gw.mark_dirty(&rid);
     gw.emit_info(&rid);
     Ok(opening(gw, &rid))
@@ -134,16 +131,12 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
 
 pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
     let wanted = params::req_id(p, "session_id")?.to_string();
-    let live = gw
-        .sessions
-        .values()
-        .find(|s| s.stored_id == wanted)
-        .or_else(|| {
-            gw.sessions
-                .values()
-                .find(|s| s.title.as_deref() == Some(wanted.as_str()))
-        })
-        .map(|s| s.runtime_id.clone());
+    let live = gw.live_rid(&wanted).map(str::to_string).or_else(|| {
+        gw.sessions
+            .values()
+            .find(|s| s.title.as_deref() == Some(wanted.as_str()))
+            .map(|s| s.runtime_id.clone())
+    });
     if let Some(rid) = live {
         let mut v = opening(gw, &rid);
         v["resumed"] = json!(gw.sessions[&rid].stored_id);
@@ -214,7 +207,7 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     session.dirty = false;
     session.last_active = now;
     let resumed = session.stored_id.clone();
-    gw.sessions.insert(rid.clone(), session);
+    gw.add_session(session);
     gw.mark_dirty(&rid);
     gw.emit_info(&rid);
     let mut v = opening(gw, &rid);
@@ -320,9 +313,8 @@ pub fn close(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcErr
 pub fn delete(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let stored_id = params::req_id(p, "session_id")?.to_string();
     let live = gw
-        .sessions
-        .values()
-        .find(|s| s.stored_id == stored_id)
+        .live_rid(&stored_id)
+        .and_then(|rid| gw.sessions.get(rid))
         .map(|s| (s.runtime_id.clone(), s.running()));
     if let Some((_, true)) = live {
         return Err(RpcError::new(
@@ -332,7 +324,7 @@ pub fn delete(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     }
     let was_live = live.is_some();
     if let Some((rid, _)) = live {
-        gw.sessions.remove(&rid);
+        gw.take_session(&rid);
         gw.by_token
             .retain(|_, route| *route != crate::event_loop::Route::Turn(rid.clone()));
     }
