@@ -155,12 +155,7 @@ fn transcripts_survive_eof_and_resume_into_the_same_session() {
     // a new gateway on the same home
     let mut g = Gateway::builder().home(&home.path).start();
     let l = g.call("session.list", json!({}));
-    let ids: Vec<&str> = l["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|e| e["id"].as_str())
-        .collect();
+    let ids = listed_ids(&l);
     assert!(
         ids.contains(&a.stored.as_str()) && ids.contains(&b.stored.as_str()),
         "{l}"

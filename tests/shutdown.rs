@@ -1224,12 +1224,7 @@ fn idle_sessions_are_reaped_ended_and_resumable_while_busy_ones_are_left_alone()
         "a running session was reaped"
     );
     let l = g.call("session.active_list", json!({}));
-    let ids: Vec<&str> = l["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|e| e["id"].as_str())
-        .collect();
+    let ids = listed_ids(&l);
     assert!(
         !ids.contains(&idle.id.as_str()),
         "evicted session still listed: {l}"

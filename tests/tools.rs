@@ -70,7 +70,7 @@ fn tool_round_trip_events_and_transcript_rows() {
     );
     let turn = g.finish_turn(&s.id, start, T);
     // The command's supervisor and shell are gone once the result is out.
-    let (ok, _) = poll_until(secs(3), || procs_matching(&format!("out-{m}")).is_empty());
+    let ok = poll_until(secs(3), || procs_matching(&format!("out-{m}")).is_empty());
     assert!(
         ok,
         "processes of a finished command still alive:\n{}",
@@ -346,7 +346,7 @@ fn interrupt_kills_every_sleep_records_130_and_runs_the_queued_prompt() {
     assert_eq!(mc["payload"]["status"], "interrupted", "{mc}");
     let info = g.wait_session_event(&s.id, "session.info", T);
     assert_eq!(info["payload"]["running"], false, "{info}");
-    let ev = session_events_from(&mut g, &s.id, start);
+    let ev = g.events_of_session_from(&s.id, start);
     let ty = types(&ev);
     let tc = ty.iter().position(|t| t == "tool.complete").unwrap();
     let mci = ty.iter().position(|t| t == "message.complete").unwrap();
@@ -772,7 +772,7 @@ fn grandchild_holding_the_pipe_does_not_hold_the_turn_nor_outlive_the_gateway() 
     g.close_stdin();
     let st = g.wait_exit(secs(10));
     assert!(st.success(), "gateway exit {st:?}");
-    let (ok, _) = poll_until(secs(2), || procs_matching(&needle).is_empty());
+    let ok = poll_until(secs(2), || procs_matching(&needle).is_empty());
     assert!(
         ok,
         "processes of the command outlived the gateway:\n{}",
@@ -792,7 +792,7 @@ fn tool_output_is_live_complete_and_rate_bounded() {
     );
     let c = g.wait_session_event(&s.id, "tool.complete", T);
     g.finish_turn(&s.id, start, T);
-    let ev = session_events_from(&mut g, &s.id, start);
+    let ev = g.events_of_session_from(&s.id, start);
     let outs: Vec<&Value> = ev.iter().filter(|e| e["type"] == "tool.output").collect();
     let live: String = outs
         .iter()

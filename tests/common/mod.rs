@@ -6,6 +6,10 @@
 //! sleep.
 #![allow(dead_code)]
 
+pub mod procfs;
+
+pub use procfs::rss_kib;
+
 use serde_json::{Value, json};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -606,12 +610,13 @@ impl Gateway {
     /// All events received so far (taken or not) for this session, as params objects, in
     /// arrival order.
     pub fn events_of_session(&mut self, sid: &str) -> Vec<Value> {
+        self.events_of_session_from(sid, 0)
+    }
+
+    /// Like [`Gateway::events_of_session`], from frame index `start` of the log on.
+    pub fn events_of_session_from(&mut self, sid: &str, start: usize) -> Vec<Value> {
         self.drain_available();
-        self.frames
-            .iter()
-            .filter(|f| event_type(f).is_some() && f["params"]["session_id"] == sid)
-            .map(|f| f["params"].clone())
-            .collect()
+        session_params(&self.frames[start..], sid)
     }
 
     pub fn stderr_text(&self) -> String {
@@ -741,12 +746,7 @@ impl Gateway {
     }
 
     pub fn run_turn_timeout(&mut self, sid: &str, text: &str, timeout: Duration) -> Turn {
-        let start = self.frames.len();
-        let r = self.call("prompt.submit", json!({"session_id": sid, "text": text}));
-        assert_eq!(
-            r["status"], "streaming",
-            "prompt.submit on an idle session: {r}"
-        );
+        let start = submit(self, sid, text);
         self.finish_turn(sid, start, timeout)
     }
 
@@ -765,11 +765,7 @@ impl Gateway {
             timeout,
         )
         .unwrap_or_else(|| panic!("no session.info after message.complete\n{}", self.diag()));
-        let events: Vec<Value> = self.frames[start..]
-            .iter()
-            .filter(|f| event_type(f).is_some() && f["params"]["session_id"] == sid)
-            .map(|f| f["params"].clone())
-            .collect();
+        let events = session_params(&self.frames[start..], sid);
         Turn {
             text: complete["payload"]["text"]
                 .as_str()
@@ -803,6 +799,90 @@ pub fn open_db(path: &Path) -> rusqlite::Connection {
     c
 }
 
+/// A row of the `messages` table of `state.db`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MsgRow {
+    pub id: i64,
+    pub role: String,
+    pub content: Option<String>,
+    pub tool_call_id: Option<String>,
+    pub tool_calls: Option<String>,
+    pub tool_name: Option<String>,
+    pub finish_reason: Option<String>,
+    pub timestamp: f64,
+    pub token_count: Option<i64>,
+    pub reasoning: Option<String>,
+}
+
+impl MsgRow {
+    /// Ids of the calls in `tool_calls`.
+    pub fn call_ids(&self) -> Vec<String> {
+        let Some(t) = self.tool_calls.as_deref() else {
+            return Vec::new();
+        };
+        let v: Value = serde_json::from_str(t)
+            .unwrap_or_else(|e| panic!("tool_calls is not JSON ({e}): {self:?}"));
+        v.as_array()
+            .unwrap_or_else(|| panic!("tool_calls is not an array: {self:?}"))
+            .iter()
+            .map(|c| {
+                c["id"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("tool call without id: {self:?}"))
+                    .to_string()
+            })
+            .collect()
+    }
+
+    /// `function.arguments.command` of the first call.
+    pub fn call_command(&self) -> Option<String> {
+        let v: Value = serde_json::from_str(self.tool_calls.as_deref()?).ok()?;
+        let args = v[0]["function"]["arguments"].as_str()?;
+        let a: Value = serde_json::from_str(args).ok()?;
+        a["command"].as_str().map(str::to_string)
+    }
+
+    /// The parsed JSON content (tool rows).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(self.content.as_deref().unwrap_or("null")).unwrap_or_else(|e| {
+            panic!("content is not JSON ({e}): {self:?}");
+        })
+    }
+}
+
+/// The message rows of one stored session, in id order.
+pub fn rows_of(db: &rusqlite::Connection, stored: &str) -> Vec<MsgRow> {
+    let mut st = db
+        .prepare(
+            "SELECT id, role, content, tool_call_id, tool_calls, tool_name, finish_reason,
+                    timestamp, token_count, reasoning
+             FROM messages WHERE session_id = ?1 ORDER BY id",
+        )
+        .unwrap();
+    st.query_map([stored], |r| {
+        Ok(MsgRow {
+            id: r.get(0)?,
+            role: r.get(1)?,
+            content: r.get(2)?,
+            tool_call_id: r.get(3)?,
+            tool_calls: r.get(4)?,
+            tool_name: r.get(5)?,
+            finish_reason: r.get(6)?,
+            timestamp: r.get(7)?,
+            token_count: r.get(8)?,
+            reasoning: r.get(9)?,
+        })
+    })
+    .unwrap()
+    .map(|r| r.unwrap())
+    .collect()
+}
+
+/// The message rows of one stored session in the `state.db` at `db_path`.
+pub fn message_rows(db_path: &Path, stored: &str) -> Vec<MsgRow> {
+    rows_of(&open_db(db_path), stored)
+}
+
 pub fn truncate(s: &str, n: usize) -> String {
     if s.len() <= n {
         return s.to_string();
@@ -812,6 +892,45 @@ pub fn truncate(s: &str, n: usize) -> String {
         end -= 1;
     }
     format!("{}…(+{} bytes)", &s[..end], s.len() - end)
+}
+
+/// Submits a prompt on an idle session (asserting `streaming`); returns the frame index the
+/// turn's events start from (for [`Gateway::finish_turn`]).
+pub fn submit(g: &mut Gateway, sid: &str, text: &str) -> usize {
+    let start = g.frames.len();
+    let r = g.call("prompt.submit", json!({"session_id": sid, "text": text}));
+    assert_eq!(
+        r["status"], "streaming",
+        "prompt.submit on an idle session: {r}"
+    );
+    start
+}
+
+/// The params objects of the events of session `sid` among `frames`, in order.
+fn session_params(frames: &[Value], sid: &str) -> Vec<Value> {
+    frames
+        .iter()
+        .filter(|f| event_type(f).is_some() && f["params"]["session_id"] == sid)
+        .map(|f| f["params"].clone())
+        .collect()
+}
+
+/// Event types (in order) of a list of event params.
+pub fn types(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+/// The `id`s listed in `result.sessions` of `session.list` / `session.active_list`.
+pub fn listed_ids(list: &Value) -> Vec<&str> {
+    list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["id"].as_str())
+        .collect()
 }
 
 /// `params.type` of an event frame.
@@ -989,13 +1108,3 @@ pub fn long_prompt(prefix: &str, n: usize) -> String {
     s
 }
 
-/// Resident set size of a process in KiB (Linux /proc).
-pub fn rss_kib(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find(|l| l.starts_with("VmRSS:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}

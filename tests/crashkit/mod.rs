@@ -1,11 +1,13 @@
 //! Helpers for the shutdown and crash-injection tests (`tests/shutdown.rs`, `tests/crash.rs`):
-//! finding tool processes by a marker through /proc, reading `state.db` rows, timing an exit,
-//! a raw gateway spawner (for an inherited `SIG_IGN`, a pty stdin, or a stdout the test can
-//! close), and a tiny xorshift PRNG.
+//! the /proc helpers of `tests/common/procfs.rs` (tool processes found by a marker), reading
+//! `state.db` session rows, timing an exit, a raw gateway spawner (for an inherited `SIG_IGN`, a
+//! pty stdin, or a stdout the test can close), and a tiny xorshift PRNG.
 //!
 //! Every wait is "poll a condition until a deadline"; the short sleeps inside polling loops only
 //! pace the polling, they never stand in for synchronisation.
 #![allow(dead_code)]
+
+pub use crate::common::procfs::*;
 
 use serde_json::{Value, json};
 use std::io::{Read, Write};
@@ -13,177 +15,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::common::{self, Gateway};
-
-// ---------------------------------------------------------------------------------------------
-// Markers and /proc
-// ---------------------------------------------------------------------------------------------
-
-static SEQ: AtomicU64 = AtomicU64::new(1);
-
-/// Digits unique to this test process and call: usable as the fraction of a `sleep` argument
-/// (`sleep 300.<marker>`), so every process of a command (supervisor, shell, sleep) carries it.
-pub fn marker() -> String {
-    format!(
-        "{}{:04}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::SeqCst)
-    )
-}
-
-#[derive(Clone, Debug)]
-pub struct Proc {
-    pub pid: i32,
-    pub cmdline: String,
-    pub comm: String,
-    pub state: char,
-    pub ppid: i32,
-    pub pgid: i32,
-}
-
-fn stat_of(pid: i32) -> Option<(char, i32, i32)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &s[s.rfind(')')? + 2..];
-    let mut it = rest.split_whitespace();
-    let state = it.next()?.chars().next()?;
-    let ppid = it.next()?.parse().ok()?;
-    let pgrp = it.next()?.parse().ok()?;
-    Some((state, ppid, pgrp))
-}
-
-pub fn proc_info(pid: i32) -> Option<Proc> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let cmdline = raw
-        .split(|b| *b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).to_string())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .ok()?
-        .trim_end()
-        .to_string();
-    let (state, ppid, pgid) = stat_of(pid)?;
-    Some(Proc {
-        pid,
-        cmdline,
-        comm,
-        state,
-        ppid,
-        pgid,
-    })
-}
-
-/// A process that no longer runs: no /proc entry, or a zombie.
-pub fn is_gone(pid: i32) -> bool {
-    match stat_of(pid) {
-        None => true,
-        Some((st, ..)) => st == 'Z' || st == 'X' || st == 'x',
-    }
-}
-
-/// Live processes whose command line contains `needle` (this test process excluded).
-pub fn procs_matching(needle: &str) -> Vec<Proc> {
-    let me = std::process::id() as i32;
-    let mut v = Vec::new();
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return v;
-    };
-    for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        if let Some(p) = proc_info(pid)
-            && p.cmdline.contains(needle)
-            && !is_gone(pid)
-        {
-            v.push(p);
-        }
-    }
-    v.sort_by_key(|p| p.pid);
-    v
-}
-
-pub fn describe(ps: &[Proc]) -> String {
-    ps.iter()
-        .map(|p| {
-            format!(
-                "  pid {} ppid {} pgid {} state {} comm {} cmd {:?}\n",
-                p.pid, p.ppid, p.pgid, p.state, p.comm, p.cmdline
-            )
-        })
-        .collect()
-}
-
-/// Polls `cond` until it holds or `timeout` passes; returns whether it held.
-pub fn poll_until<F: FnMut() -> bool>(timeout: Duration, mut cond: F) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// Waits for a `comm` process whose command line contains `needle`; returns it.
-pub fn wait_for_proc(comm: &str, needle: &str, timeout: Duration) -> Proc {
-    let mut found = Vec::new();
-    let ok = poll_until(timeout, || {
-        found = procs_matching(needle)
-            .into_iter()
-            .filter(|p| p.comm == comm)
-            .collect();
-        !found.is_empty()
-    });
-    assert!(
-        ok,
-        "no {comm} process matching {needle:?} within {timeout:?}; all matching:\n{}",
-        describe(&procs_matching(needle))
-    );
-    found.remove(0)
-}
-
-/// Asserts that no process matching `needle` is left within `timeout`.
-pub fn assert_none_left(needle: &str, timeout: Duration, what: &str) {
-    let ok = poll_until(timeout, || procs_matching(needle).is_empty());
-    assert!(
-        ok,
-        "{what}: processes matching {needle:?} still alive {timeout:?} later:\n{}",
-        describe(&procs_matching(needle))
-    );
-}
-
-/// SIGKILLs (by pid) every process still matching `needle` when dropped, so a failing test
-/// never leaves its `sleep 300`s behind. Needles always contain a `marker()`.
-pub struct Reaper(pub String);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        for p in procs_matching(&self.0) {
-            // SAFETY: plain kill(2) of a pid we just found carrying our own unique marker.
-            unsafe {
-                libc::kill(p.pid, libc::SIGKILL);
-            }
-        }
-    }
-}
-
-pub fn kill(pid: i32, sig: i32) {
-    // SAFETY: kill(2) has no memory-safety preconditions.
-    let rc = unsafe { libc::kill(pid, sig) };
-    assert_eq!(rc, 0, "kill({pid}, {sig}) failed");
-}
 
 // ---------------------------------------------------------------------------------------------
 // Exits
@@ -241,80 +76,6 @@ pub fn final_stderr(g: &Gateway) -> String {
 // ---------------------------------------------------------------------------------------------
 // state.db
 // ---------------------------------------------------------------------------------------------
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct MsgRow {
-    pub id: i64,
-    pub role: String,
-    pub content: Option<String>,
-    pub tool_call_id: Option<String>,
-    pub tool_calls: Option<String>,
-    pub tool_name: Option<String>,
-    pub finish_reason: Option<String>,
-}
-
-impl MsgRow {
-    /// Ids of the calls in `tool_calls`.
-    pub fn call_ids(&self) -> Vec<String> {
-        let Some(t) = self.tool_calls.as_deref() else {
-            return Vec::new();
-        };
-        let v: Value = serde_json::from_str(t)
-            .unwrap_or_else(|e| panic!("tool_calls is not JSON ({e}): {self:?}"));
-        v.as_array()
-            .unwrap_or_else(|| panic!("tool_calls is not an array: {self:?}"))
-            .iter()
-            .map(|c| {
-                c["id"]
-                    .as_str()
-                    .unwrap_or_else(|| panic!("tool call without id: {self:?}"))
-                    .to_string()
-            })
-            .collect()
-    }
-
-    /// `function.arguments.command` of the first call.
-    pub fn call_command(&self) -> Option<String> {
-        let v: Value = serde_json::from_str(self.tool_calls.as_deref()?).ok()?;
-        let args = v[0]["function"]["arguments"].as_str()?;
-        let a: Value = serde_json::from_str(args).ok()?;
-        a["command"].as_str().map(str::to_string)
-    }
-
-    /// The parsed JSON content (tool rows).
-    pub fn json(&self) -> Value {
-        serde_json::from_str(self.content.as_deref().unwrap_or("null")).unwrap_or_else(|e| {
-            panic!("content is not JSON ({e}): {self:?}");
-        })
-    }
-}
-
-pub fn rows_of(db: &rusqlite::Connection, stored: &str) -> Vec<MsgRow> {
-    let mut st = db
-        .prepare(
-            "SELECT id, role, content, tool_call_id, tool_calls, tool_name, finish_reason
-             FROM messages WHERE session_id = ?1 ORDER BY id",
-        )
-        .unwrap();
-    st.query_map([stored], |r| {
-        Ok(MsgRow {
-            id: r.get(0)?,
-            role: r.get(1)?,
-            content: r.get(2)?,
-            tool_call_id: r.get(3)?,
-            tool_calls: r.get(4)?,
-            tool_name: r.get(5)?,
-            finish_reason: r.get(6)?,
-        })
-    })
-    .unwrap()
-    .map(|r| r.unwrap())
-    .collect()
-}
-
-pub fn message_rows(path: &Path, stored: &str) -> Vec<MsgRow> {
-    rows_of(&common::open_db(path), stored)
-}
 
 /// `(ended_at, end_reason)` of a session row; panics when there is no row.
 pub fn session_end(path: &Path, stored: &str) -> (Option<f64>, Option<String>) {
