@@ -115,6 +115,34 @@ fn assert_ran_ok(c: &Value) {
     assert!(r["error"].is_null(), "{c}");
 }
 
+/// Runs `$ cmd` on `sid`, answers its event-form approval with `choice` naming the request;
+/// the command runs and the turn ends.
+fn approve_next(g: &mut Gateway, sid: &str, cmd: &str, choice: &str) {
+    let start = submit(g, sid, &format!("$ {cmd}"));
+    let rid = wait_approval_event(g, sid, cmd);
+    assert_eq!(respond(g, sid, choice, Some(&rid)), 1);
+    assert_ran_ok(&g.wait_session_event(sid, "tool.complete", T));
+    g.finish_turn(sid, start, T);
+}
+
+/// Runs `$ cmd` on `sid`, which must ask; denies it without naming the request; the turn ends.
+fn deny_next(g: &mut Gateway, sid: &str, cmd: &str) {
+    let start = submit(g, sid, &format!("$ {cmd}"));
+    wait_approval_event(g, sid, cmd);
+    assert_eq!(respond(g, sid, "deny", None), 1);
+    assert_denied(&g.wait_session_event(sid, "tool.complete", T));
+    g.finish_turn(sid, start, T);
+}
+
+/// Runs `$ cmd` on `sid`, which must run without an answer; returns the frame index the turn
+/// started at (for [`approval_frames_since`]).
+fn run_unasked(g: &mut Gateway, sid: &str, cmd: &str) -> usize {
+    let start = submit(g, sid, &format!("$ {cmd}"));
+    assert_ran_ok(&g.wait_session_event(sid, "tool.complete", T));
+    g.finish_turn(sid, start, T);
+    start
+}
+
 /// The command is still pending: no tool.complete within a short window.
 fn assert_still_pending(g: &mut Gateway, sid: &str) {
     assert!(
@@ -252,11 +280,7 @@ fn deny_records_a_not_run_result_and_the_turn_goes_on() {
         types(&turn.events)
     );
     assert!(dir.exists(), "denied command ran");
-    let row = tool_row_content(
-        &g.db_path(),
-        &s.stored,
-        c["payload"]["tool_id"].as_str().unwrap(),
-    );
+    let row = stored_tool_result(&g, &s.stored, &c);
     assert_eq!(row["error"], "denied", "{row}");
     // answering again resolves nothing
     assert_eq!(respond(&mut g, &s.id, "once", Some(&rid)), 0);
@@ -363,11 +387,7 @@ fn interrupt_while_waiting_withdraws_and_interrupts_the_turn() {
         "command ran although the turn was interrupted"
     );
     // the tool call has its result in the transcript
-    let row = tool_row_content(
-        &g.db_path(),
-        &s.stored,
-        c["payload"]["tool_id"].as_str().unwrap(),
-    );
+    let row = stored_tool_result(&g, &s.stored, &c);
     assert_eq!(row["error"], "denied", "{row}");
 }
 
@@ -381,18 +401,11 @@ fn session_choice_approves_the_rule_for_that_session_only() {
     let (d2, t2) = scratch(&home.path, &format!("s2-{m}"));
     let (d3, t3) = scratch(&home.path, &format!("s3-{m}"));
 
-    let c1 = format!("rm -rf {t1}");
-    let start = submit(&mut g, &s.id, &format!("$ {c1}"));
-    let rid = wait_approval_event(&mut g, &s.id, &c1);
-    assert_eq!(respond(&mut g, &s.id, "session", Some(&rid)), 1);
-    assert_ran_ok(&g.wait_session_event(&s.id, "tool.complete", T));
-    g.finish_turn(&s.id, start, T);
+    approve_next(&mut g, &s.id, &format!("rm -rf {t1}"), "session");
     assert!(!d1.exists());
 
     // Same rule, other command, same session: runs without asking.
-    let start = submit(&mut g, &s.id, &format!("$ rm -rf {t2}"));
-    assert_ran_ok(&g.wait_session_event(&s.id, "tool.complete", T));
-    g.finish_turn(&s.id, start, T);
+    let start = run_unasked(&mut g, &s.id, &format!("rm -rf {t2}"));
     assert!(!d2.exists(), "session-approved rule did not run");
     assert!(
         approval_frames_since(&mut g, start).is_empty(),
@@ -400,21 +413,15 @@ fn session_choice_approves_the_rule_for_that_session_only() {
     );
 
     // Another rule still asks.
-    let etc = format!("echo x > /etc/tuigw-test-nonexistent-{m}/x");
-    let start = submit(&mut g, &s.id, &format!("$ {etc}"));
-    wait_approval_event(&mut g, &s.id, &etc);
-    assert_eq!(respond(&mut g, &s.id, "deny", None), 1);
-    assert_denied(&g.wait_session_event(&s.id, "tool.complete", T));
-    g.finish_turn(&s.id, start, T);
+    deny_next(
+        &mut g,
+        &s.id,
+        &format!("echo x > /etc/tuigw-test-nonexistent-{m}/x"),
+    );
 
     // Another session is not covered.
     let s2 = g.create_session(json!({}));
-    let c3 = format!("rm -rf {t3}");
-    let start = submit(&mut g, &s2.id, &format!("$ {c3}"));
-    wait_approval_event(&mut g, &s2.id, &c3);
-    assert_eq!(respond(&mut g, &s2.id, "deny", None), 1);
-    assert_denied(&g.wait_session_event(&s2.id, "tool.complete", T));
-    g.finish_turn(&s2.id, start, T);
+    deny_next(&mut g, &s2.id, &format!("rm -rf {t3}"));
     assert!(d3.exists());
 }
 
@@ -428,12 +435,7 @@ fn always_persists_across_a_restart() {
     {
         let mut g = gateway_with_home(&home.path).home(&hermes.path).start();
         let s = g.create_session(json!({}));
-        let c1 = format!("rm -rf {t1}");
-        let start = submit(&mut g, &s.id, &format!("$ {c1}"));
-        let rid = wait_approval_event(&mut g, &s.id, &c1);
-        assert_eq!(respond(&mut g, &s.id, "always", Some(&rid)), 1);
-        assert_ran_ok(&g.wait_session_event(&s.id, "tool.complete", T));
-        g.finish_turn(&s.id, start, T);
+        approve_next(&mut g, &s.id, &format!("rm -rf {t1}"), "always");
         assert!(!d1.exists());
         let f = hermes.path.join("tui_gateway_approvals.json");
         assert!(
@@ -448,9 +450,7 @@ fn always_persists_across_a_restart() {
     // A new gateway on the same HERMES_HOME, new session: no approval asked for that rule.
     let mut g = gateway_with_home(&home.path).home(&hermes.path).start();
     let s = g.create_session(json!({}));
-    let start = submit(&mut g, &s.id, &format!("$ rm -rf {t2}"));
-    assert_ran_ok(&g.wait_session_event(&s.id, "tool.complete", T));
-    g.finish_turn(&s.id, start, T);
+    let start = run_unasked(&mut g, &s.id, &format!("rm -rf {t2}"));
     assert!(
         !d2.exists(),
         "always-approved rule did not run after the restart"
@@ -461,12 +461,11 @@ fn always_persists_across_a_restart() {
     );
 
     // `always` covers that rule only.
-    let etc = format!("echo x > /etc/tuigw-test-nonexistent-{m}/x");
-    let start = submit(&mut g, &s.id, &format!("$ {etc}"));
-    wait_approval_event(&mut g, &s.id, &etc);
-    assert_eq!(respond(&mut g, &s.id, "deny", None), 1);
-    assert_denied(&g.wait_session_event(&s.id, "tool.complete", T));
-    g.finish_turn(&s.id, start, T);
+    deny_next(
+        &mut g,
+        &s.id,
+        &format!("echo x > /etc/tuigw-test-nonexistent-{m}/x"),
+    );
 }
 
 #[test]
@@ -542,8 +541,7 @@ fn shutdown_while_waiting_denies_and_records_the_result() {
         .iter()
         .find(|r| r.role == "assistant" && r.tool_calls.is_some())
         .unwrap_or_else(|| panic!("no tool-call row: {rows:#?}"));
-    let calls: Value = serde_json::from_str(call.tool_calls.as_deref().unwrap()).unwrap();
-    let call_id = calls[0]["id"].as_str().unwrap();
+    let call_id = &call.call_ids()[0];
     let row = tool_row_content(&g.db_path(), &s.stored, call_id);
     assert_eq!(row["error"], "denied", "{row}");
 }

@@ -26,7 +26,7 @@ fn stalled_reader_keeps_memory_bounded() {
     for _ in 0..SESSIONS {
         sessions.push(g.create_session(json!({})).id);
     }
-    let baseline = rss_kib(g.pid()).expect("VmRSS of the gateway");
+    let baseline = procfs::rss_kib(g.pid()).expect("VmRSS of the gateway");
 
     // stop reading, then submit all prompts from a writer thread (the gateway may stop reading
     // stdin as backpressure; the writer must not block the test)
@@ -64,7 +64,7 @@ fn stalled_reader_keeps_memory_bounded() {
             "gateway exited while the client was not reading\n{}",
             g.diag()
         );
-        let kib = rss_kib(g.pid()).expect("VmRSS");
+        let kib = procfs::rss_kib(g.pid()).expect("VmRSS");
         max_rss = max_rss.max(kib);
         samples += 1;
         stored = db

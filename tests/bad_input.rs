@@ -116,7 +116,7 @@ fn oversized_line_is_refused_and_skipped() {
     );
     assert!(start.elapsed() < secs(30));
     // memory: the gateway discarded the line rather than buffering it
-    if let Some(kib) = rss_kib(g.pid()) {
+    if let Some(kib) = procfs::rss_kib(g.pid()) {
         assert!(
             kib < 48 * 1024,
             "gateway RSS {kib} KiB after a discarded 20 MiB line"

@@ -622,6 +622,38 @@ fn sigkill_at_random_instants_under_load_loses_nothing_announced() {
 // A prompt acknowledged as `queued` is announced too
 // ---------------------------------------------------------------------------------------------
 
+/// The prompt acknowledged as `queued` behind a running command.
+const QUEUED: &str = "queued behind the command";
+
+/// A gateway on `home` whose session runs `$ sleep 300.<m>` and has `QUEUED` acknowledged as
+/// `queued` behind it; returns the gateway and the stored session id.
+fn gateway_with_a_queued_prompt(home: &TempHome, m: &str) -> (Gateway, String) {
+    let mut g = Gateway::builder().home(&home.path).start();
+    let s = g.create_session(json!({}));
+    let r = g.call(
+        "prompt.submit",
+        json!({"session_id": s.id, "text": format!("$ sleep 300.{m}")}),
+    );
+    assert_eq!(r["status"], "streaming");
+    g.wait_session_event(&s.id, "tool.start", T);
+    let r = g.call("prompt.submit", json!({"session_id": s.id, "text": QUEUED}));
+    assert_eq!(r["status"], "queued", "{r}");
+    (g, s.stored)
+}
+
+/// The user texts of a stored session as `session.resume` on `g` lists them.
+fn resumed_user_texts(g: &mut Gateway, stored: &str) -> Vec<String> {
+    let r = g.call("session.resume", json!({"session_id": stored}));
+    r["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["role"] == "user")
+        .filter_map(|v| v["text"].as_str())
+        .map(str::to_string)
+        .collect()
+}
+
 /// `prompt.submit` on a busy session answers `{status:"queued"}`: the client has been told its
 /// prompt was accepted, so a SIGKILL must not lose it — the next gateway's resume shows it.
 #[test]
@@ -630,35 +662,16 @@ fn a_prompt_acknowledged_as_queued_survives_sigkill() {
     let _reaper = Reaper(m.clone());
     let home = TempHome::new("crash-queued");
     let stored = {
-        let mut g = Gateway::builder().home(&home.path).start();
-        let s = g.create_session(json!({}));
-        let r = g.call(
-            "prompt.submit",
-            json!({"session_id": s.id, "text": format!("$ sleep 300.{m}")}),
-        );
-        assert_eq!(r["status"], "streaming");
-        g.wait_session_event(&s.id, "tool.start", T);
-        let r = g.call(
-            "prompt.submit",
-            json!({"session_id": s.id, "text": "queued behind the command"}),
-        );
-        assert_eq!(r["status"], "queued", "{r}");
+        let (mut g, stored) = gateway_with_a_queued_prompt(&home, &m);
         g.signal(libc::SIGKILL);
         g.wait_exit(secs(10));
-        s.stored
+        stored
     };
     assert_none_left(&m, secs(1), "after SIGKILL");
     let mut g = Gateway::builder().home(&home.path).start();
-    let r = g.call("session.resume", json!({"session_id": stored}));
-    let texts: Vec<&str> = r["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|v| v["role"] == "user")
-        .filter_map(|v| v["text"].as_str())
-        .collect();
+    let texts = resumed_user_texts(&mut g, &stored);
     assert!(
-        texts.contains(&"queued behind the command"),
+        texts.iter().any(|t| t == QUEUED),
         "the acknowledged (queued) prompt was lost by SIGKILL; resumed user messages: {texts:?}\nrows:\n{}",
         row_brief(&message_rows(&home.db_path(), &stored))
     );
@@ -672,35 +685,16 @@ fn a_prompt_acknowledged_as_queued_survives_sigterm() {
     let _reaper = Reaper(m.clone());
     let home = TempHome::new("crash-queued-term");
     let stored = {
-        let mut g = Gateway::builder().home(&home.path).start();
-        let s = g.create_session(json!({}));
-        let r = g.call(
-            "prompt.submit",
-            json!({"session_id": s.id, "text": format!("$ sleep 300.{m}")}),
-        );
-        assert_eq!(r["status"], "streaming");
-        g.wait_session_event(&s.id, "tool.start", T);
-        let r = g.call(
-            "prompt.submit",
-            json!({"session_id": s.id, "text": "queued behind the command"}),
-        );
-        assert_eq!(r["status"], "queued", "{r}");
+        let (mut g, stored) = gateway_with_a_queued_prompt(&home, &m);
         g.signal(libc::SIGTERM);
         assert_eq!(g.wait_exit(secs(10)).code(), Some(0));
-        s.stored
+        stored
     };
     assert_none_left(&m, secs(1), "after SIGTERM");
     let mut g = Gateway::builder().home(&home.path).start();
-    let r = g.call("session.resume", json!({"session_id": stored}));
-    let texts: Vec<&str> = r["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|v| v["role"] == "user")
-        .filter_map(|v| v["text"].as_str())
-        .collect();
+    let texts = resumed_user_texts(&mut g, &stored);
     assert!(
-        texts.contains(&"queued behind the command"),
+        texts.iter().any(|t| t == QUEUED),
         "the acknowledged (queued) prompt was dropped by the graceful shutdown; resumed user \
          messages: {texts:?}\nrows:\n{}",
         row_brief(&message_rows(&home.db_path(), &stored))

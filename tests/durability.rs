@@ -35,20 +35,12 @@ fn session_row(db: &rusqlite::Connection, id: &str) -> Row {
     .unwrap_or_else(|e| panic!("sessions row {id}: {e}"))
 }
 
+/// (role, content or "", timestamp) of the message rows of a stored session.
 fn messages(db: &rusqlite::Connection, id: &str) -> Vec<(String, String, f64)> {
-    let mut st = db
-        .prepare("SELECT role, content, timestamp FROM messages WHERE session_id=?1 ORDER BY id")
-        .unwrap();
-    st.query_map([id], |r| {
-        Ok((
-            r.get(0)?,
-            r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-            r.get(2)?,
-        ))
-    })
-    .unwrap()
-    .map(|r| r.unwrap())
-    .collect()
+    rows_of(db, id)
+        .into_iter()
+        .map(|r| (r.role, r.content.unwrap_or_default(), r.timestamp))
+        .collect()
 }
 
 fn count(db: &rusqlite::Connection, sql: &str) -> i64 {

@@ -39,12 +39,6 @@ fn start_for(mock: &MockAi) -> Gateway {
     builder_for(&mock.base_url()).start()
 }
 
-fn types(ev: &[Value]) -> Vec<String> {
-    ev.iter()
-        .map(|e| e["type"].as_str().unwrap_or("?").to_string())
-        .collect()
-}
-
 fn payload_texts(ev: &[Value], ty: &str) -> String {
     ev.iter()
         .filter(|e| e["type"] == ty)
@@ -55,14 +49,6 @@ fn payload_texts(ev: &[Value], ty: &str) -> String {
                 .to_string()
         })
         .collect()
-}
-
-/// Submits a prompt that must start streaming; returns the frame index to pass to `finish_turn`.
-fn submit(g: &mut Gateway, sid: &str, text: &str) -> usize {
-    let start = g.frames.len();
-    let r = g.call("prompt.submit", json!({"session_id": sid, "text": text}));
-    assert_eq!(r["status"], "streaming", "prompt.submit: {r}");
-    start
 }
 
 /// A successful streamed turn: order start, mid-turn events, complete(status complete),
@@ -142,47 +128,17 @@ fn timed_ping(g: &mut Gateway) -> Duration {
     t.elapsed()
 }
 
-#[derive(Debug, Clone)]
-struct Row {
-    role: String,
-    content: Option<String>,
-    tool_call_id: Option<String>,
-    tool_calls: Option<String>,
-    token_count: Option<i64>,
-    finish_reason: Option<String>,
-    reasoning: Option<String>,
-}
-
-fn rows(g: &Gateway, stored: &str) -> Vec<Row> {
-    let db = g.db();
-    let mut st = db
-        .prepare(
-            "SELECT role, content, tool_call_id, tool_calls, token_count, finish_reason, reasoning
-             FROM messages WHERE session_id = ?1 ORDER BY id",
-        )
-        .unwrap();
-    st.query_map([stored], |r| {
-        Ok(Row {
-            role: r.get(0)?,
-            content: r.get(1)?,
-            tool_call_id: r.get(2)?,
-            tool_calls: r.get(3)?,
-            token_count: r.get(4)?,
-            finish_reason: r.get(5)?,
-            reasoning: r.get(6)?,
-        })
-    })
-    .unwrap()
-    .collect::<Result<Vec<_>, _>>()
-    .unwrap()
-}
-
 /// Polls the messages of a stored session until `pred` holds (the store commits on its own
 /// schedule); panics with the rows on timeout.
-fn wait_rows<F: Fn(&[Row]) -> bool>(g: &Gateway, stored: &str, what: &str, pred: F) -> Vec<Row> {
+fn wait_rows<F: Fn(&[MsgRow]) -> bool>(
+    g: &Gateway,
+    stored: &str,
+    what: &str,
+    pred: F,
+) -> Vec<MsgRow> {
     let deadline = Instant::now() + T;
     loop {
-        let r = rows(g, stored);
+        let r = message_rows(&g.db_path(), stored);
         if pred(&r) {
             return r;
         }
@@ -221,7 +177,7 @@ fn wait_session_tokens(g: &Gateway, stored: &str, want: (i64, i64)) {
 }
 
 /// The last assistant row with content (panics when none).
-fn last_assistant(r: &[Row]) -> &Row {
+fn last_assistant(r: &[MsgRow]) -> &MsgRow {
     r.iter()
         .rev()
         .find(|r| r.role == "assistant")
@@ -704,17 +660,7 @@ fn usage_accounting_in_events_session_usage_and_the_store() {
 
     // the second request carries the whole conversation, in order
     let reqs = mock.wait_requests(2, T);
-    let convo: Vec<(String, String)> = reqs[1]
-        .messages()
-        .iter()
-        .filter(|m| m["role"] != "system")
-        .map(|m| {
-            (
-                m["role"].as_str().unwrap_or("").to_string(),
-                content_text(&m["content"]),
-            )
-        })
-        .collect();
+    let convo = reqs[1].conversation();
     assert_eq!(
         convo,
         [
@@ -1384,7 +1330,7 @@ fn shutdown_mid_stream_closes_the_request_and_keeps_the_partial_text() {
         .try_wait_session_event(&s.id, "message.complete", ms(100))
         .unwrap_or_else(|| panic!("no message.complete at shutdown\n{}", g.diag()));
     assert_eq!(c["payload"]["status"], "interrupted", "{c}");
-    let r = rows(&g, &s.stored);
+    let r = message_rows(&g.db_path(), &s.stored);
     let a = last_assistant(&r);
     assert!(
         a.content.as_deref().unwrap_or("").starts_with("tok0 "),
@@ -1897,17 +1843,7 @@ fn prompt_submitted_while_streaming_is_queued_and_sent_with_the_first_answer() {
         t2.complete
     );
     let reqs = mock.wait_requests(2, T);
-    let convo: Vec<(String, String)> = reqs[1]
-        .messages()
-        .iter()
-        .filter(|m| m["role"] != "system")
-        .map(|m| {
-            (
-                m["role"].as_str().unwrap_or("").to_string(),
-                content_text(&m["content"]),
-            )
-        })
-        .collect();
+    let convo = reqs[1].conversation();
     assert_eq!(
         convo,
         [

@@ -21,12 +21,7 @@ fn result_shape_stdout_stderr_code() {
     assert_eq!(r["stderr"], format!("err-{m}\n"), "{r}");
     assert_eq!(r["code"], 7, "{r}");
     // the supervisor and the shell are gone once the answer is out
-    let ok = poll_until(secs(3), || procs_matching(&format!("out-{m}")).is_empty());
-    assert!(
-        ok,
-        "processes of a finished shell.exec still alive:\n{}",
-        describe(&procs_matching(&format!("out-{m}")))
-    );
+    assert_none_left(&format!("out-{m}"), secs(3), "a finished shell.exec");
     let r = g.call("shell.exec", json!({"command": "true"}));
     assert_eq!(r, json!({"stdout": "", "stderr": "", "code": 0}));
     // stdin is /dev/null here too: cat returns at once

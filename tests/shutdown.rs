@@ -121,6 +121,34 @@ fn assert_client_saw_interrupt(g: &mut Gateway, sid: &str, tool_id: &str) {
     g.assert_clean_stdout();
 }
 
+/// Waits for the exit that `t0` started; asserts status 0 within `limit` + [`MARGIN`] and
+/// returns how long it took.
+fn assert_exits_zero_within(g: &mut Gateway, t0: Instant, limit: Duration, what: &str) -> Duration {
+    let (st, took) = exit_within(g, t0, secs(20));
+    assert_eq!(
+        st.code(),
+        Some(0),
+        "{what}: exit status {st:?}\n{}",
+        g.diag()
+    );
+    assert!(
+        took <= limit + MARGIN,
+        "{what}: exit took {took:?} (limit {limit:?} + margin {MARGIN:?})\n{}",
+        g.diag()
+    );
+    took
+}
+
+/// After the exit: the command's `sleep` and every other process carrying the marker `m` are
+/// gone.
+fn assert_command_gone(sleeper: &Proc, m: &str, what: &str) {
+    assert!(
+        poll_until(secs(1), || is_gone(sleeper.pid)),
+        "{what}: the sleep outlived the gateway"
+    );
+    assert_none_left(m, secs(1), what);
+}
+
 /// A plain session with one completed turn, to check that idle sessions are flushed and ended
 /// by the same shutdown.
 fn idle_session(g: &mut Gateway, text: &str) -> (Session, String) {
@@ -147,45 +175,48 @@ fn assert_idle_session_ended(
     assert_eq!(r.as_deref(), Some(reason));
 }
 
-/// The full `$ sleep`-turn-then-signal scenario shared by SIGTERM and SIGHUP.
-fn signal_mid_tool(sig: i32, name: &str) {
+/// The graceful shutdown of a gateway (default kill grace) with an idle session prompted
+/// `idle_prompt` and a `$ sleep` turn, set off by `trigger` (`what` names it): exit 0 within the
+/// kill grace, no process of the command left, the client saw the interrupt, the interrupted
+/// transcript and the idle session are stored and ended. Returns the exited gateway.
+fn shutdown_mid_tool(
+    tag: &str,
+    idle_prompt: &str,
+    what: &str,
+    trigger: impl FnOnce(&mut Gateway),
+) -> Gateway {
     let m = marker();
     let _reaper = Reaper(m.clone());
     let mut g = Gateway::builder()
-        .tag("sd-sig")
+        .tag(tag)
         .env("TUI_GATEWAY_KILL_GRACE_S", "0.5")
         .start();
-    let (idle, idle_reply) = idle_session(&mut g, "idle bystander");
+    let (idle, idle_reply) = idle_session(&mut g, idle_prompt);
     let s = g.create_session(json!({}));
     let cmd = format!("sleep 300.{m}");
     let tool_id = start_tool(&mut g, &s.id, &cmd);
     let sleeper = wait_for_proc("sleep", &m, T);
 
     let t0 = Instant::now();
-    g.signal(sig);
-    let (st, took) = exit_within(&mut g, t0, secs(20));
-    assert_eq!(st.code(), Some(0), "exit status {st:?}\n{}", g.diag());
-    assert!(
-        took <= KILL_GRACE + MARGIN,
-        "{name}: exit took {took:?} (kill grace {KILL_GRACE:?} + margin {MARGIN:?})\n{}",
-        g.diag()
-    );
-    assert!(
-        poll_until(secs(1), || is_gone(sleeper.pid)),
-        "the sleep outlived the gateway"
-    );
-    assert_none_left(&m, secs(1), "after the shutdown");
-
+    trigger(&mut g);
+    assert_exits_zero_within(&mut g, t0, KILL_GRACE, what);
+    assert_command_gone(&sleeper, &m, &format!("after {what}"));
     assert_client_saw_interrupt(&mut g, &s.id, &tool_id);
+
+    let db = g.db_path();
+    assert_interrupted_tool_transcript(&db, &s.stored, &cmd, &tool_id);
+    assert_idle_session_ended(&db, &idle, idle_prompt, &idle_reply, "tui_shutdown");
+    g
+}
+
+/// The `$ sleep`-turn-then-signal scenario shared by SIGTERM and SIGHUP.
+fn signal_mid_tool(sig: i32, name: &str) {
+    let g = shutdown_mid_tool("sd-sig", "idle bystander", name, |g| g.signal(sig));
     let err = final_stderr(&g);
     assert!(err.contains(&format!("[gateway-signal] {name}")), "{err}");
     assert!(err.contains(&format!("[gateway-exit] {name}")), "{err}");
     assert!(!err.contains("could not persist"), "{err}");
-
-    let db = g.db_path();
-    assert_interrupted_tool_transcript(&db, &s.stored, &cmd, &tool_id);
-    assert_idle_session_ended(&db, &idle, "idle bystander", &idle_reply, "tui_shutdown");
-    integrity_ok(&db).unwrap();
+    integrity_ok(&g.db_path()).unwrap();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -247,23 +278,13 @@ fn sigterm_with_a_term_ignoring_command_kills_it_after_the_kill_grace() {
         "the TERM-ignoring sleep died {looked_at:?} after SIGTERM, before the kill grace"
     );
 
-    let (st, took) = exit_within(&mut g, t0, secs(20));
-    assert_eq!(st.code(), Some(0), "{st:?}\n{}", g.diag());
+    let took = assert_exits_zero_within(&mut g, t0, grace, "SIGTERM, kill grace");
     assert!(
         took >= grace,
         "the gateway exited {took:?} after SIGTERM, before the kill grace {grace:?}: it cannot \
          have waited for the TERM-ignoring command"
     );
-    assert!(
-        took <= grace + MARGIN,
-        "exit took {took:?} (kill grace {grace:?} + margin)\n{}",
-        g.diag()
-    );
-    assert!(
-        poll_until(secs(1), || is_gone(sleeper.pid)),
-        "the TERM-ignoring sleep outlived the gateway"
-    );
-    assert_none_left(&m, secs(1), "after the shutdown");
+    assert_command_gone(&sleeper, &m, "after the shutdown");
     assert_client_saw_interrupt(&mut g, &s.id, &tool_id);
     assert!(
         final_stderr(&g).contains("[gateway-exit] SIGTERM"),
@@ -291,22 +312,12 @@ fn term_ignoring_command_with_the_default_kill_grace() {
     let sleeper = wait_for_proc("sleep", &m, T);
     let t0 = Instant::now();
     g.signal(libc::SIGTERM);
-    let (st, took) = exit_within(&mut g, t0, secs(20));
-    assert_eq!(st.code(), Some(0), "{}", g.diag());
+    let took = assert_exits_zero_within(&mut g, t0, KILL_GRACE, "SIGTERM, default kill grace");
     assert!(
         took >= KILL_GRACE,
         "exited after {took:?}, before the kill grace"
     );
-    assert!(
-        took <= KILL_GRACE + MARGIN,
-        "exit took {took:?}\n{}",
-        g.diag()
-    );
-    assert!(
-        poll_until(secs(1), || is_gone(sleeper.pid)),
-        "the sleep outlived the gateway"
-    );
-    assert_none_left(&m, secs(1), "after the shutdown");
+    assert_command_gone(&sleeper, &m, "after the shutdown");
     assert_client_saw_interrupt(&mut g, &s.id, &tool_id);
     assert_interrupted_tool_transcript(&g.db_path(), &s.stored, &cmd, &tool_id);
 }
@@ -405,13 +416,7 @@ fn shutdown_grace_is_a_hard_deadline_even_with_a_longer_kill_grace() {
     wait_for_proc("sleep", &m, T);
     let t0 = Instant::now();
     g.signal(libc::SIGTERM);
-    let (st, took) = exit_within(&mut g, t0, secs(20));
-    assert_eq!(st.code(), Some(0), "{st:?}\n{}", g.diag());
-    assert!(
-        took <= grace + MARGIN,
-        "exit took {took:?}; the shutdown grace is {grace:?} (kill grace 30 s)\n{}",
-        g.diag()
-    );
+    assert_exits_zero_within(&mut g, t0, grace, "shutdown grace (kill grace 30 s)");
     assert_none_left(&m, secs(1), "after the hard deadline");
     let err = final_stderr(&g);
     assert!(
@@ -559,13 +564,7 @@ fn locked_db_exit_is_bounded_by_the_shutdown_grace_and_says_what_is_lost() {
 
     let t0 = Instant::now();
     g.signal(libc::SIGTERM);
-    let (st, took) = exit_within(&mut g, t0, secs(20));
-    assert_eq!(st.code(), Some(0), "{st:?}\n{}", g.diag());
-    assert!(
-        took <= grace + MARGIN,
-        "exit took {took:?} with the db locked; the shutdown grace is {grace:?}\n{}",
-        g.diag()
-    );
+    assert_exits_zero_within(&mut g, t0, grace, "db locked, shutdown grace");
     let err = final_stderr(&g);
     let lost = err
         .lines()
@@ -619,9 +618,7 @@ fn locked_db_released_during_shutdown_lands_every_message_once() {
         );
     }
     lock.release();
-    let (st, took) = exit_within(&mut g, t0, secs(20));
-    assert_eq!(st.code(), Some(0), "{}", g.diag());
-    assert!(took <= grace + MARGIN, "exit took {took:?}\n{}", g.diag());
+    assert_exits_zero_within(&mut g, t0, grace, "db released during the shutdown");
     let err = final_stderr(&g);
     assert!(!err.contains("could not persist"), "{err}");
     assert!(err.contains("[gateway-exit] SIGTERM"), "{err}");
@@ -702,40 +699,14 @@ fn locked_db_released_while_running_the_retry_writes_pending_messages_once() {
 
 #[test]
 fn stdin_eof_mid_tool_takes_the_sigterm_path() {
-    let m = marker();
-    let _reaper = Reaper(m.clone());
-    let mut g = Gateway::builder()
-        .tag("sd-eof")
-        .env("TUI_GATEWAY_KILL_GRACE_S", "0.5")
-        .start();
-    let (idle, reply) = idle_session(&mut g, "idle during eof");
-    let s = g.create_session(json!({}));
-    let cmd = format!("sleep 300.{m}");
-    let tool_id = start_tool(&mut g, &s.id, &cmd);
-    let sleeper = wait_for_proc("sleep", &m, T);
-    let t0 = Instant::now();
-    g.close_stdin();
-    let (st, took) = exit_within(&mut g, t0, secs(20));
-    assert_eq!(st.code(), Some(0), "{}", g.diag());
-    assert!(
-        took <= KILL_GRACE + MARGIN,
-        "exit took {took:?}\n{}",
-        g.diag()
-    );
-    assert!(
-        poll_until(secs(1), || is_gone(sleeper.pid)),
-        "the sleep outlived the gateway"
-    );
-    assert_none_left(&m, secs(1), "after stdin EOF");
-    assert_client_saw_interrupt(&mut g, &s.id, &tool_id);
+    let g = shutdown_mid_tool("sd-eof", "idle during eof", "stdin EOF", |g| {
+        g.close_stdin()
+    });
     assert!(
         final_stderr(&g).contains("[gateway-exit] stdin closed"),
         "{}",
         g.diag()
     );
-    let db = g.db_path();
-    assert_interrupted_tool_transcript(&db, &s.stored, &cmd, &tool_id);
-    assert_idle_session_ended(&db, &idle, "idle during eof", &reply, "tui_shutdown");
 }
 
 #[test]
@@ -780,11 +751,7 @@ fn stdout_epipe_mid_tool_takes_the_sigterm_path() {
         "exit took {took:?}\n{}",
         g.diag()
     );
-    assert!(
-        poll_until(secs(1), || is_gone(sleeper.pid)),
-        "the sleep outlived the gateway"
-    );
-    assert_none_left(&m, secs(1), "after EPIPE");
+    assert_command_gone(&sleeper, &m, "after EPIPE");
     let err = g.final_stderr();
     assert!(err.contains("[gateway-exit] stdout closed"), "{err}");
     let db = g.db_path();

@@ -70,12 +70,7 @@ fn tool_round_trip_events_and_transcript_rows() {
     );
     let turn = g.finish_turn(&s.id, start, T);
     // The command's supervisor and shell are gone once the result is out.
-    let ok = poll_until(secs(3), || procs_matching(&format!("out-{m}")).is_empty());
-    assert!(
-        ok,
-        "processes of a finished command still alive:\n{}",
-        describe(&procs_matching(&format!("out-{m}")))
-    );
+    assert_none_left(&format!("out-{m}"), secs(3), "a finished command");
     let ev = &turn.events;
     let ty = types(ev);
     assert_seq_increasing(ev);
@@ -271,11 +266,7 @@ fn command_timeout_gives_124_and_a_note_and_kills_the_group() {
         "the model reports the status: {:?}",
         turn.text
     );
-    let row = tool_row_content(
-        &g.db_path(),
-        &s.stored,
-        c["payload"]["tool_id"].as_str().unwrap(),
-    );
+    let row = stored_tool_result(&g, &s.stored, &c);
     assert_eq!(row["exit_code"], 124, "{row}");
     assert_eq!(row["output"], res["output"], "{row}");
 }
@@ -444,11 +435,7 @@ fn command_ignoring_sigterm_gets_sigkill_after_the_kill_grace() {
         "{}",
         turn.complete
     );
-    let row = tool_row_content(
-        &g.db_path(),
-        &s.stored,
-        c["payload"]["tool_id"].as_str().unwrap(),
-    );
+    let row = stored_tool_result(&g, &s.stored, &c);
     assert_eq!(row["exit_code"], 130, "result recorded: {row}");
 }
 
@@ -772,12 +759,7 @@ fn grandchild_holding_the_pipe_does_not_hold_the_turn_nor_outlive_the_gateway() 
     g.close_stdin();
     let st = g.wait_exit(secs(10));
     assert!(st.success(), "gateway exit {st:?}");
-    let ok = poll_until(secs(2), || procs_matching(&needle).is_empty());
-    assert!(
-        ok,
-        "processes of the command outlived the gateway:\n{}",
-        describe(&procs_matching(&needle))
-    );
+    assert_none_left(&needle, secs(2), "the command after the gateway's exit");
 }
 
 #[test]
@@ -830,11 +812,7 @@ fn binary_output_becomes_valid_text() {
     let c = g.wait_session_event(&s.id, "tool.complete", T);
     g.finish_turn(&s.id, start, T);
     assert!(output_of(&c).contains(&format!(" ok-{m}")), "{c}");
-    let row = tool_row_content(
-        &g.db_path(),
-        &s.stored,
-        c["payload"]["tool_id"].as_str().unwrap(),
-    );
+    let row = stored_tool_result(&g, &s.stored, &c);
     assert_eq!(row["output"], tool_result(&c)["output"]);
     g.assert_clean_stdout();
 }

@@ -8,8 +8,6 @@
 
 pub mod procfs;
 
-pub use procfs::rss_kib;
-
 use serde_json::{Value, json};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -212,19 +210,7 @@ impl GatewayBuilder {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        // Hygiene: nothing from the developer's environment may pick a network model or another
-        // home, or change knobs behind the test's back.
-        for (k, _) in std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v))) {
-            if k.starts_with("HERMES_")
-                || k.starts_with("TUI_GATEWAY_")
-                || k.ends_with("_API_KEY")
-                || k.starts_with("OPENAI_")
-                || k.starts_with("ANTHROPIC_")
-                || k.starts_with("OPENROUTER_")
-            {
-                cmd.env_remove(&k);
-            }
-        }
+        scrub_env(&mut cmd);
         cmd.env("HERMES_HOME", &home);
         for (k, v) in &self.envs {
             cmd.env(k, v);
@@ -265,6 +251,22 @@ impl GatewayBuilder {
         let mut g = self.spawn();
         g.wait_ready();
         g
+    }
+}
+
+/// Hygiene for a gateway about to be spawned: nothing from the developer's environment may pick
+/// a network model or another home, or change knobs behind the test's back.
+pub fn scrub_env(cmd: &mut Command) {
+    for (k, _) in std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v))) {
+        if k.starts_with("HERMES_")
+            || k.starts_with("TUI_GATEWAY_")
+            || k.ends_with("_API_KEY")
+            || k.starts_with("OPENAI_")
+            || k.starts_with("ANTHROPIC_")
+            || k.starts_with("OPENROUTER_")
+        {
+            cmd.env_remove(&k);
+        }
     }
 }
 
@@ -1107,4 +1109,3 @@ pub fn long_prompt(prefix: &str, n: usize) -> String {
     }
     s
 }
-

@@ -67,10 +67,15 @@ pub fn wait_stderr(g: &mut Gateway, needle: &str, timeout: Duration) {
 /// stderr of an exited gateway, once its last line (`[gateway-exit] …`) has been read by the
 /// harness's stderr thread (it may lag behind the exit).
 pub fn final_stderr(g: &Gateway) -> String {
+    stderr_after_exit_line(|| g.stderr_text())
+}
+
+/// `stderr()` once it shows the `[gateway-exit]` line (or after 3 s).
+fn stderr_after_exit_line(stderr: impl Fn() -> String) -> String {
     poll_until(Duration::from_secs(3), || {
-        g.stderr_text().contains("[gateway-exit]")
+        stderr().contains("[gateway-exit]")
     });
-    g.stderr_text()
+    stderr()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -244,12 +249,7 @@ impl RawGateway {
             .current_dir(&home)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        for (k, _) in std::env::vars() {
-            if k.starts_with("HERMES_") || k.starts_with("TUI_GATEWAY_") || k.ends_with("_API_KEY")
-            {
-                cmd.env_remove(&k);
-            }
-        }
+        common::scrub_env(&mut cmd);
         cmd.env("HERMES_HOME", &home);
         for (k, v) in &opts.envs {
             cmd.env(k, v);
@@ -324,10 +324,7 @@ impl RawGateway {
 
     /// stderr once `[gateway-exit]` has been read (call after the exit).
     pub fn final_stderr(&self) -> String {
-        poll_until(Duration::from_secs(3), || {
-            self.stderr_text().contains("[gateway-exit]")
-        });
-        self.stderr_text()
+        stderr_after_exit_line(|| self.stderr_text())
     }
 
     /// Waits until stderr contains `needle`.

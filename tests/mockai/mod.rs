@@ -59,6 +59,20 @@ impl Recorded {
             .unwrap_or_default()
     }
 
+    /// `(role, text)` of every message but the system prompt, in order.
+    pub fn conversation(&self) -> Vec<(String, String)> {
+        self.messages()
+            .iter()
+            .filter(|m| m["role"] != "system")
+            .map(|m| {
+                (
+                    m["role"].as_str().unwrap_or("").to_string(),
+                    content_text(&m["content"]),
+                )
+            })
+            .collect()
+    }
+
     /// Content of the last `user` message (empty when none).
     pub fn last_user_text(&self) -> String {
         self.messages()
@@ -643,69 +657,20 @@ impl MockAi {
         self.shared.conns.lock().unwrap().clone()
     }
 
-    /// Waits until at least `n` requests arrived; returns them all (panics on timeout).
-    pub fn wait_requests(&self, n: usize, timeout: Duration) -> Vec<Recorded> {
+    /// Waits on the shared condvar (woken on every new connection, request or connection
+    /// change; re-checked at least every `step`) until `ready` gives a value, or None once
+    /// `timeout` has passed.
+    fn wait_for<R>(
+        &self,
+        timeout: Duration,
+        step: Duration,
+        mut ready: impl FnMut(&[ConnLog]) -> Option<R>,
+    ) -> Option<R> {
         let deadline = Instant::now() + timeout;
         let mut g = self.shared.conns.lock().unwrap();
         loop {
-            {
-                let r = self.shared.requests.lock().unwrap();
-                if r.len() >= n {
-                    return r.clone();
-                }
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                let r = self.shared.requests.lock().unwrap();
-                panic!(
-                    "mock: expected {n} requests within {timeout:?}, got {}: {:?}",
-                    r.len(),
-                    r.iter()
-                        .map(|q| format!("{} {}", q.method, q.path))
-                        .collect::<Vec<_>>()
-                );
-            }
-            g = self
-                .shared
-                .cv
-                .wait_timeout(g, (deadline - now).min(Duration::from_millis(50)))
-                .unwrap()
-                .0;
-        }
-    }
-
-    /// Waits until at least `n` connections were accepted.
-    pub fn wait_conns(&self, n: usize, timeout: Duration) -> Vec<ConnLog> {
-        let deadline = Instant::now() + timeout;
-        let mut g = self.shared.conns.lock().unwrap();
-        loop {
-            if g.len() >= n {
-                return g.clone();
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                panic!(
-                    "mock: expected {n} connections within {timeout:?}, got {}",
-                    g.len()
-                );
-            }
-            g = self
-                .shared
-                .cv
-                .wait_timeout(g, (deadline - now).min(Duration::from_millis(50)))
-                .unwrap()
-                .0;
-        }
-    }
-
-    /// Waits until the mock saw the peer close connection `idx`; returns when, or None on
-    /// timeout.
-    pub fn wait_peer_closed(&self, idx: usize, timeout: Duration) -> Option<Instant> {
-        let deadline = Instant::now() + timeout;
-        let mut g = self.shared.conns.lock().unwrap();
-        loop {
-            if let Some(at) = g.get(idx).and_then(|c| c.peer_closed_at) {
-                return Some(at);
+            if let Some(r) = ready(&g) {
+                return Some(r);
             }
             let now = Instant::now();
             if now >= deadline {
@@ -714,10 +679,49 @@ impl MockAi {
             g = self
                 .shared
                 .cv
-                .wait_timeout(g, (deadline - now).min(Duration::from_millis(20)))
+                .wait_timeout(g, (deadline - now).min(step))
                 .unwrap()
                 .0;
         }
+    }
+
+    /// Waits until at least `n` requests arrived; returns them all (panics on timeout).
+    pub fn wait_requests(&self, n: usize, timeout: Duration) -> Vec<Recorded> {
+        let got = self.wait_for(timeout, Duration::from_millis(50), |_| {
+            let r = self.shared.requests.lock().unwrap();
+            (r.len() >= n).then(|| r.clone())
+        });
+        got.unwrap_or_else(|| {
+            let r = self.shared.requests.lock().unwrap();
+            panic!(
+                "mock: expected {n} requests within {timeout:?}, got {}: {:?}",
+                r.len(),
+                r.iter()
+                    .map(|q| format!("{} {}", q.method, q.path))
+                    .collect::<Vec<_>>()
+            )
+        })
+    }
+
+    /// Waits until at least `n` connections were accepted.
+    pub fn wait_conns(&self, n: usize, timeout: Duration) -> Vec<ConnLog> {
+        self.wait_for(timeout, Duration::from_millis(50), |c| {
+            (c.len() >= n).then(|| c.to_vec())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "mock: expected {n} connections within {timeout:?}, got {}",
+                self.shared.conns.lock().unwrap().len()
+            )
+        })
+    }
+
+    /// Waits until the mock saw the peer close connection `idx`; returns when, or None on
+    /// timeout.
+    pub fn wait_peer_closed(&self, idx: usize, timeout: Duration) -> Option<Instant> {
+        self.wait_for(timeout, Duration::from_millis(20), |c| {
+            c.get(idx).and_then(|c| c.peer_closed_at)
+        })
     }
 
     /// From now on, wait `d` after each request head before reading the body (the client's

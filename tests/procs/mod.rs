@@ -45,6 +45,14 @@ pub fn tool_row_content(db_path: &Path, stored: &str, call_id: &str) -> Value {
         .json()
 }
 
+/// The stored tool row (parsed JSON content) of the call a `tool.complete` event reports.
+pub fn stored_tool_result(g: &Gateway, stored: &str, complete: &Value) -> Value {
+    let call_id = complete["payload"]["tool_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("tool.complete without tool_id: {complete}"));
+    tool_row_content(&g.db_path(), stored, call_id)
+}
+
 /// Waits for the next `tool.output` of `sid` whose accumulated text contains `needle`
 /// (concatenating every `tool.output` of the session seen so far); panics on timeout.
 pub fn wait_output_containing(g: &mut Gateway, sid: &str, needle: &str, timeout: Duration) {
