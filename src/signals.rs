@@ -12,13 +12,13 @@ pub use signal_hook::consts::signal;
 
 /// Whether the signal's current disposition is `SIG_IGN`.
 pub fn is_ignored(sig: libc::c_int) -> bool {
-    let mut old: libc::sigaction = unsafe_zeroed_sigaction();
+    let mut old: libc::sigaction = zeroed_sigaction();
     // SAFETY: a null new action only queries the current one into `old`, which we own.
     let rc = unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) };
     rc == 0 && old.sa_sigaction == libc::SIG_IGN
 }
 
-fn unsafe_zeroed_sigaction() -> libc::sigaction {
+fn zeroed_sigaction() -> libc::sigaction {
     // SAFETY: sigaction is a plain C struct for which all-zero bytes is a valid value.
     unsafe { std::mem::zeroed() }
 }

@@ -66,7 +66,7 @@ pub fn run(args: &[String]) -> i32 {
 
     SIGINT.store(false, Ordering::SeqCst);
     let sigint = signal_hook::flag::register(libc::SIGINT, &SIGINT).ok();
-    let tty = unsafe { libc::isatty(libc::STDIN_FILENO) } == 1;
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stdin());
     let mut chat = Chat {
         stdin: Some(stdin),
         rx,
