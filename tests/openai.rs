@@ -862,6 +862,56 @@ fn tls_failure_untrusted_certificate() {
     g.ping();
 }
 
+/// PEM text of a DER certificate (what `SSL_CERT_FILE` holds).
+fn pem(der: &[u8]) -> String {
+    const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut text = String::new();
+    for chunk in der.chunks(3) {
+        let n = chunk.iter().fold(0u32, |n, b| n << 8 | u32::from(*b)) << (8 * (3 - chunk.len()));
+        for i in 0..4 {
+            text.push(if i <= chunk.len() {
+                B64[(n >> (18 - 6 * i) & 63) as usize] as char
+            } else {
+                '='
+            });
+        }
+    }
+    let lines: Vec<&str> = text
+        .as_bytes()
+        .chunks(64)
+        .map(|l| std::str::from_utf8(l).unwrap())
+        .collect();
+    format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        lines.join("\n")
+    )
+}
+
+#[test]
+fn tls_trusts_a_certificate_the_system_store_names() {
+    // The same self-signed server as above, now trusted through SSL_CERT_FILE, the way a
+    // corporate CA or a local server's own certificate is trusted.
+    let (mock, results) = MockAi::tls_self_signed();
+    let home = TempHome::new("openai-ca");
+    let cert = home.path.join("ca.pem");
+    std::fs::write(&cert, pem(mockai::SELF_SIGNED_CERT_DER)).unwrap();
+    let base = format!("https://127.0.0.1:{}/v1", mock.port);
+    let mut g = builder_for(&base)
+        .env("SSL_CERT_FILE", cert.to_str().unwrap())
+        .start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "trusted now");
+    assert_eq!(
+        turn.complete["payload"]["status"],
+        "complete",
+        "{}",
+        g.diag()
+    );
+    assert_eq!(turn.text, "tls ok");
+    let r = results.lock().unwrap().clone();
+    assert!(r.iter().any(|x| x == "handshake complete"), "{r:?}");
+}
+
 fn http_status_failure(code: u16, words: &[&str]) {
     // The body deliberately does not contain the words the error text must have: the gateway
     // has to say what to do itself.

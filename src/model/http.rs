@@ -80,11 +80,15 @@ impl Url {
     }
 }
 
-/// A TLS client configuration with the webpki roots (built once per provider).
+/// A TLS client configuration (built once per provider) trusting the bundled webpki roots and
+/// the system's store (`SSL_CERT_FILE`/`SSL_CERT_DIR` when set), so a corporate CA or a local
+/// server's own certificate can be trusted the usual way.
 pub fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
-    let roots = rustls::RootCertStore {
+    let mut roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
+    // Certificates the system store holds but rustls cannot parse are skipped.
+    let _ = roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
