@@ -982,11 +982,6 @@ impl Gateway {
     pub(crate) fn turn_mut(&mut self, rid: &str) -> Option<&mut Turn> {
         self.sessions.get_mut(rid).and_then(|s| s.turn.as_mut())
     }
-
-    /// Sessions in memory.
-    pub fn session_count(&self) -> usize {
-        self.sessions.len()
-    }
 }
 
 fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {

@@ -173,10 +173,6 @@ impl Transport {
         }
     }
 
-    pub fn is_tls(&self) -> bool {
-        self.tls.is_some()
-    }
-
     /// A TLS handshake still under way.
     pub fn handshaking(&self) -> bool {
         self.tls.as_ref().is_some_and(|t| t.is_handshaking())

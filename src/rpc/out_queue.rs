@@ -44,8 +44,6 @@ pub struct OutQueue {
     coalesce_at: usize,
     /// When the queue was last empty or last made write progress.
     last_progress: Instant,
-    /// Frames written in total (for tests and stats).
-    pub frames_written: u64,
 }
 
 /// Result of trying to write.
@@ -67,7 +65,6 @@ impl OutQueue {
             bytes: 0,
             coalesce_at: 256 * 1024,
             last_progress: now,
-            frames_written: 0,
         }
     }
 

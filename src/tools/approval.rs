@@ -69,10 +69,6 @@ impl Approvals {
         f.sync_all()?;
         std::fs::rename(&tmp, &self.path)
     }
-
-    pub fn pending_count(&self) -> usize {
-        self.pending.len()
-    }
 }
 
 pub fn pre_approved(gw: &Gateway, rid: &str, rule: &str) -> bool {

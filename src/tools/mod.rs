@@ -141,10 +141,6 @@ impl Tools {
         }
     }
 
-    pub fn running(&self) -> usize {
-        self.runs.len()
-    }
-
     /// Start a command through the zygote, (re)starting the zygote when it is not there.
     fn spawn(
         &mut self,
