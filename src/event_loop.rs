@@ -1,6 +1,7 @@
 //! The gateway: one thread, one `mio::Poll`. Each iteration reads input and dispatches it,
-//! fires due timers, drives runnable turns, steps the shutdown, commits everything appended
-//! (one transaction), and only then releases and writes the frames that announce it.
+//! fires due timers, drives runnable turns (`session/driver.rs`), steps the shutdown, commits
+//! everything appended (`commit.rs`, one transaction), and only then releases and writes the
+//! frames that announce it.
 
 use std::collections::HashMap;
 use std::io;
@@ -13,12 +14,10 @@ use mio::{Events, Interest, Poll, Token};
 use serde_json::{Value, json};
 
 use crate::config::Config;
-use crate::model::{CallContext, ModelEvent, ModelRequest, Progress, Provider};
+use crate::model::{ModelEvent, Provider};
 use crate::rpc::frame::{self, Incoming};
 use crate::rpc::out_queue::Flush;
 use crate::rpc::{Line, LineReader, OutQueue};
-use crate::session::transcript::{Message, Role};
-use crate::session::turn::Turn;
 use crate::session::{Session, VERSION};
 use crate::shutdown::Shutdown;
 use crate::store::Store;
@@ -86,12 +85,12 @@ pub struct Gateway {
     pub(crate) provider_warning: Option<String>,
     pub(crate) sessions: HashMap<String, Session>,
     /// Runtime id of each live session, by stored id (kept by `add_session`/`take_session`).
-    live_by_stored: HashMap<String, String>,
+    pub(crate) live_by_stored: HashMap<String, String>,
     /// Who a dynamic token belongs to.
     pub(crate) by_token: HashMap<Token, Route>,
     /// Running commands, approvals.
     pub(crate) tools: crate::tools::Tools,
-    next_token: usize,
+    pub(crate) next_token: usize,
     pub(crate) timers: TimerWheel<Timer>,
     pub(crate) out: OutQueue,
     reader: LineReader,
@@ -105,12 +104,12 @@ pub struct Gateway {
     output_polled: bool,
     saved_flags: Vec<(i32, i32)>,
     /// Sessions with a turn to drive on the next iteration.
-    runnable: Vec<String>,
+    pub(crate) runnable: Vec<String>,
     /// Sessions with something to commit at the end of this iteration.
-    dirty: Vec<String>,
+    pub(crate) dirty: Vec<String>,
     /// Closed sessions whose last state is not committed yet.
     pub(crate) retired: Vec<Session>,
-    commit_retry_at: Option<Instant>,
+    pub(crate) commit_retry_at: Option<Instant>,
     pub(crate) flush_throttle: crate::flush::Throttle,
     pub(crate) flush_armed: bool,
     /// A turn ended since the last WAL checkpoint.
@@ -122,7 +121,7 @@ pub struct Gateway {
     pub(crate) server_requests: bool,
     signals: Option<signal_hook_mio::v1_0::Signals>,
     pub(crate) exit_code: Option<i32>,
-    scratch: Vec<ModelEvent>,
+    pub(crate) scratch: Vec<ModelEvent>,
     stray_answers: u64,
 }
 
@@ -319,7 +318,7 @@ impl Gateway {
         }
     }
 
-    fn paused(&self) -> bool {
+    pub(crate) fn paused(&self) -> bool {
         self.out.bytes() > self.cfg.out_queue_cap
     }
 
@@ -553,434 +552,6 @@ impl Gateway {
             Some(Route::Tool(id)) => self.tools.mark_ready(id),
             None => {}
         }
-    }
-
-    // ---- sessions and turns ----
-
-    pub(crate) fn alloc_token(&mut self, route: Route) -> Token {
-        let t = Token(self.next_token);
-        self.next_token += 1;
-        self.by_token.insert(t, route);
-        t
-    }
-
-    pub(crate) fn mark_dirty(&mut self, rid: &str) {
-        if let Some(s) = self.sessions.get_mut(rid)
-            && !s.dirty
-        {
-            s.dirty = true;
-            self.dirty.push(rid.to_string());
-        }
-    }
-
-    pub(crate) fn schedule(&mut self, rid: &str) {
-        if let Some(turn) = self.sessions.get_mut(rid).and_then(|s| s.turn.as_mut())
-            && !turn.scheduled
-        {
-            turn.scheduled = true;
-            self.runnable.push(rid.to_string());
-        }
-    }
-
-    /// Emit an event bound to a session: next seq, into the ring, onto the out-queue.
-    pub(crate) fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
-        let Some(s) = self.sessions.get_mut(rid) else {
-            return;
-        };
-        let seq = s.next_seq();
-        let params = frame::event_params(kind, rid, &payload, Some(seq));
-        s.record_event(&params, seq, self.cfg.event_ring);
-        self.out.push(frame::event_frame(&params));
-    }
-
-    fn emit_delta(&mut self, rid: &str, text: &str) {
-        let Some(s) = self.sessions.get_mut(rid) else {
-            return;
-        };
-        let seq = s.next_seq();
-        let params = frame::event_params("message.delta", rid, &json!({ "text": text }), Some(seq));
-        s.record_event(&params, seq, self.cfg.event_ring);
-        self.out.push_delta(rid, seq, text);
-    }
-
-    /// Append the user's prompt and start a turn for it.
-    pub(crate) fn start_prompt(&mut self, rid: &str, text: String, now: Instant) {
-        let token = self.alloc_token(Route::Turn(rid.to_string()));
-        let Some(s) = self.sessions.get_mut(rid) else {
-            return;
-        };
-        s.append(Message::new(Role::User, Some(text), util::unix_now()));
-        s.last_active = now;
-        s.turn = Some(Turn::new(token, now));
-        self.mark_dirty(rid);
-        self.schedule(rid);
-    }
-
-    fn drive_turns(&mut self, now: Instant) {
-        if self.paused() {
-            return;
-        }
-        let list = std::mem::take(&mut self.runnable);
-        for rid in list {
-            if let Some(turn) = self.sessions.get_mut(&rid).and_then(|s| s.turn.as_mut()) {
-                turn.scheduled = false;
-                self.drive(&rid, now);
-            }
-        }
-    }
-
-    fn drive(&mut self, rid: &str, now: Instant) {
-        let Some(s) = self.sessions.get_mut(rid) else {
-            return;
-        };
-        let Some(turn) = s.turn.as_mut() else { return };
-        if turn.call.is_none() {
-            let first = turn.rounds == 0;
-            turn.rounds += 1;
-            let mut ctx = CallContext {
-                registry: self.poll.registry(),
-                token: turn.token,
-            };
-            let req = ModelRequest {
-                messages: &s.transcript,
-                model: &s.model,
-            };
-            turn.call = Some(self.provider.start(req, &mut ctx));
-            if first {
-                self.emit(rid, "message.start", Value::Null);
-            }
-        }
-        let mut evs = std::mem::take(&mut self.scratch);
-        let progress = {
-            let Some(turn) = self.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) else {
-                return;
-            };
-            let Some(call) = turn.call.as_mut() else {
-                return;
-            };
-            let mut ctx = CallContext {
-                registry: self.poll.registry(),
-                token: turn.token,
-            };
-            call.advance(&mut ctx, now, &mut evs)
-        };
-        for ev in evs.drain(..) {
-            self.on_model_event(rid, ev, now);
-        }
-        self.scratch = evs;
-        match progress {
-            Progress::Ready => self.schedule(rid),
-            Progress::Wait(Some(at)) => {
-                let id = self.timers.insert(at, Timer::TurnWake(rid.to_string()));
-                if let Some(turn) = self.sessions.get_mut(rid).and_then(|s| s.turn.as_mut())
-                    && let Some(old) = turn.wake.replace(id)
-                {
-                    self.timers.cancel(old);
-                }
-            }
-            Progress::Wait(None) => {}
-            Progress::Finished => self.end_model_round(rid, now),
-        }
-    }
-
-    fn on_model_event(&mut self, rid: &str, ev: ModelEvent, now: Instant) {
-        let Some(s) = self.sessions.get_mut(rid) else {
-            return;
-        };
-        let Some(turn) = s.turn.as_mut() else { return };
-        match ev {
-            ModelEvent::Text(t) => {
-                turn.round_text.push_str(&t);
-                turn.text.push_str(&t);
-                self.emit_delta(rid, &t);
-                crate::flush::arm(self, now);
-            }
-            ModelEvent::Reasoning(t) => {
-                turn.round_reasoning.push_str(&t);
-                self.emit(rid, "reasoning.delta", json!({ "text": t }));
-            }
-            ModelEvent::ToolCall(call) => turn.round_tool_calls.push(call),
-            ModelEvent::Done {
-                finish_reason,
-                usage,
-            } => {
-                turn.round_finish = Some((finish_reason, usage));
-                s.input_tokens += usage.input;
-                s.output_tokens += usage.output;
-                s.model_calls += 1;
-                s.row_dirty = true;
-                self.mark_dirty(rid);
-            }
-            ModelEvent::Failed(e) => turn.round_error = Some(e),
-            ModelEvent::Notice(text) => {
-                self.emit(rid, "status.update", json!({"kind": "info", "text": text}));
-            }
-        }
-    }
-
-    /// The model call of this round is over: record the assistant message, then run the tool
-    /// calls it asked for or end the turn.
-    fn end_model_round(&mut self, rid: &str, now: Instant) {
-        let Some(s) = self.sessions.get_mut(rid) else {
-            return;
-        };
-        let Some(turn) = s.turn.as_mut() else { return };
-        let round = turn.close_round(false, util::unix_now());
-        let (calls, error) = (round.calls, round.error);
-        if let Some(m) = round.message {
-            s.tool_call_count += calls.len() as u64;
-            s.append(m);
-            self.mark_dirty(rid);
-        }
-        if let Some(err) = error {
-            self.end_turn(rid, "error", Some(err), now);
-        } else if !calls.is_empty() {
-            crate::tools::run_tool_calls(self, rid, calls, now);
-        } else {
-            self.end_turn(rid, "complete", None, now);
-        }
-    }
-
-    /// Close the turn: `message.complete`, then `session.info`; then a queued prompt may run.
-    pub(crate) fn end_turn(
-        &mut self,
-        rid: &str,
-        status: &str,
-        error: Option<String>,
-        now: Instant,
-    ) {
-        let Some(s) = self.sessions.get_mut(rid) else {
-            return;
-        };
-        let Some(turn) = s.turn.take() else { return };
-        s.last_active = now;
-        if let Some(id) = turn.wake {
-            self.timers.cancel(id);
-        }
-        self.by_token.remove(&turn.token);
-        let usage = s.usage();
-        let mut payload = json!({
-            "text": (!turn.text.is_empty()).then_some(turn.text),
-            "usage": usage,
-            "status": status,
-        });
-        if let Some(e) = error {
-            payload["error"] = json!(e);
-        }
-        self.emit(rid, "message.complete", payload);
-        self.emit_info(rid);
-        self.mark_dirty(rid);
-        if self.shutdown.is_some() {
-            return;
-        }
-        let next = self.sessions.get_mut(rid).and_then(|s| {
-            let next = s.queued.pop_front()?;
-            s.queue_dirty = true;
-            Some(next)
-        });
-        if let Some(next) = next {
-            self.start_prompt(rid, next, now);
-        }
-    }
-
-    pub(crate) fn emit_info(&mut self, rid: &str) {
-        if let Some(info) = self.sessions.get(rid).map(Session::info) {
-            self.emit(rid, "session.info", info);
-        }
-    }
-
-    /// Stop a running turn: abort the model call, keep what it said, end it `interrupted`.
-    pub(crate) fn interrupt_turn(&mut self, rid: &str, now: Instant) -> bool {
-        let Some(s) = self.sessions.get_mut(rid) else {
-            return false;
-        };
-        let Some(turn) = s.turn.as_mut() else {
-            return false;
-        };
-        if let Some(mut call) = turn.call.take() {
-            let mut ctx = CallContext {
-                registry: self.poll.registry(),
-                token: turn.token,
-            };
-            call.abort(&mut ctx);
-            let round = turn.close_round(true, util::unix_now());
-            if let Some(m) = round.message {
-                s.tool_call_count += round.calls.len() as u64;
-                s.append(m);
-                self.mark_dirty(rid);
-            }
-        }
-        if crate::tools::interrupt_tools(self, rid, now) {
-            // A tool's group is dying; the turn ends when it is reaped.
-            return true;
-        }
-        self.end_turn(rid, "interrupted", None, now);
-        true
-    }
-
-    /// End a session's row and take it out of memory; it stays resumable from the store.
-    pub(crate) fn retire(&mut self, rid: &str, reason: &str, now: Instant) {
-        // Taken first so ending the turn does not start the next prompt.
-        let mut queued = self
-            .sessions
-            .get_mut(rid)
-            .map(|s| std::mem::take(&mut s.queued))
-            .unwrap_or_default();
-        crate::tools::abandon_session_tools(self, rid, now);
-        self.interrupt_turn(rid, now);
-        if let Some(mut s) = self.take_session(rid) {
-            // Prompts accepted as `queued` never ran; they are kept, not lost.
-            let now_unix = util::unix_now();
-            while let Some(text) = queued.pop_front() {
-                s.append(Message::new(Role::User, Some(text), now_unix));
-                s.queue_dirty = true;
-            }
-            s.ended = Some((util::unix_now(), reason.to_string()));
-            s.row_dirty = true;
-            // Its ids left in `dirty` and `runnable` are skipped (no longer in `sessions`);
-            // its turn's token went with the turn.
-            s.dirty = false;
-            self.retired.push(s);
-        }
-    }
-
-    // ---- store ----
-
-    /// Commit what this iteration appended, unless a failed commit waits for its retry time.
-    fn commit(&mut self, now: Instant) {
-        if self.commit_retry_at.is_some_and(|t| now < t) {
-            return;
-        }
-        if self.dirty.is_empty() && self.retired.is_empty() {
-            return;
-        }
-        self.checkpoint_due = true;
-        crate::flush::arm(self, now);
-        if let Err(e) = self.commit_now() {
-            self.commit_retry_at = Some(now + self.cfg.flush_interval);
-            crate::flush::arm(self, now);
-            self.report_commit_error(e);
-        }
-    }
-
-    /// The flush tick's retry of a failed commit.
-    pub(crate) fn retry_commit_now(&mut self, now: Instant) {
-        self.commit_retry_at = None;
-        self.commit(now);
-    }
-
-    /// Write every dirty session and retired session in one transaction.
-    pub(crate) fn commit_now(&mut self) -> Result<(), String> {
-        let mut dirty = std::mem::take(&mut self.dirty);
-        dirty.retain(|rid| self.sessions.contains_key(rid));
-        let refs: Vec<&Session> = dirty
-            .iter()
-            .filter_map(|rid| self.sessions.get(rid))
-            .chain(self.retired.iter())
-            .collect();
-        let several = refs.len() > 1;
-        let result = match self.store.persist(&refs) {
-            Ok(marks) => {
-                self.apply_marks(&dirty, &marks);
-                self.retired.clear();
-                Ok(())
-            }
-            // One bad row must not hold back every other session: commit each on its own.
-            Err(e) if several && !crate::store::is_contention(&e) => self.commit_one_by_one(dirty),
-            Err(e) => {
-                self.dirty = dirty;
-                Err(e.to_string())
-            }
-        };
-        if result.is_ok()
-            && let Some(e) = self.commit_error.take()
-        {
-            eprintln!("[gateway] state.db writable again; saved what was pending ({e})");
-        }
-        result
-    }
-
-    fn apply_marks(&mut self, rids: &[String], marks: &[crate::session::Persisted]) {
-        for (rid, mark) in rids.iter().zip(marks) {
-            if let Some(s) = self.sessions.get_mut(rid) {
-                s.persisted = *mark;
-                s.row_dirty = false;
-                s.queue_dirty = false;
-                s.dirty = false;
-            }
-        }
-    }
-
-    /// The slow path after a failed batch: every session in its own transaction; the ones
-    /// that still fail stay pending (and are named on stderr).
-    fn commit_one_by_one(&mut self, dirty: Vec<String>) -> Result<(), String> {
-        let mut first_error = None;
-        for rid in dirty {
-            let Some(s) = self.sessions.get(&rid) else {
-                continue;
-            };
-            match self.store.persist(&[s]) {
-                Ok(marks) => self.apply_marks(std::slice::from_ref(&rid), &marks),
-                Err(e) => {
-                    eprintln!("[gateway] cannot save session {}: {e}", s.stored_id);
-                    first_error.get_or_insert(e.to_string());
-                    self.dirty.push(rid);
-                }
-            }
-        }
-        for s in std::mem::take(&mut self.retired) {
-            match self.store.persist(&[&s]) {
-                Ok(_) => {}
-                Err(e) => {
-                    eprintln!("[gateway] cannot save session {}: {e}", s.stored_id);
-                    first_error.get_or_insert(e.to_string());
-                    self.retired.push(s);
-                }
-            }
-        }
-        first_error.map_or(Ok(()), Err)
-    }
-
-    /// Tell the user once per outage that transcripts are held in memory.
-    fn report_commit_error(&mut self, e: String) {
-        if self.commit_error.is_some() {
-            return;
-        }
-        eprintln!("[gateway] could not save to state.db ({e}); keeping it in memory and retrying");
-        let text = format!("could not save the transcript to state.db ({e}); retrying");
-        let rids: Vec<String> = self.dirty.clone();
-        for rid in rids {
-            self.emit(&rid, "status.update", json!({"kind": "warn", "text": text}));
-        }
-        self.commit_error = Some(e);
-    }
-
-    /// Put a session in memory.
-    pub(crate) fn add_session(&mut self, s: Session) {
-        self.live_by_stored
-            .insert(s.stored_id.clone(), s.runtime_id.clone());
-        self.sessions.insert(s.runtime_id.clone(), s);
-    }
-
-    /// Take a session out of memory.
-    pub(crate) fn take_session(&mut self, rid: &str) -> Option<Session> {
-        let s = self.sessions.remove(rid)?;
-        self.live_by_stored.remove(&s.stored_id);
-        Some(s)
-    }
-
-    /// The runtime id of the live session with this stored id.
-    pub(crate) fn live_rid(&self, stored_id: &str) -> Option<&str> {
-        self.live_by_stored.get(stored_id).map(String::as_str)
-    }
-
-    /// The running turn of a session.
-    pub(crate) fn turn(&self, rid: &str) -> Option<&Turn> {
-        self.sessions.get(rid).and_then(|s| s.turn.as_ref())
-    }
-
-    pub(crate) fn turn_mut(&mut self, rid: &str) -> Option<&mut Turn> {
-        self.sessions.get_mut(rid).and_then(|s| s.turn.as_mut())
     }
 }
 

@@ -3,6 +3,7 @@
 //! Embedding: build a [`Config`], then [`Gateway::new`] on an [`Io`] and [`Gateway::run`].
 
 pub mod cli;
+mod commit;
 pub mod config;
 pub mod event_loop;
 pub mod flush;

@@ -1,5 +1,6 @@
 //! A live session: its transcript, its stored row's state, its event ring and its turn.
 
+mod driver;
 pub mod transcript;
 pub mod turn;
 
