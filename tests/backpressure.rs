@@ -161,3 +161,64 @@ fn stalled_reader_keeps_memory_bounded() {
     g.assert_clean_stdout();
     eprintln!("backpressure: total {:?}", t0.elapsed());
 }
+
+/// A peer that stops reading for good (queue full, no write progress past the stall deadline)
+/// is treated as gone: the gateway takes the ordered shutdown, persists, and exits.
+#[test]
+fn a_peer_that_never_reads_again_is_treated_as_gone() {
+    let mut g = Gateway::builder()
+        .env("TUI_GATEWAY_STDOUT_STALL_S", "1")
+        .start();
+    let sessions: Vec<Session> = (0..20).map(|_| g.create_session(json!({}))).collect();
+    g.pause_reading();
+    // ~200 turns of ~10,000-word replies: far more output than the out-queue holds, even with
+    // deltas coalesced (each `message.complete` carries its whole text).
+    let mut payload = Vec::new();
+    for k in 0..10 {
+        for (si, s) in sessions.iter().enumerate() {
+            let text = long_prompt(&format!("gone-s{si}-p{k}"), 10 * WORDS);
+            let frame = json!({"jsonrpc":"2.0","id":format!("g-{si}-{k}"),"method":"prompt.submit",
+                               "params":{"session_id":s.id,"text":text}});
+            payload.extend_from_slice(frame.to_string().as_bytes());
+            payload.push(b'\n');
+        }
+    }
+    let stdin = g.stdin_handle();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut s = stdin.lock().unwrap();
+        // Fails with EPIPE once the gateway is gone; that is expected.
+        let _ = s.as_mut().unwrap().write_all(&payload);
+    });
+    let deadline = Instant::now() + secs(30);
+    while g.try_exit().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "a peer that never reads was not treated as gone\n{}",
+            g.diag()
+        );
+        std::thread::yield_now();
+    }
+    let status = g.wait_exit(secs(5));
+    assert_eq!(status.code(), Some(0), "{}", g.diag());
+    let stderr = g.stderr_text();
+    assert!(stderr.contains("[gateway-exit] stdout stalled"), "{stderr}");
+    let _ = writer.join();
+    let db = g.db();
+    let open: i64 = db
+        .query_row(
+            "SELECT count(*) FROM sessions WHERE end_reason IS NOT 'tui_shutdown'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(open, 0, "every session ended by the shutdown");
+    let answered: i64 = db
+        .query_row(
+            "SELECT count(*) FROM messages WHERE role = 'assistant'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(answered > 0, "the turns that ran are in the store");
+}
