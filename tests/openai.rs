@@ -2343,3 +2343,75 @@ fn repeated_tool_call_ids_across_turns_stay_paired_with_their_results() {
     }
     assert_eq!(seen, 2, "{body}");
 }
+
+/// Read one request (head and Content-Length body) from a raw connection.
+fn read_one_request(conn: &mut TcpStream) -> Option<String> {
+    use std::io::Read;
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if data.len() >= end + 4 + len {
+                return Some(String::from_utf8_lossy(&data[end + 4..end + 4 + len]).into_owned());
+            }
+        }
+        let n = conn.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        data.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[test]
+fn a_kept_alive_connection_is_reused_and_a_closed_one_replaced() {
+    use std::io::Write;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Each answer is complete (chunked, ends with [DONE] and the last chunk) and keeps the
+    // connection open, except that the server then drops connection 1 while it idles.
+    let server = std::thread::spawn(move || {
+        let answer = |text: &str| {
+            let event = format!(
+                "data: {}\n\ndata: [DONE]\n\n",
+                json!({"choices":[{"index":0,"delta":{"content":text},"finish_reason":"stop"}]})
+            );
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{event}\r\n0\r\n\r\n",
+                event.len()
+            )
+        };
+        let mut per_connection = Vec::new();
+        // Connection 1: two requests on it, then it is closed by the server.
+        let (mut c1, _) = listener.accept().unwrap();
+        let mut served = 0;
+        while served < 2 && read_one_request(&mut c1).is_some() {
+            served += 1;
+            c1.write_all(answer(&format!("one-{served}")).as_bytes())
+                .unwrap();
+        }
+        per_connection.push(served);
+        drop(c1);
+        // Connection 2: the request that found connection 1 closed.
+        let (mut c2, _) = listener.accept().unwrap();
+        let mut served = 0;
+        if read_one_request(&mut c2).is_some() {
+            served += 1;
+            c2.write_all(answer("two-1").as_bytes()).unwrap();
+        }
+        per_connection.push(served);
+        per_connection
+    });
+    let mut g = builder_for(&format!("http://127.0.0.1:{port}/v1")).start();
+    let s = g.create_session(json!({}));
+    assert_eq!(g.run_turn(&s.id, "first").text, "one-1");
+    assert_eq!(g.run_turn(&s.id, "second").text, "one-2", "{}", g.diag());
+    assert_eq!(g.run_turn(&s.id, "third").text, "two-1", "{}", g.diag());
+    assert_eq!(server.join().unwrap(), vec![2, 1]);
+}

@@ -199,6 +199,8 @@ pub struct Head {
     pub chunked: bool,
     pub content_length: Option<u64>,
     pub retry_after: Option<f64>,
+    /// The server will close the connection after this response.
+    pub close: bool,
     /// Bytes of the head, to strip from the buffer.
     pub len: usize,
 }
@@ -223,6 +225,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, String> {
         chunked: false,
         content_length: None,
         retry_after: None,
+        close: resp.version == Some(0),
         len,
     };
     for h in resp.headers.iter() {
@@ -231,6 +234,8 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, String> {
             head.chunked = value.to_ascii_lowercase().contains("chunked");
         } else if h.name.eq_ignore_ascii_case("content-length") {
             head.content_length = value.trim().parse().ok();
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            head.close = value.to_ascii_lowercase().contains("close");
         } else if h.name.eq_ignore_ascii_case("retry-after") {
             head.retry_after = value
                 .trim()

@@ -72,6 +72,10 @@ pub trait ModelCall {
     ) -> Progress;
     /// Stop at once and release every source (interrupt, shutdown).
     fn abort(&mut self, ctx: &mut CallContext<'_>);
+    /// After `Finished`: a connection that can carry the next request, for the provider.
+    fn take_connection(&mut self) -> Option<Box<dyn std::any::Any>> {
+        None
+    }
 }
 
 /// What the model is asked.
@@ -88,4 +92,6 @@ pub trait Provider {
     fn default_model(&self) -> &str;
     /// Begin a call. Failures to start are reported as a `Failed` event by the call.
     fn start(&mut self, req: ModelRequest<'_>, ctx: &mut CallContext<'_>) -> Box<dyn ModelCall>;
+    /// Take back a connection a finished call left reusable.
+    fn recycle(&mut self, _connection: Box<dyn std::any::Any>) {}
 }

@@ -45,11 +45,16 @@ const RETRY_CAP: Duration = Duration::from_secs(30);
 const ERROR_BODY_MAX: usize = 16 * 1024;
 /// Bytes read per advance before yielding to the rest of the loop.
 const READ_BUDGET: usize = 256 * 1024;
+/// Idle connections kept for the next request, and how long one is trusted to stay open.
+const IDLE_MAX: usize = 4;
+const IDLE_KEEP: Duration = Duration::from_secs(30);
 
 pub struct OpenAiProvider {
     settings: OpenAiSettings,
     url: Url,
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// Connections whose last answer ended cleanly (HTTP/1.1 keep-alive), newest last.
+    idle: Vec<(Transport, Instant)>,
 }
 
 impl OpenAiProvider {
@@ -60,7 +65,12 @@ impl OpenAiProvider {
         } else {
             None
         };
-        Ok(OpenAiProvider { settings, url, tls })
+        Ok(OpenAiProvider {
+            settings,
+            url,
+            tls,
+            idle: Vec::new(),
+        })
     }
 }
 
@@ -94,7 +104,26 @@ pub fn request_messages(transcript: &[Message]) -> Vec<Value> {
     out
 }
 
+impl OpenAiProvider {
+    /// The newest idle connection young enough to still be open.
+    fn take_idle(&mut self) -> Option<Transport> {
+        let now = Instant::now();
+        self.idle
+            .retain(|(_, since)| now.duration_since(*since) < IDLE_KEEP);
+        self.idle.pop().map(|(t, _)| t)
+    }
+}
+
 impl Provider for OpenAiProvider {
+    fn recycle(&mut self, connection: Box<dyn std::any::Any>) {
+        if let Ok(t) = connection.downcast::<Transport>() {
+            self.idle.push((*t, Instant::now()));
+            if self.idle.len() > IDLE_MAX {
+                self.idle.remove(0);
+            }
+        }
+    }
+
     fn name(&self) -> &str {
         "openai"
     }
@@ -115,7 +144,7 @@ impl Provider for OpenAiProvider {
         let mut request = format!(
             "POST {}/chat/completions HTTP/1.1\r\nHost: {}\r\nUser-Agent: tui-gateway/{}\r\n\
              Content-Type: application/json\r\nAccept: text/event-stream\r\n\
-             Content-Length: {}\r\nConnection: close\r\n",
+             Content-Length: {}\r\n",
             self.url.path,
             self.url.authority(),
             crate::session::VERSION,
@@ -136,6 +165,9 @@ impl Provider for OpenAiProvider {
             attempt: 0,
             stream: StreamState::default(),
             pending_failure: None,
+            reuse: self.take_idle(),
+            reused: false,
+            reusable: None,
         };
         call.begin(ctx, Instant::now());
         Box::new(call)
@@ -195,6 +227,13 @@ struct OpenAiCall {
     stream: StreamState,
     /// A failure found while starting, reported on the next advance.
     pending_failure: Option<String>,
+    /// An idle connection to try first.
+    reuse: Option<Transport>,
+    /// The current attempt runs on a reused connection (a server may have closed it meanwhile:
+    /// then the request goes out again on a fresh one).
+    reused: bool,
+    /// The connection, once the answer ended cleanly, for the provider to keep.
+    reusable: Option<Transport>,
 }
 
 /// How a step of the state machine ended.
@@ -215,6 +254,21 @@ impl OpenAiCall {
     /// Start an attempt: resolve (or take the IP literal), then connect.
     fn begin(&mut self, ctx: &mut CallContext<'_>, now: Instant) {
         self.deadline = Some(now + self.settings.connect_timeout);
+        self.reused = false;
+        if let Some(mut transport) = self.reuse.take()
+            && ctx
+                .registry
+                .register(
+                    &mut transport.socket,
+                    ctx.token,
+                    Interest::READABLE | Interest::WRITABLE,
+                )
+                .is_ok()
+        {
+            self.reused = true;
+            self.phase = Phase::Sending { transport, sent: 0 };
+            return;
+        }
         let host = self.url.host.clone();
         let port = self.url.port;
         if let Ok(ip) = host.parse::<IpAddr>() {
@@ -390,12 +444,14 @@ impl OpenAiCall {
                 // are pushed out while receiving.
                 while *sent < self.request.len() {
                     match transport.write_plain(&self.request[*sent..]) {
+                        Ok(0) if self.reused => return Ok(self.start_fresh(ctx)),
                         Ok(0) => {
                             let e = io::Error::new(io::ErrorKind::WriteZero, "connection closed");
                             return Err(self.transport_error("sending the request", &e));
                         }
                         Ok(n) => *sent += n,
                         Err(e) if would_block(&e) => return Ok(Step::Wait),
+                        Err(_) if self.reused => return Ok(self.start_fresh(ctx)),
                         Err(e) => return Err(self.transport_error("sending the request", &e)),
                     }
                 }
@@ -468,6 +524,10 @@ impl OpenAiCall {
             budget = budget.saturating_sub(n.max(1));
             self.deadline = Some(now + self.settings.idle_timeout);
             if n == 0 {
+                if self.reused && head_and_buf_empty(&self.phase) {
+                    // The server closed the idle connection before we reused it.
+                    return Ok(self.start_fresh(ctx));
+                }
                 return self.on_eof(ctx, now, out);
             }
             buf.extend_from_slice(&chunk[..n]);
@@ -529,7 +589,8 @@ impl OpenAiCall {
         for data in events {
             self.on_data(&data, out)?;
             if self.stream.done {
-                self.finish(ctx, out);
+                let keep = complete && !h.close;
+                self.finish(ctx, out, keep);
                 return Ok(Some(Step::Wait));
             }
         }
@@ -640,7 +701,7 @@ impl OpenAiCall {
             self.on_data(&data, out)?;
         }
         if self.stream.done || self.stream.finish_reason.is_some() {
-            self.finish(ctx, out);
+            self.finish(ctx, out, false);
             return Ok(Step::Wait);
         }
         Err("the model's stream ended before it finished (the connection closed mid-answer)".into())
@@ -702,9 +763,24 @@ impl OpenAiCall {
         ))
     }
 
-    /// The answer is complete: tool calls (by index), then `Done`.
-    fn finish(&mut self, ctx: &mut CallContext<'_>, out: &mut Vec<ModelEvent>) {
+    /// Send the request again on a new connection (the reused one was closed by the server).
+    fn start_fresh(&mut self, ctx: &mut CallContext<'_>) -> Step {
         self.release(ctx);
+        self.reused = false;
+        self.phase = Phase::Idle;
+        Step::Continue
+    }
+
+    /// The answer is complete: tool calls (by index), then `Done`. `keep`: the connection
+    /// ended the response cleanly and may carry the next request.
+    fn finish(&mut self, ctx: &mut CallContext<'_>, out: &mut Vec<ModelEvent>, keep: bool) {
+        self.release(ctx);
+        if let Phase::Receiving { transport, .. } =
+            std::mem::replace(&mut self.phase, Phase::Finished)
+            && keep
+        {
+            self.reusable = Some(transport);
+        }
         self.phase = Phase::Finished;
         self.deadline = None;
         let tools = std::mem::take(&mut self.stream.tools);
@@ -754,6 +830,11 @@ impl OpenAiCall {
             ),
         }
     }
+}
+
+/// Nothing of an answer has arrived yet.
+fn head_and_buf_empty(phase: &Phase) -> bool {
+    matches!(phase, Phase::Receiving { head: None, buf, .. } if buf.is_empty())
 }
 
 /// The message of a JSON error body, or its text, for the user.
@@ -842,6 +923,12 @@ impl ModelCall for OpenAiCall {
                 }
             }
         }
+    }
+
+    fn take_connection(&mut self) -> Option<Box<dyn std::any::Any>> {
+        self.reusable
+            .take()
+            .map(|t| Box::new(t) as Box<dyn std::any::Any>)
     }
 
     fn abort(&mut self, ctx: &mut CallContext<'_>) {

@@ -166,7 +166,16 @@ impl Gateway {
                 }
             }
             Progress::Wait(None) => {}
-            Progress::Finished => self.end_model_round(rid, now),
+            Progress::Finished => {
+                let connection = self
+                    .turn_mut(rid)
+                    .and_then(|t| t.call.as_mut())
+                    .and_then(|c| c.take_connection());
+                if let Some(connection) = connection {
+                    self.provider.recycle(connection);
+                }
+                self.end_model_round(rid, now)
+            }
         }
     }
 
