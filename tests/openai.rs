@@ -1924,8 +1924,9 @@ fn dangerous_tool_call_from_the_model_asks_for_approval_and_a_denial_goes_back()
     let ev = g.wait_session_event(&s.id, "approval.request", T);
     assert_eq!(ev["payload"]["command"], cmd.as_str(), "{ev}");
     let rid = ev["payload"]["request_id"].as_str().unwrap().to_string();
-    // the stream is over and the model call closed while the user thinks
-    assert!(mock.wait_peer_closed(0, secs(3)).is_some() || mock.conns()[0].finished);
+    // the model round is over while the user thinks (its connection may stay open for the
+    // next call): no second request before the answer
+    assert_eq!(mock.request_count(), 1);
     let r = g.call(
         "approval.respond",
         json!({"session_id": s.id, "choice": "deny", "request_id": rid}),
