@@ -18,6 +18,21 @@ fn embed_example() -> PathBuf {
         .join("embed")
 }
 
+/// What `examples/embed.rs` says when its own SIGTERM handler ran.
+const HOST_LINE: &str = "[host] my SIGTERM handler ran too";
+
+/// The gateway's stderr once it holds `line` (or after a deadline, for the assertion to report).
+fn stderr_with(gw: &Gateway, line: &str) -> String {
+    let deadline = std::time::Instant::now() + secs(5);
+    loop {
+        let text = gw.stderr_text();
+        if text.contains(line) || std::time::Instant::now() >= deadline {
+            return text;
+        }
+        std::thread::yield_now();
+    }
+}
+
 #[test]
 fn sigterm_flushes_and_the_hosts_handler_runs() {
     let program = embed_example();
@@ -37,10 +52,11 @@ fn sigterm_flushes_and_the_hosts_handler_runs() {
     gw.signal(libc::SIGTERM);
     let status = gw.wait_exit(secs(5));
     assert_eq!(status.code(), Some(0), "{}", gw.diag());
-    let stderr = gw.stderr_text();
+    // The host's last line may still be in the stderr pipe when the process is reaped.
+    let stderr = stderr_with(&gw, HOST_LINE);
     assert!(stderr.contains("[gateway-signal] SIGTERM"), "{stderr}");
     assert!(
-        stderr.contains("[host] my SIGTERM handler ran too"),
+        stderr.contains(HOST_LINE),
         "host handler not chained: {stderr}"
     );
     let db = gw.db();
@@ -80,8 +96,6 @@ fn with_signals_off_the_host_owns_sigterm() {
     assert_eq!(r["count"], 2);
     gw.close_stdin();
     assert_eq!(gw.wait_exit(secs(5)).code(), Some(0));
-    assert!(
-        gw.stderr_text()
-            .contains("[host] my SIGTERM handler ran too")
-    );
+    let stderr = stderr_with(&gw, HOST_LINE);
+    assert!(stderr.contains(HOST_LINE), "{stderr}");
 }
