@@ -128,7 +128,10 @@ fn spawn_stdout_reader(stdout: impl Read + Send + 'static, tx: mpsc::Sender<Out>
         .expect("spawn stdout reader");
 }
 
-fn spawn_stderr_reader(stderr: impl Read + Send + 'static, sink: Arc<Mutex<Vec<String>>>) {
+fn spawn_stderr_reader(
+    stderr: impl Read + Send + 'static,
+    sink: Arc<Mutex<Vec<String>>>,
+) -> thread::JoinHandle<()> {
     thread::Builder::new()
         .name("gw-stderr".into())
         .spawn(move || {
@@ -150,7 +153,7 @@ fn spawn_stderr_reader(stderr: impl Read + Send + 'static, sink: Arc<Mutex<Vec<S
                 s.push(line);
             }
         })
-        .expect("spawn stderr reader");
+        .expect("spawn stderr reader")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -225,7 +228,7 @@ impl GatewayBuilder {
         let gate: Gate = Arc::new((Mutex::new(false), Condvar::new()));
         spawn_stdout_reader(stdout, tx, gate.clone());
         let err_sink = Arc::new(Mutex::new(Vec::new()));
-        spawn_stderr_reader(stderr, err_sink.clone());
+        let stderr_reader = spawn_stderr_reader(stderr, err_sink.clone());
         Gateway {
             child,
             stdin: Arc::new(Mutex::new(Some(stdin))),
@@ -236,6 +239,7 @@ impl GatewayBuilder {
             first_untaken: 0,
             garbage: Vec::new(),
             stderr: err_sink,
+            stderr_reader,
             next_id: 0,
             home,
             _home: owned,
@@ -287,6 +291,8 @@ pub struct Gateway {
     /// stdout lines that were not JSON objects.
     pub garbage: Vec<Vec<u8>>,
     stderr: Arc<Mutex<Vec<String>>>,
+    /// Finished once the gateway's stderr reached EOF.
+    stderr_reader: thread::JoinHandle<()>,
     next_id: u64,
     pub home: PathBuf,
     _home: Option<TempHome>,
@@ -667,6 +673,10 @@ impl Gateway {
         let tail = Instant::now() + secs(3);
         while !self.stdout_closed && Instant::now() < tail {
             self.pump_until(tail);
+        }
+        // The last stderr lines may still be in the pipe when the process is reaped.
+        while !self.stderr_reader.is_finished() && Instant::now() < tail {
+            thread::yield_now();
         }
         st
     }
