@@ -14,8 +14,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
-use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -23,6 +23,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
+use tui_gateway::cli::lines::DeadlineLines;
 
 const USAGE: &str = "\
 usage: load [--sessions N] [--turns M] [--words W] [--pings P] [--idle-sessions K] [--bin PATH]
@@ -168,7 +169,7 @@ fn drive(
 ) -> Result<(), String> {
     let pid = child.id();
     let mut stdin = child.stdin.take().ok_or("no stdin pipe")?;
-    let mut lines = LineReader::new(child.stdout.take().ok_or("no stdout pipe")?);
+    let mut lines = DeadlineLines::new(child.stdout.take().ok_or("no stdout pipe")?);
 
     // Start-up.
     loop {
@@ -195,7 +196,7 @@ fn drive(
     }
 
     // From here on a thread reads the gateway's stdout, so that writing never waits on reading.
-    let frames = lines.spawn_reader();
+    let frames = spawn_reader(lines);
     let mut client = Client {
         stdin,
         frames,
@@ -276,7 +277,7 @@ fn drive(
 /// Sequential `ping` round trips, after `warmup` untimed ones.
 fn ping_round_trips(
     stdin: &mut ChildStdin,
-    lines: &mut LineReader<ChildStdout>,
+    lines: &mut DeadlineLines<ChildStdout>,
     warmup: usize,
     count: usize,
 ) -> Result<Vec<Duration>, String> {
@@ -537,101 +538,22 @@ impl Client {
     }
 }
 
-/// Reads `\n`-terminated lines from a pipe with a deadline (poll, then read), without a thread, so
-/// that round-trip timings include nothing but the pipe and the peer.
-struct LineReader<R> {
-    source: R,
-    buf: Vec<u8>,
-    start: usize,
-}
-
-impl<R: Read + AsRawFd + Send + 'static> LineReader<R> {
-    fn new(source: R) -> Self {
-        LineReader {
-            source,
-            buf: Vec::with_capacity(1 << 16),
-            start: 0,
-        }
-    }
-
-    /// The next line without its newline; `Ok(None)` at end of file.
-    fn next_line(&mut self, deadline: Instant) -> Result<Option<Vec<u8>>, String> {
-        loop {
-            if let Some(pos) = self.buf[self.start..].iter().position(|&b| b == b'\n') {
-                let line = self.buf[self.start..self.start + pos].to_vec();
-                self.start += pos + 1;
-                return Ok(Some(line));
-            }
-            self.buf.drain(..self.start);
-            self.start = 0;
-            let timeout = deadline.saturating_duration_since(Instant::now());
-            if !poll_readable(self.source.as_raw_fd(), timeout)? {
-                return Err(format!(
-                    "timed out after {} waiting for a line",
-                    fmt_duration(timeout)
-                ));
-            }
-            let len = self.buf.len();
-            self.buf.resize(len + (1 << 16), 0);
-            match self.source.read(&mut self.buf[len..]) {
-                Ok(0) => {
-                    self.buf.truncate(len);
-                    return Ok(None);
-                }
-                Ok(n) => self.buf.truncate(len + n),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.buf.truncate(len),
-                Err(e) => return Err(format!("read failed: {e}")),
-            }
-        }
-    }
-
-    /// The next JSON object frame; other lines are skipped. End of file is an error.
-    fn next_frame(&mut self, deadline: Instant) -> Result<Value, String> {
-        loop {
-            let line = self
-                .next_line(deadline)?
-                .ok_or("the gateway closed its stdout")?;
-            if let Ok(frame @ Value::Object(_)) = serde_json::from_slice::<Value>(&line) {
-                return Ok(frame);
-            }
-        }
-    }
-
-    /// Moves the reader to a thread that sends every frame with the instant it was read.
-    fn spawn_reader(mut self) -> Receiver<(Instant, Value)> {
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            while let Ok(Some(line)) = self.next_line(Instant::now() + Duration::from_secs(86_400))
+/// Moves the line reader to a thread that sends every frame with the instant it was read.
+fn spawn_reader<R: Read + AsFd + Send + 'static>(
+    mut lines: DeadlineLines<R>,
+) -> Receiver<(Instant, Value)> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        while let Ok(Some(line)) = lines.next_line(Instant::now() + Duration::from_secs(86_400)) {
+            let at = Instant::now();
+            if let Ok(frame @ Value::Object(_)) = serde_json::from_slice::<Value>(line)
+                && tx.send((at, frame)).is_err()
             {
-                let at = Instant::now();
-                if let Ok(frame @ Value::Object(_)) = serde_json::from_slice::<Value>(&line)
-                    && tx.send((at, frame)).is_err()
-                {
-                    return;
-                }
+                return;
             }
-        });
-        rx
-    }
-}
-
-fn poll_readable(fd: i32, timeout: Duration) -> Result<bool, String> {
-    let mut pollfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let millis = timeout.as_millis().min(i32::MAX as u128) as i32;
-    loop {
-        let n = unsafe { libc::poll(&mut pollfd, 1, millis) };
-        if n >= 0 {
-            return Ok(n > 0);
         }
-        let error = io::Error::last_os_error();
-        if error.kind() != io::ErrorKind::Interrupted {
-            return Err(format!("poll failed: {error}"));
-        }
-    }
+    });
+    rx
 }
 
 /// Round trips of `line` through `cat`: the floor any stdio gateway is measured against.
@@ -642,7 +564,7 @@ fn pipe_round_trips(line: &str, warmup: usize, count: usize) -> Result<Vec<Durat
         .spawn()
         .map_err(|e| format!("cannot start cat: {e}"))?;
     let mut stdin = cat.stdin.take().ok_or("no stdin pipe")?;
-    let mut lines = LineReader::new(cat.stdout.take().ok_or("no stdout pipe")?);
+    let mut lines = DeadlineLines::new(cat.stdout.take().ok_or("no stdout pipe")?);
     let mut samples = Vec::with_capacity(count);
     let mut result = Ok(());
     for i in 0..warmup + count {

@@ -5,8 +5,7 @@
 #![allow(dead_code)]
 
 use std::fs;
-use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -92,91 +91,8 @@ pub fn event_type(frame: &Value) -> Option<&str> {
     frame.get("params")?.get("type")?.as_str()
 }
 
-/// Waits until `fd` is readable, at most `timeout`.
-fn poll_readable(fd: i32, timeout: Duration) -> Result<bool, String> {
-    let mut pollfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let millis = timeout.as_millis().min(i32::MAX as u128) as i32;
-    loop {
-        // SAFETY: one valid pollfd for the duration of the call.
-        let n = unsafe { libc::poll(&mut pollfd, 1, millis) };
-        if n >= 0 {
-            return Ok(n > 0);
-        }
-        let error = io::Error::last_os_error();
-        if error.kind() != io::ErrorKind::Interrupted {
-            return Err(format!("poll failed: {error}"));
-        }
-    }
-}
-
-/// `\n`-terminated lines from a pipe with a deadline, without a thread (so a round trip measures
-/// the pipe and the peer, nothing else).
-pub struct Lines<R> {
-    source: R,
-    buf: Vec<u8>,
-    start: usize,
-}
-
-impl<R: Read + AsRawFd> Lines<R> {
-    pub fn new(source: R) -> Self {
-        Lines {
-            source,
-            buf: Vec::with_capacity(1 << 16),
-            start: 0,
-        }
-    }
-
-    /// The next line without its newline; `Ok(None)` at end of file.
-    pub fn next_line(&mut self, deadline: Instant) -> Result<Option<&[u8]>, String> {
-        loop {
-            if let Some(pos) = self.buf[self.start..].iter().position(|&b| b == b'\n') {
-                let line = self.start..self.start + pos;
-                self.start += pos + 1;
-                return Ok(Some(&self.buf[line]));
-            }
-            self.buf.drain(..self.start);
-            self.start = 0;
-            let timeout = deadline.saturating_duration_since(Instant::now());
-            if !poll_readable(self.source.as_raw_fd(), timeout)? {
-                return Err(format!(
-                    "timed out after {} waiting for a line",
-                    fmt_duration(timeout)
-                ));
-            }
-            let len = self.buf.len();
-            self.buf.resize(len + (1 << 16), 0);
-            match self.source.read(&mut self.buf[len..]) {
-                Ok(0) => {
-                    self.buf.truncate(len);
-                    return Ok(None);
-                }
-                Ok(n) => self.buf.truncate(len + n),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.buf.truncate(len),
-                Err(e) => return Err(format!("read failed: {e}")),
-            }
-        }
-    }
-
-    /// The next JSON object frame; other lines are skipped; end of file is an error.
-    pub fn next_frame(&mut self, deadline: Instant) -> Result<Value, String> {
-        loop {
-            let line = self
-                .next_line(deadline)?
-                .ok_or("the gateway closed its stdout")?;
-            if let Ok(frame @ Value::Object(_)) = serde_json::from_slice::<Value>(line) {
-                return Ok(frame);
-            }
-        }
-    }
-
-    pub fn into_inner(self) -> R {
-        self.source
-    }
-}
+/// Lines from a pipe with a deadline, without a thread.
+pub use tui_gateway::cli::lines::DeadlineLines as Lines;
 
 /// A gateway child process spoken to over its stdin/stdout, synchronously.
 pub struct Client {
