@@ -277,7 +277,7 @@ impl Gateway {
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| self.iteration(events)));
         if let Err(panic) = outcome {
-            eprintln!("[gateway-crash] {}", panic_text(&panic));
+            eprintln!("[gateway-crash] {}", util::panic_text(&panic));
             if self.shutdown.is_some() {
                 // The shutdown itself failed: leave now rather than loop on it.
                 crate::shutdown::hard_exit(self, "crash during shutdown");
@@ -418,7 +418,7 @@ impl Gateway {
                     let reply = reply.unwrap_or_else(|panic| {
                         Some(Err(frame::RpcError::new(
                             frame::code::INTERNAL,
-                            format!("internal error: {}", panic_text(&panic)),
+                            format!("internal error: {}", util::panic_text(&panic)),
                         )))
                     });
                     match reply {
@@ -552,15 +552,5 @@ impl Gateway {
             Some(Route::Tool(id)) => self.tools.mark_ready(id),
             None => {}
         }
-    }
-}
-
-fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "panic".into()
     }
 }

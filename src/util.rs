@@ -81,6 +81,17 @@ pub fn clip(s: &str, max: usize) -> String {
     }
 }
 
+/// The message a panic carried.
+pub fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic".into()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -525,16 +525,6 @@ fn say(line: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
-fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "panic".into()
-    }
-}
-
 #[test]
 fn sigkill_at_random_instants_under_load_loses_nothing_announced() {
     let started = Instant::now();
@@ -565,8 +555,8 @@ fn sigkill_at_random_instants_under_load_loses_nothing_announced() {
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(&seed) = seeds.get(i) else { return };
-                    let r =
-                        std::panic::catch_unwind(|| run_trial(seed)).map_err(|p| panic_message(&p));
+                    let r = std::panic::catch_unwind(|| run_trial(seed))
+                        .map_err(|p| tui_gateway::util::panic_text(&p));
                     let failed = r.is_err();
                     results.lock().unwrap().push((seed, r));
                     if failed {
