@@ -31,6 +31,21 @@ fn scratch(home: &Path, name: &str) -> (PathBuf, String) {
     (p, format!("~/{name}"))
 }
 
+/// A prompt running a dangerous but harmless command: `rm -rf` of a scratch dir under HOME.
+struct RmPrompt {
+    dir: PathBuf,
+    cmd: String,
+    /// Frame index where the turn's frames start.
+    start: usize,
+}
+
+fn submit_rm(g: &mut Gateway, sid: &str, home: &Path, name: &str) -> RmPrompt {
+    let (dir, tilde) = scratch(home, name);
+    let cmd = format!("rm -rf {tilde}");
+    let start = submit(g, sid, &format!("$ {cmd}"));
+    RmPrompt { dir, cmd, start }
+}
+
 fn check_request_payload(p: &Value, command: &str) -> String {
     let rid = p["request_id"]
         .as_str()
@@ -161,10 +176,8 @@ fn event_form_once_runs_the_command_and_asks_again_next_time() {
     let home = fake_home();
     let mut g = gateway_with_home(&home.path).start();
     let s = g.create_session(json!({}));
-    let (dir, tilde) = scratch(&home.path, &format!("scratch-{m}"));
-    let cmd = format!("rm -rf {tilde}");
-
-    let start = submit(&mut g, &s.id, &format!("$ {cmd}"));
+    let RmPrompt { dir, cmd, start } =
+        submit_rm(&mut g, &s.id, &home.path, &format!("scratch-{m}"));
     let rid = wait_approval_event(&mut g, &s.id, &cmd);
     assert_still_pending(&mut g, &s.id);
     assert!(dir.exists(), "the command ran before it was approved");
@@ -213,10 +226,7 @@ fn server_request_form_after_client_capabilities() {
         "client.capabilities result must list approval: {caps}"
     );
     let s = g.create_session(json!({}));
-    let (dir, tilde) = scratch(&home.path, &format!("srq-{m}"));
-    let cmd = format!("rm -rf {tilde}");
-
-    let start = submit(&mut g, &s.id, &format!("$ {cmd}"));
+    let RmPrompt { dir, cmd, start } = submit_rm(&mut g, &s.id, &home.path, &format!("srq-{m}"));
     let (id, _rid) = wait_server_request(&mut g, &s.id, &cmd);
     assert_still_pending(&mut g, &s.id);
     assert!(dir.exists(), "ran before the answer");
@@ -260,9 +270,7 @@ fn deny_records_a_not_run_result_and_the_turn_goes_on() {
     let home = fake_home();
     let mut g = gateway_with_home(&home.path).start();
     let s = g.create_session(json!({}));
-    let (dir, tilde) = scratch(&home.path, &format!("deny-{m}"));
-    let cmd = format!("rm -rf {tilde}");
-    let start = submit(&mut g, &s.id, &format!("$ {cmd}"));
+    let RmPrompt { dir, cmd, start } = submit_rm(&mut g, &s.id, &home.path, &format!("deny-{m}"));
     let rid = wait_approval_event(&mut g, &s.id, &cmd);
     assert_eq!(respond(&mut g, &s.id, "deny", Some(&rid)), 1);
     let c = g.wait_session_event(&s.id, "tool.complete", T);
@@ -298,9 +306,7 @@ fn approval_timeout_withdraws_and_denies_in_both_forms() {
     let s = g.create_session(json!({}));
 
     // Event form
-    let (dir, tilde) = scratch(&home.path, &format!("to-{m}"));
-    let cmd = format!("rm -rf {tilde}");
-    let start = submit(&mut g, &s.id, &format!("$ {cmd}"));
+    let RmPrompt { dir, cmd, start } = submit_rm(&mut g, &s.id, &home.path, &format!("to-{m}"));
     let rid = wait_approval_event(&mut g, &s.id, &cmd);
     let t0 = Instant::now();
     let cancel = g.wait_session_event(&s.id, "request.cancel", secs(10));
@@ -358,9 +364,7 @@ fn interrupt_while_waiting_withdraws_and_interrupts_the_turn() {
     let home = fake_home();
     let mut g = gateway_with_home(&home.path).start();
     let s = g.create_session(json!({}));
-    let (dir, tilde) = scratch(&home.path, &format!("int-{m}"));
-    let cmd = format!("rm -rf {tilde}");
-    let start = submit(&mut g, &s.id, &format!("$ {cmd}"));
+    let RmPrompt { dir, cmd, start } = submit_rm(&mut g, &s.id, &home.path, &format!("int-{m}"));
     let rid = wait_approval_event(&mut g, &s.id, &cmd);
     let r = g.call("session.interrupt", json!({"session_id": s.id}));
     assert_eq!(r["status"], "interrupted", "{r}");
@@ -514,9 +518,7 @@ fn shutdown_while_waiting_denies_and_records_the_result() {
     let home = fake_home();
     let mut g = gateway_with_home(&home.path).start();
     let s = g.create_session(json!({}));
-    let (dir, tilde) = scratch(&home.path, &format!("sd-{m}"));
-    let cmd = format!("rm -rf {tilde}");
-    submit(&mut g, &s.id, &format!("$ {cmd}"));
+    let RmPrompt { dir, cmd, start: _ } = submit_rm(&mut g, &s.id, &home.path, &format!("sd-{m}"));
     let rid = wait_approval_event(&mut g, &s.id, &cmd);
     // The TUI's quit: SIGTERM, then stdin closes.
     g.signal(libc::SIGTERM);
