@@ -86,8 +86,11 @@ pub fn step(gw: &mut Gateway, now: Instant) {
                     gw.interrupt_turn(&rid, now);
                 }
                 crate::tools::stop_shell_commands(gw, now);
+                let kill_at = now + kill_grace;
+                gw.timers
+                    .insert(kill_at.min(hard_deadline), Timer::ShutdownStep);
                 Phase::Killing {
-                    kill_at: now + kill_grace,
+                    kill_at,
                     killed: false,
                 }
             }
@@ -101,13 +104,7 @@ pub fn step(gw: &mut Gateway, now: Instant) {
                         killed: true,
                     }
                 } else {
-                    let wake = if killed {
-                        now + Duration::from_millis(10)
-                    } else {
-                        kill_at
-                    };
-                    gw.timers
-                        .insert(wake.min(hard_deadline), Timer::ShutdownStep);
+                    // The dying tools' pipes and the kill timer wake the loop; nothing to poll.
                     break;
                 }
             }
@@ -119,7 +116,9 @@ pub fn step(gw: &mut Gateway, now: Instant) {
                 }
                 flush_within(
                     gw,
-                    hard_deadline - DRAIN_MARGIN.min(hard_deadline - now),
+                    hard_deadline
+                        .checked_sub(DRAIN_MARGIN)
+                        .map_or(now, |d| d.max(now)),
                     now,
                 );
                 report_unpersisted(gw);

@@ -294,7 +294,6 @@ impl OpenAiCall {
     }
 
     fn fail_now(&mut self, msg: String) {
-        self.stream.done = true;
         self.phase = Phase::Finished;
         self.pending_failure = Some(msg);
     }
