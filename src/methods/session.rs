@@ -356,7 +356,8 @@ pub fn events_since(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
         .filter_map(|(_, params)| serde_json::from_str(params).ok())
         .collect();
     let oldest = s.ring.front().map_or(s.seq + 1, |(seq, _)| *seq);
-    let truncated = s.ring_dropped && last_seen + 1 < oldest;
+    // The ring starts at seq 1 until it overflows.
+    let truncated = last_seen + 1 < oldest;
     Ok(json!({
         "events": events,
         "latest_seq": s.seq,

@@ -53,8 +53,6 @@ pub struct Session {
     pub seq: u64,
     /// Recent events `(seq, params JSON)` for `session.events.since`.
     pub ring: VecDeque<(u64, String)>,
-    /// Events dropped from the ring so far.
-    pub ring_dropped: bool,
     pub turn: Option<Turn>,
     /// Prompts submitted while a turn ran; each runs after it. Committed with the session
     /// (`tui_gateway_queue`) so an acknowledged prompt survives a crash.
@@ -104,7 +102,6 @@ impl Session {
             tool_call_count: 0,
             seq: 0,
             ring: VecDeque::new(),
-            ring_dropped: false,
             turn: None,
             queued: VecDeque::new(),
             queue_dirty: false,
@@ -163,7 +160,6 @@ impl Session {
     pub fn record_event(&mut self, params: &str, seq: u64, cap: usize) {
         if self.ring.len() >= cap {
             self.ring.pop_front();
-            self.ring_dropped = true;
         }
         self.ring.push_back((seq, params.to_string()));
     }
