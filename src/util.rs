@@ -81,6 +81,20 @@ pub fn clip(s: &str, max: usize) -> String {
     }
 }
 
+/// Where sessions and `shell.exec` work by default: `HERMES_CWD` (set by the TUI), else the
+/// gateway's own directory.
+pub fn default_cwd() -> String {
+    std::env::var("HERMES_CWD")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .or_else(|| {
+            std::env::current_dir()
+                .ok()
+                .map(|d| d.display().to_string())
+        })
+        .unwrap_or_else(|| "/".into())
+}
+
 /// The message a panic carried.
 pub fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {

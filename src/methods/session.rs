@@ -45,18 +45,6 @@ fn new_stored_id(gw: &Gateway, started_at: f64) -> String {
     }
 }
 
-fn default_cwd() -> String {
-    std::env::var("HERMES_CWD")
-        .ok()
-        .filter(|c| !c.is_empty())
-        .or_else(|| {
-            std::env::current_dir()
-                .ok()
-                .map(|d| d.display().to_string())
-        })
-        .unwrap_or_else(|| "/".into())
-}
-
 /// `wanted`, or `wanted #2`, `#3`… so that no other session has it.
 fn unique_title(gw: &Gateway, wanted: &str, stored_id: &str) -> String {
     let base = util::clip(wanted.trim(), TITLE_MAX);
@@ -97,7 +85,7 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     let cols = params::opt_u64(p, "cols")?.unwrap_or(80);
     let cwd = params::opt_str(p, "cwd")?
         .map(str::to_string)
-        .unwrap_or_else(default_cwd);
+        .unwrap_or_else(util::default_cwd);
     let model = params::opt_str(p, "model")?
         .map(str::to_string)
         .unwrap_or_else(|| gw.provider.default_model().to_string());
@@ -180,7 +168,7 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
                         .model
                         .unwrap_or_else(|| gw.provider.default_model().to_string()),
                     provider: gw.provider.name().to_string(),
-                    cwd: row.cwd.unwrap_or_else(default_cwd),
+                    cwd: row.cwd.unwrap_or_else(util::default_cwd),
                     source: row.source,
                     started_at: row.started_at,
                     cols: 80,

@@ -475,12 +475,7 @@ pub fn shell_exec(
             ));
         }
     }
-    let cwd = std::env::var("HERMES_CWD")
-        .ok()
-        .filter(|c| !c.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_dir().ok())
-        .unwrap_or_else(|| PathBuf::from("/"));
+    let cwd = PathBuf::from(util::default_cwd());
     launch(
         gw,
         Owner::Shell { request_id },
