@@ -1083,6 +1083,26 @@ fn interrupt_during_a_long_retry_after_wait() {
 }
 
 #[test]
+fn an_absurd_retry_after_is_capped_and_the_gateway_keeps_serving() {
+    let mock = MockAi::script(vec![Reply::status_with(
+        429,
+        &[("Retry-After", "1e30")],
+        r#"{"error":{"message":"come back never"}}"#,
+    )]);
+    let mut g = start_for(&mock);
+    let s = g.create_session(json!({}));
+    let start = submit(&mut g, &s.id, "patience");
+    let notice = g.wait_session_event(&s.id, "status.update", T);
+    let text = notice["payload"]["text"].as_str().unwrap_or("");
+    assert!(text.contains("retrying in 30.0s"), "{notice}");
+    g.ping();
+    g.call("session.interrupt", json!({"session_id": s.id}));
+    let turn = g.finish_turn(&s.id, start, secs(5));
+    assert_eq!(turn.complete["payload"]["status"], "interrupted");
+    assert!(g.try_exit().is_none(), "the gateway must keep running");
+}
+
+#[test]
 fn malformed_event_stream() {
     let ev = vec![
         ev_role(),
