@@ -2,9 +2,11 @@
 //! or `None` when the answer is written later (long-running calls).
 
 mod gateway;
+mod ops;
 mod params;
 mod prompt;
-mod session;
+mod reload;
+pub(crate) mod session;
 
 use serde_json::Value;
 
@@ -18,6 +20,9 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
     let now = std::time::Instant::now();
     if req.method == "shell.exec" {
         return prompt::shell_exec(gw, &req.id, p, now);
+    }
+    if req.method == "session.compress" {
+        return ops::compress(gw, &req.id, p, now);
     }
     let answer = match req.method.as_str() {
         "ping" => Ok(serde_json::json!({"pong": true})),
@@ -44,6 +49,16 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
         "prompt.submit" => prompt::submit(gw, p, now),
         "session.interrupt" => prompt::interrupt(gw, p, now),
         "approval.respond" => prompt::approval_respond(gw, p, now),
+        "session.undo" => ops::undo(gw, p),
+        "session.status" => ops::status(gw, p),
+        "session.save" => ops::save(gw, p),
+        "session.branch" => ops::branch(gw, p, now),
+        "session.activate" => ops::activate(gw, p, now),
+        "session.steer" => ops::steer(gw, p),
+        "prompt.background" => ops::background(gw, p, now),
+        "process.stop" => ops::process_stop(gw, p, now),
+        "reload.mcp" => ops::reload_mcp(p),
+        "reload.env" => reload::reload_env(gw),
         other => Err(RpcError::new(
             crate::rpc::frame::code::UNKNOWN_METHOD,
             format!("unknown method: {other}"),
