@@ -441,11 +441,13 @@ fn compress_summarises_into_a_linked_session_and_survives_a_kill() {
 #[test]
 fn a_session_near_its_context_window_is_compacted_after_a_turn() {
     let home = TempHome::new("ops-auto");
-    let env = [("TUI_GATEWAY_CONTEXT_WINDOW", "120")];
-    let mut g = Gateway::builder()
-        .home(&home.path)
-        .env(env[0].0, env[0].1)
-        .start();
+    // A small window, from config.yaml as a user would set it.
+    std::fs::write(
+        home.path.join("config.yaml"),
+        "model:\n  context_length: 120\n",
+    )
+    .unwrap();
+    let mut g = Gateway::builder().home(&home.path).start();
     let s = g.create_session(json!({}));
     g.run_turn(&s.id, &long_prompt("first", 30));
     let start = submit(&mut g, &s.id, &long_prompt("second", 30));
@@ -472,7 +474,7 @@ fn a_session_near_its_context_window_is_compacted_after_a_turn() {
     // A prompt after it runs in the continuation.
     g.run_turn(&s.id, "short");
 
-    let mut g = kill_and_restart(&mut g, &home.path, &env);
+    let mut g = kill_and_restart(&mut g, &home.path, &[]);
     let db = g.db();
     assert_eq!(rows_of(&db, &s.stored).len(), 4);
     assert_eq!(

@@ -79,6 +79,8 @@ fn utc(unix: f64) -> String {
 
 pub fn status(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let home = gw.cfg.home.display().to_string();
+    let model = live(gw, p)?.model.clone();
+    let window = compaction::context_window(&gw.cfg, &model);
     let s = live(gw, p)?;
     let mut lines = vec![
         "Hermes TUI Status".to_string(),
@@ -101,7 +103,7 @@ pub fn status(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
             "Tokens: {} (context ~{} of {})",
             s.input_tokens + s.output_tokens,
             compaction::estimate_tokens(&s.transcript),
-            compaction::context_window(&s.model)
+            window
         ),
         format!("Agent Running: {}", if s.running() { "Yes" } else { "No" }),
     ]);
@@ -234,6 +236,7 @@ pub fn branch(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
             source: s.source.clone(),
             started_at,
             cols: s.cols,
+            context_max: s.context_max,
         },
         now,
     );
@@ -269,12 +272,12 @@ pub fn activate(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, Rpc
         .get_mut(&rid)
         .ok_or_else(RpcError::session_not_found)?;
     s.last_active = now;
-    let running = s.running();
+    let status = s.status_word();
     let (key, started_at) = (s.stored_id.clone(), s.started_at);
     let mut v = opening(gw, &rid);
     v["session_key"] = json!(key);
     v["started_at"] = json!(started_at);
-    v["status"] = json!(if running { "working" } else { "idle" });
+    v["status"] = json!(status);
     Ok(v)
 }
 
@@ -351,12 +354,13 @@ pub fn background(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, R
     let text = params::opt_str(p, "text")?.unwrap_or("").trim().to_string();
     let parent = live(gw, p)?;
     let (parent_rid, parent_stored) = (parent.runtime_id.clone(), parent.stored_id.clone());
-    let (model, provider, cwd, source, cols) = (
+    let (model, provider, cwd, source, cols, context_max) = (
         parent.model.clone(),
         parent.provider.clone(),
         parent.cwd.clone(),
         parent.source.clone(),
         parent.cols,
+        parent.context_max,
     );
     if text.is_empty() {
         return Err(RpcError::new(code::EMPTY_PROMPT, "text required"));
@@ -381,6 +385,7 @@ pub fn background(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, R
             source,
             started_at,
             cols,
+            context_max,
         },
         now,
     );

@@ -3,7 +3,6 @@
 //! session (`parent_session_id` = the old one) holding the summary and the latest turn, and the
 //! old one keeps the full history, ended `compression` — all in one commit.
 
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -23,8 +22,6 @@ is still open. Be concise; keep names, paths and numbers exactly.";
 pub const SUMMARY_PREFIX: &str = "[Summary of the earlier conversation; full history in session ";
 /// Share of the context window past which a finished turn triggers compaction.
 const THRESHOLD: f64 = 0.75;
-/// Default context window when nothing better is known, in tokens.
-const DEFAULT_WINDOW: u64 = 128_000;
 /// Longest text of one message put into the summary request.
 const MESSAGE_CLIP: usize = 2_000;
 
@@ -39,17 +36,10 @@ pub struct Job {
     pub before_tokens: u64,
 }
 
-/// The model's context window in tokens. One place to repoint at the model table;
-/// `TUI_GATEWAY_CONTEXT_WINDOW` overrides it (tests, small local models).
-pub fn context_window(_model: &str) -> u64 {
-    static OVERRIDE: OnceLock<Option<u64>> = OnceLock::new();
-    let forced = OVERRIDE.get_or_init(|| {
-        std::env::var("TUI_GATEWAY_CONTEXT_WINDOW")
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .filter(|n| *n > 0)
-    });
-    forced.unwrap_or(DEFAULT_WINDOW)
+/// The window compaction works against: config.yaml's `model.context_length`, else the
+/// model's known window (`model::context`).
+pub fn context_window(cfg: &crate::config::Config, model: &str) -> u64 {
+    crate::model::context::context_window(cfg, model)
 }
 
 /// Rough request size: about four characters a token, plus a little per message.
@@ -85,8 +75,8 @@ pub fn split_point(messages: &[Message]) -> Option<usize> {
 }
 
 /// Whether a finished turn leaves the session near its model's window.
-pub fn needs_compaction(messages: &[Message], model: &str) -> bool {
-    let limit = (context_window(model) as f64 * THRESHOLD) as u64;
+pub fn needs_compaction(messages: &[Message], window: u64) -> bool {
+    let limit = (window as f64 * THRESHOLD) as u64;
     estimate_tokens(messages) > limit && split_point(messages).is_some()
 }
 
@@ -285,6 +275,7 @@ impl Gateway {
                 source: s.source.clone(),
                 started_at: s.started_at,
                 cols: s.cols,
+                context_max: s.context_max,
             },
             s.last_active,
         );
