@@ -1,6 +1,7 @@
 //! The dispatch table: method name → handler. A handler returns `Some(result)` to answer now,
 //! or `None` when the answer is written later (long-running calls).
 
+mod absent;
 mod gateway;
 mod ops;
 mod params;
@@ -59,10 +60,13 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
         "process.stop" => ops::process_stop(gw, p, now),
         "reload.mcp" => ops::reload_mcp(p),
         "reload.env" => reload::reload_env(gw),
-        other => Err(RpcError::new(
-            crate::rpc::frame::code::UNKNOWN_METHOD,
-            format!("unknown method: {other}"),
-        )),
+        other => match absent::call(gw, other, p) {
+            Some(answer) => answer,
+            None => Err(RpcError::new(
+                crate::rpc::frame::code::UNKNOWN_METHOD,
+                format!("unknown method: {other}"),
+            )),
+        },
     };
     Some(answer)
 }
