@@ -32,6 +32,8 @@ pub enum ModelEvent {
     Text(String),
     Reasoning(String),
     ToolCall(ToolCall),
+    /// The model began writing a call to this tool (its arguments are still streaming).
+    ToolDrafting(String),
     /// The call ended normally.
     Done {
         finish_reason: String,
