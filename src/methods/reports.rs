@@ -52,6 +52,17 @@ fn status(s: &Session) -> String {
         (true, n) => format!("yes, {n} prompt(s) queued"),
         (false, _) => "no".to_string(),
     };
+    let context = if s.context_max > 0 {
+        let pct = (s.context_used as f64 / s.context_max as f64 * 100.0).round();
+        format!(
+            "{} of {} tokens ({}%)",
+            s.context_used,
+            s.context_max,
+            pct.min(100.0)
+        )
+    } else {
+        format!("{} tokens", s.context_used)
+    };
     rows(&[
         (
             "Session",
@@ -62,6 +73,7 @@ fn status(s: &Session) -> String {
         ("Cwd", s.cwd.clone()),
         ("Messages", s.transcript.len().to_string()),
         ("Tokens", tokens(s)),
+        ("Context", context),
         ("Tool calls", s.tool_call_count.to_string()),
         ("Running", running),
     ])
