@@ -1,5 +1,6 @@
 //! Model providers: the small trait the loop drives, and the built-in offline model.
 
+pub mod context;
 pub mod http;
 pub mod offline;
 pub mod openai;
