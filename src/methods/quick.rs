@@ -1,16 +1,13 @@
 //! `quick_commands` of `$HERMES_HOME/config.yaml`, the Hermes way:
 //! `quick_commands: {name: {type: exec, command: ...}}` or `{type: alias, target: ...}`.
-//! Read on demand (the file is small and local; its size is capped), never cached, so an edit
-//! shows up at the next `/help` or command.
+//! Read on demand (the file is small and local; `config_file` caps its size), never cached, so
+//! an edit shows up at the next `/help` or command.
 
-use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
-use yaml_rust2::{Yaml, YamlLoader};
+use yaml_rust2::Yaml;
 
-/// Bytes of config.yaml read at most; a larger file is refused with a warning.
-const FILE_MAX: u64 = 1024 * 1024;
 /// Quick commands kept at most (the rest are ignored with a warning).
 const COUNT_MAX: usize = 200;
 const NAME_MAX: usize = 64;
@@ -51,32 +48,13 @@ impl Quick {
     }
 }
 
-/// Read the quick commands of `home/config.yaml`; a missing file means none.
+/// Read the quick commands of `home/config.yaml` (through `config_file`, which bounds size,
+/// nesting and alias expansion); a missing file means none.
 pub fn load(home: &Path) -> Quick {
-    let path = home.join("config.yaml");
-    let file = match std::fs::File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Quick::default(),
-        Err(e) => {
-            return warn(format!(
-                "quick_commands unavailable: {}: {e}",
-                path.display()
-            ));
-        }
-    };
-    let mut text = String::new();
-    if let Err(e) = file.take(FILE_MAX + 1).read_to_string(&mut text) {
-        return warn(format!(
-            "quick_commands unavailable: {}: {e}",
-            path.display()
-        ));
+    match crate::config_file::load(home) {
+        Ok(doc) => from_doc(&doc),
+        Err(e) => warn(format!("quick_commands unavailable: {e}")),
     }
-    if text.len() as u64 > FILE_MAX {
-        return warn(format!(
-            "quick_commands unavailable: config.yaml is larger than {FILE_MAX} bytes"
-        ));
-    }
-    parse(&text)
 }
 
 fn warn(w: String) -> Quick {
@@ -88,15 +66,17 @@ fn warn(w: String) -> Quick {
 
 /// Parse config.yaml text (pure; unit-tested).
 pub fn parse(text: &str) -> Quick {
-    let docs = match YamlLoader::load_from_str(text) {
-        Ok(d) => d,
-        Err(e) => return warn(format!("quick_commands unavailable: config.yaml: {e}")),
-    };
-    let section = docs.first().map(|d| &d["quick_commands"]);
-    let entries = match section {
-        None | Some(Yaml::BadValue) | Some(Yaml::Null) => return Quick::default(),
-        Some(Yaml::Hash(h)) => h,
-        Some(_) => return warn("quick_commands in config.yaml is not a mapping".into()),
+    match crate::config_file::parse(text) {
+        Ok(doc) => from_doc(&doc),
+        Err(e) => warn(format!("quick_commands unavailable: {e}")),
+    }
+}
+
+fn from_doc(doc: &Yaml) -> Quick {
+    let entries = match &doc["quick_commands"] {
+        Yaml::BadValue | Yaml::Null => return Quick::default(),
+        Yaml::Hash(h) => h,
+        _ => return warn("quick_commands in config.yaml is not a mapping".into()),
     };
     let mut q = Quick::default();
     let mut skipped = Vec::new();
@@ -235,6 +215,8 @@ mod tests {
         assert!(parse("quick_commands: [1, 2]\n").warning.is_some());
         assert!(parse("quick_commands: {a: [\n").warning.is_some());
         assert!(parse("- just\n- a list\n").commands.is_empty());
+        let laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\nquick_commands: {a: {type: exec, command: x}}\n";
+        assert!(parse(laughs).warning.is_some_and(|w| w.contains("refused")));
     }
 
     #[test]
