@@ -51,8 +51,9 @@ impl Quick {
 /// Read the quick commands of `home/config.yaml` (through `config_file`, which bounds size,
 /// nesting and alias expansion); a missing file means none.
 pub fn load(home: &Path) -> Quick {
-    match crate::config_file::load(home) {
-        Ok(doc) => from_doc(&doc),
+    match crate::config_file::read_text(&crate::config_file::path(home)) {
+        Ok(Some(text)) => parse(&text),
+        Ok(None) => Quick::default(),
         Err(e) => warn(format!("quick_commands unavailable: {e}")),
     }
 }
