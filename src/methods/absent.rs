@@ -20,7 +20,9 @@ pub fn call(gw: &mut Gateway, method: &str, p: &Params) -> Option<Result<Value, 
         "spawn_tree.list" => Ok(json!({ "entries": [] })),
         "spawn_tree.load" => Ok(json!({ "subagents": [] })),
         "spawn_tree.save" => Ok(json!({ "saved": false })),
-        "delegation.status" => Ok(json!({ "active": [], "paused": false })),
+        "delegation.status" => Ok(json!({
+            "active": [], "paused": false, "max_spawn_depth": 0, "max_concurrent_children": 0,
+        })),
         "delegation.pause" => delegation_pause(p),
         "subagent.interrupt" => Ok(json!({ "found": false })),
         "voice.toggle" => Ok(json!({
