@@ -55,9 +55,27 @@ fn pieces(text: &str) -> VecDeque<String> {
 
 /// The reply the offline model gives to a transcript.
 pub fn plan_reply(messages: &[Message]) -> Plan {
+    if let Some(summary) = crate::session::compaction::offline_summary(messages) {
+        return Plan::Say(summary);
+    }
     let Some(last) = messages.last() else {
         return Plan::Say("(offline model) Nothing to answer.".into());
     };
+    // A steering note after a tool result: report the result, then acknowledge the note.
+    if crate::session::compaction::is_steer(last)
+        && let Some(tool) = messages[..messages.len() - 1]
+            .last()
+            .filter(|m| m.role == Role::Tool)
+    {
+        let note = last.content.as_deref().unwrap_or("");
+        let note = note
+            .strip_prefix(crate::session::STEER_PREFIX)
+            .unwrap_or(note);
+        return Plan::Say(format!(
+            "{}\n(offline model) Noted: {note}",
+            report_tool_result(tool.content.as_deref().unwrap_or(""))
+        ));
+    }
     match last.role {
         Role::Tool => Plan::Say(report_tool_result(last.content.as_deref().unwrap_or(""))),
         _ => {
