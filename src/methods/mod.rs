@@ -1,7 +1,9 @@
 //! The dispatch table: method name → handler. A handler returns `Some(result)` to answer now,
 //! or `None` when the answer is written later (long-running calls).
 
+mod config;
 mod gateway;
+pub(crate) mod models;
 mod params;
 mod prompt;
 mod session;
@@ -19,13 +21,19 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
     if req.method == "shell.exec" {
         return prompt::shell_exec(gw, &req.id, p, now);
     }
+    if req.method == "model.options" {
+        return models::options(gw, &req.id, p, now);
+    }
     let answer = match req.method.as_str() {
         "ping" => Ok(serde_json::json!({"pong": true})),
         "client.capabilities" => gateway::client_capabilities(gw, p),
         "gateway.capabilities" => Ok(gateway::capabilities()),
         "setup.status" => Ok(gateway::setup_status(gw)),
         "commands.catalog" => Ok(gateway::commands_catalog()),
-        "config.get" => gateway::config_get(gw, p),
+        "config.get" => config::get(gw, p),
+        "config.set" => config::set(gw, p),
+        "model.save_key" => models::save_key(p),
+        "model.disconnect" => models::disconnect(p),
         "pet.cells" => Ok(serde_json::json!({"enabled": false})),
         "input.detect_drop" => gateway::detect_drop(p),
         "complete.slash" => gateway::complete_slash(p),
