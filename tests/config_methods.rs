@@ -611,9 +611,15 @@ fn offline_lists_the_offline_model_and_key_methods_answer_clearly() {
     let m = g.expect_code(
         "model.save_key",
         json!({"slug": "openai", "api_key": "sk"}),
-        -32602,
+        4040,
     );
     assert!(m.contains("config.yaml"), "{m}");
-    g.expect_code("model.disconnect", json!({"slug": "openai"}), -32602);
+    g.expect_code("model.disconnect", json!({"slug": "openai"}), 4040);
+    let m = g.expect_code(
+        "config.set",
+        json!({"key": "personality", "value": "pirate"}),
+        4040,
+    );
+    assert!(m.contains("personality"), "{m}");
     g.expect_code("model.options", json!({"session_id": "nope"}), 4001);
 }

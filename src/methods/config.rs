@@ -50,9 +50,10 @@ fn one_of(key: &str, v: &str, allowed: &[&str]) -> Result<(), RpcError> {
 }
 
 fn unsupported(key: &str, why: &str) -> RpcError {
-    RpcError::invalid_params(format!(
-        "invalid params: {key} is not supported here: {why}"
-    ))
+    RpcError::new(
+        code::NOT_SUPPORTED,
+        format!("not supported by tui-gateway: {key} ({why})"),
+    )
 }
 
 fn persist(gw: &Gateway, edits: &[Edit<'_>]) -> Result<(), RpcError> {

@@ -1,6 +1,7 @@
 //! The dispatch table: method name → handler. A handler returns `Some(result)` to answer now,
 //! or `None` when the answer is written later (long-running calls).
 
+mod absent;
 mod config;
 mod gateway;
 pub(crate) mod models;
@@ -52,10 +53,13 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
         "prompt.submit" => prompt::submit(gw, p, now),
         "session.interrupt" => prompt::interrupt(gw, p, now),
         "approval.respond" => prompt::approval_respond(gw, p, now),
-        other => Err(RpcError::new(
-            crate::rpc::frame::code::UNKNOWN_METHOD,
-            format!("unknown method: {other}"),
-        )),
+        other => match absent::call(gw, other, p) {
+            Some(answer) => answer,
+            None => Err(RpcError::new(
+                crate::rpc::frame::code::UNKNOWN_METHOD,
+                format!("unknown method: {other}"),
+            )),
+        },
     };
     Some(answer)
 }

@@ -15,7 +15,7 @@ use super::{Reply, config};
 use crate::event_loop::{Gateway, Route, Timer};
 use crate::model::catalog::{Fetched, ModelsFetch};
 use crate::rpc::RpcError;
-use crate::rpc::frame;
+use crate::rpc::frame::{self, code};
 use crate::timer::TimerId;
 
 /// Longest a `model.options` answer waits for the endpoint's list.
@@ -234,8 +234,9 @@ fn finish(gw: &mut Gateway, fetch_id: u64, result: Result<Vec<String>, String>) 
 pub fn save_key(p: &Params) -> Result<Value, RpcError> {
     params::opt_str(p, "slug")?;
     params::opt_str(p, "api_key")?;
-    Err(RpcError::invalid_params(
-        "invalid params: saving keys is not supported here: set model.api_key (or \
+    Err(RpcError::new(
+        code::NOT_SUPPORTED,
+        "not supported by tui-gateway: saving keys from the picker; set model.api_key (or \
          model.api_key_env) in config.yaml, or OPENAI_API_KEY, and restart",
     ))
 }
@@ -243,8 +244,9 @@ pub fn save_key(p: &Params) -> Result<Value, RpcError> {
 /// `model.disconnect`: nothing to disconnect, for the same reason.
 pub fn disconnect(p: &Params) -> Result<Value, RpcError> {
     params::opt_str(p, "slug")?;
-    Err(RpcError::invalid_params(
-        "invalid params: disconnecting is not supported here: remove the key from config.yaml \
-         or the environment and restart",
+    Err(RpcError::new(
+        code::NOT_SUPPORTED,
+        "not supported by tui-gateway: disconnecting from the picker; remove the key from \
+         config.yaml or the environment and restart",
     ))
 }
