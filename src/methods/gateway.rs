@@ -49,19 +49,9 @@ pub fn setup_status(gw: &Gateway) -> Value {
     })
 }
 
-pub fn commands_catalog() -> Value {
-    json!({ "pairs": [], "sub": {}, "canon": {}, "categories": [] })
-}
-
 /// `input.detect_drop {session_id, text}`: we recognise no dropped files.
 pub fn detect_drop(p: &Params) -> Result<Value, RpcError> {
     super::params::opt_str(p, "text")?;
     super::params::opt_str(p, "session_id")?;
     Ok(json!({ "matched": false }))
-}
-
-/// `complete.slash {text}`: no slash commands to complete.
-pub fn complete_slash(p: &Params) -> Result<Value, RpcError> {
-    super::params::opt_str(p, "text")?;
-    Ok(json!({ "items": [], "replace_from": 1 }))
 }

@@ -2,12 +2,17 @@
 //! or `None` when the answer is written later (long-running calls).
 
 mod absent;
+mod commands;
+mod complete;
 mod config;
 mod gateway;
 pub(crate) mod models;
 mod params;
 mod prompt;
+mod quick;
+mod reports;
 mod session;
+mod slash;
 
 use serde_json::Value;
 
@@ -25,19 +30,27 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
     if req.method == "model.options" {
         return models::options(gw, &req.id, p, now);
     }
+    // Quick commands are answered when their command ends.
+    if req.method == "slash.exec" {
+        return slash::slash_exec(gw, &req.id, p, now);
+    }
+    if req.method == "command.dispatch" {
+        return slash::command_dispatch(gw, &req.id, p, now);
+    }
     let answer = match req.method.as_str() {
         "ping" => Ok(serde_json::json!({"pong": true})),
         "client.capabilities" => gateway::client_capabilities(gw, p),
         "gateway.capabilities" => Ok(gateway::capabilities()),
         "setup.status" => Ok(gateway::setup_status(gw)),
-        "commands.catalog" => Ok(gateway::commands_catalog()),
+        "commands.catalog" => Ok(commands::catalog(gw)),
         "config.get" => config::get(gw, p),
         "config.set" => config::set(gw, p),
         "model.save_key" => models::save_key(p),
         "model.disconnect" => models::disconnect(p),
         "pet.cells" => Ok(serde_json::json!({"enabled": false})),
         "input.detect_drop" => gateway::detect_drop(p),
-        "complete.slash" => gateway::complete_slash(p),
+        "complete.slash" => commands::complete_slash(gw, p),
+        "complete.path" => complete::complete_path(gw, p),
         "session.active_list" => session::active_list(gw, p),
         "session.create" => session::create(gw, p, now),
         "session.list" => session::list(gw, p),
