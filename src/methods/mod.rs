@@ -7,11 +7,13 @@ mod complete;
 mod config;
 mod gateway;
 pub(crate) mod models;
+mod ops;
 mod params;
 mod prompt;
 mod quick;
+mod reload;
 mod reports;
-mod session;
+pub(crate) mod session;
 mod slash;
 
 use serde_json::Value;
@@ -29,6 +31,9 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
     }
     if req.method == "model.options" {
         return models::options(gw, &req.id, p, now);
+    }
+    if req.method == "session.compress" {
+        return ops::compress(gw, &req.id, p, now);
     }
     // Quick commands are answered when their command ends.
     if req.method == "slash.exec" {
@@ -66,6 +71,16 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
         "prompt.submit" => prompt::submit(gw, p, now),
         "session.interrupt" => prompt::interrupt(gw, p, now),
         "approval.respond" => prompt::approval_respond(gw, p, now),
+        "session.undo" => ops::undo(gw, p),
+        "session.status" => ops::status(gw, p),
+        "session.save" => ops::save(gw, p),
+        "session.branch" => ops::branch(gw, p, now),
+        "session.activate" => ops::activate(gw, p, now),
+        "session.steer" => ops::steer(gw, p),
+        "prompt.background" => ops::background(gw, p, now),
+        "process.stop" => ops::process_stop(gw, p, now),
+        "reload.mcp" => ops::reload_mcp(p),
+        "reload.env" => reload::reload_env(gw),
         other => match absent::call(gw, other, p) {
             Some(answer) => answer,
             None => Err(RpcError::new(
