@@ -126,7 +126,7 @@ impl Tui {
         let mut env = vec![
             ("HERMES_HOME".to_string(), path_str(&home)),
             ("HERMES_CWD".to_string(), path_str(&ws)),
-            ("HERMES_PYTHON".to_string(), common::BIN.to_string()),
+            ("HERMES_PYTHON".to_string(), gateway_binary()),
             ("TUI_GATEWAY_RPC_LOG".to_string(), path_str(&log_path)),
             ("TERM".to_string(), "xterm-256color".to_string()),
             ("NODE_ENV".to_string(), "production".to_string()),
@@ -372,6 +372,46 @@ impl Tui {
         }
     }
 
+    /// Wait until the `n`th call (from 1) of `method` was answered; returns it.
+    pub fn wait_nth_call(&self, method: &str, n: usize, timeout: Duration) -> Call {
+        let mut found = None;
+        let ok = common::procfs::poll_until(timeout, || {
+            found = self
+                .calls()
+                .into_iter()
+                .filter(|c| c.method == method)
+                .nth(n - 1)
+                .filter(|c| c.result.is_some() || c.error.is_some());
+            found.is_some()
+        });
+        assert!(
+            ok,
+            "[{}] no answered call #{n} of {method} within {timeout:?}\n--- screen ---\n{}\n--- calls ---\n{}",
+            self.name,
+            self.screen(),
+            self.calls_summary()
+        );
+        found.unwrap()
+    }
+
+    /// Move the session picker's selection (`▸`) to row `index` of [`picker_rows`].
+    pub fn picker_select(&self, index: usize) {
+        let rows = picker_rows(&self.screen());
+        let at = rows
+            .iter()
+            .position(|r| r.starts_with('▸'))
+            .unwrap_or_else(|| panic!("[{}] no selected picker row in {rows:#?}", self.name));
+        let key = if index > at { "Down" } else { "Up" };
+        for _ in 0..at.abs_diff(index) {
+            self.key(key);
+        }
+        self.wait_screen(&format!("picker row {index} selected"), T, |s| {
+            picker_rows(s)
+                .get(index)
+                .is_some_and(|r| r.starts_with('▸'))
+        });
+    }
+
     /// How many calls of `method` were made so far.
     pub fn count_calls(&self, method: &str) -> usize {
         self.calls().iter().filter(|c| c.method == method).count()
@@ -493,7 +533,7 @@ impl Tui {
             pid = self
                 .processes_of_this_run()
                 .into_iter()
-                .find(|p| p.cmdline.contains("tui_gateway.entry"))
+                .find(|p| p.cmdline.contains("tui_gateway.entry") && p.comm != "node")
                 .map(|p| p.pid);
             pid.is_some()
         });
@@ -529,9 +569,69 @@ impl Drop for Tui {
     }
 }
 
+/// The gateway the TUI runs: this build, or `$TUI_E2E_GATEWAY` (another build, to compare).
+pub fn gateway_binary() -> String {
+    match std::env::var("TUI_E2E_GATEWAY") {
+        Ok(p) if !p.is_empty() => p,
+        _ => common::BIN.to_string(),
+    }
+}
+
+/// The commands `/help` lists from `commands.catalog` (first word of each pair).
+pub fn catalog_commands(catalog: &Call) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(result) = &catalog.result else {
+        return out;
+    };
+    for cat in result["categories"].as_array().into_iter().flatten() {
+        for pair in cat["pairs"].as_array().into_iter().flatten() {
+            if let Some(cmd) = pair[0].as_str().and_then(|p| p.split_whitespace().next()) {
+                out.push(cmd.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Screen text without the box-drawing frame around it.
+fn unframed(line: &str) -> &str {
+    line.trim_matches(|c: char| c.is_whitespace() || "│║┃╎┊".contains(c))
+}
+
+/// Rows of a completion popup: lines that start with a `/command` (the composer line starts
+/// with `❯`, so it is not one).
+pub fn popup_rows(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .map(|l| unframed(l).trim_start_matches('▸').trim())
+        .filter(|l| {
+            l.starts_with('/') && l.chars().nth(1).is_some_and(|c| c.is_ascii_lowercase())
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The session picker's selectable rows, in order: `+ new`, then the numbered rows. The
+/// selected one starts with `▸`.
+pub fn picker_rows(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .map(unframed)
+        .filter(|l| {
+            let body = l.trim_start_matches('▸').trim_start();
+            body.starts_with("+ ")
+                || body.starts_with("+  ")
+                || body
+                    .split_once('.')
+                    .is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
 /// The composer is up and idle.
 pub fn screen_ready(s: &str) -> bool {
-    s.contains('❯') && s.lines().any(|l| l.contains("ready"))
+    s.contains('❯') && s.lines().any(|l| l.contains("─ ready"))
 }
 
 /// A line the user would read as an error.
