@@ -38,6 +38,7 @@ fn new_session(n: usize) -> Session {
             source: "tui".into(),
             started_at,
             cols: 100,
+            context_max: 32_768,
         },
         Instant::now(),
     )

@@ -5,6 +5,7 @@
 pub mod cli;
 mod commit;
 pub mod config;
+pub mod config_file;
 pub mod event_loop;
 pub mod flush;
 pub mod methods;

@@ -381,7 +381,7 @@ fn prompt_while_running_is_queued() {
     // while it runs, the session shows as running
     let al = g.call("session.active_list", json!({"current_session_id": s.id}));
     let e = find_by(&al["sessions"], "id", &s.id).unwrap_or_else(|| panic!("{al}"));
-    assert_eq!(e["status"], "running", "{al}");
+    assert_eq!(e["status"], "working", "{al}");
 
     let c1 = g.wait_session_event(&s.id, "message.complete", secs(30));
     let c2 = g.wait_session_event(&s.id, "message.complete", secs(30));
@@ -610,23 +610,25 @@ fn session_history_and_usage() {
     assert_eq!(h["count"], 0, "{h}");
     assert_eq!(h["messages"], json!([]), "{h}");
     let u0 = g.call("session.usage", json!({"session_id": s.id}));
-    assert_usage(&u0["usage"]);
+    // Flat, as the TUI's /usage reads it; no calls yet.
+    assert_usage(&u0);
+    assert_eq!(u0["calls"], 0, "{u0}");
 
     let t1 = g.run_turn(&s.id, "count my tokens please");
     let u1 = g.call("session.usage", json!({"session_id": s.id}));
-    assert_usage(&u1["usage"]);
+    assert_usage(&u1);
     assert!(
-        u1["usage"]["calls"].as_u64().unwrap() >= 1,
+        u1["calls"].as_u64().unwrap() >= 1,
         "one model call happened: {u1}"
     );
     g.run_turn(&s.id, "and once more");
     let u2 = g.call("session.usage", json!({"session_id": s.id}));
     assert!(
-        u2["usage"]["calls"].as_u64().unwrap() > u1["usage"]["calls"].as_u64().unwrap(),
+        u2["calls"].as_u64().unwrap() > u1["calls"].as_u64().unwrap(),
         "session usage accumulates: {u1} then {u2}"
     );
     assert!(
-        u2["usage"]["total"].as_u64().unwrap() >= u1["usage"]["total"].as_u64().unwrap(),
+        u2["total"].as_u64().unwrap() >= u1["total"].as_u64().unwrap(),
         "{u1} then {u2}"
     );
 
@@ -737,7 +739,8 @@ fn session_delete() {
     g.run_turn(&s.id, "x");
     g.call("session.close", json!({"session_id": s.id}));
     let r = g.call("session.delete", json!({"session_id": s.stored}));
-    assert_eq!(r["deleted"], true, "{r}");
+    // The TUI's picker checks that the answer names the row it asked to delete.
+    assert_eq!(r["deleted"], s.stored.as_str(), "{r}");
     g.expect_code("session.resume", json!({"session_id": s.stored}), 4007);
     g.expect_code("session.delete", json!({"session_id": s.stored}), 4007);
     g.expect_code(
@@ -760,19 +763,31 @@ fn session_delete() {
         .unwrap();
     assert_eq!(n, 0, "messages of a deleted session remain in the store");
 
-    // live and running: refused with 4009, and the turn is not disturbed
+    // live (idle or running): refused with 4023, as Hermes does, and the session is not
+    // disturbed
     let busy = g.create_session(json!({}));
     let p = long_prompt("busy", 40);
     let r = g.call("prompt.submit", json!({"session_id": busy.id, "text": p}));
     assert_eq!(r["status"], "streaming");
     g.wait_session_event(&busy.id, "message.delta", T);
     let (code, _, f) = g.call_err("session.delete", json!({"session_id": busy.stored}));
-    assert_eq!(code, 4009, "delete of a running session: {f}");
+    assert_eq!(code, 4023, "delete of a running session: {f}");
     let c = g.wait_session_event(&busy.id, "message.complete", secs(30));
     assert_eq!(c["payload"]["status"], "complete", "{c}");
     assert!(c["payload"]["text"].as_str().unwrap().contains(&p));
     let h = g.call("session.history", json!({"session_id": busy.id}));
     assert_eq!(h["count"], 2, "{h}");
+    let (code, _, f) = g.call_err("session.delete", json!({"session_id": busy.stored}));
+    assert_eq!(code, 4023, "delete of an idle live session: {f}");
+    let r = g.call(
+        "prompt.submit",
+        json!({"session_id": busy.id, "text": "still here"}),
+    );
+    assert_eq!(
+        r["status"], "streaming",
+        "the live session survives a refused delete: {r}"
+    );
+    g.wait_session_event(&busy.id, "message.complete", secs(30));
 }
 
 #[test]

@@ -75,18 +75,20 @@ fn tool_round_trip_events_and_transcript_rows() {
     let ty = types(ev);
     assert_seq_increasing(ev);
 
-    // Order: message.start, tool.start, tool.output*, tool.complete, message.delta+,
-    // message.complete, session.info
+    // Order: message.start, tool.generating, tool.start, (tool.progress|tool.output)*,
+    // tool.complete, message.delta+, message.complete, session.info
     assert_eq!(ty[0], "message.start", "{ty:?}");
-    assert_eq!(ty[1], "tool.start", "{ty:?}");
+    assert_eq!(ty[1], "tool.generating", "{ty:?}");
+    assert_eq!(payload_str(&ev[1], "name"), "terminal", "{:?}", ev[1]);
+    assert_eq!(ty[2], "tool.start", "{ty:?}");
     let ci = ty
         .iter()
         .position(|t| t == "tool.complete")
         .expect("tool.complete");
-    for t in &ty[2..ci] {
-        assert_eq!(
-            t, "tool.output",
-            "only tool.output between tool.start and tool.complete: {ty:?}"
+    for t in &ty[3..ci] {
+        assert!(
+            t == "tool.output" || t == "tool.progress",
+            "only live output between tool.start and tool.complete: {ty:?}"
         );
     }
     let mi = ty
@@ -107,16 +109,18 @@ fn tool_round_trip_events_and_transcript_rows() {
     let tool_id = payload_str(&tstart, "tool_id").to_string();
     assert!(!tool_id.is_empty());
     assert_eq!(payload_str(&tstart, "name"), "terminal", "{tstart}");
-    assert_eq!(
-        payload_str(&tstart, "context"),
-        format!("Running {cmd}"),
-        "{tstart}"
-    );
+    assert_eq!(payload_str(&tstart, "context"), cmd, "{tstart}");
     // tool.output: live text of this tool
     let mut live = String::new();
-    for e in &ev[2..ci] {
+    for e in &ev[3..ci] {
         assert_eq!(payload_str(e, "tool_id"), tool_id, "{e}");
-        live.push_str(payload_str(e, "text"));
+        if e["type"] == "tool.progress" {
+            // The live preview the TUI shows on the tool's row: a line the command printed.
+            let preview = payload_str(e, "preview");
+            assert!(preview.ends_with(&m.to_string()), "{e}");
+        } else {
+            live.push_str(payload_str(e, "text"));
+        }
     }
     assert!(
         live.contains(&format!("out-{m}")) && live.contains(&format!("err-{m}")),
@@ -132,6 +136,12 @@ fn tool_round_trip_events_and_transcript_rows() {
     let res = &p["result"];
     assert_eq!(res["exit_code"], 3, "{res}");
     assert!(res["error"].is_null(), "{res}");
+    // What the TUI shows on the finished tool's row.
+    assert_eq!(p["summary"], "exit 3 · 2 lines", "{tcomplete}");
+    assert!(
+        p.get("error").is_none(),
+        "a command that ran is no error: {tcomplete}"
+    );
     let out = res["output"].as_str().unwrap();
     assert!(out.contains(&format!("out-{m}\n")), "{out:?}");
     assert!(out.contains(&format!("err-{m}\n")), "{out:?}");
@@ -842,7 +852,7 @@ fn a_running_tool_does_not_hold_other_sessions() {
         .as_array()
         .and_then(|v| v.iter().find(|e| e["id"] == a.id.as_str()))
         .map(|e| e["status"].clone());
-    assert_eq!(st, Some(json!("running")), "{list}");
+    assert_eq!(st, Some(json!("working")), "{list}");
     g.call("session.interrupt", json!({"session_id": a.id}));
     let ta = g.finish_turn(&a.id, sa, T);
     assert_eq!(ta.complete["payload"]["status"], "interrupted");

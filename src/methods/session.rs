@@ -97,6 +97,7 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
         _ => None,
     };
     let rid = new_runtime_id(gw);
+    let context_max = gw.context_window_for(&model);
     let session = Session::new(
         NewSession {
             runtime_id: rid.clone(),
@@ -108,6 +109,7 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
             source,
             started_at,
             cols,
+            context_max,
         },
         now,
     );
@@ -159,19 +161,22 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
                         format!("stored session not found: {wanted}"),
                     )
                 })?;
+            let model = row
+                .model
+                .unwrap_or_else(|| gw.provider.default_model().to_string());
+            let context_max = gw.context_window_for(&model);
             let mut s = Session::new(
                 NewSession {
                     runtime_id: rid.clone(),
                     stored_id: row.id,
                     title: row.title,
-                    model: row
-                        .model
-                        .unwrap_or_else(|| gw.provider.default_model().to_string()),
+                    model,
                     provider: gw.provider.name().to_string(),
                     cwd: row.cwd.unwrap_or_else(util::default_cwd),
                     source: row.source,
                     started_at: row.started_at,
                     cols: 80,
+                    context_max,
                 },
                 now,
             );
@@ -220,7 +225,7 @@ pub fn active_list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
                 "message_count": s.transcript.len(),
                 "started_at": s.started_at,
                 "last_active": s.last_activity_at,
-                "status": if s.running() { "running" } else { "idle" },
+                "status": s.status_word(),
             })
         })
         .collect();
@@ -288,8 +293,9 @@ pub fn title(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     Ok(json!({ "title": gw.sessions[&rid].title }))
 }
 
+/// `session.usage`: the flat figures the TUI's `/usage` reads.
 pub fn usage(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
-    Ok(json!({ "usage": live(gw, p)?.usage() }))
+    Ok(live(gw, p)?.usage())
 }
 
 pub fn close(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
@@ -298,23 +304,15 @@ pub fn close(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcErr
     Ok(json!({ "closed": true }))
 }
 
+/// `session.delete {session_id}`: remove a stored session; a live one is refused (4023), as
+/// Hermes does, since its rows are still being written. Answers the deleted id.
 pub fn delete(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let stored_id = params::req_id(p, "session_id")?.to_string();
-    let live = gw
-        .live_rid(&stored_id)
-        .and_then(|rid| gw.sessions.get(rid))
-        .map(|s| (s.runtime_id.clone(), s.running()));
-    if let Some((_, true)) = live {
+    if gw.live_rid(&stored_id).is_some() {
         return Err(RpcError::new(
-            code::BUSY,
-            "session is running; interrupt it first",
+            code::SESSION_ACTIVE,
+            "cannot delete an active session",
         ));
-    }
-    let was_live = live.is_some();
-    if let Some((rid, _)) = live {
-        gw.take_session(&rid);
-        gw.by_token
-            .retain(|_, route| *route != crate::event_loop::Route::Turn(rid.clone()));
     }
     let before = gw.retired.len();
     gw.retired.retain(|s| s.stored_id != stored_id);
@@ -323,8 +321,8 @@ pub fn delete(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
         .store
         .delete(&stored_id)
         .map_err(|e| RpcError::new(code::INTERNAL, format!("cannot delete from state.db: {e}")))?;
-    if deleted || was_live || was_retired {
-        Ok(json!({ "deleted": true }))
+    if deleted || was_retired {
+        Ok(json!({ "deleted": stored_id }))
     } else {
         Err(RpcError::new(
             code::STORED_NOT_FOUND,

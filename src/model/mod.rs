@@ -1,5 +1,6 @@
 //! Model providers: the small trait the loop drives, and the built-in offline model.
 
+pub mod context;
 pub mod http;
 pub mod offline;
 pub mod openai;
@@ -32,6 +33,8 @@ pub enum ModelEvent {
     Text(String),
     Reasoning(String),
     ToolCall(ToolCall),
+    /// The model began writing a call to this tool (its arguments are still streaming).
+    ToolDrafting(String),
     /// The call ended normally.
     Done {
         finish_reason: String,

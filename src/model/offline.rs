@@ -162,6 +162,7 @@ impl ModelCall for OfflineCall {
         }
         let finish_reason = match self.tool.take() {
             Some(call) => {
+                out.push(ModelEvent::ToolDrafting(call.name.clone()));
                 out.push(ModelEvent::ToolCall(call));
                 "tool_calls"
             }

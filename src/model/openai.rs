@@ -661,7 +661,11 @@ impl OpenAiCall {
                     }
                     let f = &c["function"];
                     if let Some(name) = f.get("name").and_then(Value::as_str) {
+                        let first = entry.1.is_empty() && !name.is_empty();
                         entry.1.push_str(name);
+                        if first {
+                            out.push(ModelEvent::ToolDrafting(entry.1.clone()));
+                        }
                     }
                     if let Some(args) = f.get("arguments").and_then(Value::as_str) {
                         entry.2.push_str(args);

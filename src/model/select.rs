@@ -1,9 +1,9 @@
 //! Which provider runs: flags and environment first, then the `model:` section of
-//! `$HERMES_HOME/config.yaml` (read with yaml-rust2), else the offline model.
+//! `$HERMES_HOME/config.yaml` (read bounded by `config_file`), else the offline model.
 
 use std::time::Duration;
 
-use yaml_rust2::{Yaml, YamlLoader};
+use yaml_rust2::Yaml;
 
 use super::Provider;
 use super::offline::OfflineProvider;
@@ -16,13 +16,20 @@ pub struct ModelSection {
     pub default: Option<String>,
     pub provider: Option<String>,
     pub base_url: Option<String>,
+    /// `model.api_key`: the bearer token, written in the file.
+    pub api_key: Option<String>,
+    /// `model.api_key_env`: the name of an environment variable holding the token.
+    pub api_key_env: Option<String>,
+    /// `model.context_length`: the context window of the configured model, in tokens.
+    pub context_length: Option<u64>,
 }
 
 pub fn read_model_section(text: &str) -> Result<ModelSection, String> {
-    let docs = YamlLoader::load_from_str(text).map_err(|e| format!("config.yaml: {e}"))?;
-    let Some(doc) = docs.first() else {
-        return Ok(ModelSection::default());
-    };
+    Ok(model_section(&crate::config_file::parse(text)?))
+}
+
+/// The `model:` section of a parsed config.yaml.
+pub fn model_section(doc: &Yaml) -> ModelSection {
     let model = &doc["model"];
     let s = |y: &Yaml| {
         y.as_str()
@@ -30,18 +37,51 @@ pub fn read_model_section(text: &str) -> Result<ModelSection, String> {
             .filter(|v| !v.is_empty())
             .map(str::to_string)
     };
-    Ok(match model {
+    match model {
         Yaml::String(name) => ModelSection {
-            default: Some(name.trim().to_string()),
+            default: Some(name.trim().to_string()).filter(|n| !n.is_empty()),
             ..Default::default()
         },
         Yaml::Hash(_) => ModelSection {
             default: s(&model["default"]).or_else(|| s(&model["name"])),
             provider: s(&model["provider"]).map(|p| p.to_ascii_lowercase()),
             base_url: s(&model["base_url"]),
+            api_key: s(&model["api_key"]),
+            api_key_env: s(&model["api_key_env"]),
+            context_length: match &model["context_length"] {
+                Yaml::Integer(n) if *n > 0 => Some(*n as u64),
+                Yaml::String(t) => t.trim().parse().ok().filter(|n| *n > 0),
+                _ => None,
+            },
         },
         _ => ModelSection::default(),
-    })
+    }
+}
+
+/// The `model:` section of `$HERMES_HOME/config.yaml` (empty when there is no file).
+pub fn load_model_section(cfg: &Config) -> Result<ModelSection, String> {
+    crate::config_file::load(&cfg.home).map(|doc| model_section(&doc))
+}
+
+/// The bearer token: the environment's `OPENAI_API_KEY` (already in `cfg`), else config.yaml's
+/// `model.api_key`, else the variable `model.api_key_env` names, else the known provider's.
+fn api_key_for(
+    cfg: &Config,
+    section: &ModelSection,
+    known_var: Option<&str>,
+    from_env: bool,
+) -> Option<String> {
+    let var = |name: &str| std::env::var(name).ok().filter(|k| !k.trim().is_empty());
+    cfg.api_key
+        .clone()
+        .or_else(|| (!from_env).then(|| section.api_key.clone()).flatten())
+        .or_else(|| {
+            (!from_env)
+                .then_some(section.api_key_env.as_deref())
+                .flatten()
+                .and_then(var)
+        })
+        .or_else(|| known_var.and_then(var))
 }
 
 /// Base URL and key variable of providers known to speak `/v1/chat/completions`.
@@ -59,12 +99,9 @@ pub fn choose(cfg: &Config) -> (Box<dyn Provider>, Option<String>) {
     if cfg.provider.as_deref() == Some("offline") {
         return (offline(), None);
     }
-    let section = match std::fs::read_to_string(cfg.home.join("config.yaml")) {
-        Ok(text) => match read_model_section(&text) {
-            Ok(s) => s,
-            Err(e) => return (offline(), Some(e)),
-        },
-        Err(_) => ModelSection::default(),
+    let section = match load_model_section(cfg) {
+        Ok(s) => s,
+        Err(e) => return (offline(), Some(e)),
     };
     let from_env = cfg.base_url.is_some() || cfg.api_key.is_some() || cfg.provider.is_some();
     let yaml_provider = section.provider.clone().unwrap_or_default();
@@ -81,11 +118,7 @@ pub fn choose(cfg: &Config) -> (Box<dyn Provider>, Option<String>) {
         });
         return (offline(), warning);
     };
-    let api_key = cfg.api_key.clone().or_else(|| {
-        yaml_endpoint
-            .and_then(|(_, var)| std::env::var(var).ok())
-            .filter(|k| !k.trim().is_empty())
-    });
+    let api_key = api_key_for(cfg, &section, yaml_endpoint.map(|e| e.1), from_env);
     let settings = OpenAiSettings {
         base_url,
         api_key,
@@ -173,5 +206,30 @@ mod tests {
         let (p, w) = choose(&cfg);
         assert_eq!(p.name(), "offline");
         assert!(w.unwrap().contains("http://"));
+    }
+
+    #[test]
+    fn the_key_comes_from_config_yaml_or_the_variable_it_names() {
+        let cfg = home_with("model:\n  base_url: http://127.0.0.1:9/v1\n  api_key: sk-file\n");
+        let section = load_model_section(&cfg).unwrap();
+        assert_eq!(
+            api_key_for(&cfg, &section, None, false).as_deref(),
+            Some("sk-file")
+        );
+        // An endpoint from the environment never gets config.yaml's key.
+        assert_eq!(api_key_for(&cfg, &section, None, true), None);
+        // Any variable will do: PATH is always set.
+        let cfg = home_with("model:\n  base_url: http://127.0.0.1:9/v1\n  api_key_env: PATH\n");
+        let section = load_model_section(&cfg).unwrap();
+        let path = std::env::var("PATH").unwrap();
+        assert_eq!(api_key_for(&cfg, &section, None, false), Some(path));
+        let with_env_key = Config {
+            api_key: Some("sk-flag".into()),
+            ..cfg
+        };
+        assert_eq!(
+            api_key_for(&with_env_key, &section, None, false).as_deref(),
+            Some("sk-flag")
+        );
     }
 }

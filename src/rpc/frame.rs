@@ -16,6 +16,8 @@ pub mod code {
     pub const MISSING_ID: i64 = 4006;
     pub const STORED_NOT_FOUND: i64 = 4007;
     pub const BUSY: i64 = 4009;
+    /// A live session cannot be deleted.
+    pub const SESSION_ACTIVE: i64 = 4023;
     pub const TIMED_OUT: i64 = 5002;
     pub const SHUTTING_DOWN: i64 = 5035;
 }

@@ -35,6 +35,11 @@ impl Gateway {
         self.live_by_stored.get(stored_id).map(String::as_str)
     }
 
+    /// The context window of `model` in tokens.
+    pub(crate) fn context_window_for(&self, model: &str) -> u64 {
+        crate::session::default_context_window(self.provider.name(), model)
+    }
+
     /// The running turn of a session.
     pub(crate) fn turn(&self, rid: &str) -> Option<&Turn> {
         self.sessions.get(rid).and_then(|s| s.turn.as_ref())
@@ -196,12 +201,17 @@ impl Gateway {
                 self.emit(rid, "reasoning.delta", json!({ "text": t }));
             }
             ModelEvent::ToolCall(call) => turn.round_tool_calls.push(call),
+            ModelEvent::ToolDrafting(name) => {
+                self.emit(rid, "tool.generating", json!({ "name": name }));
+            }
             ModelEvent::Done {
                 finish_reason,
                 usage,
             } => {
                 turn.round_finish = Some((finish_reason, usage));
                 s.input_tokens += usage.input;
+                // What this call was sent is what the context window holds now.
+                s.context_used = usage.input;
                 s.output_tokens += usage.output;
                 s.model_calls += 1;
                 s.row_dirty = true;

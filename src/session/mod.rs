@@ -14,6 +14,22 @@ use turn::Turn;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// A model's context window when nothing configures it: what the common families offer.
+pub fn default_context_window(provider: &str, model: &str) -> u64 {
+    let m = model.to_ascii_lowercase();
+    if provider == "offline" {
+        32_768
+    } else if m.starts_with("gpt-4.1") || m.contains("gemini") {
+        1_047_576
+    } else if m.starts_with("gpt-4o") || m.starts_with("o1") || m.starts_with("o3") {
+        128_000
+    } else if m.contains("claude") {
+        200_000
+    } else {
+        131_072
+    }
+}
+
 /// How far the stored copy of a session has caught up with memory.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Persisted {
@@ -49,6 +65,10 @@ pub struct Session {
     pub output_tokens: u64,
     pub model_calls: u64,
     pub tool_call_count: u64,
+    /// Tokens the last model call was sent: what the context window holds now (0 before any).
+    pub context_used: u64,
+    /// The model's context window in tokens.
+    pub context_max: u64,
     /// Last event sequence number used.
     pub seq: u64,
     /// Recent events `(seq, params JSON)` for `session.events.since`.
@@ -76,6 +96,7 @@ pub struct NewSession {
     pub source: String,
     pub started_at: f64,
     pub cols: u64,
+    pub context_max: u64,
 }
 
 impl Session {
@@ -100,6 +121,8 @@ impl Session {
             output_tokens: 0,
             model_calls: 0,
             tool_call_count: 0,
+            context_used: 0,
+            context_max: n.context_max,
             seq: 0,
             ring: VecDeque::new(),
             turn: None,
@@ -114,6 +137,16 @@ impl Session {
         self.turn.is_some()
     }
 
+    /// The TUI's word for what the session is doing: `idle`, `waiting` (on an approval) or
+    /// `working`.
+    pub fn status_word(&self) -> &'static str {
+        match &self.turn {
+            None => "idle",
+            Some(t) if t.approval.is_some() => "waiting",
+            Some(_) => "working",
+        }
+    }
+
     /// Whether memory holds anything the store has not committed.
     pub fn unpersisted(&self) -> bool {
         !self.persisted.row
@@ -122,16 +155,29 @@ impl Session {
             || self.persisted.messages < self.transcript.len()
     }
 
+    /// Flat usage figures, as the TUI's status bar and `/usage` read them.
     pub fn usage(&self) -> Value {
-        json!({
+        let mut u = json!({
             "model": self.model,
             "input": self.input_tokens,
             "output": self.output_tokens,
+            "prompt": self.input_tokens,
+            "completion": self.output_tokens,
+            "reasoning": 0,
             "total": self.input_tokens + self.output_tokens,
             "calls": self.model_calls,
-        })
+            "compressions": 0,
+        });
+        if self.context_max > 0 {
+            u["context_used"] = json!(self.context_used);
+            u["context_max"] = json!(self.context_max);
+            let pct = (self.context_used as f64 / self.context_max as f64 * 100.0).round();
+            u["context_percent"] = json!(pct.clamp(0.0, 100.0) as u64);
+        }
+        u
     }
 
+    /// Everything the TUI's banner and status bar show about the session.
     pub fn info(&self) -> Value {
         json!({
             "model": self.model,
@@ -140,9 +186,15 @@ impl Session {
             "title": self.title,
             "running": self.running(),
             "usage": self.usage(),
+            "tools": crate::tools::toolsets(),
+            "skills": {},
+            "mcp_servers": [],
             "stored_session_id": self.stored_id,
             "session_id": self.runtime_id,
             "version": VERSION,
+            "reasoning_effort": "",
+            "yolo": false,
+            "approval_mode": "manual",
         })
     }
 
@@ -174,5 +226,58 @@ impl Session {
         self.last_activity_at = m.timestamp;
         self.transcript.push(m);
         self.row_dirty = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session() -> Session {
+        Session::new(
+            NewSession {
+                runtime_id: "r".into(),
+                stored_id: "s".into(),
+                title: None,
+                model: "m".into(),
+                provider: "offline".into(),
+                cwd: "/".into(),
+                source: "tui".into(),
+                started_at: 0.0,
+                cols: 80,
+                context_max: 1000,
+            },
+            Instant::now(),
+        )
+    }
+
+    #[test]
+    fn usage_is_flat_with_a_context_gauge() {
+        let mut s = session();
+        s.input_tokens = 300;
+        s.output_tokens = 20;
+        s.model_calls = 2;
+        s.context_used = 155;
+        let u = s.usage();
+        assert_eq!(u["total"], 320);
+        assert_eq!(u["calls"], 2);
+        assert_eq!(u["context_used"], 155);
+        assert_eq!(u["context_max"], 1000);
+        assert_eq!(u["context_percent"], 16);
+    }
+
+    #[test]
+    fn info_carries_what_the_banner_reads() {
+        let info = session().info();
+        for k in ["tools", "skills"] {
+            assert!(info[k].is_object(), "{k}: {info}");
+        }
+        assert!(info["mcp_servers"].is_array());
+        assert_eq!(info["usage"]["calls"], 0);
+    }
+
+    #[test]
+    fn status_words_are_the_tuis() {
+        assert_eq!(session().status_word(), "idle");
     }
 }

@@ -111,10 +111,7 @@ impl Message {
 /// A one-line description of a tool call, such as `Running ls -la`.
 pub fn tool_context(name: &str, args: &Value) -> String {
     match args.get("command").and_then(Value::as_str) {
-        Some(cmd) => {
-            let first = cmd.lines().next().unwrap_or("");
-            format!("Running {}", crate::util::clip(first, 80))
-        }
+        Some(cmd) => crate::util::clip(cmd.lines().next().unwrap_or(""), 80),
         None => format!("Calling {name}"),
     }
 }

@@ -173,6 +173,21 @@ pub fn tool_calls_json(calls: &[ToolCall]) -> String {
     Value::Array(v).to_string()
 }
 
+/// The tools offered to the model, each with the Hermes toolset it belongs to.
+pub const OFFERED: &[(&str, &str)] = &[("terminal", "terminal")];
+
+/// `{toolset: [tool names]}`, the shape of the TUI's banner.
+pub fn toolsets() -> Value {
+    let mut map = serde_json::Map::new();
+    for (toolset, name) in OFFERED {
+        let names = map.entry(*toolset).or_insert_with(|| json!([]));
+        if let Some(list) = names.as_array_mut() {
+            list.push(json!(name));
+        }
+    }
+    Value::Object(map)
+}
+
 /// The JSON schema of the `terminal` tool, as advertised to models.
 pub fn terminal_schema() -> Value {
     json!({
@@ -361,12 +376,13 @@ pub(crate) fn finish_call(
         }
     }
     gw.mark_dirty(rid);
-    gw.emit(
-        rid,
-        "tool.complete",
-        json!({"tool_id": call.id, "name": call.name, "args": args,
-               "duration_s": (duration_s * 1000.0).round() / 1000.0, "result": result}),
-    );
+    let mut payload = json!({"tool_id": call.id, "name": call.name, "args": args,
+           "duration_s": (duration_s * 1000.0).round() / 1000.0, "result": result,
+           "summary": completion_summary(output, exit_code, error.as_deref())});
+    if let Some(e) = &error {
+        payload["error"] = json!(e);
+    }
+    gw.emit(rid, "tool.complete", payload);
     let interrupting = gw.turn(rid).is_some_and(|t| t.interrupting);
     if interrupting {
         skip_pending(gw, rid, "[Command not run: the turn was interrupted]");
@@ -374,6 +390,35 @@ pub(crate) fn finish_call(
     } else {
         next_tool(gw, rid, now);
     }
+}
+
+/// The one line the TUI shows when a call ends: why it failed, its exit status, or how much
+/// it printed.
+fn completion_summary(output: &str, exit_code: Option<i32>, error: Option<&str>) -> String {
+    if let Some(e) = error {
+        return util::clip(e, 120);
+    }
+    let lines = output.lines().filter(|l| !l.trim().is_empty()).count();
+    let printed = match lines {
+        0 => "no output".to_string(),
+        1 => "1 line".to_string(),
+        n => format!("{n} lines"),
+    };
+    match exit_code {
+        Some(0) | None => printed,
+        Some(124) => format!("timed out · {printed}"),
+        Some(130) => format!("interrupted · {printed}"),
+        Some(code) => format!("exit {code} · {printed}"),
+    }
+}
+
+/// The last line a command printed, clipped: the live preview the TUI shows on its tool row.
+fn live_preview(text: &str) -> Option<String> {
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(|l| util::clip(l, 80))
 }
 
 /// Give every call not yet run a result, so the transcript stays valid for a model API.
@@ -796,7 +841,14 @@ fn flush_live(gw: &mut Gateway, id: u64) {
         run.live_skipped = 0;
     }
     if let Owner::Turn { rid, call, .. } = &run.owner {
-        let (rid, tool_id) = (rid.clone(), call.id.clone());
+        let (rid, tool_id, name) = (rid.clone(), call.id.clone(), call.name.clone());
+        if let Some(preview) = live_preview(&text) {
+            gw.emit(
+                &rid,
+                "tool.progress",
+                json!({"tool_id": tool_id, "name": name, "preview": preview}),
+            );
+        }
         if !text.is_empty() {
             gw.emit(
                 &rid,
@@ -910,5 +962,36 @@ pub fn stop_shell_commands(gw: &mut Gateway, now: Instant) {
         .collect();
     for id in ids {
         stop(gw, id, Ending::Interrupted, now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_says_why_a_call_failed_or_how_it_ended() {
+        assert_eq!(
+            completion_summary("", None, Some("blocked: rm -rf /")),
+            "blocked: rm -rf /"
+        );
+        assert_eq!(completion_summary("a\n\nb\n", Some(0), None), "2 lines");
+        assert_eq!(completion_summary("", Some(0), None), "no output");
+        assert_eq!(completion_summary("x", Some(2), None), "exit 2 · 1 line");
+        assert_eq!(
+            completion_summary("x\n[Command timed out after 1s]", Some(124), None),
+            "timed out · 2 lines"
+        );
+    }
+
+    #[test]
+    fn live_preview_is_the_last_printed_line() {
+        assert_eq!(live_preview("one\ntwo\n\n  ").as_deref(), Some("two"));
+        assert_eq!(live_preview("\n \n"), None);
+    }
+
+    #[test]
+    fn toolsets_group_offered_tools() {
+        assert_eq!(toolsets(), json!({"terminal": ["terminal"]}));
     }
 }

@@ -1,0 +1,660 @@
+//! `$HERMES_HOME/config.yaml`: read bounded and parsed defensively (size, nesting and alias
+//! expansion are limited, a parser panic is caught), and single keys edited in place, so the rest
+//! of the user's file — comments, order, spacing — stays byte for byte.
+//!
+//! Editing works on lines: the key's line is rewritten (its trailing comment kept), a missing key
+//! or section is appended at the end of its parent section. Every edit is checked by parsing the
+//! result and comparing it with the old document changed structurally the same way; anything
+//! else (a flow-style `{…}` section, several documents, a file that does not parse) is refused
+//! and the file is left as it was.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::scanner::Marker;
+use yaml_rust2::yaml::Hash;
+use yaml_rust2::{Yaml, YamlLoader};
+
+/// A config.yaml larger than this is refused (read and written).
+pub const MAX_BYTES: u64 = 1024 * 1024;
+/// Nodes a document may expand to, aliases counted at their full size ("billion laughs").
+const MAX_NODES: u64 = 200_000;
+/// Deepest nesting of sequences and mappings.
+const MAX_DEPTH: usize = 64;
+
+pub fn path(home: &Path) -> PathBuf {
+    home.join("config.yaml")
+}
+
+/// The file's text; `Ok(None)` when there is none.
+pub fn read_text(path: &Path) -> Result<Option<String>, String> {
+    let f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("config.yaml: cannot read it: {e}")),
+    };
+    let mut buf = Vec::new();
+    f.take(MAX_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("config.yaml: cannot read it: {e}"))?;
+    if buf.len() as u64 > MAX_BYTES {
+        return Err(format!(
+            "config.yaml is larger than {} KiB; refused",
+            MAX_BYTES / 1024
+        ));
+    }
+    String::from_utf8(buf)
+        .map(Some)
+        .map_err(|_| "config.yaml is not valid UTF-8".to_string())
+}
+
+/// Counts what a document would expand to, before anything is built.
+#[derive(Default)]
+struct Guard {
+    /// Open collections: (nodes so far, anchor id).
+    stack: Vec<(u64, usize)>,
+    anchors: HashMap<usize, u64>,
+    too_big: bool,
+    too_deep: bool,
+}
+
+impl Guard {
+    fn add(&mut self, n: u64) {
+        match self.stack.last_mut() {
+            Some(top) => {
+                top.0 = top.0.saturating_add(n);
+                self.too_big |= top.0 > MAX_NODES;
+            }
+            None => self.too_big |= n > MAX_NODES,
+        }
+    }
+}
+
+impl MarkedEventReceiver for Guard {
+    fn on_event(&mut self, ev: Event, _mark: Marker) {
+        match ev {
+            Event::SequenceStart(aid, _) | Event::MappingStart(aid, _) => {
+                self.stack.push((1, aid));
+                self.too_deep |= self.stack.len() > MAX_DEPTH;
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                if let Some((size, aid)) = self.stack.pop() {
+                    if aid > 0 {
+                        self.anchors.insert(aid, size);
+                    }
+                    self.add(size);
+                }
+            }
+            Event::Scalar(_, _, aid, _) => {
+                if aid > 0 {
+                    self.anchors.insert(aid, 1);
+                }
+                self.add(1);
+            }
+            Event::Alias(id) => {
+                let size = self.anchors.get(&id).copied().unwrap_or(1);
+                self.add(size);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The first document of `text` (`Yaml::Null` when empty), refused when hostile.
+pub fn parse(text: &str) -> Result<Yaml, String> {
+    let result = std::panic::catch_unwind(|| {
+        let mut guard = Guard::default();
+        Parser::new_from_str(text)
+            .load(&mut guard, true)
+            .map_err(|e| format!("config.yaml: {e}"))?;
+        if guard.too_deep {
+            return Err(format!(
+                "config.yaml nests deeper than {MAX_DEPTH} levels; refused"
+            ));
+        }
+        if guard.too_big {
+            return Err(format!(
+                "config.yaml expands to more than {MAX_NODES} nodes (aliases counted); refused"
+            ));
+        }
+        let docs = YamlLoader::load_from_str(text).map_err(|e| format!("config.yaml: {e}"))?;
+        Ok(docs.into_iter().next().unwrap_or(Yaml::Null))
+    });
+    result.unwrap_or_else(|_| Err("config.yaml could not be parsed".into()))
+}
+
+/// The parsed config.yaml of `home` (`Yaml::Null` when there is none).
+pub fn load(home: &Path) -> Result<Yaml, String> {
+    match read_text(&path(home))? {
+        Some(text) => parse(&text),
+        None => Ok(Yaml::Null),
+    }
+}
+
+/// The node at a dotted path (`display.sections`), `Yaml::BadValue` when absent.
+pub fn lookup<'a>(doc: &'a Yaml, dotted: &str) -> &'a Yaml {
+    dotted.split('.').fold(doc, |node, key| &node[key])
+}
+
+/// A trimmed, non-empty string at a dotted path.
+pub fn string_at(doc: &Yaml, dotted: &str) -> Option<String> {
+    match lookup(doc, dotted) {
+        Yaml::String(s) => Some(s.trim().to_string()).filter(|s| !s.is_empty()),
+        Yaml::Integer(i) => Some(i.to_string()),
+        Yaml::Real(r) => Some(r.clone()),
+        Yaml::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// Keys whose values are never shown back (`config.get full`).
+fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    k.contains("api_key") || k.contains("token") || k.contains("secret") || k == "password"
+}
+
+/// The document as JSON, secret values replaced by `"***"`.
+pub fn to_json(y: &Yaml) -> Value {
+    match y {
+        Yaml::Real(r) => r
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map_or_else(|| Value::String(r.clone()), Value::Number),
+        Yaml::Integer(i) => Value::from(*i),
+        Yaml::String(s) => Value::String(s.clone()),
+        Yaml::Boolean(b) => Value::Bool(*b),
+        Yaml::Array(a) => Value::Array(a.iter().map(to_json).collect()),
+        Yaml::Hash(h) => {
+            let mut m = serde_json::Map::new();
+            for (k, v) in h {
+                let key = match k {
+                    Yaml::String(s) => s.clone(),
+                    Yaml::Integer(i) => i.to_string(),
+                    Yaml::Boolean(b) => b.to_string(),
+                    Yaml::Real(r) => r.clone(),
+                    _ => continue,
+                };
+                let value = if is_secret_key(&key) && !v.is_null() {
+                    Value::String("***".into())
+                } else {
+                    to_json(v)
+                };
+                m.insert(key, value);
+            }
+            Value::Object(m)
+        }
+        Yaml::Alias(_) | Yaml::Null | Yaml::BadValue => Value::Null,
+    }
+}
+
+/// A value the gateway writes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scalar {
+    Str(String),
+    Bool(bool),
+}
+
+impl Scalar {
+    pub fn str(s: &str) -> Scalar {
+        Scalar::Str(s.to_string())
+    }
+
+    fn yaml(&self) -> Yaml {
+        match self {
+            Scalar::Str(s) => Yaml::String(s.clone()),
+            Scalar::Bool(b) => Yaml::Boolean(*b),
+        }
+    }
+
+    /// YAML text: plain when it reads back as the same string, else double-quoted (JSON
+    /// escaping is valid YAML).
+    fn text(&self) -> String {
+        match self {
+            Scalar::Bool(b) => b.to_string(),
+            Scalar::Str(s) => {
+                let plain = !s.is_empty()
+                    && s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_-./@+".contains(c))
+                    && matches!(Yaml::from_str(s), Yaml::String(_));
+                if plain {
+                    s.clone()
+                } else {
+                    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+                }
+            }
+        }
+    }
+}
+
+/// One change: set the dotted key to a value, or remove it (`None`).
+pub type Edit<'a> = (&'a str, Option<Scalar>);
+
+/// Apply `edits` to the file in `home`, in place, atomically. Nothing is written on error.
+pub fn update(home: &Path, edits: &[Edit<'_>]) -> Result<(), String> {
+    let file = path(home);
+    let old = read_text(&file)?.unwrap_or_default();
+    let mut doc = parse(&old).map_err(|e| format!("{e}; not changed"))?;
+    let mut text = old.clone();
+    for (dotted, value) in edits {
+        let keys: Vec<&str> = dotted.split('.').collect();
+        text = edit_text(&text, &keys, value.as_ref())?;
+        set_structurally(&mut doc, &keys, value.as_ref())?;
+    }
+    if text == old {
+        return Ok(());
+    }
+    if text.len() as u64 > MAX_BYTES {
+        return Err("config.yaml would grow past its size limit; not changed".into());
+    }
+    let got = parse(&text).map_err(|e| format!("editing config.yaml failed ({e}); not changed"))?;
+    if got != doc {
+        return Err(
+            "config.yaml is laid out in a way this gateway cannot edit in place; not changed"
+                .into(),
+        );
+    }
+    write_atomic(&file, &text).map_err(|e| format!("cannot write config.yaml: {e}"))
+}
+
+/// The same edit on the parsed document, for checking the text edit.
+fn set_structurally(doc: &mut Yaml, keys: &[&str], value: Option<&Scalar>) -> Result<(), String> {
+    if doc.is_null() {
+        if value.is_none() {
+            return Ok(());
+        }
+        *doc = Yaml::Hash(Hash::new());
+    }
+    let Yaml::Hash(h) = doc else {
+        return Err("config.yaml: a section to edit is not a mapping; not changed".into());
+    };
+    let key = Yaml::String(keys[0].to_string());
+    if keys.len() == 1 {
+        match value {
+            Some(v) => match h.get_mut(&key) {
+                Some(slot) => *slot = v.yaml(),
+                None => {
+                    h.insert(key, v.yaml());
+                }
+            },
+            None => {
+                h.remove(&key);
+            }
+        }
+        return Ok(());
+    }
+    if !h.contains_key(&key) {
+        if value.is_none() {
+            return Ok(());
+        }
+        h.insert(key.clone(), Yaml::Hash(Hash::new()));
+    }
+    let child = h.get_mut(&key).ok_or("config.yaml: lost a section")?;
+    set_structurally(child, &keys[1..], value)
+}
+
+/// Write next to the file (the target of a symlink), fsync, rename over it; the old mode is
+/// kept (0600 for a new file).
+pub fn write_atomic(file: &Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let target = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    let mode = std::fs::metadata(&target)
+        .map(|m| m.permissions().mode() & 0o7777)
+        .unwrap_or(0o600);
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "config.yaml".into());
+    let tmp = target.with_file_name(format!(".{name}.tmp-{}", crate::util::random_hex(8)));
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &target)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+// ---- the line editor ----
+
+/// A line that opens a mapping entry: its indent, key, and where the value starts.
+struct KeyLine {
+    indent: usize,
+    key: String,
+    value_at: usize,
+}
+
+fn indent_of(line: &str) -> usize {
+    line.len() - line.trim_start_matches(' ').len()
+}
+
+/// Blank or comment-only: no part of the structure.
+fn is_filler(line: &str) -> bool {
+    let t = line.trim();
+    t.is_empty() || t.starts_with('#')
+}
+
+fn parse_key_line(line: &str) -> Option<KeyLine> {
+    let indent = indent_of(line);
+    let rest = &line[indent..];
+    let (key, after) = if let Some(q) = rest.strip_prefix('"') {
+        let end = q.find('"')?;
+        (q[..end].to_string(), indent + 1 + end + 1)
+    } else if let Some(q) = rest.strip_prefix('\'') {
+        let end = q.find('\'')?;
+        (q[..end].to_string(), indent + 1 + end + 1)
+    } else {
+        let first = rest.chars().next()?;
+        if "-?#[]{}&*!|>%@`,\"'".contains(first) {
+            return None;
+        }
+        let bytes = rest.as_bytes();
+        let mut end = None;
+        for i in 0..bytes.len() {
+            if bytes[i] == b':'
+                && bytes
+                    .get(i + 1)
+                    .is_none_or(|b| *b == b' ' || *b == b'\n' || *b == b'\r')
+            {
+                end = Some(i);
+                break;
+            }
+            if bytes[i] == b'#' && i > 0 && bytes[i - 1] == b' ' {
+                return None;
+            }
+        }
+        let end = end?;
+        (rest[..end].trim_end().to_string(), indent + end)
+    };
+    let tail = &line[after..];
+    let colon = tail.strip_prefix(':')?;
+    if !(colon.is_empty() || colon.starts_with([' ', '\n', '\r'])) {
+        return None;
+    }
+    Some(KeyLine {
+        indent,
+        key,
+        value_at: after + 1,
+    })
+}
+
+/// The inline value of a key line (comment and line end cut) and the comment (with the
+/// spaces before it).
+fn split_value(rest: &str) -> (&str, &str) {
+    let body = rest.trim_end_matches(['\n', '\r']);
+    let (mut single, mut double, mut prev_space) = (false, false, true);
+    for (i, c) in body.char_indices() {
+        match c {
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '#' if !single && !double && prev_space => {
+                let start = body[..i].trim_end().len();
+                return (body[..start].trim(), &body[start..]);
+            }
+            _ => {}
+        }
+        prev_space = c == ' ' || c == '\t';
+    }
+    (body.trim(), "")
+}
+
+/// End (exclusive) of the entry opened at `at`: its value's lines, not the filler after them.
+fn entry_end(lines: &[String], at: usize, end: usize, indent: usize, inline_empty: bool) -> usize {
+    let mut last = at;
+    for (i, line) in lines.iter().enumerate().take(end).skip(at + 1) {
+        if is_filler(line) {
+            continue;
+        }
+        let ind = indent_of(line);
+        let list_item = ind == indent && line[ind..].starts_with('-') && inline_empty;
+        if ind <= indent && !list_item {
+            break;
+        }
+        last = i;
+    }
+    last + 1
+}
+
+fn end_of_content(lines: &[String], start: usize, end: usize) -> usize {
+    (start..end)
+        .rev()
+        .find(|&i| !is_filler(&lines[i]))
+        .map_or(start, |i| i + 1)
+}
+
+/// New lines for `keys` = `value` at `indent`, nested two spaces per level.
+fn new_lines(keys: &[&str], value: &Scalar, indent: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for (depth, key) in keys.iter().enumerate() {
+        let pad = " ".repeat(indent + 2 * depth);
+        let key = Scalar::str(key).text();
+        if depth + 1 == keys.len() {
+            out.push(format!("{pad}{key}: {}\n", value.text()));
+        } else {
+            out.push(format!("{pad}{key}:\n"));
+        }
+    }
+    out
+}
+
+/// Set (or remove) `keys` within `lines[start..end]`, whose entries are indented deeper than
+/// `parent` (`None` at the top level).
+fn edit_block(
+    lines: &mut Vec<String>,
+    start: usize,
+    end: usize,
+    parent: Option<usize>,
+    keys: &[&str],
+    value: Option<&Scalar>,
+) -> Result<(), String> {
+    let first = (start..end).find(|&i| !is_filler(&lines[i]));
+    let child_indent = match first {
+        Some(i) => indent_of(&lines[i]),
+        None => parent.map_or(0, |p| p + 2),
+    };
+    if parent.is_some_and(|p| child_indent <= p) {
+        return Err("config.yaml: a section to edit is not a mapping; not changed".into());
+    }
+    let mut found = None;
+    for (i, line) in lines.iter().enumerate().take(end).skip(start) {
+        if is_filler(line) || indent_of(line) != child_indent {
+            continue;
+        }
+        match parse_key_line(line) {
+            Some(k) if k.key == keys[0] => {
+                found = Some((i, k));
+                break;
+            }
+            Some(_) => {}
+            None if line[child_indent..].starts_with('-') => {
+                return Err("config.yaml: a section to edit is a list; not changed".into());
+            }
+            None => {}
+        }
+    }
+    let Some((at, k)) = found else {
+        let Some(value) = value else { return Ok(()) };
+        let insert_at = end_of_content(lines, start, end);
+        if insert_at > 0 && !lines[insert_at - 1].ends_with('\n') {
+            lines[insert_at - 1].push('\n');
+        }
+        for (n, l) in new_lines(keys, value, child_indent).into_iter().enumerate() {
+            lines.insert(insert_at + n, l);
+        }
+        return Ok(());
+    };
+    let (inline, comment) = {
+        let (v, c) = split_value(&lines[at][k.value_at..]);
+        (v.to_string(), c.to_string())
+    };
+    let stop = entry_end(lines, at, end, k.indent, inline.is_empty());
+    let eol = if lines[at].ends_with('\n') { "\n" } else { "" };
+    if keys.len() == 1 {
+        match value {
+            Some(v) => {
+                let head = lines[at][..k.value_at].to_string();
+                lines[at] = format!("{head} {}{comment}{eol}", v.text());
+                lines.drain(at + 1..stop);
+            }
+            None => {
+                lines.drain(at..stop);
+            }
+        }
+        return Ok(());
+    }
+    match inline.as_str() {
+        "" => {}
+        "{}" | "~" | "null" => {
+            if value.is_none() {
+                return Ok(());
+            }
+            let head = lines[at][..k.value_at].to_string();
+            lines[at] = format!("{head}{comment}\n");
+        }
+        _ => {
+            return Err(format!(
+                "config.yaml: `{}` is written inline ({inline}); edit it by hand; not changed",
+                keys[0]
+            ));
+        }
+    }
+    edit_block(lines, at + 1, stop, Some(k.indent), &keys[1..], value)
+}
+
+/// `text` with `keys` set to `value` (or removed), everything else untouched.
+pub fn edit_text(text: &str, keys: &[&str], value: Option<&Scalar>) -> Result<String, String> {
+    let mut lines: Vec<String> = text.split_inclusive('\n').map(str::to_string).collect();
+    let mut start = 0;
+    let mut seen_content = false;
+    for (i, line) in lines.iter().enumerate() {
+        let t = line.trim_end();
+        if t == "---" || t.starts_with("--- ") || t == "..." || t.starts_with('%') {
+            if seen_content {
+                return Err(
+                    "config.yaml holds several documents; edit it by hand; not changed".into(),
+                );
+            }
+            start = i + 1;
+        } else if !is_filler(line) {
+            seen_content = true;
+        }
+    }
+    if let Some(i) = (start..lines.len()).find(|&i| !is_filler(&lines[i]))
+        && (lines[i].trim_start().starts_with('{') || lines[i].trim_start().starts_with('-'))
+    {
+        return Err("config.yaml is not a block mapping; edit it by hand; not changed".into());
+    }
+    let end = lines.len();
+    edit_block(&mut lines, start, end, None, keys, value)?;
+    Ok(lines.concat())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(text: &str, key: &str, v: &str) -> String {
+        let keys: Vec<&str> = key.split('.').collect();
+        edit_text(text, &keys, Some(&Scalar::str(v))).unwrap()
+    }
+
+    #[test]
+    fn a_leaf_is_rewritten_in_place_with_its_comment() {
+        let text = "# top\nmodel:\n  default: a   # mine\n  provider: x\n\ndisplay:\n  skin: s\n";
+        assert_eq!(
+            set(text, "model.default", "b"),
+            "# top\nmodel:\n  default: b   # mine\n  provider: x\n\ndisplay:\n  skin: s\n"
+        );
+    }
+
+    #[test]
+    fn missing_keys_and_sections_are_appended_where_they_belong() {
+        let text = "model:\n  default: a\n\n# display follows\ndisplay:\n    skin: s\n# tail\n";
+        assert_eq!(
+            set(text, "display.busy_input_mode", "queue"),
+            "model:\n  default: a\n\n# display follows\ndisplay:\n    skin: s\n    busy_input_mode: queue\n# tail\n"
+        );
+        assert_eq!(
+            set(text, "display.sections.tools", "expanded"),
+            "model:\n  default: a\n\n# display follows\ndisplay:\n    skin: s\n    sections:\n      tools: expanded\n# tail\n"
+        );
+        assert_eq!(set("", "a.b", "c"), "a:\n  b: c\n");
+        assert_eq!(set("x: 1", "a", "c"), "x: 1\na: c\n");
+        assert_eq!(
+            set("display: {}\n", "display.skin", "s"),
+            "display:\n  skin: s\n"
+        );
+    }
+
+    #[test]
+    fn a_block_value_is_replaced_and_a_key_removed() {
+        let text = "a:\n  b:\n    - 1\n    - 2\n  c: 3\n";
+        assert_eq!(set(text, "a.b", "x"), "a:\n  b: x\n  c: 3\n");
+        assert_eq!(
+            edit_text(text, &["a", "c"], None).unwrap(),
+            "a:\n  b:\n    - 1\n    - 2\n"
+        );
+    }
+
+    #[test]
+    fn values_are_quoted_when_plain_would_change_them() {
+        assert_eq!(Scalar::str("gpt-4o").text(), "gpt-4o");
+        assert_eq!(Scalar::str("true").text(), "\"true\"");
+        assert_eq!(Scalar::str("12").text(), "\"12\"");
+        assert_eq!(Scalar::str("a: b # c").text(), "\"a: b # c\"");
+        assert_eq!(Scalar::Bool(true).text(), "true");
+    }
+
+    #[test]
+    fn layouts_it_cannot_edit_are_refused() {
+        assert!(
+            edit_text(
+                "display: {skin: s}\n",
+                &["display", "x"],
+                Some(&Scalar::str("y"))
+            )
+            .is_err()
+        );
+        assert!(edit_text("- a\n- b\n", &["x"], Some(&Scalar::str("y"))).is_err());
+        assert!(edit_text("a: 1\n---\nb: 2\n", &["x"], Some(&Scalar::str("y"))).is_err());
+    }
+
+    #[test]
+    fn hostile_documents_are_refused_not_expanded() {
+        let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 0..9 {
+            let prev = if i == 0 {
+                "a".to_string()
+            } else {
+                format!("l{}", i - 1)
+            };
+            bomb.push_str(&format!(
+                "l{i}: &l{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"
+            ));
+        }
+        assert!(parse(&bomb).unwrap_err().contains("expands"));
+        let deep = format!("a: {}{}\n", "[".repeat(500), "]".repeat(500));
+        assert!(parse(&deep).is_err());
+        assert!(parse("a: [unclosed").is_err());
+    }
+
+    #[test]
+    fn secrets_are_not_shown() {
+        let doc = parse("model:\n  api_key: sk-1\n  default: m\n").unwrap();
+        let v = to_json(&doc);
+        assert_eq!(v["model"]["api_key"], "***");
+        assert_eq!(v["model"]["default"], "m");
+    }
+}
