@@ -19,7 +19,9 @@ fn secs(s: u64) -> Duration {
 
 /// A screen line that is exactly `text` once trimmed (a tool's output, not the prompt echo).
 fn has_line(screen: &str, text: &str) -> bool {
-    screen.lines().any(|l| l.trim().trim_end_matches('┃').trim() == text)
+    screen
+        .lines()
+        .any(|l| l.trim().trim_end_matches('┃').trim() == text)
 }
 
 #[test]
@@ -36,7 +38,9 @@ fn chat_then_a_tool_then_an_interrupted_tool_then_quit() {
 
     let m = marker();
     tui.submit(&format!("$ echo tool-{m}"));
-    tui.wait_screen("the tool's output line", T, |s| has_line(s, &format!("tool-{m}")));
+    tui.wait_screen("the tool's output line", T, |s| {
+        has_line(s, &format!("tool-{m}"))
+    });
     tui.wait_for("exited with status 0", T);
     tui.wait_ready(T);
 
@@ -146,10 +150,14 @@ fn shell_commands_from_the_composer() {
     let m = marker();
     tui.submit(&format!("!echo shell-{m}"));
     tui.wait_screen("the shell command's output", T, |s| {
-        s.lines().any(|l| l.contains(&format!("shell-{m}")) && !l.contains('!'))
+        s.lines()
+            .any(|l| l.contains(&format!("shell-{m}")) && !l.contains('!'))
     });
     let ok = tui.wait_call("shell.exec", T);
-    assert_eq!(ok.result.as_ref().map(|r| r["code"].clone()), Some(0.into()));
+    assert_eq!(
+        ok.result.as_ref().map(|r| r["code"].clone()),
+        Some(0.into())
+    );
     tui.wait_ready(T);
 
     // A failing command: its stderr and its status are shown, and it is no error answer.
@@ -239,7 +247,15 @@ fn resume_a_stored_session_at_start() {
 
 #[test]
 fn a_dangerous_command_asks_allow_once_then_deny() {
-    let Some(tui) = Tui::start("approval", Opts::default()) else {
+    // The offline model answers in the very loop iteration that resolves the approval; the
+    // TUI then handles `message.complete` before its own `approval.respond` callback, which
+    // sets the status back to "running…" for good (docs/TUI-COMPAT.md). A model that takes a
+    // few milliseconds per word, as every real one does, is what this scenario is about.
+    let opts = Opts {
+        env: vec![("TUI_GATEWAY_OFFLINE_DELAY_MS".into(), "20".into())],
+        ..Opts::default()
+    };
+    let Some(tui) = Tui::start("approval", opts) else {
         return;
     };
     tui.wait_ready(START);
@@ -253,7 +269,10 @@ fn a_dangerous_command_asks_allow_once_then_deny() {
     tui.key("Enter"); // the first choice: allow once
     tui.wait_for("exited with status 0", T);
     tui.wait_ready(T);
-    assert!(!victim.join("first").exists(), "allowed once, yet not deleted");
+    assert!(
+        !victim.join("first").exists(),
+        "allowed once, yet not deleted"
+    );
 
     tui.submit(&format!("$ rm -rf {}", victim.join("second").display()));
     tui.wait_for("approval required", T);
@@ -368,7 +387,11 @@ fn usage_after_a_turn() {
     let usage = tui.wait_call("session.usage", T);
     assert!(usage.error.is_none(), "{usage:?}");
     let shown = tui.wait_screen("the usage report", T, |s| {
-        s.contains("/usage") && !s.lines().filter(|l| l.contains('·')).all(|l| !l.contains("usage"))
+        s.contains("/usage")
+            && !s
+                .lines()
+                .filter(|l| l.contains('·'))
+                .all(|l| !l.contains("usage"))
     });
     assert!(
         !shown.contains("no API calls yet"),
@@ -407,4 +430,71 @@ fn sigkill_of_the_gateway_mid_tool_leaves_no_tool() {
         "gateway processes left: {}",
         procfs::describe(&left_ours)
     );
+}
+
+/// Commands `/help` lists that this sweep does not type: they end the TUI (tested by the quit
+/// scenarios).
+const ENDS_THE_TUI: [&str; 4] = ["/quit", "/exit", "/q", "/update"];
+
+/// What `/help` shows beside the catalog: the TUI's own section.
+const TUI_SECTION: [&str; 2] = ["/details", "/fortune"];
+
+#[test]
+fn every_command_help_lists_answers_without_an_error() {
+    let Some(tui) = Tui::start("every-command", Opts::default()) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.submit("a turn first, so there is something to report");
+    tui.wait_for("You said: a turn first", T);
+    tui.wait_ready(T);
+
+    let catalog = tui.wait_call("commands.catalog", T);
+    let mut commands = tui::catalog_commands(&catalog);
+    assert!(
+        !commands.is_empty(),
+        "/help lists no gateway command (commands.catalog answered {:?})",
+        catalog.result
+    );
+    commands.extend(TUI_SECTION.iter().map(|c| c.to_string()));
+    commands.dedup();
+    let mut failures = Vec::new();
+    let mut report = Vec::new();
+    for cmd in commands
+        .iter()
+        .filter(|c| !ENDS_THE_TUI.contains(&c.as_str()))
+    {
+        let calls_before = tui.calls().len();
+        tui.submit(cmd);
+        let outcome = tui.settle_after_command(cmd);
+        let screen = tui.screen();
+        let lines = tui::error_lines_after_echo(&screen, cmd);
+        let answers: Vec<String> = tui.calls()[calls_before..]
+            .iter()
+            .filter_map(|c| {
+                let e = c.error.as_ref()?;
+                Some(format!(
+                    "{} → {} ({})",
+                    c.method,
+                    e["message"].as_str().unwrap_or("?"),
+                    e["code"]
+                ))
+            })
+            .collect();
+        report.push(format!("{cmd}: {outcome}"));
+        if !lines.is_empty() || !answers.is_empty() || outcome.starts_with("stuck") {
+            failures.push(format!(
+                "{cmd}: {outcome}; screen {lines:?}; answers {answers:?}"
+            ));
+        }
+    }
+    eprintln!("slash sweep:\n  {}", report.join("\n  "));
+    assert!(
+        failures.is_empty(),
+        "{} of {} commands failed:\n  {}",
+        failures.len(),
+        commands.len(),
+        failures.join("\n  ")
+    );
+    tui.quit();
 }

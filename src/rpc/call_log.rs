@@ -93,7 +93,11 @@ fn render(dir: Dir, t: f64, frame: &[u8]) -> Vec<u8> {
         let prefix = String::from_utf8_lossy(&frame[..TRUNCATED_PREFIX]);
         let text = serde_json::to_string(&prefix).unwrap_or_default();
         line.extend_from_slice(
-            format!("\"truncated\":true,\"len\":{},\"frame\":{text}}}\n", frame.len()).as_bytes(),
+            format!(
+                "\"truncated\":true,\"len\":{},\"frame\":{text}}}\n",
+                frame.len()
+            )
+            .as_bytes(),
         );
         return line;
     }
@@ -153,10 +157,8 @@ mod tests {
 
     #[test]
     fn lines_are_appended() {
-        let path = std::env::temp_dir().join(format!(
-            "tgw-calllog-{}.jsonl",
-            crate::util::random_hex(8)
-        ));
+        let path =
+            std::env::temp_dir().join(format!("tgw-calllog-{}.jsonl", crate::util::random_hex(8)));
         let mut log = CallLog::open(&path);
         log.record(Dir::In, b"{\"id\":1}");
         log.record(Dir::Out, b"{\"id\":1,\"result\":true}\n");

@@ -24,6 +24,8 @@ pub const ROWS: u16 = 40;
 
 /// Deadline for the TUI to come up (node start-up on 2 loaded cores).
 pub const START: Duration = Duration::from_secs(30);
+/// Pause between the last typed key and Enter (see [`Tui::submit`]).
+pub const KEY_PACE: Duration = Duration::from_millis(100);
 /// Deadline for one thing to appear on screen.
 pub const T: Duration = Duration::from_secs(15);
 
@@ -115,6 +117,9 @@ impl Tui {
         };
         let ws = home.join("ws");
         std::fs::create_dir_all(&ws).unwrap();
+        // The TUI and the commands it runs see a private HOME, and no editor to open.
+        let user_home = home.join("user");
+        std::fs::create_dir_all(&user_home).unwrap();
         if let Some(yaml) = &opts.config_yaml {
             std::fs::write(home.join("config.yaml"), yaml).unwrap();
         }
@@ -128,6 +133,9 @@ impl Tui {
             ("HERMES_CWD".to_string(), path_str(&ws)),
             ("HERMES_PYTHON".to_string(), gateway_binary()),
             ("TUI_GATEWAY_RPC_LOG".to_string(), path_str(&log_path)),
+            ("HOME".to_string(), path_str(&user_home)),
+            ("EDITOR".to_string(), "true".to_string()),
+            ("VISUAL".to_string(), "true".to_string()),
             ("TERM".to_string(), "xterm-256color".to_string()),
             ("NODE_ENV".to_string(), "production".to_string()),
         ];
@@ -202,7 +210,12 @@ impl Tui {
 
     /// Poll the screen until `pred` holds; panics with the screen and the call log after
     /// `timeout`.
-    pub fn wait_screen<F: Fn(&str) -> bool>(&self, what: &str, timeout: Duration, pred: F) -> String {
+    pub fn wait_screen<F: Fn(&str) -> bool>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        pred: F,
+    ) -> String {
         let deadline = Instant::now() + timeout;
         loop {
             let s = self.screen();
@@ -256,15 +269,50 @@ impl Tui {
         self.tmux_ok(&["send-keys", "-t", "e2e", key]);
     }
 
-    /// Type a line and press Enter once the composer shows it (so the TUI received every
-    /// character before the Enter).
+    /// Type a line and submit it: wait until the composer shows it, press Enter, and wait
+    /// until the composer let go of it (the submission took).
     pub fn submit(&self, text: &str) {
         self.type_text(text);
-        let tail: String = text.chars().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect();
-        self.wait_screen(&format!("the typed text {text:?}"), T, |s| {
-            s.lines().any(|l| l.contains(tail.trim()))
+        let tail: String = text
+            .chars()
+            .rev()
+            .take(20)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        let tail = tail.trim().to_string();
+        self.wait_screen(&format!("{text:?} in the composer"), T, |s| {
+            composer_line(s).is_some_and(|l| l.contains(&tail))
         });
+        // The TUI echoes keys at once but folds them into its state in 16 ms batches
+        // (`FRAME_BATCH_MS`, components/textInput.tsx); an Enter inside that window submits
+        // and yet leaves the text in the composer. Nobody types that fast: pace like a person.
+        std::thread::sleep(KEY_PACE);
         self.key("Enter");
+        self.wait_screen(&format!("{text:?} submitted (composer cleared)"), T, |s| {
+            !composer_line(s).is_some_and(|l| l.contains(&tail))
+        });
+    }
+
+    /// After a slash command: back to the idle composer, closing what it opened (a picker, a
+    /// pager, a confirmation) with Escape. Says what it took, or `stuck …`.
+    pub fn settle_after_command(&self, cmd: &str) -> String {
+        let ready = |d| common::procfs::poll_until(d, || screen_ready(&self.screen()));
+        if ready(Duration::from_secs(3)) {
+            return "ready".into();
+        }
+        for attempt in 1..=3 {
+            self.key("Escape");
+            if ready(Duration::from_secs(3)) {
+                return format!("ready after {attempt} Escape(s)");
+            }
+        }
+        let s = self.screen();
+        format!(
+            "stuck after {cmd}: {:?}",
+            s.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("")
+        )
     }
 
     pub fn resize(&self, cols: u16, rows: u16) {
@@ -310,11 +358,12 @@ impl Tui {
                         error: None,
                     });
                 }
-            } else if f.get("method").is_none() && f.get("id").is_some() {
-                if let Some(i) = open.remove(&f["id"].to_string()) {
-                    calls[i].result = f.get("result").cloned();
-                    calls[i].error = f.get("error").cloned();
-                }
+            } else if f.get("method").is_none()
+                && f.get("id").is_some()
+                && let Some(i) = open.remove(&f["id"].to_string())
+            {
+                calls[i].result = f.get("result").cloned();
+                calls[i].error = f.get("error").cloned();
             }
         }
         calls
@@ -327,7 +376,10 @@ impl Tui {
             .filter(|l| l.dir == "out" && l.frame["method"] == "event")
             .map(|l| {
                 let p = &l.frame["params"];
-                (p["type"].as_str().unwrap_or("").to_string(), p["payload"].clone())
+                (
+                    p["type"].as_str().unwrap_or("").to_string(),
+                    p["payload"].clone(),
+                )
             })
             .collect()
     }
@@ -417,17 +469,23 @@ impl Tui {
         self.calls().iter().filter(|c| c.method == method).count()
     }
 
-    /// One line per call, for failure messages.
+    /// One line per call, for failure messages (the TUI's periodic polls only when they failed).
     pub fn calls_summary(&self) -> String {
+        const POLLS: [&str; 3] = ["pet.cells", "session.active_list", "config.get"];
         self.calls()
             .iter()
+            .filter(|c| c.error.is_some() || !POLLS.contains(&c.method.as_str()))
             .map(|c| {
                 let answer = match (&c.result, &c.error) {
                     (_, Some(e)) => format!("ERROR {e}"),
                     (Some(_), None) => "ok".to_string(),
                     (None, None) => "(no answer)".to_string(),
                 };
-                format!("  {} {} -> {answer}\n", c.method, short(&c.params.to_string(), 100))
+                format!(
+                    "  {} {} -> {answer}\n",
+                    c.method,
+                    short(&c.params.to_string(), 100)
+                )
             })
             .collect()
     }
@@ -604,9 +662,7 @@ pub fn popup_rows(screen: &str) -> Vec<String> {
     screen
         .lines()
         .map(|l| unframed(l).trim_start_matches('▸').trim())
-        .filter(|l| {
-            l.starts_with('/') && l.chars().nth(1).is_some_and(|c| c.is_ascii_lowercase())
-        })
+        .filter(|l| l.starts_with('/') && l.chars().nth(1).is_some_and(|c| c.is_ascii_lowercase()))
         .map(str::to_string)
         .collect()
 }
@@ -629,9 +685,36 @@ pub fn picker_rows(screen: &str) -> Vec<String> {
         .collect()
 }
 
+/// The composer's line: the one under the status bar (`─ ready │ …`), else the last line
+/// starting with `❯` (popups and pickers float above it). In shell mode (`!`) it starts `$`.
+pub fn composer_line(screen: &str) -> Option<&str> {
+    let lines: Vec<&str> = screen.lines().map(unframed).collect();
+    if let Some(i) = lines
+        .iter()
+        .rposition(|l| l.starts_with("─ ") && l.contains(" │ "))
+    {
+        return lines.get(i + 1).copied();
+    }
+    lines.into_iter().rev().find(|l| l.starts_with('❯'))
+}
+
 /// The composer is up and idle.
 pub fn screen_ready(s: &str) -> bool {
     s.contains('❯') && s.lines().any(|l| l.contains("─ ready"))
+}
+
+/// Error lines below the last echo of `cmd` (the whole screen when the echo scrolled away).
+pub fn error_lines_after_echo(screen: &str, cmd: &str) -> Vec<String> {
+    let lines: Vec<&str> = screen.lines().collect();
+    let from = lines
+        .iter()
+        .rposition(|l| unframed(l).trim_start_matches(['❯', '·', '$']).trim() == cmd)
+        .unwrap_or(0);
+    lines[from..]
+        .iter()
+        .filter(|l| is_error_line(l))
+        .map(|l| unframed(l).to_string())
+        .collect()
 }
 
 /// A line the user would read as an error.
