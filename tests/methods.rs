@@ -904,3 +904,18 @@ fn session_active_list_fields() {
     assert_eq!(ea["message_count"], 2, "{ea}");
     assert_eq!(eb["message_count"], 0, "{eb}");
 }
+
+#[test]
+fn an_unusable_model_config_is_a_warning_under_the_banner() {
+    let home = TempHome::new("cfgwarn");
+    std::fs::write(
+        home.path.join("config.yaml"),
+        "model:\n  provider: nowhere-ai\n",
+    )
+    .unwrap();
+    let mut g = Gateway::builder().home(&home.path).start();
+    let r = g.call("session.create", json!({}));
+    let w = r["info"]["config_warning"].as_str().unwrap_or("");
+    assert!(w.contains("nowhere-ai"), "{r}");
+    assert_eq!(r["info"]["provider"], "offline", "{r}");
+}

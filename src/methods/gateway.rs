@@ -49,10 +49,6 @@ pub fn setup_status(gw: &Gateway) -> Value {
     })
 }
 
-pub fn commands_catalog() -> Value {
-    json!({ "pairs": [], "sub": {}, "canon": {}, "categories": [] })
-}
-
 fn config_mtime(gw: &Gateway) -> f64 {
     std::fs::metadata(gw.cfg.home.join("config.yaml"))
         .and_then(|m| m.modified())
@@ -81,10 +77,4 @@ pub fn detect_drop(p: &Params) -> Result<Value, RpcError> {
     super::params::opt_str(p, "text")?;
     super::params::opt_str(p, "session_id")?;
     Ok(json!({ "matched": false }))
-}
-
-/// `complete.slash {text}`: no slash commands to complete.
-pub fn complete_slash(p: &Params) -> Result<Value, RpcError> {
-    super::params::opt_str(p, "text")?;
-    Ok(json!({ "items": [], "replace_from": 1 }))
 }

@@ -1,10 +1,16 @@
 //! The dispatch table: method name → handler. A handler returns `Some(result)` to answer now,
 //! or `None` when the answer is written later (long-running calls).
 
+mod absent;
+mod commands;
+mod complete;
 mod gateway;
 mod params;
 mod prompt;
+mod quick;
+mod reports;
 mod session;
+mod slash;
 
 use serde_json::Value;
 
@@ -19,16 +25,24 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
     if req.method == "shell.exec" {
         return prompt::shell_exec(gw, &req.id, p, now);
     }
+    // Quick commands are answered when their command ends.
+    if req.method == "slash.exec" {
+        return slash::slash_exec(gw, &req.id, p, now);
+    }
+    if req.method == "command.dispatch" {
+        return slash::command_dispatch(gw, &req.id, p, now);
+    }
     let answer = match req.method.as_str() {
         "ping" => Ok(serde_json::json!({"pong": true})),
         "client.capabilities" => gateway::client_capabilities(gw, p),
         "gateway.capabilities" => Ok(gateway::capabilities()),
         "setup.status" => Ok(gateway::setup_status(gw)),
-        "commands.catalog" => Ok(gateway::commands_catalog()),
+        "commands.catalog" => Ok(commands::catalog(gw)),
         "config.get" => gateway::config_get(gw, p),
         "pet.cells" => Ok(serde_json::json!({"enabled": false})),
         "input.detect_drop" => gateway::detect_drop(p),
-        "complete.slash" => gateway::complete_slash(p),
+        "complete.slash" => commands::complete_slash(gw, p),
+        "complete.path" => complete::complete_path(gw, p),
         "session.active_list" => session::active_list(gw, p),
         "session.create" => session::create(gw, p, now),
         "session.list" => session::list(gw, p),
@@ -44,10 +58,13 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
         "prompt.submit" => prompt::submit(gw, p, now),
         "session.interrupt" => prompt::interrupt(gw, p, now),
         "approval.respond" => prompt::approval_respond(gw, p, now),
-        other => Err(RpcError::new(
-            crate::rpc::frame::code::UNKNOWN_METHOD,
-            format!("unknown method: {other}"),
-        )),
+        other => match absent::call(gw, other, p) {
+            Some(answer) => answer,
+            None => Err(RpcError::new(
+                crate::rpc::frame::code::UNKNOWN_METHOD,
+                format!("unknown method: {other}"),
+            )),
+        },
     };
     Some(answer)
 }

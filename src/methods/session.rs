@@ -65,12 +65,17 @@ fn unique_title(gw: &Gateway, wanted: &str, stored_id: &str) -> String {
 
 fn opening(gw: &Gateway, rid: &str) -> Value {
     let s = &gw.sessions[rid];
+    let mut info = s.info();
+    // The TUI prints this under the banner as `warning: …`.
+    if let Some(w) = &gw.provider_warning {
+        info["config_warning"] = json!(w);
+    }
     json!({
         "session_id": s.runtime_id,
         "stored_session_id": s.stored_id,
         "message_count": s.transcript.len(),
         "messages": transcript::display(&s.transcript),
-        "info": s.info(),
+        "info": info,
         "running": s.running(),
     })
 }

@@ -18,6 +18,8 @@ pub mod code {
     pub const BUSY: i64 = 4009;
     /// A live session cannot be deleted.
     pub const SESSION_ACTIVE: i64 = 4023;
+    /// A Hermes feature this gateway does not have.
+    pub const NOT_SUPPORTED: i64 = 4040;
     pub const TIMED_OUT: i64 = 5002;
     pub const SHUTTING_DOWN: i64 = 5035;
 }

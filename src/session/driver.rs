@@ -37,7 +37,7 @@ impl Gateway {
 
     /// The context window of `model` in tokens.
     pub(crate) fn context_window_for(&self, model: &str) -> u64 {
-        crate::session::default_context_window(self.provider.name(), model)
+        crate::model::context::context_window(&self.cfg, model)
     }
 
     /// The running turn of a session.

@@ -14,22 +14,6 @@ use turn::Turn;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// A model's context window when nothing configures it: what the common families offer.
-pub fn default_context_window(provider: &str, model: &str) -> u64 {
-    let m = model.to_ascii_lowercase();
-    if provider == "offline" {
-        32_768
-    } else if m.starts_with("gpt-4.1") || m.contains("gemini") {
-        1_047_576
-    } else if m.starts_with("gpt-4o") || m.starts_with("o1") || m.starts_with("o3") {
-        128_000
-    } else if m.contains("claude") {
-        200_000
-    } else {
-        131_072
-    }
-}
-
 /// How far the stored copy of a session has caught up with memory.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Persisted {

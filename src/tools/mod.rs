@@ -68,6 +68,25 @@ pub enum Owner {
     Shell {
         request_id: Value,
     },
+    /// A command run for a client request other than `shell.exec` (quick commands): `answer`
+    /// turns its outcome into the result.
+    Request {
+        request_id: Value,
+        answer: fn(&Outcome) -> Value,
+    },
+}
+
+/// How a command run for a request ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// stdout and stderr, merged and capped.
+    pub output: String,
+    /// Exit status (124 timeout, 130 interrupted).
+    pub code: i32,
+    pub ending: Option<Ending>,
+    pub timeout: Duration,
+    /// Why it could not start.
+    pub start_error: Option<String>,
 }
 
 struct Pipe {
@@ -534,6 +553,33 @@ pub fn shell_exec(
     .map_err(|e| RpcError::new(code::INTERNAL, format!("could not start the command: {e}")))
 }
 
+/// Run `command` for a client request, answered with `answer(outcome)` when it ends; never
+/// blocks other calls. Refuses what the policy refuses or would ask about (nobody to ask).
+pub fn run_for_request(
+    gw: &mut Gateway,
+    request_id: Value,
+    command: &str,
+    cwd: &Path,
+    timeout: Duration,
+    answer: fn(&Outcome) -> Value,
+    now: Instant,
+) -> Result<(), String> {
+    if gw.shutdown.is_some() {
+        return Err("the gateway is shutting down".into());
+    }
+    match policy::check(command) {
+        policy::Verdict::Allow => {}
+        policy::Verdict::Ask { description, .. }
+        | policy::Verdict::Refuse {
+            reason: description,
+        } => return Err(format!("blocked: {description}")),
+    }
+    let owner = Owner::Request { request_id, answer };
+    launch(gw, owner, command, cwd, timeout, Streams::Merged, now)
+        .map(|_| ())
+        .map_err(|e| format!("could not start the command: {e}"))
+}
+
 // ---- processes ----
 
 fn register(gw: &mut Gateway, id: u64, fd: OwnedFd) -> std::io::Result<Pipe> {
@@ -948,16 +994,27 @@ fn finish(gw: &mut Gateway, id: u64, now: Instant) {
             };
             gw.out.push(frame);
         }
+        Owner::Request { request_id, answer } => {
+            let outcome = Outcome {
+                output,
+                code,
+                ending: run.ending,
+                timeout: run.timeout,
+                start_error: run.start_error,
+            };
+            gw.out.push(frame::response(&request_id, &answer(&outcome)));
+        }
     }
 }
 
-/// Shell commands still running when the shutdown begins are stopped like a turn's.
+/// Commands run for requests (`shell.exec`, quick commands) still running when the shutdown
+/// begins are stopped like a turn's.
 pub fn stop_shell_commands(gw: &mut Gateway, now: Instant) {
     let ids: Vec<u64> = gw
         .tools
         .runs
         .iter()
-        .filter(|(_, r)| matches!(r.owner, Owner::Shell { .. }))
+        .filter(|(_, r)| matches!(r.owner, Owner::Shell { .. } | Owner::Request { .. }))
         .map(|(id, _)| *id)
         .collect();
     for id in ids {

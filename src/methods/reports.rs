@@ -1,0 +1,198 @@
+//! The text reports of the slash commands this gateway runs itself: `/status`, `/usage`,
+//! `/tools`, `/skills`, `/version`, `/config`, `/help`.
+
+use serde_json::Value;
+
+use super::commands::{self, COMMANDS};
+use super::quick;
+use crate::event_loop::Gateway;
+use crate::session::{Session, VERSION};
+
+/// The report of built-in command `name` (canonical) for session `rid`, if any.
+pub fn report(gw: &Gateway, name: &str, arg: &str, rid: Option<&str>) -> String {
+    let session = rid.and_then(|r| gw.sessions.get(r));
+    match name {
+        "status" => session.map_or_else(no_session, status),
+        "usage" => session.map_or_else(no_session, usage),
+        "tools" => tools(arg),
+        "skills" => "No skills: this gateway has no skill support.".to_string(),
+        "version" => format!("tui-gateway {VERSION}"),
+        "config" => config(gw),
+        "help" => help(gw),
+        other => format!("/{other} has no report"),
+    }
+}
+
+fn no_session() -> String {
+    "no active session".to_string()
+}
+
+fn rows(rows: &[(&str, String)]) -> String {
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    rows.iter()
+        .map(|(k, v)| format!("{k:<width$}  {v}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn tokens(s: &Session) -> String {
+    format!(
+        "{} in · {} out · {} total ({} model call{})",
+        s.input_tokens,
+        s.output_tokens,
+        s.input_tokens + s.output_tokens,
+        s.model_calls,
+        if s.model_calls == 1 { "" } else { "s" }
+    )
+}
+
+fn status(s: &Session) -> String {
+    let running = match (s.running(), s.queued.len()) {
+        (true, 0) => "yes".to_string(),
+        (true, n) => format!("yes, {n} prompt(s) queued"),
+        (false, _) => "no".to_string(),
+    };
+    let context = if s.context_max > 0 {
+        let pct = (s.context_used as f64 / s.context_max as f64 * 100.0).round();
+        format!(
+            "{} of {} tokens ({}%)",
+            s.context_used,
+            s.context_max,
+            pct.min(100.0)
+        )
+    } else {
+        format!("{} tokens", s.context_used)
+    };
+    rows(&[
+        (
+            "Session",
+            format!("{} (stored {})", s.runtime_id, s.stored_id),
+        ),
+        ("Title", s.title.clone().unwrap_or_else(|| "(none)".into())),
+        ("Model", format!("{} ({})", s.model, s.provider)),
+        ("Cwd", s.cwd.clone()),
+        ("Messages", s.transcript.len().to_string()),
+        ("Tokens", tokens(s)),
+        ("Context", context),
+        ("Tool calls", s.tool_call_count.to_string()),
+        ("Running", running),
+    ])
+}
+
+fn usage(s: &Session) -> String {
+    rows(&[
+        ("Model", s.model.clone()),
+        ("Input tokens", s.input_tokens.to_string()),
+        ("Output tokens", s.output_tokens.to_string()),
+        ("Total", (s.input_tokens + s.output_tokens).to_string()),
+        ("Model calls", s.model_calls.to_string()),
+    ])
+}
+
+/// The tools offered to the model, from the schema it is sent.
+fn tools(arg: &str) -> String {
+    let sub = arg.split_whitespace().next().unwrap_or("");
+    if matches!(sub, "enable" | "disable") {
+        return format!("/tools {sub}: not supported; the terminal tool is always offered");
+    }
+    let schemas = [crate::tools::terminal_schema()];
+    let mut out = format!("Tools offered to the model ({}):", schemas.len());
+    for t in &schemas {
+        let f = &t["function"];
+        let required: Vec<&str> = f["parameters"]["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let args: Vec<String> = f["parameters"]["properties"]
+            .as_object()
+            .map(|props| {
+                props
+                    .keys()
+                    .map(|k| {
+                        if required.contains(&k.as_str()) {
+                            k.clone()
+                        } else {
+                            format!("{k}?")
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "\n  {}({}): {}",
+            f["name"].as_str().unwrap_or("?"),
+            args.join(", "),
+            f["description"].as_str().unwrap_or("")
+        ));
+    }
+    out
+}
+
+fn secs(d: std::time::Duration) -> String {
+    format!("{}s", d.as_secs_f64())
+}
+
+fn config(gw: &Gateway) -> String {
+    let c = &gw.cfg;
+    let path = c.home.join("config.yaml");
+    let file = match std::fs::metadata(&path) {
+        Ok(_) => path.display().to_string(),
+        Err(_) => format!("{} (not found: defaults apply)", path.display()),
+    };
+    let q = quick::load(&c.home);
+    let names: Vec<String> = commands::usable_quick(&q)
+        .map(|qc| format!("/{}", qc.name))
+        .collect();
+    let mut quick_line = if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(" ")
+    };
+    if let Some(w) = &q.warning {
+        quick_line.push_str(&format!(" ({w})"));
+    }
+    let mut r = vec![
+        ("Config file", file),
+        ("Hermes home", c.home.display().to_string()),
+        ("Database", c.db_path().display().to_string()),
+        ("Provider", gw.provider.name().to_string()),
+        ("Model", gw.provider.default_model().to_string()),
+    ];
+    if let Some(w) = &gw.provider_warning {
+        r.push(("Model warning", w.clone()));
+    }
+    r.extend([
+        ("Command timeout", secs(c.command_timeout)),
+        ("Approval timeout", secs(c.approval_timeout)),
+        ("Session TTL", secs(c.session_ttl)),
+        ("Flush interval", secs(c.flush_interval)),
+        ("Quick commands", quick_line),
+    ]);
+    rows(&r)
+}
+
+fn help(gw: &Gateway) -> String {
+    let mut out = String::new();
+    let mut last = "";
+    for c in COMMANDS {
+        if c.category != last {
+            out.push_str(&format!(
+                "{}{}:\n",
+                if last.is_empty() { "" } else { "\n" },
+                c.category
+            ));
+            last = c.category;
+        }
+        out.push_str(&format!("  /{:<12} {}\n", c.name, commands::describe(c)));
+    }
+    let q = quick::load(&gw.cfg.home);
+    let mut first = true;
+    for qc in commands::usable_quick(&q) {
+        if first {
+            out.push_str(&format!("\n{}:\n", commands::USER));
+            first = false;
+        }
+        out.push_str(&format!("  /{:<12} {}\n", qc.name, qc.description));
+    }
+    out.trim_end().to_string()
+}
