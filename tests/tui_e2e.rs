@@ -263,7 +263,8 @@ fn a_dangerous_command_asks_allow_once_then_deny() {
     std::fs::create_dir_all(victim.join("first")).unwrap();
     std::fs::create_dir_all(victim.join("second")).unwrap();
 
-    tui.submit(&format!("$ rm -rf {}", victim.join("first").display()));
+    // The trailing space ends the path word, so no path completion is open when Enter comes.
+    tui.submit(&format!("$ rm -rf {} ", victim.join("first").display()));
     tui.wait_for("approval required", T);
     tui.wait_for("Allow once", T);
     tui.key("Enter"); // the first choice: allow once
@@ -274,7 +275,7 @@ fn a_dangerous_command_asks_allow_once_then_deny() {
         "allowed once, yet not deleted"
     );
 
-    tui.submit(&format!("$ rm -rf {}", victim.join("second").display()));
+    tui.submit(&format!("$ rm -rf {} ", victim.join("second").display()));
     tui.wait_for("approval required", T);
     tui.key("Escape");
     tui.wait_for("denied", T);
@@ -457,7 +458,8 @@ fn every_command_help_lists_answers_without_an_error() {
         catalog.result
     );
     commands.extend(TUI_SECTION.iter().map(|c| c.to_string()));
-    commands.dedup();
+    let mut seen = std::collections::HashSet::new();
+    commands.retain(|c| seen.insert(c.clone()));
     let mut failures = Vec::new();
     let mut report = Vec::new();
     for cmd in commands
@@ -482,6 +484,11 @@ fn every_command_help_lists_answers_without_an_error() {
             })
             .collect();
         report.push(format!("{cmd}: {outcome}"));
+        if cmd == "/statusbar" {
+            // It hides the status bar, where the sweep reads `ready`: put it back.
+            tui.submit("/statusbar on");
+            tui.settle_after_command("/statusbar on");
+        }
         if !lines.is_empty() || !answers.is_empty() || outcome.starts_with("stuck") {
             failures.push(format!(
                 "{cmd}: {outcome}; screen {lines:?}; answers {answers:?}"

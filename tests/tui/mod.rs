@@ -299,12 +299,12 @@ impl Tui {
     /// pager, a confirmation) with Escape. Says what it took, or `stuck …`.
     pub fn settle_after_command(&self, cmd: &str) -> String {
         let ready = |d| common::procfs::poll_until(d, || screen_ready(&self.screen()));
-        if ready(Duration::from_secs(3)) {
+        if ready(Duration::from_millis(1500)) {
             return "ready".into();
         }
         for attempt in 1..=3 {
             self.key("Escape");
-            if ready(Duration::from_secs(3)) {
+            if ready(Duration::from_secs(2)) {
                 return format!("ready after {attempt} Escape(s)");
             }
         }
@@ -700,7 +700,8 @@ pub fn composer_line(screen: &str) -> Option<&str> {
 
 /// The composer is up and idle.
 pub fn screen_ready(s: &str) -> bool {
-    s.contains('❯') && s.lines().any(|l| l.contains("─ ready"))
+    s.lines().any(|l| unframed(l).starts_with("─ ready"))
+        && composer_line(s).is_some_and(|l| l.starts_with('❯'))
 }
 
 /// Error lines below the last echo of `cmd` (the whole screen when the echo scrolled away).
