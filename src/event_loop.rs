@@ -49,6 +49,8 @@ pub enum Timer {
     Tool(u64, crate::tools::ToolTimer),
     /// An approval waited too long: deny it.
     ApprovalTimeout(String),
+    /// A `model.options` fetch of the endpoint's model list waited too long.
+    ModelList(u64),
 }
 
 /// Who owns a dynamic token's source.
@@ -58,6 +60,8 @@ pub enum Route {
     Turn(String),
     /// A pipe or exit descriptor of a running tool.
     Tool(u64),
+    /// The socket (or resolver) of a `model.options` fetch.
+    ModelList(u64),
 }
 
 /// Where the protocol flows: the process's stdin/stdout, or descriptors the host gives us.
@@ -90,6 +94,8 @@ pub struct Gateway {
     pub(crate) by_token: HashMap<Token, Route>,
     /// Running commands, approvals.
     pub(crate) tools: crate::tools::Tools,
+    /// `model.options` requests waiting for the endpoint's model list.
+    pub(crate) model_fetches: crate::methods::models::Fetches,
     pub(crate) next_token: usize,
     pub(crate) timers: TimerWheel<Timer>,
     pub(crate) out: OutQueue,
@@ -171,6 +177,9 @@ impl Gateway {
             .is_ok();
         let replay_epoch = util::random_hex(16);
         let mut out = OutQueue::new(now);
+        if let Some(path) = &cfg.rpc_log {
+            out.set_call_log(crate::rpc::CallLog::open(path));
+        }
         out.push(frame::event_frame(&frame::event_params(
             "gateway.ready",
             "",
@@ -208,6 +217,7 @@ impl Gateway {
             live_by_stored: HashMap::new(),
             by_token: HashMap::new(),
             tools: crate::tools::Tools::new(&cfg_home_for_tools),
+            model_fetches: Default::default(),
             next_token: FIRST_DYNAMIC,
             out,
             input: io.input,
@@ -409,7 +419,7 @@ impl Gateway {
                     ),
                 ),
             )),
-            Line::Frame(bytes) => match frame::parse_line(bytes) {
+            Line::Frame(bytes) => match frame::parse_line(self.log_in(bytes)) {
                 Incoming::Bad { id, error } => self.out.push(frame::error(&id, &error)),
                 Incoming::Answer { id, result } => self.on_answer(id, result),
                 Incoming::Request(req) => {
@@ -429,6 +439,15 @@ impl Gateway {
                 }
             },
         }
+    }
+
+    /// The frame, after the call log saw it.
+    fn log_in<'a>(&mut self, bytes: &'a [u8]) -> &'a [u8] {
+        let log = self.out.call_log();
+        if log.is_on() {
+            log.record(crate::rpc::call_log::Dir::In, bytes);
+        }
+        bytes
     }
 
     /// An answer to a server request: resolve what asked, or log (boundedly) and drop it.
@@ -542,6 +561,7 @@ impl Gateway {
                 Timer::ApprovalTimeout(request_id) => {
                     crate::tools::approval::expire(self, &request_id, now)
                 }
+                Timer::ModelList(id) => crate::methods::models::on_timeout(self, id),
             }
         }
     }
@@ -550,6 +570,7 @@ impl Gateway {
         match self.by_token.get(&token).cloned() {
             Some(Route::Turn(rid)) => self.schedule(&rid),
             Some(Route::Tool(id)) => self.tools.mark_ready(id),
+            Some(Route::ModelList(id)) => crate::methods::models::on_ready(self, id),
             None => {}
         }
     }
