@@ -257,6 +257,12 @@ impl Gateway {
         Ok(())
     }
 
+    /// Use `provider` for every model call from now on: an embedding host's own model.
+    pub fn set_provider(&mut self, provider: Box<dyn Provider>) {
+        self.provider = provider;
+        self.provider_warning = None;
+    }
+
     /// Run until the gateway exits; returns the exit status.
     pub fn run(mut self) -> i32 {
         let mut events = Events::with_capacity(256);
@@ -557,9 +563,19 @@ impl Gateway {
                 Timer::FlushTick => crate::flush::tick(self, now),
                 Timer::ReaperTick => crate::flush::reap_idle(self, now),
                 Timer::ShutdownStep => {}
-                Timer::Tool(id, what) => crate::tools::on_timer(self, id, what, now),
+                Timer::Tool(id, what) => match crate::tools::owner_session(self, id) {
+                    Some(rid) => {
+                        self.isolated(&rid, now, |gw| crate::tools::on_timer(gw, id, what, now))
+                    }
+                    None => crate::tools::on_timer(self, id, what, now),
+                },
                 Timer::ApprovalTimeout(request_id) => {
-                    crate::tools::approval::expire(self, &request_id, now)
+                    match crate::tools::approval::owner_session(self, &request_id) {
+                        Some(rid) => self.isolated(&rid, now, |gw| {
+                            crate::tools::approval::expire(gw, &request_id, now)
+                        }),
+                        None => crate::tools::approval::expire(self, &request_id, now),
+                    }
                 }
                 Timer::ModelList(id) => crate::methods::models::on_timeout(self, id),
             }

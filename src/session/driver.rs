@@ -2,6 +2,7 @@
 //! events into session events, and ends the round with the assistant message, tool calls or
 //! the end of the turn. Also the registry of live sessions and their event emission.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
 
 use mio::Token;
@@ -14,6 +15,10 @@ use crate::session::Session;
 use crate::session::transcript::{Message, Role};
 use crate::session::turn::Turn;
 use crate::util;
+
+/// What the user reads when a turn failed inside the gateway.
+const INTERNAL_ERROR: &str =
+    "[tui-gateway hit an internal error and ended this turn; the other sessions are unaffected]";
 
 impl Gateway {
     /// Put a session in memory.
@@ -122,9 +127,38 @@ impl Gateway {
         for rid in list {
             if let Some(turn) = self.sessions.get_mut(&rid).and_then(|s| s.turn.as_mut()) {
                 turn.scheduled = false;
-                self.drive(&rid, now);
+                self.isolated(&rid, now, |gw| gw.drive(&rid, now));
             }
         }
+    }
+
+    /// Do one session's work; a panic in it ends that session's turn with an error instead of
+    /// ending the gateway (every other session goes on).
+    pub(crate) fn isolated(&mut self, rid: &str, now: Instant, work: impl FnOnce(&mut Gateway)) {
+        let Err(panic) = catch_unwind(AssertUnwindSafe(|| work(self))) else {
+            return;
+        };
+        let text = util::panic_text(&panic);
+        eprintln!("[gateway-panic] a turn of session {rid} failed: {text}");
+        let failed = catch_unwind(AssertUnwindSafe(|| self.fail_turn(rid, now)));
+        if failed.is_err() {
+            // Failing the turn cleanly failed too: drop it (its model call and tools with it).
+            crate::tools::abandon_session_tools(self, rid, now);
+            if let Some(turn) = self.sessions.get_mut(rid).and_then(|s| s.turn.take()) {
+                self.by_token.remove(&turn.token);
+            }
+        }
+    }
+
+    /// End a turn that hit an internal error: what it said so far is kept, its model call and
+    /// tools are stopped, the transcript says what happened, and `message.complete` carries
+    /// status `error`.
+    fn fail_turn(&mut self, rid: &str, now: Instant) {
+        let Some(turn) = self.turn_mut(rid) else {
+            return;
+        };
+        turn.failure = Some(INTERNAL_ERROR.to_string());
+        self.interrupt_turn(rid, now);
     }
 
     fn drive(&mut self, rid: &str, now: Instant) {
@@ -302,6 +336,16 @@ impl Gateway {
         }
         let Some(mut turn) = s.turn.take() else {
             return;
+        };
+        // A turn that failed inside the gateway ends as an error, however it was stopped.
+        let (status, error) = match turn.failure.take() {
+            Some(why) => {
+                let mut note = Message::new(Role::Assistant, Some(why.clone()), util::unix_now());
+                note.finish_reason = Some("error".into());
+                s.append(note);
+                ("error", Some(why))
+            }
+            None => (status, error),
         };
         s.last_active = now;
         // Steering that never reached a model call runs as the next prompt instead.

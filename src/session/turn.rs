@@ -43,6 +43,8 @@ pub struct Turn {
     pub steer: Vec<String>,
     /// This turn asks the model for a summary instead of answering the user.
     pub compaction: Option<Box<crate::session::compaction::Job>>,
+    /// The turn failed inside the gateway; it ends with this error however it is stopped.
+    pub failure: Option<String>,
 }
 
 /// What a closed model round leaves behind.
@@ -76,6 +78,7 @@ impl Turn {
             checkpointed: 0,
             steer: Vec::new(),
             compaction: None,
+            failure: None,
         }
     }
 

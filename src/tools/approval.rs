@@ -173,6 +173,15 @@ pub fn on_answer(gw: &mut Gateway, id: &Value, result: Result<Value, Value>, now
 }
 
 /// No answer in time: withdraw and deny.
+/// The session an approval request belongs to.
+pub fn owner_session(gw: &Gateway, request_id: &str) -> Option<String> {
+    gw.tools
+        .approvals
+        .pending
+        .get(request_id)
+        .map(|p| p.rid.clone())
+}
+
 pub fn expire(gw: &mut Gateway, request_id: &str, now: Instant) {
     withdraw(gw, request_id, "timeout", now);
 }

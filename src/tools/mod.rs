@@ -762,30 +762,45 @@ pub fn on_child_exit(gw: &mut Gateway) {
 pub fn pump(gw: &mut Gateway, now: Instant) {
     let work = std::mem::take(&mut gw.tools.work);
     for id in work {
-        if let Some(run) = gw.tools.runs.get_mut(&id) {
-            run.ready = false;
+        match owner_session(gw, id) {
+            Some(rid) => gw.isolated(&rid, now, |gw| pump_one(gw, id, now)),
+            None => pump_one(gw, id, now),
         }
-        let more = read_pipes(gw, id);
-        let Some(run) = gw.tools.runs.get_mut(&id) else {
-            continue;
-        };
-        if run.exit.is_some() && run.drain_until.is_none() {
-            // The supervisor killed everything before it left; give the pipes a moment.
-            run.drain_until = Some(now + DRAIN);
-            gw.timers
-                .insert(now + DRAIN, Timer::Tool(id, ToolTimer::Drain));
-        }
-        let pipes_done = [&run.stdout, &run.stderr]
-            .into_iter()
-            .flatten()
-            .all(|p| !p.open);
-        if run.exit.is_some() && pipes_done {
-            finish(gw, id, now);
-        } else if more {
-            gw.tools.mark_ready(id);
-        }
-        maybe_schedule_live(gw, id, now);
     }
+}
+
+/// The session whose turn runs this command, if a turn does.
+pub(crate) fn owner_session(gw: &Gateway, id: u64) -> Option<String> {
+    match &gw.tools.runs.get(&id)?.owner {
+        Owner::Turn { rid, .. } => Some(rid.clone()),
+        _ => None,
+    }
+}
+
+fn pump_one(gw: &mut Gateway, id: u64, now: Instant) {
+    if let Some(run) = gw.tools.runs.get_mut(&id) {
+        run.ready = false;
+    }
+    let more = read_pipes(gw, id);
+    let Some(run) = gw.tools.runs.get_mut(&id) else {
+        return;
+    };
+    if run.exit.is_some() && run.drain_until.is_none() {
+        // The supervisor killed everything before it left; give the pipes a moment.
+        run.drain_until = Some(now + DRAIN);
+        gw.timers
+            .insert(now + DRAIN, Timer::Tool(id, ToolTimer::Drain));
+    }
+    let pipes_done = [&run.stdout, &run.stderr]
+        .into_iter()
+        .flatten()
+        .all(|p| !p.open);
+    if run.exit.is_some() && pipes_done {
+        finish(gw, id, now);
+    } else if more {
+        gw.tools.mark_ready(id);
+    }
+    maybe_schedule_live(gw, id, now);
 }
 
 /// One report of the supervisor.
