@@ -343,6 +343,7 @@ fn the_session_picker_switches_deletes_and_refuses() {
         .unwrap_or_else(|| panic!("no row for the closed session in {rows:#?}"));
     tui.picker_select(closed);
     tui.key("d");
+    tui.wait_for("press d again to delete", T);
     tui.key("d");
     tui.wait_screen("the closed session's row gone", T, |s| {
         !s.contains("the closed one") && s.contains("Sessions")
@@ -358,6 +359,7 @@ fn the_session_picker_switches_deletes_and_refuses() {
         .unwrap_or_else(|| panic!("no stored row of the live session in {rows:#?}"));
     tui.picker_select(live_row);
     tui.key("d");
+    tui.wait_for("press d again to delete", T);
     tui.key("d");
     let refused = tui.wait_nth_call("session.delete", 2, T);
     let err = refused
@@ -484,6 +486,12 @@ fn every_command_help_lists_answers_without_an_error() {
             })
             .collect();
         report.push(format!("{cmd}: {outcome}"));
+        if cmd == "/undo" {
+            // The commands after it (/retry, /branch, …) need a turn to work on.
+            tui.submit("another turn for the commands after /undo");
+            tui.wait_for("You said: another turn for the commands after /undo", T);
+            tui.wait_ready(T);
+        }
         if cmd == "/statusbar" {
             // It hides the status bar, where the sweep reads `ready`: put it back.
             tui.submit("/statusbar on");
