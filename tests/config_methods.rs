@@ -256,6 +256,9 @@ fn session_keys_yolo_reasoning_and_verbose() {
         (Some("high"), Some("show")),
         "{r}"
     );
+    // `/reasoning` with no argument asks without a session id: the active session answers.
+    let r = g.call("config.get", json!({"key": "reasoning"}));
+    assert_eq!(r["value"], "high", "{r}");
     let r = g.call(
         "config.set",
         json!({"key": "reasoning", "session_id": sid, "value": "hide"}),
@@ -264,7 +267,7 @@ fn session_keys_yolo_reasoning_and_verbose() {
     let r = g.call("config.get", json!({"key": "reasoning"}));
     assert_eq!(
         (r["value"].as_str(), r["display"].as_str()),
-        (Some("medium"), Some("hide")),
+        (Some("high"), Some("hide")),
         "{r}"
     );
     // verbose cycles off → new → all → verbose → off, starting from the default (all).
@@ -622,4 +625,26 @@ fn offline_lists_the_offline_model_and_key_methods_answer_clearly() {
     );
     assert!(m.contains("personality"), "{m}");
     g.expect_code("model.options", json!({"session_id": "nope"}), 4001);
+}
+
+#[test]
+fn context_length_from_config_yaml_and_a_switch_updates_the_gauge() {
+    let mock = mock_with_models("ok", &[]);
+    let home = openai_home(&mock, "  context_length: 4096\n");
+    let mut g = Gateway::builder()
+        .tag("config-ctx")
+        .home(&home.path)
+        .start();
+    let s = g.create_session(json!({}));
+    assert_eq!(
+        s.result["info"]["usage"]["context_max"], 4096,
+        "{}",
+        s.result
+    );
+    g.call(
+        "config.set",
+        json!({"key": "model", "session_id": s.id, "value": "gpt-4o-mini"}),
+    );
+    let info = g.wait_session_event(&s.id, "session.info", T);
+    assert_eq!(info["payload"]["usage"]["context_max"], 128_000, "{info}");
 }
