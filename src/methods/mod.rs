@@ -11,6 +11,7 @@ mod quick;
 mod reports;
 mod session;
 mod slash;
+mod toolbox;
 
 use serde_json::Value;
 
@@ -43,6 +44,8 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
         "input.detect_drop" => gateway::detect_drop(p),
         "complete.slash" => commands::complete_slash(gw, p),
         "complete.path" => complete::complete_path(gw, p),
+        "skills.manage" => toolbox::skills_manage(p),
+        "tools.configure" => toolbox::tools_configure(p),
         "session.active_list" => session::active_list(gw, p),
         "session.create" => session::create(gw, p, now),
         "session.list" => session::list(gw, p),
