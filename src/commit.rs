@@ -67,6 +67,7 @@ impl Gateway {
         for (rid, mark) in rids.iter().zip(marks) {
             if let Some(s) = self.sessions.get_mut(rid) {
                 s.persisted = *mark;
+                s.stored_keep = None;
                 s.row_dirty = false;
                 s.queue_dirty = false;
                 s.dirty = false;

@@ -5,11 +5,13 @@ mod absent;
 mod commands;
 mod complete;
 mod gateway;
+mod ops;
 mod params;
 mod prompt;
 mod quick;
+mod reload;
 mod reports;
-mod session;
+pub(crate) mod session;
 mod slash;
 mod toolbox;
 
@@ -25,6 +27,9 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
     let now = std::time::Instant::now();
     if req.method == "shell.exec" {
         return prompt::shell_exec(gw, &req.id, p, now);
+    }
+    if req.method == "session.compress" {
+        return ops::compress(gw, &req.id, p, now);
     }
     // Quick commands are answered when their command ends.
     if req.method == "slash.exec" {
@@ -61,6 +66,16 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
         "prompt.submit" => prompt::submit(gw, p, now),
         "session.interrupt" => prompt::interrupt(gw, p, now),
         "approval.respond" => prompt::approval_respond(gw, p, now),
+        "session.undo" => ops::undo(gw, p),
+        "session.status" => ops::status(gw, p),
+        "session.save" => ops::save(gw, p),
+        "session.branch" => ops::branch(gw, p, now),
+        "session.activate" => ops::activate(gw, p, now),
+        "session.steer" => ops::steer(gw, p),
+        "prompt.background" => ops::background(gw, p, now),
+        "process.stop" => ops::process_stop(gw, p, now),
+        "reload.mcp" => ops::reload_mcp(p),
+        "reload.env" => reload::reload_env(gw),
         other => match absent::call(gw, other, p) {
             Some(answer) => answer,
             None => Err(RpcError::new(

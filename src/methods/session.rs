@@ -23,7 +23,7 @@ pub fn live<'a>(gw: &'a mut Gateway, p: &Params) -> Result<&'a mut Session, RpcE
         .ok_or_else(RpcError::session_not_found)
 }
 
-fn new_runtime_id(gw: &Gateway) -> String {
+pub(crate) fn new_runtime_id(gw: &Gateway) -> String {
     loop {
         let id = util::random_hex(8);
         if !gw.sessions.contains_key(&id) {
@@ -33,7 +33,7 @@ fn new_runtime_id(gw: &Gateway) -> String {
 }
 
 /// A stored id no live, closing or stored session has (the random part is only 24 bits).
-fn new_stored_id(gw: &Gateway, started_at: f64) -> String {
+pub(crate) fn new_stored_id(gw: &Gateway, started_at: f64) -> String {
     loop {
         let id = util::stored_session_id(started_at);
         let taken = gw.live_rid(&id).is_some()
@@ -46,7 +46,7 @@ fn new_stored_id(gw: &Gateway, started_at: f64) -> String {
 }
 
 /// `wanted`, or `wanted #2`, `#3`… so that no other session has it.
-fn unique_title(gw: &Gateway, wanted: &str, stored_id: &str) -> String {
+pub(crate) fn unique_title(gw: &Gateway, wanted: &str, stored_id: &str) -> String {
     let base = util::clip(wanted.trim(), TITLE_MAX);
     let taken = |t: &str| {
         gw.sessions
@@ -63,7 +63,7 @@ fn unique_title(gw: &Gateway, wanted: &str, stored_id: &str) -> String {
     candidate
 }
 
-fn opening(gw: &Gateway, rid: &str) -> Value {
+pub(crate) fn opening(gw: &Gateway, rid: &str) -> Value {
     let s = &gw.sessions[rid];
     let mut info = s.info();
     // The TUI prints this under the banner as `warning: …`.
@@ -215,7 +215,12 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
 
 pub fn active_list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let current = params::opt_str(p, "current_session_id")?;
-    let mut live: Vec<&Session> = gw.sessions.values().collect();
+    // Background tasks are not sessions the user switches to.
+    let mut live: Vec<&Session> = gw
+        .sessions
+        .values()
+        .filter(|s| s.background.is_none())
+        .collect();
     live.sort_by_key(|s| std::cmp::Reverse(s.last_active));
     let sessions: Vec<Value> = live
         .iter()

@@ -55,6 +55,9 @@ fn pieces(text: &str) -> VecDeque<String> {
 
 /// The reply the offline model gives to a transcript.
 pub fn plan_reply(messages: &[Message]) -> Plan {
+    if let Some(summary) = crate::session::compaction::offline_summary(messages) {
+        return Plan::Say(summary);
+    }
     let Some(last) = messages.last() else {
         return Plan::Say("(offline model) Nothing to answer.".into());
     };

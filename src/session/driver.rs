@@ -128,17 +128,32 @@ impl Gateway {
         let Some(turn) = s.turn.as_mut() else { return };
         if turn.call.is_none() {
             let first = turn.rounds == 0;
+            // Steering reaches the model as a user note before its next call.
+            let steer = std::mem::take(&mut turn.steer);
+            if !steer.is_empty() {
+                let note = format!("{}{}", crate::session::STEER_PREFIX, steer.join("\n"));
+                s.append(Message::new(Role::User, Some(note), util::unix_now()));
+                self.mark_dirty(rid);
+            }
+            let Some(s) = self.sessions.get_mut(rid) else {
+                return;
+            };
+            let Some(turn) = s.turn.as_mut() else { return };
             turn.rounds += 1;
             let mut ctx = CallContext {
                 registry: self.poll.registry(),
                 token: turn.token,
             };
+            let compacting = turn.compaction.is_some();
             let req = ModelRequest {
-                messages: &s.transcript,
+                messages: match turn.compaction.as_ref() {
+                    Some(job) => &job.request,
+                    None => &s.transcript,
+                },
                 model: &s.model,
             };
             turn.call = Some(self.provider.start(req, &mut ctx));
-            if first {
+            if first && !compacting {
                 self.emit(rid, "message.start", Value::Null);
             }
         }
@@ -189,21 +204,29 @@ impl Gateway {
             return;
         };
         let Some(turn) = s.turn.as_mut() else { return };
+        // A summary being written is not shown as a reply.
+        let quiet = turn.compaction.is_some();
         match ev {
             ModelEvent::Text(t) => {
                 turn.round_text.push_str(&t);
                 turn.text.push_str(&t);
-                self.emit_delta(rid, &t);
-                crate::flush::arm(self, now);
+                if !quiet {
+                    self.emit_delta(rid, &t);
+                    crate::flush::arm(self, now);
+                }
             }
             ModelEvent::Reasoning(t) => {
                 turn.round_reasoning.push_str(&t);
-                self.emit(rid, "reasoning.delta", json!({ "text": t }));
+                if !quiet {
+                    self.emit(rid, "reasoning.delta", json!({ "text": t }));
+                }
             }
-            ModelEvent::ToolCall(call) => turn.round_tool_calls.push(call),
-            ModelEvent::ToolDrafting(name) => {
+            ModelEvent::ToolCall(call) if !quiet => turn.round_tool_calls.push(call),
+            ModelEvent::ToolCall(_) => {}
+            ModelEvent::ToolDrafting(name) if !quiet => {
                 self.emit(rid, "tool.generating", json!({ "name": name }));
             }
+            ModelEvent::ToolDrafting(_) => {}
             ModelEvent::Done {
                 finish_reason,
                 usage,
@@ -232,6 +255,14 @@ impl Gateway {
         };
         let Some(turn) = s.turn.as_mut() else { return };
         let round = turn.close_round(false, util::unix_now());
+        if turn.compaction.is_some() {
+            let result = match round.error {
+                Some(e) => Err(e),
+                None => Ok(round.message.and_then(|m| m.content).unwrap_or_default()),
+            };
+            self.close_compaction(rid, result, now);
+            return;
+        }
         let (calls, error) = (round.calls, round.error);
         if let Some(m) = round.message {
             s.tool_call_count += calls.len() as u64;
@@ -258,8 +289,21 @@ impl Gateway {
         let Some(s) = self.sessions.get_mut(rid) else {
             return;
         };
-        let Some(turn) = s.turn.take() else { return };
+        if s.turn.as_ref().is_some_and(|t| t.compaction.is_some()) {
+            let why = error.unwrap_or_else(|| format!("the compaction was {status}"));
+            self.close_compaction(rid, Err(why), now);
+            return;
+        }
+        let Some(mut turn) = s.turn.take() else {
+            return;
+        };
         s.last_active = now;
+        // Steering that never reached a model call runs as the next prompt instead.
+        if !turn.steer.is_empty() {
+            s.queued
+                .push_front(std::mem::take(&mut turn.steer).join("\n"));
+            s.queue_dirty = true;
+        }
         if let Some(id) = turn.wake {
             self.timers.cancel(id);
         }
@@ -276,6 +320,59 @@ impl Gateway {
         self.emit(rid, "message.complete", payload);
         self.emit_info(rid);
         self.mark_dirty(rid);
+        let background = self.sessions.get_mut(rid).and_then(|s| s.background.take());
+        if let Some(bg) = background {
+            self.finish_background(rid, bg, now);
+            return;
+        }
+        if self.shutdown.is_some() {
+            return;
+        }
+        let near_window = status == "complete"
+            && self.sessions.get(rid).is_some_and(|s| {
+                let window = crate::session::compaction::context_window(&self.cfg, &s.model);
+                crate::session::compaction::needs_compaction(&s.transcript, window)
+            });
+        if near_window && self.start_compaction(rid, None, None, now) {
+            return;
+        }
+        self.run_next_queued(rid, now);
+    }
+
+    /// The compaction turn is over: tidy it like any turn, then apply or drop its summary.
+    fn close_compaction(&mut self, rid: &str, result: Result<String, String>, now: Instant) {
+        let Some(turn) = self.sessions.get_mut(rid).and_then(|s| s.turn.take()) else {
+            return;
+        };
+        if let Some(id) = turn.wake {
+            self.timers.cancel(id);
+        }
+        self.by_token.remove(&turn.token);
+        if let Some(job) = turn.compaction {
+            self.finish_compaction(rid, *job, result, now);
+        }
+    }
+
+    /// A background task's turn ended: its answer goes to the parent session, and the child
+    /// session is ended (it stays in the store, linked by `parent_session_id`).
+    fn finish_background(&mut self, rid: &str, bg: crate::session::Background, now: Instant) {
+        let text = self
+            .sessions
+            .get(rid)
+            .and_then(|s| s.transcript.last())
+            .filter(|m| m.role == Role::Assistant)
+            .and_then(|m| m.content.clone())
+            .unwrap_or_else(|| "(no answer)".to_string());
+        self.emit(
+            &bg.parent_rid,
+            "background.complete",
+            json!({"task_id": bg.task_id, "text": text}),
+        );
+        self.retire(rid, "background_complete", now);
+    }
+
+    /// Start the oldest queued prompt, if any.
+    pub(crate) fn run_next_queued(&mut self, rid: &str, now: Instant) {
         if self.shutdown.is_some() {
             return;
         }
@@ -310,7 +407,8 @@ impl Gateway {
             };
             call.abort(&mut ctx);
             let round = turn.close_round(true, util::unix_now());
-            if let Some(m) = round.message {
+            // A summary cut short is dropped, not kept as a reply.
+            if let Some(m) = round.message.filter(|_| turn.compaction.is_none()) {
                 s.tool_call_count += round.calls.len() as u64;
                 s.append(m);
                 self.mark_dirty(rid);

@@ -1,5 +1,6 @@
 //! A live session: its transcript, its stored row's state, its event ring and its turn.
 
+pub mod compaction;
 mod driver;
 pub mod transcript;
 pub mod turn;
@@ -13,6 +14,9 @@ use transcript::Message;
 use turn::Turn;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// How a `session.steer` text starts when it reaches the model as a user note.
+pub const STEER_PREFIX: &str = "[The user adds, while you work:] ";
 
 /// How far the stored copy of a session has caught up with memory.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -67,6 +71,20 @@ pub struct Session {
     pub dirty: bool,
     /// Dangerous-command rules the user approved for this session.
     pub approved_rules: Vec<String>,
+    /// The stored session this one branched or was compacted from (`parent_session_id`).
+    pub parent_session_id: Option<String>,
+    /// Undo shortened the transcript: only this many stored rows stay (the rest are deleted
+    /// by the next commit).
+    pub stored_keep: Option<usize>,
+    /// A `prompt.background` task: its answer goes to the parent as `background.complete`.
+    pub background: Option<Background>,
+}
+
+/// Who waits for a background session's answer.
+#[derive(Debug, Clone)]
+pub struct Background {
+    pub parent_rid: String,
+    pub task_id: String,
 }
 
 /// What a session starts from.
@@ -114,6 +132,9 @@ impl Session {
             queue_dirty: false,
             dirty: false,
             approved_rules: Vec::new(),
+            parent_session_id: None,
+            stored_keep: None,
+            background: None,
         }
     }
 
@@ -136,6 +157,7 @@ impl Session {
         !self.persisted.row
             || self.row_dirty
             || self.queue_dirty
+            || self.stored_keep.is_some()
             || self.persisted.messages < self.transcript.len()
     }
 
@@ -203,6 +225,26 @@ impl Session {
     pub fn next_seq(&mut self) -> u64 {
         self.seq += 1;
         self.seq
+    }
+
+    /// Shorten the transcript to `len` messages; the next commit deletes the stored rows past
+    /// it (memory is the truth, so kept messages not yet written are written afresh).
+    pub fn truncate(&mut self, len: usize) {
+        if len >= self.transcript.len() {
+            return;
+        }
+        self.transcript.truncate(len);
+        let keep = self.stored_keep.map_or(len, |k| k.min(len));
+        self.stored_keep = Some(keep.min(self.persisted.messages));
+        self.persisted.messages = self.persisted.messages.min(len);
+        for m in &mut self.transcript[self.persisted.messages..] {
+            m.row_id = None;
+        }
+        self.last_activity_at = self
+            .transcript
+            .last()
+            .map_or(self.started_at, |m| m.timestamp);
+        self.row_dirty = true;
     }
 
     /// Append a message to the transcript (committed at the end of this loop iteration).

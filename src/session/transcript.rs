@@ -81,7 +81,15 @@ impl Message {
                 }
                 out
             }
-            Role::Tool | Role::System => Vec::new(),
+            // A compaction summary is shown; other system rows are not.
+            Role::System => self
+                .content
+                .as_deref()
+                .filter(|t| t.starts_with(crate::session::compaction::SUMMARY_PREFIX))
+                .and_then(|t| t.split_once('\n'))
+                .map(|(_, summary)| vec![json!({"role": "system", "text": summary})])
+                .unwrap_or_default(),
+            Role::Tool => Vec::new(),
         }
     }
 

@@ -39,6 +39,10 @@ pub struct Turn {
     pub checkpoint_row: Option<i64>,
     /// Bytes of `round_text` already checkpointed.
     pub checkpointed: usize,
+    /// `session.steer` texts waiting for the next model call of this turn.
+    pub steer: Vec<String>,
+    /// This turn asks the model for a summary instead of answering the user.
+    pub compaction: Option<Box<crate::session::compaction::Job>>,
 }
 
 /// What a closed model round leaves behind.
@@ -70,12 +74,17 @@ impl Turn {
             interrupting: false,
             checkpoint_row: None,
             checkpointed: 0,
+            steer: Vec::new(),
+            compaction: None,
         }
     }
 
     /// Whether this round has text not yet checkpointed.
     pub fn partial_pending(&self) -> bool {
-        self.call.is_some() && self.round_text.len() > self.checkpointed
+        // A summary being written is not a message of the transcript.
+        self.compaction.is_none()
+            && self.call.is_some()
+            && self.round_text.len() > self.checkpointed
     }
 
     /// Close the current model round (its call is over or aborted) and build its assistant

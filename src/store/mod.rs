@@ -380,8 +380,9 @@ fn write_session(
     if !s.persisted.row {
         tx.prepare_cached(
             "INSERT INTO sessions (id, source, model, title, cwd, started_at, ended_at, end_reason,
-                 message_count, tool_call_count, input_tokens, output_tokens, last_activity_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                 message_count, tool_call_count, input_tokens, output_tokens, last_activity_at,
+                 parent_session_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         )?
         .execute(params![
             s.stored_id,
@@ -397,6 +398,7 @@ fn write_session(
             s.input_tokens as i64,
             s.output_tokens as i64,
             s.last_activity_at,
+            s.parent_session_id,
         ])?;
     } else if s.row_dirty {
         tx.prepare_cached(
@@ -439,6 +441,14 @@ fn write_session(
         for (i, text) in s.queued.iter().enumerate() {
             add.execute(params![s.stored_id, i as i64, text])?;
         }
+    }
+    if let Some(keep) = s.stored_keep {
+        // Undo: the rows past the kept prefix go (Hermes' FTS triggers follow the delete).
+        tx.prepare_cached(
+            "DELETE FROM messages WHERE id IN
+                 (SELECT id FROM messages WHERE session_id = ?1 ORDER BY id LIMIT -1 OFFSET ?2)",
+        )?
+        .execute(params![s.stored_id, keep as i64])?;
     }
     let mut insert = tx.prepare_cached(
         "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name,

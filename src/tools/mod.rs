@@ -1007,6 +1007,26 @@ fn finish(gw: &mut Gateway, id: u64, now: Instant) {
     }
 }
 
+/// `process.stop`: stop the running commands of turns (of one session, or of all); each
+/// ends `[Command interrupted]` and its turn goes on. Returns how many were stopped.
+pub fn stop_turn_commands(gw: &mut Gateway, rid: Option<&str>, now: Instant) -> usize {
+    let ids: Vec<u64> = gw
+        .tools
+        .runs
+        .iter()
+        .filter(|(_, r)| r.exit.is_none() && r.ending.is_none())
+        .filter(|(_, r)| match &r.owner {
+            Owner::Turn { rid: owner, .. } => rid.is_none_or(|want| want == owner),
+            _ => false,
+        })
+        .map(|(id, _)| *id)
+        .collect();
+    for id in &ids {
+        stop(gw, *id, Ending::Interrupted, now);
+    }
+    ids.len()
+}
+
 /// Commands run for requests (`shell.exec`, quick commands) still running when the shutdown
 /// begins are stopped like a turn's.
 pub fn stop_shell_commands(gw: &mut Gateway, now: Instant) {

@@ -1,0 +1,418 @@
+//! Session operations behind the TUI's slash commands: undo, status, save, branch, activate,
+//! steer, compress, background prompts, stopping commands, reloads.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::params::{self, Params};
+use super::session::{live, new_runtime_id, new_stored_id, opening, unique_title};
+use crate::event_loop::Gateway;
+use crate::rpc::RpcError;
+use crate::rpc::frame::code;
+use crate::session::compaction;
+use crate::session::transcript::{Message, Role};
+use crate::session::{Background, NewSession, Session};
+use crate::util;
+
+/// Prompts longer than this are refused (as `prompt.submit` does).
+const PROMPT_MAX: usize = 1024 * 1024;
+/// Save/export failures (Hermes' code for them).
+const SAVE_FAILED: i64 = 5011;
+/// Nothing to branch from (Hermes' code).
+const NOTHING_TO_BRANCH: i64 = 4008;
+/// A reload that cannot be done.
+const RELOAD_FAILED: i64 = 5015;
+
+fn busy(what: &str) -> RpcError {
+    RpcError::new(
+        code::BUSY,
+        format!("session busy — /interrupt the current turn before /{what}"),
+    )
+}
+
+fn shutting_down(gw: &Gateway) -> Result<(), RpcError> {
+    match gw.shutdown {
+        Some(_) => Err(RpcError::new(
+            code::SHUTTING_DOWN,
+            "gateway is shutting down",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// How many messages `/undo` removes from the end: the replies and tool rows of the last
+/// turn (steering notes included), then its user prompt.
+pub fn undo_len(t: &[Message]) -> usize {
+    let mut n = t.len();
+    while n > 0
+        && (matches!(t[n - 1].role, Role::Assistant | Role::Tool)
+            || compaction::is_steer(&t[n - 1]))
+    {
+        n -= 1;
+    }
+    if n > 0 && t[n - 1].role == Role::User {
+        n -= 1;
+    }
+    t.len() - n
+}
+
+pub fn undo(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let s = live(gw, p)?;
+    if s.running() {
+        return Err(busy("undo"));
+    }
+    let removed = undo_len(&s.transcript);
+    if removed > 0 {
+        let keep = s.transcript.len() - removed;
+        s.truncate(keep);
+        let rid = s.runtime_id.clone();
+        gw.mark_dirty(&rid);
+    }
+    Ok(json!({ "removed": removed }))
+}
+
+fn utc(unix: f64) -> String {
+    let (y, mo, d, h, mi, _) = util::utc_parts(unix);
+    format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02} UTC")
+}
+
+pub fn status(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let home = gw.cfg.home.display().to_string();
+    let model = live(gw, p)?.model.clone();
+    let window = compaction::context_window(&gw.cfg, &model);
+    let s = live(gw, p)?;
+    let mut lines = vec![
+        "Hermes TUI Status".to_string(),
+        String::new(),
+        format!("Session ID: {}", s.stored_id),
+        format!("Path: {home}"),
+    ];
+    if let Some(t) = s.title.as_deref().filter(|t| !t.trim().is_empty()) {
+        lines.push(format!("Title: {t}"));
+    }
+    if let Some(parent) = &s.parent_session_id {
+        lines.push(format!("Parent: {parent}"));
+    }
+    lines.extend([
+        format!("Model: {} ({})", s.model, s.provider),
+        format!("Created: {}", utc(s.started_at)),
+        format!("Last Activity: {}", utc(s.last_activity_at)),
+        format!("Messages: {}", s.transcript.len()),
+        format!(
+            "Tokens: {} (context ~{} of {})",
+            s.input_tokens + s.output_tokens,
+            compaction::estimate_tokens(&s.transcript),
+            window
+        ),
+        format!("Agent Running: {}", if s.running() { "Yes" } else { "No" }),
+    ]);
+    Ok(json!({ "output": lines.join("\n") }))
+}
+
+/// A message as the export shows it: the chat-completions shape.
+fn export_message(m: &Message) -> Value {
+    let mut v = json!({"role": m.role.as_str(), "content": m.content, "timestamp": m.timestamp});
+    if let Some(calls) = m.tool_calls.as_deref() {
+        v["tool_calls"] = serde_json::from_str(calls).unwrap_or_else(|_| json!(calls));
+    }
+    if let Some(id) = &m.tool_call_id {
+        v["tool_call_id"] = json!(id);
+    }
+    if let Some(name) = &m.tool_name {
+        v["name"] = json!(name);
+    }
+    if let Some(r) = &m.reasoning {
+        v["reasoning"] = json!(r);
+    }
+    v
+}
+
+pub fn save(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let dir = gw.cfg.home.join("sessions").join("saved");
+    let s = live(gw, p)?;
+    let doc = json!({
+        "model": s.model,
+        "session_id": s.stored_id,
+        "title": s.title,
+        "session_start": utc(s.started_at),
+        "system_prompt": "",
+        "messages": s.transcript.iter().map(export_message).collect::<Vec<_>>(),
+    });
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        RpcError::new(SAVE_FAILED, format!("{what} {}: {e}", dir.display()))
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| fail("cannot create", &e))?;
+    let text = serde_json::to_vec_pretty(&doc).map_err(|e| fail("cannot encode for", &e))?;
+    let stamp = util::stored_session_id(util::unix_now());
+    let stamp = &stamp[..15]; // YYYYMMDD_HHMMSS
+    let path = write_new(&dir, &format!("hermes_conversation_{stamp}"), &text)
+        .map_err(|e| fail("cannot write into", &e))?;
+    Ok(json!({ "file": path.display().to_string() }))
+}
+
+/// Write `bytes` to `<stem>.json` in `dir` (or `<stem>_2.json`… if taken), mode 0600, through
+/// a temporary file so a crash never leaves half a file under the final name.
+fn write_new(
+    dir: &std::path::Path,
+    stem: &str,
+    bytes: &[u8],
+) -> std::io::Result<std::path::PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = dir.join(format!(".{stem}.{}.tmp", util::random_hex(8)));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    let written = f.write_all(bytes).and_then(|_| f.sync_all());
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    for n in 1..1000 {
+        let name = match n {
+            1 => format!("{stem}.json"),
+            n => format!("{stem}_{n}.json"),
+        };
+        let path = dir.join(name);
+        // A hard link fails when the name is taken, so no export overwrites another.
+        match std::fs::hard_link(&tmp, &path) {
+            Ok(()) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Ok(path);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&tmp);
+    Err(std::io::Error::other("too many exports in one second"))
+}
+
+pub fn branch(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
+    let name = params::opt_str(p, "name")?
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string);
+    let (rid, parent) = {
+        let s = live(gw, p)?;
+        (s.runtime_id.clone(), s.stored_id.clone())
+    };
+    shutting_down(gw)?;
+    let s = &gw.sessions[&rid];
+    if s.running() {
+        return Err(busy("branch"));
+    }
+    if s.transcript.is_empty() {
+        return Err(RpcError::new(
+            NOTHING_TO_BRANCH,
+            "nothing to branch — send a message first",
+        ));
+    }
+    let started_at = util::unix_now();
+    let stored_id = new_stored_id(gw, started_at);
+    let wanted = name.unwrap_or_else(|| {
+        gw.sessions[&rid]
+            .title
+            .clone()
+            .unwrap_or_else(|| "branch".to_string())
+    });
+    let title = unique_title(gw, &wanted, &stored_id);
+    let new_rid = new_runtime_id(gw);
+    let s = &gw.sessions[&rid];
+    let mut branch = Session::new(
+        NewSession {
+            runtime_id: new_rid.clone(),
+            stored_id: stored_id.clone(),
+            title: Some(title.clone()),
+            model: s.model.clone(),
+            provider: s.provider.clone(),
+            cwd: s.cwd.clone(),
+            source: s.source.clone(),
+            started_at,
+            cols: s.cols,
+            context_max: s.context_max,
+        },
+        now,
+    );
+    branch.transcript = s.transcript.clone();
+    for m in &mut branch.transcript {
+        m.row_id = None;
+    }
+    branch.last_activity_at = s.last_activity_at;
+    branch.approved_rules = s.approved_rules.clone();
+    branch.parent_session_id = Some(parent.clone());
+    gw.add_session(branch);
+    gw.mark_dirty(&new_rid);
+    gw.emit_info(&new_rid);
+    Ok(json!({
+        "session_id": new_rid,
+        "stored_session_id": stored_id,
+        "title": title,
+        "parent": parent,
+    }))
+}
+
+pub fn activate(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
+    let wanted = params::req_id(p, "session_id")?;
+    let rid = if gw.sessions.contains_key(wanted) {
+        wanted.to_string()
+    } else {
+        gw.live_rid(wanted)
+            .map(str::to_string)
+            .ok_or_else(RpcError::session_not_found)?
+    };
+    let s = gw
+        .sessions
+        .get_mut(&rid)
+        .ok_or_else(RpcError::session_not_found)?;
+    s.last_active = now;
+    let status = s.status_word();
+    let (key, started_at) = (s.stored_id.clone(), s.started_at);
+    let mut v = opening(gw, &rid);
+    v["session_key"] = json!(key);
+    v["started_at"] = json!(started_at);
+    v["status"] = json!(status);
+    Ok(v)
+}
+
+pub fn steer(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let text = params::opt_str(p, "text")?.unwrap_or("").trim().to_string();
+    if text.is_empty() {
+        return Err(RpcError::new(code::EMPTY_PROMPT, "text is required"));
+    }
+    if text.len() > PROMPT_MAX {
+        return Err(RpcError::invalid_params(format!(
+            "invalid params: text is longer than {PROMPT_MAX} bytes"
+        )));
+    }
+    let s = live(gw, p)?;
+    let accepted = match s.turn.as_mut() {
+        Some(turn) if turn.compaction.is_none() && !turn.interrupting => {
+            turn.steer.push(text.clone());
+            true
+        }
+        _ => false,
+    };
+    let status = if accepted { "queued" } else { "rejected" };
+    Ok(json!({ "status": status, "text": text }))
+}
+
+/// `session.compress {focus_topic?}`: answered when the summary is written (`None` now), or
+/// at once when there is nothing to compress.
+pub fn compress(gw: &mut Gateway, id: &Value, p: &Params, now: Instant) -> super::Reply {
+    let answer = (|| {
+        let focus = params::opt_str(p, "focus_topic")?.map(str::to_string);
+        let s = live(gw, p)?;
+        if s.running() {
+            return Err(busy("compress"));
+        }
+        let rid = s.runtime_id.clone();
+        if compaction::split_point(&s.transcript).is_none() {
+            let n = s.transcript.len();
+            let tokens = compaction::estimate_tokens(&s.transcript);
+            return Ok(Some(json!({
+                "status": "noop",
+                "removed": 0,
+                "before_messages": n,
+                "after_messages": n,
+                "before_tokens": tokens,
+                "after_tokens": tokens,
+                "summary": {
+                    "headline": format!("Nothing to compress yet: {n} messages (~{tokens} tokens)"),
+                    "token_line": "",
+                    "note": "the latest turn is always kept as it is",
+                    "noop": true,
+                },
+                "usage": s.usage(),
+                "info": s.info(),
+            })));
+        }
+        shutting_down(gw)?;
+        if gw.start_compaction(&rid, Some(id.clone()), focus.as_deref(), now) {
+            Ok(None)
+        } else {
+            Err(RpcError::new(
+                code::INTERNAL,
+                "could not start the compaction",
+            ))
+        }
+    })();
+    match answer {
+        Ok(Some(v)) => Some(Ok(v)),
+        Ok(None) => None,
+        Err(e) => Some(Err(e)),
+    }
+}
+
+pub fn background(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
+    let text = params::opt_str(p, "text")?.unwrap_or("").trim().to_string();
+    let parent = live(gw, p)?;
+    let (parent_rid, parent_stored) = (parent.runtime_id.clone(), parent.stored_id.clone());
+    let (model, provider, cwd, source, cols, context_max) = (
+        parent.model.clone(),
+        parent.provider.clone(),
+        parent.cwd.clone(),
+        parent.source.clone(),
+        parent.cols,
+        parent.context_max,
+    );
+    if text.is_empty() {
+        return Err(RpcError::new(code::EMPTY_PROMPT, "text required"));
+    }
+    if text.len() > PROMPT_MAX {
+        return Err(RpcError::invalid_params(format!(
+            "invalid params: text is longer than {PROMPT_MAX} bytes"
+        )));
+    }
+    shutting_down(gw)?;
+    let task_id = format!("bg_{}", util::random_hex(6));
+    let started_at = util::unix_now();
+    let rid = new_runtime_id(gw);
+    let mut child = Session::new(
+        NewSession {
+            runtime_id: rid.clone(),
+            stored_id: new_stored_id(gw, started_at),
+            title: None,
+            model,
+            provider,
+            cwd,
+            source,
+            started_at,
+            cols,
+            context_max,
+        },
+        now,
+    );
+    child.parent_session_id = Some(parent_stored);
+    child.background = Some(Background {
+        parent_rid,
+        task_id: task_id.clone(),
+    });
+    gw.add_session(child);
+    gw.mark_dirty(&rid);
+    gw.start_prompt(&rid, text, now);
+    Ok(json!({ "task_id": task_id, "session_id": rid }))
+}
+
+pub fn process_stop(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
+    let rid = match params::opt_str(p, "session_id")? {
+        Some(_) => Some(live(gw, p)?.runtime_id.clone()),
+        None => None,
+    };
+    let killed = crate::tools::stop_turn_commands(gw, rid.as_deref(), now);
+    Ok(json!({ "killed": killed }))
+}
+
+pub fn reload_mcp(p: &Params) -> Result<Value, RpcError> {
+    params::opt_str(p, "session_id")?;
+    Err(RpcError::new(
+        RELOAD_FAILED,
+        "no MCP servers to reload: this gateway has no MCP support yet",
+    ))
+}

@@ -1,0 +1,401 @@
+//! Compaction: when a session's context nears the model's window (after a turn) or on
+//! `/compress`, the model summarises the older turns; the live session moves to a new stored
+//! session (`parent_session_id` = the old one) holding the summary and the latest turn, and the
+//! old one keeps the full history, ended `compression` — all in one commit.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::event_loop::{Gateway, Route};
+use crate::rpc::frame::{self, RpcError};
+use crate::session::transcript::{self, Message, Role};
+use crate::session::turn::Turn;
+use crate::session::{NewSession, Persisted, Session};
+use crate::util;
+
+/// First line of the request that asks a model for a summary (the offline model knows it).
+pub const INSTRUCTIONS: &str = "[compaction] Summarise the conversation below for your own later \
+use: what the user wants, what was decided and done (commands run and their outcomes), and what \
+is still open. Be concise; keep names, paths and numbers exactly.";
+/// How a stored summary starts; the id of the session holding the full history follows.
+pub const SUMMARY_PREFIX: &str = "[Summary of the earlier conversation; full history in session ";
+/// Share of the context window past which a finished turn triggers compaction.
+const THRESHOLD: f64 = 0.75;
+/// Longest text of one message put into the summary request.
+const MESSAGE_CLIP: usize = 2_000;
+
+/// A compaction in flight (the state of its turn).
+pub struct Job {
+    /// The `session.compress` request to answer; `None` for an automatic one.
+    pub reply_to: Option<Value>,
+    pub request: Vec<Message>,
+    /// `transcript[..split]` is summarised, the rest kept.
+    pub split: usize,
+    pub before_messages: usize,
+    pub before_tokens: u64,
+}
+
+/// The window compaction works against: config.yaml's `model.context_length`, else the
+/// model's known window (`model::context`).
+pub fn context_window(cfg: &crate::config::Config, model: &str) -> u64 {
+    crate::model::context::context_window(cfg, model)
+}
+
+/// Rough request size: about four characters a token, plus a little per message.
+pub fn estimate_tokens(messages: &[Message]) -> u64 {
+    messages
+        .iter()
+        .map(|m| {
+            let chars = m.content.as_deref().map_or(0, str::len)
+                + m.tool_calls.as_deref().map_or(0, str::len);
+            chars.div_ceil(4) as u64 + 4
+        })
+        .sum()
+}
+
+/// Whether a user message is a `session.steer` note rather than the start of a turn.
+pub fn is_steer(m: &Message) -> bool {
+    m.role == Role::User
+        && m.content
+            .as_deref()
+            .is_some_and(|c| c.starts_with(crate::session::STEER_PREFIX))
+}
+
+/// Where the kept tail starts: the last user turn stays verbatim, everything before it is
+/// summarised. `None` when there is no earlier turn, or too little to be worth it.
+pub fn split_point(messages: &[Message]) -> Option<usize> {
+    if messages.len() < 4 {
+        return None;
+    }
+    let last_turn = messages
+        .iter()
+        .rposition(|m| m.role == Role::User && !is_steer(m))?;
+    (last_turn >= 2).then_some(last_turn)
+}
+
+/// Whether a finished turn leaves the session near its model's window.
+pub fn needs_compaction(messages: &[Message], window: u64) -> bool {
+    let limit = (window as f64 * THRESHOLD) as u64;
+    estimate_tokens(messages) > limit && split_point(messages).is_some()
+}
+
+/// The summary request: the instructions, then the older part as plain text.
+pub fn build_request(older: &[Message], focus: Option<&str>) -> Vec<Message> {
+    let mut instructions = INSTRUCTIONS.to_string();
+    if let Some(f) = focus.filter(|f| !f.trim().is_empty()) {
+        instructions.push_str(&format!(
+            "\nFocus on: {}",
+            util::clip(f.trim(), MESSAGE_CLIP)
+        ));
+    }
+    let mut dump = String::new();
+    for m in older {
+        let flat = |t: &str| util::clip(&t.replace('\n', " "), MESSAGE_CLIP);
+        if let Some(text) = m.content.as_deref().filter(|t| !t.trim().is_empty()) {
+            let who = match m.role {
+                Role::Tool => "tool result",
+                other => other.as_str(),
+            };
+            dump.push_str(&format!("{who}: {}\n", flat(text)));
+        }
+        if let Some(calls) = m.tool_calls.as_deref() {
+            dump.push_str(&format!("tool call: {}\n", flat(calls)));
+        }
+    }
+    let now = util::unix_now();
+    vec![
+        Message::new(Role::System, Some(instructions), now),
+        Message::new(Role::User, Some(dump), now),
+    ]
+}
+
+/// The offline model's summary of a summary request; `None` for any other request.
+pub fn offline_summary(request: &[Message]) -> Option<String> {
+    let first = request.first()?;
+    if first.role != Role::System || !first.content.as_deref()?.starts_with(INSTRUCTIONS) {
+        return None;
+    }
+    let dump = request.get(1)?.content.as_deref().unwrap_or("");
+    let (mut said, mut replies, mut calls) = (Vec::new(), 0, 0);
+    for line in dump.lines() {
+        if let Some(text) = line.strip_prefix("user: ") {
+            said.push(format!("\"{}\"", util::clip(text, 40)));
+        } else if line.starts_with("assistant: ") {
+            replies += 1;
+        } else if line.starts_with("tool call: ") {
+            calls += 1;
+        } else if let Some(text) = line.strip_prefix("system: ")
+            && text.starts_with(SUMMARY_PREFIX)
+        {
+            said.insert(0, "(an earlier summary)".into());
+        }
+    }
+    Some(format!(
+        "(offline model) Earlier, the user said: {}. The assistant replied {replies} time(s) and \
+         made {calls} tool call(s).",
+        said.join("; ")
+    ))
+}
+
+/// The stored message that stands for the summarised turns.
+pub fn summary_message(summary: &str, full_history_in: &str) -> Message {
+    Message::new(
+        Role::System,
+        Some(format!("{SUMMARY_PREFIX}{full_history_in}]\n{summary}")),
+        util::unix_now(),
+    )
+}
+
+/// The lines `/compress` prints: before → after.
+pub fn figures(before: (usize, u64), after: (usize, u64)) -> Value {
+    json!({
+        "headline": format!("Compressed: {} → {} messages", before.0, after.0),
+        "token_line": format!("Rough transcript estimate: ~{} → ~{} tokens", before.1, after.1),
+        "note": null,
+        "noop": false,
+    })
+}
+
+impl Gateway {
+    /// Start summarising `transcript[..split]` as this session's turn.
+    pub(crate) fn start_compaction(
+        &mut self,
+        rid: &str,
+        reply_to: Option<Value>,
+        focus: Option<&str>,
+        now: Instant,
+    ) -> bool {
+        let token = self.alloc_token(Route::Turn(rid.to_string()));
+        let Some(s) = self.sessions.get_mut(rid) else {
+            self.by_token.remove(&token);
+            return false;
+        };
+        let Some(split) = split_point(&s.transcript) else {
+            self.by_token.remove(&token);
+            return false;
+        };
+        let job = Job {
+            reply_to,
+            request: build_request(&s.transcript[..split], focus),
+            split,
+            before_messages: s.transcript.len(),
+            before_tokens: estimate_tokens(&s.transcript),
+        };
+        let text = format!(
+            "⠋ compressing {} messages (~{} tok)…",
+            job.before_messages, job.before_tokens
+        );
+        let mut turn = Turn::new(token, now);
+        turn.compaction = Some(Box::new(job));
+        s.turn = Some(turn);
+        s.last_active = now;
+        self.emit(
+            rid,
+            "status.update",
+            json!({"kind": "compressing", "text": text}),
+        );
+        self.schedule(rid);
+        true
+    }
+
+    /// The compaction turn ended: with the summary, or with why not.
+    pub(crate) fn finish_compaction(
+        &mut self,
+        rid: &str,
+        job: Job,
+        result: Result<String, String>,
+        now: Instant,
+    ) {
+        let outcome = match result {
+            Ok(summary) if !summary.trim().is_empty() => Ok(self.rotate(rid, &job, &summary)),
+            Ok(_) => Err("the model returned an empty summary".to_string()),
+            Err(e) => Err(e),
+        };
+        match (&job.reply_to, outcome) {
+            (Some(id), Ok(answer)) => {
+                let id = id.clone();
+                self.out.push(frame::response(&id, &answer));
+            }
+            (Some(id), Err(e)) => {
+                let err = RpcError::new(5005, format!("compression failed: {e}"));
+                let id = id.clone();
+                self.out.push(frame::error(&id, &err));
+            }
+            (None, Ok(answer)) => {
+                let text = format!(
+                    "✓ context compacted: {} · {}",
+                    answer["summary"]["headline"].as_str().unwrap_or(""),
+                    answer["summary"]["token_line"].as_str().unwrap_or("")
+                );
+                self.emit(
+                    rid,
+                    "status.update",
+                    json!({"kind": "compressing", "text": text}),
+                );
+            }
+            (None, Err(e)) => self.emit(
+                rid,
+                "status.update",
+                json!({"kind": "warn", "text": format!("context compaction failed: {e}")}),
+            ),
+        }
+        self.emit_info(rid);
+        self.emit(
+            rid,
+            "status.update",
+            json!({"kind": "status", "text": "ready"}),
+        );
+        self.mark_dirty(rid);
+        self.run_next_queued(rid, now);
+    }
+
+    /// Move the live session to a new stored session holding the summary and the kept tail;
+    /// the old stored session is ended `compression` with its full history. Returns the
+    /// `session.compress` answer.
+    fn rotate(&mut self, rid: &str, job: &Job, summary: &str) -> Value {
+        let started_at = util::unix_now();
+        let new_id = crate::methods::session::new_stored_id(self, started_at);
+        let old_title = self.sessions.get(rid).and_then(|s| s.title.clone());
+        let new_title = old_title
+            .as_deref()
+            .map(|t| crate::methods::session::unique_title(self, t, &new_id));
+        let Some(s) = self.sessions.get_mut(rid) else {
+            return Value::Null;
+        };
+        let old_id = s.stored_id.clone();
+        let mut old = Session::new(
+            NewSession {
+                runtime_id: String::new(),
+                stored_id: old_id.clone(),
+                title: s.title.clone(),
+                model: s.model.clone(),
+                provider: s.provider.clone(),
+                cwd: s.cwd.clone(),
+                source: s.source.clone(),
+                started_at: s.started_at,
+                cols: s.cols,
+                context_max: s.context_max,
+            },
+            s.last_active,
+        );
+        old.transcript = s.transcript.clone();
+        old.last_activity_at = s.last_activity_at;
+        old.persisted = s.persisted;
+        old.stored_keep = s.stored_keep.take();
+        old.parent_session_id = s.parent_session_id.clone();
+        old.input_tokens = s.input_tokens;
+        old.output_tokens = s.output_tokens;
+        old.tool_call_count = s.tool_call_count;
+        // Its queued prompts move to the new session.
+        old.queue_dirty = true;
+        old.ended = Some((started_at, "compression".to_string()));
+        old.row_dirty = true;
+
+        let mut kept = vec![summary_message(summary, &old_id)];
+        kept.extend(
+            s.transcript[job.split.min(s.transcript.len())..]
+                .iter()
+                .cloned(),
+        );
+        for m in &mut kept {
+            m.row_id = None;
+        }
+        s.transcript = kept;
+        s.stored_id = new_id.clone();
+        s.parent_session_id = Some(old_id.clone());
+        s.title = new_title;
+        s.started_at = started_at;
+        s.persisted = Persisted::default();
+        s.row_dirty = true;
+        s.queue_dirty = true;
+        let after = (s.transcript.len(), estimate_tokens(&s.transcript));
+        let messages = transcript::display(&s.transcript);
+        let answer = json!({
+            "status": "compressed",
+            "removed": job.before_messages.saturating_sub(after.0),
+            "before_messages": job.before_messages,
+            "after_messages": after.0,
+            "before_tokens": job.before_tokens,
+            "after_tokens": after.1,
+            "summary": figures((job.before_messages, job.before_tokens), after),
+            "usage": s.usage(),
+            "info": s.info(),
+            "messages": messages,
+            "session_key": new_id,
+            "parent_session_id": old_id,
+        });
+        self.live_by_stored.remove(&old_id);
+        self.live_by_stored.insert(new_id, rid.to_string());
+        self.retired.push(old);
+        self.mark_dirty(rid);
+        answer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(role: Role, text: &str) -> Message {
+        Message::new(role, Some(text.to_string()), 0.0)
+    }
+
+    fn exchange(n: usize) -> Vec<Message> {
+        (0..n)
+            .flat_map(|i| {
+                [
+                    msg(Role::User, &format!("question {i}")),
+                    msg(Role::Assistant, &format!("answer {i}")),
+                ]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_last_turn_is_kept_and_one_turn_is_too_little() {
+        assert_eq!(split_point(&exchange(1)), None);
+        assert_eq!(split_point(&exchange(2)), Some(2));
+        assert_eq!(split_point(&exchange(5)), Some(8));
+    }
+
+    #[test]
+    fn a_steer_note_does_not_start_a_turn() {
+        let mut t = exchange(2);
+        t.push(msg(
+            Role::User,
+            &format!("{}more detail", crate::session::STEER_PREFIX),
+        ));
+        t.push(msg(Role::Assistant, "ok"));
+        assert_eq!(split_point(&t), Some(2));
+    }
+
+    #[test]
+    fn the_offline_summary_is_deterministic_and_names_what_the_user_said() {
+        let req = build_request(&exchange(2), None);
+        let a = offline_summary(&req).unwrap();
+        assert_eq!(a, offline_summary(&req).unwrap());
+        assert!(a.contains("\"question 0\"; \"question 1\""), "{a}");
+        assert!(a.contains("replied 2 time(s)"), "{a}");
+        assert_eq!(offline_summary(&exchange(2)), None);
+    }
+
+    #[test]
+    fn focus_goes_into_the_instructions() {
+        let req = build_request(&exchange(2), Some("the database"));
+        assert!(
+            req[0]
+                .content
+                .as_deref()
+                .unwrap()
+                .ends_with("Focus on: the database")
+        );
+    }
+
+    #[test]
+    fn estimate_grows_with_text() {
+        let small = estimate_tokens(&exchange(1));
+        let big = estimate_tokens(&[msg(Role::User, &"word ".repeat(400))]);
+        assert!(big > small && big >= 500);
+    }
+}
