@@ -572,3 +572,43 @@ fn reloads_say_what_they_did() {
     assert_eq!(mock.request_count(), 1);
     assert_eq!(g.call("reload.env", json!({}))["updated"], 0);
 }
+
+#[test]
+fn a_kill_during_a_compaction_leaves_the_session_as_it_was() {
+    let home = TempHome::new("ops-compress-kill");
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .env("TUI_GATEWAY_OFFLINE_DELAY_MS", "40")
+        .start();
+    let s = g.create_session(json!({}));
+    for text in ["one", "two", "three"] {
+        g.run_turn_timeout(&s.id, text, secs(30));
+    }
+    let id = g.send_request("session.compress", json!({"session_id": s.id}));
+    g.wait_frame(
+        |f| {
+            event_type(f) == Some("status.update")
+                && f["params"]["payload"]["kind"] == "compressing"
+        },
+        T,
+    )
+    .unwrap_or_else(|| panic!("no compressing status\n{}", g.diag()));
+    // The summary is being written (slowly): no answer, nothing changed yet.
+    g.drain_available();
+    assert!(
+        !g.frames.iter().any(|f| f["id"] == id),
+        "compress answered before its summary was written"
+    );
+    let mut g = kill_and_restart(&mut g, &home.path, &[]);
+    let db = g.db();
+    assert_eq!(rows_of(&db, &s.stored).len(), 6);
+    let children: i64 = db
+        .query_row(
+            "SELECT count(*) FROM sessions WHERE parent_session_id = ?1",
+            [&s.stored],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(children, 0);
+    assert_eq!(resume(&mut g, &s.stored)["message_count"], 6);
+}

@@ -61,6 +61,21 @@ pub fn plan_reply(messages: &[Message]) -> Plan {
     let Some(last) = messages.last() else {
         return Plan::Say("(offline model) Nothing to answer.".into());
     };
+    // A steering note after a tool result: report the result, then acknowledge the note.
+    if crate::session::compaction::is_steer(last)
+        && let Some(tool) = messages[..messages.len() - 1]
+            .last()
+            .filter(|m| m.role == Role::Tool)
+    {
+        let note = last.content.as_deref().unwrap_or("");
+        let note = note
+            .strip_prefix(crate::session::STEER_PREFIX)
+            .unwrap_or(note);
+        return Plan::Say(format!(
+            "{}\n(offline model) Noted: {note}",
+            report_tool_result(tool.content.as_deref().unwrap_or(""))
+        ));
+    }
     match last.role {
         Role::Tool => Plan::Say(report_tool_result(last.content.as_deref().unwrap_or(""))),
         _ => {

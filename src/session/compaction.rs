@@ -310,6 +310,8 @@ impl Gateway {
         s.row_dirty = true;
         s.queue_dirty = true;
         let after = (s.transcript.len(), estimate_tokens(&s.transcript));
+        // The context gauge shows the compacted size until the next model call measures it.
+        s.context_used = after.1;
         let messages = transcript::display(&s.transcript);
         let answer = json!({
             "status": "compressed",
