@@ -52,6 +52,8 @@ pub struct Config {
     pub approval_timeout: Duration,
     /// Install signal handlers (turn off when the host program owns signals).
     pub handle_signals: bool,
+    /// Append every frame read and written to this file (`--rpc-log`), one JSON line each.
+    pub rpc_log: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -81,6 +83,7 @@ impl Default for Config {
             retry_base: Duration::from_millis(500),
             approval_timeout: Duration::from_secs(300),
             handle_signals: true,
+            rpc_log: None,
         }
     }
 }
@@ -282,6 +285,14 @@ const KNOBS: &[Knob] = &[
         env: "TUI_GATEWAY_RETRY_BASE_S",
         set: |c, v| {
             c.retry_base = seconds(v)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--rpc-log",
+        env: "TUI_GATEWAY_RPC_LOG",
+        set: |c, v| {
+            c.rpc_log = Some(PathBuf::from(v)).filter(|p| !p.as_os_str().is_empty());
             Ok(())
         },
     },

@@ -171,6 +171,9 @@ impl Gateway {
             .is_ok();
         let replay_epoch = util::random_hex(16);
         let mut out = OutQueue::new(now);
+        if let Some(path) = &cfg.rpc_log {
+            out.set_call_log(crate::rpc::CallLog::open(path));
+        }
         out.push(frame::event_frame(&frame::event_params(
             "gateway.ready",
             "",
@@ -409,7 +412,7 @@ impl Gateway {
                     ),
                 ),
             )),
-            Line::Frame(bytes) => match frame::parse_line(bytes) {
+            Line::Frame(bytes) => match frame::parse_line(self.log_in(bytes)) {
                 Incoming::Bad { id, error } => self.out.push(frame::error(&id, &error)),
                 Incoming::Answer { id, result } => self.on_answer(id, result),
                 Incoming::Request(req) => {
@@ -429,6 +432,15 @@ impl Gateway {
                 }
             },
         }
+    }
+
+    /// The frame, after the call log saw it.
+    fn log_in<'a>(&mut self, bytes: &'a [u8]) -> &'a [u8] {
+        let log = self.out.call_log();
+        if log.is_on() {
+            log.record(crate::rpc::call_log::Dir::In, bytes);
+        }
+        bytes
     }
 
     /// An answer to a server request: resolve what asked, or log (boundedly) and drop it.

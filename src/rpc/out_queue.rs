@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::time::Instant;
 
+use super::call_log::{CallLog, Dir};
 use super::frame;
 use serde_json::json;
 
@@ -44,6 +45,9 @@ pub struct OutQueue {
     coalesce_at: usize,
     /// When the queue was last empty or last made write progress.
     last_progress: Instant,
+    /// Sees every frame as it leaves the queue (and, through [`OutQueue::call_log`], every
+    /// frame read); off unless `--rpc-log` is set.
+    log: CallLog,
 }
 
 /// Result of trying to write.
@@ -65,7 +69,18 @@ impl OutQueue {
             bytes: 0,
             coalesce_at: 256 * 1024,
             last_progress: now,
+            log: CallLog::default(),
         }
+    }
+
+    /// Log every frame written from now on (`--rpc-log`).
+    pub fn set_call_log(&mut self, log: CallLog) {
+        self.log = log;
+    }
+
+    /// The call log, for the frames read.
+    pub fn call_log(&mut self) -> &mut CallLog {
+        &mut self.log
     }
 
     /// Queue a whole frame (already ending in `\n`).
@@ -172,6 +187,9 @@ impl OutQueue {
                     Some(seq),
                 )),
             };
+            if self.log.is_on() {
+                self.log.record(Dir::Out, &bytes);
+            }
             // Account for the exact serialised size from here on.
             self.bytes = self.bytes - queued_len + bytes.len();
             self.wbuf.extend_from_slice(&bytes);

@@ -1,0 +1,173 @@
+//! The call log (`--rpc-log PATH`, `TUI_GATEWAY_RPC_LOG`): every frame read and every frame
+//! written, appended to a file as `{"dir":"in"|"out","t":<unix secs>,"frame":<frame>}` lines.
+//!
+//! It exists so a test (or a curious user) can see exactly what a client called and what it was
+//! answered. It must never hurt the loop: the file is opened for appending with `O_NONBLOCK`,
+//! each line is one `write(2)`, a frame longer than [`MAX_FRAME`] is logged truncated with its
+//! length, and the first failed or short write is reported once on stderr and ends the logging.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Frames longer than this are logged as a string prefix of [`TRUNCATED_PREFIX`] bytes.
+pub const MAX_FRAME: usize = 64 * 1024;
+const TRUNCATED_PREFIX: usize = 4 * 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    In,
+    Out,
+}
+
+/// An open call log, or none (the default: then [`CallLog::record`] is one branch).
+#[derive(Default)]
+pub struct CallLog {
+    file: Option<File>,
+}
+
+impl CallLog {
+    /// Open `path` for appending; a failure is said on stderr and leaves the log off.
+    pub fn open(path: &Path) -> CallLog {
+        let opened = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path);
+        match opened {
+            Ok(f) => CallLog { file: Some(f) },
+            Err(e) => {
+                eprintln!("[gateway] call log {} not opened: {e}", path.display());
+                CallLog { file: None }
+            }
+        }
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Log one frame (without or with its trailing newline).
+    pub fn record(&mut self, dir: Dir, frame: &[u8]) {
+        let Some(file) = self.file.as_mut() else {
+            return;
+        };
+        let line = render(dir, unix_secs(), frame);
+        match file.write(&line) {
+            Ok(n) if n == line.len() => {}
+            Ok(n) => {
+                eprintln!(
+                    "[gateway] call log: short write ({n} of {} bytes); logging stops",
+                    line.len()
+                );
+                self.file = None;
+            }
+            Err(e) => {
+                eprintln!("[gateway] call log: {e}; logging stops");
+                self.file = None;
+            }
+        }
+    }
+}
+
+fn unix_secs() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// One log line. A frame that is valid JSON is embedded as is; anything else (bad input, or a
+/// frame past [`MAX_FRAME`]) as a string, the long ones cut with `"truncated":true,"len":N`.
+fn render(dir: Dir, t: f64, frame: &[u8]) -> Vec<u8> {
+    let frame = frame.strip_suffix(b"\n").unwrap_or(frame);
+    let dir = match dir {
+        Dir::In => "in",
+        Dir::Out => "out",
+    };
+    let mut line = format!("{{\"dir\":\"{dir}\",\"t\":{t:.3},").into_bytes();
+    if frame.len() > MAX_FRAME {
+        let prefix = String::from_utf8_lossy(&frame[..TRUNCATED_PREFIX]);
+        let text = serde_json::to_string(&prefix).unwrap_or_default();
+        line.extend_from_slice(
+            format!(
+                "\"truncated\":true,\"len\":{},\"frame\":{text}}}\n",
+                frame.len()
+            )
+            .as_bytes(),
+        );
+        return line;
+    }
+    line.extend_from_slice(b"\"frame\":");
+    if serde_json::from_slice::<serde::de::IgnoredAny>(frame).is_ok() {
+        line.extend_from_slice(frame);
+    } else {
+        let text = serde_json::to_string(&String::from_utf8_lossy(frame)).unwrap_or_default();
+        line.extend_from_slice(text.as_bytes());
+    }
+    line.extend_from_slice(b"}\n");
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn parse(line: &[u8]) -> Value {
+        assert_eq!(line.last(), Some(&b'\n'));
+        serde_json::from_slice(line).unwrap()
+    }
+
+    #[test]
+    fn a_json_frame_is_embedded_as_is() {
+        let v = parse(&render(Dir::Out, 12.5, b"{\"id\":1,\"result\":{}}\n"));
+        assert_eq!(v["dir"], "out");
+        assert_eq!(v["t"], 12.5);
+        assert_eq!(v["frame"]["id"], 1);
+    }
+
+    #[test]
+    fn bad_input_is_kept_as_a_string() {
+        let v = parse(&render(Dir::In, 1.0, b"not json \xff"));
+        assert_eq!(v["dir"], "in");
+        assert_eq!(v["frame"], "not json \u{fffd}");
+    }
+
+    #[test]
+    fn a_huge_frame_is_cut_with_its_length() {
+        let big = format!("{{\"x\":\"{}\"}}", "a".repeat(MAX_FRAME));
+        let line = render(Dir::In, 1.0, big.as_bytes());
+        assert!(line.len() < TRUNCATED_PREFIX + 200);
+        let v = parse(&line);
+        assert_eq!(v["truncated"], true);
+        assert_eq!(v["len"], big.len());
+        assert!(v["frame"].as_str().unwrap().starts_with("{\"x\":\"aaa"));
+    }
+
+    #[test]
+    fn an_unopenable_path_leaves_the_log_off() {
+        let mut log = CallLog::open(Path::new("/nonexistent-dir/for/sure/log.jsonl"));
+        assert!(!log.is_on());
+        log.record(Dir::In, b"{}"); // no panic, nothing to do
+    }
+
+    #[test]
+    fn lines_are_appended() {
+        let path =
+            std::env::temp_dir().join(format!("tgw-calllog-{}.jsonl", crate::util::random_hex(8)));
+        let mut log = CallLog::open(&path);
+        log.record(Dir::In, b"{\"id\":1}");
+        log.record(Dir::Out, b"{\"id\":1,\"result\":true}\n");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let dirs: Vec<String> = text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["dir"].to_string())
+            .collect();
+        assert_eq!(dirs, ["\"in\"", "\"out\""]);
+    }
+}

@@ -1,0 +1,744 @@
+//! The stock Hermes TUI, driven in tmux against the freshly built gateway.
+//!
+//! Each [`Tui`] gets its own `HERMES_HOME` (removed on drop), its own tmux server (`-L`, killed
+//! on drop) and a call log (`TUI_GATEWAY_RPC_LOG`) of every frame the gateway read and wrote.
+//! The bundle is `$HERMES_TUI_BUNDLE`, default `../shared/hermes-reference/tui/entry.js` from the
+//! crate root; without it, `node` or `tmux` the scenarios print why and skip ([`Tui::start`]
+//! returns `None`).
+//!
+//! Every wait polls a condition (the screen, the log, /proc) until a deadline.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::{self, TempHome};
+
+pub const COLS: u16 = 120;
+pub const ROWS: u16 = 40;
+
+/// Deadline for the TUI to come up (node start-up on 2 loaded cores).
+pub const START: Duration = Duration::from_secs(30);
+/// Pause between the last typed key and Enter (see [`Tui::submit`]).
+pub const KEY_PACE: Duration = Duration::from_millis(100);
+/// Deadline for one thing to appear on screen.
+pub const T: Duration = Duration::from_secs(15);
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// What a scenario needs before it starts.
+#[derive(Default)]
+pub struct Opts {
+    /// Written to `$HERMES_HOME/config.yaml`.
+    pub config_yaml: Option<String>,
+    /// Extra environment for the TUI (and so the gateway).
+    pub env: Vec<(String, String)>,
+    /// Reuse this home (a second run on the same `state.db`); otherwise a fresh one.
+    pub home: Option<PathBuf>,
+}
+
+/// The bundle to run, or why the suite cannot run here.
+pub fn prerequisites() -> Result<PathBuf, String> {
+    let bundle = match std::env::var_os("HERMES_TUI_BUNDLE") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/hermes-reference/tui/entry.js"),
+    };
+    if !bundle.is_file() {
+        return Err(format!(
+            "no TUI bundle at {} (set HERMES_TUI_BUNDLE)",
+            bundle.display()
+        ));
+    }
+    for tool in ["node", "tmux"] {
+        let found = Command::new(tool)
+            .arg(if tool == "node" { "--version" } else { "-V" })
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if !found {
+            return Err(format!("`{tool}` is not installed"));
+        }
+    }
+    Ok(bundle)
+}
+
+/// One frame of the call log.
+#[derive(Clone, Debug)]
+pub struct Logged {
+    /// `in` (from the TUI) or `out` (to the TUI).
+    pub dir: String,
+    pub frame: Value,
+}
+
+/// A call the TUI made, with its answer once there is one.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub id: Value,
+    pub method: String,
+    pub params: Value,
+    /// The `result` or `error` member of the answer.
+    pub result: Option<Value>,
+    pub error: Option<Value>,
+}
+
+pub struct Tui {
+    pub home: PathBuf,
+    _owned_home: Option<TempHome>,
+    pub ws: PathBuf,
+    pub log_path: PathBuf,
+    socket: String,
+    rc_path: PathBuf,
+    pub name: String,
+}
+
+impl Tui {
+    /// Start the TUI; `None` (after saying why) when this machine cannot run it.
+    pub fn start(name: &str, opts: Opts) -> Option<Tui> {
+        let bundle = match prerequisites() {
+            Ok(b) => b,
+            Err(why) => {
+                eprintln!("skipping the TUI scenario {name}: {why}");
+                return None;
+            }
+        };
+        let (home, owned) = match opts.home {
+            Some(h) => (h, None),
+            None => {
+                let t = TempHome::new(&format!("tui-{name}"));
+                (t.path.clone(), Some(t))
+            }
+        };
+        let ws = home.join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        // The TUI and the commands it runs see a private HOME, and no editor to open.
+        let user_home = home.join("user");
+        std::fs::create_dir_all(&user_home).unwrap();
+        if let Some(yaml) = &opts.config_yaml {
+            std::fs::write(home.join("config.yaml"), yaml).unwrap();
+        }
+        let n = SEQ.fetch_add(1, Ordering::SeqCst);
+        let socket = format!("tuigw-e2e-{}-{n}", std::process::id());
+        let log_path = home.join(format!("rpc-{n}.jsonl"));
+        let rc_path = home.join(format!("tui-{n}.rc"));
+        let _ = std::fs::remove_file(&rc_path);
+        let mut env = vec![
+            ("HERMES_HOME".to_string(), path_str(&home)),
+            ("HERMES_CWD".to_string(), path_str(&ws)),
+            ("HERMES_PYTHON".to_string(), gateway_binary()),
+            ("TUI_GATEWAY_RPC_LOG".to_string(), path_str(&log_path)),
+            ("HOME".to_string(), path_str(&user_home)),
+            ("EDITOR".to_string(), "true".to_string()),
+            ("VISUAL".to_string(), "true".to_string()),
+            ("TERM".to_string(), "xterm-256color".to_string()),
+            ("NODE_ENV".to_string(), "production".to_string()),
+        ];
+        env.extend(opts.env.iter().cloned());
+        let assignments: Vec<String> = env
+            .iter()
+            .map(|(k, v)| format!("{k}={}", shell_quote(v)))
+            .collect();
+        let script = format!(
+            "env {} node --expose-gc {}; echo $? > {}; echo __TUI_EXIT; exec sleep 600",
+            assignments.join(" "),
+            shell_quote(&path_str(&bundle)),
+            shell_quote(&path_str(&rc_path)),
+        );
+        let tui = Tui {
+            home,
+            _owned_home: owned,
+            ws,
+            log_path,
+            socket,
+            rc_path,
+            name: name.to_string(),
+        };
+        let out = tui
+            .tmux()
+            .args(["new-session", "-d", "-s", "e2e", "-x"])
+            .arg(COLS.to_string())
+            .arg("-y")
+            .arg(ROWS.to_string())
+            .arg(script)
+            .output()
+            .expect("run tmux");
+        assert!(
+            out.status.success(),
+            "tmux new-session failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(tui)
+    }
+
+    /// A tmux command on this scenario's own server, with the developer's HERMES_*/keys
+    /// scrubbed from what the server inherits.
+    fn tmux(&self) -> Command {
+        let mut c = Command::new("tmux");
+        common::scrub_env(&mut c);
+        c.env_remove("TMUX");
+        c.args(["-L", &self.socket, "-f", "/dev/null"]);
+        c.stdin(Stdio::null());
+        c
+    }
+
+    fn tmux_ok(&self, args: &[&str]) {
+        let out = self.tmux().args(args).output().expect("run tmux");
+        assert!(
+            out.status.success(),
+            "tmux {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    // ---- the screen ----
+
+    /// The visible screen, one string.
+    pub fn screen(&self) -> String {
+        let out = self
+            .tmux()
+            .args(["capture-pane", "-p", "-t", "e2e"])
+            .output()
+            .expect("run tmux capture-pane");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Poll the screen until `pred` holds; panics with the screen and the call log after
+    /// `timeout`.
+    pub fn wait_screen<F: Fn(&str) -> bool>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        pred: F,
+    ) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let s = self.screen();
+            if pred(&s) {
+                return s;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "[{}] {what}: not on screen within {timeout:?}\n--- screen ---\n{s}\n--- calls ---\n{}",
+                    self.name,
+                    self.calls_summary()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Wait for `text` on screen.
+    pub fn wait_for(&self, text: &str, timeout: Duration) -> String {
+        self.wait_screen(&format!("{text:?}"), timeout, |s| s.contains(text))
+    }
+
+    /// Whether `text` shows up within `timeout` (for what may legitimately not appear).
+    pub fn appears(&self, text: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.screen().contains(text) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The composer is ready: `❯` on screen and `ready` in the status bar.
+    pub fn wait_ready(&self, timeout: Duration) -> String {
+        self.wait_screen("the composer ready (❯ and ready)", timeout, screen_ready)
+    }
+
+    // ---- input ----
+
+    /// Type text literally.
+    pub fn type_text(&self, text: &str) {
+        self.tmux_ok(&["send-keys", "-t", "e2e", "-l", text]);
+    }
+
+    /// Press keys by tmux name (`Enter`, `C-c`, `C-d`, `Escape`, `Tab`, `Up`, `Down`, `BTab`).
+    pub fn key(&self, key: &str) {
+        self.tmux_ok(&["send-keys", "-t", "e2e", key]);
+    }
+
+    /// Type a line and submit it: wait until the composer shows it, press Enter, and wait
+    /// until the composer let go of it (the submission took).
+    pub fn submit(&self, text: &str) {
+        self.type_text(text);
+        let tail: String = text
+            .chars()
+            .rev()
+            .take(20)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        let tail = tail.trim().to_string();
+        self.wait_screen(&format!("{text:?} in the composer"), T, |s| {
+            composer_line(s).is_some_and(|l| l.contains(&tail))
+        });
+        // The TUI echoes keys at once but folds them into its state in 16 ms batches
+        // (`FRAME_BATCH_MS`, components/textInput.tsx); an Enter inside that window submits
+        // and yet leaves the text in the composer. Nobody types that fast: pace like a person.
+        std::thread::sleep(KEY_PACE);
+        self.key("Enter");
+        self.wait_screen(&format!("{text:?} submitted (composer cleared)"), T, |s| {
+            !composer_line(s).is_some_and(|l| l.contains(&tail))
+        });
+    }
+
+    /// After a slash command: back to the idle composer, closing what it opened (a picker, a
+    /// pager, a confirmation) with Escape. Says what it took, or `stuck …`.
+    pub fn settle_after_command(&self, cmd: &str) -> String {
+        let ready = |d| common::procfs::poll_until(d, || screen_ready(&self.screen()));
+        if ready(Duration::from_millis(1500)) {
+            return "ready".into();
+        }
+        for attempt in 1..=3 {
+            self.key("Escape");
+            if ready(Duration::from_secs(2)) {
+                return format!("ready after {attempt} Escape(s)");
+            }
+        }
+        let s = self.screen();
+        format!(
+            "stuck after {cmd}: {:?}",
+            s.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("")
+        )
+    }
+
+    pub fn resize(&self, cols: u16, rows: u16) {
+        self.tmux_ok(&[
+            "resize-window",
+            "-t",
+            "e2e",
+            "-x",
+            &cols.to_string(),
+            "-y",
+            &rows.to_string(),
+        ]);
+    }
+
+    // ---- the call log ----
+
+    /// Every frame logged so far (a line cut short by a concurrent write is skipped).
+    pub fn log(&self) -> Vec<Logged> {
+        let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|v| Logged {
+                dir: v["dir"].as_str().unwrap_or("").to_string(),
+                frame: v["frame"].clone(),
+            })
+            .collect()
+    }
+
+    /// Every call the TUI made, in order, with its answer where one was written.
+    pub fn calls(&self) -> Vec<Call> {
+        let mut calls: Vec<Call> = Vec::new();
+        let mut open: HashMap<String, usize> = HashMap::new();
+        for l in self.log() {
+            let f = &l.frame;
+            if l.dir == "in" {
+                if let Some(method) = f["method"].as_str() {
+                    open.insert(f["id"].to_string(), calls.len());
+                    calls.push(Call {
+                        id: f["id"].clone(),
+                        method: method.to_string(),
+                        params: f["params"].clone(),
+                        result: None,
+                        error: None,
+                    });
+                }
+            } else if f.get("method").is_none()
+                && f.get("id").is_some()
+                && let Some(i) = open.remove(&f["id"].to_string())
+            {
+                calls[i].result = f.get("result").cloned();
+                calls[i].error = f.get("error").cloned();
+            }
+        }
+        calls
+    }
+
+    /// Events written to the TUI, as `(type, payload)`.
+    pub fn events(&self) -> Vec<(String, Value)> {
+        self.log()
+            .into_iter()
+            .filter(|l| l.dir == "out" && l.frame["method"] == "event")
+            .map(|l| {
+                let p = &l.frame["params"];
+                (
+                    p["type"].as_str().unwrap_or("").to_string(),
+                    p["payload"].clone(),
+                )
+            })
+            .collect()
+    }
+
+    /// Calls answered with an error, as `method: message (code)`.
+    pub fn error_answers(&self) -> Vec<String> {
+        self.calls()
+            .into_iter()
+            .filter_map(|c| {
+                let e = c.error.as_ref()?;
+                Some(format!(
+                    "{}: {} ({})",
+                    c.method,
+                    e["message"].as_str().unwrap_or("?"),
+                    e["code"]
+                ))
+            })
+            .collect()
+    }
+
+    /// Wait until a call of `method` was answered; returns it.
+    pub fn wait_call(&self, method: &str, timeout: Duration) -> Call {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(c) = self
+                .calls()
+                .into_iter()
+                .rev()
+                .find(|c| c.method == method && (c.result.is_some() || c.error.is_some()))
+            {
+                return c;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "[{}] no answered {method} call within {timeout:?}\n--- screen ---\n{}\n--- calls ---\n{}",
+                    self.name,
+                    self.screen(),
+                    self.calls_summary()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Wait until the `n`th call (from 1) of `method` was answered; returns it.
+    pub fn wait_nth_call(&self, method: &str, n: usize, timeout: Duration) -> Call {
+        let mut found = None;
+        let ok = common::procfs::poll_until(timeout, || {
+            found = self
+                .calls()
+                .into_iter()
+                .filter(|c| c.method == method)
+                .nth(n - 1)
+                .filter(|c| c.result.is_some() || c.error.is_some());
+            found.is_some()
+        });
+        assert!(
+            ok,
+            "[{}] no answered call #{n} of {method} within {timeout:?}\n--- screen ---\n{}\n--- calls ---\n{}",
+            self.name,
+            self.screen(),
+            self.calls_summary()
+        );
+        found.unwrap()
+    }
+
+    /// Move the session picker's selection (`▸`) to row `index` of [`picker_rows`].
+    pub fn picker_select(&self, index: usize) {
+        let rows = picker_rows(&self.screen());
+        let at = rows
+            .iter()
+            .position(|r| r.starts_with('▸'))
+            .unwrap_or_else(|| panic!("[{}] no selected picker row in {rows:#?}", self.name));
+        let key = if index > at { "Down" } else { "Up" };
+        for _ in 0..at.abs_diff(index) {
+            self.key(key);
+        }
+        self.wait_screen(&format!("picker row {index} selected"), T, |s| {
+            picker_rows(s)
+                .get(index)
+                .is_some_and(|r| r.starts_with('▸'))
+        });
+    }
+
+    /// How many calls of `method` were made so far.
+    pub fn count_calls(&self, method: &str) -> usize {
+        self.calls().iter().filter(|c| c.method == method).count()
+    }
+
+    /// One line per call, for failure messages (the TUI's periodic polls only when they failed).
+    pub fn calls_summary(&self) -> String {
+        const POLLS: [&str; 3] = ["pet.cells", "session.active_list", "config.get"];
+        self.calls()
+            .iter()
+            .filter(|c| c.error.is_some() || !POLLS.contains(&c.method.as_str()))
+            .map(|c| {
+                let answer = match (&c.result, &c.error) {
+                    (_, Some(e)) => format!("ERROR {e}"),
+                    (Some(_), None) => "ok".to_string(),
+                    (None, None) => "(no answer)".to_string(),
+                };
+                format!(
+                    "  {} {} -> {answer}\n",
+                    c.method,
+                    short(&c.params.to_string(), 100)
+                )
+            })
+            .collect()
+    }
+
+    // ---- what every scenario asserts ----
+
+    /// No screen line with `ERROR` or `error:`, and no call answered with an error except the
+    /// methods in `allowed`.
+    pub fn assert_no_errors(&self, allowed: &[&str]) {
+        let s = self.screen();
+        let bad: Vec<&str> = s.lines().filter(|l| is_error_line(l)).collect();
+        assert!(
+            bad.is_empty(),
+            "[{}] error lines on screen: {bad:?}\n--- screen ---\n{s}\n--- calls ---\n{}",
+            self.name,
+            self.calls_summary()
+        );
+        let errors: Vec<String> = self
+            .error_answers()
+            .into_iter()
+            .filter(|e| !allowed.iter().any(|m| e.starts_with(&format!("{m}:"))))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "[{}] calls answered with an error: {errors:#?}\n--- screen ---\n{s}",
+            self.name
+        );
+    }
+
+    // ---- quitting ----
+
+    /// Whether the TUI process has exited (its shell wrote the exit status).
+    pub fn exited(&self) -> bool {
+        self.rc_path.exists()
+    }
+
+    /// Wait for the TUI to exit; returns its exit status text.
+    pub fn wait_exit(&self, timeout: Duration) -> String {
+        let ok = common::procfs::poll_until(timeout, || self.exited());
+        assert!(
+            ok,
+            "[{}] the TUI did not exit within {timeout:?}\n--- screen ---\n{}",
+            self.name,
+            self.screen()
+        );
+        std::fs::read_to_string(&self.rc_path)
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    }
+
+    /// `/quit`, then the TUI exits and nothing of this run is left.
+    pub fn quit(&self) {
+        self.submit("/quit");
+        self.wait_exit(T);
+        self.assert_nothing_left();
+    }
+
+    /// Processes whose environment holds this run's `HERMES_HOME` (the TUI, the gateway, its
+    /// zygote and supervisors, tools).
+    pub fn processes_of_this_run(&self) -> Vec<common::procfs::Proc> {
+        let needle = format!("HERMES_HOME={}\0", path_str(&self.home));
+        let mut found = Vec::new();
+        let Ok(rd) = std::fs::read_dir("/proc") else {
+            return found;
+        };
+        for e in rd.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                continue;
+            };
+            if contains(&env, needle.as_bytes())
+                && !common::procfs::is_gone(pid)
+                && let Some(p) = common::procfs::proc_info(pid)
+            {
+                found.push(p);
+            }
+        }
+        found
+    }
+
+    /// Nothing started by this run still runs (within a few seconds of the TUI's exit).
+    pub fn assert_nothing_left(&self) {
+        let mut left = Vec::new();
+        let ok = common::procfs::poll_until(Duration::from_secs(5), || {
+            left = self.processes_of_this_run();
+            left.is_empty()
+        });
+        assert!(
+            ok,
+            "[{}] processes still running after quit:\n{}",
+            self.name,
+            common::procfs::describe(&left)
+        );
+    }
+
+    /// The gateway process of this run.
+    pub fn gateway_pid(&self) -> i32 {
+        let mut pid = None;
+        let ok = common::procfs::poll_until(T, || {
+            pid = self
+                .processes_of_this_run()
+                .into_iter()
+                .find(|p| p.cmdline.contains("tui_gateway.entry") && p.comm != "node")
+                .map(|p| p.pid);
+            pid.is_some()
+        });
+        assert!(ok, "[{}] no gateway process found", self.name);
+        pid.unwrap()
+    }
+}
+
+impl Drop for Tui {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "[{}] final screen:\n{}\n--- calls ---\n{}",
+                self.name,
+                self.screen(),
+                self.calls_summary()
+            );
+        }
+        let _ = self
+            .tmux()
+            .arg("kill-server")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        // A failed scenario may leave its gateway or tools behind: end them by pid.
+        let procs = self.processes_of_this_run();
+        for p in procs {
+            // SAFETY: kill(2) of a pid we just found carrying this run's own HERMES_HOME.
+            unsafe {
+                libc::kill(p.pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// The gateway the TUI runs: this build, or `$TUI_E2E_GATEWAY` (another build, to compare).
+pub fn gateway_binary() -> String {
+    match std::env::var("TUI_E2E_GATEWAY") {
+        Ok(p) if !p.is_empty() => p,
+        _ => common::BIN.to_string(),
+    }
+}
+
+/// The commands `/help` lists from `commands.catalog` (first word of each pair).
+pub fn catalog_commands(catalog: &Call) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(result) = &catalog.result else {
+        return out;
+    };
+    for cat in result["categories"].as_array().into_iter().flatten() {
+        for pair in cat["pairs"].as_array().into_iter().flatten() {
+            if let Some(cmd) = pair[0].as_str().and_then(|p| p.split_whitespace().next()) {
+                out.push(cmd.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Screen text without the box-drawing frame around it.
+fn unframed(line: &str) -> &str {
+    line.trim_matches(|c: char| c.is_whitespace() || "│║┃╎┊".contains(c))
+}
+
+/// Rows of a completion popup: lines that start with a `/command` (the composer line starts
+/// with `❯`, so it is not one).
+pub fn popup_rows(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .map(|l| unframed(l).trim_start_matches('▸').trim())
+        .filter(|l| l.starts_with('/') && l.chars().nth(1).is_some_and(|c| c.is_ascii_lowercase()))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The session picker's selectable rows, in order: `+ new`, then the numbered rows. The
+/// selected one starts with `▸`.
+pub fn picker_rows(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .map(unframed)
+        .filter(|l| {
+            let body = l.trim_start_matches('▸').trim_start();
+            body.starts_with("+ ")
+                || body.starts_with("+  ")
+                || body
+                    .split_once('.')
+                    .is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The composer's line: the one under the status bar (`─ ready │ …`), else the last line
+/// starting with `❯` (popups and pickers float above it). In shell mode (`!`) it starts `$`.
+pub fn composer_line(screen: &str) -> Option<&str> {
+    let lines: Vec<&str> = screen.lines().map(unframed).collect();
+    if let Some(i) = lines
+        .iter()
+        .rposition(|l| l.starts_with("─ ") && l.contains(" │ "))
+    {
+        return lines.get(i + 1).copied();
+    }
+    lines.into_iter().rev().find(|l| l.starts_with('❯'))
+}
+
+/// The composer is up and idle.
+pub fn screen_ready(s: &str) -> bool {
+    s.lines().any(|l| unframed(l).starts_with("─ ready"))
+        && composer_line(s).is_some_and(|l| l.starts_with('❯'))
+}
+
+/// Error lines below the last echo of `cmd` (the whole screen when the echo scrolled away).
+pub fn error_lines_after_echo(screen: &str, cmd: &str) -> Vec<String> {
+    let lines: Vec<&str> = screen.lines().collect();
+    let from = lines
+        .iter()
+        .rposition(|l| unframed(l).trim_start_matches(['❯', '·', '$']).trim() == cmd)
+        .unwrap_or(0);
+    lines[from..]
+        .iter()
+        .filter(|l| is_error_line(l))
+        .map(|l| unframed(l).to_string())
+        .collect()
+}
+
+/// A line the user would read as an error.
+pub fn is_error_line(l: &str) -> bool {
+    l.contains("ERROR") || l.contains("error:")
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn path_str(p: &Path) -> String {
+    p.to_str().expect("utf-8 path").to_string()
+}
+
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+pub fn short(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n).collect::<String>())
+    }
+}

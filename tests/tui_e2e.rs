@@ -1,0 +1,507 @@
+//! The real client: the stock Hermes TUI (`$HERMES_TUI_BUNDLE`, default
+//! `../shared/hermes-reference/tui/entry.js`) run in tmux with this build as its gateway
+//! (`HERMES_PYTHON`). Each scenario reads the screen and the gateway's call log and asserts
+//! what a user would notice: the composer comes up, no error line, no call answered with an
+//! error (unless the scenario expects it), and nothing of the run left behind after quitting.
+//!
+//! Without node, tmux or the bundle every scenario says why and passes without running.
+
+mod common;
+mod tui;
+
+use common::procfs::{self, marker};
+use std::time::Duration;
+use tui::{Opts, START, T, Tui};
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// A screen line that is exactly `text` once trimmed (a tool's output, not the prompt echo).
+fn has_line(screen: &str, text: &str) -> bool {
+    screen
+        .lines()
+        .any(|l| l.trim().trim_end_matches('┃').trim() == text)
+}
+
+#[test]
+fn chat_then_a_tool_then_an_interrupted_tool_then_quit() {
+    let Some(tui) = Tui::start("basic", Opts::default()) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.assert_no_errors(&[]);
+
+    tui.submit("hello from the e2e suite");
+    tui.wait_for("You said: hello from the e2e suite", T);
+    tui.wait_ready(T);
+
+    let m = marker();
+    tui.submit(&format!("$ echo tool-{m}"));
+    tui.wait_screen("the tool's output line", T, |s| {
+        has_line(s, &format!("tool-{m}"))
+    });
+    tui.wait_for("exited with status 0", T);
+    tui.wait_ready(T);
+
+    // A long tool, interrupted with Ctrl-C: its process is gone and the turn ends.
+    tui.submit(&format!("$ sleep 30.{m}"));
+    let sleeper = procfs::wait_for_proc("sleep", &format!("30.{m}"), T);
+    tui.wait_for("Ctrl+C to interrupt", T);
+    tui.key("C-c");
+    tui.wait_for("interrupted", T);
+    procfs::wait_gone(&[sleeper.pid], secs(5), "the interrupted tool");
+    tui.wait_ready(T);
+    let interrupts = tui.wait_call("session.interrupt", T);
+    assert!(interrupts.error.is_none(), "{interrupts:?}");
+
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}
+
+#[test]
+fn ctrl_d_quits() {
+    let Some(tui) = Tui::start("ctrl-d", Opts::default()) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.key("C-d");
+    tui.wait_exit(T);
+    tui.assert_no_errors(&[]);
+    tui.assert_nothing_left();
+}
+
+#[test]
+fn ctrl_c_on_an_empty_composer_quits() {
+    let Some(tui) = Tui::start("ctrl-c", Opts::default()) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.submit("one turn first");
+    tui.wait_for("You said: one turn first", T);
+    tui.wait_ready(T);
+    tui.key("C-c");
+    tui.wait_exit(T);
+    tui.assert_no_errors(&[]);
+    tui.assert_nothing_left();
+}
+
+#[test]
+fn new_session_starts_an_empty_one() {
+    let Some(tui) = Tui::start("new", Opts::default()) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.submit("before the new session");
+    tui.wait_for("You said: before the new session", T);
+    tui.wait_ready(T);
+    let creates = tui.count_calls("session.create");
+
+    tui.submit("/new");
+    tui.wait_for("Start a new session?", T);
+    tui.key("y");
+    tui.wait_for("new session started", T);
+    tui.wait_ready(T);
+    assert_eq!(tui.count_calls("session.create"), creates + 1);
+    let screen = tui.screen();
+    assert!(
+        !screen.contains("You said: before the new session"),
+        "the old transcript is still shown:\n{screen}"
+    );
+    tui.submit("after the new session");
+    tui.wait_for("You said: after the new session", T);
+    tui.wait_ready(T);
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}
+
+#[test]
+fn a_resized_terminal_keeps_working() {
+    let Some(tui) = Tui::start("resize", Opts::default()) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.resize(90, 30);
+    let resize = tui.wait_call("terminal.resize", T);
+    assert_eq!(resize.params["cols"], 90, "{resize:?}");
+    tui.wait_ready(T);
+    tui.submit("after a resize");
+    tui.wait_for("You said: after a resize", T);
+    tui.wait_ready(T);
+    tui.resize(140, 45);
+    tui.wait_screen("terminal.resize to 140 columns", T, |_| {
+        tui.calls()
+            .iter()
+            .any(|c| c.method == "terminal.resize" && c.params["cols"] == 140)
+    });
+    tui.submit("after a second resize");
+    tui.wait_for("You said: after a second resize", T);
+    tui.wait_ready(T);
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}
+
+#[test]
+fn shell_commands_from_the_composer() {
+    let Some(tui) = Tui::start("shell", Opts::default()) else {
+        return;
+    };
+    tui.wait_ready(START);
+    let m = marker();
+    tui.submit(&format!("!echo shell-{m}"));
+    tui.wait_screen("the shell command's output", T, |s| {
+        s.lines()
+            .any(|l| l.contains(&format!("shell-{m}")) && !l.contains('!'))
+    });
+    let ok = tui.wait_call("shell.exec", T);
+    assert_eq!(
+        ok.result.as_ref().map(|r| r["code"].clone()),
+        Some(0.into())
+    );
+    tui.wait_ready(T);
+
+    // A failing command: its stderr and its status are shown, and it is no error answer.
+    tui.submit("!ls no-such-file-here");
+    tui.wait_for("No such file or directory", T);
+    tui.wait_for("exit 2", T);
+    tui.wait_ready(T);
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}
+
+#[test]
+fn help_and_the_slash_completion_popup() {
+    let Some(tui) = Tui::start("help", Opts::default()) else {
+        return;
+    };
+    tui.wait_ready(START);
+
+    // `/` pops the completion list; `/he` narrows it to /help.
+    tui.type_text("/");
+    let all = tui.wait_call("complete.slash", T);
+    assert!(all.error.is_none(), "{all:?}");
+    tui.wait_screen("a completion popup with several commands", T, |s| {
+        tui::popup_rows(s).len() >= 3
+    });
+    tui.type_text("he");
+    tui.wait_screen("/help offered for /he", T, |s| {
+        tui::popup_rows(s).iter().any(|r| r.starts_with("/help"))
+    });
+    tui.key("C-u");
+    tui.wait_ready(T);
+
+    tui.submit("/help");
+    tui.wait_for("Hotkeys", T);
+    let catalog = tui.wait_call("commands.catalog", T);
+    let listed = tui::catalog_commands(&catalog);
+    assert!(
+        listed.iter().any(|c| c == "/help"),
+        "/help lists none of the gateway's commands (commands.catalog: {:?})",
+        catalog.result
+    );
+    tui.wait_ready(T);
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}
+
+#[test]
+fn resume_a_stored_session_at_start() {
+    let Some(first) = Tui::start("resume-1", Opts::default()) else {
+        return;
+    };
+    first.wait_ready(START);
+    let m = marker();
+    first.submit(&format!("remember-{m}"));
+    first.wait_for(&format!("You said: remember-{m}"), T);
+    first.wait_ready(T);
+    let created = first.wait_call("session.create", T);
+    let stored = created.result.as_ref().unwrap()["stored_session_id"]
+        .as_str()
+        .or_else(|| created.result.as_ref().unwrap()["info"]["stored_session_id"].as_str())
+        .expect("a stored id in session.create")
+        .to_string();
+    first.quit();
+
+    let home = first.home.clone();
+    let second = Tui::start(
+        "resume-2",
+        Opts {
+            home: Some(home),
+            env: vec![("HERMES_TUI_RESUME".into(), stored.clone())],
+            ..Opts::default()
+        },
+    )
+    .unwrap();
+    second.wait_ready(START);
+    let resumed = second.wait_call("session.resume", T);
+    assert!(resumed.error.is_none(), "{resumed:?}");
+    second.wait_for(&format!("remember-{m}"), T);
+    second.submit("and one more");
+    second.wait_for("You said: and one more", T);
+    second.wait_ready(T);
+    second.assert_no_errors(&[]);
+    second.quit();
+    drop(second);
+    drop(first);
+}
+
+#[test]
+fn a_dangerous_command_asks_allow_once_then_deny() {
+    // The offline model answers in the very loop iteration that resolves the approval; the
+    // TUI then handles `message.complete` before its own `approval.respond` callback, which
+    // sets the status back to "running…" for good (docs/TUI-COMPAT.md). A model that takes a
+    // few milliseconds per word, as every real one does, is what this scenario is about.
+    let opts = Opts {
+        env: vec![("TUI_GATEWAY_OFFLINE_DELAY_MS".into(), "20".into())],
+        ..Opts::default()
+    };
+    let Some(tui) = Tui::start("approval", opts) else {
+        return;
+    };
+    tui.wait_ready(START);
+    let victim = tui.home.join("victim");
+    std::fs::create_dir_all(victim.join("first")).unwrap();
+    std::fs::create_dir_all(victim.join("second")).unwrap();
+
+    // The trailing space ends the path word, so no path completion is open when Enter comes.
+    tui.submit(&format!("$ rm -rf {} ", victim.join("first").display()));
+    tui.wait_for("approval required", T);
+    tui.wait_for("Allow once", T);
+    tui.key("Enter"); // the first choice: allow once
+    tui.wait_for("exited with status 0", T);
+    tui.wait_ready(T);
+    assert!(
+        !victim.join("first").exists(),
+        "allowed once, yet not deleted"
+    );
+
+    tui.submit(&format!("$ rm -rf {} ", victim.join("second").display()));
+    tui.wait_for("approval required", T);
+    tui.key("Escape");
+    tui.wait_for("denied", T);
+    tui.wait_ready(T);
+    assert!(victim.join("second").exists(), "denied, yet deleted");
+    let answers: Vec<String> = tui
+        .calls()
+        .iter()
+        .filter(|c| c.method == "approval.respond")
+        .map(|c| c.params["choice"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(answers, ["once", "deny"]);
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}
+
+#[test]
+fn the_session_picker_switches_deletes_and_refuses() {
+    let Some(tui) = Tui::start("picker", Opts::default()) else {
+        return;
+    };
+    tui.wait_ready(START);
+    // A stored session that is no longer live: talk, then /new.
+    tui.submit("the closed one");
+    tui.wait_for("You said: the closed one", T);
+    tui.wait_ready(T);
+    tui.submit("/new");
+    tui.wait_for("Start a new session?", T);
+    tui.key("y");
+    tui.wait_for("new session started", T);
+    tui.wait_ready(T);
+    // Two live sessions: this one, and a second one started beside it.
+    tui.submit("the first live one");
+    tui.wait_for("You said: the first live one", T);
+    tui.wait_ready(T);
+    tui.submit("/sessions new");
+    tui.wait_for("new live session started", T);
+    tui.wait_ready(T);
+    tui.submit("the second live one");
+    tui.wait_for("You said: the second live one", T);
+    tui.wait_ready(T);
+
+    // Switch to the other live session.
+    tui.key("C-x");
+    tui.wait_for("2 live", T);
+    let rows = tui::picker_rows(&tui.screen());
+    let target = rows
+        .iter()
+        .position(|r| r.contains("the first live one") && !r.contains("today"))
+        .unwrap_or_else(|| panic!("no live row for the first session in {rows:#?}"));
+    tui.picker_select(target);
+    tui.key("Enter");
+    tui.wait_screen("the first live session's transcript", T, |s| {
+        s.contains("You said: the first live one") && !s.contains("Sessions")
+    });
+    tui.wait_ready(T);
+
+    // Delete the stored, closed session: `d` twice on its row.
+    tui.key("C-x");
+    tui.wait_for("2 live", T);
+    let rows = tui::picker_rows(&tui.screen());
+    let closed = rows
+        .iter()
+        .position(|r| r.contains("the closed one"))
+        .unwrap_or_else(|| panic!("no row for the closed session in {rows:#?}"));
+    tui.picker_select(closed);
+    tui.key("d");
+    tui.key("d");
+    tui.wait_screen("the closed session's row gone", T, |s| {
+        !s.contains("the closed one") && s.contains("Sessions")
+    });
+    let deleted = tui.wait_call("session.delete", T);
+    assert!(deleted.error.is_none(), "{deleted:?}");
+
+    // The live session's stored row: deleting it is refused, and the session goes on.
+    let rows = tui::picker_rows(&tui.screen());
+    let live_row = rows
+        .iter()
+        .position(|r| r.contains("today") && r.contains("the first live one"))
+        .unwrap_or_else(|| panic!("no stored row of the live session in {rows:#?}"));
+    tui.picker_select(live_row);
+    tui.key("d");
+    tui.key("d");
+    let refused = tui.wait_nth_call("session.delete", 2, T);
+    let err = refused
+        .error
+        .clone()
+        .unwrap_or_else(|| panic!("deleting the live session was not refused: {refused:?}"));
+    assert_eq!(err["code"], 4023, "{err}");
+    tui.key("Escape");
+    tui.wait_ready(T);
+    tui.submit("still alive");
+    tui.wait_for("You said: still alive", T);
+    tui.wait_ready(T);
+    // The refusal is the one error answer expected here.
+    tui.assert_no_errors(&["session.delete"]);
+    tui.quit();
+}
+
+#[test]
+fn usage_after_a_turn() {
+    let Some(tui) = Tui::start("usage", Opts::default()) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.submit("count these words please");
+    tui.wait_for("You said: count these words please", T);
+    tui.wait_ready(T);
+    tui.submit("/usage");
+    let usage = tui.wait_call("session.usage", T);
+    assert!(usage.error.is_none(), "{usage:?}");
+    let shown = tui.wait_screen("the usage report", T, |s| {
+        s.contains("/usage")
+            && !s
+                .lines()
+                .filter(|l| l.contains('·'))
+                .all(|l| !l.contains("usage"))
+    });
+    assert!(
+        !shown.contains("no API calls yet"),
+        "/usage after a turn says there were no calls:\n{shown}"
+    );
+    tui.wait_ready(T);
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}
+
+#[test]
+fn sigkill_of_the_gateway_mid_tool_leaves_no_tool() {
+    let Some(tui) = Tui::start("sigkill", Opts::default()) else {
+        return;
+    };
+    tui.wait_ready(START);
+    let m = marker();
+    tui.submit(&format!("$ sleep 30.{m}"));
+    let sleeper = procfs::wait_for_proc("sleep", &format!("30.{m}"), T);
+    let gateway = tui.gateway_pid();
+    procfs::kill(gateway, libc::SIGKILL);
+    procfs::wait_gone(&[sleeper.pid], secs(1), "the tool of a SIGKILLed gateway");
+    // The TUI's reaction is its own; what matters is that nothing of ours outlives it.
+    tui.key("C-c");
+    tui.key("C-d");
+    let left_ours: Vec<_> = tui
+        .processes_of_this_run()
+        .into_iter()
+        .filter(|p| p.cmdline.contains(&tui::gateway_binary()) || p.comm == "sleep")
+        .collect();
+    assert!(
+        procfs::poll_until(secs(5), || tui
+            .processes_of_this_run()
+            .iter()
+            .all(|p| !p.cmdline.contains(&tui::gateway_binary()) && p.comm != "sleep")),
+        "gateway processes left: {}",
+        procfs::describe(&left_ours)
+    );
+}
+
+/// Commands `/help` lists that this sweep does not type: they end the TUI (tested by the quit
+/// scenarios).
+const ENDS_THE_TUI: [&str; 4] = ["/quit", "/exit", "/q", "/update"];
+
+/// What `/help` shows beside the catalog: the TUI's own section.
+const TUI_SECTION: [&str; 2] = ["/details", "/fortune"];
+
+#[test]
+fn every_command_help_lists_answers_without_an_error() {
+    let Some(tui) = Tui::start("every-command", Opts::default()) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.submit("a turn first, so there is something to report");
+    tui.wait_for("You said: a turn first", T);
+    tui.wait_ready(T);
+
+    let catalog = tui.wait_call("commands.catalog", T);
+    let mut commands = tui::catalog_commands(&catalog);
+    assert!(
+        !commands.is_empty(),
+        "/help lists no gateway command (commands.catalog answered {:?})",
+        catalog.result
+    );
+    commands.extend(TUI_SECTION.iter().map(|c| c.to_string()));
+    let mut seen = std::collections::HashSet::new();
+    commands.retain(|c| seen.insert(c.clone()));
+    let mut failures = Vec::new();
+    let mut report = Vec::new();
+    for cmd in commands
+        .iter()
+        .filter(|c| !ENDS_THE_TUI.contains(&c.as_str()))
+    {
+        let calls_before = tui.calls().len();
+        tui.submit(cmd);
+        let outcome = tui.settle_after_command(cmd);
+        let screen = tui.screen();
+        let lines = tui::error_lines_after_echo(&screen, cmd);
+        let answers: Vec<String> = tui.calls()[calls_before..]
+            .iter()
+            .filter_map(|c| {
+                let e = c.error.as_ref()?;
+                Some(format!(
+                    "{} → {} ({})",
+                    c.method,
+                    e["message"].as_str().unwrap_or("?"),
+                    e["code"]
+                ))
+            })
+            .collect();
+        report.push(format!("{cmd}: {outcome}"));
+        if cmd == "/statusbar" {
+            // It hides the status bar, where the sweep reads `ready`: put it back.
+            tui.submit("/statusbar on");
+            tui.settle_after_command("/statusbar on");
+        }
+        if !lines.is_empty() || !answers.is_empty() || outcome.starts_with("stuck") {
+            failures.push(format!(
+                "{cmd}: {outcome}; screen {lines:?}; answers {answers:?}"
+            ));
+        }
+    }
+    eprintln!("slash sweep:\n  {}", report.join("\n  "));
+    assert!(
+        failures.is_empty(),
+        "{} of {} commands failed:\n  {}",
+        failures.len(),
+        commands.len(),
+        failures.join("\n  ")
+    );
+    tui.quit();
+}
