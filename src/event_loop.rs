@@ -49,6 +49,8 @@ pub enum Timer {
     Tool(u64, crate::tools::ToolTimer),
     /// An approval waited too long: deny it.
     ApprovalTimeout(String),
+    /// A `model.options` fetch of the endpoint's model list waited too long.
+    ModelList(u64),
 }
 
 /// Who owns a dynamic token's source.
@@ -58,6 +60,8 @@ pub enum Route {
     Turn(String),
     /// A pipe or exit descriptor of a running tool.
     Tool(u64),
+    /// The socket (or resolver) of a `model.options` fetch.
+    ModelList(u64),
 }
 
 /// Where the protocol flows: the process's stdin/stdout, or descriptors the host gives us.
@@ -90,6 +94,8 @@ pub struct Gateway {
     pub(crate) by_token: HashMap<Token, Route>,
     /// Running commands, approvals.
     pub(crate) tools: crate::tools::Tools,
+    /// `model.options` requests waiting for the endpoint's model list.
+    pub(crate) model_fetches: crate::methods::models::Fetches,
     pub(crate) next_token: usize,
     pub(crate) timers: TimerWheel<Timer>,
     pub(crate) out: OutQueue,
@@ -211,6 +217,7 @@ impl Gateway {
             live_by_stored: HashMap::new(),
             by_token: HashMap::new(),
             tools: crate::tools::Tools::new(&cfg_home_for_tools),
+            model_fetches: Default::default(),
             next_token: FIRST_DYNAMIC,
             out,
             input: io.input,
@@ -554,6 +561,7 @@ impl Gateway {
                 Timer::ApprovalTimeout(request_id) => {
                     crate::tools::approval::expire(self, &request_id, now)
                 }
+                Timer::ModelList(id) => crate::methods::models::on_timeout(self, id),
             }
         }
     }
@@ -562,6 +570,7 @@ impl Gateway {
         match self.by_token.get(&token).cloned() {
             Some(Route::Turn(rid)) => self.schedule(&rid),
             Some(Route::Tool(id)) => self.tools.mark_ready(id),
+            Some(Route::ModelList(id)) => crate::methods::models::on_ready(self, id),
             None => {}
         }
     }

@@ -86,6 +86,7 @@ pub fn step(gw: &mut Gateway, now: Instant) {
                     gw.interrupt_turn(&rid, now);
                 }
                 crate::tools::stop_shell_commands(gw, now);
+                crate::methods::models::answer_all(gw);
                 let kill_at = now + kill_grace;
                 gw.timers
                     .insert(kill_at.min(hard_deadline), Timer::ShutdownStep);

@@ -49,29 +49,6 @@ pub fn setup_status(gw: &Gateway) -> Value {
     })
 }
 
-fn config_mtime(gw: &Gateway) -> f64 {
-    std::fs::metadata(gw.cfg.home.join("config.yaml"))
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
-pub fn config_get(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
-    let key = super::params::opt_str(p, "key")?.unwrap_or("full");
-    Ok(match key {
-        "full" => json!({
-            "config": {
-                "model": { "default": gw.provider.default_model(), "provider": gw.provider.name() },
-                "hermes_home": gw.cfg.home.display().to_string(),
-            }
-        }),
-        "mtime" => json!({ "mtime": config_mtime(gw) }),
-        // Keys we hold nothing for answer an empty value rather than an error.
-        _ => json!({ "key": key, "value": null }),
-    })
-}
-
 /// `input.detect_drop {session_id, text}`: we recognise no dropped files.
 pub fn detect_drop(p: &Params) -> Result<Value, RpcError> {
     super::params::opt_str(p, "text")?;

@@ -4,7 +4,9 @@
 mod absent;
 mod commands;
 mod complete;
+mod config;
 mod gateway;
+pub(crate) mod models;
 mod ops;
 mod params;
 mod prompt;
@@ -28,6 +30,9 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
     if req.method == "shell.exec" {
         return prompt::shell_exec(gw, &req.id, p, now);
     }
+    if req.method == "model.options" {
+        return models::options(gw, &req.id, p, now);
+    }
     if req.method == "session.compress" {
         return ops::compress(gw, &req.id, p, now);
     }
@@ -44,7 +49,10 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
         "gateway.capabilities" => Ok(gateway::capabilities()),
         "setup.status" => Ok(gateway::setup_status(gw)),
         "commands.catalog" => Ok(commands::catalog(gw)),
-        "config.get" => gateway::config_get(gw, p),
+        "config.get" => config::get(gw, p),
+        "config.set" => config::set(gw, p),
+        "model.save_key" => models::save_key(p),
+        "model.disconnect" => models::disconnect(p),
         "pet.cells" => Ok(serde_json::json!({"enabled": false})),
         "input.detect_drop" => gateway::detect_drop(p),
         "complete.slash" => commands::complete_slash(gw, p),

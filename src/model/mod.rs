@@ -1,5 +1,6 @@
 //! Model providers: the small trait the loop drives, and the built-in offline model.
 
+pub mod catalog;
 pub mod context;
 pub mod http;
 pub mod offline;
@@ -95,6 +96,12 @@ pub trait Provider {
     fn default_model(&self) -> &str;
     /// Begin a call. Failures to start are reported as a `Failed` event by the call.
     fn start(&mut self, req: ModelRequest<'_>, ctx: &mut CallContext<'_>) -> Box<dyn ModelCall>;
+    /// The model new sessions get from now on (`config.set model --global`).
+    fn set_default_model(&mut self, _model: &str) {}
+    /// The OpenAI-compatible endpoint and its key, for listing models.
+    fn endpoint(&self) -> Option<(&str, Option<&str>)> {
+        None
+    }
     /// Take back a connection a finished call left reusable.
     fn recycle(&mut self, _connection: Box<dyn std::any::Any>) {}
 }

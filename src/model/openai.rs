@@ -132,6 +132,14 @@ impl Provider for OpenAiProvider {
         &self.settings.model
     }
 
+    fn set_default_model(&mut self, model: &str) {
+        self.settings.model = model.to_string();
+    }
+
+    fn endpoint(&self) -> Option<(&str, Option<&str>)> {
+        Some((&self.settings.base_url, self.settings.api_key.as_deref()))
+    }
+
     fn start(&mut self, req: ModelRequest<'_>, ctx: &mut CallContext<'_>) -> Box<dyn ModelCall> {
         let body = json!({
             "model": req.model,
@@ -861,7 +869,7 @@ fn error_detail(body: &[u8]) -> String {
 
 /// Resolve `host` on a helper thread; its answer arrives on the returned socket as lines
 /// `addr A` or `error E`, then EOF.
-fn spawn_resolver(host: &str, port: u16) -> io::Result<UnixStream> {
+pub(crate) fn spawn_resolver(host: &str, port: u16) -> io::Result<UnixStream> {
     let (tx, rx) = std::os::unix::net::UnixStream::pair()?;
     rx.set_nonblocking(true)?;
     let host = host.to_string();

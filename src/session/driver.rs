@@ -37,6 +37,12 @@ impl Gateway {
 
     /// The context window of `model` in tokens.
     pub(crate) fn context_window_for(&self, model: &str) -> u64 {
+        // The offline model runs whatever the session's model is called.
+        let model = if self.provider.name() == "offline" {
+            "offline"
+        } else {
+            model
+        };
         crate::model::context::context_window(&self.cfg, model)
     }
 

@@ -71,6 +71,12 @@ pub struct Session {
     pub dirty: bool,
     /// Dangerous-command rules the user approved for this session.
     pub approved_rules: Vec<String>,
+    /// `/yolo`: dangerous commands run without asking (refused ones stay refused).
+    pub yolo: bool,
+    /// `/reasoning LEVEL` for this session (`None`: config.yaml's or the default).
+    pub reasoning_effort: Option<String>,
+    /// `/verbose` mode of this session (`off|new|all|verbose`; `None`: config.yaml's).
+    pub tool_progress: Option<String>,
     /// The stored session this one branched or was compacted from (`parent_session_id`).
     pub parent_session_id: Option<String>,
     /// Undo shortened the transcript: only this many stored rows stay (the rest are deleted
@@ -132,6 +138,9 @@ impl Session {
             queue_dirty: false,
             dirty: false,
             approved_rules: Vec::new(),
+            yolo: false,
+            reasoning_effort: None,
+            tool_progress: None,
             parent_session_id: None,
             stored_keep: None,
             background: None,

@@ -71,12 +71,13 @@ impl Approvals {
     }
 }
 
+/// Approved without asking: always, for this session, or the session is in yolo mode.
 pub fn pre_approved(gw: &Gateway, rid: &str, rule: &str) -> bool {
     gw.tools.approvals.always.contains(rule)
         || gw
             .sessions
             .get(rid)
-            .is_some_and(|s| s.approved_rules.iter().any(|r| r == rule))
+            .is_some_and(|s| s.yolo || s.approved_rules.iter().any(|r| r == rule))
 }
 
 /// Ask the user about a dangerous command; the turn waits.

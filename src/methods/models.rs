@@ -1,0 +1,252 @@
+//! `model.options` for the TUI's `/model` picker: the running provider with the models
+//! config.yaml names plus what the endpoint's `GET /models` lists. The list is fetched on the
+//! loop (`model::catalog`) and the request answered when it arrives, within `FETCH_TIMEOUT`;
+//! a failure still answers, with config.yaml's models and a warning.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use mio::Token;
+use serde_json::{Value, json};
+use yaml_rust2::Yaml;
+
+use super::params::{self, Params};
+use super::{Reply, config};
+use crate::event_loop::{Gateway, Route, Timer};
+use crate::model::catalog::{Fetched, ModelsFetch};
+use crate::rpc::RpcError;
+use crate::rpc::frame::{self, code};
+use crate::timer::TimerId;
+
+/// Longest a `model.options` answer waits for the endpoint's list.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+struct Pending {
+    request_id: Value,
+    fetch: ModelsFetch,
+    token: Token,
+    timer: TimerId,
+    /// The answer without the fetched models.
+    answer: Value,
+    url: String,
+}
+
+/// `model.options` requests waiting for their model list.
+#[derive(Default)]
+pub struct Fetches {
+    pending: HashMap<u64, Pending>,
+    next: u64,
+}
+
+/// The picker's slug and display name of the provider this gateway runs.
+pub fn current_provider(gw: &Gateway) -> (String, String) {
+    if gw.provider.name() == "offline" {
+        return ("offline".into(), "Offline (built in)".into());
+    }
+    let configured = gw.cfg.base_url.is_none() && gw.cfg.api_key.is_none();
+    let slug = configured
+        .then(|| crate::model::select::load_model_section(&gw.cfg).ok())
+        .flatten()
+        .and_then(|s| s.provider)
+        .unwrap_or_else(|| gw.provider.name().to_string());
+    let name = match slug.as_str() {
+        "openai" => "OpenAI".to_string(),
+        "openrouter" => "OpenRouter".to_string(),
+        other => other.to_string(),
+    };
+    (slug, name)
+}
+
+/// Models config.yaml names: `model.default` (or `model: NAME`) and a `model.models` list.
+fn configured_models(doc: &Yaml) -> Vec<String> {
+    let mut out = Vec::new();
+    let model = &doc["model"];
+    for y in [model, &model["default"]] {
+        if let Yaml::String(s) = y {
+            out.push(s.trim().to_string());
+        }
+    }
+    if let Yaml::Array(list) = &model["models"] {
+        out.extend(
+            list.iter()
+                .filter_map(|m| m.as_str())
+                .map(|m| m.trim().to_string()),
+        );
+    }
+    out
+}
+
+fn push_unique(list: &mut Vec<String>, items: impl IntoIterator<Item = String>) {
+    for m in items {
+        if !m.is_empty() && !list.contains(&m) {
+            list.push(m);
+        }
+    }
+}
+
+fn set_models(answer: &mut Value, models: &[String], warning: Option<String>) {
+    let row = &mut answer["providers"][0];
+    row["models"] = json!(models);
+    row["total_models"] = json!(models.len());
+    if let Some(w) = warning {
+        row["warning"] = json!(w);
+    }
+}
+
+/// `model.options {session_id?, refresh?}`: answered now, or once the endpoint answered.
+pub fn options(gw: &mut Gateway, id: &Value, p: &Params, now: Instant) -> Reply {
+    let answer = match base_answer(gw, p) {
+        Ok(a) => a,
+        Err(e) => return Some(Err(e)),
+    };
+    let Some((url, key)) = gw
+        .provider
+        .endpoint()
+        .map(|(u, k)| (u.to_string(), k.map(str::to_string)))
+    else {
+        return Some(Ok(answer));
+    };
+    let fetch_id = gw.model_fetches.next;
+    gw.model_fetches.next += 1;
+    let token = gw.alloc_token(Route::ModelList(fetch_id));
+    match ModelsFetch::start(&url, key.as_deref(), gw.poll.registry(), token) {
+        Ok(fetch) => {
+            let timer = gw
+                .timers
+                .insert(now + FETCH_TIMEOUT, Timer::ModelList(fetch_id));
+            gw.model_fetches.pending.insert(
+                fetch_id,
+                Pending {
+                    request_id: id.clone(),
+                    fetch,
+                    token,
+                    timer,
+                    answer,
+                    url,
+                },
+            );
+            // A literal address may already be connected: look at once.
+            on_ready(gw, fetch_id);
+            None
+        }
+        Err(e) => {
+            gw.by_token.remove(&token);
+            let mut answer = answer;
+            let models: Vec<String> =
+                serde_json::from_value(answer["providers"][0]["models"].clone())
+                    .unwrap_or_default();
+            set_models(&mut answer, &models, Some(list_warning(&url, &e)));
+            Some(Ok(answer))
+        }
+    }
+}
+
+fn list_warning(url: &str, why: &str) -> String {
+    format!("could not list the models at {url} ({why}); showing the configured ones")
+}
+
+fn base_answer(gw: &Gateway, p: &Params) -> Result<Value, RpcError> {
+    params::opt_str(p, "session_id")?;
+    let session_model = match params::opt_str(p, "session_id")? {
+        Some(id) if !id.trim().is_empty() => Some(
+            gw.sessions
+                .get(id.trim())
+                .ok_or_else(RpcError::session_not_found)?
+                .model
+                .clone(),
+        ),
+        _ => None,
+    };
+    let current = session_model.unwrap_or_else(|| gw.provider.default_model().to_string());
+    let (slug, name) = current_provider(gw);
+    let mut models = vec![current.clone()];
+    if slug != "offline" {
+        push_unique(&mut models, [gw.provider.default_model().to_string()]);
+        push_unique(&mut models, configured_models(&config::doc(gw)));
+    }
+    let auth_type = if slug == "offline" { "none" } else { "api_key" };
+    Ok(json!({
+        "model": current,
+        "provider": slug,
+        "providers": [{
+            "slug": slug,
+            "name": name,
+            "models": models,
+            "total_models": models.len(),
+            "is_current": true,
+            "authenticated": true,
+            "auth_type": auth_type,
+        }],
+    }))
+}
+
+/// A source of the fetch is ready (or it just started): make progress, answer when done.
+pub fn on_ready(gw: &mut Gateway, fetch_id: u64) {
+    let Some(p) = gw.model_fetches.pending.get_mut(&fetch_id) else {
+        return;
+    };
+    if let Fetched::Done(result) = p.fetch.advance(gw.poll.registry()) {
+        finish(gw, fetch_id, result);
+    }
+}
+
+/// The endpoint took too long: answer with what config.yaml lists.
+pub fn on_timeout(gw: &mut Gateway, fetch_id: u64) {
+    if let Some(p) = gw.model_fetches.pending.get_mut(&fetch_id) {
+        p.fetch.abort(gw.poll.registry());
+        let why = format!("no answer within {}s", FETCH_TIMEOUT.as_secs());
+        finish(gw, fetch_id, Err(why));
+    }
+}
+
+/// Shutdown: answer every waiting request now.
+pub fn answer_all(gw: &mut Gateway) {
+    let ids: Vec<u64> = gw.model_fetches.pending.keys().copied().collect();
+    for id in ids {
+        if let Some(p) = gw.model_fetches.pending.get_mut(&id) {
+            p.fetch.abort(gw.poll.registry());
+        }
+        finish(gw, id, Err("the gateway is shutting down".into()));
+    }
+}
+
+fn finish(gw: &mut Gateway, fetch_id: u64, result: Result<Vec<String>, String>) {
+    let Some(mut p) = gw.model_fetches.pending.remove(&fetch_id) else {
+        return;
+    };
+    gw.timers.cancel(p.timer);
+    gw.by_token.remove(&p.token);
+    let mut models: Vec<String> =
+        serde_json::from_value(p.answer["providers"][0]["models"].clone()).unwrap_or_default();
+    let warning = match result {
+        Ok(ids) => {
+            push_unique(&mut models, ids);
+            None
+        }
+        Err(why) => Some(list_warning(&p.url, &why)),
+    };
+    set_models(&mut p.answer, &models, warning);
+    gw.out.push(frame::response(&p.request_id, &p.answer));
+}
+
+/// `model.save_key`: keys live in config.yaml or the environment here, not in a store the
+/// picker writes.
+pub fn save_key(p: &Params) -> Result<Value, RpcError> {
+    params::opt_str(p, "slug")?;
+    params::opt_str(p, "api_key")?;
+    Err(RpcError::new(
+        code::NOT_SUPPORTED,
+        "not supported by tui-gateway: saving keys from the picker; set model.api_key (or \
+         model.api_key_env) in config.yaml, or OPENAI_API_KEY, and restart",
+    ))
+}
+
+/// `model.disconnect`: nothing to disconnect, for the same reason.
+pub fn disconnect(p: &Params) -> Result<Value, RpcError> {
+    params::opt_str(p, "slug")?;
+    Err(RpcError::new(
+        code::NOT_SUPPORTED,
+        "not supported by tui-gateway: disconnecting from the picker; remove the key from \
+         config.yaml or the environment and restart",
+    ))
+}
