@@ -1083,6 +1083,67 @@ fn interrupt_during_a_long_retry_after_wait() {
 }
 
 #[test]
+fn an_absurd_retry_after_is_capped_and_the_gateway_keeps_serving() {
+    let mock = MockAi::script(vec![Reply::status_with(
+        429,
+        &[("Retry-After", "1e30")],
+        r#"{"error":{"message":"come back never"}}"#,
+    )]);
+    let mut g = start_for(&mock);
+    let s = g.create_session(json!({}));
+    let start = submit(&mut g, &s.id, "patience");
+    let notice = g.wait_session_event(&s.id, "status.update", T);
+    let text = notice["payload"]["text"].as_str().unwrap_or("");
+    assert!(text.contains("retrying in 30.0s"), "{notice}");
+    g.ping();
+    g.call("session.interrupt", json!({"session_id": s.id}));
+    let turn = g.finish_turn(&s.id, start, secs(5));
+    assert_eq!(turn.complete["payload"]["status"], "interrupted");
+    assert!(g.try_exit().is_none(), "the gateway must keep running");
+}
+
+#[test]
+fn thousands_of_tool_calls_in_one_answer_end_in_a_normal_turn() {
+    // Each call fails at once (unknown tool); past the per-answer cap they are answered without
+    // running. Neither may exhaust the stack or the gateway.
+    const CALLS: u64 = 8_000;
+    let mut ev = vec![ev_role()];
+    ev.extend((0..CALLS).map(|i| ev_tool_start(i, &format!("c{i}"), "nosuch", "{}")));
+    ev.push(ev_finish("tool_calls"));
+    ev.push(ev_usage(10, CALLS));
+    let mock = MockAi::script(vec![
+        Reply::Stream(Stream::new(ev)),
+        Reply::text(&["all ", "answered"], (5, 2)),
+        Reply::text(&["yes"], (1, 1)),
+    ]);
+    let mut g = start_for(&mock);
+    let other = g.create_session(json!({}));
+    let s = g.create_session(json!({}));
+    let start = submit(&mut g, &s.id, "call everything");
+    let turn = g.finish_turn(&s.id, start, secs(60));
+    let p = &turn.complete["payload"];
+    assert_eq!(p["status"], "complete", "{}", p["error"]);
+    assert_eq!(turn.text, "all answered");
+    let started = turn
+        .events
+        .iter()
+        .filter(|e| e["type"] == "tool.start")
+        .count();
+    assert!(started <= 128, "{started} calls started; the cap is 128");
+    // Every call has a result in the transcript the model is sent next.
+    let second = &mock.requests()[1];
+    let results = second
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .count();
+    assert_eq!(results as u64, CALLS);
+    // The gateway still serves other sessions.
+    let t = g.run_turn(&other.id, "still there?");
+    assert_eq!(t.complete["payload"]["status"], "complete");
+}
+
+#[test]
 fn malformed_event_stream() {
     let ev = vec![
         ev_role(),

@@ -737,10 +737,16 @@ impl OpenAiCall {
         let retryable = status == 429 || (500..600).contains(&status);
         if retryable && self.attempt < self.settings.retries {
             self.attempt += 1;
-            let backoff = retry_after
-                .map(Duration::from_secs_f64)
-                .unwrap_or(self.settings.retry_base * 2u32.saturating_pow(self.attempt - 1))
-                .min(RETRY_CAP);
+            // A server's number (1e30 included) or our doubling, never past the cap.
+            let backoff = match retry_after {
+                Some(secs) => Duration::try_from_secs_f64(secs).unwrap_or(RETRY_CAP),
+                None => self
+                    .settings
+                    .retry_base
+                    .checked_mul(2u32.saturating_pow(self.attempt - 1))
+                    .unwrap_or(RETRY_CAP),
+            }
+            .min(RETRY_CAP);
             self.release(ctx);
             self.phase = Phase::Backoff {
                 until: now + backoff,

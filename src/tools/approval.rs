@@ -211,8 +211,10 @@ fn resolve(gw: &mut Gateway, request_id: &str, choice: &str, now: Instant) {
                     eprintln!("[gateway] could not save the approval: {e}");
                 }
             }
+            let rid = p.rid.clone();
             if !super::launch_for_turn(gw, &p.rid, p.call, p.args, now) {
-                // It finished at once (fenced or failed to start); finish_call moved on.
+                // It finished at once (fenced or failed to start): move the turn on.
+                super::next_tool(gw, &rid, now);
             }
         }
         "deny" => deny(gw, request_id, "denied by the user", now),

@@ -39,6 +39,8 @@ const LIVE_MAX: usize = 8 * 1024;
 const DRAIN: Duration = Duration::from_millis(200);
 /// Model rounds in one turn before the turn is stopped.
 pub const MAX_ROUNDS: u32 = 50;
+/// Tool calls of one model answer that are run; the rest are answered without running.
+pub const MAX_CALLS_PER_ANSWER: usize = 128;
 /// `shell.exec` timeout.
 const SHELL_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -229,8 +231,16 @@ pub fn terminal_schema() -> Value {
 
 // ---- turns ----
 
-/// Run the calls of one model round one after another, then continue the turn.
-pub fn run_tool_calls(gw: &mut Gateway, rid: &str, calls: Vec<ToolCall>, now: Instant) {
+/// Run the calls of one model round one after another, then continue the turn. Past
+/// [`MAX_CALLS_PER_ANSWER`] each call is answered without running.
+pub fn run_tool_calls(gw: &mut Gateway, rid: &str, mut calls: Vec<ToolCall>, now: Instant) {
+    if calls.len() > MAX_CALLS_PER_ANSWER {
+        let excess = calls.split_off(MAX_CALLS_PER_ANSWER);
+        let why = format!("too many tool calls in one answer (at most {MAX_CALLS_PER_ANSWER} run)");
+        answer_unrun(gw, rid, &excess, "", &why);
+        let text = format!("{} tool calls not run: {why}", excess.len());
+        gw.emit(rid, "status.update", json!({"kind": "warn", "text": text}));
+    }
     if let Some(turn) = gw.turn_mut(rid) {
         turn.pending_tools.extend(calls);
     }
@@ -243,6 +253,11 @@ pub(crate) fn next_tool(gw: &mut Gateway, rid: &str, now: Instant) {
         let Some(turn) = gw.turn_mut(rid) else {
             return;
         };
+        if turn.interrupting {
+            skip_pending(gw, rid, "[Command not run: the turn was interrupted]");
+            gw.end_turn(rid, "interrupted", None, now);
+            return;
+        }
         let Some(call) = turn.pending_tools.pop_front() else {
             if turn.rounds >= MAX_ROUNDS {
                 let msg = format!("stopped after {MAX_ROUNDS} model calls in one turn");
@@ -269,7 +284,7 @@ fn start_tool_call(gw: &mut Gateway, rid: &str, call: ToolCall, now: Instant) ->
     );
     if call.name != "terminal" {
         let err = format!("unknown tool: {}", call.name);
-        finish_call(gw, rid, &call, &args, "", None, Some(err), 0.0, now);
+        record_result(gw, rid, &call, &args, "", None, Some(err), 0.0);
         return false;
     }
     let Some(command) = args
@@ -278,11 +293,11 @@ fn start_tool_call(gw: &mut Gateway, rid: &str, call: ToolCall, now: Instant) ->
         .map(str::to_string)
     else {
         let err = "invalid arguments: command (a string) is required".to_string();
-        finish_call(gw, rid, &call, &args, "", None, Some(err), 0.0, now);
+        record_result(gw, rid, &call, &args, "", None, Some(err), 0.0);
         return false;
     };
     if command.trim().is_empty() {
-        finish_call(
+        record_result(
             gw,
             rid,
             &call,
@@ -291,14 +306,13 @@ fn start_tool_call(gw: &mut Gateway, rid: &str, call: ToolCall, now: Instant) ->
             None,
             Some("empty command".into()),
             0.0,
-            now,
         );
         return false;
     }
     match policy::check(&command) {
         policy::Verdict::Refuse { reason } => {
             let err = format!("blocked: {reason}");
-            finish_call(gw, rid, &call, &args, "", None, Some(err), 0.0, now);
+            record_result(gw, rid, &call, &args, "", None, Some(err), 0.0);
             false
         }
         policy::Verdict::Ask { key, description } if !approval::pre_approved(gw, rid, key) => {
@@ -319,7 +333,7 @@ pub(crate) fn launch_for_turn(
 ) -> bool {
     if gw.shutdown.is_some() {
         let out = "[host is exiting: command not started]";
-        finish_call(gw, rid, &call, &args, out, Some(130), None, 0.0, now);
+        record_result(gw, rid, &call, &args, out, Some(130), None, 0.0);
         return false;
     }
     let command = args
@@ -365,13 +379,14 @@ pub(crate) fn launch_for_turn(
         }
         Err(e) => {
             let err = format!("could not start the command: {e}");
-            finish_call(gw, rid, &call, &args, "", None, Some(err), 0.0, now);
+            record_result(gw, rid, &call, &args, "", None, Some(err), 0.0);
             false
         }
     }
 }
 
-/// Record a finished call: the tool message (committed this iteration), then `tool.complete`.
+/// A call that finished later (its command ended, its approval was answered): record its
+/// result, then move the turn on.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn finish_call(
     gw: &mut Gateway,
@@ -383,6 +398,24 @@ pub(crate) fn finish_call(
     error: Option<String>,
     duration_s: f64,
     now: Instant,
+) {
+    record_result(gw, rid, call, args, output, exit_code, error, duration_s);
+    next_tool(gw, rid, now);
+}
+
+/// Record a finished call: the tool message (committed this iteration), then `tool.complete`.
+/// Never moves the turn on itself, so calls that finish at once are run by `next_tool`'s loop
+/// rather than by recursion.
+#[allow(clippy::too_many_arguments)]
+fn record_result(
+    gw: &mut Gateway,
+    rid: &str,
+    call: &ToolCall,
+    args: &Value,
+    output: &str,
+    exit_code: Option<i32>,
+    error: Option<String>,
+    duration_s: f64,
 ) {
     let result = json!({"output": output, "exit_code": exit_code, "error": error});
     if let Some(s) = gw.sessions.get_mut(rid) {
@@ -402,13 +435,6 @@ pub(crate) fn finish_call(
         payload["error"] = json!(e);
     }
     gw.emit(rid, "tool.complete", payload);
-    let interrupting = gw.turn(rid).is_some_and(|t| t.interrupting);
-    if interrupting {
-        skip_pending(gw, rid, "[Command not run: the turn was interrupted]");
-        gw.end_turn(rid, "interrupted", None, now);
-    } else {
-        next_tool(gw, rid, now);
-    }
 }
 
 /// The one line the TUI shows when a call ends: why it failed, its exit status, or how much
@@ -442,16 +468,23 @@ fn live_preview(text: &str) -> Option<String> {
 
 /// Give every call not yet run a result, so the transcript stays valid for a model API.
 fn skip_pending(gw: &mut Gateway, rid: &str, why: &str) {
+    let pending: Vec<ToolCall> = match gw.turn_mut(rid) {
+        Some(turn) => turn.pending_tools.drain(..).collect(),
+        None => return,
+    };
+    answer_unrun(gw, rid, &pending, why, "not run");
+}
+
+/// Give each call a result saying it was not run (no events: the calls never started).
+fn answer_unrun(gw: &mut Gateway, rid: &str, calls: &[ToolCall], output: &str, error: &str) {
     let Some(s) = gw.sessions.get_mut(rid) else {
         return;
     };
-    let Some(turn) = s.turn.as_mut() else { return };
-    let pending: Vec<ToolCall> = turn.pending_tools.drain(..).collect();
-    for call in pending {
-        let result = json!({"output": why, "exit_code": null, "error": "not run"});
-        let mut m = Message::new(Role::Tool, Some(result.to_string()), util::unix_now());
-        m.tool_call_id = Some(call.id);
-        m.tool_name = Some(call.name);
+    let result = json!({"output": output, "exit_code": null, "error": error}).to_string();
+    for call in calls {
+        let mut m = Message::new(Role::Tool, Some(result.clone()), util::unix_now());
+        m.tool_call_id = Some(call.id.clone());
+        m.tool_name = Some(call.name.clone());
         s.append(m);
     }
     gw.mark_dirty(rid);
