@@ -256,6 +256,9 @@ fn session_keys_yolo_reasoning_and_verbose() {
         (Some("high"), Some("show")),
         "{r}"
     );
+    // `/reasoning` with no argument asks without a session id: the active session answers.
+    let r = g.call("config.get", json!({"key": "reasoning"}));
+    assert_eq!(r["value"], "high", "{r}");
     let r = g.call(
         "config.set",
         json!({"key": "reasoning", "session_id": sid, "value": "hide"}),
@@ -264,7 +267,7 @@ fn session_keys_yolo_reasoning_and_verbose() {
     let r = g.call("config.get", json!({"key": "reasoning"}));
     assert_eq!(
         (r["value"].as_str(), r["display"].as_str()),
-        (Some("medium"), Some("hide")),
+        (Some("high"), Some("hide")),
         "{r}"
     );
     // verbose cycles off → new → all → verbose → off, starting from the default (all).

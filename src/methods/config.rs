@@ -518,7 +518,9 @@ pub fn get(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
         })),
         "verbose" => value(json!(verbose_mode(gw, rid.as_deref()))),
         "reasoning" => {
+            // The TUI's `/reasoning` asks without a session: read the most recently active one.
             let effort = session
+                .or_else(|| gw.sessions.values().max_by_key(|s| s.last_active))
                 .and_then(|s| s.reasoning_effort.clone())
                 .or_else(|| match &d["agent"]["reasoning_effort"] {
                     Yaml::Boolean(false) => Some("none".into()),
