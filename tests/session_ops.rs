@@ -430,7 +430,13 @@ fn compress_summarises_into_a_linked_session_and_survives_a_kill() {
     // The most recent session is the continuation, and it resumes as the user saw it.
     let recent = g.call("session.most_recent", json!({}));
     assert_eq!(recent["session_id"], new_stored.as_str());
-    let resumed = resume(&mut g, &new_stored);
+    // Lists show the continuation only, and resuming the old id or title lands in it.
+    let list = g.call("session.list", json!({}));
+    assert_eq!(listed_ids(&list), [new_stored.as_str()], "{list}");
+    let resumed = resume(&mut g, "Long talk");
+    assert_eq!(resumed["resumed"], new_stored.as_str());
+    let again = resume(&mut g, &s.stored);
+    assert_eq!(again["session_id"], resumed["session_id"]);
     assert_eq!(shown(&resumed["messages"]), summary);
     let sid = resumed["session_id"].as_str().unwrap().to_string();
     // And the conversation goes on in it.
@@ -471,8 +477,19 @@ fn a_session_near_its_context_window_is_compacted_after_a_turn() {
         .unwrap()
         .to_string();
     assert_ne!(new_stored, s.stored);
-    // A prompt after it runs in the continuation.
-    g.run_turn(&s.id, "short");
+    // A prompt after it runs in the continuation, which (the window being tiny) is compacted
+    // in its turn.
+    let short = g.run_turn(&s.id, "short");
+    g.wait_frame(
+        |f| {
+            event_type(f) == Some("status.update")
+                && f["params"]["payload"]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("✓ context compacted"))
+        },
+        T,
+    )
+    .unwrap_or_else(|| panic!("no second compaction\n{}", g.diag()));
 
     let mut g = kill_and_restart(&mut g, &home.path, &[]);
     let db = g.db();
@@ -485,7 +502,17 @@ fn a_session_near_its_context_window_is_compacted_after_a_turn() {
         roles(&db, &new_stored),
         ["system", "user", "assistant", "user", "assistant"]
     );
-    assert_eq!(resume(&mut g, &new_stored)["message_count"], 5);
+    // Resuming the first id follows the chain to where the conversation went on.
+    let r = resume(&mut g, &s.stored);
+    let tip = r["resumed"].as_str().unwrap().to_string();
+    assert_eq!(
+        session_col(&db, &tip, "parent_session_id").as_deref(),
+        Some(new_stored.as_str())
+    );
+    let msgs = shown(&r["messages"]);
+    assert_eq!(msgs.len(), 3, "{msgs:?}");
+    assert_eq!(msgs[0].0, "system");
+    assert_eq!(msgs[2].1, short.text);
 }
 
 #[test]

@@ -343,6 +343,7 @@ fn the_session_picker_switches_deletes_and_refuses() {
         .unwrap_or_else(|| panic!("no row for the closed session in {rows:#?}"));
     tui.picker_select(closed);
     tui.key("d");
+    tui.wait_for("press d again to delete", T);
     tui.key("d");
     tui.wait_screen("the closed session's row gone", T, |s| {
         !s.contains("the closed one") && s.contains("Sessions")
@@ -358,6 +359,7 @@ fn the_session_picker_switches_deletes_and_refuses() {
         .unwrap_or_else(|| panic!("no stored row of the live session in {rows:#?}"));
     tui.picker_select(live_row);
     tui.key("d");
+    tui.wait_for("press d again to delete", T);
     tui.key("d");
     let refused = tui.wait_nth_call("session.delete", 2, T);
     let err = refused
@@ -387,17 +389,24 @@ fn usage_after_a_turn() {
     tui.submit("/usage");
     let usage = tui.wait_call("session.usage", T);
     assert!(usage.error.is_none(), "{usage:?}");
-    let shown = tui.wait_screen("the usage report", T, |s| {
-        s.contains("/usage")
-            && !s
-                .lines()
-                .filter(|l| l.contains('·'))
-                .all(|l| !l.contains("usage"))
-    });
+    // The TUI's usage panel, from the flat fields of session.usage: one model call so far.
+    let shown = tui.wait_for("Total tokens", T);
     assert!(
         !shown.contains("no API calls yet"),
         "/usage after a turn says there were no calls:\n{shown}"
     );
+    let calls_row = shown
+        .lines()
+        .find(|l| l.contains("API calls"))
+        .unwrap_or_else(|| panic!("no API calls row:\n{shown}"));
+    assert_eq!(
+        calls_row.split_whitespace().nth(3),
+        Some("1"),
+        "API calls row: {calls_row:?}"
+    );
+    let result = usage.result.unwrap();
+    assert_eq!(result["calls"], 1, "{result}");
+    assert!(result["input"].as_u64() > Some(0), "{result}");
     tui.wait_ready(T);
     tui.assert_no_errors(&[]);
     tui.quit();
@@ -412,25 +421,13 @@ fn sigkill_of_the_gateway_mid_tool_leaves_no_tool() {
     let m = marker();
     tui.submit(&format!("$ sleep 30.{m}"));
     let sleeper = procfs::wait_for_proc("sleep", &format!("30.{m}"), T);
-    let gateway = tui.gateway_pid();
-    procfs::kill(gateway, libc::SIGKILL);
+    procfs::kill(tui.gateway_pid(), libc::SIGKILL);
     procfs::wait_gone(&[sleeper.pid], secs(1), "the tool of a SIGKILLed gateway");
-    // The TUI's reaction is its own; what matters is that nothing of ours outlives it.
-    tui.key("C-c");
-    tui.key("C-d");
-    let left_ours: Vec<_> = tui
-        .processes_of_this_run()
-        .into_iter()
-        .filter(|p| p.cmdline.contains(&tui::gateway_binary()) || p.comm == "sleep")
-        .collect();
-    assert!(
-        procfs::poll_until(secs(5), || tui
-            .processes_of_this_run()
-            .iter()
-            .all(|p| !p.cmdline.contains(&tui::gateway_binary()) && p.comm != "sleep")),
-        "gateway processes left: {}",
-        procfs::describe(&left_ours)
-    );
+    // The TUI says so and respawns a gateway, but never listens to the new one's events
+    // (docs/TUI-COMPAT.md); /quit still works and takes the new gateway with it.
+    tui.wait_for("gateway exited", T);
+    tui.assert_no_errors(&[]);
+    tui.quit();
 }
 
 /// Commands `/help` lists that this sweep does not type: they end the TUI (tested by the quit
@@ -468,6 +465,11 @@ fn every_command_help_lists_answers_without_an_error() {
     {
         let calls_before = tui.calls().len();
         tui.submit(cmd);
+        if cmd == "/statusbar" {
+            // It hides the status bar, where the sweep reads `ready`: put it back first.
+            tui.wait_for("status bar off", T);
+            tui.submit("/statusbar on");
+        }
         let outcome = tui.settle_after_command(cmd);
         let screen = tui.screen();
         let lines = tui::error_lines_after_echo(&screen, cmd);
@@ -484,10 +486,11 @@ fn every_command_help_lists_answers_without_an_error() {
             })
             .collect();
         report.push(format!("{cmd}: {outcome}"));
-        if cmd == "/statusbar" {
-            // It hides the status bar, where the sweep reads `ready`: put it back.
-            tui.submit("/statusbar on");
-            tui.settle_after_command("/statusbar on");
+        if cmd == "/undo" {
+            // The commands after it (/retry, /branch, …) need a turn to work on.
+            tui.submit("another turn for the commands after /undo");
+            tui.wait_for("You said: another turn for the commands after /undo", T);
+            tui.wait_ready(T);
         }
         if !lines.is_empty() || !answers.is_empty() || outcome.starts_with("stuck") {
             failures.push(format!(

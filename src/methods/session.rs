@@ -125,7 +125,13 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
 }
 
 pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
-    let wanted = params::req_id(p, "session_id")?.to_string();
+    let mut wanted = params::req_id(p, "session_id")?.to_string();
+    // A compacted session resumes as its continuation, where the conversation went on.
+    if gw.live_rid(&wanted).is_none()
+        && let Ok(Some(tip)) = gw.store.compression_tip(&wanted)
+    {
+        wanted = tip;
+    }
     let live = gw.live_rid(&wanted).map(str::to_string).or_else(|| {
         gw.sessions
             .values()

@@ -199,6 +199,10 @@ impl Store {
                        ORDER BY m.id LIMIT 1)
              FROM sessions s
              WHERE (?1 IS NULL OR instr(lower(coalesce(s.title, '')), lower(?1)) > 0)
+               -- a compacted session is listed as its continuation (as Hermes does)
+               AND NOT (s.end_reason = 'compression' AND EXISTS (
+                   SELECT 1 FROM sessions c
+                   WHERE c.parent_session_id = s.id AND c.started_at >= s.ended_at))
              ORDER BY coalesce(s.last_activity_at, s.started_at) DESC, s.started_at DESC
              LIMIT ?2",
         )?;
@@ -274,6 +278,40 @@ impl Store {
             })
         })?;
         rows.collect()
+    }
+
+    /// The session a stored id or title continues in: compaction ends a session
+    /// `compression` and starts its continuation (`parent_session_id`, started as the parent
+    /// ended); follow that chain to its end. `None` when nothing has this id or title.
+    pub fn compression_tip(&self, id_or_title: &str) -> Result<Option<String>, StoreError> {
+        let Some(mut id) = self
+            .conn
+            .query_row(
+                "SELECT id FROM sessions WHERE id = ?1 OR title = ?1
+                 ORDER BY (id = ?1) DESC LIMIT 1",
+                [id_or_title],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()?
+        else {
+            return Ok(None);
+        };
+        let mut next = self.conn.prepare_cached(
+            "SELECT c.id FROM sessions p JOIN sessions c ON c.parent_session_id = p.id
+             WHERE p.id = ?1 AND p.end_reason = 'compression' AND c.started_at >= p.ended_at
+             ORDER BY c.started_at, c.id LIMIT 1",
+        )?;
+        // Bounded: a chain is one link per compaction.
+        for _ in 0..1000 {
+            match next
+                .query_row([&id], |r| r.get::<_, String>(0))
+                .optional()?
+            {
+                Some(child) if child != id => id = child,
+                _ => break,
+            }
+        }
+        Ok(Some(id))
     }
 
     /// Whether a session row with this id exists.
