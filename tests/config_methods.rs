@@ -626,3 +626,25 @@ fn offline_lists_the_offline_model_and_key_methods_answer_clearly() {
     assert!(m.contains("personality"), "{m}");
     g.expect_code("model.options", json!({"session_id": "nope"}), 4001);
 }
+
+#[test]
+fn context_length_from_config_yaml_and_a_switch_updates_the_gauge() {
+    let mock = mock_with_models("ok", &[]);
+    let home = openai_home(&mock, "  context_length: 4096\n");
+    let mut g = Gateway::builder()
+        .tag("config-ctx")
+        .home(&home.path)
+        .start();
+    let s = g.create_session(json!({}));
+    assert_eq!(
+        s.result["info"]["usage"]["context_max"], 4096,
+        "{}",
+        s.result
+    );
+    g.call(
+        "config.set",
+        json!({"key": "model", "session_id": s.id, "value": "gpt-4o-mini"}),
+    );
+    let info = g.wait_session_event(&s.id, "session.info", T);
+    assert_eq!(info["payload"]["usage"]["context_max"], 128_000, "{info}");
+}
