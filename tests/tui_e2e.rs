@@ -7,6 +7,7 @@
 //! Without node, tmux or the bundle every scenario says why and passes without running.
 
 mod common;
+mod mockai;
 mod tui;
 
 use common::procfs::{self, marker};
@@ -426,6 +427,70 @@ fn sigkill_of_the_gateway_mid_tool_leaves_no_tool() {
     // The TUI says so and respawns a gateway, but never listens to the new one's events
     // (docs/TUI-COMPAT.md); /quit still works and takes the new gateway with it.
     tui.wait_for("gateway exited", T);
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}
+
+#[test]
+fn a_network_model_from_config_yaml_runs_a_tool_turn() {
+    // A fake OpenAI-compatible server: a tool call first, then an answer once it sees the
+    // tool's result; `/models` lists the one model.
+    let m = marker();
+    let command = format!("echo net-{m}");
+    let mock = mockai::MockAi::start(move |r| {
+        if r.path.ends_with("/models") {
+            return mockai::Reply::status(200, r#"{"object":"list","data":[{"id":"mock-model"}]}"#);
+        }
+        let saw_tool = r.messages().iter().any(|msg| msg["role"] == "tool");
+        let events = if saw_tool {
+            mockai::text_events(&["the network ", "model saw it"], "stop", Some((30, 6)))
+        } else {
+            mockai::tool_call_events("call_e2e", &command, 7, (20, 9))
+        };
+        mockai::Reply::Stream(mockai::Stream::new(events))
+    });
+    let yaml = format!(
+        "model:\n  default: mock-model\n  provider: custom\n  base_url: {}\n  api_key: sk-e2e-{m}\n",
+        mock.base_url()
+    );
+    let Some(tui) = Tui::start(
+        "network",
+        Opts {
+            config_yaml: Some(yaml),
+            ..Opts::default()
+        },
+    ) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.wait_for("mock-model", T);
+    tui.submit("run something for me");
+    tui.wait_for(&format!("Terminal(\"echo net-{m}\")"), T);
+    tui.wait_for("the network model saw it", T);
+    tui.wait_ready(T);
+    let requests: Vec<_> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .collect();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let tool_result = requests[1]
+        .messages()
+        .into_iter()
+        .find(|msg| msg["role"] == "tool")
+        .expect("the second request carries the tool result");
+    assert!(
+        mockai::content_text(&tool_result["content"]).contains(&format!("net-{m}")),
+        "{tool_result}"
+    );
+    for r in &requests {
+        assert_eq!(r.body["model"], "mock-model");
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer sk-e2e-{m}").as_str()),
+            "config.yaml's model.api_key is the bearer token"
+        );
+    }
     tui.assert_no_errors(&[]);
     tui.quit();
 }
