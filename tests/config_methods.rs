@@ -239,7 +239,11 @@ fn session_keys_yolo_reasoning_and_verbose() {
     // yolo toggles (Shift+Tab sends no value) and announces session.info.
     let r = g.call("config.set", json!({"key": "yolo", "session_id": sid}));
     assert_eq!(r["value"], "1", "{r}");
-    g.wait_session_event(sid, "session.info", T);
+    let info = g.wait_session_event(sid, "session.info", T);
+    assert_eq!(
+        info["payload"]["yolo"], true,
+        "the status bar's info says so: {info}"
+    );
     let r = g.call("config.set", json!({"key": "yolo", "session_id": sid}));
     assert_eq!(r["value"], "0", "{r}");
     let r = g.call("config.get", json!({"key": "yolo", "session_id": sid}));
@@ -250,6 +254,15 @@ fn session_keys_yolo_reasoning_and_verbose() {
         json!({"key": "reasoning", "session_id": sid, "value": "high"}),
     );
     assert_eq!(r["value"], "high", "{r}");
+    // The status bar shows the level from the info it is sent.
+    g.wait_frame(
+        |f| {
+            event_type(f) == Some("session.info")
+                && f["params"]["payload"]["reasoning_effort"] == "high"
+        },
+        T,
+    )
+    .expect("a session.info showing reasoning_effort high");
     let r = g.call("config.get", json!({"key": "reasoning", "session_id": sid}));
     assert_eq!(
         (r["value"].as_str(), r["display"].as_str()),

@@ -112,8 +112,8 @@ fn tui_polling_during_a_running_turn() {
             .unwrap_or_else(|| panic!("running session missing from active_list: {r}"))
             .clone();
         let st = e["status"].as_str().unwrap_or("");
-        assert!(st == "running" || st == "idle", "status: {e}");
-        saw_running |= st == "running";
+        assert!(st == "working" || st == "idle", "status: {e}");
+        saw_running |= st == "working";
 
         let r = g.request("pet.cells", json!({"state": "thinking"}));
         assert_result(&r, "pet.cells (poll)");

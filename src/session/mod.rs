@@ -207,9 +207,9 @@ impl Session {
             "stored_session_id": self.stored_id,
             "session_id": self.runtime_id,
             "version": VERSION,
-            "reasoning_effort": "",
-            "yolo": false,
-            "approval_mode": "manual",
+            "reasoning_effort": self.reasoning_effort.as_deref().unwrap_or(""),
+            "yolo": self.yolo,
+            "approval_mode": if self.yolo { "off" } else { "manual" },
         })
     }
 
