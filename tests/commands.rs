@@ -383,6 +383,28 @@ fn reports_and_unsupported_commands() {
     let r = g.call("command.dispatch", json!({"name": "frobnicate"}));
     assert_eq!(r["type"], "exec");
     assert!(output(&r).contains("not supported"));
+    // what the TUI's /skills hub and /tools disable call
+    assert_eq!(
+        g.call("skills.manage", json!({"action": "list"})),
+        json!({"skills": {}})
+    );
+    let msg = g.expect_code(
+        "skills.manage",
+        json!({"action": "install", "query": "x"}),
+        4040,
+    );
+    assert!(msg.contains("skill"), "{msg}");
+    let r = g.call(
+        "tools.configure",
+        json!({"action": "disable", "names": ["web"]}),
+    );
+    assert_eq!(r["unknown"], json!(["web"]));
+    let msg = g.expect_code(
+        "tools.configure",
+        json!({"action": "disable", "names": ["terminal"]}),
+        4040,
+    );
+    assert!(msg.contains("always offered"), "{msg}");
     let undo = output(&g.call("slash.exec", json!({"command": "undo"})));
     assert!(
         undo.contains("TUI") && undo.contains("session.undo"),
@@ -406,6 +428,12 @@ fn bad_params_name_the_field() {
         ("complete.path", json!({"word": 5}), "word"),
         ("complete.path", json!({"word": "a", "cwd": {}}), "cwd"),
         ("complete.slash", json!({"text": false}), "text"),
+        ("skills.manage", json!({}), "action"),
+        (
+            "tools.configure",
+            json!({"action": "enable", "names": "x"}),
+            "names",
+        ),
     ] {
         let msg = g.expect_code(method, params.clone(), -32602);
         assert!(msg.contains(field), "{method} {params}: {msg}");

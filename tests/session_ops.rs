@@ -18,7 +18,10 @@ fn kill_and_restart(g: &mut Gateway, home: &Path, envs: &[(&str, &str)]) -> Gate
     for (k, v) in envs {
         b = b.env(k, v);
     }
-    b.start()
+    let mut g = b.start();
+    // gateway.ready is written before the store is opened and repaired; an answer comes after.
+    g.ping();
+    g
 }
 
 /// (role, text) of a display transcript (`messages` of resume/activate/compress).
@@ -638,4 +641,46 @@ fn a_kill_during_a_compaction_leaves_the_session_as_it_was() {
         .unwrap();
     assert_eq!(children, 0);
     assert_eq!(resume(&mut g, &s.stored)["message_count"], 6);
+}
+
+#[test]
+fn an_acknowledged_steer_survives_a_kill() {
+    let home = TempHome::new("ops-steer-kill");
+    let mut g = Gateway::builder().home(&home.path).start();
+    let s = g.create_session(json!({}));
+    submit(&mut g, &s.id, "$ sleep 30");
+    g.wait_session_event(&s.id, "tool.start", T);
+    let r = g.call(
+        "session.steer",
+        json!({"session_id": s.id, "text": "do not forget me"}),
+    );
+    assert_eq!(r["status"], "queued");
+    let g2 = kill_and_restart(&mut g, &home.path, &[]);
+    let rows = rows_of(&g2.db(), &s.stored);
+    let last = rows.last().unwrap();
+    assert_eq!(last.role, "user");
+    let text = last.content.as_deref().unwrap();
+    assert!(
+        text.starts_with("[The user adds") && text.ends_with("do not forget me"),
+        "{rows:?}"
+    );
+}
+
+#[test]
+fn closing_a_session_keeps_its_pending_steer_without_starting_a_turn() {
+    let mut g = Gateway::start();
+    let s = g.create_session(json!({}));
+    submit(&mut g, &s.id, "$ sleep 30");
+    g.wait_session_event(&s.id, "tool.start", T);
+    g.call(
+        "session.steer",
+        json!({"session_id": s.id, "text": "late note"}),
+    );
+    g.call("session.close", json!({"session_id": s.id}));
+    let rows = rows_of(&g.db(), &s.stored);
+    let kinds: Vec<&str> = rows.iter().map(|r| r.role.as_str()).collect();
+    assert_eq!(kinds, ["user", "assistant", "tool", "user"], "{rows:?}");
+    assert!(rows[3].content.as_deref().unwrap().ends_with("late note"));
+    let resumed = g.call("session.resume", json!({"session_id": s.stored}));
+    assert_eq!(resumed["running"], false, "{resumed}");
 }

@@ -468,6 +468,8 @@ pub fn complete_slash(gw: &Gateway, p: &Params) -> Result<Value, RpcError> {
     for qc in usable_quick(&q) {
         push(&qc.name, qc.description.clone());
     }
+    // The name typed in full comes first, so Enter runs it rather than a longer name.
+    items.sort_by_key(|i| !i["text"].as_str().is_some_and(|t| t.ends_with(' ')));
     Ok(json!({"items": items, "replace_from": 1}))
 }
 

@@ -76,11 +76,23 @@ fn complete(word: &str, root: &Path, home: Option<&str>) -> Vec<Value> {
         Some(d) => d,
         None => return Vec::new(),
     };
+    // `@fi` also offers the `@file:` hint itself.
+    let mut items: Vec<Value> = match kind {
+        Kind::Either if typed_dir.is_empty() => hints()
+            .into_iter()
+            .filter(|h| h["text"].as_str().is_some_and(|t| t[1..].starts_with(path)))
+            .map(|mut h| {
+                h["text"] = json!(format!("{lead}{}", h["text"].as_str().unwrap_or("")));
+                h
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
     let mut found = list(&dir, prefix, kind);
     found.sort_by(|a, b| a.0.cmp(&b.0));
-    found
+    let entries = found
         .into_iter()
-        .take(ITEMS_MAX)
+        .take(ITEMS_MAX - items.len())
         .map(|(name, is_dir)| {
             let suffix = if is_dir { "/" } else { "" };
             let tag = match kind {
@@ -95,8 +107,9 @@ fn complete(word: &str, root: &Path, home: Option<&str>) -> Vec<Value> {
                 "display": format!("{name}{suffix}"),
                 "meta": if is_dir { "dir" } else { "" },
             })
-        })
-        .collect()
+        });
+    items.extend(entries);
+    items
 }
 
 fn hints() -> Vec<Value> {
@@ -209,6 +222,8 @@ mod tests {
             ["@file:src/deep/", "@file:src/lib.rs", "@file:src/main.rs"]
         );
         assert_eq!(texts(&complete("@sr", &d, None)), ["@folder:src/"]);
+        assert_eq!(texts(&complete("@fi", &d, None)), ["@file:"]);
+        assert_eq!(texts(&complete("@f", &d, None)), ["@file:", "@folder:"]);
         assert_eq!(texts(&complete("'README.m", &d, None)), ["'README.md"]);
         let _ = std::fs::remove_dir_all(&d);
     }

@@ -15,6 +15,7 @@ mod reload;
 mod reports;
 pub(crate) mod session;
 mod slash;
+mod toolbox;
 
 use serde_json::Value;
 
@@ -56,6 +57,8 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
         "input.detect_drop" => gateway::detect_drop(p),
         "complete.slash" => commands::complete_slash(gw, p),
         "complete.path" => complete::complete_path(gw, p),
+        "skills.manage" => toolbox::skills_manage(p),
+        "tools.configure" => toolbox::tools_configure(p),
         "session.active_list" => session::active_list(gw, p),
         "session.create" => session::create(gw, p, now),
         "session.list" => session::list(gw, p),

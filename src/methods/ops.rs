@@ -299,6 +299,12 @@ pub fn steer(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
         }
         _ => false,
     };
+    if accepted {
+        // Stored with the queue before the answer leaves, so a crash cannot lose it.
+        s.queue_dirty = true;
+        let rid = s.runtime_id.clone();
+        gw.mark_dirty(&rid);
+    }
     let status = if accepted { "queued" } else { "rejected" };
     Ok(json!({ "status": status, "text": text }))
 }

@@ -139,6 +139,8 @@ impl Gateway {
             if !steer.is_empty() {
                 let note = format!("{}{}", crate::session::STEER_PREFIX, steer.join("\n"));
                 s.append(Message::new(Role::User, Some(note), util::unix_now()));
+                // Out of the stored queue in the same commit that stores the note.
+                s.queue_dirty = true;
                 self.mark_dirty(rid);
             }
             let Some(s) = self.sessions.get_mut(rid) else {
@@ -430,11 +432,19 @@ impl Gateway {
 
     /// End a session's row and take it out of memory; it stays resumable from the store.
     pub(crate) fn retire(&mut self, rid: &str, reason: &str, now: Instant) {
-        // Taken first so ending the turn does not start the next prompt.
+        // Taken first so ending the turn does not start the next prompt; steering that never
+        // reached the model is kept too, before them.
         let mut queued = self
             .sessions
             .get_mut(rid)
-            .map(|s| std::mem::take(&mut s.queued))
+            .map(|s| {
+                let mut all: std::collections::VecDeque<String> = s.steer_notes().into();
+                all.extend(std::mem::take(&mut s.queued));
+                if let Some(turn) = s.turn.as_mut() {
+                    turn.steer.clear();
+                }
+                all
+            })
             .unwrap_or_default();
         crate::tools::abandon_session_tools(self, rid, now);
         self.interrupt_turn(rid, now);

@@ -236,6 +236,27 @@ impl Session {
         self.seq
     }
 
+    /// Steering texts accepted and not yet given to the model, as the notes they become.
+    pub fn steer_notes(&self) -> Vec<String> {
+        self.turn
+            .as_ref()
+            .map(|t| {
+                t.steer
+                    .iter()
+                    .map(|x| format!("{STEER_PREFIX}{x}"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Everything acknowledged and not yet in the transcript, in the order it will enter it:
+    /// steering notes, then queued prompts. Stored (`tui_gateway_queue`) so a crash keeps it.
+    pub fn pending_texts(&self) -> Vec<String> {
+        let mut all = self.steer_notes();
+        all.extend(self.queued.iter().cloned());
+        all
+    }
+
     /// Shorten the transcript to `len` messages; the next commit deletes the stored rows past
     /// it (memory is the truth, so kept messages not yet written are written afresh).
     pub fn truncate(&mut self, len: usize) {

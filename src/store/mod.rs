@@ -476,7 +476,7 @@ fn write_session(
         let mut add = tx.prepare_cached(
             "INSERT INTO tui_gateway_queue (session_id, position, text) VALUES (?1, ?2, ?3)",
         )?;
-        for (i, text) in s.queued.iter().enumerate() {
+        for (i, text) in s.pending_texts().iter().enumerate() {
             add.execute(params![s.stored_id, i as i64, text])?;
         }
     }
