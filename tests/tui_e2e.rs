@@ -535,9 +535,12 @@ fn every_command_help_lists_answers_without_an_error() {
             tui.wait_for("status bar off", T);
             tui.submit("/statusbar on");
         }
-        let outcome = tui.settle_after_command(cmd);
+        let (outcome, left) = tui.settle_after_command(cmd);
         let screen = tui.screen();
-        let lines = tui::error_lines_after_echo(&screen, cmd);
+        let mut lines = tui::error_lines_after_echo(&screen, cmd);
+        if outcome != "ready" {
+            lines.extend(tui::error_lines_in_box(&left));
+        }
         let answers: Vec<String> = tui.calls()[calls_before..]
             .iter()
             .filter_map(|c| {
@@ -550,7 +553,10 @@ fn every_command_help_lists_answers_without_an_error() {
                 ))
             })
             .collect();
-        report.push(format!("{cmd}: {outcome}"));
+        report.push(format!(
+            "{cmd}: {outcome}; shows {:?}",
+            tui::first_line_after_echo(&left, cmd)
+        ));
         if cmd == "/undo" {
             // The commands after it (/retry, /branch, …) need a turn to work on.
             tui.submit("another turn for the commands after /undo");

@@ -94,6 +94,8 @@ pub struct Tui {
     pub ws: PathBuf,
     pub log_path: PathBuf,
     socket: String,
+    /// The server's socket file, removed after the server is killed (tmux leaves it behind).
+    socket_path: Option<PathBuf>,
     rc_path: PathBuf,
     pub name: String,
 }
@@ -150,7 +152,8 @@ impl Tui {
             shell_quote(&path_str(&bundle)),
             shell_quote(&path_str(&rc_path)),
         );
-        let tui = Tui {
+        let mut tui = Tui {
+            socket_path: None,
             home,
             _owned_home: owned,
             ws,
@@ -173,6 +176,15 @@ impl Tui {
             "tmux new-session failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let path = tui
+            .tmux()
+            .args(["display-message", "-p", "#{socket_path}"])
+            .output()
+            .expect("run tmux");
+        tui.socket_path = Some(PathBuf::from(
+            String::from_utf8_lossy(&path.stdout).trim().to_string(),
+        ))
+        .filter(|p| p.is_absolute());
         Some(tui)
     }
 
@@ -296,23 +308,23 @@ impl Tui {
     }
 
     /// After a slash command: back to the idle composer, closing what it opened (a picker, a
-    /// pager, a confirmation) with Escape. Says what it took, or `stuck …`.
-    pub fn settle_after_command(&self, cmd: &str) -> String {
+    /// pager, a confirmation) with Escape. Says what it took, or `stuck …`, and returns the
+    /// screen as the command left it (before any Escape).
+    pub fn settle_after_command(&self, cmd: &str) -> (String, String) {
         let ready = |d| common::procfs::poll_until(d, || screen_ready(&self.screen()));
         if ready(Duration::from_millis(1500)) {
-            return "ready".into();
+            return ("ready".into(), self.screen());
         }
+        let left = self.screen();
         for attempt in 1..=3 {
             self.key("Escape");
             if ready(Duration::from_secs(2)) {
-                return format!("ready after {attempt} Escape(s)");
+                return (format!("ready after {attempt} Escape(s)"), left);
             }
         }
         let s = self.screen();
-        format!(
-            "stuck after {cmd}: {:?}",
-            s.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("")
-        )
+        let last = s.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+        (format!("stuck after {cmd}: {last:?}"), left)
     }
 
     pub fn resize(&self, cols: u16, rows: u16) {
@@ -616,6 +628,9 @@ impl Drop for Tui {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
+        if let Some(p) = &self.socket_path {
+            let _ = std::fs::remove_file(p);
+        }
         // A failed scenario may leave its gateway or tools behind: end them by pid.
         let procs = self.processes_of_this_run();
         for p in procs {
@@ -704,14 +719,58 @@ pub fn screen_ready(s: &str) -> bool {
         && composer_line(s).is_some_and(|l| l.starts_with('❯'))
 }
 
+/// The index of the last line echoing `cmd` (`❯ /cmd`, `· /cmd`).
+fn echo_index(lines: &[&str], cmd: &str) -> Option<usize> {
+    lines
+        .iter()
+        .rposition(|l| unframed(l).trim_start_matches(['❯', '·', '$']).trim() == cmd)
+}
+
+/// What the TUI printed first under the echo of `cmd`, or else the first line of the box it
+/// opened over it (for reports).
+pub fn first_line_after_echo(screen: &str, cmd: &str) -> String {
+    let lines: Vec<&str> = screen.lines().collect();
+    let content = |from: usize| {
+        lines[from..]
+            .iter()
+            .map(|l| {
+                l.trim()
+                    .trim_matches(|c: char| c.is_whitespace() || "│║┃╎┊·".contains(c))
+            })
+            .find(|l| !l.is_empty() && !l.chars().all(|c| "─═╭╮╰╯╔╗╚╝ ".contains(c)))
+            .map(|l| short(l, 90))
+    };
+    let after_echo = echo_index(&lines, cmd).and_then(|i| content(i + 1));
+    let in_box = || {
+        let top = lines
+            .iter()
+            .rposition(|l| l.trim_start().starts_with(['╔', '╭']))?;
+        content(top + 1)
+    };
+    after_echo.or_else(in_box).unwrap_or_default()
+}
+
 /// Error lines below the last echo of `cmd` (the whole screen when the echo scrolled away).
 pub fn error_lines_after_echo(screen: &str, cmd: &str) -> Vec<String> {
     let lines: Vec<&str> = screen.lines().collect();
-    let from = lines
-        .iter()
-        .rposition(|l| unframed(l).trim_start_matches(['❯', '·', '$']).trim() == cmd)
-        .unwrap_or(0);
+    let from = echo_index(&lines, cmd).unwrap_or(0);
     lines[from..]
+        .iter()
+        .filter(|l| is_error_line(l))
+        .map(|l| unframed(l).to_string())
+        .collect()
+}
+
+/// Error lines inside the last box drawn on screen (a picker, a pager, a hub).
+pub fn error_lines_in_box(screen: &str) -> Vec<String> {
+    let lines: Vec<&str> = screen.lines().collect();
+    let Some(top) = lines
+        .iter()
+        .rposition(|l| l.trim_start().starts_with(['╔', '╭']))
+    else {
+        return Vec::new();
+    };
+    lines[top..]
         .iter()
         .filter(|l| is_error_line(l))
         .map(|l| unframed(l).to_string())
