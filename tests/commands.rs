@@ -133,6 +133,11 @@ fn slash_completion_from_the_catalog() {
     );
     // aliases and quick commands complete; a shadowed quick command does not appear twice
     assert!(texts(&g.call("complete.slash", json!({"text": "/fo"}))).contains(&"fork".into()));
+    let all = texts(&g.call("complete.slash", json!({"text": "/"})));
+    assert!(
+        all.contains(&"help".into()) && !all.contains(&"fork".into()),
+        "{all:?}"
+    );
     assert_eq!(
         texts(&g.call("complete.slash", json!({"text": "/gr"}))),
         ["greet"]

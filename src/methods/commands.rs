@@ -460,8 +460,11 @@ pub fn complete_slash(gw: &Gateway, p: &Params) -> Result<Value, RpcError> {
     };
     for c in COMMANDS {
         push(c.name, describe(c));
-        for a in c.aliases {
-            push(a, format!("alias for /{}", c.name));
+        // An alias only when its command's own name does not match already (`/fo` → fork).
+        if !c.name.starts_with(&word) {
+            for a in c.aliases {
+                push(a, format!("alias for /{}", c.name));
+            }
         }
     }
     let q = quick::load(&gw.cfg.home);
