@@ -199,7 +199,7 @@ fn help_and_the_slash_completion_popup() {
     tui.wait_screen("/help offered for /he", T, |s| {
         tui::popup_rows(s).iter().any(|r| r.starts_with("/help"))
     });
-    tui.key("C-u");
+    tui.clear_composer("/he");
     tui.wait_ready(T);
 
     tui.submit("/help");
@@ -230,7 +230,7 @@ fn path_completion_in_the_composer() {
         s.lines()
             .any(|l| l.starts_with(" ║") && l.contains("notes-e2e.txt"))
     });
-    tui.key("C-u");
+    tui.clear_composer("@file:no");
     tui.type_text("cat ./");
     tui.wait_screen("both entries offered for ./", T, |s| {
         s.contains("notes-e2e.txt") && s.contains("subdir-e2e/")
@@ -239,7 +239,7 @@ fn path_completion_in_the_composer() {
     tui.wait_screen("the completion applied", T, |s| {
         tui::composer_line(s).is_some_and(|l| l.contains("cat ./notes-e2e.txt"))
     });
-    tui.key("C-u");
+    tui.clear_composer("cat ./");
     tui.wait_ready(T);
     let paths = tui.wait_call("complete.path", T);
     assert!(paths.error.is_none(), "{paths:?}");
