@@ -549,6 +549,18 @@ fn a_background_prompt_answers_with_background_complete_in_a_child_session() {
     // It is not offered as a live session to switch to.
     let list = g.call("session.active_list", json!({}));
     assert_eq!(list["sessions"].as_array().unwrap().len(), 1, "{list}");
+
+    // A dangerous command cannot wait for an approval nobody sees: refused at once.
+    g.call(
+        "prompt.background",
+        json!({"session_id": s.id, "text": "$ rm -rf /tmp/some-dir-bg"}),
+    );
+    let ev = g.wait_session_event(&s.id, "background.complete", T);
+    let text = ev["payload"]["text"].as_str().unwrap();
+    assert!(
+        text.contains("background task cannot ask for approval"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -315,12 +315,22 @@ fn start_tool_call(gw: &mut Gateway, rid: &str, call: ToolCall, now: Instant) ->
             record_result(gw, rid, &call, &args, "", None, Some(err), 0.0);
             false
         }
+        policy::Verdict::Ask { description, .. } if in_background(gw, rid) => {
+            // Nobody sees a background task's approval request (the TUI shows one session).
+            let err = format!("blocked: {description} (a background task cannot ask for approval)");
+            finish_call(gw, rid, &call, &args, "", None, Some(err), 0.0, now);
+            false
+        }
         policy::Verdict::Ask { key, description } if !approval::pre_approved(gw, rid, key) => {
             approval::ask(gw, rid, call, args, &command, key, description, now);
             true
         }
         _ => launch_for_turn(gw, rid, call, args, now),
     }
+}
+
+fn in_background(gw: &Gateway, rid: &str) -> bool {
+    gw.sessions.get(rid).is_some_and(|s| s.background.is_some())
 }
 
 /// Start the command of an approved (or harmless) call; false if it could not start.
