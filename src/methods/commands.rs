@@ -236,6 +236,36 @@ pub static COMMANDS: &[Command] = &[
         Tui("config.set"),
     ),
     Command {
+        subs: &["queue", "steer", "interrupt", "status"],
+        ..cmd(
+            "busy",
+            &[],
+            CONFIG,
+            "[queue|steer|interrupt|status]",
+            "What Enter does while a turn runs",
+            Tui("config.get, config.set"),
+        )
+    },
+    Command {
+        subs: &["kaomoji", "emoji", "unicode", "ascii"],
+        ..cmd(
+            "indicator",
+            &[],
+            CONFIG,
+            "[kaomoji|emoji|unicode|ascii]",
+            "Pick the busy-indicator style",
+            Tui("config.get, config.set"),
+        )
+    },
+    cmd(
+        "skin",
+        &[],
+        CONFIG,
+        "[name]",
+        "Show or change the display skin",
+        Tui("config.get, config.set"),
+    ),
+    Command {
         subs: &["list"],
         ..cmd(
             "tools",
@@ -261,6 +291,14 @@ pub static COMMANDS: &[Command] = &[
         "",
         "Reload MCP servers from config",
         Tui("reload.mcp"),
+    ),
+    cmd(
+        "reload",
+        &[],
+        TOOLS,
+        "",
+        "Reload .env variables into the running session",
+        Tui("reload.env"),
     ),
     cmd("help", &[], INFO, "", "List commands and hotkeys", Gw),
     cmd(
