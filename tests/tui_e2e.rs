@@ -30,12 +30,23 @@ fn chat_then_a_tool_then_an_interrupted_tool_then_quit() {
     let Some(tui) = Tui::start("basic", Opts::default()) else {
         return;
     };
-    tui.wait_ready(START);
+    let banner = tui.wait_ready(START);
     tui.assert_no_errors(&[]);
+    // The banner counts the tools the model is offered (not `0 tools`), and names the model.
+    assert!(
+        banner.contains(" tools · ") && !banner.contains(" 0 tools · "),
+        "banner without a tool count:\n{banner}"
+    );
 
     tui.submit("hello from the e2e suite");
     tui.wait_for("You said: hello from the e2e suite", T);
-    tui.wait_ready(T);
+    let after = tui.wait_ready(T);
+    // The status bar carries the context gauge once a call was made.
+    let status = after
+        .lines()
+        .find(|l| l.contains("─ ready │"))
+        .unwrap_or_default();
+    assert!(status.contains('%'), "no context gauge in {status:?}");
 
     let m = marker();
     tui.submit(&format!("$ echo tool-{m}"));
@@ -188,7 +199,7 @@ fn help_and_the_slash_completion_popup() {
     tui.wait_screen("/help offered for /he", T, |s| {
         tui::popup_rows(s).iter().any(|r| r.starts_with("/help"))
     });
-    tui.key("C-u");
+    tui.clear_composer("/he");
     tui.wait_ready(T);
 
     tui.submit("/help");
@@ -201,6 +212,37 @@ fn help_and_the_slash_completion_popup() {
         catalog.result
     );
     tui.wait_ready(T);
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}
+
+#[test]
+fn path_completion_in_the_composer() {
+    let Some(tui) = Tui::start("paths", Opts::default()) else {
+        return;
+    };
+    std::fs::write(tui.ws.join("notes-e2e.txt"), "hi\n").unwrap();
+    std::fs::create_dir_all(tui.ws.join("subdir-e2e")).unwrap();
+    tui.wait_ready(START);
+
+    tui.type_text("look at @file:no");
+    tui.wait_screen("notes-e2e.txt offered for @file:no", T, |s| {
+        s.lines()
+            .any(|l| l.starts_with(" ║") && l.contains("notes-e2e.txt"))
+    });
+    tui.clear_composer("@file:no");
+    tui.type_text("cat ./");
+    tui.wait_screen("both entries offered for ./", T, |s| {
+        s.contains("notes-e2e.txt") && s.contains("subdir-e2e/")
+    });
+    tui.key("Tab");
+    tui.wait_screen("the completion applied", T, |s| {
+        tui::composer_line(s).is_some_and(|l| l.contains("cat ./notes-e2e.txt"))
+    });
+    tui.clear_composer("cat ./");
+    tui.wait_ready(T);
+    let paths = tui.wait_call("complete.path", T);
+    assert!(paths.error.is_none(), "{paths:?}");
     tui.assert_no_errors(&[]);
     tui.quit();
 }
@@ -289,6 +331,45 @@ fn a_dangerous_command_asks_allow_once_then_deny() {
         .map(|c| c.params["choice"].as_str().unwrap_or("").to_string())
         .collect();
     assert_eq!(answers, ["once", "deny"]);
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}
+
+#[test]
+fn shift_tab_yolo_skips_the_approval_until_turned_off() {
+    let opts = Opts {
+        env: vec![("TUI_GATEWAY_OFFLINE_DELAY_MS".into(), "20".into())],
+        ..Opts::default()
+    };
+    let Some(tui) = Tui::start("yolo", opts) else {
+        return;
+    };
+    tui.wait_ready(START);
+    let victim = tui.home.join("victim");
+    std::fs::create_dir_all(victim.join("first")).unwrap();
+    std::fs::create_dir_all(victim.join("second")).unwrap();
+
+    tui.key("BTab");
+    tui.wait_for("yolo on", T);
+    tui.submit(&format!("$ rm -rf {} ", victim.join("first").display()));
+    tui.wait_for("exited with status 0", T);
+    tui.wait_ready(T);
+    assert!(!victim.join("first").exists(), "yolo on, yet not deleted");
+    let asked = tui
+        .events()
+        .iter()
+        .filter(|(ty, _)| ty == "approval.request")
+        .count();
+    assert_eq!(asked, 0, "yolo on, yet an approval was asked");
+
+    tui.key("BTab");
+    tui.wait_for("yolo off", T);
+    tui.submit(&format!("$ rm -rf {} ", victim.join("second").display()));
+    tui.wait_for("approval required", T);
+    tui.key("Escape");
+    tui.wait_for("denied", T);
+    tui.wait_ready(T);
+    assert!(victim.join("second").exists(), "denied, yet deleted");
     tui.assert_no_errors(&[]);
     tui.quit();
 }

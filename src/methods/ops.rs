@@ -43,7 +43,7 @@ fn shutting_down(gw: &Gateway) -> Result<(), RpcError> {
 
 /// How many messages `/undo` removes from the end: the replies and tool rows of the last
 /// turn (steering notes included), then its user prompt.
-pub fn undo_len(t: &[Message]) -> usize {
+fn undo_len(t: &[Message]) -> usize {
     let mut n = t.len();
     while n > 0
         && (matches!(t[n - 1].role, Role::Assistant | Role::Tool)
@@ -421,4 +421,36 @@ pub fn reload_mcp(p: &Params) -> Result<Value, RpcError> {
         RELOAD_FAILED,
         "no MCP servers to reload: this gateway has no MCP support yet",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(role: Role, text: &str) -> Message {
+        Message::new(role, Some(text.to_string()), 0.0)
+    }
+
+    #[test]
+    fn undo_takes_the_whole_last_turn_and_stops_at_a_summary() {
+        let steer = format!("{}more", crate::session::STEER_PREFIX);
+        let t = [
+            m(Role::User, "a"),
+            m(Role::Assistant, "b"),
+            m(Role::User, "c"),
+            m(Role::Assistant, "calls"),
+            m(Role::Tool, "out"),
+            m(Role::User, &steer),
+            m(Role::Assistant, "done"),
+        ];
+        assert_eq!(undo_len(&t), 5);
+        assert_eq!(undo_len(&t[..2]), 2);
+        assert_eq!(undo_len(&[]), 0);
+        // A compaction summary (system) is not undone.
+        assert_eq!(undo_len(&[m(Role::System, "summary")]), 0);
+        assert_eq!(
+            undo_len(&[m(Role::System, "summary"), m(Role::User, "x")]),
+            1
+        );
+    }
 }

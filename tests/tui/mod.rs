@@ -307,6 +307,15 @@ impl Tui {
         });
     }
 
+    /// Empty the composer (Ctrl-U) and wait until it shows nothing of `typed`.
+    pub fn clear_composer(&self, typed: &str) {
+        std::thread::sleep(KEY_PACE);
+        self.key("C-u");
+        self.wait_screen(&format!("{typed:?} cleared from the composer"), T, |s| {
+            !composer_line(s).is_some_and(|l| l.contains(typed))
+        });
+    }
+
     /// After a slash command: back to the idle composer, closing what it opened (a picker, a
     /// pager, a confirmation) with Escape. Says what it took, or `stuck …`, and returns the
     /// screen as the command left it (before any Escape).
