@@ -696,3 +696,38 @@ fn closing_a_session_keeps_its_pending_steer_without_starting_a_turn() {
     let resumed = g.call("session.resume", json!({"session_id": s.stored}));
     assert_eq!(resumed["running"], false, "{resumed}");
 }
+
+#[test]
+fn an_automatic_compaction_that_would_not_shrink_the_context_is_dropped() {
+    let home = TempHome::new("ops-auto-noshrink");
+    std::fs::write(
+        home.path.join("config.yaml"),
+        "model:\n  context_length: 10\n",
+    )
+    .unwrap();
+    let mut g = Gateway::builder().home(&home.path).start();
+    let s = g.create_session(json!({}));
+    g.run_turn(&s.id, "a");
+    g.run_turn(&s.id, "b");
+    let warn = g
+        .wait_frame(
+            |f| event_type(f) == Some("status.update") && f["params"]["payload"]["kind"] == "warn",
+            T,
+        )
+        .unwrap_or_else(|| panic!("no warning\n{}", g.diag()));
+    let text = warn["params"]["payload"]["text"].as_str().unwrap();
+    assert!(text.contains("would not be smaller"), "{text}");
+    // The session goes on as it was.
+    let t = g.run_turn(&s.id, "c");
+    assert_eq!(t.text, "(offline model) You said: c");
+    assert_eq!(rows_of(&g.db(), &s.stored).len(), 6);
+    let children: i64 = g
+        .db()
+        .query_row(
+            "SELECT count(*) FROM sessions WHERE parent_session_id = ?1",
+            [&s.stored],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(children, 0);
+}

@@ -208,8 +208,15 @@ impl Gateway {
         now: Instant,
     ) {
         let outcome = match result {
-            Ok(summary) if !summary.trim().is_empty() => Ok(self.rotate(rid, &job, &summary)),
-            Ok(_) => Err("the model returned an empty summary".to_string()),
+            Ok(summary) if summary.trim().is_empty() => {
+                Err("the model returned an empty summary".to_string())
+            }
+            // Automatic compaction must shrink the context, or it would run again after
+            // every turn for nothing.
+            Ok(summary) if job.reply_to.is_none() && !self.shrinks(rid, &job, &summary) => {
+                Err("the summary would not be smaller than what it replaces".to_string())
+            }
+            Ok(summary) => Ok(self.rotate(rid, &job, &summary)),
             Err(e) => Err(e),
         };
         match (&job.reply_to, outcome) {
@@ -248,6 +255,16 @@ impl Gateway {
         );
         self.mark_dirty(rid);
         self.run_next_queued(rid, now);
+    }
+
+    /// Whether the summary plus the kept tail is smaller than the transcript now.
+    fn shrinks(&self, rid: &str, job: &Job, summary: &str) -> bool {
+        self.sessions.get(rid).is_some_and(|s| {
+            let tail = &s.transcript[job.split.min(s.transcript.len())..];
+            let after =
+                estimate_tokens(&[summary_message(summary, &s.stored_id)]) + estimate_tokens(tail);
+            after < estimate_tokens(&s.transcript)
+        })
     }
 
     /// Move the live session to a new stored session holding the summary and the kept tail;
