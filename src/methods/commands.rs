@@ -217,7 +217,9 @@ pub static COMMANDS: &[Command] = &[
         Tui("config.set"),
     ),
     Command {
-        subs: &["none", "low", "medium", "high", "show", "hide"],
+        subs: &[
+            "none", "minimal", "low", "medium", "high", "xhigh", "show", "hide", "full", "clamp",
+        ],
         ..cmd(
             "reasoning",
             &[],
@@ -341,6 +343,7 @@ pub static COMMANDS: &[Command] = &[
             "cycle",
             "thinking",
             "tools",
+            "subagents",
             "activity",
         ],
         ..cmd(
@@ -387,7 +390,7 @@ pub static COMMANDS: &[Command] = &[
         &[],
         TUI,
         "[lines]",
-        "Show recent gateway stderr lines",
+        "Show recent gateway log lines",
         Tui("its own log"),
     ),
 ];

@@ -19,6 +19,9 @@ use serde_json::Value;
 
 use crate::common::{self, TempHome};
 
+pub mod screen;
+pub use screen::*;
+
 pub const COLS: u16 = 120;
 pub const ROWS: u16 = 40;
 
@@ -675,122 +678,6 @@ pub fn catalog_commands(catalog: &Call) -> Vec<String> {
     out
 }
 
-/// Screen text without the box-drawing frame around it.
-fn unframed(line: &str) -> &str {
-    line.trim_matches(|c: char| c.is_whitespace() || "│║┃╎┊".contains(c))
-}
-
-/// Rows of a completion popup: lines that start with a `/command` (the composer line starts
-/// with `❯`, so it is not one).
-pub fn popup_rows(screen: &str) -> Vec<String> {
-    screen
-        .lines()
-        .map(|l| unframed(l).trim_start_matches('▸').trim())
-        .filter(|l| l.starts_with('/') && l.chars().nth(1).is_some_and(|c| c.is_ascii_lowercase()))
-        .map(str::to_string)
-        .collect()
-}
-
-/// The session picker's selectable rows, in order: `+ new`, then the numbered rows. The
-/// selected one starts with `▸`.
-pub fn picker_rows(screen: &str) -> Vec<String> {
-    screen
-        .lines()
-        .map(unframed)
-        .filter(|l| {
-            let body = l.trim_start_matches('▸').trim_start();
-            body.starts_with("+ ")
-                || body.starts_with("+  ")
-                || body
-                    .split_once('.')
-                    .is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
-        })
-        .map(str::to_string)
-        .collect()
-}
-
-/// The composer's line: the one under the status bar (`─ ready │ …`), else the last line
-/// starting with `❯` (popups and pickers float above it). In shell mode (`!`) it starts `$`.
-pub fn composer_line(screen: &str) -> Option<&str> {
-    let lines: Vec<&str> = screen.lines().map(unframed).collect();
-    if let Some(i) = lines
-        .iter()
-        .rposition(|l| l.starts_with("─ ") && l.contains(" │ "))
-    {
-        return lines.get(i + 1).copied();
-    }
-    lines.into_iter().rev().find(|l| l.starts_with('❯'))
-}
-
-/// The composer is up and idle.
-pub fn screen_ready(s: &str) -> bool {
-    s.lines().any(|l| unframed(l).starts_with("─ ready"))
-        && composer_line(s).is_some_and(|l| l.starts_with('❯'))
-}
-
-/// The index of the last line echoing `cmd` (`❯ /cmd`, `· /cmd`).
-fn echo_index(lines: &[&str], cmd: &str) -> Option<usize> {
-    lines
-        .iter()
-        .rposition(|l| unframed(l).trim_start_matches(['❯', '·', '$']).trim() == cmd)
-}
-
-/// What the TUI printed first under the echo of `cmd`, or else the first line of the box it
-/// opened over it (for reports).
-pub fn first_line_after_echo(screen: &str, cmd: &str) -> String {
-    let lines: Vec<&str> = screen.lines().collect();
-    let content = |from: usize| {
-        lines[from..]
-            .iter()
-            .map(|l| {
-                l.trim()
-                    .trim_matches(|c: char| c.is_whitespace() || "│║┃╎┊·".contains(c))
-            })
-            .find(|l| !l.is_empty() && !l.chars().all(|c| "─═╭╮╰╯╔╗╚╝ ".contains(c)))
-            .map(|l| short(l, 90))
-    };
-    let after_echo = echo_index(&lines, cmd).and_then(|i| content(i + 1));
-    let in_box = || {
-        let top = lines
-            .iter()
-            .rposition(|l| l.trim_start().starts_with(['╔', '╭']))?;
-        content(top + 1)
-    };
-    after_echo.or_else(in_box).unwrap_or_default()
-}
-
-/// Error lines below the last echo of `cmd` (the whole screen when the echo scrolled away).
-pub fn error_lines_after_echo(screen: &str, cmd: &str) -> Vec<String> {
-    let lines: Vec<&str> = screen.lines().collect();
-    let from = echo_index(&lines, cmd).unwrap_or(0);
-    lines[from..]
-        .iter()
-        .filter(|l| is_error_line(l))
-        .map(|l| unframed(l).to_string())
-        .collect()
-}
-
-/// Error lines inside the last box drawn on screen (a picker, a pager, a hub).
-pub fn error_lines_in_box(screen: &str) -> Vec<String> {
-    let lines: Vec<&str> = screen.lines().collect();
-    let Some(top) = lines
-        .iter()
-        .rposition(|l| l.trim_start().starts_with(['╔', '╭']))
-    else {
-        return Vec::new();
-    };
-    lines[top..]
-        .iter()
-        .filter(|l| is_error_line(l))
-        .map(|l| unframed(l).to_string())
-        .collect()
-}
-
-/// A line the user would read as an error.
-pub fn is_error_line(l: &str) -> bool {
-    l.contains("ERROR") || l.contains("error:")
-}
-
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
@@ -801,12 +688,4 @@ fn path_str(p: &Path) -> String {
 
 pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
-}
-
-pub fn short(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(n).collect::<String>())
-    }
 }
