@@ -588,12 +588,18 @@ fn reloads_say_what_they_did() {
     let home = TempHome::new("ops-reload");
     let mut g = Gateway::builder().home(&home.path).start();
     let s = g.create_session(json!({}));
-    let msg = g.expect_code(
-        "reload.mcp",
-        json!({"session_id": s.id, "confirm": true}),
-        5015,
+    let r = g.call("reload.mcp", json!({"session_id": s.id}));
+    assert_eq!(r["status"], "confirm_required");
+    assert!(
+        r["message"].as_str().unwrap().contains("no MCP support"),
+        "{r}"
     );
-    assert!(msg.contains("no MCP"), "{msg}");
+    let r = g.call("reload.mcp", json!({"session_id": s.id, "confirm": true}));
+    assert_eq!(
+        (&r["status"], &r["servers"]),
+        (&json!("reloaded"), &json!(0))
+    );
+    g.expect_code("reload.mcp", json!({"confirm": "yes"}), -32602);
     assert_eq!(g.call("reload.env", json!({}))["updated"], 0);
 
     // A key added to .env takes effect: the next turn goes to the network model.

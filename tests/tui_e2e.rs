@@ -337,6 +337,7 @@ fn a_dangerous_command_asks_allow_once_then_deny() {
 
 #[test]
 fn shift_tab_yolo_skips_the_approval_until_turned_off() {
+    // A model with some latency per word, as in the approval scenario (the deny at the end).
     let opts = Opts {
         env: vec![("TUI_GATEWAY_OFFLINE_DELAY_MS".into(), "20".into())],
         ..Opts::default()

@@ -21,8 +21,6 @@ const PROMPT_MAX: usize = 1024 * 1024;
 const SAVE_FAILED: i64 = 5011;
 /// Nothing to branch from (Hermes' code).
 const NOTHING_TO_BRANCH: i64 = 4008;
-/// A reload that cannot be done.
-const RELOAD_FAILED: i64 = 5015;
 
 fn busy(what: &str) -> RpcError {
     RpcError::new(
@@ -415,12 +413,27 @@ pub fn process_stop(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value,
     Ok(json!({ "killed": killed }))
 }
 
+/// `reload.mcp {confirm?}`: there are no MCP servers. Without `confirm` the TUI prints our
+/// `message` (its confirmation slot); with it (`/reload-mcp now`, the config watcher) the
+/// reload of zero servers is done.
 pub fn reload_mcp(p: &Params) -> Result<Value, RpcError> {
     params::opt_str(p, "session_id")?;
-    Err(RpcError::new(
-        RELOAD_FAILED,
-        "no MCP servers to reload: this gateway has no MCP support yet",
-    ))
+    let confirm = match p.get("confirm") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "invalid params: confirm must be a boolean",
+            ));
+        }
+    };
+    let message = "No MCP servers to reload: this gateway has no MCP support yet.";
+    let status = if confirm {
+        "reloaded"
+    } else {
+        "confirm_required"
+    };
+    Ok(json!({ "status": status, "servers": 0, "message": message }))
 }
 
 #[cfg(test)]
