@@ -207,7 +207,10 @@ fn a_peer_that_never_reads_again_is_treated_as_gone() {
     let db = g.db();
     let open: i64 = db
         .query_row(
-            "SELECT count(*) FROM sessions WHERE end_reason IS NOT 'tui_shutdown'",
+            // A session whose context filled up was compacted into a continuation and ended
+            // `compression` earlier, by design.
+            "SELECT count(*) FROM sessions
+             WHERE end_reason IS NULL OR end_reason NOT IN ('tui_shutdown', 'compression')",
             [],
             |r| r.get(0),
         )

@@ -397,6 +397,10 @@ fn compress_summarises_into_a_linked_session_and_survives_a_kill() {
     assert_eq!(r["before_messages"], 8);
     assert_eq!(r["after_messages"], 3);
     assert_eq!(r["removed"], 5);
+    assert_eq!(
+        r["usage"]["compressions"], 1,
+        "the status bar counts it: {r}"
+    );
     assert!(
         r["before_tokens"].as_u64() > r["after_tokens"].as_u64(),
         "{r}"

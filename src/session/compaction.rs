@@ -326,6 +326,7 @@ impl Gateway {
         s.persisted = Persisted::default();
         s.row_dirty = true;
         s.queue_dirty = true;
+        s.compressions += 1;
         let after = (s.transcript.len(), estimate_tokens(&s.transcript));
         // The context gauge shows the compacted size until the next model call measures it.
         s.context_used = after.1;

@@ -57,6 +57,8 @@ pub struct Session {
     pub context_used: u64,
     /// The model's context window in tokens.
     pub context_max: u64,
+    /// Times this live session's older turns were summarised into a continuation.
+    pub compressions: u64,
     /// Last event sequence number used.
     pub seq: u64,
     /// Recent events `(seq, params JSON)` for `session.events.since`.
@@ -131,6 +133,7 @@ impl Session {
             tool_call_count: 0,
             context_used: 0,
             context_max: n.context_max,
+            compressions: 0,
             seq: 0,
             ring: VecDeque::new(),
             turn: None,
@@ -181,7 +184,7 @@ impl Session {
             "reasoning": 0,
             "total": self.input_tokens + self.output_tokens,
             "calls": self.model_calls,
-            "compressions": 0,
+            "compressions": self.compressions,
         });
         if self.context_max > 0 {
             u["context_used"] = json!(self.context_used);
