@@ -244,8 +244,17 @@ fn session_keys_yolo_reasoning_and_verbose() {
         info["payload"]["yolo"], true,
         "the status bar's info says so: {info}"
     );
+    let notice = g.wait_session_event(sid, "notification.show", T);
+    assert!(
+        notice["payload"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("yolo")),
+        "the status bar's notice: {notice}"
+    );
     let r = g.call("config.set", json!({"key": "yolo", "session_id": sid}));
     assert_eq!(r["value"], "0", "{r}");
+    let clear = g.wait_session_event(sid, "notification.clear", T);
+    assert_eq!(clear["payload"]["key"], notice["payload"]["key"], "{clear}");
     let r = g.call("config.get", json!({"key": "yolo", "session_id": sid}));
     assert_eq!(r["value"], "0", "{r}");
     // A reasoning level is the session's; show/hide are display settings in the file.

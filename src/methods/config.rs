@@ -356,7 +356,7 @@ fn set_yolo(gw: &mut Gateway, p: &Params, v: &str) -> Result<Value, RpcError> {
             &rid,
             "notification.show",
             json!({"key": YOLO_NOTICE, "kind": "sticky", "level": "warn",
-                   "text": "⚠ yolo: approvals skipped in this session"}),
+                   "text": "⚠ yolo on"}),
         );
     } else {
         gw.emit(&rid, "notification.clear", json!({ "key": YOLO_NOTICE }));

@@ -472,20 +472,24 @@ impl Tui {
 
     /// Move the session picker's selection (`▸`) to row `index` of [`picker_rows`].
     pub fn picker_select(&self, index: usize) {
-        let rows = picker_rows(&self.screen());
-        let at = rows
-            .iter()
-            .position(|r| r.starts_with('▸'))
-            .unwrap_or_else(|| panic!("[{}] no selected picker row in {rows:#?}", self.name));
-        let key = if index > at { "Down" } else { "Up" };
-        for _ in 0..at.abs_diff(index) {
-            self.key(key);
+        // The list may still be refreshing (after a delete, say): step one row at a time from
+        // wherever the cursor is now, until it stands on `index`.
+        let deadline = Instant::now() + T;
+        loop {
+            let rows = picker_rows(&self.screen());
+            let at = rows.iter().position(|r| r.starts_with('▸'));
+            match at {
+                Some(at) if at == index => return,
+                Some(at) => self.key(if index > at { "Down" } else { "Up" }),
+                None => {}
+            }
+            assert!(
+                Instant::now() < deadline,
+                "[{}] picker row {index} not selected within {T:?}: {rows:#?}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(50));
         }
-        self.wait_screen(&format!("picker row {index} selected"), T, |s| {
-            picker_rows(s)
-                .get(index)
-                .is_some_and(|r| r.starts_with('▸'))
-        });
     }
 
     /// How many calls of `method` were made so far.

@@ -48,9 +48,11 @@ pub fn composer_line(screen: &str) -> Option<&str> {
     lines.into_iter().rev().find(|l| l.starts_with('❯'))
 }
 
-/// The composer is up and idle.
+/// The composer is up and idle. While yolo is on, its notice stands where `ready` does.
 pub fn screen_ready(s: &str) -> bool {
-    s.lines().any(|l| unframed(l).starts_with("─ ready"))
+    s.lines()
+        .map(unframed)
+        .any(|l| l.starts_with("─ ready") || l.starts_with("─ ⚠ yolo on"))
         && composer_line(s).is_some_and(|l| l.starts_with('❯'))
 }
 
@@ -139,6 +141,10 @@ mod tests {
     #[test]
     fn ready_needs_the_ready_status_and_an_open_composer() {
         assert!(screen_ready(IDLE));
+        assert!(
+            screen_ready(&IDLE.replace("─ ready", "─ ⚠ yolo on")),
+            "yolo's notice"
+        );
         assert!(!screen_ready(BUSY), "busy");
         assert!(!screen_ready(CONFIRM), "a confirmation covers the composer");
         assert_eq!(composer_line(BUSY), Some("❯ Ctrl+C to interrupt…"));
