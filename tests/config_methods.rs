@@ -251,6 +251,13 @@ fn session_keys_yolo_reasoning_and_verbose() {
             .is_some_and(|t| t.contains("yolo")),
         "the status bar's notice: {notice}"
     );
+    // The notice is the TUI's, not the session's: another session coming into view clears it,
+    // and this one coming back shows it again.
+    let other = g.create_session(json!({}));
+    g.wait_session_event(&other.id, "notification.clear", T);
+    g.call("session.activate", json!({"session_id": sid}));
+    let again = g.wait_session_event(sid, "notification.show", T);
+    assert_eq!(again["payload"]["key"], notice["payload"]["key"], "{again}");
     let r = g.call("config.set", json!({"key": "yolo", "session_id": sid}));
     assert_eq!(r["value"], "0", "{r}");
     let clear = g.wait_session_event(sid, "notification.clear", T);

@@ -325,9 +325,6 @@ fn set_model(gw: &mut Gateway, p: &Params, value: &str) -> Result<Value, RpcErro
     }))
 }
 
-/// The key of the status-bar notice that says yolo is on.
-const YOLO_NOTICE: &str = "tui-gateway.yolo";
-
 fn set_yolo(gw: &mut Gateway, p: &Params, v: &str) -> Result<Value, RpcError> {
     if let Some(scope) = params::opt_str(p, "scope")?
         && scope != "session"
@@ -350,17 +347,7 @@ fn set_yolo(gw: &mut Gateway, p: &Params, v: &str) -> Result<Value, RpcError> {
     };
     let (rid, on) = (s.runtime_id.clone(), s.yolo);
     gw.emit_info(&rid);
-    // The TUI's status bar has no yolo mark of its own; a sticky notice stands there while on.
-    if on {
-        gw.emit(
-            &rid,
-            "notification.show",
-            json!({"key": YOLO_NOTICE, "kind": "sticky", "level": "warn",
-                   "text": "⚠ yolo on"}),
-        );
-    } else {
-        gw.emit(&rid, "notification.clear", json!({ "key": YOLO_NOTICE }));
-    }
+    gw.emit_yolo_notice(&rid);
     Ok(json!({ "key": "yolo", "value": if on { "1" } else { "0" }, "scope": "session" }))
 }
 

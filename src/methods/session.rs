@@ -121,6 +121,7 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     gw.add_session(session);
     gw.mark_dirty(&rid);
     gw.emit_info(&rid);
+    gw.emit_yolo_notice(&rid);
     Ok(opening(gw, &rid))
 }
 
@@ -214,6 +215,7 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     gw.add_session(session);
     gw.mark_dirty(&rid);
     gw.emit_info(&rid);
+    gw.emit_yolo_notice(&rid);
     let mut v = opening(gw, &rid);
     v["resumed"] = json!(resumed);
     Ok(v)

@@ -20,6 +20,9 @@ use crate::util;
 const INTERNAL_ERROR: &str =
     "[tui-gateway hit an internal error and ended this turn; the other sessions are unaffected]";
 
+/// The key of the status-bar notice that says yolo is on.
+const YOLO_NOTICE: &str = "tui-gateway.yolo";
+
 impl Gateway {
     /// Put a session in memory.
     pub(crate) fn add_session(&mut self, s: Session) {
@@ -441,6 +444,24 @@ impl Gateway {
     pub(crate) fn emit_info(&mut self, rid: &str) {
         if let Some(info) = self.sessions.get(rid).map(Session::info) {
             self.emit(rid, "session.info", info);
+        }
+    }
+
+    /// The TUI's status bar has no yolo mark of its own: a sticky notice stands there while the
+    /// session the TUI shows has yolo on. Sent when yolo changes and when a session comes into
+    /// view (created, resumed, activated), since the notice belongs to the TUI, not the session.
+    pub(crate) fn emit_yolo_notice(&mut self, rid: &str) {
+        let Some(on) = self.sessions.get(rid).map(|s| s.yolo) else {
+            return;
+        };
+        if on {
+            self.emit(
+                rid,
+                "notification.show",
+                json!({"key": YOLO_NOTICE, "kind": "sticky", "level": "warn", "text": "⚠ yolo on"}),
+            );
+        } else {
+            self.emit(rid, "notification.clear", json!({ "key": YOLO_NOTICE }));
         }
     }
 
