@@ -297,16 +297,17 @@ impl Tui {
             .rev()
             .collect();
         let tail = tail.trim().to_string();
-        self.wait_screen(&format!("{text:?} in the composer"), T, |s| {
-            composer_line(s).is_some_and(|l| l.contains(&tail))
-        });
+        // Typed text ends the composer line; a placeholder tip may quote a command
+        // (`Try "/help" for commands`) without ending with it.
+        let typed = |s: &str| composer_line(s).is_some_and(|l| l.trim_end().ends_with(&tail));
+        self.wait_screen(&format!("{text:?} in the composer"), T, typed);
         // The TUI echoes keys at once but folds them into its state in 16 ms batches
         // (`FRAME_BATCH_MS`, components/textInput.tsx); an Enter inside that window submits
         // and yet leaves the text in the composer. Nobody types that fast: pace like a person.
         std::thread::sleep(KEY_PACE);
         self.key("Enter");
         self.wait_screen(&format!("{text:?} submitted (composer cleared)"), T, |s| {
-            !composer_line(s).is_some_and(|l| l.contains(&tail))
+            !typed(s)
         });
     }
 
@@ -314,8 +315,14 @@ impl Tui {
     pub fn clear_composer(&self, typed: &str) {
         std::thread::sleep(KEY_PACE);
         self.key("C-u");
+        // The typed text starts the composer line; a placeholder tip may mention it
+        // (`Try "/help" for commands`) without being typed.
         self.wait_screen(&format!("{typed:?} cleared from the composer"), T, |s| {
-            !composer_line(s).is_some_and(|l| l.contains(typed))
+            !composer_line(s).is_some_and(|l| {
+                l.trim_start_matches(['❯', '$'])
+                    .trim_start()
+                    .starts_with(typed)
+            })
         });
     }
 
