@@ -16,7 +16,6 @@ use crate::session::{Background, NewSession, Session};
 use crate::util;
 
 /// Prompts longer than this are refused (as `prompt.submit` does).
-const PROMPT_MAX: usize = 1024 * 1024;
 /// Save/export failures (Hermes' code for them).
 const SAVE_FAILED: i64 = 5011;
 /// Nothing to branch from (Hermes' code).
@@ -27,16 +26,6 @@ fn busy(what: &str) -> RpcError {
         code::BUSY,
         format!("session busy — /interrupt the current turn before /{what}"),
     )
-}
-
-fn shutting_down(gw: &Gateway) -> Result<(), RpcError> {
-    match gw.shutdown {
-        Some(_) => Err(RpcError::new(
-            code::SHUTTING_DOWN,
-            "gateway is shutting down",
-        )),
-        None => Ok(()),
-    }
 }
 
 /// How many messages `/undo` removes from the end: the replies and tool rows of the last
@@ -201,7 +190,7 @@ pub fn branch(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
         let s = live(gw, p)?;
         (s.runtime_id.clone(), s.stored_id.clone())
     };
-    shutting_down(gw)?;
+    params::not_shutting_down(gw)?;
     let s = &gw.sessions[&rid];
     if s.running() {
         return Err(busy("branch"));
@@ -282,14 +271,7 @@ pub fn activate(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, Rpc
 
 pub fn steer(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let text = params::opt_str(p, "text")?.unwrap_or("").trim().to_string();
-    if text.is_empty() {
-        return Err(RpcError::new(code::EMPTY_PROMPT, "text is required"));
-    }
-    if text.len() > PROMPT_MAX {
-        return Err(RpcError::invalid_params(format!(
-            "invalid params: text is longer than {PROMPT_MAX} bytes"
-        )));
-    }
+    params::check_prompt(&text)?;
     let s = live(gw, p)?;
     let accepted = match s.turn.as_mut() {
         Some(turn) if turn.compaction.is_none() && !turn.interrupting => {
@@ -338,7 +320,7 @@ pub fn compress(gw: &mut Gateway, id: &Value, p: &Params, now: Instant) -> super
                 "info": s.info(),
             })));
         }
-        shutting_down(gw)?;
+        params::not_shutting_down(gw)?;
         if gw.start_compaction(&rid, Some(id.clone()), focus.as_deref(), now) {
             Ok(None)
         } else {
@@ -367,15 +349,8 @@ pub fn background(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, R
         parent.cols,
         parent.context_max,
     );
-    if text.is_empty() {
-        return Err(RpcError::new(code::EMPTY_PROMPT, "text required"));
-    }
-    if text.len() > PROMPT_MAX {
-        return Err(RpcError::invalid_params(format!(
-            "invalid params: text is longer than {PROMPT_MAX} bytes"
-        )));
-    }
-    shutting_down(gw)?;
+    params::check_prompt(&text)?;
+    params::not_shutting_down(gw)?;
     let task_id = format!("bg_{}", util::random_hex(6));
     let started_at = util::unix_now();
     let rid = new_runtime_id(gw);

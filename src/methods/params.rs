@@ -54,3 +54,30 @@ pub fn opt_u64(p: &Params, key: &str) -> Result<Option<u64>, RpcError> {
             }),
     }
 }
+
+/// Prompts longer than this are refused rather than sent to a model.
+pub const PROMPT_MAX: usize = 1024 * 1024;
+
+/// A prompt's text (submit, steer, background): not blank (4002), not over [`PROMPT_MAX`].
+pub fn check_prompt(text: &str) -> Result<(), RpcError> {
+    if text.trim().is_empty() {
+        return Err(RpcError::new(code::EMPTY_PROMPT, "empty prompt"));
+    }
+    if text.len() > PROMPT_MAX {
+        return Err(RpcError::invalid_params(format!(
+            "invalid params: text is longer than {PROMPT_MAX} bytes"
+        )));
+    }
+    Ok(())
+}
+
+/// Calls that would start something are refused once the shutdown began (5035).
+pub fn not_shutting_down(gw: &crate::event_loop::Gateway) -> Result<(), RpcError> {
+    match gw.shutdown {
+        Some(_) => Err(RpcError::new(
+            code::SHUTTING_DOWN,
+            "gateway is shutting down",
+        )),
+        None => Ok(()),
+    }
+}

@@ -8,29 +8,13 @@ use super::params::{self, Params};
 use super::session::live;
 use crate::event_loop::Gateway;
 use crate::rpc::RpcError;
-use crate::rpc::frame::code;
-
-/// Prompts longer than this are refused rather than sent to a model.
-const PROMPT_MAX: usize = 1024 * 1024;
 
 pub fn submit(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
     let text = params::opt_str(p, "text")?.unwrap_or("");
-    let shutting_down = gw.shutdown.is_some();
+    live(gw, p)?;
+    params::not_shutting_down(gw)?;
+    params::check_prompt(text)?;
     let s = live(gw, p)?;
-    if shutting_down {
-        return Err(RpcError::new(
-            code::SHUTTING_DOWN,
-            "gateway is shutting down",
-        ));
-    }
-    if text.trim().is_empty() {
-        return Err(RpcError::new(code::EMPTY_PROMPT, "empty prompt"));
-    }
-    if text.len() > PROMPT_MAX {
-        return Err(RpcError::invalid_params(format!(
-            "invalid params: text is longer than {PROMPT_MAX} bytes"
-        )));
-    }
     if s.running() {
         s.queued.push_back(text.to_string());
         s.queue_dirty = true;

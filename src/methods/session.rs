@@ -81,12 +81,7 @@ pub(crate) fn opening(gw: &Gateway, rid: &str) -> Value {
 }
 
 pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
-    if gw.shutdown.is_some() {
-        return Err(RpcError::new(
-            code::SHUTTING_DOWN,
-            "gateway is shutting down",
-        ));
-    }
+    params::not_shutting_down(gw)?;
     let cols = params::opt_u64(p, "cols")?.unwrap_or(80);
     let cwd = params::opt_str(p, "cwd")?
         .map(str::to_string)
@@ -144,12 +139,7 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
         v["resumed"] = json!(gw.sessions[&rid].stored_id);
         return Ok(v);
     }
-    if gw.shutdown.is_some() {
-        return Err(RpcError::new(
-            code::SHUTTING_DOWN,
-            "gateway is shutting down",
-        ));
-    }
+    params::not_shutting_down(gw)?;
     // A session closed this iteration may still wait for its commit; resume that copy.
     let stored = gw
         .retired
