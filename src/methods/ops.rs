@@ -10,9 +10,9 @@ use super::session::{live, new_runtime_id, new_stored_id, opening, unique_title}
 use crate::event_loop::Gateway;
 use crate::rpc::RpcError;
 use crate::rpc::frame::code;
+use crate::session::Background;
 use crate::session::compaction;
 use crate::session::transcript::{Message, Role};
-use crate::session::{Background, NewSession, Session};
 use crate::util;
 
 /// Prompts longer than this are refused (as `prompt.submit` does).
@@ -212,19 +212,11 @@ pub fn branch(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     let title = unique_title(gw, &wanted, &stored_id);
     let new_rid = new_runtime_id(gw);
     let s = &gw.sessions[&rid];
-    let mut branch = Session::new(
-        NewSession {
-            runtime_id: new_rid.clone(),
-            stored_id: stored_id.clone(),
-            title: Some(title.clone()),
-            model: s.model.clone(),
-            provider: s.provider.clone(),
-            cwd: s.cwd.clone(),
-            source: s.source.clone(),
-            started_at,
-            cols: s.cols,
-            context_max: s.context_max,
-        },
+    let mut branch = s.like(
+        new_rid.clone(),
+        stored_id.clone(),
+        Some(title.clone()),
+        started_at,
         now,
     );
     branch.transcript = s.transcript.clone();
@@ -339,36 +331,16 @@ pub fn compress(gw: &mut Gateway, id: &Value, p: &Params, now: Instant) -> super
 
 pub fn background(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
     let text = params::opt_str(p, "text")?.unwrap_or("").trim().to_string();
-    let parent = live(gw, p)?;
-    let (parent_rid, parent_stored) = (parent.runtime_id.clone(), parent.stored_id.clone());
-    let (model, provider, cwd, source, cols, context_max) = (
-        parent.model.clone(),
-        parent.provider.clone(),
-        parent.cwd.clone(),
-        parent.source.clone(),
-        parent.cols,
-        parent.context_max,
-    );
+    let parent_rid = live(gw, p)?.runtime_id.clone();
     params::check_prompt(&text)?;
     params::not_shutting_down(gw)?;
     let task_id = format!("bg_{}", util::random_hex(6));
     let started_at = util::unix_now();
     let rid = new_runtime_id(gw);
-    let mut child = Session::new(
-        NewSession {
-            runtime_id: rid.clone(),
-            stored_id: new_stored_id(gw, started_at),
-            title: None,
-            model,
-            provider,
-            cwd,
-            source,
-            started_at,
-            cols,
-            context_max,
-        },
-        now,
-    );
+    let stored_id = new_stored_id(gw, started_at);
+    let parent = &gw.sessions[&parent_rid];
+    let parent_stored = parent.stored_id.clone();
+    let mut child = parent.like(rid.clone(), stored_id, None, started_at, now);
     child.parent_session_id = Some(parent_stored);
     child.background = Some(Background {
         parent_rid,

@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 
 use crate::event_loop::{Gateway, Route};
 use crate::rpc::frame::{self, RpcError};
+use crate::session::Persisted;
 use crate::session::transcript::{self, Message, Role};
 use crate::session::turn::Turn;
-use crate::session::{NewSession, Persisted, Session};
 use crate::util;
 
 /// First line of the request that asks a model for a summary (the offline model knows it).
@@ -281,19 +281,11 @@ impl Gateway {
             return Value::Null;
         };
         let old_id = s.stored_id.clone();
-        let mut old = Session::new(
-            NewSession {
-                runtime_id: String::new(),
-                stored_id: old_id.clone(),
-                title: s.title.clone(),
-                model: s.model.clone(),
-                provider: s.provider.clone(),
-                cwd: s.cwd.clone(),
-                source: s.source.clone(),
-                started_at: s.started_at,
-                cols: s.cols,
-                context_max: s.context_max,
-            },
+        let mut old = s.like(
+            String::new(),
+            old_id.clone(),
+            s.title.clone(),
+            s.started_at,
             s.last_active,
         );
         old.transcript = s.transcript.clone();

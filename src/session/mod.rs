@@ -150,6 +150,33 @@ impl Session {
         }
     }
 
+    /// A new session that runs like this one (model, provider, cwd, source, width, window),
+    /// with its own ids: a branch, a background task, a compacted session's stored half.
+    pub fn like(
+        &self,
+        runtime_id: String,
+        stored_id: String,
+        title: Option<String>,
+        started_at: f64,
+        now: Instant,
+    ) -> Session {
+        Session::new(
+            NewSession {
+                runtime_id,
+                stored_id,
+                title,
+                model: self.model.clone(),
+                provider: self.provider.clone(),
+                cwd: self.cwd.clone(),
+                source: self.source.clone(),
+                started_at,
+                cols: self.cols,
+                context_max: self.context_max,
+            },
+            now,
+        )
+    }
+
     pub fn running(&self) -> bool {
         self.turn.is_some()
     }
