@@ -284,7 +284,7 @@ fn start_tool_call(gw: &mut Gateway, rid: &str, call: ToolCall, now: Instant) ->
     );
     if call.name != "terminal" {
         let err = format!("unknown tool: {}", call.name);
-        record_result(gw, rid, &call, &args, "", None, Some(err), 0.0);
+        fail_at_once(gw, rid, &call, &args, err);
         return false;
     }
     let Some(command) = args
@@ -293,32 +293,23 @@ fn start_tool_call(gw: &mut Gateway, rid: &str, call: ToolCall, now: Instant) ->
         .map(str::to_string)
     else {
         let err = "invalid arguments: command (a string) is required".to_string();
-        record_result(gw, rid, &call, &args, "", None, Some(err), 0.0);
+        fail_at_once(gw, rid, &call, &args, err);
         return false;
     };
     if command.trim().is_empty() {
-        record_result(
-            gw,
-            rid,
-            &call,
-            &args,
-            "",
-            None,
-            Some("empty command".into()),
-            0.0,
-        );
+        fail_at_once(gw, rid, &call, &args, "empty command".into());
         return false;
     }
     match policy::check(&command) {
         policy::Verdict::Refuse { reason } => {
             let err = format!("blocked: {reason}");
-            record_result(gw, rid, &call, &args, "", None, Some(err), 0.0);
+            fail_at_once(gw, rid, &call, &args, err);
             false
         }
         policy::Verdict::Ask { description, .. } if in_background(gw, rid) => {
             // Nobody sees a background task's approval request (the TUI shows one session).
             let err = format!("blocked: {description} (a background task cannot ask for approval)");
-            finish_call(gw, rid, &call, &args, "", None, Some(err), 0.0, now);
+            fail_at_once(gw, rid, &call, &args, err);
             false
         }
         policy::Verdict::Ask { key, description } if !approval::pre_approved(gw, rid, key) => {
@@ -389,7 +380,7 @@ pub(crate) fn launch_for_turn(
         }
         Err(e) => {
             let err = format!("could not start the command: {e}");
-            record_result(gw, rid, &call, &args, "", None, Some(err), 0.0);
+            fail_at_once(gw, rid, &call, &args, err);
             false
         }
     }
@@ -411,6 +402,12 @@ pub(crate) fn finish_call(
 ) {
     record_result(gw, rid, call, args, output, exit_code, error, duration_s);
     next_tool(gw, rid, now);
+}
+
+/// A call that failed before anything ran (refused, invalid, could not start): its result is
+/// the error alone.
+fn fail_at_once(gw: &mut Gateway, rid: &str, call: &ToolCall, args: &Value, error: String) {
+    record_result(gw, rid, call, args, "", None, Some(error), 0.0);
 }
 
 /// Record a finished call: the tool message (committed this iteration), then `tool.complete`.
