@@ -563,19 +563,17 @@ impl Gateway {
                 Timer::FlushTick => crate::flush::tick(self, now),
                 Timer::ReaperTick => crate::flush::reap_idle(self, now),
                 Timer::ShutdownStep => {}
-                Timer::Tool(id, what) => match crate::tools::owner_session(self, id) {
-                    Some(rid) => {
-                        self.isolated(&rid, now, |gw| crate::tools::on_timer(gw, id, what, now))
-                    }
-                    None => crate::tools::on_timer(self, id, what, now),
-                },
+                Timer::Tool(id, what) => {
+                    let owner = crate::tools::owner_session(self, id);
+                    self.isolated(owner.as_deref(), now, |gw| {
+                        crate::tools::on_timer(gw, id, what, now)
+                    });
+                }
                 Timer::ApprovalTimeout(request_id) => {
-                    match crate::tools::approval::owner_session(self, &request_id) {
-                        Some(rid) => self.isolated(&rid, now, |gw| {
-                            crate::tools::approval::expire(gw, &request_id, now)
-                        }),
-                        None => crate::tools::approval::expire(self, &request_id, now),
-                    }
+                    let owner = crate::tools::approval::owner_session(self, &request_id);
+                    self.isolated(owner.as_deref(), now, |gw| {
+                        crate::tools::approval::expire(gw, &request_id, now)
+                    });
                 }
                 Timer::ModelList(id) => crate::methods::models::on_timeout(self, id),
             }

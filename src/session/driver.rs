@@ -130,14 +130,23 @@ impl Gateway {
         for rid in list {
             if let Some(turn) = self.sessions.get_mut(&rid).and_then(|s| s.turn.as_mut()) {
                 turn.scheduled = false;
-                self.isolated(&rid, now, |gw| gw.drive(&rid, now));
+                self.isolated(Some(&rid), now, |gw| gw.drive(&rid, now));
             }
         }
     }
 
-    /// Do one session's work; a panic in it ends that session's turn with an error instead of
-    /// ending the gateway (every other session goes on).
-    pub(crate) fn isolated(&mut self, rid: &str, now: Instant, work: impl FnOnce(&mut Gateway)) {
+    /// Do work on behalf of `owner`'s session; a panic in it ends that session's turn with an
+    /// error instead of ending the gateway (every other session goes on). Work nobody owns runs
+    /// unguarded: its panic reaches the loop, which starts the shutdown.
+    pub(crate) fn isolated(
+        &mut self,
+        owner: Option<&str>,
+        now: Instant,
+        work: impl FnOnce(&mut Gateway),
+    ) {
+        let Some(rid) = owner else {
+            return work(self);
+        };
         let Err(panic) = catch_unwind(AssertUnwindSafe(|| work(self))) else {
             return;
         };

@@ -769,10 +769,8 @@ pub fn on_child_exit(gw: &mut Gateway) {
 pub fn pump(gw: &mut Gateway, now: Instant) {
     let work = std::mem::take(&mut gw.tools.work);
     for id in work {
-        match owner_session(gw, id) {
-            Some(rid) => gw.isolated(&rid, now, |gw| pump_one(gw, id, now)),
-            None => pump_one(gw, id, now),
-        }
+        let owner = owner_session(gw, id);
+        gw.isolated(owner.as_deref(), now, |gw| pump_one(gw, id, now));
     }
 }
 
