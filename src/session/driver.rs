@@ -467,7 +467,7 @@ impl Gateway {
             self.emit(
                 rid,
                 "notification.show",
-                json!({"key": YOLO_NOTICE, "kind": "sticky", "level": "warn", "text": "⚠ yolo on"}),
+                json!({"key": YOLO_NOTICE, "kind": "sticky", "level": "warn", "text": "yolo on"}),
             );
         } else {
             self.emit(rid, "notification.clear", json!({ "key": YOLO_NOTICE }));

@@ -52,7 +52,7 @@ pub fn composer_line(screen: &str) -> Option<&str> {
 pub fn screen_ready(s: &str) -> bool {
     s.lines()
         .map(unframed)
-        .any(|l| l.starts_with("─ ready") || l.starts_with("─ ⚠ yolo on"))
+        .any(|l| l.starts_with("─ ready") || l.starts_with("─ yolo on"))
         && composer_line(s).is_some_and(|l| l.starts_with('❯'))
 }
 
@@ -142,7 +142,7 @@ mod tests {
     fn ready_needs_the_ready_status_and_an_open_composer() {
         assert!(screen_ready(IDLE));
         assert!(
-            screen_ready(&IDLE.replace("─ ready", "─ ⚠ yolo on")),
+            screen_ready(&IDLE.replace("─ ready", "─ yolo on")),
             "yolo's notice"
         );
         assert!(!screen_ready(BUSY), "busy");
