@@ -82,7 +82,7 @@ pub(crate) fn opening(gw: &Gateway, rid: &str) -> Value {
 
 pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
     params::not_shutting_down(gw)?;
-    let cols = params::opt_u64(p, "cols")?.unwrap_or(80);
+    let cols = params::opt_u64(p, "cols")?.map_or(80, |c| c.clamp(1, 10_000));
     let cwd = params::opt_str(p, "cwd")?
         .map(str::to_string)
         .unwrap_or_else(util::default_cwd);
@@ -122,6 +122,8 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
 
 pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
     let mut wanted = params::req_id(p, "session_id")?.to_string();
+    // Checked before anything else, so a live session's resume refuses a bad one too.
+    let cols = params::opt_u64(p, "cols")?.map(|c| c.clamp(1, 10_000));
     // A compacted session resumes as its continuation, where the conversation went on.
     if gw.live_rid(&wanted).is_none()
         && let Ok(Some(tip)) = gw.store.compression_tip(&wanted)
@@ -195,7 +197,7 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
             s
         }
     };
-    session.cols = params::opt_u64(p, "cols")?.unwrap_or(session.cols);
+    session.cols = cols.unwrap_or(session.cols);
     // Reopen the row: it is live again.
     session.ended = None;
     session.row_dirty = true;
@@ -351,7 +353,7 @@ pub fn events_since(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
         .collect();
     let oldest = s.ring.front().map_or(s.seq + 1, |(seq, _)| *seq);
     // The ring starts at seq 1 until it overflows.
-    let truncated = last_seen + 1 < oldest;
+    let truncated = last_seen.saturating_add(1) < oldest;
     Ok(json!({
         "events": events,
         "latest_seq": s.seq,
