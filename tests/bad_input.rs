@@ -208,9 +208,18 @@ fn wrong_param_types() {
         ),
         ("session.resume", json!({"session_id": ["x"]})),
         // The session is live: its resume is answered from memory, and still checks `cols`.
-        ("session.resume", json!({"session_id": s.stored, "cols": "wide"})),
-        ("session.resume", json!({"session_id": s.stored, "cols": -1})),
-        ("session.resume", json!({"session_id": s.stored, "cols": 1.5})),
+        (
+            "session.resume",
+            json!({"session_id": s.stored, "cols": "wide"}),
+        ),
+        (
+            "session.resume",
+            json!({"session_id": s.stored, "cols": -1}),
+        ),
+        (
+            "session.resume",
+            json!({"session_id": s.stored, "cols": 1.5}),
+        ),
         ("terminal.resize", json!({"session_id": s.id, "cols": null})),
         ("complete.slash", json!({"text": 5})),
         ("input.detect_drop", json!({"session_id": s.id, "text": 5})),

@@ -213,15 +213,35 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     Ok(v)
 }
 
+/// Live sessions answered by `session.active_list` unless it asks for more: the TUI polls it
+/// every 1.5 s, and an embedder may hold thousands of sessions.
+const ACTIVE_LIST_DEFAULT: usize = 200;
+const ACTIVE_LIST_MAX: usize = 10_000;
+
 pub fn active_list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let current = params::opt_str(p, "current_session_id")?;
+    let limit = params::opt_u64(p, "limit")?
+        .map_or(ACTIVE_LIST_DEFAULT, |n| (n as usize).min(ACTIVE_LIST_MAX));
     // Background tasks are not sessions the user switches to.
     let mut live: Vec<&Session> = gw
         .sessions
         .values()
         .filter(|s| s.background.is_none())
         .collect();
-    live.sort_by_key(|s| std::cmp::Reverse(s.last_active));
+    let total = live.len();
+    // The most recently active `limit`, without sorting all of them; the current one always.
+    let recent = std::cmp::Reverse;
+    if live.len() > limit {
+        let cur = current.and_then(|c| live.iter().position(|s| s.runtime_id == c));
+        let keep_current = cur.map(|i| live.swap_remove(i));
+        let room = limit.saturating_sub(usize::from(keep_current.is_some()));
+        if room > 0 && live.len() > room {
+            live.select_nth_unstable_by_key(room - 1, |s| recent(s.last_active));
+        }
+        live.truncate(room);
+        live.extend(keep_current);
+    }
+    live.sort_by_key(|s| recent(s.last_active));
     let sessions: Vec<Value> = live
         .iter()
         .map(|s| {
@@ -239,7 +259,7 @@ pub fn active_list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
             })
         })
         .collect();
-    Ok(json!({ "sessions": sessions }))
+    Ok(json!({ "sessions": sessions, "total": total }))
 }
 
 pub fn list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {

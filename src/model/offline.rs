@@ -41,7 +41,9 @@ impl Reply {
         if rest.is_empty() {
             return None;
         }
-        let word_start = rest.find(|c: char| !c.is_whitespace()).unwrap_or(rest.len());
+        let word_start = rest
+            .find(|c: char| !c.is_whitespace())
+            .unwrap_or(rest.len());
         let word = &rest[word_start..];
         let mut end = self.at + word_start + word.find(char::is_whitespace).unwrap_or(word.len());
         if self.text[end..].chars().all(char::is_whitespace) {
@@ -217,7 +219,15 @@ mod tests {
 
     #[test]
     fn pieces_concatenate_back_to_the_text() {
-        for text in ["hello world", "  lead and trail  ", "one", "a\nb  c", "", "   ", "é ü"] {
+        for text in [
+            "hello world",
+            "  lead and trail  ",
+            "one",
+            "a\nb  c",
+            "",
+            "   ",
+            "é ü",
+        ] {
             assert_eq!(pieces(text).concat(), text);
         }
         assert_eq!(pieces("a b c"), ["a", " b", " c"]);
