@@ -1,3 +1,2 @@
 pub mod chat;
-pub mod lines;
 pub mod sessions;
