@@ -21,7 +21,7 @@ extern "C" fn host_on_sigterm(_: libc::c_int) {
 fn main() {
     // Commands run under a supervisor that is this very binary re-executed: let it take over
     // before anything else happens.
-    tui_gateway::tools::supervisor::run_if_requested();
+    tui_gateway::runner::supervisor::run_if_requested();
 
     // SAFETY: installing a handler that only stores to an atomic is async-signal-safe.
     unsafe {

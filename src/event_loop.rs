@@ -45,8 +45,10 @@ pub enum Timer {
     ReaperTick,
     /// Look again at the shutdown sequence's deadlines.
     ShutdownStep,
-    /// Something about a running tool is due.
-    Tool(u64, crate::tools::ToolTimer),
+    /// Something about a run of the process runner is due.
+    Run(crate::runner::RunId, crate::runner::RunTimer),
+    /// Send a run's live output.
+    LiveOutput(crate::runner::RunId),
     /// An approval waited too long: deny it.
     ApprovalTimeout(String),
     /// A `model.options` fetch of the endpoint's model list waited too long.
@@ -58,8 +60,8 @@ pub enum Timer {
 pub enum Route {
     /// A model call of this session's turn.
     Turn(String),
-    /// A pipe or exit descriptor of a running tool.
-    Tool(u64),
+    /// A pipe or exit descriptor of a run of the process runner.
+    Run(crate::runner::RunId),
     /// The socket (or resolver) of a `model.options` fetch.
     ModelList(u64),
 }
@@ -92,8 +94,10 @@ pub struct Gateway {
     pub(crate) live_by_stored: HashMap<String, String>,
     /// Who a dynamic token belongs to.
     pub(crate) by_token: HashMap<Token, Route>,
-    /// Running commands, approvals.
+    /// Who waits for each run, approvals.
     pub(crate) tools: crate::tools::Tools,
+    /// Running commands.
+    pub(crate) runner: crate::runner::Runner,
     /// `model.options` requests waiting for the endpoint's model list.
     pub(crate) model_fetches: crate::methods::models::Fetches,
     pub(crate) next_token: usize,
@@ -202,6 +206,7 @@ impl Gateway {
             eprintln!("[gateway] {w}");
         }
         let cfg_home_for_tools = cfg.home.clone();
+        let kill_grace = cfg.kill_grace;
         let cfg_flush_interval = cfg.flush_interval;
         let signals = None;
         Ok(Gateway {
@@ -217,6 +222,10 @@ impl Gateway {
             live_by_stored: HashMap::new(),
             by_token: HashMap::new(),
             tools: crate::tools::Tools::new(&cfg_home_for_tools),
+            runner: crate::runner::Runner::new(
+                std::env::current_exe().unwrap_or_else(|_| "tui-gateway".into()),
+                kill_grace,
+            ),
             model_fetches: Default::default(),
             next_token: FIRST_DYNAMIC,
             out,
@@ -342,7 +351,7 @@ impl Gateway {
         let busy = !self.paused()
             && ((self.input_open && self.input_ready)
                 || !self.runnable.is_empty()
-                || self.tools.has_work());
+                || self.runner.has_work());
         if busy || self.exit_code.is_some() {
             return Some(Duration::ZERO);
         }
@@ -526,7 +535,7 @@ impl Gateway {
         let pending: Vec<i32> = signals.pending().collect();
         for sig in pending {
             if sig == crate::signals::signal::SIGCHLD {
-                crate::tools::on_child_exit(self);
+                self.runner.on_child_exit();
                 continue;
             }
             eprintln!("[gateway-signal] {}", crate::signals::name(sig));
@@ -563,11 +572,10 @@ impl Gateway {
                 Timer::FlushTick => crate::flush::tick(self, now),
                 Timer::ReaperTick => crate::flush::reap_idle(self, now),
                 Timer::ShutdownStep => {}
-                Timer::Tool(id, what) => {
+                Timer::Run(id, what) => crate::tools::on_run_timer(self, id, what, now),
+                Timer::LiveOutput(id) => {
                     let owner = crate::tools::owner_session(self, id);
-                    self.isolated(owner.as_deref(), now, |gw| {
-                        crate::tools::on_timer(gw, id, what, now)
-                    });
+                    self.isolated(owner.as_deref(), now, |gw| crate::tools::flush_live(gw, id));
                 }
                 Timer::ApprovalTimeout(request_id) => {
                     let owner = crate::tools::approval::owner_session(self, &request_id);
@@ -583,7 +591,7 @@ impl Gateway {
     fn on_source_ready(&mut self, token: Token) {
         match self.by_token.get(&token).cloned() {
             Some(Route::Turn(rid)) => self.schedule(&rid),
-            Some(Route::Tool(id)) => self.tools.mark_ready(id),
+            Some(Route::Run(id)) => self.runner.mark_ready(id),
             Some(Route::ModelList(id)) => crate::methods::models::on_ready(self, id),
             None => {}
         }

@@ -30,7 +30,7 @@ pub struct Turn {
     /// Tool calls of the last model round not yet run.
     pub pending_tools: VecDeque<ToolCall>,
     /// The tool call running now (its run id in the tool registry).
-    pub tool: Option<u64>,
+    pub tool: Option<crate::runner::RunId>,
     /// The approval this turn waits for.
     pub approval: Option<String>,
     /// An interrupt arrived while a tool was dying; end the turn when it is reaped.

@@ -4,13 +4,9 @@
 //! a timeout, and a kill of the whole group (SIGTERM, then SIGKILL).
 
 pub mod approval;
-pub mod capture;
 pub mod policy;
-pub mod process;
-pub mod supervisor;
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -22,42 +18,20 @@ use crate::event_loop::{Gateway, Route, Timer};
 use crate::model::ToolCall;
 use crate::rpc::RpcError;
 use crate::rpc::frame::{self, code};
+pub use crate::runner::Ending;
+use crate::runner::{RunEnd, RunEvent, RunId, Spec, Streams};
 use crate::session::transcript::{Message, Role, tool_context};
 use crate::util;
-use capture::Capture;
-use process::Streams;
 
-/// Output kept per stream: this much of the head and of the tail.
-const HEAD_KEEP: usize = 16 * 1024;
-const TAIL_KEEP: usize = 32 * 1024;
-/// Bytes read from one tool per loop iteration, so a flood cannot starve the loop.
-const READ_BUDGET: usize = 256 * 1024;
 /// Live `tool.output` events: at most one per interval per tool, at most this much text each.
 const LIVE_INTERVAL: Duration = Duration::from_millis(100);
 const LIVE_MAX: usize = 8 * 1024;
-/// After the supervisor exits, pipes still held by stragglers are read this much longer.
-const DRAIN: Duration = Duration::from_millis(200);
 /// Model rounds in one turn before the turn is stopped.
 pub const MAX_ROUNDS: u32 = 50;
 /// Tool calls of one model answer that are run; the rest are answered without running.
 pub const MAX_CALLS_PER_ANSWER: usize = 128;
 /// `shell.exec` timeout.
 const SHELL_TIMEOUT: Duration = Duration::from_secs(30);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolTimer {
-    Timeout,
-    Kill,
-    Drain,
-    LiveOutput,
-}
-
-/// Why a command stopped before its natural end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ending {
-    Timeout,
-    Interrupted,
-}
 
 /// Who waits for a command.
 #[derive(Debug, Clone)]
@@ -91,94 +65,29 @@ pub struct Outcome {
     pub start_error: Option<String>,
 }
 
-struct Pipe {
-    fd: OwnedFd,
+/// A run of the runner and who waits for it.
+struct Owned {
+    owner: Owner,
+    /// The token the loop routes its descriptors' readiness with.
     token: Token,
-    open: bool,
-}
-
-pub struct ToolRun {
-    pub owner: Owner,
-    /// The supervisor's pid, once it reported it (polite SIGTERM goes there).
-    supervisor: Option<i32>,
-    /// The command's process group (= its pid), once the supervisor reported it.
-    group: Option<i32>,
-    status: Option<Pipe>,
-    stdout: Option<Pipe>,
-    stderr: Option<Pipe>,
-    /// Bytes of the status pipe not yet parsed into lines.
-    status_buf: Vec<u8>,
-    /// Why the command could not start, as the supervisor reported it.
-    start_error: Option<String>,
-    lifeline: Option<OwnedFd>,
-    out: Capture,
-    err: Capture,
-    exit: Option<i32>,
-    ending: Option<Ending>,
-    timeout: Duration,
-    started: Instant,
+    /// Output not yet sent live, and how much did not fit.
     live: String,
     live_skipped: u64,
     live_timer: bool,
-    drain_until: Option<Instant>,
-    /// Readiness was reported on one of its pipes and not yet read to `WouldBlock`.
-    ready: bool,
 }
 
-/// The tool registry owned by the gateway.
+/// The tools side of the gateway: who owns each run, approvals.
 pub struct Tools {
-    runs: HashMap<u64, ToolRun>,
-    next_id: u64,
-    /// Runs with readable pipes to pump.
-    work: Vec<u64>,
+    owned: HashMap<RunId, Owned>,
     pub approvals: approval::Approvals,
-    /// Program re-executed as the zygote (the gateway's own binary).
-    pub program: PathBuf,
-    zygote: Option<supervisor::Zygote>,
 }
 
 impl Tools {
     pub fn new(home: &Path) -> Tools {
         Tools {
-            runs: HashMap::new(),
-            next_id: 1,
-            work: Vec::new(),
+            owned: HashMap::new(),
             approvals: approval::Approvals::load(home),
-            program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("tui-gateway")),
-            zygote: None,
         }
-    }
-
-    pub fn has_work(&self) -> bool {
-        !self.work.is_empty()
-    }
-
-    pub fn mark_ready(&mut self, id: u64) {
-        if let Some(run) = self.runs.get_mut(&id)
-            && !run.ready
-        {
-            run.ready = true;
-            self.work.push(id);
-        }
-    }
-
-    /// Start a command through the zygote, (re)starting the zygote when it is not there.
-    fn spawn(
-        &mut self,
-        command: &str,
-        cwd: &Path,
-        streams: Streams,
-    ) -> std::io::Result<process::Spawned> {
-        if let Some(z) = self.zygote.as_mut()
-            && !z.exited()
-            && let Ok(spawned) = process::spawn(z, command, cwd, streams)
-        {
-            return Ok(spawned);
-        }
-        let z = self
-            .zygote
-            .insert(supervisor::Zygote::start(&self.program)?);
-        process::spawn(z, command, cwd, streams)
     }
 }
 
@@ -514,11 +423,12 @@ pub fn interrupt_tools(gw: &mut Gateway, rid: &str, now: Instant) -> bool {
     }
     let tool = gw.turn(rid).and_then(|t| t.tool);
     match tool {
-        Some(id) if gw.tools.runs.contains_key(&id) => {
+        Some(id) if gw.runner.is_running(id) => {
             if let Some(turn) = gw.turn_mut(rid) {
                 turn.interrupting = true;
             }
-            stop(gw, id, Ending::Interrupted, now);
+            gw.runner.stop(id, Ending::Interrupted, now);
+            after_runner(gw, now);
             true
         }
         _ => {
@@ -530,22 +440,16 @@ pub fn interrupt_tools(gw: &mut Gateway, rid: &str, now: Instant) -> bool {
 
 /// A session leaves memory now: kill its command at once and record the result.
 pub fn abandon_session_tools(gw: &mut Gateway, rid: &str, now: Instant) {
-    let ids: Vec<u64> = gw
-        .tools
-        .runs
-        .iter()
-        .filter(|(_, r)| matches!(&r.owner, Owner::Turn { rid: owner, .. } if owner == rid))
-        .map(|(id, _)| *id)
-        .collect();
+    let ids = runs_where(
+        gw,
+        |o| matches!(o, Owner::Turn { rid: owner, .. } if owner == rid),
+    );
     for id in ids {
         if let Some(turn) = gw.turn_mut(rid) {
             turn.interrupting = true;
         }
-        if let Some(run) = gw.tools.runs.get_mut(&id) {
-            run.ending.get_or_insert(Ending::Interrupted);
-            hard_kill(run);
-        }
-        finish(gw, id, now);
+        gw.runner.kill_now(id, now);
+        after_runner(gw, now);
     }
 }
 
@@ -622,18 +526,6 @@ pub fn run_for_request(
 
 // ---- processes ----
 
-fn register(gw: &mut Gateway, id: u64, fd: OwnedFd) -> std::io::Result<Pipe> {
-    let token = gw.alloc_token(Route::Tool(id));
-    gw.poll
-        .registry()
-        .register(&mut SourceFd(&fd.as_raw_fd()), token, Interest::READABLE)?;
-    Ok(Pipe {
-        fd,
-        token,
-        open: true,
-    })
-}
-
 fn launch(
     gw: &mut Gateway,
     owner: Owner,
@@ -642,304 +534,153 @@ fn launch(
     timeout: Duration,
     streams: Streams,
     now: Instant,
-) -> std::io::Result<u64> {
-    let spawned = gw.tools.spawn(command, cwd, streams)?;
-    let id = gw.tools.next_id;
-    gw.tools.next_id += 1;
-    let mut run = ToolRun {
-        owner,
-        supervisor: None,
-        group: None,
-        status: None,
-        stdout: None,
-        stderr: None,
-        status_buf: Vec::new(),
-        start_error: None,
-        lifeline: Some(spawned.lifeline),
-        out: Capture::new(HEAD_KEEP, TAIL_KEEP),
-        err: Capture::new(HEAD_KEEP, TAIL_KEEP),
-        exit: None,
-        ending: None,
+) -> std::io::Result<RunId> {
+    let live = matches!(owner, Owner::Turn { .. });
+    let spec = Spec {
+        command,
+        cwd,
+        streams,
         timeout,
-        started: now,
-        live: String::new(),
-        live_skipped: 0,
-        live_timer: false,
-        drain_until: None,
-        ready: true,
+        live,
     };
-    let registered = (|| -> std::io::Result<()> {
-        run.stdout = Some(register(gw, id, spawned.stdout)?);
-        if let Some(fd) = spawned.stderr {
-            run.stderr = Some(register(gw, id, fd)?);
-        }
-        run.status = Some(register(gw, id, spawned.status)?);
-        Ok(())
-    })();
+    let id = gw.runner.start(&spec, now)?;
+    let token = gw.alloc_token(Route::Run(id));
+    let registered = gw.runner.fds(id).into_iter().try_for_each(|fd| {
+        gw.poll
+            .registry()
+            .register(&mut SourceFd(&fd), token, Interest::READABLE)
+    });
     if let Err(e) = registered {
-        hard_kill(&mut run);
-        release_tokens(gw, &run);
+        for fd in gw.runner.fds(id) {
+            let _ = gw.poll.registry().deregister(&mut SourceFd(&fd));
+        }
+        gw.runner.discard(id);
+        gw.by_token.remove(&token);
         return Err(e);
     }
-    gw.timers
-        .insert(now + timeout, Timer::Tool(id, ToolTimer::Timeout));
-    gw.tools.runs.insert(id, run);
-    gw.tools.work.push(id);
+    gw.tools.owned.insert(
+        id,
+        Owned {
+            owner,
+            token,
+            live: String::new(),
+            live_skipped: 0,
+            live_timer: false,
+        },
+    );
+    after_runner(gw, now);
     Ok(id)
 }
 
-fn release_tokens(gw: &mut Gateway, run: &ToolRun) {
-    for pipe in [&run.stdout, &run.stderr, &run.status]
-        .into_iter()
-        .flatten()
-    {
-        let _ = gw
-            .poll
-            .registry()
-            .deregister(&mut SourceFd(&pipe.fd.as_raw_fd()));
-        gw.by_token.remove(&pipe.token);
+/// The runs whose owner matches.
+fn runs_where(gw: &Gateway, want: impl Fn(&Owner) -> bool) -> Vec<RunId> {
+    let mut ids: Vec<RunId> = gw
+        .tools
+        .owned
+        .iter()
+        .filter(|(_, o)| want(&o.owner))
+        .map(|(id, _)| *id)
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Take what the runner produced: its timers into the wheel, the descriptors of ended runs
+/// out of the poll, its events to their owners.
+pub(crate) fn after_runner(gw: &mut Gateway, now: Instant) {
+    for wake in gw.runner.take_wakes() {
+        gw.timers.insert(wake.at, Timer::Run(wake.run, wake.what));
     }
-}
-
-/// SIGKILL the group now and drop the lifeline, so the supervisor also kills what left it.
-fn hard_kill(run: &mut ToolRun) {
-    process::kill_group(run.group);
-    run.lifeline = None;
-}
-
-/// Begin stopping a command: SIGTERM to its group now, SIGKILL after the kill grace.
-fn stop(gw: &mut Gateway, id: u64, ending: Ending, now: Instant) {
-    let Some(run) = gw.tools.runs.get_mut(&id) else {
-        return;
-    };
-    if run.ending.is_some() || run.exit.is_some() {
-        return;
-    }
-    run.ending = Some(ending);
-    // Before the supervisor reported its pid, the SIGTERM goes out when it does.
-    if let Some(pid) = run.supervisor {
-        process::terminate(pid);
-    }
-    gw.timers
-        .insert(now + gw.cfg.kill_grace, Timer::Tool(id, ToolTimer::Kill));
-}
-
-pub fn any_alive(gw: &Gateway) -> bool {
-    !gw.tools.runs.is_empty()
-}
-
-/// The hard exit: SIGKILL every live group at once.
-pub fn kill_all(gw: &mut Gateway) {
-    for run in gw.tools.runs.values_mut().filter(|r| r.exit.is_none()) {
-        run.ending.get_or_insert(Ending::Interrupted);
-        hard_kill(run);
-    }
-}
-
-pub fn on_timer(gw: &mut Gateway, id: u64, what: ToolTimer, now: Instant) {
-    match what {
-        ToolTimer::Timeout => stop(gw, id, Ending::Timeout, now),
-        ToolTimer::Kill => {
-            if let Some(run) = gw.tools.runs.get_mut(&id)
-                && run.exit.is_none()
-            {
-                hard_kill(run);
-            }
+    for closed in gw.runner.take_closed() {
+        for fd in &closed.fds {
+            let _ = gw
+                .poll
+                .registry()
+                .deregister(&mut SourceFd(&std::os::fd::AsRawFd::as_raw_fd(fd)));
         }
-        ToolTimer::Drain => finish(gw, id, now),
-        ToolTimer::LiveOutput => {
-            if let Some(run) = gw.tools.runs.get_mut(&id) {
-                run.live_timer = false;
-            }
-            flush_live(gw, id);
+        if let Some(token) = gw.tools.owned.get(&closed.run).map(|o| o.token) {
+            gw.by_token.remove(&token);
         }
     }
-}
-
-/// SIGCHLD: the zygote may have died; reap it so the next command starts a new one.
-pub fn on_child_exit(gw: &mut Gateway) {
-    if let Some(z) = gw.tools.zygote.as_mut()
-        && z.exited()
-    {
-        gw.tools.zygote = None;
+    for event in gw.runner.take_events() {
+        let run = match &event {
+            RunEvent::Output { run, .. } | RunEvent::Ended { run, .. } => *run,
+        };
+        let owner = owner_session(gw, run);
+        gw.isolated(owner.as_deref(), now, |gw| on_run_event(gw, event, now));
     }
 }
 
-/// Read every ready run's pipes within the per-iteration budget.
+fn on_run_event(gw: &mut Gateway, event: RunEvent, now: Instant) {
+    match event {
+        RunEvent::Output { run, bytes } => {
+            let Some(owned) = gw.tools.owned.get_mut(&run) else {
+                return;
+            };
+            let room = LIVE_MAX.saturating_sub(owned.live.len());
+            if room == 0 {
+                owned.live_skipped += bytes.len() as u64;
+            } else {
+                let mut text = String::from_utf8_lossy(&bytes).into_owned();
+                if text.len() > room {
+                    let mut cut = room;
+                    while !text.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    owned.live_skipped += (text.len() - cut) as u64;
+                    text.truncate(cut);
+                }
+                owned.live.push_str(&text);
+            }
+            if !owned.live_timer {
+                owned.live_timer = true;
+                gw.timers
+                    .insert(now + LIVE_INTERVAL, Timer::LiveOutput(run));
+            }
+        }
+        RunEvent::Ended { run, end } => {
+            if let Some(owned) = gw.tools.owned.remove(&run) {
+                deliver(gw, owned, end, now);
+            }
+        }
+    }
+}
+
+/// Read every ready run's pipes and hand on what happened.
 pub fn pump(gw: &mut Gateway, now: Instant) {
-    let work = std::mem::take(&mut gw.tools.work);
-    for id in work {
-        let owner = owner_session(gw, id);
-        gw.isolated(owner.as_deref(), now, |gw| pump_one(gw, id, now));
-    }
+    gw.runner.pump(now);
+    after_runner(gw, now);
+}
+
+/// A timer of the runner fired.
+pub fn on_run_timer(gw: &mut Gateway, id: RunId, what: crate::runner::RunTimer, now: Instant) {
+    gw.runner.on_timer(id, what, now);
+    after_runner(gw, now);
 }
 
 /// The session whose turn runs this command, if a turn does.
-pub(crate) fn owner_session(gw: &Gateway, id: u64) -> Option<String> {
-    match &gw.tools.runs.get(&id)?.owner {
+pub(crate) fn owner_session(gw: &Gateway, id: RunId) -> Option<String> {
+    match &gw.tools.owned.get(&id)?.owner {
         Owner::Turn { rid, .. } => Some(rid.clone()),
         _ => None,
     }
 }
 
-fn pump_one(gw: &mut Gateway, id: u64, now: Instant) {
-    if let Some(run) = gw.tools.runs.get_mut(&id) {
-        run.ready = false;
-    }
-    let more = read_pipes(gw, id);
-    let Some(run) = gw.tools.runs.get_mut(&id) else {
-        return;
-    };
-    if run.exit.is_some() && run.drain_until.is_none() {
-        // The supervisor killed everything before it left; give the pipes a moment.
-        run.drain_until = Some(now + DRAIN);
-        gw.timers
-            .insert(now + DRAIN, Timer::Tool(id, ToolTimer::Drain));
-    }
-    let pipes_done = [&run.stdout, &run.stderr]
-        .into_iter()
-        .flatten()
-        .all(|p| !p.open);
-    if run.exit.is_some() && pipes_done {
-        finish(gw, id, now);
-    } else if more {
-        gw.tools.mark_ready(id);
-    }
-    maybe_schedule_live(gw, id, now);
-}
-
-/// One report of the supervisor.
-fn on_status_line(run: &mut ToolRun, line: &str) {
-    let (key, value) = line.split_once(' ').unwrap_or((line, ""));
-    match key {
-        "sup" => {
-            run.supervisor = value.parse().ok();
-            if let (Some(pid), Some(_)) = (run.supervisor, run.ending) {
-                process::terminate(pid);
-            }
-        }
-        "pid" => {
-            run.group = value.parse().ok();
-            if run.ending.is_some() && run.lifeline.is_none() {
-                process::kill_group(run.group);
-            }
-        }
-        "exit" => run.exit = Some(value.parse().unwrap_or(-1)),
-        "error" => run.start_error = Some(value.to_string()),
-        _ => {}
-    }
-}
-
-/// Read what is there; true if the budget ran out before every pipe would block.
-fn read_pipes(gw: &mut Gateway, id: u64) -> bool {
-    let Some(run) = gw.tools.runs.get_mut(&id) else {
-        return false;
-    };
-    let mut buf = [0u8; 64 * 1024];
-    let mut budget = READ_BUDGET;
-    let mut more = false;
-    // The status pipe: `sup PID`, `pid GROUP`, then `exit STATUS` (or `error WHY`); EOF when
-    // the supervisor is gone.
-    if let Some(p) = run.status.as_mut().filter(|p| p.open) {
-        loop {
-            match nix::unistd::read(&p.fd, &mut buf) {
-                Ok(0) => {
-                    p.open = false;
-                    run.exit.get_or_insert(-1);
-                    break;
-                }
-                Ok(n) => run.status_buf.extend_from_slice(&buf[..n]),
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(_) => break,
-            }
-        }
-        let text = std::mem::take(&mut run.status_buf);
-        let complete = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        run.status_buf = text[complete..].to_vec();
-        for line in String::from_utf8_lossy(&text[..complete]).lines() {
-            on_status_line(run, line);
-        }
-    }
-    let mut live_text = String::new();
-    for which in 0..2 {
-        let pipe = if which == 0 {
-            run.stdout.as_mut()
-        } else {
-            run.stderr.as_mut()
-        };
-        let Some(p) = pipe.filter(|p| p.open) else {
-            continue;
-        };
-        loop {
-            if budget == 0 {
-                more = true;
-                break;
-            }
-            let want = buf.len().min(budget);
-            match nix::unistd::read(&p.fd, &mut buf[..want]) {
-                Ok(0) => {
-                    p.open = false;
-                    break;
-                }
-                Ok(n) => {
-                    budget -= n;
-                    if which == 0 {
-                        &mut run.out
-                    } else {
-                        &mut run.err
-                    }
-                    .push(&buf[..n]);
-                    if run.live.len() + live_text.len() < LIVE_MAX {
-                        live_text.push_str(&String::from_utf8_lossy(&buf[..n]));
-                    } else {
-                        run.live_skipped += n as u64;
-                    }
-                }
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(_) => break, // EAGAIN: wait for readiness
-            }
-        }
-    }
-    if !live_text.is_empty() {
-        let room = LIVE_MAX.saturating_sub(run.live.len());
-        if live_text.len() > room {
-            let mut cut = room;
-            while !live_text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            run.live_skipped += (live_text.len() - cut) as u64;
-            live_text.truncate(cut);
-        }
-        run.live.push_str(&live_text);
-    }
-    more
-}
-
-fn maybe_schedule_live(gw: &mut Gateway, id: u64, now: Instant) {
-    let Some(run) = gw.tools.runs.get_mut(&id) else {
-        return;
-    };
-    if (!run.live.is_empty() || run.live_skipped > 0) && !run.live_timer {
-        run.live_timer = true;
-        gw.timers
-            .insert(now + LIVE_INTERVAL, Timer::Tool(id, ToolTimer::LiveOutput));
-    }
-}
-
 /// Send the accumulated live output of a turn's command as one `tool.output` event.
-fn flush_live(gw: &mut Gateway, id: u64) {
-    let Some(run) = gw.tools.runs.get_mut(&id) else {
+pub fn flush_live(gw: &mut Gateway, id: RunId) {
+    let Some(owned) = gw.tools.owned.get_mut(&id) else {
         return;
     };
-    let mut text = std::mem::take(&mut run.live);
-    if run.live_skipped > 0 {
+    owned.live_timer = false;
+    let mut text = std::mem::take(&mut owned.live);
+    if owned.live_skipped > 0 {
         text.push_str(&format!(
             "\n[... {} bytes not shown live ...]\n",
-            run.live_skipped
+            owned.live_skipped
         ));
-        run.live_skipped = 0;
+        owned.live_skipped = 0;
     }
-    if let Owner::Turn { rid, call, .. } = &run.owner {
+    if let Owner::Turn { rid, call, .. } = &owned.owner {
         let (rid, tool_id, name) = (rid.clone(), call.id.clone(), call.name.clone());
         if let Some(preview) = live_preview(&text) {
             gw.emit(
@@ -958,36 +699,19 @@ fn flush_live(gw: &mut Gateway, id: u64) {
     }
 }
 
-/// The command is over (or abandoned): release it and deliver its result.
-fn finish(gw: &mut Gateway, id: u64, now: Instant) {
-    // Whatever is still buffered in the pipes belongs to the result.
-    read_pipes(gw, id);
-    let Some(mut run) = gw.tools.runs.remove(&id) else {
-        return;
+/// A run ended: hand its result to whoever waits for it.
+fn deliver(gw: &mut Gateway, owned: Owned, end: RunEnd, now: Instant) {
+    let code = end.code();
+    let mut output = end.stdout;
+    let note = match end.ending {
+        Some(Ending::Timeout) => Some(format!(
+            "[Command timed out after {}s]",
+            end.timeout.as_secs_f64().round()
+        )),
+        Some(Ending::Interrupted) => Some("[Command interrupted]".to_string()),
+        None => None,
     };
-    release_tokens(gw, &run);
-    if run.exit.is_none() {
-        // Abandoned while alive: kill the group; the supervisor dies with its lifeline.
-        hard_kill(&mut run);
-        run.exit = Some(128 + libc::SIGKILL);
-    }
-    // (An exited supervisor already killed its group; its id may belong to another process now.)
-    run.lifeline = None;
-    gw.tools.work.retain(|w| *w != id);
-    let duration = now.saturating_duration_since(run.started).as_secs_f64();
-    let mut output = run.out.text();
-    let (code, note) = match run.ending {
-        Some(Ending::Timeout) => (
-            124,
-            Some(format!(
-                "[Command timed out after {}s]",
-                run.timeout.as_secs_f64().round()
-            )),
-        ),
-        Some(Ending::Interrupted) => (130, Some("[Command interrupted]".to_string())),
-        None => (run.exit.unwrap_or(-1), None),
-    };
-    match run.owner {
+    match owned.owner {
         Owner::Turn { rid, call, args } => {
             if let Some(note) = note {
                 if !output.is_empty() && !output.ends_with('\n') {
@@ -996,14 +720,14 @@ fn finish(gw: &mut Gateway, id: u64, now: Instant) {
                 output.push_str(&note);
             }
             // Live output still pending goes out before the completion.
-            if !run.live.is_empty() {
+            if !owned.live.is_empty() {
                 gw.emit(
                     &rid,
                     "tool.output",
-                    json!({"tool_id": call.id, "text": run.live}),
+                    json!({"tool_id": call.id, "text": owned.live}),
                 );
             }
-            let error = run
+            let error = end
                 .start_error
                 .map(|e| format!("could not start the command: {e}"));
             finish_call(
@@ -1014,12 +738,12 @@ fn finish(gw: &mut Gateway, id: u64, now: Instant) {
                 &output,
                 Some(code),
                 error,
-                duration,
+                end.duration.as_secs_f64(),
                 now,
             );
         }
         Owner::Shell { request_id } => {
-            let frame = match run.ending {
+            let frame = match end.ending {
                 Some(Ending::Timeout) => frame::error(
                     &request_id,
                     &RpcError::new(
@@ -1034,14 +758,14 @@ fn finish(gw: &mut Gateway, id: u64, now: Instant) {
                         "command interrupted: gateway is shutting down",
                     ),
                 ),
-                None => match run.start_error {
+                None => match end.start_error {
                     Some(e) => frame::error(
                         &request_id,
                         &RpcError::new(code::INTERNAL, format!("could not start the command: {e}")),
                     ),
                     None => frame::response(
                         &request_id,
-                        &json!({"stdout": output, "stderr": run.err.text(), "code": code}),
+                        &json!({"stdout": output, "stderr": end.stderr, "code": code}),
                     ),
                 },
             };
@@ -1051,9 +775,9 @@ fn finish(gw: &mut Gateway, id: u64, now: Instant) {
             let outcome = Outcome {
                 output,
                 code,
-                ending: run.ending,
-                timeout: run.timeout,
-                start_error: run.start_error,
+                ending: end.ending,
+                timeout: end.timeout,
+                start_error: end.start_error,
             };
             gw.out.push(frame::response(&request_id, &answer(&outcome)));
         }
@@ -1063,36 +787,30 @@ fn finish(gw: &mut Gateway, id: u64, now: Instant) {
 /// `process.stop`: stop the running commands of turns (of one session, or of all); each
 /// ends `[Command interrupted]` and its turn goes on. Returns how many were stopped.
 pub fn stop_turn_commands(gw: &mut Gateway, rid: Option<&str>, now: Instant) -> usize {
-    let ids: Vec<u64> = gw
-        .tools
-        .runs
-        .iter()
-        .filter(|(_, r)| r.exit.is_none() && r.ending.is_none())
-        .filter(|(_, r)| match &r.owner {
-            Owner::Turn { rid: owner, .. } => rid.is_none_or(|want| want == owner),
-            _ => false,
-        })
-        .map(|(id, _)| *id)
-        .collect();
+    let ids: Vec<RunId> = runs_where(gw, |o| match o {
+        Owner::Turn { rid: owner, .. } => rid.is_none_or(|want| want == owner),
+        _ => false,
+    })
+    .into_iter()
+    .filter(|id| gw.runner.is_stoppable(*id))
+    .collect();
     for id in &ids {
-        stop(gw, *id, Ending::Interrupted, now);
+        gw.runner.stop(*id, Ending::Interrupted, now);
     }
+    after_runner(gw, now);
     ids.len()
 }
 
 /// Commands run for requests (`shell.exec`, quick commands) still running when the shutdown
 /// begins are stopped like a turn's.
 pub fn stop_shell_commands(gw: &mut Gateway, now: Instant) {
-    let ids: Vec<u64> = gw
-        .tools
-        .runs
-        .iter()
-        .filter(|(_, r)| matches!(r.owner, Owner::Shell { .. } | Owner::Request { .. }))
-        .map(|(id, _)| *id)
-        .collect();
+    let ids = runs_where(gw, |o| {
+        matches!(o, Owner::Shell { .. } | Owner::Request { .. })
+    });
     for id in ids {
-        stop(gw, id, Ending::Interrupted, now);
+        gw.runner.stop(id, Ending::Interrupted, now);
     }
+    after_runner(gw, now);
 }
 
 #[cfg(test)]
