@@ -266,6 +266,12 @@ impl Gateway {
         Ok(())
     }
 
+    /// Offer `tool` to the model from the next model call on: an embedding host's own tool.
+    /// Refused when its name is taken or is not one a model API accepts.
+    pub fn register_tool(&mut self, tool: Box<dyn crate::tools::Tool>) -> Result<(), String> {
+        self.tools.registry.register(tool)
+    }
+
     /// Use `provider` for every model call from now on: an embedding host's own model.
     pub fn set_provider(&mut self, provider: Box<dyn Provider>) {
         self.provider = provider;
@@ -380,7 +386,7 @@ impl Gateway {
         }
         self.read_input(now);
         self.fire_timers(now);
-        crate::tools::pump(self, now);
+        crate::tools::runs::pump(self, now);
         self.drive_turns(now);
         crate::shutdown::step(self, now);
         self.commit(now);
@@ -572,10 +578,12 @@ impl Gateway {
                 Timer::FlushTick => crate::flush::tick(self, now),
                 Timer::ReaperTick => crate::flush::reap_idle(self, now),
                 Timer::ShutdownStep => {}
-                Timer::Run(id, what) => crate::tools::on_run_timer(self, id, what, now),
+                Timer::Run(id, what) => crate::tools::runs::on_run_timer(self, id, what, now),
                 Timer::LiveOutput(id) => {
-                    let owner = crate::tools::owner_session(self, id);
-                    self.isolated(owner.as_deref(), now, |gw| crate::tools::flush_live(gw, id));
+                    let owner = crate::tools::runs::owner_session(self, id);
+                    self.isolated(owner.as_deref(), now, |gw| {
+                        crate::tools::runs::flush_live(gw, id)
+                    });
                 }
                 Timer::ApprovalTimeout(request_id) => {
                     let owner = crate::tools::approval::owner_session(self, &request_id);

@@ -85,7 +85,7 @@ pub fn step(gw: &mut Gateway, now: Instant) {
                 for rid in running {
                     gw.interrupt_turn(&rid, now);
                 }
-                crate::tools::stop_shell_commands(gw, now);
+                crate::tools::runs::stop_shell_commands(gw, now);
                 crate::methods::models::answer_all(gw);
                 let kill_at = now + kill_grace;
                 gw.timers
