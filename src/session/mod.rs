@@ -4,6 +4,7 @@ pub(crate) mod calls;
 pub mod compaction;
 mod driver;
 pub mod machine;
+pub mod registry;
 pub mod transcript;
 pub mod turn;
 
