@@ -93,6 +93,8 @@ pub struct Gateway {
     pub(crate) sessions: Registry,
     /// Who a dynamic token belongs to.
     pub(crate) by_token: HashMap<Token, Route>,
+    /// The token of each run of the runner whose descriptors are in the poll.
+    run_tokens: HashMap<crate::runner::RunId, Token>,
     /// Who waits for each run, approvals.
     pub(crate) tools: crate::tools::Tools,
     /// Running commands.
@@ -217,6 +219,7 @@ impl Gateway {
             provider_warning,
             sessions: Registry::new(),
             by_token: HashMap::new(),
+            run_tokens: HashMap::new(),
             tools: crate::tools::Tools::new(&cfg_home_for_tools),
             runner: crate::runner::Runner::new(
                 std::env::current_exe().unwrap_or_else(|_| "tui-gateway".into()),
@@ -588,6 +591,40 @@ impl Gateway {
                 }
                 Timer::ModelList(id) => crate::methods::models::on_timeout(self, id),
             }
+        }
+    }
+
+    /// Put a started run's descriptors in the poll (their readiness marks the run ready); a
+    /// run that cannot be watched is killed and forgotten.
+    pub(crate) fn watch_run(&mut self, id: crate::runner::RunId) -> io::Result<()> {
+        let token = self.alloc_token(Route::Run(id));
+        let registered = self.runner.fds(id).into_iter().try_for_each(|fd| {
+            self.poll
+                .registry()
+                .register(&mut SourceFd(&fd), token, Interest::READABLE)
+        });
+        if let Err(e) = registered {
+            for fd in self.runner.fds(id) {
+                let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
+            }
+            self.runner.discard(id);
+            self.by_token.remove(&token);
+            return Err(e);
+        }
+        self.run_tokens.insert(id, token);
+        Ok(())
+    }
+
+    /// A run ended: its descriptors leave the poll before they close.
+    pub(crate) fn unwatch_run(&mut self, closed: crate::runner::Closed) {
+        for fd in &closed.fds {
+            let _ = self
+                .poll
+                .registry()
+                .deregister(&mut SourceFd(&fd.as_raw_fd()));
+        }
+        if let Some(token) = self.run_tokens.remove(&closed.run) {
+            self.by_token.remove(&token);
         }
     }
 

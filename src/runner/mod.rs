@@ -415,25 +415,49 @@ impl Runner {
     }
 }
 
+/// A line of the supervisor's status pipe.
+#[derive(Debug, PartialEq)]
+enum Report {
+    /// `sup PID`: the supervisor's pid.
+    Supervisor(Option<i32>),
+    /// `pid GROUP`: the command's process group.
+    Group(Option<i32>),
+    /// `exit STATUS` (-1 when unreadable).
+    Exit(i32),
+    /// `error WHY`: the command could not start.
+    Error(String),
+}
+
+fn parse_report(line: &str) -> Option<Report> {
+    let (key, value) = line.split_once(' ').unwrap_or((line, ""));
+    Some(match key {
+        "sup" => Report::Supervisor(value.parse().ok()),
+        "pid" => Report::Group(value.parse().ok()),
+        "exit" => Report::Exit(value.parse().unwrap_or(-1)),
+        "error" => Report::Error(value.to_string()),
+        _ => return None,
+    })
+}
+
 /// One report of the supervisor.
 fn on_status_line(run: &mut Run, line: &str) {
-    let (key, value) = line.split_once(' ').unwrap_or((line, ""));
-    match key {
-        "sup" => {
-            run.supervisor = value.parse().ok();
+    match parse_report(line) {
+        Some(Report::Supervisor(pid)) => {
+            run.supervisor = pid;
+            // A stop asked before the supervisor was known goes out now.
             if let (Some(pid), Some(_)) = (run.supervisor, run.ending) {
                 process::terminate(pid);
             }
         }
-        "pid" => {
-            run.group = value.parse().ok();
+        Some(Report::Group(group)) => {
+            run.group = group;
             if run.ending.is_some() && run.lifeline.is_none() {
                 process::kill_group(run.group);
             }
         }
-        "exit" => run.exit = Some(value.parse().unwrap_or(-1)),
-        "error" => run.start_error = Some(value.to_string()),
-        _ => {}
+        Some(Report::Exit(status)) => run.exit = Some(status),
+        Some(Report::Error(why)) => run.start_error = Some(why),
+        None => {}
     }
 }
 
@@ -498,4 +522,39 @@ fn read_pipes(run: &mut Run, id: RunId, events: &mut Vec<RunEvent>) -> bool {
         }
     }
     more
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn supervisor_reports_are_parsed_and_garbage_ignored() {
+        assert_eq!(parse_report("sup 41"), Some(Report::Supervisor(Some(41))));
+        assert_eq!(parse_report("pid 42"), Some(Report::Group(Some(42))));
+        assert_eq!(parse_report("pid x"), Some(Report::Group(None)));
+        assert_eq!(parse_report("exit 137"), Some(Report::Exit(137)));
+        assert_eq!(parse_report("exit"), Some(Report::Exit(-1)));
+        assert_eq!(
+            parse_report("error no such dir"),
+            Some(Report::Error("no such dir".into()))
+        );
+        assert_eq!(parse_report("hello"), None);
+    }
+
+    #[test]
+    fn a_stopped_run_ends_with_the_shells_status() {
+        let end = |ending| RunEnd {
+            stdout: String::new(),
+            stderr: String::new(),
+            status: 143,
+            ending,
+            start_error: None,
+            timeout: Duration::from_secs(1),
+            duration: Duration::ZERO,
+        };
+        assert_eq!(end(None).code(), 143);
+        assert_eq!(end(Some(Ending::Timeout)).code(), 124);
+        assert_eq!(end(Some(Ending::Interrupted)).code(), 130);
+    }
 }

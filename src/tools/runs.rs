@@ -5,12 +5,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use mio::unix::SourceFd;
-use mio::{Interest, Token};
 use serde_json::{Value, json};
 
 use super::{JobId, policy};
-use crate::event_loop::{Gateway, Route, Timer};
+use crate::event_loop::{Gateway, Timer};
 use crate::rpc::RpcError;
 use crate::rpc::frame::{self, code};
 use crate::runner::{Ending, RunEnd, RunEvent, RunId, RunTimer, Spec, Streams};
@@ -54,8 +52,6 @@ pub struct Outcome {
 /// A run and who waits for it.
 struct Owned {
     owner: Owner,
-    /// The token the loop routes its descriptors' readiness with.
-    token: Token,
     /// Output not yet sent live, and how much did not fit.
     live: String,
     live_skipped: u64,
@@ -160,25 +156,11 @@ pub(crate) fn watch(
     owner: Owner,
     now: Instant,
 ) -> std::io::Result<()> {
-    let token = gw.alloc_token(Route::Run(id));
-    let registered = gw.runner.fds(id).into_iter().try_for_each(|fd| {
-        gw.poll
-            .registry()
-            .register(&mut SourceFd(&fd), token, Interest::READABLE)
-    });
-    if let Err(e) = registered {
-        for fd in gw.runner.fds(id) {
-            let _ = gw.poll.registry().deregister(&mut SourceFd(&fd));
-        }
-        gw.runner.discard(id);
-        gw.by_token.remove(&token);
-        return Err(e);
-    }
+    gw.watch_run(id)?;
     gw.tools.runs.owned.insert(
         id,
         Owned {
             owner,
-            token,
             live: String::new(),
             live_skipped: 0,
             live_timer: false,
@@ -209,15 +191,7 @@ pub(crate) fn after_runner(gw: &mut Gateway, now: Instant) {
         gw.timers.insert(wake.at, Timer::Run(wake.run, wake.what));
     }
     for closed in gw.runner.take_closed() {
-        for fd in &closed.fds {
-            let _ = gw
-                .poll
-                .registry()
-                .deregister(&mut SourceFd(&std::os::fd::AsRawFd::as_raw_fd(fd)));
-        }
-        if let Some(token) = gw.tools.runs.owned.get(&closed.run).map(|o| o.token) {
-            gw.by_token.remove(&token);
-        }
+        gw.unwatch_run(closed);
     }
     for event in gw.runner.take_events() {
         let run = match &event {
