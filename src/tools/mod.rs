@@ -300,7 +300,7 @@ fn start_tool_call(gw: &mut Gateway, rid: &str, call: ToolCall, now: Instant) ->
         fail_at_once(gw, rid, &call, &args, "empty command".into());
         return false;
     }
-    match policy::check(&command) {
+    match policy::check(&command, Path::new(&call_cwd(gw, rid, &args))) {
         policy::Verdict::Refuse { reason } => {
             let err = format!("blocked: {reason}");
             fail_at_once(gw, rid, &call, &args, err);
@@ -318,6 +318,19 @@ fn start_tool_call(gw: &mut Gateway, rid: &str, call: ToolCall, now: Instant) ->
         }
         _ => launch_for_turn(gw, rid, call, args, now),
     }
+}
+
+/// Where a turn's call runs: its `cwd` argument, else the session's directory.
+fn call_cwd(gw: &Gateway, rid: &str, args: &Value) -> String {
+    args.get("cwd")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            gw.sessions
+                .get(rid)
+                .map(|s| s.cwd.clone())
+                .unwrap_or_default()
+        })
 }
 
 fn in_background(gw: &Gateway, rid: &str) -> bool {
@@ -348,16 +361,7 @@ pub(crate) fn launch_for_turn(
         .filter(|t| t.is_finite() && *t > 0.0)
         .map(|t| Duration::from_secs_f64(t.min(86_400.0)))
         .unwrap_or(gw.cfg.command_timeout);
-    let session_cwd = gw
-        .sessions
-        .get(rid)
-        .map(|s| s.cwd.clone())
-        .unwrap_or_default();
-    let cwd = args
-        .get("cwd")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .unwrap_or(session_cwd);
+    let cwd = call_cwd(gw, rid, &args);
     let owner = Owner::Turn {
         rid: rid.to_string(),
         call: call.clone(),
@@ -567,7 +571,8 @@ pub fn shell_exec(
     if command.trim().is_empty() {
         return Err(RpcError::new(code::EMPTY_COMMAND, "empty command"));
     }
-    match policy::check(command) {
+    let cwd = PathBuf::from(util::default_cwd());
+    match policy::check(command, &cwd) {
         policy::Verdict::Allow => {}
         policy::Verdict::Ask { description, .. }
         | policy::Verdict::Refuse {
@@ -579,7 +584,6 @@ pub fn shell_exec(
             ));
         }
     }
-    let cwd = PathBuf::from(util::default_cwd());
     launch(
         gw,
         Owner::Shell { request_id },
@@ -607,7 +611,7 @@ pub fn run_for_request(
     if gw.shutdown.is_some() {
         return Err("the gateway is shutting down".into());
     }
-    match policy::check(command) {
+    match policy::check(command, cwd) {
         policy::Verdict::Allow => {}
         policy::Verdict::Ask { description, .. }
         | policy::Verdict::Refuse {
