@@ -18,6 +18,7 @@ use crate::model::{ModelEvent, Provider};
 use crate::rpc::frame::{self, Incoming};
 use crate::rpc::out_queue::Flush;
 use crate::rpc::{Line, LineReader, OutQueue};
+use crate::session::registry::Registry;
 use crate::session::{Session, VERSION};
 use crate::shutdown::Shutdown;
 use crate::store::Store;
@@ -87,9 +88,7 @@ pub struct Gateway {
     pub(crate) provider: Box<dyn Provider>,
     /// Why the configured model could not be used, for `setup.status`.
     pub(crate) provider_warning: Option<String>,
-    pub(crate) sessions: HashMap<String, Session>,
-    /// Runtime id of each live session, by stored id (kept by `add_session`/`take_session`).
-    pub(crate) live_by_stored: HashMap<String, String>,
+    pub(crate) sessions: Registry,
     /// Who a dynamic token belongs to.
     pub(crate) by_token: HashMap<Token, Route>,
     /// Running commands, approvals.
@@ -109,8 +108,6 @@ pub struct Gateway {
     pub(crate) output_dead: bool,
     output_polled: bool,
     saved_flags: Vec<(i32, i32)>,
-    /// Sessions with a turn to drive on the next iteration.
-    pub(crate) runnable: Vec<String>,
     /// Sessions with something to commit at the end of this iteration.
     pub(crate) dirty: Vec<String>,
     /// Closed sessions whose last state is not committed yet.
@@ -213,8 +210,7 @@ impl Gateway {
             store,
             provider,
             provider_warning,
-            sessions: HashMap::new(),
-            live_by_stored: HashMap::new(),
+            sessions: Registry::new(),
             by_token: HashMap::new(),
             tools: crate::tools::Tools::new(&cfg_home_for_tools),
             model_fetches: Default::default(),
@@ -227,7 +223,6 @@ impl Gateway {
             output_dead: false,
             output_polled,
             saved_flags,
-            runnable: Vec::new(),
             dirty: Vec::new(),
             retired: Vec::new(),
             commit_retry_at: None,
@@ -341,7 +336,7 @@ impl Gateway {
     fn poll_timeout(&mut self, now: Instant) -> Option<Duration> {
         let busy = !self.paused()
             && ((self.input_open && self.input_ready)
-                || !self.runnable.is_empty()
+                || self.sessions.has_runnable()
                 || self.tools.has_work());
         if busy || self.exit_code.is_some() {
             return Some(Duration::ZERO);

@@ -337,8 +337,7 @@ impl Gateway {
             "session_key": new_id,
             "parent_session_id": old_id,
         });
-        self.live_by_stored.remove(&old_id);
-        self.live_by_stored.insert(new_id, rid.to_string());
+        self.sessions.reindex(rid);
         self.retired.push(old);
         self.mark_dirty(rid);
         answer
