@@ -31,6 +31,9 @@ const SIGNALS: Token = Token(2);
 /// Tokens from here on are handed out to model calls (and later tool pipes).
 const FIRST_DYNAMIC: usize = 16;
 
+/// How long the exit waits for stderr to take the last diagnostics.
+const EXIT_DIAG_BUDGET: Duration = Duration::from_millis(20);
+
 /// Bytes read from stdin per read call, and reads per loop iteration before other work runs.
 const READ_CHUNK: usize = 64 * 1024;
 const READS_PER_ITERATION: usize = 8;
@@ -46,8 +49,10 @@ pub enum Timer {
     ReaperTick,
     /// Look again at the shutdown sequence's deadlines.
     ShutdownStep,
-    /// Something about a running tool is due.
-    Tool(u64, crate::tools::ToolTimer),
+    /// Something about a run of the process runner is due.
+    Run(crate::runner::RunId, crate::runner::RunTimer),
+    /// Send a run's live output.
+    LiveOutput(crate::runner::RunId),
     /// An approval waited too long: deny it.
     ApprovalTimeout(String),
     /// A `model.options` fetch of the endpoint's model list waited too long.
@@ -59,8 +64,8 @@ pub enum Timer {
 pub enum Route {
     /// A model call of this session's turn.
     Turn(String),
-    /// A pipe or exit descriptor of a running tool.
-    Tool(u64),
+    /// A pipe or exit descriptor of a run of the process runner.
+    Run(crate::runner::RunId),
     /// The socket (or resolver) of a `model.options` fetch.
     ModelList(u64),
 }
@@ -91,8 +96,12 @@ pub struct Gateway {
     pub(crate) sessions: Registry,
     /// Who a dynamic token belongs to.
     pub(crate) by_token: HashMap<Token, Route>,
-    /// Running commands, approvals.
+    /// The token of each run of the runner whose descriptors are in the poll.
+    run_tokens: HashMap<crate::runner::RunId, Token>,
+    /// Who waits for each run, approvals.
     pub(crate) tools: crate::tools::Tools,
+    /// Running commands.
+    pub(crate) runner: crate::runner::Runner,
     /// `model.options` requests waiting for the endpoint's model list.
     pub(crate) model_fetches: crate::methods::models::Fetches,
     pub(crate) next_token: usize,
@@ -187,18 +196,20 @@ impl Gateway {
         let _ = out.write_to(&mut FdWriter(&io.output), now);
         let mut store = Store::open(&cfg.db_path(), &cfg.synchronous)?;
         match store.repair_killed() {
-            Ok(r) if r.sessions_ended > 0 || r.tool_results_added > 0 => eprintln!(
+            Ok(r) if r.sessions_ended > 0 || r.tool_results_added > 0 => crate::diag!(
                 "[gateway] ended {} session(s) left open by a killed gateway ({} tool result(s) marked unknown)",
-                r.sessions_ended, r.tool_results_added
+                r.sessions_ended,
+                r.tool_results_added
             ),
             Ok(_) => {}
-            Err(e) => eprintln!("[gateway] startup repair skipped: {e}"),
+            Err(e) => crate::diag!("[gateway] startup repair skipped: {e}"),
         }
         let (provider, provider_warning) = crate::model::select::choose(&cfg);
         if let Some(w) = &provider_warning {
-            eprintln!("[gateway] {w}");
+            crate::diag!("[gateway] {w}");
         }
         let cfg_home_for_tools = cfg.home.clone();
+        let kill_grace = cfg.kill_grace;
         let cfg_flush_interval = cfg.flush_interval;
         let signals = None;
         Ok(Gateway {
@@ -212,7 +223,12 @@ impl Gateway {
             provider_warning,
             sessions: Registry::new(),
             by_token: HashMap::new(),
+            run_tokens: HashMap::new(),
             tools: crate::tools::Tools::new(&cfg_home_for_tools),
+            runner: crate::runner::Runner::new(
+                std::env::current_exe().unwrap_or_else(|_| "tui-gateway".into()),
+                kill_grace,
+            ),
             model_fetches: Default::default(),
             next_token: FIRST_DYNAMIC,
             out,
@@ -252,6 +268,12 @@ impl Gateway {
         Ok(())
     }
 
+    /// Offer `tool` to the model from the next model call on: an embedding host's own tool.
+    /// Refused when its name is taken or is not one a model API accepts.
+    pub fn register_tool(&mut self, tool: Box<dyn crate::tools::Tool>) -> Result<(), String> {
+        self.tools.registry.register(tool)
+    }
+
     /// Use `provider` for every model call from now on: an embedding host's own model.
     pub fn set_provider(&mut self, provider: Box<dyn Provider>) {
         self.provider = provider;
@@ -283,12 +305,12 @@ impl Gateway {
         if let Err(e) = self.poll.poll(events, timeout)
             && e.kind() != io::ErrorKind::Interrupted
         {
-            eprintln!("[gateway-crash] poll failed: {e}");
+            crate::diag!("[gateway-crash] poll failed: {e}");
             self.begin_shutdown("poll failed", Instant::now());
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| self.iteration(events)));
         if let Err(panic) = outcome {
-            eprintln!("[gateway-crash] {}", util::panic_text(&panic));
+            crate::diag!("[gateway-crash] {}", util::panic_text(&panic));
             if self.shutdown.is_some() {
                 // The shutdown itself failed: leave now rather than loop on it.
                 crate::shutdown::hard_exit(self, "crash during shutdown");
@@ -297,6 +319,8 @@ impl Gateway {
             }
         }
         let code = self.exit_code?;
+        // Last words for a reader that is slow but there; a stderr nobody reads costs this once.
+        crate::diag::flush_for(EXIT_DIAG_BUDGET);
         self.restore_fd_flags();
         Some(code)
     }
@@ -337,7 +361,7 @@ impl Gateway {
         let busy = !self.paused()
             && ((self.input_open && self.input_ready)
                 || self.sessions.has_runnable()
-                || self.tools.has_work());
+                || self.runner.has_work());
         if busy || self.exit_code.is_some() {
             return Some(Duration::ZERO);
         }
@@ -366,13 +390,14 @@ impl Gateway {
         }
         self.read_input(now);
         self.fire_timers(now);
-        crate::tools::pump(self, now);
+        crate::tools::runs::pump(self, now);
         self.drive_turns(now);
         crate::shutdown::step(self, now);
         self.commit(now);
         self.out.release();
         self.write_output(now);
         self.check_stall(now);
+        crate::diag::flush();
     }
 
     // ---- input ----
@@ -458,7 +483,7 @@ impl Gateway {
         }
         self.stray_answers += 1;
         if self.stray_answers <= 10 {
-            eprintln!("[gateway] ignoring an answer to unknown server request {id}");
+            crate::diag!("[gateway] ignoring an answer to unknown server request {id}");
         }
     }
 
@@ -473,7 +498,7 @@ impl Gateway {
             Err(e) => {
                 self.output_dead = true;
                 self.out = OutQueue::new(now);
-                eprintln!("[gateway] stdout write failed: {e}");
+                crate::diag!("[gateway] stdout write failed: {e}");
                 self.begin_shutdown("stdout closed", now);
             }
         }
@@ -503,7 +528,7 @@ impl Gateway {
         if let Some(since) = self.out.stalled_since()
             && now.duration_since(since) >= self.cfg.stdout_stall
         {
-            eprintln!(
+            crate::diag!(
                 "[gateway] stdout made no progress for {:.1}s with {} bytes queued",
                 self.cfg.stdout_stall.as_secs_f64(),
                 self.out.bytes()
@@ -521,10 +546,10 @@ impl Gateway {
         let pending: Vec<i32> = signals.pending().collect();
         for sig in pending {
             if sig == crate::signals::signal::SIGCHLD {
-                crate::tools::on_child_exit(self);
+                self.runner.on_child_exit();
                 continue;
             }
-            eprintln!("[gateway-signal] {}", crate::signals::name(sig));
+            crate::diag!("[gateway-signal] {}", crate::signals::name(sig));
             if self.shutdown.is_some() {
                 crate::shutdown::hard_exit(self, "second signal");
             } else {
@@ -558,10 +583,11 @@ impl Gateway {
                 Timer::FlushTick => crate::flush::tick(self, now),
                 Timer::ReaperTick => crate::flush::reap_idle(self, now),
                 Timer::ShutdownStep => {}
-                Timer::Tool(id, what) => {
-                    let owner = crate::tools::owner_session(self, id);
+                Timer::Run(id, what) => crate::tools::runs::on_run_timer(self, id, what, now),
+                Timer::LiveOutput(id) => {
+                    let owner = crate::tools::runs::owner_session(self, id);
                     self.isolated(owner.as_deref(), now, |gw| {
-                        crate::tools::on_timer(gw, id, what, now)
+                        crate::tools::runs::flush_live(gw, id)
                     });
                 }
                 Timer::ApprovalTimeout(request_id) => {
@@ -575,10 +601,44 @@ impl Gateway {
         }
     }
 
+    /// Put a started run's descriptors in the poll (their readiness marks the run ready); a
+    /// run that cannot be watched is killed and forgotten.
+    pub(crate) fn watch_run(&mut self, id: crate::runner::RunId) -> io::Result<()> {
+        let token = self.alloc_token(Route::Run(id));
+        let registered = self.runner.fds(id).into_iter().try_for_each(|fd| {
+            self.poll
+                .registry()
+                .register(&mut SourceFd(&fd), token, Interest::READABLE)
+        });
+        if let Err(e) = registered {
+            for fd in self.runner.fds(id) {
+                let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
+            }
+            self.runner.discard(id);
+            self.by_token.remove(&token);
+            return Err(e);
+        }
+        self.run_tokens.insert(id, token);
+        Ok(())
+    }
+
+    /// A run ended: its descriptors leave the poll before they close.
+    pub(crate) fn unwatch_run(&mut self, closed: crate::runner::Closed) {
+        for fd in &closed.fds {
+            let _ = self
+                .poll
+                .registry()
+                .deregister(&mut SourceFd(&fd.as_raw_fd()));
+        }
+        if let Some(token) = self.run_tokens.remove(&closed.run) {
+            self.by_token.remove(&token);
+        }
+    }
+
     fn on_source_ready(&mut self, token: Token) {
         match self.by_token.get(&token).cloned() {
             Some(Route::Turn(rid)) => self.schedule(&rid),
-            Some(Route::Tool(id)) => self.tools.mark_ready(id),
+            Some(Route::Run(id)) => self.runner.mark_ready(id),
             Some(Route::ModelList(id)) => crate::methods::models::on_ready(self, id),
             None => {}
         }
