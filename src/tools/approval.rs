@@ -11,7 +11,6 @@ use serde_json::{Value, json};
 
 use crate::event_loop::{Gateway, Timer};
 use crate::model::ToolCall;
-use crate::rpc::frame;
 use crate::timer::TimerId;
 use crate::util;
 
@@ -104,11 +103,11 @@ pub fn ask(
         "description": description,
         "choices": CHOICES,
     });
-    let srq_id = if gw.server_requests {
+    let srq_id = if gw.outbox().takes_server_requests() {
         let id = format!("srq-{}", util::random_hex(12));
         let mut params = payload.clone();
         params["session_id"] = json!(rid);
-        gw.out.push(frame::server_request(&id, "approval", &params));
+        gw.outbox().server_request(&id, "approval", &params);
         Some(id)
     } else {
         gw.emit(rid, "approval.request", payload);

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use crate::event_loop::{Gateway, Route, Timer};
 use crate::model::ToolCall;
 use crate::rpc::RpcError;
-use crate::rpc::frame::{self, code};
+use crate::rpc::frame::code;
 use crate::session::transcript::{Message, Role, tool_context};
 use crate::util;
 use capture::Capture;
@@ -1019,33 +1019,24 @@ fn finish(gw: &mut Gateway, id: u64, now: Instant) {
             );
         }
         Owner::Shell { request_id } => {
-            let frame = match run.ending {
-                Some(Ending::Timeout) => frame::error(
-                    &request_id,
-                    &RpcError::new(
-                        code::TIMED_OUT,
-                        format!("command timed out after {}s", SHELL_TIMEOUT.as_secs()),
-                    ),
-                ),
-                Some(Ending::Interrupted) => frame::error(
-                    &request_id,
-                    &RpcError::new(
-                        code::SHUTTING_DOWN,
-                        "command interrupted: gateway is shutting down",
-                    ),
-                ),
+            let reply = match run.ending {
+                Some(Ending::Timeout) => Err(RpcError::new(
+                    code::TIMED_OUT,
+                    format!("command timed out after {}s", SHELL_TIMEOUT.as_secs()),
+                )),
+                Some(Ending::Interrupted) => Err(RpcError::new(
+                    code::SHUTTING_DOWN,
+                    "command interrupted: gateway is shutting down",
+                )),
                 None => match run.start_error {
-                    Some(e) => frame::error(
-                        &request_id,
-                        &RpcError::new(code::INTERNAL, format!("could not start the command: {e}")),
-                    ),
-                    None => frame::response(
-                        &request_id,
-                        &json!({"stdout": output, "stderr": run.err.text(), "code": code}),
-                    ),
+                    Some(e) => Err(RpcError::new(
+                        code::INTERNAL,
+                        format!("could not start the command: {e}"),
+                    )),
+                    None => Ok(json!({"stdout": output, "stderr": run.err.text(), "code": code})),
                 },
             };
-            gw.out.push(frame);
+            gw.outbox().reply(&request_id, reply);
         }
         Owner::Request { request_id, answer } => {
             let outcome = Outcome {
@@ -1055,7 +1046,7 @@ fn finish(gw: &mut Gateway, id: u64, now: Instant) {
                 timeout: run.timeout,
                 start_error: run.start_error,
             };
-            gw.out.push(frame::response(&request_id, &answer(&outcome)));
+            gw.outbox().answer(&request_id, &answer(&outcome));
         }
     }
 }
