@@ -287,9 +287,7 @@ impl Gateway {
 
     fn poll_timeout(&mut self, now: Instant) -> Option<Duration> {
         let busy = !self.paused()
-            && (self.client.wants_read()
-                || self.sessions.has_runnable()
-                || self.runner.has_work());
+            && (self.client.wants_read() || self.sessions.has_runnable() || self.runner.has_work());
         if busy || self.exit_code.is_some() {
             return Some(Duration::ZERO);
         }
