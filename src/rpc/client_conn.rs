@@ -235,7 +235,7 @@ impl ClientConn {
     pub fn stray_answer(&mut self, id: &Value) {
         self.stray_answers += 1;
         if self.stray_answers <= STRAY_ANSWERS_LOGGED {
-            eprintln!("[gateway] ignoring an answer to unknown server request {id}");
+            crate::diag!("[gateway] ignoring an answer to unknown server request {id}");
         }
     }
 
