@@ -1,7 +1,7 @@
 //! The gateway: one thread, one `mio::Poll`. Each iteration reads input and dispatches it,
 //! fires due timers, drives runnable turns (`session/driver.rs`), steps the shutdown, commits
-//! everything appended (`commit.rs`, one transaction), and only then releases and writes the
-//! frames that announce it.
+//! everything appended (`commit.rs`, `persist/`: state.db, else the journal), and only then
+//! releases and writes the frames that announce it (held while nothing can be written).
 
 use std::collections::HashMap;
 use std::io;
@@ -15,12 +15,12 @@ use serde_json::{Value, json};
 
 use crate::config::Config;
 use crate::model::{ModelEvent, Provider};
+use crate::persist::Persistence;
 use crate::rpc::frame::{self, Incoming};
 use crate::rpc::out_queue::Flush;
 use crate::rpc::{Line, LineReader, OutQueue};
 use crate::session::{Session, VERSION};
 use crate::shutdown::Shutdown;
-use crate::store::Store;
 use crate::timer::TimerWheel;
 use crate::util;
 
@@ -83,7 +83,8 @@ impl Io {
 pub struct Gateway {
     pub(crate) cfg: Config,
     pub(crate) poll: Poll,
-    pub(crate) store: Store,
+    /// state.db, the journal, what is dirty, retries, checkpoints.
+    pub(crate) persist: Persistence,
     pub(crate) provider: Box<dyn Provider>,
     /// Why the configured model could not be used, for `setup.status`.
     pub(crate) provider_warning: Option<String>,
@@ -111,16 +112,6 @@ pub struct Gateway {
     saved_flags: Vec<(i32, i32)>,
     /// Sessions with a turn to drive on the next iteration.
     pub(crate) runnable: Vec<String>,
-    /// Sessions with something to commit at the end of this iteration.
-    pub(crate) dirty: Vec<String>,
-    /// Closed sessions whose last state is not committed yet.
-    pub(crate) retired: Vec<Session>,
-    pub(crate) commit_retry_at: Option<Instant>,
-    pub(crate) flush_throttle: crate::flush::Throttle,
-    pub(crate) flush_armed: bool,
-    /// A turn ended since the last WAL checkpoint.
-    pub(crate) checkpoint_due: bool,
-    pub(crate) commit_error: Option<String>,
     pub(crate) shutdown: Option<Shutdown>,
     pub(crate) replay_epoch: String,
     /// The client declared it answers `approval` server requests.
@@ -188,21 +179,12 @@ impl Gateway {
         )));
         out.release();
         let _ = out.write_to(&mut FdWriter(&io.output), now);
-        let mut store = Store::open(&cfg.db_path(), &cfg.synchronous)?;
-        match store.repair_killed() {
-            Ok(r) if r.sessions_ended > 0 || r.tool_results_added > 0 => eprintln!(
-                "[gateway] ended {} session(s) left open by a killed gateway ({} tool result(s) marked unknown)",
-                r.sessions_ended, r.tool_results_added
-            ),
-            Ok(_) => {}
-            Err(e) => eprintln!("[gateway] startup repair skipped: {e}"),
-        }
+        let persist = Persistence::open(&cfg)?;
         let (provider, provider_warning) = crate::model::select::choose(&cfg);
         if let Some(w) = &provider_warning {
             eprintln!("[gateway] {w}");
         }
         let cfg_home_for_tools = cfg.home.clone();
-        let cfg_flush_interval = cfg.flush_interval;
         let signals = None;
         Ok(Gateway {
             reader: LineReader::new(cfg.frame_limit),
@@ -210,7 +192,7 @@ impl Gateway {
             timers: TimerWheel::new(now),
             cfg,
             poll,
-            store,
+            persist,
             provider,
             provider_warning,
             sessions: HashMap::new(),
@@ -228,13 +210,6 @@ impl Gateway {
             output_polled,
             saved_flags,
             runnable: Vec::new(),
-            dirty: Vec::new(),
-            retired: Vec::new(),
-            commit_retry_at: None,
-            flush_throttle: crate::flush::Throttle::new(cfg_flush_interval),
-            flush_armed: false,
-            checkpoint_due: false,
-            commit_error: None,
             shutdown: None,
             replay_epoch,
             server_requests: false,
@@ -375,7 +350,6 @@ impl Gateway {
         self.drive_turns(now);
         crate::shutdown::step(self, now);
         self.commit(now);
-        self.out.release();
         self.write_output(now);
         self.check_stall(now);
     }
@@ -430,6 +404,7 @@ impl Gateway {
                 Incoming::Answer { id, result } => self.on_answer(id, result),
                 Incoming::Request(req) => {
                     let id = req.id.clone();
+                    let quiet = crate::persist::announces_nothing(&req.method);
                     let reply = catch_unwind(AssertUnwindSafe(|| crate::methods::call(self, req)));
                     let reply = reply.unwrap_or_else(|panic| {
                         Some(Err(frame::RpcError::new(
@@ -437,10 +412,15 @@ impl Gateway {
                             format!("internal error: {}", util::panic_text(&panic)),
                         )))
                     });
-                    match reply {
-                        Some(Ok(result)) => self.out.push(frame::response(&id, &result)),
-                        Some(Err(err)) => self.out.push(frame::error(&id, &err)),
-                        None => {} // answered later
+                    let bytes = match reply {
+                        Some(Ok(result)) => frame::response(&id, &result),
+                        Some(Err(err)) => frame::error(&id, &err),
+                        None => return, // answered later
+                    };
+                    if quiet && self.persist.holding() {
+                        self.out.push_ahead(bytes);
+                    } else {
+                        self.out.push(bytes);
                     }
                 }
             },
@@ -489,7 +469,9 @@ impl Gateway {
         use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
         loop {
             let now = Instant::now();
-            self.out.release();
+            if !self.persist.holding() {
+                self.out.release();
+            }
             self.write_output(now);
             if self.output_dead || !self.out.has_released() || now >= until {
                 return;

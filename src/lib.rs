@@ -10,6 +10,7 @@ pub mod event_loop;
 pub mod flush;
 pub mod methods;
 pub mod model;
+pub mod persist;
 pub mod rpc;
 pub mod session;
 pub mod shutdown;

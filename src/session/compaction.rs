@@ -339,7 +339,7 @@ impl Gateway {
         });
         self.live_by_stored.remove(&old_id);
         self.live_by_stored.insert(new_id, rid.to_string());
-        self.retired.push(old);
+        self.persist.retire(&old.runtime_id.clone(), old);
         self.mark_dirty(rid);
         answer
     }

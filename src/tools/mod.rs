@@ -250,12 +250,18 @@ pub fn run_tool_calls(gw: &mut Gateway, rid: &str, mut calls: Vec<ToolCall>, now
 /// Start the next pending tool call of the turn, or the next model round when none is left.
 pub(crate) fn next_tool(gw: &mut Gateway, rid: &str, now: Instant) {
     loop {
+        let holding = gw.persist.holding();
         let Some(turn) = gw.turn_mut(rid) else {
             return;
         };
         if turn.interrupting {
             skip_pending(gw, rid, "[Command not run: the turn was interrupted]");
             gw.end_turn(rid, "interrupted", None, now);
+            return;
+        }
+        if holding && !turn.pending_tools.is_empty() {
+            // Nothing can be saved: the next tool start waits for the store.
+            gw.persist.park(rid);
             return;
         }
         let Some(call) = turn.pending_tools.pop_front() else {
