@@ -103,27 +103,37 @@ fn default_home() -> PathBuf {
 struct Knob {
     flag: &'static str,
     env: &'static str,
+    /// The value in effect, for `--help` (which shows the defaults).
+    show: fn(&Config) -> String,
     set: fn(&mut Config, &str) -> Result<(), String>,
 }
 
-fn seconds(v: &str) -> Result<Duration, String> {
+fn secs(d: Duration) -> String {
+    format!("{}s", d.as_secs_f64())
+}
+
+/// A number of seconds between `lo` and `hi`: a knob outside a sane range is refused, not
+/// accepted and then found to make every request fail.
+fn seconds(v: &str, lo: f64, hi: f64) -> Result<Duration, String> {
     match v.trim().parse::<f64>() {
-        Ok(s) if s.is_finite() && (0.0..1e9).contains(&s) => Ok(Duration::from_secs_f64(s)),
-        _ => Err(format!("expected a number of seconds, got {v:?}")),
+        Ok(s) if s.is_finite() && (lo..=hi).contains(&s) => Ok(Duration::from_secs_f64(s)),
+        _ => Err(format!("expected seconds from {lo} to {hi}, got {v:?}")),
     }
 }
 
-fn millis(v: &str) -> Result<Duration, String> {
+fn millis(v: &str, hi: u64) -> Result<Duration, String> {
     match v.trim().parse::<u64>() {
-        Ok(ms) if ms < 1_000_000_000 => Ok(Duration::from_millis(ms)),
-        _ => Err(format!("expected a number of milliseconds, got {v:?}")),
+        Ok(ms) if ms <= hi => Ok(Duration::from_millis(ms)),
+        _ => Err(format!("expected milliseconds from 0 to {hi}, got {v:?}")),
     }
 }
 
-fn count(v: &str) -> Result<usize, String> {
+fn count(v: &str, lo: usize, hi: usize) -> Result<usize, String> {
     match v.trim().parse::<usize>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("expected a positive whole number, got {v:?}")),
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "expected a whole number from {lo} to {hi}, got {v:?}"
+        )),
     }
 }
 
@@ -131,6 +141,7 @@ const KNOBS: &[Knob] = &[
     Knob {
         flag: "--home",
         env: "HERMES_HOME",
+        show: |c| c.home.display().to_string(),
         set: |c, v| {
             if v.is_empty() {
                 return Err("empty path".into());
@@ -142,94 +153,111 @@ const KNOBS: &[Knob] = &[
     Knob {
         flag: "--flush-interval",
         env: "HERMES_TUI_SESSION_FLUSH_INTERVAL_S",
+        show: |c| secs(c.flush_interval),
         set: |c, v| {
-            c.flush_interval = seconds(v)?;
+            c.flush_interval = seconds(v, 0.01, 3600.0)?;
             Ok(())
         },
     },
     Knob {
         flag: "--exit-flush-budget",
         env: "HERMES_TUI_EXIT_FLUSH_BUDGET_S",
+        show: |c| secs(c.exit_flush_budget),
         set: |c, v| {
-            c.exit_flush_budget = seconds(v)?;
+            c.exit_flush_budget = seconds(v, 0.0, 600.0)?;
             Ok(())
         },
     },
     Knob {
         flag: "--kill-grace",
         env: "TUI_GATEWAY_KILL_GRACE_S",
+        show: |c| secs(c.kill_grace),
         set: |c, v| {
-            c.kill_grace = seconds(v)?;
+            c.kill_grace = seconds(v, 0.01, 600.0)?;
             Ok(())
         },
     },
     Knob {
         flag: "--shutdown-grace",
         env: "HERMES_TUI_GATEWAY_SHUTDOWN_GRACE_S",
+        show: |c| secs(c.shutdown_grace),
         set: |c, v| {
-            c.shutdown_grace = seconds(v)?;
+            c.shutdown_grace = seconds(v, 0.1, 3600.0)?;
             Ok(())
         },
     },
     Knob {
         flag: "--journal-cap-kb",
         env: "TUI_GATEWAY_JOURNAL_CAP_KB",
+        show: |c| format!("{}", c.journal_cap / 1024),
         set: |c, v| {
-            c.journal_cap = count(v)? as u64 * 1024;
+            c.journal_cap = count(v, 16, 16 * 1024 * 1024)? as u64 * 1024;
             Ok(())
         },
     },
     Knob {
         flag: "--session-ttl",
         env: "HERMES_TUI_SESSION_TTL_S",
+        show: |c| secs(c.session_ttl),
         set: |c, v| {
-            c.session_ttl = seconds(v)?;
+            c.session_ttl = seconds(v, 1.0, 2592000.0)?;
             Ok(())
         },
     },
     Knob {
         flag: "--command-timeout",
         env: "TUI_GATEWAY_COMMAND_TIMEOUT_S",
+        show: |c| secs(c.command_timeout),
         set: |c, v| {
-            c.command_timeout = seconds(v)?;
+            c.command_timeout = seconds(v, 0.1, 604800.0)?;
             Ok(())
         },
     },
     Knob {
         flag: "--frame-limit",
         env: "TUI_GATEWAY_FRAME_LIMIT",
+        show: |c| c.frame_limit.to_string(),
         set: |c, v| {
-            c.frame_limit = count(v)?;
+            c.frame_limit = count(v, 1024, 1 << 30)?;
             Ok(())
         },
     },
     Knob {
         flag: "--stdout-stall",
         env: "TUI_GATEWAY_STDOUT_STALL_S",
+        show: |c| secs(c.stdout_stall),
         set: |c, v| {
-            c.stdout_stall = seconds(v)?;
+            c.stdout_stall = seconds(v, 0.1, 86400.0)?;
             Ok(())
         },
     },
     Knob {
         flag: "--offline-delay-ms",
         env: "TUI_GATEWAY_OFFLINE_DELAY_MS",
+        show: |c| c.offline_word_delay.as_millis().to_string(),
         set: |c, v| {
-            c.offline_word_delay = millis(v)?;
+            c.offline_word_delay = millis(v, 60_000)?;
             Ok(())
         },
     },
     Knob {
         flag: "--approval-timeout",
         env: "TUI_GATEWAY_APPROVAL_TIMEOUT_S",
+        show: |c| secs(c.approval_timeout),
         set: |c, v| {
-            c.approval_timeout = seconds(v)?;
+            c.approval_timeout = seconds(v, 0.1, 86400.0)?;
             Ok(())
         },
     },
     Knob {
         flag: "--provider",
         env: "TUI_GATEWAY_PROVIDER",
+        show: |c| {
+            c.provider.clone().unwrap_or(
+                "openai if a key, base URL or config.yaml model section says so, else offline"
+                    .into(),
+            )
+        },
         set: |c, v| {
             let v = v.trim().to_ascii_lowercase();
             if !["offline", "openai"].contains(&v.as_str()) {
@@ -242,6 +270,11 @@ const KNOBS: &[Knob] = &[
     Knob {
         flag: "--model",
         env: "OPENAI_MODEL",
+        show: |c| {
+            c.model
+                .clone()
+                .unwrap_or("config.yaml model.default, else gpt-4o-mini".into())
+        },
         set: |c, v| {
             c.model = Some(v.trim().to_string()).filter(|m| !m.is_empty());
             Ok(())
@@ -250,6 +283,11 @@ const KNOBS: &[Knob] = &[
     Knob {
         flag: "--base-url",
         env: "OPENAI_BASE_URL",
+        show: |c| {
+            c.base_url
+                .clone()
+                .unwrap_or("config.yaml model.base_url, else none".into())
+        },
         set: |c, v| {
             c.base_url = Some(v.trim().to_string()).filter(|u| !u.is_empty());
             Ok(())
@@ -258,30 +296,34 @@ const KNOBS: &[Knob] = &[
     Knob {
         flag: "--connect-timeout",
         env: "TUI_GATEWAY_CONNECT_TIMEOUT_S",
+        show: |c| secs(c.connect_timeout),
         set: |c, v| {
-            c.connect_timeout = seconds(v)?;
+            c.connect_timeout = seconds(v, 0.1, 600.0)?;
             Ok(())
         },
     },
     Knob {
         flag: "--first-byte-timeout",
         env: "TUI_GATEWAY_FIRST_BYTE_TIMEOUT_S",
+        show: |c| secs(c.first_byte_timeout),
         set: |c, v| {
-            c.first_byte_timeout = seconds(v)?;
+            c.first_byte_timeout = seconds(v, 0.1, 3600.0)?;
             Ok(())
         },
     },
     Knob {
         flag: "--idle-timeout",
         env: "TUI_GATEWAY_IDLE_TIMEOUT_S",
+        show: |c| secs(c.idle_timeout),
         set: |c, v| {
-            c.idle_timeout = seconds(v)?;
+            c.idle_timeout = seconds(v, 0.1, 3600.0)?;
             Ok(())
         },
     },
     Knob {
         flag: "--model-retries",
         env: "TUI_GATEWAY_MODEL_RETRIES",
+        show: |c| c.model_retries.to_string(),
         set: |c, v| {
             c.model_retries = v
                 .trim()
@@ -295,14 +337,20 @@ const KNOBS: &[Knob] = &[
     Knob {
         flag: "--retry-base",
         env: "TUI_GATEWAY_RETRY_BASE_S",
+        show: |c| secs(c.retry_base),
         set: |c, v| {
-            c.retry_base = seconds(v)?;
+            c.retry_base = seconds(v, 0.001, 600.0)?;
             Ok(())
         },
     },
     Knob {
         flag: "--rpc-log",
         env: "TUI_GATEWAY_RPC_LOG",
+        show: |c| {
+            c.rpc_log
+                .as_ref()
+                .map_or("off".into(), |p| p.display().to_string())
+        },
         set: |c, v| {
             c.rpc_log = Some(PathBuf::from(v)).filter(|p| !p.as_os_str().is_empty());
             Ok(())
@@ -311,6 +359,7 @@ const KNOBS: &[Knob] = &[
     Knob {
         flag: "--synchronous",
         env: "TUI_GATEWAY_SYNCHRONOUS",
+        show: |c| c.synchronous.clone(),
         set: |c, v| {
             let v = v.trim().to_ascii_uppercase();
             if !["OFF", "NORMAL", "FULL", "EXTRA"].contains(&v.as_str()) {
@@ -375,11 +424,17 @@ impl Config {
         Ok(rest)
     }
 
-    /// One line per knob for `--help`.
+    /// One line per knob for `--help`: flag, environment name, default.
     pub fn help() -> String {
+        let defaults = Config::default();
         let mut s = String::new();
         for k in KNOBS {
-            s.push_str(&format!("  {:<22} (env {})\n", k.flag, k.env));
+            s.push_str(&format!(
+                "  {:<22} env {:<38} default {}\n",
+                k.flag,
+                k.env,
+                (k.show)(&defaults)
+            ));
         }
         s.push_str("  --no-signals           leave signal handling to the host\n");
         s

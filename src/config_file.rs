@@ -9,7 +9,7 @@
 //! and the file is left as it was.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -31,24 +31,8 @@ pub fn path(home: &Path) -> PathBuf {
 
 /// The file's text; `Ok(None)` when there is none.
 pub fn read_text(path: &Path) -> Result<Option<String>, String> {
-    let f = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("config.yaml: cannot read it: {e}")),
-    };
-    let mut buf = Vec::new();
-    f.take(MAX_BYTES + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| format!("config.yaml: cannot read it: {e}"))?;
-    if buf.len() as u64 > MAX_BYTES {
-        return Err(format!(
-            "config.yaml is larger than {} KiB; refused",
-            MAX_BYTES / 1024
-        ));
-    }
-    String::from_utf8(buf)
-        .map(Some)
-        .map_err(|_| "config.yaml is not valid UTF-8".to_string())
+    crate::util::read_regular(path, MAX_BYTES)
+        .map_err(|e| format!("config.yaml: cannot read it: {e}"))
 }
 
 /// Counts what a document would expand to, before anything is built.

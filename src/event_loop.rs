@@ -19,7 +19,8 @@ use crate::persist::Persistence;
 use crate::rpc::frame::{self, Incoming};
 use crate::rpc::out_queue::Flush;
 use crate::rpc::{Line, LineReader, OutQueue};
-use crate::session::{Session, VERSION};
+use crate::session::registry::Registry;
+use crate::session::VERSION;
 use crate::shutdown::Shutdown;
 use crate::timer::TimerWheel;
 use crate::util;
@@ -88,9 +89,7 @@ pub struct Gateway {
     pub(crate) provider: Box<dyn Provider>,
     /// Why the configured model could not be used, for `setup.status`.
     pub(crate) provider_warning: Option<String>,
-    pub(crate) sessions: HashMap<String, Session>,
-    /// Runtime id of each live session, by stored id (kept by `add_session`/`take_session`).
-    pub(crate) live_by_stored: HashMap<String, String>,
+    pub(crate) sessions: Registry,
     /// Who a dynamic token belongs to.
     pub(crate) by_token: HashMap<Token, Route>,
     /// Running commands, approvals.
@@ -110,8 +109,6 @@ pub struct Gateway {
     pub(crate) output_dead: bool,
     output_polled: bool,
     saved_flags: Vec<(i32, i32)>,
-    /// Sessions with a turn to drive on the next iteration.
-    pub(crate) runnable: Vec<String>,
     pub(crate) shutdown: Option<Shutdown>,
     pub(crate) replay_epoch: String,
     /// The client declared it answers `approval` server requests.
@@ -195,8 +192,7 @@ impl Gateway {
             persist,
             provider,
             provider_warning,
-            sessions: HashMap::new(),
-            live_by_stored: HashMap::new(),
+            sessions: Registry::new(),
             by_token: HashMap::new(),
             tools: crate::tools::Tools::new(&cfg_home_for_tools),
             model_fetches: Default::default(),
@@ -209,7 +205,6 @@ impl Gateway {
             output_dead: false,
             output_polled,
             saved_flags,
-            runnable: Vec::new(),
             shutdown: None,
             replay_epoch,
             server_requests: false,
@@ -316,7 +311,7 @@ impl Gateway {
     fn poll_timeout(&mut self, now: Instant) -> Option<Duration> {
         let busy = !self.paused()
             && ((self.input_open && self.input_ready)
-                || !self.runnable.is_empty()
+                || self.sessions.has_runnable()
                 || self.tools.has_work());
         if busy || self.exit_code.is_some() {
             return Some(Duration::ZERO);

@@ -70,7 +70,7 @@ fn checkpoint_partials(gw: &mut Gateway) {
     let mut rids = Vec::new();
     let mut items = Vec::new();
     let now_unix = crate::util::unix_now();
-    for (rid, s) in &gw.sessions {
+    for (rid, s) in gw.sessions.iter() {
         if let Some(turn) = s.turn.as_ref().filter(|t| t.partial_pending()) {
             rids.push(rid.clone());
             items.push((

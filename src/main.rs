@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use tui_gateway::cli::out::write_stdout;
 use tui_gateway::{Config, Gateway, Io};
 
 const USAGE: &str = "usage:
@@ -9,6 +10,11 @@ const USAGE: &str = "usage:
   tui-gateway chat [--resume ID]     a line-mode chat through a gateway child
   tui-gateway sessions list          stored sessions, most recent first
   tui-gateway sessions show ID       a stored session's transcript
+flags:
+";
+
+const SERVE_USAGE: &str = "usage: tui-gateway [serve] [FLAGS]
+  speak JSON-RPC on stdin/stdout; every flag can also be set by its environment variable
 flags:
 ";
 
@@ -22,10 +28,7 @@ fn main() -> ExitCode {
         Some("-m") => serve(args.get(2..).unwrap_or_default()),
         Some("chat") => tui_gateway::cli::chat::run(&args[1..]),
         Some("sessions") => tui_gateway::cli::sessions::run(&args[1..]),
-        Some("-h" | "--help" | "help") => {
-            print!("{USAGE}{}", Config::help());
-            0
-        }
+        Some("-h" | "--help" | "help") => write_stdout(&format!("{USAGE}{}", Config::help())),
         Some(a) if a.starts_with("--") => serve(&args),
         Some(other) => {
             eprintln!("unknown command {other:?}\n{USAGE}{}", Config::help());
@@ -36,6 +39,9 @@ fn main() -> ExitCode {
 }
 
 fn serve(args: &[String]) -> i32 {
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        return write_stdout(&format!("{SERVE_USAGE}{}", Config::help()));
+    }
     let mut cfg = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {

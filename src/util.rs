@@ -106,6 +106,47 @@ pub fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
+/// Open a file we read (config, saved approvals) without ever blocking: a FIFO or device put
+/// in its place would hang `open` or `read` on the loop. `Ok(None)` when there is none; an
+/// error naming the problem when it is not a regular file.
+pub fn open_regular(path: &std::path::Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file; refused",
+        ));
+    }
+    Ok(Some(f))
+}
+
+/// The text of a file we read whole, at most `max` bytes, through [`open_regular`]. `Ok(None)`
+/// when there is none; errors say what was wrong (not a regular file, too large, not UTF-8).
+pub fn read_regular(path: &std::path::Path, max: u64) -> std::io::Result<Option<String>> {
+    use std::io::Read;
+    let Some(f) = open_regular(path)? else {
+        return Ok(None);
+    };
+    let mut buf = Vec::new();
+    f.take(max + 1).read_to_end(&mut buf)?;
+    let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+    if buf.len() as u64 > max {
+        return Err(invalid(format!("larger than {} KiB; refused", max / 1024)));
+    }
+    String::from_utf8(buf)
+        .map(Some)
+        .map_err(|_| invalid("not valid UTF-8".into()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +158,20 @@ mod tests {
         assert_eq!(utc_parts(1_798_761_599.0), (2026, 12, 31, 23, 59, 59));
         let id = stored_session_id(1_798_761_599.0);
         assert!(id.starts_with("20261231_235959_") && id.len() == 22, "{id}");
+    }
+
+    #[test]
+    fn open_regular_refuses_a_fifo_without_blocking() {
+        let dir = std::env::temp_dir().join(format!("tuigw-util-{}", random_hex(8)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("config.yaml");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let e = open_regular(&fifo).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        assert!(open_regular(&dir.join("absent")).unwrap().is_none());
+        std::fs::write(dir.join("plain"), "x").unwrap();
+        assert!(open_regular(&dir.join("plain")).unwrap().is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

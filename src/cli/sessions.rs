@@ -1,11 +1,21 @@
 //! `tui-gateway sessions list|show`: read the store directly, for people.
 
+use crate::cli::out::{Out, printable};
 use crate::config::Config;
 use crate::session::transcript::Role;
 use crate::store::Store;
 use crate::util;
 
+const USAGE: &str = "usage:
+  tui-gateway sessions list [FLAGS]      stored sessions, most recent first
+  tui-gateway sessions show ID [FLAGS]   a stored session's transcript (ID or title)
+flags:
+";
+
 pub fn run(args: &[String]) -> i32 {
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        return crate::cli::out::write_stdout(&format!("{USAGE}{}", Config::help()));
+    }
     let mut cfg = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {
@@ -45,7 +55,7 @@ pub fn run(args: &[String]) -> i32 {
         ["list"] | [] => list(&store),
         ["show", id] => show(&store, id),
         _ => {
-            eprintln!("usage: tui-gateway sessions list | sessions show ID");
+            eprintln!("{USAGE}{}", Config::help());
             2
         }
     }
@@ -54,20 +64,21 @@ pub fn run(args: &[String]) -> i32 {
 fn list(store: &Store) -> i32 {
     match store.list(200, None) {
         Ok(rows) => {
+            let mut out = Out::new();
             for r in rows {
-                let title = r.title.unwrap_or_default();
                 let state = r.end_reason.unwrap_or_else(|| "open".into());
-                println!(
+                out.foreign(&format!(
                     "{}  {}  {:>4} msgs  {:<12} {}  {}",
                     r.id,
                     util::human_time(r.started_at),
                     r.message_count,
                     state,
-                    title,
+                    r.title.unwrap_or_default(),
                     r.preview
-                );
+                ));
+                out.line("");
             }
-            0
+            out.finish()
         }
         Err(e) => {
             eprintln!("error: {e}");
@@ -80,7 +91,7 @@ fn show(store: &Store, id: &str) -> i32 {
     let s = match store.load(id) {
         Ok(Some(s)) => s,
         Ok(None) => {
-            eprintln!("no stored session {id:?}");
+            eprintln!("no stored session {:?}", printable(id));
             return 1;
         }
         Err(e) => {
@@ -88,32 +99,36 @@ fn show(store: &Store, id: &str) -> i32 {
             return 1;
         }
     };
-    println!("session {}  {}", s.id, s.title.as_deref().unwrap_or(""));
-    println!(
-        "started {}  model {}",
+    let mut out = Out::new();
+    out.foreign(&format!(
+        "session {}  {}\nstarted {}  model {}\n\n",
+        s.id,
+        s.title.as_deref().unwrap_or(""),
         util::human_time(s.started_at),
         s.model.as_deref().unwrap_or("?")
-    );
-    println!();
+    ));
     for m in &s.messages {
         let when = util::human_time(m.timestamp);
         let text = m.content.as_deref().unwrap_or("");
-        match m.role {
-            Role::User => println!("[{when}] you:\n{text}\n"),
+        let block = match m.role {
+            Role::User => format!("[{when}] you:\n{text}\n\n"),
             Role::Assistant => {
+                let mut b = String::new();
                 if !text.is_empty() {
-                    println!("[{when}] assistant:\n{text}\n");
+                    b.push_str(&format!("[{when}] assistant:\n{text}\n\n"));
                 }
                 if let Some(calls) = &m.tool_calls {
-                    println!("[{when}] assistant calls tools: {calls}\n");
+                    b.push_str(&format!("[{when}] assistant calls tools: {calls}\n\n"));
                 }
+                b
             }
-            Role::Tool => println!(
-                "[{when}] tool {}:\n{text}\n",
+            Role::Tool => format!(
+                "[{when}] tool {}:\n{text}\n\n",
                 m.tool_name.as_deref().unwrap_or("?")
             ),
-            Role::System => println!("[{when}] system:\n{text}\n"),
-        }
+            Role::System => format!("[{when}] system:\n{text}\n\n"),
+        };
+        out.foreign(&block);
     }
-    0
+    out.finish()
 }

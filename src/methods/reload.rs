@@ -47,12 +47,9 @@ pub fn reload_env(gw: &mut Gateway) -> Result<Value, RpcError> {
     let fail = |e: &dyn std::fmt::Display| {
         RpcError::new(5015, format!("cannot read {}: {e}", path.display()))
     };
-    let text = match std::fs::metadata(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(fail(&e)),
-        Ok(m) if m.len() > DOTENV_MAX => return Err(fail(&"larger than 1 MiB")),
-        Ok(_) => std::fs::read_to_string(&path).map_err(|e| fail(&e))?,
-    };
+    let text = crate::util::read_regular(&path, DOTENV_MAX)
+        .map_err(|e| fail(&e))?
+        .unwrap_or_default();
     let mut next = gw.cfg.clone();
     let mut updated = 0;
     for (key, value) in parse_dotenv(&text) {

@@ -61,6 +61,15 @@ pub trait Sessions {
     fn get_mut(&mut self, rid: &str) -> Option<&mut Session>;
 }
 
+impl Sessions for crate::session::registry::Registry {
+    fn get(&self, rid: &str) -> Option<&Session> {
+        crate::session::registry::Registry::get(self, rid)
+    }
+    fn get_mut(&mut self, rid: &str) -> Option<&mut Session> {
+        crate::session::registry::Registry::get_mut(self, rid)
+    }
+}
+
 impl Sessions for HashMap<String, Session> {
     fn get(&self, rid: &str) -> Option<&Session> {
         HashMap::get(self, rid)
@@ -256,9 +265,9 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
 
     /// A session left memory (closed, evicted, replaced by its compaction): its last state is
     /// committed with the next commit; until then it can be resumed from here.
-    pub fn retire(&mut self, rid: &str, session: Session) {
-        self.dirty.remove(rid);
-        self.unjournaled.remove(rid);
+    pub fn retire(&mut self, session: Session) {
+        self.dirty.remove(&session.runtime_id);
+        self.unjournaled.remove(&session.runtime_id);
         self.retired.push(Retired {
             session,
             unjournaled: true,

@@ -313,7 +313,7 @@ fn a_closed_session_waits_for_its_commit_and_can_be_taken_back() {
     assert_eq!(r.commit(Duration::ZERO), Publish::Release);
     let mut s = r.sessions.remove("a").unwrap();
     s.ended = Some((3.0, "tui_close".into()));
-    r.p.retire("a", s);
+    r.p.retire(s);
     assert_eq!(r.commit(Duration::from_millis(10)), Publish::Release);
     assert!(r.p.is_retired("stored-a"));
     let journal = r.world.borrow().journal.clone();

@@ -337,9 +337,8 @@ impl Gateway {
             "session_key": new_id,
             "parent_session_id": old_id,
         });
-        self.live_by_stored.remove(&old_id);
-        self.live_by_stored.insert(new_id, rid.to_string());
-        self.persist.retire(&old.runtime_id.clone(), old);
+        self.sessions.reindex(rid);
+        self.persist.retire(old);
         self.mark_dirty(rid);
         answer
     }

@@ -1,6 +1,7 @@
 //! Driving turns: a prompt starts a turn; each drive advances its model call, turns model
 //! events into session events, and ends the round with the assistant message, tool calls or
-//! the end of the turn. Also the registry of live sessions and their event emission.
+//! the end of the turn. Also putting sessions into and out of the registry, and their event
+//! emission.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
@@ -26,21 +27,23 @@ const YOLO_NOTICE: &str = "tui-gateway.yolo";
 impl Gateway {
     /// Put a session in memory.
     pub(crate) fn add_session(&mut self, s: Session) {
-        self.live_by_stored
-            .insert(s.stored_id.clone(), s.runtime_id.clone());
-        self.sessions.insert(s.runtime_id.clone(), s);
+        // Callers look the ids up first; a refusal here is a bug, said rather than hidden.
+        if let Err(s) = self.sessions.add(s) {
+            eprintln!(
+                "[gateway] session {} ({}) is already live; not added again",
+                s.runtime_id, s.stored_id
+            );
+        }
     }
 
     /// Take a session out of memory.
     pub(crate) fn take_session(&mut self, rid: &str) -> Option<Session> {
-        let s = self.sessions.remove(rid)?;
-        self.live_by_stored.remove(&s.stored_id);
-        Some(s)
+        self.sessions.take(rid)
     }
 
     /// The runtime id of the live session with this stored id.
     pub(crate) fn live_rid(&self, stored_id: &str) -> Option<&str> {
-        self.live_by_stored.get(stored_id).map(String::as_str)
+        self.sessions.by_stored(stored_id)
     }
 
     /// The context window of `model` in tokens.
@@ -77,12 +80,7 @@ impl Gateway {
     }
 
     pub(crate) fn schedule(&mut self, rid: &str) {
-        if let Some(turn) = self.sessions.get_mut(rid).and_then(|s| s.turn.as_mut())
-            && !turn.scheduled
-        {
-            turn.scheduled = true;
-            self.runnable.push(rid.to_string());
-        }
+        self.sessions.mark_runnable(rid);
     }
 
     /// Emit an event bound to a session: next seq, into the ring, onto the out-queue.
@@ -123,7 +121,7 @@ impl Gateway {
         if self.paused() {
             return;
         }
-        let list = std::mem::take(&mut self.runnable);
+        let list = self.sessions.take_runnable();
         for rid in list {
             if let Some(turn) = self.sessions.get_mut(&rid).and_then(|s| s.turn.as_mut()) {
                 turn.scheduled = false;
@@ -533,9 +531,8 @@ impl Gateway {
             }
             s.ended = Some((util::unix_now(), reason.to_string()));
             s.row_dirty = true;
-            // Its id left in `runnable` is skipped (no longer in `sessions`); its turn's token
-            // went with the turn.
-            self.persist.retire(rid, s);
+            // Its turn's token went with the turn.
+            self.persist.retire(s);
         }
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod compaction;
 mod driver;
+pub mod registry;
 pub mod transcript;
 pub mod turn;
 

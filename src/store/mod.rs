@@ -91,12 +91,21 @@ impl Store {
         }
         {
             use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
+            // Non-blocking: a FIFO in the database's place must be refused, not wait for a reader.
+            let not_regular = || fail("cannot open", &"not a regular file; refused");
+            if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+                return Err(not_regular());
+            }
+            let f = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .mode(0o600)
+                .custom_flags(libc::O_NONBLOCK)
                 .open(path)
                 .map_err(|e| fail("cannot open", &e))?;
+            if !f.metadata().is_ok_and(|m| m.is_file()) {
+                return Err(not_regular());
+            }
         }
         restrict_mode(path).map_err(|e| fail("cannot restrict the mode of", &e))?;
         let conn = Connection::open(path).map_err(|e| fail("cannot open", &e))?;

@@ -27,6 +27,9 @@ struct Pending {
     timer: TimerId,
 }
 
+/// Bound on the saved "always" list we read at start.
+const ALWAYS_FILE_MAX: u64 = 1024 * 1024;
+
 pub struct Approvals {
     pending: HashMap<String, Pending>,
     always: BTreeSet<String>,
@@ -36,8 +39,10 @@ pub struct Approvals {
 impl Approvals {
     pub fn load(home: &Path) -> Approvals {
         let path = home.join("tui_gateway_approvals.json");
-        let always = std::fs::read_to_string(&path)
+        let always = crate::util::read_regular(&path, ALWAYS_FILE_MAX)
+            .map_err(|e| eprintln!("[gateway] {}: {e}; no saved approvals", path.display()))
             .ok()
+            .flatten()
             .and_then(|t| serde_json::from_str::<Value>(&t).ok())
             .and_then(|v| {
                 v.get("always").and_then(Value::as_array).map(|a| {

@@ -1,0 +1,254 @@
+//! The live sessions: by runtime id, by stored id, and which have a turn to drive. The three
+//! indexes are private and kept in step here, so no caller can leave one stale.
+
+use std::collections::HashMap;
+
+use super::Session;
+
+struct Entry {
+    /// The stored id `by_stored` holds this session under (see [`Registry::reindex`]).
+    indexed_as: String,
+    session: Session,
+}
+
+#[derive(Default)]
+pub struct Registry {
+    by_rid: HashMap<String, Entry>,
+    /// Runtime id of each live session, by stored id.
+    by_stored: HashMap<String, String>,
+    /// Sessions with a turn to drive on the next iteration, each once.
+    runnable: Vec<String>,
+}
+
+impl Registry {
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// Put a session in; refused (handed back) when its runtime or stored id is already live.
+    pub fn add(&mut self, s: Session) -> Result<(), Box<Session>> {
+        if self.by_rid.contains_key(&s.runtime_id) || self.by_stored.contains_key(&s.stored_id) {
+            return Err(Box::new(s));
+        }
+        self.by_stored
+            .insert(s.stored_id.clone(), s.runtime_id.clone());
+        self.by_rid.insert(
+            s.runtime_id.clone(),
+            Entry {
+                indexed_as: s.stored_id.clone(),
+                session: s,
+            },
+        );
+        Ok(())
+    }
+
+    /// Take a session out, with its place on the runnable list.
+    pub fn take(&mut self, rid: &str) -> Option<Session> {
+        let e = self.by_rid.remove(rid)?;
+        self.by_stored.remove(&e.indexed_as);
+        self.runnable.retain(|r| r != rid);
+        Some(e.session)
+    }
+
+    /// After a session's `stored_id` changed (compaction continues it under a new row): index
+    /// it under the new one. False (index unchanged) when another live session has that id.
+    pub fn reindex(&mut self, rid: &str) -> bool {
+        let Some(e) = self.by_rid.get_mut(rid) else {
+            return false;
+        };
+        if e.indexed_as == e.session.stored_id {
+            return true;
+        }
+        if self.by_stored.contains_key(&e.session.stored_id) {
+            return false;
+        }
+        self.by_stored.remove(&e.indexed_as);
+        e.indexed_as = e.session.stored_id.clone();
+        self.by_stored.insert(e.indexed_as.clone(), rid.to_string());
+        true
+    }
+
+    pub fn get(&self, rid: &str) -> Option<&Session> {
+        self.by_rid.get(rid).map(|e| &e.session)
+    }
+
+    pub fn get_mut(&mut self, rid: &str) -> Option<&mut Session> {
+        self.by_rid.get_mut(rid).map(|e| &mut e.session)
+    }
+
+    pub fn contains_key(&self, rid: &str) -> bool {
+        self.by_rid.contains_key(rid)
+    }
+
+    /// The runtime id of the live session with this stored id.
+    pub fn by_stored(&self, stored_id: &str) -> Option<&str> {
+        self.by_stored.get(stored_id).map(String::as_str)
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_rid.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_rid.is_empty()
+    }
+
+    /// `(runtime id, session)` in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Session)> {
+        self.by_rid.iter().map(|(rid, e)| (rid, &e.session))
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &String> {
+        self.by_rid.keys()
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Session> {
+        self.by_rid.values().map(|e| &e.session)
+    }
+
+    /// Put the session's turn on the runnable list (once); false when it has no turn.
+    pub fn mark_runnable(&mut self, rid: &str) -> bool {
+        let Some(turn) = self.get_mut(rid).and_then(|s| s.turn.as_mut()) else {
+            return false;
+        };
+        if !turn.scheduled {
+            turn.scheduled = true;
+            self.runnable.push(rid.to_string());
+        }
+        true
+    }
+
+    /// Whether some turn waits to be driven.
+    pub fn has_runnable(&self) -> bool {
+        !self.runnable.is_empty()
+    }
+
+    /// The runnable list, emptied; the caller clears each turn's `scheduled` as it drives it.
+    pub fn take_runnable(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.runnable)
+    }
+}
+
+impl std::ops::Index<&str> for Registry {
+    type Output = Session;
+
+    fn index(&self, rid: &str) -> &Session {
+        self.get(rid).expect("no live session with this runtime id")
+    }
+}
+
+impl std::ops::Index<&String> for Registry {
+    type Output = Session;
+
+    fn index(&self, rid: &String) -> &Session {
+        &self[rid.as_str()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::session::NewSession;
+    use crate::session::turn::Turn;
+
+    fn session(rid: &str, stored: &str) -> Session {
+        Session::new(
+            NewSession {
+                runtime_id: rid.into(),
+                stored_id: stored.into(),
+                title: None,
+                model: "m".into(),
+                provider: "p".into(),
+                cwd: "/".into(),
+                source: "tui".into(),
+                started_at: 0.0,
+                cols: 80,
+                context_max: 1000,
+            },
+            Instant::now(),
+        )
+    }
+
+    fn with_turn(rid: &str, stored: &str) -> Session {
+        let mut s = session(rid, stored);
+        s.turn = Some(Turn::new(mio::Token(99), Instant::now()));
+        s
+    }
+
+    #[test]
+    fn add_and_take_keep_the_stored_index() {
+        let mut r = Registry::new();
+        assert!(r.add(session("a", "s1")).is_ok());
+        assert!(r.add(session("b", "s2")).is_ok());
+        assert_eq!(r.by_stored("s1"), Some("a"));
+        assert_eq!(r.by_stored("s2"), Some("b"));
+        assert_eq!(r.len(), 2);
+        let s = r.take("a").expect("a is live");
+        assert_eq!(s.stored_id, "s1");
+        assert_eq!(r.by_stored("s1"), None);
+        assert!(r.get("a").is_none());
+        assert_eq!(r.by_stored("s2"), Some("b"));
+        assert!(r.take("a").is_none());
+        // The stored id is free again.
+        assert!(r.add(session("c", "s1")).is_ok());
+        assert_eq!(r.by_stored("s1"), Some("c"));
+    }
+
+    #[test]
+    fn duplicates_are_refused_and_change_nothing() {
+        let mut r = Registry::new();
+        assert!(r.add(session("a", "s1")).is_ok());
+        let back = r.add(session("a", "s9")).err().unwrap();
+        assert_eq!(back.stored_id, "s9");
+        let back = r.add(session("b", "s1")).err().unwrap();
+        assert_eq!(back.runtime_id, "b");
+        assert_eq!(r.len(), 1);
+        assert_eq!(r.by_stored("s1"), Some("a"));
+        assert_eq!(r.by_stored("s9"), None);
+        assert!(!r.contains_key("b"));
+    }
+
+    #[test]
+    fn reindex_follows_a_changed_stored_id() {
+        let mut r = Registry::new();
+        assert!(r.add(session("a", "old")).is_ok());
+        assert!(r.add(session("b", "taken")).is_ok());
+        r.get_mut("a").unwrap().stored_id = "new".into();
+        assert!(r.reindex("a"));
+        assert_eq!(r.by_stored("old"), None);
+        assert_eq!(r.by_stored("new"), Some("a"));
+        // Taking it frees the id it is indexed under, not a stale one.
+        assert!(r.add(session("c", "old")).is_ok());
+        r.get_mut("a").unwrap().stored_id = "taken".into();
+        assert!(!r.reindex("a"));
+        assert_eq!(r.by_stored("taken"), Some("b"));
+        r.take("a");
+        assert_eq!(r.by_stored("new"), None);
+        assert_eq!(r.by_stored("old"), Some("c"));
+        assert_eq!(r.by_stored("taken"), Some("b"));
+    }
+
+    #[test]
+    fn runnable_lists_each_turn_once_and_never_an_absent_session() {
+        let mut r = Registry::new();
+        assert!(r.add(with_turn("a", "s1")).is_ok());
+        assert!(r.add(with_turn("b", "s2")).is_ok());
+        assert!(r.add(session("idle", "s3")).is_ok());
+        assert!(r.mark_runnable("a"));
+        assert!(r.mark_runnable("a"));
+        assert!(r.mark_runnable("b"));
+        assert!(!r.mark_runnable("idle"));
+        assert!(!r.mark_runnable("absent"));
+        r.take("b");
+        assert_eq!(r.take_runnable(), vec!["a".to_string()]);
+        assert!(!r.has_runnable());
+        // Still scheduled until the driver clears it: not listed twice.
+        r.mark_runnable("a");
+        assert!(!r.has_runnable());
+        r.get_mut("a").unwrap().turn.as_mut().unwrap().scheduled = false;
+        r.mark_runnable("a");
+        assert_eq!(r.take_runnable(), vec!["a".to_string()]);
+    }
+}

@@ -1,0 +1,141 @@
+//! The command line as a person uses it: every subcommand explains itself with `--help`, output
+//! into a pipe that closes early (`| head`) ends quietly, knobs outside a sane range are refused
+//! by name, and stored text is printed with its control characters made visible.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::process::{Command, Output, Stdio};
+
+fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(BIN);
+    scrub_env(&mut cmd);
+    cmd.args(args).stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run tui-gateway")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn every_subcommand_has_help_with_flags_env_names_and_defaults() {
+    for args in [
+        &["--help"][..],
+        &["serve", "--help"],
+        &["-m", "tui_gateway.entry", "--help"],
+        &["sessions", "--help"],
+        &["chat", "--help"],
+    ] {
+        let out = run(args, &[]);
+        let stdout = text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{args:?}: {:?} {}",
+            out.status,
+            text(&out.stderr)
+        );
+        assert!(stdout.starts_with("usage"), "{args:?}: {stdout}");
+        if args[0] != "chat" {
+            assert!(
+                stdout.contains("--frame-limit") && stdout.contains("env TUI_GATEWAY_FRAME_LIMIT"),
+                "{args:?}: {stdout}"
+            );
+            assert!(stdout.contains("default 16777216"), "{args:?}: {stdout}");
+        }
+    }
+}
+
+#[test]
+fn help_into_a_closed_pipe_ends_quietly() {
+    for args in [
+        &["--help"][..],
+        &["serve", "--help"],
+        &["sessions", "--help"],
+    ] {
+        let (read, write) = nix::unistd::pipe().expect("pipe");
+        drop(read);
+        let mut cmd = Command::new(BIN);
+        scrub_env(&mut cmd);
+        let out = cmd
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(write))
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run tui-gateway");
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {:?} {stderr}", out.status);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn knobs_outside_their_range_are_refused_by_name() {
+    let home = TempHome::new("cli-knobs");
+    let home_s = home.path.to_str().unwrap();
+    for (env, value) in [
+        ("TUI_GATEWAY_FRAME_LIMIT", "5"),
+        ("HERMES_TUI_SESSION_FLUSH_INTERVAL_S", "0"),
+        ("HERMES_TUI_GATEWAY_SHUTDOWN_GRACE_S", "1e12"),
+        ("TUI_GATEWAY_OFFLINE_DELAY_MS", "99999999"),
+    ] {
+        let out = run(&[], &[("HERMES_HOME", home_s), (env, value)]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{env}={value}: {stderr}");
+        assert!(
+            stderr.contains(env) && stderr.contains("from"),
+            "{env}={value}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{env}={value} started anyway");
+    }
+    // The same knob inside its range starts the gateway.
+    let out = run(
+        &[],
+        &[
+            ("HERMES_HOME", home_s),
+            ("TUI_GATEWAY_FRAME_LIMIT", "65536"),
+        ],
+    );
+    assert!(
+        text(&out.stdout).contains("gateway.ready"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn stored_text_is_printed_with_control_characters_visible() {
+    let home = TempHome::new("cli-escape");
+    let hostile = "look \u{1b}]52;c;aGVsbG8=\u{7} here \u{1b}[2J\r\u{1b}[2Kgone \u{202e}txt";
+    {
+        let mut g = Gateway::builder().home(&home.path).start();
+        let s = g.create_session(json!({}));
+        g.run_turn(&s.id, hostile);
+        g.close_stdin();
+    }
+    let home_s = home.path.to_str().unwrap();
+    let list = run(&["sessions", "list"], &[("HERMES_HOME", home_s)]);
+    let rows = text(&list.stdout);
+    assert!(list.status.success(), "{}", text(&list.stderr));
+    let id = rows
+        .split_whitespace()
+        .next()
+        .expect("a stored session")
+        .to_string();
+    let show = run(&["sessions", "show", &id], &[("HERMES_HOME", home_s)]);
+    for out in [&rows, &text(&show.stdout)] {
+        assert!(out.contains("look "), "{out}");
+        assert!(
+            !out.contains('\u{1b}') && !out.contains('\r') && !out.contains('\u{202e}'),
+            "{out:?}"
+        );
+    }
+    let shown = text(&show.stdout);
+    assert!(shown.contains("\\x1b]52;c;aGVsbG8=\\x07"), "{shown}");
+    assert!(shown.contains("\\r\\x1b[2Kgone \\u{202e}txt"), "{shown}");
+}
