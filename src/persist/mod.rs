@@ -687,6 +687,9 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
                 eprintln!(
                     "[gateway] cannot save anything ({why}); holding output and pausing turns until the store recovers"
                 );
+                // One notice for the whole outage: the hold says it all.
+                self.notices
+                    .retain(|n| !matches!(n, Notice::Unsaved { .. }));
                 self.notices.push(Notice::Holding {
                     text: format!(
                         "cannot save the transcript ({why}); output is held and turns are paused until saving works again"
@@ -747,12 +750,25 @@ pub fn fold_dead_journals(store: &mut Store) -> Vec<Unfolded> {
             });
         }
     }
-    let names: Vec<String> = journal::beside(&db)
+    // Marks of a journal are needed while its file may still be folded: its gateway is alive
+    // (it may write the file again) or the file is there.
+    let files: Vec<String> = journal::beside(&db)
         .iter()
         .map(|(_, owner)| crate::store::journal_name_of(owner))
         .collect();
-    if let Err(e) = store.forget_folds_except(&names) {
-        eprintln!("[gateway] cannot tidy the journal marks: {e}");
+    let stale: Vec<String> = store
+        .folded_journals()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| {
+            let owner = crate::store::journal_owner(n);
+            !files.contains(n) && owner != me && !crate::store::owner_alive(&owner)
+        })
+        .collect();
+    for name in stale {
+        if let Err(e) = store.forget_folds(&name) {
+            eprintln!("[gateway] cannot tidy the journal marks: {e}");
+        }
     }
     store.set_busy_timeout(BUSY_WAIT);
     unfolded

@@ -240,19 +240,21 @@ impl Store {
         Ok(written)
     }
 
-    /// Forget the fold marks of journals that no longer exist (`keep`: the ones that do).
-    pub fn forget_folds_except(&mut self, keep: &[String]) -> Result<(), StoreError> {
-        let names: Vec<String> = {
-            let mut stmt = self
-                .conn
-                .prepare("SELECT DISTINCT journal FROM tui_gateway_folded")?;
-            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-            rows.collect::<rusqlite::Result<_>>()?
-        };
-        for n in names.iter().filter(|n| !keep.contains(n)) {
-            self.conn
-                .execute("DELETE FROM tui_gateway_folded WHERE journal = ?1", [n])?;
-        }
+    /// The journals fold marks are kept for.
+    pub fn folded_journals(&self) -> Result<Vec<String>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT DISTINCT journal FROM tui_gateway_folded")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Forget the fold marks of a journal (its gateway is gone and so is the file).
+    pub fn forget_folds(&mut self, journal: &str) -> Result<(), StoreError> {
+        self.conn.execute(
+            "DELETE FROM tui_gateway_folded WHERE journal = ?1",
+            [journal],
+        )?;
         Ok(())
     }
 
@@ -505,7 +507,12 @@ pub fn committed_mark(s: &Session) -> Persisted {
 
 /// The name a journal of `owner` (`pid:start`) goes by in `tui_gateway_folded`.
 pub fn journal_name_of(owner: &str) -> String {
-    owner.replace(':', "-")
+    owner.replacen(':', "-", 1)
+}
+
+/// The owner (`pid:start`) of a journal name.
+pub fn journal_owner(name: &str) -> String {
+    name.replacen('-', ":", 1)
 }
 
 fn mark_folded(
