@@ -18,7 +18,8 @@ use mio::Events;
 use serde_json::{Value, json};
 use tui_gateway::{Config, Gateway, Io};
 
-use common::{TempDir, request_line};
+use common::TempDir;
+use tui_gateway::client::request;
 
 /// Turns per session before the bench moves to a fresh one: the offline model counts the words
 /// of the whole transcript per call, so a session that grows without bound would slowly change
@@ -179,6 +180,11 @@ impl InProcess {
             .expect("session_id")
             .to_string()
     }
+}
+
+/// A request line (no newline) with a numeric id.
+fn request_line(id: u64, method: &str, params: Value) -> String {
+    request(&json!(id), method, params).to_string()
 }
 
 fn prompt_line(id: u64, session: &str, turn: usize) -> Vec<u8> {

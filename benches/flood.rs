@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use common::{
-    Client, STALL, TempDir, arg_usize, bench_mode, event_type, fmt_duration, fmt_kb,
-    fmt_percentiles, gateway_bin, memory_kb,
+    STALL, TempDir, arg_usize, bench_mode, event_type, fmt_duration, fmt_kb, fmt_percentiles,
+    gateway_bin, memory_kb, ping_round_trips, spawn_gateway,
 };
 
 fn main() {
@@ -51,17 +51,21 @@ fn run(
     pings: usize,
     bytes: usize,
 ) -> Result<(), String> {
-    let mut client = Client::spawn(bin, home)?;
-    let pid = client.pid();
-    let session = client.call("session.create", json!({"cols": 100}))?["session_id"]
+    let mut client = spawn_gateway(bin, home)?;
+    let pid = client.pid().ok_or("no gateway process")?;
+    let session = client.call(
+        "session.create",
+        json!({"cols": 100}),
+        Instant::now() + STALL,
+    )?["session_id"]
         .as_str()
         .ok_or("no session_id")?
         .to_string();
 
-    let mut idle = client.ping_round_trips(pings / 10, pings)?;
-    report("ping, idle gateway", fmt_percentiles(&mut idle));
+    let mut idle = ping_round_trips(&mut client, pings / 10, pings, |_| {})?;
+    report("ping, idle gateway", fmt_percentiles(&mut idle, "pings"));
 
-    client.send(
+    client.send_request(
         "prompt.submit",
         json!({"session_id": session, "text": format!("$ yes | head -c {bytes}")}),
     )?;
@@ -85,19 +89,8 @@ fn run(
         _ => {}
     };
     for i in 0..pings {
-        let start = Instant::now();
-        let id = client.send("ping", json!({}))?;
-        loop {
-            let frame = client.lines.next_frame(start + STALL)?;
-            if frame.get("id").and_then(Value::as_u64) == Some(id) {
-                if frame["result"]["pong"] != json!(true) {
-                    return Err(format!("unexpected ping answer: {frame}"));
-                }
-                break;
-            }
-            note(&frame, &mut flood_end);
-        }
-        let elapsed = start.elapsed();
+        let mut sample = ping_round_trips(&mut client, 0, 1, |f| note(f, &mut flood_end))?;
+        let elapsed = sample.pop().unwrap_or_default();
         if flood_end.is_none() {
             during.push(elapsed);
         } else {
@@ -112,16 +105,17 @@ fn run(
     let pings_done = Instant::now();
     // Let the flood finish (it is not part of the measurement).
     while flood_end.is_none() {
-        let frame = client
-            .lines
-            .next_frame(Instant::now() + Duration::from_secs(120))?;
+        let frame = client.next_frame(Instant::now() + Duration::from_secs(120))?;
         note(&frame, &mut flood_end);
     }
     if let Some((_, hwm)) = memory_kb(pid) {
         peak_kb = peak_kb.max(hwm);
     }
     let flood_end = flood_end.unwrap_or(pings_done);
-    report("ping, during the flood", fmt_percentiles(&mut during));
+    report(
+        "ping, during the flood",
+        fmt_percentiles(&mut during, "pings"),
+    );
     if after > 0 {
         report(
             "pings after the flood ended (dropped)",
@@ -141,8 +135,9 @@ fn run(
         format!("{outputs} ({output_bytes} bytes of text)"),
     );
     report("gateway peak RSS (VmHWM)", fmt_kb(peak_kb));
-    drop(client.stdin);
-    let status = client.child.wait().map_err(|e| e.to_string())?;
+    let status = client
+        .close(Instant::now() + STALL)
+        .map_err(|killed| format!("the gateway did not exit in time (killed: {killed:?})"))?;
     report("gateway exit after stdin close", status);
     Ok(())
 }

@@ -28,13 +28,13 @@ mod mockai;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use common::{Lines, TempDir, arg_usize, fmt_duration, gateway_bin, request_line};
+use common::{Client, TempDir, arg_usize, fmt_duration, gateway_bin};
 use mockai::{Conn, MockAi, Reply, ev_finish, ev_role, ev_text, ev_usage};
 
 const STALL: Duration = Duration::from_secs(60);
@@ -232,10 +232,8 @@ fn baseline_parsing(port: u16) -> (Duration, String) {
 // ---------------------------------------------------------------------------------------------
 
 struct Gw {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Lines<ChildStdout>,
-    next_id: u64,
+    client: Client,
+    pid: u32,
     _home: TempDir,
 }
 
@@ -244,11 +242,7 @@ impl Gw {
         let home = TempDir::new("openai-tokens");
         let stderr = std::fs::File::create(home.path().join("gateway.stderr")).unwrap();
         let mut cmd = Command::new(bin);
-        cmd.arg("serve")
-            .current_dir(home.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr);
+        cmd.arg("serve").current_dir(home.path()).stderr(stderr);
         for (k, _) in std::env::vars() {
             if k.starts_with("HERMES_")
                 || k.starts_with("TUI_GATEWAY_")
@@ -262,38 +256,32 @@ impl Gw {
             .env("OPENAI_BASE_URL", base_url)
             .env("OPENAI_API_KEY", "sk-bench")
             .env("OPENAI_MODEL", "mock-model");
-        let mut child = cmd.spawn().expect("spawn the gateway");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
+        let client = Client::spawn(&mut cmd).expect("spawn the gateway");
+        let pid = client.pid().unwrap();
         let mut gw = Gw {
-            child,
-            stdin,
-            lines: Lines::new(stdout),
-            next_id: 0,
+            client,
+            pid,
             _home: home,
         };
         gw.wait_line(|l| contains(l, b"\"gateway.ready\""));
         gw
     }
 
-    fn send(&mut self, method: &str, params: Value) -> u64 {
-        self.next_id += 1;
-        let mut line = request_line(self.next_id, method, params);
-        line.push('\n');
-        self.stdin
-            .write_all(line.as_bytes())
-            .expect("write to the gateway");
-        self.next_id
+    fn send(&mut self, method: &str, params: Value) -> Value {
+        self.client
+            .send_request(method, params)
+            .expect("write to the gateway")
     }
 
+    /// The next raw line that satisfies `want` (no JSON parsing: the client's cost stays out of
+    /// the measurement).
     fn wait_line(&mut self, mut want: impl FnMut(&[u8]) -> bool) -> Vec<u8> {
         let deadline = Instant::now() + STALL;
         loop {
             let line = self
-                .lines
+                .client
                 .next_line(deadline)
-                .unwrap_or_else(|e| panic!("gateway: {e}"))
-                .unwrap_or_else(|| panic!("gateway closed stdout"));
+                .unwrap_or_else(|e| panic!("gateway: {e}"));
             if want(line) {
                 return line.to_vec();
             }
@@ -301,16 +289,9 @@ impl Gw {
     }
 
     fn call(&mut self, method: &str, params: Value) -> Value {
-        let id = self.send(method, params);
-        let line = self.wait_line(|l| {
-            serde_json::from_slice::<Value>(l)
-                .map(|v| v.get("id").and_then(Value::as_u64) == Some(id))
-                .unwrap_or(false)
-        });
-        let v: Value = serde_json::from_slice(&line).unwrap();
-        v.get("result")
-            .cloned()
-            .unwrap_or_else(|| panic!("{method} failed: {v}"))
+        self.client
+            .call(method, params, Instant::now() + STALL)
+            .unwrap_or_else(|e| panic!("{method} failed: {e}"))
     }
 
     /// One turn: (wall time submit → complete, delta frames, complete text, gateway CPU time).
@@ -320,7 +301,7 @@ impl Gw {
             .unwrap()
             .to_string();
         // let the session.info event through
-        let cpu0 = cpu_time(self.child.id());
+        let cpu0 = cpu_time(self.pid);
         let t0 = Instant::now();
         let id = self.send(
             "prompt.submit",
@@ -350,7 +331,7 @@ impl Gw {
             contains(l, b"\"message.complete\"")
         });
         let wall = t0.elapsed();
-        let cpu1 = cpu_time(self.child.id());
+        let cpu1 = cpu_time(self.pid);
         let v: Value = serde_json::from_slice(&complete).unwrap();
         let p = &v["params"]["payload"];
         assert_eq!(p["status"], "complete", "{p}");
@@ -362,13 +343,6 @@ impl Gw {
             _ => None,
         };
         (wall, deltas, text, cpu)
-    }
-}
-
-impl Drop for Gw {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -23,8 +23,8 @@ use nix::unistd::Pid;
 use serde_json::{Value, json};
 
 use common::{
-    Client, Proc, STALL, TempDir, arg_usize, bench_mode, descendants, event_type, fmt_duration,
-    fmt_kb, gateway_bin, memory_kb, percentile, still_alive,
+    Client, Proc, STALL, TempDir, arg_usize, bench_mode, create_sessions, descendants, event_type,
+    fmt_duration, fmt_kb, gateway_bin, memory_kb, percentile, spawn_gateway, still_alive,
 };
 
 struct Trial {
@@ -129,29 +129,26 @@ fn run_trial(
     tools: usize,
 ) -> Result<Trial, String> {
     let setup_start = Instant::now();
-    let mut client = Client::spawn(bin, home)?;
-    let pid = client.pid();
-    let result = prepare(&mut client, sessions, prompted, tools);
-    let sleeps = match result {
-        Ok(sleeps) => sleeps,
-        Err(e) => {
-            let _ = client.child.kill();
-            let _ = client.child.wait();
-            return Err(e);
-        }
-    };
+    // Dropping the client on an error kills the gateway.
+    let mut client = spawn_gateway(bin, home)?;
+    let pid = client.pid().ok_or("no gateway process")?;
+    let sleeps = prepare(&mut client, sessions, prompted, tools)?;
     let setup = setup_start.elapsed();
     let (rss_kb, _) = memory_kb(pid).unwrap_or((0, 0));
 
-    // The UI keeps reading stdout while the gateway shuts down.
-    let (mut child, stdin, reader) = client.into_draining();
+    // The UI keeps reading stdout while the gateway shuts down (`wait_exit` reads it meanwhile).
     let start = Instant::now();
     kill(Pid::from_raw(pid as i32), Signal::SIGTERM).map_err(|e| format!("kill: {e}"))?;
-    let status = child.wait().map_err(|e| format!("wait: {e}"))?;
+    let status = client
+        .wait_exit(start + STALL)
+        .map_err(|e| format!("wait: {e}"))?;
     let exit = start.elapsed();
     let sleeps_alive_at_exit = sleeps.iter().filter(|p| still_alive(p)).count();
-    drop(stdin);
-    let stdout_bytes_after_signal = reader.join().unwrap_or(0);
+    client.close_input();
+    let mut stdout_bytes_after_signal = 0u64;
+    while let Ok(line) = client.next_line(Instant::now() + STALL) {
+        stdout_bytes_after_signal += line.len() as u64 + 1;
+    }
 
     let db = rusqlite::Connection::open(home.join("state.db")).map_err(|e| e.to_string())?;
     let ended_rows: i64 = db
@@ -216,11 +213,11 @@ fn prepare(
     prompted: usize,
     tools: usize,
 ) -> Result<Vec<Proc>, String> {
-    let ids = client.create_sessions(sessions, 100)?;
+    let ids = create_sessions(client, sessions, 100)?;
 
     // Ordinary turns, all in flight at once, then wait for each to complete.
     for (i, id) in ids.iter().take(prompted).enumerate() {
-        client.send(
+        client.send_request(
             "prompt.submit",
             json!({"session_id": id, "text": format!("turn {i}: please summarise the state of the session")}),
         )?;
@@ -238,7 +235,7 @@ fn prepare(
 
     // The sleeps: the last `tools` sessions (some of them also prompted when counts overlap).
     for id in ids.iter().rev().take(tools) {
-        client.send(
+        client.send_request(
             "prompt.submit",
             json!({"session_id": id, "text": "$ sleep 300"}),
         )?;
@@ -255,7 +252,7 @@ fn prepare(
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let sleeps: Vec<Proc> = descendants(client.pid())
+        let sleeps: Vec<Proc> = descendants(client.pid().unwrap_or(0))
             .into_iter()
             .filter(|p| p.comm == "sleep" && p.state != 'Z')
             .collect();

@@ -2,41 +2,48 @@
 //!
 //! ```text
 //! cargo build --release && cargo run --release --example load -- \
-//!     --sessions 10 --turns 100 [--words 8] [--pings 2000] [--idle-sessions 10000] [--bin PATH]
+//!     --sessions 10 --turns 100 [--words 8] [--pings 2000] [--cpu N|none] [--idle-sessions 10000] \
+//!     [--bin PATH]
 //! ```
 //!
 //! It spawns the gateway (default: `tui-gateway` next to this example's directory, i.e.
 //! `target/release/tui-gateway`) with a fresh temporary `HERMES_HOME`, and measures: time from spawn
-//! to `gateway.ready`; `ping` round trips against a bare pipe round trip through `cat`; N sessions
+//! to `gateway.ready`; `ping` round trips against a bare pipe round trip through `cat` (the driver,
+//! the gateway and `cat` all pinned to one CPU, so neither figure depends on waking another CPU),
+//! and their ratio; N sessions
 //! running M turns each, all concurrently (per-turn latency from writing `prompt.submit` to reading
 //! `message.complete`, throughput); K idle sessions; the gateway's RSS along the way; and the time it
 //! takes to exit once its stdin is closed. The offline model answers every prompt with a few words.
 
-use std::collections::{HashMap, HashSet};
+#[path = "../benches/common/measure.rs"]
+mod measure;
+
+use std::collections::HashMap;
 use std::fs;
-use std::io::{Read, Write};
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use tui_gateway::cli::lines::DeadlineLines;
+use tui_gateway::client::{Client, ClientError, event_type};
+
+use measure::{
+    STALL, allowed_cpus, create_sessions, fmt_bytes, fmt_duration, fmt_kb, fmt_percentiles,
+    memory_kb, percentile, pin_to_cpu, ping_round_trips, pipe_round_trips, spawn_gateway, unpin,
+};
 
 const USAGE: &str = "\
-usage: load [--sessions N] [--turns M] [--words W] [--pings P] [--idle-sessions K] [--bin PATH]
+usage: load [--sessions N] [--turns M] [--words W] [--pings P] [--cpu C|none] [--idle-sessions K]
+            [--bin PATH]
 
   --sessions N       concurrent sessions that run turns (default 10)
   --turns M          turns per session (default 100)
   --words W          words per prompt (default 8)
   --pings P          sequential pings for the round-trip measurement (default 2000)
+  --cpu C|none       the CPU the driver, the gateway and cat share while pings run (default: the
+                     first one this process may use); none: leave them unpinned
   --idle-sessions K  sessions created without turns after the load, to measure memory (default 0)
   --bin PATH         gateway binary (default: target/<profile>/tui-gateway)";
 
-/// Longest wait for any single expected frame before the driver gives up.
-const STALL: Duration = Duration::from_secs(30);
 /// Requests kept in flight while creating sessions.
 const CREATE_WINDOW: usize = 128;
 
@@ -45,6 +52,8 @@ struct Options {
     turns: usize,
     words: usize,
     pings: usize,
+    /// Where the round trips run; `None`: unpinned.
+    cpu: Option<usize>,
     idle_sessions: usize,
     bin: PathBuf,
 }
@@ -84,6 +93,7 @@ fn parse_options(args: Vec<String>) -> Result<Option<Options>, String> {
         turns: 100,
         words: 8,
         pings: 2000,
+        cpu: allowed_cpus()?.first().copied(),
         idle_sessions: 0,
         bin: default_bin(),
     };
@@ -103,6 +113,8 @@ fn parse_options(args: Vec<String>) -> Result<Option<Options>, String> {
             "--turns" => options.turns = number()?,
             "--words" => options.words = number()?.max(1),
             "--pings" => options.pings = number()?,
+            "--cpu" if value == "none" => options.cpu = None,
+            "--cpu" => options.cpu = Some(number()?),
             "--idle-sessions" => options.idle_sessions = number()?,
             // Absolute, because the gateway runs with its home as working directory.
             "--bin" => {
@@ -137,89 +149,42 @@ fn temp_home() -> PathBuf {
 
 fn run(options: &Options, home: &Path) -> Result<(), String> {
     fs::create_dir_all(home).map_err(|e| format!("cannot create {}: {e}", home.display()))?;
-    let stderr_log = fs::File::create(home.join("gateway.stderr")).map_err(|e| e.to_string())?;
-
     report(
         "gateway",
         format!("{} (home {})", options.bin.display(), home.display()),
     );
+    // Dropping the client on an error kills the gateway.
     let spawned = Instant::now();
-    let mut child = Command::new(&options.bin)
-        .args(["-m", "tui_gateway.entry"])
-        .env("HERMES_HOME", home)
-        .current_dir(home)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(stderr_log)
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", options.bin.display()))?;
-    let result = drive(options, home, &mut child, spawned);
-    if result.is_err() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    result
-}
-
-fn drive(
-    options: &Options,
-    home: &Path,
-    child: &mut Child,
-    spawned: Instant,
-) -> Result<(), String> {
-    let pid = child.id();
-    let mut stdin = child.stdin.take().ok_or("no stdin pipe")?;
-    let mut lines = DeadlineLines::new(child.stdout.take().ok_or("no stdout pipe")?);
-
-    // Start-up.
-    loop {
-        let frame = lines.next_frame(spawned + STALL)?;
-        if event_type(&frame) == Some("gateway.ready") {
-            break;
-        }
-    }
+    let client = spawn_gateway(&options.bin, home)?;
     report("startup to gateway.ready", fmt_duration(spawned.elapsed()));
-    let idle = Memory::read(pid)?;
-    report("rss at ready", idle.to_string());
-
-    // Round trips: ping through the gateway, then the same through a bare pipe.
-    if options.pings > 0 {
-        let warmup = (options.pings / 10).max(1);
-        let mut samples = ping_round_trips(&mut stdin, &mut lines, warmup, options.pings)?;
-        report("ping round trip", fmt_percentiles(&mut samples, "pings"));
-        let sample_line = request_line(1_000_000, "ping", json!({}));
-        let mut bare = pipe_round_trips(&sample_line, warmup, options.pings)?;
-        report(
-            "bare pipe round trip (cat)",
-            fmt_percentiles(&mut bare, "round trips"),
-        );
-    }
-
-    // From here on a thread reads the gateway's stdout, so that writing never waits on reading.
-    let frames = spawn_reader(lines);
-    let mut client = Client {
-        stdin,
-        frames,
-        next_id: 1 << 32,
+    let pid = client.pid().ok_or("no gateway process")?;
+    let idle = memory(pid)?;
+    report("rss at ready", fmt_memory(idle));
+    let mut driver = Driver {
+        client,
         pid,
-        peak_rss_kb: idle.rss_kb,
+        peak_rss_kb: idle.0,
         last_frame: Instant::now(),
     };
 
+    if options.pings > 0 {
+        round_trips(&mut driver.client, pid, options)?;
+    }
+
     if options.sessions > 0 && options.turns > 0 {
-        run_turns(&mut client, options)?;
-        let after = Memory::read(pid)?;
-        report("rss after load", after.to_string());
+        run_turns(&mut driver, options)?;
+        let after = memory(pid)?;
+        report("rss after load", fmt_memory(after));
         report(
             "rss peak during load (sampled)",
-            fmt_kb(client.peak_rss_kb.max(after.rss_kb)),
+            fmt_kb(driver.peak_rss_kb.max(after.0)),
         );
     }
 
     if options.idle_sessions > 0 {
-        let before = Memory::read(pid)?;
+        let before = memory(pid)?;
         let start = Instant::now();
-        let ids = client.create_sessions(options.idle_sessions)?;
+        let ids = create_sessions(&mut driver.client, options.idle_sessions, CREATE_WINDOW)?;
         let elapsed = start.elapsed();
         report(
             "idle sessions created",
@@ -230,13 +195,12 @@ fn drive(
                 ids.len() as f64 / elapsed.as_secs_f64()
             ),
         );
-        let after = Memory::read(pid)?;
+        let after = memory(pid)?;
         report(
             &format!("rss with +{} idle sessions", ids.len()),
-            after.to_string(),
+            fmt_memory(after),
         );
-        let per_session =
-            after.rss_kb.saturating_sub(before.rss_kb) as f64 * 1024.0 / ids.len() as f64;
+        let per_session = after.0.saturating_sub(before.0) as f64 * 1024.0 / ids.len() as f64;
         report(
             "rss per idle session",
             format!("~{}", fmt_bytes(per_session)),
@@ -251,16 +215,12 @@ fn drive(
     report("state.db + wal size", fmt_bytes(db_bytes as f64));
 
     // Shutdown: closing stdin is a real EOF; the gateway flushes and exits.
-    let memory = Memory::read(pid)?;
-    report("rss before exit", memory.to_string());
-    let Client { stdin, frames, .. } = client;
+    report("rss before exit", fmt_memory(memory(pid)?));
     let closed = Instant::now();
-    drop(stdin);
-    let status = wait_until(child, closed + Duration::from_secs(10));
+    let status = driver.client.close(closed + Duration::from_secs(10));
     let exit_time = closed.elapsed();
-    drop(frames);
     match status {
-        Some(status) => {
+        Ok(status) => {
             report(
                 "exit after stdin close",
                 format!("{} ({status})", fmt_duration(exit_time)),
@@ -270,42 +230,47 @@ fn drive(
             }
             Ok(())
         }
-        None => Err("the gateway did not exit within 10 s of stdin closing".to_string()),
+        Err(_) => Err("the gateway did not exit within 10 s of stdin closing".to_string()),
     }
 }
 
-/// Sequential `ping` round trips, after `warmup` untimed ones.
-fn ping_round_trips(
-    stdin: &mut ChildStdin,
-    lines: &mut DeadlineLines<ChildStdout>,
-    warmup: usize,
-    count: usize,
-) -> Result<Vec<Duration>, String> {
-    let mut samples = Vec::with_capacity(count);
-    for i in 0..warmup + count {
-        let id = i as u64 + 1;
-        let line = request_line(id, "ping", json!({}));
-        let start = Instant::now();
-        write_line(stdin, &line)?;
-        loop {
-            let frame = lines.next_frame(Instant::now() + STALL)?;
-            if frame.get("id").and_then(Value::as_u64) == Some(id) {
-                if frame["result"]["pong"] != json!(true) {
-                    return Err(format!("unexpected ping answer: {frame}"));
-                }
-                break;
-            }
-        }
-        if i >= warmup {
-            samples.push(start.elapsed());
-        }
+/// Sequential `ping` round trips through the gateway, then the same through `cat`, with the
+/// driver, the gateway and `cat` on one CPU (unless `--cpu none`); and their ratio.
+fn round_trips(client: &mut Client, pid: u32, options: &Options) -> Result<(), String> {
+    let warmup = (options.pings / 10).max(1);
+    let pinned = match options.cpu {
+        Some(cpu) => Some((pin_to_cpu(0, cpu)?, pin_to_cpu(pid, cpu)?)),
+        None => None,
+    };
+    let pings = ping_round_trips(client, warmup, options.pings, |_| {});
+    let bare = pipe_round_trips(warmup, options.pings, options.cpu);
+    if let Some((driver, gateway)) = &pinned {
+        unpin(0, driver)?;
+        unpin(pid, gateway)?;
     }
-    Ok(samples)
+    let (mut pings, mut bare) = (pings?, bare?);
+    let placement = match options.cpu {
+        Some(cpu) => format!("driver, gateway and cat on cpu {cpu}"),
+        None => "unpinned".to_string(),
+    };
+    report("round trips", placement);
+    report("ping round trip", fmt_percentiles(&mut pings, "pings"));
+    report(
+        "bare pipe round trip (cat)",
+        fmt_percentiles(&mut bare, "round trips"),
+    );
+    let ratio =
+        |p| percentile(&pings, p).as_secs_f64() / percentile(&bare, p).as_secs_f64().max(1e-9);
+    report(
+        "ping / bare pipe",
+        format!("p50 {:.2}x  p99 {:.2}x", ratio(50.0), ratio(99.0)),
+    );
+    Ok(())
 }
 
-fn run_turns(client: &mut Client, options: &Options) -> Result<(), String> {
+fn run_turns(client: &mut Driver, options: &Options) -> Result<(), String> {
     let start = Instant::now();
-    let ids = client.create_sessions(options.sessions)?;
+    let ids = create_sessions(&mut client.client, options.sessions, CREATE_WINDOW)?;
     report(
         "sessions created",
         format!("{} in {}", ids.len(), fmt_duration(start.elapsed())),
@@ -448,42 +413,34 @@ fn prompt_text(session: usize, turn: usize, words: usize) -> String {
     text
 }
 
-/// The threaded phase: writes go straight to the gateway's stdin, frames come from a reader thread.
-struct Client {
-    stdin: ChildStdin,
-    frames: Receiver<(Instant, Value)>,
-    next_id: u64,
+/// The gateway under load, its RSS sampled along the way.
+struct Driver {
+    client: Client,
     pid: u32,
     peak_rss_kb: u64,
     /// When the last frame arrived (for stall detection).
     last_frame: Instant,
 }
 
-impl Client {
-    fn send(&mut self, method: &str, params: Value) -> Result<(u64, Instant), String> {
-        self.next_id += 1;
-        let line = request_line(self.next_id, method, params);
-        let at = Instant::now();
-        write_line(&mut self.stdin, &line)?;
-        Ok((self.next_id, at))
-    }
-
+impl Driver {
     fn submit(&mut self, session_id: &str, text: &str) -> Result<(u64, Instant), String> {
-        self.send(
+        let at = Instant::now();
+        let id = self.client.send_request(
             "prompt.submit",
             json!({"session_id": session_id, "text": text}),
-        )
+        )?;
+        Ok((id.as_u64().unwrap_or(0), at))
     }
 
-    /// The next frame, or `None` after `wait` without one; an error when the gateway is gone or has
-    /// said nothing for `STALL`.
+    /// The next frame with the instant it was read, or `None` after `wait` without one; an error
+    /// when the gateway is gone or has said nothing for `STALL`.
     fn recv(&mut self, wait: Duration) -> Result<(Instant, Option<Value>), String> {
-        match self.frames.recv_timeout(wait) {
-            Ok((at, frame)) => {
-                self.last_frame = at;
-                Ok((at, Some(frame)))
+        match self.client.next_frame(Instant::now() + wait) {
+            Ok(frame) => {
+                self.last_frame = Instant::now();
+                Ok((self.last_frame, Some(frame)))
             }
-            Err(RecvTimeoutError::Timeout) => {
+            Err(ClientError::Timeout) => {
                 let idle = self.last_frame.elapsed();
                 if idle > STALL {
                     return Err(format!(
@@ -493,227 +450,34 @@ impl Client {
                 }
                 Ok((Instant::now(), None))
             }
-            Err(RecvTimeoutError::Disconnected) => Err("the gateway closed its stdout".to_string()),
+            Err(e) => Err(e.to_string()),
         }
     }
 
     fn sample_rss(&mut self) {
-        if let Ok(memory) = Memory::read(self.pid) {
-            self.peak_rss_kb = self.peak_rss_kb.max(memory.rss_kb);
-        }
-    }
-
-    /// Creates `count` sessions, keeping up to `CREATE_WINDOW` requests in flight.
-    fn create_sessions(&mut self, count: usize) -> Result<Vec<String>, String> {
-        let mut ids = Vec::with_capacity(count);
-        let mut in_flight = HashSet::new();
-        let mut sent = 0;
-        let mut last_sample = Instant::now();
-        while ids.len() < count {
-            while sent < count && in_flight.len() < CREATE_WINDOW {
-                let (id, _) = self.send("session.create", json!({"cols": 100}))?;
-                in_flight.insert(id);
-                sent += 1;
-            }
-            if last_sample.elapsed() >= Duration::from_millis(50) {
-                self.sample_rss();
-                last_sample = Instant::now();
-            }
-            let (_, frame) = self
-                .recv(Duration::from_millis(50))
-                .map_err(|e| format!("{e} ({} of {count} sessions created)", ids.len()))?;
-            let Some(frame) = frame else { continue };
-            let Some(id) = frame.get("id").and_then(Value::as_u64) else {
-                continue;
-            };
-            if !in_flight.remove(&id) {
-                continue;
-            }
-            match frame["result"]["session_id"].as_str() {
-                Some(session) => ids.push(session.to_string()),
-                None => return Err(format!("session.create failed: {frame}")),
-            }
-        }
-        Ok(ids)
-    }
-}
-
-/// Moves the line reader to a thread that sends every frame with the instant it was read.
-fn spawn_reader<R: Read + AsFd + Send + 'static>(
-    mut lines: DeadlineLines<R>,
-) -> Receiver<(Instant, Value)> {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        while let Ok(Some(line)) = lines.next_line(Instant::now() + Duration::from_secs(86_400)) {
-            let at = Instant::now();
-            if let Ok(frame @ Value::Object(_)) = serde_json::from_slice::<Value>(line)
-                && tx.send((at, frame)).is_err()
-            {
-                return;
-            }
-        }
-    });
-    rx
-}
-
-/// Round trips of `line` through `cat`: the floor any stdio gateway is measured against.
-fn pipe_round_trips(line: &str, warmup: usize, count: usize) -> Result<Vec<Duration>, String> {
-    let mut cat = Command::new("cat")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot start cat: {e}"))?;
-    let mut stdin = cat.stdin.take().ok_or("no stdin pipe")?;
-    let mut lines = DeadlineLines::new(cat.stdout.take().ok_or("no stdout pipe")?);
-    let mut samples = Vec::with_capacity(count);
-    let mut result = Ok(());
-    for i in 0..warmup + count {
-        let start = Instant::now();
-        if let Err(e) = write_line(&mut stdin, line) {
-            result = Err(e);
-            break;
-        }
-        match lines.next_line(Instant::now() + STALL) {
-            Ok(Some(_)) => {}
-            Ok(None) => {
-                result = Err("cat closed its stdout".to_string());
-                break;
-            }
-            Err(e) => {
-                result = Err(e);
-                break;
-            }
-        }
-        if i >= warmup {
-            samples.push(start.elapsed());
-        }
-    }
-    drop(stdin);
-    let _ = cat.kill();
-    let _ = cat.wait();
-    result.map(|()| samples)
-}
-
-fn request_line(id: u64, method: &str, params: Value) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
-}
-
-fn write_line(stdin: &mut ChildStdin, line: &str) -> Result<(), String> {
-    let mut bytes = Vec::with_capacity(line.len() + 1);
-    bytes.extend_from_slice(line.as_bytes());
-    bytes.push(b'\n');
-    stdin
-        .write_all(&bytes)
-        .map_err(|e| format!("write to the gateway failed: {e}"))
-}
-
-fn event_type(frame: &Value) -> Option<&str> {
-    if frame.get("method")?.as_str()? != "event" {
-        return None;
-    }
-    frame.get("params")?.get("type")?.as_str()
-}
-
-fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Some(status),
-            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(1)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
+        if let Ok((rss_kb, _)) = memory(self.pid) {
+            self.peak_rss_kb = self.peak_rss_kb.max(rss_kb);
         }
     }
 }
 
 /// VmRSS and VmHWM of a process, in KiB.
-struct Memory {
-    rss_kb: u64,
-    hwm_kb: u64,
+fn memory(pid: u32) -> Result<(u64, u64), String> {
+    memory_kb(pid).ok_or_else(|| format!("cannot read /proc/{pid}/status"))
 }
 
-impl Memory {
-    fn read(pid: u32) -> Result<Memory, String> {
-        let status = fs::read_to_string(format!("/proc/{pid}/status"))
-            .map_err(|e| format!("cannot read /proc/{pid}/status: {e}"))?;
-        Ok(Memory {
-            rss_kb: status_kb(&status, "VmRSS").unwrap_or(0),
-            hwm_kb: status_kb(&status, "VmHWM").unwrap_or(0),
-        })
-    }
-}
-
-impl std::fmt::Display for Memory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} (VmHWM {})", fmt_kb(self.rss_kb), fmt_kb(self.hwm_kb))
-    }
-}
-
-/// The value of a `Key:   1234 kB` line of `/proc/<pid>/status`.
-fn status_kb(status: &str, key: &str) -> Option<u64> {
-    status.lines().find_map(|line| {
-        let rest = line.strip_prefix(key)?.strip_prefix(':')?;
-        rest.split_whitespace().next()?.parse().ok()
-    })
+fn fmt_memory((rss_kb, hwm_kb): (u64, u64)) -> String {
+    format!("{} (VmHWM {})", fmt_kb(rss_kb), fmt_kb(hwm_kb))
 }
 
 fn report(metric: &str, value: impl std::fmt::Display) {
     println!("{metric:<36} {value}");
 }
 
-/// Nearest-rank percentile of sorted samples.
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn fmt_percentiles(samples: &mut [Duration], what: &str) -> String {
-    if samples.is_empty() {
-        return format!("no {what}");
-    }
-    samples.sort_unstable();
-    format!(
-        "p50 {}  p99 {}  max {}  ({} {what})",
-        fmt_duration(percentile(samples, 50.0)),
-        fmt_duration(percentile(samples, 99.0)),
-        fmt_duration(samples[samples.len() - 1]),
-        samples.len()
-    )
-}
-
-fn fmt_duration(d: Duration) -> String {
-    let secs = d.as_secs_f64();
-    if secs < 1e-3 {
-        format!("{:.1} µs", secs * 1e6)
-    } else if secs < 1.0 {
-        format!("{:.2} ms", secs * 1e3)
-    } else {
-        format!("{secs:.2} s")
-    }
-}
-
-fn fmt_kb(kb: u64) -> String {
-    fmt_bytes(kb as f64 * 1024.0)
-}
-
-fn fmt_bytes(bytes: f64) -> String {
-    if bytes < 1024.0 {
-        format!("{bytes:.0} B")
-    } else if bytes < 1024.0 * 1024.0 {
-        format!("{:.1} KiB", bytes / 1024.0)
-    } else {
-        format!("{:.1} MiB", bytes / (1024.0 * 1024.0))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use measure::status_kb;
 
     #[test]
     fn reads_proc_status_values() {

@@ -3,6 +3,7 @@
 //! Embedding: build a [`Config`], then [`Gateway::new`] on an [`Io`] and [`Gateway::run`].
 
 pub mod cli;
+pub mod client;
 mod commit;
 pub mod config;
 pub mod config_file;

@@ -177,6 +177,19 @@ fn non_object_json() {
 }
 
 #[test]
+fn events_since_the_largest_seq_is_not_truncated() {
+    let mut g = Gateway::start();
+    let s = g.create_session(json!({}));
+    g.run_turn(&s.id, "hello");
+    let r = g.call(
+        "session.events.since",
+        json!({"session_id": s.id, "last_seen": u64::MAX}),
+    );
+    assert_eq!(r["truncated"], false, "{r}");
+    assert_eq!(r["count"], 0, "{r}");
+}
+
+#[test]
 fn wrong_param_types() {
     let mut g = Gateway::start();
     let s = g.create_session(json!({}));
@@ -194,6 +207,19 @@ fn wrong_param_types() {
             json!({"session_id": s.id, "last_seen": "yesterday"}),
         ),
         ("session.resume", json!({"session_id": ["x"]})),
+        // The session is live: its resume is answered from memory, and still checks `cols`.
+        (
+            "session.resume",
+            json!({"session_id": s.stored, "cols": "wide"}),
+        ),
+        (
+            "session.resume",
+            json!({"session_id": s.stored, "cols": -1}),
+        ),
+        (
+            "session.resume",
+            json!({"session_id": s.stored, "cols": 1.5}),
+        ),
         ("terminal.resize", json!({"session_id": s.id, "cols": null})),
         ("complete.slash", json!({"text": 5})),
         ("input.detect_drop", json!({"session_id": s.id, "text": 5})),

@@ -919,3 +919,28 @@ fn an_unusable_model_config_is_a_warning_under_the_banner() {
     assert!(w.contains("nowhere-ai"), "{r}");
     assert_eq!(r["info"]["provider"], "offline", "{r}");
 }
+
+#[test]
+fn session_active_list_is_bounded_and_keeps_the_current_session() {
+    let mut g = Gateway::start();
+    let first = g.create_session(json!({"title": "the first"}));
+    let mut ids = vec![first.id.clone()];
+    for _ in 0..6 {
+        ids.push(g.create_session(json!({})).id);
+    }
+    // The most recently active: the last one created, then one that talks now.
+    g.run_turn(&ids[3], "recent");
+    let r = g.call(
+        "session.active_list",
+        json!({"current_session_id": first.id, "limit": 3}),
+    );
+    let list = r["sessions"].as_array().unwrap_or_else(|| panic!("{r}"));
+    let got: Vec<&str> = list.iter().filter_map(|e| e["id"].as_str()).collect();
+    assert_eq!(r["total"], 7, "{r}");
+    assert_eq!(got.len(), 3, "{r}");
+    assert!(got.contains(&first.id.as_str()), "current kept: {got:?}");
+    assert_eq!(got[0], ids[3], "most recent first: {got:?}");
+    // Without a limit every one of a handful of sessions is listed.
+    let all = g.call("session.active_list", json!({}));
+    assert_eq!(all["sessions"].as_array().map(Vec::len), Some(7), "{all}");
+}

@@ -2477,3 +2477,28 @@ fn a_kept_alive_connection_is_reused_and_a_closed_one_replaced() {
     assert_eq!(g.run_turn(&s.id, "third").text, "two-1", "{}", g.diag());
     assert_eq!(server.join().unwrap(), vec![2, 1]);
 }
+
+/// Azure-style endpoints carry their API version in the base URL's query: it goes after the
+/// endpoint's path, for the turn and for the model list alike.
+#[test]
+fn a_base_url_with_a_query_keeps_it_after_the_endpoint() {
+    let mock = MockAi::start(|r: &Recorded| {
+        if r.path.starts_with("/v1/models") {
+            Reply::status(200, r#"{"object":"list","data":[{"id":"mock-model"}]}"#)
+        } else {
+            Reply::text(&["fine"], (1, 1))
+        }
+    });
+    let mut g = builder_for(&format!("{}?api-version=2024-06-01", mock.base_url())).start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "hello");
+    assert_streamed_turn(&turn, &s.id, "fine");
+    let opts = g.call("model.options", json!({"session_id": s.id}));
+    assert!(opts.to_string().contains("mock-model"), "{opts}");
+    let paths: Vec<String> = mock.requests().into_iter().map(|r| r.path).collect();
+    assert!(
+        paths.contains(&"/v1/chat/completions?api-version=2024-06-01".to_string())
+            && paths.contains(&"/v1/models?api-version=2024-06-01".to_string()),
+        "{paths:?}"
+    );
+}

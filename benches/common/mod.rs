@@ -1,18 +1,22 @@
-//! Helpers shared by the benches: temporary homes, the gateway binary, a synchronous protocol
-//! client for a spawned gateway, process-tree and memory probes, and result formatting.
+//! Helpers shared by the benches: temporary homes, the gateway binary, process-tree probes, and
+//! (in `measure`, shared with the load driver) spawning and measuring a gateway through
+//! `tui_gateway::client`, and result formatting.
 //!
 //! Each bench includes this module with `mod common;` and uses a different part of it.
 #![allow(dead_code)]
 
-use std::fs;
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+mod measure;
 
-use serde_json::{Value, json};
+// Each bench uses a different part.
+#[allow(unused_imports)]
+pub use measure::*;
+#[allow(unused_imports)]
+pub use tui_gateway::client::{Client, event_type};
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A directory under the system temp dir, removed on drop.
 pub struct TempDir {
@@ -78,184 +82,6 @@ pub fn gateway_bin() -> PathBuf {
     }
 }
 
-/// `{"jsonrpc":"2.0","id":…,"method":…,"params":…}` without the newline.
-pub fn request_line(id: u64, method: &str, params: Value) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
-}
-
-/// The `type` of an event frame.
-pub fn event_type(frame: &Value) -> Option<&str> {
-    if frame.get("method")?.as_str()? != "event" {
-        return None;
-    }
-    frame.get("params")?.get("type")?.as_str()
-}
-
-/// Lines from a pipe with a deadline, without a thread.
-pub use tui_gateway::cli::lines::DeadlineLines as Lines;
-
-/// A gateway child process spoken to over its stdin/stdout, synchronously.
-pub struct Client {
-    pub child: Child,
-    pub stdin: ChildStdin,
-    pub lines: Lines<ChildStdout>,
-    pub spawned_at: Instant,
-    next_id: u64,
-}
-
-/// How long any single expected frame may take before a bench gives up.
-pub const STALL: Duration = Duration::from_secs(30);
-
-impl Client {
-    /// Spawns `bin` as the TUI does (`-m tui_gateway.entry`) with `HERMES_HOME=home`, working
-    /// directory `home`, stderr into `home/gateway.stderr`, and waits for `gateway.ready`.
-    pub fn spawn(bin: &Path, home: &Path) -> Result<Client, String> {
-        let stderr = fs::File::create(home.join("gateway.stderr")).map_err(|e| e.to_string())?;
-        let spawned_at = Instant::now();
-        let mut child = Command::new(bin)
-            .args(["-m", "tui_gateway.entry"])
-            .env("HERMES_HOME", home)
-            .current_dir(home)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
-        let stdin = child.stdin.take().ok_or("no stdin pipe")?;
-        let stdout = child.stdout.take().ok_or("no stdout pipe")?;
-        let mut client = Client {
-            child,
-            stdin,
-            lines: Lines::new(stdout),
-            spawned_at,
-            next_id: 0,
-        };
-        client.wait_event("gateway.ready", spawned_at + STALL)?;
-        Ok(client)
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Writes a request; returns its id.
-    pub fn send(&mut self, method: &str, params: Value) -> Result<u64, String> {
-        self.next_id += 1;
-        let mut line = request_line(self.next_id, method, params);
-        line.push('\n');
-        self.stdin
-            .write_all(line.as_bytes())
-            .map_err(|e| format!("write to the gateway failed: {e}"))?;
-        Ok(self.next_id)
-    }
-
-    /// The next frame that satisfies `want`; others are skipped.
-    pub fn wait_for(
-        &mut self,
-        deadline: Instant,
-        mut want: impl FnMut(&Value) -> bool,
-    ) -> Result<Value, String> {
-        loop {
-            let frame = self.lines.next_frame(deadline)?;
-            if want(&frame) {
-                return Ok(frame);
-            }
-        }
-    }
-
-    pub fn wait_event(&mut self, kind: &str, deadline: Instant) -> Result<Value, String> {
-        self.wait_for(deadline, |f| event_type(f) == Some(kind))
-    }
-
-    /// Sends a request and returns its `result` (an error answer is an error).
-    pub fn call(&mut self, method: &str, params: Value) -> Result<Value, String> {
-        let id = self.send(method, params)?;
-        let frame = self.wait_for(Instant::now() + STALL, |f| {
-            f.get("id").and_then(Value::as_u64) == Some(id)
-        })?;
-        match frame.get("result") {
-            Some(result) => Ok(result.clone()),
-            None => Err(format!("{method} failed: {frame}")),
-        }
-    }
-
-    /// Creates `count` sessions, `window` requests in flight at a time; returns their ids.
-    pub fn create_sessions(&mut self, count: usize, window: usize) -> Result<Vec<String>, String> {
-        let mut ids = Vec::with_capacity(count);
-        while ids.len() < count {
-            let batch = window.min(count - ids.len());
-            let first = self.next_id + 1;
-            for _ in 0..batch {
-                self.send("session.create", json!({"cols": 100}))?;
-            }
-            let mut answered = 0;
-            while answered < batch {
-                let frame = self.lines.next_frame(Instant::now() + STALL)?;
-                let Some(id) = frame.get("id").and_then(Value::as_u64) else {
-                    continue;
-                };
-                if id < first {
-                    continue;
-                }
-                let session = frame["result"]["session_id"]
-                    .as_str()
-                    .ok_or_else(|| format!("session.create failed: {frame}"))?;
-                ids.push(session.to_string());
-                answered += 1;
-            }
-        }
-        Ok(ids)
-    }
-
-    /// `count` sequential `ping` round trips after `warmup` untimed ones; frames that are not the
-    /// answer (events of running turns) are read and skipped.
-    pub fn ping_round_trips(
-        &mut self,
-        warmup: usize,
-        count: usize,
-    ) -> Result<Vec<Duration>, String> {
-        let mut samples = Vec::with_capacity(count);
-        for i in 0..warmup + count {
-            let start = Instant::now();
-            let id = self.send("ping", json!({}))?;
-            let frame = self.wait_for(start + STALL, |f| {
-                f.get("id").and_then(Value::as_u64) == Some(id)
-            })?;
-            if frame["result"]["pong"] != json!(true) {
-                return Err(format!("unexpected ping answer: {frame}"));
-            }
-            if i >= warmup {
-                samples.push(start.elapsed());
-            }
-        }
-        Ok(samples)
-    }
-
-    /// Splits the client: its stdout goes to a thread that reads (and counts) until end of file,
-    /// as a UI keeps reading while the gateway shuts down.
-    pub fn into_draining(self) -> (Child, ChildStdin, JoinHandle<u64>) {
-        let Client {
-            child,
-            stdin,
-            lines,
-            ..
-        } = self;
-        let mut stdout = lines.into_inner();
-        let reader = thread::spawn(move || {
-            let mut total = 0u64;
-            let mut buf = vec![0u8; 1 << 16];
-            while let Ok(n) = stdout.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                total += n as u64;
-            }
-            total
-        });
-        (child, stdin, reader)
-    }
-}
-
 /// A process as `/proc/<pid>/stat` describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Proc {
@@ -312,61 +138,6 @@ pub fn descendants(root: u32) -> Vec<Proc> {
 /// Whether the process recorded in `p` still runs (a zombie or a reused pid does not count).
 pub fn still_alive(p: &Proc) -> bool {
     read_proc(p.pid).is_some_and(|now| now.start == p.start && now.state != 'Z')
-}
-
-/// `VmRSS` and `VmHWM` of a process, in KiB.
-pub fn memory_kb(pid: u32) -> Option<(u64, u64)> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |key: &str| {
-        status.lines().find_map(|line| {
-            let rest = line.strip_prefix(key)?.strip_prefix(':')?;
-            rest.split_whitespace().next()?.parse::<u64>().ok()
-        })
-    };
-    Some((field("VmRSS")?, field("VmHWM")?))
-}
-
-/// Nearest-rank percentile of sorted samples.
-pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-/// `p50 … p99 … max … (n samples)`; sorts the samples.
-pub fn fmt_percentiles(samples: &mut [Duration]) -> String {
-    if samples.is_empty() {
-        return "no samples".to_string();
-    }
-    samples.sort_unstable();
-    format!(
-        "p50 {}  p99 {}  max {}  ({} samples)",
-        fmt_duration(percentile(samples, 50.0)),
-        fmt_duration(percentile(samples, 99.0)),
-        fmt_duration(samples[samples.len() - 1]),
-        samples.len()
-    )
-}
-
-pub fn fmt_duration(d: Duration) -> String {
-    let secs = d.as_secs_f64();
-    if secs < 1e-3 {
-        format!("{:.1} µs", secs * 1e6)
-    } else if secs < 1.0 {
-        format!("{:.2} ms", secs * 1e3)
-    } else {
-        format!("{secs:.2} s")
-    }
-}
-
-pub fn fmt_kb(kb: u64) -> String {
-    if kb < 1024 {
-        format!("{kb} KiB")
-    } else {
-        format!("{:.1} MiB", kb as f64 / 1024.0)
-    }
 }
 
 /// Whether cargo ran this binary as a bench (`cargo bench` passes `--bench`); `cargo test

@@ -1,4 +1,3 @@
 pub mod chat;
-pub mod lines;
 pub mod out;
 pub mod sessions;

@@ -86,7 +86,7 @@ pub(crate) fn opening(gw: &Gateway, rid: &str) -> Value {
 
 pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
     params::not_shutting_down(gw)?;
-    let cols = params::opt_u64(p, "cols")?.unwrap_or(80);
+    let cols = params::opt_u64(p, "cols")?.map_or(80, |c| c.clamp(1, 10_000));
     let cwd = params::opt_str(p, "cwd")?
         .map(str::to_string)
         .unwrap_or_else(util::default_cwd);
@@ -126,6 +126,8 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
 
 pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
     let mut wanted = params::req_id(p, "session_id")?.to_string();
+    // Checked before anything else, so a live session's resume refuses a bad one too.
+    let cols = params::opt_u64(p, "cols")?.map(|c| c.clamp(1, 10_000));
     // A compacted session resumes as its continuation, where the conversation went on.
     if gw.live_rid(&wanted).is_none()
         && let Ok(Some(tip)) = gw.persist.store().compression_tip(&wanted)
@@ -204,7 +206,7 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
             s
         }
     };
-    session.cols = params::opt_u64(p, "cols")?.unwrap_or(session.cols);
+    session.cols = cols.unwrap_or(session.cols);
     // Reopen the row: it is live again.
     session.ended = None;
     session.row_dirty = true;
@@ -219,15 +221,35 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     Ok(v)
 }
 
+/// Live sessions answered by `session.active_list` unless it asks for more: the TUI polls it
+/// every 1.5 s, and an embedder may hold thousands of sessions.
+const ACTIVE_LIST_DEFAULT: usize = 200;
+const ACTIVE_LIST_MAX: usize = 10_000;
+
 pub fn active_list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let current = params::opt_str(p, "current_session_id")?;
+    let limit = params::opt_u64(p, "limit")?
+        .map_or(ACTIVE_LIST_DEFAULT, |n| (n as usize).min(ACTIVE_LIST_MAX));
     // Background tasks are not sessions the user switches to.
     let mut live: Vec<&Session> = gw
         .sessions
         .values()
         .filter(|s| s.background.is_none())
         .collect();
-    live.sort_by_key(|s| std::cmp::Reverse(s.last_active));
+    let total = live.len();
+    // The most recently active `limit`, without sorting all of them; the current one always.
+    let recent = std::cmp::Reverse;
+    if live.len() > limit {
+        let cur = current.and_then(|c| live.iter().position(|s| s.runtime_id == c));
+        let keep_current = cur.map(|i| live.swap_remove(i));
+        let room = limit.saturating_sub(usize::from(keep_current.is_some()));
+        if room > 0 && live.len() > room {
+            live.select_nth_unstable_by_key(room - 1, |s| recent(s.last_active));
+        }
+        live.truncate(room);
+        live.extend(keep_current);
+    }
+    live.sort_by_key(|s| recent(s.last_active));
     let sessions: Vec<Value> = live
         .iter()
         .map(|s| {
@@ -245,7 +267,7 @@ pub fn active_list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
             })
         })
         .collect();
-    Ok(json!({ "sessions": sessions }))
+    Ok(json!({ "sessions": sessions, "total": total }))
 }
 
 pub fn list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
@@ -358,7 +380,7 @@ pub fn events_since(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
         .collect();
     let oldest = s.ring.front().map_or(s.seq + 1, |(seq, _)| *seq);
     // The ring starts at seq 1 until it overflows.
-    let truncated = last_seen + 1 < oldest;
+    let truncated = last_seen.saturating_add(1) < oldest;
     Ok(json!({
         "events": events,
         "latest_seq": s.seq,

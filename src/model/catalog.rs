@@ -75,9 +75,9 @@ impl ModelsFetch {
             None
         };
         let mut request = format!(
-            "GET {}/models HTTP/1.1\r\nHost: {}\r\nUser-Agent: tui-gateway/{}\r\n\
+            "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tui-gateway/{}\r\n\
              Accept: application/json\r\nConnection: close\r\n",
-            url.path,
+            url.target("/models"),
             url.authority(),
             crate::session::VERSION
         );

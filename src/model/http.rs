@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use mio::net::TcpStream;
 
-/// `http[s]://host[:port][/path]`
+/// `http[s]://host[:port][/path][?query]`
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Url {
     pub tls: bool,
@@ -15,6 +15,8 @@ pub struct Url {
     pub port: u16,
     /// Path prefix without a trailing `/` (may be empty).
     pub path: String,
+    /// `?…` kept for every request (Azure-style `?api-version=…`), or empty.
+    pub query: String,
 }
 
 impl Url {
@@ -28,6 +30,12 @@ impl Url {
             return Err(format!(
                 "base URL {text:?} must start with http:// or https://"
             ));
+        };
+        // A fragment is never sent; the query goes after each endpoint's path.
+        let rest = rest.split_once('#').map_or(rest, |(r, _)| r);
+        let (rest, query) = match rest.find('?') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
         };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
@@ -63,7 +71,17 @@ impl Url {
             host,
             port,
             path: path.trim_end_matches('/').to_string(),
+            query: if query == "?" {
+                String::new()
+            } else {
+                query.to_string()
+            },
         })
+    }
+
+    /// The request target of `endpoint` (`/chat/completions`) under this base URL.
+    pub fn target(&self, endpoint: &str) -> String {
+        format!("{}{endpoint}{}", self.path, self.query)
     }
 
     /// `Host:` header value.
@@ -345,6 +363,27 @@ mod tests {
         assert!(Url::parse("ftp://x").is_err());
         assert!(Url::parse("http://h:notaport/").is_err());
         assert!(Url::parse("http:///v1").is_err());
+    }
+
+    #[test]
+    fn a_query_follows_every_endpoint() {
+        let u =
+            Url::parse("https://x.openai.azure.com/openai/deployments/d/?api-version=2024-06-01")
+                .unwrap();
+        assert_eq!(u.host, "x.openai.azure.com");
+        assert_eq!(
+            u.target("/chat/completions"),
+            "/openai/deployments/d/chat/completions?api-version=2024-06-01"
+        );
+        let u = Url::parse("http://127.0.0.1:9?k=v#frag").unwrap();
+        assert_eq!(
+            (u.port, u.target("/models")),
+            (9, "/models?k=v".to_string())
+        );
+        assert_eq!(
+            Url::parse("http://h/v1?").unwrap().target("/models"),
+            "/v1/models"
+        );
     }
 
     #[test]

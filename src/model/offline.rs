@@ -3,7 +3,6 @@
 //! the result. Usage counts whitespace-separated words: input = words of every message sent,
 //! output = words of the reply.
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::{
@@ -28,29 +27,36 @@ fn word_count(s: &str) -> u64 {
     s.split_whitespace().count() as u64
 }
 
-/// Split text into stream pieces whose concatenation is the text: each word with the
-/// whitespace before it.
-fn pieces(text: &str) -> VecDeque<String> {
-    let mut out = VecDeque::new();
-    let mut start = 0;
-    let mut in_word = false;
-    for (i, ch) in text.char_indices() {
-        if ch.is_whitespace() {
-            if in_word {
-                in_word = false;
-            }
-        } else if !in_word {
-            if i > start && text[start..i].chars().any(|c| !c.is_whitespace()) {
-                out.push_back(text[start..i].to_string());
-                start = i;
-            }
-            in_word = true;
+/// The reply being streamed, cut into pieces as it goes (a long prompt echoed back must not
+/// become one allocation per word up front): each piece is a word with the whitespace before
+/// it, the last one also takes the whitespace after it, so the pieces concatenate to the text.
+struct Reply {
+    text: String,
+    at: usize,
+}
+
+impl Reply {
+    fn next_piece(&mut self) -> Option<String> {
+        let rest = &self.text[self.at..];
+        if rest.is_empty() {
+            return None;
         }
+        let word_start = rest
+            .find(|c: char| !c.is_whitespace())
+            .unwrap_or(rest.len());
+        let word = &rest[word_start..];
+        let mut end = self.at + word_start + word.find(char::is_whitespace).unwrap_or(word.len());
+        if self.text[end..].chars().all(char::is_whitespace) {
+            end = self.text.len();
+        }
+        let piece = self.text[self.at..end].to_string();
+        self.at = end;
+        Some(piece)
     }
-    if start < text.len() {
-        out.push_back(text[start..].to_string());
+
+    fn is_done(&self) -> bool {
+        self.at >= self.text.len()
     }
-    out
 }
 
 /// The reply the offline model gives to a transcript.
@@ -128,12 +134,12 @@ impl Provider for OfflineProvider {
             .iter()
             .map(|m| word_count(m.content.as_deref().unwrap_or("")))
             .sum();
-        let (words, tool) = match plan_reply(req.messages) {
-            Plan::Say(text) => (pieces(&text), None),
-            Plan::Tool(call) => (VecDeque::new(), Some(call)),
+        let (text, tool) = match plan_reply(req.messages) {
+            Plan::Say(text) => (text, None),
+            Plan::Tool(call) => (String::new(), Some(call)),
         };
-        let output = words.iter().map(|w| word_count(w)).sum::<u64>()
-            + tool.as_ref().map_or(0, |t| word_count(&t.arguments));
+        let output = word_count(&text) + tool.as_ref().map_or(0, |t| word_count(&t.arguments));
+        let words = Reply { text, at: 0 };
         Box::new(OfflineCall {
             words,
             tool,
@@ -145,7 +151,7 @@ impl Provider for OfflineProvider {
 }
 
 struct OfflineCall {
-    words: VecDeque<String>,
+    words: Reply,
     tool: Option<ToolCall>,
     usage: TokenUsage,
     delay: Duration,
@@ -161,18 +167,18 @@ impl ModelCall for OfflineCall {
     ) -> Progress {
         if self.delay.is_zero() {
             for _ in 0..BURST {
-                match self.words.pop_front() {
+                match self.words.next_piece() {
                     Some(w) => out.push(ModelEvent::Text(w)),
                     None => break,
                 }
             }
         } else if self.next_at.is_none_or(|t| now >= t) {
-            if let Some(w) = self.words.pop_front() {
+            if let Some(w) = self.words.next_piece() {
                 out.push(ModelEvent::Text(w));
             }
             self.next_at = Some(now + self.delay);
         }
-        if !self.words.is_empty() {
+        if !self.words.is_done() {
             return match self.next_at {
                 Some(t) if !self.delay.is_zero() => Progress::Wait(Some(t)),
                 _ => Progress::Ready,
@@ -194,7 +200,7 @@ impl ModelCall for OfflineCall {
     }
 
     fn abort(&mut self, _ctx: &mut CallContext<'_>) {
-        self.words.clear();
+        self.words.at = self.words.text.len();
         self.tool = None;
     }
 }
@@ -203,13 +209,29 @@ impl ModelCall for OfflineCall {
 mod tests {
     use super::*;
 
+    fn pieces(text: &str) -> Vec<String> {
+        let mut r = Reply {
+            text: text.to_string(),
+            at: 0,
+        };
+        std::iter::from_fn(|| r.next_piece()).collect()
+    }
+
     #[test]
     fn pieces_concatenate_back_to_the_text() {
-        for text in ["hello world", "  lead and trail  ", "one", "a\nb  c", ""] {
-            let p = pieces(text);
-            assert_eq!(p.iter().map(String::as_str).collect::<String>(), text);
+        for text in [
+            "hello world",
+            "  lead and trail  ",
+            "one",
+            "a\nb  c",
+            "",
+            "   ",
+            "é ü",
+        ] {
+            assert_eq!(pieces(text).concat(), text);
         }
-        assert_eq!(pieces("a b c").len(), 3);
+        assert_eq!(pieces("a b c"), ["a", " b", " c"]);
+        assert_eq!(pieces("  lead and trail  "), ["  lead", " and", " trail  "]);
     }
 
     #[test]

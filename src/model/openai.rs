@@ -150,10 +150,10 @@ impl Provider for OpenAiProvider {
         })
         .to_string();
         let mut request = format!(
-            "POST {}/chat/completions HTTP/1.1\r\nHost: {}\r\nUser-Agent: tui-gateway/{}\r\n\
+            "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tui-gateway/{}\r\n\
              Content-Type: application/json\r\nAccept: text/event-stream\r\n\
              Content-Length: {}\r\n",
-            self.url.path,
+            self.url.target("/chat/completions"),
             self.url.authority(),
             crate::session::VERSION,
             body.len()
