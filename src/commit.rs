@@ -65,19 +65,23 @@ impl Gateway {
         }
     }
 
-    /// A turn parked by the hold goes on: its next tool call, or its next model call.
+    /// A turn parked by the hold goes on: the tool call it deferred, or its next model call.
     fn resume_parked(&mut self, rid: &str, now: Instant) {
-        let Some(turn) = self.turn(rid) else {
+        let Some(turn) = self.turn_mut(rid) else {
             return;
         };
-        if turn.call.is_some() || turn.tool.is_some() || turn.approval.is_some() {
-            return;
-        }
-        if turn.pending_tools.is_empty() {
-            self.schedule(rid);
-        } else {
+        if turn.deferred_start.is_some() {
             let rid = rid.to_string();
-            self.isolated(Some(&rid), now, |gw| crate::tools::next_tool(gw, &rid, now));
+            self.isolated(Some(&rid), now, |gw| {
+                crate::session::calls::start_deferred(gw, &rid, now)
+            });
+        } else if turn.call.is_none()
+            && matches!(
+                turn.machine.state(),
+                crate::session::machine::State::AwaitingModel
+            )
+        {
+            self.schedule(rid);
         }
     }
 }

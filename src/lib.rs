@@ -13,6 +13,7 @@ pub mod methods;
 pub mod model;
 pub mod persist;
 pub mod rpc;
+pub mod runner;
 pub mod session;
 pub mod shutdown;
 pub mod signals;

@@ -148,7 +148,10 @@ fn a_full_disk_holds_the_frames_says_so_once_and_resumes_when_space_is_freed() {
         .env("HERMES_TUI_SESSION_FLUSH_INTERVAL_S", "0.2")
         .start();
     let s = g.create_session(json!({}));
+    let b = g.create_session(json!({}));
     let first = g.run_turn(&s.id, "before the disk filled");
+    let outside = TempHome::new("full-outside");
+    let ran = outside.path.join("ran");
     fs.fill_leaving(0);
     // a prompt bigger than any space SQLite has in hand: nothing can take it
     let prompt = long_prompt("after the disk filled", 40_000);
@@ -161,6 +164,11 @@ fn a_full_disk_holds_the_frames_says_so_once_and_resumes_when_space_is_freed() {
             .as_str()
             .is_some_and(|t| t.contains("held")),
         "{warn}"
+    );
+    // a prompt for another session: its model call (and so its command) waits for the store
+    let b_id = g.send_request(
+        "prompt.submit",
+        json!({"session_id": b.id, "text": format!("$ touch {}", ran.display())}),
     );
     // pings are answered; what announces the prompt (its answer, its turn) is held
     g.ping();
@@ -178,6 +186,7 @@ fn a_full_disk_holds_the_frames_says_so_once_and_resumes_when_space_is_freed() {
         1,
         "said once on stderr"
     );
+    assert!(!ran.exists(), "a command ran while nothing could be saved");
 
     fs.unfill();
     let answer = g.wait_response(&id, secs(10));
@@ -207,6 +216,13 @@ fn a_full_disk_holds_the_frames_says_so_once_and_resumes_when_space_is_freed() {
         .collect();
     assert_eq!(warnings.len(), 1, "told once: {warnings:#?}");
     wait_stderr(&mut g, "saving works again", secs(5));
+    // the parked turn went on by itself
+    assert_eq!(
+        g.wait_response(&b_id, secs(10))["result"]["status"],
+        "streaming"
+    );
+    g.wait_session_event(&b.id, "message.complete", secs(10));
+    assert!(ran.exists(), "the parked command ran after the hold");
     // durable: what the client now saw is on disk (state.db or the journal) — prove it by a
     // kill and a fresh start
     g.signal(libc::SIGKILL);
