@@ -93,7 +93,7 @@ fn checkpoint_partials(gw: &mut Gateway) {
                 }
             }
         }
-        Err(e) => eprintln!("[gateway] could not checkpoint streaming text ({e}); retrying"),
+        Err(e) => crate::diag!("[gateway] could not checkpoint streaming text ({e}); retrying"),
     }
 }
 

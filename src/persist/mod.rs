@@ -161,12 +161,13 @@ impl Persistence<Store, Journal> {
         let mut store = Store::open(&db, &cfg.synchronous)?;
         let unfolded = fold_dead_journals(&mut store);
         match store.repair_killed() {
-            Ok(r) if r.sessions_ended > 0 || r.tool_results_added > 0 => eprintln!(
+            Ok(r) if r.sessions_ended > 0 || r.tool_results_added > 0 => crate::diag!(
                 "[gateway] ended {} session(s) left open by a killed gateway ({} tool result(s) marked unknown)",
-                r.sessions_ended, r.tool_results_added
+                r.sessions_ended,
+                r.tool_results_added
             ),
             Ok(_) => {}
-            Err(e) => eprintln!("[gateway] startup repair skipped: {e}"),
+            Err(e) => crate::diag!("[gateway] startup repair skipped: {e}"),
         }
         let journal = Journal::new(&db, store.owner(), cfg.journal_cap);
         let mut p = Persistence::new(store, journal, cfg.flush_interval);
@@ -202,7 +203,7 @@ impl Persistence<Store, Journal> {
         if std::mem::take(&mut self.checkpoint_due)
             && let Err(e) = self.store.checkpoint()
         {
-            eprintln!("[gateway] WAL checkpoint failed: {e}");
+            crate::diag!("[gateway] WAL checkpoint failed: {e}");
         }
     }
 
@@ -217,7 +218,7 @@ impl Persistence<Store, Journal> {
                 Ok(_) => {}
                 Err(e) => {
                     if e.kind != crate::store::ErrorKind::Busy {
-                        eprintln!("[gateway] cannot fold {} yet: {e}", u.path.display());
+                        crate::diag!("[gateway] cannot fold {} yet: {e}", u.path.display());
                     }
                     self.unfolded.push(u);
                 }
@@ -402,14 +403,14 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
         }
         let why = self.last_error.as_deref().unwrap_or("unknown error");
         if !kept.is_empty() {
-            eprintln!(
+            crate::diag!(
                 "[gateway] could not persist before exit to state.db ({why}); kept in {} for the next start to fold in: {}",
                 self.journal.path().display(),
                 kept.join(", ")
             );
         }
         if !lost.is_empty() {
-            eprintln!(
+            crate::diag!(
                 "[gateway] could not persist before exit ({why}): {}",
                 lost.join(", ")
             );
@@ -529,7 +530,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
             s.queue_dirty = false;
             self.journaled.remove(&s.stored_id);
             if self.retries.session_ok(&s.stored_id) {
-                eprintln!("[gateway] saved session {} again", s.stored_id);
+                crate::diag!("[gateway] saved session {} again", s.stored_id);
             }
         }
     }
@@ -551,13 +552,13 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
     fn store_ok(&mut self) {
         if self.retries.store_ok() {
             let e = self.last_error.take().unwrap_or_default();
-            eprintln!("[gateway] state.db writable again; saved what was pending ({e})");
+            crate::diag!("[gateway] state.db writable again; saved what was pending ({e})");
         }
     }
 
     fn store_failed(&mut self, e: StoreError, now: Instant) {
         if self.retries.store_failed(now) {
-            eprintln!(
+            crate::diag!(
                 "[gateway] could not save to state.db ({e}); keeping it in the journal and retrying"
             );
             self.notices.push(Notice::Unsaved {
@@ -570,7 +571,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
 
     fn session_failed(&mut self, stored: &str, rid: Option<String>, e: StoreError, now: Instant) {
         if self.retries.session_failed(stored, now) {
-            eprintln!("[gateway] cannot save session {stored}: {e}");
+            crate::diag!("[gateway] cannot save session {stored}: {e}");
             if let Some(rid) = rid {
                 self.notices.push(Notice::Unsaved {
                     rids: vec![rid],
@@ -684,7 +685,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
         if exposed {
             if self.health != Health::Holding {
                 let why = self.last_error.as_deref().unwrap_or("unknown error");
-                eprintln!(
+                crate::diag!(
                     "[gateway] cannot save anything ({why}); holding output and pausing turns until the store recovers"
                 );
                 // One notice for the whole outage: the hold says it all.
@@ -700,7 +701,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
             return Publish::Hold;
         }
         if self.health == Health::Holding {
-            eprintln!("[gateway] saving works again; released the held output");
+            crate::diag!("[gateway] saving works again; released the held output");
             self.notices.push(Notice::Saved {
                 text: "saving works again; the transcript is saved".to_string(),
             });
@@ -714,7 +715,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
         if self.journal_used && self.journaled.is_empty() && !unsaved {
             match self.journal.clear() {
                 Ok(()) => self.journal_used = false,
-                Err(e) => eprintln!(
+                Err(e) => crate::diag!(
                     "[gateway] cannot remove {}: {e}",
                     self.journal.path().display()
                 ),
@@ -736,7 +737,7 @@ pub fn fold_dead_journals(store: &mut Store) -> Vec<Unfolded> {
             continue;
         }
         if let Err(e) = fold_one(store, &path, &owner) {
-            eprintln!("[gateway] cannot fold {} yet: {e}", path.display());
+            crate::diag!("[gateway] cannot fold {} yet: {e}", path.display());
             let sessions = journal::read(&path)
                 .map(|b| journal::decode(&b).0)
                 .unwrap_or_default()
@@ -767,7 +768,7 @@ pub fn fold_dead_journals(store: &mut Store) -> Vec<Unfolded> {
         .collect();
     for name in stale {
         if let Err(e) = store.forget_folds(&name) {
-            eprintln!("[gateway] cannot tidy the journal marks: {e}");
+            crate::diag!("[gateway] cannot tidy the journal marks: {e}");
         }
     }
     store.set_busy_timeout(BUSY_WAIT);
@@ -789,7 +790,7 @@ fn fold_one(store: &mut Store, path: &Path, owner: &str) -> Result<usize, StoreE
         let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
     }
     if written > 0 || skipped > 0 {
-        eprintln!(
+        crate::diag!(
             "[gateway] folded {written} session(s) from the journal of a killed gateway into state.db ({skipped} torn line(s) skipped)"
         );
     }

@@ -115,7 +115,7 @@ impl Store {
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
             .map_err(|e| fail("cannot switch to WAL", &e))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            eprintln!(
+            crate::diag!(
                 "[gateway] warning: {} stays in journal mode {mode}",
                 path.display()
             );
@@ -227,7 +227,7 @@ impl Store {
                 let mut untitled = d.clone();
                 untitled.title = None;
                 delta::write(&tx, &untitled, owner)?;
-                eprintln!(
+                crate::diag!(
                     "[gateway] folded session {} without its title (another session has it)",
                     d.id
                 );
