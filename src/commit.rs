@@ -29,7 +29,7 @@ impl Gateway {
             self.tell(notice);
         }
         if publish == Publish::Release {
-            self.out.release();
+            self.client.release();
         }
         for rid in self.persist.take_resumed() {
             self.resume_parked(&rid, now);
@@ -53,7 +53,7 @@ impl Gateway {
                 let payload = json!({"kind": "warn", "text": text});
                 for rid in rids {
                     let params = frame::event_params("status.update", &rid, &payload, None);
-                    self.out.push_ahead(frame::event_frame(&params));
+                    self.client.push_ahead(frame::event_frame(&params));
                 }
             }
             Notice::Saved { text } => {
