@@ -2,6 +2,7 @@
 //! (a steering note, a summary request and the summary that stands for earlier turns). A leaf:
 //! the store, the models and the sessions all build on it, it builds on nothing of theirs.
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 /// How a `session.steer` text starts when it reaches the model as a user note.
@@ -21,7 +22,8 @@ pub fn is_steer(m: &Message) -> bool {
             .is_some_and(|c| c.starts_with(STEER_PREFIX))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Role {
     System,
     User,
@@ -49,8 +51,8 @@ impl Role {
     }
 }
 
-/// One row of `messages`.
-#[derive(Debug, Clone, PartialEq)]
+/// One row of `messages` (serialised in the journal, `store::Delta`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub role: Role,
     pub content: Option<String>,

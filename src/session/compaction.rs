@@ -298,7 +298,7 @@ impl Gateway {
             "parent_session_id": old_id,
         });
         self.sessions.reindex(rid);
-        self.retired.push(old);
+        self.persist.retire(old);
         self.mark_dirty(rid);
         answer
     }

@@ -71,8 +71,6 @@ pub struct Session {
     pub queued: VecDeque<String>,
     /// `queued` changed since the last commit.
     pub queue_dirty: bool,
-    /// On the gateway's list of sessions to commit this iteration.
-    pub dirty: bool,
     /// Dangerous-command rules the user approved for this session.
     pub approved_rules: Vec<String>,
     /// `/yolo`: dangerous commands run without asking (refused ones stay refused).
@@ -141,7 +139,6 @@ impl Session {
             turn: None,
             queued: VecDeque::new(),
             queue_dirty: false,
-            dirty: false,
             approved_rules: Vec::new(),
             yolo: false,
             reasoning_effort: None,
