@@ -18,6 +18,18 @@ fn own_model_example() -> PathBuf {
         .join("own_model")
 }
 
+/// The turn ended with status `error` and says an internal error happened.
+fn assert_internal_error(turn: &Turn) {
+    let p = &turn.complete["payload"];
+    assert_eq!(p["status"], "error", "{p}");
+    assert!(
+        p["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("internal error")),
+        "{p}"
+    );
+}
+
 #[test]
 fn a_panicking_turn_ends_alone_with_an_error() {
     let program = own_model_example();
@@ -40,14 +52,7 @@ fn a_panicking_turn_ends_alone_with_an_error() {
 
     let start = submit(&mut g, &doomed.id, "panic-now please");
     let failed = g.finish_turn(&doomed.id, start, secs(10));
-    let p = &failed.complete["payload"];
-    assert_eq!(p["status"], "error", "{p}");
-    assert!(
-        p["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("internal error")),
-        "{p}"
-    );
+    assert_internal_error(&failed);
 
     // The other session's turn streams on to its end.
     let calm_turn = g.finish_turn(&calm.id, calm_start, secs(30));
@@ -84,14 +89,7 @@ fn a_panicking_tool_ends_its_turn_and_its_call_still_has_a_result() {
     let s = g.create_session(json!({}));
     let start = submit(&mut g, &s.id, "%host_fault {}");
     let failed = g.finish_turn(&s.id, start, secs(10));
-    let p = &failed.complete["payload"];
-    assert_eq!(p["status"], "error", "{p}");
-    assert!(
-        p["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("internal error")),
-        "{p}"
-    );
+    assert_internal_error(&failed);
     // Every tool call of the transcript has its result, so the next model call is valid.
     let rows = message_rows(&g.db_path(), &s.stored);
     let asked = rows.iter().filter(|r| r.tool_calls.is_some()).count();
