@@ -354,6 +354,9 @@ impl Client {
     /// never blocks on a full pipe; the lines stay readable).
     pub fn wait_exit(&mut self, deadline: Instant) -> Result<ExitStatus, ClientError> {
         let child = self.child.as_mut().ok_or(ClientError::Closed)?;
+        if let Some(status) = child.try_wait().map_err(ClientError::Io)? {
+            return Ok(status);
+        }
         let exited = pidfd_open(child.id());
         loop {
             if let Some(status) = child.try_wait().map_err(ClientError::Io)? {
