@@ -1,5 +1,5 @@
 //! What the supervisor costs per command: `bash -c true` started through
-//! `tools::process::spawn` (the zygote — the gateway binary re-executed once — forks a supervisor
+//! `runner::process::spawn` (the zygote — the gateway binary re-executed once — forks a supervisor
 //! that starts bash in a new session, reports, reaps it and cleans up its group) against a bare
 //! `bash -c true` spawn and wait. Target: the supervisor path under 2x the bare one.
 //!
@@ -15,8 +15,8 @@ use std::process::{Command, Stdio};
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::io::Read;
 
-use tui_gateway::tools::process::{self, Streams};
-use tui_gateway::tools::supervisor::Zygote;
+use tui_gateway::runner::process::{self, Streams};
+use tui_gateway::runner::supervisor::Zygote;
 
 use common::{TempDir, gateway_bin};
 

@@ -54,7 +54,7 @@ impl Provider for HostModel {
 }
 
 fn main() {
-    tui_gateway::tools::supervisor::run_if_requested();
+    tui_gateway::runner::supervisor::run_if_requested();
     let cfg = Config::from_env().unwrap_or_else(|e| {
         eprintln!("[host] bad environment: {e}");
         std::process::exit(2)

@@ -46,8 +46,10 @@ pub enum Timer {
     ReaperTick,
     /// Look again at the shutdown sequence's deadlines.
     ShutdownStep,
-    /// Something about a running tool is due.
-    Tool(u64, crate::tools::ToolTimer),
+    /// Something about a run of the process runner is due.
+    Run(crate::runner::RunId, crate::runner::RunTimer),
+    /// Send a run's live output.
+    LiveOutput(crate::runner::RunId),
     /// An approval waited too long: deny it.
     ApprovalTimeout(String),
     /// A `model.options` fetch of the endpoint's model list waited too long.
@@ -59,8 +61,8 @@ pub enum Timer {
 pub enum Route {
     /// A model call of this session's turn.
     Turn(String),
-    /// A pipe or exit descriptor of a running tool.
-    Tool(u64),
+    /// A pipe or exit descriptor of a run of the process runner.
+    Run(crate::runner::RunId),
     /// The socket (or resolver) of a `model.options` fetch.
     ModelList(u64),
 }
@@ -91,8 +93,12 @@ pub struct Gateway {
     pub(crate) sessions: Registry,
     /// Who a dynamic token belongs to.
     pub(crate) by_token: HashMap<Token, Route>,
-    /// Running commands, approvals.
+    /// The token of each run of the runner whose descriptors are in the poll.
+    run_tokens: HashMap<crate::runner::RunId, Token>,
+    /// Who waits for each run, approvals.
     pub(crate) tools: crate::tools::Tools,
+    /// Running commands.
+    pub(crate) runner: crate::runner::Runner,
     /// `model.options` requests waiting for the endpoint's model list.
     pub(crate) model_fetches: crate::methods::models::Fetches,
     pub(crate) next_token: usize,
@@ -199,6 +205,7 @@ impl Gateway {
             eprintln!("[gateway] {w}");
         }
         let cfg_home_for_tools = cfg.home.clone();
+        let kill_grace = cfg.kill_grace;
         let cfg_flush_interval = cfg.flush_interval;
         let signals = None;
         Ok(Gateway {
@@ -212,7 +219,12 @@ impl Gateway {
             provider_warning,
             sessions: Registry::new(),
             by_token: HashMap::new(),
+            run_tokens: HashMap::new(),
             tools: crate::tools::Tools::new(&cfg_home_for_tools),
+            runner: crate::runner::Runner::new(
+                std::env::current_exe().unwrap_or_else(|_| "tui-gateway".into()),
+                kill_grace,
+            ),
             model_fetches: Default::default(),
             next_token: FIRST_DYNAMIC,
             out,
@@ -250,6 +262,12 @@ impl Gateway {
             .map_err(|e| format!("cannot watch signals: {e}"))?;
         self.signals = Some(signals);
         Ok(())
+    }
+
+    /// Offer `tool` to the model from the next model call on: an embedding host's own tool.
+    /// Refused when its name is taken or is not one a model API accepts.
+    pub fn register_tool(&mut self, tool: Box<dyn crate::tools::Tool>) -> Result<(), String> {
+        self.tools.registry.register(tool)
     }
 
     /// Use `provider` for every model call from now on: an embedding host's own model.
@@ -337,7 +355,7 @@ impl Gateway {
         let busy = !self.paused()
             && ((self.input_open && self.input_ready)
                 || self.sessions.has_runnable()
-                || self.tools.has_work());
+                || self.runner.has_work());
         if busy || self.exit_code.is_some() {
             return Some(Duration::ZERO);
         }
@@ -366,7 +384,7 @@ impl Gateway {
         }
         self.read_input(now);
         self.fire_timers(now);
-        crate::tools::pump(self, now);
+        crate::tools::runs::pump(self, now);
         self.drive_turns(now);
         crate::shutdown::step(self, now);
         self.commit(now);
@@ -521,7 +539,7 @@ impl Gateway {
         let pending: Vec<i32> = signals.pending().collect();
         for sig in pending {
             if sig == crate::signals::signal::SIGCHLD {
-                crate::tools::on_child_exit(self);
+                self.runner.on_child_exit();
                 continue;
             }
             eprintln!("[gateway-signal] {}", crate::signals::name(sig));
@@ -558,10 +576,11 @@ impl Gateway {
                 Timer::FlushTick => crate::flush::tick(self, now),
                 Timer::ReaperTick => crate::flush::reap_idle(self, now),
                 Timer::ShutdownStep => {}
-                Timer::Tool(id, what) => {
-                    let owner = crate::tools::owner_session(self, id);
+                Timer::Run(id, what) => crate::tools::runs::on_run_timer(self, id, what, now),
+                Timer::LiveOutput(id) => {
+                    let owner = crate::tools::runs::owner_session(self, id);
                     self.isolated(owner.as_deref(), now, |gw| {
-                        crate::tools::on_timer(gw, id, what, now)
+                        crate::tools::runs::flush_live(gw, id)
                     });
                 }
                 Timer::ApprovalTimeout(request_id) => {
@@ -575,10 +594,44 @@ impl Gateway {
         }
     }
 
+    /// Put a started run's descriptors in the poll (their readiness marks the run ready); a
+    /// run that cannot be watched is killed and forgotten.
+    pub(crate) fn watch_run(&mut self, id: crate::runner::RunId) -> io::Result<()> {
+        let token = self.alloc_token(Route::Run(id));
+        let registered = self.runner.fds(id).into_iter().try_for_each(|fd| {
+            self.poll
+                .registry()
+                .register(&mut SourceFd(&fd), token, Interest::READABLE)
+        });
+        if let Err(e) = registered {
+            for fd in self.runner.fds(id) {
+                let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
+            }
+            self.runner.discard(id);
+            self.by_token.remove(&token);
+            return Err(e);
+        }
+        self.run_tokens.insert(id, token);
+        Ok(())
+    }
+
+    /// A run ended: its descriptors leave the poll before they close.
+    pub(crate) fn unwatch_run(&mut self, closed: crate::runner::Closed) {
+        for fd in &closed.fds {
+            let _ = self
+                .poll
+                .registry()
+                .deregister(&mut SourceFd(&fd.as_raw_fd()));
+        }
+        if let Some(token) = self.run_tokens.remove(&closed.run) {
+            self.by_token.remove(&token);
+        }
+    }
+
     fn on_source_ready(&mut self, token: Token) {
         match self.by_token.get(&token).cloned() {
             Some(Route::Turn(rid)) => self.schedule(&rid),
-            Some(Route::Tool(id)) => self.tools.mark_ready(id),
+            Some(Route::Run(id)) => self.runner.mark_ready(id),
             Some(Route::ModelList(id)) => crate::methods::models::on_ready(self, id),
             None => {}
         }

@@ -12,6 +12,7 @@ pub mod flush;
 pub mod methods;
 pub mod model;
 pub mod rpc;
+pub mod runner;
 pub mod session;
 pub mod shutdown;
 pub mod signals;

@@ -20,7 +20,7 @@ flags:
 
 fn main() -> ExitCode {
     // A command's supervisor is this binary re-executed in a hidden mode.
-    tui_gateway::tools::supervisor::run_if_requested();
+    tui_gateway::runner::supervisor::run_if_requested();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let code = match args.first().map(String::as_str) {
         None | Some("serve") => serve(args.get(1..).unwrap_or_default()),

@@ -85,7 +85,7 @@ pub fn step(gw: &mut Gateway, now: Instant) {
                 for rid in running {
                     gw.interrupt_turn(&rid, now);
                 }
-                crate::tools::stop_shell_commands(gw, now);
+                crate::tools::runs::stop_shell_commands(gw, now);
                 crate::methods::models::answer_all(gw);
                 let kill_at = now + kill_grace;
                 gw.timers
@@ -96,10 +96,10 @@ pub fn step(gw: &mut Gateway, now: Instant) {
                 }
             }
             Phase::Killing { kill_at, killed } => {
-                if !crate::tools::any_alive(gw) {
+                if !gw.runner.any_alive() {
                     Phase::Finalize
                 } else if !killed && now >= kill_at {
-                    crate::tools::kill_all(gw);
+                    gw.runner.kill_all();
                     Phase::Killing {
                         kill_at,
                         killed: true,
@@ -185,7 +185,7 @@ fn report_unpersisted(gw: &Gateway) {
 
 /// Leave now: SIGKILL every live tool group, say what is lost, exit.
 pub fn hard_exit(gw: &mut Gateway, reason: &str) {
-    crate::tools::kill_all(gw);
+    gw.runner.kill_all();
     report_unpersisted(gw);
     eprintln!("[gateway-exit] {reason}");
     gw.exit_code = Some(0);

@@ -1,6 +1,6 @@
 //! The gateway embedded in a host program (`examples/embed.rs`): its SIGTERM handling chains
-//! to the handler the host installed first, and the ordered shutdown still persists the
-//! transcript.
+//! to the handler the host installed first, the ordered shutdown still persists the
+//! transcript, and the tool the host registers is offered and called like the built-in one.
 
 mod common;
 
@@ -98,4 +98,55 @@ fn with_signals_off_the_host_owns_sigterm() {
     assert_eq!(gw.wait_exit(secs(5)).code(), Some(0));
     let stderr = stderr_with(&gw, HOST_LINE);
     assert!(stderr.contains(HOST_LINE), "{stderr}");
+}
+
+#[test]
+fn the_hosts_own_tool_is_offered_and_its_result_lands_in_the_transcript() {
+    let mut gw = Gateway::builder()
+        .program(&embed_example())
+        .args(&[])
+        .tag("embed-tool")
+        .start();
+    let s = gw.create_session(json!({}));
+    // The banner and the tool listing name the host's tool next to the built-in one.
+    let info = &s.result["info"];
+    assert_eq!(info["tools"]["host"], json!(["host_note"]), "{info}");
+    assert_eq!(info["tools"]["terminal"], json!(["terminal"]), "{info}");
+    let shown = gw.call("tools.show", json!({}));
+    assert_eq!(shown["total"], 2, "{shown}");
+
+    let turn = gw.run_turn(&s.id, r#"%host_note {"text": "buy milk"}"#);
+    let done = turn
+        .events
+        .iter()
+        .find(|e| e["type"] == "tool.complete")
+        .unwrap_or_else(|| panic!("no tool.complete: {:?}", turn.events));
+    let p = &done["payload"];
+    assert_eq!(p["name"], "host_note", "{p}");
+    assert_eq!(p["result"]["kept"], "buy milk", "{p}");
+    assert_eq!(p["summary"], "1 note(s) held", "{p}");
+    assert!(turn.text.contains("host_note returned"), "{}", turn.text);
+
+    // Bad arguments are a tool error the model reads, not a failed turn.
+    let bad = gw.run_turn(&s.id, "%host_note {}");
+    assert_eq!(bad.complete["payload"]["status"], "complete");
+
+    let rows = message_rows(&gw.db_path(), &s.stored);
+    let tool_rows: Vec<_> = rows.iter().filter(|r| r.role == "tool").collect();
+    assert_eq!(tool_rows.len(), 2, "{rows:?}");
+    let kept: serde_json::Value =
+        serde_json::from_str(tool_rows[0].content.as_deref().unwrap_or("")).unwrap();
+    assert_eq!(kept["kept"], "buy milk");
+    assert_eq!(kept["by"], "the embedding host");
+    assert!(
+        tool_rows[1]
+            .content
+            .as_deref()
+            .unwrap_or("")
+            .contains("text (a string) is required"),
+        "{:?}",
+        tool_rows[1]
+    );
+    gw.close_stdin();
+    assert_eq!(gw.wait_exit(secs(5)).code(), Some(0));
 }

@@ -266,7 +266,7 @@ pub fn steer(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     params::check_prompt(&text)?;
     let s = live(gw, p)?;
     let accepted = match s.turn.as_mut() {
-        Some(turn) if turn.compaction.is_none() && !turn.interrupting => {
+        Some(turn) if turn.compaction.is_none() && !turn.machine.interrupting() => {
             turn.steer.push(text.clone());
             true
         }
@@ -287,6 +287,7 @@ pub fn steer(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
 pub fn compress(gw: &mut Gateway, id: &Value, p: &Params, now: Instant) -> super::Reply {
     let answer = (|| {
         let focus = params::opt_str(p, "focus_topic")?.map(str::to_string);
+        let toolsets = gw.tools.registry.toolsets();
         let s = live(gw, p)?;
         if s.running() {
             return Err(busy("compress"));
@@ -309,7 +310,7 @@ pub fn compress(gw: &mut Gateway, id: &Value, p: &Params, now: Instant) -> super
                     "noop": true,
                 },
                 "usage": s.usage(),
-                "info": s.info(),
+                "info": s.info(toolsets),
             })));
         }
         params::not_shutting_down(gw)?;
@@ -357,7 +358,7 @@ pub fn process_stop(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value,
         Some(_) => Some(live(gw, p)?.runtime_id.clone()),
         None => None,
     };
-    let killed = crate::tools::stop_turn_commands(gw, rid.as_deref(), now);
+    let killed = crate::tools::runs::stop_turn_commands(gw, rid.as_deref(), now);
     Ok(json!({ "killed": killed }))
 }
 

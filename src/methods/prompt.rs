@@ -57,7 +57,7 @@ pub fn shell_exec(
         Ok(c) => c.unwrap_or(""),
         Err(e) => return Some(Err(e)),
     };
-    match crate::tools::shell_exec(gw, id.clone(), command, now) {
+    match crate::tools::runs::shell_exec(gw, id.clone(), command, now) {
         Ok(()) => None,
         Err(e) => Some(Err(e)),
     }

@@ -14,7 +14,7 @@ pub fn report(gw: &Gateway, name: &str, arg: &str, rid: Option<&str>) -> String 
     match name {
         "status" => session.map_or_else(no_session, status),
         "usage" => session.map_or_else(no_session, usage),
-        "tools" => tools(arg),
+        "tools" => tools(gw, arg),
         "skills" => "No skills: this gateway has no skill support.".to_string(),
         "version" => format!("tui-gateway {VERSION}"),
         "config" => config(gw),
@@ -90,14 +90,14 @@ fn usage(s: &Session) -> String {
 }
 
 /// The tools offered to the model, from the schema it is sent.
-fn tools(arg: &str) -> String {
+fn tools(gw: &Gateway, arg: &str) -> String {
     let sub = arg.split_whitespace().next().unwrap_or("");
     if matches!(sub, "enable" | "disable") {
         return format!("/tools {sub}: not supported; the terminal tool is always offered");
     }
-    let schemas = [crate::tools::terminal_schema()];
+    let schemas = gw.tools.registry.schemas();
     let mut out = format!("Tools offered to the model ({}):", schemas.len());
-    for t in &schemas {
+    for t in schemas {
         let f = &t["function"];
         let required: Vec<&str> = f["parameters"]["required"]
             .as_array()

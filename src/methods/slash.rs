@@ -126,7 +126,7 @@ fn run(
                     Shape::Dispatch => dispatch_answer,
                 };
                 let (cmd, timeout) = (command.clone(), *timeout);
-                return match crate::tools::run_for_request(
+                return match crate::tools::runs::run_for_request(
                     gw,
                     id.clone(),
                     &cmd,

@@ -1,12 +1,13 @@
 //! What the TUI's `/skills` hub and `/tools enable|disable` call: `skills.manage` (we have no
-//! skills: empty lists, and a refusal to install) and `tools.configure` (the one tool is always
-//! offered).
+//! skills: empty lists, and a refusal to install) and `tools.configure` (every registered tool
+//! is always offered).
 
 use serde_json::{Value, json};
 
 use super::params::{self, Params};
 use crate::rpc::RpcError;
 use crate::rpc::frame::code;
+use crate::tools::Registry;
 
 /// `skills.manage {action, query?, page?}`.
 pub fn skills_manage(p: &Params) -> Result<Value, RpcError> {
@@ -28,8 +29,8 @@ pub fn skills_manage(p: &Params) -> Result<Value, RpcError> {
     }
 }
 
-/// `tools.configure {action, names}`: nothing changes; names other than ours are unknown.
-pub fn tools_configure(p: &Params) -> Result<Value, RpcError> {
+/// `tools.configure {action, names}`: nothing changes; names not registered are unknown.
+pub fn tools_configure(p: &Params, registry: &Registry) -> Result<Value, RpcError> {
     let action = params::req_str(p, "action")?;
     if !matches!(action, "enable" | "disable") {
         return Err(RpcError::invalid_params(
@@ -45,15 +46,77 @@ pub fn tools_configure(p: &Params) -> Result<Value, RpcError> {
             ));
         }
     };
-    if names.contains(&"terminal") {
+    if let Some(name) = names.iter().find(|n| registry.contains(n)) {
         return Err(RpcError::new(
             code::NOT_SUPPORTED,
             format!(
-                "not supported by tui-gateway: the terminal tool is always offered ({action} ignored)"
+                "not supported by tui-gateway: the {name} tool is always offered ({action} ignored)"
             ),
         ));
     }
     Ok(json!({"changed": [], "unknown": names, "reset": false}))
+}
+
+/// `tools.list {session_id?}`: the toolsets offered, each with its tools (all enabled).
+pub fn tools_list(p: &Params, registry: &Registry) -> Result<Value, RpcError> {
+    params::opt_str(p, "session_id")?;
+    let toolsets: Vec<Value> = sections(registry)
+        .into_iter()
+        .map(|(toolset, tools)| {
+            let names: Vec<&str> = tools.iter().map(|(name, _)| *name).collect();
+            json!({"name": toolset, "description": format!("the {toolset} tools"),
+                   "tool_count": names.len(), "enabled": true, "tools": names})
+        })
+        .collect();
+    Ok(json!({ "toolsets": toolsets }))
+}
+
+/// `tools.show {session_id?}`: every tool offered with the first sentence of its description,
+/// grouped by toolset.
+pub fn tools_show(p: &Params, registry: &Registry) -> Result<Value, RpcError> {
+    params::opt_str(p, "session_id")?;
+    let groups = sections(registry);
+    let total: usize = groups.iter().map(|(_, tools)| tools.len()).sum();
+    let sections: Vec<Value> = groups
+        .into_iter()
+        .map(|(toolset, tools)| {
+            let rows: Vec<Value> = tools
+                .into_iter()
+                .map(|(name, description)| {
+                    json!({"name": name, "description": first_sentence(description)})
+                })
+                .collect();
+            json!({"name": toolset, "tools": rows})
+        })
+        .collect();
+    Ok(json!({"sections": sections, "total": total}))
+}
+
+/// Tools by toolset, both sorted by name: `(toolset, [(name, description)])`.
+fn sections(registry: &Registry) -> Vec<(&str, Vec<(&str, &str)>)> {
+    let mut groups: std::collections::BTreeMap<&str, Vec<(&str, &str)>> = Default::default();
+    for tool in registry.tools() {
+        groups
+            .entry(tool.toolset())
+            .or_default()
+            .push((tool.name(), tool.description()));
+    }
+    groups
+        .into_iter()
+        .map(|(toolset, mut tools)| {
+            tools.sort();
+            (toolset, tools)
+        })
+        .collect()
+}
+
+/// The first line of a description, up to its first sentence's end.
+fn first_sentence(description: &str) -> &str {
+    let line = description.lines().next().unwrap_or("");
+    match line.find(". ") {
+        Some(i) => &line[..=i],
+        None => line,
+    }
 }
 
 #[cfg(test)]
@@ -89,14 +152,31 @@ mod tests {
     }
 
     #[test]
+    fn tools_list_and_show_name_the_registered_tools() {
+        let builtin = Registry::builtin();
+        let list = tools_list(&p(json!({})), &builtin).unwrap();
+        assert_eq!(list["toolsets"][0]["name"], "terminal");
+        assert_eq!(list["toolsets"][0]["tools"], json!(["terminal"]));
+        let show = tools_show(&p(json!({})), &builtin).unwrap();
+        assert_eq!(show["total"], 1);
+        assert_eq!(show["sections"][0]["tools"][0]["name"], "terminal");
+        assert_eq!(first_sentence("Run it. Then more.\nsecond"), "Run it.");
+    }
+
+    #[test]
     fn tools_configure_changes_nothing() {
-        let r = tools_configure(&p(json!({"action": "disable", "names": ["web"]}))).unwrap();
+        let builtin = Registry::builtin();
+        let r =
+            tools_configure(&p(json!({"action": "disable", "names": ["web"]})), &builtin).unwrap();
         assert_eq!(r["unknown"], json!(["web"]));
-        let e =
-            tools_configure(&p(json!({"action": "disable", "names": ["terminal"]}))).unwrap_err();
+        let e = tools_configure(
+            &p(json!({"action": "disable", "names": ["terminal"]})),
+            &builtin,
+        )
+        .unwrap_err();
         assert!(e.message.contains("always offered"));
         assert_eq!(
-            tools_configure(&p(json!({"action": "enable"})))
+            tools_configure(&p(json!({"action": "enable"})), &builtin)
                 .unwrap_err()
                 .code,
             code::INVALID_PARAMS

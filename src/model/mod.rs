@@ -86,6 +86,8 @@ pub trait ModelCall {
 pub struct ModelRequest<'a> {
     pub messages: &'a [Message],
     pub model: &'a str,
+    /// The tools offered, as JSON schemas in the OpenAI `tools` shape.
+    pub tools: &'a [serde_json::Value],
 }
 
 /// A model backend.

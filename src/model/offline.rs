@@ -1,5 +1,6 @@
 //! The offline model: no network, no key. It streams a reply word by word. A prompt that starts
-//! with `$ ` or `!` becomes a `terminal` tool call of the rest; after the tool result it reports
+//! with `$ ` or `!` becomes a `terminal` tool call of the rest, and `%NAME {JSON}` a call of
+//! tool NAME with those arguments (`{}` when none are given); after the tool result it reports
 //! the result. Usage counts whitespace-separated words: input = words of every message sent,
 //! output = words of the reply.
 
@@ -79,13 +80,16 @@ pub fn plan_reply(messages: &[Message]) -> Plan {
             .unwrap_or(note);
         return Plan::Say(format!(
             "{}\n(offline model) Noted: {note}",
-            report_tool_result(tool.content.as_deref().unwrap_or(""))
+            report_tool_result(tool)
         ));
     }
     match last.role {
-        Role::Tool => Plan::Say(report_tool_result(last.content.as_deref().unwrap_or(""))),
+        Role::Tool => Plan::Say(report_tool_result(last)),
         _ => {
             let prompt = last.content.as_deref().unwrap_or("").trim();
+            if let Some(call) = named_call(prompt) {
+                return Plan::Tool(call);
+            }
             let command = prompt
                 .strip_prefix("$ ")
                 .or_else(|| prompt.strip_prefix('!'))
@@ -102,8 +106,29 @@ pub fn plan_reply(messages: &[Message]) -> Plan {
     }
 }
 
-/// Say what a `terminal` result (`{output, exit_code, error}`) was.
-fn report_tool_result(content: &str) -> String {
+/// `%NAME {JSON}`: a call of tool NAME with those arguments.
+fn named_call(prompt: &str) -> Option<ToolCall> {
+    let rest = prompt.strip_prefix('%')?;
+    let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    if name.is_empty() {
+        return None;
+    }
+    let args = args.trim();
+    Some(ToolCall {
+        id: format!("call_{}", crate::util::random_hex(12)),
+        name: name.to_string(),
+        arguments: if args.is_empty() { "{}" } else { args }.to_string(),
+    })
+}
+
+/// Say what a tool's result was: a `terminal` result (`{output, exit_code, error}`) in words,
+/// another tool's as it came.
+fn report_tool_result(message: &Message) -> String {
+    let content = message.content.as_deref().unwrap_or("");
+    let name = message.tool_name.as_deref().unwrap_or("terminal");
+    if name != "terminal" {
+        return format!("(offline model) The tool {name} returned:\n{content}");
+    }
     let v: serde_json::Value = serde_json::from_str(content).unwrap_or_default();
     let output = v["output"].as_str().unwrap_or(content);
     let status = match (v["exit_code"].as_i64(), v["error"].as_str()) {
@@ -250,5 +275,24 @@ mod tests {
         assert!(matches!(plan_reply(&user("!echo hi")), Plan::Tool(_)));
         assert!(matches!(plan_reply(&user("hello")), Plan::Say(s) if s.contains("hello")));
         assert!(matches!(plan_reply(&user("$ ")), Plan::Say(_)));
+    }
+
+    #[test]
+    fn percent_prompts_call_the_named_tool() {
+        let user = |t: &str| vec![Message::new(Role::User, Some(t.into()), 0.0)];
+        match plan_reply(&user("%host_note {\"text\": \"hi\"}")) {
+            Plan::Tool(c) => {
+                assert_eq!(c.name, "host_note");
+                assert_eq!(c.arguments, "{\"text\": \"hi\"}");
+            }
+            Plan::Say(_) => panic!("expected a tool call"),
+        }
+        assert!(matches!(plan_reply(&user("%clock")), Plan::Tool(c) if c.arguments == "{}"));
+        assert!(matches!(plan_reply(&user("% nothing")), Plan::Say(_)));
+        let mut result = Message::new(Role::Tool, Some("{\"kept\":true}".into()), 0.0);
+        result.tool_name = Some("host_note".into());
+        assert!(
+            matches!(plan_reply(&[result]), Plan::Say(s) if s.contains("host_note returned:\n{\"kept\":true}"))
+        );
     }
 }

@@ -141,14 +141,17 @@ impl Provider for OpenAiProvider {
     }
 
     fn start(&mut self, req: ModelRequest<'_>, ctx: &mut CallContext<'_>) -> Box<dyn ModelCall> {
-        let body = json!({
+        let mut body = json!({
             "model": req.model,
             "messages": request_messages(req.messages),
             "stream": true,
             "stream_options": {"include_usage": true},
-            "tools": [crate::tools::terminal_schema()],
-        })
-        .to_string();
+        });
+        // An empty list is an error to some servers: no tools, no key.
+        if !req.tools.is_empty() {
+            body["tools"] = json!(req.tools);
+        }
+        let body = body.to_string();
         let mut request = format!(
             "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tui-gateway/{}\r\n\
              Content-Type: application/json\r\nAccept: text/event-stream\r\n\

@@ -58,10 +58,6 @@ impl Gateway {
     }
 
     /// The running turn of a session.
-    pub(crate) fn turn(&self, rid: &str) -> Option<&Turn> {
-        self.sessions.get(rid).and_then(|s| s.turn.as_ref())
-    }
-
     pub(crate) fn turn_mut(&mut self, rid: &str) -> Option<&mut Turn> {
         self.sessions.get_mut(rid).and_then(|s| s.turn.as_mut())
     }
@@ -153,7 +149,7 @@ impl Gateway {
         let failed = catch_unwind(AssertUnwindSafe(|| self.fail_turn(rid, now)));
         if failed.is_err() {
             // Failing the turn cleanly failed too: drop it (its model call and tools with it).
-            crate::tools::abandon_session_tools(self, rid, now);
+            crate::session::calls::abandon(self, rid, now);
             if let Some(turn) = self.sessions.get_mut(rid).and_then(|s| s.turn.take()) {
                 self.by_token.remove(&turn.token);
             }
@@ -177,7 +173,7 @@ impl Gateway {
         };
         let Some(turn) = s.turn.as_mut() else { return };
         if turn.call.is_none() {
-            let first = turn.rounds == 0;
+            let first = turn.machine.rounds() == 0;
             // Steering reaches the model as a user note before its next call.
             let steer = std::mem::take(&mut turn.steer);
             if !steer.is_empty() {
@@ -191,7 +187,7 @@ impl Gateway {
                 return;
             };
             let Some(turn) = s.turn.as_mut() else { return };
-            turn.rounds += 1;
+            turn.machine.model_call_started();
             let mut ctx = CallContext {
                 registry: self.poll.registry(),
                 token: turn.token,
@@ -203,6 +199,7 @@ impl Gateway {
                     None => &s.transcript,
                 },
                 model: &s.model,
+                tools: self.tools.registry.schemas(),
             };
             turn.call = Some(self.provider.start(req, &mut ctx));
             if first && !compacting {
@@ -321,13 +318,7 @@ impl Gateway {
             s.append(m);
             self.mark_dirty(rid);
         }
-        if let Some(err) = error {
-            self.end_turn(rid, "error", Some(err), now);
-        } else if !calls.is_empty() {
-            crate::tools::run_tool_calls(self, rid, calls, now);
-        } else {
-            self.end_turn(rid, "complete", None, now);
-        }
+        crate::session::calls::model_answered(self, rid, calls, error, now);
     }
 
     /// Close the turn: `message.complete`, then `session.info`; then a queued prompt may run.
@@ -449,7 +440,8 @@ impl Gateway {
     }
 
     pub(crate) fn emit_info(&mut self, rid: &str) {
-        if let Some(info) = self.sessions.get(rid).map(Session::info) {
+        let tools = self.tools.registry.toolsets();
+        if let Some(info) = self.sessions.get(rid).map(|s| s.info(tools)) {
             self.emit(rid, "session.info", info);
         }
     }
@@ -494,7 +486,7 @@ impl Gateway {
                 self.mark_dirty(rid);
             }
         }
-        if crate::tools::interrupt_tools(self, rid, now) {
+        if crate::session::calls::interrupt(self, rid, now) {
             // A tool's group is dying; the turn ends when it is reaped.
             return true;
         }
@@ -518,7 +510,7 @@ impl Gateway {
                 all
             })
             .unwrap_or_default();
-        crate::tools::abandon_session_tools(self, rid, now);
+        crate::session::calls::abandon(self, rid, now);
         self.interrupt_turn(rid, now);
         if let Some(mut s) = self.take_session(rid) {
             // Prompts accepted as `queued` never ran; they are kept, not lost.

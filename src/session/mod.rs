@@ -1,7 +1,9 @@
 //! A live session: its transcript, its stored row's state, its event ring and its turn.
 
+pub(crate) mod calls;
 pub mod compaction;
 mod driver;
+pub mod machine;
 pub mod registry;
 pub mod transcript;
 pub mod turn;
@@ -187,7 +189,7 @@ impl Session {
     pub fn status_word(&self) -> &'static str {
         match &self.turn {
             None => "idle",
-            Some(t) if t.approval.is_some() => "waiting",
+            Some(t) if t.machine.awaiting_approval() => "waiting",
             Some(_) => "working",
         }
     }
@@ -224,7 +226,7 @@ impl Session {
     }
 
     /// Everything the TUI's banner and status bar show about the session.
-    pub fn info(&self) -> Value {
+    pub fn info(&self, toolsets: Value) -> Value {
         json!({
             "model": self.model,
             "provider": self.provider,
@@ -232,7 +234,7 @@ impl Session {
             "title": self.title,
             "running": self.running(),
             "usage": self.usage(),
-            "tools": crate::tools::toolsets(),
+            "tools": toolsets,
             "skills": {},
             "mcp_servers": [],
             "stored_session_id": self.stored_id,
@@ -355,7 +357,7 @@ mod tests {
 
     #[test]
     fn info_carries_what_the_banner_reads() {
-        let info = session().info();
+        let info = session().info(crate::tools::Registry::builtin().toolsets());
         for k in ["tools", "skills"] {
             assert!(info[k].is_object(), "{k}: {info}");
         }

@@ -1,6 +1,5 @@
 //! The state of a running turn: the model call in flight, its tools, its approval.
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::model::{ModelCall, TokenUsage, ToolCall};
@@ -22,19 +21,11 @@ pub struct Turn {
     /// Everything said in this turn, for `message.complete`.
     pub text: String,
     pub started: Instant,
-    /// Model calls made in this turn.
-    pub rounds: u32,
     /// On the runnable list for the next drive.
     pub scheduled: bool,
     pub wake: Option<TimerId>,
-    /// Tool calls of the last model round not yet run.
-    pub pending_tools: VecDeque<ToolCall>,
-    /// The tool call running now (its run id in the tool registry).
-    pub tool: Option<u64>,
-    /// The approval this turn waits for.
-    pub approval: Option<String>,
-    /// An interrupt arrived while a tool was dying; end the turn when it is reaped.
-    pub interrupting: bool,
+    /// Where the turn is: model call, tool calls, approval (`machine.rs`).
+    pub machine: crate::session::machine::TurnMachine,
     /// Row holding the checkpointed partial text of this round's assistant message.
     pub checkpoint_row: Option<i64>,
     /// Bytes of `round_text` already checkpointed.
@@ -67,13 +58,9 @@ impl Turn {
             round_error: None,
             text: String::new(),
             started: now,
-            rounds: 0,
             scheduled: false,
             wake: None,
-            pending_tools: VecDeque::new(),
-            tool: None,
-            approval: None,
-            interrupting: false,
+            machine: Default::default(),
             checkpoint_row: None,
             checkpointed: 0,
             steer: Vec::new(),

@@ -9,9 +9,10 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
+use super::{Ask, ToolResult};
 use crate::event_loop::{Gateway, Timer};
-use crate::model::ToolCall;
 use crate::rpc::frame;
+use crate::session::calls::{self, Answer};
 use crate::timer::TimerId;
 use crate::util;
 
@@ -19,8 +20,6 @@ pub const CHOICES: [&str; 4] = ["once", "session", "always", "deny"];
 
 struct Pending {
     rid: String,
-    call: ToolCall,
-    args: Value,
     rule: &'static str,
     /// The server-request id when asked in that form.
     srq_id: Option<String>,
@@ -85,23 +84,13 @@ pub fn pre_approved(gw: &Gateway, rid: &str, rule: &str) -> bool {
             .is_some_and(|s| s.yolo || s.approved_rules.iter().any(|r| r == rule))
 }
 
-/// Ask the user about a dangerous command; the turn waits.
-#[allow(clippy::too_many_arguments)]
-pub fn ask(
-    gw: &mut Gateway,
-    rid: &str,
-    call: ToolCall,
-    args: Value,
-    command: &str,
-    rule: &'static str,
-    description: &str,
-    now: Instant,
-) {
+/// Ask the user about a dangerous call; the turn waits. Returns the request's id.
+pub fn ask(gw: &mut Gateway, rid: &str, ask: &Ask, now: Instant) -> String {
     let request_id = format!("apr-{}", util::random_hex(12));
     let payload = json!({
         "request_id": request_id,
-        "command": command,
-        "description": description,
+        "command": ask.command,
+        "description": ask.description,
         "choices": CHOICES,
     });
     let srq_id = if gw.server_requests {
@@ -118,20 +107,16 @@ pub fn ask(
         now + gw.cfg.approval_timeout,
         Timer::ApprovalTimeout(request_id.clone()),
     );
-    if let Some(turn) = gw.turn_mut(rid) {
-        turn.approval = Some(request_id.clone());
-    }
     gw.tools.approvals.pending.insert(
-        request_id,
+        request_id.clone(),
         Pending {
             rid: rid.to_string(),
-            call,
-            args,
-            rule,
+            rule: ask.rule,
             srq_id,
             timer,
         },
     );
+    request_id
 }
 
 /// `approval.respond`: resolve the session's pending approvals (the named one, if given).
@@ -177,7 +162,6 @@ pub fn on_answer(gw: &mut Gateway, id: &Value, result: Result<Value, Value>, now
     true
 }
 
-/// No answer in time: withdraw and deny.
 /// The session an approval request belongs to.
 pub fn owner_session(gw: &Gateway, request_id: &str) -> Option<String> {
     gw.tools
@@ -187,15 +171,18 @@ pub fn owner_session(gw: &Gateway, request_id: &str) -> Option<String> {
         .map(|p| p.rid.clone())
 }
 
+/// No answer in time: withdraw and deny.
 pub fn expire(gw: &mut Gateway, request_id: &str, now: Instant) {
-    withdraw(gw, request_id, "timeout", now);
+    let rid = owner_session(gw, request_id);
+    if let (Some(rid), Some(denial)) = (rid, withdraw_quietly(gw, request_id, "timeout")) {
+        calls::approval_answered(gw, &rid, Answer::Deny(denial), now);
+    }
 }
 
-/// Withdraw an unanswered request (`request.cancel`) and deny it.
-pub fn withdraw(gw: &mut Gateway, request_id: &str, reason: &str, now: Instant) {
-    let Some(p) = gw.tools.approvals.pending.get(request_id) else {
-        return;
-    };
+/// Withdraw an unanswered request (`request.cancel`); returns the denial for the caller to
+/// finish the call with.
+pub fn withdraw_quietly(gw: &mut Gateway, request_id: &str, reason: &str) -> Option<ToolResult> {
+    let p = gw.tools.approvals.pending.get(request_id)?;
     let (rid, id) = (
         p.rid.clone(),
         p.srq_id.clone().unwrap_or_else(|| request_id.to_string()),
@@ -205,7 +192,8 @@ pub fn withdraw(gw: &mut Gateway, request_id: &str, reason: &str, now: Instant) 
         "request.cancel",
         json!({"id": id, "method": "approval", "reason": reason}),
     );
-    deny(gw, request_id, &format!("no answer ({reason})"), now);
+    take(gw, request_id)?;
+    Some(denial(&format!("no answer ({reason})")))
 }
 
 fn resolve(gw: &mut Gateway, request_id: &str, choice: &str, now: Instant) {
@@ -225,11 +213,7 @@ fn resolve(gw: &mut Gateway, request_id: &str, choice: &str, now: Instant) {
                     eprintln!("[gateway] could not save the approval: {e}");
                 }
             }
-            let rid = p.rid.clone();
-            if !super::launch_for_turn(gw, &p.rid, p.call, p.args, now) {
-                // It finished at once (fenced or failed to start): move the turn on.
-                super::next_tool(gw, &rid, now);
-            }
+            calls::approval_answered(gw, &p.rid, Answer::Allow, now);
         }
         "deny" => deny(gw, request_id, "denied by the user", now),
         other => deny(gw, request_id, &format!("unknown choice {other:?}"), now),
@@ -239,26 +223,21 @@ fn resolve(gw: &mut Gateway, request_id: &str, choice: &str, now: Instant) {
 fn take(gw: &mut Gateway, request_id: &str) -> Option<Pending> {
     let p = gw.tools.approvals.pending.remove(request_id)?;
     gw.timers.cancel(p.timer);
-    if let Some(turn) = gw.turn_mut(&p.rid) {
-        turn.approval = None;
-    }
     Some(p)
+}
+
+/// The result of a call the user did not approve.
+fn denial(why: &str) -> ToolResult {
+    ToolResult::terminal(
+        &format!("Command not run: {why}."),
+        None,
+        Some("denied".into()),
+    )
 }
 
 fn deny(gw: &mut Gateway, request_id: &str, why: &str, now: Instant) {
     let Some(p) = take(gw, request_id) else {
         return;
     };
-    let output = format!("Command not run: {why}.");
-    super::finish_call(
-        gw,
-        &p.rid,
-        &p.call,
-        &p.args,
-        &output,
-        None,
-        Some("denied".into()),
-        0.0,
-        now,
-    );
+    calls::approval_answered(gw, &p.rid, Answer::Deny(denial(why)), now);
 }

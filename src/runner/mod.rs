@@ -1,0 +1,560 @@
+//! The process runner: every command runs under a supervisor in its own process group
+//! (`supervisor.rs`); its output pipes and the supervisor's status pipe (whose end is the
+//! command's exit) are read here, boundedly, with a timeout and a kill of the whole group
+//! (SIGTERM, then SIGKILL after the grace).
+//!
+//! It knows runs by its own [`RunId`] and nothing else: no sessions, turns, tools or store.
+//! It hands its descriptors to the event loop ([`Runner::fds`]), which polls them and calls
+//! [`Runner::mark_ready`]; what happened comes back as [`RunEvent`]s, the timers it wants as
+//! [`Wake`]s, and the descriptors of finished runs as [`Closed`] for the loop to deregister.
+
+pub mod capture;
+pub mod process;
+pub mod supervisor;
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use capture::Capture;
+pub use process::Streams;
+
+/// Output kept per stream: this much of the head and of the tail.
+const HEAD_KEEP: usize = 16 * 1024;
+const TAIL_KEEP: usize = 32 * 1024;
+/// Bytes read from one run per pump, so a flood cannot starve the loop.
+const READ_BUDGET: usize = 256 * 1024;
+/// After the supervisor exits, pipes still held by stragglers are read this much longer.
+const DRAIN: Duration = Duration::from_millis(200);
+
+/// A run, as the runner names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RunId(pub u64);
+
+/// Why a command stopped before its natural end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    Timeout,
+    Interrupted,
+}
+
+/// What a timer of the runner does when it fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunTimer {
+    /// The run's timeout passed: stop it.
+    Timeout,
+    /// The kill grace after SIGTERM passed: SIGKILL the group.
+    Kill,
+    /// Stragglers had their time to close the pipes: end the run.
+    Drain,
+}
+
+/// A timer the runner wants: call [`Runner::on_timer`] at `at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wake {
+    pub at: Instant,
+    pub run: RunId,
+    pub what: RunTimer,
+}
+
+/// What to run.
+pub struct Spec<'a> {
+    /// Run as `bash -c command`.
+    pub command: &'a str,
+    pub cwd: &'a Path,
+    pub streams: Streams,
+    pub timeout: Duration,
+    /// Report output as it arrives ([`RunEvent::Output`]), not only at the end.
+    pub live: bool,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEnd {
+    /// stdout (with stderr when merged), capped: head and tail kept, the cut said.
+    pub stdout: String,
+    pub stderr: String,
+    /// The exit status the supervisor reported (`128+N` for signal N; -1 unknown).
+    pub status: i32,
+    /// Why it was stopped, if it was.
+    pub ending: Option<Ending>,
+    /// Why it could not start, as the supervisor reported it.
+    pub start_error: Option<String>,
+    pub timeout: Duration,
+    /// From the start to the end.
+    pub duration: Duration,
+}
+
+impl RunEnd {
+    /// The shell's convention for the status: 124 timed out, 130 interrupted.
+    pub fn code(&self) -> i32 {
+        match self.ending {
+            Some(Ending::Timeout) => 124,
+            Some(Ending::Interrupted) => 130,
+            None => self.status,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunEvent {
+    /// Bytes the command printed (runs started with `live`).
+    Output { run: RunId, bytes: Vec<u8> },
+    /// The run is over and forgotten.
+    Ended { run: RunId, end: RunEnd },
+}
+
+/// The descriptors of a run that ended, for the loop to deregister before they close.
+pub struct Closed {
+    pub run: RunId,
+    pub fds: Vec<OwnedFd>,
+}
+
+struct Pipe {
+    fd: OwnedFd,
+    open: bool,
+}
+
+struct Run {
+    /// The supervisor's pid, once it reported it (polite SIGTERM goes there).
+    supervisor: Option<i32>,
+    /// The command's process group (= its pid), once the supervisor reported it.
+    group: Option<i32>,
+    status: Pipe,
+    stdout: Pipe,
+    stderr: Option<Pipe>,
+    /// Bytes of the status pipe not yet parsed into lines.
+    status_buf: Vec<u8>,
+    start_error: Option<String>,
+    lifeline: Option<OwnedFd>,
+    out: Capture,
+    err: Capture,
+    exit: Option<i32>,
+    ending: Option<Ending>,
+    timeout: Duration,
+    started: Instant,
+    live: bool,
+    drain_until: Option<Instant>,
+    /// Readiness was reported on one of its pipes and not yet read to `WouldBlock`.
+    ready: bool,
+}
+
+impl Run {
+    /// SIGKILL the group now and drop the lifeline, so the supervisor also kills what left it.
+    fn hard_kill(&mut self) {
+        process::kill_group(self.group);
+        self.lifeline = None;
+    }
+
+    fn pipes_done(&self) -> bool {
+        !self.stdout.open && self.stderr.as_ref().is_none_or(|p| !p.open)
+    }
+}
+
+pub struct Runner {
+    runs: HashMap<RunId, Run>,
+    next_id: u64,
+    /// Runs with readable pipes to pump.
+    work: Vec<RunId>,
+    /// Program re-executed as the zygote (the gateway's own binary).
+    program: PathBuf,
+    zygote: Option<supervisor::Zygote>,
+    kill_grace: Duration,
+    events: Vec<RunEvent>,
+    wakes: Vec<Wake>,
+    closed: Vec<Closed>,
+}
+
+impl Runner {
+    pub fn new(program: PathBuf, kill_grace: Duration) -> Runner {
+        Runner {
+            runs: HashMap::new(),
+            next_id: 1,
+            work: Vec::new(),
+            program,
+            zygote: None,
+            kill_grace,
+            events: Vec::new(),
+            wakes: Vec::new(),
+            closed: Vec::new(),
+        }
+    }
+
+    /// Start a command through the zygote, (re)starting the zygote when it is not there. The
+    /// caller registers [`Runner::fds`] with its poll.
+    pub fn start(&mut self, spec: &Spec<'_>, now: Instant) -> std::io::Result<RunId> {
+        let spawned = self.spawn(spec.command, spec.cwd, spec.streams)?;
+        let id = RunId(self.next_id);
+        self.next_id += 1;
+        let pipe = |fd| Pipe { fd, open: true };
+        self.runs.insert(
+            id,
+            Run {
+                supervisor: None,
+                group: None,
+                status: pipe(spawned.status),
+                stdout: pipe(spawned.stdout),
+                stderr: spawned.stderr.map(pipe),
+                status_buf: Vec::new(),
+                start_error: None,
+                lifeline: Some(spawned.lifeline),
+                out: Capture::new(HEAD_KEEP, TAIL_KEEP),
+                err: Capture::new(HEAD_KEEP, TAIL_KEEP),
+                exit: None,
+                ending: None,
+                timeout: spec.timeout,
+                started: now,
+                live: spec.live,
+                drain_until: None,
+                ready: true,
+            },
+        );
+        self.wake(now + spec.timeout, id, RunTimer::Timeout);
+        self.work.push(id);
+        Ok(id)
+    }
+
+    fn spawn(
+        &mut self,
+        command: &str,
+        cwd: &Path,
+        streams: Streams,
+    ) -> std::io::Result<process::Spawned> {
+        if let Some(z) = self.zygote.as_mut()
+            && !z.exited()
+            && let Ok(spawned) = process::spawn(z, command, cwd, streams)
+        {
+            return Ok(spawned);
+        }
+        let z = self
+            .zygote
+            .insert(supervisor::Zygote::start(&self.program)?);
+        process::spawn(z, command, cwd, streams)
+    }
+
+    /// The descriptors of a run to watch for readability.
+    pub fn fds(&self, id: RunId) -> Vec<RawFd> {
+        let Some(run) = self.runs.get(&id) else {
+            return Vec::new();
+        };
+        [Some(&run.stdout), run.stderr.as_ref(), Some(&run.status)]
+            .into_iter()
+            .flatten()
+            .map(|p| p.fd.as_raw_fd())
+            .collect()
+    }
+
+    /// Forget a run whose descriptors could not be watched: kill it, report nothing.
+    pub fn discard(&mut self, id: RunId) {
+        if let Some(mut run) = self.runs.remove(&id) {
+            run.hard_kill();
+        }
+        self.work.retain(|w| *w != id);
+    }
+
+    pub fn has_work(&self) -> bool {
+        !self.work.is_empty()
+    }
+
+    pub fn mark_ready(&mut self, id: RunId) {
+        if let Some(run) = self.runs.get_mut(&id)
+            && !run.ready
+        {
+            run.ready = true;
+            self.work.push(id);
+        }
+    }
+
+    /// Whether the run is there and not told to stop yet.
+    pub fn is_stoppable(&self, id: RunId) -> bool {
+        self.runs
+            .get(&id)
+            .is_some_and(|r| r.exit.is_none() && r.ending.is_none())
+    }
+
+    pub fn is_running(&self, id: RunId) -> bool {
+        self.runs.contains_key(&id)
+    }
+
+    pub fn any_alive(&self) -> bool {
+        !self.runs.is_empty()
+    }
+
+    /// Begin stopping a command: SIGTERM to its group now, SIGKILL after the kill grace.
+    pub fn stop(&mut self, id: RunId, ending: Ending, now: Instant) {
+        let Some(run) = self.runs.get_mut(&id) else {
+            return;
+        };
+        if run.ending.is_some() || run.exit.is_some() {
+            return;
+        }
+        run.ending = Some(ending);
+        // Before the supervisor reported its pid, the SIGTERM goes out when it does.
+        if let Some(pid) = run.supervisor {
+            process::terminate(pid);
+        }
+        self.wake(now + self.kill_grace, id, RunTimer::Kill);
+    }
+
+    /// Kill a command at once and end it now (its `Ended` event is queued).
+    pub fn kill_now(&mut self, id: RunId, now: Instant) {
+        if let Some(run) = self.runs.get_mut(&id) {
+            run.ending.get_or_insert(Ending::Interrupted);
+            run.hard_kill();
+        }
+        self.finish(id, now);
+    }
+
+    /// The hard exit: SIGKILL every live group at once.
+    pub fn kill_all(&mut self) {
+        for run in self.runs.values_mut().filter(|r| r.exit.is_none()) {
+            run.ending.get_or_insert(Ending::Interrupted);
+            run.hard_kill();
+        }
+    }
+
+    pub fn on_timer(&mut self, id: RunId, what: RunTimer, now: Instant) {
+        match what {
+            RunTimer::Timeout => self.stop(id, Ending::Timeout, now),
+            RunTimer::Kill => {
+                if let Some(run) = self.runs.get_mut(&id)
+                    && run.exit.is_none()
+                {
+                    run.hard_kill();
+                }
+            }
+            RunTimer::Drain => self.finish(id, now),
+        }
+    }
+
+    /// SIGCHLD: the zygote may have died; reap it so the next command starts a new one.
+    pub fn on_child_exit(&mut self) {
+        if let Some(z) = self.zygote.as_mut()
+            && z.exited()
+        {
+            self.zygote = None;
+        }
+    }
+
+    /// Read every ready run's pipes within the per-run budget.
+    pub fn pump(&mut self, now: Instant) {
+        for id in std::mem::take(&mut self.work) {
+            self.pump_one(id, now);
+        }
+    }
+
+    pub fn take_events(&mut self) -> Vec<RunEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    pub fn take_wakes(&mut self) -> Vec<Wake> {
+        std::mem::take(&mut self.wakes)
+    }
+
+    pub fn take_closed(&mut self) -> Vec<Closed> {
+        std::mem::take(&mut self.closed)
+    }
+
+    fn wake(&mut self, at: Instant, run: RunId, what: RunTimer) {
+        self.wakes.push(Wake { at, run, what });
+    }
+
+    fn pump_one(&mut self, id: RunId, now: Instant) {
+        let Some(run) = self.runs.get_mut(&id) else {
+            return;
+        };
+        run.ready = false;
+        let more = read_pipes(run, id, &mut self.events);
+        if run.exit.is_some() && run.drain_until.is_none() {
+            // The supervisor killed everything before it left; give the pipes a moment.
+            run.drain_until = Some(now + DRAIN);
+            self.wake(now + DRAIN, id, RunTimer::Drain);
+        }
+        let Some(run) = self.runs.get_mut(&id) else {
+            return;
+        };
+        if run.exit.is_some() && run.pipes_done() {
+            self.finish(id, now);
+        } else if more {
+            self.mark_ready(id);
+        }
+    }
+
+    /// The command is over (or abandoned): release it and report its end.
+    fn finish(&mut self, id: RunId, now: Instant) {
+        let Some(run) = self.runs.get_mut(&id) else {
+            return;
+        };
+        // Whatever is still buffered in the pipes belongs to the result.
+        read_pipes(run, id, &mut self.events);
+        let Some(mut run) = self.runs.remove(&id) else {
+            return;
+        };
+        if run.exit.is_none() {
+            // Abandoned while alive: kill the group; the supervisor dies with its lifeline.
+            run.hard_kill();
+            run.exit = Some(128 + libc::SIGKILL);
+        }
+        // (An exited supervisor already killed its group; its id may belong to another process now.)
+        run.lifeline = None;
+        self.work.retain(|w| *w != id);
+        let end = RunEnd {
+            stdout: run.out.text(),
+            stderr: run.err.text(),
+            status: run.exit.unwrap_or(-1),
+            ending: run.ending,
+            start_error: run.start_error.take(),
+            timeout: run.timeout,
+            duration: now.saturating_duration_since(run.started),
+        };
+        let mut fds = vec![run.stdout.fd, run.status.fd];
+        fds.extend(run.stderr.map(|p| p.fd));
+        self.closed.push(Closed { run: id, fds });
+        self.events.push(RunEvent::Ended { run: id, end });
+    }
+}
+
+/// A line of the supervisor's status pipe.
+#[derive(Debug, PartialEq)]
+enum Report {
+    /// `sup PID`: the supervisor's pid.
+    Supervisor(Option<i32>),
+    /// `pid GROUP`: the command's process group.
+    Group(Option<i32>),
+    /// `exit STATUS` (-1 when unreadable).
+    Exit(i32),
+    /// `error WHY`: the command could not start.
+    Error(String),
+}
+
+fn parse_report(line: &str) -> Option<Report> {
+    let (key, value) = line.split_once(' ').unwrap_or((line, ""));
+    Some(match key {
+        "sup" => Report::Supervisor(value.parse().ok()),
+        "pid" => Report::Group(value.parse().ok()),
+        "exit" => Report::Exit(value.parse().unwrap_or(-1)),
+        "error" => Report::Error(value.to_string()),
+        _ => return None,
+    })
+}
+
+/// One report of the supervisor.
+fn on_status_line(run: &mut Run, line: &str) {
+    match parse_report(line) {
+        Some(Report::Supervisor(pid)) => {
+            run.supervisor = pid;
+            // A stop asked before the supervisor was known goes out now.
+            if let (Some(pid), Some(_)) = (run.supervisor, run.ending) {
+                process::terminate(pid);
+            }
+        }
+        Some(Report::Group(group)) => {
+            run.group = group;
+            if run.ending.is_some() && run.lifeline.is_none() {
+                process::kill_group(run.group);
+            }
+        }
+        Some(Report::Exit(status)) => run.exit = Some(status),
+        Some(Report::Error(why)) => run.start_error = Some(why),
+        None => {}
+    }
+}
+
+/// Read what is there; true if the budget ran out before every pipe would block.
+fn read_pipes(run: &mut Run, id: RunId, events: &mut Vec<RunEvent>) -> bool {
+    let mut buf = [0u8; 64 * 1024];
+    let mut budget = READ_BUDGET;
+    let mut more = false;
+    // The status pipe: `sup PID`, `pid GROUP`, then `exit STATUS` (or `error WHY`); EOF when
+    // the supervisor is gone.
+    if run.status.open {
+        loop {
+            match nix::unistd::read(&run.status.fd, &mut buf) {
+                Ok(0) => {
+                    run.status.open = false;
+                    run.exit.get_or_insert(-1);
+                    break;
+                }
+                Ok(n) => run.status_buf.extend_from_slice(&buf[..n]),
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(_) => break,
+            }
+        }
+        let text = std::mem::take(&mut run.status_buf);
+        let complete = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        run.status_buf = text[complete..].to_vec();
+        for line in String::from_utf8_lossy(&text[..complete]).lines() {
+            on_status_line(run, line);
+        }
+    }
+    for (pipe, capture) in [
+        (Some(&mut run.stdout), &mut run.out),
+        (run.stderr.as_mut(), &mut run.err),
+    ] {
+        let Some(p) = pipe.filter(|p| p.open) else {
+            continue;
+        };
+        loop {
+            if budget == 0 {
+                more = true;
+                break;
+            }
+            let want = buf.len().min(budget);
+            match nix::unistd::read(&p.fd, &mut buf[..want]) {
+                Ok(0) => {
+                    p.open = false;
+                    break;
+                }
+                Ok(n) => {
+                    budget -= n;
+                    capture.push(&buf[..n]);
+                    if run.live {
+                        events.push(RunEvent::Output {
+                            run: id,
+                            bytes: buf[..n].to_vec(),
+                        });
+                    }
+                }
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(_) => break, // EAGAIN: wait for readiness
+            }
+        }
+    }
+    more
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn supervisor_reports_are_parsed_and_garbage_ignored() {
+        assert_eq!(parse_report("sup 41"), Some(Report::Supervisor(Some(41))));
+        assert_eq!(parse_report("pid 42"), Some(Report::Group(Some(42))));
+        assert_eq!(parse_report("pid x"), Some(Report::Group(None)));
+        assert_eq!(parse_report("exit 137"), Some(Report::Exit(137)));
+        assert_eq!(parse_report("exit"), Some(Report::Exit(-1)));
+        assert_eq!(
+            parse_report("error no such dir"),
+            Some(Report::Error("no such dir".into()))
+        );
+        assert_eq!(parse_report("hello"), None);
+    }
+
+    #[test]
+    fn a_stopped_run_ends_with_the_shells_status() {
+        let end = |ending| RunEnd {
+            stdout: String::new(),
+            stderr: String::new(),
+            status: 143,
+            ending,
+            start_error: None,
+            timeout: Duration::from_secs(1),
+            duration: Duration::ZERO,
+        };
+        assert_eq!(end(None).code(), 143);
+        assert_eq!(end(Some(Ending::Timeout)).code(), 124);
+        assert_eq!(end(Some(Ending::Interrupted)).code(), 130);
+    }
+}

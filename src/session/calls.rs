@@ -1,0 +1,299 @@
+//! The tool side of a turn on the gateway: the turn machine's actions executed against the
+//! sessions, the tools, the runner and the client (`machine.rs` decides, this does).
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::machine::{self, Action, Effects, Started, TurnMachine};
+use crate::event_loop::Gateway;
+use crate::model::ToolCall;
+use crate::runner::RunEnd;
+use crate::session::transcript::{Message, Role, tool_context};
+use crate::tools::runs::{self, Owner};
+use crate::tools::{Job, JobId, Start, ToolResult, approval};
+use crate::util;
+
+/// How the user answered an approval.
+pub enum Answer {
+    Allow,
+    /// The call's result says why it did not run.
+    Deny(ToolResult),
+}
+
+struct TurnEffects<'a> {
+    gw: &'a mut Gateway,
+    rid: &'a str,
+    now: Instant,
+}
+
+impl Effects for TurnEffects<'_> {
+    fn machine(&mut self) -> Option<&mut TurnMachine> {
+        self.gw.turn_mut(self.rid).map(|t| &mut t.machine)
+    }
+
+    fn execute(&mut self, action: Action) -> Option<Started> {
+        let (gw, rid, now) = (&mut *self.gw, self.rid, self.now);
+        match action {
+            Action::CallModel => gw.schedule(rid),
+            Action::StartTool { call, approved } => {
+                return Some(start_tool(gw, rid, call, approved, now));
+            }
+            Action::Record { call, result } => record_result(gw, rid, &call, &result),
+            Action::AnswerUnrun {
+                calls,
+                output,
+                error,
+            } => answer_unrun(gw, rid, &calls, &output, &error),
+            Action::Warn(text) => {
+                gw.emit(rid, "status.update", json!({"kind": "warn", "text": text}));
+            }
+            Action::StopTool(job) => return stop_job(gw, job, now).map(Started::Finished),
+            Action::WithdrawApproval(request_id) => {
+                return approval::withdraw_quietly(gw, &request_id, "interrupted")
+                    .map(Started::Finished);
+            }
+            Action::EndTurn { status, error } => gw.end_turn(rid, status.as_str(), error, now),
+        }
+        None
+    }
+}
+
+/// Apply one transition to the turn of `rid` and execute what it leads to.
+fn step(
+    gw: &mut Gateway,
+    rid: &str,
+    now: Instant,
+    transition: impl FnOnce(&mut TurnMachine) -> Vec<Action>,
+) {
+    let Some(turn) = gw.turn_mut(rid) else {
+        return;
+    };
+    let actions = transition(&mut turn.machine);
+    machine::run(&mut TurnEffects { gw, rid, now }, actions);
+}
+
+/// The model call of this round is over: end the turn, or run the calls it asked for.
+pub(crate) fn model_answered(
+    gw: &mut Gateway,
+    rid: &str,
+    calls: Vec<ToolCall>,
+    error: Option<String>,
+    now: Instant,
+) {
+    step(gw, rid, now, |m| m.model_answered(calls, error));
+}
+
+/// The user (or the timeout) answered the approval the turn waits for.
+pub(crate) fn approval_answered(gw: &mut Gateway, rid: &str, answer: Answer, now: Instant) {
+    step(gw, rid, now, |m| match answer {
+        Answer::Allow => m.approved(),
+        Answer::Deny(result) => m.finished(result),
+    });
+}
+
+/// A run of a job ended: the tool makes the call's result of it, and the turn goes on.
+pub(crate) fn run_ended(gw: &mut Gateway, job: JobId, end: RunEnd, now: Instant) {
+    let Some(j) = gw.tools.jobs.get(&job) else {
+        return;
+    };
+    let (name, args) = (j.call.name.clone(), j.args.clone());
+    let Some(tool) = gw.tools.registry.get_mut(&name) else {
+        return;
+    };
+    if let Some(result) = tool.run_ended(job, &args, end) {
+        job_finished(gw, job, result, now);
+    }
+}
+
+/// A job is over: the rest of its runs are killed, its result recorded, the turn goes on.
+fn job_finished(gw: &mut Gateway, job: JobId, mut result: ToolResult, now: Instant) {
+    let Some(j) = gw.tools.jobs.remove(&job) else {
+        return;
+    };
+    for run in runs::runs_of(gw, job) {
+        gw.runner.kill_now(run, now);
+    }
+    runs::after_runner(gw, now);
+    result.duration = now.saturating_duration_since(j.started);
+    step(gw, &j.rid, now, |m| m.finished(result));
+}
+
+/// Stop the tool side of a turn being interrupted. True when a call is still stopping (the
+/// turn then ends when it finishes).
+pub(crate) fn interrupt(gw: &mut Gateway, rid: &str, now: Instant) -> bool {
+    let Some(turn) = gw.turn_mut(rid) else {
+        return false;
+    };
+    let (actions, stopping) = turn.machine.interrupt();
+    machine::run(&mut TurnEffects { gw, rid, now }, actions);
+    stopping
+}
+
+/// A session leaves memory now: kill its calls at once and record their results.
+pub(crate) fn abandon(gw: &mut Gateway, rid: &str, now: Instant) {
+    let mut jobs: Vec<JobId> = gw
+        .tools
+        .jobs
+        .iter()
+        .filter(|(_, j)| j.rid == rid)
+        .map(|(id, _)| *id)
+        .collect();
+    jobs.sort();
+    for job in jobs {
+        if let Some(turn) = gw.turn_mut(rid) {
+            turn.machine.abandon();
+        }
+        let live = runs::runs_of(gw, job);
+        if live.is_empty() {
+            if let Some(result) = stop_job(gw, job, now) {
+                step(gw, rid, now, |m| m.finished(result));
+            }
+            continue;
+        }
+        for run in live {
+            gw.runner.kill_now(run, now);
+        }
+        runs::after_runner(gw, now);
+    }
+}
+
+/// Begin one tool call.
+fn start_tool(
+    gw: &mut Gateway,
+    rid: &str,
+    call: ToolCall,
+    approved: bool,
+    now: Instant,
+) -> Started {
+    let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+    if !approved {
+        let context = tool_context(&call.name, &args);
+        gw.emit(
+            rid,
+            "tool.start",
+            json!({"tool_id": call.id, "name": call.name, "context": context}),
+        );
+    }
+    let job = gw.tools.new_job_id();
+    let session = gw.sessions.get(rid);
+    let cwd = session.map(|s| s.cwd.clone()).unwrap_or_default();
+    let background = session.is_some_and(|s| s.background.is_some());
+    let (start, started_runs) = gw.tools.start(
+        &mut gw.runner,
+        job,
+        &call,
+        &args,
+        cwd,
+        gw.cfg.command_timeout,
+        approved,
+        gw.shutdown.is_some(),
+        now,
+    );
+    if !matches!(start, Start::Later) {
+        // Only a call that runs on may keep what it started.
+        for run in &started_runs {
+            gw.runner.discard(*run);
+        }
+    }
+    match start {
+        Start::Done(result) => Started::Finished(result),
+        Start::Later => {
+            gw.tools.jobs.insert(
+                job,
+                Job {
+                    rid: rid.to_string(),
+                    call,
+                    args,
+                    started: now,
+                },
+            );
+            for (i, run) in started_runs.iter().enumerate() {
+                if let Err(e) = runs::watch(gw, *run, Owner::Job(job), now) {
+                    for rest in &started_runs[i + 1..] {
+                        gw.runner.discard(*rest);
+                    }
+                    // Its watched runs end unheard: the job is gone.
+                    gw.tools.jobs.remove(&job);
+                    for watched in runs::runs_of(gw, job) {
+                        gw.runner.kill_now(watched, now);
+                    }
+                    runs::after_runner(gw, now);
+                    let error = format!("could not start the command: {e}");
+                    return Started::Finished(ToolResult::failed(error));
+                }
+            }
+            Started::Running(job)
+        }
+        Start::Ask(_) if approved => Started::Finished(ToolResult::failed(
+            "the tool asked for approval again after it was approved",
+        )),
+        Start::Ask(ask) if background => {
+            // Nobody sees a background task's approval request (the TUI shows one session).
+            Started::Finished(ToolResult::failed(format!(
+                "blocked: {} (a background task cannot ask for approval)",
+                ask.description
+            )))
+        }
+        Start::Ask(ask) if approval::pre_approved(gw, rid, ask.rule) => {
+            start_tool(gw, rid, call, true, now)
+        }
+        Start::Ask(ask) => Started::Asking(approval::ask(gw, rid, &ask, now)),
+    }
+}
+
+/// Stop a job: its runs get SIGTERM (the result comes when they end), or the tool cancels
+/// it and its result is returned.
+fn stop_job(gw: &mut Gateway, job: JobId, now: Instant) -> Option<ToolResult> {
+    let live = runs::runs_of(gw, job);
+    if !live.is_empty() {
+        for run in live {
+            gw.runner.stop(run, crate::runner::Ending::Interrupted, now);
+        }
+        runs::after_runner(gw, now);
+        return None;
+    }
+    let name = gw.tools.jobs.get(&job)?.call.name.clone();
+    let result = gw.tools.registry.get_mut(&name)?.cancel(job)?;
+    gw.tools.jobs.remove(&job);
+    Some(result)
+}
+
+/// Record a finished call: the tool message (committed this iteration), then `tool.complete`.
+fn record_result(gw: &mut Gateway, rid: &str, call: &ToolCall, result: &ToolResult) {
+    if let Some(s) = gw.sessions.get_mut(rid) {
+        let mut m = Message::new(
+            Role::Tool,
+            Some(result.content.to_string()),
+            util::unix_now(),
+        );
+        m.tool_call_id = Some(call.id.clone());
+        m.tool_name = Some(call.name.clone());
+        s.append(m);
+    }
+    gw.mark_dirty(rid);
+    let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+    let duration_s = result.duration.as_secs_f64();
+    let mut payload = json!({"tool_id": call.id, "name": call.name, "args": args,
+           "duration_s": (duration_s * 1000.0).round() / 1000.0, "result": result.content,
+           "summary": result.summary});
+    if let Some(e) = &result.error {
+        payload["error"] = json!(e);
+    }
+    gw.emit(rid, "tool.complete", payload);
+}
+
+/// Give each call a result saying it was not run (no events: the calls never started).
+fn answer_unrun(gw: &mut Gateway, rid: &str, calls: &[ToolCall], output: &str, error: &str) {
+    let Some(s) = gw.sessions.get_mut(rid) else {
+        return;
+    };
+    let result = json!({"output": output, "exit_code": null, "error": error}).to_string();
+    for call in calls {
+        let mut m = Message::new(Role::Tool, Some(result.clone()), util::unix_now());
+        m.tool_call_id = Some(call.id.clone());
+        m.tool_name = Some(call.name.clone());
+        s.append(m);
+    }
+    gw.mark_dirty(rid);
+}
