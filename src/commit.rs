@@ -58,7 +58,7 @@ impl Gateway {
         if result.is_ok()
             && let Some(e) = self.commit_error.take()
         {
-            eprintln!("[gateway] state.db writable again; saved what was pending ({e})");
+            crate::diag!("[gateway] state.db writable again; saved what was pending ({e})");
         }
         result
     }
@@ -86,7 +86,7 @@ impl Gateway {
             match self.store.persist(&[s]) {
                 Ok(marks) => self.apply_marks(std::slice::from_ref(&rid), &marks),
                 Err(e) => {
-                    eprintln!("[gateway] cannot save session {}: {e}", s.stored_id);
+                    crate::diag!("[gateway] cannot save session {}: {e}", s.stored_id);
                     first_error.get_or_insert(e.to_string());
                     self.dirty.push(rid);
                 }
@@ -96,7 +96,7 @@ impl Gateway {
             match self.store.persist(&[&s]) {
                 Ok(_) => {}
                 Err(e) => {
-                    eprintln!("[gateway] cannot save session {}: {e}", s.stored_id);
+                    crate::diag!("[gateway] cannot save session {}: {e}", s.stored_id);
                     first_error.get_or_insert(e.to_string());
                     self.retired.push(s);
                 }
@@ -110,7 +110,9 @@ impl Gateway {
         if self.commit_error.is_some() {
             return;
         }
-        eprintln!("[gateway] could not save to state.db ({e}); keeping it in memory and retrying");
+        crate::diag!(
+            "[gateway] could not save to state.db ({e}); keeping it in memory and retrying"
+        );
         let text = format!("could not save the transcript to state.db ({e}); retrying");
         let rids: Vec<String> = self.dirty.clone();
         for rid in rids {

@@ -31,6 +31,9 @@ const SIGNALS: Token = Token(2);
 /// Tokens from here on are handed out to model calls (and later tool pipes).
 const FIRST_DYNAMIC: usize = 16;
 
+/// How long the exit waits for stderr to take the last diagnostics.
+const EXIT_DIAG_BUDGET: Duration = Duration::from_millis(20);
+
 /// Bytes read from stdin per read call, and reads per loop iteration before other work runs.
 const READ_CHUNK: usize = 64 * 1024;
 const READS_PER_ITERATION: usize = 8;
@@ -193,16 +196,17 @@ impl Gateway {
         let _ = out.write_to(&mut FdWriter(&io.output), now);
         let mut store = Store::open(&cfg.db_path(), &cfg.synchronous)?;
         match store.repair_killed() {
-            Ok(r) if r.sessions_ended > 0 || r.tool_results_added > 0 => eprintln!(
+            Ok(r) if r.sessions_ended > 0 || r.tool_results_added > 0 => crate::diag!(
                 "[gateway] ended {} session(s) left open by a killed gateway ({} tool result(s) marked unknown)",
-                r.sessions_ended, r.tool_results_added
+                r.sessions_ended,
+                r.tool_results_added
             ),
             Ok(_) => {}
-            Err(e) => eprintln!("[gateway] startup repair skipped: {e}"),
+            Err(e) => crate::diag!("[gateway] startup repair skipped: {e}"),
         }
         let (provider, provider_warning) = crate::model::select::choose(&cfg);
         if let Some(w) = &provider_warning {
-            eprintln!("[gateway] {w}");
+            crate::diag!("[gateway] {w}");
         }
         let cfg_home_for_tools = cfg.home.clone();
         let kill_grace = cfg.kill_grace;
@@ -301,12 +305,12 @@ impl Gateway {
         if let Err(e) = self.poll.poll(events, timeout)
             && e.kind() != io::ErrorKind::Interrupted
         {
-            eprintln!("[gateway-crash] poll failed: {e}");
+            crate::diag!("[gateway-crash] poll failed: {e}");
             self.begin_shutdown("poll failed", Instant::now());
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| self.iteration(events)));
         if let Err(panic) = outcome {
-            eprintln!("[gateway-crash] {}", util::panic_text(&panic));
+            crate::diag!("[gateway-crash] {}", util::panic_text(&panic));
             if self.shutdown.is_some() {
                 // The shutdown itself failed: leave now rather than loop on it.
                 crate::shutdown::hard_exit(self, "crash during shutdown");
@@ -315,6 +319,8 @@ impl Gateway {
             }
         }
         let code = self.exit_code?;
+        // Last words for a reader that is slow but there; a stderr nobody reads costs this once.
+        crate::diag::flush_for(EXIT_DIAG_BUDGET);
         self.restore_fd_flags();
         Some(code)
     }
@@ -391,6 +397,7 @@ impl Gateway {
         self.out.release();
         self.write_output(now);
         self.check_stall(now);
+        crate::diag::flush();
     }
 
     // ---- input ----
@@ -476,7 +483,7 @@ impl Gateway {
         }
         self.stray_answers += 1;
         if self.stray_answers <= 10 {
-            eprintln!("[gateway] ignoring an answer to unknown server request {id}");
+            crate::diag!("[gateway] ignoring an answer to unknown server request {id}");
         }
     }
 
@@ -491,7 +498,7 @@ impl Gateway {
             Err(e) => {
                 self.output_dead = true;
                 self.out = OutQueue::new(now);
-                eprintln!("[gateway] stdout write failed: {e}");
+                crate::diag!("[gateway] stdout write failed: {e}");
                 self.begin_shutdown("stdout closed", now);
             }
         }
@@ -521,7 +528,7 @@ impl Gateway {
         if let Some(since) = self.out.stalled_since()
             && now.duration_since(since) >= self.cfg.stdout_stall
         {
-            eprintln!(
+            crate::diag!(
                 "[gateway] stdout made no progress for {:.1}s with {} bytes queued",
                 self.cfg.stdout_stall.as_secs_f64(),
                 self.out.bytes()
@@ -542,7 +549,7 @@ impl Gateway {
                 self.runner.on_child_exit();
                 continue;
             }
-            eprintln!("[gateway-signal] {}", crate::signals::name(sig));
+            crate::diag!("[gateway-signal] {}", crate::signals::name(sig));
             if self.shutdown.is_some() {
                 crate::shutdown::hard_exit(self, "second signal");
             } else {

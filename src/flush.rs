@@ -50,7 +50,7 @@ pub fn tick(gw: &mut Gateway, now: Instant) {
         if std::mem::take(&mut gw.checkpoint_due)
             && let Err(e) = gw.store.checkpoint()
         {
-            eprintln!("[gateway] WAL checkpoint failed: {e}");
+            crate::diag!("[gateway] WAL checkpoint failed: {e}");
         }
     }
     let streaming = gw
@@ -99,7 +99,7 @@ fn checkpoint_partials(gw: &mut Gateway) {
                 }
             }
         }
-        Err(e) => eprintln!("[gateway] could not checkpoint streaming text ({e}); retrying"),
+        Err(e) => crate::diag!("[gateway] could not checkpoint streaming text ({e}); retrying"),
     }
 }
 

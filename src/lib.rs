@@ -7,6 +7,7 @@ pub mod client;
 mod commit;
 pub mod config;
 pub mod config_file;
+pub mod diag;
 pub mod event_loop;
 pub mod flush;
 pub mod methods;

@@ -67,6 +67,11 @@ fn serve(args: &[String]) -> i32 {
             return 1;
         }
     };
+    // A panic report must not block on a stderr nobody reads: it goes the diagnostics' way.
+    std::panic::set_hook(Box::new(|info| {
+        let trace = std::backtrace::Backtrace::capture();
+        tui_gateway::diag::line(&format!("[gateway-panic] {info}\n{trace}"));
+    }));
     let handle_signals = cfg.handle_signals;
     // Under a UI (stdin not a terminal) the UI owns Ctrl-C and sends session.interrupt.
     let stdin_is_tty = std::io::IsTerminal::is_terminal(&std::io::stdin());

@@ -130,7 +130,7 @@ pub fn step(gw: &mut Gateway, now: Instant) {
                     .map(|s| s.reason.clone())
                     .unwrap_or_default();
                 gw.drain_output(hard_deadline.min(Instant::now() + Duration::from_secs(1)));
-                eprintln!("[gateway-exit] {reason}");
+                crate::diag!("[gateway-exit] {reason}");
                 gw.exit_code = Some(0);
                 Phase::Done
             }
@@ -175,7 +175,7 @@ fn report_unpersisted(gw: &Gateway) {
         })
         .collect();
     if !pending.is_empty() {
-        eprintln!(
+        crate::diag!(
             "[gateway] could not persist before exit ({}): {}",
             gw.commit_error.as_deref().unwrap_or("unknown error"),
             pending.join(", ")
@@ -187,7 +187,7 @@ fn report_unpersisted(gw: &Gateway) {
 pub fn hard_exit(gw: &mut Gateway, reason: &str) {
     gw.runner.kill_all();
     report_unpersisted(gw);
-    eprintln!("[gateway-exit] {reason}");
+    crate::diag!("[gateway-exit] {reason}");
     gw.exit_code = Some(0);
     if let Some(sd) = gw.shutdown.as_mut() {
         sd.phase = Phase::Done;

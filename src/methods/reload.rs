@@ -75,7 +75,7 @@ pub fn reload_env(gw: &mut Gateway) -> Result<Value, RpcError> {
         }
         let (provider, warning) = crate::model::select::choose(&next);
         if let Some(w) = &warning {
-            eprintln!("[gateway] {w}");
+            crate::diag!("[gateway] {w}");
         }
         gw.cfg = next;
         gw.provider = provider;

@@ -40,7 +40,7 @@ impl CallLog {
         match opened {
             Ok(f) => CallLog { file: Some(f) },
             Err(e) => {
-                eprintln!("[gateway] call log {} not opened: {e}", path.display());
+                crate::diag!("[gateway] call log {} not opened: {e}", path.display());
                 CallLog { file: None }
             }
         }
@@ -59,14 +59,14 @@ impl CallLog {
         match file.write(&line) {
             Ok(n) if n == line.len() => {}
             Ok(n) => {
-                eprintln!(
+                crate::diag!(
                     "[gateway] call log: short write ({n} of {} bytes); logging stops",
                     line.len()
                 );
                 self.file = None;
             }
             Err(e) => {
-                eprintln!("[gateway] call log: {e}; logging stops");
+                crate::diag!("[gateway] call log: {e}; logging stops");
                 self.file = None;
             }
         }

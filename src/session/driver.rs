@@ -29,9 +29,10 @@ impl Gateway {
     pub(crate) fn add_session(&mut self, s: Session) {
         // Callers look the ids up first; a refusal here is a bug, said rather than hidden.
         if let Err(s) = self.sessions.add(s) {
-            eprintln!(
+            crate::diag!(
                 "[gateway] session {} ({}) is already live; not added again",
-                s.runtime_id, s.stored_id
+                s.runtime_id,
+                s.stored_id
             );
         }
     }
@@ -145,7 +146,7 @@ impl Gateway {
             return;
         };
         let text = util::panic_text(&panic);
-        eprintln!("[gateway-panic] a turn of session {rid} failed: {text}");
+        crate::diag!("[gateway-panic] a turn of session {rid} failed: {text}");
         let failed = catch_unwind(AssertUnwindSafe(|| self.fail_turn(rid, now)));
         if failed.is_err() {
             // Failing the turn cleanly failed too: drop it (its model call and tools with it).

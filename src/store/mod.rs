@@ -112,7 +112,7 @@ impl Store {
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
             .map_err(|e| fail("cannot switch to WAL", &e))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            eprintln!(
+            crate::diag!(
                 "[gateway] warning: {} stays in journal mode {mode}",
                 path.display()
             );

@@ -39,7 +39,7 @@ impl Approvals {
     pub fn load(home: &Path) -> Approvals {
         let path = home.join("tui_gateway_approvals.json");
         let always = crate::util::read_regular(&path, ALWAYS_FILE_MAX)
-            .map_err(|e| eprintln!("[gateway] {}: {e}; no saved approvals", path.display()))
+            .map_err(|e| crate::diag!("[gateway] {}: {e}; no saved approvals", path.display()))
             .ok()
             .flatten()
             .and_then(|t| serde_json::from_str::<Value>(&t).ok())
@@ -210,7 +210,7 @@ fn resolve(gw: &mut Gateway, request_id: &str, choice: &str, now: Instant) {
             if choice == "always" {
                 gw.tools.approvals.always.insert(p.rule.to_string());
                 if let Err(e) = gw.tools.approvals.save() {
-                    eprintln!("[gateway] could not save the approval: {e}");
+                    crate::diag!("[gateway] could not save the approval: {e}");
                 }
             }
             calls::approval_answered(gw, &p.rid, Answer::Allow, now);

@@ -81,7 +81,8 @@ pub fn shell_exec(
     if command.trim().is_empty() {
         return Err(RpcError::new(code::EMPTY_COMMAND, "empty command"));
     }
-    match policy::check(command) {
+    let cwd = PathBuf::from(util::default_cwd());
+    match policy::check(command, &cwd) {
         policy::Verdict::Allow => {}
         policy::Verdict::Ask { description, .. }
         | policy::Verdict::Refuse {
@@ -93,7 +94,6 @@ pub fn shell_exec(
             ));
         }
     }
-    let cwd = PathBuf::from(util::default_cwd());
     let spec = Spec {
         command,
         cwd: &cwd,
@@ -120,7 +120,7 @@ pub fn run_for_request(
     if gw.shutdown.is_some() {
         return Err("the gateway is shutting down".into());
     }
-    match policy::check(command) {
+    match policy::check(command, cwd) {
         policy::Verdict::Allow => {}
         policy::Verdict::Ask { description, .. }
         | policy::Verdict::Refuse {

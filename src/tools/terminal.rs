@@ -44,7 +44,12 @@ impl Tool for Terminal {
         if command.trim().is_empty() {
             return Start::Done(ToolResult::failed("empty command"));
         }
-        match policy::check(command) {
+        let cwd = args
+            .get("cwd")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| ctx.cwd.clone());
+        match policy::check(command, Path::new(&cwd)) {
             policy::Verdict::Refuse { reason } => {
                 return Start::Done(ToolResult::failed(format!("blocked: {reason}")));
             }
@@ -67,11 +72,6 @@ impl Tool for Terminal {
             .filter(|t| t.is_finite() && *t > 0.0)
             .map(|t| Duration::from_secs_f64(t.min(TIMEOUT_MAX_S)))
             .unwrap_or(ctx.command_timeout);
-        let cwd = args
-            .get("cwd")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| ctx.cwd.clone());
         let spec = Spec {
             command,
             cwd: Path::new(&cwd),
