@@ -196,10 +196,14 @@ impl Gateway {
         let _ = out.write_to(&mut FdWriter(&io.output), now);
         let mut store = Store::open(&cfg.db_path(), &cfg.synchronous)?;
         match store.repair_killed() {
-            Ok(r) if r.sessions_ended > 0 || r.tool_results_added > 0 => crate::diag!(
-                "[gateway] ended {} session(s) left open by a killed gateway ({} tool result(s) marked unknown)",
+            Ok(r) if r != crate::store::Repair::default() => crate::diag!(
+                "[gateway] ended {} session(s) left open by a killed gateway ({} tool result(s) marked unknown){}",
                 r.sessions_ended,
-                r.tool_results_added
+                r.tool_results_added,
+                match r.queued_prompts_kept {
+                    0 => String::new(),
+                    n => format!("; kept {n} queued prompt(s) as user messages"),
+                }
             ),
             Ok(_) => {}
             Err(e) => crate::diag!("[gateway] startup repair skipped: {e}"),

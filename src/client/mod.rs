@@ -106,9 +106,10 @@ impl Client {
         self
     }
 
-    /// How long one write may wait for the gateway to take its input.
-    pub fn set_write_timeout(&mut self, timeout: Duration) {
+    /// How long one write may wait for the gateway to take its input (default 60 s).
+    pub fn with_write_timeout(mut self, timeout: Duration) -> Client {
         self.write_timeout = timeout;
+        self
     }
 
     pub fn pid(&self) -> Option<u32> {

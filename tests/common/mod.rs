@@ -176,7 +176,9 @@ impl GatewayBuilder {
         }
         let mut client = Client::spawn(&mut cmd)
             .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()))
-            .with_id_prefix("t-");
+            .with_id_prefix("t-")
+            // Generous: the suite may run on 2 loaded cores, and some tests send 16 MiB frames.
+            .with_write_timeout(secs(60));
         let pid = client.pid().unwrap();
         let stderr = client.child_mut().unwrap().stderr.take().unwrap();
         let err_sink = Arc::new(Mutex::new(Vec::new()));
@@ -367,7 +369,7 @@ impl Gateway {
         self.send_line(&frame.to_string());
     }
 
-    pub fn fresh_id(&mut self) -> String {
+    fn fresh_id(&mut self) -> String {
         self.client
             .fresh_id()
             .as_str()
@@ -592,13 +594,9 @@ impl Gateway {
 
     /// Next not-yet-taken event of this type (any session); returns the params object.
     pub fn wait_event(&mut self, ty: &str, timeout: Duration) -> Value {
-        self.try_wait_event(ty, timeout)
-            .unwrap_or_else(|| panic!("no {ty} event within {timeout:?}\n{}", self.diag()))
-    }
-
-    pub fn try_wait_event(&mut self, ty: &str, timeout: Duration) -> Option<Value> {
         self.wait_frame(|f| event_type(f) == Some(ty), timeout)
             .map(|f| f["params"].clone())
+            .unwrap_or_else(|| panic!("no {ty} event within {timeout:?}\n{}", self.diag()))
     }
 
     /// Next not-yet-taken event of this type for this session; returns the params object.
