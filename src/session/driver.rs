@@ -11,7 +11,6 @@ use serde_json::{Value, json};
 
 use crate::event_loop::{Gateway, Route, Timer};
 use crate::model::{CallContext, ModelEvent, ModelRequest, Progress};
-use crate::rpc::frame;
 use crate::session::Session;
 use crate::session::transcript::{Message, Role};
 use crate::session::turn::Turn;
@@ -85,23 +84,15 @@ impl Gateway {
 
     /// Emit an event bound to a session: next seq, into the ring, onto the out-queue.
     pub(crate) fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
-        let Some(s) = self.sessions.get_mut(rid) else {
-            return;
-        };
-        let seq = s.next_seq();
-        let params = frame::event_params(kind, rid, &payload, Some(seq));
-        s.record_event(&params, seq, self.cfg.event_ring);
-        self.out.push(frame::event_frame(&params));
+        if let Some(s) = self.sessions.get_mut(rid) {
+            s.emit(&mut self.client, kind, &payload, self.cfg.event_ring);
+        }
     }
 
     fn emit_delta(&mut self, rid: &str, text: &str) {
-        let Some(s) = self.sessions.get_mut(rid) else {
-            return;
-        };
-        let seq = s.next_seq();
-        let params = frame::event_params("message.delta", rid, &json!({ "text": text }), Some(seq));
-        s.record_event(&params, seq, self.cfg.event_ring);
-        self.out.push_delta(rid, seq, text);
+        if let Some(s) = self.sessions.get_mut(rid) {
+            s.emit_delta(&mut self.client, text, self.cfg.event_ring);
+        }
     }
 
     /// Append the user's prompt and start a turn for it.
