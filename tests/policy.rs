@@ -43,7 +43,9 @@ fn reproductions_ask_or_are_refused_over_the_terminal_tool() {
             let c = g.wait_session_event(&s.id, "tool.complete", T);
             let r = tool_result(&c);
             assert!(
-                r["error"].as_str().is_some_and(|e| e.starts_with("blocked:")),
+                r["error"]
+                    .as_str()
+                    .is_some_and(|e| e.starts_with("blocked:")),
                 "{dangerous:?} must be refused, got {c}"
             );
         } else {
@@ -59,7 +61,10 @@ fn reproductions_ask_or_are_refused_over_the_terminal_tool() {
             assert_eq!(tool_result(&c)["error"], "denied", "{c}");
         }
         let turn = g.finish_turn(&s.id, start, T);
-        assert_eq!(turn.complete["payload"]["status"], "complete", "{dangerous:?}");
+        assert_eq!(
+            turn.complete["payload"]["status"], "complete",
+            "{dangerous:?}"
+        );
         if *refused {
             let asked = g.frames[start..]
                 .iter()
@@ -85,10 +90,17 @@ fn reproductions_are_blocked_over_shell_exec() {
         let cmd = guarded(tag, &m, dangerous);
         let msg = g.expect_code("shell.exec", json!({"command": cmd}), 4005);
         assert!(msg.starts_with("blocked: "), "{cmd:?}: {msg:?}");
-        assert!(!home.path.join(format!("ran-{tag}-{m}")).exists(), "{cmd:?} ran");
+        assert!(
+            !home.path.join(format!("ran-{tag}-{m}")).exists(),
+            "{cmd:?} ran"
+        );
     }
     // The harmless look-alikes run.
-    for cmd in ["echo 'rm -rf /'", "grep -r rm /dev/null; true", "rm -rf ./no-such-build"] {
+    for cmd in [
+        "echo 'rm -rf /'",
+        "grep -r rm /dev/null; true",
+        "rm -rf ./no-such-build",
+    ] {
         let r = g.call("shell.exec", json!({"command": cmd}));
         assert_eq!(r["code"], 0, "{cmd:?}: {r}");
     }
