@@ -24,17 +24,22 @@ const CASES: &[(&str, &str, bool)] = &[
     ("hidden", "$(echo rm) -rf ~", false),
 ];
 
+/// A marker, the private HOME and a gateway using it.
+fn start() -> (String, common::TempHome, Gateway) {
+    let home = fake_home();
+    let g = Gateway::builder()
+        .env("HOME", home.path.to_str().unwrap())
+        .start();
+    (marker(), home, g)
+}
+
 fn guarded(tag: &str, m: &str, dangerous: &str) -> String {
     format!("touch ~/ran-{tag}-{m}; exit 0; {dangerous}")
 }
 
 #[test]
 fn reproductions_ask_or_are_refused_over_the_terminal_tool() {
-    let m = marker();
-    let home = fake_home();
-    let mut g = Gateway::builder()
-        .env("HOME", home.path.to_str().unwrap())
-        .start();
+    let (m, home, mut g) = start();
     let s = g.create_session(json!({}));
     for (tag, dangerous, refused) in CASES {
         let cmd = guarded(tag, &m, dangerous);
@@ -81,11 +86,7 @@ fn reproductions_ask_or_are_refused_over_the_terminal_tool() {
 
 #[test]
 fn reproductions_are_blocked_over_shell_exec() {
-    let m = marker();
-    let home = fake_home();
-    let mut g = Gateway::builder()
-        .env("HOME", home.path.to_str().unwrap())
-        .start();
+    let (m, home, mut g) = start();
     for (tag, dangerous, _) in CASES {
         let cmd = guarded(tag, &m, dangerous);
         let msg = g.expect_code("shell.exec", json!({"command": cmd}), 4005);
