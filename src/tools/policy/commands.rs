@@ -660,16 +660,20 @@ impl Walker<'_> {
     fn deletion(&mut self, t: &Target) {
         let root = Path::new("/");
         let cwd = self.place.cwd.clone();
+        // Inside a working directory that is itself home, `/` or a system directory, nothing is
+        // a project's own to delete.
+        let workspace = !protected(&cwd, self.place);
         let d = match t {
             Target::Unknown => Some(Danger::RmBroad),
             Target::Exact(p) | Target::Entries(p) if p == root => Some(Danger::RmRoot),
             Target::Exact(p) | Target::Entries(p) => {
-                (protected(p, self.place) || within(&cwd, p) || !within(p, &cwd))
+                (protected(p, self.place) || within(&cwd, p) || !within(p, &cwd) || !workspace)
                     .then_some(Danger::RmBroad)
             }
             Target::Some(dir) => {
                 let e = entry_of(dir);
-                (protected(&e, self.place) || !within(&e, &cwd)).then_some(Danger::RmBroad)
+                (protected(&e, self.place) || !within(&e, &cwd) || !workspace)
+                    .then_some(Danger::RmBroad)
             }
         };
         if let Some(d) = d {
