@@ -31,6 +31,9 @@ pub struct Config {
     pub offline_word_delay: Duration,
     /// Events kept per session for `session.events.since`.
     pub event_ring: usize,
+    /// Largest journal (what state.db could not take yet), in bytes; past it the gateway holds
+    /// its output until the store takes a commit.
+    pub journal_cap: u64,
     /// `PRAGMA synchronous` value.
     pub synchronous: String,
     /// `offline` or `openai`; unset: `openai` when a base URL or key is configured.
@@ -71,6 +74,7 @@ impl Default for Config {
             out_queue_cap: 8 * 1024 * 1024,
             offline_word_delay: Duration::ZERO,
             event_ring: 256,
+            journal_cap: 64 * 1024 * 1024,
             synchronous: "NORMAL".into(),
             provider: None,
             model: None,
@@ -179,6 +183,15 @@ const KNOBS: &[Knob] = &[
         show: |c| secs(c.shutdown_grace),
         set: |c, v| {
             c.shutdown_grace = seconds(v, 0.1, 3600.0)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--journal-cap-kb",
+        env: "TUI_GATEWAY_JOURNAL_CAP_KB",
+        show: |c| format!("{}", c.journal_cap / 1024),
+        set: |c, v| {
+            c.journal_cap = count(v, 16, 16 * 1024 * 1024)? as u64 * 1024;
             Ok(())
         },
     },

@@ -1,11 +1,11 @@
 //! The gateway: one thread, one `mio::Poll`. Each iteration reads input and dispatches it,
 //! fires due timers, drives runnable turns (`session/driver.rs`), steps the shutdown, commits
-//! everything appended (`commit.rs`, one transaction), and only then releases and writes the
-//! frames that announce it.
+//! everything appended (`commit.rs`, `persist/`: state.db, else the journal), and only then
+//! releases and writes the frames that announce it (held while nothing can be written).
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
@@ -15,13 +15,13 @@ use serde_json::{Value, json};
 
 use crate::config::Config;
 use crate::model::{ModelEvent, Provider};
+use crate::persist::Persistence;
+use crate::rpc::client_conn::{ClientConn, Limits, Read};
 use crate::rpc::frame::{self, Incoming};
-use crate::rpc::out_queue::Flush;
-use crate::rpc::{Line, LineReader, OutQueue};
+use crate::rpc::{Line, Outbox};
+use crate::session::VERSION;
 use crate::session::registry::Registry;
-use crate::session::{Session, VERSION};
 use crate::shutdown::Shutdown;
-use crate::store::Store;
 use crate::timer::TimerWheel;
 use crate::util;
 
@@ -34,8 +34,7 @@ const FIRST_DYNAMIC: usize = 16;
 /// How long the exit waits for stderr to take the last diagnostics.
 const EXIT_DIAG_BUDGET: Duration = Duration::from_millis(20);
 
-/// Bytes read from stdin per read call, and reads per loop iteration before other work runs.
-const READ_CHUNK: usize = 64 * 1024;
+/// Reads of the input per loop iteration before other work runs.
 const READS_PER_ITERATION: usize = 8;
 
 /// What a timer does when it fires.
@@ -70,26 +69,13 @@ pub enum Route {
     ModelList(u64),
 }
 
-/// Where the protocol flows: the process's stdin/stdout, or descriptors the host gives us.
-pub struct Io {
-    pub input: OwnedFd,
-    pub output: OwnedFd,
-}
-
-impl Io {
-    /// Duplicates of stdin and stdout.
-    pub fn stdio() -> io::Result<Io> {
-        Ok(Io {
-            input: io::stdin().as_fd().try_clone_to_owned()?,
-            output: io::stdout().as_fd().try_clone_to_owned()?,
-        })
-    }
-}
+pub use crate::rpc::client_conn::Io;
 
 pub struct Gateway {
     pub(crate) cfg: Config,
     pub(crate) poll: Poll,
-    pub(crate) store: Store,
+    /// state.db, the journal, what is dirty, retries, checkpoints.
+    pub(crate) persist: Persistence,
     pub(crate) provider: Box<dyn Provider>,
     /// Why the configured model could not be used, for `setup.status`.
     pub(crate) provider_warning: Option<String>,
@@ -106,54 +92,15 @@ pub struct Gateway {
     pub(crate) model_fetches: crate::methods::models::Fetches,
     pub(crate) next_token: usize,
     pub(crate) timers: TimerWheel<Timer>,
-    pub(crate) out: OutQueue,
-    reader: LineReader,
-    read_buf: Vec<u8>,
-    input: OwnedFd,
-    output: OwnedFd,
-    /// Readiness was reported and no `WouldBlock` seen since (or the fd cannot be polled).
-    input_ready: bool,
-    pub(crate) input_open: bool,
-    pub(crate) output_dead: bool,
+    /// The client: everything said to it goes through its [`Outbox`] ([`Gateway::outbox`]).
+    pub(crate) client: ClientConn,
+    /// The output descriptor is registered with the poll (regular files and /dev/null are not).
     output_polled: bool,
-    saved_flags: Vec<(i32, i32)>,
-    /// Sessions with something to commit at the end of this iteration.
-    pub(crate) dirty: Vec<String>,
-    /// Closed sessions whose last state is not committed yet.
-    pub(crate) retired: Vec<Session>,
-    pub(crate) commit_retry_at: Option<Instant>,
-    pub(crate) flush_throttle: crate::flush::Throttle,
-    pub(crate) flush_armed: bool,
-    /// A turn ended since the last WAL checkpoint.
-    pub(crate) checkpoint_due: bool,
-    pub(crate) commit_error: Option<String>,
     pub(crate) shutdown: Option<Shutdown>,
     pub(crate) replay_epoch: String,
-    /// The client declared it answers `approval` server requests.
-    pub(crate) server_requests: bool,
     signals: Option<signal_hook_mio::v1_0::Signals>,
     pub(crate) exit_code: Option<i32>,
     pub(crate) scratch: Vec<ModelEvent>,
-    stray_answers: u64,
-}
-
-fn set_nonblocking(fd: &OwnedFd) -> io::Result<i32> {
-    use nix::fcntl::{FcntlArg, OFlag, fcntl};
-    let flags = fcntl(fd, FcntlArg::F_GETFL).map_err(io::Error::from)?;
-    let new = OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK;
-    fcntl(fd, FcntlArg::F_SETFL(new)).map_err(io::Error::from)?;
-    Ok(flags)
-}
-
-struct FdWriter<'a>(&'a OwnedFd);
-
-impl io::Write for FdWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        nix::unistd::write(self.0, buf).map_err(io::Error::from)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
 }
 
 impl Gateway {
@@ -161,64 +108,46 @@ impl Gateway {
     pub fn new(cfg: Config, io: Io) -> Result<Gateway, String> {
         let now = Instant::now();
         let poll = Poll::new().map_err(|e| format!("cannot create the poll: {e}"))?;
-        let mut saved_flags = Vec::new();
-        for fd in [&io.input, &io.output] {
-            let flags =
-                set_nonblocking(fd).map_err(|e| format!("cannot make fd non-blocking: {e}"))?;
-            saved_flags.push((fd.as_raw_fd(), flags));
-        }
+        let limits = Limits {
+            frame_limit: cfg.frame_limit,
+            queue_cap: cfg.out_queue_cap,
+            stall: cfg.stdout_stall,
+        };
+        let mut client = ClientConn::new(io, limits, cfg.rpc_log.as_deref(), now)?;
         // Regular files and /dev/null cannot be polled (EPERM); they are always ready.
-        let _ = poll.registry().register(
-            &mut SourceFd(&io.input.as_raw_fd()),
-            STDIN,
-            Interest::READABLE,
-        );
+        let _ =
+            poll.registry()
+                .register(&mut SourceFd(&client.input_fd()), STDIN, Interest::READABLE);
         let output_polled = poll
             .registry()
             .register(
-                &mut SourceFd(&io.output.as_raw_fd()),
+                &mut SourceFd(&client.output_fd()),
                 STDOUT,
                 Interest::WRITABLE,
             )
             .is_ok();
         let replay_epoch = util::random_hex(16);
-        let mut out = OutQueue::new(now);
-        if let Some(path) = &cfg.rpc_log {
-            out.set_call_log(crate::rpc::CallLog::open(path));
-        }
-        out.push(frame::event_frame(&frame::event_params(
+        client.event(&frame::event_params(
             "gateway.ready",
             "",
             &json!({"change_events": false, "replay_epoch": replay_epoch, "version": VERSION}),
             None,
-        )));
-        out.release();
-        let _ = out.write_to(&mut FdWriter(&io.output), now);
-        let mut store = Store::open(&cfg.db_path(), &cfg.synchronous)?;
-        match store.repair_killed() {
-            Ok(r) if r.sessions_ended > 0 || r.tool_results_added > 0 => crate::diag!(
-                "[gateway] ended {} session(s) left open by a killed gateway ({} tool result(s) marked unknown)",
-                r.sessions_ended,
-                r.tool_results_added
-            ),
-            Ok(_) => {}
-            Err(e) => crate::diag!("[gateway] startup repair skipped: {e}"),
-        }
+        ));
+        client.release();
+        let _ = client.write(now);
+        let persist = Persistence::open(&cfg)?;
         let (provider, provider_warning) = crate::model::select::choose(&cfg);
         if let Some(w) = &provider_warning {
             crate::diag!("[gateway] {w}");
         }
         let cfg_home_for_tools = cfg.home.clone();
         let kill_grace = cfg.kill_grace;
-        let cfg_flush_interval = cfg.flush_interval;
         let signals = None;
         Ok(Gateway {
-            reader: LineReader::new(cfg.frame_limit),
-            read_buf: vec![0; READ_CHUNK],
             timers: TimerWheel::new(now),
             cfg,
             poll,
-            store,
+            persist,
             provider,
             provider_warning,
             sessions: Registry::new(),
@@ -231,28 +160,13 @@ impl Gateway {
             ),
             model_fetches: Default::default(),
             next_token: FIRST_DYNAMIC,
-            out,
-            input: io.input,
-            output: io.output,
-            input_ready: true,
-            input_open: true,
-            output_dead: false,
+            client,
             output_polled,
-            saved_flags,
-            dirty: Vec::new(),
-            retired: Vec::new(),
-            commit_retry_at: None,
-            flush_throttle: crate::flush::Throttle::new(cfg_flush_interval),
-            flush_armed: false,
-            checkpoint_due: false,
-            commit_error: None,
             shutdown: None,
             replay_epoch,
-            server_requests: false,
             signals,
             exit_code: None,
             scratch: Vec::new(),
-            stray_answers: 0,
         })
     }
 
@@ -321,7 +235,7 @@ impl Gateway {
         let code = self.exit_code?;
         // Last words for a reader that is slow but there; a stderr nobody reads costs this once.
         crate::diag::flush_for(EXIT_DIAG_BUDGET);
-        self.restore_fd_flags();
+        self.client.restore_flags();
         Some(code)
     }
 
@@ -333,46 +247,35 @@ impl Gateway {
 
     /// Bytes waiting in the out-queue.
     pub fn queued_output(&self) -> usize {
-        self.out.bytes()
+        self.client.queued_bytes()
     }
 
     /// Forget queued output (benches that do not read it).
     pub fn discard_output(&mut self) {
-        self.out = OutQueue::new(Instant::now());
+        self.client.discard_output(Instant::now());
     }
 
-    fn restore_fd_flags(&self) {
-        use nix::fcntl::{FcntlArg, OFlag, fcntl};
-        for (fd, flags) in &self.saved_flags {
-            let owned = if *fd == self.input.as_raw_fd() {
-                &self.input
-            } else {
-                &self.output
-            };
-            let _ = fcntl(owned, FcntlArg::F_SETFL(OFlag::from_bits_truncate(*flags)));
-        }
+    /// Where answers, errors, events and server requests to the client go.
+    pub(crate) fn outbox(&mut self) -> &mut dyn Outbox {
+        &mut self.client
     }
 
+    /// The client is not reading: produce nothing more until it does.
     pub(crate) fn paused(&self) -> bool {
-        self.out.bytes() > self.cfg.out_queue_cap
+        self.client.paused()
     }
 
     fn poll_timeout(&mut self, now: Instant) -> Option<Duration> {
         let busy = !self.paused()
-            && ((self.input_open && self.input_ready)
-                || self.sessions.has_runnable()
-                || self.runner.has_work());
+            && (self.client.wants_read() || self.sessions.has_runnable() || self.runner.has_work());
         if busy || self.exit_code.is_some() {
             return Some(Duration::ZERO);
         }
         let mut deadline = self.timers.next_deadline();
-        if self.paused()
-            && let Some(since) = self.out.stalled_since()
-        {
-            let stall = since + self.cfg.stdout_stall;
+        if let Some(stall) = self.client.stall_deadline() {
             deadline = Some(deadline.map_or(stall, |d| d.min(stall)));
         }
-        if !self.output_polled && self.out.has_released() {
+        if !self.output_polled && self.client.has_released() {
             deadline = Some(now + Duration::from_millis(1));
         }
         deadline.map(|d| d.saturating_duration_since(now))
@@ -382,7 +285,7 @@ impl Gateway {
         let now = Instant::now();
         for ev in events.iter() {
             match ev.token() {
-                STDIN => self.input_ready = true,
+                STDIN => self.client.input_readable(),
                 STDOUT => {}
                 SIGNALS => self.on_signals(now),
                 token => self.on_source_ready(token),
@@ -394,7 +297,6 @@ impl Gateway {
         self.drive_turns(now);
         crate::shutdown::step(self, now);
         self.commit(now);
-        self.out.release();
         self.write_output(now);
         self.check_stall(now);
         crate::diag::flush();
@@ -404,52 +306,45 @@ impl Gateway {
 
     fn read_input(&mut self, now: Instant) {
         for _ in 0..READS_PER_ITERATION {
-            if !self.input_open || !self.input_ready || self.paused() {
+            if !self.client.wants_read() || self.paused() {
                 return;
             }
-            let mut buf = std::mem::take(&mut self.read_buf);
-            let result = nix::unistd::read(&self.input, &mut buf);
-            let mut reader = std::mem::replace(&mut self.reader, LineReader::new(0));
-            match result {
-                Ok(0) => {
-                    reader.finish(|line| self.handle_line(line));
-                    self.input_open = false;
+            let mut chunk = self.client.read();
+            chunk.lines(|line| self.handle_line(line));
+            let read = std::mem::replace(&mut chunk.read, Read::Again);
+            self.client.done(chunk);
+            match read {
+                Read::Data | Read::Again => {}
+                Read::Eof => {
                     let _ = self
                         .poll
                         .registry()
-                        .deregister(&mut SourceFd(&self.input.as_raw_fd()));
+                        .deregister(&mut SourceFd(&self.client.input_fd()));
                     self.begin_shutdown("stdin closed", now);
                 }
-                Ok(n) => reader.push(&buf[..n], |line| self.handle_line(line)),
-                Err(nix::errno::Errno::EAGAIN) => self.input_ready = false,
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => {
-                    self.input_open = false;
-                    self.begin_shutdown(&format!("stdin read failed: {e}"), now);
-                }
+                Read::Failed(e) => self.begin_shutdown(&format!("stdin read failed: {e}"), now),
             }
-            self.reader = reader;
-            self.read_buf = buf;
         }
     }
 
     fn handle_line(&mut self, line: Line<'_>) {
         match line {
-            Line::TooLong => self.out.push(frame::error(
-                &Value::Null,
-                &frame::RpcError::new(
-                    frame::code::INVALID_REQUEST,
-                    format!(
-                        "invalid request: frame larger than {} bytes",
-                        self.cfg.frame_limit
+            Line::TooLong => {
+                let limit = self.client.frame_limit();
+                self.client.error(
+                    &Value::Null,
+                    &frame::RpcError::new(
+                        frame::code::INVALID_REQUEST,
+                        format!("invalid request: frame larger than {limit} bytes"),
                     ),
-                ),
-            )),
-            Line::Frame(bytes) => match frame::parse_line(self.log_in(bytes)) {
-                Incoming::Bad { id, error } => self.out.push(frame::error(&id, &error)),
+                )
+            }
+            Line::Frame(bytes) => match frame::parse_line(self.client.log_in(bytes)) {
+                Incoming::Bad { id, error } => self.client.error(&id, &error),
                 Incoming::Answer { id, result } => self.on_answer(id, result),
                 Incoming::Request(req) => {
                     let id = req.id.clone();
+                    let quiet = crate::persist::announces_nothing(&req.method);
                     let reply = catch_unwind(AssertUnwindSafe(|| crate::methods::call(self, req)));
                     let reply = reply.unwrap_or_else(|panic| {
                         Some(Err(frame::RpcError::new(
@@ -457,23 +352,21 @@ impl Gateway {
                             format!("internal error: {}", util::panic_text(&panic)),
                         )))
                     });
-                    match reply {
-                        Some(Ok(result)) => self.out.push(frame::response(&id, &result)),
-                        Some(Err(err)) => self.out.push(frame::error(&id, &err)),
-                        None => {} // answered later
+                    // `None`: answered later.
+                    if let Some(reply) = reply {
+                        if quiet && self.persist.holding() {
+                            let bytes = match reply {
+                                Ok(result) => frame::response(&id, &result),
+                                Err(err) => frame::error(&id, &err),
+                            };
+                            self.client.push_ahead(bytes);
+                        } else {
+                            self.client.reply(&id, reply);
+                        }
                     }
                 }
             },
         }
-    }
-
-    /// The frame, after the call log saw it.
-    fn log_in<'a>(&mut self, bytes: &'a [u8]) -> &'a [u8] {
-        let log = self.out.call_log();
-        if log.is_on() {
-            log.record(crate::rpc::call_log::Dir::In, bytes);
-        }
-        bytes
     }
 
     /// An answer to a server request: resolve what asked, or log (boundedly) and drop it.
@@ -481,57 +374,45 @@ impl Gateway {
         if crate::tools::approval::on_answer(self, &id, result, Instant::now()) {
             return;
         }
-        self.stray_answers += 1;
-        if self.stray_answers <= 10 {
-            crate::diag!("[gateway] ignoring an answer to unknown server request {id}");
-        }
+        self.client.stray_answer(&id);
     }
 
     // ---- output ----
 
     fn write_output(&mut self, now: Instant) {
-        if self.output_dead || !self.out.has_released() {
-            return;
-        }
-        match self.out.write_to(&mut FdWriter(&self.output), now) {
-            Ok(Flush::Drained | Flush::Blocked) => {}
-            Err(e) => {
-                self.output_dead = true;
-                self.out = OutQueue::new(now);
-                crate::diag!("[gateway] stdout write failed: {e}");
-                self.begin_shutdown("stdout closed", now);
-            }
+        if let Err(e) = self.client.write(now) {
+            crate::diag!("[gateway] stdout write failed: {e}");
+            self.begin_shutdown("stdout closed", now);
         }
     }
 
     /// Try to write everything released, waiting for writability up to `until`.
     pub(crate) fn drain_output(&mut self, until: Instant) {
-        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
         loop {
             let now = Instant::now();
-            self.out.release();
+            if !self.persist.holding() {
+                self.client.release();
+            }
             self.write_output(now);
-            if self.output_dead || !self.out.has_released() || now >= until {
+            if !self.client.has_released() || now >= until {
                 return;
             }
-            let ms = until.saturating_duration_since(now).as_millis().min(1000) as u16;
-            let mut fds = [PollFd::new(self.output.as_fd(), PollFlags::POLLOUT)];
-            let _ = poll(&mut fds, PollTimeout::from(ms.max(1)));
+            self.client.wait_writable(until);
         }
     }
 
     /// A peer that stopped reading while the queue is full is gone past the stall deadline.
     fn check_stall(&mut self, now: Instant) {
-        if self.shutdown.is_some() || !self.paused() {
+        if self.shutdown.is_some() {
             return;
         }
-        if let Some(since) = self.out.stalled_since()
-            && now.duration_since(since) >= self.cfg.stdout_stall
+        if let Some(deadline) = self.client.stall_deadline()
+            && now >= deadline
         {
             crate::diag!(
                 "[gateway] stdout made no progress for {:.1}s with {} bytes queued",
                 self.cfg.stdout_stall.as_secs_f64(),
-                self.out.bytes()
+                self.client.queued_bytes()
             );
             self.begin_shutdown("stdout stalled", now);
         }

@@ -12,6 +12,7 @@ pub mod event_loop;
 pub mod flush;
 pub mod methods;
 pub mod model;
+pub mod persist;
 pub mod rpc;
 pub mod runner;
 pub mod session;

@@ -123,7 +123,7 @@ pub fn step(gw: &mut Gateway, now: Instant) {
                     now,
                 );
                 report_unpersisted(gw);
-                let _ = gw.store.checkpoint();
+                gw.persist.checkpoint_if_due();
                 let reason = gw
                     .shutdown
                     .as_ref()
@@ -147,40 +147,12 @@ pub fn step(gw: &mut Gateway, now: Instant) {
 
 /// Commit everything, letting SQLite wait for another process's lock until `deadline`.
 fn flush_within(gw: &mut Gateway, deadline: Instant, now: Instant) {
-    let wait = deadline
-        .saturating_duration_since(now)
-        .max(Duration::from_millis(1));
-    gw.store.set_busy_timeout(wait);
-    let result = gw.commit_now();
-    gw.store.set_busy_timeout(Duration::from_millis(100));
-    if let Err(e) = result {
-        gw.commit_error.get_or_insert(e);
-    }
+    gw.commit_final(deadline, now);
 }
 
-/// Say on stderr what is still only in memory.
+/// Say on stderr what is still only in memory (or only in the journal).
 fn report_unpersisted(gw: &Gateway) {
-    let pending: Vec<String> = gw
-        .sessions
-        .values()
-        .chain(gw.retired.iter())
-        .filter(|s| s.unpersisted())
-        .map(|s| {
-            format!(
-                "{} ({} of {} messages unsaved)",
-                s.stored_id,
-                s.transcript.len() - s.persisted.messages,
-                s.transcript.len()
-            )
-        })
-        .collect();
-    if !pending.is_empty() {
-        crate::diag!(
-            "[gateway] could not persist before exit ({}): {}",
-            gw.commit_error.as_deref().unwrap_or("unknown error"),
-            pending.join(", ")
-        );
-    }
+    gw.persist.report_unpersisted(gw.sessions.values());
 }
 
 /// Leave now: SIGKILL every live tool group, say what is lost, exit.

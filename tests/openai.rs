@@ -2502,3 +2502,83 @@ fn a_base_url_with_a_query_keeps_it_after_the_endpoint() {
         "{paths:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Through an HTTP proxy
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn plain_http_goes_through_http_proxy_in_absolute_form_with_its_credentials() {
+    let mock = MockAi::script(vec![Reply::text(&["via ", "proxy"], (1, 2))]);
+    let proxy = mockai::TestProxy::start(None);
+    let mut g = builder_for(&mock.base_url())
+        .env(
+            "http_proxy",
+            &format!("http://user:pa%3Ass@127.0.0.1:{}", proxy.port),
+        )
+        .start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "hello");
+    assert_streamed_turn(&turn, &s.id, "via proxy");
+    let seen = proxy.seen();
+    let want = format!("POST {}/chat/completions HTTP/1.1", mock.base_url());
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].0, want);
+    // base64("user:pa:ss")
+    assert_eq!(seen[0].1.as_deref(), Some("Basic dXNlcjpwYTpzcw=="));
+    assert_eq!(mock.wait_requests(1, T)[0].path, "/v1/chat/completions");
+}
+
+#[test]
+fn https_tunnels_through_the_proxy_and_no_proxy_bypasses_it() {
+    let (mock, results) = MockAi::tls_self_signed();
+    let home = TempHome::new("openai-proxy-tls");
+    let cert = home.path.join("ca.pem");
+    std::fs::write(&cert, pem(mockai::SELF_SIGNED_CERT_DER)).unwrap();
+    let proxy = mockai::TestProxy::start(None);
+    let base = format!("https://127.0.0.1:{}/v1", mock.port);
+    let proxied = |no_proxy: &str| {
+        builder_for(&base)
+            .env("SSL_CERT_FILE", cert.to_str().unwrap())
+            .env("HTTPS_PROXY", &format!("127.0.0.1:{}", proxy.port))
+            .env("NO_PROXY", no_proxy)
+            .start()
+    };
+    let mut g = proxied("example.com");
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "through the tunnel");
+    assert_eq!(turn.text, "tls ok", "{}", g.diag());
+    let seen = proxy.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(
+        seen[0].0,
+        format!("CONNECT 127.0.0.1:{} HTTP/1.1", mock.port)
+    );
+    assert!(
+        results
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|x| x == "handshake complete")
+    );
+    drop(g);
+
+    // The same endpoint listed in NO_PROXY is reached directly.
+    let mut g = proxied("localhost,127.0.0.1");
+    let s = g.create_session(json!({}));
+    assert_eq!(g.run_turn(&s.id, "direct").text, "tls ok", "{}", g.diag());
+    assert_eq!(proxy.seen().len(), 1, "the proxy was used despite NO_PROXY");
+}
+
+#[test]
+fn a_proxy_that_refuses_the_tunnel_ends_the_turn_with_its_answer() {
+    let proxy = mockai::TestProxy::start(Some(407));
+    let mut g = builder_for("https://api.example.invalid/v1")
+        .env("HTTPS_PROXY", &format!("http://127.0.0.1:{}", proxy.port))
+        .start();
+    let s = g.create_session(json!({}));
+    let start = submit(&mut g, &s.id, "hello");
+    let (_t, err) = finish_error_turn(&mut g, &s.id, start, T);
+    assert_err_mentions(&err, &["proxy", "407"]);
+    g.ping();
+}

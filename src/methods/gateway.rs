@@ -19,7 +19,7 @@ pub fn client_capabilities(gw: &mut Gateway, p: &Params) -> Result<Value, RpcErr
             ));
         }
     };
-    gw.server_requests = wants;
+    gw.client.set_server_requests(wants);
     let list: Vec<&str> = if wants { vec!["approval"] } else { vec![] };
     Ok(json!({ "server_requests": list }))
 }

@@ -15,7 +15,7 @@ use super::{Reply, config};
 use crate::event_loop::{Gateway, Route, Timer};
 use crate::model::catalog::{Fetched, ModelsFetch};
 use crate::rpc::RpcError;
-use crate::rpc::frame::{self, code};
+use crate::rpc::frame::code;
 use crate::timer::TimerId;
 
 /// Longest a `model.options` answer waits for the endpoint's list.
@@ -226,7 +226,7 @@ fn finish(gw: &mut Gateway, fetch_id: u64, result: Result<Vec<String>, String>) 
         Err(why) => Some(list_warning(&p.url, &why)),
     };
     set_models(&mut p.answer, &models, warning);
-    gw.out.push(frame::response(&p.request_id, &p.answer));
+    gw.outbox().answer(&p.request_id, &p.answer);
 }
 
 /// `model.save_key`: keys live in config.yaml or the environment here, not in a store the

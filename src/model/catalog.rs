@@ -1,14 +1,13 @@
-//! `GET {base_url}/models` for the model picker, on the loop: the same non-blocking socket, TLS,
-//! head parsing and chunked decoding as the streaming provider, answer bounded in size. Name
-//! resolution runs on the provider's short-lived helper thread.
+//! `GET {base_url}/models` for the model picker, on the loop: the same connection opening
+//! (`connect.rs`, proxy included), TLS, head parsing and chunked decoding as the streaming
+//! provider, answer bounded in size.
 
-use std::io::{self, Read};
-use std::net::{IpAddr, SocketAddr};
+use std::io;
 
-use mio::net::{TcpStream, UnixStream};
-use mio::{Interest, Registry, Token};
+use mio::{Registry, Token};
 use serde_json::Value;
 
+use super::connect::{Connector, Failure, Proxy, Route};
 use super::http::{self, Chunked, Head, Transport, Url};
 
 /// Largest answer read; a longer one is cut off and reported.
@@ -18,15 +17,7 @@ const IDS_MAX: usize = 1000;
 const ID_LEN_MAX: usize = 256;
 
 enum Phase {
-    Resolving {
-        rx: UnixStream,
-        text: Vec<u8>,
-    },
-    Connecting {
-        socket: TcpStream,
-        addrs: Vec<SocketAddr>,
-        next: usize,
-    },
+    Opening(Connector),
     Sending {
         transport: Transport,
         sent: usize,
@@ -43,10 +34,7 @@ enum Phase {
 
 /// One fetch in flight.
 pub struct ModelsFetch {
-    url: Url,
-    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     request: Vec<u8>,
-    token: Token,
     phase: Phase,
 }
 
@@ -54,6 +42,14 @@ pub struct ModelsFetch {
 pub enum Fetched {
     Pending,
     Done(Result<Vec<String>, String>),
+}
+
+fn describe(f: Failure) -> String {
+    match f {
+        Failure::Connect(why) => format!("cannot connect: {why}"),
+        Failure::Proxy(why) => format!("the proxy failed: {why}"),
+        Failure::Resolve(why) | Failure::Setup(why) => why,
+    }
 }
 
 fn would_block(e: &io::Error) -> bool {
@@ -74,80 +70,30 @@ impl ModelsFetch {
         } else {
             None
         };
+        let route = Route::new(url.clone(), Proxy::for_target(&url)?);
         let mut request = format!(
             "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tui-gateway/{}\r\n\
-             Accept: application/json\r\nConnection: close\r\n",
-            url.target("/models"),
+             Accept: application/json\r\nConnection: close\r\n{}",
+            route.request_target("/models"),
             url.authority(),
-            crate::session::VERSION
+            crate::session::VERSION,
+            route.request_headers()
         );
         if let Some(key) = api_key.filter(|k| !k.is_empty()) {
             request.push_str(&format!("Authorization: Bearer {key}\r\n"));
         }
         request.push_str("\r\n");
-        let mut fetch = ModelsFetch {
-            url,
-            tls,
+        let connector = Connector::start(&route, tls, registry, token).map_err(describe)?;
+        Ok(ModelsFetch {
             request: request.into_bytes(),
-            token,
-            phase: Phase::Done,
-        };
-        if let Ok(ip) = fetch.url.host.parse::<IpAddr>() {
-            fetch.connect(registry, vec![SocketAddr::new(ip, fetch.url.port)], 0)?;
-        } else {
-            let mut rx = super::openai::spawn_resolver(&fetch.url.host, fetch.url.port)
-                .map_err(|e| format!("cannot resolve {}: {e}", fetch.url.host))?;
-            registry
-                .register(&mut rx, token, Interest::READABLE)
-                .map_err(|e| format!("cannot watch name resolution: {e}"))?;
-            fetch.phase = Phase::Resolving {
-                rx,
-                text: Vec::new(),
-            };
-        }
-        Ok(fetch)
-    }
-
-    fn connect(
-        &mut self,
-        registry: &Registry,
-        addrs: Vec<SocketAddr>,
-        from: usize,
-    ) -> Result<(), String> {
-        let mut last = String::from("no address");
-        for (i, addr) in addrs.iter().enumerate().skip(from) {
-            match TcpStream::connect(*addr) {
-                Ok(mut socket) => {
-                    if let Err(e) = registry.register(
-                        &mut socket,
-                        self.token,
-                        Interest::READABLE | Interest::WRITABLE,
-                    ) {
-                        last = e.to_string();
-                        continue;
-                    }
-                    self.phase = Phase::Connecting {
-                        socket,
-                        addrs,
-                        next: i + 1,
-                    };
-                    return Ok(());
-                }
-                Err(e) => last = e.to_string(),
-            }
-        }
-        Err(format!("cannot connect: {last}"))
+            phase: Phase::Opening(connector),
+        })
     }
 
     /// Stop and release every source.
     pub fn abort(&mut self, registry: &Registry) {
         match &mut self.phase {
-            Phase::Resolving { rx, .. } => {
-                let _ = registry.deregister(rx);
-            }
-            Phase::Connecting { socket, .. } => {
-                let _ = registry.deregister(socket);
-            }
+            Phase::Opening(c) => c.release(registry),
             Phase::Sending { transport, .. } | Phase::Receiving { transport, .. } => {
                 let _ = registry.deregister(&mut transport.socket);
             }
@@ -175,66 +121,11 @@ impl ModelsFetch {
         loop {
             match &mut self.phase {
                 Phase::Done => return Err("the fetch was stopped".into()),
-                Phase::Resolving { rx, text } => {
-                    let mut buf = [0u8; 1024];
-                    loop {
-                        match rx.read(&mut buf) {
-                            Ok(0) => break,
-                            Ok(n) if text.len() < 64 * 1024 => text.extend_from_slice(&buf[..n]),
-                            Ok(_) => {}
-                            Err(e) if would_block(&e) => return Ok(None),
-                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                            Err(e) => return Err(format!("name resolution failed: {e}")),
-                        }
-                    }
-                    let text = String::from_utf8_lossy(text).into_owned();
-                    let _ = registry.deregister(rx);
-                    let addrs: Vec<SocketAddr> = text
-                        .lines()
-                        .filter_map(|l| l.strip_prefix("addr ")?.parse().ok())
-                        .collect();
-                    if addrs.is_empty() {
-                        let why = text
-                            .lines()
-                            .find_map(|l| l.strip_prefix("error "))
-                            .unwrap_or("no addresses");
-                        return Err(format!("cannot resolve {:?}: {why}", self.url.host));
-                    }
-                    self.connect(registry, addrs, 0)?;
-                }
-                Phase::Connecting {
-                    socket,
-                    addrs,
-                    next,
-                } => {
-                    let failed = match socket.take_error() {
-                        Ok(Some(e)) | Err(e) => Some(e.to_string()),
-                        Ok(None) => match socket.peer_addr() {
-                            Ok(_) => None,
-                            Err(e) if e.kind() == io::ErrorKind::NotConnected => {
-                                return Ok(None);
-                            }
-                            Err(e) => Some(e.to_string()),
-                        },
-                    };
-                    if let Some(why) = failed {
-                        let _ = registry.deregister(socket);
-                        let (addrs, next) = (std::mem::take(addrs), *next);
-                        if next < addrs.len() {
-                            self.connect(registry, addrs, next)?;
-                            continue;
-                        }
-                        return Err(format!("cannot connect: {why}"));
-                    }
-                    let Phase::Connecting { socket, .. } =
-                        std::mem::replace(&mut self.phase, Phase::Done)
-                    else {
-                        unreachable!("matched above")
-                    };
-                    let tls = self.tls.clone().map(|c| (c, self.url.host.as_str()));
-                    let transport = Transport::new(socket, tls)?;
-                    self.phase = Phase::Sending { transport, sent: 0 };
-                }
+                Phase::Opening(connector) => match connector.advance(registry) {
+                    Ok(None) => return Ok(None),
+                    Ok(Some(transport)) => self.phase = Phase::Sending { transport, sent: 0 },
+                    Err(f) => return Err(describe(f)),
+                },
                 Phase::Sending { transport, sent } => {
                     while *sent < self.request.len() {
                         match transport.write_plain(&self.request[*sent..]) {

@@ -84,6 +84,15 @@ impl Url {
         format!("{}{endpoint}{}", self.path, self.query)
     }
 
+    /// `host:port`, the port always written (a `CONNECT` target).
+    pub fn authority_with_port(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+
     /// `Host:` header value.
     pub fn authority(&self) -> String {
         let host = if self.host.contains(':') {

@@ -1,6 +1,7 @@
 //! Model providers: the small trait the loop drives, and the built-in offline model.
 
 pub mod catalog;
+pub mod connect;
 pub mod context;
 pub mod http;
 pub mod offline;

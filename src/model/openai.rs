@@ -2,20 +2,18 @@
 //! non-blocking socket in the gateway's poll (TLS through rustls, driven by the loop), the
 //! response head parsed by httparse, chunked decoding and SSE parsing by hand.
 //!
-//! Name resolution: `getaddrinfo` has no non-blocking form, so a host name (never an IP
-//! literal) is resolved on a short-lived helper thread that writes the addresses into a socket
-//! pair registered in the poll. The loop never waits for it; the connect timeout bounds it.
+//! The connection is opened by `connect.rs` (name resolution off the loop, each address tried,
+//! an HTTP proxy from `HTTPS_PROXY`/`http_proxy`/`NO_PROXY`); the connect timeout bounds it.
 
 use std::collections::BTreeMap;
-use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::Interest;
-use mio::net::{TcpStream, UnixStream};
 use serde_json::{Value, json};
 
+use super::connect::{Connector, Failure, Proxy, Route};
 use super::http::{self, Chunked, Head, Transport, Url};
 use super::sse::SseParser;
 use super::{
@@ -52,6 +50,7 @@ const IDLE_KEEP: Duration = Duration::from_secs(30);
 pub struct OpenAiProvider {
     settings: OpenAiSettings,
     url: Url,
+    route: Route,
     tls: Option<Arc<rustls::ClientConfig>>,
     /// Connections whose last answer ended cleanly (HTTP/1.1 keep-alive), newest last.
     idle: Vec<(Transport, Instant)>,
@@ -65,9 +64,11 @@ impl OpenAiProvider {
         } else {
             None
         };
+        let route = Route::new(url.clone(), Proxy::for_target(&url)?);
         Ok(OpenAiProvider {
             settings,
             url,
+            route,
             tls,
             idle: Vec::new(),
         })
@@ -156,7 +157,7 @@ impl Provider for OpenAiProvider {
             "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tui-gateway/{}\r\n\
              Content-Type: application/json\r\nAccept: text/event-stream\r\n\
              Content-Length: {}\r\n",
-            self.url.target("/chat/completions"),
+            self.route.request_target("/chat/completions"),
             self.url.authority(),
             crate::session::VERSION,
             body.len()
@@ -164,11 +165,13 @@ impl Provider for OpenAiProvider {
         if let Some(key) = self.settings.api_key.as_deref().filter(|k| !k.is_empty()) {
             request.push_str(&format!("Authorization: Bearer {key}\r\n"));
         }
+        request.push_str(&self.route.request_headers());
         request.push_str("\r\n");
         request.push_str(&body);
         let mut call = OpenAiCall {
             settings: self.settings.clone(),
             url: self.url.clone(),
+            route: self.route.clone(),
             tls: self.tls.clone(),
             request: request.into_bytes(),
             phase: Phase::Idle,
@@ -188,15 +191,8 @@ impl Provider for OpenAiProvider {
 enum Phase {
     /// Not started, or between attempts.
     Idle,
-    Resolving {
-        rx: UnixStream,
-        text: Vec<u8>,
-    },
-    Connecting {
-        socket: TcpStream,
-        addrs: Vec<SocketAddr>,
-        next: usize,
-    },
+    /// Resolving, connecting, tunnelling through a proxy.
+    Opening(Connector),
     Sending {
         transport: Transport,
         sent: usize,
@@ -229,6 +225,7 @@ struct StreamState {
 struct OpenAiCall {
     settings: OpenAiSettings,
     url: Url,
+    route: Route,
     tls: Option<Arc<rustls::ClientConfig>>,
     request: Vec<u8>,
     phase: Phase,
@@ -280,27 +277,9 @@ impl OpenAiCall {
             self.phase = Phase::Sending { transport, sent: 0 };
             return;
         }
-        let host = self.url.host.clone();
-        let port = self.url.port;
-        if let Ok(ip) = host.parse::<IpAddr>() {
-            self.connect_to(ctx, vec![SocketAddr::new(ip, port)], 0);
-            return;
-        }
-        match spawn_resolver(&host, port) {
-            Ok(mut rx) => {
-                if let Err(e) = ctx
-                    .registry
-                    .register(&mut rx, ctx.token, Interest::READABLE)
-                {
-                    self.fail_now(format!("cannot watch name resolution: {e}"));
-                    return;
-                }
-                self.phase = Phase::Resolving {
-                    rx,
-                    text: Vec::new(),
-                };
-            }
-            Err(e) => self.fail_now(format!("cannot resolve {host}: {e}")),
+        match Connector::start(&self.route, self.tls.clone(), ctx.registry, ctx.token) {
+            Ok(c) => self.phase = Phase::Opening(c),
+            Err(f) => self.fail_now(self.describe_failure(f)),
         }
     }
 
@@ -309,31 +288,18 @@ impl OpenAiCall {
         self.pending_failure = Some(msg);
     }
 
-    fn connect_to(&mut self, ctx: &mut CallContext<'_>, addrs: Vec<SocketAddr>, from: usize) {
-        let mut last_err = None;
-        for (i, addr) in addrs.iter().enumerate().skip(from) {
-            match TcpStream::connect(*addr) {
-                Ok(mut socket) => {
-                    if let Err(e) = ctx.registry.register(
-                        &mut socket,
-                        ctx.token,
-                        Interest::READABLE | Interest::WRITABLE,
-                    ) {
-                        last_err = Some(e);
-                        continue;
-                    }
-                    self.phase = Phase::Connecting {
-                        socket,
-                        addrs,
-                        next: i + 1,
-                    };
-                    return;
-                }
-                Err(e) => last_err = Some(e),
+    fn describe_failure(&self, f: Failure) -> String {
+        match f {
+            Failure::Resolve(why) => {
+                format!("{why} (the model's base URL {})", self.settings.base_url)
             }
+            Failure::Connect(why) => self.describe_connect_error(&why),
+            Failure::Proxy(why) => format!(
+                "the proxy on the way to the model at {} failed: {why}",
+                self.settings.base_url
+            ),
+            Failure::Setup(why) => why,
         }
-        let why = last_err.map_or("no address".to_string(), |e| e.to_string());
-        self.fail_now(self.describe_connect_error(&why));
     }
 
     fn describe_connect_error(&self, why: &str) -> String {
@@ -353,12 +319,7 @@ impl OpenAiCall {
 
     fn release(&mut self, ctx: &mut CallContext<'_>) {
         match &mut self.phase {
-            Phase::Resolving { rx, .. } => {
-                let _ = ctx.registry.deregister(rx);
-            }
-            Phase::Connecting { socket, .. } => {
-                let _ = ctx.registry.deregister(socket);
-            }
+            Phase::Opening(c) => c.release(ctx.registry),
             Phase::Sending { transport, .. } | Phase::Receiving { transport, .. } => {
                 let _ = ctx.registry.deregister(&mut transport.socket);
             }
@@ -386,69 +347,14 @@ impl OpenAiCall {
                 self.phase = Phase::Idle;
                 Ok(Step::Continue)
             }
-            Phase::Resolving { rx, text } => {
-                let mut buf = [0u8; 1024];
-                loop {
-                    match rx.read(&mut buf) {
-                        Ok(0) => break,
-                        Ok(n) => text.extend_from_slice(&buf[..n]),
-                        Err(e) if would_block(&e) => return Ok(Step::Wait),
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(format!("name resolution failed: {e}")),
-                    }
+            Phase::Opening(connector) => match connector.advance(ctx.registry) {
+                Ok(None) => Ok(Step::Wait),
+                Ok(Some(transport)) => {
+                    self.phase = Phase::Sending { transport, sent: 0 };
+                    Ok(Step::Continue)
                 }
-                let text = String::from_utf8_lossy(text).into_owned();
-                let _ = ctx.registry.deregister(rx);
-                let addrs: Vec<SocketAddr> = text
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("addr ")?.parse().ok())
-                    .collect();
-                if addrs.is_empty() {
-                    let why = text
-                        .lines()
-                        .find_map(|l| l.strip_prefix("error "))
-                        .unwrap_or("no addresses");
-                    return Err(format!(
-                        "cannot resolve the model host {:?}: {why}",
-                        self.url.host
-                    ));
-                }
-                self.connect_to(ctx, addrs, 0);
-                Ok(Step::Continue)
-            }
-            Phase::Connecting {
-                socket,
-                addrs,
-                next,
-            } => {
-                match socket.take_error() {
-                    Ok(Some(e)) | Err(e) => {
-                        let _ = ctx.registry.deregister(socket);
-                        let (addrs, next) = (std::mem::take(addrs), *next);
-                        if next < addrs.len() {
-                            self.connect_to(ctx, addrs, next);
-                            return Ok(Step::Continue);
-                        }
-                        return Err(self.describe_connect_error(&e.to_string()));
-                    }
-                    Ok(None) => {}
-                }
-                match socket.peer_addr() {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::NotConnected => return Ok(Step::Wait),
-                    Err(e) => return Err(self.describe_connect_error(&e.to_string())),
-                }
-                let _ = socket.set_nodelay(true);
-                let Phase::Connecting { socket, .. } =
-                    std::mem::replace(&mut self.phase, Phase::Idle)
-                else {
-                    unreachable!("matched above")
-                };
-                let tls = self.tls.clone().map(|c| (c, self.url.host.as_str()));
-                let transport = Transport::new(socket, tls)?;
-                self.phase = Phase::Sending { transport, sent: 0 };
-                Ok(Step::Continue)
-            }
+                Err(f) => Err(self.describe_failure(f)),
+            },
             Phase::Sending { transport, sent } => {
                 // TLS takes the whole request into its buffer; its records (and the handshake)
                 // are pushed out while receiving.
@@ -833,7 +739,7 @@ impl OpenAiCall {
 
     fn timeout_message(&self) -> String {
         match &self.phase {
-            Phase::Resolving { .. } | Phase::Connecting { .. } | Phase::Sending { .. } => format!(
+            Phase::Opening(_) | Phase::Sending { .. } => format!(
                 "timed out connecting to the model at {} after {:.0}s",
                 self.settings.base_url,
                 self.settings.connect_timeout.as_secs_f64()
@@ -874,25 +780,6 @@ fn error_detail(body: &[u8]) -> String {
         })
         .unwrap_or_else(|| text.trim().to_string());
     format!(": {}", crate::util::clip(&msg, 300))
-}
-
-/// Resolve `host` on a helper thread; its answer arrives on the returned socket as lines
-/// `addr A` or `error E`, then EOF.
-pub(crate) fn spawn_resolver(host: &str, port: u16) -> io::Result<UnixStream> {
-    let (tx, rx) = std::os::unix::net::UnixStream::pair()?;
-    rx.set_nonblocking(true)?;
-    let host = host.to_string();
-    std::thread::Builder::new()
-        .name("tui-gateway-resolve".into())
-        .spawn(move || {
-            let mut tx = tx;
-            let answer = match (host.as_str(), port).to_socket_addrs() {
-                Ok(addrs) => addrs.map(|a| format!("addr {a}\n")).collect::<String>(),
-                Err(e) => format!("error {e}\n"),
-            };
-            let _ = tx.write_all(answer.as_bytes());
-        })?;
-    Ok(UnixStream::from_std(rx))
 }
 
 impl ModelCall for OpenAiCall {

@@ -37,6 +37,14 @@ impl Effects for TurnEffects<'_> {
         match action {
             Action::CallModel => gw.schedule(rid),
             Action::StartTool { call, approved } => {
+                if gw.persist.holding() {
+                    // Nothing can be saved: the call starts when the hold ends.
+                    gw.persist.park(rid);
+                    if let Some(turn) = gw.turn_mut(rid) {
+                        turn.deferred_start = Some((call, approved));
+                    }
+                    return None;
+                }
                 return Some(start_tool(gw, rid, call, approved, now));
             }
             Action::Record { call, result } => record_result(gw, rid, &call, &result),
@@ -119,13 +127,32 @@ fn job_finished(gw: &mut Gateway, job: JobId, mut result: ToolResult, now: Insta
     step(gw, &j.rid, now, |m| m.finished(result));
 }
 
+/// Start the tool call the hold deferred (the store works again).
+pub(crate) fn start_deferred(gw: &mut Gateway, rid: &str, now: Instant) {
+    let Some((call, approved)) = gw.turn_mut(rid).and_then(|t| t.deferred_start.take()) else {
+        return;
+    };
+    let action = Action::StartTool { call, approved };
+    machine::run(&mut TurnEffects { gw, rid, now }, vec![action]);
+}
+
 /// Stop the tool side of a turn being interrupted. True when a call is still stopping (the
 /// turn then ends when it finishes).
 pub(crate) fn interrupt(gw: &mut Gateway, rid: &str, now: Instant) -> bool {
     let Some(turn) = gw.turn_mut(rid) else {
         return false;
     };
-    let (actions, stopping) = turn.machine.interrupt();
+    // A call the hold kept from starting never runs; it is answered like the pending ones.
+    let deferred = turn
+        .deferred_start
+        .take()
+        .map(|(call, _)| Action::AnswerUnrun {
+            calls: vec![call],
+            output: machine::NOT_RUN_INTERRUPTED.into(),
+            error: "not run".into(),
+        });
+    let (mut actions, stopping) = turn.machine.interrupt();
+    actions.splice(0..0, deferred);
     machine::run(&mut TurnEffects { gw, rid, now }, actions);
     stopping
 }

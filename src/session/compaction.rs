@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::event_loop::{Gateway, Route};
-use crate::rpc::frame::{self, RpcError};
+use crate::rpc::frame::RpcError;
 use crate::session::Persisted;
 use crate::session::transcript::{self, Message, Role};
 use crate::session::turn::Turn;
@@ -222,12 +222,12 @@ impl Gateway {
         match (&job.reply_to, outcome) {
             (Some(id), Ok(answer)) => {
                 let id = id.clone();
-                self.out.push(frame::response(&id, &answer));
+                self.outbox().answer(&id, &answer);
             }
             (Some(id), Err(e)) => {
                 let err = RpcError::new(5005, format!("compression failed: {e}"));
                 let id = id.clone();
-                self.out.push(frame::error(&id, &err));
+                self.outbox().error(&id, &err);
             }
             (None, Ok(answer)) => {
                 let text = format!(
@@ -338,7 +338,7 @@ impl Gateway {
             "parent_session_id": old_id,
         });
         self.sessions.reindex(rid);
-        self.retired.push(old);
+        self.persist.retire(old);
         self.mark_dirty(rid);
         answer
     }

@@ -11,7 +11,6 @@ use serde_json::{Value, json};
 
 use crate::event_loop::{Gateway, Route, Timer};
 use crate::model::{CallContext, ModelEvent, ModelRequest, Progress};
-use crate::rpc::frame;
 use crate::session::Session;
 use crate::session::transcript::{Message, Role};
 use crate::session::turn::Turn;
@@ -71,11 +70,8 @@ impl Gateway {
     }
 
     pub(crate) fn mark_dirty(&mut self, rid: &str) {
-        if let Some(s) = self.sessions.get_mut(rid)
-            && !s.dirty
-        {
-            s.dirty = true;
-            self.dirty.push(rid.to_string());
+        if self.sessions.contains_key(rid) {
+            self.persist.mark_dirty(rid);
         }
     }
 
@@ -85,23 +81,15 @@ impl Gateway {
 
     /// Emit an event bound to a session: next seq, into the ring, onto the out-queue.
     pub(crate) fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
-        let Some(s) = self.sessions.get_mut(rid) else {
-            return;
-        };
-        let seq = s.next_seq();
-        let params = frame::event_params(kind, rid, &payload, Some(seq));
-        s.record_event(&params, seq, self.cfg.event_ring);
-        self.out.push(frame::event_frame(&params));
+        if let Some(s) = self.sessions.get_mut(rid) {
+            s.emit(&mut self.client, kind, &payload, self.cfg.event_ring);
+        }
     }
 
     fn emit_delta(&mut self, rid: &str, text: &str) {
-        let Some(s) = self.sessions.get_mut(rid) else {
-            return;
-        };
-        let seq = s.next_seq();
-        let params = frame::event_params("message.delta", rid, &json!({ "text": text }), Some(seq));
-        s.record_event(&params, seq, self.cfg.event_ring);
-        self.out.push_delta(rid, seq, text);
+        if let Some(s) = self.sessions.get_mut(rid) {
+            s.emit_delta(&mut self.client, text, self.cfg.event_ring);
+        }
     }
 
     /// Append the user's prompt and start a turn for it.
@@ -173,6 +161,11 @@ impl Gateway {
             return;
         };
         let Some(turn) = s.turn.as_mut() else { return };
+        if turn.call.is_none() && self.persist.holding() {
+            // Nothing can be saved: the next model call waits for the store.
+            self.persist.park(rid);
+            return;
+        }
         if turn.call.is_none() {
             let first = turn.machine.rounds() == 0;
             // Steering reaches the model as a user note before its next call.
@@ -522,10 +515,8 @@ impl Gateway {
             }
             s.ended = Some((util::unix_now(), reason.to_string()));
             s.row_dirty = true;
-            // Its id left in `dirty` is skipped (no longer in `sessions`);
-            // its turn's token went with the turn.
-            s.dirty = false;
-            self.retired.push(s);
+            // Its turn's token went with the turn.
+            self.persist.retire(s);
         }
     }
 }

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
+use crate::rpc::{Outbox, frame};
 use transcript::Message;
 use turn::Turn;
 
@@ -72,8 +73,6 @@ pub struct Session {
     pub queued: VecDeque<String>,
     /// `queued` changed since the last commit.
     pub queue_dirty: bool,
-    /// On the gateway's list of sessions to commit this iteration.
-    pub dirty: bool,
     /// Dangerous-command rules the user approved for this session.
     pub approved_rules: Vec<String>,
     /// `/yolo`: dangerous commands run without asking (refused ones stay refused).
@@ -142,7 +141,6 @@ impl Session {
             turn: None,
             queued: VecDeque::new(),
             queue_dirty: false,
-            dirty: false,
             approved_rules: Vec::new(),
             yolo: false,
             reasoning_effort: None,
@@ -264,6 +262,23 @@ impl Session {
         self.ring.push_back((seq, params.to_string()));
     }
 
+    /// Say an event of this session: the next seq, into the ring (`ring_cap` long), out.
+    pub fn emit(&mut self, out: &mut dyn Outbox, kind: &str, payload: &Value, ring_cap: usize) {
+        let seq = self.next_seq();
+        let params = frame::event_params(kind, &self.runtime_id, payload, Some(seq));
+        self.record_event(&params, seq, ring_cap);
+        out.event(&params);
+    }
+
+    /// [`Session::emit`] for a `message.delta`, which the outbox may merge with the one before.
+    pub fn emit_delta(&mut self, out: &mut dyn Outbox, text: &str, ring_cap: usize) {
+        let seq = self.next_seq();
+        let payload = json!({ "text": text });
+        let params = frame::event_params("message.delta", &self.runtime_id, &payload, Some(seq));
+        self.record_event(&params, seq, ring_cap);
+        out.delta(&self.runtime_id, seq, text);
+    }
+
     pub fn next_seq(&mut self) -> u64 {
         self.seq += 1;
         self.seq
@@ -368,5 +383,25 @@ mod tests {
     #[test]
     fn status_words_are_the_tuis() {
         assert_eq!(session().status_word(), "idle");
+    }
+
+    #[test]
+    fn events_go_out_numbered_and_the_ring_keeps_the_last_ones() {
+        let mut s = session();
+        let mut out = crate::rpc::outbox::FakeOutbox::default();
+        s.emit(&mut out, "a", &json!({"n": 1}), 2);
+        s.emit_delta(&mut out, "hi", 2);
+        s.emit(&mut out, "b", &json!({}), 2);
+        let events = out.events();
+        let seqs: Vec<_> = events.iter().map(|e| e["seq"].as_u64()).collect();
+        assert_eq!(seqs, vec![Some(1), Some(2), Some(3)]);
+        assert_eq!(events[0]["session_id"], "r");
+        assert_eq!(events[1]["type"], "message.delta");
+        assert_eq!(events[1]["payload"]["text"], "hi");
+        // The ring holds what a reconnecting client replays: the same params, the newest two.
+        let ring: Vec<u64> = s.ring.iter().map(|(seq, _)| *seq).collect();
+        assert_eq!(ring, vec![2, 3]);
+        let replayed: Value = serde_json::from_str(&s.ring[1].1).unwrap();
+        assert_eq!(&replayed, events[2]);
     }
 }

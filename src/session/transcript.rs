@@ -1,8 +1,10 @@
 //! Messages of a conversation, as stored and as shown.
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Role {
     System,
     User,
@@ -30,8 +32,8 @@ impl Role {
     }
 }
 
-/// One row of `messages`.
-#[derive(Debug, Clone, PartialEq)]
+/// One row of `messages` (serialised in the journal, `store::Delta`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub role: Role,
     pub content: Option<String>,

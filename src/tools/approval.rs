@@ -11,7 +11,6 @@ use serde_json::{Value, json};
 
 use super::{Ask, ToolResult};
 use crate::event_loop::{Gateway, Timer};
-use crate::rpc::frame;
 use crate::session::calls::{self, Answer};
 use crate::timer::TimerId;
 use crate::util;
@@ -93,11 +92,11 @@ pub fn ask(gw: &mut Gateway, rid: &str, ask: &Ask, now: Instant) -> String {
         "description": ask.description,
         "choices": CHOICES,
     });
-    let srq_id = if gw.server_requests {
+    let srq_id = if gw.outbox().takes_server_requests() {
         let id = format!("srq-{}", util::random_hex(12));
         let mut params = payload.clone();
         params["session_id"] = json!(rid);
-        gw.out.push(frame::server_request(&id, "approval", &params));
+        gw.outbox().server_request(&id, "approval", &params);
         Some(id)
     } else {
         gw.emit(rid, "approval.request", payload);

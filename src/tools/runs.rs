@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::{JobId, policy};
 use crate::event_loop::{Gateway, Timer};
 use crate::rpc::RpcError;
-use crate::rpc::frame::{self, code};
+use crate::rpc::frame::code;
 use crate::runner::{Ending, RunEnd, RunEvent, RunId, RunTimer, Spec, Streams};
 use crate::util;
 
@@ -317,33 +317,24 @@ fn deliver(gw: &mut Gateway, owned: Owned, end: RunEnd, now: Instant) {
         }
         Owner::Shell { request_id } => {
             let code = end.code();
-            let frame = match end.ending {
-                Some(Ending::Timeout) => frame::error(
-                    &request_id,
-                    &RpcError::new(
-                        code::TIMED_OUT,
-                        format!("command timed out after {}s", SHELL_TIMEOUT.as_secs()),
-                    ),
-                ),
-                Some(Ending::Interrupted) => frame::error(
-                    &request_id,
-                    &RpcError::new(
-                        code::SHUTTING_DOWN,
-                        "command interrupted: gateway is shutting down",
-                    ),
-                ),
+            let reply = match end.ending {
+                Some(Ending::Timeout) => Err(RpcError::new(
+                    code::TIMED_OUT,
+                    format!("command timed out after {}s", SHELL_TIMEOUT.as_secs()),
+                )),
+                Some(Ending::Interrupted) => Err(RpcError::new(
+                    code::SHUTTING_DOWN,
+                    "command interrupted: gateway is shutting down",
+                )),
                 None => match end.start_error {
-                    Some(e) => frame::error(
-                        &request_id,
-                        &RpcError::new(code::INTERNAL, format!("could not start the command: {e}")),
-                    ),
-                    None => frame::response(
-                        &request_id,
-                        &json!({"stdout": end.stdout, "stderr": end.stderr, "code": code}),
-                    ),
+                    Some(e) => Err(RpcError::new(
+                        code::INTERNAL,
+                        format!("could not start the command: {e}"),
+                    )),
+                    None => Ok(json!({"stdout": end.stdout, "stderr": end.stderr, "code": code})),
                 },
             };
-            gw.out.push(frame);
+            gw.outbox().reply(&request_id, reply);
         }
         Owner::Request { request_id, answer } => {
             let outcome = Outcome {
@@ -353,7 +344,7 @@ fn deliver(gw: &mut Gateway, owned: Owned, end: RunEnd, now: Instant) {
                 timeout: end.timeout,
                 start_error: end.start_error,
             };
-            gw.out.push(frame::response(&request_id, &answer(&outcome)));
+            gw.outbox().answer(&request_id, &answer(&outcome));
         }
     }
 }

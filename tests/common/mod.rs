@@ -268,6 +268,8 @@ pub fn scrub_env(cmd: &mut Command) {
             || k.starts_with("OPENAI_")
             || k.starts_with("ANTHROPIC_")
             || k.starts_with("OPENROUTER_")
+            // The mocks listen on 127.0.0.1: a proxy from the machine must not stand between.
+            || k.to_ascii_lowercase().ends_with("_proxy")
         {
             cmd.env_remove(&k);
         }

@@ -1102,3 +1102,106 @@ impl MockAi {
         (mock, results)
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// An HTTP proxy
+// ---------------------------------------------------------------------------------------------
+
+/// A forwarding HTTP proxy on 127.0.0.1: `CONNECT host:port` opens a tunnel, an absolute-form
+/// request is forwarded in origin form. It records each request head's first line and its
+/// `Proxy-Authorization`, and refuses everything with `refuse` when set (e.g. 407).
+/// What the proxy saw: each request line and its `Proxy-Authorization`.
+type ProxyLog = Mutex<Vec<(String, Option<String>)>>;
+
+pub struct TestProxy {
+    pub port: u16,
+    seen: Arc<ProxyLog>,
+}
+
+impl TestProxy {
+    pub fn start(refuse: Option<u16>) -> TestProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy");
+        let port = listener.local_addr().unwrap().port();
+        let seen: Arc<ProxyLog> = Arc::default();
+        let log = seen.clone();
+        thread::spawn(move || {
+            for client in listener.incoming().map_while(Result::ok) {
+                let log = log.clone();
+                thread::spawn(move || proxy_one(client, refuse, &log));
+            }
+        });
+        TestProxy { port, seen }
+    }
+
+    /// `(request line, Proxy-Authorization)` of every request so far.
+    pub fn seen(&self) -> Vec<(String, Option<String>)> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn proxy_one(mut client: TcpStream, refuse: Option<u16>, log: &ProxyLog) {
+    let _ = client.set_read_timeout(Some(Duration::from_secs(20)));
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match client.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return,
+        }
+    }
+    let text = String::from_utf8_lossy(&head).into_owned();
+    let mut lines = text.split("\r\n");
+    let first = lines.next().unwrap_or("").to_string();
+    let auth = lines
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.eq_ignore_ascii_case("proxy-authorization"))
+        .map(|(_, v)| v.trim().to_string());
+    log.lock().unwrap().push((first.clone(), auth));
+    if let Some(code) = refuse {
+        let _ = client.write_all(
+            format!(
+                "HTTP/1.1 {code} {}\r\nContent-Length: 0\r\n\r\n",
+                reason_phrase(code)
+            )
+            .as_bytes(),
+        );
+        return;
+    }
+    let mut parts = first.split(' ');
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (upstream_addr, forward) = if method == "CONNECT" {
+        (target.to_string(), None)
+    } else {
+        let rest = target.strip_prefix("http://").unwrap_or(target);
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let origin = text.replacen(target, if path.is_empty() { "/" } else { path }, 1);
+        (authority.to_string(), Some(origin))
+    };
+    let Ok(mut upstream) = TcpStream::connect(&upstream_addr) else {
+        let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n");
+        return;
+    };
+    match forward {
+        None => {
+            if client
+                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                .is_err()
+            {
+                return;
+            }
+        }
+        Some(origin) => {
+            if upstream.write_all(origin.as_bytes()).is_err() {
+                return;
+            }
+        }
+    }
+    let (mut c2, mut u2) = (client.try_clone().unwrap(), upstream.try_clone().unwrap());
+    let up = thread::spawn(move || {
+        let _ = io::copy(&mut c2, &mut u2);
+        let _ = u2.shutdown(Shutdown::Write);
+    });
+    let _ = io::copy(&mut upstream, &mut client);
+    let _ = client.shutdown(Shutdown::Write);
+    let _ = up.join();
+}
