@@ -21,7 +21,11 @@ pub mod signals;
 pub mod store;
 pub mod timer;
 pub mod tools;
+pub mod transcript;
 pub mod util;
+
+/// The gateway's version, as `gateway.ready` and the TUI's banner report it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub use config::Config;
 pub use event_loop::{Gateway, Io};

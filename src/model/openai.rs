@@ -19,7 +19,7 @@ use super::sse::SseParser;
 use super::{
     CallContext, ModelCall, ModelEvent, ModelRequest, Progress, Provider, TokenUsage, ToolCall,
 };
-use crate::session::transcript::{Message, Role};
+use crate::transcript::{Message, Role};
 
 /// Everything the provider needs to know, resolved from flags, environment and config.yaml.
 #[derive(Debug, Clone)]
@@ -159,7 +159,7 @@ impl Provider for OpenAiProvider {
              Content-Length: {}\r\n",
             self.route.request_target("/chat/completions"),
             self.url.authority(),
-            crate::session::VERSION,
+            crate::VERSION,
             body.len()
         );
         if let Some(key) = self.settings.api_key.as_deref().filter(|k| !k.is_empty()) {

@@ -5,7 +5,6 @@ pub mod compaction;
 mod driver;
 pub mod machine;
 pub mod registry;
-pub mod transcript;
 pub mod turn;
 
 use std::collections::VecDeque;
@@ -17,10 +16,9 @@ use crate::rpc::{Outbox, frame};
 use transcript::Message;
 use turn::Turn;
 
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// How a `session.steer` text starts when it reaches the model as a user note.
-pub const STEER_PREFIX: &str = "[The user adds, while you work:] ";
+pub use crate::VERSION;
+pub use crate::transcript;
+pub use crate::transcript::STEER_PREFIX;
 
 /// How far the stored copy of a session has caught up with memory.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::session::transcript::{Message, Role};
 use crate::session::{Persisted, Session};
+use crate::transcript::{Message, Role};
 
 pub use delta::{Delta, LiveChange};
 pub use error::{ErrorKind, StoreError};
