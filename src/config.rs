@@ -51,6 +51,8 @@ pub struct Config {
     pub model_retries: u32,
     /// First backoff between retries (doubling), unless the server says `Retry-After`.
     pub retry_base: Duration,
+    /// Longest wait between retries, whatever `Retry-After` says.
+    pub retry_cap: Duration,
     /// How long a dangerous command waits for the user's approval before it is denied.
     pub approval_timeout: Duration,
     /// Install signal handlers (turn off when the host program owns signals).
@@ -85,6 +87,7 @@ impl Default for Config {
             idle_timeout: Duration::from_secs(120),
             model_retries: 2,
             retry_base: Duration::from_millis(500),
+            retry_cap: Duration::from_secs(30),
             approval_timeout: Duration::from_secs(300),
             handle_signals: true,
             rpc_log: None,
@@ -340,6 +343,15 @@ const KNOBS: &[Knob] = &[
         show: |c| secs(c.retry_base),
         set: |c, v| {
             c.retry_base = seconds(v, 0.001, 600.0)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--retry-cap",
+        env: "TUI_GATEWAY_RETRY_CAP_S",
+        show: |c| secs(c.retry_cap),
+        set: |c, v| {
+            c.retry_cap = seconds(v, 0.01, 3600.0)?;
             Ok(())
         },
     },

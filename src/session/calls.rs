@@ -11,7 +11,7 @@ use crate::model::ToolCall;
 use crate::runner::RunEnd;
 use crate::session::transcript::{Message, Role, tool_context};
 use crate::tools::runs::{self, Owner};
-use crate::tools::{Job, JobId, Start, ToolResult, approval};
+use crate::tools::{Job, JobId, Start, ToolContext, ToolResult, approval};
 use crate::util;
 
 /// How the user answered an approval.
@@ -110,12 +110,14 @@ pub(crate) fn run_ended(gw: &mut Gateway, job: JobId, end: RunEnd, now: Instant)
         return;
     };
     if let Some(result) = tool.run_ended(job, &args, end) {
-        job_finished(gw, job, result, now);
+        finish_job(gw, job, result, now);
     }
 }
 
 /// A job is over: the rest of its runs are killed, its result recorded, the turn goes on.
-fn job_finished(gw: &mut Gateway, job: JobId, mut result: ToolResult, now: Instant) {
+/// (A tool that runs on without the runner, such as a call answered over a server's pipe,
+/// ends its job here.)
+pub(crate) fn finish_job(gw: &mut Gateway, job: JobId, mut result: ToolResult, now: Instant) {
     let Some(j) = gw.tools.jobs.remove(&job) else {
         return;
     };
@@ -206,17 +208,21 @@ fn start_tool(
     let session = gw.sessions.get(rid);
     let cwd = session.map(|s| s.cwd.clone()).unwrap_or_default();
     let background = session.is_some_and(|s| s.background.is_some());
-    let (start, started_runs) = gw.tools.start(
-        &mut gw.runner,
+    let mut ctx = ToolContext {
         job,
-        &call,
-        &args,
         cwd,
-        gw.cfg.command_timeout,
+        command_timeout: gw.cfg.command_timeout,
         approved,
-        gw.shutdown.is_some(),
+        shutting_down: gw.shutdown.is_some(),
         now,
-    );
+        runner: &mut gw.runner,
+        runs: Vec::new(),
+    };
+    let start = match gw.tools.registry.get_mut(&call.name) {
+        Some(tool) => tool.start(&mut ctx, &args),
+        None => Start::Done(ToolResult::failed(format!("unknown tool: {}", call.name))),
+    };
+    let started_runs = ctx.runs;
     if !matches!(start, Start::Later) {
         // Only a call that runs on may keep what it started.
         for run in &started_runs {
@@ -306,6 +312,9 @@ fn record_result(gw: &mut Gateway, rid: &str, call: &ToolCall, result: &ToolResu
            "summary": result.summary});
     if let Some(e) = &result.error {
         payload["error"] = json!(e);
+    }
+    for (key, value) in &result.event_fields {
+        payload[key] = value.clone();
     }
     gw.emit(rid, "tool.complete", payload);
 }
