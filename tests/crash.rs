@@ -447,11 +447,7 @@ fn run_trial(seed: u64, fault: Fault) -> Outcome {
 
     // After a fault, what the client saw may be in the journal: the checks run after the
     // restart folded it in (and repaired).
-    let restarted = (fault != Fault::None).then(|| {
-        let mut g2 = Gateway::builder().home(&home.path).start();
-        g2.ping();
-        g2
-    });
+    let restarted = (fault != Fault::None).then(|| restart(&home.path));
 
     // the store
     let db = home.db_path();
@@ -519,11 +515,7 @@ fn run_trial(seed: u64, fault: Fault) -> Outcome {
     drop(conn);
 
     // a new gateway repairs and resumes every session
-    let mut g2 = restarted.unwrap_or_else(|| {
-        let mut g2 = Gateway::builder().home(&home.path).start();
-        g2.ping();
-        g2
-    });
+    let mut g2 = restarted.unwrap_or_else(|| restart(&home.path));
     if open_rows > 0 {
         wait_stderr(
             &mut g2,

@@ -28,6 +28,20 @@ fn journals(home: &std::path::Path) -> Vec<std::path::PathBuf> {
     found
 }
 
+/// A gateway on `home` with this flush interval (seconds): the retry interval too.
+fn start(home: &TempHome, flush: &str) -> Gateway {
+    Gateway::builder()
+        .home(&home.path)
+        .env("HERMES_TUI_SESSION_FLUSH_INTERVAL_S", flush)
+        .start()
+}
+
+/// Stdin closed: the gateway exits 0.
+fn close(mut g: Gateway) {
+    g.close_stdin();
+    assert_eq!(g.wait_exit(secs(10)).code(), Some(0), "{}", g.diag());
+}
+
 /// `(role, content)` of a session's rows.
 fn texts(db: &std::path::Path, stored: &str) -> Vec<(String, String)> {
     message_rows(db, stored)
@@ -46,10 +60,7 @@ fn turn_rows(prompt: &str, reply: &str) -> Vec<(String, String)> {
 #[test]
 fn locked_db_turns_keep_streaming_into_the_journal_and_the_next_start_folds_it_once() {
     let home = TempHome::new("lock-journal");
-    let mut g = Gateway::builder()
-        .home(&home.path)
-        .env("HERMES_TUI_SESSION_FLUSH_INTERVAL_S", "0.2")
-        .start();
+    let mut g = start(&home, "0.2");
     let s = g.create_session(json!({}));
     let one = g.run_turn(&s.id, "before the lock");
     let mut lock = DbLock::take(&home.db_path());
@@ -73,8 +84,7 @@ fn locked_db_turns_keep_streaming_into_the_journal_and_the_next_start_folds_it_o
     let mut want = turn_rows("before the lock", &one.text);
     want.extend(turn_rows("during the lock", &two.text));
     want.extend(turn_rows("still locked", &three.text));
-    let mut g2 = Gateway::builder().home(&home.path).start();
-    g2.ping();
+    let mut g2 = restart(&home.path);
     assert_eq!(texts(&home.db_path(), &s.stored), want, "folded, once");
     assert!(
         journals(&home.path).is_empty(),
@@ -83,14 +93,11 @@ fn locked_db_turns_keep_streaming_into_the_journal_and_the_next_start_folds_it_o
     wait_stderr(&mut g2, "folded 1 session(s) from the journal", secs(5));
     let r = g2.call("session.resume", json!({"session_id": s.stored}));
     assert_eq!(r["message_count"], 6, "{r}");
-    g2.close_stdin();
-    assert_eq!(g2.wait_exit(secs(10)).code(), Some(0));
+    close(g2);
     // a second start finds nothing left to fold and changes nothing
-    let mut g3 = Gateway::builder().home(&home.path).start();
-    g3.ping();
+    let g3 = restart(&home.path);
     assert_eq!(texts(&home.db_path(), &s.stored).len(), 6);
-    g3.close_stdin();
-    g3.wait_exit(secs(10));
+    close(g3);
 }
 
 #[test]
@@ -99,10 +106,7 @@ fn a_journal_folded_but_not_removed_before_a_kill_is_not_folded_twice() {
     // marks the journal folded that far). A copy of the journal taken before stands for a
     // kill between that commit and the journal's removal.
     let home = TempHome::new("lock-refold");
-    let mut g = Gateway::builder()
-        .home(&home.path)
-        .env("HERMES_TUI_SESSION_FLUSH_INTERVAL_S", "0.2")
-        .start();
+    let mut g = start(&home, "0.2");
     let s = g.create_session(json!({}));
     let mut lock = DbLock::take(&home.db_path());
     g.run_turn(&s.id, "journaled then committed");
@@ -118,12 +122,10 @@ fn a_journal_folded_but_not_removed_before_a_kill_is_not_folded_twice() {
     g.signal(libc::SIGKILL);
     g.wait_exit(secs(5));
     std::fs::write(&found[0], copy).unwrap();
-    let mut g2 = Gateway::builder().home(&home.path).start();
-    g2.ping();
+    let g2 = restart(&home.path);
     assert_eq!(texts(&db, &s.stored).len(), 2, "nothing written twice");
     assert!(journals(&home.path).is_empty());
-    g2.close_stdin();
-    g2.wait_exit(secs(10));
+    close(g2);
 }
 
 /// A full-disk home, or `None` (and a note) where this process may not mount.
@@ -143,10 +145,7 @@ fn a_full_disk_holds_the_frames_says_so_once_and_resumes_when_space_is_freed() {
     let Some((home, fs)) = full_disk_home("full", 4096) else {
         return;
     };
-    let mut g = Gateway::builder()
-        .home(&home.path)
-        .env("HERMES_TUI_SESSION_FLUSH_INTERVAL_S", "0.2")
-        .start();
+    let mut g = start(&home, "0.2");
     let s = g.create_session(json!({}));
     let b = g.create_session(json!({}));
     let first = g.run_turn(&s.id, "before the disk filled");
@@ -227,13 +226,11 @@ fn a_full_disk_holds_the_frames_says_so_once_and_resumes_when_space_is_freed() {
     // kill and a fresh start
     g.signal(libc::SIGKILL);
     g.wait_exit(secs(5));
-    let mut g2 = Gateway::builder().home(&home.path).start();
-    g2.ping();
+    let g2 = restart(&home.path);
     let mut want = turn_rows("before the disk filled", &first.text);
     want.extend(turn_rows(&prompt, &turn.text));
     assert_eq!(texts(&home.db_path(), &s.stored), want);
-    g2.close_stdin();
-    g2.wait_exit(secs(10));
+    close(g2);
     drop(fs);
 }
 
@@ -241,10 +238,7 @@ fn a_full_disk_holds_the_frames_says_so_once_and_resumes_when_space_is_freed() {
 fn a_session_whose_row_a_writer_refuses_does_not_delay_another_sessions_commits() {
     let home = TempHome::new("refused");
     // A long flush interval: a commit that waited for a retry would show.
-    let mut g = Gateway::builder()
-        .home(&home.path)
-        .env("HERMES_TUI_SESSION_FLUSH_INTERVAL_S", "60")
-        .start();
+    let mut g = start(&home, "60");
     let a = g.create_session(json!({}));
     let b = g.create_session(json!({}));
     let db = home.db_path();
@@ -281,21 +275,16 @@ fn a_session_whose_row_a_writer_refuses_does_not_delay_another_sessions_commits(
     g.signal(libc::SIGKILL);
     g.wait_exit(secs(5));
     open_db(&db).execute_batch("DROP TRIGGER refuse_a").unwrap();
-    let mut g2 = Gateway::builder().home(&home.path).start();
-    g2.ping();
+    let g2 = restart(&home.path);
     assert_eq!(texts(&db, &a.stored), turn_rows("a is refused", &ta.text));
     assert_eq!(texts(&db, &b.stored).len(), 6);
-    g2.close_stdin();
-    g2.wait_exit(secs(10));
+    close(g2);
 }
 
 #[test]
 fn the_journal_is_not_written_through_a_symlink() {
     let home = TempHome::new("journal-link");
-    let mut g = Gateway::builder()
-        .home(&home.path)
-        .env("HERMES_TUI_SESSION_FLUSH_INTERVAL_S", "0.2")
-        .start();
+    let mut g = start(&home, "0.2");
     let s = g.create_session(json!({}));
     g.run_turn(&s.id, "before the lock");
     // plant a symlink where this gateway's journal will go
@@ -325,6 +314,5 @@ fn the_journal_is_not_written_through_a_symlink() {
     assert_eq!(answer["result"]["status"], "streaming", "{answer}");
     g.wait_session_event(&s.id, "message.complete", secs(10));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
-    g.close_stdin();
-    assert_eq!(g.wait_exit(secs(10)).code(), Some(0));
+    close(g);
 }

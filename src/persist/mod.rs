@@ -161,10 +161,14 @@ impl Persistence<Store, Journal> {
         let mut store = Store::open(&db, &cfg.synchronous)?;
         let unfolded = fold_dead_journals(&mut store);
         match store.repair_killed() {
-            Ok(r) if r.sessions_ended > 0 || r.tool_results_added > 0 => crate::diag!(
-                "[gateway] ended {} session(s) left open by a killed gateway ({} tool result(s) marked unknown)",
+            Ok(r) if r != crate::store::Repair::default() => crate::diag!(
+                "[gateway] ended {} session(s) left open by a killed gateway ({} tool result(s) marked unknown){}",
                 r.sessions_ended,
-                r.tool_results_added
+                r.tool_results_added,
+                match r.queued_prompts_kept {
+                    0 => String::new(),
+                    n => format!("; kept {n} queued prompt(s) as user messages"),
+                }
             ),
             Ok(_) => {}
             Err(e) => crate::diag!("[gateway] startup repair skipped: {e}"),
@@ -454,7 +458,6 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
         } else {
             self.store.write(&deltas)
         };
-        let several = deltas.len() > 1;
         drop(deltas);
         match result {
             Ok(()) => {
@@ -465,15 +468,9 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
                 self.committed_retired(&retired);
             }
             Err(e) if e.kind.store_wide() => self.store_failed(e, now),
-            Err(_) if several => self.write_one_by_one(sessions, live, retired, now),
-            Err(e) => {
-                let who = live.first().and_then(|rid| sessions.get(rid));
-                let stored = who.map_or_else(
-                    || self.retired[retired[0]].session.stored_id.clone(),
-                    |s| s.stored_id.clone(),
-                );
-                self.session_failed(&stored, live.first().cloned(), e, now);
-            }
+            // About some session's data: each on its own, so the refused one is named and the
+            // others land.
+            Err(_) => self.write_one_by_one(sessions, live, retired, now),
         }
     }
 
@@ -489,6 +486,10 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
             let Some(s) = sessions.get(&rid) else {
                 continue;
             };
+            if !s.unpersisted() {
+                self.committed_live(sessions, &rid);
+                continue;
+            }
             let stored = s.stored_id.clone();
             let seq = self.journaled.get(&stored).copied();
             match self.store.write(&[(Delta::of(s), seq)]) {
@@ -502,6 +503,10 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
         }
         for i in retired {
             let s = &self.retired[i].session;
+            if !s.unpersisted() {
+                landed.push(i);
+                continue;
+            }
             let stored = s.stored_id.clone();
             let seq = self.journaled.get(&stored).copied();
             match self.store.write(&[(Delta::of(s), seq)]) {

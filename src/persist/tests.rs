@@ -332,3 +332,19 @@ fn the_final_commit_tries_everything_at_once() {
     assert_eq!(p, Publish::Release);
     assert!(r.world.borrow().db.contains_key("stored-a"));
 }
+
+#[test]
+fn the_refused_session_is_the_one_named_when_others_had_nothing_to_write() {
+    let mut r = Rig::new(&["a", "b"]);
+    assert_eq!(r.commit(Duration::ZERO), Publish::Release);
+    r.world.borrow_mut().refused.push("stored-b".into());
+    r.p.mark_dirty("a"); // touched, nothing new
+    r.say("b");
+    assert_eq!(r.commit(Duration::from_millis(10)), Publish::Release);
+    let notices = r.p.take_notices();
+    assert!(
+        matches!(&notices[..], [Notice::Unsaved { rids, .. }] if rids == &["b".to_string()]),
+        "{notices:?}"
+    );
+    assert!(r.world.borrow().journal.iter().all(|j| j.1 == "stored-b"));
+}

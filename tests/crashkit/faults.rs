@@ -5,6 +5,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+/// A gateway started on `home` once its store is open (journals folded, killed sessions
+/// repaired: `gateway.ready` comes before the store opens, the `ping` answer after).
+pub fn restart(home: &Path) -> crate::common::Gateway {
+    let mut g = crate::common::Gateway::builder().home(home).start();
+    g.ping();
+    g
+}
+
 /// A connection of this test process holding the write lock of state.db (WAL: `BEGIN
 /// IMMEDIATE` takes the one writer slot; readers still work).
 pub struct DbLock(Option<rusqlite::Connection>);
