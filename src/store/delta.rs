@@ -8,7 +8,7 @@ use rusqlite::params;
 use serde::{Deserialize, Serialize};
 
 use crate::session::Session;
-use crate::session::transcript::Message;
+use crate::transcript::Message;
 
 /// How the session's row in `tui_gateway_live` changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
