@@ -392,6 +392,15 @@ mod tests {
         ]
     }
 
+    /// Flush until `flush_until`, interrupt, step again at `kill_wake`.
+    fn steps_2_and_3(flush_until: Instant, kill_wake: Instant) -> Vec<Action> {
+        vec![
+            Action::Flush { until: flush_until },
+            Action::Interrupt,
+            Action::WakeAt(kill_wake),
+        ]
+    }
+
     /// Begun at `t0` and past steps 2 and 3.
     fn interrupted(reason: &str, t0: Instant) -> Shutdown {
         let (mut sd, wakes) = Shutdown::begin(reason, t0, timing());
@@ -401,13 +410,7 @@ mod tests {
         );
         assert_eq!(
             sd.step(t0, &alive(true)),
-            vec![
-                Action::Flush {
-                    until: t0 + 2 * SEC
-                },
-                Action::Interrupt,
-                Action::WakeAt(t0 + 3 * SEC),
-            ]
+            steps_2_and_3(t0 + 2 * SEC, t0 + 3 * SEC)
         );
         sd
     }
@@ -485,13 +488,7 @@ mod tests {
         let (mut sd, _) = Shutdown::begin("SIGTERM", t0, long);
         assert_eq!(
             sd.step(t0, &alive(true)),
-            vec![
-                Action::Flush {
-                    until: t0 + 2 * SEC
-                },
-                Action::Interrupt,
-                Action::WakeAt(t0 + 2 * SEC),
-            ]
+            steps_2_and_3(t0 + 2 * SEC, t0 + 2 * SEC)
         );
         assert_eq!(
             sd.step(t0 + 2 * SEC, &alive(true)),
