@@ -48,10 +48,15 @@ impl Tool for HostNote {
         };
         self.notes.push(text.to_string());
         let held = self.notes.len();
-        Start::Done(ToolResult::new(
+        let mut result = ToolResult::new(
             json!({"kept": text, "notes_held": held, "by": "the embedding host"}),
             format!("{held} note(s) held"),
-        ))
+        );
+        // The client sees every note on the call's `tool.complete`; the model sees the result.
+        result
+            .event_fields
+            .insert("notes".into(), json!(self.notes));
+        Start::Done(result)
     }
 }
 

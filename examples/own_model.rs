@@ -1,6 +1,8 @@
 //! An embedding host that brings its own model: the built-in offline model, except that a
-//! prompt containing `panic-now` makes the model call panic. The gateway ends that one turn
-//! with an error and keeps serving every other session (the fault-isolation tests use it).
+//! prompt containing `panic-now` makes the model call panic; and its own tool, `host_fault`,
+//! whose every call panics (the offline model calls it for the prompt `%host_fault`). The
+//! gateway ends that one turn with an error and keeps serving every other session (the
+//! fault-isolation tests use it).
 //!
 //! Run: `cargo run --example own_model` and type JSON-RPC frames.
 
@@ -9,6 +11,7 @@ use std::time::Instant;
 use tui_gateway::model::offline::OfflineProvider;
 use tui_gateway::model::{CallContext, ModelCall, ModelEvent, ModelRequest, Progress, Provider};
 use tui_gateway::session::transcript::Role;
+use tui_gateway::tools::{Start, Tool, ToolContext};
 use tui_gateway::{Config, Gateway, Io};
 
 struct HostModel {
@@ -53,6 +56,24 @@ impl Provider for HostModel {
     }
 }
 
+/// A tool whose start fails the way a bug in a host's tool would.
+struct FaultyTool;
+
+impl Tool for FaultyTool {
+    fn name(&self) -> &str {
+        "host_fault"
+    }
+    fn description(&self) -> &str {
+        "Fail inside the host."
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object", "properties": {}})
+    }
+    fn start(&mut self, _ctx: &mut ToolContext<'_>, _args: &serde_json::Value) -> Start {
+        panic!("the host's tool failed");
+    }
+}
+
 fn main() {
     tui_gateway::runner::supervisor::run_if_requested();
     let cfg = Config::from_env().unwrap_or_else(|e| {
@@ -68,6 +89,9 @@ fn main() {
     gateway.set_provider(Box::new(HostModel {
         inner: OfflineProvider::new(delay),
     }));
+    if let Err(e) = gateway.register_tool(Box::new(FaultyTool)) {
+        eprintln!("[host] {e}");
+    }
     if let Err(e) = gateway.install_signals(false) {
         eprintln!("[host] {e}");
     }

@@ -31,6 +31,9 @@ pub struct Config {
     pub offline_word_delay: Duration,
     /// Events kept per session for `session.events.since`.
     pub event_ring: usize,
+    /// Largest journal (what state.db could not take yet), in bytes; past it the gateway holds
+    /// its output until the store takes a commit.
+    pub journal_cap: u64,
     /// `PRAGMA synchronous` value.
     pub synchronous: String,
     /// `offline` or `openai`; unset: `openai` when a base URL or key is configured.
@@ -48,6 +51,8 @@ pub struct Config {
     pub model_retries: u32,
     /// First backoff between retries (doubling), unless the server says `Retry-After`.
     pub retry_base: Duration,
+    /// Longest wait between retries, whatever `Retry-After` says.
+    pub retry_cap: Duration,
     /// How long a dangerous command waits for the user's approval before it is denied.
     pub approval_timeout: Duration,
     /// Install signal handlers (turn off when the host program owns signals).
@@ -71,6 +76,7 @@ impl Default for Config {
             out_queue_cap: 8 * 1024 * 1024,
             offline_word_delay: Duration::ZERO,
             event_ring: 256,
+            journal_cap: 64 * 1024 * 1024,
             synchronous: "NORMAL".into(),
             provider: None,
             model: None,
@@ -81,6 +87,7 @@ impl Default for Config {
             idle_timeout: Duration::from_secs(120),
             model_retries: 2,
             retry_base: Duration::from_millis(500),
+            retry_cap: Duration::from_secs(30),
             approval_timeout: Duration::from_secs(300),
             handle_signals: true,
             rpc_log: None,
@@ -179,6 +186,15 @@ const KNOBS: &[Knob] = &[
         show: |c| secs(c.shutdown_grace),
         set: |c, v| {
             c.shutdown_grace = seconds(v, 0.1, 3600.0)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--journal-cap-kb",
+        env: "TUI_GATEWAY_JOURNAL_CAP_KB",
+        show: |c| format!("{}", c.journal_cap / 1024),
+        set: |c, v| {
+            c.journal_cap = count(v, 16, 16 * 1024 * 1024)? as u64 * 1024;
             Ok(())
         },
     },
@@ -327,6 +343,15 @@ const KNOBS: &[Knob] = &[
         show: |c| secs(c.retry_base),
         set: |c, v| {
             c.retry_base = seconds(v, 0.001, 600.0)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--retry-cap",
+        env: "TUI_GATEWAY_RETRY_CAP_S",
+        show: |c| secs(c.retry_cap),
+        set: |c, v| {
+            c.retry_cap = seconds(v, 0.01, 3600.0)?;
             Ok(())
         },
     },

@@ -1,7 +1,7 @@
 //! The gateway: one thread, one `mio::Poll`. Each iteration reads input and dispatches it,
 //! fires due timers, drives runnable turns (`session/driver.rs`), steps the shutdown, commits
-//! everything appended (`commit.rs`, one transaction), and only then releases and writes the
-//! frames that announce it.
+//! everything appended (`commit.rs`, `persist/`: state.db, else the journal), and only then
+//! releases and writes the frames that announce it (held while nothing can be written).
 
 use std::collections::HashMap;
 use std::io;
@@ -15,13 +15,13 @@ use serde_json::{Value, json};
 
 use crate::config::Config;
 use crate::model::{ModelEvent, Provider};
+use crate::persist::Persistence;
 use crate::rpc::client_conn::{ClientConn, Limits, Read};
 use crate::rpc::frame::{self, Incoming};
 use crate::rpc::{Line, Outbox};
+use crate::session::VERSION;
 use crate::session::registry::Registry;
-use crate::session::{Session, VERSION};
 use crate::shutdown::{Again, Shutdown};
-use crate::store::Store;
 use crate::timer::TimerWheel;
 use crate::util;
 
@@ -74,7 +74,8 @@ pub use crate::rpc::client_conn::Io;
 pub struct Gateway {
     pub(crate) cfg: Config,
     pub(crate) poll: Poll,
-    pub(crate) store: Store,
+    /// state.db, the journal, what is dirty, retries, checkpoints.
+    pub(crate) persist: Persistence,
     pub(crate) provider: Box<dyn Provider>,
     /// Why the configured model could not be used, for `setup.status`.
     pub(crate) provider_warning: Option<String>,
@@ -95,16 +96,6 @@ pub struct Gateway {
     pub(crate) client: ClientConn,
     /// The output descriptor is registered with the poll (regular files and /dev/null are not).
     output_polled: bool,
-    /// Sessions with something to commit at the end of this iteration.
-    pub(crate) dirty: Vec<String>,
-    /// Closed sessions whose last state is not committed yet.
-    pub(crate) retired: Vec<Session>,
-    pub(crate) commit_retry_at: Option<Instant>,
-    pub(crate) flush_throttle: crate::flush::Throttle,
-    pub(crate) flush_armed: bool,
-    /// A turn ended since the last WAL checkpoint.
-    pub(crate) checkpoint_due: bool,
-    pub(crate) commit_error: Option<String>,
     pub(crate) shutdown: Option<Shutdown>,
     pub(crate) replay_epoch: String,
     signals: Option<signal_hook_mio::v1_0::Signals>,
@@ -144,29 +135,19 @@ impl Gateway {
         ));
         client.release();
         let _ = client.write(now);
-        let mut store = Store::open(&cfg.db_path(), &cfg.synchronous)?;
-        match store.repair_killed() {
-            Ok(r) if r.sessions_ended > 0 || r.tool_results_added > 0 => crate::diag!(
-                "[gateway] ended {} session(s) left open by a killed gateway ({} tool result(s) marked unknown)",
-                r.sessions_ended,
-                r.tool_results_added
-            ),
-            Ok(_) => {}
-            Err(e) => crate::diag!("[gateway] startup repair skipped: {e}"),
-        }
+        let persist = Persistence::open(&cfg)?;
         let (provider, provider_warning) = crate::model::select::choose(&cfg);
         if let Some(w) = &provider_warning {
             crate::diag!("[gateway] {w}");
         }
         let cfg_home_for_tools = cfg.home.clone();
         let kill_grace = cfg.kill_grace;
-        let cfg_flush_interval = cfg.flush_interval;
         let signals = None;
         Ok(Gateway {
             timers: TimerWheel::new(now),
             cfg,
             poll,
-            store,
+            persist,
             provider,
             provider_warning,
             sessions: Registry::new(),
@@ -181,13 +162,6 @@ impl Gateway {
             next_token: FIRST_DYNAMIC,
             client,
             output_polled,
-            dirty: Vec::new(),
-            retired: Vec::new(),
-            commit_retry_at: None,
-            flush_throttle: crate::flush::Throttle::new(cfg_flush_interval),
-            flush_armed: false,
-            checkpoint_due: false,
-            commit_error: None,
             shutdown: None,
             replay_epoch,
             signals,
@@ -322,7 +296,6 @@ impl Gateway {
         self.drive_turns(now);
         self.step_shutdown(now);
         self.commit(now);
-        self.client.release();
         self.write_output(now);
         self.check_stall(now);
         crate::diag::flush();
@@ -370,6 +343,7 @@ impl Gateway {
                 Incoming::Answer { id, result } => self.on_answer(id, result),
                 Incoming::Request(req) => {
                     let id = req.id.clone();
+                    let quiet = crate::persist::announces_nothing(&req.method);
                     let reply = catch_unwind(AssertUnwindSafe(|| crate::methods::call(self, req)));
                     let reply = reply.unwrap_or_else(|panic| {
                         Some(Err(frame::RpcError::new(
@@ -379,7 +353,15 @@ impl Gateway {
                     });
                     // `None`: answered later.
                     if let Some(reply) = reply {
-                        self.client.reply(&id, reply);
+                        if quiet && self.persist.holding() {
+                            let bytes = match reply {
+                                Ok(result) => frame::response(&id, &result),
+                                Err(err) => frame::error(&id, &err),
+                            };
+                            self.client.push_ahead(bytes);
+                        } else {
+                            self.client.reply(&id, reply);
+                        }
                     }
                 }
             },
@@ -407,7 +389,9 @@ impl Gateway {
     pub(crate) fn drain_output(&mut self, until: Instant) {
         loop {
             let now = Instant::now();
-            self.client.release();
+            if !self.persist.holding() {
+                self.client.release();
+            }
             self.write_output(now);
             if !self.client.has_released() || now >= until {
                 return;

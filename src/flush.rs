@@ -1,7 +1,7 @@
-//! Periodic work on the timing wheel: checkpoints of streaming text, retries of failed commits
-//! and the WAL checkpoint after turns (each at most once per flush interval), and the
-//! idle-session reaper. Time is always
-//! passed in, so the throttling is tested with a fake clock.
+//! Periodic work on the timing wheel: checkpoints of streaming text, the wake-up for retries of
+//! failed commits and for folds, and the WAL checkpoint after turns (each at most once per
+//! flush interval), and the idle-session reaper. Time is always passed in, so the throttling
+//! is tested with a fake clock.
 
 use std::time::{Duration, Instant};
 
@@ -36,36 +36,30 @@ impl Throttle {
     }
 }
 
-/// The flush tick: retry failed commits, then checkpoint partial text. Re-arms itself while
-/// there is streaming text or unsaved work.
+/// The flush tick: checkpoint partial text and the WAL; the iteration's commit that follows
+/// retries what failed. Re-arms itself while there is streaming text or unsaved work.
 pub fn tick(gw: &mut Gateway, now: Instant) {
-    gw.flush_armed = false;
-    if !gw.flush_throttle.try_run(now) {
+    if !gw.persist.tick_fired(now) {
         arm(gw, now);
         return;
     }
-    gw.retry_commit_now(now);
-    if gw.commit_error.is_none() {
+    if gw.persist.store_healthy() {
         checkpoint_partials(gw);
-        if std::mem::take(&mut gw.checkpoint_due)
-            && let Err(e) = gw.store.checkpoint()
-        {
-            crate::diag!("[gateway] WAL checkpoint failed: {e}");
-        }
+        gw.persist.checkpoint_if_due();
+        gw.persist.retry_folds();
     }
     let streaming = gw
         .sessions
         .values()
         .any(|s| s.turn.as_ref().is_some_and(|t| t.call.is_some()));
-    if streaming || gw.commit_error.is_some() {
+    if streaming || gw.persist.wants_tick() {
         arm(gw, now);
     }
 }
 
 /// Make sure a flush tick is scheduled.
 pub fn arm(gw: &mut Gateway, now: Instant) {
-    if !gw.flush_armed {
-        gw.flush_armed = true;
+    if gw.persist.arm_tick() {
         gw.timers
             .insert(now + gw.cfg.flush_interval, Timer::FlushTick);
     }
@@ -90,7 +84,7 @@ fn checkpoint_partials(gw: &mut Gateway) {
     if items.is_empty() {
         return;
     }
-    match gw.store.checkpoint_partials(&items) {
+    match gw.persist.store_mut().checkpoint_partials(&items) {
         Ok(rows) => {
             for (rid, row) in rids.iter().zip(rows) {
                 if let Some(turn) = gw.turn_mut(rid) {

@@ -12,6 +12,7 @@ pub mod event_loop;
 pub mod flush;
 pub mod methods;
 pub mod model;
+pub mod persist;
 pub mod rpc;
 pub mod runner;
 pub mod session;
@@ -20,7 +21,11 @@ pub mod signals;
 pub mod store;
 pub mod timer;
 pub mod tools;
+pub mod transcript;
 pub mod util;
+
+/// The gateway's version, as `gateway.ready` and the TUI's banner report it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub use config::Config;
 pub use event_loop::{Gateway, Io};

@@ -291,7 +291,7 @@ impl Gateway {
                 }
                 Action::ReportUnpersisted => report_unpersisted(self),
                 Action::Checkpoint => {
-                    let _ = self.store.checkpoint();
+                    self.persist.checkpoint_if_due();
                 }
                 Action::Drain { until, at_most } => {
                     self.drain_output(until.min(Instant::now() + at_most));
@@ -307,40 +307,12 @@ impl Gateway {
 
 /// Commit everything, letting SQLite wait for another process's lock until `deadline`.
 fn flush_within(gw: &mut Gateway, deadline: Instant, now: Instant) {
-    let wait = deadline
-        .saturating_duration_since(now)
-        .max(Duration::from_millis(1));
-    gw.store.set_busy_timeout(wait);
-    let result = gw.commit_now();
-    gw.store.set_busy_timeout(Duration::from_millis(100));
-    if let Err(e) = result {
-        gw.commit_error.get_or_insert(e);
-    }
+    gw.commit_final(deadline, now);
 }
 
-/// Say on stderr what is still only in memory.
+/// Say on stderr what is still only in memory (or only in the journal).
 fn report_unpersisted(gw: &Gateway) {
-    let pending: Vec<String> = gw
-        .sessions
-        .values()
-        .chain(gw.retired.iter())
-        .filter(|s| s.unpersisted())
-        .map(|s| {
-            format!(
-                "{} ({} of {} messages unsaved)",
-                s.stored_id,
-                s.transcript.len() - s.persisted.messages,
-                s.transcript.len()
-            )
-        })
-        .collect();
-    if !pending.is_empty() {
-        crate::diag!(
-            "[gateway] could not persist before exit ({}): {}",
-            gw.commit_error.as_deref().unwrap_or("unknown error"),
-            pending.join(", ")
-        );
-    }
+    gw.persist.report_unpersisted(gw.sessions.values());
 }
 
 #[cfg(test)]

@@ -11,8 +11,15 @@
 //! - a new gateway on the same home repairs the killed sessions, resumes every one of them by
 //!   stored id with that history, every tool call answered exactly once, and runs a new turn.
 //!
-//! Knobs: `CRASH_TRIALS` (default 50), `CRASH_PARALLEL` (default 2), `CRASH_SEED` (master seed),
-//! `CRASH_TRIAL_SEED` (run exactly one trial with this seed, as printed on a failure).
+//! The same trials run with store faults injected at a random instant before the kill: another
+//! process holding state.db's write lock across the kill (released before the checking restart),
+//! and a full disk (`HERMES_HOME` a small tmpfs the test fills up; space freed before the
+//! restart). Then the checks run after the restart's fold of the journal, and every announced
+//! message must still be there.
+//!
+//! Knobs: `CRASH_TRIALS` (default 50), `CRASH_FAULT_TRIALS` (default 8 per fault),
+//! `CRASH_PARALLEL` (default 2), `CRASH_SEED` (master seed), `CRASH_TRIAL_SEED` (run exactly one
+//! trial with this seed, as printed on a failure).
 
 mod common;
 mod crashkit;
@@ -64,8 +71,26 @@ struct Sess {
     turns: usize,
 }
 
+/// A store fault injected during a trial.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    None,
+    /// Another process holds state.db's write lock from a random instant until after the kill.
+    Lock,
+    /// The disk fills up at a random instant (and is freed after the kill).
+    FullDisk,
+}
+
+/// The fault of a running trial.
+enum Injected {
+    Lock(DbLock),
+    Disk,
+}
+
 #[derive(Default, Debug, Clone)]
 struct Outcome {
+    /// The gateway said the store failed (the fault really hit it).
+    fault_hit: bool,
     kill_during_tool: bool,
     kill_mid_stream: bool,
     messages_verified: usize,
@@ -294,15 +319,27 @@ fn seen_display(seen: &[Seen]) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
-fn run_trial(seed: u64) -> Outcome {
+fn run_trial(seed: u64, fault: Fault) -> Outcome {
     let mut rng = XorShift::new(seed);
     let m = marker();
     let _reaper = Reaper(m.clone());
     let home = TempHome::new("crash");
+    let disk = (fault == Fault::FullDisk)
+        .then(|| Tmpfs::mount(&home.path, 16 * 1024).expect("mount a tmpfs home"));
     let delay = ["0", "2", "5"][rng.range(0, 3) as usize];
     let flush = ["0.05", "0.2"][rng.range(0, 2) as usize];
     let nsess = rng.range(2, 5) as usize;
     let kill_after = Duration::from_millis(rng.range(5, 700));
+    // The fault starts within the first two thirds of the run (once a session exists, so the
+    // schema does); a full disk keeps a random few KiB free so the database fills mid-run.
+    let (fault_after, leave_free) = match fault {
+        Fault::None => (kill_after, 0),
+        _ => (
+            Duration::from_millis(rng.range(0, kill_after.as_millis() as u64 * 2 / 3 + 1)),
+            rng.range(0, 8) * 4096,
+        ),
+    };
+    let mut injected: Option<Injected> = None;
 
     let mut g = Gateway::builder()
         .home(&home.path)
@@ -329,6 +366,19 @@ fn run_trial(seed: u64) -> Outcome {
     let mut n = 0usize;
     let kill_at = t0 + kill_after;
     while Instant::now() < kill_at {
+        if injected.is_none()
+            && fault != Fault::None
+            && Instant::now() >= t0 + fault_after
+            && sessions.iter().any(|s| !s.stored.is_empty())
+        {
+            injected = Some(match fault {
+                Fault::Lock => Injected::Lock(DbLock::take(&home.db_path())),
+                _ => {
+                    disk.as_ref().unwrap().fill_leaving(leave_free);
+                    Injected::Disk
+                }
+            });
+        }
         g.pump_until((Instant::now() + Duration::from_millis(2)).min(kill_at));
         g.drain_available();
         while cursor < g.frames.len() {
@@ -356,6 +406,16 @@ fn run_trial(seed: u64) -> Outcome {
     g.signal(libc::SIGKILL);
     let st = g.wait_exit(secs(10));
     assert_eq!(st.code(), None, "not killed by the signal? {st:?}");
+    let fault_hit = {
+        let err = g.stderr_text();
+        err.contains("could not save to state.db") || err.contains("cannot save anything")
+    };
+    // The fault ends before the checking restart: the lock is released, the space freed.
+    match injected.take() {
+        Some(Injected::Lock(mut lock)) => lock.release(),
+        Some(Injected::Disk) => disk.as_ref().unwrap().unfill(),
+        None => {}
+    }
     g.drain_available();
     while cursor < g.frames.len() {
         let f = g.frames[cursor].clone();
@@ -385,6 +445,10 @@ fn run_trial(seed: u64) -> Outcome {
     // no tool process survives its gateway
     assert_none_left(&m, secs(1), &ctx("tool processes after SIGKILL"));
 
+    // After a fault, what the client saw may be in the journal: the checks run after the
+    // restart folded it in (and repaired).
+    let restarted = (fault != Fault::None).then(|| restart(&home.path));
+
     // the store
     let db = home.db_path();
     if let Err(e) = integrity_ok(&db) {
@@ -405,7 +469,7 @@ fn run_trial(seed: u64) -> Outcome {
         "{}",
         ctx("sessions were created but there is no sessions table")
     );
-    let open_rows: i64 = if has_schema == 1 {
+    let open_rows: i64 = if has_schema == 1 && restarted.is_none() {
         conn.query_row(
             "SELECT count(*) FROM sessions WHERE ended_at IS NULL",
             [],
@@ -451,8 +515,7 @@ fn run_trial(seed: u64) -> Outcome {
     drop(conn);
 
     // a new gateway repairs and resumes every session
-    let mut g2 = Gateway::builder().home(&home.path).start();
-    g2.ping();
+    let mut g2 = restarted.unwrap_or_else(|| restart(&home.path));
     if open_rows > 0 {
         wait_stderr(
             &mut g2,
@@ -507,7 +570,9 @@ fn run_trial(seed: u64) -> Outcome {
     assert_eq!(g2.wait_exit(secs(10)).code(), Some(0), "{}", g2.diag());
     assert_none_left(&m, secs(1), &ctx("tool processes at the end"));
 
+    drop(disk);
     Outcome {
+        fault_hit,
         kill_during_tool,
         kill_mid_stream,
         messages_verified: verified,
@@ -527,6 +592,25 @@ fn say(line: &str) {
 
 #[test]
 fn sigkill_at_random_instants_under_load_loses_nothing_announced() {
+    run_suite(Fault::None, env_usize("CRASH_TRIALS", 50));
+}
+
+#[test]
+fn sigkill_with_another_process_holding_the_lock_loses_nothing_announced() {
+    run_suite(Fault::Lock, env_usize("CRASH_FAULT_TRIALS", 8));
+}
+
+#[test]
+fn sigkill_on_a_full_disk_loses_nothing_announced() {
+    let probe = TempHome::new("crash-mount-probe");
+    if Tmpfs::mount(&probe.path, 64).is_none() {
+        say("SKIPPED: the full-disk crash suite needs to mount a tmpfs (root)");
+        return;
+    }
+    run_suite(Fault::FullDisk, env_usize("CRASH_FAULT_TRIALS", 8));
+}
+
+fn run_suite(fault: Fault, trials: usize) {
     let started = Instant::now();
     let seeds: Vec<u64> = match std::env::var("CRASH_TRIAL_SEED")
         .ok()
@@ -539,9 +623,7 @@ fn sigkill_at_random_instants_under_load_loses_nothing_announced() {
                 "crash suite: master seed {} (CRASH_SEED to repeat)",
                 master.0
             ));
-            (0..env_usize("CRASH_TRIALS", 50))
-                .map(|_| master.next())
-                .collect()
+            (0..trials).map(|_| master.next()).collect()
         }
     };
     let parallel = env_usize("CRASH_PARALLEL", 2).max(1);
@@ -555,7 +637,7 @@ fn sigkill_at_random_instants_under_load_loses_nothing_announced() {
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(&seed) = seeds.get(i) else { return };
-                    let r = std::panic::catch_unwind(|| run_trial(seed))
+                    let r = std::panic::catch_unwind(|| run_trial(seed, fault))
                         .map_err(|p| tui_gateway::util::panic_text(&p));
                     let failed = r.is_err();
                     results.lock().unwrap().push((seed, r));
@@ -580,8 +662,10 @@ fn sigkill_at_random_instants_under_load_loses_nothing_announced() {
     let mid_stream = ok.iter().filter(|o| o.kill_mid_stream).count();
     let messages: usize = ok.iter().map(|o| o.messages_verified).sum();
     let sessions: usize = ok.iter().map(|o| o.sessions).sum();
+    let hit = ok.iter().filter(|o| o.fault_hit).count();
     let summary = format!(
-        "crash suite: {} trials ok of {} run ({} planned), {} kills during a tool, {} mid-stream, \
+        "crash suite ({fault:?}): {} trials ok of {} run ({} planned), {hit} with the store failing, \
+         {} kills during a tool, {} mid-stream, \
          {} sessions, {} announced messages verified, kill instants {}..{} ms, {:.1}s",
         ok.len(),
         results.len(),
@@ -599,6 +683,9 @@ fn sigkill_at_random_instants_under_load_loses_nothing_announced() {
         panic!("{summary}\nfailed trial (CRASH_TRIAL_SEED={seed} to repeat it):\n{e}");
     }
     assert_eq!(results.len(), seeds.len());
+    if fault != Fault::None && seeds.len() >= 4 {
+        assert!(hit > 0, "the fault never made the store fail: {summary}");
+    }
     if seeds.len() >= 20 {
         assert!(
             during_tools > 0,

@@ -125,6 +125,7 @@ fn the_hosts_own_tool_is_offered_and_its_result_lands_in_the_transcript() {
     assert_eq!(p["name"], "host_note", "{p}");
     assert_eq!(p["result"]["kept"], "buy milk", "{p}");
     assert_eq!(p["summary"], "1 note(s) held", "{p}");
+    assert_eq!(p["notes"], json!(["buy milk"]), "{p}");
     assert!(turn.text.contains("host_note returned"), "{}", turn.text);
 
     // Bad arguments are a tool error the model reads, not a failed turn.

@@ -1089,12 +1089,17 @@ fn an_absurd_retry_after_is_capped_and_the_gateway_keeps_serving() {
         &[("Retry-After", "1e30")],
         r#"{"error":{"message":"come back never"}}"#,
     )]);
-    let mut g = start_for(&mock);
+    let mut g = builder_for(&mock.base_url())
+        .env("TUI_GATEWAY_RETRY_CAP_S", "7")
+        .start();
     let s = g.create_session(json!({}));
     let start = submit(&mut g, &s.id, "patience");
     let notice = g.wait_session_event(&s.id, "status.update", T);
     let text = notice["payload"]["text"].as_str().unwrap_or("");
-    assert!(text.contains("retrying in 30.0s"), "{notice}");
+    assert!(
+        text.contains("retrying in 7.0s"),
+        "the cap is the setting: {notice}"
+    );
     g.ping();
     g.call("session.interrupt", json!({"session_id": s.id}));
     let turn = g.finish_turn(&s.id, start, secs(5));
@@ -1809,16 +1814,22 @@ fn retry_after_is_capped() {
         ),
         Reply::text(&["capped"], (1, 1)),
     ]);
+    // The cap is a setting, so the test waits half a second, not the default 30 s.
     let mut g = builder_for(&mock.base_url())
         .env("TUI_GATEWAY_MODEL_RETRIES", "1")
+        .env("TUI_GATEWAY_RETRY_CAP_S", "0.5")
         .start();
     let s = g.create_session(json!({}));
     let start = submit(&mut g, &s.id, "cap it");
-    let t = g.finish_turn(&s.id, start, secs(90));
+    // An hour's Retry-After, yet the retry comes (well within the deadline) and completes.
+    let t = g.finish_turn(&s.id, start, T);
     assert_streamed_turn(&t, &s.id, "capped");
     let reqs = mock.requests();
     let gap = reqs[1].at.duration_since(reqs[0].at);
-    assert!(gap < secs(65), "Retry-After: 3600 waited {gap:?}");
+    assert!(
+        gap >= ms(500),
+        "the retry came before the capped wait: {gap:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -440,45 +440,7 @@ fn shutdown_grace_is_a_hard_deadline_even_with_a_longer_kill_grace() {
 // 4. A database locked by another process
 // ---------------------------------------------------------------------------------------------
 
-/// A connection of this test process holding the write lock of state.db (WAL: `BEGIN
-/// IMMEDIATE` takes the one writer slot; readers still work).
-struct DbLock(Option<rusqlite::Connection>);
-
-impl DbLock {
-    fn take(path: &std::path::Path) -> DbLock {
-        let c = rusqlite::Connection::open(path).unwrap();
-        c.busy_timeout(secs(5)).unwrap();
-        c.execute_batch(
-            "BEGIN IMMEDIATE;
-             CREATE TABLE IF NOT EXISTS test_lock_holder(x INTEGER);
-             INSERT INTO test_lock_holder VALUES (1);",
-        )
-        .unwrap();
-        // verify: nobody else can write now
-        let probe = rusqlite::Connection::open(path).unwrap();
-        probe.busy_timeout(Duration::ZERO).unwrap();
-        let r = probe.execute_batch("BEGIN IMMEDIATE");
-        assert!(
-            r.is_err(),
-            "test setup: another connection could still take the write lock"
-        );
-        DbLock(Some(c))
-    }
-
-    fn release(&mut self) {
-        if let Some(c) = self.0.take() {
-            c.execute_batch("ROLLBACK").unwrap();
-        }
-    }
-}
-
-impl Drop for DbLock {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.take() {
-            let _ = c.execute_batch("ROLLBACK");
-        }
-    }
-}
+// `DbLock` (another process's write lock on state.db) is in tests/crashkit/faults.rs.
 
 /// `(role, content-or-tool-marker)` of rows, for exact comparisons.
 fn shape(rows: &[MsgRow]) -> Vec<(String, String)> {

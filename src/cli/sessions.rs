@@ -36,7 +36,11 @@ pub fn run(args: &[String]) -> i32 {
         return 1;
     }
     let store = match Store::open(&path, &cfg.synchronous) {
-        Ok(s) => s,
+        Ok(mut s) => {
+            // What a killed gateway left in its journal is part of the sessions.
+            crate::persist::fold_dead_journals(&mut s);
+            s
+        }
         Err(e) => {
             eprintln!("error: {e}");
             return 1;

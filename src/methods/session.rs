@@ -37,8 +37,8 @@ pub(crate) fn new_stored_id(gw: &Gateway, started_at: f64) -> String {
     loop {
         let id = util::stored_session_id(started_at);
         let taken = gw.live_rid(&id).is_some()
-            || gw.retired.iter().any(|s| s.stored_id == id)
-            || gw.store.session_exists(&id).unwrap_or(false);
+            || gw.persist.is_retired(&id)
+            || gw.persist.store().session_exists(&id).unwrap_or(false);
         if !taken {
             return id;
         }
@@ -52,7 +52,11 @@ pub(crate) fn unique_title(gw: &Gateway, wanted: &str, stored_id: &str) -> Strin
         gw.sessions
             .values()
             .any(|s| s.stored_id != stored_id && s.title.as_deref() == Some(t))
-            || gw.store.title_taken(t, stored_id).unwrap_or(false)
+            || gw
+                .persist
+                .store()
+                .title_taken(t, stored_id)
+                .unwrap_or(false)
     };
     let mut candidate = base.clone();
     let mut n = 2;
@@ -126,7 +130,7 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     let cols = params::opt_u64(p, "cols")?.map(|c| c.clamp(1, 10_000));
     // A compacted session resumes as its continuation, where the conversation went on.
     if gw.live_rid(&wanted).is_none()
-        && let Ok(Some(tip)) = gw.store.compression_tip(&wanted)
+        && let Ok(Some(tip)) = gw.persist.store().compression_tip(&wanted)
     {
         wanted = tip;
     }
@@ -142,21 +146,26 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
         return Ok(v);
     }
     params::not_shutting_down(gw)?;
+    if gw.persist.unfolded(&wanted) {
+        return Err(RpcError::new(
+            code::INTERNAL,
+            format!(
+                "session {wanted} has records in a killed gateway's journal that state.db could not take yet (locked?); try again"
+            ),
+        ));
+    }
     // A session closed this iteration may still wait for its commit; resume that copy.
-    let stored = gw
-        .retired
-        .iter()
-        .position(|s| s.stored_id == wanted || s.title.as_deref() == Some(wanted.as_str()));
+    let stored = gw.persist.take_retired(&wanted);
     let rid = new_runtime_id(gw);
     let mut session = match stored {
-        Some(i) => {
-            let mut s = gw.retired.remove(i);
+        Some(mut s) => {
             s.runtime_id = rid.clone();
             s
         }
         None => {
             let row = gw
-                .store
+                .persist
+                .store()
                 .load(&wanted)
                 .map_err(|e| RpcError::new(code::INTERNAL, format!("cannot read state.db: {e}")))?
                 .ok_or_else(|| {
@@ -201,7 +210,6 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     // Reopen the row: it is live again.
     session.ended = None;
     session.row_dirty = true;
-    session.dirty = false;
     session.last_active = now;
     let resumed = session.stored_id.clone();
     gw.add_session(session);
@@ -266,7 +274,8 @@ pub fn list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let limit = params::opt_u64(p, "limit")?.unwrap_or(200).min(10_000) as usize;
     let title = params::opt_str(p, "title")?;
     let rows = gw
-        .store
+        .persist
+        .store()
         .list(limit, title)
         .map_err(|e| RpcError::new(code::INTERNAL, format!("cannot read state.db: {e}")))?;
     let sessions: Vec<Value> = rows
@@ -281,7 +290,8 @@ pub fn list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
 
 pub fn most_recent(gw: &mut Gateway) -> Result<Value, RpcError> {
     let rows = gw
-        .store
+        .persist
+        .store()
         .list(1, None)
         .map_err(|e| RpcError::new(code::INTERNAL, format!("cannot read state.db: {e}")))?;
     Ok(match rows.into_iter().next() {
@@ -344,14 +354,11 @@ pub fn delete(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
             "cannot delete an active session",
         ));
     }
-    let before = gw.retired.len();
-    gw.retired.retain(|s| s.stored_id != stored_id);
-    let was_retired = gw.retired.len() != before;
     let deleted = gw
-        .store
+        .persist
         .delete(&stored_id)
         .map_err(|e| RpcError::new(code::INTERNAL, format!("cannot delete from state.db: {e}")))?;
-    if deleted || was_retired {
+    if deleted {
         Ok(json!({ "deleted": stored_id }))
     } else {
         Err(RpcError::new(

@@ -76,7 +76,7 @@ impl ModelsFetch {
              Accept: application/json\r\nConnection: close\r\n{}",
             route.request_target("/models"),
             url.authority(),
-            crate::session::VERSION,
+            crate::VERSION,
             route.request_headers()
         );
         if let Some(key) = api_key.filter(|k| !k.is_empty()) {

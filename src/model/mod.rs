@@ -11,7 +11,7 @@ pub mod sse;
 
 use std::time::Instant;
 
-use crate::session::transcript::Message;
+use crate::transcript::Message;
 
 /// Token counts of one model call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use super::{
     CallContext, ModelCall, ModelEvent, ModelRequest, Progress, Provider, TokenUsage, ToolCall,
 };
-use crate::session::transcript::{Message, Role};
+use crate::transcript::{Message, Role, SUMMARY_PREFIX, SUMMARY_REQUEST};
+use crate::util;
 
 pub struct OfflineProvider {
     word_delay: Duration,
@@ -62,21 +63,21 @@ impl Reply {
 
 /// The reply the offline model gives to a transcript.
 pub fn plan_reply(messages: &[Message]) -> Plan {
-    if let Some(summary) = crate::session::compaction::offline_summary(messages) {
+    if let Some(summary) = offline_summary(messages) {
         return Plan::Say(summary);
     }
     let Some(last) = messages.last() else {
         return Plan::Say("(offline model) Nothing to answer.".into());
     };
     // A steering note after a tool result: report the result, then acknowledge the note.
-    if crate::session::compaction::is_steer(last)
+    if crate::transcript::is_steer(last)
         && let Some(tool) = messages[..messages.len() - 1]
             .last()
             .filter(|m| m.role == Role::Tool)
     {
         let note = last.content.as_deref().unwrap_or("");
         let note = note
-            .strip_prefix(crate::session::STEER_PREFIX)
+            .strip_prefix(crate::transcript::STEER_PREFIX)
             .unwrap_or(note);
         return Plan::Say(format!(
             "{}\n(offline model) Noted: {note}",
@@ -137,6 +138,34 @@ fn report_tool_result(message: &Message) -> String {
         (None, None) => "finished".to_string(),
     };
     format!("(offline model) The command {status}. Output:\n{output}")
+}
+
+/// The offline model's summary of a summary request; `None` for any other request.
+pub fn offline_summary(request: &[Message]) -> Option<String> {
+    let first = request.first()?;
+    if first.role != Role::System || !first.content.as_deref()?.starts_with(SUMMARY_REQUEST) {
+        return None;
+    }
+    let dump = request.get(1)?.content.as_deref().unwrap_or("");
+    let (mut said, mut replies, mut calls) = (Vec::new(), 0, 0);
+    for line in dump.lines() {
+        if let Some(text) = line.strip_prefix("user: ") {
+            said.push(format!("\"{}\"", util::clip(text, 40)));
+        } else if line.starts_with("assistant: ") {
+            replies += 1;
+        } else if line.starts_with("tool call: ") {
+            calls += 1;
+        } else if let Some(text) = line.strip_prefix("system: ")
+            && text.starts_with(SUMMARY_PREFIX)
+        {
+            said.insert(0, "(an earlier summary)".into());
+        }
+    }
+    Some(format!(
+        "(offline model) Earlier, the user said: {}. The assistant replied {replies} time(s) and \
+         made {calls} tool call(s).",
+        said.join("; ")
+    ))
 }
 
 pub enum Plan {

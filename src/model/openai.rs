@@ -19,7 +19,7 @@ use super::sse::SseParser;
 use super::{
     CallContext, ModelCall, ModelEvent, ModelRequest, Progress, Provider, TokenUsage, ToolCall,
 };
-use crate::session::transcript::{Message, Role};
+use crate::transcript::{Message, Role};
 
 /// Everything the provider needs to know, resolved from flags, environment and config.yaml.
 #[derive(Debug, Clone)]
@@ -32,13 +32,13 @@ pub struct OpenAiSettings {
     pub idle_timeout: Duration,
     pub retries: u32,
     pub retry_base: Duration,
+    /// Longest backoff, whatever the server's `Retry-After` says.
+    pub retry_cap: Duration,
 }
 
 const SYSTEM_PROMPT: &str = "You are a helpful assistant working in the user's terminal. \
 You can run shell commands with the `terminal` tool; report what they printed.";
 
-/// Longest wait a `Retry-After` may impose.
-const RETRY_CAP: Duration = Duration::from_secs(30);
 /// Bytes of an error response kept for the message.
 const ERROR_BODY_MAX: usize = 16 * 1024;
 /// Bytes read per advance before yielding to the rest of the loop.
@@ -159,7 +159,7 @@ impl Provider for OpenAiProvider {
              Content-Length: {}\r\n",
             self.route.request_target("/chat/completions"),
             self.url.authority(),
-            crate::session::VERSION,
+            crate::VERSION,
             body.len()
         );
         if let Some(key) = self.settings.api_key.as_deref().filter(|k| !k.is_empty()) {
@@ -647,15 +647,16 @@ impl OpenAiCall {
         if retryable && self.attempt < self.settings.retries {
             self.attempt += 1;
             // A server's number (1e30 included) or our doubling, never past the cap.
+            let cap = self.settings.retry_cap;
             let backoff = match retry_after {
-                Some(secs) => Duration::try_from_secs_f64(secs).unwrap_or(RETRY_CAP),
+                Some(secs) => Duration::try_from_secs_f64(secs).unwrap_or(cap),
                 None => self
                     .settings
                     .retry_base
                     .checked_mul(2u32.saturating_pow(self.attempt - 1))
-                    .unwrap_or(RETRY_CAP),
+                    .unwrap_or(cap),
             }
-            .min(RETRY_CAP);
+            .min(cap);
             self.release(ctx);
             self.phase = Phase::Backoff {
                 until: now + backoff,

@@ -132,6 +132,7 @@ pub fn choose(cfg: &Config) -> (Box<dyn Provider>, Option<String>) {
         idle_timeout: cfg.idle_timeout.max(Duration::from_millis(1)),
         retries: cfg.model_retries,
         retry_base: cfg.retry_base,
+        retry_cap: cfg.retry_cap,
     };
     match OpenAiProvider::new(settings) {
         Ok(p) => (Box::new(p), None),

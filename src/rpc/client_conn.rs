@@ -251,6 +251,12 @@ impl ClientConn {
         self.out.release();
     }
 
+    /// A frame that announces nothing durable (a `ping` answer, the notice that output is
+    /// held): written ahead of the frames still held for a commit.
+    pub fn push_ahead(&mut self, frame: Vec<u8>) {
+        self.out.push_ahead(frame);
+    }
+
     /// Write what is released until done or the output would block. On a write error the
     /// output is dead (its queue dropped) and the error is returned, once.
     pub fn write(&mut self, now: Instant) -> Result<(), String> {

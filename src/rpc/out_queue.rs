@@ -116,6 +116,14 @@ impl OutQueue {
         self.held += 1;
     }
 
+    /// Queue a frame that announces nothing durable (a `ping` answer, a notice about the
+    /// store) ahead of the frames still held, so it can be written now.
+    pub fn push_ahead(&mut self, bytes: Vec<u8>) {
+        self.bytes += bytes.len();
+        let at = self.frames.len() - self.held;
+        self.frames.insert(at, Queued::Bytes(bytes));
+    }
+
     /// Everything queued so far may be written.
     pub fn release(&mut self) {
         self.held = 0;
@@ -243,6 +251,23 @@ mod tests {
         q.write_to(&mut p, now).unwrap();
         assert_eq!(p.data, b"{\"a\":1}\n");
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_frame_pushed_ahead_goes_before_held_frames() {
+        let now = Instant::now();
+        let mut q = OutQueue::new(now);
+        let mut p = Pipe {
+            data: vec![],
+            budget: usize::MAX,
+        };
+        q.push(b"{\"held\":1}\n".to_vec());
+        q.push_ahead(b"{\"pong\":1}\n".to_vec());
+        q.write_to(&mut p, now).unwrap();
+        assert_eq!(p.data, b"{\"pong\":1}\n");
+        q.release();
+        q.write_to(&mut p, now).unwrap();
+        assert_eq!(p.data, b"{\"pong\":1}\n{\"held\":1}\n");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::model::ToolCall;
 use crate::runner::RunEnd;
 use crate::session::transcript::{Message, Role, tool_context};
 use crate::tools::runs::{self, Owner};
-use crate::tools::{Job, JobId, Start, ToolResult, approval};
+use crate::tools::{Job, JobId, Start, ToolContext, ToolResult, approval};
 use crate::util;
 
 /// How the user answered an approval.
@@ -37,6 +37,14 @@ impl Effects for TurnEffects<'_> {
         match action {
             Action::CallModel => gw.schedule(rid),
             Action::StartTool { call, approved } => {
+                if gw.persist.holding() {
+                    // Nothing can be saved: the call starts when the hold ends.
+                    gw.persist.park(rid);
+                    if let Some(turn) = gw.turn_mut(rid) {
+                        turn.deferred_start = Some((call, approved));
+                    }
+                    return None;
+                }
                 return Some(start_tool(gw, rid, call, approved, now));
             }
             Action::Record { call, result } => record_result(gw, rid, &call, &result),
@@ -102,12 +110,14 @@ pub(crate) fn run_ended(gw: &mut Gateway, job: JobId, end: RunEnd, now: Instant)
         return;
     };
     if let Some(result) = tool.run_ended(job, &args, end) {
-        job_finished(gw, job, result, now);
+        finish_job(gw, job, result, now);
     }
 }
 
 /// A job is over: the rest of its runs are killed, its result recorded, the turn goes on.
-fn job_finished(gw: &mut Gateway, job: JobId, mut result: ToolResult, now: Instant) {
+/// (A tool that runs on without the runner, such as a call answered over a server's pipe,
+/// ends its job here.)
+pub(crate) fn finish_job(gw: &mut Gateway, job: JobId, mut result: ToolResult, now: Instant) {
     let Some(j) = gw.tools.jobs.remove(&job) else {
         return;
     };
@@ -119,13 +129,32 @@ fn job_finished(gw: &mut Gateway, job: JobId, mut result: ToolResult, now: Insta
     step(gw, &j.rid, now, |m| m.finished(result));
 }
 
+/// Start the tool call the hold deferred (the store works again).
+pub(crate) fn start_deferred(gw: &mut Gateway, rid: &str, now: Instant) {
+    let Some((call, approved)) = gw.turn_mut(rid).and_then(|t| t.deferred_start.take()) else {
+        return;
+    };
+    let action = Action::StartTool { call, approved };
+    machine::run(&mut TurnEffects { gw, rid, now }, vec![action]);
+}
+
 /// Stop the tool side of a turn being interrupted. True when a call is still stopping (the
 /// turn then ends when it finishes).
 pub(crate) fn interrupt(gw: &mut Gateway, rid: &str, now: Instant) -> bool {
     let Some(turn) = gw.turn_mut(rid) else {
         return false;
     };
-    let (actions, stopping) = turn.machine.interrupt();
+    // A call the hold kept from starting never runs; it is answered like the pending ones.
+    let deferred = turn
+        .deferred_start
+        .take()
+        .map(|(call, _)| Action::AnswerUnrun {
+            calls: vec![call],
+            output: machine::NOT_RUN_INTERRUPTED.into(),
+            error: "not run".into(),
+        });
+    let (mut actions, stopping) = turn.machine.interrupt();
+    actions.splice(0..0, deferred);
     machine::run(&mut TurnEffects { gw, rid, now }, actions);
     stopping
 }
@@ -179,17 +208,21 @@ fn start_tool(
     let session = gw.sessions.get(rid);
     let cwd = session.map(|s| s.cwd.clone()).unwrap_or_default();
     let background = session.is_some_and(|s| s.background.is_some());
-    let (start, started_runs) = gw.tools.start(
-        &mut gw.runner,
+    let mut ctx = ToolContext {
         job,
-        &call,
-        &args,
         cwd,
-        gw.cfg.command_timeout,
+        command_timeout: gw.cfg.command_timeout,
         approved,
-        gw.shutdown.is_some(),
+        shutting_down: gw.shutdown.is_some(),
         now,
-    );
+        runner: &mut gw.runner,
+        runs: Vec::new(),
+    };
+    let start = match gw.tools.registry.get_mut(&call.name) {
+        Some(tool) => tool.start(&mut ctx, &args),
+        None => Start::Done(ToolResult::failed(format!("unknown tool: {}", call.name))),
+    };
+    let started_runs = ctx.runs;
     if !matches!(start, Start::Later) {
         // Only a call that runs on may keep what it started.
         for run in &started_runs {
@@ -279,6 +312,9 @@ fn record_result(gw: &mut Gateway, rid: &str, call: &ToolCall, result: &ToolResu
            "summary": result.summary});
     if let Some(e) = &result.error {
         payload["error"] = json!(e);
+    }
+    for (key, value) in &result.event_fields {
+        payload[key] = value.clone();
     }
     gw.emit(rid, "tool.complete", payload);
 }

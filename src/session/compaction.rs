@@ -14,12 +14,8 @@ use crate::session::transcript::{self, Message, Role};
 use crate::session::turn::Turn;
 use crate::util;
 
-/// First line of the request that asks a model for a summary (the offline model knows it).
-pub const INSTRUCTIONS: &str = "[compaction] Summarise the conversation below for your own later \
-use: what the user wants, what was decided and done (commands run and their outcomes), and what \
-is still open. Be concise; keep names, paths and numbers exactly.";
-/// How a stored summary starts; the id of the session holding the full history follows.
-pub const SUMMARY_PREFIX: &str = "[Summary of the earlier conversation; full history in session ";
+/// The conventions compaction writes into messages live with the messages (`transcript.rs`).
+pub use crate::transcript::{SUMMARY_PREFIX, SUMMARY_REQUEST as INSTRUCTIONS, is_steer};
 /// Share of the context window past which a finished turn triggers compaction.
 const THRESHOLD: f64 = 0.75;
 /// Longest text of one message put into the summary request.
@@ -52,14 +48,6 @@ pub fn estimate_tokens(messages: &[Message]) -> u64 {
             chars.div_ceil(4) as u64 + 4
         })
         .sum()
-}
-
-/// Whether a user message is a `session.steer` note rather than the start of a turn.
-pub fn is_steer(m: &Message) -> bool {
-    m.role == Role::User
-        && m.content
-            .as_deref()
-            .is_some_and(|c| c.starts_with(crate::session::STEER_PREFIX))
 }
 
 /// Where the kept tail starts: the last user turn stays verbatim, everything before it is
@@ -108,34 +96,6 @@ pub fn build_request(older: &[Message], focus: Option<&str>) -> Vec<Message> {
         Message::new(Role::System, Some(instructions), now),
         Message::new(Role::User, Some(dump), now),
     ]
-}
-
-/// The offline model's summary of a summary request; `None` for any other request.
-pub fn offline_summary(request: &[Message]) -> Option<String> {
-    let first = request.first()?;
-    if first.role != Role::System || !first.content.as_deref()?.starts_with(INSTRUCTIONS) {
-        return None;
-    }
-    let dump = request.get(1)?.content.as_deref().unwrap_or("");
-    let (mut said, mut replies, mut calls) = (Vec::new(), 0, 0);
-    for line in dump.lines() {
-        if let Some(text) = line.strip_prefix("user: ") {
-            said.push(format!("\"{}\"", util::clip(text, 40)));
-        } else if line.starts_with("assistant: ") {
-            replies += 1;
-        } else if line.starts_with("tool call: ") {
-            calls += 1;
-        } else if let Some(text) = line.strip_prefix("system: ")
-            && text.starts_with(SUMMARY_PREFIX)
-        {
-            said.insert(0, "(an earlier summary)".into());
-        }
-    }
-    Some(format!(
-        "(offline model) Earlier, the user said: {}. The assistant replied {replies} time(s) and \
-         made {calls} tool call(s).",
-        said.join("; ")
-    ))
 }
 
 /// The stored message that stands for the summarised turns.
@@ -338,7 +298,7 @@ impl Gateway {
             "parent_session_id": old_id,
         });
         self.sessions.reindex(rid);
-        self.retired.push(old);
+        self.persist.retire(old);
         self.mark_dirty(rid);
         answer
     }
@@ -383,6 +343,8 @@ mod tests {
 
     #[test]
     fn the_offline_summary_is_deterministic_and_names_what_the_user_said() {
+        // The offline model reads the request this module writes.
+        use crate::model::offline::offline_summary;
         let req = build_request(&exchange(2), None);
         let a = offline_summary(&req).unwrap();
         assert_eq!(a, offline_summary(&req).unwrap());

@@ -70,11 +70,8 @@ impl Gateway {
     }
 
     pub(crate) fn mark_dirty(&mut self, rid: &str) {
-        if let Some(s) = self.sessions.get_mut(rid)
-            && !s.dirty
-        {
-            s.dirty = true;
-            self.dirty.push(rid.to_string());
+        if self.sessions.contains_key(rid) {
+            self.persist.mark_dirty(rid);
         }
     }
 
@@ -164,6 +161,11 @@ impl Gateway {
             return;
         };
         let Some(turn) = s.turn.as_mut() else { return };
+        if turn.call.is_none() && self.persist.holding() {
+            // Nothing can be saved: the next model call waits for the store.
+            self.persist.park(rid);
+            return;
+        }
         if turn.call.is_none() {
             let first = turn.machine.rounds() == 0;
             // Steering reaches the model as a user note before its next call.
@@ -513,10 +515,8 @@ impl Gateway {
             }
             s.ended = Some((util::unix_now(), reason.to_string()));
             s.row_dirty = true;
-            // Its id left in `dirty` is skipped (no longer in `sessions`);
-            // its turn's token went with the turn.
-            s.dirty = false;
-            self.retired.push(s);
+            // Its turn's token went with the turn.
+            self.persist.retire(s);
         }
     }
 }

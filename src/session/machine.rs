@@ -260,6 +260,12 @@ impl TurnMachine {
                 self.interrupting = true;
                 (vec![Action::StopTool(*job)], true)
             }
+            State::RunningTools { call, job: None } => {
+                // Only a start that failed inside the gateway (a panic) leaves a call here: it
+                // is answered with the rest, so the transcript stays valid for a model API.
+                self.pending.push_front(call.clone());
+                (self.skip_pending().into_iter().collect(), false)
+            }
             _ => (self.skip_pending().into_iter().collect(), false),
         }
     }
@@ -581,6 +587,27 @@ mod tests {
                 Seen::Unrun(2, NOT_RUN_INTERRUPTED.into()),
                 Seen::End(Status::Interrupted, None),
             ]
+        );
+    }
+
+    #[test]
+    fn a_start_that_never_returned_is_answered_on_interrupt() {
+        let mut m = TurnMachine::default();
+        m.model_call_started();
+        let actions = m.model_answered(calls(3), None);
+        assert_eq!(
+            actions,
+            [Action::StartTool {
+                call: call(0),
+                approved: false
+            }]
+        );
+        // The start panicked: nothing reported how it went.
+        let (actions, stopping) = m.interrupt();
+        assert!(!stopping);
+        assert!(
+            matches!(&actions[..], [Action::AnswerUnrun { calls, .. }] if calls.len() == 3 && calls[0] == call(0)),
+            "{actions:?}"
         );
     }
 

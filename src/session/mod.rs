@@ -5,7 +5,6 @@ pub mod compaction;
 mod driver;
 pub mod machine;
 pub mod registry;
-pub mod transcript;
 pub mod turn;
 
 use std::collections::VecDeque;
@@ -17,10 +16,9 @@ use crate::rpc::{Outbox, frame};
 use transcript::Message;
 use turn::Turn;
 
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// How a `session.steer` text starts when it reaches the model as a user note.
-pub const STEER_PREFIX: &str = "[The user adds, while you work:] ";
+pub use crate::VERSION;
+pub use crate::transcript;
+pub use crate::transcript::STEER_PREFIX;
 
 /// How far the stored copy of a session has caught up with memory.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -73,8 +71,6 @@ pub struct Session {
     pub queued: VecDeque<String>,
     /// `queued` changed since the last commit.
     pub queue_dirty: bool,
-    /// On the gateway's list of sessions to commit this iteration.
-    pub dirty: bool,
     /// Dangerous-command rules the user approved for this session.
     pub approved_rules: Vec<String>,
     /// `/yolo`: dangerous commands run without asking (refused ones stay refused).
@@ -143,7 +139,6 @@ impl Session {
             turn: None,
             queued: VecDeque::new(),
             queue_dirty: false,
-            dirty: false,
             approved_rules: Vec::new(),
             yolo: false,
             reasoning_effort: None,

@@ -4,6 +4,8 @@
 //! session has not yet committed (its row, then its messages by position) in one transaction.
 //! A failed transaction writes nothing, so retrying it can never write a message twice.
 
+mod delta;
+mod error;
 mod schema;
 
 use std::path::{Path, PathBuf};
@@ -11,10 +13,11 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::session::transcript::{Message, Role};
 use crate::session::{Persisted, Session};
+use crate::transcript::{Message, Role};
 
-pub use rusqlite::Error as StoreError;
+pub use delta::{Delta, LiveChange};
+pub use error::{ErrorKind, StoreError};
 
 pub struct Store {
     conn: Connection,
@@ -32,7 +35,7 @@ pub fn process_identity(pid: u32) -> Option<String> {
     Some(format!("{pid}:{start}"))
 }
 
-fn owner_alive(owner: &str) -> bool {
+pub fn owner_alive(owner: &str) -> bool {
     owner
         .split_once(':')
         .and_then(|(pid, _)| pid.parse::<u32>().ok())
@@ -146,22 +149,113 @@ impl Store {
     /// transaction. Returns, per session, how far the database has caught up; on error nothing
     /// is written and the caller keeps its marks as they were.
     pub fn persist(&mut self, sessions: &[&Session]) -> Result<Vec<Persisted>, StoreError> {
+        let deltas: Vec<(Delta<'_>, Option<u64>)> = sessions
+            .iter()
+            .filter(|s| s.unpersisted())
+            .map(|s| (Delta::of(s), None))
+            .collect();
+        self.write(&deltas)?;
+        Ok(sessions.iter().map(|s| committed_mark(s)).collect())
+    }
+
+    /// Write these deltas in one transaction, all or nothing. A delta with a journal seq also
+    /// records that this process's journal is folded up to it for that session, so a fold
+    /// after a kill skips what this commit wrote.
+    pub fn write(&mut self, deltas: &[(Delta<'_>, Option<u64>)]) -> Result<(), StoreError> {
+        let name = self.journal_name();
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let mut marks = Vec::with_capacity(sessions.len());
-        for s in sessions {
-            if s.unpersisted() {
-                write_session(&tx, s, &self.owner)?;
+        for (d, seq) in deltas {
+            delta::write(&tx, d, &self.owner)?;
+            if let Some(seq) = seq {
+                mark_folded(&tx, &name, &d.id, *seq)?;
             }
-            marks.push(Persisted {
-                row: true,
-                messages: s.transcript.len(),
-                live: s.ended.is_none(),
-            });
         }
         tx.commit()?;
-        Ok(marks)
+        Ok(())
+    }
+
+    /// This process's journal, as its marks in `tui_gateway_folded` name it.
+    pub fn journal_name(&self) -> String {
+        journal_name_of(&self.owner)
+    }
+
+    /// Who this process is in `tui_gateway_live`.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// Fold one journal of `owner` (records: seq and delta, in any order) into the database,
+    /// in one transaction: per session its latest record, unless a commit or an earlier fold
+    /// already covered it. A record whose title another session took meanwhile is written
+    /// without the title. Returns how many sessions it wrote.
+    pub fn fold(&mut self, owner: &str, records: &[(u64, Delta<'_>)]) -> Result<usize, StoreError> {
+        let name = journal_name_of(owner);
+        let mut latest: std::collections::HashMap<&str, (u64, &Delta<'_>)> = Default::default();
+        for (seq, d) in records {
+            let e = latest.entry(d.id.as_ref()).or_insert((*seq, d));
+            if *seq >= e.0 {
+                *e = (*seq, d);
+            }
+        }
+        let mut order: Vec<(u64, &Delta<'_>)> = latest.into_values().collect();
+        order.sort_by_key(|(seq, _)| *seq);
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let mut written = 0;
+        for (seq, d) in order {
+            let done: Option<i64> = tx
+                .query_row(
+                    "SELECT seq FROM tui_gateway_folded WHERE journal = ?1 AND session_id = ?2",
+                    params![name, d.id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if done.is_some_and(|done| done as u64 >= seq) {
+                continue;
+            }
+            tx.execute_batch("SAVEPOINT fold_one")?;
+            let first = delta::write(&tx, d, owner);
+            if let Err(e) = first {
+                tx.execute_batch("ROLLBACK TO fold_one")?;
+                let e = StoreError::from(e);
+                if e.kind != ErrorKind::Conflict {
+                    return Err(e);
+                }
+                let mut untitled = d.clone();
+                untitled.title = None;
+                delta::write(&tx, &untitled, owner)?;
+                crate::diag!(
+                    "[gateway] folded session {} without its title (another session has it)",
+                    d.id
+                );
+            }
+            tx.execute_batch("RELEASE fold_one")?;
+            mark_folded(&tx, &name, &d.id, seq)?;
+            written += 1;
+        }
+        tx.commit()?;
+        Ok(written)
+    }
+
+    /// The journals fold marks are kept for.
+    pub fn folded_journals(&self) -> Result<Vec<String>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT DISTINCT journal FROM tui_gateway_folded")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Forget the fold marks of a journal (its gateway is gone and so is the file).
+    pub fn forget_folds(&mut self, journal: &str) -> Result<(), StoreError> {
+        self.conn.execute(
+            "DELETE FROM tui_gateway_folded WHERE journal = ?1",
+            [journal],
+        )?;
+        Ok(())
     }
 
     /// Checkpoint the partial text of streaming assistant messages, one transaction:
@@ -231,7 +325,7 @@ impl Store {
                     .unwrap_or_default(),
             })
         })?;
-        rows.collect()
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     /// A session and its messages, by stored id or else by exact title.
@@ -286,7 +380,7 @@ impl Store {
                 row_id: None,
             })
         })?;
-        rows.collect()
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     /// The session a stored id or title continues in: compaction ends a session
@@ -325,31 +419,38 @@ impl Store {
 
     /// Whether a session row with this id exists.
     pub fn session_exists(&self, id: &str) -> Result<bool, StoreError> {
-        self.conn
+        Ok(self
+            .conn
             .query_row("SELECT 1 FROM sessions WHERE id = ?1", [id], |_| Ok(()))
-            .optional()
-            .map(|r| r.is_some())
+            .optional()?
+            .is_some())
     }
 
     /// Whether a session other than `except_id` has this title.
     pub fn title_taken(&self, title: &str, except_id: &str) -> Result<bool, StoreError> {
-        self.conn
+        Ok(self
+            .conn
             .query_row(
                 "SELECT 1 FROM sessions WHERE title = ?1 AND id != ?2 LIMIT 1",
                 params![title, except_id],
                 |_| Ok(()),
             )
-            .optional()
-            .map(|r| r.is_some())
+            .optional()?
+            .is_some())
     }
 
-    /// Delete a stored session and its messages; false when there was none.
-    pub fn delete(&mut self, id: &str) -> Result<bool, StoreError> {
+    /// Delete a stored session and its messages; false when there was none. `journal_seq`:
+    /// the latest record of it in this process's journal, which a later fold must skip.
+    pub fn delete(&mut self, id: &str, journal_seq: Option<u64>) -> Result<bool, StoreError> {
+        let name = self.journal_name();
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         tx.execute("DELETE FROM messages WHERE session_id = ?1", [id])?;
         let n = tx.execute("DELETE FROM sessions WHERE id = ?1", [id])?;
+        if let Some(seq) = journal_seq {
+            mark_folded(&tx, &name, id, seq)?;
+        }
         tx.commit()?;
         Ok(n > 0)
     }
@@ -390,18 +491,41 @@ impl Store {
     pub fn checkpoint(&self) -> Result<(), StoreError> {
         self.conn
             .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-            .optional()
-            .map(|_| ())
+            .optional()?;
+        Ok(())
     }
 }
 
-/// Another connection holds the lock: waiting (retrying) helps. Any other failure is about
-/// the data or the file.
-pub fn is_contention(e: &StoreError) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-    )
+/// What the marks of a session are once the store holds everything it has.
+pub fn committed_mark(s: &Session) -> Persisted {
+    Persisted {
+        row: true,
+        messages: s.transcript.len(),
+        live: s.ended.is_none(),
+    }
+}
+
+/// The name a journal of `owner` (`pid:start`) goes by in `tui_gateway_folded`.
+pub fn journal_name_of(owner: &str) -> String {
+    owner.replacen(':', "-", 1)
+}
+
+/// The owner (`pid:start`) of a journal name.
+pub fn journal_owner(name: &str) -> String {
+    name.replacen('-', ":", 1)
+}
+
+fn mark_folded(
+    tx: &rusqlite::Transaction<'_>,
+    journal: &str,
+    session_id: &str,
+    seq: u64,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO tui_gateway_folded (journal, session_id, seq) VALUES (?1, ?2, ?3)",
+    )?
+    .execute(params![journal, session_id, seq as i64])?;
+    Ok(())
 }
 
 fn restrict_mode(path: &Path) -> std::io::Result<()> {
@@ -413,128 +537,11 @@ fn restrict_mode(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Write one session's row and new messages inside the open transaction.
-fn write_session(
-    tx: &rusqlite::Transaction<'_>,
-    s: &Session,
-    owner: &str,
-) -> Result<(), StoreError> {
-    let (ended_at, end_reason) = match &s.ended {
-        Some((at, why)) => (Some(*at), Some(why.as_str())),
-        None => (None, None),
-    };
-    let message_count = s.transcript.len() as i64;
-    if !s.persisted.row {
-        tx.prepare_cached(
-            "INSERT INTO sessions (id, source, model, title, cwd, started_at, ended_at, end_reason,
-                 message_count, tool_call_count, input_tokens, output_tokens, last_activity_at,
-                 parent_session_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-        )?
-        .execute(params![
-            s.stored_id,
-            s.source,
-            s.model,
-            s.title,
-            s.cwd,
-            s.started_at,
-            ended_at,
-            end_reason,
-            message_count,
-            s.tool_call_count as i64,
-            s.input_tokens as i64,
-            s.output_tokens as i64,
-            s.last_activity_at,
-            s.parent_session_id,
-        ])?;
-    } else if s.row_dirty {
-        tx.prepare_cached(
-            "UPDATE sessions SET model = ?2, title = ?3, ended_at = ?4, end_reason = ?5,
-                 message_count = ?6, tool_call_count = ?7, input_tokens = ?8, output_tokens = ?9,
-                 last_activity_at = ?10
-             WHERE id = ?1",
-        )?
-        .execute(params![
-            s.stored_id,
-            s.model,
-            s.title,
-            ended_at,
-            end_reason,
-            message_count,
-            s.tool_call_count as i64,
-            s.input_tokens as i64,
-            s.output_tokens as i64,
-            s.last_activity_at,
-        ])?;
-    }
-    // Ownership is written when the session goes live and removed when it ends, not per commit.
-    if s.ended.is_some() {
-        if s.row_dirty {
-            tx.prepare_cached("DELETE FROM tui_gateway_live WHERE session_id = ?1")?
-                .execute([&s.stored_id])?;
-        }
-    } else if !s.persisted.live {
-        tx.prepare_cached(
-            "INSERT OR REPLACE INTO tui_gateway_live (session_id, owner) VALUES (?1, ?2)",
-        )?
-        .execute(params![s.stored_id, owner])?;
-    }
-    if s.queue_dirty {
-        tx.prepare_cached("DELETE FROM tui_gateway_queue WHERE session_id = ?1")?
-            .execute([&s.stored_id])?;
-        let mut add = tx.prepare_cached(
-            "INSERT INTO tui_gateway_queue (session_id, position, text) VALUES (?1, ?2, ?3)",
-        )?;
-        for (i, text) in s.pending_texts().iter().enumerate() {
-            add.execute(params![s.stored_id, i as i64, text])?;
-        }
-    }
-    if let Some(keep) = s.stored_keep {
-        // Undo: the rows past the kept prefix go (Hermes' FTS triggers follow the delete).
-        tx.prepare_cached(
-            "DELETE FROM messages WHERE id IN
-                 (SELECT id FROM messages WHERE session_id = ?1 ORDER BY id LIMIT -1 OFFSET ?2)",
-        )?
-        .execute(params![s.stored_id, keep as i64])?;
-    }
-    let mut insert = tx.prepare_cached(
-        "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name,
-             timestamp, token_count, finish_reason, reasoning)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    )?;
-    let mut update = tx.prepare_cached(
-        "UPDATE messages SET role = ?2, content = ?3, tool_call_id = ?4, tool_calls = ?5,
-             tool_name = ?6, timestamp = ?7, token_count = ?8, finish_reason = ?9, reasoning = ?10
-         WHERE id = ?1",
-    )?;
-    for m in &s.transcript[s.persisted.messages..] {
-        // ?1 is the row to update, or the session of a new row; the rest are the same.
-        let (stmt, first): (&mut rusqlite::CachedStatement<'_>, &dyn rusqlite::ToSql) =
-            match &m.row_id {
-                Some(row) => (&mut update, row),
-                None => (&mut insert, &s.stored_id),
-            };
-        stmt.execute(params![
-            first,
-            m.role.as_str(),
-            m.content,
-            m.tool_call_id,
-            m.tool_calls,
-            m.tool_name,
-            m.timestamp,
-            m.token_count,
-            m.finish_reason,
-            m.reasoning,
-        ])?;
-    }
-    Ok(())
-}
-
 /// Prompts a killed gateway had acknowledged as queued become user messages.
 fn keep_queued_prompts(
     tx: &rusqlite::Transaction<'_>,
     session_id: &str,
-) -> Result<usize, StoreError> {
+) -> rusqlite::Result<usize> {
     let texts: Vec<String> = {
         let mut stmt = tx.prepare(
             "SELECT text FROM tui_gateway_queue WHERE session_id = ?1 ORDER BY position",
@@ -560,7 +567,7 @@ fn keep_queued_prompts(
 fn add_unknown_results(
     tx: &rusqlite::Transaction<'_>,
     session_id: &str,
-) -> Result<usize, StoreError> {
+) -> rusqlite::Result<usize> {
     let mut calls: Vec<(String, String)> = Vec::new();
     {
         let mut stmt = tx.prepare(

@@ -105,6 +105,16 @@ pub fn ensure(conn: &Connection) -> rusqlite::Result<()> {
              owner TEXT NOT NULL
          )",
     )?;
+    // How far each journal (a gateway's fallback while state.db could not be written) has
+    // been folded in, per session: a fold after a kill skips what a commit already wrote.
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS tui_gateway_folded (
+             journal TEXT NOT NULL,
+             session_id TEXT NOT NULL,
+             seq INTEGER NOT NULL,
+             PRIMARY KEY (journal, session_id)
+         )",
+    )?;
     // Titles are unique in Hermes; an older file holding duplicates keeps working without it.
     let _ = conn.execute_batch(
         "CREATE UNIQUE INDEX IF NOT EXISTS idx_sessions_title_unique

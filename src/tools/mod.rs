@@ -34,6 +34,8 @@ pub struct ToolResult {
     pub summary: String,
     /// Why the call failed, if it did (`tool.complete` carries it too).
     pub error: Option<String>,
+    /// More fields for `tool.complete` (Hermes' `inline_diff`, `todos`…).
+    pub event_fields: serde_json::Map<String, Value>,
     /// From the start to the end (set by the gateway).
     pub duration: Duration,
 }
@@ -45,6 +47,7 @@ impl ToolResult {
             content,
             summary: summary.into(),
             error: None,
+            event_fields: Default::default(),
             duration: Duration::ZERO,
         }
     }
@@ -56,6 +59,7 @@ impl ToolResult {
             content: json!({"output": output, "exit_code": exit_code, "error": error}),
             summary: completion_summary(output, exit_code, error.as_deref()),
             error,
+            event_fields: Default::default(),
             duration: Duration::ZERO,
         }
     }
@@ -100,8 +104,9 @@ pub struct ToolContext<'a> {
     /// The gateway is exiting: start nothing that outlives the call.
     pub shutting_down: bool,
     pub now: Instant,
-    runner: &'a mut Runner,
-    runs: Vec<RunId>,
+    pub(crate) runner: &'a mut Runner,
+    /// The runs started so far, for the gateway to watch.
+    pub(crate) runs: Vec<RunId>,
 }
 
 impl ToolContext<'_> {
@@ -262,41 +267,6 @@ impl Tools {
         let id = JobId(self.next_job);
         self.next_job += 1;
         id
-    }
-
-    /// Start `call` with `tool` on `runner`; the runs it began are returned for the caller
-    /// to watch.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn start(
-        &mut self,
-        runner: &mut Runner,
-        job: JobId,
-        call: &ToolCall,
-        args: &Value,
-        cwd: String,
-        command_timeout: Duration,
-        approved: bool,
-        shutting_down: bool,
-        now: Instant,
-    ) -> (Start, Vec<RunId>) {
-        let Some(tool) = self.registry.get_mut(&call.name) else {
-            return (
-                Start::Done(ToolResult::failed(format!("unknown tool: {}", call.name))),
-                Vec::new(),
-            );
-        };
-        let mut ctx = ToolContext {
-            job,
-            cwd,
-            command_timeout,
-            approved,
-            shutting_down,
-            now,
-            runner,
-            runs: Vec::new(),
-        };
-        let start = tool.start(&mut ctx, args);
-        (start, ctx.runs)
     }
 }
 

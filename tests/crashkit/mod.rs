@@ -9,6 +9,9 @@
 
 pub use crate::common::procfs::*;
 
+mod faults;
+pub use faults::*;
+
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

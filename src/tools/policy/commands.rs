@@ -232,9 +232,31 @@ impl Walker<'_> {
             "su" | "runuser" => self.su(rest),
             "xargs" => self.xargs(rest),
             "eval" => self.shell_string(&Arg::join(rest)),
-            "source" | "." if rest.first().is_some_and(|a| a.download) => {
-                self.flag(Danger::PipeToShell)
+            // What an alias or a trap will run is judged now.
+            "alias" => {
+                for a in rest {
+                    if let Some((_, value)) = a.script.split_once('=') {
+                        let mut body = a.clone();
+                        body.script = value.to_string();
+                        self.shell_string(&body);
+                    }
+                }
             }
+            "trap" => {
+                let (_, i) = options(rest, "", &[]);
+                if let Some(action) = rest.get(i) {
+                    self.shell_string(action);
+                }
+            }
+            "source" | "." => {
+                // The sourced file may set any variable.
+                self.vars_unknown();
+                if rest.first().is_some_and(|a| a.download) {
+                    self.flag(Danger::PipeToShell)
+                }
+            }
+            "read" | "mapfile" | "readarray" | "getopts" | "printf"
+                if self.sets_vars(&name, rest) => {}
             n if SHELLS.contains(&n) => self.shell(rest, stdin),
             n if interpreter(n) => self.interpreter(rest, &stdin),
             "cd" | "pushd" | "popd" => self.cd(&name, rest),
@@ -301,6 +323,29 @@ impl Walker<'_> {
             "git" => self.git(rest),
             _ => {}
         }
+    }
+
+    /// Builtins that assign the variables they name: those become unknown. Returns false for
+    /// a `printf` without `-v` (it prints: judged on).
+    fn sets_vars(&mut self, name: &str, rest: &[Arg]) -> bool {
+        let names: Vec<&Arg> = match name {
+            "printf" => match rest.iter().position(|a| a.text == "-v") {
+                Some(k) => rest.get(k + 1).into_iter().collect(),
+                None => return false,
+            },
+            "getopts" => rest.get(1).into_iter().collect(),
+            _ => rest.iter().filter(|a| !a.text.starts_with('-')).collect(),
+        };
+        for n in names {
+            self.assign(&n.text, &Arg::unknown());
+        }
+        if matches!(name, "mapfile" | "readarray") {
+            self.assign("MAPFILE", &Arg::unknown());
+        }
+        if name == "read" {
+            self.assign("REPLY", &Arg::unknown());
+        }
+        true
     }
 
     // ---- wrappers ----
@@ -615,16 +660,20 @@ impl Walker<'_> {
     fn deletion(&mut self, t: &Target) {
         let root = Path::new("/");
         let cwd = self.place.cwd.clone();
+        // Inside a working directory that is itself home, `/` or a system directory, nothing is
+        // a project's own to delete.
+        let workspace = !protected(&cwd, self.place);
         let d = match t {
             Target::Unknown => Some(Danger::RmBroad),
             Target::Exact(p) | Target::Entries(p) if p == root => Some(Danger::RmRoot),
             Target::Exact(p) | Target::Entries(p) => {
-                (protected(p, self.place) || within(&cwd, p) || !within(p, &cwd))
+                (protected(p, self.place) || within(&cwd, p) || !within(p, &cwd) || !workspace)
                     .then_some(Danger::RmBroad)
             }
             Target::Some(dir) => {
                 let e = entry_of(dir);
-                (protected(&e, self.place) || !within(&e, &cwd)).then_some(Danger::RmBroad)
+                (protected(&e, self.place) || !within(&e, &cwd) || !workspace)
+                    .then_some(Danger::RmBroad)
             }
         };
         if let Some(d) = d {

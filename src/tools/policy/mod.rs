@@ -346,6 +346,12 @@ mod tests {
         }
         assert_eq!(name(&judge(&cmd, &place())), "too-complex");
         assert_eq!(name(&judge("echo {1..100000000}", &place())), "allow");
+        let huge_step = format!("echo {{{}..{}..{}}}", i64::MIN, i64::MAX, i64::MIN);
+        assert_eq!(name(&judge(&huge_step, &place())), "allow");
+        assert_eq!(
+            name(&judge("echo {1..3..-9223372036854775808}", &place())),
+            "allow"
+        );
         assert_eq!(
             name(&judge("rm -rf /tmp/{1..100000000}", &place())),
             "rm-recursive-broad"

@@ -49,6 +49,8 @@ pub(crate) struct Walker<'p> {
     /// First pass: only learn the variables.
     collecting: bool,
     vars: HashMap<String, Var>,
+    /// A `source` may set any variable: those the command sets are not known.
+    opaque: bool,
     /// Where relative paths resolve now (`cd` moves it; `None`: not known here).
     pub(crate) cwd: Option<PathBuf>,
     depth: usize,
@@ -79,6 +81,7 @@ pub(crate) fn findings(command: &str, place: &Place) -> Findings {
     let mut learn = Walker::new(place, true, HashMap::new());
     learn.program(&program);
     let mut judge = Walker::new(place, false, learn.vars);
+    judge.opaque = learn.opaque;
     judge.program(&program);
     judge.findings
 }
@@ -105,6 +108,7 @@ impl<'p> Walker<'p> {
             findings: Findings::default(),
             collecting,
             vars,
+            opaque: false,
             cwd: Some(place.cwd.clone()),
             depth: 0,
             budget: PARSE_BUDGET,
@@ -147,10 +151,17 @@ impl<'p> Walker<'p> {
         self.vars.insert(name.to_string(), merged);
     }
 
+    /// Every variable the command sets becomes unknown (`source` may set any of them).
+    pub(crate) fn vars_unknown(&mut self) {
+        if self.collecting {
+            self.opaque = true;
+        }
+    }
+
     /// A variable's value when the policy knows it.
     pub(crate) fn lookup(&self, name: &str) -> Option<String> {
         if let Some(v) = self.vars.get(name) {
-            return match (self.collecting, v) {
+            return match (self.collecting || self.opaque, v) {
                 (false, Var::Literal(s)) => Some(s.clone()),
                 _ => None,
             };

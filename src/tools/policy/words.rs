@@ -210,13 +210,14 @@ impl Walker<'_> {
                         None => {
                             // `${X:-$(cmd)}` runs cmd: walk what the expansion holds.
                             if source.contains("$(") || source.contains('`') {
-                                let inner = source
-                                    .strip_prefix("${")
-                                    .and_then(|s| s.strip_suffix('}'))
-                                    .unwrap_or(source);
-                                let held = self.word(inner);
                                 arg.substituted = true;
-                                arg.download |= held.iter().any(|a| a.download);
+                                let inner =
+                                    source.strip_prefix("${").and_then(|s| s.strip_suffix('}'));
+                                // Only ever a shorter text: the recursion ends.
+                                if let Some(inner) = inner {
+                                    let held = self.word(inner);
+                                    arg.download |= held.iter().any(|a| a.download);
+                                }
                             }
                             arg.push_unknown(source);
                         }
@@ -258,17 +259,13 @@ fn expand_braces(parts: &[BraceExpressionOrText]) -> Option<Vec<String>> {
                             end,
                             increment,
                         } => {
-                            let step = increment.unsigned_abs().max(1);
-                            let span = start.abs_diff(*end) / step;
-                            if span >= MAX_BRACE_WORDS as u64 {
+                            let step = i128::from(increment.unsigned_abs().max(1));
+                            let span = (i128::from(*start) - i128::from(*end)).abs() / step;
+                            if span >= MAX_BRACE_WORDS as i128 {
                                 return None;
                             }
-                            let (lo, hi) = (*start.min(end), *start.max(end));
-                            let mut n = lo;
-                            while n <= hi {
-                                alts.push(n.to_string());
-                                n = n.checked_add(step as i64)?;
-                            }
+                            let lo = i128::from(*start.min(end));
+                            alts.extend((0..=span).map(|k| (lo + k * step).to_string()));
                         }
                         BraceExpressionMember::CharSequence { start, end, .. } => {
                             let (lo, hi) = (*start.min(end) as u32, *start.max(end) as u32);

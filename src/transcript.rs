@@ -1,8 +1,29 @@
-//! Messages of a conversation, as stored and as shown.
+//! Messages of a conversation, as stored and as shown, and the conventions written into them
+//! (a steering note, a summary request and the summary that stands for earlier turns). A leaf:
+//! the store, the models and the sessions all build on it, it builds on nothing of theirs.
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a `session.steer` text starts when it reaches the model as a user note.
+pub const STEER_PREFIX: &str = "[The user adds, while you work:] ";
+/// The system message of a request to summarise a conversation (compaction).
+pub const SUMMARY_REQUEST: &str = "[compaction] Summarise the conversation below for your own later \
+use: what the user wants, what was decided and done (commands run and their outcomes), and what \
+is still open. Be concise; keep names, paths and numbers exactly.";
+/// How a stored summary starts; the id of the session holding the full history follows.
+pub const SUMMARY_PREFIX: &str = "[Summary of the earlier conversation; full history in session ";
+
+/// A steering note the user added while a turn ran.
+pub fn is_steer(m: &Message) -> bool {
+    m.role == Role::User
+        && m.content
+            .as_deref()
+            .is_some_and(|c| c.starts_with(STEER_PREFIX))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Role {
     System,
     User,
@@ -30,8 +51,8 @@ impl Role {
     }
 }
 
-/// One row of `messages`.
-#[derive(Debug, Clone, PartialEq)]
+/// One row of `messages` (serialised in the journal, `store::Delta`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub role: Role,
     pub content: Option<String>,
@@ -85,7 +106,7 @@ impl Message {
             Role::System => self
                 .content
                 .as_deref()
-                .filter(|t| t.starts_with(crate::session::compaction::SUMMARY_PREFIX))
+                .filter(|t| t.starts_with(SUMMARY_PREFIX))
                 .and_then(|t| t.split_once('\n'))
                 .map(|(_, summary)| vec![json!({"role": "system", "text": summary})])
                 .unwrap_or_default(),

@@ -1,0 +1,802 @@
+//! Persistence, one owner: the store, what is dirty (by session), sessions closed and
+//! awaiting their last commit, retries per session, the journal, checkpoints.
+//!
+//! Commit before publish: [`Persistence::commit`] runs at the end of every loop iteration and
+//! says whether the frames queued so far may be released. They may when everything they
+//! announce is durable — in `state.db`, or else in the journal (`journal.rs`), which keeps
+//! what the store could not take (locked by another process, a session's row refused) until
+//! the next commit covers it or the next start folds it in. When neither can be written (disk
+//! full, read-only home) the owner *holds*: frames stay queued, new model calls and tool starts
+//! wait ([`Persistence::holding`], [`Persistence::park`]), the client is told once, and the
+//! first commit that works again releases everything and resumes the parked turns.
+
+pub mod journal;
+pub mod retry;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::flush::Throttle;
+use crate::session::Session;
+use crate::store::{Delta, Store, StoreError};
+use journal::{Journal, Record, Sink};
+use retry::Retries;
+
+/// How long a statement waits for another process's lock while the loop runs.
+const BUSY_WAIT: Duration = Duration::from_millis(100);
+/// How long start-up waits for a lock to fold a killed gateway's journal.
+const FOLD_WAIT: Duration = Duration::from_secs(2);
+
+/// Methods whose answers announce nothing durable, so they are written even while the output
+/// is held: every other frame (an answer saying a prompt, a session or a title was taken, any
+/// session event) waits for the commit that makes what it announces durable.
+const QUIET_METHODS: &[&str] = &["ping"];
+
+/// Whether the answer to `method` announces nothing durable.
+pub fn announces_nothing(method: &str) -> bool {
+    QUIET_METHODS.contains(&method)
+}
+
+/// Where commits go; the SQLite [`Store`], or a fake in unit tests.
+pub trait Backend {
+    /// Write these deltas (with the journal seq each covers) in one transaction.
+    fn write(&mut self, deltas: &[(Delta<'_>, Option<u64>)]) -> Result<(), StoreError>;
+    /// How long a write waits for another process's lock.
+    fn set_busy_timeout(&self, d: Duration);
+}
+
+impl Backend for Store {
+    fn write(&mut self, deltas: &[(Delta<'_>, Option<u64>)]) -> Result<(), StoreError> {
+        Store::write(self, deltas)
+    }
+    fn set_busy_timeout(&self, d: Duration) {
+        Store::set_busy_timeout(self, d)
+    }
+}
+
+/// The live sessions by runtime id, as the owner reads and marks them.
+pub trait Sessions {
+    fn get(&self, rid: &str) -> Option<&Session>;
+    fn get_mut(&mut self, rid: &str) -> Option<&mut Session>;
+}
+
+impl Sessions for crate::session::registry::Registry {
+    fn get(&self, rid: &str) -> Option<&Session> {
+        crate::session::registry::Registry::get(self, rid)
+    }
+    fn get_mut(&mut self, rid: &str) -> Option<&mut Session> {
+        crate::session::registry::Registry::get_mut(self, rid)
+    }
+}
+
+impl Sessions for HashMap<String, Session> {
+    fn get(&self, rid: &str) -> Option<&Session> {
+        HashMap::get(self, rid)
+    }
+    fn get_mut(&mut self, rid: &str) -> Option<&mut Session> {
+        HashMap::get_mut(self, rid)
+    }
+}
+
+/// What the loop may do with the frames queued so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Publish {
+    /// Everything they announce is durable: release them.
+    Release,
+    /// Something they announce is only in memory: keep them.
+    Hold,
+}
+
+/// What the client is told about the store (the loop turns these into `status.update`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// These sessions' work could not go into state.db (it is kept in the journal); in order.
+    Unsaved { rids: Vec<String>, text: String },
+    /// Nothing can be written: output held and turns paused. To every live session, ahead of
+    /// the held frames.
+    Holding { text: String },
+    /// Saving works again after a hold: held output released, turns resumed.
+    Saved { text: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Health {
+    Ok,
+    /// state.db refuses some or all commits; the journal keeps them.
+    Journaling,
+    /// Nothing can be written; frames are held.
+    Holding,
+}
+
+struct Retired {
+    session: Session,
+    /// Changes neither the store nor the journal holds.
+    unjournaled: bool,
+}
+
+/// A killed gateway's journal that could not be folded yet (state.db locked at start-up).
+pub struct Unfolded {
+    path: PathBuf,
+    owner: String,
+    sessions: Vec<String>,
+}
+
+pub struct Persistence<S = Store, J = Journal> {
+    store: S,
+    journal: J,
+    retries: Retries,
+    /// Live sessions (runtime ids) holding something the store does not.
+    dirty: BTreeSet<String>,
+    /// Live sessions holding changes neither the store nor the journal has: frames announcing
+    /// them must wait.
+    unjournaled: BTreeSet<String>,
+    retired: Vec<Retired>,
+    /// Stored id → seq of its latest journal record, until a commit covers it.
+    journaled: HashMap<String, u64>,
+    next_seq: u64,
+    /// No journal write before this (it failed).
+    journal_retry_at: Option<Instant>,
+    health: Health,
+    last_error: Option<String>,
+    notices: Vec<Notice>,
+    /// Sessions whose next model call or tool start waits for the hold to end.
+    parked: Vec<String>,
+    /// The hold just ended: the loop resumes the parked turns.
+    resumed: bool,
+    checkpoint_due: bool,
+    throttle: Throttle,
+    tick_armed: bool,
+    unfolded: Vec<Unfolded>,
+    interval: Duration,
+    /// The journal file has records (so it is removed once nothing needs them).
+    journal_used: bool,
+}
+
+impl Persistence<Store, Journal> {
+    /// Open `state.db`, fold what killed gateways left in their journals (before anything
+    /// reads it), then repair the sessions they left open.
+    pub fn open(cfg: &crate::config::Config) -> Result<Persistence, String> {
+        let db = cfg.db_path();
+        let mut store = Store::open(&db, &cfg.synchronous)?;
+        let unfolded = fold_dead_journals(&mut store);
+        match store.repair_killed() {
+            Ok(r) if r.sessions_ended > 0 || r.tool_results_added > 0 => crate::diag!(
+                "[gateway] ended {} session(s) left open by a killed gateway ({} tool result(s) marked unknown)",
+                r.sessions_ended,
+                r.tool_results_added
+            ),
+            Ok(_) => {}
+            Err(e) => crate::diag!("[gateway] startup repair skipped: {e}"),
+        }
+        let journal = Journal::new(&db, store.owner(), cfg.journal_cap);
+        let mut p = Persistence::new(store, journal, cfg.flush_interval);
+        p.unfolded = unfolded;
+        Ok(p)
+    }
+
+    /// The store, for reads.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The store, for the writes that are not commits (partial-text checkpoints).
+    pub fn store_mut(&mut self) -> &mut Store {
+        &mut self.store
+    }
+
+    /// Delete a stored session (and a closed copy waiting for its commit); false when there
+    /// was none. A later fold of this process's journal skips it.
+    pub fn delete(&mut self, stored_id: &str) -> Result<bool, StoreError> {
+        let before = self.retired.len();
+        self.retired.retain(|r| r.session.stored_id != stored_id);
+        let was_retired = self.retired.len() != before;
+        let seq = self.journaled.get(stored_id).copied();
+        let deleted = self.store.delete(stored_id, seq)?;
+        self.journaled.remove(stored_id);
+        self.retries.session_ok(stored_id);
+        Ok(deleted || was_retired)
+    }
+
+    /// Copy the WAL into the database file, if a commit happened since the last time.
+    pub fn checkpoint_if_due(&mut self) {
+        if std::mem::take(&mut self.checkpoint_due)
+            && let Err(e) = self.store.checkpoint()
+        {
+            crate::diag!("[gateway] WAL checkpoint failed: {e}");
+        }
+    }
+
+    /// Fold the journals start-up could not (state.db was locked then).
+    pub fn retry_folds(&mut self) {
+        if self.unfolded.is_empty() || !self.store_healthy() {
+            return;
+        }
+        let pending = std::mem::take(&mut self.unfolded);
+        for u in pending {
+            match fold_one(&mut self.store, &u.path, &u.owner) {
+                Ok(_) => {}
+                Err(e) => {
+                    if e.kind != crate::store::ErrorKind::Busy {
+                        crate::diag!("[gateway] cannot fold {} yet: {e}", u.path.display());
+                    }
+                    self.unfolded.push(u);
+                }
+            }
+        }
+    }
+}
+
+impl<S: Backend, J: Sink> Persistence<S, J> {
+    pub fn new(store: S, journal: J, flush_interval: Duration) -> Self {
+        store.set_busy_timeout(BUSY_WAIT);
+        Persistence {
+            store,
+            journal,
+            retries: Retries::new(flush_interval),
+            dirty: BTreeSet::new(),
+            unjournaled: BTreeSet::new(),
+            retired: Vec::new(),
+            journaled: HashMap::new(),
+            next_seq: 1,
+            journal_retry_at: None,
+            health: Health::Ok,
+            last_error: None,
+            notices: Vec::new(),
+            parked: Vec::new(),
+            resumed: false,
+            checkpoint_due: false,
+            throttle: Throttle::new(flush_interval),
+            tick_armed: false,
+            unfolded: Vec::new(),
+            interval: flush_interval,
+            journal_used: false,
+        }
+    }
+
+    /// The live session `rid` changed: commit it at the end of this iteration.
+    pub fn mark_dirty(&mut self, rid: &str) {
+        if !self.unjournaled.contains(rid) {
+            self.unjournaled.insert(rid.to_string());
+        }
+        if !self.dirty.contains(rid) {
+            self.dirty.insert(rid.to_string());
+        }
+    }
+
+    /// A session left memory (closed, evicted, replaced by its compaction): its last state is
+    /// committed with the next commit; until then it can be resumed from here.
+    pub fn retire(&mut self, session: Session) {
+        self.dirty.remove(&session.runtime_id);
+        self.unjournaled.remove(&session.runtime_id);
+        self.retired.push(Retired {
+            session,
+            unjournaled: true,
+        });
+    }
+
+    /// Take back a closed session not committed yet (resume), by stored id or title.
+    pub fn take_retired(&mut self, id_or_title: &str) -> Option<Session> {
+        let i = self.retired.iter().position(|r| {
+            r.session.stored_id == id_or_title || r.session.title.as_deref() == Some(id_or_title)
+        })?;
+        Some(self.retired.remove(i).session)
+    }
+
+    /// Whether a closed session with this stored id waits for its commit.
+    pub fn is_retired(&self, stored_id: &str) -> bool {
+        self.retired
+            .iter()
+            .any(|r| r.session.stored_id == stored_id)
+    }
+
+    /// Whether a killed gateway's journal not folded yet holds this session (its rows in
+    /// state.db are behind, so it must not be resumed from there).
+    pub fn unfolded(&self, stored_id: &str) -> bool {
+        self.unfolded
+            .iter()
+            .any(|u| u.sessions.iter().any(|s| s == stored_id))
+    }
+
+    /// Nothing can be written: new model calls and tool starts wait.
+    pub fn holding(&self) -> bool {
+        self.health == Health::Holding
+    }
+
+    /// A turn could not start its model call or tool because of the hold; it is resumed when
+    /// the hold ends.
+    pub fn park(&mut self, rid: &str) {
+        if !self.parked.iter().any(|r| r == rid) {
+            self.parked.push(rid.to_string());
+        }
+    }
+
+    /// The turns to resume, once the hold ended.
+    pub fn take_resumed(&mut self) -> Vec<String> {
+        if std::mem::take(&mut self.resumed) {
+            std::mem::take(&mut self.parked)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// What to tell the client.
+    pub fn take_notices(&mut self) -> Vec<Notice> {
+        std::mem::take(&mut self.notices)
+    }
+
+    /// Commit what changed, where it can go, and say whether the frames may be released.
+    pub fn commit(&mut self, sessions: &mut impl Sessions, now: Instant) -> Publish {
+        self.dirty.retain(|rid| sessions.get(rid).is_some());
+        self.unjournaled.retain(|rid| sessions.get(rid).is_some());
+        if !self.dirty.is_empty() || !self.retired.is_empty() {
+            if self.retries.store_due(now) {
+                self.write_store(sessions, now);
+            }
+            self.write_journal(sessions, now);
+        }
+        self.settle(now)
+    }
+
+    /// The final commit at shutdown: every retry is due and a lock is waited for up to `wait`.
+    pub fn commit_final(
+        &mut self,
+        sessions: &mut impl Sessions,
+        wait: Duration,
+        now: Instant,
+    ) -> Publish {
+        self.retries.make_due(now);
+        self.journal_retry_at = None;
+        self.store
+            .set_busy_timeout(wait.max(Duration::from_millis(1)));
+        let publish = self.commit(sessions, now);
+        self.store.set_busy_timeout(BUSY_WAIT);
+        publish
+    }
+
+    /// Whether the flush tick has work: a retry, a WAL checkpoint, a fold.
+    pub fn wants_tick(&self) -> bool {
+        self.checkpoint_due
+            || self.retries.next_due().is_some()
+            || self.journal_retry_at.is_some()
+            || self.health != Health::Ok
+            || !self.unfolded.is_empty()
+    }
+
+    /// True when no flush tick is scheduled yet (and now one is).
+    pub fn arm_tick(&mut self) -> bool {
+        !std::mem::replace(&mut self.tick_armed, true)
+    }
+
+    /// The flush tick fired; true when its work may run (at most once per flush interval).
+    pub fn tick_fired(&mut self, now: Instant) -> bool {
+        self.tick_armed = false;
+        self.throttle.try_run(now)
+    }
+
+    /// Whether state.db takes commits (partial-text checkpoints are skipped while it does not).
+    pub fn store_healthy(&self) -> bool {
+        !self.retries.store_failing() && self.health != Health::Holding
+    }
+
+    /// Say on stderr what is not in state.db at exit, and whether the journal keeps it.
+    pub fn report_unpersisted<'a>(&'a self, live: impl Iterator<Item = &'a Session>) {
+        let mut kept = Vec::new();
+        let mut lost = Vec::new();
+        for s in live
+            .chain(self.retired.iter().map(|r| &r.session))
+            .filter(|s| s.unpersisted())
+        {
+            let line = format!(
+                "{} ({} of {} messages unsaved)",
+                s.stored_id,
+                s.transcript.len() - s.persisted.messages.min(s.transcript.len()),
+                s.transcript.len()
+            );
+            let in_journal = self.journaled.contains_key(&s.stored_id)
+                && !self.unjournaled.contains(&s.runtime_id)
+                && !self
+                    .retired
+                    .iter()
+                    .any(|r| r.unjournaled && r.session.stored_id == s.stored_id);
+            if in_journal { &mut kept } else { &mut lost }.push(line);
+        }
+        let why = self.last_error.as_deref().unwrap_or("unknown error");
+        if !kept.is_empty() {
+            crate::diag!(
+                "[gateway] could not persist before exit to state.db ({why}); kept in {} for the next start to fold in: {}",
+                self.journal.path().display(),
+                kept.join(", ")
+            );
+        }
+        if !lost.is_empty() {
+            crate::diag!(
+                "[gateway] could not persist before exit ({why}): {}",
+                lost.join(", ")
+            );
+        }
+    }
+
+    // ---- the commit, step by step ----
+
+    /// Write every dirty session whose retry is due in one transaction; when that fails for
+    /// a reason of one session's data, each on its own, so the others still land.
+    fn write_store(&mut self, sessions: &mut impl Sessions, now: Instant) {
+        let live: Vec<String> = self
+            .dirty
+            .iter()
+            .filter(|rid| {
+                sessions
+                    .get(rid)
+                    .is_some_and(|s| self.retries.session_due(&s.stored_id, now))
+            })
+            .cloned()
+            .collect();
+        let retired: Vec<usize> = (0..self.retired.len())
+            .filter(|&i| {
+                self.retries
+                    .session_due(&self.retired[i].session.stored_id, now)
+            })
+            .collect();
+        if live.is_empty() && retired.is_empty() {
+            return;
+        }
+        self.checkpoint_due = true;
+        let deltas: Vec<(Delta<'_>, Option<u64>)> = live
+            .iter()
+            .filter_map(|rid| sessions.get(rid))
+            .chain(retired.iter().map(|&i| &self.retired[i].session))
+            .filter(|s| s.unpersisted())
+            .map(|s| (Delta::of(s), self.journaled.get(&s.stored_id).copied()))
+            .collect();
+        let result = if deltas.is_empty() {
+            Ok(())
+        } else {
+            self.store.write(&deltas)
+        };
+        drop(deltas);
+        match result {
+            Ok(()) => {
+                self.store_ok();
+                for rid in &live {
+                    self.committed_live(sessions, rid);
+                }
+                self.committed_retired(&retired);
+            }
+            Err(e) if e.kind.store_wide() => self.store_failed(e, now),
+            // About some session's data: each on its own, so the refused one is named and the
+            // others land.
+            Err(_) => self.write_one_by_one(sessions, live, retired, now),
+        }
+    }
+
+    fn write_one_by_one(
+        &mut self,
+        sessions: &mut impl Sessions,
+        live: Vec<String>,
+        retired: Vec<usize>,
+        now: Instant,
+    ) {
+        let mut landed = Vec::new();
+        for rid in live {
+            let Some(s) = sessions.get(&rid) else {
+                continue;
+            };
+            if !s.unpersisted() {
+                self.committed_live(sessions, &rid);
+                continue;
+            }
+            let stored = s.stored_id.clone();
+            let seq = self.journaled.get(&stored).copied();
+            match self.store.write(&[(Delta::of(s), seq)]) {
+                Ok(()) => {
+                    self.store_ok();
+                    self.committed_live(sessions, &rid);
+                }
+                Err(e) if e.kind.store_wide() => return self.store_failed(e, now),
+                Err(e) => self.session_failed(&stored, Some(rid), e, now),
+            }
+        }
+        for i in retired {
+            let s = &self.retired[i].session;
+            if !s.unpersisted() {
+                landed.push(i);
+                continue;
+            }
+            let stored = s.stored_id.clone();
+            let seq = self.journaled.get(&stored).copied();
+            match self.store.write(&[(Delta::of(s), seq)]) {
+                Ok(()) => {
+                    self.store_ok();
+                    landed.push(i);
+                }
+                Err(e) if e.kind.store_wide() => {
+                    self.store_failed(e, now);
+                    break;
+                }
+                Err(e) => self.session_failed(&stored, None, e, now),
+            }
+        }
+        self.committed_retired(&landed);
+    }
+
+    /// The store holds everything of live session `rid` now.
+    fn committed_live(&mut self, sessions: &mut impl Sessions, rid: &str) {
+        self.dirty.remove(rid);
+        self.unjournaled.remove(rid);
+        if let Some(s) = sessions.get_mut(rid) {
+            s.persisted = crate::store::committed_mark(s);
+            s.stored_keep = None;
+            s.row_dirty = false;
+            s.queue_dirty = false;
+            self.journaled.remove(&s.stored_id);
+            if self.retries.session_ok(&s.stored_id) {
+                crate::diag!("[gateway] saved session {} again", s.stored_id);
+            }
+        }
+    }
+
+    /// The store holds these closed sessions now (indexes into `retired`).
+    fn committed_retired(&mut self, landed: &[usize]) {
+        let mut i = 0;
+        self.retired.retain(|r| {
+            let keep = !landed.contains(&i);
+            i += 1;
+            if !keep {
+                self.journaled.remove(&r.session.stored_id);
+                self.retries.session_ok(&r.session.stored_id);
+            }
+            keep
+        });
+    }
+
+    fn store_ok(&mut self) {
+        if self.retries.store_ok() {
+            let e = self.last_error.take().unwrap_or_default();
+            crate::diag!("[gateway] state.db writable again; saved what was pending ({e})");
+        }
+    }
+
+    fn store_failed(&mut self, e: StoreError, now: Instant) {
+        if self.retries.store_failed(now) {
+            crate::diag!(
+                "[gateway] could not save to state.db ({e}); keeping it in the journal and retrying"
+            );
+            self.notices.push(Notice::Unsaved {
+                rids: self.dirty.iter().cloned().collect(),
+                text: format!("could not save the transcript to state.db ({e}); retrying"),
+            });
+        }
+        self.last_error = Some(e.to_string());
+    }
+
+    fn session_failed(&mut self, stored: &str, rid: Option<String>, e: StoreError, now: Instant) {
+        if self.retries.session_failed(stored, now) {
+            crate::diag!("[gateway] cannot save session {stored}: {e}");
+            if let Some(rid) = rid {
+                self.notices.push(Notice::Unsaved {
+                    rids: vec![rid],
+                    text: format!(
+                        "could not save this session to state.db ({e}); kept in the journal, retrying"
+                    ),
+                });
+            }
+        }
+        self.last_error = Some(e.to_string());
+    }
+
+    /// Append a record for every session with changes the store did not take and the journal
+    /// does not have; past the journal's cap, rewrite it with one record per unsaved session.
+    fn write_journal(&mut self, sessions: &impl Sessions, now: Instant) {
+        let due = self.journal_retry_at.is_none_or(|at| now >= at);
+        let live_new: Vec<&Session> = self
+            .unjournaled
+            .iter()
+            .filter(|rid| self.dirty.contains(*rid))
+            .filter_map(|rid| sessions.get(rid))
+            .filter(|s| s.unpersisted())
+            .collect();
+        let retired_new = self
+            .retired
+            .iter()
+            .filter(|r| r.unjournaled && r.session.unpersisted());
+        let fresh: Vec<&Session> = live_new
+            .into_iter()
+            .chain(retired_new.map(|r| &r.session))
+            .collect();
+        if fresh.is_empty() || !due {
+            if fresh.is_empty() {
+                self.all_journaled();
+            }
+            return;
+        }
+        let mut seq = self.next_seq;
+        let records: Vec<Record<'_>> = fresh
+            .iter()
+            .map(|s| {
+                seq += 1;
+                Record {
+                    seq,
+                    delta: Delta::of(s),
+                }
+            })
+            .collect();
+        let mut written = self.journal.append(&records);
+        let mut all = records;
+        if written
+            .as_ref()
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::StorageFull)
+        {
+            // Compaction: the latest state of every unsaved session replaces the file.
+            let fresh_ids: Vec<&str> = all.iter().map(|r| r.delta.id.as_ref()).collect();
+            let others: Vec<&Session> = self
+                .dirty
+                .iter()
+                .filter_map(|rid| sessions.get(rid))
+                .chain(self.retired.iter().map(|r| &r.session))
+                .filter(|s| s.unpersisted() && !fresh_ids.contains(&s.stored_id.as_str()))
+                .collect();
+            for s in others {
+                seq += 1;
+                all.push(Record {
+                    seq,
+                    delta: Delta::of(s),
+                });
+            }
+            written = self.journal.rewrite(&all);
+            if written.is_ok() {
+                self.journaled.clear();
+            }
+        }
+        match written {
+            Ok(()) => {
+                for r in &all {
+                    self.journaled.insert(r.delta.id.to_string(), r.seq);
+                }
+                self.next_seq = seq;
+                self.journal_retry_at = None;
+                self.journal_used = true;
+                self.all_journaled();
+            }
+            Err(e) => {
+                self.next_seq = seq;
+                self.journal_retry_at = Some(now + self.interval);
+                self.last_error = Some(match &self.last_error {
+                    Some(db) => format!("{db}; the journal: {e}"),
+                    None => format!("the journal: {e}"),
+                });
+            }
+        }
+    }
+
+    /// Every change is in the store or the journal.
+    fn all_journaled(&mut self) {
+        let dirty = &self.dirty;
+        self.unjournaled.retain(|rid| !dirty.contains(rid));
+        for r in &mut self.retired {
+            r.unjournaled = false;
+        }
+    }
+
+    /// Health after this commit, what to tell the client, and whether frames may go.
+    fn settle(&mut self, now: Instant) -> Publish {
+        let _ = now;
+        let exposed = !self.unjournaled.is_empty() || self.retired.iter().any(|r| r.unjournaled);
+        let unsaved = !self.dirty.is_empty() || !self.retired.is_empty();
+        if exposed {
+            if self.health != Health::Holding {
+                let why = self.last_error.as_deref().unwrap_or("unknown error");
+                crate::diag!(
+                    "[gateway] cannot save anything ({why}); holding output and pausing turns until the store recovers"
+                );
+                // One notice for the whole outage: the hold says it all.
+                self.notices
+                    .retain(|n| !matches!(n, Notice::Unsaved { .. }));
+                self.notices.push(Notice::Holding {
+                    text: format!(
+                        "cannot save the transcript ({why}); output is held and turns are paused until saving works again"
+                    ),
+                });
+                self.health = Health::Holding;
+            }
+            return Publish::Hold;
+        }
+        if self.health == Health::Holding {
+            crate::diag!("[gateway] saving works again; released the held output");
+            self.notices.push(Notice::Saved {
+                text: "saving works again; the transcript is saved".to_string(),
+            });
+            self.resumed = true;
+        }
+        self.health = if unsaved {
+            Health::Journaling
+        } else {
+            Health::Ok
+        };
+        if self.journal_used && self.journaled.is_empty() && !unsaved {
+            match self.journal.clear() {
+                Ok(()) => self.journal_used = false,
+                Err(e) => crate::diag!(
+                    "[gateway] cannot remove {}: {e}",
+                    self.journal.path().display()
+                ),
+            }
+        }
+        Publish::Release
+    }
+}
+
+/// Fold every journal beside state.db whose gateway is gone; returns the ones that could not
+/// be folded yet. Used at start-up (and by `sessions` in the CLI) before anything reads.
+pub fn fold_dead_journals(store: &mut Store) -> Vec<Unfolded> {
+    let db = store.path().to_path_buf();
+    let me = store.owner().to_string();
+    let mut unfolded = Vec::new();
+    store.set_busy_timeout(FOLD_WAIT);
+    for (path, owner) in journal::beside(&db) {
+        if owner == me || crate::store::owner_alive(&owner) {
+            continue;
+        }
+        if let Err(e) = fold_one(store, &path, &owner) {
+            crate::diag!("[gateway] cannot fold {} yet: {e}", path.display());
+            let sessions = journal::read(&path)
+                .map(|b| journal::decode(&b).0)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|r| r.delta.id.into_owned())
+                .collect();
+            unfolded.push(Unfolded {
+                path,
+                owner,
+                sessions,
+            });
+        }
+    }
+    // Marks of a journal are needed while its file may still be folded: its gateway is alive
+    // (it may write the file again) or the file is there.
+    let files: Vec<String> = journal::beside(&db)
+        .iter()
+        .map(|(_, owner)| crate::store::journal_name_of(owner))
+        .collect();
+    let stale: Vec<String> = store
+        .folded_journals()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| {
+            let owner = crate::store::journal_owner(n);
+            !files.contains(n) && owner != me && !crate::store::owner_alive(&owner)
+        })
+        .collect();
+    for name in stale {
+        if let Err(e) = store.forget_folds(&name) {
+            crate::diag!("[gateway] cannot tidy the journal marks: {e}");
+        }
+    }
+    store.set_busy_timeout(BUSY_WAIT);
+    unfolded
+}
+
+/// Fold one dead gateway's journal into state.db, then remove it.
+fn fold_one(store: &mut Store, path: &Path, owner: &str) -> Result<usize, StoreError> {
+    let bytes = match journal::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e.into()),
+    };
+    let (records, skipped) = journal::decode(&bytes);
+    let records: Vec<(u64, Delta<'_>)> = records.into_iter().map(|r| (r.seq, r.delta)).collect();
+    let written = store.fold(owner, &records)?;
+    std::fs::remove_file(path)?;
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+    }
+    if written > 0 || skipped > 0 {
+        crate::diag!(
+            "[gateway] folded {written} session(s) from the journal of a killed gateway into state.db ({skipped} torn line(s) skipped)"
+        );
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests;

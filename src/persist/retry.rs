@@ -1,0 +1,108 @@
+//! When to try the store again: after a failure of the store as a whole (locked, full,
+//! read-only) nothing is tried before the store's retry time; after a failure of one session's
+//! data only that session waits, so the others keep committing every iteration. Time is
+//! passed in (unit-tested with a fake clock).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+#[derive(Debug)]
+pub struct Retries {
+    interval: Duration,
+    store_at: Option<Instant>,
+    sessions: HashMap<String, Instant>,
+}
+
+impl Retries {
+    pub fn new(interval: Duration) -> Retries {
+        Retries {
+            interval,
+            store_at: None,
+            sessions: HashMap::new(),
+        }
+    }
+
+    /// Whether the store may be tried now.
+    pub fn store_due(&self, now: Instant) -> bool {
+        self.store_at.is_none_or(|at| now >= at)
+    }
+
+    /// Whether this session may be tried now (its own wait, not the store's).
+    pub fn session_due(&self, id: &str, now: Instant) -> bool {
+        self.sessions.get(id).is_none_or(|at| now >= *at)
+    }
+
+    /// The store failed as a whole; true when that starts an outage.
+    pub fn store_failed(&mut self, now: Instant) -> bool {
+        self.store_at.replace(now + self.interval).is_none()
+    }
+
+    /// The store took a commit; true when that ends an outage.
+    pub fn store_ok(&mut self) -> bool {
+        self.store_at.take().is_some()
+    }
+
+    /// One session's data was refused; true when it was not waiting already.
+    pub fn session_failed(&mut self, id: &str, now: Instant) -> bool {
+        self.sessions
+            .insert(id.to_string(), now + self.interval)
+            .is_none()
+    }
+
+    /// One session committed; true when it had been refused before.
+    pub fn session_ok(&mut self, id: &str) -> bool {
+        self.sessions.remove(id).is_some()
+    }
+
+    pub fn store_failing(&self) -> bool {
+        self.store_at.is_some()
+    }
+
+    /// The earliest retry time, if anything waits.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.sessions.values().chain(&self.store_at).min().copied()
+    }
+
+    /// Make everything due now (the final commit at shutdown).
+    pub fn make_due(&mut self, now: Instant) {
+        for at in self.sessions.values_mut().chain(self.store_at.as_mut()) {
+            *at = (*at).min(now);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_session_waits_alone() {
+        let t0 = Instant::now();
+        let mut r = Retries::new(Duration::from_secs(1));
+        assert!(r.session_failed("a", t0));
+        assert!(!r.session_failed("a", t0));
+        assert!(!r.session_due("a", t0 + Duration::from_millis(999)));
+        assert!(r.session_due("b", t0));
+        assert!(r.store_due(t0));
+        assert!(r.session_due("a", t0 + Duration::from_secs(1)));
+        assert_eq!(r.next_due(), Some(t0 + Duration::from_secs(1)));
+        assert!(r.session_ok("a"));
+        assert!(!r.session_ok("a"));
+        assert_eq!(r.next_due(), None);
+    }
+
+    #[test]
+    fn a_store_outage_is_reported_once_and_retried_after_the_interval() {
+        let t0 = Instant::now();
+        let mut r = Retries::new(Duration::from_secs(1));
+        assert!(r.store_failed(t0));
+        assert!(!r.store_failed(t0 + Duration::from_secs(1)));
+        assert!(!r.store_due(t0 + Duration::from_millis(1500)));
+        assert!(r.store_due(t0 + Duration::from_secs(2)));
+        r.make_due(t0);
+        assert!(r.store_due(t0));
+        assert!(r.store_ok());
+        assert!(!r.store_ok());
+        assert!(!r.store_failing());
+    }
+}
