@@ -44,13 +44,7 @@ fn stalled_reader_keeps_memory_bounded() {
             payload.push(b'\n');
         }
     }
-    let stdin = g.stdin_handle();
-    let writer = std::thread::spawn(move || {
-        use std::io::Write;
-        let mut s = stdin.lock().unwrap();
-        let w = s.as_mut().unwrap();
-        w.write_all(&payload).and_then(|_| w.flush())
-    });
+    let writer = g.write_in_background(payload);
 
     // sample RSS while the client is not reading: until all turns are in the store, or 10 s
     let db = g.db();
@@ -183,13 +177,8 @@ fn a_peer_that_never_reads_again_is_treated_as_gone() {
             payload.push(b'\n');
         }
     }
-    let stdin = g.stdin_handle();
-    let writer = std::thread::spawn(move || {
-        use std::io::Write;
-        let mut s = stdin.lock().unwrap();
-        // Fails with EPIPE once the gateway is gone; that is expected.
-        let _ = s.as_mut().unwrap().write_all(&payload);
-    });
+    // The write fails with EPIPE once the gateway is gone; that is expected.
+    let writer = g.write_in_background(payload);
     let deadline = Instant::now() + secs(30);
     while g.try_exit().is_none() {
         assert!(

@@ -327,13 +327,7 @@ fn ten_thousand_pings_in_one_burst() {
                 .as_bytes(),
         );
     }
-    let stdin = g.stdin_handle();
-    let writer = std::thread::spawn(move || {
-        use std::io::Write;
-        let mut s = stdin.lock().unwrap();
-        let w = s.as_mut().unwrap();
-        w.write_all(&burst).and_then(|_| w.flush())
-    });
+    let writer = g.write_in_background(burst);
     let mut seen: HashMap<String, u32> = HashMap::new();
     let deadline = Instant::now() + secs(60);
     while seen.len() < N {

@@ -1209,6 +1209,43 @@ fn idle_sessions_are_reaped_ended_and_resumable_while_busy_ones_are_left_alone()
 // 10. Startup repair after SIGKILL during a tool call
 // ---------------------------------------------------------------------------------------------
 
+/// A prompt acknowledged as queued behind a running tool, then SIGKILL: the next gateway keeps
+/// it as a user message and says so on stderr.
+#[test]
+fn startup_repair_reports_the_queued_prompts_it_kept() {
+    let m = marker();
+    let _reaper = Reaper(m.clone());
+    let home = TempHome::new("sd-repair-queued");
+    let s = {
+        let mut g = Gateway::builder().home(&home.path).start();
+        let s = g.create_session(json!({}));
+        start_tool(&mut g, &s.id, &format!("sleep 300.{m}"));
+        let r = g.call(
+            "prompt.submit",
+            json!({"session_id": s.id, "text": "waiting behind the tool"}),
+        );
+        assert_eq!(r["status"], "queued", "{r}");
+        g.signal(libc::SIGKILL);
+        g.wait_exit(secs(10));
+        s
+    };
+    assert_none_left(&m, secs(1), "after SIGKILL of the gateway");
+    let mut g = Gateway::builder().home(&home.path).start();
+    g.ping();
+    wait_stderr(
+        &mut g,
+        "ended 1 session(s) left open by a killed gateway (1 tool result(s) marked unknown); \
+         kept 1 queued prompt(s) as user messages",
+        secs(5),
+    );
+    let rows = message_rows(&home.db_path(), &s.stored);
+    assert_eq!(
+        rows.last().and_then(|r| r.content.as_deref()),
+        Some("waiting behind the tool"),
+        "{rows:#?}"
+    );
+}
+
 #[test]
 fn startup_repair_after_sigkill_during_a_tool_call() {
     let m = marker();

@@ -5,90 +5,64 @@
 mod common;
 
 use common::*;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::io::Read;
+use std::process::{Command, Stdio};
 use std::time::Instant;
+use tui_gateway::client::Client;
 
-fn spawn(stderr: Stdio) -> (Child, ChildStdin, Receiver<String>) {
+fn spawn(stderr: Stdio) -> Client {
     let home = TempHome::new("stderr");
     let mut cmd = Command::new(BIN);
     scrub_env(&mut cmd);
-    let mut child = cmd
-        .env("HERMES_HOME", &home.path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .expect("spawn gateway");
+    cmd.env("HERMES_HOME", &home.path).stderr(stderr);
+    let client = Client::spawn(&mut cmd).expect("spawn gateway");
     std::mem::forget(home); // the gateway outlives this scope; the temp dir is tiny
-    let stdin = child.stdin.take().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    (child, stdin, rx)
+    client
 }
 
 /// Lines until one contains `needle`, within the deadline.
-fn wait_line(rx: &Receiver<String>, needle: &str) -> bool {
+fn wait_line(client: &mut Client, needle: &str) -> bool {
     let until = Instant::now() + T;
-    while let Some(left) = until.checked_duration_since(Instant::now()) {
-        match rx.recv_timeout(left) {
-            Ok(l) if l.contains(needle) => return true,
+    loop {
+        match client.next_line(until) {
+            Ok(l) if String::from_utf8_lossy(l).contains(needle) => return true,
             Ok(_) => {}
             Err(_) => return false,
         }
     }
-    false
 }
 
-fn stray_answers(stdin: &mut ChildStdin, n: usize) {
+fn stray_answers(client: &mut Client, n: usize) {
     let mut batch = String::new();
     for i in 0..n {
         batch.push_str(&format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":\"srq-stray-{i}\",\"result\":{{}}}}\n"
         ));
     }
-    stdin
-        .write_all(batch.as_bytes())
+    client
+        .send_raw(batch.as_bytes())
         .expect("write stray answers");
 }
 
-fn exit_code(child: &mut Child) -> Option<i32> {
-    let until = Instant::now() + T;
-    while Instant::now() < until {
-        if let Some(st) = child.try_wait().expect("try_wait") {
-            return st.code();
-        }
-        std::thread::yield_now();
-        std::thread::park_timeout(ms(10));
-    }
-    let _ = child.kill();
-    None
+/// Closes stdin and waits for the exit; `None` (and the gateway killed) when it does not come.
+fn exit_code(client: &mut Client) -> Option<i32> {
+    client.close(Instant::now() + T).ok()?.code()
 }
 
 #[test]
 fn a_gateway_whose_stderr_reader_is_gone_keeps_answering_and_exits_cleanly() {
     let (read, write) = nix::unistd::pipe().expect("pipe");
     drop(read);
-    let (mut child, mut stdin, rx) = spawn(Stdio::from(write));
-    assert!(wait_line(&rx, "gateway.ready"));
-    stray_answers(&mut stdin, 3);
-    stdin
-        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
+    let mut g = spawn(Stdio::from(write));
+    assert!(wait_line(&mut g, "gateway.ready"));
+    stray_answers(&mut g, 3);
+    g.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
         .unwrap();
     assert!(
-        wait_line(&rx, "\"pong\":true"),
+        wait_line(&mut g, "\"pong\":true"),
         "no pong after diagnostics into a dead stderr"
     );
-    drop(stdin);
-    assert_eq!(exit_code(&mut child), Some(0));
+    assert_eq!(exit_code(&mut g), Some(0));
 }
 
 #[test]
@@ -102,14 +76,13 @@ fn a_stderr_nobody_reads_does_not_stall_the_loop() {
     let filler = [b'.'; 512];
     while nix::unistd::write(&write, &filler).is_ok() {}
     fcntl(&write, FcntlArg::F_SETFL(OFlag::empty())).unwrap();
-    let (mut child, mut stdin, rx) = spawn(Stdio::from(write));
-    assert!(wait_line(&rx, "gateway.ready"));
-    stray_answers(&mut stdin, 5);
-    stdin
-        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
+    let mut g = spawn(Stdio::from(write));
+    assert!(wait_line(&mut g, "gateway.ready"));
+    stray_answers(&mut g, 5);
+    g.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
         .unwrap();
     assert!(
-        wait_line(&rx, "\"pong\":true"),
+        wait_line(&mut g, "\"pong\":true"),
         "no pong while stderr is full"
     );
     // Now someone reads: what was held comes out.
@@ -118,8 +91,7 @@ fn a_stderr_nobody_reads_does_not_stall_the_loop() {
         let _ = std::fs::File::from(read).read_to_string(&mut all);
         all
     });
-    drop(stdin);
-    assert_eq!(exit_code(&mut child), Some(0));
+    assert_eq!(exit_code(&mut g), Some(0));
     let text = reader.join().unwrap();
     assert!(text.contains("srq-stray-4"), "{text}");
     assert!(text.contains("[gateway-exit] stdin closed"), "{text}");

@@ -10,14 +10,16 @@
 //! `printf 'a\nb\n' | tui-gateway chat` gets two complete replies before the gateway is closed.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::thread;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+use crate::client::{Client, ClientError, Frame, Lines, classify, error_message};
 
 const USAGE: &str = "\
 usage: tui-gateway chat [--resume <stored id or title>]
@@ -34,10 +36,6 @@ options:
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the gateway may take to exit once its stdin is closed.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often the loop wakes up to look at the Ctrl-C flag.
-const TICK: Duration = Duration::from_millis(100);
-
-static SIGINT: AtomicBool = AtomicBool::new(false);
 
 /// Runs the chat client; `args` are the arguments after `chat`. Returns the exit code.
 pub fn run(args: &[String]) -> i32 {
@@ -52,37 +50,50 @@ pub fn run(args: &[String]) -> i32 {
             return 2;
         }
     };
-    let (mut child, stdin, stdout) = match spawn_gateway() {
-        Ok(spawned) => spawned,
+    let client = match spawn_gateway() {
+        Ok(client) => client,
         Err(e) => {
             eprint_line(&format!("error: cannot start the gateway: {e}"));
             return 1;
         }
     };
-    let (tx, rx) = mpsc::channel();
-    let frames_tx = tx.clone();
-    thread::spawn(move || read_frames(stdout, frames_tx));
-    thread::spawn(move || read_user_lines(tx));
-
-    SIGINT.store(false, Ordering::SeqCst);
-    let sigint = signal_hook::flag::register(libc::SIGINT, &SIGINT).ok();
+    // Ctrl-C writes to a socket the loop polls.
+    let (sigint, sigint_writer) = match UnixStream::pair() {
+        Ok(pair) => pair,
+        Err(e) => {
+            eprint_line(&format!("error: cannot watch for Ctrl-C: {e}"));
+            return 1;
+        }
+    };
+    let registered = signal_hook::low_level::pipe::register(libc::SIGINT, sigint_writer).ok();
+    // A descriptor of our own for stdin, read only when poll says it is readable.
+    let user = io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .map(|fd| Lines::new(File::from(fd)));
     let tty = std::io::IsTerminal::is_terminal(&std::io::stdin());
+    // No stdin at all is an empty one.
+    let queued = match user {
+        Some(_) => VecDeque::new(),
+        None => VecDeque::from([None]),
+    };
     let mut chat = Chat {
-        stdin: Some(stdin),
-        rx,
+        client,
+        user,
+        sigint,
         tty,
         resume,
-        next_id: 0,
         pending: HashMap::new(),
         phase: Phase::Starting(Instant::now()),
         session: String::new(),
         turn: None,
         approval: None,
-        queued: VecDeque::new(),
+        queued,
         quit_armed: false,
     };
-    let code = chat.run(&mut child);
-    if let Some(id) = sigint {
+    let code = chat.run();
+    if let Some(id) = registered {
         signal_hook::low_level::unregister(id);
     }
     code
@@ -114,129 +125,10 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
     Ok(Args::Chat { resume })
 }
 
-fn spawn_gateway() -> io::Result<(Child, ChildStdin, std::process::ChildStdout)> {
-    let mut child = Command::new(std::env::current_exe()?)
-        .args(["-m", "tui_gateway.entry"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()?;
-    match (child.stdin.take(), child.stdout.take()) {
-        (Some(stdin), Some(stdout)) => Ok((child, stdin, stdout)),
-        _ => {
-            let _ = child.kill();
-            let _ = child.wait();
-            Err(io::Error::other("the gateway's pipes are missing"))
-        }
-    }
-}
-
-/// What the reader threads hand to the loop.
-enum Input {
-    Frame(Value),
-    GatewayClosed,
-    Line(String),
-    StdinClosed,
-}
-
-fn read_frames(stdout: impl Read, tx: Sender<Input>) {
-    let mut reader = BufReader::new(stdout);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                if let Some(frame) = parse_frame(&line)
-                    && tx.send(Input::Frame(frame)).is_err()
-                {
-                    return;
-                }
-            }
-        }
-    }
-    let _ = tx.send(Input::GatewayClosed);
-}
-
-fn read_user_lines(tx: Sender<Input>) {
-    let mut stdin = io::stdin().lock();
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match stdin.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let text = String::from_utf8_lossy(&line);
-                let text = text.trim_end_matches(['\n', '\r']);
-                if !text.trim().is_empty() && tx.send(Input::Line(text.to_string())).is_err() {
-                    return;
-                }
-            }
-        }
-    }
-    let _ = tx.send(Input::StdinClosed);
-}
-
-/// A line of the gateway's stdout as a JSON object; anything else (non-JSON, arrays) is ignored.
-fn parse_frame(line: &[u8]) -> Option<Value> {
-    let value: Value = serde_json::from_slice(line.trim_ascii()).ok()?;
-    value.is_object().then_some(value)
-}
-
-/// The kinds of frame the client reacts to.
-#[derive(Debug, PartialEq)]
-enum Frame<'a> {
-    Event {
-        kind: &'a str,
-        session_id: &'a str,
-        payload: &'a Value,
-    },
-    Response {
-        id: String,
-        outcome: Result<&'a Value, String>,
-    },
-    ServerRequest {
-        id: &'a Value,
-    },
-    Other,
-}
-
-static NULL: Value = Value::Null;
-
-fn classify(frame: &Value) -> Frame<'_> {
-    let method = frame.get("method").and_then(Value::as_str);
-    let id = frame.get("id").filter(|id| !id.is_null());
-    match (method, id) {
-        (Some("event"), _) => {
-            let params = frame.get("params").unwrap_or(&NULL);
-            let text = |key| params.get(key).and_then(Value::as_str).unwrap_or("");
-            Frame::Event {
-                kind: text("type"),
-                session_id: text("session_id"),
-                payload: params.get("payload").unwrap_or(&NULL),
-            }
-        }
-        (Some(_), Some(id)) => Frame::ServerRequest { id },
-        (None, Some(id)) => {
-            let id = match id {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            let outcome = match frame.get("error") {
-                Some(error) => Err(error_message(error)),
-                None => Ok(frame.get("result").unwrap_or(&NULL)),
-            };
-            Frame::Response { id, outcome }
-        }
-        _ => Frame::Other,
-    }
-}
-
-fn error_message(error: &Value) -> String {
-    match error.get("message").and_then(Value::as_str) {
-        Some(message) => message.to_string(),
-        None => error.to_string(),
-    }
+fn spawn_gateway() -> io::Result<Client> {
+    let mut cmd = Client::gateway_command(&std::env::current_exe()?);
+    cmd.stderr(Stdio::inherit());
+    Ok(Client::spawn(&mut cmd)?.with_id_prefix("c"))
 }
 
 /// The part of the final text that the streamed deltas did not show (deltas may be coalesced or
@@ -293,11 +185,13 @@ struct Turn {
 }
 
 struct Chat {
-    stdin: Option<ChildStdin>,
-    rx: Receiver<Input>,
+    client: Client,
+    /// The user's lines; `None` once at end of file.
+    user: Option<Lines<File>>,
+    /// Readable after a Ctrl-C.
+    sigint: UnixStream,
     tty: bool,
     resume: Option<String>,
-    next_id: u64,
     pending: HashMap<String, Pending>,
     phase: Phase,
     /// The runtime session id, once open.
@@ -320,20 +214,15 @@ enum End {
 }
 
 impl Chat {
-    fn run(&mut self, child: &mut Child) -> i32 {
+    fn run(&mut self) -> i32 {
         match self.event_loop() {
-            End::Close(code) => self.close(child, code),
-            End::Died => self.died(child),
+            End::Close(code) => self.close(code),
+            End::Died => self.died(),
         }
     }
 
     fn event_loop(&mut self) -> End {
         loop {
-            if SIGINT.swap(false, Ordering::SeqCst)
-                && let Some(end) = self.on_ctrl_c()
-            {
-                return end;
-            }
             if let Phase::Starting(since) = self.phase
                 && since.elapsed() > READY_TIMEOUT
             {
@@ -354,27 +243,65 @@ impl Chat {
                 }
                 continue;
             }
-            match self.rx.recv_timeout(TICK) {
-                Ok(Input::Frame(frame)) => {
-                    if let Some(end) = self.on_frame(&frame) {
-                        return end;
-                    }
+            let deadline = match self.phase {
+                Phase::Starting(since) => Some(since + READY_TIMEOUT),
+                _ => None,
+            };
+            let mut watched = vec![self.sigint.as_fd()];
+            watched.extend(self.user.as_ref().map(|user| user.source().as_fd()));
+            let ready = match self.client.wait_readable(&watched, deadline) {
+                Ok(ready) => ready,
+                Err(_) => return End::Died,
+            };
+            if ready.other(0) {
+                let mut drained = [0u8; 64];
+                let _ = self.sigint.read(&mut drained);
+                if let Some(end) = self.on_ctrl_c() {
+                    return end;
                 }
-                Ok(Input::Line(line)) => match self.approval.take() {
-                    Some(request_id) => self.answer_approval(&request_id, approval_choice(&line)),
-                    None => self.queued.push_back(Some(line)),
-                },
-                Ok(Input::StdinClosed) => {
-                    if let Some(request_id) = self.approval.take() {
-                        self.answer_approval(&request_id, "deny");
-                    }
-                    self.queued.push_back(None);
-                }
-                Ok(Input::GatewayClosed) | Err(RecvTimeoutError::Disconnected) => {
-                    return End::Died;
-                }
-                Err(RecvTimeoutError::Timeout) => {}
             }
+            if ready.output {
+                match self.client.next_frame(Instant::now()) {
+                    Ok(frame) => {
+                        if let Some(end) = self.on_frame(&frame) {
+                            return end;
+                        }
+                    }
+                    Err(ClientError::Timeout) => {}
+                    Err(_) => return End::Died,
+                }
+            }
+            if ready.other(1) {
+                self.read_user_lines();
+            }
+        }
+    }
+
+    /// Takes what the user typed: answers to an approval question, or lines for the queue.
+    fn read_user_lines(&mut self) {
+        let Some(user) = &mut self.user else { return };
+        let mut lines = Vec::new();
+        let failed = user.fill(Instant::now()).is_err();
+        while let Some(line) = user.buffered_line() {
+            let text = String::from_utf8_lossy(line);
+            let text = text.trim_end_matches(['\n', '\r']);
+            if !text.trim().is_empty() {
+                lines.push(text.to_string());
+            }
+        }
+        let closed = failed || user.at_eof();
+        for line in lines {
+            match self.approval.take() {
+                Some(request_id) => self.answer_approval(&request_id, approval_choice(&line)),
+                None => self.queued.push_back(Some(line)),
+            }
+        }
+        if closed {
+            self.user = None;
+            if let Some(request_id) = self.approval.take() {
+                self.answer_approval(&request_id, "deny");
+            }
+            self.queued.push_back(None);
         }
     }
 
@@ -436,11 +363,14 @@ impl Chat {
                 }
                 (_, Ok(_)) => None,
             },
-            Frame::ServerRequest { id } => {
+            Frame::ServerRequest { id, .. } => {
                 // We never announce server-request support, so refuse any that arrives: the
-                // gateway then treats it as denied instead of waiting for a timeout.
-                let error = json!({"code": -32601, "message": "not supported by the chat client"});
-                self.write_frame(&json!({"jsonrpc": "2.0", "id": id, "error": error}));
+                // gateway then treats it as denied instead of waiting for a timeout. A failed
+                // write is noticed when the gateway's stdout closes.
+                let id = id.clone();
+                let _ = self
+                    .client
+                    .respond_error(&id, -32601, "not supported by the chat client");
                 None
             }
             Frame::Other => None,
@@ -576,42 +506,27 @@ impl Chat {
         }
     }
 
+    /// Sends a request; a failed write is noticed when the gateway's stdout closes.
     fn send(&mut self, method: &str, params: Value, pending: Pending) {
-        self.next_id += 1;
-        let id = format!("c{}", self.next_id);
-        self.write_frame(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        self.pending.insert(id, pending);
-    }
-
-    /// Writes one frame; a failed write is noticed when the reader sees the gateway's stdout close.
-    fn write_frame(&mut self, frame: &Value) {
-        if let Some(stdin) = &mut self.stdin {
-            let mut line = frame.to_string();
-            line.push('\n');
-            if stdin.write_all(line.as_bytes()).is_err() {
-                self.stdin = None;
-            }
+        if let Ok(id) = self.client.send_request(method, params) {
+            let id = id.as_str().unwrap_or_default().to_string();
+            self.pending.insert(id, pending);
         }
     }
 
     /// Closes the gateway's stdin (it flushes and exits) and waits for it, killing it if it hangs.
-    fn close(&mut self, child: &mut Child, code: i32) -> i32 {
-        self.stdin = None;
-        match wait_until(child, Instant::now() + EXIT_TIMEOUT) {
-            Some(status) if !status.success() => {
+    fn close(&mut self, code: i32) -> i32 {
+        match self.client.close(Instant::now() + EXIT_TIMEOUT) {
+            Ok(status) if !status.success() => {
                 eprint_line(&format!("warning: the gateway exited with {status}"));
             }
-            Some(_) => {}
-            None => {
-                eprint_line("warning: the gateway did not exit in time; killed it");
-                let _ = child.kill();
-                let _ = child.wait();
-            }
+            Ok(_) => {}
+            Err(_) => eprint_line("warning: the gateway did not exit in time; killed it"),
         }
         code
     }
 
-    fn died(&mut self, child: &mut Child) -> i32 {
+    fn died(&mut self) -> i32 {
         if self
             .turn
             .as_ref()
@@ -619,11 +534,13 @@ impl Chat {
         {
             print_out("\n");
         }
-        let status = match wait_until(child, Instant::now() + Duration::from_secs(1)) {
-            Some(status) => status.to_string(),
-            None => {
-                let _ = child.kill();
-                let _ = child.wait();
+        let status = match self
+            .client
+            .wait_exit(Instant::now() + Duration::from_secs(1))
+        {
+            Ok(status) => status.to_string(),
+            Err(_) => {
+                self.client.kill();
                 "closed its stdout; killed".to_string()
             }
         };
@@ -633,16 +550,6 @@ impl Chat {
         };
         eprint_line(&format!("error: {what} ({status})"));
         1
-    }
-}
-
-fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Some(status),
-            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
-            _ => return None,
-        }
     }
 }
 
@@ -688,71 +595,6 @@ mod tests {
         assert!(parse_args(&args(&["--resume"])).is_err());
         assert!(parse_args(&args(&["--resume", ""])).is_err());
         assert!(parse_args(&args(&["--bogus"])).is_err());
-    }
-
-    #[test]
-    fn parses_only_json_objects() {
-        assert!(parse_frame(b"{\"jsonrpc\":\"2.0\"}\n").is_some());
-        assert!(parse_frame(b"  {\"a\":1}\r\n").is_some());
-        assert!(parse_frame(b"not json\n").is_none());
-        assert!(parse_frame(b"[1,2]\n").is_none());
-        assert!(parse_frame(b"\n").is_none());
-        assert!(parse_frame(b"\xff\xfe{}\n").is_none());
-    }
-
-    #[test]
-    fn classifies_frames() {
-        let event = json!({"jsonrpc":"2.0","method":"event","params":{
-            "type":"message.delta","session_id":"a1b2c3d4","payload":{"text":"hi"},"seq":3}});
-        assert_eq!(
-            classify(&event),
-            Frame::Event {
-                kind: "message.delta",
-                session_id: "a1b2c3d4",
-                payload: &json!({"text":"hi"}),
-            }
-        );
-        let bare = json!({"method":"event"});
-        assert!(matches!(
-            classify(&bare),
-            Frame::Event {
-                kind: "",
-                session_id: "",
-                ..
-            }
-        ));
-
-        let ok = json!({"jsonrpc":"2.0","id":"c1","result":{"pong":true}});
-        assert_eq!(
-            classify(&ok),
-            Frame::Response {
-                id: "c1".to_string(),
-                outcome: Ok(&json!({"pong":true})),
-            }
-        );
-        let numeric =
-            json!({"jsonrpc":"2.0","id":7,"error":{"code":4001,"message":"session not found"}});
-        assert_eq!(
-            classify(&numeric),
-            Frame::Response {
-                id: "7".to_string(),
-                outcome: Err("session not found".to_string()),
-            }
-        );
-        let odd_error = json!({"id":"c2","error":"boom"});
-        assert!(
-            matches!(classify(&odd_error), Frame::Response { outcome: Err(m), .. } if m == "\"boom\"")
-        );
-
-        let srq = json!({"jsonrpc":"2.0","id":"srq-1","method":"approval","params":{}});
-        assert_eq!(
-            classify(&srq),
-            Frame::ServerRequest {
-                id: &json!("srq-1")
-            }
-        );
-        assert_eq!(classify(&json!({"id":null,"result":{}})), Frame::Other);
-        assert_eq!(classify(&json!({"jsonrpc":"2.0"})), Frame::Other);
     }
 
     #[test]

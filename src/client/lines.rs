@@ -101,11 +101,6 @@ impl<R: Read + AsFd> Lines<R> {
         &self.source
     }
 
-    /// The source back (bytes already buffered are dropped).
-    pub fn into_inner(self) -> R {
-        self.source
-    }
-
     fn take_line(&mut self) -> Option<Range<usize>> {
         let rest = &self.buf[self.start..];
         let (len, skip) = match rest.iter().position(|&b| b == b'\n') {

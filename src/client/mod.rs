@@ -106,9 +106,10 @@ impl Client {
         self
     }
 
-    /// How long one write may wait for the gateway to take its input.
-    pub fn set_write_timeout(&mut self, timeout: Duration) {
+    /// How long one write may wait for the gateway to take its input (default 60 s).
+    pub fn with_write_timeout(mut self, timeout: Duration) -> Client {
         self.write_timeout = timeout;
+        self
     }
 
     pub fn pid(&self) -> Option<u32> {
@@ -354,6 +355,9 @@ impl Client {
     /// never blocks on a full pipe; the lines stay readable).
     pub fn wait_exit(&mut self, deadline: Instant) -> Result<ExitStatus, ClientError> {
         let child = self.child.as_mut().ok_or(ClientError::Closed)?;
+        if let Some(status) = child.try_wait().map_err(ClientError::Io)? {
+            return Ok(status);
+        }
         let exited = pidfd_open(child.id());
         loop {
             if let Some(status) = child.try_wait().map_err(ClientError::Io)? {

@@ -161,10 +161,14 @@ impl Persistence<Store, Journal> {
         let mut store = Store::open(&db, &cfg.synchronous)?;
         let unfolded = fold_dead_journals(&mut store);
         match store.repair_killed() {
-            Ok(r) if r.sessions_ended > 0 || r.tool_results_added > 0 => crate::diag!(
-                "[gateway] ended {} session(s) left open by a killed gateway ({} tool result(s) marked unknown)",
+            Ok(r) if r != crate::store::Repair::default() => crate::diag!(
+                "[gateway] ended {} session(s) left open by a killed gateway ({} tool result(s) marked unknown){}",
                 r.sessions_ended,
-                r.tool_results_added
+                r.tool_results_added,
+                match r.queued_prompts_kept {
+                    0 => String::new(),
+                    n => format!("; kept {n} queued prompt(s) as user messages"),
+                }
             ),
             Ok(_) => {}
             Err(e) => crate::diag!("[gateway] startup repair skipped: {e}"),

@@ -1,9 +1,8 @@
 //! Shared harness for the black-box tests: spawns the `tui-gateway` binary with a private
-//! `HERMES_HOME`, reads its stdout on a background thread (so every read has a deadline), and
-//! offers request / event helpers that speak PROTOCOL.md.
+//! `HERMES_HOME`, speaks PROTOCOL.md to it through `tui_gateway::client` (every read has a
+//! deadline), logs every frame it reads, and offers request / event helpers on that log.
 //!
-//! Synchronisation is always "wait for a condition with a deadline" (`recv_timeout`), never a bare
-//! sleep.
+//! Synchronisation is always "wait for a condition with a deadline" (poll), never a bare sleep.
 #![allow(dead_code)]
 
 pub mod procfs;
@@ -11,12 +10,14 @@ pub mod procfs;
 use serde_json::{Value, json};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
-use std::sync::{Arc, Condvar, Mutex};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tui_gateway::client::{Client, ClientError};
+
+pub use tui_gateway::client::{event_type, is_response};
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_tui-gateway");
@@ -80,53 +81,8 @@ impl Drop for TempHome {
 }
 
 // ---------------------------------------------------------------------------------------------
-// stdout reader
+// stderr reader
 // ---------------------------------------------------------------------------------------------
-
-/// What the reader thread hands over: a parsed JSON object with its raw line, or a line that is
-/// not a JSON object (a protocol violation on stdout).
-pub enum Out {
-    Frame(Value, String),
-    Garbage(Vec<u8>),
-}
-
-type Gate = Arc<(Mutex<bool>, Condvar)>;
-
-fn spawn_stdout_reader(stdout: impl Read + Send + 'static, tx: mpsc::Sender<Out>, gate: Gate) {
-    thread::Builder::new()
-        .name("gw-stdout".into())
-        .spawn(move || {
-            let mut r = BufReader::with_capacity(64 * 1024, stdout);
-            loop {
-                {
-                    let (lock, cv) = &*gate;
-                    let mut paused = lock.lock().unwrap();
-                    while *paused {
-                        paused = cv.wait(paused).unwrap();
-                    }
-                }
-                let mut buf = Vec::new();
-                match r.read_until(b'\n', &mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-                if buf.last() == Some(&b'\n') {
-                    buf.pop();
-                }
-                let out = match serde_json::from_slice::<Value>(&buf) {
-                    Ok(v) if v.is_object() => match String::from_utf8(buf) {
-                        Ok(s) => Out::Frame(v, s),
-                        Err(e) => Out::Garbage(e.into_bytes()),
-                    },
-                    _ => Out::Garbage(buf),
-                };
-                if tx.send(out).is_err() {
-                    break;
-                }
-            }
-        })
-        .expect("spawn stdout reader");
-}
 
 fn spawn_stderr_reader(
     stderr: impl Read + Send + 'static,
@@ -218,21 +174,18 @@ impl GatewayBuilder {
         for (k, v) in &self.envs {
             cmd.env(k, v);
         }
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
-        let stdout = child.stdout.take().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        let gate: Gate = Arc::new((Mutex::new(false), Condvar::new()));
-        spawn_stdout_reader(stdout, tx, gate.clone());
+        let mut client = Client::spawn(&mut cmd)
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()))
+            .with_id_prefix("t-")
+            // Generous: the suite may run on 2 loaded cores, and some tests send 16 MiB frames.
+            .with_write_timeout(secs(60));
+        let pid = client.pid().unwrap();
+        let stderr = client.child_mut().unwrap().stderr.take().unwrap();
         let err_sink = Arc::new(Mutex::new(Vec::new()));
         let stderr_reader = spawn_stderr_reader(stderr, err_sink.clone());
         Gateway {
-            child,
-            stdin: Arc::new(Mutex::new(Some(stdin))),
-            rx,
+            client,
+            pid,
             frames: Vec::new(),
             raw: Vec::new(),
             taken: Vec::new(),
@@ -240,10 +193,10 @@ impl GatewayBuilder {
             garbage: Vec::new(),
             stderr: err_sink,
             stderr_reader,
-            next_id: 0,
             home,
             _home: owned,
-            gate,
+            paused: false,
+            background: None,
             stdout_closed: false,
             exit: None,
             ready: None,
@@ -281,9 +234,8 @@ pub fn scrub_env(cmd: &mut Command) {
 // ---------------------------------------------------------------------------------------------
 
 pub struct Gateway {
-    child: Child,
-    stdin: Arc<Mutex<Option<ChildStdin>>>,
-    rx: Receiver<Out>,
+    client: Client,
+    pid: u32,
     /// Every frame received (through the logging paths), in arrival order.
     pub frames: Vec<Value>,
     /// Raw stdout line of each frame in `frames`.
@@ -295,10 +247,12 @@ pub struct Gateway {
     stderr: Arc<Mutex<Vec<String>>>,
     /// Finished once the gateway's stderr reached EOF.
     stderr_reader: thread::JoinHandle<()>,
-    next_id: u64,
     pub home: PathBuf,
     _home: Option<TempHome>,
-    gate: Gate,
+    /// The test stopped reading stdout (to make the gateway see a slow peer).
+    paused: bool,
+    /// Set once the writer started by [`Gateway::write_in_background`] is done.
+    background: Option<Arc<AtomicBool>>,
     pub stdout_closed: bool,
     exit: Option<ExitStatus>,
     /// Payload of gateway.ready once seen.
@@ -340,7 +294,7 @@ impl Gateway {
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.pid
     }
 
     pub fn db_path(&self) -> PathBuf {
@@ -349,23 +303,56 @@ impl Gateway {
 
     /// Sends a signal (e.g. `libc::SIGTERM`) to the gateway process only.
     pub fn signal(&self, sig: i32) {
-        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
-        assert_eq!(rc, 0, "kill({}, {sig}) failed", self.child.id());
+        let rc = unsafe { libc::kill(self.pid as libc::pid_t, sig) };
+        assert_eq!(rc, 0, "kill({}, {sig}) failed", self.pid);
     }
 
     // ---- writing ----------------------------------------------------------------------------
 
-    pub fn stdin_handle(&self) -> Arc<Mutex<Option<ChildStdin>>> {
-        self.stdin.clone()
+    /// Writes `bytes` to the gateway's stdin from a thread, for a burst the gateway may take only
+    /// slowly while the test reads or samples something else. The harness's own writes (and
+    /// `close_stdin`) wait until it is done, reading stdout meanwhile.
+    pub fn write_in_background(&mut self, bytes: Vec<u8>) -> thread::JoinHandle<io::Result<()>> {
+        self.wait_background();
+        let mut input = self.client.input_copy().expect("stdin still open");
+        let done = Arc::new(AtomicBool::new(false));
+        self.background = Some(done.clone());
+        thread::spawn(move || {
+            let written = write_all_polling(&mut input, &bytes);
+            done.store(true, Ordering::SeqCst);
+            written
+        })
+    }
+
+    /// Waits for the background writer; stdout is read into the client's buffer meanwhile (not
+    /// into the log), so the gateway can take its input.
+    fn wait_background(&mut self) {
+        let Some(done) = self.background.clone() else {
+            return;
+        };
+        let deadline = Instant::now() + secs(120);
+        while !done.load(Ordering::SeqCst) {
+            assert!(
+                Instant::now() < deadline,
+                "the background writer did not finish\n{}",
+                self.diag()
+            );
+            if self.reading() {
+                let _ = self.client.pump(Instant::now() + ms(10));
+            } else {
+                thread::yield_now();
+            }
+        }
+        self.background = None;
     }
 
     pub fn write_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let mut g = self.stdin.lock().unwrap();
-        let w = g
-            .as_mut()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "stdin closed"))?;
-        w.write_all(bytes)?;
-        w.flush()
+        self.wait_background();
+        self.client.send_raw(bytes).map_err(|e| match e {
+            ClientError::Io(e) => e,
+            ClientError::Closed => io::Error::new(io::ErrorKind::BrokenPipe, "stdin closed"),
+            other => io::Error::other(other.to_string()),
+        })
     }
 
     pub fn send_raw(&mut self, bytes: &[u8]) {
@@ -384,9 +371,12 @@ impl Gateway {
         self.send_line(&frame.to_string());
     }
 
-    pub fn fresh_id(&mut self) -> String {
-        self.next_id += 1;
-        format!("t-{}", self.next_id)
+    fn fresh_id(&mut self) -> String {
+        self.client
+            .fresh_id()
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// Sends a request without waiting; returns its id.
@@ -397,49 +387,78 @@ impl Gateway {
     }
 
     pub fn close_stdin(&mut self) {
-        self.stdin.lock().unwrap().take();
+        self.wait_background();
+        self.client.close_input();
     }
 
     // ---- reading ----------------------------------------------------------------------------
 
-    fn push(&mut self, out: Out) {
-        match out {
-            Out::Frame(v, raw) => {
-                if self.ready.is_none() && event_type(&v) == Some("gateway.ready") {
-                    self.ready = Some(v["params"]["payload"].clone());
-                }
-                self.frames.push(v);
-                self.raw.push(raw);
-                self.taken.push(false);
+    /// Whether stdout may be read: not while the test paused reading, unless the gateway exited.
+    fn reading(&mut self) -> bool {
+        !self.paused || self.try_exit().is_some()
+    }
+
+    /// Logs one stdout line: a JSON object as a frame (with its raw text), anything else as
+    /// garbage (a protocol violation on stdout).
+    fn push_line(&mut self, line: Vec<u8>) {
+        let frame = match serde_json::from_slice::<Value>(&line) {
+            Ok(v) if v.is_object() => v,
+            _ => return self.garbage.push(line),
+        };
+        let raw = match String::from_utf8(line) {
+            Ok(raw) => raw,
+            Err(e) => return self.garbage.push(e.into_bytes()),
+        };
+        if self.ready.is_none() && event_type(&frame) == Some("gateway.ready") {
+            self.ready = Some(frame["params"]["payload"].clone());
+        }
+        self.frames.push(frame);
+        self.raw.push(raw);
+        self.taken.push(false);
+    }
+
+    /// The next stdout line, read before `deadline`; `None` on timeout or at end of file.
+    fn next_line(&mut self, deadline: Instant) -> Option<Vec<u8>> {
+        if !self.reading() {
+            return None;
+        }
+        match self.client.next_line(deadline) {
+            Ok(line) => Some(line.to_vec()),
+            Err(ClientError::Timeout) => None,
+            Err(_) => {
+                self.stdout_closed = true;
+                None
             }
-            Out::Garbage(b) => self.garbage.push(b),
         }
     }
 
-    /// Receives one item into the log, waiting at most until `deadline`. False on timeout / EOF.
+    /// Receives one line into the log, waiting at most until `deadline`. False on timeout / EOF.
     pub fn pump_until(&mut self, deadline: Instant) -> bool {
-        let now = Instant::now();
-        let wait = deadline.saturating_duration_since(now);
-        match self.rx.recv_timeout(wait) {
-            Ok(out) => {
-                self.push(out);
+        match self.next_line(deadline) {
+            Some(line) => {
+                self.push_line(line);
                 true
             }
-            Err(RecvTimeoutError::Timeout) => false,
-            Err(RecvTimeoutError::Disconnected) => {
-                self.stdout_closed = true;
-                false
-            }
+            None => false,
         }
     }
 
-    /// Moves everything already read into the log without blocking.
+    /// Moves everything already written into the log without blocking.
     pub fn drain_available(&mut self) {
         loop {
-            match self.rx.try_recv() {
-                Ok(out) => self.push(out),
-                Err(TryRecvError::Empty) => return,
-                Err(TryRecvError::Disconnected) => {
+            while self.client.has_buffered_line() && self.pump_until(Instant::now()) {}
+            if !self.reading() {
+                return;
+            }
+            match self.client.pump(Instant::now()) {
+                Ok(true) => {}
+                Ok(false) => {
+                    if self.client.output_closed() && !self.client.has_buffered_line() {
+                        self.stdout_closed = true;
+                    }
+                    return;
+                }
+                Err(_) => {
                     self.stdout_closed = true;
                     return;
                 }
@@ -451,17 +470,10 @@ impl Gateway {
     pub fn recv_unlogged(&mut self, timeout: Duration) -> Option<Value> {
         let deadline = Instant::now() + timeout;
         loop {
-            match self
-                .rx
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            {
-                Ok(Out::Frame(v, _)) => return Some(v),
-                Ok(Out::Garbage(b)) => self.garbage.push(b),
-                Err(RecvTimeoutError::Timeout) => return None,
-                Err(RecvTimeoutError::Disconnected) => {
-                    self.stdout_closed = true;
-                    return None;
-                }
+            let line = self.next_line(deadline)?;
+            match serde_json::from_slice::<Value>(&line) {
+                Ok(v) if v.is_object() => return Some(v),
+                _ => self.garbage.push(line),
             }
         }
     }
@@ -584,13 +596,9 @@ impl Gateway {
 
     /// Next not-yet-taken event of this type (any session); returns the params object.
     pub fn wait_event(&mut self, ty: &str, timeout: Duration) -> Value {
-        self.try_wait_event(ty, timeout)
-            .unwrap_or_else(|| panic!("no {ty} event within {timeout:?}\n{}", self.diag()))
-    }
-
-    pub fn try_wait_event(&mut self, ty: &str, timeout: Duration) -> Option<Value> {
         self.wait_frame(|f| event_type(f) == Some(ty), timeout)
             .map(|f| f["params"].clone())
+            .unwrap_or_else(|| panic!("no {ty} event within {timeout:?}\n{}", self.diag()))
     }
 
     /// Next not-yet-taken event of this type for this session; returns the params object.
@@ -637,21 +645,18 @@ impl Gateway {
         self.stderr.lock().unwrap().clone()
     }
 
-    pub fn pause_reading(&self) {
-        let (l, _) = &*self.gate;
-        *l.lock().unwrap() = true;
+    pub fn pause_reading(&mut self) {
+        self.paused = true;
     }
 
-    pub fn resume_reading(&self) {
-        let (l, cv) = &*self.gate;
-        *l.lock().unwrap() = false;
-        cv.notify_all();
+    pub fn resume_reading(&mut self) {
+        self.paused = false;
     }
 
     /// Non-blocking: has the process exited?
     pub fn try_exit(&mut self) -> Option<ExitStatus> {
         if self.exit.is_none() {
-            self.exit = self.child.try_wait().expect("try_wait");
+            self.exit = self.client.try_exit().expect("try_wait");
         }
         self.exit
     }
@@ -660,18 +665,14 @@ impl Gateway {
     /// pipe), then reads stdout to EOF (bounded).
     pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
         let deadline = Instant::now() + timeout;
-        let st = loop {
-            self.drain_available();
-            if let Some(st) = self.try_exit() {
-                break st;
-            }
-            if Instant::now() >= deadline {
-                panic!("gateway did not exit within {timeout:?}\n{}", self.diag());
-            }
-            // recv_timeout paces the poll and keeps draining stdout
-            let step = (Instant::now() + ms(20)).min(deadline);
-            self.pump_until(step);
+        let st = match self.client.wait_exit(deadline) {
+            Ok(st) => st,
+            Err(e) => panic!(
+                "gateway did not exit within {timeout:?} ({e})\n{}",
+                self.diag()
+            ),
         };
+        self.exit = Some(st);
         let tail = Instant::now() + secs(3);
         while !self.stdout_closed && Instant::now() < tail {
             self.pump_until(tail);
@@ -709,7 +710,7 @@ impl Gateway {
         let mut s = String::new();
         s.push_str(&format!(
             "--- gateway pid {} home {} exit {:?} stdout_closed {}\n",
-            self.child.id(),
+            self.pid,
             self.home.display(),
             self.exit,
             self.stdout_closed
@@ -791,15 +792,30 @@ impl Gateway {
     }
 }
 
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        if self.try_exit().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+// Dropping the client kills a gateway that still runs.
+
+/// Writes all of `bytes` to a non-blocking descriptor, waiting for it to become writable.
+fn write_all_polling(out: &mut std::fs::File, mut bytes: &[u8]) -> io::Result<()> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    while !bytes.is_empty() {
+        match out.write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let mut fds = [PollFd::new(out.as_fd(), PollFlags::POLLOUT)];
+                let n = poll(&mut fds, PollTimeout::from(60_000u16))?;
+                if n == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the gateway took no input for 60 s",
+                    ));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
-        // let the reader thread finish
-        self.resume_reading();
     }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -945,19 +961,6 @@ pub fn listed_ids(list: &Value) -> Vec<&str> {
         .iter()
         .filter_map(|e| e["id"].as_str())
         .collect()
-}
-
-/// `params.type` of an event frame.
-pub fn event_type(f: &Value) -> Option<&str> {
-    if f.get("method").and_then(|m| m.as_str()) == Some("event") && f.get("id").is_none() {
-        f["params"]["type"].as_str()
-    } else {
-        None
-    }
-}
-
-pub fn is_response(f: &Value) -> bool {
-    f.get("method").is_none() && (f.get("result").is_some() || f.get("error").is_some())
 }
 
 /// An event as listed by `session.events.since`: either a params-shaped object or a full frame.
