@@ -21,7 +21,7 @@ use crate::rpc::frame::{self, Incoming};
 use crate::rpc::{Line, Outbox};
 use crate::session::VERSION;
 use crate::session::registry::Registry;
-use crate::shutdown::Shutdown;
+use crate::shutdown::{Again, Shutdown};
 use crate::timer::TimerWheel;
 use crate::util;
 
@@ -226,8 +226,7 @@ impl Gateway {
         if let Err(panic) = outcome {
             crate::diag!("[gateway-crash] {}", util::panic_text(&panic));
             if self.shutdown.is_some() {
-                // The shutdown itself failed: leave now rather than loop on it.
-                crate::shutdown::hard_exit(self, "crash during shutdown");
+                self.shutdown_again(Again::Crash, Instant::now());
             } else {
                 self.begin_shutdown("crash", Instant::now());
             }
@@ -295,7 +294,7 @@ impl Gateway {
         self.fire_timers(now);
         crate::tools::runs::pump(self, now);
         self.drive_turns(now);
-        crate::shutdown::step(self, now);
+        self.step_shutdown(now);
         self.commit(now);
         self.write_output(now);
         self.check_stall(now);
@@ -432,19 +431,10 @@ impl Gateway {
             }
             crate::diag!("[gateway-signal] {}", crate::signals::name(sig));
             if self.shutdown.is_some() {
-                crate::shutdown::hard_exit(self, "second signal");
+                self.shutdown_again(Again::Signal, now);
             } else {
                 self.begin_shutdown(crate::signals::name(sig), now);
             }
-        }
-    }
-
-    pub fn begin_shutdown(&mut self, reason: &str, now: Instant) {
-        if self.shutdown.is_none() {
-            let sd = Shutdown::new(reason, now, &self.cfg);
-            self.timers.insert(now, Timer::ShutdownStep);
-            self.timers.insert(sd.hard_deadline, Timer::ShutdownStep);
-            self.shutdown = Some(sd);
         }
     }
 
