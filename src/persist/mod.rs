@@ -231,6 +231,20 @@ impl Persistence<Store, Journal> {
     }
 }
 
+/// One session in its own transaction (after a batch failed on some session's data); true
+/// when something was written, false when it had nothing the store lacks.
+fn write_alone<S: Backend>(
+    store: &mut S,
+    journaled: &HashMap<String, u64>,
+    s: &Session,
+) -> Result<bool, StoreError> {
+    if !s.unpersisted() {
+        return Ok(false);
+    }
+    let seq = journaled.get(&s.stored_id).copied();
+    store.write(&[(Delta::of(s), seq)]).map(|()| true)
+}
+
 impl<S: Backend, J: Sink> Persistence<S, J> {
     pub fn new(store: S, journal: J, flush_interval: Duration) -> Self {
         store.set_busy_timeout(BUSY_WAIT);
@@ -486,15 +500,12 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
             let Some(s) = sessions.get(&rid) else {
                 continue;
             };
-            if !s.unpersisted() {
-                self.committed_live(sessions, &rid);
-                continue;
-            }
             let stored = s.stored_id.clone();
-            let seq = self.journaled.get(&stored).copied();
-            match self.store.write(&[(Delta::of(s), seq)]) {
-                Ok(()) => {
-                    self.store_ok();
+            match write_alone(&mut self.store, &self.journaled, s) {
+                Ok(wrote) => {
+                    if wrote {
+                        self.store_ok();
+                    }
                     self.committed_live(sessions, &rid);
                 }
                 Err(e) if e.kind.store_wide() => return self.store_failed(e, now),
@@ -503,15 +514,12 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
         }
         for i in retired {
             let s = &self.retired[i].session;
-            if !s.unpersisted() {
-                landed.push(i);
-                continue;
-            }
             let stored = s.stored_id.clone();
-            let seq = self.journaled.get(&stored).copied();
-            match self.store.write(&[(Delta::of(s), seq)]) {
-                Ok(()) => {
-                    self.store_ok();
+            match write_alone(&mut self.store, &self.journaled, s) {
+                Ok(wrote) => {
+                    if wrote {
+                        self.store_ok();
+                    }
                     landed.push(i);
                 }
                 Err(e) if e.kind.store_wide() => {

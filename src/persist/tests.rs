@@ -2,7 +2,6 @@
 //! the journal as fallback, the hold and its end.
 
 use super::*;
-use crate::session::NewSession;
 use crate::session::transcript::{Message, Role};
 use crate::store::ErrorKind;
 use std::cell::RefCell;
@@ -102,21 +101,7 @@ impl Rig {
         let t0 = Instant::now();
         let mut sessions = HashMap::new();
         for n in names {
-            let s = Session::new(
-                NewSession {
-                    runtime_id: n.to_string(),
-                    stored_id: format!("stored-{n}"),
-                    title: None,
-                    model: "m".into(),
-                    provider: "offline".into(),
-                    cwd: "/".into(),
-                    source: "tui".into(),
-                    started_at: 1.0,
-                    cols: 80,
-                    context_max: 0,
-                },
-                t0,
-            );
+            let s = crate::session::bare_session(n, &format!("stored-{n}"));
             sessions.insert(n.to_string(), s);
         }
         let mut rig = Rig {

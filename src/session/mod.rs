@@ -331,26 +331,32 @@ impl Session {
     }
 }
 
+/// A session with nothing in it, for unit tests of the code that holds sessions.
+#[cfg(test)]
+pub(crate) fn bare_session(rid: &str, stored: &str) -> Session {
+    Session::new(
+        NewSession {
+            runtime_id: rid.into(),
+            stored_id: stored.into(),
+            title: None,
+            model: "m".into(),
+            provider: "offline".into(),
+            cwd: "/".into(),
+            source: "tui".into(),
+            started_at: 1.0,
+            cols: 80,
+            context_max: 1000,
+        },
+        Instant::now(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn session() -> Session {
-        Session::new(
-            NewSession {
-                runtime_id: "r".into(),
-                stored_id: "s".into(),
-                title: None,
-                model: "m".into(),
-                provider: "offline".into(),
-                cwd: "/".into(),
-                source: "tui".into(),
-                started_at: 0.0,
-                cols: 80,
-                context_max: 1000,
-            },
-            Instant::now(),
-        )
+        bare_session("r", "s")
     }
 
     #[test]

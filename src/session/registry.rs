@@ -150,25 +150,10 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
-    use crate::session::NewSession;
     use crate::session::turn::Turn;
 
     fn session(rid: &str, stored: &str) -> Session {
-        Session::new(
-            NewSession {
-                runtime_id: rid.into(),
-                stored_id: stored.into(),
-                title: None,
-                model: "m".into(),
-                provider: "p".into(),
-                cwd: "/".into(),
-                source: "tui".into(),
-                started_at: 0.0,
-                cols: 80,
-                context_max: 1000,
-            },
-            Instant::now(),
-        )
+        crate::session::bare_session(rid, stored)
     }
 
     fn with_turn(rid: &str, stored: &str) -> Session {

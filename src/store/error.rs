@@ -99,25 +99,18 @@ mod tests {
 
     #[test]
     fn sqlite_codes_map_to_kinds() {
-        assert_eq!(sqlite(rusqlite::ffi::SQLITE_BUSY).kind, ErrorKind::Busy);
-        assert_eq!(sqlite(rusqlite::ffi::SQLITE_LOCKED).kind, ErrorKind::Busy);
-        assert_eq!(sqlite(rusqlite::ffi::SQLITE_FULL).kind, ErrorKind::Full);
-        assert_eq!(
-            sqlite(rusqlite::ffi::SQLITE_READONLY).kind,
-            ErrorKind::ReadOnly
-        );
-        assert_eq!(
-            sqlite(rusqlite::ffi::SQLITE_CORRUPT).kind,
-            ErrorKind::Corrupt
-        );
-        assert_eq!(
-            sqlite(rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE).kind,
-            ErrorKind::Conflict
-        );
-        assert_eq!(
-            sqlite(rusqlite::ffi::SQLITE_MISMATCH).kind,
-            ErrorKind::Other
-        );
+        use rusqlite::ffi;
+        for (code, kind) in [
+            (ffi::SQLITE_BUSY, ErrorKind::Busy),
+            (ffi::SQLITE_LOCKED, ErrorKind::Busy),
+            (ffi::SQLITE_FULL, ErrorKind::Full),
+            (ffi::SQLITE_READONLY, ErrorKind::ReadOnly),
+            (ffi::SQLITE_CORRUPT, ErrorKind::Corrupt),
+            (ffi::SQLITE_CONSTRAINT_UNIQUE, ErrorKind::Conflict),
+            (ffi::SQLITE_MISMATCH, ErrorKind::Other),
+        ] {
+            assert_eq!(sqlite(code).kind, kind, "SQLite code {code}");
+        }
         assert!(ErrorKind::Busy.store_wide() && !ErrorKind::Conflict.store_wide());
     }
 
