@@ -353,7 +353,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
             }
             self.write_journal(sessions, now);
         }
-        self.settle(now)
+        self.settle()
     }
 
     /// The final commit at shutdown: every retry is due and a lock is waited for up to `wait`.
@@ -691,8 +691,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
     }
 
     /// Health after this commit, what to tell the client, and whether frames may go.
-    fn settle(&mut self, now: Instant) -> Publish {
-        let _ = now;
+    fn settle(&mut self) -> Publish {
         let exposed = !self.unjournaled.is_empty() || self.retired.iter().any(|r| r.unjournaled);
         let unsaved = !self.dirty.is_empty() || !self.retired.is_empty();
         if exposed {

@@ -273,10 +273,6 @@ impl Runner {
             .is_some_and(|r| r.exit.is_none() && r.ending.is_none())
     }
 
-    pub fn is_running(&self, id: RunId) -> bool {
-        self.runs.contains_key(&id)
-    }
-
     pub fn any_alive(&self) -> bool {
         !self.runs.is_empty()
     }

@@ -146,7 +146,7 @@ impl Gateway {
             "⠋ compressing {} messages (~{} tok)…",
             job.before_messages, job.before_tokens
         );
-        let mut turn = Turn::new(token, now);
+        let mut turn = Turn::new(token);
         turn.compaction = Some(Box::new(job));
         s.turn = Some(turn);
         s.last_active = now;

@@ -100,7 +100,7 @@ impl Gateway {
         };
         s.append(Message::new(Role::User, Some(text), util::unix_now()));
         s.last_active = now;
-        s.turn = Some(Turn::new(token, now));
+        s.turn = Some(Turn::new(token));
         self.mark_dirty(rid);
         self.schedule(rid);
     }

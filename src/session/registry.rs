@@ -147,7 +147,6 @@ impl std::ops::Index<&String> for Registry {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
 
     use super::*;
     use crate::session::turn::Turn;
@@ -158,7 +157,7 @@ mod tests {
 
     fn with_turn(rid: &str, stored: &str) -> Session {
         let mut s = session(rid, stored);
-        s.turn = Some(Turn::new(mio::Token(99), Instant::now()));
+        s.turn = Some(Turn::new(mio::Token(99)));
         s
     }
 

@@ -1,7 +1,5 @@
 //! The state of a running turn: the model call in flight, its tools, its approval.
 
-use std::time::Instant;
-
 use crate::model::{ModelCall, TokenUsage, ToolCall};
 use crate::session::transcript::{Message, Role};
 use crate::timer::TimerId;
@@ -20,7 +18,6 @@ pub struct Turn {
     pub round_error: Option<String>,
     /// Everything said in this turn, for `message.complete`.
     pub text: String,
-    pub started: Instant,
     /// On the runnable list for the next drive.
     pub scheduled: bool,
     pub wake: Option<TimerId>,
@@ -49,7 +46,7 @@ pub struct RoundEnd {
 }
 
 impl Turn {
-    pub fn new(token: mio::Token, now: Instant) -> Self {
+    pub fn new(token: mio::Token) -> Self {
         Turn {
             call: None,
             token,
@@ -59,7 +56,6 @@ impl Turn {
             round_finish: None,
             round_error: None,
             text: String::new(),
-            started: now,
             scheduled: false,
             wake: None,
             machine: Default::default(),
