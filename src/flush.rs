@@ -1,40 +1,10 @@
 //! Periodic work on the timing wheel: checkpoints of streaming text, the wake-up for retries of
 //! failed commits and for folds, and the WAL checkpoint after turns (each at most once per
-//! flush interval), and the idle-session reaper. Time is always passed in, so the throttling
-//! is tested with a fake clock.
+//! flush interval, `timer::Throttle`), and the idle-session reaper.
 
 use std::time::{Duration, Instant};
 
 use crate::event_loop::{Gateway, Timer};
-
-/// Lets work run at most once per interval.
-#[derive(Debug, Clone)]
-pub struct Throttle {
-    every: Duration,
-    last: Option<Instant>,
-}
-
-impl Throttle {
-    pub fn new(every: Duration) -> Self {
-        Throttle { every, last: None }
-    }
-
-    /// True (and counted as a run) when the interval since the last run has passed.
-    pub fn try_run(&mut self, now: Instant) -> bool {
-        match self.last {
-            Some(last) if now < last + self.every => false,
-            _ => {
-                self.last = Some(now);
-                true
-            }
-        }
-    }
-
-    /// When the next run may happen.
-    pub fn next_allowed(&self, now: Instant) -> Instant {
-        self.last.map_or(now, |l| (l + self.every).max(now))
-    }
-}
 
 /// The flush tick: checkpoint partial text and the WAL; the iteration's commit that follows
 /// retries what failed. Re-arms itself while there is streaming text or unsaved work.
@@ -121,20 +91,6 @@ pub fn reaper_period(ttl: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn throttle_runs_at_most_once_per_interval() {
-        let t0 = Instant::now();
-        let mut t = Throttle::new(Duration::from_secs(300));
-        assert!(t.try_run(t0));
-        assert!(!t.try_run(t0 + Duration::from_secs(299)));
-        assert_eq!(
-            t.next_allowed(t0 + Duration::from_secs(10)),
-            t0 + Duration::from_secs(300)
-        );
-        assert!(t.try_run(t0 + Duration::from_secs(301)));
-        assert!(!t.try_run(t0 + Duration::from_secs(302)));
-    }
 
     #[test]
     fn reaper_period_is_bounded() {

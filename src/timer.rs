@@ -136,9 +136,52 @@ impl<T> TimerWheel<T> {
     }
 }
 
+/// Lets work run at most once per interval.
+#[derive(Debug, Clone)]
+pub struct Throttle {
+    every: Duration,
+    last: Option<Instant>,
+}
+
+impl Throttle {
+    pub fn new(every: Duration) -> Self {
+        Throttle { every, last: None }
+    }
+
+    /// True (and counted as a run) when the interval since the last run has passed.
+    pub fn try_run(&mut self, now: Instant) -> bool {
+        match self.last {
+            Some(last) if now < last + self.every => false,
+            _ => {
+                self.last = Some(now);
+                true
+            }
+        }
+    }
+
+    /// When the next run may happen.
+    pub fn next_allowed(&self, now: Instant) -> Instant {
+        self.last.map_or(now, |l| (l + self.every).max(now))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn throttle_runs_at_most_once_per_interval() {
+        let t0 = Instant::now();
+        let mut t = Throttle::new(Duration::from_secs(300));
+        assert!(t.try_run(t0));
+        assert!(!t.try_run(t0 + Duration::from_secs(299)));
+        assert_eq!(
+            t.next_allowed(t0 + Duration::from_secs(10)),
+            t0 + Duration::from_secs(300)
+        );
+        assert!(t.try_run(t0 + Duration::from_secs(301)));
+        assert!(!t.try_run(t0 + Duration::from_secs(302)));
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

@@ -17,9 +17,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::flush::Throttle;
 use crate::session::Session;
 use crate::store::{Delta, Store, StoreError};
+use crate::timer::Throttle;
 use journal::{Journal, Record, Sink};
 use retry::Retries;
 
