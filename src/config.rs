@@ -55,6 +55,9 @@ pub struct Config {
     pub retry_cap: Duration,
     /// How long a dangerous command waits for the user's approval before it is denied.
     pub approval_timeout: Duration,
+    /// How long a `clarify` question waits for the user's answer (then the model reads that
+    /// nobody answered).
+    pub clarify_timeout: Duration,
     /// Install signal handlers (turn off when the host program owns signals).
     pub handle_signals: bool,
     /// Append every frame read and written to this file (`--rpc-log`), one JSON line each.
@@ -89,6 +92,7 @@ impl Default for Config {
             retry_base: Duration::from_millis(500),
             retry_cap: Duration::from_secs(30),
             approval_timeout: Duration::from_secs(300),
+            clarify_timeout: Duration::from_secs(300),
             handle_signals: true,
             rpc_log: None,
         }
@@ -249,6 +253,15 @@ const KNOBS: &[Knob] = &[
         show: |c| secs(c.approval_timeout),
         set: |c, v| {
             c.approval_timeout = seconds(v, 0.1, 86400.0)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--clarify-timeout",
+        env: "TUI_GATEWAY_CLARIFY_TIMEOUT_S",
+        show: |c| secs(c.clarify_timeout),
+        set: |c, v| {
+            c.clarify_timeout = seconds(v, 0.1, 86400.0)?;
             Ok(())
         },
     },

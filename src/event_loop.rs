@@ -28,6 +28,8 @@ use crate::util;
 const STDIN: Token = Token(0);
 const STDOUT: Token = Token(1);
 const SIGNALS: Token = Token(2);
+/// A tool call woken from another thread ([`crate::tools::JobWaker`]).
+const TOOL_WAKER: Token = Token(3);
 /// Tokens from here on are handed out to model calls (and later tool pipes).
 const FIRST_DYNAMIC: usize = 16;
 
@@ -56,6 +58,10 @@ pub enum Timer {
     ApprovalTimeout(String),
     /// A `model.options` fetch of the endpoint's model list waited too long.
     ModelList(u64),
+    /// A tool call asked to be stepped at this time.
+    ToolWake(crate::tools::JobId),
+    /// A question to the user (`clarify`) waited too long.
+    ClarifyTimeout(String),
 }
 
 /// Who owns a dynamic token's source.
@@ -141,6 +147,10 @@ impl Gateway {
             crate::diag!("[gateway] {w}");
         }
         let cfg_home_for_tools = cfg.home.clone();
+        // Without it, a call woken from another thread waits for the loop's next wake-up.
+        let tool_waker = mio::Waker::new(poll.registry(), TOOL_WAKER)
+            .map_err(|e| crate::diag!("[gateway] no tool waker: {e}"))
+            .ok();
         let kill_grace = cfg.kill_grace;
         let signals = None;
         Ok(Gateway {
@@ -153,7 +163,7 @@ impl Gateway {
             sessions: Registry::new(),
             by_token: HashMap::new(),
             run_tokens: HashMap::new(),
-            tools: crate::tools::Tools::new(&cfg_home_for_tools),
+            tools: crate::tools::Tools::new(&cfg_home_for_tools, tool_waker),
             runner: crate::runner::Runner::new(
                 std::env::current_exe().unwrap_or_else(|_| "tui-gateway".into()),
                 kill_grace,
@@ -266,7 +276,10 @@ impl Gateway {
 
     fn poll_timeout(&mut self, now: Instant) -> Option<Duration> {
         let busy = !self.paused()
-            && (self.client.wants_read() || self.sessions.has_runnable() || self.runner.has_work());
+            && (self.client.wants_read()
+                || self.sessions.has_runnable()
+                || self.runner.has_work()
+                || !self.tools.due.is_empty());
         if busy || self.exit_code.is_some() {
             return Some(Duration::ZERO);
         }
@@ -287,12 +300,15 @@ impl Gateway {
                 STDIN => self.client.input_readable(),
                 STDOUT => {}
                 SIGNALS => self.on_signals(now),
+                // The woken jobs are listed with the wakers; stepping them takes the list.
+                TOOL_WAKER => {}
                 token => self.on_source_ready(token),
             }
         }
         self.read_input(now);
         self.fire_timers(now);
         crate::tools::runs::pump(self, now);
+        crate::session::calls::step_due(self, now);
         self.drive_turns(now);
         self.step_shutdown(now);
         self.commit(now);
@@ -370,6 +386,9 @@ impl Gateway {
 
     /// An answer to a server request: resolve what asked, or log (boundedly) and drop it.
     fn on_answer(&mut self, id: Value, result: Result<Value, Value>) {
+        if crate::tools::clarify::on_answer(self, &id, result.clone(), Instant::now()) {
+            return;
+        }
         if crate::tools::approval::on_answer(self, &id, result, Instant::now()) {
             return;
         }
@@ -468,6 +487,13 @@ impl Gateway {
                     });
                 }
                 Timer::ModelList(id) => crate::methods::models::on_timeout(self, id),
+                Timer::ToolWake(job) => self.tools.due.add(job),
+                Timer::ClarifyTimeout(request_id) => {
+                    let owner = crate::tools::clarify::owner_session(self, &request_id);
+                    self.isolated(owner.as_deref(), now, |gw| {
+                        crate::tools::clarify::expire(gw, &request_id, now)
+                    });
+                }
             }
         }
     }

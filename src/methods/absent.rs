@@ -46,7 +46,7 @@ pub fn call(gw: &mut Gateway, method: &str, p: &Params) -> Option<Result<Value, 
             "legend": [], "summary": ["tui-gateway records no skills or memories"],
         })),
         // We never ask these questions, so there is nothing to answer.
-        "sudo.respond" | "secret.respond" | "clarify.respond" => Ok(json!({ "ok": false })),
+        "sudo.respond" | "secret.respond" => Ok(json!({ "ok": false })),
         "credits.view"
         | "billing.state"
         | "billing.charge"

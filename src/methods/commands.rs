@@ -268,13 +268,13 @@ pub static COMMANDS: &[Command] = &[
         Tui("config.get, config.set"),
     ),
     Command {
-        subs: &["list"],
+        subs: &["list", "enable", "disable"],
         ..cmd(
             "tools",
             &[],
             TOOLS,
-            "[list]",
-            "List the tools the model is offered",
+            "[list|enable NAME|disable NAME]",
+            "List the tools the model is offered; turn toolsets or tools on and off",
             Gw,
         )
     },

@@ -46,6 +46,22 @@ pub fn approval_respond(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Va
     Ok(json!({ "resolved": resolved }))
 }
 
+/// `clarify.respond {request_id, answer}`: the user's answer to a `clarify` question (an
+/// empty answer dismisses it). Hermes' shape: `{status: "ok"}`, or error 4009 when no such
+/// question waits.
+pub fn clarify_respond(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
+    let request_id = params::opt_str(p, "request_id")?.unwrap_or("");
+    let answer = params::opt_str(p, "answer")?.unwrap_or("");
+    if crate::tools::clarify::respond(gw, request_id, answer, now) {
+        Ok(json!({ "status": "ok" }))
+    } else {
+        Err(RpcError::new(
+            crate::rpc::frame::code::BUSY,
+            "no pending answer request",
+        ))
+    }
+}
+
 /// `shell.exec {command}`: answered when the command ends (`None` now).
 pub fn shell_exec(
     gw: &mut Gateway,

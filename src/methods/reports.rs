@@ -9,12 +9,12 @@ use crate::event_loop::Gateway;
 use crate::session::{Session, VERSION};
 
 /// The report of built-in command `name` (canonical) for session `rid`, if any.
-pub fn report(gw: &Gateway, name: &str, arg: &str, rid: Option<&str>) -> String {
+pub fn report(gw: &Gateway, name: &str, rid: Option<&str>) -> String {
     let session = rid.and_then(|r| gw.sessions.get(r));
     match name {
         "status" => session.map_or_else(no_session, status),
         "usage" => session.map_or_else(no_session, usage),
-        "tools" => tools(gw, arg),
+        "tools" => tools(gw),
         "skills" => "No skills: this gateway has no skill support.".to_string(),
         "version" => format!("tui-gateway {VERSION}"),
         "config" => config(gw),
@@ -90,11 +90,7 @@ fn usage(s: &Session) -> String {
 }
 
 /// The tools offered to the model, from the schema it is sent.
-fn tools(gw: &Gateway, arg: &str) -> String {
-    let sub = arg.split_whitespace().next().unwrap_or("");
-    if matches!(sub, "enable" | "disable") {
-        return format!("/tools {sub}: not supported; the terminal tool is always offered");
-    }
+fn tools(gw: &Gateway) -> String {
     let schemas = gw.tools.registry.schemas();
     let mut out = format!("Tools offered to the model ({}):", schemas.len());
     for t in schemas {

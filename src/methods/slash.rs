@@ -99,8 +99,14 @@ fn run(
     };
     let name = name.to_ascii_lowercase();
     if let Some(c) = commands::find(&name) {
+        let mut words = arg.split_whitespace();
+        let sub = words.next().unwrap_or("");
         let text = match c.runner {
-            Runner::Gateway => reports::report(gw, c.name, arg, rid.as_deref()),
+            Runner::Gateway if c.name == "tools" && matches!(sub, "enable" | "disable") => {
+                let names: Vec<&str> = words.collect();
+                super::toolbox::tools_command(&mut gw.tools.registry, sub, &names)
+            }
+            Runner::Gateway => reports::report(gw, c.name, rid.as_deref()),
             Runner::Tui(via) => format!(
                 "/{} is carried out by the TUI itself ({via}), not by slash.exec",
                 c.name

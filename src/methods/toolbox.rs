@@ -1,6 +1,6 @@
-//! What the TUI's `/skills` hub and `/tools enable|disable` call: `skills.manage` (we have no
-//! skills: empty lists, and a refusal to install) and `tools.configure` (every registered tool
-//! is always offered).
+//! What the TUI's `/skills` hub and `/tools list|enable|disable` call: `skills.manage` (we
+//! have no skills: empty lists, and a refusal to install), `tools.list`, `tools.show` and
+//! `tools.configure` (turns toolsets or tools off and on; `tools/toolsets.rs` keeps it).
 
 use serde_json::{Value, json};
 
@@ -29,8 +29,36 @@ pub fn skills_manage(p: &Params) -> Result<Value, RpcError> {
     }
 }
 
-/// `tools.configure {action, names}`: nothing changes; names not registered are unknown.
-pub fn tools_configure(p: &Params, registry: &Registry) -> Result<Value, RpcError> {
+/// Turn toolsets or tools (by name) on or off: `(changed, unknown)`. Kept across restarts;
+/// the model is offered the change from its next call.
+pub fn configure(registry: &mut Registry, names: &[&str], enable: bool) -> (Vec<String>, Vec<String>) {
+    let (known, unknown): (Vec<&str>, Vec<&str>) = names
+        .iter()
+        .partition(|n| registry.has_toolset(n) || registry.contains(n));
+    let mut rule = registry.rule().clone();
+    if let Err(e) = rule.set(&known, enable) {
+        crate::diag!("[gateway] could not keep the tool choice: {e}");
+    }
+    registry.set_rule(rule);
+    let owned = |v: Vec<&str>| v.into_iter().map(str::to_string).collect();
+    (owned(known), owned(unknown))
+}
+
+/// The toolsets with a tool offered, sorted.
+fn enabled_toolsets(registry: &Registry) -> Vec<String> {
+    let mut sets: Vec<String> = registry
+        .tools()
+        .filter(|t| registry.is_offered(t.name()))
+        .map(|t| t.toolset().to_string())
+        .collect();
+    sets.sort();
+    sets.dedup();
+    sets
+}
+
+/// `tools.configure {action, names, session_id?}`: Hermes' shape `{changed, enabled_toolsets,
+/// unknown, missing_servers, reset}`; names are toolsets (`file`) or tools (`patch`).
+pub fn tools_configure(p: &Params, registry: &mut Registry) -> Result<Value, RpcError> {
     let action = params::req_str(p, "action")?;
     if !matches!(action, "enable" | "disable") {
         return Err(RpcError::invalid_params(
@@ -39,33 +67,66 @@ pub fn tools_configure(p: &Params, registry: &Registry) -> Result<Value, RpcErro
     }
     params::opt_str(p, "session_id")?;
     let names: Vec<&str> = match p.get("names") {
-        Some(Value::Array(list)) => list.iter().filter_map(Value::as_str).collect(),
+        Some(Value::Array(list)) => list
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .collect(),
         _ => {
             return Err(RpcError::invalid_params(
                 "invalid params: names must be a list of strings",
             ));
         }
     };
-    if let Some(name) = names.iter().find(|n| registry.contains(n)) {
-        return Err(RpcError::new(
-            code::NOT_SUPPORTED,
-            format!(
-                "not supported by tui-gateway: the {name} tool is always offered ({action} ignored)"
-            ),
-        ));
-    }
-    Ok(json!({"changed": [], "unknown": names, "reset": false}))
+    let (changed, unknown) = configure(registry, &names, action == "enable");
+    Ok(json!({"changed": changed, "enabled_toolsets": enabled_toolsets(registry),
+              "unknown": unknown, "missing_servers": [], "reset": false}))
 }
 
-/// `tools.list {session_id?}`: the toolsets offered, each with its tools (all enabled).
+/// `/tools enable|disable NAME…` typed into slash.exec: the change and what is offered now.
+pub fn tools_command(registry: &mut Registry, sub: &str, names: &[&str]) -> String {
+    if names.is_empty() {
+        return format!("usage: /tools {sub} NAME… (toolsets: {})", toolset_names(registry));
+    }
+    let (changed, unknown) = configure(registry, names, sub == "enable");
+    let mut out = Vec::new();
+    if !changed.is_empty() {
+        let done = if sub == "enable" { "Enabled" } else { "Disabled" };
+        out.push(format!("{done}: {}.", changed.join(", ")));
+    }
+    if !unknown.is_empty() {
+        out.push(format!(
+            "Unknown: {} (toolsets: {}).",
+            unknown.join(", "),
+            toolset_names(registry)
+        ));
+    }
+    out.push(format!(
+        "The model is offered {} tool(s) from its next call.",
+        registry.schemas().len()
+    ));
+    out.join(" ")
+}
+
+fn toolset_names(registry: &Registry) -> String {
+    let mut sets: Vec<&str> = registry.tools().map(|t| t.toolset()).collect();
+    sets.sort();
+    sets.dedup();
+    sets.join(", ")
+}
+
+/// `tools.list {session_id?}`: every toolset registered, each with its tools, `enabled` when
+/// the model is offered them.
 pub fn tools_list(p: &Params, registry: &Registry) -> Result<Value, RpcError> {
     params::opt_str(p, "session_id")?;
-    let toolsets: Vec<Value> = sections(registry)
+    let toolsets: Vec<Value> = sections(registry, false)
         .into_iter()
         .map(|(toolset, tools)| {
             let names: Vec<&str> = tools.iter().map(|(name, _)| *name).collect();
+            let enabled = names.iter().any(|n| registry.is_offered(n));
             json!({"name": toolset, "description": format!("the {toolset} tools"),
-                   "tool_count": names.len(), "enabled": true, "tools": names})
+                   "tool_count": names.len(), "enabled": enabled, "tools": names})
         })
         .collect();
     Ok(json!({ "toolsets": toolsets }))
@@ -75,7 +136,7 @@ pub fn tools_list(p: &Params, registry: &Registry) -> Result<Value, RpcError> {
 /// grouped by toolset.
 pub fn tools_show(p: &Params, registry: &Registry) -> Result<Value, RpcError> {
     params::opt_str(p, "session_id")?;
-    let groups = sections(registry);
+    let groups = sections(registry, true);
     let total: usize = groups.iter().map(|(_, tools)| tools.len()).sum();
     let sections: Vec<Value> = groups
         .into_iter()
@@ -92,10 +153,14 @@ pub fn tools_show(p: &Params, registry: &Registry) -> Result<Value, RpcError> {
     Ok(json!({"sections": sections, "total": total}))
 }
 
-/// Tools by toolset, both sorted by name: `(toolset, [(name, description)])`.
-fn sections(registry: &Registry) -> Vec<(&str, Vec<(&str, &str)>)> {
+/// Tools by toolset, both sorted by name: `(toolset, [(name, description)])` (only those
+/// offered with `offered`).
+fn sections(registry: &Registry, offered: bool) -> Vec<(&str, Vec<(&str, &str)>)> {
     let mut groups: std::collections::BTreeMap<&str, Vec<(&str, &str)>> = Default::default();
-    for tool in registry.tools() {
+    for tool in registry
+        .tools()
+        .filter(|t| !offered || registry.is_offered(t.name()))
+    {
         groups
             .entry(tool.toolset())
             .or_default()
@@ -155,28 +220,36 @@ mod tests {
     fn tools_list_and_show_name_the_registered_tools() {
         let builtin = Registry::builtin();
         let list = tools_list(&p(json!({})), &builtin).unwrap();
-        assert_eq!(list["toolsets"][0]["name"], "terminal");
-        assert_eq!(list["toolsets"][0]["tools"], json!(["terminal"]));
+        let names: Vec<&str> = list["toolsets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert_eq!(names, ["clarify", "file", "memory", "terminal", "todo"]);
+        assert_eq!(list["toolsets"][1]["tools"], json!(["patch", "read_file", "search_files", "write_file"]));
         let show = tools_show(&p(json!({})), &builtin).unwrap();
-        assert_eq!(show["total"], 1);
-        assert_eq!(show["sections"][0]["tools"][0]["name"], "terminal");
+        assert_eq!(show["total"], 8);
         assert_eq!(first_sentence("Run it. Then more.\nsecond"), "Run it.");
     }
 
     #[test]
-    fn tools_configure_changes_nothing() {
-        let builtin = Registry::builtin();
-        let r =
-            tools_configure(&p(json!({"action": "disable", "names": ["web"]})), &builtin).unwrap();
-        assert_eq!(r["unknown"], json!(["web"]));
-        let e = tools_configure(
-            &p(json!({"action": "disable", "names": ["terminal"]})),
-            &builtin,
-        )
-        .unwrap_err();
-        assert!(e.message.contains("always offered"));
+    fn tools_configure_turns_toolsets_and_tools_off_and_on() {
+        let mut r = Registry::builtin();
+        let off = tools_configure(&p(json!({"action": "disable", "names": ["web", "file", "todo"]})), &mut r)
+            .unwrap();
+        assert_eq!(off["unknown"], json!(["web"]));
+        assert_eq!(off["changed"], json!(["file", "todo"]));
+        assert_eq!(off["enabled_toolsets"], json!(["clarify", "memory", "terminal"]));
+        assert_eq!(tools_show(&p(json!({})), &r).unwrap()["total"], 3);
+        let list = tools_list(&p(json!({})), &r).unwrap();
+        assert_eq!(list["toolsets"][1]["enabled"], false);
+        tools_configure(&p(json!({"action": "enable", "names": ["file"]})), &mut r).unwrap();
+        assert!(r.is_offered("patch") && !r.is_offered("todo"));
+        let text = tools_command(&mut r, "enable", &["todo", "zzz"]);
+        assert!(text.contains("Enabled: todo.") && text.contains("Unknown: zzz"), "{text}");
         assert_eq!(
-            tools_configure(&p(json!({"action": "enable"})), &builtin)
+            tools_configure(&p(json!({"action": "enable"})), &mut r)
                 .unwrap_err()
                 .code,
             code::INVALID_PARAMS

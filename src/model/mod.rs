@@ -85,6 +85,8 @@ pub trait ModelCall {
 
 /// What the model is asked.
 pub struct ModelRequest<'a> {
+    /// The system prompt (`None`: the provider's short default).
+    pub system: Option<&'a str>,
     pub messages: &'a [Message],
     pub model: &'a str,
     /// The tools offered, as JSON schemas in the OpenAI `tools` shape.

@@ -75,9 +75,10 @@ impl OpenAiProvider {
     }
 }
 
-/// The chat messages of a transcript, in the OpenAI shape.
-pub fn request_messages(transcript: &[Message]) -> Vec<Value> {
-    let mut out = vec![json!({"role": "system", "content": SYSTEM_PROMPT})];
+/// The chat messages of a transcript, in the OpenAI shape, after the system prompt (`None`:
+/// a short default).
+pub fn request_messages(system: Option<&str>, transcript: &[Message]) -> Vec<Value> {
+    let mut out = vec![json!({"role": "system", "content": system.unwrap_or(SYSTEM_PROMPT)})];
     for m in transcript {
         let v = match m.role {
             Role::User | Role::System => {
@@ -144,7 +145,7 @@ impl Provider for OpenAiProvider {
     fn start(&mut self, req: ModelRequest<'_>, ctx: &mut CallContext<'_>) -> Box<dyn ModelCall> {
         let mut body = json!({
             "model": req.model,
-            "messages": request_messages(req.messages),
+            "messages": request_messages(req.system, req.messages),
             "stream": true,
             "stream_options": {"include_usage": true},
         });
@@ -859,7 +860,7 @@ mod tests {
         );
         let mut result = Message::new(Role::Tool, Some("out".into()), 0.0);
         result.tool_call_id = Some("c1".into());
-        let msgs = request_messages(&[
+        let msgs = request_messages(None, &[
             Message::new(Role::User, Some("hi".into()), 0.0),
             call,
             result,

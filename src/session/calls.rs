@@ -11,7 +11,9 @@ use crate::model::ToolCall;
 use crate::runner::RunEnd;
 use crate::session::transcript::{Message, Role, tool_context};
 use crate::tools::runs::{self, Owner};
-use crate::tools::{Job, JobId, Start, ToolContext, ToolResult, approval};
+use crate::tools::{
+    Job, JobId, Question, Start, ToolContext, ToolResult, UserAnswer, Wake, approval,
+};
 use crate::util;
 
 /// How the user answered an approval.
@@ -121,6 +123,7 @@ pub(crate) fn finish_job(gw: &mut Gateway, job: JobId, mut result: ToolResult, n
     let Some(j) = gw.tools.jobs.remove(&job) else {
         return;
     };
+    crate::tools::clarify::withdraw_for_job(gw, job, "finished");
     for run in runs::runs_of(gw, job) {
         gw.runner.kill_now(run, now);
     }
@@ -187,6 +190,72 @@ pub(crate) fn abandon(gw: &mut Gateway, rid: &str, now: Instant) {
     }
 }
 
+/// What one start or step of a tool left for the gateway to carry out.
+struct Asked {
+    runs: Vec<crate::runner::RunId>,
+    wake: Option<Wake>,
+    question: Option<Question>,
+}
+
+/// Call `f` on the tool `name` with a context of `rid`'s session; `None` when no tool has
+/// that name. What the call asked for (runs, wakes, a question) comes back to carry out.
+fn with_tool<R>(
+    gw: &mut Gateway,
+    rid: &str,
+    name: &str,
+    job: JobId,
+    approved: bool,
+    answer: Option<UserAnswer>,
+    now: Instant,
+    f: impl FnOnce(&mut dyn crate::tools::Tool, &mut ToolContext<'_>) -> R,
+) -> Option<(R, Asked)> {
+    let session = gw.sessions.get(rid);
+    let (cwd, stored, transcript) = match session {
+        Some(s) => (s.cwd.clone(), s.stored_id.as_str(), s.transcript.as_slice()),
+        None => (String::new(), "", &[][..]),
+    };
+    let tool = gw.tools.registry.get_mut(name)?;
+    let mut ctx = ToolContext {
+        job,
+        cwd,
+        home: &gw.cfg.home,
+        session: stored,
+        transcript,
+        command_timeout: gw.cfg.command_timeout,
+        approved,
+        shutting_down: gw.shutdown.is_some(),
+        now,
+        deadline: now + crate::tools::STEP_BUDGET,
+        answer,
+        runner: &mut gw.runner,
+        runs: Vec::new(),
+        wake: None,
+        question: None,
+        wakers: &gw.tools.wakers,
+    };
+    let r = f(tool.as_mut(), &mut ctx);
+    let asked = Asked {
+        runs: ctx.runs,
+        wake: ctx.wake,
+        question: ctx.question,
+    };
+    Some((r, asked))
+}
+
+/// Carry out the wakes and the question a call asked for.
+fn schedule_wakes(gw: &mut Gateway, rid: &str, job: JobId, asked: &mut Asked, now: Instant) {
+    match asked.wake {
+        Some(Wake::Again) => gw.tools.due.add(job),
+        Some(Wake::At(when)) => {
+            gw.timers.insert(when, crate::event_loop::Timer::ToolWake(job));
+        }
+        None => {}
+    }
+    if let Some(q) = asked.question.take() {
+        crate::tools::clarify::ask(gw, rid, job, &q, now);
+    }
+}
+
 /// Begin one tool call.
 fn start_tool(
     gw: &mut Gateway,
@@ -205,24 +274,27 @@ fn start_tool(
         );
     }
     let job = gw.tools.new_job_id();
-    let session = gw.sessions.get(rid);
-    let cwd = session.map(|s| s.cwd.clone()).unwrap_or_default();
-    let background = session.is_some_and(|s| s.background.is_some());
-    let mut ctx = ToolContext {
-        job,
-        cwd,
-        command_timeout: gw.cfg.command_timeout,
-        approved,
-        shutting_down: gw.shutdown.is_some(),
-        now,
-        runner: &mut gw.runner,
-        runs: Vec::new(),
+    let background = gw.sessions.get(rid).is_some_and(|s| s.background.is_some());
+    let offered = gw.tools.registry.is_offered(&call.name);
+    let started = offered
+        .then(|| {
+            with_tool(gw, rid, &call.name, job, approved, None, now, |tool, ctx| {
+                tool.start(ctx, &args)
+            })
+        })
+        .flatten();
+    let (start, mut asked) = match started {
+        Some(started) => started,
+        None => {
+            let why = if gw.tools.registry.contains(&call.name) {
+                format!("tool {} is disabled (/tools enable it)", call.name)
+            } else {
+                format!("unknown tool: {}", call.name)
+            };
+            return Started::Finished(ToolResult::failed(why));
+        }
     };
-    let start = match gw.tools.registry.get_mut(&call.name) {
-        Some(tool) => tool.start(&mut ctx, &args),
-        None => Start::Done(ToolResult::failed(format!("unknown tool: {}", call.name))),
-    };
-    let started_runs = ctx.runs;
+    let started_runs = std::mem::take(&mut asked.runs);
     if !matches!(start, Start::Later) {
         // Only a call that runs on may keep what it started.
         for run in &started_runs {
@@ -256,6 +328,7 @@ fn start_tool(
                     return Started::Finished(ToolResult::failed(error));
                 }
             }
+            schedule_wakes(gw, rid, job, &mut asked, now);
             Started::Running(job)
         }
         Start::Ask(_) if approved => Started::Finished(ToolResult::failed(
@@ -275,6 +348,39 @@ fn start_tool(
     }
 }
 
+/// Step the jobs that are due (woken in the loop or from another thread): each tool goes on
+/// within its budget, and a call it finishes is recorded.
+pub(crate) fn step_due(gw: &mut Gateway, now: Instant) {
+    let due = gw.tools.due.take(&gw.tools.wakers);
+    for job in due {
+        let Some(rid) = gw.tools.jobs.get(&job).map(|j| j.rid.clone()) else {
+            continue;
+        };
+        gw.isolated(Some(&rid), now, |gw| step_job(gw, job, None, now));
+    }
+}
+
+/// Step one job now (`answer`: the user's answer to its question).
+pub(crate) fn step_job(gw: &mut Gateway, job: JobId, answer: Option<UserAnswer>, now: Instant) {
+    let Some(j) = gw.tools.jobs.get(&job) else {
+        return;
+    };
+    let (rid, name, args) = (j.rid.clone(), j.call.name.clone(), j.args.clone());
+    let Some((result, mut asked)) = with_tool(gw, &rid, &name, job, true, answer, now, |t, ctx| {
+        t.step(ctx, &args)
+    }) else {
+        return;
+    };
+    // A step may not start runs: only a start's are watched.
+    for run in std::mem::take(&mut asked.runs) {
+        gw.runner.discard(run);
+    }
+    match result {
+        Some(result) => finish_job(gw, job, result, now),
+        None => schedule_wakes(gw, &rid, job, &mut asked, now),
+    }
+}
+
 /// Stop a job: its runs get SIGTERM (the result comes when they end), or the tool cancels
 /// it and its result is returned.
 fn stop_job(gw: &mut Gateway, job: JobId, now: Instant) -> Option<ToolResult> {
@@ -286,6 +392,7 @@ fn stop_job(gw: &mut Gateway, job: JobId, now: Instant) -> Option<ToolResult> {
         runs::after_runner(gw, now);
         return None;
     }
+    crate::tools::clarify::withdraw_for_job(gw, job, "interrupted");
     let name = gw.tools.jobs.get(&job)?.call.name.clone();
     let result = gw.tools.registry.get_mut(&name)?.cancel(job)?;
     gw.tools.jobs.remove(&job);

@@ -187,7 +187,19 @@ impl Gateway {
                 token: turn.token,
             };
             let compacting = turn.compaction.is_some();
+            if s.system_prompt.is_none() {
+                // Built once per session in memory, as Hermes freezes it (a stable prefix).
+                s.system_prompt = Some(crate::session::system_prompt::build(
+                    &self.cfg.home,
+                    &s.cwd,
+                    self.tools.registry.schemas(),
+                ));
+            }
             let req = ModelRequest {
+                system: match compacting {
+                    true => None,
+                    false => s.system_prompt.as_deref(),
+                },
                 messages: match turn.compaction.as_ref() {
                     Some(job) => &job.request,
                     None => &s.transcript,

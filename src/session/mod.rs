@@ -5,6 +5,7 @@ pub mod compaction;
 mod driver;
 pub mod machine;
 pub mod registry;
+pub mod system_prompt;
 pub mod turn;
 
 use std::collections::VecDeque;
@@ -86,6 +87,8 @@ pub struct Session {
     pub stored_keep: Option<usize>,
     /// A `prompt.background` task: its answer goes to the parent as `background.complete`.
     pub background: Option<Background>,
+    /// The system prompt, built at the session's first model call in this process.
+    pub system_prompt: Option<String>,
 }
 
 /// Who waits for a background session's answer.
@@ -146,6 +149,7 @@ impl Session {
             parent_session_id: None,
             stored_keep: None,
             background: None,
+            system_prompt: None,
         }
     }
 

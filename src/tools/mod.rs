@@ -1,13 +1,22 @@
 //! Tools the model can call, behind one [`Tool`] trait, and the [`Registry`] of what is
-//! offered: the built-in `terminal` tool (`terminal.rs`) and whatever an embedding host
-//! registers. Commands run through the process runner (`src/runner/`); `runs.rs` knows who
-//! waits for each run (a tool call, `shell.exec`, a quick command). The turn that calls tools
-//! is in `src/session/` (`machine.rs`, `calls.rs`).
+//! offered: the built-in tools (`terminal.rs`, `files/`, `todo.rs`, `clarify.rs`,
+//! `memory.rs`) and whatever an embedding host registers. Commands run through the process
+//! runner (`src/runner/`); `runs.rs` knows who waits for each run (a tool call, `shell.exec`,
+//! a quick command). A call that runs on past its start is stepped (`wake.rs`): the gateway
+//! calls [`Tool::step`] when the call asked to go on, each step bounded by
+//! [`ToolContext::deadline`]. The turn that calls tools is in `src/session/` (`machine.rs`,
+//! `calls.rs`).
 
 pub mod approval;
+pub mod clarify;
+pub mod files;
+pub mod memory;
 pub mod policy;
 pub mod runs;
 pub mod terminal;
+pub mod todo;
+pub mod toolsets;
+pub mod wake;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -18,8 +27,13 @@ use serde_json::{Value, json};
 use crate::model::ToolCall;
 pub use crate::runner::Ending;
 use crate::runner::{RunEnd, RunId, Runner, Spec};
+use crate::transcript::Message;
 use crate::util;
 pub use runs::Outcome;
+pub use wake::JobWaker;
+
+/// How long one start or step of a call may work before it yields to the loop.
+pub const STEP_BUDGET: Duration = Duration::from_millis(8);
 
 /// A tool call running past its start, as the gateway names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -68,6 +82,19 @@ impl ToolResult {
     pub fn failed(error: impl Into<String>) -> ToolResult {
         ToolResult::terminal("", None, Some(error.into()))
     }
+
+    /// Hermes' `tool_error` shape for tools other than `terminal`: `{"error": why}` (and
+    /// `"success": false` where Hermes adds it), which the model reads.
+    pub fn error(error: impl Into<String>) -> ToolResult {
+        let error = error.into();
+        ToolResult {
+            content: json!({ "error": error }),
+            summary: util::clip(&error, 120),
+            error: Some(error),
+            event_fields: Default::default(),
+            duration: Duration::ZERO,
+        }
+    }
 }
 
 /// What a tool asks the user to approve before it runs.
@@ -85,18 +112,51 @@ pub struct Ask {
 pub enum Start {
     /// Finished now.
     Done(ToolResult),
-    /// Runs on: a run it started through the context ends it ([`Tool::run_ended`]).
+    /// Runs on: a run it started through the context ends it ([`Tool::run_ended`]), or a
+    /// wake it asked for ([`ToolContext::again`], [`ToolContext::wake_at`], a
+    /// [`JobWaker`], [`ToolContext::ask_user`]) steps it ([`Tool::step`]) until it is done.
     Later,
     /// Needs the user's approval first; once approved it is started again with
     /// [`ToolContext::approved`] set.
     Ask(Ask),
 }
 
-/// What a tool may use while it starts a call.
+/// What the user said to a question a call asked ([`ToolContext::ask_user`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserAnswer {
+    /// Their answer (empty when they dismissed the question).
+    Text(String),
+    /// Nobody answered in time (`clarify_timeout`).
+    Timeout,
+}
+
+/// A question for the user, as `clarify.request` carries it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Question {
+    pub question: String,
+    /// Up to four choices (the TUI adds "Other"); empty for an open question.
+    pub choices: Vec<String>,
+}
+
+/// When the gateway steps a call next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// The next loop iteration (work left within the budget).
+    Again,
+    At(Instant),
+}
+
+/// What a tool may use while it starts or steps a call.
 pub struct ToolContext<'a> {
     pub job: JobId,
     /// The session's working directory.
     pub cwd: String,
+    /// `$HERMES_HOME`.
+    pub home: &'a Path,
+    /// The stored id of the calling session (per-session state is keyed by it).
+    pub session: &'a str,
+    /// The calling session's transcript so far (a resumed session's included).
+    pub transcript: &'a [Message],
     /// The default command timeout (`config`).
     pub command_timeout: Duration,
     /// What an earlier start of this call asked about was approved.
@@ -104,9 +164,17 @@ pub struct ToolContext<'a> {
     /// The gateway is exiting: start nothing that outlives the call.
     pub shutting_down: bool,
     pub now: Instant,
+    /// Work of this start or step ends by then ([`STEP_BUDGET`] from `now`); what is left
+    /// goes on in the next step ([`ToolContext::again`]).
+    pub deadline: Instant,
+    /// The user's answer to [`ToolContext::ask_user`], on the step that delivers it.
+    pub answer: Option<UserAnswer>,
     pub(crate) runner: &'a mut Runner,
     /// The runs started so far, for the gateway to watch.
     pub(crate) runs: Vec<RunId>,
+    pub(crate) wake: Option<Wake>,
+    pub(crate) question: Option<Question>,
+    pub(crate) wakers: &'a wake::Shared,
 }
 
 impl ToolContext<'_> {
@@ -115,6 +183,35 @@ impl ToolContext<'_> {
         let id = self.runner.start(spec, self.now)?;
         self.runs.push(id);
         Ok(id)
+    }
+
+    /// Step this call again on the next loop iteration: work is left over the budget.
+    pub fn again(&mut self) {
+        self.wake = Some(Wake::Again);
+    }
+
+    /// Step this call again at `when` (a poll of something outside the gateway).
+    pub fn wake_at(&mut self, when: Instant) {
+        if self.wake != Some(Wake::Again) {
+            self.wake = Some(Wake::At(when));
+        }
+    }
+
+    /// A handle that steps this call from any thread (`Send`): an embedding host's work
+    /// done elsewhere finishes the call by waking it.
+    pub fn waker(&self) -> JobWaker {
+        self.wakers.waker(self.job)
+    }
+
+    /// Ask the user (`clarify.request`, or the `clarify` server request); the answer, or
+    /// the timeout, comes as [`ToolContext::answer`] on a later step.
+    pub fn ask_user(&mut self, question: Question) {
+        self.question = Some(question);
+    }
+
+    /// The budget of this start or step is spent.
+    pub fn out_of_time(&self) -> bool {
+        Instant::now() >= self.deadline
     }
 }
 
@@ -136,8 +233,15 @@ pub trait Tool {
     fn run_ended(&mut self, _job: JobId, _args: &Value, _end: RunEnd) -> Option<ToolResult> {
         None
     }
-    /// Stop a call that runs on without a run of the runner (the gateway stops runs itself):
-    /// its result now, or `None` when it ends later.
+    /// Go on with a call that runs on (`ctx.job`): it was woken (by [`ToolContext::again`],
+    /// [`ToolContext::wake_at`], its [`JobWaker`] or the user's answer). Its result, or
+    /// `None` to wait for the next wake it asks for. Work within `ctx.deadline`.
+    fn step(&mut self, _ctx: &mut ToolContext<'_>, _args: &Value) -> Option<ToolResult> {
+        None
+    }
+    /// Stop a call that runs on without a run of the runner (the gateway stops runs itself
+    /// and withdraws its question): its result now, or `None` when it ends later (a step
+    /// still finishes it).
     fn cancel(&mut self, _job: JobId) -> Option<ToolResult> {
         Some(ToolResult::failed("interrupted"))
     }
@@ -146,8 +250,12 @@ pub trait Tool {
 /// The tools offered to the model.
 pub struct Registry {
     tools: Vec<Box<dyn Tool>>,
-    /// Their schemas as the model is sent them (OpenAI shape), in registration order.
+    /// Their schemas (OpenAI shape), in registration order.
     schemas: Vec<Value>,
+    /// Which are offered (`config.yaml` toolsets, `/tools disable`).
+    rule: toolsets::Offered,
+    /// The schemas of the tools offered: what the model is sent.
+    offered: Vec<Value>,
 }
 
 impl Registry {
@@ -155,14 +263,56 @@ impl Registry {
         Registry {
             tools: Vec::new(),
             schemas: Vec::new(),
+            rule: Default::default(),
+            offered: Vec::new(),
         }
     }
 
-    /// The built-in tools.
+    /// Offer what `rule` offers from the next model call on.
+    pub fn set_rule(&mut self, rule: toolsets::Offered) {
+        self.rule = rule;
+        self.offered = self
+            .tools
+            .iter()
+            .zip(&self.schemas)
+            .filter(|(t, _)| self.rule.offers(t.name(), t.toolset()))
+            .map(|(_, s)| s.clone())
+            .collect();
+    }
+
+    /// The rule of what is offered (to change it: [`Registry::set_rule`]).
+    pub fn rule(&self) -> &toolsets::Offered {
+        &self.rule
+    }
+
+    /// Registered and offered.
+    pub fn is_offered(&self, name: &str) -> bool {
+        self.get(name)
+            .is_some_and(|t| self.rule.offers(t.name(), t.toolset()))
+    }
+
+    /// A toolset of a registered tool.
+    pub fn has_toolset(&self, toolset: &str) -> bool {
+        self.tools.iter().any(|t| t.toolset() == toolset)
+    }
+
+    /// The built-in tools, in the order Hermes lists them.
     pub fn builtin() -> Registry {
         let mut r = Registry::empty();
-        // A fresh registry has no name to clash with.
-        let _ = r.register(Box::new(terminal::Terminal));
+        let tools: [Box<dyn Tool>; 8] = [
+            Box::new(terminal::Terminal),
+            Box::new(files::ReadFile::default()),
+            Box::new(files::WriteFile),
+            Box::new(files::Patch),
+            Box::new(files::SearchFiles::default()),
+            Box::new(todo::Todo::default()),
+            Box::new(memory::Memory),
+            Box::new(clarify::Clarify),
+        ];
+        for tool in tools {
+            // A fresh registry has no name to clash with.
+            let _ = r.register(tool);
+        }
         r
     }
 
@@ -182,14 +332,18 @@ impl Registry {
         if self.get(name).is_some() {
             return Err(format!("a tool named {name} is registered already"));
         }
-        self.schemas.push(json!({
+        let schema = json!({
             "type": "function",
             "function": {
                 "name": name,
                 "description": tool.description(),
                 "parameters": tool.parameters(),
             }
-        }));
+        });
+        if self.rule.offers(name, tool.toolset()) {
+            self.offered.push(schema.clone());
+        }
+        self.schemas.push(schema);
         self.tools.push(tool);
         Ok(())
     }
@@ -214,15 +368,19 @@ impl Registry {
         self.get(name).is_some()
     }
 
-    /// The schemas the model is sent.
+    /// The schemas the model is sent: those of the tools offered.
     pub fn schemas(&self) -> &[Value] {
-        &self.schemas
+        &self.offered
     }
 
-    /// `{toolset: [tool names]}`, the shape of the TUI's banner.
+    /// `{toolset: [tool names]}` of the tools offered, the shape of the TUI's banner.
     pub fn toolsets(&self) -> Value {
         let mut map = serde_json::Map::new();
-        for tool in &self.tools {
+        let offered = self
+            .tools
+            .iter()
+            .filter(|t| self.rule.offers(t.name(), t.toolset()));
+        for tool in offered {
             let names = map
                 .entry(tool.toolset().to_string())
                 .or_insert_with(|| json!([]));
@@ -250,16 +408,26 @@ pub struct Tools {
     next_job: u64,
     pub(crate) runs: runs::Runs,
     pub approvals: approval::Approvals,
+    /// Questions of `clarify` (and any tool's [`ToolContext::ask_user`]) awaiting answers.
+    pub(crate) questions: clarify::Questions,
+    /// Jobs to step on the next iteration.
+    pub(crate) due: wake::Due,
+    pub(crate) wakers: wake::Shared,
 }
 
 impl Tools {
-    pub fn new(home: &Path) -> Tools {
+    pub fn new(home: &Path, poll_waker: Option<mio::Waker>) -> Tools {
+        let mut registry = Registry::builtin();
+        registry.set_rule(toolsets::Offered::load(home));
         Tools {
-            registry: Registry::builtin(),
+            registry,
             jobs: HashMap::new(),
             next_job: 1,
             runs: runs::Runs::default(),
             approvals: approval::Approvals::load(home),
+            questions: clarify::Questions::default(),
+            due: wake::Due::default(),
+            wakers: wake::Shared::new(poll_waker),
         }
     }
 
@@ -344,20 +512,28 @@ mod tests {
     #[test]
     fn the_registry_offers_what_is_registered_once() {
         let mut r = Registry::builtin();
-        assert_eq!(r.toolsets(), json!({"terminal": ["terminal"]}));
+        let builtin = json!({"terminal": ["terminal"],
+            "file": ["read_file", "write_file", "patch", "search_files"],
+            "todo": ["todo"], "memory": ["memory"], "clarify": ["clarify"]});
+        assert_eq!(r.toolsets(), builtin);
         r.register(Box::new(Echo)).unwrap();
-        assert_eq!(
-            r.toolsets(),
-            json!({"terminal": ["terminal"], "host": ["echo"]})
-        );
+        assert_eq!(r.toolsets()["host"], json!(["echo"]));
         let names: Vec<&str> = r
             .schemas()
             .iter()
             .filter_map(|s| s["function"]["name"].as_str())
             .collect();
-        assert_eq!(names, ["terminal", "echo"]);
-        assert_eq!(r.schemas()[1]["function"]["description"], "Say it back.");
+        assert_eq!(names.first(), Some(&"terminal"));
+        assert_eq!(names.last(), Some(&"echo"));
+        assert_eq!(r.schemas()[8]["function"]["description"], "Say it back.");
         assert!(r.register(Box::new(Echo)).unwrap_err().contains("already"));
-        assert_eq!(r.schemas().len(), 2);
+        assert_eq!(r.schemas().len(), 9);
+        // A toolset turned off leaves the schemas and the banner, and is refused by name.
+        let mut rule = toolsets::Offered::default();
+        rule.set(&["file", "echo"], false).unwrap();
+        r.set_rule(rule);
+        assert_eq!(r.schemas().len(), 4);
+        assert!(r.toolsets().get("file").is_none() && !r.is_offered("patch"));
+        assert!(r.contains("patch") && r.is_offered("todo"));
     }
 }

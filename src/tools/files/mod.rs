@@ -1,0 +1,325 @@
+//! Hermes' file tools: `read_file` (here), `write_file` (here), `patch` (`patch.rs`, with
+//! the fuzzy matcher `fuzzy.rs` and V4A patches `v4a.rs`) and `search_files` (`search.rs`).
+//! Paths are resolved against the session's working directory; writes are atomic (a fresh
+//! temporary file renamed over the target, its mode kept) and ask for approval outside the
+//! working directory, inside `$HERMES_HOME` and on sensitive files. Edits carry a unified
+//! diff in `tool.complete.inline_diff`.
+
+mod fuzzy;
+mod patch;
+mod read;
+mod search;
+mod v4a;
+
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub use patch::Patch;
+pub use read::ReadFile;
+pub use search::SearchFiles;
+
+use super::{Ask, Start, Tool, ToolContext, ToolResult};
+
+/// Files larger than this are not edited or diffed in memory.
+pub(crate) const EDIT_MAX: u64 = 16 * 1024 * 1024;
+/// The inline diff the TUI is sent is cut to this many bytes.
+const DIFF_MAX: usize = 64 * 1024;
+/// Longest a diff may take before it settles for a coarser one.
+const DIFF_TIMEOUT: Duration = Duration::from_millis(5);
+
+/// Replace `file` atomically, keeping its mode (0644 for a new file).
+pub fn write_atomic(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    crate::util::write_atomic(file, bytes, 0o644)
+}
+
+/// `path` as the session means it: `~` is the user's home, relative is against `cwd`;
+/// `.` and `..` are folded (without touching the disk).
+pub fn resolve(cwd: &str, path: &str) -> PathBuf {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let joined = match (path.strip_prefix('~'), home) {
+        (Some(""), Some(h)) => h,
+        (Some(rest), Some(h)) if rest.starts_with('/') => h.join(rest.trim_start_matches('/')),
+        _ => Path::new(cwd).join(path),
+    };
+    let mut out = PathBuf::new();
+    for c in joined.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// What `path` really is: the existing part canonicalised (symlinks followed), the rest
+/// appended.
+fn real(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut head = path.to_path_buf();
+    loop {
+        if let Ok(c) = std::fs::canonicalize(&head) {
+            return rest.iter().rev().fold(c, |p, n: &std::ffi::OsString| p.join(n));
+        }
+        match (head.file_name().map(|n| n.to_os_string()), head.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                head = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// Shell start-up files in the home directory: writing them runs code in every new shell.
+const RC_FILES: [&str; 10] = [
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zprofile",
+    ".zshenv",
+    ".zlogin",
+    ".config/fish/config.fish",
+];
+
+/// Why a write to `path` needs the user's approval, if it does: the rule and what to say.
+pub(crate) fn write_ask(ctx: &ToolContext<'_>, path: &Path) -> Option<Ask> {
+    let target = real(path);
+    let under = |root: &Path| {
+        let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+        target.starts_with(&root)
+    };
+    let user_home = std::env::var_os("HOME").map(PathBuf::from);
+    let sensitive = target.starts_with("/etc")
+        || user_home.as_ref().is_some_and(|h| {
+            under(&h.join(".ssh")) || RC_FILES.iter().any(|rc| {
+                let rc = h.join(rc);
+                target == std::fs::canonicalize(&rc).unwrap_or(rc)
+            })
+        });
+    let (rule, why) = if sensitive {
+        ("file_write_sensitive", "write to a sensitive file")
+    } else if under(ctx.home) {
+        ("file_write_hermes_home", "write inside HERMES_HOME")
+    } else if !ctx.cwd.is_empty() && !under(Path::new(&ctx.cwd)) {
+        ("file_write_outside_cwd", "write outside the working directory")
+    } else {
+        return None;
+    };
+    Some(Ask {
+        rule,
+        description: why.to_string(),
+        command: format!("write {}", target.display()),
+    })
+}
+
+/// `path` as shown back: relative to the working directory when under it.
+pub(crate) fn shown(cwd: &str, path: &Path) -> String {
+    match path.strip_prefix(cwd) {
+        Ok(rel) if !cwd.is_empty() && !rel.as_os_str().is_empty() => rel.display().to_string(),
+        _ => path.display().to_string(),
+    }
+}
+
+/// The unified diff of an edit of `name`, as the TUI shows it (bounded).
+pub(crate) fn unified_diff(name: &str, old: &str, new: &str) -> String {
+    let diff = similar::TextDiff::configure()
+        .timeout(DIFF_TIMEOUT)
+        .diff_lines(old, new);
+    let mut text = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{name}"), &format!("b/{name}"))
+        .to_string();
+    if text.len() > DIFF_MAX {
+        let mut cut = DIFF_MAX;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str("\n… [diff truncated]");
+    }
+    text
+}
+
+/// A required string argument, or the error the model reads.
+pub(crate) fn string_arg<'a>(args: &'a Value, tool: &str, key: &str) -> Result<&'a str, ToolResult> {
+    match args.get(key) {
+        Some(Value::String(s)) => Ok(s),
+        None | Some(Value::Null) => Err(ToolResult::error(format!(
+            "{tool}: missing required field '{key}'"
+        ))),
+        Some(other) => Err(ToolResult::error(format!(
+            "{tool}: '{key}' must be a string, got {}",
+            kind(other)
+        ))),
+    }
+}
+
+pub(crate) fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// An optional integer argument (numbers in strings too, as models send them).
+pub(crate) fn int_arg(args: &Value, key: &str) -> Option<i64> {
+    match args.get(key)? {
+        Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// The text of a file to edit: `None` when it does not exist; an error when it is not a
+/// regular UTF-8 file of a size we edit.
+pub(crate) fn read_text(path: &Path) -> Result<Option<String>, String> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    if meta.is_dir() {
+        return Err(format!("{} is a directory", path.display()));
+    }
+    if !meta.is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
+    if meta.len() > EDIT_MAX {
+        return Err(format!(
+            "{} is larger than {} MiB; edit it with terminal tools",
+            path.display(),
+            EDIT_MAX >> 20
+        ));
+    }
+    match crate::util::read_regular(path, EDIT_MAX) {
+        Ok(Some(t)) => Ok(Some(t)),
+        Ok(None) => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// Hermes' `write_file {path, content}`: the whole file replaced (parents created).
+pub struct WriteFile;
+
+impl Tool for WriteFile {
+    fn name(&self) -> &str {
+        "write_file"
+    }
+
+    fn toolset(&self) -> &str {
+        "file"
+    }
+
+    fn description(&self) -> &str {
+        "Write content to a file, completely replacing existing content. Use this instead of \
+         echo/cat heredoc in terminal. Creates parent directories automatically. OVERWRITES \
+         the entire file — use 'patch' for targeted edits."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Path to the file to write (will be created if it doesn't exist, overwritten if it does)"},
+                "content": {"type": "string", "description": "Complete content to write to the file"}
+            },
+            "required": ["path", "content"]
+        })
+    }
+
+    fn start(&mut self, ctx: &mut ToolContext<'_>, args: &Value) -> Start {
+        let path = match string_arg(args, "write_file", "path") {
+            Ok(p) if !p.trim().is_empty() => p,
+            Ok(_) => return Start::Done(ToolResult::error("write_file: 'path' is empty")),
+            Err(e) => return Start::Done(e),
+        };
+        let content = match string_arg(args, "write_file", "content") {
+            Ok(c) => c,
+            Err(e) => return Start::Done(e),
+        };
+        let file = resolve(&ctx.cwd, path);
+        if !ctx.approved
+            && let Some(ask) = write_ask(ctx, &file)
+        {
+            return Start::Ask(ask);
+        }
+        Start::Done(write_file(&ctx.cwd, &file, content))
+    }
+}
+
+fn write_file(cwd: &str, file: &Path, content: &str) -> ToolResult {
+    let old = match read_text(file) {
+        Ok(old) => old,
+        // Not text we diff (binary, huge): still replaced, shown as all new.
+        Err(e) if !e.contains("directory") && !e.contains("not a regular") => None,
+        Err(e) => return ToolResult::error(e),
+    };
+    let parent = file.parent().unwrap_or(Path::new("/"));
+    let dirs_created = !parent.exists();
+    if let Err(e) = std::fs::create_dir_all(parent) {
+        return ToolResult::error(format!("cannot create {}: {e}", parent.display()));
+    }
+    if let Err(e) = write_atomic(file, content.as_bytes()) {
+        return ToolResult::error(format!("cannot write {}: {e}", file.display()));
+    }
+    let name = shown(cwd, file);
+    let mut result = ToolResult::new(
+        json!({"bytes_written": content.len(), "dirs_created": dirs_created}),
+        format!("wrote {} bytes to {name}", content.len()),
+    );
+    let diff = unified_diff(&name, old.as_deref().unwrap_or(""), content);
+    if !diff.is_empty() {
+        result.event_fields.insert("inline_diff".into(), json!(diff));
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_resolve_against_the_cwd_and_home() {
+        assert_eq!(resolve("/w", "a/../b.txt"), PathBuf::from("/w/b.txt"));
+        assert_eq!(resolve("/w", "/etc/./x"), PathBuf::from("/etc/x"));
+        assert_eq!(resolve("/w", "../../.."), PathBuf::from("/"));
+        if let Some(h) = std::env::var_os("HOME") {
+            assert_eq!(resolve("/w", "~/.ssh/k"), PathBuf::from(h).join(".ssh/k"));
+        }
+        assert_eq!(shown("/w", Path::new("/w/a/b")), "a/b");
+        assert_eq!(shown("/w", Path::new("/x")), "/x");
+    }
+
+    #[test]
+    fn a_write_keeps_the_mode_and_diffs_what_changed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("tuigw-wf-{}", crate::util::random_hex(8)));
+        let file = dir.join("sub/run.sh");
+        let r = write_file(dir.to_str().unwrap(), &file, "echo one\n");
+        assert_eq!(r.content, json!({"bytes_written": 9, "dirs_created": true}));
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let r = write_file(dir.to_str().unwrap(), &file, "echo two\n");
+        assert_eq!(r.content["dirs_created"], false);
+        let diff = r.event_fields["inline_diff"].as_str().unwrap();
+        assert!(diff.contains("--- a/sub/run.sh") && diff.contains("-echo one\n+echo two"), "{diff}");
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o755);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "echo two\n");
+        let leftovers = std::fs::read_dir(dir.join("sub")).unwrap().count();
+        assert_eq!(leftovers, 1, "no temporary file left");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,420 @@
+//! Hermes' `patch`: `replace` mode (`path`, `old_string`, `new_string`, `replace_all`)
+//! through the fuzzy matcher, and `patch` mode (a V4A multi-file patch, checked whole before
+//! anything is written). CRLF files are matched as LF and written back as CRLF. The result is
+//! `{success, diff, files_modified, files_created, files_deleted}` or `{success: false,
+//! error}`; the diff goes to the TUI as `inline_diff`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::v4a::{self, Hunk, Op};
+use super::{fuzzy, read_text, resolve, shown, string_arg, unified_diff, write_ask, write_atomic};
+use crate::tools::{Ask, Start, Tool, ToolContext, ToolResult};
+
+pub struct Patch;
+
+fn failure(error: impl Into<String>) -> ToolResult {
+    let mut r = ToolResult::error(error);
+    r.content["success"] = json!(false);
+    r
+}
+
+/// Text as matched (LF), and whether it is written back with CRLF.
+fn to_lf(text: &str) -> (String, bool) {
+    if text.contains("\r\n") {
+        (text.replace("\r\n", "\n"), true)
+    } else {
+        (text.to_string(), false)
+    }
+}
+
+fn from_lf(text: &str, crlf: bool) -> String {
+    if crlf {
+        text.replace('\n', "\r\n")
+    } else {
+        text.to_string()
+    }
+}
+
+/// What an edit changes on disk, per file: `None` deletes.
+struct Changes {
+    files: BTreeMap<PathBuf, (Option<String>, Option<String>)>,
+    created: Vec<String>,
+    modified: Vec<String>,
+    deleted: Vec<String>,
+    /// How a replacement matched, when the TUI's line should say.
+    how: Option<String>,
+}
+
+impl Changes {
+    fn new() -> Changes {
+        Changes {
+            files: BTreeMap::new(),
+            created: Vec::new(),
+            modified: Vec::new(),
+            deleted: Vec::new(),
+            how: None,
+        }
+    }
+
+    /// The file's text as the patch has it so far.
+    fn current(&mut self, path: &Path) -> Result<Option<String>, String> {
+        if let Some((_, new)) = self.files.get(path) {
+            return Ok(new.clone());
+        }
+        let old = read_text(path)?;
+        self.files.insert(path.to_path_buf(), (old.clone(), old.clone()));
+        Ok(old)
+    }
+
+    fn set(&mut self, path: &Path, text: Option<String>) {
+        if let Some(entry) = self.files.get_mut(path) {
+            entry.1 = text;
+        }
+    }
+
+    /// Write everything (a file at a time: each write is atomic) and diff it.
+    fn apply(self, cwd: &str) -> ToolResult {
+        let mut diff = String::new();
+        let mut errors = Vec::new();
+        for (path, (old, new)) in &self.files {
+            if old == new {
+                continue;
+            }
+            let written = match new {
+                Some(text) => path
+                    .parent()
+                    .map_or(Ok(()), std::fs::create_dir_all)
+                    .and_then(|()| write_atomic(path, text.as_bytes())),
+                None => std::fs::remove_file(path),
+            };
+            if let Err(e) = written {
+                errors.push(format!("{}: {e}", path.display()));
+                continue;
+            }
+            let (old, _) = to_lf(old.as_deref().unwrap_or(""));
+            let (new, _) = to_lf(new.as_deref().unwrap_or(""));
+            diff.push_str(&unified_diff(&shown(cwd, path), &old, &new));
+        }
+        if !errors.is_empty() {
+            return failure(format!(
+                "Apply phase failed (state may be inconsistent — run `git diff` to assess):\n{}",
+                errors.iter().map(|e| format!("  • {e}")).collect::<Vec<_>>().join("\n")
+            ));
+        }
+        let mut content = json!({"success": true, "diff": diff});
+        for (key, list) in [
+            ("files_modified", &self.modified),
+            ("files_created", &self.created),
+            ("files_deleted", &self.deleted),
+        ] {
+            if !list.is_empty() {
+                content[key] = json!(list);
+            }
+        }
+        let touched = self.modified.len() + self.created.len() + self.deleted.len();
+        let mut summary = match (touched, self.modified.first()) {
+            (1, Some(name)) => format!("patched {name}"),
+            _ => format!("patched {touched} file(s)"),
+        };
+        if let Some(how) = &self.how {
+            summary.push_str(&format!(" ({how})"));
+        }
+        let mut result = ToolResult::new(content, summary);
+        if !diff.is_empty() {
+            result.event_fields.insert("inline_diff".into(), json!(diff));
+        }
+        result
+    }
+}
+
+impl Tool for Patch {
+    fn name(&self) -> &str {
+        "patch"
+    }
+
+    fn toolset(&self) -> &str {
+        "file"
+    }
+
+    fn description(&self) -> &str {
+        "Targeted find-and-replace edits in files. Use this instead of sed/awk in terminal. \
+         Uses fuzzy matching so minor whitespace/indentation differences won't break it. \
+         Returns a unified diff.\n\nREPLACE MODE (mode='replace', default): find a unique \
+         string and replace it. REQUIRED PARAMETERS: mode, path, old_string, new_string.\n\
+         PATCH MODE (mode='patch'): apply V4A multi-file patches for bulk changes. REQUIRED \
+         PARAMETERS: mode, patch."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "mode": {"type": "string", "enum": ["replace", "patch"], "default": "replace",
+                         "description": "Edit mode. 'replace' (default): requires path + old_string + new_string. 'patch': requires patch content only."},
+                "path": {"type": "string", "description": "REQUIRED when mode='replace'. File path to edit."},
+                "old_string": {"type": "string", "description": "REQUIRED when mode='replace'. Exact text to find and replace. Must be unique in the file unless replace_all=true. Include surrounding context lines to ensure uniqueness."},
+                "new_string": {"type": "string", "description": "REQUIRED when mode='replace'. Replacement text. Pass empty string '' to delete the matched text."},
+                "replace_all": {"type": "boolean", "default": false, "description": "Replace all occurrences instead of requiring a unique match (default: false)"},
+                "patch": {"type": "string", "description": "REQUIRED when mode='patch'. V4A format patch content. Format:\n*** Begin Patch\n*** Update File: path/to/file\n@@ context hint @@\n context line\n-removed line\n+added line\n*** End Patch"}
+            },
+            "required": ["mode"]
+        })
+    }
+
+    fn start(&mut self, ctx: &mut ToolContext<'_>, args: &Value) -> Start {
+        let mode = match args.get("mode") {
+            None | Some(Value::Null) => "replace",
+            Some(Value::String(m)) => m.as_str(),
+            Some(other) => {
+                return Start::Done(failure(format!(
+                    "patch: 'mode' must be 'replace' or 'patch', got {}",
+                    super::kind(other)
+                )));
+            }
+        };
+        let planned = match mode {
+            "replace" => plan_replace(ctx, args),
+            "patch" => plan_v4a(ctx, args),
+            other => Err(failure(format!(
+                "patch: unknown mode '{other}': use 'replace' or 'patch'"
+            ))),
+        };
+        match planned {
+            Err(result) => Start::Done(result),
+            Ok((_, Some(ask))) if !ctx.approved => Start::Ask(ask),
+            Ok((changes, _)) => Start::Done(changes.apply(&ctx.cwd)),
+        }
+    }
+}
+
+type Plan = Result<(Changes, Option<Ask>), ToolResult>;
+
+fn plan_replace(ctx: &ToolContext<'_>, args: &Value) -> Plan {
+    let path = string_arg(args, "patch", "path").map_err(|r| with_failure(r))?;
+    let old = string_arg(args, "patch", "old_string").map_err(|r| with_failure(r))?;
+    let new = string_arg(args, "patch", "new_string").map_err(|r| with_failure(r))?;
+    let all = match args.get("replace_all") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(s)) => s == "true",
+        Some(other) => {
+            return Err(failure(format!(
+                "patch: 'replace_all' must be a boolean, got {}",
+                super::kind(other)
+            )));
+        }
+    };
+    let file = resolve(&ctx.cwd, path);
+    let ask = write_ask(ctx, &file);
+    let mut changes = Changes::new();
+    let text = match changes.current(&file) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Err(failure(format!("File not found: {path}"))),
+        Err(e) => return Err(failure(e)),
+    };
+    let (lf, crlf) = to_lf(&text);
+    let (old, new) = (old.replace("\r\n", "\n"), new.replace("\r\n", "\n"));
+    match fuzzy::replace(&lf, &old, &new, all) {
+        Ok(r) => {
+            changes.set(&file, Some(from_lf(&r.content, crlf)));
+            changes.modified.push(shown(&ctx.cwd, &file));
+            changes.how = match (r.count, r.strategy) {
+                (1, "exact") => None,
+                (n, "exact") => Some(format!("{n} replacements")),
+                (1, fuzzy) => Some(format!("matched {fuzzy}")),
+                (n, fuzzy) => Some(format!("{n} replacements, matched {fuzzy}")),
+            };
+            Ok((changes, ask))
+        }
+        Err(e) => {
+            let mut msg = e.clone();
+            if e.starts_with("Could not find") {
+                let near = fuzzy::closest_lines(&old, &lf);
+                if !near.is_empty() {
+                    msg.push_str("\n\nDid you mean one of these sections?\n");
+                    msg.push_str(&near);
+                }
+            }
+            Err(failure(msg))
+        }
+    }
+}
+
+/// A bad-argument result in the patch result's shape.
+fn with_failure(r: ToolResult) -> ToolResult {
+    failure(r.error.unwrap_or_default())
+}
+
+fn plan_v4a(ctx: &ToolContext<'_>, args: &Value) -> Plan {
+    let text = string_arg(args, "patch", "patch").map_err(|r| with_failure(r))?;
+    let ops = v4a::parse(text).map_err(failure)?;
+    if ops.is_empty() {
+        return Err(failure("patch: no operations found (expected '*** Begin Patch' … '*** End Patch')"));
+    }
+    let mut changes = Changes::new();
+    let mut errors = Vec::new();
+    let mut ask = None;
+    let mut real_changes = 0;
+    for op in &ops {
+        let paths: Vec<&str> = match op {
+            Op::Update { path, .. } | Op::Add { path, .. } | Op::Delete { path } => vec![path],
+            Op::Move { from, to } => vec![from, to],
+        };
+        for p in &paths {
+            if ask.is_none() {
+                ask = write_ask(ctx, &resolve(&ctx.cwd, p));
+            }
+        }
+        if let Err(e) = plan_op(ctx, op, &mut changes, &mut real_changes) {
+            errors.push(e);
+        }
+    }
+    if errors.is_empty() && real_changes == 0 {
+        errors.push("Patch contains no changes (only context lines were provided)".to_string());
+    }
+    if !errors.is_empty() {
+        return Err(failure(format!(
+            "Patch validation failed (no files were modified):\n{}",
+            errors.iter().map(|e| format!("  • {e}")).collect::<Vec<_>>().join("\n")
+        )));
+    }
+    Ok((changes, ask))
+}
+
+fn plan_op(ctx: &ToolContext<'_>, op: &Op, changes: &mut Changes, real: &mut usize) -> Result<(), String> {
+    let name = |p: &str| shown(&ctx.cwd, &resolve(&ctx.cwd, p));
+    match op {
+        Op::Add { path, content } => {
+            let file = resolve(&ctx.cwd, path);
+            if changes.current(&file)?.is_some() {
+                return Err(format!("{path}: file already exists (use Update File)"));
+            }
+            changes.set(&file, Some(content.clone()));
+            changes.created.push(name(path));
+            *real += 1;
+        }
+        Op::Delete { path } => {
+            let file = resolve(&ctx.cwd, path);
+            if changes.current(&file)?.is_none() {
+                return Err(format!("{path}: file not found for deletion"));
+            }
+            changes.set(&file, None);
+            changes.deleted.push(name(path));
+            *real += 1;
+        }
+        Op::Move { from, to } => {
+            let (src, dst) = (resolve(&ctx.cwd, from), resolve(&ctx.cwd, to));
+            let Some(text) = changes.current(&src)? else {
+                return Err(format!("{from}: source file not found for move"));
+            };
+            if changes.current(&dst)?.is_some() {
+                return Err(format!("{from}: destination {to} already exists"));
+            }
+            changes.set(&src, None);
+            changes.set(&dst, Some(text));
+            changes.deleted.push(name(from));
+            changes.created.push(name(to));
+            *real += 1;
+        }
+        Op::Update { path, hunks } => {
+            let file = resolve(&ctx.cwd, path);
+            let Some(text) = changes.current(&file)? else {
+                return Err(format!("{path}: file not found"));
+            };
+            let (mut lf, crlf) = to_lf(&text);
+            let mut changed = false;
+            for hunk in hunks.iter().filter(|h| h.changes()) {
+                lf = apply_hunk(&lf, hunk).map_err(|e| format!("{path}: {e}"))?;
+                changed = true;
+                *real += 1;
+            }
+            if changed {
+                changes.set(&file, Some(from_lf(&lf, crlf)));
+                changes.modified.push(name(path));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One hunk applied to LF text.
+fn apply_hunk(text: &str, hunk: &Hunk) -> Result<String, String> {
+    let search = hunk.search();
+    let replacement = hunk.replacement();
+    let hint_at = |hint: &str| -> Result<usize, String> {
+        let hits: Vec<usize> = text.match_indices(hint).map(|(i, _)| i).collect();
+        match hits.as_slice() {
+            [one] => Ok(*one),
+            [] => Err(format!("context hint '{hint}' not found")),
+            _ => Err(format!("context hint '{hint}' is ambiguous ({} occurrences)", hits.len())),
+        }
+    };
+    if search.trim().is_empty() {
+        // Only additions: after the hint's line, else at the end.
+        let at = match &hunk.hint {
+            Some(hint) => {
+                let i = hint_at(hint)?;
+                text[i..].find('\n').map_or(text.len(), |n| i + n + 1)
+            }
+            None => text.len(),
+        };
+        let mut out = text[..at].to_string();
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&replacement);
+        out.push('\n');
+        out.push_str(&text[at..]);
+        return Ok(out);
+    }
+    match fuzzy::replace(text, &search, &replacement, false) {
+        Ok(r) => Ok(r.content),
+        // The hint says which of several matches is meant: the first after it.
+        Err(e) if e.starts_with("Found") && hunk.hint.is_some() => {
+            let i = hint_at(hunk.hint.as_deref().unwrap_or(""))?;
+            let tail = &text[i..];
+            let first = tail.find(search.as_str()).ok_or(e)?;
+            let mut out = text[..i + first].to_string();
+            out.push_str(&replacement);
+            out.push_str(&tail[first + search.len()..]);
+            Ok(out)
+        }
+        Err(e) => {
+            let mut msg = format!("hunk did not apply — {e}");
+            let near = fuzzy::closest_lines(&search, text);
+            if !near.is_empty() {
+                msg.push_str("\n\nDid you mean one of these sections?\n");
+                msg.push_str(&near);
+            }
+            Err(msg)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hunks_apply_with_hints_and_additions() {
+        let text = "def a():\n    return 1\n\ndef b():\n    return 1\n";
+        let h = |hint: Option<&str>, lines: &[(char, &str)]| Hunk {
+            hint: hint.map(str::to_string),
+            lines: lines.iter().map(|(p, l)| (*p, l.to_string())).collect(),
+        };
+        let hunk = h(Some("def b():"), &[('-', "    return 1"), ('+', "    return 2")]);
+        assert_eq!(
+            apply_hunk(text, &hunk).unwrap(),
+            "def a():\n    return 1\n\ndef b():\n    return 2\n"
+        );
+        let ambiguous = h(None, &[('-', "    return 1"), ('+', "    return 2")]);
+        assert!(apply_hunk(text, &ambiguous).unwrap_err().contains("Found 2 matches"));
+        let add = h(Some("def a():"), &[('+', "    # first")]);
+        assert!(apply_hunk(text, &add).unwrap().starts_with("def a():\n    # first\n    return 1\n"));
+        assert_eq!(to_lf("a\r\nb\r\n"), ("a\nb\n".to_string(), true));
+        assert_eq!(from_lf("a\nb\n", true), "a\r\nb\r\n");
+    }
+}

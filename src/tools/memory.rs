@@ -1,0 +1,323 @@
+//! Hermes' `memory {action?, target, content?, old_text?, operations?}`: durable notes in
+//! `$HERMES_HOME/memories/MEMORY.md` (the agent's) and `USER.md` (about the user), entries
+//! separated by `\n§\n`, each file bounded by its character limit. The same files Python
+//! Hermes reads; both go into the system prompt (`system_prompt.rs`) as Hermes renders them.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::{Start, Tool, ToolContext, ToolResult};
+
+pub const ENTRY_DELIMITER: &str = "\n§\n";
+/// Hermes' default limits, in characters.
+const MEMORY_LIMIT: usize = 2200;
+const USER_LIMIT: usize = 1375;
+/// A memory file larger than this is not read (it was not written by a memory tool).
+const FILE_MAX: u64 = 256 * 1024;
+
+pub struct Memory;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Memory,
+    User,
+}
+
+impl Target {
+    fn name(self) -> &'static str {
+        match self {
+            Target::Memory => "memory",
+            Target::User => "user",
+        }
+    }
+
+    fn limit(self) -> usize {
+        match self {
+            Target::Memory => MEMORY_LIMIT,
+            Target::User => USER_LIMIT,
+        }
+    }
+
+    pub fn path(self, home: &Path) -> PathBuf {
+        let file = match self {
+            Target::Memory => "MEMORY.md",
+            Target::User => "USER.md",
+        };
+        home.join("memories").join(file)
+    }
+}
+
+/// The entries of a memory file (none when it is missing or unreadable).
+pub fn entries(home: &Path, target: Target) -> Vec<String> {
+    let raw = crate::util::read_regular(&target.path(home), FILE_MAX)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    raw.split(ENTRY_DELIMITER)
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn chars(entries: &[String]) -> usize {
+    entries.join(ENTRY_DELIMITER).chars().count()
+}
+
+fn usage(target: Target, entries: &[String]) -> (usize, usize, usize) {
+    let current = chars(entries);
+    let limit = target.limit();
+    (current, limit, (current * 100 / limit).min(100))
+}
+
+/// The system prompt block of a target, as Hermes renders it; `None` when it is empty.
+pub fn prompt_block(home: &Path, target: Target) -> Option<String> {
+    let entries = entries(home, target);
+    if entries.is_empty() {
+        return None;
+    }
+    let (current, limit, pct) = usage(target, &entries);
+    let header = match target {
+        Target::User => format!("USER PROFILE (who the user is) [{pct}% — {current}/{limit} chars]"),
+        Target::Memory => format!("MEMORY (your personal notes) [{pct}% — {current}/{limit} chars]"),
+    };
+    let bar = "═".repeat(46);
+    Some(format!(
+        "{bar}\n{header}\n{bar}\n{}",
+        entries.join(ENTRY_DELIMITER)
+    ))
+}
+
+/// One operation of a batch.
+struct Op<'a> {
+    action: &'a str,
+    content: String,
+    old_text: String,
+}
+
+fn field(v: &Value, key: &str) -> String {
+    v.get(key)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Apply `ops` to `entries` all or nothing; the error says which failed.
+fn apply(entries: &mut Vec<String>, ops: &[Op<'_>]) -> Result<(), String> {
+    let mut working = entries.clone();
+    for (i, op) in ops.iter().enumerate() {
+        let pos = format!("Operation {} ({})", i + 1, op.action);
+        let find = |working: &[String]| -> Result<usize, String> {
+            if op.old_text.is_empty() {
+                return Err(format!("{pos}: old_text is required."));
+            }
+            let hits: Vec<usize> = (0..working.len())
+                .filter(|j| working[*j].contains(&op.old_text))
+                .collect();
+            let Some(first) = hits.first() else {
+                return Err(format!("{pos}: no entry matched '{}'.", op.old_text));
+            };
+            if hits.iter().any(|j| working[*j] != working[*first]) {
+                return Err(format!(
+                    "{pos}: '{}' matched multiple distinct entries -- be more specific.",
+                    op.old_text
+                ));
+            }
+            Ok(*first)
+        };
+        match op.action {
+            "add" if op.content.is_empty() => return Err(format!("{pos}: content is required.")),
+            "add" => {
+                if !working.contains(&op.content) {
+                    working.push(op.content.clone());
+                }
+            }
+            "replace" => {
+                let at = find(&working)?;
+                if op.content.is_empty() {
+                    return Err(format!(
+                        "{pos}: content is required (use action='remove' to delete)."
+                    ));
+                }
+                working[at] = op.content.clone();
+            }
+            "remove" => {
+                let at = find(&working)?;
+                working.remove(at);
+            }
+            _ => return Err(format!("{pos}: unknown action. Use add, replace, or remove.")),
+        }
+    }
+    *entries = working;
+    Ok(())
+}
+
+impl Tool for Memory {
+    fn name(&self) -> &str {
+        "memory"
+    }
+
+    fn description(&self) -> &str {
+        "Save durable facts to persistent memory that survive across sessions. Memory is \
+         injected into every future session's system prompt, so keep entries compact and \
+         high-signal.\n\nHOW: make ALL your changes in ONE call via an 'operations' array (each \
+         item: {action, content?, old_text?}). The batch applies atomically and the char limit \
+         is checked only on the FINAL result. Use the bare action/content/old_text fields only \
+         for a single lone change.\n\nTARGETS: 'user' = who the user is (name, role, \
+         preferences, style). 'memory' = your notes (environment, conventions, tool quirks, \
+         lessons).\n\nSKIP: trivial or easily re-discovered facts, raw data dumps, task \
+         progress, temporary TODO state."
+    }
+
+    fn parameters(&self) -> Value {
+        let actions = json!(["add", "replace", "remove"]);
+        json!({
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": actions, "description": "The action to perform (single-op shape). Omit when using 'operations'."},
+                "target": {"type": "string", "enum": ["memory", "user"], "description": "Which memory store: 'memory' for personal notes, 'user' for user profile."},
+                "content": {"type": "string", "description": "The entry content. Required for 'add' and 'replace' (single-op shape)."},
+                "old_text": {"type": "string", "description": "REQUIRED for 'replace' and 'remove' (single-op shape): a short unique substring identifying the existing entry to modify."},
+                "operations": {
+                    "type": "array",
+                    "description": "Batch shape: a list of operations applied atomically in one call against the final char budget. Each item is {action, content?, old_text?}.",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "action": {"type": "string", "enum": actions},
+                            "content": {"type": "string"},
+                            "old_text": {"type": "string"}
+                        },
+                        "required": ["action"]
+                    }
+                }
+            },
+            "required": ["target"]
+        })
+    }
+
+    fn start(&mut self, ctx: &mut ToolContext<'_>, args: &Value) -> Start {
+        Start::Done(call(ctx.home, args))
+    }
+}
+
+fn failure(error: impl Into<String>) -> ToolResult {
+    let mut r = ToolResult::error(error);
+    r.content["success"] = json!(false);
+    r
+}
+
+fn call(home: &Path, args: &Value) -> ToolResult {
+    let target = match args.get("target") {
+        None | Some(Value::Null) => Target::Memory,
+        Some(v) if v == "memory" => Target::Memory,
+        Some(v) if v == "user" => Target::User,
+        Some(v) => return failure(format!("Invalid target '{}'. Use 'memory' or 'user'.", v.as_str().unwrap_or(&v.to_string()))),
+    };
+    let batch: Vec<Op<'_>> = match args.get("operations") {
+        Some(Value::Array(list)) if !list.is_empty() => list
+            .iter()
+            .map(|op| Op {
+                action: op.get("action").and_then(Value::as_str).unwrap_or("unknown"),
+                content: field(op, "content"),
+                old_text: field(op, "old_text"),
+            })
+            .collect(),
+        Some(Value::Array(_)) | None | Some(Value::Null) => {
+            let Some(action) = args.get("action").and_then(Value::as_str) else {
+                return failure("action (add, replace or remove) or operations is required.");
+            };
+            vec![Op {
+                action,
+                content: field(args, "content"),
+                old_text: field(args, "old_text"),
+            }]
+        }
+        Some(_) => {
+            return failure("operations must be a list of {action, content?, old_text?} objects.");
+        }
+    };
+    let mut list = entries(home, target);
+    if let Err(e) = apply(&mut list, &batch) {
+        let (current, limit, _) = usage(target, &list);
+        let mut r = failure(format!("{e} No operations were applied (batch is all-or-nothing)."));
+        r.content["current_entries"] = json!(list);
+        r.content["usage"] = json!(format!("{current}/{limit}"));
+        return r;
+    }
+    let (current, limit, pct) = usage(target, &list);
+    if current > limit {
+        let before = entries(home, target);
+        let mut r = failure(format!(
+            "Memory would be at {current}/{limit} chars -- over the limit. Remove or shorten \
+             entries (see current_entries) and add the new one in the same call."
+        ));
+        r.content["current_entries"] = json!(before);
+        r.content["usage"] = json!(format!("{}/{limit}", chars(&before)));
+        return r;
+    }
+    let path = target.path(home);
+    let text = list.join(ENTRY_DELIMITER);
+    let written = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| super::files::write_atomic(&path, text.as_bytes()));
+    if let Err(e) = written {
+        return failure(format!("could not save {}: {e}", path.display()));
+    }
+    let message = if batch.len() == 1 {
+        match batch[0].action {
+            "add" => "Entry added.".to_string(),
+            "replace" => "Entry replaced.".to_string(),
+            _ => "Entry removed.".to_string(),
+        }
+    } else {
+        format!("Applied {} operation(s).", batch.len())
+    };
+    ToolResult::new(
+        json!({
+            "success": true, "done": true, "target": target.name(),
+            "usage": format!("{pct}% — {current}/{limit} chars"), "entry_count": list.len(),
+            "message": message, "note": "Write saved. This update is complete — do not repeat it.",
+        }),
+        format!("{} · {} entries", target.name(), list.len()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_added_replaced_removed_and_bounded() {
+        let home = std::env::temp_dir().join(format!("tuigw-mem-{}", crate::util::random_hex(8)));
+        let add = |c: &str| call(&home, &json!({"target": "user", "action": "add", "content": c}));
+        assert_eq!(add("likes tea").content["success"], true);
+        assert_eq!(add("likes tea").content["entry_count"], 1);
+        add("works on rust");
+        let text = std::fs::read_to_string(Target::User.path(&home)).unwrap();
+        assert_eq!(text, "likes tea\n§\nworks on rust");
+        let r = call(
+            &home,
+            &json!({"target": "user", "operations": [
+                {"action": "replace", "old_text": "tea", "content": "likes coffee"},
+                {"action": "remove", "old_text": "rust"}]}),
+        );
+        assert_eq!(r.content["message"], "Applied 2 operation(s).");
+        assert_eq!(entries(&home, Target::User), ["likes coffee"]);
+        let miss = call(&home, &json!({"target": "user", "action": "remove", "old_text": "zzz"}));
+        assert!(miss.error.unwrap().contains("no entry matched"));
+        assert_eq!(miss.content["current_entries"], json!(["likes coffee"]));
+        let big = call(&home, &json!({"target": "user", "action": "add", "content": "x".repeat(2000)}));
+        assert!(big.error.unwrap().contains("over the limit"));
+        assert_eq!(entries(&home, Target::User), ["likes coffee"]);
+        assert!(call(&home, &json!({"target": "nope", "action": "add"})).error.is_some());
+        assert!(call(&home, &json!({"target": "memory"})).error.is_some());
+        let block = prompt_block(&home, Target::User).unwrap();
+        assert!(block.contains("USER PROFILE (who the user is) [") && block.ends_with("likes coffee"));
+        assert!(prompt_block(&home, Target::Memory).is_none());
+        let _ = std::fs::remove_dir_all(&home);
+    }
+}

@@ -1,0 +1,267 @@
+//! Hermes' `todo {todos?, merge?}`: the session's task list. The list lives in the
+//! transcript: each call's result carries the whole list, so the newest `todo` result is the
+//! session's list (a resumed session has it back with its messages, nothing else to store).
+//! `tool.complete` carries it as `todos`, which the TUI renders.
+
+use serde_json::{Map, Value, json};
+
+use super::{Start, Tool, ToolContext, ToolResult};
+use crate::transcript::{Message, Role};
+
+const STATUSES: [&str; 4] = ["pending", "in_progress", "completed", "cancelled"];
+const MAX_ITEMS: usize = 256;
+const MAX_CONTENT_CHARS: usize = 4000;
+const TRUNCATED: &str = "… [truncated]";
+
+#[derive(Default)]
+pub struct Todo;
+
+#[derive(Debug, Clone, PartialEq)]
+struct Item {
+    id: String,
+    content: String,
+    status: String,
+}
+
+impl Item {
+    fn json(&self) -> Value {
+        json!({"id": self.id, "content": self.content, "status": self.status})
+    }
+
+    /// Hermes' normalisation: a missing id is `?`, empty content `(no description)`, an
+    /// unknown status `pending`.
+    fn from_value(v: &Value) -> Item {
+        let Some(o) = v.as_object() else {
+            return Item {
+                id: "?".into(),
+                content: "(invalid item)".into(),
+                status: "pending".into(),
+            };
+        };
+        let id = text(o, "id");
+        let content = text(o, "content");
+        let status = text(o, "status").to_lowercase();
+        Item {
+            id: if id.is_empty() { "?".into() } else { id },
+            content: if content.is_empty() {
+                "(no description)".into()
+            } else {
+                cap(&content)
+            },
+            status: if STATUSES.contains(&status.as_str()) {
+                status
+            } else {
+                "pending".into()
+            },
+        }
+    }
+}
+
+fn text(o: &Map<String, Value>, key: &str) -> String {
+    match o.get(key) {
+        Some(Value::String(s)) => s.trim().to_string(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn cap(content: &str) -> String {
+    if content.chars().count() <= MAX_CONTENT_CHARS {
+        return content.to_string();
+    }
+    let keep = MAX_CONTENT_CHARS - TRUNCATED.chars().count();
+    content.chars().take(keep).collect::<String>() + TRUNCATED
+}
+
+/// The list the newest `todo` result of the transcript holds (empty before any).
+fn current(transcript: &[Message]) -> Vec<Item> {
+    transcript
+        .iter()
+        .rev()
+        .filter(|m| m.role == Role::Tool && m.tool_name.as_deref() == Some("todo"))
+        .find_map(|m| {
+            let v: Value = serde_json::from_str(m.content.as_deref()?).ok()?;
+            let list = v.get("todos")?.as_array()?;
+            Some(list.iter().map(Item::from_value).collect())
+        })
+        .unwrap_or_default()
+}
+
+/// Keep the last of each id, in the position of that last one.
+fn dedupe(todos: &[Value]) -> Vec<&Value> {
+    let key = |i: usize, v: &Value| match v.as_object() {
+        Some(o) => {
+            let id = text(o, "id");
+            if id.is_empty() { "?".to_string() } else { id }
+        }
+        None => format!("\0invalid{i}"),
+    };
+    let keys: Vec<String> = todos.iter().enumerate().map(|(i, v)| key(i, v)).collect();
+    todos
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !keys[i + 1..].contains(&keys[*i]))
+        .map(|(_, v)| v)
+        .collect()
+}
+
+/// Write `todos` over `items`: replace the list, or (merge) update by id and append.
+fn write(items: Vec<Item>, todos: &[Value], merge: bool) -> Vec<Item> {
+    let incoming = dedupe(todos);
+    let mut out: Vec<Item> = if !merge {
+        incoming.into_iter().map(Item::from_value).collect()
+    } else {
+        let mut items = items;
+        for v in incoming {
+            let Some(o) = v.as_object() else { continue };
+            let id = text(o, "id");
+            if id.is_empty() {
+                continue;
+            }
+            match items.iter_mut().find(|i| i.id == id) {
+                Some(item) => {
+                    let content = text(o, "content");
+                    if !content.is_empty() {
+                        item.content = cap(&content);
+                    }
+                    let status = text(o, "status").to_lowercase();
+                    if STATUSES.contains(&status.as_str()) {
+                        item.status = status;
+                    }
+                }
+                None => items.push(Item::from_value(v)),
+            }
+        }
+        items
+    };
+    out.truncate(MAX_ITEMS);
+    out
+}
+
+impl Tool for Todo {
+    fn name(&self) -> &str {
+        "todo"
+    }
+
+    fn description(&self) -> &str {
+        "Manage your task list for the current session. Use for complex tasks with 3+ steps or \
+         when the user provides multiple tasks. Call with no parameters to read the current \
+         list.\n\nWriting:\n- Provide 'todos' array to create/update items\n- merge=false \
+         (default): replace the entire list with a fresh plan\n- merge=true: update existing \
+         items by id, add any new ones\n\nEach item: {id: string, content: string, status: \
+         pending|in_progress|completed|cancelled}\nList order is priority. Only ONE item \
+         in_progress at a time.\nMark items completed immediately when done. If something \
+         fails, cancel it and add a revised item.\n\nAlways returns the full current list."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "todos": {
+                    "type": "array",
+                    "description": "Task items to write. Omit to read current list.",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string", "description": "Unique item identifier"},
+                            "content": {"type": "string", "description": "Task description"},
+                            "status": {"type": "string", "enum": STATUSES, "description": "Current status"}
+                        },
+                        "required": ["id", "content", "status"]
+                    }
+                },
+                "merge": {"type": "boolean", "description": "true: update existing items by id, add new ones. false (default): replace the entire list.", "default": false}
+            },
+            "required": []
+        })
+    }
+
+    fn start(&mut self, ctx: &mut ToolContext<'_>, args: &Value) -> Start {
+        Start::Done(call(ctx.transcript, args))
+    }
+}
+
+fn call(transcript: &[Message], args: &Value) -> ToolResult {
+    let items = current(transcript);
+    let merge = args.get("merge").and_then(Value::as_bool).unwrap_or(false);
+    let items = match args.get("todos") {
+        None | Some(Value::Null) => items,
+        Some(Value::Array(list)) => write(items, list, merge),
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+            Ok(Value::Array(list)) => write(items, &list, merge),
+            _ => {
+                return ToolResult::error("todos must be a list of objects, got unparseable string");
+            }
+        },
+        Some(other) => {
+            let kind = match other {
+                Value::Bool(_) => "bool",
+                Value::Number(_) => "number",
+                _ => "object",
+            };
+            return ToolResult::error(format!("todos must be a list, got {kind}"));
+        }
+    };
+    let count = |s: &str| items.iter().filter(|i| i.status == s).count();
+    let summary = json!({
+        "total": items.len(), "pending": count("pending"), "in_progress": count("in_progress"),
+        "completed": count("completed"), "cancelled": count("cancelled"),
+    });
+    let list: Vec<Value> = items.iter().map(Item::json).collect();
+    let line = format!(
+        "{} task(s) · {} done",
+        items.len(),
+        count("completed") + count("cancelled")
+    );
+    let mut result = ToolResult::new(json!({"todos": list, "summary": summary}), line);
+    result.event_fields.insert("todos".into(), json!(list));
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result_message(content: &Value) -> Message {
+        let mut m = Message::new(Role::Tool, Some(content.to_string()), 0.0);
+        m.tool_name = Some("todo".into());
+        m
+    }
+
+    #[test]
+    fn the_list_is_written_merged_and_read_back_from_the_transcript() {
+        let first = call(
+            &[],
+            &json!({"todos": [{"id": "1", "content": "plan", "status": "in_progress"},
+                              {"id": "2", "content": "build", "status": "weird"},
+                              {"id": "1", "content": "plan again", "status": "pending"}]}),
+        );
+        assert_eq!(
+            first.content["todos"],
+            json!([{"id": "2", "content": "build", "status": "pending"},
+                   {"id": "1", "content": "plan again", "status": "pending"}])
+        );
+        assert_eq!(first.event_fields["todos"], first.content["todos"]);
+        let transcript = [result_message(&first.content)];
+        let merged = call(
+            &transcript,
+            &json!({"merge": true, "todos": [{"id": "2", "status": "completed"}, {"id": "3", "content": "ship"}]}),
+        );
+        assert_eq!(merged.content["summary"]["total"], 3);
+        assert_eq!(merged.content["todos"][0]["status"], "completed");
+        assert_eq!(merged.content["todos"][2]["content"], "ship");
+        assert_eq!(merged.summary, "3 task(s) · 1 done");
+        let transcript = [result_message(&first.content), result_message(&merged.content)];
+        assert_eq!(call(&transcript, &json!({})).content, merged.content);
+        assert!(call(&[], &json!({"todos": 5})).error.unwrap().contains("must be a list"));
+        assert!(call(&[], &json!({"todos": "[{"})).error.is_some());
+        assert_eq!(call(&[], &Value::Null).content["summary"]["total"], 0);
+        let long = "x".repeat(5000);
+        let capped = call(&[], &json!({"todos": [{"id": "a", "content": long}]}));
+        assert_eq!(
+            capped.content["todos"][0]["content"].as_str().unwrap().chars().count(),
+            MAX_CONTENT_CHARS
+        );
+    }
+}
