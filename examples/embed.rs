@@ -5,16 +5,20 @@
 //! its ordered shutdown *and* the host's handler runs. Pass `--no-signals` to leave signals to
 //! the host entirely.
 //!
-//! The host also offers the model a tool of its own, `host_note`, next to the built-in
-//! `terminal` (the offline model calls it with a prompt `%host_note {"text": "..."}`).
+//! The host also offers the model tools of its own next to the built-in ones: `host_note`,
+//! answered at once (the offline model calls it with a prompt `%host_note {"text": "..."}`),
+//! and `host_sum`, whose work runs on a thread of the host and finishes the call later through
+//! the call's `JobWaker` (`%host_sum {"n": 1000}`): the gateway's loop never waits for it.
 //!
 //! Run: `cargo run --example embed` and type JSON-RPC frames, e.g.
 //! `{"jsonrpc":"2.0","id":1,"method":"ping"}`.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 
 use serde_json::{Value, json};
-use tui_gateway::tools::{Start, Tool, ToolContext, ToolResult};
+use tui_gateway::tools::{JobId, Start, Tool, ToolContext, ToolResult};
 use tui_gateway::{Config, Gateway, Io};
 
 /// The host's tool: it keeps the notes the model hands it and says how many it holds.
@@ -60,6 +64,74 @@ impl Tool for HostNote {
     }
 }
 
+/// The host's slow tool: the sum of 1..=n, computed on a thread; the thread wakes the call and
+/// the gateway steps it to collect the answer.
+#[derive(Default)]
+struct HostSum {
+    /// Each call's answer to come, and the flag that stops its thread.
+    pending: HashMap<JobId, (mpsc::Receiver<u64>, Arc<AtomicBool>)>,
+}
+
+/// 1 + 2 + … + n, counted one by one (a stand-in for real work), given up when `stop` is set.
+fn count_up(n: u64, stop: &AtomicBool) -> Option<u64> {
+    let mut sum = 0u64;
+    for x in 1..=n {
+        if x % (1 << 20) == 0 && stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        sum = sum.wrapping_add(std::hint::black_box(x));
+    }
+    Some(sum)
+}
+
+impl Tool for HostSum {
+    fn name(&self) -> &str {
+        "host_sum"
+    }
+    fn toolset(&self) -> &str {
+        "host"
+    }
+    fn description(&self) -> &str {
+        "Add up 1..=n on the embedding host's own thread."
+    }
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer", "description": "How far to count."}},
+            "required": ["n"]
+        })
+    }
+    fn start(&mut self, ctx: &mut ToolContext<'_>, args: &Value) -> Start {
+        let Some(n) = args.get("n").and_then(Value::as_u64) else {
+            return Start::Done(ToolResult::failed(
+                "invalid arguments: n (a whole number) is required",
+            ));
+        };
+        let (tx, rx) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (waker, stopped) = (ctx.waker(), stop.clone());
+        std::thread::spawn(move || {
+            if let Some(sum) = count_up(n, &stopped) {
+                let _ = tx.send(sum);
+                waker.wake();
+            }
+        });
+        self.pending.insert(ctx.job, (rx, stop));
+        Start::Later
+    }
+    fn step(&mut self, ctx: &mut ToolContext<'_>, _args: &Value) -> Option<ToolResult> {
+        let sum = self.pending.get(&ctx.job)?.0.try_recv().ok()?;
+        self.pending.remove(&ctx.job);
+        Some(ToolResult::new(json!({"sum": sum}), format!("sum {sum}")))
+    }
+    fn cancel(&mut self, job: JobId) -> Option<ToolResult> {
+        if let Some((_, stop)) = self.pending.remove(&job) {
+            stop.store(true, Ordering::Relaxed);
+        }
+        Some(ToolResult::failed("interrupted"))
+    }
+}
+
 static HOST_SAW_SIGTERM: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn host_on_sigterm(_: libc::c_int) {
@@ -94,8 +166,13 @@ fn main() {
         eprintln!("[host] gateway failed to start: {e}");
         std::process::exit(1)
     });
-    if let Err(e) = gateway.register_tool(Box::new(HostNote::default())) {
-        eprintln!("[host] {e}");
+    for tool in [
+        Box::new(HostNote::default()) as Box<dyn Tool>,
+        Box::new(HostSum::default()),
+    ] {
+        if let Err(e) = gateway.register_tool(tool) {
+            eprintln!("[host] {e}");
+        }
     }
     if handle_signals && let Err(e) = gateway.install_signals(false) {
         eprintln!("[host] {e}");

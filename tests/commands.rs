@@ -359,7 +359,7 @@ fn reports_and_unsupported_commands() {
     assert!(usage.contains("Input tokens"), "{usage}");
     let tools = output(&g.call("slash.exec", json!({"command": "tools list"})));
     assert!(
-        tools.contains("(1)") && tools.contains("terminal(command"),
+        tools.contains("(8)") && tools.contains("terminal(command") && tools.contains("patch(mode"),
         "{tools}"
     );
     assert!(output(&g.call("slash.exec", json!({"command": "skills"}))).contains("No skills"));
@@ -404,12 +404,17 @@ fn reports_and_unsupported_commands() {
         json!({"action": "disable", "names": ["web"]}),
     );
     assert_eq!(r["unknown"], json!(["web"]));
-    let msg = g.expect_code(
+    let r = g.call(
         "tools.configure",
         json!({"action": "disable", "names": ["terminal"]}),
-        4040,
     );
-    assert!(msg.contains("always offered"), "{msg}");
+    assert_eq!(r["changed"], json!(["terminal"]));
+    let tools = output(&g.call("slash.exec", json!({"command": "tools list"})));
+    assert!(tools.contains("(7)") && !tools.contains("terminal("), "{tools}");
+    g.call(
+        "tools.configure",
+        json!({"action": "enable", "names": ["terminal"]}),
+    );
     let undo = output(&g.call("slash.exec", json!({"command": "undo"})));
     assert!(
         undo.contains("TUI") && undo.contains("session.undo"),

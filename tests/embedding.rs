@@ -110,10 +110,14 @@ fn the_hosts_own_tool_is_offered_and_its_result_lands_in_the_transcript() {
     let s = gw.create_session(json!({}));
     // The banner and the tool listing name the host's tool next to the built-in one.
     let info = &s.result["info"];
-    assert_eq!(info["tools"]["host"], json!(["host_note"]), "{info}");
+    assert_eq!(
+        info["tools"]["host"],
+        json!(["host_note", "host_sum"]),
+        "{info}"
+    );
     assert_eq!(info["tools"]["terminal"], json!(["terminal"]), "{info}");
     let shown = gw.call("tools.show", json!({}));
-    assert_eq!(shown["total"], 2, "{shown}");
+    assert_eq!(shown["total"], 10, "{shown}");
 
     let turn = gw.run_turn(&s.id, r#"%host_note {"text": "buy milk"}"#);
     let done = turn
@@ -148,6 +152,38 @@ fn the_hosts_own_tool_is_offered_and_its_result_lands_in_the_transcript() {
         "{:?}",
         tool_rows[1]
     );
+    gw.close_stdin();
+    assert_eq!(gw.wait_exit(secs(5)).code(), Some(0));
+}
+
+/// A host's tool whose work runs on the host's own thread finishes its call later through the
+/// call's `JobWaker`; meanwhile the gateway answers other requests.
+#[test]
+fn the_hosts_tool_finishes_later_from_its_own_thread() {
+    let mut gw = Gateway::builder()
+        .program(&embed_example())
+        .args(&[])
+        .tag("embed-later")
+        .start();
+    let s = gw.create_session(json!({}));
+    let turn = gw.run_turn(&s.id, r#"%host_sum {"n": 100000}"#);
+    let done = turn
+        .events
+        .iter()
+        .find(|e| e["type"] == "tool.complete")
+        .unwrap_or_else(|| panic!("no tool.complete: {:?}", turn.events));
+    assert_eq!(done["payload"]["result"]["sum"], 5_000_050_000u64, "{done}");
+    assert_eq!(done["payload"]["summary"], "sum 5000050000");
+    let rows = message_rows(&gw.db_path(), &s.stored);
+    let tool = rows.iter().find(|r| r.role == "tool").unwrap();
+    assert_eq!(tool.json()["sum"], 5_000_050_000u64);
+    // Interrupted while the host still works: the call ends, the host's late wake is harmless.
+    let start = submit(&mut gw, &s.id, r#"%host_sum {"n": 100000000000000}"#);
+    gw.wait_session_event(&s.id, "tool.start", secs(5));
+    gw.call("session.interrupt", json!({"session_id": s.id}));
+    let turn = gw.finish_turn(&s.id, start, secs(10));
+    assert_eq!(turn.complete["payload"]["status"], "interrupted", "{:?}", turn.events);
+    gw.ping();
     gw.close_stdin();
     assert_eq!(gw.wait_exit(secs(5)).code(), Some(0));
 }

@@ -118,7 +118,7 @@ fn tools(gw: &Gateway) -> String {
             "\n  {}({}): {}",
             f["name"].as_str().unwrap_or("?"),
             args.join(", "),
-            f["description"].as_str().unwrap_or("")
+            super::toolbox::first_sentence(f["description"].as_str().unwrap_or(""))
         ));
     }
     out

@@ -176,7 +176,7 @@ fn sections(registry: &Registry, offered: bool) -> Vec<(&str, Vec<(&str, &str)>)
 }
 
 /// The first line of a description, up to its first sentence's end.
-fn first_sentence(description: &str) -> &str {
+pub fn first_sentence(description: &str) -> &str {
     let line = description.lines().next().unwrap_or("");
     match line.find(". ") {
         Some(i) => &line[..=i],
