@@ -122,6 +122,7 @@ pub struct GatewayBuilder {
     envs: Vec<(String, String)>,
     args: Vec<String>,
     tag: String,
+    own_group: bool,
 }
 
 impl GatewayBuilder {
@@ -139,6 +140,13 @@ impl GatewayBuilder {
     /// Replace the default argument list (`serve`).
     pub fn args(mut self, a: &[&str]) -> Self {
         self.args = a.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// Start the gateway in a process group of its own (a command signalling the gateway's
+    /// group then cannot reach the test).
+    pub fn own_process_group(mut self) -> Self {
+        self.own_group = true;
         self
     }
 
@@ -170,6 +178,9 @@ impl GatewayBuilder {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         scrub_env(&mut cmd);
+        if self.own_group {
+            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        }
         cmd.env("HERMES_HOME", &home);
         for (k, v) in &self.envs {
             cmd.env(k, v);
@@ -285,6 +296,7 @@ impl Gateway {
             envs: Vec::new(),
             args: vec!["serve".to_string()],
             tag: "gw".to_string(),
+            own_group: false,
         }
     }
 
