@@ -157,7 +157,8 @@ impl Gateway {
             runner: crate::runner::Runner::new(
                 std::env::current_exe().unwrap_or_else(|_| "tui-gateway".into()),
                 kill_grace,
-            ),
+            )
+            .with_env_passthrough(crate::tools::passthrough::load(&cfg_home_for_tools)),
             model_fetches: Default::default(),
             next_token: FIRST_DYNAMIC,
             client,
