@@ -286,6 +286,11 @@ impl Gateway {
         for ev in events.iter() {
             match ev.token() {
                 STDIN => self.client.input_readable(),
+                // The reader went away: noticed now, not at a next write that may never come.
+                STDOUT if ev.is_error() || ev.is_write_closed() => {
+                    crate::diag!("[gateway] stdout closed by the reader");
+                    self.begin_shutdown("stdout closed", now);
+                }
                 STDOUT => {}
                 SIGNALS => self.on_signals(now),
                 token => self.on_source_ready(token),
