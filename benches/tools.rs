@@ -38,7 +38,7 @@ fn tools(c: &mut Criterion) {
         });
     });
 
-    let mut zygote = Zygote::start(&Executable::open(bin)).expect("start the zygote");
+    let mut zygote = Zygote::start(&Executable::open(bin), &[]).expect("start the zygote");
     for (name, pidns) in [
         ("spawn_wait/supervised_bash_true", false),
         ("spawn_wait/supervised_pidns_bash_true", true),

@@ -13,6 +13,7 @@
 
 pub mod capture;
 pub mod process;
+pub mod secrets;
 pub mod supervisor;
 
 use std::collections::{HashMap, HashSet};
@@ -185,6 +186,8 @@ pub struct Runner {
     /// Zygotes replaced while not yet reaped.
     retired: Vec<supervisor::Zygote>,
     kill_grace: Duration,
+    /// Secret-looking variables the user lets commands inherit (`secrets::withheld`).
+    env_passthrough: Vec<String>,
     events: Vec<RunEvent>,
     wakes: Vec<Wake>,
     closed: Vec<Closed>,
@@ -203,10 +206,17 @@ impl Runner {
             zygote: None,
             retired: Vec::new(),
             kill_grace,
+            env_passthrough: Vec::new(),
             events: Vec::new(),
             wakes: Vec::new(),
             closed: Vec::new(),
         }
+    }
+
+    /// Let commands inherit these variables even when they look secret (from the next zygote on).
+    pub fn with_env_passthrough(mut self, names: Vec<String>) -> Runner {
+        self.env_passthrough = names;
+        self
     }
 
     /// Start a command through the zygote, (re)starting the zygote when it is not there. The
@@ -263,7 +273,9 @@ impl Runner {
         if let Some(old) = self.zygote.take() {
             self.retired.push(old);
         }
-        let z = self.zygote.insert(supervisor::Zygote::start(&self.exe)?);
+        let z = self
+            .zygote
+            .insert(supervisor::Zygote::start(&self.exe, &self.env_passthrough)?);
         process::spawn(z, command, cwd, streams, self.pidns)
     }
 

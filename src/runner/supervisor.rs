@@ -60,6 +60,8 @@ const CLEANUP_LIMIT: Duration = Duration::from_secs(2);
 /// returns otherwise. Embedding hosts that let the gateway spawn tools call it too.
 pub fn run_if_requested() {
     if std::env::args().nth(1).as_deref() == Some(ZYGOTE_ARG) {
+        // The exec reset it: supervisors (forks of this process) must not be inspectable either.
+        super::secrets::forbid_inspection();
         // SAFETY: fd 3 was placed there by the gateway for this process alone; owned once.
         let control = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
         zygote(control);
@@ -129,8 +131,8 @@ pub struct CommandFds<'a> {
 
 impl Zygote {
     /// Start the gateway's binary as the zygote, with the environment scrubbed of secrets
-    /// (commands inherit it).
-    pub fn start(exe: &Executable) -> std::io::Result<Zygote> {
+    /// but for the `passthrough` names (commands inherit it).
+    pub fn start(exe: &Executable, passthrough: &[String]) -> std::io::Result<Zygote> {
         use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
         let (ours, theirs) = socketpair(
             AddressFamily::Unix,
@@ -144,10 +146,8 @@ impl Zygote {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
-        for (name, _) in std::env::vars_os() {
-            if name.to_str().is_none_or(super::process::is_secret_env) {
-                cmd.env_remove(&name);
-            }
+        for name in super::secrets::withheld(std::env::vars_os(), passthrough) {
+            cmd.env_remove(name);
         }
         let fd = theirs.as_raw_fd();
         // SAFETY: between fork and exec only async-signal-safe calls (fcntl, dup2, setsid).
@@ -267,10 +267,8 @@ fn fork_supervisor(pidns: bool, refused: &mut bool) -> Result<Forked, Errno> {
     }
 }
 
-/// Not traceable, its /proc files not readable, by a process without CAP_SYS_PTRACE; and the
-/// parent of every orphan below it.
-fn harden() {
-    let _ = nix::sys::prctl::set_dumpable(false);
+/// The parent of every orphan below it (not dumpable already: `run_if_requested`).
+fn become_subreaper() {
     let _ = nix::sys::prctl::set_child_subreaper(true);
 }
 
@@ -291,7 +289,7 @@ fn zygote(control: OwnedFd) {
 
 /// The zygote's life while the gateway is there.
 fn serve_requests(control: OwnedFd) {
-    harden();
+    become_subreaper();
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
     let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None);

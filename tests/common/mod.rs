@@ -123,9 +123,17 @@ pub struct GatewayBuilder {
     args: Vec<String>,
     tag: String,
     own_group: bool,
+    user: Option<u32>,
 }
 
 impl GatewayBuilder {
+    /// Run the gateway as this user (and group of the same number), owning its home: how
+    /// tests see what an unprivileged user's tools can reach. Needs root.
+    pub fn run_as(mut self, id: u32) -> Self {
+        self.user = Some(id);
+        self
+    }
+
     /// Use an existing HERMES_HOME (the caller owns it, e.g. to restart on the same store).
     pub fn home(mut self, p: &Path) -> Self {
         self.home = Some(p.to_path_buf());
@@ -180,6 +188,11 @@ impl GatewayBuilder {
         scrub_env(&mut cmd);
         if self.own_group {
             std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        }
+        if let Some(id) = self.user {
+            use std::os::unix::process::CommandExt;
+            std::os::unix::fs::chown(&home, Some(id), Some(id)).expect("chown the home");
+            cmd.uid(id).gid(id);
         }
         cmd.env("HERMES_HOME", &home);
         for (k, v) in &self.envs {
@@ -297,6 +310,7 @@ impl Gateway {
             args: vec!["serve".to_string()],
             tag: "gw".to_string(),
             own_group: false,
+            user: None,
         }
     }
 
