@@ -163,8 +163,12 @@ fn files_under(dir: &std::path::Path) -> Vec<String> {
 /// must still chat with the offline model, reach no network and write nothing into that home.
 #[test]
 fn the_readmes_first_command_is_self_contained_in_a_hostile_environment() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let block = readme.split("```sh\n").nth(1).expect("a sh block in the README");
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let block = readme
+        .split("```sh\n")
+        .nth(1)
+        .expect("a sh block in the README");
     let first = block.lines().next().unwrap();
     let command = first.split("   # ").next().unwrap().trim();
     assert!(

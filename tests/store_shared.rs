@@ -104,8 +104,8 @@ fn a_lock_held_elsewhere_does_not_stall_the_loop_and_everything_lands_after_it()
         .start();
     let s = g.create_session(json!({}));
     let first = g.run_turn(&s.id, "before the lock");
-    let window = ms(400);
-    let free = pings_during(&mut g, window);
+    let window = ms(300);
+    let free_before = pings_during(&mut g, window);
 
     let mut lock = DbLock::take(&g.db_path());
     let during = g.run_turn(&s.id, "while another process holds the lock");
@@ -118,13 +118,6 @@ fn a_lock_held_elsewhere_does_not_stall_the_loop_and_everything_lands_after_it()
         2,
         "the lock did not hold?"
     );
-    assert!(
-        locked * 4 >= free,
-        "{locked} pings answered in {window:?} while another process held the lock, \
-         against {free} with a free database\n{}",
-        g.diag()
-    );
-
     lock.release();
     let db = g.db_path();
     let deadline = Instant::now() + T;
@@ -137,7 +130,10 @@ fn a_lock_held_elsewhere_does_not_stall_the_loop_and_everything_lands_after_it()
         g.collect_for(ms(20));
     }
     let rows = message_rows(&db, &s.stored);
-    let texts: Vec<_> = rows.iter().map(|r| r.content.clone().unwrap_or_default()).collect();
+    let texts: Vec<_> = rows
+        .iter()
+        .map(|r| r.content.clone().unwrap_or_default())
+        .collect();
     assert_eq!(
         texts,
         [
@@ -150,6 +146,15 @@ fn a_lock_held_elsewhere_does_not_stall_the_loop_and_everything_lands_after_it()
     );
     wait_stderr(&mut g, "state.db writable again", secs(5));
     assert_counts_true(&db, "after the lock");
+    // Against the free database before and after (the machine's load varies): a loop that
+    // waited in SQLite answered 2 pings where a free one answered thousands.
+    let free = free_before.min(pings_during(&mut g, window));
+    assert!(
+        locked * 20 >= free,
+        "{locked} pings answered in {window:?} while another process held the lock, \
+         against {free} with a free database\n{}",
+        g.diag()
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -279,7 +284,10 @@ fn a_session_another_running_gateway_holds_is_refused_and_a_dead_ones_is_resumab
     c.signal(libc::SIGKILL);
     c.wait_exit(secs(10));
     let r = b.call("session.resume", json!({"session_id": orphan.stored}));
-    assert_eq!(r["message_count"], 3, "prompt, call, and the result the repair added: {r}");
+    assert_eq!(
+        r["message_count"], 3,
+        "prompt, call, and the result the repair added: {r}"
+    );
     assert_eq!(r["messages"][1]["role"], "tool", "{r}");
     assert_counts_true(&db, "after resuming a dead gateway's session");
 }
@@ -300,7 +308,8 @@ fn a_title_ten_thousand_stored_sessions_share_gets_the_next_number() {
                 "INSERT INTO sessions (id, source, title, started_at) VALUES (?1, 'tui', ?2, 1)",
             )
             .unwrap();
-        add.execute(rusqlite::params!["seed_0", "same title"]).unwrap();
+        add.execute(rusqlite::params!["seed_0", "same title"])
+            .unwrap();
         for n in 2..=10_000 {
             add.execute(rusqlite::params![
                 format!("seed_{n}"),
@@ -309,16 +318,30 @@ fn a_title_ten_thousand_stored_sessions_share_gets_the_next_number() {
             .unwrap();
         }
         // Neighbours that are not of the family.
-        for (id, t) in [("x1", "same title #0"), ("x2", "same title #12a"), ("x3", "same titles")] {
+        for (id, t) in [
+            ("x1", "same title #0"),
+            ("x2", "same title #12a"),
+            ("x3", "same titles"),
+        ] {
             add.execute(rusqlite::params![id, t]).unwrap();
         }
         drop(add);
         c.execute_batch("COMMIT").unwrap();
     }
     let s = g.create_session(json!({"title": "same title"}));
-    assert_eq!(s.result["info"]["title"], "same title #10001", "{}", s.result);
+    assert_eq!(
+        s.result["info"]["title"], "same title #10001",
+        "{}",
+        s.result
+    );
     let t = g.create_session(json!({"title": "same title"}));
-    assert_eq!(t.result["info"]["title"], "same title #10002", "a live one counts too");
+    assert_eq!(
+        t.result["info"]["title"], "same title #10002",
+        "a live one counts too"
+    );
     let u = g.create_session(json!({"title": "same"}));
-    assert_eq!(u.result["info"]["title"], "same", "a prefix of the family is free");
+    assert_eq!(
+        u.result["info"]["title"], "same",
+        "a prefix of the family is free"
+    );
 }

@@ -228,7 +228,8 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
 /// gateways writing one transcript would interleave it). One a dead gateway left open is
 /// repaired first, as start-up repair would have.
 fn load_unheld(gw: &mut Gateway, wanted: &str) -> Result<StoredSession, RpcError> {
-    let unreadable = |e: StoreError| RpcError::new(code::INTERNAL, format!("cannot read state.db: {e}"));
+    let unreadable =
+        |e: StoreError| RpcError::new(code::INTERNAL, format!("cannot read state.db: {e}"));
     let missing = || {
         RpcError::new(
             code::STORED_NOT_FOUND,
@@ -236,7 +237,10 @@ fn load_unheld(gw: &mut Gateway, wanted: &str) -> Result<StoredSession, RpcError
         )
     };
     let store = gw.persist.store();
-    let row = store.load(wanted).map_err(unreadable)?.ok_or_else(missing)?;
+    let row = store
+        .load(wanted)
+        .map_err(unreadable)?
+        .ok_or_else(missing)?;
     match store.holder(&row.id).map_err(unreadable)? {
         Holder::Nobody | Holder::Me => Ok(row),
         Holder::Live(owner) => Err(RpcError::new(

@@ -390,10 +390,10 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
     /// sooner than the first backoff from now, so nothing spins).
     pub fn arm_tick(&mut self, now: Instant) -> Option<Instant> {
         let mut at = now + self.interval;
-        if !self.dirty.is_empty() || !self.retired.is_empty() {
-            if let Some(retry) = self.retries.next_due() {
-                at = at.min(retry.max(now + retry::FIRST_BACKOFF));
-            }
+        if (!self.dirty.is_empty() || !self.retired.is_empty())
+            && let Some(retry) = self.retries.next_due()
+        {
+            at = at.min(retry.max(now + retry::FIRST_BACKOFF));
         }
         if self.tick_armed.is_some_and(|armed| armed <= at) {
             return None;

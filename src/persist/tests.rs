@@ -240,7 +240,11 @@ fn the_flush_tick_comes_sooner_for_a_retry_and_never_spins() {
     let mut r = Rig::new(&["a"]);
     let t0 = r.t0;
     let ms = Duration::from_millis;
-    assert_eq!(r.p.arm_tick(t0), Some(t0 + SEC), "nothing to retry: an interval");
+    assert_eq!(
+        r.p.arm_tick(t0),
+        Some(t0 + SEC),
+        "nothing to retry: an interval"
+    );
     assert_eq!(r.p.arm_tick(t0), None, "already armed");
     r.world.borrow_mut().down = Some(ErrorKind::Busy);
     r.commit(ms(0));

@@ -493,14 +493,10 @@ impl Store {
                  FROM sessions
                  WHERE title >= ?1 AND title < ?1 || ' $' AND id != ?2",
             )?
-            .query_row(
-                params![base, except_id, suffix_at],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )?;
-        Ok((
-            taken.unwrap_or(false),
-            highest.map(|n| n.max(0) as u64),
-        ))
+            .query_row(params![base, except_id, suffix_at], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?;
+        Ok((taken.unwrap_or(false), highest.map(|n| n.max(0) as u64)))
     }
 
     /// Delete a stored session and its messages; false when there was none. `journal_seq`:
