@@ -152,6 +152,7 @@ impl Gateway {
             .map_err(|e| crate::diag!("[gateway] no tool waker: {e}"))
             .ok();
         let kill_grace = cfg.kill_grace;
+        let tool_pidns = cfg.tool_pidns;
         let signals = None;
         Ok(Gateway {
             timers: TimerWheel::new(now),
@@ -165,9 +166,11 @@ impl Gateway {
             run_tokens: HashMap::new(),
             tools: crate::tools::Tools::new(&cfg_home_for_tools, tool_waker),
             runner: crate::runner::Runner::new(
-                std::env::current_exe().unwrap_or_else(|_| "tui-gateway".into()),
+                crate::runner::supervisor::Executable::current(),
                 kill_grace,
-            ),
+                tool_pidns,
+            )
+            .with_env_passthrough(crate::tools::passthrough::load(&cfg_home_for_tools)),
             model_fetches: Default::default(),
             next_token: FIRST_DYNAMIC,
             client,
@@ -298,6 +301,11 @@ impl Gateway {
         for ev in events.iter() {
             match ev.token() {
                 STDIN => self.client.input_readable(),
+                // The reader went away: noticed now, not at a next write that may never come.
+                STDOUT if ev.is_error() || ev.is_write_closed() => {
+                    crate::diag!("[gateway] stdout closed by the reader");
+                    self.begin_shutdown("stdout closed", now);
+                }
                 STDOUT => {}
                 SIGNALS => self.on_signals(now),
                 // The woken jobs are listed with the wakers; stepping them takes the list.

@@ -11,6 +11,7 @@ pub mod approval;
 pub mod clarify;
 pub mod files;
 pub mod memory;
+pub mod passthrough;
 pub mod policy;
 pub mod runs;
 pub mod terminal;
