@@ -137,10 +137,14 @@ impl Message {
     }
 }
 
-/// A one-line description of a tool call, such as `Running ls -la`.
+/// A one-line description of a tool call: its command line, else the path, pattern or
+/// question it is about, else `Calling NAME`.
 pub fn tool_context(name: &str, args: &Value) -> String {
-    match args.get("command").and_then(Value::as_str) {
-        Some(cmd) => crate::util::clip(cmd.lines().next().unwrap_or(""), 80),
+    let about = ["command", "path", "pattern", "question"]
+        .iter()
+        .find_map(|k| args.get(*k).and_then(Value::as_str));
+    match about {
+        Some(text) => crate::util::clip(text.lines().next().unwrap_or(""), 80),
         None => format!("Calling {name}"),
     }
 }

@@ -410,7 +410,10 @@ fn reports_and_unsupported_commands() {
     );
     assert_eq!(r["changed"], json!(["terminal"]));
     let tools = output(&g.call("slash.exec", json!({"command": "tools list"})));
-    assert!(tools.contains("(7)") && !tools.contains("terminal("), "{tools}");
+    assert!(
+        tools.contains("(7)") && !tools.contains("terminal("),
+        "{tools}"
+    );
     g.call(
         "tools.configure",
         json!({"action": "enable", "names": ["terminal"]}),

@@ -182,7 +182,11 @@ fn the_hosts_tool_finishes_later_from_its_own_thread() {
     gw.wait_session_event(&s.id, "tool.start", secs(5));
     gw.call("session.interrupt", json!({"session_id": s.id}));
     let turn = gw.finish_turn(&s.id, start, secs(10));
-    assert_eq!(turn.complete["payload"]["status"], "interrupted", "{:?}", turn.events);
+    assert_eq!(
+        turn.complete["payload"]["status"], "interrupted",
+        "{:?}",
+        turn.events
+    );
     gw.ping();
     gw.close_stdin();
     assert_eq!(gw.wait_exit(secs(5)).code(), Some(0));

@@ -43,7 +43,11 @@ impl Bench {
     /// One `%tool {args}` turn: the call's `tool.complete` payload and its stored row.
     fn call(&mut self, tool: &str, args: Value) -> (Value, Value) {
         let turn = self.g.run_turn(&self.sid, &format!("%{tool} {args}"));
-        assert_eq!(turn.complete["payload"]["status"], "complete", "{:?}", turn.events);
+        assert_eq!(
+            turn.complete["payload"]["status"], "complete",
+            "{:?}",
+            turn.events
+        );
         let done = turn
             .events
             .iter()
@@ -73,19 +77,30 @@ fn write_read_patch_and_search_through_turns() {
     // write_file: parents created, bytes counted, the diff shown.
     let (done, row) = b.call("write_file", json!({"path": "src/app.py", "content": "def f():\n    return 1\n\ndef g():\n    return 1\n"}));
     assert_eq!(row, json!({"bytes_written": 45, "dirs_created": true}));
-    let diff = done["inline_diff"].as_str().unwrap_or_else(|| panic!("{done}"));
-    assert!(diff.contains("+++ b/src/app.py") && diff.contains("+def f():"), "{diff}");
+    let diff = done["inline_diff"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{done}"));
+    assert!(
+        diff.contains("+++ b/src/app.py") && diff.contains("+def f():"),
+        "{diff}"
+    );
     assert!(b.path("src/app.py").exists());
 
     // read_file: numbered lines and totals; a page and where to go on.
-    let (_, row) = b.call("read_file", json!({"path": "src/app.py", "offset": 2, "limit": 2}));
+    let (_, row) = b.call(
+        "read_file",
+        json!({"path": "src/app.py", "offset": 2, "limit": 2}),
+    );
     assert_eq!(row["content"], "2|    return 1\n3|");
     assert_eq!(row["total_lines"], 5);
     assert_eq!(row["truncated"], true);
     assert!(row["hint"].as_str().unwrap().contains("offset=4"), "{row}");
     // A missing file names its neighbours.
     let (done, row) = b.call("read_file", json!({"path": "src/ap.py"}));
-    assert!(row["error"].as_str().unwrap().contains("File not found"), "{row}");
+    assert!(
+        row["error"].as_str().unwrap().contains("File not found"),
+        "{row}"
+    );
     assert!(row["similar_files"].to_string().contains("app.py"), "{row}");
     assert!(done["error"].is_string());
     // A binary file is refused.
@@ -94,8 +109,11 @@ fn write_read_patch_and_search_through_turns() {
     assert_eq!(row["is_binary"], true, "{row}");
 
     // patch replace: fuzzy indentation, the diff on tool.complete, the file changed.
-    let (done, row) = b.call("patch", json!({"mode": "replace", "path": "src/app.py",
-        "old_string": "def g():\n  return 1", "new_string": "def g():\n  return 2"}));
+    let (done, row) = b.call(
+        "patch",
+        json!({"mode": "replace", "path": "src/app.py",
+        "old_string": "def g():\n  return 1", "new_string": "def g():\n  return 2"}),
+    );
     assert_eq!(row["success"], true, "{row}");
     assert_eq!(row["files_modified"], json!(["src/app.py"]));
     let diff = done["inline_diff"].as_str().unwrap();
@@ -106,10 +124,19 @@ fn write_read_patch_and_search_through_turns() {
     );
     // Two matches without replace_all: an error that changes nothing.
     std::fs::write(b.path("twice.txt"), "x = 1\nx = 1\n").unwrap();
-    let (_, row) = b.call("patch", json!({"path": "twice.txt", "old_string": "x = 1", "new_string": "x = 2"}));
+    let (_, row) = b.call(
+        "patch",
+        json!({"path": "twice.txt", "old_string": "x = 1", "new_string": "x = 2"}),
+    );
     assert_eq!(row["success"], false);
-    assert!(row["error"].as_str().unwrap().contains("Found 2 matches"), "{row}");
-    assert_eq!(std::fs::read_to_string(b.path("twice.txt")).unwrap(), "x = 1\nx = 1\n");
+    assert!(
+        row["error"].as_str().unwrap().contains("Found 2 matches"),
+        "{row}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(b.path("twice.txt")).unwrap(),
+        "x = 1\nx = 1\n"
+    );
 
     // V4A: update one file, add another, delete a third; checked whole first.
     std::fs::write(b.path("gone.txt"), "bye\n").unwrap();
@@ -119,28 +146,63 @@ fn write_read_patch_and_search_through_turns() {
     assert_eq!(row["success"], true, "{row}");
     assert_eq!(row["files_created"], json!(["notes/new.md"]));
     assert_eq!(row["files_deleted"], json!(["gone.txt"]));
-    assert!(done["inline_diff"].as_str().unwrap().contains("+    return 10"));
-    assert!(std::fs::read_to_string(b.path("src/app.py")).unwrap().contains("return 10\n\ndef g"));
-    assert_eq!(std::fs::read_to_string(b.path("notes/new.md")).unwrap(), "# New\n");
+    assert!(
+        done["inline_diff"]
+            .as_str()
+            .unwrap()
+            .contains("+    return 10")
+    );
+    assert!(
+        std::fs::read_to_string(b.path("src/app.py"))
+            .unwrap()
+            .contains("return 10\n\ndef g")
+    );
+    assert_eq!(
+        std::fs::read_to_string(b.path("notes/new.md")).unwrap(),
+        "# New\n"
+    );
     assert!(!b.path("gone.txt").exists());
     // A V4A patch with one bad hunk writes nothing.
     let bad = "*** Begin Patch\n*** Update File: src/app.py\n-    return 10\n+    return 11\n\
                *** Update File: src/app.py\n-nothing like this\n+x\n*** End Patch";
     let (_, row) = b.call("patch", json!({"mode": "patch", "patch": bad}));
-    assert!(row["error"].as_str().unwrap().contains("no files were modified"), "{row}");
-    assert!(std::fs::read_to_string(b.path("src/app.py")).unwrap().contains("return 10\n"));
+    assert!(
+        row["error"]
+            .as_str()
+            .unwrap()
+            .contains("no files were modified"),
+        "{row}"
+    );
+    assert!(
+        std::fs::read_to_string(b.path("src/app.py"))
+            .unwrap()
+            .contains("return 10\n")
+    );
 
     // search_files: content with context, names, .gitignore respected.
     std::fs::write(b.path(".gitignore"), "ignored/\n").unwrap();
     std::fs::create_dir_all(b.path("ignored")).unwrap();
     std::fs::write(b.path("ignored/app.py"), "return 10\n").unwrap();
-    let (_, row) = b.call("search_files", json!({"pattern": "return 1\\d", "context": 1}));
+    let (_, row) = b.call(
+        "search_files",
+        json!({"pattern": "return 1\\d", "context": 1}),
+    );
     assert_eq!(row["total_count"], 1, "{row}");
     assert_eq!(row["matches"][0]["path"], "src/app.py", "{row}");
-    assert_eq!(row["matches"].as_array().unwrap().len(), 3, "the match and its context: {row}");
-    let (_, row) = b.call("search_files", json!({"pattern": "*.md", "target": "files"}));
+    assert_eq!(
+        row["matches"].as_array().unwrap().len(),
+        3,
+        "the match and its context: {row}"
+    );
+    let (_, row) = b.call(
+        "search_files",
+        json!({"pattern": "*.md", "target": "files"}),
+    );
     assert_eq!(row["files"], json!(["notes/new.md"]), "{row}");
-    let (_, row) = b.call("search_files", json!({"pattern": "return", "output_mode": "count"}));
+    let (_, row) = b.call(
+        "search_files",
+        json!({"pattern": "return", "output_mode": "count"}),
+    );
     assert_eq!(row["counts"]["src/app.py"], 2, "{row}");
 }
 
@@ -153,21 +215,51 @@ fn bad_arguments_are_tool_errors_the_model_reads() {
         ("read_file", json!({"path": "."}), "directory"),
         ("read_file", json!({"path": "/dev/zero"}), "device"),
         ("write_file", json!({"path": "a.txt"}), "content"),
-        ("write_file", json!({"path": "a.txt", "content": ["x"]}), "must be a string"),
+        (
+            "write_file",
+            json!({"path": "a.txt", "content": ["x"]}),
+            "must be a string",
+        ),
         ("patch", json!({"mode": "zap"}), "unknown mode"),
-        ("patch", json!({"path": "nope.txt", "old_string": "a", "new_string": "b"}), "File not found"),
+        (
+            "patch",
+            json!({"path": "nope.txt", "old_string": "a", "new_string": "b"}),
+            "File not found",
+        ),
         ("patch", json!({"path": "a.txt"}), "old_string"),
-        ("patch", json!({"mode": "patch", "patch": "*** Begin Patch\n*** End Patch"}), "no operations"),
+        (
+            "patch",
+            json!({"mode": "patch", "patch": "*** Begin Patch\n*** End Patch"}),
+            "no operations",
+        ),
         ("search_files", json!({}), "pattern"),
         ("search_files", json!({"pattern": "("}), "bad regex"),
-        ("search_files", json!({"pattern": "x", "path": "missing/dir"}), "Path not found"),
+        (
+            "search_files",
+            json!({"pattern": "x", "path": "missing/dir"}),
+            "Path not found",
+        ),
         ("todo", json!({"todos": "not json"}), "unparseable"),
-        ("memory", json!({"target": "elsewhere", "action": "add"}), "Invalid target"),
-        ("memory", json!({"target": "memory", "action": "add"}), "content is required"),
-        ("clarify", json!({"question": ""}), "Question text is required"),
+        (
+            "memory",
+            json!({"target": "elsewhere", "action": "add"}),
+            "Invalid target",
+        ),
+        (
+            "memory",
+            json!({"target": "memory", "action": "add"}),
+            "content is required",
+        ),
+        (
+            "clarify",
+            json!({"question": ""}),
+            "Question text is required",
+        ),
     ] {
         let (done, row) = b.call(tool, args.clone());
-        let error = row["error"].as_str().unwrap_or_else(|| panic!("{tool} {args}: {row}"));
+        let error = row["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{tool} {args}: {row}"));
         assert!(error.contains(says), "{tool} {args}: {error}");
         assert!(done["error"].is_string(), "{done}");
     }
@@ -180,21 +272,47 @@ fn bad_arguments_are_tool_errors_the_model_reads() {
 #[test]
 fn a_write_into_ssh_asks_and_a_denial_writes_nothing() {
     let mut b = bench("ssh", &[]);
-    let start = submit(&mut b.g, &b.sid, r#"%write_file {"path": "~/.ssh/authorized_keys", "content": "ssh-ed25519 AAAA"}"#);
+    let start = submit(
+        &mut b.g,
+        &b.sid,
+        r#"%write_file {"path": "~/.ssh/authorized_keys", "content": "ssh-ed25519 AAAA"}"#,
+    );
     let req = b.g.wait_session_event(&b.sid, "approval.request", T);
     let p = &req["payload"];
-    assert!(p["description"].as_str().unwrap().contains("sensitive"), "{p}");
-    assert!(p["command"].as_str().unwrap().contains(".ssh/authorized_keys"), "{p}");
-    b.g.call("approval.respond", json!({"session_id": b.sid, "choice": "deny"}));
+    assert!(
+        p["description"].as_str().unwrap().contains("sensitive"),
+        "{p}"
+    );
+    assert!(
+        p["command"]
+            .as_str()
+            .unwrap()
+            .contains(".ssh/authorized_keys"),
+        "{p}"
+    );
+    b.g.call(
+        "approval.respond",
+        json!({"session_id": b.sid, "choice": "deny"}),
+    );
     let turn = b.g.finish_turn(&b.sid, start, T);
     assert_eq!(turn.complete["payload"]["status"], "complete");
     assert!(!b.path(".ssh/authorized_keys").exists());
     // Approved once, it is written.
-    let start = submit(&mut b.g, &b.sid, r#"%write_file {"path": "~/.ssh/config", "content": "Host x\n"}"#);
+    let start = submit(
+        &mut b.g,
+        &b.sid,
+        r#"%write_file {"path": "~/.ssh/config", "content": "Host x\n"}"#,
+    );
     b.g.wait_session_event(&b.sid, "approval.request", T);
-    b.g.call("approval.respond", json!({"session_id": b.sid, "choice": "once"}));
+    b.g.call(
+        "approval.respond",
+        json!({"session_id": b.sid, "choice": "once"}),
+    );
     b.g.finish_turn(&b.sid, start, T);
-    assert_eq!(std::fs::read_to_string(b.path(".ssh/config")).unwrap(), "Host x\n");
+    assert_eq!(
+        std::fs::read_to_string(b.path(".ssh/config")).unwrap(),
+        "Host x\n"
+    );
 }
 
 #[test]
@@ -206,7 +324,11 @@ fn the_todo_list_is_in_tool_complete_and_comes_back_on_resume() {
     let plan = json!({"todos": [{"id": "1", "content": "read the code", "status": "in_progress"},
                                 {"id": "2", "content": "fix it", "status": "pending"}]});
     let turn = g.run_turn(&s.id, &format!("%todo {plan}"));
-    let done = turn.events.iter().find(|e| e["type"] == "tool.complete").unwrap();
+    let done = turn
+        .events
+        .iter()
+        .find(|e| e["type"] == "tool.complete")
+        .unwrap();
     assert_eq!(done["payload"]["todos"][1]["content"], "fix it", "{done}");
     assert_eq!(done["payload"]["result"]["summary"]["total"], 2);
     g.close_stdin();
@@ -215,27 +337,53 @@ fn the_todo_list_is_in_tool_complete_and_comes_back_on_resume() {
     let mut g = Gateway::builder().home(&home.path).tag("todo2").start();
     let r = g.call("session.resume", json!({"session_id": s.stored}));
     let sid = r["session_id"].as_str().unwrap().to_string();
-    let turn = g.run_turn(&sid, r#"%todo {"merge": true, "todos": [{"id": "1", "status": "completed"}]}"#);
-    let done = turn.events.iter().find(|e| e["type"] == "tool.complete").unwrap();
+    let turn = g.run_turn(
+        &sid,
+        r#"%todo {"merge": true, "todos": [{"id": "1", "status": "completed"}]}"#,
+    );
+    let done = turn
+        .events
+        .iter()
+        .find(|e| e["type"] == "tool.complete")
+        .unwrap();
     let todos = &done["payload"]["todos"];
-    assert_eq!(todos[0], json!({"id": "1", "content": "read the code", "status": "completed"}), "{todos}");
+    assert_eq!(
+        todos[0],
+        json!({"id": "1", "content": "read the code", "status": "completed"}),
+        "{todos}"
+    );
     assert_eq!(todos[1]["id"], "2");
 }
 
 #[test]
 fn clarify_asks_the_user_and_times_out_or_is_withdrawn() {
     let mut b = bench("clarify", &["--clarify-timeout", "0.5"]);
-    let start = submit(&mut b.g, &b.sid, r#"%clarify {"question": "Which target?", "choices": ["staging", "prod"]}"#);
+    let start = submit(
+        &mut b.g,
+        &b.sid,
+        r#"%clarify {"question": "Which target?", "choices": ["staging", "prod"]}"#,
+    );
     let req = b.g.wait_session_event(&b.sid, "clarify.request", T);
     assert_eq!(req["payload"]["question"], "Which target?");
     assert_eq!(req["payload"]["choices"], json!(["staging", "prod"]));
     let id = req["payload"]["request_id"].as_str().unwrap().to_string();
-    let r = b.g.call("clarify.respond", json!({"request_id": id, "answer": "prod"}));
+    let r = b.g.call(
+        "clarify.respond",
+        json!({"request_id": id, "answer": "prod"}),
+    );
     assert_eq!(r, json!({"status": "ok"}));
     let turn = b.g.finish_turn(&b.sid, start, T);
-    let done = turn.events.iter().find(|e| e["type"] == "tool.complete").unwrap();
+    let done = turn
+        .events
+        .iter()
+        .find(|e| e["type"] == "tool.complete")
+        .unwrap();
     assert_eq!(done["payload"]["result"]["user_response"], "prod", "{done}");
-    b.g.expect_code("clarify.respond", json!({"request_id": id, "answer": "again"}), 4009);
+    b.g.expect_code(
+        "clarify.respond",
+        json!({"request_id": id, "answer": "again"}),
+        4009,
+    );
 
     // Nobody answers: withdrawn at the timeout, the model reads an empty answer.
     let start = submit(&mut b.g, &b.sid, r#"%clarify {"question": "Still there?"}"#);
@@ -243,7 +391,11 @@ fn clarify_asks_the_user_and_times_out_or_is_withdrawn() {
     let cancel = b.g.wait_session_event(&b.sid, "request.cancel", T);
     assert_eq!(cancel["payload"]["method"], "clarify");
     let turn = b.g.finish_turn(&b.sid, start, T);
-    let done = turn.events.iter().find(|e| e["type"] == "tool.complete").unwrap();
+    let done = turn
+        .events
+        .iter()
+        .find(|e| e["type"] == "tool.complete")
+        .unwrap();
     assert_eq!(done["payload"]["result"]["user_response"], "");
     assert_eq!(done["payload"]["summary"], "no answer (timed out)");
 
@@ -252,23 +404,43 @@ fn clarify_asks_the_user_and_times_out_or_is_withdrawn() {
     b.g.wait_session_event(&b.sid, "clarify.request", T);
     b.g.call("session.interrupt", json!({"session_id": b.sid}));
     let turn = b.g.finish_turn(&b.sid, start, T);
-    assert!(turn.events.iter().any(|e| e["type"] == "request.cancel"), "{:?}", turn.events);
+    assert!(
+        turn.events.iter().any(|e| e["type"] == "request.cancel"),
+        "{:?}",
+        turn.events
+    );
 }
 
 #[test]
 fn disabled_toolsets_are_not_offered_and_refused_by_name() {
     let mut b = bench("toolsets", &[]);
-    let r = b.g.call("tools.configure", json!({"action": "disable", "names": ["file", "web"]}));
+    let r = b.g.call(
+        "tools.configure",
+        json!({"action": "disable", "names": ["file", "web"]}),
+    );
     assert_eq!(r["changed"], json!(["file"]));
     assert_eq!(r["unknown"], json!(["web"]));
     let (_, row) = b.call("read_file", json!({"path": "x"}));
     assert!(row["error"].as_str().unwrap().contains("disabled"), "{row}");
     let list = b.g.call("slash.exec", json!({"command": "tools list"}));
-    assert!(!list["output"].as_str().unwrap_or("").contains("read_file("), "{list}");
-    let on = b.g.call("slash.exec", json!({"command": "tools enable file"}));
-    assert!(on["output"].as_str().unwrap_or("").contains("Enabled: file."), "{on}");
+    assert!(
+        !list["output"].as_str().unwrap_or("").contains("read_file("),
+        "{list}"
+    );
+    let on =
+        b.g.call("slash.exec", json!({"command": "tools enable file"}));
+    assert!(
+        on["output"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Enabled: file."),
+        "{on}"
+    );
     let (_, row) = b.call("read_file", json!({"path": "x"}));
-    assert!(row["error"].as_str().unwrap().contains("File not found"), "{row}");
+    assert!(
+        row["error"].as_str().unwrap().contains("File not found"),
+        "{row}"
+    );
 }
 
 /// `config.yaml` toolsets choose what the model is sent; the system prompt names the cwd and
@@ -278,12 +450,21 @@ fn disabled_toolsets_are_not_offered_and_refused_by_name() {
 fn the_models_patch_call_round_trips_with_the_system_prompt_and_toolsets() {
     let home = TempHome::new("fmodel-home");
     let work = TempHome::new("fmodel-work");
-    std::fs::write(home.path.join("config.yaml"), "toolsets:\n  - terminal\n  - file\n  - memory\n").unwrap();
+    std::fs::write(
+        home.path.join("config.yaml"),
+        "toolsets:\n  - terminal\n  - file\n  - memory\n",
+    )
+    .unwrap();
     std::fs::create_dir_all(home.path.join("memories")).unwrap();
     std::fs::write(home.path.join("memories/USER.md"), "prefers tabs").unwrap();
     std::fs::write(work.path.join("AGENTS.md"), "Always run the tests.").unwrap();
-    std::fs::write(work.path.join("main.rs"), "fn main() {\r\n    old();\r\n}\r\n").unwrap();
-    let args = json!({"path": "main.rs", "old_string": "old();", "new_string": "new();"}).to_string();
+    std::fs::write(
+        work.path.join("main.rs"),
+        "fn main() {\r\n    old();\r\n}\r\n",
+    )
+    .unwrap();
+    let args =
+        json!({"path": "main.rs", "old_string": "old();", "new_string": "new();"}).to_string();
     let mock = MockAi::script(vec![
         Reply::Stream(Stream::new(vec![
             ev_role(),
@@ -303,8 +484,18 @@ fn the_models_patch_call_round_trips_with_the_system_prompt_and_toolsets() {
     let s = g.create_session(json!({"cwd": work.path.to_str().unwrap()}));
     let turn = g.run_turn(&s.id, "rename old to new");
     assert_eq!(turn.complete["payload"]["status"], "complete");
-    let done = turn.events.iter().find(|e| e["type"] == "tool.complete").unwrap();
-    assert!(done["payload"]["inline_diff"].as_str().unwrap().contains("+    new();"), "{done}");
+    let done = turn
+        .events
+        .iter()
+        .find(|e| e["type"] == "tool.complete")
+        .unwrap();
+    assert!(
+        done["payload"]["inline_diff"]
+            .as_str()
+            .unwrap()
+            .contains("+    new();"),
+        "{done}"
+    );
     assert_eq!(
         std::fs::read_to_string(work.path.join("main.rs")).unwrap(),
         "fn main() {\r\n    new();\r\n}\r\n",
@@ -317,10 +508,32 @@ fn the_models_patch_call_round_trips_with_the_system_prompt_and_toolsets() {
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(names, ["terminal", "read_file", "write_file", "patch", "search_files", "memory"]);
-    let system = reqs[0].messages()[0]["content"].as_str().unwrap().to_string();
-    assert!(system.contains(&format!("Current working directory: {}", work.path.display())), "{system}");
-    assert!(system.contains("Always run the tests.") && system.contains("prefers tabs"), "{system}");
+    assert_eq!(
+        names,
+        [
+            "terminal",
+            "read_file",
+            "write_file",
+            "patch",
+            "search_files",
+            "memory"
+        ]
+    );
+    let system = reqs[0].messages()[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        system.contains(&format!(
+            "Current working directory: {}",
+            work.path.display()
+        )),
+        "{system}"
+    );
+    assert!(
+        system.contains("Always run the tests.") && system.contains("prefers tabs"),
+        "{system}"
+    );
     let sent = reqs[1].messages();
     let tool = sent.iter().find(|m| m["role"] == "tool").unwrap();
     let content: Value = serde_json::from_str(tool["content"].as_str().unwrap()).unwrap();
@@ -330,7 +543,10 @@ fn the_models_patch_call_round_trips_with_the_system_prompt_and_toolsets() {
 #[test]
 fn memory_is_saved_where_hermes_reads_it() {
     let mut b = bench("memory", &[]);
-    let (_, row) = b.call("memory", json!({"target": "user", "action": "add", "content": "name is Ada"}));
+    let (_, row) = b.call(
+        "memory",
+        json!({"target": "user", "action": "add", "content": "name is Ada"}),
+    );
     assert_eq!(row["success"], true, "{row}");
     let (_, row) = b.call("memory", json!({"target": "user", "operations": [
         {"action": "add", "content": "likes Rust"}, {"action": "replace", "old_text": "Ada", "content": "name is Ada L."}]}));

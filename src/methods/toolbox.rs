@@ -31,7 +31,11 @@ pub fn skills_manage(p: &Params) -> Result<Value, RpcError> {
 
 /// Turn toolsets or tools (by name) on or off: `(changed, unknown)`. Kept across restarts;
 /// the model is offered the change from its next call.
-pub fn configure(registry: &mut Registry, names: &[&str], enable: bool) -> (Vec<String>, Vec<String>) {
+pub fn configure(
+    registry: &mut Registry,
+    names: &[&str],
+    enable: bool,
+) -> (Vec<String>, Vec<String>) {
     let (known, unknown): (Vec<&str>, Vec<&str>) = names
         .iter()
         .partition(|n| registry.has_toolset(n) || registry.contains(n));
@@ -80,19 +84,28 @@ pub fn tools_configure(p: &Params, registry: &mut Registry) -> Result<Value, Rpc
         }
     };
     let (changed, unknown) = configure(registry, &names, action == "enable");
-    Ok(json!({"changed": changed, "enabled_toolsets": enabled_toolsets(registry),
-              "unknown": unknown, "missing_servers": [], "reset": false}))
+    Ok(
+        json!({"changed": changed, "enabled_toolsets": enabled_toolsets(registry),
+              "unknown": unknown, "missing_servers": [], "reset": false}),
+    )
 }
 
 /// `/tools enable|disable NAME…` typed into slash.exec: the change and what is offered now.
 pub fn tools_command(registry: &mut Registry, sub: &str, names: &[&str]) -> String {
     if names.is_empty() {
-        return format!("usage: /tools {sub} NAME… (toolsets: {})", toolset_names(registry));
+        return format!(
+            "usage: /tools {sub} NAME… (toolsets: {})",
+            toolset_names(registry)
+        );
     }
     let (changed, unknown) = configure(registry, names, sub == "enable");
     let mut out = Vec::new();
     if !changed.is_empty() {
-        let done = if sub == "enable" { "Enabled" } else { "Disabled" };
+        let done = if sub == "enable" {
+            "Enabled"
+        } else {
+            "Disabled"
+        };
         out.push(format!("{done}: {}.", changed.join(", ")));
     }
     if !unknown.is_empty() {
@@ -227,7 +240,10 @@ mod tests {
             .filter_map(|t| t["name"].as_str())
             .collect();
         assert_eq!(names, ["clarify", "file", "memory", "terminal", "todo"]);
-        assert_eq!(list["toolsets"][1]["tools"], json!(["patch", "read_file", "search_files", "write_file"]));
+        assert_eq!(
+            list["toolsets"][1]["tools"],
+            json!(["patch", "read_file", "search_files", "write_file"])
+        );
         let show = tools_show(&p(json!({})), &builtin).unwrap();
         assert_eq!(show["total"], 8);
         assert_eq!(first_sentence("Run it. Then more.\nsecond"), "Run it.");
@@ -236,18 +252,27 @@ mod tests {
     #[test]
     fn tools_configure_turns_toolsets_and_tools_off_and_on() {
         let mut r = Registry::builtin();
-        let off = tools_configure(&p(json!({"action": "disable", "names": ["web", "file", "todo"]})), &mut r)
-            .unwrap();
+        let off = tools_configure(
+            &p(json!({"action": "disable", "names": ["web", "file", "todo"]})),
+            &mut r,
+        )
+        .unwrap();
         assert_eq!(off["unknown"], json!(["web"]));
         assert_eq!(off["changed"], json!(["file", "todo"]));
-        assert_eq!(off["enabled_toolsets"], json!(["clarify", "memory", "terminal"]));
+        assert_eq!(
+            off["enabled_toolsets"],
+            json!(["clarify", "memory", "terminal"])
+        );
         assert_eq!(tools_show(&p(json!({})), &r).unwrap()["total"], 3);
         let list = tools_list(&p(json!({})), &r).unwrap();
         assert_eq!(list["toolsets"][1]["enabled"], false);
         tools_configure(&p(json!({"action": "enable", "names": ["file"]})), &mut r).unwrap();
         assert!(r.is_offered("patch") && !r.is_offered("todo"));
         let text = tools_command(&mut r, "enable", &["todo", "zzz"]);
-        assert!(text.contains("Enabled: todo.") && text.contains("Unknown: zzz"), "{text}");
+        assert!(
+            text.contains("Enabled: todo.") && text.contains("Unknown: zzz"),
+            "{text}"
+        );
         assert_eq!(
             tools_configure(&p(json!({"action": "enable"})), &mut r)
                 .unwrap_err()

@@ -860,11 +860,14 @@ mod tests {
         );
         let mut result = Message::new(Role::Tool, Some("out".into()), 0.0);
         result.tool_call_id = Some("c1".into());
-        let msgs = request_messages(None, &[
-            Message::new(Role::User, Some("hi".into()), 0.0),
-            call,
-            result,
-        ]);
+        let msgs = request_messages(
+            None,
+            &[
+                Message::new(Role::User, Some("hi".into()), 0.0),
+                call,
+                result,
+            ],
+        );
         assert_eq!(msgs[0]["role"], "system");
         assert_eq!(msgs[1], json!({"role": "user", "content": "hi"}));
         assert_eq!(msgs[2]["tool_calls"][0]["id"], "c1");

@@ -197,18 +197,28 @@ struct Asked {
     question: Option<Question>,
 }
 
+/// Which call a start or step is of, and what it is given.
+struct Invocation {
+    job: JobId,
+    approved: bool,
+    answer: Option<UserAnswer>,
+}
+
 /// Call `f` on the tool `name` with a context of `rid`'s session; `None` when no tool has
 /// that name. What the call asked for (runs, wakes, a question) comes back to carry out.
 fn with_tool<R>(
     gw: &mut Gateway,
     rid: &str,
     name: &str,
-    job: JobId,
-    approved: bool,
-    answer: Option<UserAnswer>,
+    call: Invocation,
     now: Instant,
     f: impl FnOnce(&mut dyn crate::tools::Tool, &mut ToolContext<'_>) -> R,
 ) -> Option<(R, Asked)> {
+    let Invocation {
+        job,
+        approved,
+        answer,
+    } = call;
     let session = gw.sessions.get(rid);
     let (cwd, stored, transcript) = match session {
         Some(s) => (s.cwd.clone(), s.stored_id.as_str(), s.transcript.as_slice()),
@@ -247,7 +257,8 @@ fn schedule_wakes(gw: &mut Gateway, rid: &str, job: JobId, asked: &mut Asked, no
     match asked.wake {
         Some(Wake::Again) => gw.tools.due.add(job),
         Some(Wake::At(when)) => {
-            gw.timers.insert(when, crate::event_loop::Timer::ToolWake(job));
+            gw.timers
+                .insert(when, crate::event_loop::Timer::ToolWake(job));
         }
         None => {}
     }
@@ -278,7 +289,12 @@ fn start_tool(
     let offered = gw.tools.registry.is_offered(&call.name);
     let started = offered
         .then(|| {
-            with_tool(gw, rid, &call.name, job, approved, None, now, |tool, ctx| {
+            let how = Invocation {
+                job,
+                approved,
+                answer: None,
+            };
+            with_tool(gw, rid, &call.name, how, now, |tool, ctx| {
                 tool.start(ctx, &args)
             })
         })
@@ -366,9 +382,14 @@ pub(crate) fn step_job(gw: &mut Gateway, job: JobId, answer: Option<UserAnswer>,
         return;
     };
     let (rid, name, args) = (j.rid.clone(), j.call.name.clone(), j.args.clone());
-    let Some((result, mut asked)) = with_tool(gw, &rid, &name, job, true, answer, now, |t, ctx| {
-        t.step(ctx, &args)
-    }) else {
+    let how = Invocation {
+        job,
+        approved: true,
+        answer,
+    };
+    let Some((result, mut asked)) =
+        with_tool(gw, &rid, &name, how, now, |t, ctx| t.step(ctx, &args))
+    else {
         return;
     };
     // A step may not start runs: only a start's are watched.

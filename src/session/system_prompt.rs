@@ -100,11 +100,18 @@ mod tests {
         std::fs::create_dir_all(home.join("memories")).unwrap();
         std::fs::create_dir_all(&cwd).unwrap();
         let plain = build(&home, cwd.to_str().unwrap(), &[]);
-        assert!(plain.starts_with("You are Hermes") && plain.ends_with(&format!("directory: {}", cwd.display())));
+        assert!(
+            plain.starts_with("You are Hermes")
+                && plain.ends_with(&format!("directory: {}", cwd.display()))
+        );
         std::fs::write(home.join("SOUL.md"), "You are Pirate.").unwrap();
         std::fs::write(home.join("memories/MEMORY.md"), "repo uses tabs").unwrap();
         std::fs::write(cwd.join("CLAUDE.md"), "claude rules").unwrap();
-        std::fs::write(cwd.join("AGENTS.md"), format!("agent rules{}", "x".repeat(30_000))).unwrap();
+        std::fs::write(
+            cwd.join("AGENTS.md"),
+            format!("agent rules{}", "x".repeat(30_000)),
+        )
+        .unwrap();
         let tools = [serde_json::json!({"function": {"name": "patch"}})];
         let p = build(&home, cwd.to_str().unwrap(), &tools);
         assert!(p.starts_with("You are Pirate."), "{p}");

@@ -253,8 +253,10 @@ mod tests {
 
     #[test]
     fn questions_are_normalised_like_hermes() {
-        let q = parse(&json!({"question": " Which? ", "choices": ["a", {"label": "b"}, "", 3, "d", "e"]}))
-            .unwrap();
+        let q = parse(
+            &json!({"question": " Which? ", "choices": ["a", {"label": "b"}, "", 3, "d", "e"]}),
+        )
+        .unwrap();
         assert_eq!(q.question, "Which?");
         assert_eq!(q.choices, ["a", "b", "3", "d"]);
         assert!(parse(&json!({"question": "  "})).is_err());

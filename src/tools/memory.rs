@@ -79,8 +79,12 @@ pub fn prompt_block(home: &Path, target: Target) -> Option<String> {
     }
     let (current, limit, pct) = usage(target, &entries);
     let header = match target {
-        Target::User => format!("USER PROFILE (who the user is) [{pct}% — {current}/{limit} chars]"),
-        Target::Memory => format!("MEMORY (your personal notes) [{pct}% — {current}/{limit} chars]"),
+        Target::User => {
+            format!("USER PROFILE (who the user is) [{pct}% — {current}/{limit} chars]")
+        }
+        Target::Memory => {
+            format!("MEMORY (your personal notes) [{pct}% — {current}/{limit} chars]")
+        }
     };
     let bar = "═".repeat(46);
     Some(format!(
@@ -147,7 +151,11 @@ fn apply(entries: &mut Vec<String>, ops: &[Op<'_>]) -> Result<(), String> {
                 let at = find(&working)?;
                 working.remove(at);
             }
-            _ => return Err(format!("{pos}: unknown action. Use add, replace, or remove.")),
+            _ => {
+                return Err(format!(
+                    "{pos}: unknown action. Use add, replace, or remove."
+                ));
+            }
         }
     }
     *entries = working;
@@ -214,13 +222,21 @@ fn call(home: &Path, args: &Value) -> ToolResult {
         None | Some(Value::Null) => Target::Memory,
         Some(v) if v == "memory" => Target::Memory,
         Some(v) if v == "user" => Target::User,
-        Some(v) => return failure(format!("Invalid target '{}'. Use 'memory' or 'user'.", v.as_str().unwrap_or(&v.to_string()))),
+        Some(v) => {
+            return failure(format!(
+                "Invalid target '{}'. Use 'memory' or 'user'.",
+                v.as_str().unwrap_or(&v.to_string())
+            ));
+        }
     };
     let batch: Vec<Op<'_>> = match args.get("operations") {
         Some(Value::Array(list)) if !list.is_empty() => list
             .iter()
             .map(|op| Op {
-                action: op.get("action").and_then(Value::as_str).unwrap_or("unknown"),
+                action: op
+                    .get("action")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown"),
                 content: field(op, "content"),
                 old_text: field(op, "old_text"),
             })
@@ -242,7 +258,9 @@ fn call(home: &Path, args: &Value) -> ToolResult {
     let mut list = entries(home, target);
     if let Err(e) = apply(&mut list, &batch) {
         let (current, limit, _) = usage(target, &list);
-        let mut r = failure(format!("{e} No operations were applied (batch is all-or-nothing)."));
+        let mut r = failure(format!(
+            "{e} No operations were applied (batch is all-or-nothing)."
+        ));
         r.content["current_entries"] = json!(list);
         r.content["usage"] = json!(format!("{current}/{limit}"));
         return r;
@@ -293,7 +311,12 @@ mod tests {
     #[test]
     fn entries_are_added_replaced_removed_and_bounded() {
         let home = std::env::temp_dir().join(format!("tuigw-mem-{}", crate::util::random_hex(8)));
-        let add = |c: &str| call(&home, &json!({"target": "user", "action": "add", "content": c}));
+        let add = |c: &str| {
+            call(
+                &home,
+                &json!({"target": "user", "action": "add", "content": c}),
+            )
+        };
         assert_eq!(add("likes tea").content["success"], true);
         assert_eq!(add("likes tea").content["entry_count"], 1);
         add("works on rust");
@@ -307,16 +330,28 @@ mod tests {
         );
         assert_eq!(r.content["message"], "Applied 2 operation(s).");
         assert_eq!(entries(&home, Target::User), ["likes coffee"]);
-        let miss = call(&home, &json!({"target": "user", "action": "remove", "old_text": "zzz"}));
+        let miss = call(
+            &home,
+            &json!({"target": "user", "action": "remove", "old_text": "zzz"}),
+        );
         assert!(miss.error.unwrap().contains("no entry matched"));
         assert_eq!(miss.content["current_entries"], json!(["likes coffee"]));
-        let big = call(&home, &json!({"target": "user", "action": "add", "content": "x".repeat(2000)}));
+        let big = call(
+            &home,
+            &json!({"target": "user", "action": "add", "content": "x".repeat(2000)}),
+        );
         assert!(big.error.unwrap().contains("over the limit"));
         assert_eq!(entries(&home, Target::User), ["likes coffee"]);
-        assert!(call(&home, &json!({"target": "nope", "action": "add"})).error.is_some());
+        assert!(
+            call(&home, &json!({"target": "nope", "action": "add"}))
+                .error
+                .is_some()
+        );
         assert!(call(&home, &json!({"target": "memory"})).error.is_some());
         let block = prompt_block(&home, Target::User).unwrap();
-        assert!(block.contains("USER PROFILE (who the user is) [") && block.ends_with("likes coffee"));
+        assert!(
+            block.contains("USER PROFILE (who the user is) [") && block.ends_with("likes coffee")
+        );
         assert!(prompt_block(&home, Target::Memory).is_none());
         let _ = std::fs::remove_dir_all(&home);
     }

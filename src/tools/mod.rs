@@ -7,6 +7,7 @@
 //! [`ToolContext::deadline`]. The turn that calls tools is in `src/session/` (`machine.rs`,
 //! `calls.rs`).
 
+pub mod alone;
 pub mod approval;
 pub mod clarify;
 pub mod files;
@@ -252,7 +253,7 @@ pub trait Tool {
 pub struct Registry {
     tools: Vec<Box<dyn Tool>>,
     /// Their schemas (OpenAI shape), in registration order.
-    schemas: Vec<Value>,
+    every_schema: Vec<Value>,
     /// Which are offered (`config.yaml` toolsets, `/tools disable`).
     rule: toolsets::Offered,
     /// The schemas of the tools offered: what the model is sent.
@@ -263,7 +264,7 @@ impl Registry {
     pub fn empty() -> Registry {
         Registry {
             tools: Vec::new(),
-            schemas: Vec::new(),
+            every_schema: Vec::new(),
             rule: Default::default(),
             offered: Vec::new(),
         }
@@ -275,7 +276,7 @@ impl Registry {
         self.offered = self
             .tools
             .iter()
-            .zip(&self.schemas)
+            .zip(&self.every_schema)
             .filter(|(t, _)| self.rule.offers(t.name(), t.toolset()))
             .map(|(_, s)| s.clone())
             .collect();
@@ -306,7 +307,7 @@ impl Registry {
             Box::new(files::WriteFile),
             Box::new(files::Patch),
             Box::new(files::SearchFiles::default()),
-            Box::new(todo::Todo::default()),
+            Box::new(todo::Todo),
             Box::new(memory::Memory),
             Box::new(clarify::Clarify),
         ];
@@ -344,7 +345,7 @@ impl Registry {
         if self.rule.offers(name, tool.toolset()) {
             self.offered.push(schema.clone());
         }
-        self.schemas.push(schema);
+        self.every_schema.push(schema);
         self.tools.push(tool);
         Ok(())
     }

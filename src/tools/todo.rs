@@ -13,7 +13,6 @@ const MAX_ITEMS: usize = 256;
 const MAX_CONTENT_CHARS: usize = 4000;
 const TRUNCATED: &str = "… [truncated]";
 
-#[derive(Default)]
 pub struct Todo;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -191,7 +190,9 @@ fn call(transcript: &[Message], args: &Value) -> ToolResult {
         Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
             Ok(Value::Array(list)) => write(items, &list, merge),
             _ => {
-                return ToolResult::error("todos must be a list of objects, got unparseable string");
+                return ToolResult::error(
+                    "todos must be a list of objects, got unparseable string",
+                );
             }
         },
         Some(other) => {
@@ -252,15 +253,27 @@ mod tests {
         assert_eq!(merged.content["todos"][0]["status"], "completed");
         assert_eq!(merged.content["todos"][2]["content"], "ship");
         assert_eq!(merged.summary, "3 task(s) · 1 done");
-        let transcript = [result_message(&first.content), result_message(&merged.content)];
+        let transcript = [
+            result_message(&first.content),
+            result_message(&merged.content),
+        ];
         assert_eq!(call(&transcript, &json!({})).content, merged.content);
-        assert!(call(&[], &json!({"todos": 5})).error.unwrap().contains("must be a list"));
+        assert!(
+            call(&[], &json!({"todos": 5}))
+                .error
+                .unwrap()
+                .contains("must be a list")
+        );
         assert!(call(&[], &json!({"todos": "[{"})).error.is_some());
         assert_eq!(call(&[], &Value::Null).content["summary"]["total"], 0);
         let long = "x".repeat(5000);
         let capped = call(&[], &json!({"todos": [{"id": "a", "content": long}]}));
         assert_eq!(
-            capped.content["todos"][0]["content"].as_str().unwrap().chars().count(),
+            capped.content["todos"][0]["content"]
+                .as_str()
+                .unwrap()
+                .chars()
+                .count(),
             MAX_CONTENT_CHARS
         );
     }

@@ -6,6 +6,8 @@
 
 /// A byte range of the content.
 type Span = (usize, usize);
+/// One matcher of the chain: the spans it finds.
+type Matcher<'a> = Box<dyn Fn() -> Vec<Span> + 'a>;
 
 /// The lines of `text` as byte spans (without their `\n`).
 fn line_spans(text: &str) -> Vec<Span> {
@@ -167,10 +169,16 @@ pub fn replace(content: &str, old: &str, new: &str, all: bool) -> Result<Replace
         return Err("old_string and new_string are identical".into());
     }
     let unescaped = old.replace("\\n", "\n").replace("\\t", "\t");
-    let strategies: [(&'static str, Box<dyn Fn() -> Vec<Span>>); 7] = [
+    let strategies: [(&'static str, Matcher<'_>); 7] = [
         ("exact", Box::new(|| exact(content, old))),
-        ("line_trimmed", Box::new(|| by_lines(content, old, |l| l.trim().to_string()))),
-        ("whitespace_normalized", Box::new(|| by_lines(content, old, collapse_ws))),
+        (
+            "line_trimmed",
+            Box::new(|| by_lines(content, old, |l| l.trim().to_string())),
+        ),
+        (
+            "whitespace_normalized",
+            Box::new(|| by_lines(content, old, collapse_ws)),
+        ),
         (
             "indentation_flexible",
             Box::new(|| by_lines(content, old, |l| l.trim_start().to_string())),
@@ -185,7 +193,10 @@ pub fn replace(content: &str, old: &str, new: &str, all: bool) -> Result<Replace
                 }
             }),
         ),
-        ("unicode_normalized", Box::new(|| by_lines(content, old, unicode_ascii))),
+        (
+            "unicode_normalized",
+            Box::new(|| by_lines(content, old, unicode_ascii)),
+        ),
         ("block_anchor", Box::new(|| block_anchor(content, old))),
     ];
     for (name, find) in strategies {
@@ -272,16 +283,29 @@ mod tests {
         let code = "fn main() {\n    let x = 1;\n    println!(\"{x}\");\n}\n";
         assert_eq!(ok(code, "let x = 1;", "let x = 2;").1, "exact");
         // Trailing spaces and a different indent in the model's old_string.
-        let (out, s) = ok(code, "  let x = 1;   \n  println!(\"{x}\");", "  let y = 1;\n  println!(\"{y}\");");
+        let (out, s) = ok(
+            code,
+            "  let x = 1;   \n  println!(\"{x}\");",
+            "  let y = 1;\n  println!(\"{y}\");",
+        );
         assert_eq!(s, "line_trimmed");
-        assert_eq!(out, "fn main() {\n    let y = 1;\n    println!(\"{y}\");\n}\n");
+        assert_eq!(
+            out,
+            "fn main() {\n    let y = 1;\n    println!(\"{y}\");\n}\n"
+        );
         let (_, s) = ok(code, "let  x =   1;", "let x = 3;");
         assert_eq!(s, "whitespace_normalized");
         let spaced = "a  =  1\nb = 2\n";
         assert_eq!(ok(spaced, "a = 1", "a = 9").1, "whitespace_normalized");
-        assert_eq!(ok(code, "let x = 1;\\n    println", "let x = 1;\n    eprintln").1, "escape_normalized");
+        assert_eq!(
+            ok(code, "let x = 1;\\n    println", "let x = 1;\n    eprintln").1,
+            "escape_normalized"
+        );
         let quoted = "say(\u{201c}hi\u{201d})\n";
-        assert_eq!(ok(quoted, "say(\"hi\")", "say(\"bye\")").0, "say(\"bye\")\n");
+        assert_eq!(
+            ok(quoted, "say(\"hi\")", "say(\"bye\")").0,
+            "say(\"bye\")\n"
+        );
         let block = "if a {\n    one();\n    two();\n}\n";
         let (out, s) = ok(block, "if a {\n    one();\n    too();\n}", "if b {\n}");
         assert_eq!((out.as_str(), s), ("if b {\n}\n", "block_anchor"));
@@ -290,12 +314,27 @@ mod tests {
     #[test]
     fn repeated_and_missing_matches_are_errors_unless_all_are_meant() {
         let text = "x = 1\ny = 2\nx = 1\n";
-        assert!(replace(text, "x = 1", "x = 5", false).unwrap_err().contains("Found 2 matches"));
+        assert!(
+            replace(text, "x = 1", "x = 5", false)
+                .unwrap_err()
+                .contains("Found 2 matches")
+        );
         let all = replace(text, "x = 1", "x = 5", true).unwrap();
-        assert_eq!((all.content.as_str(), all.count), ("x = 5\ny = 2\nx = 5\n", 2));
-        assert!(replace(text, "z = 9", "z", false).unwrap_err().contains("Could not find"));
+        assert_eq!(
+            (all.content.as_str(), all.count),
+            ("x = 5\ny = 2\nx = 5\n", 2)
+        );
+        assert!(
+            replace(text, "z = 9", "z", false)
+                .unwrap_err()
+                .contains("Could not find")
+        );
         assert!(replace(text, "", "z", false).is_err());
-        assert!(replace(text, "x", "x", false).unwrap_err().contains("identical"));
+        assert!(
+            replace(text, "x", "x", false)
+                .unwrap_err()
+                .contains("identical")
+        );
         let near = closest_lines("let value = 3", "a\nlet value = 2\nc\n");
         assert!(near.contains("   2| let value = 2"), "{near}");
     }

@@ -63,7 +63,10 @@ fn real(path: &Path) -> PathBuf {
     let mut head = path.to_path_buf();
     loop {
         if let Ok(c) = std::fs::canonicalize(&head) {
-            return rest.iter().rev().fold(c, |p, n: &std::ffi::OsString| p.join(n));
+            return rest
+                .iter()
+                .rev()
+                .fold(c, |p, n: &std::ffi::OsString| p.join(n));
         }
         match (head.file_name().map(|n| n.to_os_string()), head.parent()) {
             (Some(name), Some(parent)) => {
@@ -99,17 +102,21 @@ pub(crate) fn write_ask(ctx: &ToolContext<'_>, path: &Path) -> Option<Ask> {
     let user_home = std::env::var_os("HOME").map(PathBuf::from);
     let sensitive = target.starts_with("/etc")
         || user_home.as_ref().is_some_and(|h| {
-            under(&h.join(".ssh")) || RC_FILES.iter().any(|rc| {
-                let rc = h.join(rc);
-                target == std::fs::canonicalize(&rc).unwrap_or(rc)
-            })
+            under(&h.join(".ssh"))
+                || RC_FILES.iter().any(|rc| {
+                    let rc = h.join(rc);
+                    target == std::fs::canonicalize(&rc).unwrap_or(rc)
+                })
         });
     let (rule, why) = if sensitive {
         ("file_write_sensitive", "write to a sensitive file")
     } else if under(ctx.home) {
         ("file_write_hermes_home", "write inside HERMES_HOME")
     } else if !ctx.cwd.is_empty() && !under(Path::new(&ctx.cwd)) {
-        ("file_write_outside_cwd", "write outside the working directory")
+        (
+            "file_write_outside_cwd",
+            "write outside the working directory",
+        )
     } else {
         return None;
     };
@@ -150,7 +157,11 @@ pub(crate) fn unified_diff(name: &str, old: &str, new: &str) -> String {
 }
 
 /// A required string argument, or the error the model reads.
-pub(crate) fn string_arg<'a>(args: &'a Value, tool: &str, key: &str) -> Result<&'a str, ToolResult> {
+pub(crate) fn string_arg<'a>(
+    args: &'a Value,
+    tool: &str,
+    key: &str,
+) -> Result<&'a str, ToolResult> {
     match args.get(key) {
         Some(Value::String(s)) => Ok(s),
         None | Some(Value::Null) => Err(ToolResult::error(format!(
@@ -282,7 +293,9 @@ fn write_file(cwd: &str, file: &Path, content: &str) -> ToolResult {
     );
     let diff = unified_diff(&name, old.as_deref().unwrap_or(""), content);
     if !diff.is_empty() {
-        result.event_fields.insert("inline_diff".into(), json!(diff));
+        result
+            .event_fields
+            .insert("inline_diff".into(), json!(diff));
     }
     result
 }
@@ -314,7 +327,10 @@ mod tests {
         let r = write_file(dir.to_str().unwrap(), &file, "echo two\n");
         assert_eq!(r.content["dirs_created"], false);
         let diff = r.event_fields["inline_diff"].as_str().unwrap();
-        assert!(diff.contains("--- a/sub/run.sh") && diff.contains("-echo one\n+echo two"), "{diff}");
+        assert!(
+            diff.contains("--- a/sub/run.sh") && diff.contains("-echo one\n+echo two"),
+            "{diff}"
+        );
         let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o755);
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "echo two\n");

@@ -65,7 +65,8 @@ impl Changes {
             return Ok(new.clone());
         }
         let old = read_text(path)?;
-        self.files.insert(path.to_path_buf(), (old.clone(), old.clone()));
+        self.files
+            .insert(path.to_path_buf(), (old.clone(), old.clone()));
         Ok(old)
     }
 
@@ -101,7 +102,11 @@ impl Changes {
         if !errors.is_empty() {
             return failure(format!(
                 "Apply phase failed (state may be inconsistent — run `git diff` to assess):\n{}",
-                errors.iter().map(|e| format!("  • {e}")).collect::<Vec<_>>().join("\n")
+                errors
+                    .iter()
+                    .map(|e| format!("  • {e}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
             ));
         }
         let mut content = json!({"success": true, "diff": diff});
@@ -124,7 +129,9 @@ impl Changes {
         }
         let mut result = ToolResult::new(content, summary);
         if !diff.is_empty() {
-            result.event_fields.insert("inline_diff".into(), json!(diff));
+            result
+                .event_fields
+                .insert("inline_diff".into(), json!(diff));
         }
         result
     }
@@ -193,9 +200,9 @@ impl Tool for Patch {
 type Plan = Result<(Changes, Option<Ask>), ToolResult>;
 
 fn plan_replace(ctx: &ToolContext<'_>, args: &Value) -> Plan {
-    let path = string_arg(args, "patch", "path").map_err(|r| with_failure(r))?;
-    let old = string_arg(args, "patch", "old_string").map_err(|r| with_failure(r))?;
-    let new = string_arg(args, "patch", "new_string").map_err(|r| with_failure(r))?;
+    let path = string_arg(args, "patch", "path").map_err(with_failure)?;
+    let old = string_arg(args, "patch", "old_string").map_err(with_failure)?;
+    let new = string_arg(args, "patch", "new_string").map_err(with_failure)?;
     let all = match args.get("replace_all") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -249,10 +256,12 @@ fn with_failure(r: ToolResult) -> ToolResult {
 }
 
 fn plan_v4a(ctx: &ToolContext<'_>, args: &Value) -> Plan {
-    let text = string_arg(args, "patch", "patch").map_err(|r| with_failure(r))?;
+    let text = string_arg(args, "patch", "patch").map_err(with_failure)?;
     let ops = v4a::parse(text).map_err(failure)?;
     if ops.is_empty() {
-        return Err(failure("patch: no operations found (expected '*** Begin Patch' … '*** End Patch')"));
+        return Err(failure(
+            "patch: no operations found (expected '*** Begin Patch' … '*** End Patch')",
+        ));
     }
     let mut changes = Changes::new();
     let mut errors = Vec::new();
@@ -278,13 +287,22 @@ fn plan_v4a(ctx: &ToolContext<'_>, args: &Value) -> Plan {
     if !errors.is_empty() {
         return Err(failure(format!(
             "Patch validation failed (no files were modified):\n{}",
-            errors.iter().map(|e| format!("  • {e}")).collect::<Vec<_>>().join("\n")
+            errors
+                .iter()
+                .map(|e| format!("  • {e}"))
+                .collect::<Vec<_>>()
+                .join("\n")
         )));
     }
     Ok((changes, ask))
 }
 
-fn plan_op(ctx: &ToolContext<'_>, op: &Op, changes: &mut Changes, real: &mut usize) -> Result<(), String> {
+fn plan_op(
+    ctx: &ToolContext<'_>,
+    op: &Op,
+    changes: &mut Changes,
+    real: &mut usize,
+) -> Result<(), String> {
     let name = |p: &str| shown(&ctx.cwd, &resolve(&ctx.cwd, p));
     match op {
         Op::Add { path, content } => {
@@ -349,7 +367,10 @@ fn apply_hunk(text: &str, hunk: &Hunk) -> Result<String, String> {
         match hits.as_slice() {
             [one] => Ok(*one),
             [] => Err(format!("context hint '{hint}' not found")),
-            _ => Err(format!("context hint '{hint}' is ambiguous ({} occurrences)", hits.len())),
+            _ => Err(format!(
+                "context hint '{hint}' is ambiguous ({} occurrences)",
+                hits.len()
+            )),
         }
     };
     if search.trim().is_empty() {
@@ -405,15 +426,26 @@ mod tests {
             hint: hint.map(str::to_string),
             lines: lines.iter().map(|(p, l)| (*p, l.to_string())).collect(),
         };
-        let hunk = h(Some("def b():"), &[('-', "    return 1"), ('+', "    return 2")]);
+        let hunk = h(
+            Some("def b():"),
+            &[('-', "    return 1"), ('+', "    return 2")],
+        );
         assert_eq!(
             apply_hunk(text, &hunk).unwrap(),
             "def a():\n    return 1\n\ndef b():\n    return 2\n"
         );
         let ambiguous = h(None, &[('-', "    return 1"), ('+', "    return 2")]);
-        assert!(apply_hunk(text, &ambiguous).unwrap_err().contains("Found 2 matches"));
+        assert!(
+            apply_hunk(text, &ambiguous)
+                .unwrap_err()
+                .contains("Found 2 matches")
+        );
         let add = h(Some("def a():"), &[('+', "    # first")]);
-        assert!(apply_hunk(text, &add).unwrap().starts_with("def a():\n    # first\n    return 1\n"));
+        assert!(
+            apply_hunk(text, &add)
+                .unwrap()
+                .starts_with("def a():\n    # first\n    return 1\n")
+        );
         assert_eq!(to_lf("a\r\nb\r\n"), ("a\nb\n".to_string(), true));
         assert_eq!(from_lf("a\nb\n", true), "a\r\nb\r\n");
     }

@@ -25,8 +25,8 @@ const SAMPLE: usize = 8 * 1024;
 /// Extensions Hermes never reads as text.
 const BINARY_EXTENSIONS: [&str; 28] = [
     "png", "jpg", "jpeg", "gif", "bmp", "ico", "webp", "tiff", "zip", "gz", "tgz", "bz2", "xz",
-    "7z", "rar", "tar", "exe", "dll", "so", "dylib", "o", "a", "class", "pyc", "pdf", "mp3",
-    "mp4", "wasm",
+    "7z", "rar", "tar", "exe", "dll", "so", "dylib", "o", "a", "class", "pyc", "pdf", "mp3", "mp4",
+    "wasm",
 ];
 const IMAGE_EXTENSIONS: [&str; 8] = ["png", "jpg", "jpeg", "gif", "bmp", "ico", "webp", "tiff"];
 
@@ -111,7 +111,8 @@ impl Reading {
                 };
                 if self.on_page(self.line) && self.partial.len() < MAX_LINE * 4 {
                     let room = MAX_LINE * 4 - self.partial.len();
-                    self.partial.extend_from_slice(&piece[..piece.len().min(room)]);
+                    self.partial
+                        .extend_from_slice(&piece[..piece.len().min(room)]);
                 } else if !piece.is_empty() && self.partial.is_empty() {
                     // Off the page: only that the line has bytes matters (it counts).
                     self.partial.push(b' ');
@@ -152,7 +153,12 @@ impl Reading {
                 self.offset,
                 next - 1
             ));
-            summary = format!("{} lines {}-{} of {total}", self.shown, self.offset, next - 1);
+            summary = format!(
+                "{} lines {}-{} of {total}",
+                self.shown,
+                self.offset,
+                next - 1
+            );
         } else if total > end {
             content["truncated"] = json!(true);
             content["hint"] = json!(format!(
@@ -162,7 +168,10 @@ impl Reading {
             ));
             summary = format!("{} lines {}-{end} of {total}", self.shown, self.offset);
         } else if self.kept == 0 {
-            summary = format!("{}: no lines from {} ({total} in all)", self.shown, self.offset);
+            summary = format!(
+                "{}: no lines from {} ({total} in all)",
+                self.shown, self.offset
+            );
         } else {
             summary = format!("{} lines {}-{total} of {total}", self.shown, self.offset);
         }
@@ -193,7 +202,10 @@ fn similar_files(path: &Path) -> Vec<String> {
     let Some(name) = path.file_name().map(|n| n.to_string_lossy().to_lowercase()) else {
         return Vec::new();
     };
-    let stem = |n: &str| n.rsplit_once('.').map_or(n.to_string(), |(s, _)| s.to_string());
+    let stem = |n: &str| {
+        n.rsplit_once('.')
+            .map_or(n.to_string(), |(s, _)| s.to_string())
+    };
     let ext = |n: &str| n.rsplit_once('.').map(|(_, e)| e.to_string());
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
@@ -216,7 +228,11 @@ fn similar_files(path: &Path) -> Vec<String> {
                 40
             } else if ext(&name).is_some() && ext(&lf) == ext(&name) {
                 let common = name.chars().filter(|c| lf.contains(*c)).count();
-                if common * 10 >= name.len().max(lf.len()) * 4 { 30 } else { 0 }
+                if common * 10 >= name.len().max(lf.len()) * 4 {
+                    30
+                } else {
+                    0
+                }
             } else {
                 0
             };
@@ -317,7 +333,12 @@ fn open(file: &PathBuf, shown: &str) -> Result<Reading, ToolResult> {
             }
             return Err(r);
         }
-        Err(e) => return Err(ToolResult::error(format!("Cannot read {}: {e}", file.display()))),
+        Err(e) => {
+            return Err(ToolResult::error(format!(
+                "Cannot read {}: {e}",
+                file.display()
+            )));
+        }
     };
     if meta.is_dir() {
         return Err(ToolResult::error(format!(
@@ -396,6 +417,7 @@ fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn binary_is_told_from_text() {
@@ -403,5 +425,66 @@ mod tests {
         assert!(!looks_binary("héllo\n".as_bytes()));
         assert!(!looks_binary(&"é".as_bytes()[..1]));
         assert!(looks_binary(b"\xff\xfe\xfd\xfc\xfb\xfa text text"));
+    }
+
+    #[test]
+    fn a_big_file_is_read_a_chunk_per_step_to_the_same_page() {
+        use crate::tools::alone;
+        let dir = std::env::temp_dir().join(format!("tuigw-rf-{}", crate::util::random_hex(8)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut text = String::new();
+        for i in 1..=200_000 {
+            text.push_str(&format!("line {i:06} {}\r\n", "x".repeat(40)));
+        }
+        std::fs::write(dir.join("big.txt"), &text).unwrap();
+        let args = json!({"path": "big.txt", "offset": 100_000, "limit": 3});
+        let cwd = dir.to_str().unwrap();
+        let stepped = alone::run(&mut ReadFile::default(), cwd, &dir, &args, Duration::ZERO);
+        let chunks = text.len().div_ceil(CHUNK);
+        assert!(
+            stepped.steps + 1 >= chunks,
+            "{} steps for {chunks} chunks",
+            stepped.steps
+        );
+        let c = &stepped.result.content;
+        assert_eq!(c["total_lines"], 200_000);
+        assert_eq!(c["file_size"], text.len());
+        assert!(
+            c["content"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("100000|line 100000 {}\n100001|", "x".repeat(40))),
+            "{c}"
+        );
+        assert_eq!(
+            c["hint"],
+            "Use offset=100003 to continue reading (showing 100000-100002 of 200000 lines)"
+        );
+        let budget = alone::run(
+            &mut ReadFile::default(),
+            cwd,
+            &dir,
+            &args,
+            Duration::from_secs(5),
+        );
+        assert_eq!(budget.result.content, stepped.result.content);
+        // A page past the character budget stops on a line boundary with next_offset.
+        std::fs::write(
+            dir.join("wide.txt"),
+            format!("{}\n", "y".repeat(1500)).repeat(200),
+        )
+        .unwrap();
+        let wide = alone::run(
+            &mut ReadFile::default(),
+            cwd,
+            &dir,
+            &json!({"path": "wide.txt"}),
+            Duration::ZERO,
+        );
+        let c = &wide.result.content;
+        assert_eq!(c["truncated_by"], "bytes");
+        let next = c["next_offset"].as_u64().unwrap();
+        assert!((60..=70).contains(&next), "{next}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -90,17 +90,22 @@ impl Search {
     }
 
     fn trim_files(&mut self) {
-        self.files.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        self.files
+            .sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         self.files.truncate(self.keep());
     }
 
     fn search_file(&mut self, path: &Path) {
         let Some(regex) = &self.regex else { return };
-        let Ok(meta) = std::fs::metadata(path) else { return };
+        let Ok(meta) = std::fs::metadata(path) else {
+            return;
+        };
         if meta.len() > FILE_MAX {
             return;
         }
-        let Ok(bytes) = std::fs::read(path) else { return };
+        let Ok(bytes) = std::fs::read(path) else {
+            return;
+        };
         if bytes[..bytes.len().min(SAMPLE)].contains(&0) {
             return;
         }
@@ -273,7 +278,11 @@ fn plan(ctx: &ToolContext<'_>, args: &Value) -> Result<Search, String> {
     let target = match opt_str(args, "target")?.unwrap_or("content") {
         "content" | "grep" => "content",
         "files" | "find" => "files",
-        other => return Err(format!("search_files: unknown target '{other}': use 'content' or 'files'")),
+        other => {
+            return Err(format!(
+                "search_files: unknown target '{other}': use 'content' or 'files'"
+            ));
+        }
     };
     let mode = match (target, opt_str(args, "output_mode")?.unwrap_or("content")) {
         ("files", _) => Mode::Names,
@@ -290,20 +299,28 @@ fn plan(ctx: &ToolContext<'_>, args: &Value) -> Result<Search, String> {
     if !root.exists() {
         return Err(format!("Path not found: {}", root.display()));
     }
-    let limit = int_arg(args, "limit").unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT) as usize;
+    let limit = int_arg(args, "limit")
+        .unwrap_or(DEFAULT_LIMIT)
+        .clamp(1, MAX_LIMIT) as usize;
     let offset = int_arg(args, "offset").unwrap_or(0).max(0) as usize;
     let context = int_arg(args, "context").unwrap_or(0).clamp(0, MAX_CONTEXT) as usize;
     let mut walk = ignore::WalkBuilder::new(&root);
     walk.require_git(false).sort_by_file_path(|a, b| a.cmp(b));
     let glob = match mode {
-        Mode::Names if !pattern.contains('/') && !pattern.starts_with('*') => Some(format!("*{pattern}")),
+        Mode::Names if !pattern.contains('/') && !pattern.starts_with('*') => {
+            Some(format!("*{pattern}"))
+        }
         Mode::Names => Some(pattern.to_string()),
         _ => opt_str(args, "file_glob")?.map(str::to_string),
     };
     if let Some(glob) = glob {
         let mut o = ignore::overrides::OverrideBuilder::new(&root);
-        o.add(&glob).map_err(|e| format!("search_files: bad glob '{glob}': {e}"))?;
-        walk.overrides(o.build().map_err(|e| format!("search_files: bad glob '{glob}': {e}"))?);
+        o.add(&glob)
+            .map_err(|e| format!("search_files: bad glob '{glob}': {e}"))?;
+        walk.overrides(
+            o.build()
+                .map_err(|e| format!("search_files: bad glob '{glob}': {e}"))?,
+        );
     }
     let regex = match mode {
         Mode::Names => None,
@@ -332,4 +349,68 @@ fn plan(ctx: &ToolContext<'_>, args: &Value) -> Result<Search, String> {
         total: 0,
         warning,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::alone;
+    use std::time::Duration;
+
+    #[test]
+    fn a_tree_is_walked_a_file_per_step_skipping_ignored_and_binary_files() {
+        let dir = std::env::temp_dir().join(format!("tuigw-sf-{}", crate::util::random_hex(8)));
+        for d in 0..20 {
+            let sub = dir.join(format!("d{d:02}"));
+            std::fs::create_dir_all(&sub).unwrap();
+            for f in 0..100 {
+                let body = if f == 7 { "needle here\n" } else { "hay\n" };
+                std::fs::write(sub.join(format!("f{f:03}.txt")), body).unwrap();
+            }
+        }
+        std::fs::write(dir.join(".gitignore"), "d05/\n*.log\n").unwrap();
+        std::fs::write(dir.join("x.log"), "needle\n").unwrap();
+        std::fs::write(dir.join("blob.bin"), b"needle\0\x01").unwrap();
+        std::fs::create_dir_all(dir.join(".hidden")).unwrap();
+        std::fs::write(dir.join(".hidden/h.txt"), "needle\n").unwrap();
+        let cwd = dir.to_str().unwrap();
+        let run =
+            |args: Value, budget| alone::run(&mut SearchFiles::default(), cwd, &dir, &args, budget);
+        let stepped = run(json!({"pattern": "needle", "limit": 5}), Duration::ZERO);
+        let c = &stepped.result.content;
+        assert_eq!(c["total_count"], 19, "{c}");
+        assert_eq!(c["truncated"], true);
+        assert_eq!(
+            c["matches"][0],
+            json!({"path": "d00/f007.txt", "line": 1, "content": "needle here"})
+        );
+        assert!(stepped.steps >= 1900, "one file a step: {}", stepped.steps);
+        let whole = run(
+            json!({"pattern": "needle", "limit": 5}),
+            Duration::from_secs(5),
+        );
+        assert_eq!(whole.result.content, stepped.result.content);
+        let page = run(
+            json!({"pattern": "needle", "output_mode": "files_only", "offset": 17}),
+            Duration::from_secs(5),
+        );
+        assert_eq!(
+            page.result.content["files"],
+            json!(["d18/f007.txt", "d19/f007.txt"])
+        );
+        let named = run(
+            json!({"pattern": "f007.txt", "target": "files", "limit": 100}),
+            Duration::from_secs(5),
+        );
+        assert_eq!(named.result.content["total_count"], 19);
+        let globbed = run(
+            json!({"pattern": "hay", "file_glob": "d01/*", "output_mode": "count", "limit": 200}),
+            Duration::from_secs(5),
+        );
+        assert_eq!(
+            globbed.result.content["counts"].as_object().unwrap().len(),
+            99
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -66,7 +66,9 @@ fn marker<'a>(line: &'a str, word: &str) -> Option<&'a str> {
 /// The operations of a patch, or what is wrong with it.
 pub fn parse(text: &str) -> Result<Vec<Op>, String> {
     let lines: Vec<&str> = text.lines().collect();
-    let begin = lines.iter().position(|l| l.contains("*** Begin Patch") || l.contains("***Begin Patch"));
+    let begin = lines
+        .iter()
+        .position(|l| l.contains("*** Begin Patch") || l.contains("***Begin Patch"));
     let start = begin.map_or(0, |i| i + 1);
     let end = lines[start..]
         .iter()
@@ -76,7 +78,9 @@ pub fn parse(text: &str) -> Result<Vec<Op>, String> {
     // The operation being read: Update's hunks, or Add's lines.
     let mut update: Option<(String, Vec<Hunk>)> = None;
     let mut add: Option<(String, Vec<String>)> = None;
-    let flush = |ops: &mut Vec<Op>, update: &mut Option<(String, Vec<Hunk>)>, add: &mut Option<(String, Vec<String>)>| {
+    let flush = |ops: &mut Vec<Op>,
+                 update: &mut Option<(String, Vec<Hunk>)>,
+                 add: &mut Option<(String, Vec<String>)>| {
         if let Some((path, mut hunks)) = update.take() {
             hunks.retain(|h| !h.lines.is_empty());
             ops.push(Op::Update { path, hunks });
@@ -120,10 +124,7 @@ pub fn parse(text: &str) -> Result<Vec<Op>, String> {
             }
         } else if let Some((_, hunks)) = update.as_mut() {
             if line.starts_with("@@") {
-                let hint = line
-                    .trim_start_matches('@')
-                    .trim_end_matches('@')
-                    .trim();
+                let hint = line.trim_start_matches('@').trim_end_matches('@').trim();
                 hunks.push(Hunk {
                     hint: (!hint.is_empty()).then(|| hint.to_string()),
                     lines: Vec::new(),
