@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::{JobId, policy};
 use crate::event_loop::{Gateway, Timer};
 use crate::rpc::RpcError;
-use crate::rpc::frame::code;
+use crate::rpc::frame::{Id, code};
 use crate::runner::{Ending, RunEnd, RunEvent, RunId, RunTimer, Spec, Streams};
 use crate::util;
 
@@ -26,12 +26,12 @@ pub enum Owner {
     /// A tool call of a turn.
     Job(JobId),
     Shell {
-        request_id: Value,
+        request_id: Id,
     },
     /// A command run for a client request other than `shell.exec` (quick commands): `answer`
     /// turns its outcome into the result.
     Request {
-        request_id: Value,
+        request_id: Id,
         answer: fn(&Outcome) -> Value,
     },
 }
@@ -68,7 +68,7 @@ pub struct Runs {
 /// `shell.exec {command}`: answered when the command ends; never blocks other calls.
 pub fn shell_exec(
     gw: &mut Gateway,
-    request_id: Value,
+    request_id: Id,
     command: &str,
     now: Instant,
 ) -> Result<(), RpcError> {
@@ -110,7 +110,7 @@ pub fn shell_exec(
 /// blocks other calls. Refuses what the policy refuses or would ask about (nobody to ask).
 pub fn run_for_request(
     gw: &mut Gateway,
-    request_id: Value,
+    request_id: Id,
     command: &str,
     cwd: &Path,
     timeout: Duration,
