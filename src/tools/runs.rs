@@ -17,8 +17,6 @@ use crate::util;
 /// Live `tool.output` events: at most one per interval per tool, at most this much text each.
 const LIVE_INTERVAL: Duration = Duration::from_millis(100);
 const LIVE_MAX: usize = 8 * 1024;
-/// `shell.exec` timeout.
-const SHELL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Who waits for a run.
 #[derive(Debug, Clone)]
@@ -98,7 +96,7 @@ pub fn shell_exec(
         command,
         cwd: &cwd,
         streams: Streams::Separate,
-        timeout: SHELL_TIMEOUT,
+        timeout: gw.cfg.shell_timeout,
         live: false,
     };
     launch(gw, Owner::Shell { request_id }, &spec, now)
@@ -320,7 +318,7 @@ fn deliver(gw: &mut Gateway, owned: Owned, end: RunEnd, now: Instant) {
             let reply = match end.ending {
                 Some(Ending::Timeout) => Err(RpcError::new(
                     code::TIMED_OUT,
-                    format!("command timed out after {}s", SHELL_TIMEOUT.as_secs()),
+                    format!("command timed out after {}s", end.timeout.as_secs_f64()),
                 )),
                 Some(Ending::Interrupted) => Err(RpcError::new(
                     code::SHUTTING_DOWN,
