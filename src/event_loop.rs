@@ -470,7 +470,7 @@ impl Gateway {
                 Timer::LiveOutput(id) => {
                     let owner = crate::tools::runs::owner_session(self, id);
                     self.isolated(owner.as_deref(), now, |gw| {
-                        crate::tools::runs::flush_live(gw, id)
+                        crate::tools::runs::flush_live(gw, id, now)
                     });
                 }
                 Timer::ApprovalTimeout(request_id) => {
