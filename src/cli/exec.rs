@@ -175,7 +175,10 @@ fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<A
             if let Some(v) = inline.clone() {
                 return Ok(v);
             }
-            let v = args.get(i).cloned().ok_or(format!("{name} needs a value"))?;
+            let v = args
+                .get(i)
+                .cloned()
+                .ok_or(format!("{name} needs a value"))?;
             i += 1;
             Ok(v)
         };
@@ -193,7 +196,9 @@ fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<A
             }
             "--cwd" => o.cwd = Some(PathBuf::from(value()?)),
             "--approve" => o.approve = Approve::parse(&value()?)?,
-            "--timeout" => o.timeout = parse_timeout(&value()?).map_err(|e| format!("--timeout: {e}"))?,
+            "--timeout" => {
+                o.timeout = parse_timeout(&value()?).map_err(|e| format!("--timeout: {e}"))?
+            }
             "--tasks" => o.tasks = Some(PathBuf::from(value()?)),
             "--parallel" => {
                 o.parallel = parse_parallel(&value()?).map_err(|e| format!("--parallel: {e}"))?
@@ -211,13 +216,13 @@ fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<A
         }
     }
     match &o.tasks {
-        Some(_) if !o.prompt.is_empty() => {
-            Err("give a PROMPT or --tasks FILE, not both".into())
-        }
+        Some(_) if !o.prompt.is_empty() => Err("give a PROMPT or --tasks FILE, not both".into()),
         Some(_) if o.resume.is_some() || o.cwd.is_some() => {
             Err("--resume and --cwd are for one task; a tasks file sets them per task".into())
         }
-        None if o.prompt.is_empty() => Err("no prompt: give PROMPT, `-` (stdin) or --tasks FILE".into()),
+        None if o.prompt.is_empty() => {
+            Err("no prompt: give PROMPT, `-` (stdin) or --tasks FILE".into())
+        }
         None if o.resume_run => Err("--continue is for --tasks".into()),
         _ => Ok(Args::Run(Box::new(o))),
     }
@@ -225,7 +230,7 @@ fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<A
 
 fn parse_timeout(v: &str) -> Result<Option<Duration>, String> {
     match v.trim().parse::<f64>() {
-        Ok(s) if s == 0.0 => Ok(None),
+        Ok(0.0) => Ok(None),
         Ok(s) if s > 0.0 && s <= TIMEOUT_MAX_S => Ok(Some(Duration::from_secs_f64(s))),
         _ => Err(format!("{v:?} is not seconds in [0, {TIMEOUT_MAX_S}]")),
     }
@@ -264,7 +269,10 @@ fn run_one(opts: &Options, cfg: Config) -> i32 {
         let limit = tasks::FILE_LIMIT;
         match std::io::stdin().take(limit + 1).read_to_string(&mut text) {
             Ok(n) if n as u64 > limit => {
-                eprint_line(&format!("error: the prompt on stdin is over {} MiB", limit >> 20));
+                eprint_line(&format!(
+                    "error: the prompt on stdin is over {} MiB",
+                    limit >> 20
+                ));
                 return EXIT_USAGE;
             }
             Ok(_) => text,
@@ -280,7 +288,10 @@ fn run_one(opts: &Options, cfg: Config) -> i32 {
         eprint_line("error: the prompt is empty");
         return EXIT_USAGE;
     }
-    let cwd = opts.cwd.as_ref().map(|d| std::path::absolute(d).unwrap_or(d.clone()));
+    let cwd = opts
+        .cwd
+        .as_ref()
+        .map(|d| std::path::absolute(d).unwrap_or(d.clone()));
     let task = [Task::single(prompt, cwd, opts.resume.clone())];
     let settings = settings(opts, &cfg, 1);
     let cpu = cpu_time();
@@ -295,7 +306,11 @@ fn run_one(opts: &Options, cfg: Config) -> i32 {
     let end = Batch::new(gw, &task, settings).run(&mut sink);
     let Some(outcome) = sink.outcome else {
         eprint_line("error: the task did not run");
-        return if end.stopped { Status::Interrupted.exit_code() } else { EXIT_GATEWAY };
+        return if end.stopped {
+            Status::Interrupted.exit_code()
+        } else {
+            EXIT_GATEWAY
+        };
     };
     let mut record = outcome.record(None);
     record["cpu_ms"] = json!(ms(cpu_time().saturating_sub(cpu)));
@@ -609,7 +624,15 @@ mod tests {
 
     #[test]
     fn parses_one_task_and_passes_gateway_flags_on() {
-        let o = parse(&["--json", "say", "hi", "--flush-interval", "0.5", "--no-signals"]).unwrap();
+        let o = parse(&[
+            "--json",
+            "say",
+            "hi",
+            "--flush-interval",
+            "0.5",
+            "--no-signals",
+        ])
+        .unwrap();
         assert!(o.json);
         assert_eq!(o.prompt, ["say", "hi"]);
         assert_eq!(o.gateway, ["--flush-interval", "0.5", "--no-signals"]);
@@ -662,13 +685,19 @@ mod tests {
     fn results_and_workdir_sit_beside_the_tasks_file() {
         let results = beside(Path::new("/data/swe.jsonl"), "results.jsonl");
         assert_eq!(results, Path::new("/data/swe.results.jsonl"));
-        assert_eq!(beside(&results, "work"), Path::new("/data/swe.results.work"));
+        assert_eq!(
+            beside(&results, "work"),
+            Path::new("/data/swe.results.work")
+        );
     }
 
     #[test]
     fn progress_line_counts_and_fills() {
         let line = progress_line(&[3, 1, 0, 0, 0], 8, Duration::from_secs(2));
-        assert!(line.starts_with("[###############---------------] 4/8"), "{line}");
+        assert!(
+            line.starts_with("[###############---------------] 4/8"),
+            "{line}"
+        );
         assert!(line.contains("done 3  failed 1  2.0 tasks/s"), "{line}");
     }
 }

@@ -864,7 +864,10 @@ fn usage_of(u: &Value) -> TokenUsage {
             &["completion_tokens_details", "reasoning_tokens"],
             &["output_tokens_details", "reasoning_tokens"],
         ]),
-        cost_usd: u.get("cost").and_then(Value::as_f64).filter(|c| c.is_finite() && *c >= 0.0),
+        cost_usd: u
+            .get("cost")
+            .and_then(Value::as_f64)
+            .filter(|c| c.is_finite() && *c >= 0.0),
     }
 }
 
@@ -912,13 +915,22 @@ mod tests {
             "prompt_tokens_details": {"cached_tokens": 60, "cache_write_tokens": 5},
             "completion_tokens_details": {"reasoning_tokens": 7}, "cost": 0.0025});
         let u = usage_of(&openai);
-        assert_eq!((u.input, u.output, u.cache_read, u.cache_write, u.reasoning), (100, 20, 60, 5, 7));
+        assert_eq!(
+            (u.input, u.output, u.cache_read, u.cache_write, u.reasoning),
+            (100, 20, 60, 5, 7)
+        );
         assert_eq!(u.cost_usd, Some(0.0025));
         let anthropic = json!({"input_tokens": 9, "output_tokens": 3,
             "cache_read_input_tokens": 4, "cache_creation_input_tokens": 2});
         let u = usage_of(&anthropic);
-        assert_eq!((u.input, u.output, u.cache_read, u.cache_write, u.reasoning), (9, 3, 4, 2, 0));
+        assert_eq!(
+            (u.input, u.output, u.cache_read, u.cache_write, u.reasoning),
+            (9, 3, 4, 2, 0)
+        );
         assert_eq!(u.cost_usd, None);
-        assert_eq!(usage_of(&json!({"cost": -1, "prompt_tokens": "x"})), TokenUsage::default());
+        assert_eq!(
+            usage_of(&json!({"cost": -1, "prompt_tokens": "x"})),
+            TokenUsage::default()
+        );
     }
 }

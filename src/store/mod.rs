@@ -78,8 +78,8 @@ fn accounting_of(
     let status: Option<String> = r.get(first + 4)?;
     let cost_usd: Option<f64> = r.get(first + 3)?;
     // How many earlier calls went unpriced is not stored; whether any did is enough.
-    let some_unpriced = status.as_deref() == Some("partial")
-        || (cost_usd.is_none() && calls.unwrap_or(0) > 0);
+    let some_unpriced =
+        status.as_deref() == Some("partial") || (cost_usd.is_none() && calls.unwrap_or(0) > 0);
     Ok(crate::model::Accounting {
         cache_read_tokens: count(0)?,
         cache_write_tokens: count(1)?,

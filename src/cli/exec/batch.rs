@@ -62,8 +62,6 @@ pub struct End {
     /// The gateway stopped before every task ran (a signal): the rest never started.
     pub stopped: bool,
     pub not_started: usize,
-    /// The gateway's exit status.
-    pub gateway_exit: i32,
 }
 
 #[derive(Clone, Copy)]
@@ -140,7 +138,7 @@ impl<'t> Batch<'t> {
     pub fn run(mut self, sink: &mut dyn Sink) -> End {
         let mut frames = Vec::new();
         let mut we_closed = false;
-        let exit = loop {
+        loop {
             let now = Instant::now();
             if !self.gw.shutting_down() {
                 self.start_more(now, sink);
@@ -154,10 +152,10 @@ impl<'t> Batch<'t> {
                 self.on_frame(&frame, sink);
             }
             self.check_deadlines(Instant::now(), sink);
-            if let Some(code) = exited {
-                break code;
+            if exited.is_some() {
+                break;
             }
-        };
+        }
         // The gateway is gone: whatever had not ended was stopped with it.
         let now = Instant::now();
         let mut left: Vec<usize> = self.runs.keys().copied().collect();
@@ -168,7 +166,6 @@ impl<'t> Batch<'t> {
         End {
             stopped: !we_closed,
             not_started: self.tasks.len() - self.next,
-            gateway_exit: exit,
         }
     }
 
@@ -258,7 +255,14 @@ impl<'t> Batch<'t> {
     }
 
     /// Interrupts a task's turn; it ends with `status` when its `message.complete` arrives.
-    fn stop(&mut self, index: usize, status: Status, why: String, now: Instant, sink: &mut dyn Sink) {
+    fn stop(
+        &mut self,
+        index: usize,
+        status: Status,
+        why: String,
+        now: Instant,
+        sink: &mut dyn Sink,
+    ) {
         let Some(run) = self.runs.get_mut(&index) else {
             return;
         };
@@ -330,7 +334,14 @@ impl<'t> Batch<'t> {
         self.by_request.insert(id, (index, Purpose::Submit));
     }
 
-    fn on_event(&mut self, index: usize, kind: &str, payload: &Value, now: Instant, sink: &mut dyn Sink) {
+    fn on_event(
+        &mut self,
+        index: usize,
+        kind: &str,
+        payload: &Value,
+        now: Instant,
+        sink: &mut dyn Sink,
+    ) {
         let Some(run) = self.runs.get_mut(&index) else {
             return;
         };

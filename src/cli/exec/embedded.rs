@@ -133,7 +133,9 @@ impl Embedded {
             // Still running: only what is there now; exited: to the end of the pipe.
             let read = match self.gateway {
                 Some(_) => self.output.fill(until),
-                None => self.output.fill(Instant::now() + std::time::Duration::from_secs(1)),
+                None => self
+                    .output
+                    .fill(Instant::now() + std::time::Duration::from_secs(1)),
             };
             if !matches!(read, Ok(true)) {
                 return;

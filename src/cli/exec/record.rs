@@ -208,10 +208,15 @@ mod tests {
     #[test]
     fn usage_since_counts_only_the_task() {
         let before = Usage::of(&json!({"input": 10, "output": 4, "calls": 1, "cost_usd": 0.5}));
-        let after = Usage::of(&json!({"input": 25, "output": 9, "calls": 3, "cache_read": 7,
-            "reasoning": 2, "model_ms": 40, "cost_usd": 0.75}));
+        let after = Usage::of(
+            &json!({"input": 25, "output": 9, "calls": 3, "cache_read": 7,
+            "reasoning": 2, "model_ms": 40, "cost_usd": 0.75}),
+        );
         let d = after.since(&before);
-        assert_eq!((d.input, d.output, d.calls, d.cache_read, d.reasoning), (15, 5, 2, 7, 2));
+        assert_eq!(
+            (d.input, d.output, d.calls, d.cache_read, d.reasoning),
+            (15, 5, 2, 7, 2)
+        );
         assert_eq!(d.cost_usd, Some(0.25));
         assert_eq!(Usage::of(&json!({"input": 3})).cost_usd, None);
     }
