@@ -38,7 +38,7 @@ fn tools(c: &mut Criterion) {
         });
     });
 
-    let mut zygote = Zygote::start(&bin).expect("start the zygote");
+    let mut zygote = Zygote::start(&bin, &[]).expect("start the zygote");
     group.bench_function("spawn_wait/supervised_bash_true", |b| {
         b.iter(|| {
             let spawned = process::spawn(&mut zygote, "true", cwd.path(), Streams::Merged)

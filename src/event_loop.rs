@@ -157,7 +157,8 @@ impl Gateway {
             runner: crate::runner::Runner::new(
                 std::env::current_exe().unwrap_or_else(|_| "tui-gateway".into()),
                 kill_grace,
-            ),
+            )
+            .with_env_passthrough(crate::tools::passthrough::load(&cfg_home_for_tools)),
             model_fetches: Default::default(),
             next_token: FIRST_DYNAMIC,
             client,
@@ -285,6 +286,11 @@ impl Gateway {
         for ev in events.iter() {
             match ev.token() {
                 STDIN => self.client.input_readable(),
+                // The reader went away: noticed now, not at a next write that may never come.
+                STDOUT if ev.is_error() || ev.is_write_closed() => {
+                    crate::diag!("[gateway] stdout closed by the reader");
+                    self.begin_shutdown("stdout closed", now);
+                }
                 STDOUT => {}
                 SIGNALS => self.on_signals(now),
                 token => self.on_source_ready(token),

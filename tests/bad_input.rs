@@ -89,7 +89,6 @@ fn oversized_line_is_refused_and_skipped() {
     bytes.push(b'\n');
     // then a normal request in the same stream, right after the newline
     bytes.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":\"after-big\",\"method\":\"ping\"}\n");
-    let start = Instant::now();
     g.send_raw(&bytes);
     drop(bytes);
     let r = g.wait_response(&json!("after-big"), secs(30));
@@ -114,7 +113,6 @@ fn oversized_line_is_refused_and_skipped() {
         !g.frames.iter().any(|f| f["id"] == "big"),
         "the oversized request must not run"
     );
-    assert!(start.elapsed() < secs(30));
     // memory: the gateway discarded the line rather than buffering it
     if let Some(kib) = procfs::rss_kib(g.pid()) {
         assert!(

@@ -14,7 +14,8 @@
 //! The same trials run with store faults injected at a random instant before the kill: another
 //! process holding state.db's write lock across the kill (released before the checking restart),
 //! and a full disk (`HERMES_HOME` a small tmpfs the test fills up; space freed before the
-//! restart). Then the checks run after the restart's fold of the journal, and every announced
+//! restart). A faulted trial's kill comes only after the gateway said a commit failed (then a
+//! random while later), so the fault really overlaps the work the kill interrupts. Then the checks run after the restart's fold of the journal, and every announced
 //! message must still be there.
 //!
 //! Knobs: `CRASH_TRIALS` (default 50), `CRASH_FAULT_TRIALS` (default 8 per fault),
@@ -364,11 +365,25 @@ fn run_trial(seed: u64, fault: Fault) -> Outcome {
     }
     let mut cursor = g.frames.len();
     let mut n = 0usize;
-    let kill_at = t0 + kill_after;
-    while Instant::now() < kill_at {
+    let mut kill_at = t0 + kill_after;
+    // With a fault, the kill waits until the gateway said the store failed (the fault overlaps
+    // a commit for certain), and then a random while longer; past `give_up` it kills anyway
+    // (a full disk with room left may never fail).
+    let after_hit = Duration::from_millis(rng.range(0, 150));
+    let mut hit_seen = fault == Fault::None;
+    let mut give_up: Option<Instant> = None;
+    loop {
+        let now = Instant::now();
+        if !hit_seen && injected.is_some() && store_failed(&g.stderr_text()) {
+            hit_seen = true;
+            kill_at = kill_at.max(now + after_hit);
+        }
+        if now >= kill_at && (hit_seen || give_up.is_some_and(|at| now >= at)) {
+            break;
+        }
         if injected.is_none()
             && fault != Fault::None
-            && Instant::now() >= t0 + fault_after
+            && now >= t0 + fault_after
             && sessions.iter().any(|s| !s.stored.is_empty())
         {
             injected = Some(match fault {
@@ -378,8 +393,9 @@ fn run_trial(seed: u64, fault: Fault) -> Outcome {
                     Injected::Disk
                 }
             });
+            give_up = Some(Instant::now() + secs(3));
         }
-        g.pump_until((Instant::now() + Duration::from_millis(2)).min(kill_at));
+        g.pump_until(Instant::now() + Duration::from_millis(2));
         g.drain_available();
         while cursor < g.frames.len() {
             let f = g.frames[cursor].clone();
@@ -406,10 +422,7 @@ fn run_trial(seed: u64, fault: Fault) -> Outcome {
     g.signal(libc::SIGKILL);
     let st = g.wait_exit(secs(10));
     assert_eq!(st.code(), None, "not killed by the signal? {st:?}");
-    let fault_hit = {
-        let err = g.stderr_text();
-        err.contains("could not save to state.db") || err.contains("cannot save anything")
-    };
+    let fault_hit = store_failed(&g.stderr_text());
     // The fault ends before the checking restart: the lock is released, the space freed.
     match injected.take() {
         Some(Injected::Lock(mut lock)) => lock.release(),
@@ -438,7 +451,8 @@ fn run_trial(seed: u64, fault: Fault) -> Outcome {
     let kill_mid_stream = sessions.iter().any(|s| s.streaming);
     let ctx = |what: &str| {
         format!(
-            "trial seed {seed} (kill after {kill_after:?}, delay {delay} ms, flush {flush} s): {what}"
+            "trial seed {seed} (kill after {:?}, delay {delay} ms, flush {flush} s): {what}",
+            kill_at.duration_since(t0)
         )
     };
 
@@ -577,8 +591,13 @@ fn run_trial(seed: u64, fault: Fault) -> Outcome {
         kill_mid_stream,
         messages_verified: verified,
         sessions: created.len(),
-        kill_after_ms: kill_after.as_millis() as u64,
+        kill_after_ms: kill_at.duration_since(t0).as_millis() as u64,
     }
+}
+
+/// The gateway's stderr says a commit failed (the injected fault hit the store).
+fn store_failed(stderr: &str) -> bool {
+    stderr.contains("could not save to state.db") || stderr.contains("cannot save anything")
 }
 
 /// A trial's seed and its outcome or failure message.
@@ -683,7 +702,14 @@ fn run_suite(fault: Fault, trials: usize) {
         panic!("{summary}\nfailed trial (CRASH_TRIAL_SEED={seed} to repeat it):\n{e}");
     }
     assert_eq!(results.len(), seeds.len());
-    if fault != Fault::None && seeds.len() >= 4 {
+    if fault == Fault::Lock {
+        // The kill waits for the lock to make a commit fail: every trial is a locked one.
+        assert_eq!(
+            hit,
+            ok.len(),
+            "a lock trial's store never failed: {summary}"
+        );
+    } else if fault != Fault::None && seeds.len() >= 4 {
         assert!(hit > 0, "the fault never made the store fail: {summary}");
     }
     if seeds.len() >= 20 {

@@ -4,18 +4,19 @@
 //!
 //! - SIGTERM / SIGHUP / stdin EOF / stdout EPIPE while a command runs: one path — the group is
 //!   killed (TERM, then KILL after the kill grace), its result ("[Command interrupted]", rc 130)
-//!   is committed, rows end `tui_shutdown`, exit 0 within the kill grace plus a margin;
-//! - a second SIGTERM is the hard exit, now;
-//! - a database locked by another process: the exit is bounded by the shutdown grace and says
-//!   what is lost; released in time, every message the client saw lands once;
+//!   is committed, rows end `tui_shutdown`, exit 0;
+//! - a second SIGTERM is the hard exit: it does not wait out a long kill grace;
+//! - a database locked by another process: the gateway still exits (the lock held throughout)
+//!   and says what is lost; released in time, every message the client saw lands once;
 //! - SIGINT under a pipe and inherited `SIG_IGN`s are respected; SIGINT on a terminal stdin
 //!   shuts down;
 //! - partial text is checkpointed at most once per flush interval into one row, SIGKILL loses
 //!   at most about one interval of it, and the next start repairs the row;
 //! - the idle reaper, and the startup repair of a tool call cut off by SIGKILL.
 //!
-//! Time bounds are generous upper limits (never performance assertions); every wait polls a
-//! condition with a deadline.
+//! No assertion is about speed: an exit is awaited with a generous deadline that is not what is
+//! tested (where a test shows that something was *not* waited for, the configured wait is far
+//! longer than the deadline); every wait polls a condition with a deadline.
 
 mod common;
 mod crashkit;
@@ -25,8 +26,8 @@ use crashkit::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
-/// Slack on top of a configured grace before an exit counts as late (2 loaded cores).
-const MARGIN: Duration = Duration::from_millis(1500);
+/// How long a test waits for an exit before it calls the gateway hung (2 loaded cores).
+const EXIT_DEADLINE: Duration = Duration::from_secs(20);
 /// The default kill grace (TERM → KILL), set explicitly where a test depends on it.
 const KILL_GRACE: Duration = Duration::from_millis(500);
 
@@ -121,19 +122,14 @@ fn assert_client_saw_interrupt(g: &mut Gateway, sid: &str, tool_id: &str) {
     g.assert_clean_stdout();
 }
 
-/// Waits for the exit that `t0` started; asserts status 0 within `limit` + [`MARGIN`] and
+/// Waits for the exit that `t0` started (at most [`EXIT_DEADLINE`]); asserts status 0 and
 /// returns how long it took.
-fn assert_exits_zero_within(g: &mut Gateway, t0: Instant, limit: Duration, what: &str) -> Duration {
-    let (st, took) = exit_within(g, t0, secs(20));
+fn assert_exits_zero(g: &mut Gateway, t0: Instant, what: &str) -> Duration {
+    let (st, took) = exit_within(g, t0, EXIT_DEADLINE);
     assert_eq!(
         st.code(),
         Some(0),
         "{what}: exit status {st:?}\n{}",
-        g.diag()
-    );
-    assert!(
-        took <= limit + MARGIN,
-        "{what}: exit took {took:?} (limit {limit:?} + margin {MARGIN:?})\n{}",
         g.diag()
     );
     took
@@ -199,7 +195,7 @@ fn shutdown_mid_tool(
 
     let t0 = Instant::now();
     trigger(&mut g);
-    assert_exits_zero_within(&mut g, t0, KILL_GRACE, what);
+    assert_exits_zero(&mut g, t0, what);
     assert_command_gone(&sleeper, &m, &format!("after {what}"));
     assert_client_saw_interrupt(&mut g, &s.id, &tool_id);
 
@@ -278,7 +274,7 @@ fn sigterm_with_a_term_ignoring_command_kills_it_after_the_kill_grace() {
         "the TERM-ignoring sleep died {looked_at:?} after SIGTERM, before the kill grace"
     );
 
-    let took = assert_exits_zero_within(&mut g, t0, grace, "SIGTERM, kill grace");
+    let took = assert_exits_zero(&mut g, t0, "SIGTERM, kill grace");
     assert!(
         took >= grace,
         "the gateway exited {took:?} after SIGTERM, before the kill grace {grace:?}: it cannot \
@@ -312,7 +308,7 @@ fn term_ignoring_command_with_the_default_kill_grace() {
     let sleeper = wait_for_proc("sleep", &m, T);
     let t0 = Instant::now();
     g.signal(libc::SIGTERM);
-    let took = assert_exits_zero_within(&mut g, t0, KILL_GRACE, "SIGTERM, default kill grace");
+    let took = assert_exits_zero(&mut g, t0, "SIGTERM, default kill grace");
     assert!(
         took >= KILL_GRACE,
         "exited after {took:?}, before the kill grace"
@@ -333,8 +329,8 @@ fn second_sigterm_during_shutdown_exits_at_once_and_kills_the_command() {
     let home = TempHome::new("sd-hard");
     let mut g = Gateway::builder()
         .home(&home.path)
-        .env("TUI_GATEWAY_KILL_GRACE_S", "30")
-        .env("HERMES_TUI_GATEWAY_SHUTDOWN_GRACE_S", "60")
+        .env("TUI_GATEWAY_KILL_GRACE_S", "300")
+        .env("HERMES_TUI_GATEWAY_SHUTDOWN_GRACE_S", "600")
         .start();
     let s = g.create_session(json!({}));
     let cmd = format!("trap '' TERM; sleep 300.{m}");
@@ -357,13 +353,9 @@ fn second_sigterm_during_shutdown_exits_at_once_and_kills_the_command() {
 
     let t1 = Instant::now();
     g.signal(libc::SIGTERM);
-    let (st, took) = exit_within(&mut g, t1, secs(10));
+    // The kill grace is 300 s: an exit within the deadline did not wait it out.
+    let (st, _) = exit_within(&mut g, t1, EXIT_DEADLINE);
     assert_eq!(st.code(), Some(0), "{st:?}\n{}", g.diag());
-    assert!(
-        took <= MARGIN,
-        "hard exit took {took:?} after the second SIGTERM (kill grace is 30 s)\n{}",
-        g.diag()
-    );
     assert_none_left(&m, secs(1), "after the hard exit");
     let err = final_stderr(&g);
     assert!(err.contains("[gateway-exit] second signal"), "{err}");
@@ -404,10 +396,9 @@ fn shutdown_grace_is_a_hard_deadline_even_with_a_longer_kill_grace() {
     let m = marker();
     let _reaper = Reaper(m.clone());
     let home = TempHome::new("sd-deadline");
-    let grace = secs(1);
     let mut g = Gateway::builder()
         .home(&home.path)
-        .env("TUI_GATEWAY_KILL_GRACE_S", "30")
+        .env("TUI_GATEWAY_KILL_GRACE_S", "300")
         .env("HERMES_TUI_GATEWAY_SHUTDOWN_GRACE_S", "1")
         .start();
     let s = g.create_session(json!({}));
@@ -416,7 +407,8 @@ fn shutdown_grace_is_a_hard_deadline_even_with_a_longer_kill_grace() {
     wait_for_proc("sleep", &m, T);
     let t0 = Instant::now();
     g.signal(libc::SIGTERM);
-    assert_exits_zero_within(&mut g, t0, grace, "shutdown grace (kill grace 30 s)");
+    // Exiting at all within EXIT_DEADLINE shows the kill grace was not waited out.
+    assert_exits_zero(&mut g, t0, "shutdown grace (kill grace 300 s)");
     assert_none_left(&m, secs(1), "after the hard deadline");
     let err = final_stderr(&g);
     assert!(
@@ -491,7 +483,6 @@ fn client_view(g: &mut Gateway, sid: &str, prompts: &[&str]) -> Vec<(String, Str
 
 #[test]
 fn locked_db_exit_is_bounded_by_the_shutdown_grace_and_says_what_is_lost() {
-    let grace = secs(2);
     let mut g = Gateway::builder()
         .tag("sd-lock")
         .env("HERMES_TUI_GATEWAY_SHUTDOWN_GRACE_S", "2")
@@ -526,7 +517,8 @@ fn locked_db_exit_is_bounded_by_the_shutdown_grace_and_says_what_is_lost() {
 
     let t0 = Instant::now();
     g.signal(libc::SIGTERM);
-    assert_exits_zero_within(&mut g, t0, grace, "db locked, shutdown grace");
+    // The lock is held until after the exit: the gateway did not wait for it.
+    assert_exits_zero(&mut g, t0, "db locked, shutdown grace");
     let err = final_stderr(&g);
     let lost = err
         .lines()
@@ -548,7 +540,6 @@ fn locked_db_exit_is_bounded_by_the_shutdown_grace_and_says_what_is_lost() {
 fn locked_db_released_during_shutdown_lands_every_message_once() {
     let m = marker();
     let _reaper = Reaper(m.clone());
-    let grace = secs(5);
     let mut g = Gateway::builder()
         .tag("sd-lock-rel")
         .env("HERMES_TUI_GATEWAY_SHUTDOWN_GRACE_S", "5")
@@ -580,7 +571,7 @@ fn locked_db_released_during_shutdown_lands_every_message_once() {
         );
     }
     lock.release();
-    assert_exits_zero_within(&mut g, t0, grace, "db released during the shutdown");
+    assert_exits_zero(&mut g, t0, "db released during the shutdown");
     let err = final_stderr(&g);
     assert!(!err.contains("could not persist"), "{err}");
     assert!(err.contains("[gateway-exit] SIGTERM"), "{err}");
@@ -673,6 +664,20 @@ fn stdin_eof_mid_tool_takes_the_sigterm_path() {
 
 #[test]
 fn stdout_epipe_mid_tool_takes_the_sigterm_path() {
+    stdout_reader_gone_mid_tool(true);
+}
+
+/// The reader goes away while the gateway has nothing to write (a command runs, the client
+/// asks nothing): the loop notices the dead stdout itself, without waiting for a write to fail.
+#[test]
+fn stdout_reader_gone_while_nothing_is_written_takes_the_sigterm_path() {
+    stdout_reader_gone_mid_tool(false);
+}
+
+/// A `sleep` turn runs and an idle session waits; the test closes its read end of stdout (and
+/// with `ping`, sends a request whose answer then meets EPIPE). The gateway exits 0 on the
+/// SIGTERM path: command gone, interrupted transcript stored, idle session ended.
+fn stdout_reader_gone_mid_tool(ping: bool) {
     let m = marker();
     let _reaper = Reaper(m.clone());
     let mut g = RawGateway::spawn(RawOpts {
@@ -702,17 +707,13 @@ fn stdout_epipe_mid_tool_takes_the_sigterm_path() {
     let tool_id = ts["payload"]["tool_id"].as_str().unwrap().to_string();
     let sleeper = wait_for_proc("sleep", &m, T);
 
-    // The reader goes away; the next frame the gateway writes fails with EPIPE.
     g.close_stdout();
     let t0 = Instant::now();
-    g.send_request("ping", json!({}));
-    let (st, took) = g.exit_within(t0, secs(20));
+    if ping {
+        g.send_request("ping", json!({}));
+    }
+    let (st, _) = g.exit_within(t0, secs(20));
     assert_eq!(st.code(), Some(0), "{st:?}\n{}", g.diag());
-    assert!(
-        took <= KILL_GRACE + MARGIN,
-        "exit took {took:?}\n{}",
-        g.diag()
-    );
     assert_command_gone(&sleeper, &m, "after EPIPE");
     let err = g.final_stderr();
     assert!(err.contains("[gateway-exit] stdout closed"), "{err}");
@@ -841,9 +842,8 @@ fn sigint_with_a_terminal_stdin_shuts_down() {
     g.run_turn(&sid, "on a terminal");
     let t0 = Instant::now();
     kill(g.pid(), libc::SIGINT);
-    let (st, took) = g.exit_within(t0, secs(10));
+    let (st, _) = g.exit_within(t0, EXIT_DEADLINE);
     assert_eq!(st.code(), Some(0), "{}", g.diag());
-    assert!(took <= MARGIN, "exit took {took:?}");
     let err = g.stderr_text();
     assert!(err.contains("[gateway-signal] SIGINT"), "{err}");
     assert!(err.contains("[gateway-exit] SIGINT"), "{err}");

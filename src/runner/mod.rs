@@ -10,6 +10,7 @@
 
 pub mod capture;
 pub mod process;
+pub mod secrets;
 pub mod supervisor;
 
 use std::collections::HashMap;
@@ -161,6 +162,8 @@ pub struct Runner {
     program: PathBuf,
     zygote: Option<supervisor::Zygote>,
     kill_grace: Duration,
+    /// Secret-looking variables the user lets commands inherit (`secrets::withheld`).
+    env_passthrough: Vec<String>,
     events: Vec<RunEvent>,
     wakes: Vec<Wake>,
     closed: Vec<Closed>,
@@ -175,10 +178,17 @@ impl Runner {
             program,
             zygote: None,
             kill_grace,
+            env_passthrough: Vec::new(),
             events: Vec::new(),
             wakes: Vec::new(),
             closed: Vec::new(),
         }
+    }
+
+    /// Let commands inherit these variables even when they look secret (from the next zygote on).
+    pub fn with_env_passthrough(mut self, names: Vec<String>) -> Runner {
+        self.env_passthrough = names;
+        self
     }
 
     /// Start a command through the zygote, (re)starting the zygote when it is not there. The
@@ -227,9 +237,10 @@ impl Runner {
         {
             return Ok(spawned);
         }
-        let z = self
-            .zygote
-            .insert(supervisor::Zygote::start(&self.program)?);
+        let z = self.zygote.insert(supervisor::Zygote::start(
+            &self.program,
+            &self.env_passthrough,
+        )?);
         process::spawn(z, command, cwd, streams)
     }
 

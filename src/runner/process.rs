@@ -9,27 +9,6 @@ use nix::unistd::Pid;
 
 use super::supervisor::{CommandFds, Zygote};
 
-/// Environment variables whose names contain one of these (case-insensitively) are secrets of
-/// the gateway and never reach a command.
-const SECRET_MARKERS: &[&str] = &[
-    "KEY",
-    "TOKEN",
-    "SECRET",
-    "PASSWORD",
-    "PASSWD",
-    "CREDENTIAL",
-    "AUTH",
-    "COOKIE",
-    "SESSION_ID",
-    "PRIVATE",
-];
-
-/// Whether an environment variable is withheld from commands.
-pub fn is_secret_env(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    SECRET_MARKERS.iter().any(|m| upper.contains(m))
-}
-
 /// Where the command's stderr goes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Streams {
@@ -83,7 +62,7 @@ fn bash() -> &'static Path {
 }
 
 /// Start `bash -c command` in `cwd` through the zygote (stdin `/dev/null`, the environment
-/// the zygote was started with: the gateway's, scrubbed of secrets).
+/// the zygote was started with: the gateway's, without its secrets — `secrets.rs`).
 pub fn spawn(
     zygote: &mut Zygote,
     command: &str,
@@ -139,26 +118,5 @@ pub fn terminate(supervisor: i32) {
 pub fn kill_group(group: Option<i32>) {
     if let Some(g) = group.filter(|g| *g > 1) {
         let _ = killpg(Pid::from_raw(g), Signal::SIGKILL);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn secrets_are_recognised_by_name() {
-        for secret in [
-            "OPENAI_API_KEY",
-            "GITHUB_TOKEN",
-            "AWS_SECRET_ACCESS_KEY",
-            "DB_PASSWORD",
-            "my_auth",
-        ] {
-            assert!(is_secret_env(secret), "{secret}");
-        }
-        for plain in ["PATH", "HOME", "LANG", "TERM", "HERMES_HOME"] {
-            assert!(!is_secret_env(plain), "{plain}");
-        }
     }
 }

@@ -51,6 +51,8 @@ const CLEANUP_LIMIT: Duration = Duration::from_secs(2);
 /// returns otherwise. Embedding hosts that let the gateway spawn tools call it too.
 pub fn run_if_requested() {
     if std::env::args().nth(1).as_deref() == Some(ZYGOTE_ARG) {
+        // The exec reset it: supervisors (forks of this process) must not be inspectable either.
+        super::secrets::forbid_inspection();
         // SAFETY: fd 3 was placed there by the gateway for this process alone; owned once.
         let control = unsafe { OwnedFd::from_raw_fd(CONTROL_FD) };
         zygote(control);
@@ -79,8 +81,8 @@ pub struct CommandFds<'a> {
 
 impl Zygote {
     /// Start `program` (the gateway's binary) as the zygote, with the environment scrubbed of
-    /// secrets (commands inherit it).
-    pub fn start(program: &Path) -> std::io::Result<Zygote> {
+    /// secrets but for the `passthrough` names (commands inherit it).
+    pub fn start(program: &Path, passthrough: &[String]) -> std::io::Result<Zygote> {
         use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
         let (ours, theirs) = socketpair(
             AddressFamily::Unix,
@@ -93,10 +95,8 @@ impl Zygote {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
-        for (name, _) in std::env::vars_os() {
-            if name.to_str().is_none_or(super::process::is_secret_env) {
-                cmd.env_remove(&name);
-            }
+        for name in super::secrets::withheld(std::env::vars_os(), passthrough) {
+            cmd.env_remove(name);
         }
         let fd = theirs.as_raw_fd();
         // SAFETY: between fork and exec only async-signal-safe calls (fcntl, dup2, setsid).

@@ -122,9 +122,17 @@ pub struct GatewayBuilder {
     envs: Vec<(String, String)>,
     args: Vec<String>,
     tag: String,
+    user: Option<u32>,
 }
 
 impl GatewayBuilder {
+    /// Run the gateway as this user (and group of the same number), owning its home: how
+    /// tests see what an unprivileged user's tools can reach. Needs root.
+    pub fn run_as(mut self, id: u32) -> Self {
+        self.user = Some(id);
+        self
+    }
+
     /// Use an existing HERMES_HOME (the caller owns it, e.g. to restart on the same store).
     pub fn home(mut self, p: &Path) -> Self {
         self.home = Some(p.to_path_buf());
@@ -170,6 +178,11 @@ impl GatewayBuilder {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         scrub_env(&mut cmd);
+        if let Some(id) = self.user {
+            use std::os::unix::process::CommandExt;
+            std::os::unix::fs::chown(&home, Some(id), Some(id)).expect("chown the home");
+            cmd.uid(id).gid(id);
+        }
         cmd.env("HERMES_HOME", &home);
         for (k, v) in &self.envs {
             cmd.env(k, v);
@@ -285,6 +298,7 @@ impl Gateway {
             envs: Vec::new(),
             args: vec!["serve".to_string()],
             tag: "gw".to_string(),
+            user: None,
         }
     }
 
