@@ -315,7 +315,12 @@ fn exit_codes_say_what_happened() {
     assert!(r["error"].as_str().unwrap().contains("not found"), "{r}");
     let out = e.run(&["--cwd", "no-such-dir", "hi"]);
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
-    assert!(record_in(&out.stderr)["error"].as_str().unwrap().contains("not a directory"));
+    assert!(
+        record_in(&out.stderr)["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a directory")
+    );
     // Timeout: 5, and the tool is gone.
     let (sleep, marker) = marked_sleep(30);
     let _reaper = common::procfs::Reaper(marker.clone());
