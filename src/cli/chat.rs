@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::client::{Client, ClientError, Frame, Lines, classify, error_message};
+use crate::util::printable;
 
 const USAGE: &str = "\
 usage: tui-gateway chat [--resume <stored id or title>]
@@ -422,13 +423,13 @@ impl Chat {
         match kind {
             "message.delta" => {
                 if let (Some(turn), Some(delta)) = (&mut self.turn, text("text")) {
-                    print_out(delta);
+                    print_out(&printable(delta));
                     turn.printed.push_str(delta);
                 }
             }
             "message.complete" => {
                 let Some(turn) = self.turn.take() else { return };
-                let mut end = missing_tail(&turn.printed, text("text").unwrap_or("")).to_string();
+                let mut end = printable(missing_tail(&turn.printed, text("text").unwrap_or("")));
                 if let Some(marker) = status_marker(payload) {
                     let mid_line = !(turn.printed.is_empty() && end.is_empty());
                     end.push_str(if mid_line { " " } else { "" });
@@ -458,7 +459,8 @@ impl Chat {
                     self.approval = Some(request_id);
                 } else {
                     eprint_line(&format!(
-                        "[approval denied: stdin is not a terminal] {command}"
+                        "[approval denied: stdin is not a terminal] {}",
+                        printable(command)
                     ));
                     self.answer_approval(&request_id, "deny");
                 }
@@ -482,7 +484,8 @@ impl Chat {
             print_out("\n");
             turn.printed.clear();
         }
-        eprint_line(line);
+        // Notes quote tools, status texts and commands: nothing in them may drive the terminal.
+        eprint_line(&printable(line));
     }
 
     fn submit(&mut self, line: String) {
