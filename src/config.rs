@@ -15,6 +15,8 @@ pub struct Config {
     pub exit_flush_budget: Duration,
     /// Time between SIGTERM and SIGKILL of a tool's process group.
     pub kill_grace: Duration,
+    /// Run each command in a pid namespace of its own where the kernel allows it (`--tool-pidns`).
+    pub tool_pidns: bool,
     /// Hard deadline of the whole shutdown sequence.
     pub shutdown_grace: Duration,
     /// Sessions idle longer than this are flushed, ended and evicted from memory.
@@ -68,6 +70,7 @@ impl Default for Config {
             flush_interval: Duration::from_secs(1),
             exit_flush_budget: Duration::from_secs(2),
             kill_grace: Duration::from_millis(500),
+            tool_pidns: true,
             shutdown_grace: Duration::from_secs(3),
             session_ttl: Duration::from_secs(6 * 3600),
             command_timeout: Duration::from_secs(180),
@@ -365,6 +368,19 @@ const KNOBS: &[Knob] = &[
         },
         set: |c, v| {
             c.rpc_log = Some(PathBuf::from(v)).filter(|p| !p.as_os_str().is_empty());
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--tool-pidns",
+        env: "TUI_GATEWAY_TOOL_PIDNS",
+        show: |c| if c.tool_pidns { "on" } else { "off" }.into(),
+        set: |c, v| {
+            c.tool_pidns = match v.trim() {
+                "on" => true,
+                "off" => false,
+                other => return Err(format!("expected on or off, got {other:?}")),
+            };
             Ok(())
         },
     },

@@ -122,6 +122,7 @@ pub struct GatewayBuilder {
     envs: Vec<(String, String)>,
     args: Vec<String>,
     tag: String,
+    own_group: bool,
     user: Option<u32>,
 }
 
@@ -147,6 +148,13 @@ impl GatewayBuilder {
     /// Replace the default argument list (`serve`).
     pub fn args(mut self, a: &[&str]) -> Self {
         self.args = a.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// Start the gateway in a process group of its own (a command signalling the gateway's
+    /// group then cannot reach the test).
+    pub fn own_process_group(mut self) -> Self {
+        self.own_group = true;
         self
     }
 
@@ -178,6 +186,9 @@ impl GatewayBuilder {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         scrub_env(&mut cmd);
+        if self.own_group {
+            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        }
         if let Some(id) = self.user {
             use std::os::unix::process::CommandExt;
             std::os::unix::fs::chown(&home, Some(id), Some(id)).expect("chown the home");
@@ -298,6 +309,7 @@ impl Gateway {
             envs: Vec::new(),
             args: vec!["serve".to_string()],
             tag: "gw".to_string(),
+            own_group: false,
             user: None,
         }
     }
