@@ -5,8 +5,7 @@
 
 use std::io::Write as _;
 
-pub use crate::util::printable;
-use crate::util::push_printable;
+pub use crate::util::{printable, push_printable};
 
 /// Lines collected for stdout, written at once by [`Out::finish`].
 #[derive(Default)]
