@@ -137,6 +137,30 @@ pub struct StoredSummary {
     pub end_reason: Option<String>,
 }
 
+/// The accounting columns from `first` on (cache read, cache write, reasoning, cost, cost
+/// status) of a session that made `calls` model calls.
+fn accounting_of(
+    r: &rusqlite::Row<'_>,
+    first: usize,
+    calls: Option<i64>,
+) -> rusqlite::Result<crate::model::Accounting> {
+    let count = |i: usize| -> rusqlite::Result<u64> {
+        Ok(r.get::<_, Option<i64>>(first + i)?.unwrap_or(0).max(0) as u64)
+    };
+    let status: Option<String> = r.get(first + 4)?;
+    let cost_usd: Option<f64> = r.get(first + 3)?;
+    // How many earlier calls went unpriced is not stored; whether any did is enough.
+    let some_unpriced =
+        status.as_deref() == Some("partial") || (cost_usd.is_none() && calls.unwrap_or(0) > 0);
+    Ok(crate::model::Accounting {
+        cache_read_tokens: count(0)?,
+        cache_write_tokens: count(1)?,
+        reasoning_tokens: count(2)?,
+        cost_usd,
+        unpriced_calls: u64::from(some_unpriced),
+    })
+}
+
 /// A stored session with its transcript, for resume.
 #[derive(Debug, Clone)]
 pub struct StoredSession {
@@ -149,6 +173,9 @@ pub struct StoredSession {
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub tool_call_count: i64,
+    /// `api_call_count`: model calls so far.
+    pub api_call_count: i64,
+    pub accounting: crate::model::Accounting,
     pub messages: Vec<Message>,
 }
 
@@ -161,25 +188,15 @@ impl Store {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| fail("cannot create the folder of", &e))?;
         }
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            // Non-blocking: a FIFO in the database's place must be refused, not wait for a reader.
-            let not_regular = || fail("cannot open", &"not a regular file; refused");
-            if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
-                return Err(not_regular());
-            }
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(path)
-                .map_err(|e| fail("cannot open", &e))?;
-            if !f.metadata().is_ok_and(|m| m.is_file()) {
-                return Err(not_regular());
-            }
+        // Neither state.db nor SQLite's files beside it may be a link, another user's, or
+        // readable by others (SQLite reuses an existing -wal or -shm as it finds it).
+        crate::private_file::append(path).map_err(|e| fail("cannot open", &e))?;
+        for side in ["-wal", "-shm", "-journal"] {
+            let mut name = path.as_os_str().to_owned();
+            name.push(side);
+            crate::private_file::tighten_existing(Path::new(&name))
+                .map_err(|e| fail(&format!("cannot open the {side} file of"), &e))?;
         }
-        restrict_mode(path).map_err(|e| fail("cannot restrict the mode of", &e))?;
         let conn = Connection::open(path).map_err(|e| fail("cannot open", &e))?;
         conn.busy_timeout(Duration::from_secs(2))
             .map_err(|e| fail("cannot configure", &e))?;
@@ -412,7 +429,8 @@ impl Store {
             .conn
             .query_row(
                 "SELECT id, source, model, title, cwd, started_at, input_tokens, output_tokens,
-                        tool_call_count
+                        tool_call_count, api_call_count, cache_read_tokens, cache_write_tokens,
+                        reasoning_tokens, COALESCE(estimated_cost_usd, actual_cost_usd), cost_status
                  FROM sessions WHERE id = ?1 OR title = ?1
                  ORDER BY (id = ?1) DESC LIMIT 1",
                 [id_or_title],
@@ -427,6 +445,8 @@ impl Store {
                         input_tokens: r.get::<_, Option<i64>>(6)?.unwrap_or(0),
                         output_tokens: r.get::<_, Option<i64>>(7)?.unwrap_or(0),
                         tool_call_count: r.get::<_, Option<i64>>(8)?.unwrap_or(0),
+                        api_call_count: r.get::<_, Option<i64>>(9)?.unwrap_or(0),
+                        accounting: accounting_of(r, 10, r.get::<_, Option<i64>>(9)?)?,
                         messages: Vec::new(),
                     })
                 },
@@ -644,15 +664,6 @@ fn mark_folded(
         "INSERT OR REPLACE INTO tui_gateway_folded (journal, session_id, seq) VALUES (?1, ?2, ?3)",
     )?
     .execute(params![journal, session_id, seq as i64])?;
-    Ok(())
-}
-
-fn restrict_mode(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(path)?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    }
     Ok(())
 }
 

@@ -122,6 +122,7 @@ pub struct GatewayBuilder {
     envs: Vec<(String, String)>,
     args: Vec<String>,
     tag: String,
+    own_group: bool,
     user: Option<u32>,
 }
 
@@ -150,6 +151,13 @@ impl GatewayBuilder {
         self
     }
 
+    /// Start the gateway in a process group of its own (a command signalling the gateway's
+    /// group then cannot reach the test).
+    pub fn own_process_group(mut self) -> Self {
+        self.own_group = true;
+        self
+    }
+
     /// Run another program than the gateway binary (e.g. the `embed` example).
     pub fn program(mut self, p: &Path) -> Self {
         self.program = Some(p.to_path_buf());
@@ -172,12 +180,16 @@ impl GatewayBuilder {
         };
         let program = self.program.clone().unwrap_or_else(|| PathBuf::from(BIN));
         let mut cmd = Command::new(&program);
+        tui_gateway::client::default_signals(&mut cmd);
         cmd.args(&self.args)
             .current_dir(&home)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         scrub_env(&mut cmd);
+        if self.own_group {
+            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        }
         if let Some(id) = self.user {
             use std::os::unix::process::CommandExt;
             std::os::unix::fs::chown(&home, Some(id), Some(id)).expect("chown the home");
@@ -298,6 +310,7 @@ impl Gateway {
             envs: Vec::new(),
             args: vec!["serve".to_string()],
             tag: "gw".to_string(),
+            own_group: false,
             user: None,
         }
     }
