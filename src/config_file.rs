@@ -280,10 +280,15 @@ fn set_structurally(doc: &mut Yaml, keys: &[&str], value: Option<&Scalar>) -> Re
     set_structurally(child, &keys[1..], value)
 }
 
-/// Write next to the file (the target of a symlink), fsync, rename over it; the old mode is
-/// kept (0600 for a new file).
+/// Write next to the file (the target of a symlink: a user's config.yaml often links into their
+/// dotfiles), fsync, rename over it; the old mode is kept (0600 for a new file).
 pub fn write_atomic(file: &Path, text: &str) -> std::io::Result<()> {
-    crate::util::write_atomic(file, text.as_bytes(), 0o600)
+    use std::os::unix::fs::PermissionsExt;
+    let target = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    let mode = std::fs::metadata(&target)
+        .map(|m| m.permissions().mode() & 0o777)
+        .unwrap_or(0o600);
+    crate::private_file::replace(&target, text.as_bytes(), mode)
 }
 
 // ---- the line editor ----

@@ -86,6 +86,8 @@ pub struct Gateway {
     /// Why the configured model could not be used, for `setup.status`.
     pub(crate) provider_warning: Option<String>,
     pub(crate) sessions: Registry,
+    /// The caps of the sessions' event rings.
+    pub(crate) rings: crate::session::ring::Rings,
     /// Who a dynamic token belongs to.
     pub(crate) by_token: HashMap<Token, Route>,
     /// The token of each run of the runner whose descriptors are in the poll.
@@ -152,6 +154,7 @@ impl Gateway {
             .map_err(|e| crate::diag!("[gateway] no tool waker: {e}"))
             .ok();
         let kill_grace = cfg.kill_grace;
+        let rings = crate::session::ring::Rings::new(cfg.event_ring, cfg.event_rings_total);
         let tool_pidns = cfg.tool_pidns;
         let signals = None;
         Ok(Gateway {
@@ -162,6 +165,7 @@ impl Gateway {
             provider,
             provider_warning,
             sessions: Registry::new(),
+            rings,
             by_token: HashMap::new(),
             run_tokens: HashMap::new(),
             tools: crate::tools::Tools::new(&cfg_home_for_tools, tool_waker),
@@ -355,7 +359,7 @@ impl Gateway {
             Line::TooLong => {
                 let limit = self.client.frame_limit();
                 self.client.error(
-                    &Value::Null,
+                    &frame::Id::null(),
                     &frame::RpcError::new(
                         frame::code::INVALID_REQUEST,
                         format!("invalid request: frame larger than {limit} bytes"),
@@ -485,7 +489,7 @@ impl Gateway {
                 Timer::LiveOutput(id) => {
                     let owner = crate::tools::runs::owner_session(self, id);
                     self.isolated(owner.as_deref(), now, |gw| {
-                        crate::tools::runs::flush_live(gw, id)
+                        crate::tools::runs::flush_live(gw, id, now)
                     });
                 }
                 Timer::ApprovalTimeout(request_id) => {
