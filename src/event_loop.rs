@@ -153,7 +153,7 @@ impl Gateway {
             sessions: Registry::new(),
             by_token: HashMap::new(),
             run_tokens: HashMap::new(),
-            tools: crate::tools::Tools::new(&cfg_home_for_tools),
+            tools: crate::tools::Tools::new(&cfg_home_for_tools, crate::session::calls::TURN_HOOKS),
             runner: crate::runner::Runner::new(
                 std::env::current_exe().unwrap_or_else(|_| "tui-gateway".into()),
                 kill_grace,

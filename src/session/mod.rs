@@ -5,6 +5,7 @@ pub mod compaction;
 mod driver;
 pub mod machine;
 pub mod registry;
+mod stored;
 pub mod turn;
 
 use std::collections::VecDeque;
