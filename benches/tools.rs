@@ -16,7 +16,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use std::io::Read;
 
 use tui_gateway::runner::process::{self, Streams};
-use tui_gateway::runner::supervisor::Zygote;
+use tui_gateway::runner::supervisor::{Executable, Zygote};
 
 use common::{TempDir, gateway_bin};
 
@@ -38,26 +38,32 @@ fn tools(c: &mut Criterion) {
         });
     });
 
-    let mut zygote = Zygote::start(&bin).expect("start the zygote");
-    group.bench_function("spawn_wait/supervised_bash_true", |b| {
-        b.iter(|| {
-            let spawned = process::spawn(&mut zygote, "true", cwd.path(), Streams::Merged)
-                .expect("spawn through the supervisor");
-            // The supervisor's report ends with `exit STATUS` and EOF once it is gone.
-            let mut report = String::new();
-            let mut status = std::fs::File::from(spawned.status);
-            loop {
-                match status.read_to_string(&mut report) {
-                    Ok(_) => break,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::yield_now()
+    let mut zygote = Zygote::start(&Executable::open(bin), &[]).expect("start the zygote");
+    for (name, pidns) in [
+        ("spawn_wait/supervised_bash_true", false),
+        ("spawn_wait/supervised_pidns_bash_true", true),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let spawned =
+                    process::spawn(&mut zygote, "true", cwd.path(), Streams::Merged, pidns)
+                        .expect("spawn through the supervisor");
+                // The supervisor's report ends with `exit STATUS` and EOF once it is gone.
+                let mut report = String::new();
+                let mut status = std::fs::File::from(spawned.status);
+                loop {
+                    match status.read_to_string(&mut report) {
+                        Ok(_) => break,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            std::thread::yield_now()
+                        }
+                        Err(e) => panic!("status pipe: {e}"),
                     }
-                    Err(e) => panic!("status pipe: {e}"),
                 }
-            }
-            assert!(report.contains("exit 0"), "{report}");
+                assert!(report.contains("exit 0"), "{report}");
+            });
         });
-    });
+    }
     group.finish();
 }
 

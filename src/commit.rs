@@ -19,8 +19,7 @@ impl Gateway {
 
     /// The final commit of the shutdown, waiting for another process's lock until `deadline`.
     pub(crate) fn commit_final(&mut self, deadline: Instant, now: Instant) {
-        let wait = deadline.saturating_duration_since(now);
-        let publish = self.persist.commit_final(&mut self.sessions, wait, now);
+        let publish = self.persist.commit_final(&mut self.sessions, deadline, now);
         self.publish(publish, now);
     }
 

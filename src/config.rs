@@ -15,12 +15,16 @@ pub struct Config {
     pub exit_flush_budget: Duration,
     /// Time between SIGTERM and SIGKILL of a tool's process group.
     pub kill_grace: Duration,
+    /// Run each command in a pid namespace of its own where the kernel allows it (`--tool-pidns`).
+    pub tool_pidns: bool,
     /// Hard deadline of the whole shutdown sequence.
     pub shutdown_grace: Duration,
     /// Sessions idle longer than this are flushed, ended and evicted from memory.
     pub session_ttl: Duration,
     /// Default timeout of a terminal command.
     pub command_timeout: Duration,
+    /// Timeout of a `shell.exec` command (5002 past it).
+    pub shell_timeout: Duration,
     /// Longest accepted input line, in bytes.
     pub frame_limit: usize,
     /// How long a peer that stopped reading stdout (with the out-queue full) is tolerated.
@@ -68,9 +72,11 @@ impl Default for Config {
             flush_interval: Duration::from_secs(1),
             exit_flush_budget: Duration::from_secs(2),
             kill_grace: Duration::from_millis(500),
+            tool_pidns: true,
             shutdown_grace: Duration::from_secs(3),
             session_ttl: Duration::from_secs(6 * 3600),
             command_timeout: Duration::from_secs(180),
+            shell_timeout: Duration::from_secs(30),
             frame_limit: 16 * 1024 * 1024,
             stdout_stall: Duration::from_secs(30),
             out_queue_cap: 8 * 1024 * 1024,
@@ -213,6 +219,15 @@ const KNOBS: &[Knob] = &[
         show: |c| secs(c.command_timeout),
         set: |c, v| {
             c.command_timeout = seconds(v, 0.1, 604800.0)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--shell-timeout",
+        env: "TUI_GATEWAY_SHELL_TIMEOUT_S",
+        show: |c| secs(c.shell_timeout),
+        set: |c, v| {
+            c.shell_timeout = seconds(v, 0.1, 86400.0)?;
             Ok(())
         },
     },
@@ -365,6 +380,19 @@ const KNOBS: &[Knob] = &[
         },
         set: |c, v| {
             c.rpc_log = Some(PathBuf::from(v)).filter(|p| !p.as_os_str().is_empty());
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--tool-pidns",
+        env: "TUI_GATEWAY_TOOL_PIDNS",
+        show: |c| if c.tool_pidns { "on" } else { "off" }.into(),
+        set: |c, v| {
+            c.tool_pidns = match v.trim() {
+                "on" => true,
+                "off" => false,
+                other => return Err(format!("expected on or off, got {other:?}")),
+            };
             Ok(())
         },
     },

@@ -142,6 +142,7 @@ impl Gateway {
         }
         let cfg_home_for_tools = cfg.home.clone();
         let kill_grace = cfg.kill_grace;
+        let tool_pidns = cfg.tool_pidns;
         let signals = None;
         Ok(Gateway {
             timers: TimerWheel::new(now),
@@ -155,9 +156,11 @@ impl Gateway {
             run_tokens: HashMap::new(),
             tools: crate::tools::Tools::new(&cfg_home_for_tools, crate::session::calls::TURN_HOOKS),
             runner: crate::runner::Runner::new(
-                std::env::current_exe().unwrap_or_else(|_| "tui-gateway".into()),
+                crate::runner::supervisor::Executable::current(),
                 kill_grace,
-            ),
+                tool_pidns,
+            )
+            .with_env_passthrough(crate::tools::passthrough::load(&cfg_home_for_tools)),
             model_fetches: Default::default(),
             next_token: FIRST_DYNAMIC,
             client,
@@ -336,7 +339,7 @@ impl Gateway {
             Line::TooLong => {
                 let limit = self.client.frame_limit();
                 self.client.error(
-                    &Value::Null,
+                    &frame::Id::null(),
                     &frame::RpcError::new(
                         frame::code::INVALID_REQUEST,
                         format!("invalid request: frame larger than {limit} bytes"),

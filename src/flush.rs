@@ -27,11 +27,10 @@ pub fn tick(gw: &mut Gateway, now: Instant) {
     }
 }
 
-/// Make sure a flush tick is scheduled.
+/// Make sure a flush tick is scheduled (sooner than an interval when a commit retry is due).
 pub fn arm(gw: &mut Gateway, now: Instant) {
-    if gw.persist.arm_tick() {
-        gw.timers
-            .insert(now + gw.cfg.flush_interval, Timer::FlushTick);
+    if let Some(at) = gw.persist.arm_tick(now) {
+        gw.timers.insert(at, Timer::FlushTick);
     }
 }
 

@@ -22,6 +22,10 @@ fn main() -> ExitCode {
     // A command's supervisor is this binary re-executed in a hidden mode.
     tui_gateway::runner::supervisor::run_if_requested();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // The tools this process runs (as the same user) must not read its secrets: not its
+    // environment or memory (not dumpable), not its command line (secrets overwritten).
+    tui_gateway::runner::secrets::forbid_inspection();
+    tui_gateway::runner::secrets::redact_command_line();
     let code = match args.first().map(String::as_str) {
         None | Some("serve") => serve(args.get(1..).unwrap_or_default()),
         // How the TUI launches its Python gateway: `<program> -m tui_gateway.entry`.

@@ -139,3 +139,91 @@ fn stored_text_is_printed_with_control_characters_visible() {
     assert!(shown.contains("\\x1b]52;c;aGVsbG8=\\x07"), "{shown}");
     assert!(shown.contains("\\r\\x1b[2Kgone \\u{202e}txt"), "{shown}");
 }
+
+/// Every file under `dir`, relative to it, sorted.
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The README's first command, as a newcomer pastes it, in the environment of someone who
+/// already uses Hermes: an OpenAI key exported, a home whose config.yaml names a provider. It
+/// must still chat with the offline model, reach no network and write nothing into that home.
+#[test]
+fn the_readmes_first_command_is_self_contained_in_a_hostile_environment() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let block = readme
+        .split("```sh\n")
+        .nth(1)
+        .expect("a sh block in the README");
+    let first = block.lines().next().unwrap();
+    let command = first.split("   # ").next().unwrap().trim();
+    assert!(
+        command.contains("cargo run --release -- chat"),
+        "the first command is not the chat demo: {first}"
+    );
+    let command = command.replace("cargo run --release --", BIN);
+
+    // Anything that connects here is the network the command must not reach.
+    let trap = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    trap.set_nonblocking(true).unwrap();
+    let url = format!("http://{}/v1", trap.local_addr().unwrap());
+    let scratch = TempHome::new("readme");
+    let home = scratch.path.join("home");
+    let tmp = scratch.path.join("tmp");
+    std::fs::create_dir_all(home.join(".hermes")).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::write(
+        home.join(".hermes/config.yaml"),
+        format!("model:\n  provider: openai\n  default: gpt-4o\n  base_url: {url}\n"),
+    )
+    .unwrap();
+    let mut cmd = Command::new("sh");
+    scrub_env(&mut cmd);
+    let out = cmd
+        .args(["-c", &command])
+        .current_dir(&scratch.path)
+        .env("HOME", &home)
+        .env("TMPDIR", &tmp)
+        .env("OPENAI_API_KEY", "sk-hostile")
+        .env("OPENAI_BASE_URL", &url)
+        .env("TUI_GATEWAY_PROVIDER", "openai")
+        .env("HERMES_HOME", home.join(".hermes"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{command}: {:?}\n{stdout}\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains("(offline model) You said: hello, gateway"),
+        "not the offline model's answer:\n{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(
+        matches!(trap.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the command connected to the configured provider"
+    );
+    assert_eq!(
+        files_under(&home),
+        [".hermes/config.yaml"],
+        "the command wrote into the user's home"
+    );
+}

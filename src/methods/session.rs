@@ -10,6 +10,7 @@ use crate::rpc::RpcError;
 use crate::rpc::frame::code;
 use crate::session::transcript;
 use crate::session::{NewSession, Persisted, Session};
+use crate::store::{Holder, StoreError, StoredSession};
 use crate::util;
 
 /// Longest title kept.
@@ -45,26 +46,38 @@ pub(crate) fn new_stored_id(gw: &Gateway, started_at: f64) -> String {
     }
 }
 
-/// `wanted`, or `wanted #2`, `#3`… so that no other session has it.
+/// `wanted`, or else `wanted #N` with `N` one past the highest any other session has (live
+/// or stored, as Hermes numbers a lineage), so that no other session has it. One indexed query
+/// of the store, whatever the number of titles.
 pub(crate) fn unique_title(gw: &Gateway, wanted: &str, stored_id: &str) -> String {
     let base = util::clip(wanted.trim(), TITLE_MAX);
-    let taken = |t: &str| {
-        gw.sessions
-            .values()
-            .any(|s| s.stored_id != stored_id && s.title.as_deref() == Some(t))
-            || gw
-                .persist
-                .store()
-                .title_taken(t, stored_id)
-                .unwrap_or(false)
-    };
-    let mut candidate = base.clone();
-    let mut n = 2;
-    while taken(&candidate) {
-        candidate = format!("{base} #{n}");
-        n += 1;
+    let (mut taken, mut highest) = gw
+        .persist
+        .store()
+        .title_family(&base, stored_id)
+        .unwrap_or((false, None));
+    let prefix = format!("{base} #");
+    for t in gw
+        .sessions
+        .values()
+        .filter(|s| s.stored_id != stored_id)
+        .filter_map(|s| s.title.as_deref())
+    {
+        if t == base {
+            taken = true;
+        } else if let Some(n) = t
+            .strip_prefix(&prefix)
+            .filter(|n| !n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            highest = highest.max(Some(n));
+        }
     }
-    candidate
+    if !taken {
+        return base;
+    }
+    let next = highest.unwrap_or(1).max(1).saturating_add(1);
+    format!("{base} #{next}")
 }
 
 pub(crate) fn opening(gw: &Gateway, rid: &str) -> Value {
@@ -163,17 +176,7 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
             s
         }
         None => {
-            let row = gw
-                .persist
-                .store()
-                .load(&wanted)
-                .map_err(|e| RpcError::new(code::INTERNAL, format!("cannot read state.db: {e}")))?
-                .ok_or_else(|| {
-                    RpcError::new(
-                        code::STORED_NOT_FOUND,
-                        format!("stored session not found: {wanted}"),
-                    )
-                })?;
+            let row = load_unheld(gw, &wanted)?;
             let model = row
                 .model
                 .unwrap_or_else(|| gw.provider.default_model().to_string());
@@ -219,6 +222,52 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     let mut v = opening(gw, &rid);
     v["resumed"] = json!(resumed);
     Ok(v)
+}
+
+/// A stored session, by id or title, unless another running gateway holds it open (4023: two
+/// gateways writing one transcript would interleave it). One a dead gateway left open is
+/// repaired first, as start-up repair would have.
+fn load_unheld(gw: &mut Gateway, wanted: &str) -> Result<StoredSession, RpcError> {
+    let unreadable =
+        |e: StoreError| RpcError::new(code::INTERNAL, format!("cannot read state.db: {e}"));
+    let missing = || {
+        RpcError::new(
+            code::STORED_NOT_FOUND,
+            format!("stored session not found: {wanted}"),
+        )
+    };
+    let store = gw.persist.store();
+    let row = store
+        .load(wanted)
+        .map_err(unreadable)?
+        .ok_or_else(missing)?;
+    match store.holder(&row.id).map_err(unreadable)? {
+        Holder::Nobody | Holder::Me => Ok(row),
+        Holder::Live(owner) => Err(RpcError::new(
+            code::SESSION_ACTIVE,
+            format!(
+                "session {} is open in another running gateway (pid {}); close it there first",
+                row.id,
+                owner.split(':').next().unwrap_or("?")
+            ),
+        )),
+        Holder::Dead(_) => {
+            gw.persist
+                .store_mut()
+                .repair_abandoned(&row.id)
+                .map_err(|e| {
+                    RpcError::new(
+                        code::INTERNAL,
+                        format!("cannot repair session {} left open by a gateway that died ({e}); try again", row.id),
+                    )
+                })?;
+            gw.persist
+                .store()
+                .load(&row.id)
+                .map_err(unreadable)?
+                .ok_or_else(missing)
+        }
+    }
 }
 
 /// Live sessions answered by `session.active_list` unless it asks for more: the TUI polls it

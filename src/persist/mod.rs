@@ -23,9 +23,9 @@ use crate::timer::Throttle;
 use journal::{Journal, Record, Sink};
 use retry::Retries;
 
-/// How long a statement waits for another process's lock while the loop runs.
-const BUSY_WAIT: Duration = Duration::from_millis(100);
-/// How long start-up waits for a lock to fold a killed gateway's journal.
+/// How long start-up waits for a lock to fold a killed gateway's journal and repair what it
+/// left open. While the loop runs a write never waits for a lock: it fails at once and is
+/// retried on the timer (`retry.rs`), so other sessions are not stalled.
 const FOLD_WAIT: Duration = Duration::from_secs(2);
 
 /// Methods whose answers announce nothing durable, so they are written even while the output
@@ -42,16 +42,16 @@ pub fn announces_nothing(method: &str) -> bool {
 pub trait Backend {
     /// Write these deltas (with the journal seq each covers) in one transaction.
     fn write(&mut self, deltas: &[(Delta<'_>, Option<u64>)]) -> Result<(), StoreError>;
-    /// How long a write waits for another process's lock.
-    fn set_busy_timeout(&self, d: Duration);
+    /// Until when a write may wait for another process's lock (`None`: not at all).
+    fn wait_until(&mut self, deadline: Option<Instant>);
 }
 
 impl Backend for Store {
     fn write(&mut self, deltas: &[(Delta<'_>, Option<u64>)]) -> Result<(), StoreError> {
         Store::write(self, deltas)
     }
-    fn set_busy_timeout(&self, d: Duration) {
-        Store::set_busy_timeout(self, d)
+    fn wait_until(&mut self, deadline: Option<Instant>) {
+        Store::wait_until(self, deadline)
     }
 }
 
@@ -146,7 +146,8 @@ pub struct Persistence<S = Store, J = Journal> {
     resumed: bool,
     checkpoint_due: bool,
     throttle: Throttle,
-    tick_armed: bool,
+    /// When the flush tick scheduled last fires (none scheduled: `None`).
+    tick_armed: Option<Instant>,
     unfolded: Vec<Unfolded>,
     interval: Duration,
     /// The journal file has records (so it is removed once nothing needs them).
@@ -160,7 +161,10 @@ impl Persistence<Store, Journal> {
         let db = cfg.db_path();
         let mut store = Store::open(&db, &cfg.synchronous)?;
         let unfolded = fold_dead_journals(&mut store);
-        match store.repair_killed() {
+        store.wait_until(Some(Instant::now() + FOLD_WAIT));
+        let repaired = store.repair_killed();
+        store.wait_until(None);
+        match repaired {
             Ok(r) if r != crate::store::Repair::default() => crate::diag!(
                 "[gateway] ended {} session(s) left open by a killed gateway ({} tool result(s) marked unknown){}",
                 r.sessions_ended,
@@ -246,8 +250,8 @@ fn write_alone<S: Backend>(
 }
 
 impl<S: Backend, J: Sink> Persistence<S, J> {
-    pub fn new(store: S, journal: J, flush_interval: Duration) -> Self {
-        store.set_busy_timeout(BUSY_WAIT);
+    pub fn new(mut store: S, journal: J, flush_interval: Duration) -> Self {
+        store.wait_until(None);
         Persistence {
             store,
             journal,
@@ -265,7 +269,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
             resumed: false,
             checkpoint_due: false,
             throttle: Throttle::new(flush_interval),
-            tick_armed: false,
+            tick_armed: None,
             unfolded: Vec::new(),
             interval: flush_interval,
             journal_used: false,
@@ -356,19 +360,19 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
         self.settle()
     }
 
-    /// The final commit at shutdown: every retry is due and a lock is waited for up to `wait`.
+    /// The final commit at shutdown: every retry is due and a lock is waited for until
+    /// `deadline` (each write measures what is left of it when it begins).
     pub fn commit_final(
         &mut self,
         sessions: &mut impl Sessions,
-        wait: Duration,
+        deadline: Instant,
         now: Instant,
     ) -> Publish {
         self.retries.make_due(now);
         self.journal_retry_at = None;
-        self.store
-            .set_busy_timeout(wait.max(Duration::from_millis(1)));
+        self.store.wait_until(Some(deadline));
         let publish = self.commit(sessions, now);
-        self.store.set_busy_timeout(BUSY_WAIT);
+        self.store.wait_until(None);
         publish
     }
 
@@ -381,14 +385,28 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
             || !self.unfolded.is_empty()
     }
 
-    /// True when no flush tick is scheduled yet (and now one is).
-    pub fn arm_tick(&mut self) -> bool {
-        !std::mem::replace(&mut self.tick_armed, true)
+    /// When the flush tick should fire, if no tick scheduled already fires by then (and now
+    /// one is): within a flush interval, sooner when a store retry is due sooner (never
+    /// sooner than the first backoff from now, so nothing spins).
+    pub fn arm_tick(&mut self, now: Instant) -> Option<Instant> {
+        let mut at = now + self.interval;
+        if (!self.dirty.is_empty() || !self.retired.is_empty())
+            && let Some(retry) = self.retries.next_due()
+        {
+            at = at.min(retry.max(now + retry::FIRST_BACKOFF));
+        }
+        if self.tick_armed.is_some_and(|armed| armed <= at) {
+            return None;
+        }
+        self.tick_armed = Some(at);
+        Some(at)
     }
 
     /// The flush tick fired; true when its work may run (at most once per flush interval).
     pub fn tick_fired(&mut self, now: Instant) -> bool {
-        self.tick_armed = false;
+        if self.tick_armed.is_some_and(|armed| armed <= now) {
+            self.tick_armed = None;
+        }
         self.throttle.try_run(now)
     }
 
@@ -743,7 +761,7 @@ pub fn fold_dead_journals(store: &mut Store) -> Vec<Unfolded> {
     let db = store.path().to_path_buf();
     let me = store.owner().to_string();
     let mut unfolded = Vec::new();
-    store.set_busy_timeout(FOLD_WAIT);
+    store.wait_until(Some(Instant::now() + FOLD_WAIT));
     for (path, owner) in journal::beside(&db) {
         if owner == me || crate::store::owner_alive(&owner) {
             continue;
@@ -783,7 +801,7 @@ pub fn fold_dead_journals(store: &mut Store) -> Vec<Unfolded> {
             crate::diag!("[gateway] cannot tidy the journal marks: {e}");
         }
     }
-    store.set_busy_timeout(BUSY_WAIT);
+    store.wait_until(None);
     unfolded
 }
 

@@ -1,15 +1,22 @@
 //! When to try the store again: after a failure of the store as a whole (locked, full,
-//! read-only) nothing is tried before the store's retry time; after a failure of one session's
-//! data only that session waits, so the others keep committing every iteration. Time is
-//! passed in (unit-tested with a fake clock).
+//! read-only) nothing is tried before the store's retry time, which backs off from
+//! [`FIRST_BACKOFF`] by doubling up to the flush interval (a lock is not waited for inside
+//! SQLite, so a short one costs a short delay, a long one a retry per interval); after a
+//! failure of one session's data only that session waits, so the others keep committing every
+//! iteration. Time is passed in (unit-tested with a fake clock).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+
+/// The first wait after the store failed as a whole.
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(10);
 
 #[derive(Debug)]
 pub struct Retries {
     interval: Duration,
     store_at: Option<Instant>,
+    /// The store's current wait between tries.
+    backoff: Duration,
     sessions: HashMap<String, Instant>,
 }
 
@@ -18,6 +25,7 @@ impl Retries {
         Retries {
             interval,
             store_at: None,
+            backoff: Duration::ZERO,
             sessions: HashMap::new(),
         }
     }
@@ -34,11 +42,20 @@ impl Retries {
 
     /// The store failed as a whole; true when that starts an outage.
     pub fn store_failed(&mut self, now: Instant) -> bool {
-        self.store_at.replace(now + self.interval).is_none()
+        let starts = self.store_at.is_none();
+        self.backoff = if starts {
+            FIRST_BACKOFF
+        } else {
+            self.backoff * 2
+        }
+        .min(self.interval);
+        self.store_at = Some(now + self.backoff);
+        starts
     }
 
     /// The store took a commit; true when that ends an outage.
     pub fn store_ok(&mut self) -> bool {
+        self.backoff = Duration::ZERO;
         self.store_at.take().is_some()
     }
 
@@ -92,17 +109,30 @@ mod tests {
     }
 
     #[test]
-    fn a_store_outage_is_reported_once_and_retried_after_the_interval() {
+    fn a_store_outage_is_reported_once_and_retried_with_backoff_up_to_the_interval() {
         let t0 = Instant::now();
+        let ms = Duration::from_millis;
         let mut r = Retries::new(Duration::from_secs(1));
         assert!(r.store_failed(t0));
-        assert!(!r.store_failed(t0 + Duration::from_secs(1)));
-        assert!(!r.store_due(t0 + Duration::from_millis(1500)));
-        assert!(r.store_due(t0 + Duration::from_secs(2)));
+        assert!(!r.store_due(t0 + ms(9)));
+        assert!(r.store_due(t0 + ms(10)));
+        assert!(!r.store_failed(t0 + ms(10)));
+        assert_eq!(r.next_due(), Some(t0 + ms(30)));
+        let mut at = t0 + ms(30);
+        for _ in 0..20 {
+            r.store_failed(at);
+            at = r.next_due().unwrap();
+        }
+        // Capped at the interval: one try per interval in a long outage.
+        r.store_failed(at);
+        assert_eq!(r.next_due(), Some(at + Duration::from_secs(1)));
         r.make_due(t0);
         assert!(r.store_due(t0));
         assert!(r.store_ok());
         assert!(!r.store_ok());
         assert!(!r.store_failing());
+        // A new outage starts from the first backoff again.
+        assert!(r.store_failed(t0));
+        assert_eq!(r.next_due(), Some(t0 + ms(10)));
     }
 }

@@ -53,7 +53,7 @@ impl Backend for FakeStore {
         }
         Ok(())
     }
-    fn set_busy_timeout(&self, _: Duration) {}
+    fn wait_until(&mut self, _: Option<Instant>) {}
 }
 
 impl Sink for FakeJournal {
@@ -197,22 +197,26 @@ fn a_session_that_cannot_commit_does_not_slow_the_others() {
 }
 
 #[test]
-fn a_locked_store_is_retried_once_per_interval_while_the_journal_keeps_the_work() {
+fn a_locked_store_is_retried_with_backoff_while_the_journal_keeps_the_work() {
     let mut r = Rig::new(&["a"]);
     assert_eq!(r.commit(Duration::ZERO), Publish::Release);
     r.world.borrow_mut().down = Some(ErrorKind::Busy);
-    r.say("a");
-    assert_eq!(r.commit(Duration::from_millis(10)), Publish::Release);
-    let tries = r.world.borrow().attempts.len();
-    for i in 2..9 {
-        r.say("a");
-        assert_eq!(r.commit(Duration::from_millis(100 * i)), Publish::Release);
+    let mut tried_at = Vec::new();
+    let mut said = 0;
+    // An iteration every 10 ms for 1.5 s; something new to save in the first eight.
+    for t in (10..1500).step_by(10) {
+        if said < 8 {
+            r.say("a");
+            said += 1;
+        }
+        let before = r.world.borrow().attempts.len();
+        assert_eq!(r.commit(Duration::from_millis(t)), Publish::Release);
+        if r.world.borrow().attempts.len() > before {
+            tried_at.push(t);
+        }
     }
-    assert_eq!(
-        r.world.borrow().attempts.len(),
-        tries,
-        "no store write before the retry time"
-    );
+    // The first retry after 10 ms, then doubling, capped at the flush interval.
+    assert_eq!(tried_at, [10, 20, 40, 80, 160, 320, 640, 1280]);
     assert!(!r.p.store_healthy());
     assert!(r.p.wants_tick());
     let notices = r.p.take_notices();
@@ -224,11 +228,30 @@ fn a_locked_store_is_retried_once_per_interval_while_the_journal_keeps_the_work(
     assert!(journal.windows(2).all(|w| w[0].0 < w[1].0), "seqs increase");
     // the lock goes: the retry writes everything, once
     r.world.borrow_mut().down = None;
-    assert_eq!(r.commit(Duration::from_millis(1010)), Publish::Release);
+    assert_eq!(r.commit(Duration::from_millis(2280)), Publish::Release);
     assert_eq!(r.stored("a"), 8);
     assert!(r.p.store_healthy());
     assert!(r.world.borrow().journal.is_empty());
     assert!(!r.p.holding());
+}
+
+#[test]
+fn the_flush_tick_comes_sooner_for_a_retry_and_never_spins() {
+    let mut r = Rig::new(&["a"]);
+    let t0 = r.t0;
+    let ms = Duration::from_millis;
+    assert_eq!(
+        r.p.arm_tick(t0),
+        Some(t0 + SEC),
+        "nothing to retry: an interval"
+    );
+    assert_eq!(r.p.arm_tick(t0), None, "already armed");
+    r.world.borrow_mut().down = Some(ErrorKind::Busy);
+    r.commit(ms(0));
+    assert_eq!(r.p.arm_tick(t0), Some(t0 + ms(10)), "the retry is sooner");
+    r.p.tick_fired(t0 + ms(10));
+    // A retry already due is not re-armed for now: at least the first backoff ahead.
+    assert_eq!(r.p.arm_tick(t0 + ms(50)), Some(t0 + ms(60)));
 }
 
 #[test]
@@ -313,7 +336,7 @@ fn the_final_commit_tries_everything_at_once() {
     assert_eq!(r.commit(Duration::ZERO), Publish::Release);
     r.world.borrow_mut().refused.clear();
     let p =
-        r.p.commit_final(&mut r.sessions, SEC, r.t0 + Duration::from_millis(1));
+        r.p.commit_final(&mut r.sessions, r.t0 + SEC, r.t0 + Duration::from_millis(1));
     assert_eq!(p, Publish::Release);
     assert!(r.world.borrow().db.contains_key("stored-a"));
 }

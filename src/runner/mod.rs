@@ -1,7 +1,10 @@
-//! The process runner: every command runs under a supervisor in its own process group
-//! (`supervisor.rs`); its output pipes and the supervisor's status pipe (whose end is the
-//! command's exit) are read here, boundedly, with a timeout and a kill of the whole group
-//! (SIGTERM, then SIGKILL after the grace).
+//! The process runner: every command runs under a supervisor, in a pid namespace of its own
+//! where the kernel allows it, else in its own process group (`supervisor.rs`); its output
+//! pipes and the supervisor's status pipe (`exit N` is the command's exit) are read here,
+//! boundedly, with a timeout and a kill of everything it started (SIGTERM, then SIGKILL after
+//! the grace). The supervisor runs as the command's user, so the runner never counts on it: a
+//! hard kill, or a supervisor gone without saying `exit`, makes the runner itself kill the
+//! supervisor and everything below it and below the zygote that no live run owns ([`sweep`]).
 //!
 //! It knows runs by its own [`RunId`] and nothing else: no sessions, turns, tools or store.
 //! It hands its descriptors to the event loop ([`Runner::fds`]), which polls them and calls
@@ -9,15 +12,20 @@
 //! [`Wake`]s, and the descriptors of finished runs as [`Closed`] for the loop to deregister.
 
 pub mod capture;
+mod pipe;
 pub mod process;
+pub mod secrets;
 pub mod supervisor;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
 
 use capture::Capture;
+use pipe::{Drained, Pipe};
 pub use process::Streams;
 
 /// Output kept per stream: this much of the head and of the tail.
@@ -27,6 +35,10 @@ const TAIL_KEEP: usize = 32 * 1024;
 const READ_BUDGET: usize = 256 * 1024;
 /// After the supervisor exits, pipes still held by stragglers are read this much longer.
 const DRAIN: Duration = Duration::from_millis(200);
+/// Rounds of a sweep (read /proc, kill what no live run owns) before it leaves the rest to the
+/// next one: a process SIGKILLed in one round forks no more, so a round finds only what its
+/// predecessor's targets forked just before.
+const SWEEP_ROUNDS: usize = 8;
 
 /// A run, as the runner names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -111,16 +123,16 @@ pub struct Closed {
     pub fds: Vec<OwnedFd>,
 }
 
-struct Pipe {
-    fd: OwnedFd,
-    open: bool,
-}
-
 struct Run {
-    /// The supervisor's pid, once it reported it (polite SIGTERM goes there).
-    supervisor: Option<i32>,
-    /// The command's process group (= its pid), once the supervisor reported it.
+    /// The supervisor, once it reported its pid (polite SIGTERM goes there).
+    supervisor: Option<process::SupervisorHandle>,
+    /// The command's process group (= its pid), once the supervisor reported it (not reported
+    /// from a pid namespace, where the namespace is what gets killed).
     group: Option<i32>,
+    /// The supervisor said `exit`: it killed everything before it left.
+    exit_reported: bool,
+    /// The supervisor's end without `exit` was answered with a sweep.
+    swept: bool,
     status: Pipe,
     stdout: Pipe,
     stderr: Option<Pipe>,
@@ -141,10 +153,16 @@ struct Run {
 }
 
 impl Run {
-    /// SIGKILL the group now and drop the lifeline, so the supervisor also kills what left it.
-    fn hard_kill(&mut self) {
+    /// Give the run up: SIGKILL its group now and drop the lifeline. The caller sweeps, which
+    /// kills its supervisor and everything below it, whatever state the supervisor is in.
+    fn abandon(&mut self) {
         process::kill_group(self.group);
         self.lifeline = None;
+    }
+
+    /// The supervisor is there and the run is wanted: what is below it is the run's.
+    fn owns_its_tree(&self) -> bool {
+        self.lifeline.is_some() && self.status.open
     }
 
     fn pipes_done(&self) -> bool {
@@ -157,28 +175,45 @@ pub struct Runner {
     next_id: u64,
     /// Runs with readable pipes to pump.
     work: Vec<RunId>,
-    /// Program re-executed as the zygote (the gateway's own binary).
-    program: PathBuf,
+    /// Program re-executed as the zygote (the gateway's own binary, opened at start).
+    exe: supervisor::Executable,
+    /// Ask for a pid namespace per command.
+    pidns: bool,
     zygote: Option<supervisor::Zygote>,
+    /// Zygotes replaced while not yet reaped.
+    retired: Vec<supervisor::Zygote>,
     kill_grace: Duration,
+    /// Secret-looking variables the user lets commands inherit (`secrets::withheld`).
+    env_passthrough: Vec<String>,
     events: Vec<RunEvent>,
     wakes: Vec<Wake>,
     closed: Vec<Closed>,
 }
 
 impl Runner {
-    pub fn new(program: PathBuf, kill_grace: Duration) -> Runner {
+    /// `exe` is started as the zygote (opened already, so a file replaced since does not
+    /// matter); `pidns`: run each command in a pid namespace of its own where allowed.
+    pub fn new(exe: supervisor::Executable, kill_grace: Duration, pidns: bool) -> Runner {
         Runner {
             runs: HashMap::new(),
             next_id: 1,
             work: Vec::new(),
-            program,
+            exe,
+            pidns,
             zygote: None,
+            retired: Vec::new(),
             kill_grace,
+            env_passthrough: Vec::new(),
             events: Vec::new(),
             wakes: Vec::new(),
             closed: Vec::new(),
         }
+    }
+
+    /// Let commands inherit these variables even when they look secret (from the next zygote on).
+    pub fn with_env_passthrough(mut self, names: Vec<String>) -> Runner {
+        self.env_passthrough = names;
+        self
     }
 
     /// Start a command through the zygote, (re)starting the zygote when it is not there. The
@@ -187,12 +222,14 @@ impl Runner {
         let spawned = self.spawn(spec.command, spec.cwd, spec.streams)?;
         let id = RunId(self.next_id);
         self.next_id += 1;
-        let pipe = |fd| Pipe { fd, open: true };
+        let pipe = Pipe::new;
         self.runs.insert(
             id,
             Run {
                 supervisor: None,
                 group: None,
+                exit_reported: false,
+                swept: false,
                 status: pipe(spawned.status),
                 stdout: pipe(spawned.stdout),
                 stderr: spawned.stderr.map(pipe),
@@ -223,14 +260,20 @@ impl Runner {
     ) -> std::io::Result<process::Spawned> {
         if let Some(z) = self.zygote.as_mut()
             && !z.exited()
-            && let Ok(spawned) = process::spawn(z, command, cwd, streams)
         {
-            return Ok(spawned);
+            match process::spawn(z, command, cwd, streams, self.pidns) {
+                // Only a zygote that is gone is replaced (a command too long is not its fault).
+                Err(e) if zygote_gone(&e) => {}
+                done => return done,
+            }
+        }
+        if let Some(old) = self.zygote.take() {
+            self.retired.push(old);
         }
         let z = self
             .zygote
-            .insert(supervisor::Zygote::start(&self.program)?);
-        process::spawn(z, command, cwd, streams)
+            .insert(supervisor::Zygote::start(&self.exe, &self.env_passthrough)?);
+        process::spawn(z, command, cwd, streams, self.pidns)
     }
 
     /// The descriptors of a run to watch for readability.
@@ -247,9 +290,11 @@ impl Runner {
 
     /// Forget a run whose descriptors could not be watched: kill it, report nothing.
     pub fn discard(&mut self, id: RunId) {
-        if let Some(mut run) = self.runs.remove(&id) {
-            run.hard_kill();
+        if let Some(run) = self.runs.get_mut(&id) {
+            run.abandon();
+            self.sweep();
         }
+        self.runs.remove(&id);
         self.work.retain(|w| *w != id);
     }
 
@@ -287,8 +332,8 @@ impl Runner {
         }
         run.ending = Some(ending);
         // Before the supervisor reported its pid, the SIGTERM goes out when it does.
-        if let Some(pid) = run.supervisor {
-            process::terminate(pid);
+        if let Some(sup) = &run.supervisor {
+            sup.signal(Signal::SIGTERM);
         }
         self.wake(now + self.kill_grace, id, RunTimer::Kill);
     }
@@ -297,17 +342,19 @@ impl Runner {
     pub fn kill_now(&mut self, id: RunId, now: Instant) {
         if let Some(run) = self.runs.get_mut(&id) {
             run.ending.get_or_insert(Ending::Interrupted);
-            run.hard_kill();
+            run.abandon();
+            self.sweep();
         }
         self.finish(id, now);
     }
 
-    /// The hard exit: SIGKILL every live group at once.
+    /// The hard exit: SIGKILL every live run at once.
     pub fn kill_all(&mut self) {
         for run in self.runs.values_mut().filter(|r| r.exit.is_none()) {
             run.ending.get_or_insert(Ending::Interrupted);
-            run.hard_kill();
+            run.abandon();
         }
+        self.sweep();
     }
 
     pub fn on_timer(&mut self, id: RunId, what: RunTimer, now: Instant) {
@@ -317,19 +364,62 @@ impl Runner {
                 if let Some(run) = self.runs.get_mut(&id)
                     && run.exit.is_none()
                 {
-                    run.hard_kill();
+                    run.abandon();
+                    self.sweep();
                 }
             }
             RunTimer::Drain => self.finish(id, now),
         }
     }
 
-    /// SIGCHLD: the zygote may have died; reap it so the next command starts a new one.
+    /// SIGCHLD: a zygote may have died; reap it (the next command starts a new one).
     pub fn on_child_exit(&mut self) {
         if let Some(z) = self.zygote.as_mut()
             && z.exited()
         {
             self.zygote = None;
+        }
+        self.retired.retain_mut(|z| !z.exited());
+    }
+
+    /// Kill, round after round until a round finds nothing: each abandoned run's supervisor and
+    /// everything below it, and everything below a zygote that is not a supervisor of a run
+    /// still wanted (orphans of a supervisor that was killed or died). Nothing here trusts a
+    /// process the command can signal: it works with the supervisor and the zygote stopped.
+    fn sweep(&mut self) {
+        for _ in 0..SWEEP_ROUNDS {
+            let tree = supervisor::ProcessTree::read();
+            let mut found = false;
+            let wanted: HashSet<i32> = self
+                .runs
+                .values()
+                .filter(|r| r.owns_its_tree())
+                .filter_map(|r| r.supervisor.as_ref().map(|s| s.pid))
+                .collect();
+            for run in self
+                .runs
+                .values()
+                .filter(|r| !r.owns_its_tree() && r.status.open)
+            {
+                if let Some(sup) = &run.supervisor {
+                    found |= supervisor::kill_below(&tree, sup.pid);
+                    // By its pidfd: even reparented away from the zygote, it is this one.
+                    sup.signal(Signal::SIGKILL);
+                }
+            }
+            let zygotes = self.zygote.iter().chain(&self.retired).map(|z| z.pid());
+            for z in zygotes {
+                for &child in tree.children_of(z) {
+                    if !wanted.contains(&child) {
+                        supervisor::kill_tree(&tree, child);
+                        found = true;
+                    }
+                }
+            }
+            if !found {
+                return;
+            }
+            std::thread::yield_now();
         }
     }
 
@@ -362,6 +452,15 @@ impl Runner {
         };
         run.ready = false;
         let more = read_pipes(run, id, &mut self.events);
+        if !run.status.open && !run.exit_reported && !run.swept {
+            // The supervisor is gone without saying it killed everything (a command killed
+            // it): what it left is found and killed here.
+            run.swept = true;
+            self.sweep();
+        }
+        let Some(run) = self.runs.get_mut(&id) else {
+            return;
+        };
         if run.exit.is_some() && run.drain_until.is_none() {
             // The supervisor killed everything before it left; give the pipes a moment.
             run.drain_until = Some(now + DRAIN);
@@ -384,14 +483,15 @@ impl Runner {
         };
         // Whatever is still buffered in the pipes belongs to the result.
         read_pipes(run, id, &mut self.events);
+        if run.exit.is_none() {
+            // Abandoned while alive: kill it and everything below it.
+            run.abandon();
+            run.exit = Some(128 + libc::SIGKILL);
+            self.sweep();
+        }
         let Some(mut run) = self.runs.remove(&id) else {
             return;
         };
-        if run.exit.is_none() {
-            // Abandoned while alive: kill the group; the supervisor dies with its lifeline.
-            run.hard_kill();
-            run.exit = Some(128 + libc::SIGKILL);
-        }
         // (An exited supervisor already killed its group; its id may belong to another process now.)
         run.lifeline = None;
         self.work.retain(|w| *w != id);
@@ -411,6 +511,15 @@ impl Runner {
     }
 }
 
+/// Whether a request failed because the zygote is gone (its socket closed), not because of
+/// the request.
+fn zygote_gone(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EPIPE | libc::ECONNRESET | libc::ENOTCONN | libc::ECONNREFUSED)
+    )
+}
+
 /// A line of the supervisor's status pipe.
 #[derive(Debug, PartialEq)]
 enum Report {
@@ -418,6 +527,8 @@ enum Report {
     Supervisor(Option<i32>),
     /// `pid GROUP`: the command's process group.
     Group(Option<i32>),
+    /// `ns`: the command runs in a pid namespace of its own.
+    Namespace,
     /// `exit STATUS` (-1 when unreadable).
     Exit(i32),
     /// `error WHY`: the command could not start.
@@ -429,6 +540,7 @@ fn parse_report(line: &str) -> Option<Report> {
     Some(match key {
         "sup" => Report::Supervisor(value.parse().ok()),
         "pid" => Report::Group(value.parse().ok()),
+        "ns" => Report::Namespace,
         "exit" => Report::Exit(value.parse().unwrap_or(-1)),
         "error" => Report::Error(value.to_string()),
         _ => return None,
@@ -439,10 +551,16 @@ fn parse_report(line: &str) -> Option<Report> {
 fn on_status_line(run: &mut Run, line: &str) {
     match parse_report(line) {
         Some(Report::Supervisor(pid)) => {
-            run.supervisor = pid;
-            // A stop asked before the supervisor was known goes out now.
-            if let (Some(pid), Some(_)) = (run.supervisor, run.ending) {
-                process::terminate(pid);
+            run.supervisor =
+                pid.and_then(|pid| process::SupervisorHandle::open(pid, &run.status.fd));
+            // A stop asked before the supervisor was known goes out now (a kill asked before
+            // is done by the supervisor, whose lifeline is closed, and by the next sweep).
+            if let (Some(sup), Some(_)) = (&run.supervisor, run.ending) {
+                sup.signal(if run.lifeline.is_none() {
+                    Signal::SIGKILL
+                } else {
+                    Signal::SIGTERM
+                });
             }
         }
         Some(Report::Group(group)) => {
@@ -451,7 +569,11 @@ fn on_status_line(run: &mut Run, line: &str) {
                 process::kill_group(run.group);
             }
         }
-        Some(Report::Exit(status)) => run.exit = Some(status),
+        Some(Report::Namespace) => {}
+        Some(Report::Exit(status)) => {
+            run.exit = Some(status);
+            run.exit_reported = true;
+        }
         Some(Report::Error(why)) => run.start_error = Some(why),
         None => {}
     }
@@ -460,22 +582,18 @@ fn on_status_line(run: &mut Run, line: &str) {
 /// Read what is there; true if the budget ran out before every pipe would block.
 fn read_pipes(run: &mut Run, id: RunId, events: &mut Vec<RunEvent>) -> bool {
     let mut buf = [0u8; 64 * 1024];
-    let mut budget = READ_BUDGET;
-    let mut more = false;
-    // The status pipe: `sup PID`, `pid GROUP`, then `exit STATUS` (or `error WHY`); EOF when
-    // the supervisor is gone.
+    // The status pipe: `sup PID`, `pid GROUP`, then `exit STATUS` (or `error WHY`); its end is
+    // the supervisor's.
     if run.status.open {
-        loop {
-            match nix::unistd::read(&run.status.fd, &mut buf) {
-                Ok(0) => {
-                    run.status.open = false;
-                    run.exit.get_or_insert(-1);
-                    break;
-                }
-                Ok(n) => run.status_buf.extend_from_slice(&buf[..n]),
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(_) => break,
-            }
+        let mut unbounded = usize::MAX;
+        let status_buf = &mut run.status_buf;
+        let drained = run
+            .status
+            .drain(&mut buf, &mut unbounded, "status pipe", |b| {
+                status_buf.extend_from_slice(b)
+            });
+        if drained == Drained::Ended {
+            run.exit.get_or_insert(-1);
         }
         let text = std::mem::take(&mut run.status_buf);
         let complete = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
@@ -484,38 +602,26 @@ fn read_pipes(run: &mut Run, id: RunId, events: &mut Vec<RunEvent>) -> bool {
             on_status_line(run, line);
         }
     }
-    for (pipe, capture) in [
-        (Some(&mut run.stdout), &mut run.out),
-        (run.stderr.as_mut(), &mut run.err),
+    let mut budget = READ_BUDGET;
+    let mut more = false;
+    let live = run.live;
+    for (pipe, capture, what) in [
+        (Some(&mut run.stdout), &mut run.out, "stdout"),
+        (run.stderr.as_mut(), &mut run.err, "stderr"),
     ] {
-        let Some(p) = pipe.filter(|p| p.open) else {
+        let Some(p) = pipe else {
             continue;
         };
-        loop {
-            if budget == 0 {
-                more = true;
-                break;
+        let drained = p.drain(&mut buf, &mut budget, what, |bytes| {
+            capture.push(bytes);
+            if live {
+                events.push(RunEvent::Output {
+                    run: id,
+                    bytes: bytes.to_vec(),
+                });
             }
-            let want = buf.len().min(budget);
-            match nix::unistd::read(&p.fd, &mut buf[..want]) {
-                Ok(0) => {
-                    p.open = false;
-                    break;
-                }
-                Ok(n) => {
-                    budget -= n;
-                    capture.push(&buf[..n]);
-                    if run.live {
-                        events.push(RunEvent::Output {
-                            run: id,
-                            bytes: buf[..n].to_vec(),
-                        });
-                    }
-                }
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(_) => break, // EAGAIN: wait for readiness
-            }
-        }
+        });
+        more |= drained == Drained::Budget;
     }
     more
 }
@@ -529,6 +635,7 @@ mod tests {
         assert_eq!(parse_report("sup 41"), Some(Report::Supervisor(Some(41))));
         assert_eq!(parse_report("pid 42"), Some(Report::Group(Some(42))));
         assert_eq!(parse_report("pid x"), Some(Report::Group(None)));
+        assert_eq!(parse_report("ns"), Some(Report::Namespace));
         assert_eq!(parse_report("exit 137"), Some(Report::Exit(137)));
         assert_eq!(parse_report("exit"), Some(Report::Exit(-1)));
         assert_eq!(

@@ -1,34 +1,13 @@
 //! One command run through the supervisor: spawning it, its pipes, its exit, killing its group.
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
 use super::supervisor::{CommandFds, Zygote};
-
-/// Environment variables whose names contain one of these (case-insensitively) are secrets of
-/// the gateway and never reach a command.
-const SECRET_MARKERS: &[&str] = &[
-    "KEY",
-    "TOKEN",
-    "SECRET",
-    "PASSWORD",
-    "PASSWD",
-    "CREDENTIAL",
-    "AUTH",
-    "COOKIE",
-    "SESSION_ID",
-    "PRIVATE",
-];
-
-/// Whether an environment variable is withheld from commands.
-pub fn is_secret_env(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    SECRET_MARKERS.iter().any(|m| upper.contains(m))
-}
 
 /// Where the command's stderr goes.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -83,12 +62,14 @@ fn bash() -> &'static Path {
 }
 
 /// Start `bash -c command` in `cwd` through the zygote (stdin `/dev/null`, the environment
-/// the zygote was started with: the gateway's, scrubbed of secrets).
+/// the zygote was started with: the gateway's, without its secrets — `secrets.rs`), in a pid
+/// namespace of its own when `pidns` and the kernel allows.
 pub fn spawn(
     zygote: &mut Zygote,
     command: &str,
     cwd: &Path,
     streams: Streams,
+    pidns: bool,
 ) -> io::Result<Spawned> {
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = match streams {
@@ -104,6 +85,7 @@ pub fn spawn(
         bash(),
         command,
         cwd,
+        pidns,
         CommandFds {
             stdout: &out_w,
             stderr: &err_w,
@@ -127,38 +109,59 @@ pub fn spawn(
     })
 }
 
-/// Politely stop the command: the supervisor forwards SIGTERM to the command's group.
-pub fn terminate(supervisor: i32) {
-    if supervisor > 1 {
-        let _ = kill(Pid::from_raw(supervisor), Signal::SIGTERM);
+/// A supervisor as the gateway holds it: its pid and, where the kernel has them, a pidfd, so a
+/// signal never reaches another process that got the number after it died.
+pub struct SupervisorHandle {
+    pub pid: i32,
+    pidfd: Option<OwnedFd>,
+}
+
+impl SupervisorHandle {
+    /// The supervisor that reported `pid` on `status`. The pidfd is kept only if the status
+    /// pipe is still open after it was taken: then that pid was still the supervisor's.
+    pub fn open(pid: i32, status: &OwnedFd) -> Option<SupervisorHandle> {
+        if pid <= 1 {
+            return None;
+        }
+        // SAFETY: pidfd_open takes two integers and returns a new descriptor or -1.
+        let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        // SAFETY: a descriptor the kernel just returned, owned by nobody else.
+        let pidfd = (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw as i32) });
+        let mut fds = [nix::poll::PollFd::new(
+            status.as_fd(),
+            nix::poll::PollFlags::empty(),
+        )];
+        let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO);
+        let hung_up = fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(nix::poll::PollFlags::POLLHUP));
+        (!hung_up).then_some(SupervisorHandle { pid, pidfd })
+    }
+
+    pub fn signal(&self, sig: Signal) {
+        match &self.pidfd {
+            Some(fd) => {
+                // SAFETY: pidfd_send_signal on our own pidfd; no siginfo.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_pidfd_send_signal,
+                        fd.as_raw_fd(),
+                        sig as i32,
+                        std::ptr::null::<libc::siginfo_t>(),
+                        0,
+                    )
+                };
+            }
+            None => {
+                let _ = kill(Pid::from_raw(self.pid), sig);
+            }
+        }
     }
 }
 
-/// SIGKILL the command's group now (when its id is known). The caller then drops the lifeline
-/// so the supervisor kills descendants that left the group.
+/// SIGKILL the command's group now (when its id is known).
 pub fn kill_group(group: Option<i32>) {
     if let Some(g) = group.filter(|g| *g > 1) {
         let _ = killpg(Pid::from_raw(g), Signal::SIGKILL);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn secrets_are_recognised_by_name() {
-        for secret in [
-            "OPENAI_API_KEY",
-            "GITHUB_TOKEN",
-            "AWS_SECRET_ACCESS_KEY",
-            "DB_PASSWORD",
-            "my_auth",
-        ] {
-            assert!(is_secret_env(secret), "{secret}");
-        }
-        for plain in ["PATH", "HOME", "LANG", "TERM", "HERMES_HOME"] {
-            assert!(!is_secret_env(plain), "{plain}");
-        }
     }
 }

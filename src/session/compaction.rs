@@ -24,7 +24,7 @@ const MESSAGE_CLIP: usize = 2_000;
 /// A compaction in flight (the state of its turn).
 pub struct Job {
     /// The `session.compress` request to answer; `None` for an automatic one.
-    pub reply_to: Option<Value>,
+    pub reply_to: Option<crate::rpc::frame::Id>,
     pub request: Vec<Message>,
     /// `transcript[..split]` is summarised, the rest kept.
     pub split: usize,
@@ -122,7 +122,7 @@ impl Gateway {
     pub(crate) fn start_compaction(
         &mut self,
         rid: &str,
-        reply_to: Option<Value>,
+        reply_to: Option<crate::rpc::frame::Id>,
         focus: Option<&str>,
         now: Instant,
     ) -> bool {

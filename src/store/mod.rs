@@ -9,7 +9,7 @@ mod error;
 mod schema;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -23,6 +23,22 @@ pub struct Store {
     path: PathBuf,
     /// This process, as recorded in `tui_gateway_live`: `pid:start time`.
     owner: String,
+    /// How long a write may wait for another process's lock: until this instant, measured
+    /// when each transaction begins; `None`: not at all (the loop retries on its timer).
+    wait_until: Option<Instant>,
+}
+
+/// Start a write transaction, waiting for another process's lock no later than `wait_until`
+/// (measured now, so a wait is bounded by the deadline as it stands at this moment).
+fn begin(
+    conn: &mut Connection,
+    wait_until: Option<Instant>,
+) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+    let wait = wait_until.map_or(Duration::ZERO, |d| {
+        d.saturating_duration_since(Instant::now())
+    });
+    conn.busy_timeout(wait)?;
+    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
 }
 
 /// `pid:start time` of a process (the start time tells a reused pid apart), if it is alive.
@@ -40,6 +56,18 @@ pub fn owner_alive(owner: &str) -> bool {
         .and_then(|(pid, _)| pid.parse::<u32>().ok())
         .and_then(process_identity)
         .is_some_and(|now| now == owner)
+}
+
+/// Who holds a stored session open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holder {
+    Nobody,
+    /// This process.
+    Me,
+    /// Another gateway that is running (`pid:start time`).
+    Live(String),
+    /// A gateway that is gone without closing it.
+    Dead(String),
 }
 
 /// What startup repair did.
@@ -125,13 +153,16 @@ impl Store {
         // The gateway checkpoints after turns (throttled); SQLite's own is only a backstop, so
         // a commit on the turn's path rarely pays for one.
         let _ = conn.execute_batch("PRAGMA wal_autocheckpoint=10000");
-        conn.busy_timeout(Duration::from_millis(100))
+        // Reads never wait (WAL readers are not blocked by a writer); writes wait only as
+        // `wait_until` allows.
+        conn.busy_timeout(Duration::ZERO)
             .map_err(|e| fail("cannot configure", &e))?;
         Ok(Store {
             conn,
             path: path.to_path_buf(),
             owner: process_identity(std::process::id())
                 .unwrap_or_else(|| std::process::id().to_string()),
+            wait_until: None,
         })
     }
 
@@ -139,9 +170,10 @@ impl Store {
         &self.path
     }
 
-    /// How long a statement waits for another process's lock.
-    pub fn set_busy_timeout(&self, d: Duration) {
-        let _ = self.conn.busy_timeout(d);
+    /// How long the next writes may wait for another process's lock: until `deadline`
+    /// (re-measured as each begins), or not at all.
+    pub fn wait_until(&mut self, deadline: Option<Instant>) {
+        self.wait_until = deadline;
     }
 
     /// Write these deltas in one transaction, all or nothing. A delta with a journal seq also
@@ -149,11 +181,10 @@ impl Store {
     /// after a kill skips what this commit wrote.
     pub fn write(&mut self, deltas: &[(Delta<'_>, Option<u64>)]) -> Result<(), StoreError> {
         let name = self.journal_name();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = begin(&mut self.conn, self.wait_until)?;
         for (d, seq) in deltas {
             delta::write(&tx, d, &self.owner)?;
+            recount(&tx, &d.id)?;
             if let Some(seq) = seq {
                 mark_folded(&tx, &name, &d.id, *seq)?;
             }
@@ -187,9 +218,7 @@ impl Store {
         }
         let mut order: Vec<(u64, &Delta<'_>)> = latest.into_values().collect();
         order.sort_by_key(|(seq, _)| *seq);
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = begin(&mut self.conn, self.wait_until)?;
         let mut written = 0;
         for (seq, d) in order {
             let done: Option<i64> = tx
@@ -219,6 +248,7 @@ impl Store {
                 );
             }
             tx.execute_batch("RELEASE fold_one")?;
+            recount(&tx, &d.id)?;
             mark_folded(&tx, &name, &d.id, seq)?;
             written += 1;
         }
@@ -250,9 +280,7 @@ impl Store {
         &mut self,
         items: &[(&str, Option<i64>, &str, f64)],
     ) -> Result<Vec<i64>, StoreError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = begin(&mut self.conn, self.wait_until)?;
         let mut rows = Vec::with_capacity(items.len());
         for (session_id, row, text, ts) in items {
             match row {
@@ -268,6 +296,12 @@ impl Store {
                     )?
                     .execute(params![session_id, text, ts])?;
                     rows.push(tx.last_insert_rowid());
+                    // The row counts now: a kill before the final message leaves it there.
+                    tx.prepare_cached(
+                        "UPDATE sessions SET message_count = coalesce(message_count, 0) + 1
+                         WHERE id = ?1",
+                    )?
+                    .execute([session_id])?;
                 }
             }
         }
@@ -425,13 +459,37 @@ impl Store {
             .is_some())
     }
 
+    /// Whether a session other than `except_id` has the title `base`, and the highest `N` of
+    /// the titles `base #N` they have: one range scan of the title index over just that
+    /// family of titles (a title's ` #N` follows its base in the index; `$` follows `#`).
+    pub fn title_family(
+        &self,
+        base: &str,
+        except_id: &str,
+    ) -> Result<(bool, Option<u64>), StoreError> {
+        let suffix_at = base.chars().count() as i64 + 3;
+        let (taken, highest): (Option<bool>, Option<i64>) = self
+            .conn
+            .prepare_cached(
+                "SELECT max(title = ?1),
+                        max(CASE WHEN substr(title, ?3) GLOB '[1-9]*'
+                                  AND NOT substr(title, ?3) GLOB '*[^0-9]*'
+                                  AND substr(title, 1, ?3 - 1) = ?1 || ' #'
+                             THEN CAST(substr(title, ?3) AS INTEGER) END)
+                 FROM sessions
+                 WHERE title >= ?1 AND title < ?1 || ' $' AND id != ?2",
+            )?
+            .query_row(params![base, except_id, suffix_at], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?;
+        Ok((taken.unwrap_or(false), highest.map(|n| n.max(0) as u64)))
+    }
+
     /// Delete a stored session and its messages; false when there was none. `journal_seq`:
     /// the latest record of it in this process's journal, which a later fold must skip.
     pub fn delete(&mut self, id: &str, journal_seq: Option<u64>) -> Result<bool, StoreError> {
         let name = self.journal_name();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = begin(&mut self.conn, self.wait_until)?;
         tx.execute("DELETE FROM messages WHERE session_id = ?1", [id])?;
         let n = tx.execute("DELETE FROM sessions WHERE id = ?1", [id])?;
         if let Some(seq) = journal_seq {
@@ -442,11 +500,10 @@ impl Store {
     }
 
     /// End the sessions a killed gateway left open (`gateway_killed`; they stay resumable) and
-    /// give every tool call left without a result one saying its outcome is unknown.
+    /// give every tool call left without a result one saying its outcome is unknown. Looks only
+    /// at the sessions `tui_gateway_live` holds open, never at the rest of the database.
     pub fn repair_killed(&mut self) -> Result<Repair, StoreError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = begin(&mut self.conn, self.wait_until)?;
         let orphans: Vec<String> = {
             let mut stmt = tx.prepare("SELECT session_id, owner FROM tui_gateway_live")?;
             let rows =
@@ -458,17 +515,35 @@ impl Store {
         };
         let mut repair = Repair::default();
         for id in &orphans {
-            repair.tool_results_added += add_unknown_results(&tx, id)?;
-            repair.queued_prompts_kept += keep_queued_prompts(&tx, id)?;
-            repair.sessions_ended += tx.execute(
-                "UPDATE sessions SET end_reason = 'gateway_killed',
-                     ended_at = coalesce((SELECT max(timestamp) FROM messages WHERE session_id = ?1),
-                                         started_at)
-                 WHERE id = ?1 AND ended_at IS NULL",
-                [id],
-            )?;
-            tx.execute("DELETE FROM tui_gateway_live WHERE session_id = ?1", [id])?;
+            let one = repair_one(&tx, id)?;
+            repair.sessions_ended += one.sessions_ended;
+            repair.tool_results_added += one.tool_results_added;
+            repair.queued_prompts_kept += one.queued_prompts_kept;
         }
+        tx.commit()?;
+        Ok(repair)
+    }
+
+    /// Who holds a stored session open, as `tui_gateway_live` records it.
+    pub fn holder(&self, session_id: &str) -> Result<Holder, StoreError> {
+        let owner: Option<String> = self
+            .conn
+            .prepare_cached("SELECT owner FROM tui_gateway_live WHERE session_id = ?1")?
+            .query_row([session_id], |r| r.get(0))
+            .optional()?;
+        Ok(match owner {
+            None => Holder::Nobody,
+            Some(o) if o == self.owner => Holder::Me,
+            Some(o) if owner_alive(&o) => Holder::Live(o),
+            Some(o) => Holder::Dead(o),
+        })
+    }
+
+    /// Repair one session a gateway that died while this one ran left open, as start-up
+    /// repair would have (so it can be resumed).
+    pub fn repair_abandoned(&mut self, session_id: &str) -> Result<Repair, StoreError> {
+        let tx = begin(&mut self.conn, self.wait_until)?;
+        let repair = repair_one(&tx, session_id)?;
         tx.commit()?;
         Ok(repair)
     }
@@ -511,6 +586,45 @@ fn restrict_mode(path: &Path) -> std::io::Result<()> {
     if meta.permissions().mode() & 0o077 != 0 {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     }
+    Ok(())
+}
+
+/// One session a killed gateway left open: unknown results for its cut-off tool calls, its
+/// queued prompts kept, its row ended and its counts made true, its ownership dropped.
+fn repair_one(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<Repair> {
+    let tool_results_added = add_unknown_results(tx, id)?;
+    let queued_prompts_kept = keep_queued_prompts(tx, id)?;
+    let sessions_ended = tx.execute(
+        "UPDATE sessions SET end_reason = 'gateway_killed',
+             ended_at = coalesce((SELECT max(timestamp) FROM messages WHERE session_id = ?1),
+                                 started_at)
+         WHERE id = ?1 AND ended_at IS NULL",
+        [id],
+    )?;
+    // The rows the repair added (and any checkpoint after the last commit) are activity.
+    tx.execute(
+        "UPDATE sessions SET last_activity_at = max(coalesce(last_activity_at, started_at),
+             coalesce((SELECT max(timestamp) FROM messages WHERE session_id = ?1), 0))
+         WHERE id = ?1",
+        [id],
+    )?;
+    recount(tx, id)?;
+    tx.execute("DELETE FROM tui_gateway_live WHERE session_id = ?1", [id])?;
+    Ok(Repair {
+        sessions_ended,
+        tool_results_added,
+        queued_prompts_kept,
+    })
+}
+
+/// Make `sessions.message_count` say how many rows `messages` holds (Hermes' tools read it):
+/// after every write that adds or removes rows, a repair included.
+fn recount(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "UPDATE sessions SET message_count = (SELECT count(*) FROM messages WHERE session_id = ?1)
+         WHERE id = ?1",
+    )?
+    .execute([id])?;
     Ok(())
 }
 

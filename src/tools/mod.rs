@@ -5,6 +5,7 @@
 //! is in `src/session/` (`machine.rs`, `calls.rs`).
 
 pub mod approval;
+pub mod passthrough;
 pub mod policy;
 pub mod runs;
 pub mod terminal;

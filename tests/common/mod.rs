@@ -122,9 +122,18 @@ pub struct GatewayBuilder {
     envs: Vec<(String, String)>,
     args: Vec<String>,
     tag: String,
+    own_group: bool,
+    user: Option<u32>,
 }
 
 impl GatewayBuilder {
+    /// Run the gateway as this user (and group of the same number), owning its home: how
+    /// tests see what an unprivileged user's tools can reach. Needs root.
+    pub fn run_as(mut self, id: u32) -> Self {
+        self.user = Some(id);
+        self
+    }
+
     /// Use an existing HERMES_HOME (the caller owns it, e.g. to restart on the same store).
     pub fn home(mut self, p: &Path) -> Self {
         self.home = Some(p.to_path_buf());
@@ -139,6 +148,13 @@ impl GatewayBuilder {
     /// Replace the default argument list (`serve`).
     pub fn args(mut self, a: &[&str]) -> Self {
         self.args = a.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// Start the gateway in a process group of its own (a command signalling the gateway's
+    /// group then cannot reach the test).
+    pub fn own_process_group(mut self) -> Self {
+        self.own_group = true;
         self
     }
 
@@ -164,12 +180,21 @@ impl GatewayBuilder {
         };
         let program = self.program.clone().unwrap_or_else(|| PathBuf::from(BIN));
         let mut cmd = Command::new(&program);
+        tui_gateway::client::default_signals(&mut cmd);
         cmd.args(&self.args)
             .current_dir(&home)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         scrub_env(&mut cmd);
+        if self.own_group {
+            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        }
+        if let Some(id) = self.user {
+            use std::os::unix::process::CommandExt;
+            std::os::unix::fs::chown(&home, Some(id), Some(id)).expect("chown the home");
+            cmd.uid(id).gid(id);
+        }
         cmd.env("HERMES_HOME", &home);
         for (k, v) in &self.envs {
             cmd.env(k, v);
@@ -285,6 +310,8 @@ impl Gateway {
             envs: Vec::new(),
             args: vec!["serve".to_string()],
             tag: "gw".to_string(),
+            own_group: false,
+            user: None,
         }
     }
 
