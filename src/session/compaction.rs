@@ -255,6 +255,8 @@ impl Gateway {
         old.parent_session_id = s.parent_session_id.clone();
         old.input_tokens = s.input_tokens;
         old.output_tokens = s.output_tokens;
+        old.model_calls = s.model_calls;
+        old.accounting = s.accounting;
         old.tool_call_count = s.tool_call_count;
         // Its queued prompts move to the new session.
         old.queue_dirty = true;

@@ -82,14 +82,24 @@ impl Gateway {
     /// Emit an event bound to a session: next seq, into the ring, onto the out-queue.
     pub(crate) fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
         if let Some(s) = self.sessions.get_mut(rid) {
-            s.emit(&mut self.client, kind, &payload, self.cfg.event_ring);
+            s.emit(&mut self.client, kind, &payload, &mut self.rings);
+        }
+        self.trim_rings();
+    }
+
+    /// Keep every session's event ring together under the total, now and then.
+    fn trim_rings(&mut self) {
+        if self.rings.trim_due() {
+            let all = self.sessions.values_mut().map(|s| &mut s.ring);
+            crate::session::ring::trim_total(&mut self.rings, all);
         }
     }
 
     fn emit_delta(&mut self, rid: &str, text: &str) {
         if let Some(s) = self.sessions.get_mut(rid) {
-            s.emit_delta(&mut self.client, text, self.cfg.event_ring);
+            s.emit_delta(&mut self.client, text, &mut self.rings);
         }
+        self.trim_rings();
     }
 
     /// Append the user's prompt and start a turn for it.
@@ -196,6 +206,7 @@ impl Gateway {
                 tools: self.tools.registry.schemas(),
             };
             turn.call = Some(self.provider.start(req, &mut ctx));
+            turn.call_started = Some(Instant::now());
             if first && !compacting {
                 self.emit(rid, "message.start", Value::Null);
             }
@@ -237,8 +248,18 @@ impl Gateway {
                 if let Some(connection) = connection {
                     self.provider.recycle(connection);
                 }
+                self.count_model_time(rid);
                 self.end_model_round(rid, now)
             }
+        }
+    }
+
+    /// The call in flight is over: its time counts to the session's model time.
+    fn count_model_time(&mut self, rid: &str) {
+        if let Some(s) = self.sessions.get_mut(rid)
+            && let Some(started) = s.turn.as_mut().and_then(|t| t.call_started.take())
+        {
+            s.model_time += started.elapsed();
         }
     }
 
@@ -276,6 +297,7 @@ impl Gateway {
             } => {
                 turn.round_finish = Some((finish_reason, usage));
                 s.input_tokens += usage.input;
+                s.accounting.add(&usage);
                 // What this call was sent is what the context window holds now.
                 s.context_used = usage.input;
                 s.output_tokens += usage.output;
@@ -472,6 +494,9 @@ impl Gateway {
                 token: turn.token,
             };
             call.abort(&mut ctx);
+            if let Some(started) = turn.call_started.take() {
+                s.model_time += started.elapsed();
+            }
             let round = turn.close_round(true, util::unix_now());
             // A summary cut short is dropped, not kept as a reply.
             if let Some(m) = round.message.filter(|_| turn.compaction.is_none()) {

@@ -7,6 +7,7 @@
 mod delta;
 mod error;
 mod schema;
+mod search;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -17,6 +18,49 @@ use crate::transcript::{Message, Role};
 
 pub use delta::{Delta, LiveChange};
 pub use error::{ErrorKind, StoreError};
+pub use search::{SearchHit, SearchQuery, SnippetPart};
+
+/// The sessions list: the preview is the session's first user message (its first rows, by
+/// the `(session_id, id)` index), the order is the recent-activity index's.
+const LIST_SQL: &str =
+    "SELECT s.id, s.title, s.started_at, s.source, s.model, s.ended_at, s.end_reason,
+            s.message_count,
+            (SELECT substr(m.content, 1, 400) FROM messages m
+             WHERE m.session_id = s.id AND m.role = 'user' ORDER BY m.id LIMIT 1)
+     FROM sessions s
+     WHERE (?1 IS NULL OR instr(lower(coalesce(s.title, '')), lower(?1)) > 0)
+       AND (?2 IS NULL OR s.source = ?2)
+       AND (?3 IS NULL OR coalesce(s.last_activity_at, s.started_at) >= ?3)
+       -- a compacted session is listed as its continuation (as Hermes does)
+       AND NOT (s.end_reason = 'compression' AND EXISTS (
+           SELECT 1 FROM sessions c
+           WHERE c.parent_session_id = s.id AND c.started_at >= s.ended_at))
+     ORDER BY coalesce(s.last_activity_at, s.started_at) DESC, s.started_at DESC
+     LIMIT ?4 OFFSET ?5";
+
+/// Which sessions [`Store::list`] answers, and which page of them.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter<'a> {
+    /// A case-insensitive substring of the title.
+    pub title: Option<&'a str>,
+    /// Exactly this `source` (`tui`, `cli`, `telegram`…).
+    pub source: Option<&'a str>,
+    /// Active at or after this unix time.
+    pub since: Option<f64>,
+    pub limit: usize,
+    /// Sessions skipped before the page.
+    pub offset: usize,
+}
+
+impl ListFilter<'_> {
+    /// The first `limit` sessions, unfiltered.
+    pub fn first(limit: usize) -> ListFilter<'static> {
+        ListFilter {
+            limit,
+            ..ListFilter::default()
+        }
+    }
+}
 
 pub struct Store {
     conn: Connection,
@@ -92,6 +136,30 @@ pub struct StoredSummary {
     pub end_reason: Option<String>,
 }
 
+/// The accounting columns from `first` on (cache read, cache write, reasoning, cost, cost
+/// status) of a session that made `calls` model calls.
+fn accounting_of(
+    r: &rusqlite::Row<'_>,
+    first: usize,
+    calls: Option<i64>,
+) -> rusqlite::Result<crate::model::Accounting> {
+    let count = |i: usize| -> rusqlite::Result<u64> {
+        Ok(r.get::<_, Option<i64>>(first + i)?.unwrap_or(0).max(0) as u64)
+    };
+    let status: Option<String> = r.get(first + 4)?;
+    let cost_usd: Option<f64> = r.get(first + 3)?;
+    // How many earlier calls went unpriced is not stored; whether any did is enough.
+    let some_unpriced =
+        status.as_deref() == Some("partial") || (cost_usd.is_none() && calls.unwrap_or(0) > 0);
+    Ok(crate::model::Accounting {
+        cache_read_tokens: count(0)?,
+        cache_write_tokens: count(1)?,
+        reasoning_tokens: count(2)?,
+        cost_usd,
+        unpriced_calls: u64::from(some_unpriced),
+    })
+}
+
 /// A stored session with its transcript, for resume.
 #[derive(Debug, Clone)]
 pub struct StoredSession {
@@ -104,6 +172,9 @@ pub struct StoredSession {
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub tool_call_count: i64,
+    /// `api_call_count`: model calls so far.
+    pub api_call_count: i64,
+    pub accounting: crate::model::Accounting,
     pub messages: Vec<Message>,
 }
 
@@ -116,25 +187,15 @@ impl Store {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| fail("cannot create the folder of", &e))?;
         }
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            // Non-blocking: a FIFO in the database's place must be refused, not wait for a reader.
-            let not_regular = || fail("cannot open", &"not a regular file; refused");
-            if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
-                return Err(not_regular());
-            }
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(path)
-                .map_err(|e| fail("cannot open", &e))?;
-            if !f.metadata().is_ok_and(|m| m.is_file()) {
-                return Err(not_regular());
-            }
+        // Neither state.db nor SQLite's files beside it may be a link, another user's, or
+        // readable by others (SQLite reuses an existing -wal or -shm as it finds it).
+        crate::private_file::append(path).map_err(|e| fail("cannot open", &e))?;
+        for side in ["-wal", "-shm", "-journal"] {
+            let mut name = path.as_os_str().to_owned();
+            name.push(side);
+            crate::private_file::tighten_existing(Path::new(&name))
+                .map_err(|e| fail(&format!("cannot open the {side} file of"), &e))?;
         }
-        restrict_mode(path).map_err(|e| fail("cannot restrict the mode of", &e))?;
         let conn = Connection::open(path).map_err(|e| fail("cannot open", &e))?;
         conn.busy_timeout(Duration::from_secs(2))
             .map_err(|e| fail("cannot configure", &e))?;
@@ -309,43 +370,43 @@ impl Store {
         Ok(rows)
     }
 
-    /// Sessions, most recent first; `title` filters by a case-insensitive substring.
-    pub fn list(
-        &self,
-        limit: usize,
-        title: Option<&str>,
-    ) -> Result<Vec<StoredSummary>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT s.id, s.title, s.started_at, s.source, s.model, s.ended_at, s.end_reason,
-                    (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id),
-                    (SELECT content FROM messages m WHERE m.session_id = s.id AND m.role = 'user'
-                       ORDER BY m.id LIMIT 1)
-             FROM sessions s
-             WHERE (?1 IS NULL OR instr(lower(coalesce(s.title, '')), lower(?1)) > 0)
-               -- a compacted session is listed as its continuation (as Hermes does)
-               AND NOT (s.end_reason = 'compression' AND EXISTS (
-                   SELECT 1 FROM sessions c
-                   WHERE c.parent_session_id = s.id AND c.started_at >= s.ended_at))
-             ORDER BY coalesce(s.last_activity_at, s.started_at) DESC, s.started_at DESC
-             LIMIT ?2",
+    /// Sessions, most recent activity first, as `filter` narrows and pages them. Walks the
+    /// recent-activity index and stops after the page: the cost grows with what it returns
+    /// (and, with a filter, with the sessions it skips), not with the database.
+    pub fn list(&self, filter: &ListFilter<'_>) -> Result<Vec<StoredSummary>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(LIST_SQL)?;
+        let rows = stmt.query_map(
+            params![
+                filter.title,
+                filter.source,
+                filter.since,
+                filter.limit as i64,
+                filter.offset as i64
+            ],
+            |r| {
+                Ok(StoredSummary {
+                    id: r.get(0)?,
+                    title: r.get(1)?,
+                    started_at: r.get::<_, Option<f64>>(2)?.unwrap_or(0.0),
+                    source: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+                    model: r.get(4)?,
+                    ended_at: r.get(5)?,
+                    end_reason: r.get(6)?,
+                    message_count: r.get::<_, Option<i64>>(7)?.unwrap_or(0),
+                    preview: r
+                        .get::<_, Option<String>>(8)?
+                        .map(|t| crate::util::clip(&t, 60))
+                        .unwrap_or_default(),
+                })
+            },
         )?;
-        let rows = stmt.query_map(params![title, limit as i64], |r| {
-            Ok(StoredSummary {
-                id: r.get(0)?,
-                title: r.get(1)?,
-                started_at: r.get::<_, Option<f64>>(2)?.unwrap_or(0.0),
-                source: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
-                model: r.get(4)?,
-                ended_at: r.get(5)?,
-                end_reason: r.get(6)?,
-                message_count: r.get(7)?,
-                preview: r
-                    .get::<_, Option<String>>(8)?
-                    .map(|t| crate::util::clip(&t, 60))
-                    .unwrap_or_default(),
-            })
-        })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Full-text search over every stored message, through Hermes' `messages_fts` (see
+    /// [`search`]).
+    pub fn search(&self, query: &SearchQuery<'_>) -> Result<Vec<SearchHit>, StoreError> {
+        search::run(&self.conn, query)
     }
 
     /// A session and its messages, by stored id or else by exact title.
@@ -354,7 +415,8 @@ impl Store {
             .conn
             .query_row(
                 "SELECT id, source, model, title, cwd, started_at, input_tokens, output_tokens,
-                        tool_call_count
+                        tool_call_count, api_call_count, cache_read_tokens, cache_write_tokens,
+                        reasoning_tokens, COALESCE(estimated_cost_usd, actual_cost_usd), cost_status
                  FROM sessions WHERE id = ?1 OR title = ?1
                  ORDER BY (id = ?1) DESC LIMIT 1",
                 [id_or_title],
@@ -369,6 +431,8 @@ impl Store {
                         input_tokens: r.get::<_, Option<i64>>(6)?.unwrap_or(0),
                         output_tokens: r.get::<_, Option<i64>>(7)?.unwrap_or(0),
                         tool_call_count: r.get::<_, Option<i64>>(8)?.unwrap_or(0),
+                        api_call_count: r.get::<_, Option<i64>>(9)?.unwrap_or(0),
+                        accounting: accounting_of(r, 10, r.get::<_, Option<i64>>(9)?)?,
                         messages: Vec::new(),
                     })
                 },
@@ -580,15 +644,6 @@ fn mark_folded(
     Ok(())
 }
 
-fn restrict_mode(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(path)?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    }
-    Ok(())
-}
-
 /// One session a killed gateway left open: unknown results for its cut-off tool calls, its
 /// queued prompts kept, its row ended and its counts made true, its ownership dropped.
 fn repair_one(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<Repair> {
@@ -705,4 +760,61 @@ fn add_unknown_results(
         added += 1;
     }
     Ok(added)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan SQLite chooses for `sql`, one line per step.
+    fn plan(store: &Store, sql: &str) -> String {
+        let mut stmt = store
+            .conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap();
+        let nulls: Vec<Option<i64>> = vec![None; stmt.parameter_count()];
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3))
+            .unwrap();
+        rows.map(Result::unwrap).collect::<Vec<_>>().join("\n")
+    }
+
+    /// The TUI's requests read through indexes and stop after their page: no step scans a
+    /// table and none sorts, on our own database and on one with Hermes' indexes (whose
+    /// `idx_messages_session` is `(session_id, timestamp)`).
+    #[test]
+    fn the_pickers_queries_walk_indexes_and_never_sort_or_scan() {
+        for hermes in [false, true] {
+            let dir = std::env::temp_dir().join(format!("tgw-plan-{}", crate::util::random_hex(8)));
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("state.db");
+            if hermes {
+                let c = Connection::open(&path).unwrap();
+                c.execute_batch(
+                    "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL,
+                         started_at REAL NOT NULL, title TEXT, parent_session_id TEXT);
+                     CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT,
+                         session_id TEXT NOT NULL, role TEXT NOT NULL, content TEXT,
+                         timestamp REAL NOT NULL);
+                     CREATE INDEX idx_messages_session ON messages(session_id, timestamp);
+                     INSERT INTO messages (session_id, role, timestamp) VALUES ('x', 'user', 1);",
+                )
+                .unwrap();
+            }
+            let store = Store::open(&path, "NORMAL").unwrap();
+            let messages = "SELECT role FROM messages WHERE session_id = ?1 ORDER BY id";
+            let family = "SELECT max(title) FROM sessions WHERE title >= ?1 AND title < ?1 || ' $'";
+            for sql in [LIST_SQL, messages, family] {
+                let p = plan(&store, sql);
+                let scans = p
+                    .lines()
+                    .any(|l| l.trim_start().starts_with("SCAN") && !l.contains("INDEX"));
+                assert!(
+                    !scans && !p.contains("TEMP B-TREE"),
+                    "hermes schema {hermes}: {sql}\n{p}"
+                );
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
 }
