@@ -430,15 +430,13 @@ pub fn events_since(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let last_seen = params::opt_u64(p, "last_seen")?.unwrap_or(0);
     let epoch = gw.replay_epoch.clone();
     let s = live(gw, p)?;
-    let events: Vec<Value> = s
-        .ring
+    let since = s.ring.since(last_seen);
+    let truncated = since.truncated;
+    let events: Vec<Value> = since
+        .events
         .iter()
-        .filter(|(seq, _)| *seq > last_seen)
-        .filter_map(|(_, params)| serde_json::from_str(params).ok())
+        .filter_map(|params| serde_json::from_str(params).ok())
         .collect();
-    let oldest = s.ring.front().map_or(s.seq + 1, |(seq, _)| *seq);
-    // The ring starts at seq 1 until it overflows.
-    let truncated = last_seen.saturating_add(1) < oldest;
     Ok(json!({
         "events": events,
         "latest_seq": s.seq,
