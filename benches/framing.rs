@@ -81,7 +81,7 @@ fn framing(c: &mut Criterion) {
         b.iter(|| assert_eq!(read_and_parse(&mut reader, black_box(ping)), 1));
     });
 
-    let id = json!(42);
+    let id = frame::Id::of(&json!(42));
     let result = json!({"status": "streaming"});
     group.bench_function("serialise/response", |b| {
         b.iter(|| frame::response(black_box(&id), black_box(&result)));

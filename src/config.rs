@@ -23,6 +23,8 @@ pub struct Config {
     pub session_ttl: Duration,
     /// Default timeout of a terminal command.
     pub command_timeout: Duration,
+    /// Timeout of a `shell.exec` command (5002 past it).
+    pub shell_timeout: Duration,
     /// Longest accepted input line, in bytes.
     pub frame_limit: usize,
     /// How long a peer that stopped reading stdout (with the out-queue full) is tolerated.
@@ -74,6 +76,7 @@ impl Default for Config {
             shutdown_grace: Duration::from_secs(3),
             session_ttl: Duration::from_secs(6 * 3600),
             command_timeout: Duration::from_secs(180),
+            shell_timeout: Duration::from_secs(30),
             frame_limit: 16 * 1024 * 1024,
             stdout_stall: Duration::from_secs(30),
             out_queue_cap: 8 * 1024 * 1024,
@@ -216,6 +219,15 @@ const KNOBS: &[Knob] = &[
         show: |c| secs(c.command_timeout),
         set: |c, v| {
             c.command_timeout = seconds(v, 0.1, 604800.0)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--shell-timeout",
+        env: "TUI_GATEWAY_SHELL_TIMEOUT_S",
+        show: |c| secs(c.shell_timeout),
+        set: |c, v| {
+            c.shell_timeout = seconds(v, 0.1, 86400.0)?;
             Ok(())
         },
     },

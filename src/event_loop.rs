@@ -339,7 +339,7 @@ impl Gateway {
             Line::TooLong => {
                 let limit = self.client.frame_limit();
                 self.client.error(
-                    &Value::Null,
+                    &frame::Id::null(),
                     &frame::RpcError::new(
                         frame::code::INVALID_REQUEST,
                         format!("invalid request: frame larger than {limit} bytes"),

@@ -1,4 +1,4 @@
-//! `tui-gateway`: serve (default), chat, sessions.
+//! `tui-gateway`: serve (default), chat, exec, sessions.
 
 use std::process::ExitCode;
 
@@ -8,6 +8,7 @@ use tui_gateway::{Config, Gateway, Io};
 const USAGE: &str = "usage:
   tui-gateway [serve] [FLAGS]        speak JSON-RPC on stdin/stdout (what the TUI spawns)
   tui-gateway chat [--resume ID]     a line-mode chat through a gateway child
+  tui-gateway exec PROMPT | --tasks FILE.jsonl   run tasks headless (see exec --help)
   tui-gateway sessions list          stored sessions, most recent first
   tui-gateway sessions show ID       a stored session's transcript
 flags:
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
         // How the TUI launches its Python gateway: `<program> -m tui_gateway.entry`.
         Some("-m") => serve(args.get(2..).unwrap_or_default()),
         Some("chat") => tui_gateway::cli::chat::run(&args[1..]),
+        Some("exec") => tui_gateway::cli::exec::run(&args[1..]),
         Some("sessions") => tui_gateway::cli::sessions::run(&args[1..]),
         Some("-h" | "--help" | "help") => write_stdout(&format!("{USAGE}{}", Config::help())),
         Some(a) if a.starts_with("--") => serve(&args),

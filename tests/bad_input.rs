@@ -411,3 +411,45 @@ fn many_frames_in_one_write_and_one_frame_in_many_writes() {
     g.ping();
     g.assert_clean_stdout();
 }
+
+#[test]
+fn ids_come_back_exactly_as_sent() {
+    let mut g = Gateway::start();
+    let ids = [
+        "123456789012345678901234567890",
+        "-123456789012345678901234567890",
+        "-7",
+        "0.1000000000000000055511151231257827",
+        "2.50",
+        "6.02E+23",
+        r#""text id""#,
+        r#""\u0041\n\ud83d\ude00""#,
+    ];
+    for id in ids {
+        let mark = g.raw.len();
+        g.send_line(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#));
+        let want = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"pong":true}}}}"#);
+        let deadline = Instant::now() + T;
+        while !g.raw[mark..].iter().any(|l| l.trim_end() == want) {
+            assert!(
+                g.pump_until(deadline),
+                "no answer echoing id {id}\n{}",
+                g.diag()
+            );
+        }
+        // An error answer echoes it too.
+        let mark = g.raw.len();
+        g.send_line(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"no.such.method"}}"#
+        ));
+        let prefix = format!(r#"{{"jsonrpc":"2.0","id":{id},"error":"#);
+        while !g.raw[mark..].iter().any(|l| l.starts_with(&prefix)) {
+            assert!(
+                g.pump_until(deadline),
+                "no error echoing id {id}\n{}",
+                g.diag()
+            );
+        }
+    }
+    g.ping();
+}

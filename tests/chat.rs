@@ -8,10 +8,15 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 fn chat(home: &TempHome, args: &[&str], input: &str) -> Output {
+    chat_with_env(home, args, &[], input)
+}
+
+fn chat_with_env(home: &TempHome, args: &[&str], envs: &[(&str, &str)], input: &str) -> Output {
     let mut cmd = Command::new(BIN);
     scrub_env(&mut cmd);
     cmd.arg("chat")
         .args(args)
+        .envs(envs.iter().copied())
         .env("HERMES_HOME", &home.path)
         .current_dir(&home.path)
         .stdin(Stdio::piped())
@@ -76,4 +81,19 @@ fn resuming_a_session_that_does_not_exist_is_an_error() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.starts_with("error: "), "{stderr}");
     assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+}
+
+#[test]
+fn a_turn_that_ends_in_an_error_makes_the_exit_status_nonzero() {
+    let home = TempHome::new("chat-error");
+    // A port nobody listens on: the model call is refused and the turn ends in an error.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let base_url = format!("http://127.0.0.1:{port}/v1");
+    let out = chat_with_env(&home, &[], &[("OPENAI_BASE_URL", &base_url)], "hello\n");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("[error: "), "{stdout}\n{stderr}");
 }

@@ -13,6 +13,7 @@ use tui_gateway::client::Client;
 fn spawn(stderr: Stdio) -> Client {
     let home = TempHome::new("stderr");
     let mut cmd = Command::new(BIN);
+    tui_gateway::client::default_signals(&mut cmd);
     scrub_env(&mut cmd);
     cmd.env("HERMES_HOME", &home.path).stderr(stderr);
     let client = Client::spawn(&mut cmd).expect("spawn gateway");

@@ -30,7 +30,10 @@ of stdin as a prompt, printing the reply. Ctrl-D quits; Ctrl-C interrupts a repl
 
 options:
   -r, --resume <ID|TITLE>  continue a stored session instead of creating one
-  -h, --help               print this help";
+  -h, --help               print this help
+
+exit status: 0 when every turn completed (or was interrupted), 1 when a turn ended
+in an error, a prompt was refused or the gateway failed, 2 for bad arguments";
 
 /// How long the gateway may take to send `gateway.ready`.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -91,6 +94,7 @@ pub fn run(args: &[String]) -> i32 {
         approval: None,
         queued,
         quit_armed: false,
+        turn_failed: false,
     };
     let code = chat.run();
     if let Some(id) = registered {
@@ -203,6 +207,8 @@ struct Chat {
     queued: VecDeque<Option<String>>,
     /// Ctrl-C was pressed once while idle; a second one quits.
     quit_armed: bool,
+    /// A turn ended in an error, or a prompt was refused: the exit status says so.
+    turn_failed: bool,
 }
 
 /// How the loop ends.
@@ -216,6 +222,7 @@ enum End {
 impl Chat {
     fn run(&mut self) -> i32 {
         match self.event_loop() {
+            End::Close(0) if self.turn_failed => self.close(1),
             End::Close(code) => self.close(code),
             End::Died => self.died(),
         }
@@ -353,6 +360,7 @@ impl Chat {
                 }
                 (Some(Pending::Submit), Err(message)) => {
                     self.turn = None;
+                    self.turn_failed = true;
                     eprint_line(&format!("error: {message}"));
                     self.prompt();
                     None
@@ -429,6 +437,8 @@ impl Chat {
             "message.complete" => {
                 let Some(turn) = self.turn.take() else { return };
                 let mut end = missing_tail(&turn.printed, text("text").unwrap_or("")).to_string();
+                self.turn_failed |=
+                    !matches!(text("status"), None | Some("complete" | "interrupted"));
                 if let Some(marker) = status_marker(payload) {
                     let mid_line = !(turn.printed.is_empty() && end.is_empty());
                     end.push_str(if mid_line { " " } else { "" });

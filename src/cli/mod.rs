@@ -1,3 +1,4 @@
 pub mod chat;
+pub mod exec;
 pub mod out;
 pub mod sessions;

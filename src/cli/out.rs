@@ -56,7 +56,7 @@ pub fn printable(s: &str) -> String {
     out
 }
 
-fn push_printable(out: &mut String, s: &str) {
+pub fn push_printable(out: &mut String, s: &str) {
     for c in s.chars() {
         match c {
             '\n' | '\t' => out.push(c),

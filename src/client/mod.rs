@@ -65,10 +65,12 @@ pub struct Client {
 }
 
 impl Client {
-    /// `program -m tui_gateway.entry`, as the TUI spawns the gateway.
+    /// `program -m tui_gateway.entry`, as the TUI spawns the gateway (SIGHUP and SIGINT at
+    /// their defaults, see [`default_signals`]).
     pub fn gateway_command(program: &Path) -> Command {
         let mut cmd = Command::new(program);
         cmd.args(["-m", "tui_gateway.entry"]);
+        default_signals(&mut cmd);
         cmd
     }
 
@@ -427,6 +429,26 @@ pub struct Readable {
 impl Readable {
     pub fn other(&self, i: usize) -> bool {
         self.others & (1 << i) != 0
+    }
+}
+
+/// SIGHUP and SIGINT start at their defaults in the program `cmd` runs, whatever this process
+/// inherited (`nohup` ignores SIGHUP, a shell's background job ignores SIGINT): the gateway
+/// keeps an inherited `SIG_IGN`, so it would ignore them too. `pre_exec` hooks run in the order
+/// they were added: call this before adding one that sets dispositions of its own.
+pub fn default_signals(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec the hook only calls signal(2), which is
+    // async-signal-safe, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            for sig in [libc::SIGHUP, libc::SIGINT] {
+                if libc::signal(sig, libc::SIG_DFL) == libc::SIG_ERR {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        })
     }
 }
 

@@ -22,7 +22,7 @@ use crate::timer::TimerId;
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
 struct Pending {
-    request_id: Value,
+    request_id: crate::rpc::frame::Id,
     fetch: ModelsFetch,
     token: Token,
     timer: TimerId,
@@ -94,7 +94,7 @@ fn set_models(answer: &mut Value, models: &[String], warning: Option<String>) {
 }
 
 /// `model.options {session_id?, refresh?}`: answered now, or once the endpoint answered.
-pub fn options(gw: &mut Gateway, id: &Value, p: &Params, now: Instant) -> Reply {
+pub fn options(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: Instant) -> Reply {
     let answer = match base_answer(gw, p) {
         Ok(a) => a,
         Err(e) => return Some(Err(e)),

@@ -284,7 +284,12 @@ pub fn steer(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
 
 /// `session.compress {focus_topic?}`: answered when the summary is written (`None` now), or
 /// at once when there is nothing to compress.
-pub fn compress(gw: &mut Gateway, id: &Value, p: &Params, now: Instant) -> super::Reply {
+pub fn compress(
+    gw: &mut Gateway,
+    id: &crate::rpc::frame::Id,
+    p: &Params,
+    now: Instant,
+) -> super::Reply {
     let answer = (|| {
         let focus = params::opt_str(p, "focus_topic")?.map(str::to_string);
         let toolsets = gw.tools.registry.toolsets();

@@ -49,7 +49,7 @@ pub fn approval_respond(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Va
 /// `shell.exec {command}`: answered when the command ends (`None` now).
 pub fn shell_exec(
     gw: &mut Gateway,
-    id: &Value,
+    id: &crate::rpc::frame::Id,
     p: &Params,
     now: Instant,
 ) -> Option<Result<Value, RpcError>> {

@@ -206,6 +206,8 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
             s.input_tokens = row.input_tokens.max(0) as u64;
             s.output_tokens = row.output_tokens.max(0) as u64;
             s.tool_call_count = row.tool_call_count.max(0) as u64;
+            s.model_calls = row.api_call_count.max(0) as u64;
+            s.accounting = row.accounting;
             s
         }
     };

@@ -34,7 +34,12 @@ enum Shape {
     Dispatch,
 }
 
-pub fn slash_exec(gw: &mut Gateway, id: &Value, p: &Params, now: Instant) -> super::Reply {
+pub fn slash_exec(
+    gw: &mut Gateway,
+    id: &crate::rpc::frame::Id,
+    p: &Params,
+    now: Instant,
+) -> super::Reply {
     let line = match params::opt_str(p, "command") {
         Ok(Some(c)) => c,
         Ok(None) => {
@@ -52,7 +57,12 @@ pub fn slash_exec(gw: &mut Gateway, id: &Value, p: &Params, now: Instant) -> sup
     run(gw, id, p, name, arg, Shape::Exec, now)
 }
 
-pub fn command_dispatch(gw: &mut Gateway, id: &Value, p: &Params, now: Instant) -> super::Reply {
+pub fn command_dispatch(
+    gw: &mut Gateway,
+    id: &crate::rpc::frame::Id,
+    p: &Params,
+    now: Instant,
+) -> super::Reply {
     let name = match params::opt_str(p, "name") {
         Ok(Some(n)) => n.trim().trim_start_matches('/'),
         Ok(None) => {
@@ -71,7 +81,7 @@ pub fn command_dispatch(gw: &mut Gateway, id: &Value, p: &Params, now: Instant) 
 
 fn run(
     gw: &mut Gateway,
-    id: &Value,
+    id: &crate::rpc::frame::Id,
     p: &Params,
     name: &str,
     arg: &str,

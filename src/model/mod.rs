@@ -13,11 +13,64 @@ use std::time::Instant;
 
 use crate::transcript::Message;
 
-/// Token counts of one model call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Token counts of one model call (and its price, when the provider reports one).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct TokenUsage {
     pub input: u64,
     pub output: u64,
+    /// Input tokens served from the provider's prompt cache.
+    pub cache_read: u64,
+    /// Input tokens written to the provider's prompt cache.
+    pub cache_write: u64,
+    /// Output tokens spent reasoning.
+    pub reasoning: u64,
+    /// What the provider says the call cost, in US dollars.
+    pub cost_usd: Option<f64>,
+}
+
+/// What a session's model calls add up to beyond input and output tokens: Hermes' accounting
+/// columns (`cache_read_tokens`, `cache_write_tokens`, `reasoning_tokens`, the cost ones).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Accounting {
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub reasoning_tokens: u64,
+    /// Sum of the prices the provider reported (`None`: it reported none).
+    pub cost_usd: Option<f64>,
+    /// Model calls that came without a price: a sum above is then short of the real cost.
+    pub unpriced_calls: u64,
+}
+
+impl Accounting {
+    pub fn add(&mut self, u: &TokenUsage) {
+        self.cache_read_tokens += u.cache_read;
+        self.cache_write_tokens += u.cache_write;
+        self.reasoning_tokens += u.reasoning;
+        match u.cost_usd {
+            Some(c) => self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c),
+            None => self.unpriced_calls += 1,
+        }
+    }
+
+    /// Hermes' `cost_status`: `actual` when every call was priced by the provider, `partial`
+    /// when only some were, `unknown` when none was.
+    pub fn cost_status(&self) -> &'static str {
+        match (self.cost_usd, self.unpriced_calls) {
+            (None, _) => "unknown",
+            (Some(_), 0) => "actual",
+            (Some(_), _) => "partial",
+        }
+    }
+
+    /// Hermes' `cost_source`.
+    pub fn cost_source(&self) -> &'static str {
+        if self.cost_usd.is_some() {
+            "provider_cost_api"
+        } else {
+            "none"
+        }
+    }
 }
 
 /// A tool call the model asked for.

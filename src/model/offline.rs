@@ -197,7 +197,13 @@ impl Provider for OfflineProvider {
         Box::new(OfflineCall {
             words,
             tool,
-            usage: TokenUsage { input, output },
+            usage: TokenUsage {
+                input,
+                output,
+                // The offline model is free.
+                cost_usd: Some(0.0),
+                ..TokenUsage::default()
+            },
             delay: self.word_delay,
             next_at: None,
         })

@@ -537,16 +537,7 @@ impl OpenAiCall {
             return Err(format!("the model reported an error: {msg}"));
         }
         if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-            let count = |a: &str, b: &str| {
-                u.get(a)
-                    .or_else(|| u.get(b))
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0)
-            };
-            self.stream.usage = TokenUsage {
-                input: count("prompt_tokens", "input_tokens"),
-                output: count("completion_tokens", "output_tokens"),
-            };
+            self.stream.usage = usage_of(u);
         }
         let Some(choices) = v.get("choices").and_then(Value::as_array) else {
             return Ok(());
@@ -846,6 +837,40 @@ impl ModelCall for OpenAiCall {
     }
 }
 
+/// The counts of a `usage` object: OpenAI's names (`prompt_tokens_details.cached_tokens`,
+/// `completion_tokens_details.reasoning_tokens`), the Responses/Anthropic-style ones
+/// (`input_tokens`, `cache_read_input_tokens`, `cache_creation_input_tokens`), and OpenRouter's
+/// `cost` (US dollars) and `prompt_tokens_details.cache_write_tokens`.
+fn usage_of(u: &Value) -> TokenUsage {
+    let at = |path: &[&str]| {
+        path.iter()
+            .try_fold(u, |v, key| v.get(key))
+            .and_then(Value::as_u64)
+    };
+    let first = |paths: &[&[&str]]| paths.iter().find_map(|p| at(p)).unwrap_or(0);
+    TokenUsage {
+        input: first(&[&["prompt_tokens"], &["input_tokens"]]),
+        output: first(&[&["completion_tokens"], &["output_tokens"]]),
+        cache_read: first(&[
+            &["prompt_tokens_details", "cached_tokens"],
+            &["input_tokens_details", "cached_tokens"],
+            &["cache_read_input_tokens"],
+        ]),
+        cache_write: first(&[
+            &["prompt_tokens_details", "cache_write_tokens"],
+            &["cache_creation_input_tokens"],
+        ]),
+        reasoning: first(&[
+            &["completion_tokens_details", "reasoning_tokens"],
+            &["output_tokens_details", "reasoning_tokens"],
+        ]),
+        cost_usd: u
+            .get("cost")
+            .and_then(Value::as_f64)
+            .filter(|c| c.is_finite() && *c >= 0.0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -882,5 +907,30 @@ mod tests {
         );
         assert_eq!(error_detail(b"plain text\n"), ": plain text");
         assert_eq!(error_detail(b""), "");
+    }
+
+    #[test]
+    fn usage_reads_cache_reasoning_and_cost_fields() {
+        let openai = json!({"prompt_tokens": 100, "completion_tokens": 20,
+            "prompt_tokens_details": {"cached_tokens": 60, "cache_write_tokens": 5},
+            "completion_tokens_details": {"reasoning_tokens": 7}, "cost": 0.0025});
+        let u = usage_of(&openai);
+        assert_eq!(
+            (u.input, u.output, u.cache_read, u.cache_write, u.reasoning),
+            (100, 20, 60, 5, 7)
+        );
+        assert_eq!(u.cost_usd, Some(0.0025));
+        let anthropic = json!({"input_tokens": 9, "output_tokens": 3,
+            "cache_read_input_tokens": 4, "cache_creation_input_tokens": 2});
+        let u = usage_of(&anthropic);
+        assert_eq!(
+            (u.input, u.output, u.cache_read, u.cache_write, u.reasoning),
+            (9, 3, 4, 2, 0)
+        );
+        assert_eq!(u.cost_usd, None);
+        assert_eq!(
+            usage_of(&json!({"cost": -1, "prompt_tokens": "x"})),
+            TokenUsage::default()
+        );
     }
 }

@@ -329,10 +329,10 @@ impl ClientConn {
 }
 
 impl Outbox for ClientConn {
-    fn answer(&mut self, id: &Value, result: &Value) {
+    fn answer(&mut self, id: &frame::Id, result: &Value) {
         self.out.push(frame::response(id, result));
     }
-    fn error(&mut self, id: &Value, err: &RpcError) {
+    fn error(&mut self, id: &frame::Id, err: &RpcError) {
         self.out.push(frame::error(id, err));
     }
     fn event(&mut self, params: &str) {
@@ -436,10 +436,10 @@ mod tests {
     fn frames_are_held_until_released_then_written_in_order() {
         let (mut c, _in_w, out_r) = conn(1 << 20);
         let now = Instant::now();
-        c.answer(&json!(1), &json!({"ok": true}));
+        c.answer(&frame::Id::of(&json!(1)), &json!({"ok": true}));
         c.delta("s1", 1, "he");
         c.delta("s1", 2, "llo");
-        c.error(&json!("x"), &RpcError::new(4002, "nope"));
+        c.error(&frame::Id::of(&json!("x")), &RpcError::new(4002, "nope"));
         c.write(now).unwrap();
         assert!(!c.has_released());
         assert!(c.queued_bytes() > 0, "held, not dropped");
@@ -465,7 +465,7 @@ mod tests {
         assert!(c.write(now).is_err());
         assert!(!c.has_released());
         assert_eq!(c.queued_bytes(), 0);
-        c.answer(&json!(2), &json!(null));
+        c.answer(&frame::Id::of(&json!(2)), &json!(null));
         c.release();
         assert!(c.write(now).is_ok(), "reported once");
         assert!(!c.has_released());
@@ -476,7 +476,7 @@ mod tests {
         let (mut c, _in_w, _out_r) = conn(100);
         assert!(!c.paused());
         assert_eq!(c.stall_deadline(), None);
-        c.answer(&json!(1), &json!("x".repeat(200)));
+        c.answer(&frame::Id::of(&json!(1)), &json!("x".repeat(200)));
         assert!(c.paused());
         // Held frames are not a stall: the client was never asked to read them.
         assert_eq!(c.stall_deadline(), None);

@@ -1,5 +1,9 @@
 //! JSON-RPC 2.0 frame shapes: parsing requests, building responses, errors and events.
 
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// Error codes of PROTOCOL.md.
@@ -45,6 +49,39 @@ impl RpcError {
     }
 }
 
+/// A request's id exactly as the client wrote it: its JSON text (a string, a number or `null`),
+/// echoed byte for byte, so a 30-digit integer, `-0`, `1.50` or `"\u0041"` come back as sent.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Id(Box<str>);
+
+impl Id {
+    /// The id of a request that had none (or one that could not be read).
+    pub fn null() -> Id {
+        Id("null".into())
+    }
+
+    /// The id whose JSON text is `value`'s (ids built in code, tests).
+    pub fn of(value: &Value) -> Id {
+        Id(value.to_string().into())
+    }
+
+    /// The JSON text, as the client sent it.
+    pub fn json(&self) -> &str {
+        &self.0
+    }
+
+    /// The id as a JSON value (a huge number may lose precision here, never on the wire).
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+    }
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// What one input line turned out to be.
 #[derive(Debug)]
 pub enum Incoming {
@@ -56,47 +93,92 @@ pub enum Incoming {
     },
     /// A line that could not be understood; answer it with this error and `id`.
     Bad {
-        id: Value,
+        id: Id,
         error: RpcError,
     },
 }
 
 #[derive(Debug)]
 pub struct Request {
-    /// Echoed as given; `Value::Null` when the request had none.
-    pub id: Value,
+    /// Echoed as given; `null` when the request had none.
+    pub id: Id,
     pub method: String,
     pub params: Map<String, Value>,
 }
 
+/// One input line as an object: the id's raw text and every other member (the last of a
+/// repeated key wins, as in a parsed object).
+struct Envelope<'a> {
+    id: Option<&'a RawValue>,
+    rest: Map<String, Value>,
+}
+
+impl<'de> serde::Deserialize<'de> for Envelope<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> Visitor<'de> for Members {
+            type Value = Envelope<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope<'de>, A::Error> {
+                let mut envelope = Envelope {
+                    id: None,
+                    rest: Map::new(),
+                };
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "id" {
+                        envelope.id = Some(map.next_value()?);
+                    } else {
+                        let value = map.next_value()?;
+                        envelope.rest.insert(key, value);
+                    }
+                }
+                Ok(envelope)
+            }
+        }
+        d.deserialize_map(Members)
+    }
+}
+
+/// Why a line that is not an object is refused: not JSON at all, or JSON of another kind.
+fn refusal(line: &[u8], error: &serde_json::Error) -> RpcError {
+    if std::str::from_utf8(line).is_err() {
+        return RpcError::new(code::PARSE, "parse error: invalid UTF-8");
+    }
+    match serde_json::from_slice::<de::IgnoredAny>(line) {
+        Ok(_) => RpcError::new(code::INVALID_REQUEST, "invalid request: not an object"),
+        Err(_) => RpcError::new(code::PARSE, format!("parse error: {error}")),
+    }
+}
+
 /// Classify one line of input.
 pub fn parse_line(line: &[u8]) -> Incoming {
-    let value: Value = match serde_json::from_slice(line) {
-        Ok(v) => v,
+    let Envelope {
+        id: raw_id,
+        rest: mut obj,
+    } = match serde_json::from_slice(line) {
+        Ok(envelope) => envelope,
         Err(e) => {
-            let what = if std::str::from_utf8(line).is_err() {
-                "parse error: invalid UTF-8".to_string()
-            } else {
-                format!("parse error: {e}")
-            };
             return Incoming::Bad {
-                id: Value::Null,
-                error: RpcError::new(code::PARSE, what),
+                id: Id::null(),
+                error: refusal(line, &e),
             };
         }
     };
-    let Value::Object(mut obj) = value else {
-        return Incoming::Bad {
-            id: Value::Null,
-            error: RpcError::new(code::INVALID_REQUEST, "invalid request: not an object"),
-        };
-    };
-    let id = match obj.remove("id") {
-        Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => id,
-        None => Value::Null,
+    let id = match raw_id.map(RawValue::get) {
+        None => Id::null(),
+        Some(text)
+            if matches!(
+                text.as_bytes().first(),
+                Some(b'"' | b'-' | b'0'..=b'9' | b'n')
+            ) =>
+        {
+            Id(text.into())
+        }
         Some(_) => {
             return Incoming::Bad {
-                id: Value::Null,
+                id: Id::null(),
                 error: RpcError::new(
                     code::INVALID_REQUEST,
                     "invalid request: id must be a string or a number",
@@ -118,13 +200,13 @@ pub fn parse_line(line: &[u8]) -> Incoming {
         None => {
             if let Some(result) = obj.remove("result") {
                 return Incoming::Answer {
-                    id,
+                    id: id.value(),
                     result: Ok(result),
                 };
             }
             if let Some(error) = obj.remove("error") {
                 return Incoming::Answer {
-                    id,
+                    id: id.value(),
                     result: Err(error),
                 };
             }
@@ -158,10 +240,10 @@ fn to_vec(v: &impl serde::Serialize) -> Vec<u8> {
 }
 
 /// `{"jsonrpc":"2.0","id":…,"result":…}\n`
-pub fn response(id: &Value, result: &Value) -> Vec<u8> {
+pub fn response(id: &Id, result: &Value) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    out.extend_from_slice(&to_vec(id));
+    out.extend_from_slice(id.json().as_bytes());
     out.extend_from_slice(br#","result":"#);
     out.extend_from_slice(&to_vec(result));
     out.push(b'}');
@@ -169,10 +251,10 @@ pub fn response(id: &Value, result: &Value) -> Vec<u8> {
 }
 
 /// `{"jsonrpc":"2.0","id":…,"error":{"code":…,"message":…}}\n`
-pub fn error(id: &Value, err: &RpcError) -> Vec<u8> {
+pub fn error(id: &Id, err: &RpcError) -> Vec<u8> {
     let mut out = Vec::with_capacity(96);
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    out.extend_from_slice(&to_vec(id));
+    out.extend_from_slice(id.json().as_bytes());
     out.extend_from_slice(br#","error":{"code":"#);
     out.extend_from_slice(err.code.to_string().as_bytes());
     out.extend_from_slice(br#","message":"#);
@@ -221,7 +303,7 @@ mod tests {
 
     fn bad(line: &str) -> (Value, i64) {
         match parse_line(line.as_bytes()) {
-            Incoming::Bad { id, error } => (id, error.code),
+            Incoming::Bad { id, error } => (id.value(), error.code),
             other => panic!("expected an error for {line}: {other:?}"),
         }
     }
@@ -233,13 +315,51 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (r.id, r.method.as_str(), r.params.len()),
+            (r.id.value(), r.method.as_str(), r.params.len()),
             (json!(7), "ping", 0)
         );
         let Incoming::Request(r) = parse_line(br#"{"id":"a","method":"x","params":null}"#) else {
             panic!()
         };
-        assert_eq!(r.id, json!("a"));
+        assert_eq!(r.id.value(), json!("a"));
+    }
+
+    #[test]
+    fn ids_are_echoed_byte_for_byte() {
+        for id in [
+            "123456789012345678901234567890",
+            "-98765432109876543210",
+            "-0",
+            "1.50",
+            "0.1000000000000000055511151231257827",
+            "1E+400",
+            "\"plain\"",
+            "\"\\u0041\\n\\ud83d\\ude00\"",
+            "null",
+        ] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id": {id} ,"method":"ping"}}"#);
+            let Incoming::Request(r) = parse_line(line.as_bytes()) else {
+                panic!("{line}")
+            };
+            let answer = response(&r.id, &json!({"pong": true}));
+            let want =
+                format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"pong\":true}}}}\n");
+            assert_eq!(String::from_utf8(answer).unwrap(), want);
+            let refused = format!(r#"{{"id":{id},"method":5}}"#);
+            let Incoming::Bad { id: echoed, .. } = parse_line(refused.as_bytes()) else {
+                panic!("{refused}")
+            };
+            assert_eq!(echoed.json(), id);
+        }
+        // The last of a repeated member wins, as in a parsed object.
+        let Incoming::Request(r) = parse_line(br#"{"id":1,"id":2,"method":"ping"}"#) else {
+            panic!()
+        };
+        assert_eq!(r.id.json(), "2");
+        for id in ["true", "[1]", r#"{"a":1}"#] {
+            let line = format!(r#"{{"id":{id},"method":"ping"}}"#);
+            assert_eq!(bad(&line), (Value::Null, code::INVALID_REQUEST), "{line}");
+        }
     }
 
     #[test]
@@ -271,7 +391,7 @@ mod tests {
 
     #[test]
     fn frames_are_one_json_line_without_ascii_escaping() {
-        let f = response(&json!("r1"), &json!({"text": "héllo"}));
+        let f = response(&Id::of(&json!("r1")), &json!({"text": "héllo"}));
         assert!(f.ends_with(b"\n") && !f[..f.len() - 1].contains(&b'\n'));
         let v: Value = serde_json::from_slice(&f).unwrap();
         assert_eq!(
@@ -280,7 +400,7 @@ mod tests {
         );
         assert!(String::from_utf8(f).unwrap().contains("héllo"));
         let e: Value =
-            serde_json::from_slice(&error(&Value::Null, &RpcError::new(4001, "x"))).unwrap();
+            serde_json::from_slice(&error(&Id::null(), &RpcError::new(4001, "x"))).unwrap();
         assert_eq!(e["error"]["code"], 4001);
         let ev: Value = serde_json::from_slice(&event_frame(&event_params(
             "message.delta",

@@ -8,18 +8,19 @@ use serde_json::Value;
 use super::RpcError;
 #[cfg(test)]
 use super::frame;
+use super::frame::Id;
 
 pub trait Outbox {
     /// The result of request `id`.
-    fn answer(&mut self, id: &Value, result: &Value);
-    /// The error answer to request `id` (`Value::Null` when the request had no readable id).
-    fn error(&mut self, id: &Value, err: &RpcError);
+    fn answer(&mut self, id: &Id, result: &Value);
+    /// The error answer to request `id` (`null` when the request had no readable id).
+    fn error(&mut self, id: &Id, err: &RpcError);
     /// An event, `params` as [`frame::event_params`] builds them.
     fn event(&mut self, params: &str);
     /// A `message.delta` event of session `session_id` (may merge with the one before it).
     fn delta(&mut self, session_id: &str, seq: u64, text: &str);
     /// [`Outbox::answer`] or [`Outbox::error`], whichever `reply` is.
-    fn reply(&mut self, id: &Value, reply: Result<Value, RpcError>) {
+    fn reply(&mut self, id: &Id, reply: Result<Value, RpcError>) {
         match reply {
             Ok(result) => self.answer(id, &result),
             Err(err) => self.error(id, &err),
@@ -58,10 +59,10 @@ impl FakeOutbox {
 
 #[cfg(test)]
 impl Outbox for FakeOutbox {
-    fn answer(&mut self, id: &Value, result: &Value) {
+    fn answer(&mut self, id: &Id, result: &Value) {
         self.record(frame::response(id, result));
     }
-    fn error(&mut self, id: &Value, err: &RpcError) {
+    fn error(&mut self, id: &Id, err: &RpcError) {
         self.record(frame::error(id, err));
     }
     fn event(&mut self, params: &str) {
@@ -92,8 +93,8 @@ mod tests {
     #[test]
     fn the_fake_records_what_the_wire_would_carry() {
         let mut out = FakeOutbox::default();
-        out.reply(&json!(1), Ok(json!({"a": 1})));
-        out.reply(&json!(2), Err(RpcError::new(4001, "bad")));
+        out.reply(&Id::of(&json!(1)), Ok(json!({"a": 1})));
+        out.reply(&Id::of(&json!(2)), Err(RpcError::new(4001, "bad")));
         out.event(&frame::event_params("x", "s", &json!({}), Some(3)));
         out.server_request("srq-1", "approval", &json!({"session_id": "s"}));
         assert_eq!(out.frames[0]["result"]["a"], 1);

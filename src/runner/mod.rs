@@ -12,6 +12,7 @@
 //! [`Wake`]s, and the descriptors of finished runs as [`Closed`] for the loop to deregister.
 
 pub mod capture;
+mod pipe;
 pub mod process;
 pub mod secrets;
 pub mod supervisor;
@@ -24,6 +25,7 @@ use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
 
 use capture::Capture;
+use pipe::{Drained, Pipe};
 pub use process::Streams;
 
 /// Output kept per stream: this much of the head and of the tail.
@@ -119,11 +121,6 @@ pub enum RunEvent {
 pub struct Closed {
     pub run: RunId,
     pub fds: Vec<OwnedFd>,
-}
-
-struct Pipe {
-    fd: OwnedFd,
-    open: bool,
 }
 
 struct Run {
@@ -225,7 +222,7 @@ impl Runner {
         let spawned = self.spawn(spec.command, spec.cwd, spec.streams)?;
         let id = RunId(self.next_id);
         self.next_id += 1;
-        let pipe = |fd| Pipe { fd, open: true };
+        let pipe = Pipe::new;
         self.runs.insert(
             id,
             Run {
@@ -606,22 +603,18 @@ fn on_status_line(run: &mut Run, line: &str) {
 /// Read what is there; true if the budget ran out before every pipe would block.
 fn read_pipes(run: &mut Run, id: RunId, events: &mut Vec<RunEvent>) -> bool {
     let mut buf = [0u8; 64 * 1024];
-    let mut budget = READ_BUDGET;
-    let mut more = false;
-    // The status pipe: `sup PID`, `pid GROUP`, then `exit STATUS` (or `error WHY`); EOF when
-    // the supervisor is gone.
+    // The status pipe: `sup PID`, `pid GROUP`, then `exit STATUS` (or `error WHY`); its end is
+    // the supervisor's.
     if run.status.open {
-        loop {
-            match nix::unistd::read(&run.status.fd, &mut buf) {
-                Ok(0) => {
-                    run.status.open = false;
-                    run.exit.get_or_insert(-1);
-                    break;
-                }
-                Ok(n) => run.status_buf.extend_from_slice(&buf[..n]),
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(_) => break,
-            }
+        let mut unbounded = usize::MAX;
+        let status_buf = &mut run.status_buf;
+        let drained = run
+            .status
+            .drain(&mut buf, &mut unbounded, "status pipe", |b| {
+                status_buf.extend_from_slice(b)
+            });
+        if drained == Drained::Ended {
+            run.exit.get_or_insert(-1);
         }
         let text = std::mem::take(&mut run.status_buf);
         let complete = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
@@ -630,38 +623,26 @@ fn read_pipes(run: &mut Run, id: RunId, events: &mut Vec<RunEvent>) -> bool {
             on_status_line(run, line);
         }
     }
-    for (pipe, capture) in [
-        (Some(&mut run.stdout), &mut run.out),
-        (run.stderr.as_mut(), &mut run.err),
+    let mut budget = READ_BUDGET;
+    let mut more = false;
+    let live = run.live;
+    for (pipe, capture, what) in [
+        (Some(&mut run.stdout), &mut run.out, "stdout"),
+        (run.stderr.as_mut(), &mut run.err, "stderr"),
     ] {
-        let Some(p) = pipe.filter(|p| p.open) else {
+        let Some(p) = pipe else {
             continue;
         };
-        loop {
-            if budget == 0 {
-                more = true;
-                break;
+        let drained = p.drain(&mut buf, &mut budget, what, |bytes| {
+            capture.push(bytes);
+            if live {
+                events.push(RunEvent::Output {
+                    run: id,
+                    bytes: bytes.to_vec(),
+                });
             }
-            let want = buf.len().min(budget);
-            match nix::unistd::read(&p.fd, &mut buf[..want]) {
-                Ok(0) => {
-                    p.open = false;
-                    break;
-                }
-                Ok(n) => {
-                    budget -= n;
-                    capture.push(&buf[..n]);
-                    if run.live {
-                        events.push(RunEvent::Output {
-                            run: id,
-                            bytes: buf[..n].to_vec(),
-                        });
-                    }
-                }
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(_) => break, // EAGAIN: wait for readiness
-            }
-        }
+        });
+        more |= drained == Drained::Budget;
     }
     more
 }

@@ -24,7 +24,7 @@ const MESSAGE_CLIP: usize = 2_000;
 /// A compaction in flight (the state of its turn).
 pub struct Job {
     /// The `session.compress` request to answer; `None` for an automatic one.
-    pub reply_to: Option<Value>,
+    pub reply_to: Option<crate::rpc::frame::Id>,
     pub request: Vec<Message>,
     /// `transcript[..split]` is summarised, the rest kept.
     pub split: usize,
@@ -122,7 +122,7 @@ impl Gateway {
     pub(crate) fn start_compaction(
         &mut self,
         rid: &str,
-        reply_to: Option<Value>,
+        reply_to: Option<crate::rpc::frame::Id>,
         focus: Option<&str>,
         now: Instant,
     ) -> bool {
@@ -255,6 +255,8 @@ impl Gateway {
         old.parent_session_id = s.parent_session_id.clone();
         old.input_tokens = s.input_tokens;
         old.output_tokens = s.output_tokens;
+        old.model_calls = s.model_calls;
+        old.accounting = s.accounting;
         old.tool_call_count = s.tool_call_count;
         // Its queued prompts move to the new session.
         old.queue_dirty = true;

@@ -196,6 +196,7 @@ impl Gateway {
                 tools: self.tools.registry.schemas(),
             };
             turn.call = Some(self.provider.start(req, &mut ctx));
+            turn.call_started = Some(Instant::now());
             if first && !compacting {
                 self.emit(rid, "message.start", Value::Null);
             }
@@ -237,8 +238,18 @@ impl Gateway {
                 if let Some(connection) = connection {
                     self.provider.recycle(connection);
                 }
+                self.count_model_time(rid);
                 self.end_model_round(rid, now)
             }
+        }
+    }
+
+    /// The call in flight is over: its time counts to the session's model time.
+    fn count_model_time(&mut self, rid: &str) {
+        if let Some(s) = self.sessions.get_mut(rid)
+            && let Some(started) = s.turn.as_mut().and_then(|t| t.call_started.take())
+        {
+            s.model_time += started.elapsed();
         }
     }
 
@@ -276,6 +287,7 @@ impl Gateway {
             } => {
                 turn.round_finish = Some((finish_reason, usage));
                 s.input_tokens += usage.input;
+                s.accounting.add(&usage);
                 // What this call was sent is what the context window holds now.
                 s.context_used = usage.input;
                 s.output_tokens += usage.output;
@@ -472,6 +484,9 @@ impl Gateway {
                 token: turn.token,
             };
             call.abort(&mut ctx);
+            if let Some(started) = turn.call_started.take() {
+                s.model_time += started.elapsed();
+            }
             let round = turn.close_round(true, util::unix_now());
             // A summary cut short is dropped, not kept as a reply.
             if let Some(m) = round.message.filter(|_| turn.compaction.is_none()) {

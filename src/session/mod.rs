@@ -54,6 +54,10 @@ pub struct Session {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub model_calls: u64,
+    /// Cache and reasoning tokens, cost (Hermes' accounting columns).
+    pub accounting: crate::model::Accounting,
+    /// How long this live session's model calls were in flight (not stored).
+    pub model_time: std::time::Duration,
     pub tool_call_count: u64,
     /// Tokens the last model call was sent: what the context window holds now (0 before any).
     pub context_used: u64,
@@ -130,6 +134,8 @@ impl Session {
             input_tokens: 0,
             output_tokens: 0,
             model_calls: 0,
+            accounting: Default::default(),
+            model_time: Default::default(),
             tool_call_count: 0,
             context_used: 0,
             context_max: n.context_max,
@@ -207,9 +213,14 @@ impl Session {
             "output": self.output_tokens,
             "prompt": self.input_tokens,
             "completion": self.output_tokens,
-            "reasoning": 0,
+            "reasoning": self.accounting.reasoning_tokens,
+            "cache_read": self.accounting.cache_read_tokens,
+            "cache_write": self.accounting.cache_write_tokens,
+            "cost_usd": self.accounting.cost_usd,
+            "cost_status": self.accounting.cost_status(),
             "total": self.input_tokens + self.output_tokens,
             "calls": self.model_calls,
+            "model_ms": self.model_time.as_millis() as u64,
             "compressions": self.compressions,
         });
         if self.context_max > 0 {

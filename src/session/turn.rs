@@ -7,6 +7,8 @@ use crate::timer::TimerId;
 pub struct Turn {
     /// The model request in flight; `None` before the first call starts.
     pub call: Option<Box<dyn ModelCall>>,
+    /// When the call in flight started (for the session's model time).
+    pub call_started: Option<std::time::Instant>,
     /// Token that routes the call's readiness to this session.
     pub token: mio::Token,
     /// Text of the current model call so far.
@@ -49,6 +51,7 @@ impl Turn {
     pub fn new(token: mio::Token) -> Self {
         Turn {
             call: None,
+            call_started: None,
             token,
             round_text: String::new(),
             round_reasoning: String::new(),

@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use rusqlite::params;
 use serde::{Deserialize, Serialize};
 
+use crate::model::Accounting;
 use crate::session::Session;
 use crate::transcript::Message;
 
@@ -36,6 +37,14 @@ pub struct Delta<'a> {
     pub tool_call_count: i64,
     pub input_tokens: i64,
     pub output_tokens: i64,
+    /// Hermes' `api_call_count`: model calls. (Journals written before it read as 0.)
+    #[serde(default)]
+    pub api_call_count: i64,
+    /// Hermes' `billing_provider`.
+    #[serde(default)]
+    pub billing_provider: Cow<'a, str>,
+    #[serde(default)]
+    pub accounting: Accounting,
     pub last_activity_at: f64,
     /// The row is not in the store yet.
     pub insert_row: bool,
@@ -88,6 +97,9 @@ impl<'a> Delta<'a> {
             tool_call_count: s.tool_call_count as i64,
             input_tokens: s.input_tokens as i64,
             output_tokens: s.output_tokens as i64,
+            api_call_count: s.model_calls as i64,
+            billing_provider: Cow::Borrowed(&s.provider),
+            accounting: s.accounting,
             last_activity_at: s.last_activity_at,
             insert_row: !s.persisted.row,
             update_row: s.row_dirty,
@@ -105,12 +117,17 @@ pub(super) fn write(
     d: &Delta<'_>,
     owner: &str,
 ) -> rusqlite::Result<()> {
+    let a = &d.accounting;
+    let cost = a.cost_usd;
     if d.insert_row {
         tx.prepare_cached(
             "INSERT INTO sessions (id, source, model, title, cwd, started_at, ended_at, end_reason,
                  message_count, tool_call_count, input_tokens, output_tokens, last_activity_at,
-                 parent_session_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                 parent_session_id, api_call_count, cache_read_tokens, cache_write_tokens,
+                 reasoning_tokens, estimated_cost_usd, actual_cost_usd, cost_status, cost_source,
+                 billing_provider)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                 ?18, ?19, ?19, ?20, ?21, ?22)",
         )?
         .execute(params![
             d.id,
@@ -127,12 +144,23 @@ pub(super) fn write(
             d.output_tokens,
             d.last_activity_at,
             d.parent_session_id,
+            d.api_call_count,
+            a.cache_read_tokens as i64,
+            a.cache_write_tokens as i64,
+            a.reasoning_tokens as i64,
+            cost,
+            a.cost_status(),
+            a.cost_source(),
+            d.billing_provider,
         ])?;
     } else if d.update_row {
         tx.prepare_cached(
             "UPDATE sessions SET model = ?2, title = ?3, ended_at = ?4, end_reason = ?5,
                  message_count = ?6, tool_call_count = ?7, input_tokens = ?8, output_tokens = ?9,
-                 last_activity_at = ?10
+                 last_activity_at = ?10, api_call_count = ?11, cache_read_tokens = ?12,
+                 cache_write_tokens = ?13, reasoning_tokens = ?14, estimated_cost_usd = ?15,
+                 actual_cost_usd = ?15, cost_status = ?16, cost_source = ?17,
+                 billing_provider = ?18
              WHERE id = ?1",
         )?
         .execute(params![
@@ -146,6 +174,14 @@ pub(super) fn write(
             d.input_tokens,
             d.output_tokens,
             d.last_activity_at,
+            d.api_call_count,
+            a.cache_read_tokens as i64,
+            a.cache_write_tokens as i64,
+            a.reasoning_tokens as i64,
+            cost,
+            a.cost_status(),
+            a.cost_source(),
+            d.billing_provider,
         ])?;
     }
     // Ownership is written when the session goes live and removed when it ends, not per commit.

@@ -93,6 +93,30 @@ pub struct StoredSummary {
     pub end_reason: Option<String>,
 }
 
+/// The accounting columns from `first` on (cache read, cache write, reasoning, cost, cost
+/// status) of a session that made `calls` model calls.
+fn accounting_of(
+    r: &rusqlite::Row<'_>,
+    first: usize,
+    calls: Option<i64>,
+) -> rusqlite::Result<crate::model::Accounting> {
+    let count = |i: usize| -> rusqlite::Result<u64> {
+        Ok(r.get::<_, Option<i64>>(first + i)?.unwrap_or(0).max(0) as u64)
+    };
+    let status: Option<String> = r.get(first + 4)?;
+    let cost_usd: Option<f64> = r.get(first + 3)?;
+    // How many earlier calls went unpriced is not stored; whether any did is enough.
+    let some_unpriced =
+        status.as_deref() == Some("partial") || (cost_usd.is_none() && calls.unwrap_or(0) > 0);
+    Ok(crate::model::Accounting {
+        cache_read_tokens: count(0)?,
+        cache_write_tokens: count(1)?,
+        reasoning_tokens: count(2)?,
+        cost_usd,
+        unpriced_calls: u64::from(some_unpriced),
+    })
+}
+
 /// A stored session with its transcript, for resume.
 #[derive(Debug, Clone)]
 pub struct StoredSession {
@@ -105,6 +129,9 @@ pub struct StoredSession {
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub tool_call_count: i64,
+    /// `api_call_count`: model calls so far.
+    pub api_call_count: i64,
+    pub accounting: crate::model::Accounting,
     pub messages: Vec<Message>,
 }
 
@@ -368,7 +395,8 @@ impl Store {
             .conn
             .query_row(
                 "SELECT id, source, model, title, cwd, started_at, input_tokens, output_tokens,
-                        tool_call_count
+                        tool_call_count, api_call_count, cache_read_tokens, cache_write_tokens,
+                        reasoning_tokens, COALESCE(estimated_cost_usd, actual_cost_usd), cost_status
                  FROM sessions WHERE id = ?1 OR title = ?1
                  ORDER BY (id = ?1) DESC LIMIT 1",
                 [id_or_title],
@@ -383,6 +411,8 @@ impl Store {
                         input_tokens: r.get::<_, Option<i64>>(6)?.unwrap_or(0),
                         output_tokens: r.get::<_, Option<i64>>(7)?.unwrap_or(0),
                         tool_call_count: r.get::<_, Option<i64>>(8)?.unwrap_or(0),
+                        api_call_count: r.get::<_, Option<i64>>(9)?.unwrap_or(0),
+                        accounting: accounting_of(r, 10, r.get::<_, Option<i64>>(9)?)?,
                         messages: Vec::new(),
                     })
                 },

@@ -18,6 +18,19 @@ const SESSION_COLUMNS: &[(&str, &str)] = &[
     ("input_tokens", "INTEGER DEFAULT 0"),
     ("output_tokens", "INTEGER DEFAULT 0"),
     ("last_activity_at", "REAL"),
+    // Hermes' accounting columns, as hermes_state.py declares them.
+    ("cache_read_tokens", "INTEGER DEFAULT 0"),
+    ("cache_write_tokens", "INTEGER DEFAULT 0"),
+    ("reasoning_tokens", "INTEGER DEFAULT 0"),
+    ("billing_provider", "TEXT"),
+    ("billing_base_url", "TEXT"),
+    ("billing_mode", "TEXT"),
+    ("estimated_cost_usd", "REAL"),
+    ("actual_cost_usd", "REAL"),
+    ("cost_status", "TEXT"),
+    ("cost_source", "TEXT"),
+    ("pricing_version", "TEXT"),
+    ("api_call_count", "INTEGER DEFAULT 0"),
 ];
 
 const MESSAGE_COLUMNS: &[(&str, &str)] = &[
@@ -48,7 +61,19 @@ CREATE TABLE IF NOT EXISTS sessions (
     tool_call_count INTEGER DEFAULT 0,
     input_tokens INTEGER DEFAULT 0,
     output_tokens INTEGER DEFAULT 0,
-    last_activity_at REAL
+    last_activity_at REAL,
+    cache_read_tokens INTEGER DEFAULT 0,
+    cache_write_tokens INTEGER DEFAULT 0,
+    reasoning_tokens INTEGER DEFAULT 0,
+    billing_provider TEXT,
+    billing_base_url TEXT,
+    billing_mode TEXT,
+    estimated_cost_usd REAL,
+    actual_cost_usd REAL,
+    cost_status TEXT,
+    cost_source TEXT,
+    pricing_version TEXT,
+    api_call_count INTEGER DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -10,15 +10,13 @@ use serde_json::{Value, json};
 use super::{JobId, policy};
 use crate::event_loop::{Gateway, Timer};
 use crate::rpc::RpcError;
-use crate::rpc::frame::code;
+use crate::rpc::frame::{Id, code};
 use crate::runner::{Ending, RunEnd, RunEvent, RunId, RunTimer, Spec, Streams};
 use crate::util;
 
 /// Live `tool.output` events: at most one per interval per tool, at most this much text each.
 const LIVE_INTERVAL: Duration = Duration::from_millis(100);
 const LIVE_MAX: usize = 8 * 1024;
-/// `shell.exec` timeout.
-const SHELL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Who waits for a run.
 #[derive(Debug, Clone)]
@@ -26,12 +24,12 @@ pub enum Owner {
     /// A tool call of a turn.
     Job(JobId),
     Shell {
-        request_id: Value,
+        request_id: Id,
     },
     /// A command run for a client request other than `shell.exec` (quick commands): `answer`
     /// turns its outcome into the result.
     Request {
-        request_id: Value,
+        request_id: Id,
         answer: fn(&Outcome) -> Value,
     },
 }
@@ -68,7 +66,7 @@ pub struct Runs {
 /// `shell.exec {command}`: answered when the command ends; never blocks other calls.
 pub fn shell_exec(
     gw: &mut Gateway,
-    request_id: Value,
+    request_id: Id,
     command: &str,
     now: Instant,
 ) -> Result<(), RpcError> {
@@ -98,7 +96,7 @@ pub fn shell_exec(
         command,
         cwd: &cwd,
         streams: Streams::Separate,
-        timeout: SHELL_TIMEOUT,
+        timeout: gw.cfg.shell_timeout,
         live: false,
     };
     launch(gw, Owner::Shell { request_id }, &spec, now)
@@ -110,7 +108,7 @@ pub fn shell_exec(
 /// blocks other calls. Refuses what the policy refuses or would ask about (nobody to ask).
 pub fn run_for_request(
     gw: &mut Gateway,
-    request_id: Value,
+    request_id: Id,
     command: &str,
     cwd: &Path,
     timeout: Duration,
@@ -320,7 +318,7 @@ fn deliver(gw: &mut Gateway, owned: Owned, end: RunEnd, now: Instant) {
             let reply = match end.ending {
                 Some(Ending::Timeout) => Err(RpcError::new(
                     code::TIMED_OUT,
-                    format!("command timed out after {}s", SHELL_TIMEOUT.as_secs()),
+                    format!("command timed out after {}s", end.timeout.as_secs_f64()),
                 )),
                 Some(Ending::Interrupted) => Err(RpcError::new(
                     code::SHUTTING_DOWN,

@@ -180,6 +180,7 @@ impl GatewayBuilder {
         };
         let program = self.program.clone().unwrap_or_else(|| PathBuf::from(BIN));
         let mut cmd = Command::new(&program);
+        tui_gateway::client::default_signals(&mut cmd);
         cmd.args(&self.args)
             .current_dir(&home)
             .stdin(Stdio::piped())

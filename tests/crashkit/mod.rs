@@ -248,6 +248,8 @@ impl RawGateway {
             }
         };
         let mut cmd = Command::new(common::BIN);
+        // First: the test's own dispositions below are set on top of the defaults.
+        tui_gateway::client::default_signals(&mut cmd);
         cmd.arg("serve")
             .current_dir(&home)
             .stdout(Stdio::piped())

@@ -1,0 +1,700 @@
+//! `tui-gateway exec`, through the binary: one task (its answer, result record, `--json`
+//! events, exit codes, approvals, timeouts, `--resume`), a tasks file (bad files refused whole,
+//! a record per task in its own working directory, a summary, SIGINT and SIGKILL mid-run then
+//! `--continue`), and the accounting columns every session row fills (exec's and the TUI's),
+//! with the offline model and the OpenAI mock for cache, reasoning and cost figures.
+
+mod common;
+mod mockai;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Instant;
+
+use common::*;
+use mockai::*;
+use serde_json::{Value, json};
+
+/// A prepared `tui-gateway exec` in a private home (and working directory).
+struct Exec {
+    home: TempHome,
+}
+
+impl Exec {
+    fn new(tag: &str) -> Exec {
+        Exec {
+            home: TempHome::new(&format!("exec-{tag}")),
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        &self.home.path
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN);
+        scrub_env(&mut cmd);
+        cmd.arg("exec")
+            .args(args)
+            .current_dir(self.dir())
+            .env("HERMES_HOME", self.dir())
+            .env("HOME", self.dir())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    fn spawn(&self, args: &[&str], env: &[(&str, &str)]) -> Child {
+        let mut cmd = self.command(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.spawn().expect("spawn exec")
+    }
+
+    /// Runs to the end (killed and failed past the test deadline).
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_env(args, &[])
+    }
+
+    fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        finish(self.spawn(args, env))
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn db(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open(self.home.db_path()).unwrap()
+    }
+}
+
+/// Waits for `child` with a deadline; its output.
+fn finish(mut child: Child) -> Output {
+    let deadline = Instant::now() + T;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("exec did not end: {}", text(&out.stderr));
+        }
+        std::thread::sleep(ms(5));
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The record `exec PROMPT` prints last on stderr (or stdout with `--json`).
+fn record_in(stream: &[u8]) -> Value {
+    let t = text(stream);
+    let line = t
+        .lines()
+        .rev()
+        .find(|l| l.contains("\"exec.result\""))
+        .unwrap_or_else(|| panic!("no result record in: {t}"));
+    serde_json::from_str(line).unwrap()
+}
+
+fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn summary_in(stdout: &[u8]) -> Value {
+    let t = text(stdout);
+    let line = t
+        .lines()
+        .find(|l| l.contains("\"exec.summary\""))
+        .unwrap_or_else(|| panic!("no summary in: {t}"));
+    serde_json::from_str(line).unwrap()
+}
+
+fn tasks_file(lines: &[Value]) -> String {
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+fn wait_records(path: &Path, at_least: usize) -> Vec<Value> {
+    let deadline = Instant::now() + T;
+    loop {
+        let r = records(path);
+        if r.len() >= at_least {
+            return r;
+        }
+        assert!(Instant::now() < deadline, "only {} records", r.len());
+        std::thread::sleep(ms(5));
+    }
+}
+
+/// A `sleep` command whose every process (supervisor, shell, sleep) carries a marker.
+fn marked_sleep(secs: u64) -> (String, String) {
+    let marker = common::procfs::marker();
+    (format!("$ sleep {secs}.{marker}"), marker)
+}
+
+fn assert_nothing_left(marker: &str) {
+    common::procfs::assert_none_left(marker, T, "exec's tools");
+}
+
+#[test]
+fn help_lists_every_flag_with_env_names_and_defaults() {
+    let e = Exec::new("help");
+    let out = e.run(&["--help"]);
+    assert!(out.status.success());
+    let help = text(&out.stdout);
+    assert!(help.starts_with("usage"), "{help}");
+    for flag in [
+        "--json",
+        "--resume",
+        "--cwd",
+        "--approve",
+        "--timeout",
+        "--tasks",
+        "--parallel",
+        "--results",
+        "--workdir",
+        "--continue",
+        "env TUI_GATEWAY_EXEC_APPROVE",
+        "default ask-fails",
+        "env TUI_GATEWAY_EXEC_TIMEOUT_S",
+        "default 3600",
+        "env TUI_GATEWAY_EXEC_PARALLEL",
+        "default 8",
+        "env TUI_GATEWAY_EXEC_WORKDIR",
+        "exit codes",
+        // The gateway's own knobs apply too.
+        "env TUI_GATEWAY_FRAME_LIMIT",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from:\n{help}");
+    }
+}
+
+#[test]
+fn one_task_prints_its_answer_and_a_result_record() {
+    let e = Exec::new("one");
+    let out = e.run(&["say", "hello"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "(offline model) You said: say hello\n");
+    let r = record_in(&out.stderr);
+    assert_eq!(r["status"], "done", "{r}");
+    assert_eq!(r["exit_code"], 0);
+    assert_eq!(
+        (r["turns"].as_u64(), r["model_calls"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(r["tool_calls"], 0);
+    // The offline model counts words: 2 in, 6 out.
+    assert_eq!(r["tokens"]["input"], 2, "{r}");
+    assert_eq!(r["tokens"]["output"], 6, "{r}");
+    assert_eq!(r["cost_usd"], 0.0, "{r}");
+    for key in ["wall_ms", "model_ms", "tool_ms", "overhead_ms", "cpu_ms"] {
+        assert!(r[key].as_f64().is_some(), "{key}: {r}");
+    }
+    let stored = r["session_id"].as_str().unwrap().to_string();
+    let (source, reason, messages): (String, String, i64) = e
+        .db()
+        .query_row(
+            "SELECT source, end_reason, message_count FROM sessions WHERE id = ?1",
+            [&stored],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!((source.as_str(), messages), ("exec", 2));
+    assert_eq!(reason, "tui_close");
+
+    // `-`: the prompt is stdin.
+    let mut child = e.command(&["-"]).stdin(Stdio::piped()).spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"from stdin")
+        .unwrap();
+    let out = finish(child);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "(offline model) You said: from stdin\n");
+}
+
+#[test]
+fn json_prints_the_events_the_tui_gets_then_the_record() {
+    let e = Exec::new("json");
+    let out = e.run(&["--json", "$ echo out-of-tool"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let kinds: Vec<&str> = lines.iter().filter_map(|l| l["type"].as_str()).collect();
+    let at = |k: &str| {
+        kinds
+            .iter()
+            .position(|x| *x == k)
+            .unwrap_or_else(|| panic!("no {k}: {kinds:?}"))
+    };
+    assert_eq!(kinds[0], "gateway.ready");
+    assert!(at("session.info") < at("tool.start"));
+    assert!(at("tool.start") < at("tool.complete"));
+    assert!(at("tool.complete") < at("message.complete"));
+    assert_eq!(*kinds.last().unwrap(), "exec.result");
+    let done = &lines[at("tool.complete")];
+    assert_eq!(
+        done["payload"]["result"]["output"], "out-of-tool\n",
+        "{done}"
+    );
+    let r = lines.last().unwrap();
+    assert_eq!(
+        (r["tool_calls"].as_u64(), r["model_calls"].as_u64()),
+        (Some(1), Some(2))
+    );
+    assert!(r["tool_ms"].as_f64().unwrap() > 0.0, "{r}");
+    // The answer is in the record, not printed apart.
+    assert!(r["answer"].as_str().unwrap().contains("out-of-tool"), "{r}");
+}
+
+#[test]
+fn resume_continues_a_stored_session_and_counts_only_the_new_task() {
+    let e = Exec::new("resume");
+    let first = record_in(&e.run(&["one two three"]).stderr);
+    let stored = first["session_id"].as_str().unwrap();
+    let out = e.run(&["--resume", stored, "four"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let second = record_in(&out.stderr);
+    assert_eq!(second["session_id"], stored);
+    assert_eq!(second["model_calls"], 1, "{second}");
+    // The model read the whole conversation (3 + 7 + 1 words); only this task is counted.
+    assert_eq!(second["tokens"]["input"], 11, "{second}");
+    let (messages, calls): (i64, i64) = e
+        .db()
+        .query_row(
+            "SELECT message_count, api_call_count FROM sessions WHERE id = ?1",
+            [stored],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((messages, calls), (4, 2));
+}
+
+#[test]
+fn exit_codes_say_what_happened() {
+    let e = Exec::new("codes");
+    // Usage errors: 2, with a reason.
+    for args in [
+        &[][..],
+        &["--parallel", "0", "x"],
+        &["--approve", "perhaps", "x"],
+        &["--timeout", "soon", "x"],
+        &["--frame-limit", "1", "x"],
+        &["--tasks", "missing.jsonl"],
+    ] {
+        let out = e.run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(text(&out.stderr).contains("error"), "{args:?}");
+    }
+    // Refused by the gateway: 4.
+    let out = e.run(&["--resume", "20200101_000000_000000", "hi"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    let r = record_in(&out.stderr);
+    assert_eq!(r["status"], "refused");
+    assert!(r["error"].as_str().unwrap().contains("not found"), "{r}");
+    let out = e.run(&["--cwd", "no-such-dir", "hi"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert!(
+        record_in(&out.stderr)["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a directory")
+    );
+    // Timeout: 5, and the tool is gone.
+    let (sleep, marker) = marked_sleep(30);
+    let _reaper = common::procfs::Reaper(marker.clone());
+    let out = e.run(&["--timeout", "0.3", &sleep]);
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    let r = record_in(&out.stderr);
+    assert_eq!(r["status"], "timeout", "{r}");
+    assert!(r["error"].as_str().unwrap().contains("timed out"), "{r}");
+    assert_nothing_left(&marker);
+    // A model error: 1.
+    let mock = MockAi::script(vec![Reply::status(
+        400,
+        r#"{"error":{"message":"mock says no"}}"#,
+    )]);
+    let out = e.run_env(
+        &["--provider", "openai", "--model-retries", "0", "hi"],
+        &[
+            ("OPENAI_BASE_URL", &mock.base_url()),
+            ("OPENAI_API_KEY", "sk-test"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let r = record_in(&out.stderr);
+    assert_eq!(r["status"], "model_error", "{r}");
+    assert!(r["error"].as_str().unwrap().contains("mock says no"), "{r}");
+}
+
+/// A dangerous but harmless command: `rm -rf` of a scratch directory of the test.
+fn scratch(e: &Exec, name: &str) -> (PathBuf, String) {
+    let dir = e.dir().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("f"), "x").unwrap();
+    let prompt = format!("$ rm -rf {}", dir.display());
+    (dir, prompt)
+}
+
+#[test]
+fn approvals_follow_the_flag_and_never_wait() {
+    let e = Exec::new("approve");
+    let (dir, prompt) = scratch(&e, "keep-never");
+    let out = e.run(&["--approve", "never", &prompt]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = record_in(&out.stderr);
+    assert_eq!(
+        r["approvals"],
+        json!({"asked": 1, "approved": 0, "denied": 1}),
+        "{r}"
+    );
+    assert!(dir.exists(), "denied, yet it ran");
+
+    let (dir, prompt) = scratch(&e, "gone-always");
+    let out = e.run(&["--approve", "always", &prompt]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = record_in(&out.stderr);
+    assert_eq!(
+        r["approvals"],
+        json!({"asked": 1, "approved": 1, "denied": 0}),
+        "{r}"
+    );
+    assert!(!dir.exists(), "approved, yet it did not run");
+
+    // The default is ask-fails: refused, exit 4, the command never ran.
+    let (dir, prompt) = scratch(&e, "keep-fails");
+    let out = e.run(&[&prompt]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    let r = record_in(&out.stderr);
+    assert_eq!(r["status"], "refused", "{r}");
+    assert!(r["error"].as_str().unwrap().contains("ask-fails"), "{r}");
+    assert!(dir.exists());
+    // And through the environment.
+    let (dir, prompt) = scratch(&e, "gone-env");
+    let out = e.run_env(&[&prompt], &[("TUI_GATEWAY_EXEC_APPROVE", "always")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!dir.exists());
+}
+
+#[test]
+fn bad_task_files_are_refused_whole_with_every_bad_line_named() {
+    let e = Exec::new("badfile");
+    let file = e.write(
+        "bad.jsonl",
+        "{\"id\":\"ok\",\"prompt\":\"fine\"}\n{not json\n{\"id\":\"p\"}\n{\"prompt\":\"no id\"}\n{\"id\":\"ok\",\"prompt\":\"dup\"}\n{\"id\":\"t\",\"prompt\":\"x\",\"timeout\":\"soon\"}\n",
+    );
+    let out = e.run(&["--tasks", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    for want in [
+        "line 2: invalid JSON",
+        "line 3: missing \"prompt\"",
+        "line 4: missing \"id\"",
+        "line 5: duplicate id \"ok\"",
+        "line 6: \"timeout\"",
+        "nothing was run",
+    ] {
+        assert!(err.contains(want), "{want}: {err}");
+    }
+    assert!(!e.dir().join("bad.results.jsonl").exists());
+    assert!(
+        !e.home.db_path().exists(),
+        "the gateway started for a bad file"
+    );
+    let empty = e.write("empty.jsonl", "\n\n");
+    let out = e.run(&["--tasks", empty.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no tasks"));
+}
+
+#[test]
+fn tasks_run_in_parallel_each_in_its_own_directory_with_a_record_each() {
+    let e = Exec::new("tasks");
+    let own = e.dir().join("own");
+    std::fs::create_dir_all(&own).unwrap();
+    let mut lines: Vec<Value> = (0..6)
+        .map(|i| json!({"id": format!("t{i}"), "prompt": "$ pwd"}))
+        .collect();
+    lines.push(json!({"id": "own", "prompt": "$ pwd", "cwd": own}));
+    let (sleep, marker) = marked_sleep(30);
+    let _reaper = common::procfs::Reaper(marker.clone());
+    lines.push(json!({"id": "slow", "prompt": sleep, "timeout": 0.3}));
+    lines.push(json!({"id": 9, "prompt": "plain words"}));
+    let file = e.write("bench.jsonl", &tasks_file(&lines));
+    let out = e.run(&["--tasks", file.to_str().unwrap(), "--parallel", "3"]);
+    // One task timed out: 7.
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(!err.contains("tasks/s"), "a progress bar on a pipe: {err}");
+    let recs = records(&e.dir().join("bench.results.jsonl"));
+    assert_eq!(recs.len(), lines.len());
+    let by_id = |id: &str| {
+        recs.iter()
+            .find(|r| r["task_id"] == id)
+            .unwrap_or_else(|| panic!("{id}"))
+    };
+    let workdir = e.dir().join("bench.results.work");
+    for i in 0..6 {
+        let r = by_id(&format!("t{i}"));
+        assert_eq!(r["status"], "done", "{r}");
+        let here = workdir.join(format!("t{i}"));
+        assert!(
+            r["answer"]
+                .as_str()
+                .unwrap()
+                .contains(&here.to_string_lossy().to_string()),
+            "{r}"
+        );
+    }
+    assert!(
+        by_id("own")["answer"]
+            .as_str()
+            .unwrap()
+            .contains(&own.to_string_lossy().to_string())
+    );
+    assert_eq!(by_id("slow")["status"], "timeout");
+    assert_eq!(by_id("9")["status"], "done");
+    let s = summary_in(&out.stdout);
+    assert_eq!(
+        (s["tasks"].as_u64(), s["ran"].as_u64()),
+        (Some(9), Some(9)),
+        "{s}"
+    );
+    assert_eq!(
+        (s["done"].as_u64(), s["timeout"].as_u64()),
+        (Some(8), Some(1)),
+        "{s}"
+    );
+    assert_eq!(s["tool_calls"], 8, "{s}");
+    assert!(
+        s["tasks_per_s"].as_f64().unwrap() > 0.0 && s["cpu_ms_per_task"].as_f64().unwrap() > 0.0
+    );
+    // Every session is stored, ended, distinct.
+    let n: i64 = e
+        .db()
+        .query_row("SELECT COUNT(DISTINCT id) FROM sessions WHERE source = 'exec' AND ended_at IS NOT NULL", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 9);
+    assert_nothing_left(&marker);
+    // A second run does not overwrite the records.
+    let again = e.run(&["--tasks", file.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(text(&again.stderr).contains("--continue"));
+    assert_eq!(
+        records(&e.dir().join("bench.results.jsonl")).len(),
+        lines.len()
+    );
+}
+
+/// `n` tasks sleeping 0.1–0.3 s, every process carrying `marker`.
+fn sleepy_tasks(n: usize, marker: &str) -> String {
+    let lines: Vec<Value> = (0..n)
+        .map(|i| json!({"id": format!("s{i}"), "prompt": format!("$ sleep 0.{}{marker}", 1 + i % 3)}))
+        .collect();
+    tasks_file(&lines)
+}
+
+#[test]
+fn sigint_keeps_finished_records_marks_the_rest_and_continue_finishes_them() {
+    let e = Exec::new("sigint");
+    let marker = common::procfs::marker();
+    let _reaper = common::procfs::Reaper(marker.clone());
+    let file = e.write("s.jsonl", &sleepy_tasks(12, &marker));
+    let results = e.dir().join("s.results.jsonl");
+    let child = e.spawn(&["--tasks", file.to_str().unwrap(), "--parallel", "2"], &[]);
+    wait_records(&results, 2);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = finish(child);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let s = summary_in(&out.stdout);
+    let recs = records(&results);
+    let count = |st: &str| recs.iter().filter(|r| r["status"] == st).count();
+    assert!(count("done") >= 2, "{recs:?}");
+    assert!(count("interrupted") >= 1, "{recs:?}");
+    assert_eq!(count("done") + count("interrupted"), recs.len());
+    assert_eq!(
+        s["not_started"].as_u64().unwrap() as usize + recs.len(),
+        12,
+        "{s}"
+    );
+    assert_nothing_left(&marker);
+
+    let out = e.run(&[
+        "--tasks",
+        file.to_str().unwrap(),
+        "--parallel",
+        "4",
+        "--continue",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = summary_in(&out.stdout);
+    assert_eq!(
+        s["skipped"].as_u64().unwrap() as usize,
+        count("done"),
+        "{s}"
+    );
+    let done: std::collections::HashSet<String> = records(&results)
+        .iter()
+        .filter(|r| r["status"] == "done")
+        .map(|r| r["task_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(done.len(), 12);
+    assert_eq!(
+        records(&results)
+            .iter()
+            .filter(|r| r["status"] == "done")
+            .count(),
+        12,
+        "a task ran twice"
+    );
+}
+
+#[test]
+fn a_kill_mid_run_then_continue_skips_the_finished_tasks() {
+    let e = Exec::new("kill");
+    let marker = common::procfs::marker();
+    let _reaper = common::procfs::Reaper(marker.clone());
+    let file = e.write("k.jsonl", &sleepy_tasks(10, &marker));
+    let results = e.dir().join("k.results.jsonl");
+    let mut child = e.spawn(&["--tasks", file.to_str().unwrap(), "--parallel", "2"], &[]);
+    let before = wait_records(&results, 3).len();
+    child.kill().unwrap();
+    let _ = child.wait();
+    let kept = records(&results);
+    assert!(
+        kept.len() >= before && kept.iter().all(|r| r["status"] == "done"),
+        "{kept:?}"
+    );
+    let out = e.run(&["--tasks", file.to_str().unwrap(), "--continue"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = summary_in(&out.stdout);
+    assert_eq!(s["skipped"].as_u64().unwrap() as usize, kept.len(), "{s}");
+    assert_eq!(s["ran"].as_u64().unwrap() as usize, 10 - kept.len(), "{s}");
+    let all = records(&results);
+    assert_eq!(all.len(), 10, "{all:?}");
+    let ids: std::collections::HashSet<&str> =
+        all.iter().map(|r| r["task_id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 10);
+    assert_nothing_left(&marker);
+}
+
+#[test]
+fn session_rows_fill_hermes_accounting_columns() {
+    // A provider that reports cache, reasoning and cost figures (OpenAI and OpenRouter names).
+    let usage = json!({
+        "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1700000000,
+        "model": "mock-model", "choices": [],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150,
+            "prompt_tokens_details": {"cached_tokens": 100, "cache_write_tokens": 8},
+            "completion_tokens_details": {"reasoning_tokens": 12}, "cost": 0.0042},
+    })
+    .to_string();
+    let reply = move || {
+        let mut events = text_events(&["all ", "good"], "stop", None);
+        events.push(usage.clone());
+        Reply::Stream(Stream::new(events))
+    };
+    let mock = MockAi::start(move |_| reply());
+    let e = Exec::new("accounting");
+    let env = [
+        ("OPENAI_BASE_URL", mock.base_url()),
+        ("OPENAI_API_KEY", "sk-test".into()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = e.run_env(&["--provider", "openai", "hi"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = record_in(&out.stderr);
+    assert_eq!(
+        r["tokens"],
+        json!({"input": 120, "output": 30, "cache_read": 100, "cache_write": 8, "reasoning": 12}),
+        "{r}"
+    );
+    assert_eq!(r["cost_usd"], 0.0042);
+    let stored = r["session_id"].as_str().unwrap().to_string();
+    let out = e.run_env(
+        &["--provider", "openai", "--resume", &stored, "again"],
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    type Row = (i64, i64, i64, i64, i64, i64, f64, String, String, String);
+    let row: Row = e
+        .db()
+        .query_row(
+            "SELECT api_call_count, input_tokens, output_tokens, cache_read_tokens,
+                    cache_write_tokens, reasoning_tokens, estimated_cost_usd, cost_status,
+                    cost_source, billing_provider
+             FROM sessions WHERE id = ?1",
+            [&stored],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                    r.get(9)?,
+                ))
+            },
+        )
+        .unwrap();
+    // Two tasks, the second resumed: the columns add up across both.
+    assert_eq!(
+        (row.0, row.1, row.2, row.3, row.4, row.5),
+        (2, 240, 60, 200, 16, 24),
+        "{row:?}"
+    );
+    assert!((row.6 - 0.0084).abs() < 1e-9, "{row:?}");
+    assert_eq!(
+        (row.7.as_str(), row.8.as_str(), row.9.as_str()),
+        ("actual", "provider_cost_api", "openai")
+    );
+
+    // A TUI session (serve) fills them too.
+    let home = TempHome::new("exec-accounting-tui");
+    let mut gw = Gateway::builder()
+        .home(&home.path)
+        .tag("accounting")
+        .start();
+    let s = gw.create_session(json!({}));
+    gw.run_turn(&s.id, "$ echo hi");
+    gw.close_stdin();
+    assert_eq!(gw.wait_exit(secs(5)).code(), Some(0));
+    let (calls, status): (i64, String) = gw
+        .db()
+        .query_row(
+            "SELECT api_call_count, cost_status FROM sessions WHERE id = ?1",
+            [&s.stored],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((calls, status.as_str()), (2, "actual"));
+}
