@@ -106,6 +106,10 @@ impl Registry {
         self.by_rid.values().map(|e| &e.session)
     }
 
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Session> {
+        self.by_rid.values_mut().map(|e| &mut e.session)
+    }
+
     /// Put the session's turn on the runnable list (once); false when it has no turn.
     pub fn mark_runnable(&mut self, rid: &str) -> bool {
         let Some(turn) = self.get_mut(rid).and_then(|s| s.turn.as_mut()) else {

@@ -235,8 +235,13 @@ fn on_run_event(gw: &mut Gateway, event: RunEvent, now: Instant) {
     }
 }
 
-/// Read every ready run's pipes and hand on what happened.
+/// Read every ready run's pipes and hand on what happened. Not while the client is not
+/// reading (the out-queue is over its cap): the pipes then fill and each command blocks on its
+/// write until the queue drains, so a flood costs no memory here (ready runs stay ready).
 pub fn pump(gw: &mut Gateway, now: Instant) {
+    if gw.paused() {
+        return;
+    }
     gw.runner.pump(now);
     after_runner(gw, now);
 }
@@ -265,10 +270,17 @@ fn call_of(gw: &Gateway, owner: &Owner) -> Option<(String, String, String)> {
 }
 
 /// Send the accumulated live output of a turn's command as one `tool.output` event.
-pub fn flush_live(gw: &mut Gateway, id: RunId) {
+pub fn flush_live(gw: &mut Gateway, id: RunId, now: Instant) {
+    let paused = gw.paused();
     let Some(owned) = gw.tools.runs.owned.get_mut(&id) else {
         return;
     };
+    if paused {
+        // The client is not reading: what is pending stays one coalesced event (bounded, the
+        // rest counted), sent once the queue drains.
+        gw.timers.insert(now + LIVE_INTERVAL, Timer::LiveOutput(id));
+        return;
+    }
     owned.live_timer = false;
     let mut text = std::mem::take(&mut owned.live);
     if owned.live_skipped > 0 {
