@@ -168,7 +168,11 @@ impl Gateway {
             rings,
             by_token: HashMap::new(),
             run_tokens: HashMap::new(),
-            tools: crate::tools::Tools::new(&cfg_home_for_tools, tool_waker),
+            tools: crate::tools::Tools::new(
+                &cfg_home_for_tools,
+                crate::session::calls::TURN_HOOKS,
+                tool_waker,
+            ),
             runner: crate::runner::Runner::new(
                 crate::runner::supervisor::Executable::current(),
                 kill_grace,

@@ -6,6 +6,7 @@ mod driver;
 pub mod machine;
 pub mod registry;
 pub mod ring;
+mod stored;
 pub mod system_prompt;
 pub mod turn;
 

@@ -85,10 +85,12 @@ impl Registry {
         self.by_stored.get(stored_id).map(String::as_str)
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.by_rid.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.by_rid.is_empty()
     }

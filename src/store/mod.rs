@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::session::{Persisted, Session};
 use crate::transcript::{Message, Role};
 
 pub use delta::{Delta, LiveChange};
@@ -236,19 +235,6 @@ impl Store {
     /// (re-measured as each begins), or not at all.
     pub fn wait_until(&mut self, deadline: Option<Instant>) {
         self.wait_until = deadline;
-    }
-
-    /// Commit everything the given sessions hold that is not in the database yet, in one
-    /// transaction. Returns, per session, how far the database has caught up; on error nothing
-    /// is written and the caller keeps its marks as they were.
-    pub fn persist(&mut self, sessions: &[&Session]) -> Result<Vec<Persisted>, StoreError> {
-        let deltas: Vec<(Delta<'_>, Option<u64>)> = sessions
-            .iter()
-            .filter(|s| s.unpersisted())
-            .map(|s| (Delta::of(s), None))
-            .collect();
-        self.write(&deltas)?;
-        Ok(sessions.iter().map(|s| committed_mark(s)).collect())
     }
 
     /// Write these deltas in one transaction, all or nothing. A delta with a journal seq also
@@ -632,15 +618,6 @@ impl Store {
             .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
             .optional()?;
         Ok(())
-    }
-}
-
-/// What the marks of a session are once the store holds everything it has.
-pub fn committed_mark(s: &Session) -> Persisted {
-    Persisted {
-        row: true,
-        messages: s.transcript.len(),
-        live: s.ended.is_none(),
     }
 }
 

@@ -56,6 +56,16 @@ struct Owned {
     live_timer: bool,
 }
 
+/// How the tools side tells the turn that waits what happened. The gateway sets these to the
+/// session's handlers (`session::calls::TURN_HOOKS`): `tools/` never imports `session/`.
+#[derive(Clone, Copy)]
+pub struct TurnHooks {
+    /// A run of a job ended (the tool makes the call's result of it).
+    pub run_ended: fn(&mut Gateway, JobId, RunEnd, Instant),
+    /// The user (or the timeout) answered the approval the turn of this session waits for.
+    pub approval_answered: fn(&mut Gateway, &str, super::approval::Answer, Instant),
+}
+
 #[derive(Default)]
 pub struct Runs {
     owned: HashMap<RunId, Owned>,
@@ -323,7 +333,7 @@ fn deliver(gw: &mut Gateway, owned: Owned, end: RunEnd, now: Instant) {
                     json!({"tool_id": tool_id, "text": owned.live}),
                 );
             }
-            crate::session::calls::run_ended(gw, job, end, now);
+            (gw.tools.hooks.run_ended)(gw, job, end, now);
         }
         Owner::Shell { request_id } => {
             let code = end.code();
