@@ -9,7 +9,6 @@
 //! and the file is left as it was.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -281,34 +280,15 @@ fn set_structurally(doc: &mut Yaml, keys: &[&str], value: Option<&Scalar>) -> Re
     set_structurally(child, &keys[1..], value)
 }
 
-/// Write next to the file (the target of a symlink), fsync, rename over it; the old mode is
-/// kept (0600 for a new file).
+/// Write next to the file (the target of a symlink: a user's config.yaml often links into their
+/// dotfiles), fsync, rename over it; the old mode is kept (0600 for a new file).
 pub fn write_atomic(file: &Path, text: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    use std::os::unix::fs::PermissionsExt;
     let target = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
     let mode = std::fs::metadata(&target)
-        .map(|m| m.permissions().mode() & 0o7777)
+        .map(|m| m.permissions().mode() & 0o777)
         .unwrap_or(0o600);
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "config.yaml".into());
-    let tmp = target.with_file_name(format!(".{name}.tmp-{}", crate::util::random_hex(8)));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)?;
-        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &target)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    crate::private_file::replace(&target, text.as_bytes(), mode)
 }
 
 // ---- the line editor ----

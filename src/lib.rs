@@ -13,6 +13,7 @@ pub mod flush;
 pub mod methods;
 pub mod model;
 pub mod persist;
+pub mod private_file;
 pub mod rpc;
 pub mod runner;
 pub mod session;

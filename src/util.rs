@@ -147,6 +147,32 @@ pub fn read_regular(path: &std::path::Path, max: u64) -> std::io::Result<Option<
         .map_err(|_| invalid("not valid UTF-8".into()))
 }
 
+/// `s` with every control character except newline and tab written as a visible escape
+/// (`\x1b`, `\r`, `\u{202e}`): C0, DEL, C1 and the bidirectional overrides that reorder a line.
+pub fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    push_printable(&mut out, s);
+    out
+}
+
+/// [`printable`] appended to `out`.
+pub fn push_printable(out: &mut String, s: &str) {
+    use std::fmt::Write as _;
+    for c in s.chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' || ('\u{80}'..='\u{9f}').contains(&c) => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,5 +204,20 @@ mod tests {
     fn clip_counts_characters() {
         assert_eq!(clip("héllo", 2), "hé…");
         assert_eq!(clip("hi", 5), "hi");
+    }
+
+    #[test]
+    fn escapes_what_a_terminal_would_obey() {
+        assert_eq!(printable("a\x1b]52;c;aGk=\x07b"), "a\\x1b]52;c;aGk=\\x07b");
+        assert_eq!(printable("ok\r\x1b[2Kevil"), "ok\\r\\x1b[2Kevil");
+        assert_eq!(printable("\u{9b}31m"), "\\x9b31m");
+        assert_eq!(printable("abc\u{202e}fed"), "abc\\u{202e}fed");
+        assert_eq!(printable("del\x7f"), "del\\x7f");
+    }
+
+    #[test]
+    fn keeps_ordinary_text() {
+        let s = "line one\n\tindented — ünïcode ✓ 日本\n";
+        assert_eq!(printable(s), s);
     }
 }

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::client::{Client, ClientError, Frame, Lines, classify, error_message};
+use crate::util::printable;
 
 const USAGE: &str = "\
 usage: tui-gateway chat [--resume <stored id or title>]
@@ -430,13 +431,13 @@ impl Chat {
         match kind {
             "message.delta" => {
                 if let (Some(turn), Some(delta)) = (&mut self.turn, text("text")) {
-                    print_out(delta);
+                    print_out(&printable(delta));
                     turn.printed.push_str(delta);
                 }
             }
             "message.complete" => {
                 let Some(turn) = self.turn.take() else { return };
-                let mut end = missing_tail(&turn.printed, text("text").unwrap_or("")).to_string();
+                let mut end = printable(missing_tail(&turn.printed, text("text").unwrap_or("")));
                 self.turn_failed |=
                     !matches!(text("status"), None | Some("complete" | "interrupted"));
                 if let Some(marker) = status_marker(payload) {
@@ -570,8 +571,10 @@ fn print_out(text: &str) {
     let _ = out.flush();
 }
 
+/// Lines on stderr quote tools, status texts, commands and the gateway's errors: nothing in
+/// them may drive the terminal.
 fn eprint_line(line: &str) {
-    let _ = writeln!(io::stderr(), "{line}");
+    let _ = writeln!(io::stderr(), "{}", printable(line));
 }
 
 #[cfg(test)]

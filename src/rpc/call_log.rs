@@ -6,9 +6,8 @@
 //! each line is one `write(2)`, a frame longer than [`MAX_FRAME`] is logged truncated with its
 //! length, and the first failed or short write is reported once on stderr and ends the logging.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -31,13 +30,7 @@ pub struct CallLog {
 impl CallLog {
     /// Open `path` for appending; a failure is said on stderr and leaves the log off.
     pub fn open(path: &Path) -> CallLog {
-        let opened = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(path);
-        match opened {
+        match crate::private_file::append(path) {
             Ok(f) => CallLog { file: Some(f) },
             Err(e) => {
                 crate::diag!("[gateway] call log {} not opened: {e}", path.display());

@@ -144,25 +144,15 @@ impl Store {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| fail("cannot create the folder of", &e))?;
         }
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            // Non-blocking: a FIFO in the database's place must be refused, not wait for a reader.
-            let not_regular = || fail("cannot open", &"not a regular file; refused");
-            if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
-                return Err(not_regular());
-            }
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(path)
-                .map_err(|e| fail("cannot open", &e))?;
-            if !f.metadata().is_ok_and(|m| m.is_file()) {
-                return Err(not_regular());
-            }
+        // Neither state.db nor SQLite's files beside it may be a link, another user's, or
+        // readable by others (SQLite reuses an existing -wal or -shm as it finds it).
+        crate::private_file::append(path).map_err(|e| fail("cannot open", &e))?;
+        for side in ["-wal", "-shm", "-journal"] {
+            let mut name = path.as_os_str().to_owned();
+            name.push(side);
+            crate::private_file::tighten_existing(Path::new(&name))
+                .map_err(|e| fail(&format!("cannot open the {side} file of"), &e))?;
         }
-        restrict_mode(path).map_err(|e| fail("cannot restrict the mode of", &e))?;
         let conn = Connection::open(path).map_err(|e| fail("cannot open", &e))?;
         conn.busy_timeout(Duration::from_secs(2))
             .map_err(|e| fail("cannot configure", &e))?;
@@ -630,15 +620,6 @@ fn mark_folded(
         "INSERT OR REPLACE INTO tui_gateway_folded (journal, session_id, seq) VALUES (?1, ?2, ?3)",
     )?
     .execute(params![journal, session_id, seq as i64])?;
-    Ok(())
-}
-
-fn restrict_mode(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(path)?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    }
     Ok(())
 }
 

@@ -59,18 +59,8 @@ impl Approvals {
     }
 
     fn save(&self) -> std::io::Result<()> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let tmp = self.path.with_extension("json.tmp");
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(json!({ "always": self.always }).to_string().as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &self.path)
+        let text = json!({ "always": self.always }).to_string();
+        crate::private_file::replace(&self.path, text.as_bytes(), 0o600)
     }
 }
 
@@ -88,8 +78,9 @@ pub fn ask(gw: &mut Gateway, rid: &str, ask: &Ask, now: Instant) -> String {
     let request_id = format!("apr-{}", util::random_hex(12));
     let payload = json!({
         "request_id": request_id,
-        "command": ask.command,
-        "description": ask.description,
+        // Shown to a person who decides on it: a CR or `ESC[2K` must not hide what bash runs.
+        "command": util::printable(&ask.command),
+        "description": util::printable(&ask.description),
         "choices": CHOICES,
     });
     let srq_id = if gw.outbox().takes_server_requests() {

@@ -1,0 +1,170 @@
+//! The files we create or write (state.db and SQLite's files beside it, the saved approvals, the
+//! call log, config.yaml edits): never through a symbolic link planted in their place, never a
+//! file of another user, never readable by group or others once we hold transcripts in it.
+//!
+//! Every open is `O_NOFOLLOW | O_NONBLOCK` (a FIFO in the way is refused, not waited on), and
+//! what was opened is checked and tightened through its descriptor (`fstat`, `fchmod`), so a
+//! name swapped between a check and its use cannot redirect either.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+const FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+
+fn refused(why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, format!("{why}; refused"))
+}
+
+/// ELOOP from `O_NOFOLLOW` said in words.
+fn explain(e: io::Error) -> io::Error {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        refused("a symbolic link")
+    } else {
+        e
+    }
+}
+
+/// A regular file of ours, made 0600 (keeping no group or other bit).
+fn make_private(f: &File) -> io::Result<()> {
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(refused("not a regular file"));
+    }
+    // SAFETY: geteuid has no preconditions and touches no memory.
+    if meta.uid() != unsafe { libc::geteuid() } {
+        return Err(refused("owned by another user"));
+    }
+    if meta.mode() & 0o077 != 0 {
+        f.set_permissions(std::fs::Permissions::from_mode(meta.mode() & 0o700))?;
+    }
+    Ok(())
+}
+
+/// Open `path` for appending, created 0600 when absent; an existing one is tightened to 0600.
+pub fn append(path: &Path) -> io::Result<File> {
+    // Said before trying: a FIFO would answer the open with ENXIO, which names nothing.
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if meta.file_type().is_symlink() {
+            return Err(refused("a symbolic link"));
+        }
+        if !meta.is_file() {
+            return Err(refused("not a regular file"));
+        }
+    }
+    let f = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(FLAGS)
+        .open(path)
+        .map_err(explain)?;
+    make_private(&f)?;
+    Ok(f)
+}
+
+/// Tighten `path` to 0600 when it exists (SQLite's `-wal`, `-shm`, `-journal`, which SQLite
+/// reuses as they are); whether it existed.
+pub fn tighten_existing(path: &Path) -> io::Result<bool> {
+    match OpenOptions::new().read(true).custom_flags(FLAGS).open(path) {
+        Ok(f) => make_private(&f).map(|()| true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(explain(e)),
+    }
+}
+
+/// Replace `path` with `bytes` (mode `mode`): written to a new temporary file beside it
+/// (`O_EXCL`, so nothing planted under that name is followed or reused), fsync'd, renamed over
+/// `path` (which replaces a link there rather than writing through it).
+pub fn replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let tmp = temporary_beside(path);
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(FLAGS)
+            .open(&tmp)?;
+        // The umask may have taken bits the file had.
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// `.<name>.<random>.tmp` in `path`'s directory.
+pub fn temporary_beside(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.{}.tmp", crate::util::random_hex(8)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "tuigw-unit-private-{tag}-{}-{}",
+            std::process::id(),
+            crate::util::random_hex(4)
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::symlink_metadata(p).unwrap().mode() & 0o777
+    }
+
+    #[test]
+    fn append_creates_0600_tightens_and_refuses_links() {
+        let d = dir("append");
+        let new = d.join("log");
+        append(&new).unwrap();
+        assert_eq!(mode(&new), 0o600);
+        let old = d.join("old");
+        std::fs::write(&old, "x").unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o644)).unwrap();
+        append(&old).unwrap();
+        assert_eq!(mode(&old), 0o600);
+        let victim = d.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let link = d.join("link");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let e = append(&link).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(mode(&victim), 0o644);
+        assert!(!tighten_existing(&d.join("absent")).unwrap());
+        assert!(tighten_existing(&link).is_err());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn replace_never_writes_through_a_link() {
+        let d = dir("replace");
+        let victim = d.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let path = d.join("saved.json");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        replace(&path, b"{}", 0o600).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{}");
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(
+            std::fs::read_dir(&d).unwrap().count(),
+            2,
+            "no temporary left"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
