@@ -102,10 +102,15 @@ impl Batch {
     }
 
     fn commit(&mut self) {
-        let refs: Vec<&Session> = self.sessions.iter().collect();
-        let marks = self.store.persist(&refs).expect("persist");
-        for (s, mark) in self.sessions.iter_mut().zip(marks) {
-            s.persisted = mark;
+        let deltas: Vec<_> = self
+            .sessions
+            .iter()
+            .filter(|s| s.unpersisted())
+            .map(|s| (s.delta(), None))
+            .collect();
+        self.store.write(&deltas).expect("commit");
+        for s in &mut self.sessions {
+            s.persisted = s.committed_mark();
             s.row_dirty = false;
         }
     }

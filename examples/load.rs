@@ -3,8 +3,13 @@
 //! ```text
 //! cargo build --release && cargo run --release --example load -- \
 //!     --sessions 10 --turns 100 [--words 8] [--pings 2000] [--cpu N|none] [--idle-sessions 10000] \
-//!     [--bin PATH]
+//!     [--state-db SESSIONS] [--bin PATH]
 //! ```
+//!
+//! `--state-db 50000` starts the gateway on a long-time user's state.db (50,000 sessions of 20
+//! messages, built deterministically by `benches/common/bigdb.rs` and cached under
+//! `target/bench-state/`), so every figure below is taken against it; `cargo bench --bench
+//! big_db` compares request by request.
 //!
 //! It spawns the gateway (default: `tui-gateway` next to this example's directory, i.e.
 //! `target/release/tui-gateway`) with a fresh temporary `HERMES_HOME`, and measures: time from spawn
@@ -15,6 +20,8 @@
 //! `message.complete`, throughput); K idle sessions; the gateway's RSS along the way; and the time it
 //! takes to exit once its stdin is closed. The offline model answers every prompt with a few words.
 
+#[path = "../benches/common/bigdb.rs"]
+mod bigdb;
 #[path = "../benches/common/measure.rs"]
 mod measure;
 
@@ -33,7 +40,7 @@ use measure::{
 
 const USAGE: &str = "\
 usage: load [--sessions N] [--turns M] [--words W] [--pings P] [--cpu C|none] [--idle-sessions K]
-            [--bin PATH]
+            [--state-db SESSIONS] [--bin PATH]
 
   --sessions N       concurrent sessions that run turns (default 10)
   --turns M          turns per session (default 100)
@@ -42,6 +49,7 @@ usage: load [--sessions N] [--turns M] [--words W] [--pings P] [--cpu C|none] [-
   --cpu C|none       the CPU the driver, the gateway and cat share while pings run (default: the
                      first one this process may use); none: leave them unpinned
   --idle-sessions K  sessions created without turns after the load, to measure memory (default 0)
+  --state-db S       start on a state.db of S sessions x 20 messages (built once, cached)
   --bin PATH         gateway binary (default: target/<profile>/tui-gateway)";
 
 /// Requests kept in flight while creating sessions.
@@ -55,6 +63,8 @@ struct Options {
     /// Where the round trips run; `None`: unpinned.
     cpu: Option<usize>,
     idle_sessions: usize,
+    /// Sessions of the synthetic state.db to start on (0: an empty one).
+    state_db: usize,
     bin: PathBuf,
 }
 
@@ -95,6 +105,7 @@ fn parse_options(args: Vec<String>) -> Result<Option<Options>, String> {
         pings: 2000,
         cpu: allowed_cpus()?.first().copied(),
         idle_sessions: 0,
+        state_db: 0,
         bin: default_bin(),
     };
     let mut args = args.into_iter();
@@ -116,6 +127,7 @@ fn parse_options(args: Vec<String>) -> Result<Option<Options>, String> {
             "--cpu" if value == "none" => options.cpu = None,
             "--cpu" => options.cpu = Some(number()?),
             "--idle-sessions" => options.idle_sessions = number()?,
+            "--state-db" => options.state_db = number()?,
             // Absolute, because the gateway runs with its home as working directory.
             "--bin" => {
                 options.bin = std::path::absolute(&value).map_err(|e| format!("--bin: {e}"))?
@@ -149,6 +161,22 @@ fn temp_home() -> PathBuf {
 
 fn run(options: &Options, home: &Path) -> Result<(), String> {
     fs::create_dir_all(home).map_err(|e| format!("cannot create {}: {e}", home.display()))?;
+    if options.state_db > 0 {
+        let shape = bigdb::Shape {
+            sessions: options.state_db,
+            per_session: 20,
+        };
+        let (db, built) = bigdb::cached(&shape)?;
+        fs::copy(&db, home.join("state.db")).map_err(|e| e.to_string())?;
+        report(
+            "state.db",
+            format!(
+                "{} sessions x 20 messages{}",
+                shape.sessions,
+                built.map_or(String::new(), |s| format!(" (built in {s:.1} s)"))
+            ),
+        );
+    }
     report(
         "gateway",
         format!("{} (home {})", options.bin.display(), home.display()),

@@ -33,8 +33,10 @@ pub struct Config {
     pub out_queue_cap: usize,
     /// Delay between words of the offline model (0: as fast as the loop runs).
     pub offline_word_delay: Duration,
-    /// Events kept per session for `session.events.since`.
+    /// Bytes of recent events kept per session for `session.events.since`.
     pub event_ring: usize,
+    /// Bytes of recent events kept for all sessions together.
+    pub event_rings_total: usize,
     /// Largest journal (what state.db could not take yet), in bytes; past it the gateway holds
     /// its output until the store takes a commit.
     pub journal_cap: u64,
@@ -81,7 +83,8 @@ impl Default for Config {
             stdout_stall: Duration::from_secs(30),
             out_queue_cap: 8 * 1024 * 1024,
             offline_word_delay: Duration::ZERO,
-            event_ring: 256,
+            event_ring: 1024 * 1024,
+            event_rings_total: 16 * 1024 * 1024,
             journal_cap: 64 * 1024 * 1024,
             synchronous: "NORMAL".into(),
             provider: None,
@@ -228,6 +231,24 @@ const KNOBS: &[Knob] = &[
         show: |c| secs(c.shell_timeout),
         set: |c, v| {
             c.shell_timeout = seconds(v, 0.1, 86400.0)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--event-ring-kb",
+        env: "TUI_GATEWAY_EVENT_RING_KB",
+        show: |c| (c.event_ring / 1024).to_string(),
+        set: |c, v| {
+            c.event_ring = count(v, 16, 1024 * 1024)? * 1024;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--event-rings-total-kb",
+        env: "TUI_GATEWAY_EVENT_RINGS_TOTAL_KB",
+        show: |c| (c.event_rings_total / 1024).to_string(),
+        set: |c, v| {
+            c.event_rings_total = count(v, 64, 16 * 1024 * 1024)? * 1024;
             Ok(())
         },
     },

@@ -80,6 +80,8 @@ pub struct Gateway {
     /// Why the configured model could not be used, for `setup.status`.
     pub(crate) provider_warning: Option<String>,
     pub(crate) sessions: Registry,
+    /// The caps of the sessions' event rings.
+    pub(crate) rings: crate::session::ring::Rings,
     /// Who a dynamic token belongs to.
     pub(crate) by_token: HashMap<Token, Route>,
     /// The token of each run of the runner whose descriptors are in the poll.
@@ -142,6 +144,7 @@ impl Gateway {
         }
         let cfg_home_for_tools = cfg.home.clone();
         let kill_grace = cfg.kill_grace;
+        let rings = crate::session::ring::Rings::new(cfg.event_ring, cfg.event_rings_total);
         let tool_pidns = cfg.tool_pidns;
         let signals = None;
         Ok(Gateway {
@@ -152,9 +155,10 @@ impl Gateway {
             provider,
             provider_warning,
             sessions: Registry::new(),
+            rings,
             by_token: HashMap::new(),
             run_tokens: HashMap::new(),
-            tools: crate::tools::Tools::new(&cfg_home_for_tools),
+            tools: crate::tools::Tools::new(&cfg_home_for_tools, crate::session::calls::TURN_HOOKS),
             runner: crate::runner::Runner::new(
                 crate::runner::supervisor::Executable::current(),
                 kill_grace,
@@ -466,7 +470,7 @@ impl Gateway {
                 Timer::LiveOutput(id) => {
                     let owner = crate::tools::runs::owner_session(self, id);
                     self.isolated(owner.as_deref(), now, |gw| {
-                        crate::tools::runs::flush_live(gw, id)
+                        crate::tools::runs::flush_live(gw, id, now)
                     });
                 }
                 Timer::ApprovalTimeout(request_id) => {

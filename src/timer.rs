@@ -82,10 +82,12 @@ impl<T> TimerWheel<T> {
         Some(e.value)
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -159,6 +161,7 @@ impl Throttle {
         }
     }
 
+    #[cfg(test)]
     /// When the next run may happen.
     pub fn next_allowed(&self, now: Instant) -> Instant {
         self.last.map_or(now, |l| (l + self.every).max(now))

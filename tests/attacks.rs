@@ -119,224 +119,166 @@ fn in_pidns(g: &mut Gateway) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The supervisor killed, stopped; the zygote killed
+// The supervisor killed, stopped; the zygote killed; the command's own group killed
 // ---------------------------------------------------------------------------------------------
 
+/// One attack: a gateway, a session, the marker every process of the command carries (`.M`
+/// after a `sleep` number) and the witness file the command creates once its attack is done.
+struct Case {
+    m: String,
+    needle: String,
+    g: Gateway,
+    sid: String,
+    w: PathBuf,
+    _reaper: Reaper,
+}
+
+impl Case {
+    fn new(pidns: bool) -> Case {
+        let m = marker();
+        let needle = format!(".{m}");
+        let _reaper = Reaper(needle.clone());
+        let mut g = gateway(pidns);
+        let sid = g.create_session(json!({})).id;
+        let w = witness(&g, &m);
+        Case {
+            m,
+            needle,
+            g,
+            sid,
+            w,
+            _reaper,
+        }
+    }
+
+    /// `setsid sleep 4001.M & ATTACK; touch WITNESS; sleep 4000.M`, with `{m}` in the attack
+    /// standing for the marker.
+    fn command(&self, attack: &str) -> String {
+        let m = &self.m;
+        format!(
+            "setsid sleep 4001.{m} & {}; touch {}; sleep 4000.{m}",
+            attack.replace("{m}", m),
+            self.w.display()
+        )
+    }
+
+    /// Run the attack to the end of its turn (interrupted if it did not end by itself).
+    fn run(&mut self, attack: &str) -> Value {
+        let command = self.command(attack);
+        run_attack(&mut self.g, &self.sid, &command, &self.w)
+    }
+
+    /// Start the attack and wait until it is done (or ended the call); the turn's first frame.
+    fn start(&mut self, attack: &str) -> usize {
+        let command = self.command(attack);
+        start_attack(&mut self.g, &self.sid, &command, &self.w)
+    }
+
+    fn assert_none_left(&self, what: &str) {
+        assert_none_left(&self.needle, secs(5), what);
+    }
+}
+
+/// A case run with the pid namespace (`_namespace`) and with the fallback (`_fallback`).
+macro_rules! both_ways {
+    ($case:ident) => {
+        mod $case {
+            #[test]
+            fn namespace() {
+                super::$case(true);
+            }
+            #[test]
+            fn fallback() {
+                super::$case(false);
+            }
+        }
+    };
+}
+
+/// `kill -9 $PPID`: the call ends and leaves nothing; the gateway goes on.
 fn supervisor_killed_by_its_command(pidns: bool) {
-    let m = marker();
-    let needle = format!(".{m}");
-    let _r = Reaper(needle.clone());
-    let mut g = gateway(pidns);
-    let s = g.create_session(json!({}));
-    let w = witness(&g, &m);
-    let c = run_attack(
-        &mut g,
-        &s.id,
-        &format!(
-            "setsid sleep 4001.{m} & kill -9 $PPID; touch {}; sleep 4000.{m}",
-            w.display()
-        ),
-        &w,
-    );
-    assert!(tool_result(&c).is_object(), "{c}");
-    assert_none_left(&needle, secs(5), "after the call");
-    g.ping();
+    let mut c = Case::new(pidns);
+    let complete = c.run("kill -9 $PPID");
+    assert!(tool_result(&complete).is_object(), "{complete}");
+    c.assert_none_left("after the call");
+    c.g.ping();
 }
+both_ways!(supervisor_killed_by_its_command);
 
-#[test]
-fn supervisor_killed_by_its_command_namespace() {
-    supervisor_killed_by_its_command(true);
-}
-
-#[test]
-fn supervisor_killed_by_its_command_fallback() {
-    supervisor_killed_by_its_command(false);
+/// The command kills or stops its supervisor, then the gateway is SIGKILLed: nothing of the
+/// command, nor the zygote or a supervisor, survives it.
+fn attacked_then_gateway_sigkilled(pidns: bool, attack: &str) {
+    let mut c = Case::new(pidns);
+    c.start(attack);
+    let zygote = zygote_of(&c.g);
+    let mut ours = children_of(zygote);
+    ours.push(zygote);
+    c.g.signal(libc::SIGKILL);
+    c.g.wait_exit(T);
+    c.assert_none_left("after SIGKILL of the gateway");
+    wait_gone(&ours, secs(5), "the zygote and the supervisor");
 }
 
 fn supervisor_killed_then_gateway_sigkilled(pidns: bool) {
-    let m = marker();
-    let needle = format!(".{m}");
-    let _r = Reaper(needle.clone());
-    let mut g = gateway(pidns);
-    let s = g.create_session(json!({}));
-    let w = witness(&g, &m);
-    start_attack(
-        &mut g,
-        &s.id,
-        &format!(
-            "setsid sleep 4001.{m} & kill -9 $PPID; touch {}; sleep 4000.{m}",
-            w.display()
-        ),
-        &w,
-    );
-    let zygote = zygote_of(&g);
-    g.signal(libc::SIGKILL);
-    g.wait_exit(T);
-    assert_none_left(&needle, secs(5), "after SIGKILL of the gateway");
-    wait_gone(
-        &[zygote],
-        secs(5),
-        "the zygote after SIGKILL of the gateway",
-    );
+    attacked_then_gateway_sigkilled(pidns, "kill -9 $PPID");
 }
+both_ways!(supervisor_killed_then_gateway_sigkilled);
 
-#[test]
-fn supervisor_killed_then_gateway_sigkilled_namespace() {
-    supervisor_killed_then_gateway_sigkilled(true);
+fn supervisor_stopped_then_gateway_sigkilled(pidns: bool) {
+    attacked_then_gateway_sigkilled(pidns, "kill -STOP $PPID");
 }
+both_ways!(supervisor_stopped_then_gateway_sigkilled);
 
-#[test]
-fn supervisor_killed_then_gateway_sigkilled_fallback() {
-    supervisor_killed_then_gateway_sigkilled(false);
-}
-
-/// The command stops its supervisor; the interrupt still ends the call within the kill grace
-/// (no `exit` ever comes from a stopped supervisor), and the EOF shutdown is clean.
+/// `kill -STOP $PPID`: the interrupt still ends the call within the kill grace (no `exit` ever
+/// comes from a stopped supervisor), nothing is left, and the EOF shutdown is clean.
 fn supervisor_stopped_then_interrupt(pidns: bool) {
-    let m = marker();
-    let needle = format!(".{m}");
-    let _r = Reaper(needle.clone());
-    let mut g = gateway(pidns);
-    let s = g.create_session(json!({}));
-    let w = witness(&g, &m);
-    let command = format!(
-        "setsid sleep 4001.{m} & kill -STOP $PPID; touch {}; sleep 4002.{m}",
-        w.display()
-    );
-    let start = start_attack(&mut g, &s.id, &command, &w);
-    let supervisors = children_of(zygote_of(&g));
+    let mut c = Case::new(pidns);
+    let start = c.start("kill -STOP $PPID");
+    let supervisors = children_of(zygote_of(&c.g));
     assert_eq!(supervisors.len(), 1, "{supervisors:?}");
-    g.call("session.interrupt", json!({"session_id": s.id}));
-    let c = g.wait_session_event(&s.id, "tool.complete", T);
-    assert_eq!(tool_result(&c)["exit_code"], 130, "{c}");
-    let turn = g.finish_turn(&s.id, start, T);
+    c.g.call("session.interrupt", json!({"session_id": c.sid}));
+    let complete = c.g.wait_session_event(&c.sid, "tool.complete", T);
+    assert_eq!(tool_result(&complete)["exit_code"], 130, "{complete}");
+    let turn = c.g.finish_turn(&c.sid, start, T);
     assert_eq!(
         turn.complete["payload"]["status"], "interrupted",
         "{:?}",
         turn.complete
     );
-    assert_none_left(&needle, secs(5), "after the interrupted call");
+    c.assert_none_left("after the interrupted call");
     wait_gone(&supervisors, secs(5), "the stopped supervisor");
-    g.close_stdin();
-    let st = g.wait_exit(T);
-    assert!(st.success(), "gateway exit {st:?}\n{}", g.diag());
+    c.g.close_stdin();
+    let st = c.g.wait_exit(T);
+    assert!(st.success(), "gateway exit {st:?}\n{}", c.g.diag());
 }
-
-#[test]
-fn supervisor_stopped_then_interrupt_namespace() {
-    supervisor_stopped_then_interrupt(true);
-}
-
-#[test]
-fn supervisor_stopped_then_interrupt_fallback() {
-    supervisor_stopped_then_interrupt(false);
-}
-
-fn supervisor_stopped_then_gateway_sigkilled(pidns: bool) {
-    let m = marker();
-    let needle = format!(".{m}");
-    let _r = Reaper(needle.clone());
-    let mut g = gateway(pidns);
-    let s = g.create_session(json!({}));
-    let w = witness(&g, &m);
-    start_attack(
-        &mut g,
-        &s.id,
-        &format!(
-            "setsid sleep 4001.{m} & kill -STOP $PPID; touch {}; sleep 4002.{m}",
-            w.display()
-        ),
-        &w,
-    );
-    let zygote = zygote_of(&g);
-    let mut ours = children_of(zygote);
-    ours.push(zygote);
-    g.signal(libc::SIGKILL);
-    g.wait_exit(T);
-    assert_none_left(&needle, secs(5), "after SIGKILL of the gateway");
-    wait_gone(&ours, secs(5), "the zygote and the stopped supervisor");
-}
-
-#[test]
-fn supervisor_stopped_then_gateway_sigkilled_namespace() {
-    supervisor_stopped_then_gateway_sigkilled(true);
-}
-
-#[test]
-fn supervisor_stopped_then_gateway_sigkilled_fallback() {
-    supervisor_stopped_then_gateway_sigkilled(false);
-}
+both_ways!(supervisor_stopped_then_interrupt);
 
 /// The command SIGKILLs the zygote (named by the test); the call still ends and leaves nothing,
 /// and the next command runs.
 fn zygote_killed_by_a_command(pidns: bool) {
-    let m = marker();
-    let needle = format!(".{m}");
-    let _r = Reaper(needle.clone());
-    let mut g = gateway(pidns);
-    let s = g.create_session(json!({}));
-    let start = submit(&mut g, &s.id, "$ true");
-    g.finish_turn(&s.id, start, T);
-    let zygote = zygote_of(&g);
-    let w = witness(&g, &m);
-    run_attack(
-        &mut g,
-        &s.id,
-        &format!(
-            "setsid sleep 4001.{m} & kill -9 {zygote}; touch {}; sleep 4000.{m}",
-            w.display()
-        ),
-        &w,
-    );
-    assert_none_left(&needle, secs(5), "after the call");
-    let start = submit(&mut g, &s.id, &format!("$ echo again-{m}"));
-    let c = g.wait_session_event(&s.id, "tool.complete", T);
-    g.finish_turn(&s.id, start, T);
-    assert_eq!(tool_result(&c)["exit_code"], 0, "{c}");
-    g.close_stdin();
-    assert!(g.wait_exit(T).success());
+    let mut c = Case::new(pidns);
+    let start = submit(&mut c.g, &c.sid, "$ true");
+    c.g.finish_turn(&c.sid, start, T);
+    let zygote = zygote_of(&c.g);
+    c.run(&format!("kill -9 {zygote}"));
+    c.assert_none_left("after the call");
+    let start = submit(&mut c.g, &c.sid, "$ echo again");
+    let complete = c.g.wait_session_event(&c.sid, "tool.complete", T);
+    c.g.finish_turn(&c.sid, start, T);
+    assert_eq!(tool_result(&complete)["exit_code"], 0, "{complete}");
+    c.g.close_stdin();
+    assert!(c.g.wait_exit(T).success());
 }
-
-#[test]
-fn zygote_killed_by_a_command_namespace() {
-    zygote_killed_by_a_command(true);
-}
-
-#[test]
-fn zygote_killed_by_a_command_fallback() {
-    zygote_killed_by_a_command(false);
-}
+both_ways!(zygote_killed_by_a_command);
 
 /// `kill -9 0`: the command kills its own group; what left the group goes too.
 fn kill_of_its_own_group(pidns: bool) {
-    let m = marker();
-    let needle = format!(".{m}");
-    let _r = Reaper(needle.clone());
-    let mut g = gateway(pidns);
-    let s = g.create_session(json!({}));
-    let w = witness(&g, &m);
-    let c = run_attack(
-        &mut g,
-        &s.id,
-        &format!(
-            "setsid sleep 4001.{m} & sleep 4000.{m} & touch {}; kill -9 0",
-            w.display()
-        ),
-        &w,
-    );
-    assert!(tool_result(&c).is_object(), "{c}");
-    assert_none_left(&needle, secs(5), "after the call");
+    let mut c = Case::new(pidns);
+    let complete = c.run("sleep 4002.{m} & kill -9 0");
+    assert!(tool_result(&complete).is_object(), "{complete}");
+    c.assert_none_left("after the call");
 }
-
-#[test]
-fn kill_of_its_own_group_namespace() {
-    kill_of_its_own_group(true);
-}
-
-#[test]
-fn kill_of_its_own_group_fallback() {
-    kill_of_its_own_group(false);
-}
+both_ways!(kill_of_its_own_group);
 
 /// SIGCONTs a process group when dropped, so a failing case never leaves a stopped gateway.
 struct Resume(i32);
@@ -352,31 +294,19 @@ impl Drop for Resume {
 /// group. Only a pid namespace can win this (a stopped gateway runs nothing).
 #[test]
 fn gateway_group_stopped_by_a_command() {
-    let m = marker();
-    let needle = format!(".{m}");
-    let _r = Reaper(needle.clone());
-    let mut g = gateway(true);
-    let group = g.pid() as i32;
+    let mut c = Case::new(true);
+    let group = c.g.pid() as i32;
     let _resume = Resume(group);
-    if !in_pidns(&mut g) {
+    if !in_pidns(&mut c.g) {
         eprintln!("skipped: the kernel refuses a pid namespace to this user");
         return;
     }
-    let s = g.create_session(json!({}));
-    let w = witness(&g, &m);
-    let c = run_attack(
-        &mut g,
-        &s.id,
-        &format!(
-            "for p in /proc/[0-9]*; do read -r _ _ _ _ pg _ < $p/stat && [ \"$pg\" = {group} ] \
-             && kill -STOP ${{p#/proc/}}; done 2>/dev/null; kill -STOP -{group} {group}; \
-             touch {}; sleep 4000.{m}",
-            w.display()
-        ),
-        &w,
-    );
-    assert_eq!(tool_result(&c)["exit_code"], 130, "{c}");
-    assert_none_left(&needle, secs(5), "after the call");
+    let complete = c.run(&format!(
+        "for p in /proc/[0-9]*; do read -r _ _ _ _ pg _ < $p/stat && [ \"$pg\" = {group} ] \
+         && kill -STOP ${{p#/proc/}}; done 2>/dev/null; kill -STOP -{group} {group}"
+    ));
+    assert_eq!(tool_result(&complete)["exit_code"], 130, "{complete}");
+    c.assert_none_left("after the call");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -214,3 +214,123 @@ fn a_peer_that_never_reads_again_is_treated_as_gone() {
         .unwrap();
     assert!(answered > 0, "the turns that ran are in the store");
 }
+
+/// Many tools flood their output while the client reads slowly: the gateway stops reading the
+/// tools' pipes while its out-queue is over its cap (each tool waits on its write), so its
+/// memory stays bounded; and every byte each tool printed is accounted for in its stored
+/// result (head and tail kept, the rest counted exactly).
+#[test]
+fn flooding_tools_with_a_slow_reader_keep_memory_bounded_and_lose_nothing() {
+    const TOOLS: usize = 48;
+    const CHUNKS: usize = 120;
+    const CHUNK: usize = 100_000;
+    const SLOW_BYTES_PER_S: f64 = 256.0 * 1024.0;
+    const RSS_LIMIT_KIB: u64 = 40 * 1024;
+    let m = procfs::marker();
+    let mut g = Gateway::builder()
+        .env("TUI_GATEWAY_STDOUT_STALL_S", "120")
+        .env("TUI_GATEWAY_EVENT_RINGS_TOTAL_KB", "2048")
+        .start();
+    let sessions: Vec<Session> = (0..TOOLS).map(|_| g.create_session(json!({}))).collect();
+    let baseline = procfs::rss_kib(g.pid()).expect("VmRSS of the gateway");
+    // Each tool prints 12 MB over at least 6 s (its own pauses), then its end marker.
+    let end_line = format!("END-{m}\n");
+    let command = format!(
+        "for i in $(seq {CHUNKS}); do yes 0123456789abcdef | head -c {CHUNK}; sleep 0.05; done; \
+         printf {}",
+        end_line.trim_end()
+    );
+    let mut payload = Vec::new();
+    for (i, s) in sessions.iter().enumerate() {
+        let frame = json!({"jsonrpc":"2.0","id":format!("flood-{i}"),"method":"prompt.submit",
+                           "params":{"session_id":s.id,"text":format!("$ {command}; echo")}});
+        payload.extend_from_slice(frame.to_string().as_bytes());
+        payload.push(b'\n');
+    }
+    let writer = g.write_in_background(payload);
+
+    // Read slowly for a while (pacing the reader, not synchronising), then at full speed until
+    // every turn completed; sample the gateway's memory all along.
+    let t0 = Instant::now();
+    let slow_until = t0 + secs(6);
+    let deadline = t0 + secs(90);
+    let mut read = 0usize;
+    let mut max_rss = baseline;
+    let mut completed = 0usize;
+    let mut next_sample = Instant::now();
+    while completed < TOOLS {
+        let now = Instant::now();
+        assert!(
+            now < deadline,
+            "{completed} of {TOOLS} turns completed\n{}",
+            g.diag()
+        );
+        if now >= next_sample {
+            max_rss = max_rss.max(procfs::rss_kib(g.pid()).expect("VmRSS"));
+            next_sample = now + ms(50);
+        }
+        let allowed = SLOW_BYTES_PER_S * now.duration_since(t0).as_secs_f64();
+        if now < slow_until && read as f64 > allowed {
+            std::thread::sleep(ms(5));
+            continue;
+        }
+        let Some(f) = g.recv_unlogged(ms(50)) else {
+            continue;
+        };
+        read += f.to_string().len();
+        if event_type(&f) == Some("message.complete") {
+            assert_eq!(
+                f["params"]["payload"]["status"],
+                "complete",
+                "{}",
+                truncate(&f.to_string(), 300)
+            );
+            completed += 1;
+        }
+    }
+    writer.join().unwrap().expect("writing the prompts");
+    eprintln!(
+        "flood: baseline {baseline} KiB, max RSS {max_rss} KiB, {read} bytes read, took {:?}",
+        t0.elapsed()
+    );
+    assert!(
+        max_rss < RSS_LIMIT_KIB,
+        "gateway RSS reached {max_rss} KiB (limit {RSS_LIMIT_KIB}) with {TOOLS} flooding tools \
+         and a slow reader (baseline {baseline} KiB)\n{}",
+        g.diag()
+    );
+
+    // Nothing was lost: each stored result has the head, the tail with the end marker, and
+    // counts exactly the bytes cut between them.
+    let printed = CHUNKS * CHUNK + end_line.len();
+    let cut = printed - 16 * 1024 - 32 * 1024;
+    let db = g.db();
+    for (i, s) in sessions.iter().enumerate() {
+        let rows = rows_of(&db, &s.stored);
+        let tool = rows
+            .iter()
+            .find(|r| r.role == "tool")
+            .unwrap_or_else(|| panic!("session {i}: no tool row: {rows:?}"));
+        let result = tool.json();
+        let output = result["output"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{result}"));
+        assert!(
+            output.starts_with("0123456789abcdef\n"),
+            "session {i}: {}",
+            truncate(output, 100)
+        );
+        assert!(
+            output.contains(&format!("[... {cut} bytes of output cut ...]")),
+            "session {i}: expected {cut} bytes cut: {}",
+            truncate(output, 200)
+        );
+        assert!(
+            output.ends_with(&end_line),
+            "session {i}: {:?}",
+            &output[output.len() - 40..]
+        );
+        assert_eq!(result["exit_code"], 0, "session {i}: {result}");
+    }
+    g.ping();
+}

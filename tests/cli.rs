@@ -227,3 +227,81 @@ fn the_readmes_first_command_is_self_contained_in_a_hostile_environment() {
         "the command wrote into the user's home"
     );
 }
+
+/// `sessions search` finds sessions by the words of their messages through the FTS5 index the
+/// gateway created (as Hermes does), best match first, one line per session with its id, date
+/// and title and a snippet whose match is marked and whose control characters are escaped;
+/// `sessions list` filters by source and age and pages.
+#[test]
+fn sessions_search_and_the_list_filters_and_pages() {
+    let home = TempHome::new("cli-search");
+    let (ids, tg) = {
+        let mut g = Gateway::builder().home(&home.path).start();
+        let mut ids = Vec::new();
+        for (title, prompt) in [
+            ("one mention", "the narwhal \u{1b}[2J swims"),
+            ("many mentions", "narwhal narwhal narwhal"),
+            ("unrelated", "a walrus sleeps"),
+        ] {
+            let s = g.create_session(json!({ "title": title }));
+            g.run_turn(&s.id, prompt);
+            ids.push(s.stored);
+        }
+        let tg = g.create_session(json!({"source": "telegram"}));
+        g.run_turn(&tg.id, "from the phone");
+        g.close_stdin();
+        (ids, tg.stored)
+    };
+    let env = [("HERMES_HOME", home.path.to_str().unwrap())];
+    let out = run(&["sessions", "search", "narwhal"], &env);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(
+        lines.len(),
+        4,
+        "two sessions, a header and a snippet each:\n{stdout}"
+    );
+    assert!(
+        lines[0].starts_with(&ids[1]) && lines[0].contains("many mentions"),
+        "the session saying it most comes first:\n{stdout}"
+    );
+    assert!(lines[1].contains(">>>narwhal<<<"), "{stdout}");
+    assert!(lines[2].starts_with(&ids[0]), "{stdout}");
+    assert!(
+        lines[3].contains("\\x1b[2J") && !stdout.contains('\u{1b}'),
+        "escaped: {stdout:?}"
+    );
+    // Words that are FTS5 syntax are only words; nothing matches, nothing fails.
+    let out = run(
+        &["sessions", "search", "narwhal\"", "AND", "(", "NEAR"],
+        &env,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "");
+
+    let list = |args: &[&str]| {
+        let out = run(&[&["sessions", "list"][..], args].concat(), &env);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+            .lines()
+            .map(|l| l.split_whitespace().next().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(list(&["--source", "telegram"]), [tg]);
+    let all = list(&[]);
+    assert_eq!(all.len(), 4);
+    assert_eq!(list(&["--since", "1d"]), all);
+    assert!(list(&["--since", "2999-01-01"]).is_empty());
+    let pages: Vec<String> = (1..=3)
+        .flat_map(|p| list(&["--limit", "2", "--page", &p.to_string()]))
+        .collect();
+    assert_eq!(pages, all, "pages of two add up to the list");
+    let bad = run(&["sessions", "list", "--since", "yesterday"], &env);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("--since"),
+        "{}",
+        text(&bad.stderr)
+    );
+}

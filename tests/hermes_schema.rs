@@ -312,3 +312,93 @@ fn hermes_database_with_foreign_keys_enforced_and_most_recent() {
     g.close_stdin();
     assert!(g.wait_exit(secs(10)).success(), "{}", g.diag());
 }
+
+/// On Hermes' database the gateway adds only its own indexes (named `idx_tui_…`, which no
+/// Hermes migration creates or drops) and searches through Hermes' FTS5 index as it is; on a
+/// database it creates, the index and its triggers are Hermes' own, word for word, so Hermes'
+/// `CREATE … IF NOT EXISTS` finds them in place.
+#[test]
+fn search_uses_hermes_index_and_the_gateway_adds_only_its_own_indexes() {
+    let home = prepare_home();
+    let objects = |db: &rusqlite::Connection, like: &str| -> Vec<String> {
+        let mut st = db
+            .prepare("SELECT name FROM sqlite_master WHERE name LIKE ?1 ORDER BY name")
+            .unwrap();
+        st.query_map([like], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let fts_before = objects(&open_db(&home.db_path()), "messages_fts%");
+    let out = std::process::Command::new(BIN)
+        .args(["sessions", "search", "narwhal"])
+        .env("HERMES_HOME", &home.path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with(OLD) && stdout.contains("Hermes Old Chat"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(">>>narwhal<<<"), "{stdout}");
+    let db = open_db(&home.db_path());
+    assert_eq!(
+        objects(&db, "messages_fts%"),
+        fts_before,
+        "Hermes' FTS untouched"
+    );
+    assert_eq!(
+        objects(&db, "idx_tui_%"),
+        ["idx_tui_messages_session", "idx_tui_sessions_recent"]
+    );
+
+    // A database the gateway creates carries Hermes' FTS5 table and triggers.
+    let fresh = TempHome::new("hermes-fts");
+    let mut g = Gateway::builder().home(&fresh.path).start();
+    let s = g.create_session(json!({}));
+    g.run_turn(&s.id, "a narwhal in our own database");
+    let db = open_db(&fresh.db_path());
+    let sql = |name: &str| -> String {
+        db.query_row(
+            "SELECT sql FROM sqlite_master WHERE name = ?1",
+            [name],
+            |r| r.get(0),
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    assert!(sql("messages_fts").contains("USING fts5(\n    content\n)"));
+    for t in [
+        "messages_fts_insert",
+        "messages_fts_delete",
+        "messages_fts_update",
+    ] {
+        assert!(
+            sql(t).starts_with(&format!("CREATE TRIGGER {t} AFTER")),
+            "{}",
+            sql(t)
+        );
+    }
+    assert!(sql("messages_fts_insert").contains(
+        "COALESCE(new.content, '') || ' ' || COALESCE(new.tool_name, '') || ' ' || COALESCE(new.tool_calls, '')"
+    ));
+    assert_eq!(
+        fts_hits(&db, "narwhal").len(),
+        2,
+        "prompt and reply indexed"
+    );
+    // Hermes' own statements find everything in place.
+    db.execute_batch(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(content);
+         CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN SELECT 1; END;
+         CREATE INDEX IF NOT EXISTS idx_sessions_parent ON sessions(parent_session_id);
+         CREATE UNIQUE INDEX IF NOT EXISTS idx_sessions_title_unique ON sessions(title) WHERE title IS NOT NULL;",
+    )
+    .unwrap();
+    g.run_turn(&s.id, "another narwhal");
+    assert_eq!(fts_hits(&db, "narwhal").len(), 4);
+}

@@ -24,11 +24,12 @@ fn fifos_in_place_of_files_we_read_are_refused_and_the_gateway_answers() {
     assert!(turn.text.contains("still here"), "{}", g.diag());
     let (_, message, _) = g.call_err("reload.env", json!({}));
     assert!(message.contains("not a regular file"), "{message}");
-    let stderr = g.stderr_text();
+    let stderr = g.stderr_with("config.yaml: cannot read it: not a regular file", T);
     assert!(
         stderr.contains("config.yaml: cannot read it: not a regular file"),
         "{stderr}"
     );
+    let stderr = g.stderr_with("tui_gateway_approvals.json: not a regular file", T);
     assert!(
         stderr.contains("tui_gateway_approvals.json: not a regular file"),
         "{stderr}"

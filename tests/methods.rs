@@ -944,3 +944,64 @@ fn session_active_list_is_bounded_and_keeps_the_current_session() {
     let all = g.call("session.active_list", json!({}));
     assert_eq!(all["sessions"].as_array().map(Vec::len), Some(7), "{all}");
 }
+
+/// Event rings are bounded in bytes, per session and in total; `truncated` says when events a
+/// client has not seen are gone, and never when they are all there.
+#[test]
+fn event_rings_are_capped_by_bytes_per_session_and_in_total() {
+    const RING_KB: usize = 64;
+    const TOTAL_KB: usize = 128;
+    let mut g = Gateway::builder()
+        .env("TUI_GATEWAY_EVENT_RING_KB", &RING_KB.to_string())
+        .env("TUI_GATEWAY_EVENT_RINGS_TOTAL_KB", &TOTAL_KB.to_string())
+        .start();
+    let sessions: Vec<Session> = (0..4).map(|_| g.create_session(json!({}))).collect();
+    // ~3,000 deltas of ~100 bytes each: several times one ring's cap.
+    for s in &sessions {
+        let t = g.run_turn_timeout(&s.id, &long_prompt("chatty", 3000), secs(60));
+        assert_eq!(t.complete["payload"]["status"], "complete");
+    }
+    let mut total = 0;
+    for (i, s) in sessions.iter().enumerate() {
+        let r = g.call("session.events.since", json!({"session_id": s.id}));
+        let size = r["events"].to_string().len();
+        assert!(size <= RING_KB * 1024, "session {i}: {size} bytes answered");
+        assert_eq!(r["truncated"], true, "session {i} lost its first events");
+        let evs = r["events"].as_array().unwrap();
+        let latest = r["latest_seq"].as_u64().unwrap();
+        // The newest events are the ones kept: the last session's ends with its session.info.
+        if let Some(last) = evs.last() {
+            assert_eq!(as_event(last)["seq"].as_u64(), Some(latest), "session {i}");
+            let first = as_event(&evs[0])["seq"].as_u64().unwrap();
+            let r = g.call(
+                "session.events.since",
+                json!({"session_id": s.id, "last_seen": first - 1}),
+            );
+            assert_eq!(
+                r["truncated"], false,
+                "session {i}: all after {first} are kept"
+            );
+            assert_eq!(r["count"].as_u64(), Some(evs.len() as u64));
+        }
+        total += size;
+    }
+    assert!(
+        total <= TOTAL_KB * 1024,
+        "all rings answered {total} bytes, over the {TOTAL_KB} KiB total"
+    );
+    // The most recent session keeps the most: the oldest events of any session go first.
+    let last = g.call(
+        "session.events.since",
+        json!({"session_id": sessions[3].id}),
+    );
+    let first = g.call(
+        "session.events.since",
+        json!({"session_id": sessions[0].id}),
+    );
+    assert!(
+        last["count"].as_u64() > first["count"].as_u64(),
+        "newest {} vs oldest {}",
+        last["count"],
+        first["count"]
+    );
+}

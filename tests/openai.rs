@@ -2362,16 +2362,34 @@ fn a_client_that_stops_reading_gets_coalesced_deltas_that_still_add_up() {
     let start = submit(&mut g, &s.id, "flood");
     g.wait_session_event(&s.id, "message.delta", T);
     g.pause_reading();
-    std::thread::sleep(ms(1500));
+    // The whole reply is stored while nobody reads: every delta after the first waited in the
+    // out-queue, far past the point where deltas merge.
+    let expected_row = expected.clone();
+    wait_rows(&g, &s.stored, "the whole reply", move |r| {
+        r.iter()
+            .any(|x| x.role == "assistant" && x.content.as_deref() == Some(expected_row.as_str()))
+    });
     g.resume_reading();
     let t = g.finish_turn(&s.id, start, secs(60));
+    // The deltas still add up to the whole text, in order.
     assert_streamed_turn(&t, &s.id, &expected);
-    let frames = t
+    let seqs: Vec<u64> = t
         .events
         .iter()
         .filter(|e| e["type"] == "message.delta")
-        .count();
-    eprintln!("{N} tokens arrived in {frames} message.delta frames");
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    eprintln!("{N} tokens arrived in {} message.delta frames", seqs.len());
+    // They were merged: fewer frames than tokens, and seq jumps over the merged ones.
+    assert!(
+        seqs.len() < N / 2,
+        "{} delta frames for {N} tokens",
+        seqs.len()
+    );
+    assert!(
+        seqs.windows(2).any(|w| w[1] > w[0] + 1),
+        "no gap in the deltas' seq: nothing was merged"
+    );
 }
 
 #[test]

@@ -217,7 +217,7 @@ fn env_passthrough_lets_named_variables_through_but_never_the_gateway_key() {
         !out.contains(&format!("sk-{m}")),
         "the gateway's key:\n{out}"
     );
-    let stderr = g.stderr_text();
+    let stderr = g.stderr_with("terminal.env_passthrough: OPENAI_API_KEY", T);
     assert!(
         stderr.contains("terminal.env_passthrough: OPENAI_API_KEY is the gateway's own key"),
         "{stderr}"

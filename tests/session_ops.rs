@@ -176,13 +176,16 @@ fn undo_is_refused_while_a_turn_runs_and_bad_ids_get_their_codes() {
 fn undo_keeps_hermes_full_text_index_in_step() {
     let home = TempHome::new("ops-undo-fts");
     {
-        // Our schema first, then Hermes' FTS index and its triggers on top.
+        // Our schema first, then an older Hermes' external-content FTS index and its triggers
+        // in place of the one the gateway creates.
         let mut g = Gateway::builder().home(&home.path).start();
         g.close_stdin();
         g.wait_exit(secs(10));
         let db = open_db(&home.db_path());
         db.execute_batch(
-            "CREATE VIRTUAL TABLE messages_fts USING fts5(content, content=messages, content_rowid=id);
+            "DROP TRIGGER messages_fts_insert; DROP TRIGGER messages_fts_delete;
+             DROP TRIGGER messages_fts_update; DROP TABLE messages_fts;
+             CREATE VIRTUAL TABLE messages_fts USING fts5(content, content=messages, content_rowid=id);
              CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
                  INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
              END;

@@ -235,6 +235,62 @@ fn a_full_disk_holds_the_frames_says_so_once_and_resumes_when_space_is_freed() {
 }
 
 #[test]
+fn a_command_approved_during_a_hold_starts_only_when_saving_works_again() {
+    let Some((home, fs)) = full_disk_home("full-approve", 4096) else {
+        return;
+    };
+    let mut g = start(&home, "0.2");
+    let s = g.create_session(json!({}));
+    let b = g.create_session(json!({}));
+    // a dangerous but harmless command: `rm -rf` of a scratch directory outside the home
+    let outside = TempHome::new("full-approve-outside");
+    let scratch = outside.path.join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    std::fs::write(scratch.join("file"), "x").unwrap();
+    let start = submit(&mut g, &s.id, &format!("$ rm -rf {}", scratch.display()));
+    let ask = g.wait_session_event(&s.id, "approval.request", T);
+    let request_id = ask["payload"]["request_id"].as_str().unwrap().to_string();
+
+    // The store goes on hold: the disk is full and another session's prompt needs saving.
+    fs.fill_leaving(0);
+    g.send_request(
+        "prompt.submit",
+        json!({"session_id": b.id, "text": long_prompt("needs the disk", 40_000)}),
+    );
+    wait_stderr(&mut g, "cannot save anything", secs(5));
+    // Approved while on hold: the command waits like any other tool start (the answer and
+    // the turn's frames are held; a ping still goes through).
+    let respond = g.send_request(
+        "approval.respond",
+        json!({"session_id": s.id, "choice": "once", "request_id": request_id}),
+    );
+    g.ping();
+    assert!(
+        !poll_until(ms(800), || !scratch.exists()),
+        "the approved command ran while nothing could be saved"
+    );
+    assert!(
+        !g.frames.iter().any(|f| f["id"] == respond),
+        "the approval's answer went out while nothing could be saved"
+    );
+
+    fs.unfill();
+    let r = g.wait_response(&respond, secs(10));
+    assert_eq!(r["result"]["resolved"], 1, "{r}");
+    let turn = g.finish_turn(&s.id, start, secs(10));
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    assert!(!scratch.exists(), "the approved command ran after the hold");
+    let done = g
+        .events_of_session_from(&s.id, start)
+        .into_iter()
+        .find(|e| e["type"] == "tool.complete")
+        .unwrap_or_else(|| panic!("no tool.complete\n{}", g.diag()));
+    assert_eq!(done["payload"]["result"]["exit_code"], 0, "{done}");
+    close(g);
+    drop(fs);
+}
+
+#[test]
 fn a_session_whose_row_a_writer_refuses_does_not_delay_another_sessions_commits() {
     let home = TempHome::new("refused");
     // A long flush interval: a commit that waited for a retry would show.

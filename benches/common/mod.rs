@@ -5,6 +5,7 @@
 //! Each bench includes this module with `mod common;` and uses a different part of it.
 #![allow(dead_code)]
 
+pub mod bigdb;
 mod measure;
 
 // Each bench uses a different part.

@@ -1,16 +1,127 @@
-//! `tui-gateway sessions list|show`: read the store directly, for people.
+//! `tui-gateway sessions list|show|search`: read the store directly, for people.
+
+use std::io::IsTerminal;
 
 use crate::cli::out::{Out, printable};
 use crate::config::Config;
 use crate::session::transcript::Role;
-use crate::store::Store;
+use crate::store::{ListFilter, SearchQuery, Store};
 use crate::util;
 
 const USAGE: &str = "usage:
-  tui-gateway sessions list [FLAGS]      stored sessions, most recent first
-  tui-gateway sessions show ID [FLAGS]   a stored session's transcript (ID or title)
+  tui-gateway sessions list [LIST FLAGS] [FLAGS]       stored sessions, most recent activity first
+  tui-gateway sessions show ID [FLAGS]                 a stored session's transcript (ID or title)
+  tui-gateway sessions search TEXT [SEARCH FLAGS] [FLAGS]
+                                                       sessions whose messages hold every word of
+                                                       TEXT (`word*`: a prefix; \"a phrase\"), best
+                                                       match first, with a snippet
+list flags:
+  --source NAME   only sessions of this source (tui, cli, telegram…)
+  --since WHEN    only sessions active since WHEN: YYYY-MM-DD (UTC), or 30m, 12h, 7d, 4w ago
+  --limit N       sessions per page (default 50)
+  --page N        which page (default 1)
+search flags:
+  --source NAME   as above
+  --limit N       sessions at most (default 20)
 flags:
 ";
+
+/// Sessions per page of `sessions list`, and results of `sessions search`, by default.
+const LIST_LIMIT: usize = 50;
+const SEARCH_LIMIT: usize = 20;
+/// The largest `--limit`.
+const LIMIT_MAX: usize = 10_000;
+
+/// The flags of `list` and `search`, and the words left.
+#[derive(Debug, Default, PartialEq)]
+struct Picked {
+    source: Option<String>,
+    since: Option<f64>,
+    limit: Option<usize>,
+    page: Option<usize>,
+    words: Vec<String>,
+}
+
+fn pick_flags(args: &[String], now: f64) -> Result<Picked, String> {
+    let mut p = Picked::default();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = &args[i];
+        let (name, inline) = match arg.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
+            _ => (arg.as_str(), None),
+        };
+        if !matches!(name, "--source" | "--since" | "--limit" | "--page") {
+            p.words.push(arg.clone());
+            i += 1;
+            continue;
+        }
+        let value = match inline {
+            Some(v) => v,
+            None => {
+                i += 1;
+                args.get(i)
+                    .cloned()
+                    .ok_or(format!("{name} needs a value"))?
+            }
+        };
+        let count = |v: &str| {
+            v.parse::<usize>()
+                .ok()
+                .filter(|n| (1..=LIMIT_MAX).contains(n))
+                .ok_or(format!(
+                    "{name}: {v:?} is not a number from 1 to {LIMIT_MAX}"
+                ))
+        };
+        match name {
+            "--source" => p.source = Some(value),
+            "--since" => p.since = Some(parse_since(&value, now)?),
+            "--limit" => p.limit = Some(count(&value)?),
+            _ => p.page = Some(count(&value)?),
+        }
+        i += 1;
+    }
+    Ok(p)
+}
+
+/// `YYYY-MM-DD` (midnight UTC) or an age (`30m`, `12h`, `7d`, `4w`) → unix seconds.
+fn parse_since(v: &str, now: f64) -> Result<f64, String> {
+    let bad = || format!("--since: {v:?} is neither YYYY-MM-DD nor an age like 30m, 12h, 7d, 4w");
+    if let Some((n, unit)) = v.len().checked_sub(1).map(|i| v.split_at(i)) {
+        let per = match unit {
+            "m" => Some(60.0),
+            "h" => Some(3600.0),
+            "d" => Some(86_400.0),
+            "w" => Some(7.0 * 86_400.0),
+            _ => None,
+        };
+        if let (Some(per), Ok(n)) = (per, n.parse::<u32>()) {
+            return Ok(now - f64::from(n) * per);
+        }
+    }
+    let parts: Vec<&str> = v.split('-').collect();
+    let [y, m, d] = parts.as_slice() else {
+        return Err(bad());
+    };
+    let (Ok(y), Ok(m), Ok(d)) = (y.parse::<i64>(), m.parse::<i64>(), d.parse::<i64>()) else {
+        return Err(bad());
+    };
+    if !(1970..=9999).contains(&y) || !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return Err(bad());
+    }
+    Ok(days_from_civil(y, m, d) as f64 * 86_400.0)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
 
 pub fn run(args: &[String]) -> i32 {
     if args.iter().any(|a| a == "-h" || a == "--help") {
@@ -46,14 +157,30 @@ pub fn run(args: &[String]) -> i32 {
             return 1;
         }
     };
-    match rest
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .as_slice()
-    {
-        ["list"] | [] => list(&store),
-        ["show", id] => show(&store, id),
+    let picked = match pick_flags(&rest, util::unix_now()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let words: Vec<&str> = picked.words.iter().map(String::as_str).collect();
+    match words.as_slice() {
+        ["list"] | [] => list(&store, &picked),
+        ["show", id]
+            if picked
+                == Picked {
+                    words: picked.words.clone(),
+                    ..Picked::default()
+                } =>
+        {
+            show(&store, id)
+        }
+        ["search", text @ ..]
+            if !text.is_empty() && picked.since.is_none() && picked.page.is_none() =>
+        {
+            search(&store, &text.join(" "), &picked)
+        }
         _ => {
             eprintln!("{USAGE}{}", Config::help());
             2
@@ -61,9 +188,68 @@ pub fn run(args: &[String]) -> i32 {
     }
 }
 
-fn list(store: &Store) -> i32 {
-    match store.list(200, None) {
+fn search(store: &Store, text: &str, picked: &Picked) -> i32 {
+    let query = SearchQuery {
+        text,
+        limit: picked.limit.unwrap_or(SEARCH_LIMIT),
+        source: picked.source.as_deref(),
+    };
+    let hits = match store.search(&query) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
+    };
+    // Matches in bold on a terminal; marked as Hermes marks them elsewhere.
+    let (open, close) = if std::io::stdout().is_terminal() {
+        ("\x1b[1m", "\x1b[0m")
+    } else {
+        (">>>", "<<<")
+    };
+    let mut out = Out::new();
+    for h in &hits {
+        out.foreign(&format!(
+            "{}  {}  {}",
+            h.session_id,
+            util::human_time(h.message_at),
+            h.title.as_deref().unwrap_or("")
+        ));
+        out.line("");
+        out.line("");
+        let mut snippet = String::from("    ");
+        for part in &h.snippet {
+            // The text is escaped; only our own marks are written as they are.
+            let text = printable(&part.text).replace('\n', " ");
+            if part.hit {
+                snippet.push_str(&format!("{open}{text}{close}"));
+            } else {
+                snippet.push_str(&text);
+            }
+        }
+        out.line(snippet.trim_end());
+    }
+    if hits.is_empty() {
+        eprintln!("no session matches {:?}", printable(text));
+    }
+    out.finish()
+}
+
+fn list(store: &Store, picked: &Picked) -> i32 {
+    let limit = picked.limit.unwrap_or(LIST_LIMIT);
+    let page = picked.page.unwrap_or(1);
+    let filter = ListFilter {
+        title: None,
+        source: picked.source.as_deref(),
+        since: picked.since,
+        limit,
+        offset: (page - 1) * limit,
+    };
+    match store.list(&filter) {
         Ok(rows) => {
+            if rows.len() == limit {
+                eprintln!("(more: --page {})", page + 1);
+            }
             let mut out = Out::new();
             for r in rows {
                 let state = r.end_reason.unwrap_or_else(|| "open".into());

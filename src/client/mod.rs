@@ -247,6 +247,16 @@ impl Client {
         self.output.at_eof()
     }
 
+    /// Stops reading: this client's read end of the gateway's output closes (the gateway's
+    /// next write meets EPIPE when no one else holds one), and reads see the end from here on.
+    pub fn close_output(&mut self) -> io::Result<()> {
+        // An empty source at its end stands in for the closed one.
+        let mut ended = Lines::new(File::open("/dev/null")?);
+        ended.read_once().map_err(io::Error::other)?;
+        self.output = ended;
+        Ok(())
+    }
+
     /// The next frame that satisfies `want`; the others are dropped.
     pub fn wait_for(
         &mut self,

@@ -10,7 +10,7 @@ use crate::rpc::RpcError;
 use crate::rpc::frame::code;
 use crate::session::transcript;
 use crate::session::{NewSession, Persisted, Session};
-use crate::store::{Holder, StoreError, StoredSession};
+use crate::store::{Holder, ListFilter, StoreError, StoredSession};
 use crate::util;
 
 /// Longest title kept.
@@ -323,11 +323,18 @@ pub fn active_list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
 
 pub fn list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let limit = params::opt_u64(p, "limit")?.unwrap_or(200).min(10_000) as usize;
-    let title = params::opt_str(p, "title")?;
+    let offset = params::opt_u64(p, "offset")?.unwrap_or(0).min(1 << 40) as usize;
+    let filter = ListFilter {
+        title: params::opt_str(p, "title")?,
+        source: params::opt_str(p, "source")?,
+        limit,
+        offset,
+        ..ListFilter::default()
+    };
     let rows = gw
         .persist
         .store()
-        .list(limit, title)
+        .list(&filter)
         .map_err(|e| RpcError::new(code::INTERNAL, format!("cannot read state.db: {e}")))?;
     let sessions: Vec<Value> = rows
         .into_iter()
@@ -343,7 +350,7 @@ pub fn most_recent(gw: &mut Gateway) -> Result<Value, RpcError> {
     let rows = gw
         .persist
         .store()
-        .list(1, None)
+        .list(&ListFilter::first(1))
         .map_err(|e| RpcError::new(code::INTERNAL, format!("cannot read state.db: {e}")))?;
     Ok(match rows.into_iter().next() {
         Some(r) => {
@@ -423,15 +430,13 @@ pub fn events_since(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let last_seen = params::opt_u64(p, "last_seen")?.unwrap_or(0);
     let epoch = gw.replay_epoch.clone();
     let s = live(gw, p)?;
-    let events: Vec<Value> = s
-        .ring
+    let since = s.ring.since(last_seen);
+    let truncated = since.truncated;
+    let events: Vec<Value> = since
+        .events
         .iter()
-        .filter(|(seq, _)| *seq > last_seen)
-        .filter_map(|(_, params)| serde_json::from_str(params).ok())
+        .filter_map(|params| serde_json::from_str(params).ok())
         .collect();
-    let oldest = s.ring.front().map_or(s.seq + 1, |(seq, _)| *seq);
-    // The ring starts at seq 1 until it overflows.
-    let truncated = last_seen.saturating_add(1) < oldest;
     Ok(json!({
         "events": events,
         "latest_seq": s.seq,

@@ -24,6 +24,7 @@ pub struct ModelSection {
     pub context_length: Option<u64>,
 }
 
+#[cfg(test)]
 pub fn read_model_section(text: &str) -> Result<ModelSection, String> {
     Ok(model_section(&crate::config_file::parse(text)?))
 }

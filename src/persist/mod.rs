@@ -246,7 +246,7 @@ fn write_alone<S: Backend>(
         return Ok(false);
     }
     let seq = journaled.get(&s.stored_id).copied();
-    store.write(&[(Delta::of(s), seq)]).map(|()| true)
+    store.write(&[(s.delta(), seq)]).map(|()| true)
 }
 
 impl<S: Backend, J: Sink> Persistence<S, J> {
@@ -483,7 +483,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
             .filter_map(|rid| sessions.get(rid))
             .chain(retired.iter().map(|&i| &self.retired[i].session))
             .filter(|s| s.unpersisted())
-            .map(|s| (Delta::of(s), self.journaled.get(&s.stored_id).copied()))
+            .map(|s| (s.delta(), self.journaled.get(&s.stored_id).copied()))
             .collect();
         let result = if deltas.is_empty() {
             Ok(())
@@ -555,7 +555,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
         self.dirty.remove(rid);
         self.unjournaled.remove(rid);
         if let Some(s) = sessions.get_mut(rid) {
-            s.persisted = crate::store::committed_mark(s);
+            s.persisted = s.committed_mark();
             s.stored_keep = None;
             s.row_dirty = false;
             s.queue_dirty = false;
@@ -647,7 +647,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
                 seq += 1;
                 Record {
                     seq,
-                    delta: Delta::of(s),
+                    delta: s.delta(),
                 }
             })
             .collect();
@@ -670,7 +670,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
                 seq += 1;
                 all.push(Record {
                     seq,
-                    delta: Delta::of(s),
+                    delta: s.delta(),
                 });
             }
             written = self.journal.rewrite(&all);

@@ -84,6 +84,7 @@ impl LineReader {
         }
     }
 
+    #[cfg(test)]
     /// Bytes held for an unfinished line.
     pub fn buffered(&self) -> usize {
         self.partial.len()

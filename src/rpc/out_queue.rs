@@ -133,6 +133,7 @@ impl OutQueue {
         self.bytes
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.bytes == 0
     }

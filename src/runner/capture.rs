@@ -39,6 +39,7 @@ impl Capture {
         self.tail.extend(data);
     }
 
+    #[cfg(test)]
     /// Bytes seen in all.
     pub fn total(&self) -> u64 {
         self.total

@@ -387,36 +387,36 @@ impl Runner {
     /// still wanted (orphans of a supervisor that was killed or died). Nothing here trusts a
     /// process the command can signal: it works with the supervisor and the zygote stopped.
     fn sweep(&mut self) {
+        let zygotes: Vec<i32> = self
+            .zygote
+            .iter()
+            .chain(&self.retired)
+            .map(|z| z.pid())
+            .collect();
         for _ in 0..SWEEP_ROUNDS {
             let tree = supervisor::ProcessTree::read();
-            let mut found = false;
             let wanted: HashSet<i32> = self
                 .runs
                 .values()
                 .filter(|r| r.owns_its_tree())
                 .filter_map(|r| r.supervisor.as_ref().map(|s| s.pid))
                 .collect();
-            for run in self
+            let doomed: Vec<&process::SupervisorHandle> = self
                 .runs
                 .values()
                 .filter(|r| !r.owns_its_tree() && r.status.open)
-            {
-                if let Some(sup) = &run.supervisor {
-                    found |= supervisor::kill_below(&tree, sup.pid);
-                    // By its pidfd: even reparented away from the zygote, it is this one.
-                    sup.signal(Signal::SIGKILL);
-                }
+                .filter_map(|r| r.supervisor.as_ref())
+                .collect();
+            let doomed_pids: Vec<i32> = doomed.iter().map(|s| s.pid).collect();
+            let targets = sweep_targets(&tree, &doomed_pids, &zygotes, &wanted);
+            for &pid in &targets {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
             }
-            let zygotes = self.zygote.iter().chain(&self.retired).map(|z| z.pid());
-            for z in zygotes {
-                for &child in tree.children_of(z) {
-                    if !wanted.contains(&child) {
-                        supervisor::kill_tree(&tree, child);
-                        found = true;
-                    }
-                }
+            // By its pidfd: even reparented away from the zygote, it is this one.
+            for sup in doomed {
+                sup.signal(Signal::SIGKILL);
             }
-            if !found {
+            if targets.is_empty() {
                 return;
             }
             std::thread::yield_now();
@@ -509,6 +509,27 @@ impl Runner {
         self.closed.push(Closed { run: id, fds });
         self.events.push(RunEvent::Ended { run: id, end });
     }
+}
+
+/// What a sweep kills by pid: everything below a supervisor given up (`doomed`, signalled by
+/// pidfd itself), and every child of a zygote that is not a `wanted` supervisor, with
+/// everything below it.
+fn sweep_targets(
+    tree: &supervisor::ProcessTree,
+    doomed: &[i32],
+    zygotes: &[i32],
+    wanted: &HashSet<i32>,
+) -> Vec<i32> {
+    let mut targets: Vec<i32> = doomed.iter().flat_map(|&s| tree.below(s)).collect();
+    for &z in zygotes {
+        for &child in tree.children_of(z) {
+            if !wanted.contains(&child) && !doomed.contains(&child) {
+                targets.push(child);
+                targets.extend(tree.below(child));
+            }
+        }
+    }
+    targets
 }
 
 /// Whether a request failed because the zygote is gone (its socket closed), not because of
@@ -643,6 +664,29 @@ mod tests {
             Some(Report::Error("no such dir".into()))
         );
         assert_eq!(parse_report("hello"), None);
+    }
+
+    #[test]
+    fn a_sweep_spares_wanted_supervisors_and_kills_what_no_run_owns() {
+        // zygote 10: wanted supervisor 11 (its command 12), given-up supervisor 13 (its command
+        // 14 and that one's child 15), an orphan 16 of a killed supervisor (with its child 17).
+        let tree = supervisor::ProcessTree::from_parents(&[
+            (11, 10),
+            (12, 11),
+            (13, 10),
+            (14, 13),
+            (15, 14),
+            (16, 10),
+            (17, 16),
+        ]);
+        let wanted = HashSet::from([11]);
+        let mut targets = sweep_targets(&tree, &[13], &[10], &wanted);
+        targets.sort();
+        assert_eq!(targets, vec![14, 15, 16, 17]);
+        assert!(sweep_targets(&tree, &[], &[10], &HashSet::from([11, 13, 16])).is_empty());
+        // A given-up supervisor already reparented away from the zygote is still swept below.
+        let moved = supervisor::ProcessTree::from_parents(&[(13, 1), (14, 13)]);
+        assert_eq!(sweep_targets(&moved, &[13], &[10], &wanted), vec![14]);
     }
 
     #[test]

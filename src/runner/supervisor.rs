@@ -405,13 +405,13 @@ fn reap_children(supervisors: &mut HashSet<i32>) {
 }
 
 /// SIGKILL `root` and everything below it (a SIGKILLed process forks no more).
-pub fn kill_tree(tree: &ProcessTree, root: i32) {
+fn kill_tree(tree: &ProcessTree, root: i32) {
     kill_below(tree, root);
     let _ = kill(Pid::from_raw(root), Signal::SIGKILL);
 }
 
 /// SIGKILL everything below `root`; whether there was anything.
-pub fn kill_below(tree: &ProcessTree, root: i32) -> bool {
+fn kill_below(tree: &ProcessTree, root: i32) -> bool {
     let below = tree.below(root);
     for &pid in &below {
         let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
@@ -643,6 +643,15 @@ impl ProcessTree {
                     tree.children.entry(ppid).or_default().push(pid);
                 }
             }
+        }
+        tree
+    }
+
+    /// A tree of `(pid, parent)` pairs, for tests of what a sweep picks.
+    pub fn from_parents(pairs: &[(i32, i32)]) -> ProcessTree {
+        let mut tree = ProcessTree::default();
+        for &(pid, ppid) in pairs {
+            tree.children.entry(ppid).or_default().push(pid);
         }
         tree
     }

@@ -10,16 +10,16 @@ use crate::event_loop::Gateway;
 use crate::model::ToolCall;
 use crate::runner::RunEnd;
 use crate::session::transcript::{Message, Role, tool_context};
+use crate::tools::approval::{self, Answer};
 use crate::tools::runs::{self, Owner};
-use crate::tools::{Job, JobId, Start, ToolContext, ToolResult, approval};
+use crate::tools::{Job, JobId, Start, ToolContext, ToolResult, TurnHooks};
 use crate::util;
 
-/// How the user answered an approval.
-pub enum Answer {
-    Allow,
-    /// The call's result says why it did not run.
-    Deny(ToolResult),
-}
+/// What the tools side calls when a run of a job ends or an approval is answered.
+pub(crate) const TURN_HOOKS: TurnHooks = TurnHooks {
+    run_ended,
+    approval_answered,
+};
 
 struct TurnEffects<'a> {
     gw: &'a mut Gateway,
@@ -93,7 +93,7 @@ pub(crate) fn model_answered(
 }
 
 /// The user (or the timeout) answered the approval the turn waits for.
-pub(crate) fn approval_answered(gw: &mut Gateway, rid: &str, answer: Answer, now: Instant) {
+fn approval_answered(gw: &mut Gateway, rid: &str, answer: Answer, now: Instant) {
     step(gw, rid, now, |m| match answer {
         Answer::Allow => m.approved(),
         Answer::Deny(result) => m.finished(result),
@@ -101,7 +101,7 @@ pub(crate) fn approval_answered(gw: &mut Gateway, rid: &str, answer: Answer, now
 }
 
 /// A run of a job ended: the tool makes the call's result of it, and the turn goes on.
-pub(crate) fn run_ended(gw: &mut Gateway, job: JobId, end: RunEnd, now: Instant) {
+fn run_ended(gw: &mut Gateway, job: JobId, end: RunEnd, now: Instant) {
     let Some(j) = gw.tools.jobs.get(&job) else {
         return;
     };

@@ -82,14 +82,24 @@ impl Gateway {
     /// Emit an event bound to a session: next seq, into the ring, onto the out-queue.
     pub(crate) fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
         if let Some(s) = self.sessions.get_mut(rid) {
-            s.emit(&mut self.client, kind, &payload, self.cfg.event_ring);
+            s.emit(&mut self.client, kind, &payload, &mut self.rings);
+        }
+        self.trim_rings();
+    }
+
+    /// Keep every session's event ring together under the total, now and then.
+    fn trim_rings(&mut self) {
+        if self.rings.trim_due() {
+            let all = self.sessions.values_mut().map(|s| &mut s.ring);
+            crate::session::ring::trim_total(&mut self.rings, all);
         }
     }
 
     fn emit_delta(&mut self, rid: &str, text: &str) {
         if let Some(s) = self.sessions.get_mut(rid) {
-            s.emit_delta(&mut self.client, text, self.cfg.event_ring);
+            s.emit_delta(&mut self.client, text, &mut self.rings);
         }
+        self.trim_rings();
     }
 
     /// Append the user's prompt and start a turn for it.

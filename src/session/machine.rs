@@ -136,6 +136,7 @@ impl TurnMachine {
         }
     }
 
+    /// Where the turn is (a resumed hold looks whether it awaits its model call).
     pub fn state(&self) -> &State {
         &self.state
     }
@@ -152,6 +153,7 @@ impl TurnMachine {
         matches!(self.state, State::AwaitingApproval { .. })
     }
 
+    #[cfg(test)]
     /// The job of the call running now.
     pub fn running_job(&self) -> Option<JobId> {
         match &self.state {

@@ -5,6 +5,8 @@ pub mod compaction;
 mod driver;
 pub mod machine;
 pub mod registry;
+pub mod ring;
+mod stored;
 pub mod turn;
 
 use std::collections::VecDeque;
@@ -67,8 +69,8 @@ pub struct Session {
     pub compressions: u64,
     /// Last event sequence number used.
     pub seq: u64,
-    /// Recent events `(seq, params JSON)` for `session.events.since`.
-    pub ring: VecDeque<(u64, String)>,
+    /// Recent events for `session.events.since`, bounded in bytes.
+    pub ring: ring::EventRing,
     pub turn: Option<Turn>,
     /// Prompts submitted while a turn ran; each runs after it. Committed with the session
     /// (`tui_gateway_queue`) so an acknowledged prompt survives a crash.
@@ -141,7 +143,7 @@ impl Session {
             context_max: n.context_max,
             compressions: 0,
             seq: 0,
-            ring: VecDeque::new(),
+            ring: ring::EventRing::default(),
             turn: None,
             queued: VecDeque::new(),
             queue_dirty: false,
@@ -263,28 +265,26 @@ impl Session {
             .unwrap_or_default()
     }
 
-    /// Record an event in the ring; returns its seq.
-    pub fn record_event(&mut self, params: &str, seq: u64, cap: usize) {
-        if self.ring.len() >= cap {
-            self.ring.pop_front();
-        }
-        self.ring.push_back((seq, params.to_string()));
-    }
-
-    /// Say an event of this session: the next seq, into the ring (`ring_cap` long), out.
-    pub fn emit(&mut self, out: &mut dyn Outbox, kind: &str, payload: &Value, ring_cap: usize) {
+    /// Say an event of this session: the next seq, into the ring (within `rings`' caps), out.
+    pub fn emit(
+        &mut self,
+        out: &mut dyn Outbox,
+        kind: &str,
+        payload: &Value,
+        rings: &mut ring::Rings,
+    ) {
         let seq = self.next_seq();
         let params = frame::event_params(kind, &self.runtime_id, payload, Some(seq));
-        self.record_event(&params, seq, ring_cap);
+        self.ring.push(rings, seq, &params);
         out.event(&params);
     }
 
     /// [`Session::emit`] for a `message.delta`, which the outbox may merge with the one before.
-    pub fn emit_delta(&mut self, out: &mut dyn Outbox, text: &str, ring_cap: usize) {
+    pub fn emit_delta(&mut self, out: &mut dyn Outbox, text: &str, rings: &mut ring::Rings) {
         let seq = self.next_seq();
         let payload = json!({ "text": text });
         let params = frame::event_params("message.delta", &self.runtime_id, &payload, Some(seq));
-        self.record_event(&params, seq, ring_cap);
+        self.ring.push(rings, seq, &params);
         out.delta(&self.runtime_id, seq, text);
     }
 
@@ -404,19 +404,24 @@ mod tests {
     fn events_go_out_numbered_and_the_ring_keeps_the_last_ones() {
         let mut s = session();
         let mut out = crate::rpc::outbox::FakeOutbox::default();
-        s.emit(&mut out, "a", &json!({"n": 1}), 2);
-        s.emit_delta(&mut out, "hi", 2);
-        s.emit(&mut out, "b", &json!({}), 2);
+        let mut rings = ring::Rings::new(1 << 20, 1 << 20);
+        s.emit(&mut out, "a", &json!({"n": 1}), &mut rings);
+        s.emit_delta(&mut out, "hi", &mut rings);
+        s.emit(&mut out, "b", &json!({}), &mut rings);
         let events = out.events();
         let seqs: Vec<_> = events.iter().map(|e| e["seq"].as_u64()).collect();
         assert_eq!(seqs, vec![Some(1), Some(2), Some(3)]);
         assert_eq!(events[0]["session_id"], "r");
         assert_eq!(events[1]["type"], "message.delta");
         assert_eq!(events[1]["payload"]["text"], "hi");
-        // The ring holds what a reconnecting client replays: the same params, the newest two.
-        let ring: Vec<u64> = s.ring.iter().map(|(seq, _)| *seq).collect();
-        assert_eq!(ring, vec![2, 3]);
-        let replayed: Value = serde_json::from_str(&s.ring[1].1).unwrap();
-        assert_eq!(&replayed, events[2]);
+        // The ring holds what a reconnecting client replays: the same params.
+        let since = s.ring.since(1);
+        assert!(!since.truncated);
+        let replayed: Vec<Value> = since
+            .events
+            .iter()
+            .map(|p| serde_json::from_str(p).unwrap())
+            .collect();
+        assert_eq!(replayed.iter().collect::<Vec<_>>(), events[1..]);
     }
 }

@@ -85,10 +85,12 @@ impl Registry {
         self.by_stored.get(stored_id).map(String::as_str)
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.by_rid.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.by_rid.is_empty()
     }
@@ -104,6 +106,10 @@ impl Registry {
 
     pub fn values(&self) -> impl Iterator<Item = &Session> {
         self.by_rid.values().map(|e| &e.session)
+    }
+
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Session> {
+        self.by_rid.values_mut().map(|e| &mut e.session)
     }
 
     /// Put the session's turn on the runnable list (once); false when it has no turn.

@@ -1,6 +1,7 @@
 //! What one commit writes for one session: its row, ownership, queue, undo and new messages,
-//! relative to what the store already holds. Built from a [`Session`] (borrowing it) for a
-//! commit, or read back from the journal (owning its data) for a fold.
+//! relative to what the store already holds. Plain data: the session fills one (borrowing
+//! from itself, `session/stored.rs`) for a commit, the journal reads one back (owning its
+//! data) for a fold.
 
 use std::borrow::Cow;
 
@@ -8,7 +9,6 @@ use rusqlite::{ToSql, params, params_from_iter};
 use serde::{Deserialize, Serialize};
 
 use crate::model::Accounting;
-use crate::session::Session;
 use crate::transcript::Message;
 
 /// How the session's row in `tui_gateway_live` changes.
@@ -57,58 +57,6 @@ pub struct Delta<'a> {
     pub keep: Option<usize>,
     /// Messages past what the store holds (a row id: that row is updated, not inserted).
     pub messages: Cow<'a, [Message]>,
-}
-
-impl<'a> Delta<'a> {
-    /// What committing `s` writes.
-    pub fn of(s: &'a Session) -> Delta<'a> {
-        let (ended_at, end_reason) = match &s.ended {
-            Some((at, why)) => (Some(*at), Some(Cow::Borrowed(why.as_str()))),
-            None => (None, None),
-        };
-        let live = if s.ended.is_some() {
-            if s.row_dirty {
-                LiveChange::Release
-            } else {
-                LiveChange::Keep
-            }
-        } else if !s.persisted.live {
-            LiveChange::Claim
-        } else {
-            LiveChange::Keep
-        };
-        let queue = s.queue_dirty.then(|| {
-            s.pending_texts()
-                .into_iter()
-                .map(Cow::Owned)
-                .collect::<Vec<_>>()
-        });
-        Delta {
-            id: Cow::Borrowed(&s.stored_id),
-            source: Cow::Borrowed(&s.source),
-            model: Cow::Borrowed(&s.model),
-            title: s.title.as_deref().map(Cow::Borrowed),
-            cwd: Cow::Borrowed(&s.cwd),
-            parent_session_id: s.parent_session_id.as_deref().map(Cow::Borrowed),
-            started_at: s.started_at,
-            ended_at,
-            end_reason,
-            message_count: s.transcript.len() as i64,
-            tool_call_count: s.tool_call_count as i64,
-            input_tokens: s.input_tokens as i64,
-            output_tokens: s.output_tokens as i64,
-            api_call_count: s.model_calls as i64,
-            billing_provider: Cow::Borrowed(&s.provider),
-            accounting: s.accounting,
-            last_activity_at: s.last_activity_at,
-            insert_row: !s.persisted.row,
-            update_row: s.row_dirty,
-            live,
-            queue,
-            keep: s.stored_keep,
-            messages: Cow::Borrowed(&s.transcript[s.persisted.messages.min(s.transcript.len())..]),
-        }
-    }
 }
 
 /// Write one session's delta inside the open transaction; `owner` is who holds it open.

@@ -7,17 +7,60 @@
 mod delta;
 mod error;
 mod schema;
+mod search;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::session::{Persisted, Session};
 use crate::transcript::{Message, Role};
 
 pub use delta::{Delta, LiveChange};
 pub use error::{ErrorKind, StoreError};
+pub use search::{SearchHit, SearchQuery, SnippetPart};
+
+/// The sessions list: the preview is the session's first user message (its first rows, by
+/// the `(session_id, id)` index), the order is the recent-activity index's.
+const LIST_SQL: &str =
+    "SELECT s.id, s.title, s.started_at, s.source, s.model, s.ended_at, s.end_reason,
+            s.message_count,
+            (SELECT substr(m.content, 1, 400) FROM messages m
+             WHERE m.session_id = s.id AND m.role = 'user' ORDER BY m.id LIMIT 1)
+     FROM sessions s
+     WHERE (?1 IS NULL OR instr(lower(coalesce(s.title, '')), lower(?1)) > 0)
+       AND (?2 IS NULL OR s.source = ?2)
+       AND (?3 IS NULL OR coalesce(s.last_activity_at, s.started_at) >= ?3)
+       -- a compacted session is listed as its continuation (as Hermes does)
+       AND NOT (s.end_reason = 'compression' AND EXISTS (
+           SELECT 1 FROM sessions c
+           WHERE c.parent_session_id = s.id AND c.started_at >= s.ended_at))
+     ORDER BY coalesce(s.last_activity_at, s.started_at) DESC, s.started_at DESC
+     LIMIT ?4 OFFSET ?5";
+
+/// Which sessions [`Store::list`] answers, and which page of them.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter<'a> {
+    /// A case-insensitive substring of the title.
+    pub title: Option<&'a str>,
+    /// Exactly this `source` (`tui`, `cli`, `telegram`…).
+    pub source: Option<&'a str>,
+    /// Active at or after this unix time.
+    pub since: Option<f64>,
+    pub limit: usize,
+    /// Sessions skipped before the page.
+    pub offset: usize,
+}
+
+impl ListFilter<'_> {
+    /// The first `limit` sessions, unfiltered.
+    pub fn first(limit: usize) -> ListFilter<'static> {
+        ListFilter {
+            limit,
+            ..ListFilter::default()
+        }
+    }
+}
 
 pub struct Store {
     conn: Connection,
@@ -194,19 +237,6 @@ impl Store {
         self.wait_until = deadline;
     }
 
-    /// Commit everything the given sessions hold that is not in the database yet, in one
-    /// transaction. Returns, per session, how far the database has caught up; on error nothing
-    /// is written and the caller keeps its marks as they were.
-    pub fn persist(&mut self, sessions: &[&Session]) -> Result<Vec<Persisted>, StoreError> {
-        let deltas: Vec<(Delta<'_>, Option<u64>)> = sessions
-            .iter()
-            .filter(|s| s.unpersisted())
-            .map(|s| (Delta::of(s), None))
-            .collect();
-        self.write(&deltas)?;
-        Ok(sessions.iter().map(|s| committed_mark(s)).collect())
-    }
-
     /// Write these deltas in one transaction, all or nothing. A delta with a journal seq also
     /// records that this process's journal is folded up to it for that session, so a fold
     /// after a kill skips what this commit wrote.
@@ -340,43 +370,43 @@ impl Store {
         Ok(rows)
     }
 
-    /// Sessions, most recent first; `title` filters by a case-insensitive substring.
-    pub fn list(
-        &self,
-        limit: usize,
-        title: Option<&str>,
-    ) -> Result<Vec<StoredSummary>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT s.id, s.title, s.started_at, s.source, s.model, s.ended_at, s.end_reason,
-                    (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id),
-                    (SELECT content FROM messages m WHERE m.session_id = s.id AND m.role = 'user'
-                       ORDER BY m.id LIMIT 1)
-             FROM sessions s
-             WHERE (?1 IS NULL OR instr(lower(coalesce(s.title, '')), lower(?1)) > 0)
-               -- a compacted session is listed as its continuation (as Hermes does)
-               AND NOT (s.end_reason = 'compression' AND EXISTS (
-                   SELECT 1 FROM sessions c
-                   WHERE c.parent_session_id = s.id AND c.started_at >= s.ended_at))
-             ORDER BY coalesce(s.last_activity_at, s.started_at) DESC, s.started_at DESC
-             LIMIT ?2",
+    /// Sessions, most recent activity first, as `filter` narrows and pages them. Walks the
+    /// recent-activity index and stops after the page: the cost grows with what it returns
+    /// (and, with a filter, with the sessions it skips), not with the database.
+    pub fn list(&self, filter: &ListFilter<'_>) -> Result<Vec<StoredSummary>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(LIST_SQL)?;
+        let rows = stmt.query_map(
+            params![
+                filter.title,
+                filter.source,
+                filter.since,
+                filter.limit as i64,
+                filter.offset as i64
+            ],
+            |r| {
+                Ok(StoredSummary {
+                    id: r.get(0)?,
+                    title: r.get(1)?,
+                    started_at: r.get::<_, Option<f64>>(2)?.unwrap_or(0.0),
+                    source: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+                    model: r.get(4)?,
+                    ended_at: r.get(5)?,
+                    end_reason: r.get(6)?,
+                    message_count: r.get::<_, Option<i64>>(7)?.unwrap_or(0),
+                    preview: r
+                        .get::<_, Option<String>>(8)?
+                        .map(|t| crate::util::clip(&t, 60))
+                        .unwrap_or_default(),
+                })
+            },
         )?;
-        let rows = stmt.query_map(params![title, limit as i64], |r| {
-            Ok(StoredSummary {
-                id: r.get(0)?,
-                title: r.get(1)?,
-                started_at: r.get::<_, Option<f64>>(2)?.unwrap_or(0.0),
-                source: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
-                model: r.get(4)?,
-                ended_at: r.get(5)?,
-                end_reason: r.get(6)?,
-                message_count: r.get(7)?,
-                preview: r
-                    .get::<_, Option<String>>(8)?
-                    .map(|t| crate::util::clip(&t, 60))
-                    .unwrap_or_default(),
-            })
-        })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Full-text search over every stored message, through Hermes' `messages_fts` (see
+    /// [`search`]).
+    pub fn search(&self, query: &SearchQuery<'_>) -> Result<Vec<SearchHit>, StoreError> {
+        search::run(&self.conn, query)
     }
 
     /// A session and its messages, by stored id or else by exact title.
@@ -591,15 +621,6 @@ impl Store {
     }
 }
 
-/// What the marks of a session are once the store holds everything it has.
-pub fn committed_mark(s: &Session) -> Persisted {
-    Persisted {
-        row: true,
-        messages: s.transcript.len(),
-        live: s.ended.is_none(),
-    }
-}
-
 /// The name a journal of `owner` (`pid:start`) goes by in `tui_gateway_folded`.
 pub fn journal_name_of(owner: &str) -> String {
     owner.replacen(':', "-", 1)
@@ -739,4 +760,61 @@ fn add_unknown_results(
         added += 1;
     }
     Ok(added)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan SQLite chooses for `sql`, one line per step.
+    fn plan(store: &Store, sql: &str) -> String {
+        let mut stmt = store
+            .conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap();
+        let nulls: Vec<Option<i64>> = vec![None; stmt.parameter_count()];
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3))
+            .unwrap();
+        rows.map(Result::unwrap).collect::<Vec<_>>().join("\n")
+    }
+
+    /// The TUI's requests read through indexes and stop after their page: no step scans a
+    /// table and none sorts, on our own database and on one with Hermes' indexes (whose
+    /// `idx_messages_session` is `(session_id, timestamp)`).
+    #[test]
+    fn the_pickers_queries_walk_indexes_and_never_sort_or_scan() {
+        for hermes in [false, true] {
+            let dir = std::env::temp_dir().join(format!("tgw-plan-{}", crate::util::random_hex(8)));
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("state.db");
+            if hermes {
+                let c = Connection::open(&path).unwrap();
+                c.execute_batch(
+                    "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL,
+                         started_at REAL NOT NULL, title TEXT, parent_session_id TEXT);
+                     CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT,
+                         session_id TEXT NOT NULL, role TEXT NOT NULL, content TEXT,
+                         timestamp REAL NOT NULL);
+                     CREATE INDEX idx_messages_session ON messages(session_id, timestamp);
+                     INSERT INTO messages (session_id, role, timestamp) VALUES ('x', 'user', 1);",
+                )
+                .unwrap();
+            }
+            let store = Store::open(&path, "NORMAL").unwrap();
+            let messages = "SELECT role FROM messages WHERE session_id = ?1 ORDER BY id";
+            let family = "SELECT max(title) FROM sessions WHERE title >= ?1 AND title < ?1 || ' $'";
+            for sql in [LIST_SQL, messages, family] {
+                let p = plan(&store, sql);
+                let scans = p
+                    .lines()
+                    .any(|l| l.trim_start().starts_with("SCAN") && !l.contains("INDEX"));
+                assert!(
+                    !scans && !p.contains("TEMP B-TREE"),
+                    "hermes schema {hermes}: {sql}\n{p}"
+                );
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
 }

@@ -90,6 +90,69 @@ CREATE TABLE IF NOT EXISTS messages (
 );
 ";
 
+/// Hermes Agent's full-text index over messages, exactly as `hermes_state.py` creates it (its
+/// `FTS_SQL`): a database created here is searchable by Hermes and by `sessions search`, and
+/// Hermes' triggers keep it up to date whoever writes.
+const FTS: &str = "
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
+    content
+);
+
+CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, content) VALUES (
+        new.id,
+        COALESCE(new.content, '') || ' ' || COALESCE(new.tool_name, '') || ' ' || COALESCE(new.tool_calls, '')
+    );
+END;
+
+CREATE TRIGGER IF NOT EXISTS messages_fts_delete AFTER DELETE ON messages BEGIN
+    DELETE FROM messages_fts WHERE rowid = old.id;
+END;
+
+CREATE TRIGGER IF NOT EXISTS messages_fts_update AFTER UPDATE ON messages BEGIN
+    DELETE FROM messages_fts WHERE rowid = old.id;
+    INSERT INTO messages_fts(rowid, content) VALUES (
+        new.id,
+        COALESCE(new.content, '') || ' ' || COALESCE(new.tool_name, '') || ' ' || COALESCE(new.tool_calls, '')
+    );
+END;
+";
+
+/// Indexes the gateway's queries need, on its own databases and on Hermes' (whose own indexes
+/// cover other queries; names of ours start `idx_tui_` so Hermes' migrations, which create
+/// theirs with `IF NOT EXISTS` by name, never meet them). Each makes one request grow with what
+/// it returns, not with the database:
+/// - the picker's list and `most_recent`, newest activity first (an expression index: the
+///   order is exactly the list's `ORDER BY`);
+/// - compaction chains (`parent_session_id`; Hermes has the same index by this name);
+/// - a session's messages in order, its preview and its count (Hermes indexes
+///   `(session_id, timestamp)`, which leaves `ORDER BY id` to a sort of the whole session).
+const INDEXES: &str = "
+CREATE INDEX IF NOT EXISTS idx_tui_sessions_recent
+    ON sessions(coalesce(last_activity_at, started_at) DESC, started_at DESC);
+CREATE INDEX IF NOT EXISTS idx_sessions_parent ON sessions(parent_session_id);
+";
+
+fn table_exists(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE name = ?1",
+        [name],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
+
+/// The columns of an index, in order (empty when there is none by that name).
+fn index_columns(conn: &Connection, index: &str) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare(&format!("PRAGMA index_info({index})"))?;
+    let cols = stmt.query_map([], |r| r.get::<_, Option<String>>(2))?;
+    Ok(cols
+        .collect::<rusqlite::Result<Vec<_>>>()?
+        .into_iter()
+        .map(Option::unwrap_or_default)
+        .collect())
+}
+
 fn existing_columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
     let mut stmt = conn.prepare(&format!("PRAGMA table_info({table})"))?;
     let cols = stmt.query_map([], |r| r.get::<_, String>(1))?;
@@ -107,12 +170,30 @@ fn add_missing(conn: &Connection, table: &str, wanted: &[(&str, &str)]) -> rusql
 }
 
 pub fn ensure(conn: &Connection) -> rusqlite::Result<()> {
+    // A database without messages yet gets Hermes' full-text index; one that has messages
+    // keeps what it has (building the index over them belongs to Hermes' own migration).
+    let fresh = !table_exists(conn, "messages")?
+        || conn.query_row("SELECT NOT EXISTS (SELECT 1 FROM messages)", [], |r| {
+            r.get::<_, bool>(0)
+        })?;
     conn.execute_batch(CREATE)?;
     add_missing(conn, "sessions", SESSION_COLUMNS)?;
     add_missing(conn, "messages", MESSAGE_COLUMNS)?;
     conn.execute_batch(
         "CREATE INDEX IF NOT EXISTS idx_messages_session ON messages(session_id, id)",
     )?;
+    if index_columns(conn, "idx_messages_session")? != ["session_id", "id"] {
+        conn.execute_batch(
+            "CREATE INDEX IF NOT EXISTS idx_tui_messages_session ON messages(session_id, id)",
+        )?;
+    }
+    conn.execute_batch(INDEXES)?;
+    if fresh && !table_exists(conn, "messages_fts")? {
+        // Without FTS5 in this SQLite the store still works, unsearchable.
+        if let Err(e) = conn.execute_batch(FTS) {
+            crate::diag!("[gateway] no full-text index for session search: {e}");
+        }
+    }
     // Which gateway process holds which session open, so a later start can tell the sessions
     // of a killed gateway from those of another one still running.
     // Prompts acknowledged as `queued` and not yet run, so a crash cannot lose them.

@@ -11,11 +11,22 @@ use serde_json::{Value, json};
 
 use super::{Ask, ToolResult};
 use crate::event_loop::{Gateway, Timer};
-use crate::session::calls::{self, Answer};
 use crate::timer::TimerId;
 use crate::util;
 
 pub const CHOICES: [&str; 4] = ["once", "session", "always", "deny"];
+
+/// How the user answered an approval.
+pub enum Answer {
+    Allow,
+    /// The call's result says why it did not run.
+    Deny(ToolResult),
+}
+
+/// Tell the turn of `rid` how its approval was answered.
+fn answered(gw: &mut Gateway, rid: &str, answer: Answer, now: Instant) {
+    (gw.tools.hooks.approval_answered)(gw, rid, answer, now);
+}
 
 struct Pending {
     rid: String,
@@ -165,7 +176,7 @@ pub fn owner_session(gw: &Gateway, request_id: &str) -> Option<String> {
 pub fn expire(gw: &mut Gateway, request_id: &str, now: Instant) {
     let rid = owner_session(gw, request_id);
     if let (Some(rid), Some(denial)) = (rid, withdraw_quietly(gw, request_id, "timeout")) {
-        calls::approval_answered(gw, &rid, Answer::Deny(denial), now);
+        answered(gw, &rid, Answer::Deny(denial), now);
     }
 }
 
@@ -203,7 +214,7 @@ fn resolve(gw: &mut Gateway, request_id: &str, choice: &str, now: Instant) {
                     crate::diag!("[gateway] could not save the approval: {e}");
                 }
             }
-            calls::approval_answered(gw, &p.rid, Answer::Allow, now);
+            answered(gw, &p.rid, Answer::Allow, now);
         }
         "deny" => deny(gw, request_id, "denied by the user", now),
         other => deny(gw, request_id, &format!("unknown choice {other:?}"), now),
@@ -229,5 +240,5 @@ fn deny(gw: &mut Gateway, request_id: &str, why: &str, now: Instant) {
     let Some(p) = take(gw, request_id) else {
         return;
     };
-    calls::approval_answered(gw, &p.rid, Answer::Deny(denial(why)), now);
+    answered(gw, &p.rid, Answer::Deny(denial(why)), now);
 }

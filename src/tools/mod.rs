@@ -20,7 +20,7 @@ use crate::model::ToolCall;
 pub use crate::runner::Ending;
 use crate::runner::{RunEnd, RunId, Runner, Spec};
 use crate::util;
-pub use runs::Outcome;
+pub use runs::{Outcome, TurnHooks};
 
 /// A tool call running past its start, as the gateway names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -251,16 +251,18 @@ pub struct Tools {
     next_job: u64,
     pub(crate) runs: runs::Runs,
     pub approvals: approval::Approvals,
+    pub(crate) hooks: TurnHooks,
 }
 
 impl Tools {
-    pub fn new(home: &Path) -> Tools {
+    pub fn new(home: &Path, hooks: TurnHooks) -> Tools {
         Tools {
             registry: Registry::builtin(),
             jobs: HashMap::new(),
             next_job: 1,
             runs: runs::Runs::default(),
             approvals: approval::Approvals::load(home),
+            hooks,
         }
     }
 

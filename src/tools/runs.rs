@@ -56,6 +56,16 @@ struct Owned {
     live_timer: bool,
 }
 
+/// How the tools side tells the turn that waits what happened. The gateway sets these to the
+/// session's handlers (`session::calls::TURN_HOOKS`): `tools/` never imports `session/`.
+#[derive(Clone, Copy)]
+pub struct TurnHooks {
+    /// A run of a job ended (the tool makes the call's result of it).
+    pub run_ended: fn(&mut Gateway, JobId, RunEnd, Instant),
+    /// The user (or the timeout) answered the approval the turn of this session waits for.
+    pub approval_answered: fn(&mut Gateway, &str, super::approval::Answer, Instant),
+}
+
 #[derive(Default)]
 pub struct Runs {
     owned: HashMap<RunId, Owned>,
@@ -235,8 +245,13 @@ fn on_run_event(gw: &mut Gateway, event: RunEvent, now: Instant) {
     }
 }
 
-/// Read every ready run's pipes and hand on what happened.
+/// Read every ready run's pipes and hand on what happened. Not while the client is not
+/// reading (the out-queue is over its cap): the pipes then fill and each command blocks on its
+/// write until the queue drains, so a flood costs no memory here (ready runs stay ready).
 pub fn pump(gw: &mut Gateway, now: Instant) {
+    if gw.paused() {
+        return;
+    }
     gw.runner.pump(now);
     after_runner(gw, now);
 }
@@ -265,10 +280,17 @@ fn call_of(gw: &Gateway, owner: &Owner) -> Option<(String, String, String)> {
 }
 
 /// Send the accumulated live output of a turn's command as one `tool.output` event.
-pub fn flush_live(gw: &mut Gateway, id: RunId) {
+pub fn flush_live(gw: &mut Gateway, id: RunId, now: Instant) {
+    let paused = gw.paused();
     let Some(owned) = gw.tools.runs.owned.get_mut(&id) else {
         return;
     };
+    if paused {
+        // The client is not reading: what is pending stays one coalesced event (bounded, the
+        // rest counted), sent once the queue drains.
+        gw.timers.insert(now + LIVE_INTERVAL, Timer::LiveOutput(id));
+        return;
+    }
     owned.live_timer = false;
     let mut text = std::mem::take(&mut owned.live);
     if owned.live_skipped > 0 {
@@ -311,7 +333,7 @@ fn deliver(gw: &mut Gateway, owned: Owned, end: RunEnd, now: Instant) {
                     json!({"tool_id": tool_id, "text": owned.live}),
                 );
             }
-            crate::session::calls::run_ended(gw, job, end, now);
+            (gw.tools.hooks.run_ended)(gw, job, end, now);
         }
         Owner::Shell { request_id } => {
             let code = end.code();

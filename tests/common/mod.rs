@@ -664,6 +664,18 @@ impl Gateway {
         session_params(&self.frames[start..], sid)
     }
 
+    /// stderr so far once it holds `needle`, or at the deadline (stderr is read by a thread).
+    pub fn stderr_with(&self, needle: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let text = self.stderr_text();
+            if text.contains(needle) || Instant::now() >= deadline {
+                return text;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     pub fn stderr_text(&self) -> String {
         self.stderr.lock().unwrap().join("\n")
     }

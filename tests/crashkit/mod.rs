@@ -1,7 +1,8 @@
 //! Helpers for the shutdown and crash-injection tests (`tests/shutdown.rs`, `tests/crash.rs`):
 //! the /proc helpers of `tests/common/procfs.rs` (tool processes found by a marker), reading
 //! `state.db` session rows, timing an exit, a raw gateway spawner (for an inherited `SIG_IGN`, a
-//! pty stdin, or a stdout the test can close), and a tiny xorshift PRNG.
+//! pty stdin, or a stdout the test can close; it speaks through `tui_gateway::client`), and a
+//! tiny xorshift PRNG.
 //!
 //! Every wait is "poll a condition until a deadline"; the short sleeps inside polling loops only
 //! pace the polling, they never stand in for synchronisation.
@@ -13,15 +14,16 @@ mod faults;
 pub use faults::*;
 
 use serde_json::{Value, json};
-use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::io::Read;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::common::{self, Gateway};
+use tui_gateway::client::{Client, ClientError};
 
 // ---------------------------------------------------------------------------------------------
 // Exits
@@ -175,23 +177,17 @@ pub enum RawStdin {
 }
 
 /// A gateway spawned directly with `std::process::Command`, so a test can set signal
-/// dispositions before exec, give it a terminal as stdin, or close its stdout. stdout is read
-/// in the test's own thread with `poll(2)` (no reader thread holds it), so dropping it really
-/// closes the last read end.
+/// dispositions before exec, give it a terminal as stdin, or close its stdout. It speaks to the
+/// gateway through the project's one client (`tui_gateway::client`, no reader thread holds
+/// stdout), so closing stdout really closes the last read end.
 pub struct RawGateway {
     pub child: Child,
-    stdin: Option<ChildStdin>,
-    /// Master side of the pty, when stdin is one.
-    pty: Option<std::fs::File>,
-    stdout: Option<ChildStdout>,
-    buf: Vec<u8>,
+    client: Client,
     pub frames: Vec<Value>,
     stderr: Arc<Mutex<String>>,
-    next_id: u64,
     _home: Option<common::TempHome>,
     pub home: std::path::PathBuf,
 }
-
 /// Builder knobs for [`RawGateway::spawn`].
 pub struct RawOpts<'a> {
     pub home: Option<&'a Path>,
@@ -267,7 +263,7 @@ impl RawGateway {
             RawStdin::Pty => {
                 let (master, slave) = open_pty();
                 cmd.stdin(Stdio::from(slave));
-                pty = Some(master);
+                pty = Some(OwnedFd::from(master));
             }
         }
         let ignore = opts.ignore.clone();
@@ -284,8 +280,14 @@ impl RawGateway {
             });
         }
         let mut child = cmd.spawn().expect("spawn tui-gateway");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take();
+        // Requests go to the pipe, or to the terminal's master side.
+        let input = pty
+            .or_else(|| child.stdin.take().map(OwnedFd::from))
+            .unwrap();
+        let output = OwnedFd::from(child.stdout.take().unwrap());
+        let client = Client::from_fds(input, output)
+            .expect("a client on the gateway's descriptors")
+            .with_id_prefix("raw-");
         let mut stderr = child.stderr.take().unwrap();
         let sink = Arc::new(Mutex::new(String::new()));
         let s2 = sink.clone();
@@ -303,13 +305,9 @@ impl RawGateway {
         });
         RawGateway {
             child,
-            stdin,
-            pty,
-            stdout,
-            buf: Vec::new(),
+            client,
             frames: Vec::new(),
             stderr: sink,
-            next_id: 0,
             _home: owned,
             home,
         }
@@ -357,79 +355,33 @@ impl RawGateway {
         s
     }
 
-    pub fn send(&mut self, v: &Value) -> std::io::Result<()> {
-        let mut line = v.to_string();
-        line.push('\n');
-        if let Some(m) = self.pty.as_mut() {
-            m.write_all(line.as_bytes())?;
-            return m.flush();
-        }
-        let w = self
-            .stdin
-            .as_mut()
-            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "stdin closed"))?;
-        w.write_all(line.as_bytes())?;
-        w.flush()
+    pub fn send(&mut self, v: &Value) -> Result<(), ClientError> {
+        self.client.send(v)
     }
 
     pub fn send_request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = json!(format!("raw-{}", self.next_id));
-        self.send(&json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}))
-            .unwrap_or_else(|e| panic!("write {method}: {e}\n{}", self.diag()));
-        id
+        self.client
+            .send_request(method, params)
+            .unwrap_or_else(|e| panic!("write {method}: {e}\n{}", self.diag()))
     }
 
     /// Closes stdin (a pipe: EOF; a pty: the master, which hangs up the terminal).
     pub fn close_stdin(&mut self) {
-        self.stdin.take();
-        self.pty.take();
+        self.client.close_input();
     }
 
     /// Closes the test's read end of the gateway's stdout (nobody else holds one).
     pub fn close_stdout(&mut self) {
-        self.stdout.take();
+        self.client
+            .close_output()
+            .unwrap_or_else(|e| panic!("close the gateway's stdout: {e}"));
     }
 
     /// Reads one frame, waiting at most until `deadline`. None on timeout or EOF.
     pub fn next_frame(&mut self, deadline: Instant) -> Option<Value> {
-        loop {
-            if let Some(pos) = self.buf.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = self.buf.drain(..=pos).collect();
-                let v: Value =
-                    serde_json::from_slice(&line[..line.len() - 1]).unwrap_or_else(|e| {
-                        panic!(
-                            "stdout line is not JSON ({e}): {:?}",
-                            String::from_utf8_lossy(&line)
-                        )
-                    });
-                self.frames.push(v.clone());
-                return Some(v);
-            }
-            let out = self.stdout.as_mut()?;
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            let mut pfd = libc::pollfd {
-                fd: out.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd for the duration of the call.
-            let rc = unsafe { libc::poll(&mut pfd, 1, left.as_millis().clamp(1, 1000) as i32) };
-            if rc <= 0 {
-                continue;
-            }
-            let mut b = [0u8; 65536];
-            match out.read(&mut b) {
-                Ok(0) | Err(_) => {
-                    self.stdout = None;
-                    return None;
-                }
-                Ok(n) => self.buf.extend_from_slice(&b[..n]),
-            }
-        }
+        let v = self.client.next_frame(deadline).ok()?;
+        self.frames.push(v.clone());
+        Some(v)
     }
 
     pub fn wait_frame<F: Fn(&Value) -> bool>(
@@ -509,10 +461,10 @@ impl RawGateway {
                 );
             }
             let step = (Instant::now() + Duration::from_millis(5)).min(deadline);
-            if self.stdout.is_some() {
-                self.next_frame(step);
-            } else {
+            if self.client.output_closed() {
                 std::thread::sleep(Duration::from_millis(5));
+            } else {
+                self.next_frame(step);
             }
         }
     }

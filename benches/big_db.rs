@@ -1,0 +1,262 @@
+//! A long-time user's state.db: every request the TUI makes, and session search, on a database
+//! of 50,000 sessions and 1,000,000 messages (built deterministically by `common/bigdb.rs`,
+//! cached under `target/bench-state/`), against the same requests on a baseline database of
+//! 200 sessions of the same shape (so each request returns as much on both); then the worst
+//! loop stall, seen as a `ping` sent right behind each picker request, while 10 sessions
+//! stream. Figures are medians (and the worst) of round trips through the gateway's stdio.
+//!
+//! ```text
+//! cargo bench --bench big_db [-- --sessions 50000 --per-session 20 --repeat 15]
+//! ```
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tui_gateway::client::Client;
+use tui_gateway::store::{SearchQuery, Store};
+
+use common::bigdb::{Shape, cached};
+use common::{STALL, TempDir, fmt_duration, gateway_bin};
+
+struct Figures {
+    /// (request, median, worst)
+    requests: Vec<(String, Duration, Duration)>,
+    stall: Duration,
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let (mut sessions, mut per_session, mut repeat) = (50_000usize, 20usize, 15usize);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().and_then(|v| v.parse().ok()).expect("a number");
+        match a.as_str() {
+            "--sessions" => sessions = value(),
+            "--per-session" => per_session = value(),
+            "--repeat" => repeat = value(),
+            _ => {} // cargo bench passes --bench
+        }
+    }
+    let big = Shape {
+        sessions,
+        per_session,
+    };
+    let base = Shape {
+        sessions: 200,
+        per_session,
+    };
+    let run = || -> Result<(), String> {
+        let (big_path, built) = cached(&big)?;
+        let size = std::fs::metadata(&big_path)
+            .map_err(|e| e.to_string())?
+            .len();
+        println!(
+            "database: {} sessions x {} messages = {} messages, {:.0} MB{}",
+            big.sessions,
+            big.per_session,
+            big.sessions * big.per_session,
+            size as f64 / 1e6,
+            built.map_or(" (cached)".to_string(), |s| format!(", built in {s:.1} s"))
+        );
+        let (base_path, _) = cached(&base)?;
+        let b = measure(&base_path, &base, repeat)?;
+        let g = measure(&big_path, &big, repeat)?;
+        println!(
+            "\n{:<44} {:>20} {:>20} {:>7}",
+            "request (median / worst)", "200 sessions", "big database", "ratio"
+        );
+        for ((what, bm, bw), (_, gm, gw)) in b.requests.iter().zip(&g.requests) {
+            println!(
+                "{what:<44} {:>20} {:>20} {:>6.2}x",
+                format!("{} / {}", fmt_duration(*bm), fmt_duration(*bw)),
+                format!("{} / {}", fmt_duration(*gm), fmt_duration(*gw)),
+                gm.as_secs_f64() / bm.as_secs_f64().max(1e-9)
+            );
+        }
+        println!(
+            "{:<44} {:>20} {:>20} {:>6.2}x",
+            "worst ping behind a request, 10 streaming",
+            fmt_duration(b.stall),
+            fmt_duration(g.stall),
+            g.stall.as_secs_f64() / b.stall.as_secs_f64().max(1e-9)
+        );
+        Ok(())
+    };
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn spawn(home: &Path) -> Result<Client, String> {
+    let stderr = std::fs::File::create(home.join("gateway.stderr")).map_err(|e| e.to_string())?;
+    let mut client = Client::spawn(
+        Client::gateway_command(&gateway_bin())
+            .env("HERMES_HOME", home)
+            .env("TUI_GATEWAY_PROVIDER", "offline")
+            .env("TUI_GATEWAY_OFFLINE_DELAY_MS", "2")
+            .current_dir(home)
+            .stderr(stderr),
+    )
+    .map_err(|e| e.to_string())?;
+    client.wait_event("gateway.ready", Instant::now() + STALL)?;
+    Ok(client)
+}
+
+fn call(c: &mut Client, method: &str, params: Value) -> Result<Value, String> {
+    Ok(c.call(method, params, Instant::now() + STALL)?)
+}
+
+/// Median and worst of `repeat` runs of `f`.
+fn timed(
+    repeat: usize,
+    mut f: impl FnMut(usize) -> Result<(), String>,
+) -> Result<(Duration, Duration), String> {
+    let mut samples = Vec::with_capacity(repeat);
+    for i in 0..repeat {
+        let t = Instant::now();
+        f(i)?;
+        samples.push(t.elapsed());
+    }
+    samples.sort_unstable();
+    Ok((samples[samples.len() / 2], samples[samples.len() - 1]))
+}
+
+fn measure(db: &Path, shape: &Shape, repeat: usize) -> Result<Figures, String> {
+    let home = TempDir::new("big-db");
+    std::fs::copy(db, home.path().join("state.db")).map_err(|e| e.to_string())?;
+    let mut requests = Vec::new();
+    let started = Instant::now();
+    let mut c = spawn(home.path())?;
+    requests.push((
+        "start-up to gateway.ready".to_string(),
+        started.elapsed(),
+        started.elapsed(),
+    ));
+    let mut add = |what: &str, r: (Duration, Duration)| requests.push((what.to_string(), r.0, r.1));
+    add(
+        "session.list {limit: 200}",
+        timed(repeat, |_| {
+            call(&mut c, "session.list", json!({"limit": 200})).map(drop)
+        })?,
+    );
+    add(
+        "session.most_recent",
+        timed(repeat, |_| {
+            call(&mut c, "session.most_recent", json!({})).map(drop)
+        })?,
+    );
+    let middle = |i: usize| (shape.sessions / 2 + i * 7) % shape.sessions;
+    add(
+        "session.resume by id (+ close)",
+        timed(repeat, |i| {
+            let r = call(
+                &mut c,
+                "session.resume",
+                json!({"session_id": shape.stored_id(middle(i))}),
+            )?;
+            let rid = r["session_id"].as_str().ok_or("no session_id")?.to_string();
+            call(&mut c, "session.close", json!({"session_id": rid})).map(drop)
+        })?,
+    );
+    add(
+        "session.resume by title (+ close)",
+        timed(repeat, |i| {
+            let r = call(
+                &mut c,
+                "session.resume",
+                json!({"session_id": shape.title(middle(i + 1000))}),
+            )?;
+            let rid = r["session_id"].as_str().ok_or("no session_id")?.to_string();
+            call(&mut c, "session.close", json!({"session_id": rid})).map(drop)
+        })?,
+    );
+    let live = {
+        let r = call(
+            &mut c,
+            "session.resume",
+            json!({"session_id": shape.stored_id(middle(0))}),
+        )?;
+        r["session_id"].as_str().ok_or("no session_id")?.to_string()
+    };
+    add(
+        "session.history",
+        timed(repeat, |_| {
+            call(&mut c, "session.history", json!({"session_id": live})).map(drop)
+        })?,
+    );
+    add(
+        "session.create with a taken title",
+        timed(repeat, |_| {
+            call(&mut c, "session.create", json!({"title": shape.title(7)})).map(drop)
+        })?,
+    );
+    add(
+        "session.active_list",
+        timed(repeat, |_| {
+            call(&mut c, "session.active_list", json!({})).map(drop)
+        })?,
+    );
+    // Search, as `sessions search` and the session_search tool call it.
+    let store = Store::open(&home.path().join("state.db"), "NORMAL")?;
+    for (what, rank) in [
+        ("search: a common word", 1usize),
+        ("search: a rare word", 5000),
+    ] {
+        let text = shape.word_of_rank(rank);
+        add(
+            what,
+            timed(repeat, |_| {
+                store
+                    .search(&SearchQuery {
+                        text: &text,
+                        limit: 20,
+                        source: None,
+                    })
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            })?,
+        );
+    }
+    drop(store);
+
+    // The worst stall: 10 sessions stream while the picker's requests run, each with a ping
+    // right behind it (its answer waits for whatever the loop does before it).
+    let mut streaming = Vec::new();
+    for _ in 0..10 {
+        let r = call(&mut c, "session.create", json!({}))?;
+        streaming.push(r["session_id"].as_str().ok_or("no session_id")?.to_string());
+    }
+    let prompt = "stream ".repeat(1500);
+    for rid in &streaming {
+        call(
+            &mut c,
+            "prompt.submit",
+            json!({"session_id": rid, "text": prompt}),
+        )?;
+    }
+    let mut stall = Duration::ZERO;
+    let end = Instant::now() + Duration::from_secs(2);
+    let mut i = 0;
+    while Instant::now() < end {
+        let (method, params) = match i % 3 {
+            0 => ("session.list", json!({"limit": 200})),
+            1 => ("session.most_recent", json!({})),
+            _ => ("session.active_list", json!({})),
+        };
+        i += 1;
+        c.send_request(method, params)?;
+        let sent = Instant::now();
+        let id = c.send_request("ping", json!({}))?;
+        c.wait_response(&id, sent + STALL, |_, _| {})?;
+        stall = stall.max(sent.elapsed());
+    }
+    for rid in &streaming {
+        let _ = call(&mut c, "session.interrupt", json!({"session_id": rid}));
+    }
+    c.close_input();
+    let _ = c.wait_exit(Instant::now() + STALL);
+    Ok(Figures { requests, stall })
+}

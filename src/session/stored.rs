@@ -1,0 +1,70 @@
+//! A session as the store sees it: the [`Delta`] one commit writes for it (borrowing from the
+//! session), and its marks once the store holds everything. The store itself knows only the
+//! plain `Delta`; this is the one place that maps a session's fields onto it.
+
+use std::borrow::Cow;
+
+use super::{Persisted, Session};
+use crate::store::{Delta, LiveChange};
+
+impl Session {
+    /// What committing this session writes, relative to what the store already holds.
+    pub fn delta(&self) -> Delta<'_> {
+        let (ended_at, end_reason) = match &self.ended {
+            Some((at, why)) => (Some(*at), Some(Cow::Borrowed(why.as_str()))),
+            None => (None, None),
+        };
+        let live = if self.ended.is_some() {
+            if self.row_dirty {
+                LiveChange::Release
+            } else {
+                LiveChange::Keep
+            }
+        } else if !self.persisted.live {
+            LiveChange::Claim
+        } else {
+            LiveChange::Keep
+        };
+        let queue = self.queue_dirty.then(|| {
+            self.pending_texts()
+                .into_iter()
+                .map(Cow::Owned)
+                .collect::<Vec<_>>()
+        });
+        let stored = self.persisted.messages.min(self.transcript.len());
+        Delta {
+            id: Cow::Borrowed(&self.stored_id),
+            source: Cow::Borrowed(&self.source),
+            model: Cow::Borrowed(&self.model),
+            title: self.title.as_deref().map(Cow::Borrowed),
+            cwd: Cow::Borrowed(&self.cwd),
+            parent_session_id: self.parent_session_id.as_deref().map(Cow::Borrowed),
+            started_at: self.started_at,
+            ended_at,
+            end_reason,
+            message_count: self.transcript.len() as i64,
+            tool_call_count: self.tool_call_count as i64,
+            input_tokens: self.input_tokens as i64,
+            output_tokens: self.output_tokens as i64,
+            api_call_count: self.model_calls as i64,
+            billing_provider: Cow::Borrowed(&self.provider),
+            accounting: self.accounting,
+            last_activity_at: self.last_activity_at,
+            insert_row: !self.persisted.row,
+            update_row: self.row_dirty,
+            live,
+            queue,
+            keep: self.stored_keep,
+            messages: Cow::Borrowed(&self.transcript[stored..]),
+        }
+    }
+
+    /// The marks once the store holds everything this session has.
+    pub fn committed_mark(&self) -> Persisted {
+        Persisted {
+            row: true,
+            messages: self.transcript.len(),
+            live: self.ended.is_none(),
+        }
+    }
+}
