@@ -142,7 +142,7 @@ fn full_disk_home(tag: &str, kib: u64) -> Option<(TempHome, Tmpfs)> {
 
 #[test]
 fn a_full_disk_holds_the_frames_says_so_once_and_resumes_when_space_is_freed() {
-    let Some((home, fs)) = full_disk_home("full", 4096) else {
+    let Some((home, fs)) = full_disk_home("full", 16384) else {
         return;
     };
     let mut g = start(&home, "0.2");
@@ -236,7 +236,7 @@ fn a_full_disk_holds_the_frames_says_so_once_and_resumes_when_space_is_freed() {
 
 #[test]
 fn a_command_approved_during_a_hold_starts_only_when_saving_works_again() {
-    let Some((home, fs)) = full_disk_home("full-approve", 4096) else {
+    let Some((home, fs)) = full_disk_home("full-approve", 16384) else {
         return;
     };
     let mut g = start(&home, "0.2");

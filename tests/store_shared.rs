@@ -281,6 +281,18 @@ fn a_session_another_running_gateway_holds_is_refused_and_a_dead_ones_is_resumab
     c.wait_session_event(&orphan.id, "tool.start", T);
     let (code, _, _) = b.call_err("session.resume", json!({"session_id": orphan.stored}));
     assert_eq!(code, 4023, "c is alive");
+    // With b writing too, c's commit may have gone to its journal, which only the next
+    // start folds: kill c once its rows are in state.db itself.
+    let in_db = poll_until(secs(10), || {
+        open_db(&db)
+            .query_row(
+                "SELECT COUNT(*) FROM messages WHERE session_id = ?1",
+                [&orphan.stored],
+                |r| r.get::<_, i64>(0),
+            )
+            .is_ok_and(|n| n >= 2)
+    });
+    assert!(in_db, "c never committed its prompt and call to state.db");
     c.signal(libc::SIGKILL);
     c.wait_exit(secs(10));
     let r = b.call("session.resume", json!({"session_id": orphan.stored}));

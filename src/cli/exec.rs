@@ -603,8 +603,9 @@ fn print_out(text: &str) {
     let _ = out.flush();
 }
 
+/// One line in one `write`, so records of processes sharing a log file never interleave.
 fn eprint_line(line: &str) {
-    let _ = writeln!(std::io::stderr(), "{line}");
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use rusqlite::params;
+use rusqlite::{ToSql, params, params_from_iter};
 use serde::{Deserialize, Serialize};
 
 use crate::model::Accounting;
@@ -66,8 +66,39 @@ pub(super) fn write(
     owner: &str,
 ) -> rusqlite::Result<()> {
     let a = &d.accounting;
-    let cost = a.cost_usd;
+    let (cache_read, cache_write, reasoning) = (
+        a.cache_read_tokens as i64,
+        a.cache_write_tokens as i64,
+        a.reasoning_tokens as i64,
+    );
+    // Hermes' accounting columns, the same in both statements (after the row's own).
+    let accounting: [&dyn ToSql; 8] = [
+        &d.api_call_count,
+        &cache_read,
+        &cache_write,
+        &reasoning,
+        &a.cost_usd,
+        &a.cost_status(),
+        &a.cost_source(),
+        &d.billing_provider,
+    ];
     if d.insert_row {
+        let row: [&dyn ToSql; 14] = [
+            &d.id,
+            &d.source,
+            &d.model,
+            &d.title,
+            &d.cwd,
+            &d.started_at,
+            &d.ended_at,
+            &d.end_reason,
+            &d.message_count,
+            &d.tool_call_count,
+            &d.input_tokens,
+            &d.output_tokens,
+            &d.last_activity_at,
+            &d.parent_session_id,
+        ];
         tx.prepare_cached(
             "INSERT INTO sessions (id, source, model, title, cwd, started_at, ended_at, end_reason,
                  message_count, tool_call_count, input_tokens, output_tokens, last_activity_at,
@@ -77,31 +108,20 @@ pub(super) fn write(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
                  ?18, ?19, ?19, ?20, ?21, ?22)",
         )?
-        .execute(params![
-            d.id,
-            d.source,
-            d.model,
-            d.title,
-            d.cwd,
-            d.started_at,
-            d.ended_at,
-            d.end_reason,
-            d.message_count,
-            d.tool_call_count,
-            d.input_tokens,
-            d.output_tokens,
-            d.last_activity_at,
-            d.parent_session_id,
-            d.api_call_count,
-            a.cache_read_tokens as i64,
-            a.cache_write_tokens as i64,
-            a.reasoning_tokens as i64,
-            cost,
-            a.cost_status(),
-            a.cost_source(),
-            d.billing_provider,
-        ])?;
+        .execute(params_from_iter(row.iter().chain(&accounting)))?;
     } else if d.update_row {
+        let row: [&dyn ToSql; 10] = [
+            &d.id,
+            &d.model,
+            &d.title,
+            &d.ended_at,
+            &d.end_reason,
+            &d.message_count,
+            &d.tool_call_count,
+            &d.input_tokens,
+            &d.output_tokens,
+            &d.last_activity_at,
+        ];
         tx.prepare_cached(
             "UPDATE sessions SET model = ?2, title = ?3, ended_at = ?4, end_reason = ?5,
                  message_count = ?6, tool_call_count = ?7, input_tokens = ?8, output_tokens = ?9,
@@ -111,26 +131,7 @@ pub(super) fn write(
                  billing_provider = ?18
              WHERE id = ?1",
         )?
-        .execute(params![
-            d.id,
-            d.model,
-            d.title,
-            d.ended_at,
-            d.end_reason,
-            d.message_count,
-            d.tool_call_count,
-            d.input_tokens,
-            d.output_tokens,
-            d.last_activity_at,
-            d.api_call_count,
-            a.cache_read_tokens as i64,
-            a.cache_write_tokens as i64,
-            a.reasoning_tokens as i64,
-            cost,
-            a.cost_status(),
-            a.cost_source(),
-            d.billing_provider,
-        ])?;
+        .execute(params_from_iter(row.iter().chain(&accounting)))?;
     }
     // Ownership is written when the session goes live and removed when it ends, not per commit.
     match d.live {

@@ -304,7 +304,14 @@ impl<'t> Batch<'t> {
                 match (purpose, outcome) {
                     (Purpose::Open, Ok(result)) => self.opened(index, result),
                     (Purpose::Open | Purpose::Submit, Err(message)) => {
-                        self.finish(index, Status::Refused, None, Some(message), now, sink)
+                        // Refused because a signal is stopping the gateway: not the task's fault,
+                        // and a continuation runs it again.
+                        let status = if self.gw.shutting_down() {
+                            Status::Interrupted
+                        } else {
+                            Status::Refused
+                        };
+                        self.finish(index, status, None, Some(message), now, sink)
                     }
                     _ => {}
                 }
