@@ -74,19 +74,20 @@ impl Exec {
     }
 }
 
-/// Waits for `child` with a deadline; its output.
-fn finish(mut child: Child) -> Output {
-    let deadline = Instant::now() + T;
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
+/// Waits for `child` with a deadline; its output. Its pipes are read while it runs, so a
+/// chatty `--json` never blocks on a full pipe.
+fn finish(child: Child) -> Output {
+    // Unreaped until the waiter returns, so the pid cannot be reused meanwhile.
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let (ended, output) = std::sync::mpsc::channel();
+    std::thread::spawn(move || ended.send(child.wait_with_output().unwrap()));
+    match output.recv_timeout(T) {
+        Ok(out) => out,
+        Err(_) => {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            let out = output.recv().unwrap();
             panic!("exec did not end: {}", text(&out.stderr));
         }
-        std::thread::sleep(ms(5));
     }
 }
 
