@@ -343,6 +343,8 @@ impl Runner {
         if let Some(run) = self.runs.get_mut(&id) {
             run.ending.get_or_insert(Ending::Interrupted);
             run.abandon();
+            // Killed here: `finish` need not kill and sweep again.
+            run.exit.get_or_insert(128 + libc::SIGKILL);
             self.sweep();
         }
         self.finish(id, now);
