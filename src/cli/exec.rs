@@ -24,7 +24,7 @@ use crate::Config;
 use crate::config::{flag_value, split_flag};
 use batch::{Approve, Batch, Settings, Sink};
 use embedded::Embedded;
-use record::{Outcome, Status, Usage};
+use record::{Outcome, Status, Usage, ms};
 use tasks::{Results, Task};
 
 /// Longest per-task timeout accepted (a week).
@@ -568,10 +568,6 @@ fn progress_line(counts: &[usize], total: usize, elapsed: Duration) -> String {
 }
 
 // ---- small things -----------------------------------------------------------------------------
-
-fn ms(d: Duration) -> f64 {
-    (d.as_secs_f64() * 1e6).round() / 1e3
-}
 
 /// User + system CPU time of this process (the gateway and `exec` together; not the tools).
 fn cpu_time() -> Duration {

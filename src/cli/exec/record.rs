@@ -134,6 +134,11 @@ impl Usage {
     }
 }
 
+/// Milliseconds, to the microsecond.
+pub fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
 /// Approvals a task was asked for and how they were answered.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Approvals {
@@ -169,7 +174,6 @@ impl Outcome {
 
     /// The result record (`task_id` when the task came from a tasks file).
     pub fn record(&self, task_id: Option<&str>) -> Value {
-        let ms = |d: Duration| (d.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0;
         let mut r = json!({
             "type": "exec.result",
             "status": self.status.name(),
