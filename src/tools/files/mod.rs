@@ -86,7 +86,7 @@ impl<W: Advance> Stepped<W> {
 
 /// Replace `file` atomically, keeping its mode (0644 for a new file).
 pub fn write_atomic(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    crate::util::write_atomic(file, bytes, 0o644)
+    crate::private_file::replace_keeping_mode(file, bytes, 0o644)
 }
 
 /// `path` as the session means it: `~` is the user's home, relative is against `cwd`;
