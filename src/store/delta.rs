@@ -33,6 +33,9 @@ pub struct Delta<'a> {
     pub started_at: f64,
     pub ended_at: Option<f64>,
     pub end_reason: Option<Cow<'a, str>>,
+    /// The rows the session has in `messages` once this delta is written (maintained here, so
+    /// a commit never counts them; a fold or a repair, which meet rows no delta accounts for,
+    /// recounts).
     pub message_count: i64,
     pub tool_call_count: i64,
     pub input_tokens: i64,

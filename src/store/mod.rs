@@ -245,7 +245,6 @@ impl Store {
         let tx = begin(&mut self.conn, self.wait_until)?;
         for (d, seq) in deltas {
             delta::write(&tx, d, &self.owner)?;
-            recount(&tx, &d.id)?;
             if let Some(seq) = seq {
                 mark_folded(&tx, &name, &d.id, *seq)?;
             }
@@ -672,8 +671,9 @@ fn repair_one(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<Repa
     })
 }
 
-/// Make `sessions.message_count` say how many rows `messages` holds (Hermes' tools read it):
-/// after every write that adds or removes rows, a repair included.
+/// Make `sessions.message_count` say how many rows `messages` holds (Hermes' tools read it),
+/// where no delta's count can be trusted: after a fold (a kill may have left a checkpoint row
+/// the journal never saw) and a repair. A commit's delta carries the count (`Delta`).
 fn recount(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<()> {
     tx.prepare_cached(
         "UPDATE sessions SET message_count = (SELECT count(*) FROM messages WHERE session_id = ?1)
