@@ -509,19 +509,6 @@ impl Store {
             .is_some())
     }
 
-    /// Whether a session other than `except_id` has this title.
-    pub fn title_taken(&self, title: &str, except_id: &str) -> Result<bool, StoreError> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT 1 FROM sessions WHERE title = ?1 AND id != ?2 LIMIT 1",
-                params![title, except_id],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some())
-    }
-
     /// Whether a session other than `except_id` has the title `base`, and the highest `N` of
     /// the titles `base #N` they have: one range scan of the title index over just that
     /// family of titles (a title's ` #N` follows its base in the index; `$` follows `#`).
