@@ -463,37 +463,29 @@ impl Config {
         Ok(c)
     }
 
+    /// Whether `name` is one of the flags [`Config::apply_flags`] reads a value for.
+    pub(crate) fn flag_takes_value(name: &str) -> bool {
+        KNOBS.iter().any(|k| k.flag == name)
+    }
+
     /// Apply `--flag value` / `--flag=value` pairs; returns the arguments that are not knobs.
     pub fn apply_flags(&mut self, args: &[String]) -> Result<Vec<String>, String> {
         let mut rest = Vec::new();
         let mut i = 0;
-        while i < args.len() {
-            let arg = &args[i];
-            let (name, inline) = match arg.split_once('=') {
-                Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
-                _ => (arg.as_str(), None),
-            };
+        while let Some(arg) = args.get(i) {
+            i += 1;
+            let (name, inline) = split_flag(arg);
             if name == "--no-signals" {
                 self.handle_signals = false;
-                i += 1;
                 continue;
             }
             match KNOBS.iter().find(|k| k.flag == name) {
                 Some(k) => {
-                    let value = match inline {
-                        Some(v) => v,
-                        None => {
-                            i += 1;
-                            args.get(i)
-                                .cloned()
-                                .ok_or(format!("{name} needs a value"))?
-                        }
-                    };
+                    let value = flag_value(name, inline, args, &mut i)?;
                     (k.set)(self, &value).map_err(|e| format!("{name}: {e}"))?;
                 }
                 None => rest.push(arg.clone()),
             }
-            i += 1;
         }
         Ok(rest)
     }
@@ -517,6 +509,31 @@ impl Config {
     pub fn db_path(&self) -> PathBuf {
         self.home.join("state.db")
     }
+}
+
+/// A flag argument split at its first `=`: `--name=value` is (`--name`, `value`); anything
+/// else is itself, with no value.
+pub(crate) fn split_flag(arg: &str) -> (&str, Option<&str>) {
+    match arg.split_once('=') {
+        Some((name, value)) if name.starts_with('-') => (name, Some(value)),
+        _ => (arg, None),
+    }
+}
+
+/// The value of flag `name`: its `inline` one (after `=`), else `args[*next]`, which `*next`
+/// then moves past.
+pub(crate) fn flag_value(
+    name: &str,
+    inline: Option<&str>,
+    args: &[String],
+    next: &mut usize,
+) -> Result<String, String> {
+    if let Some(value) = inline {
+        return Ok(value.to_string());
+    }
+    let value = args.get(*next).ok_or(format!("{name} needs a value"))?;
+    *next += 1;
+    Ok(value.clone())
 }
 
 #[cfg(test)]

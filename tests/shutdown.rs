@@ -230,15 +230,14 @@ fn sighup_mid_tool_takes_the_sigterm_path() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 2. A TERM-ignoring command is SIGKILLed after the kill grace; the fence holds meanwhile
+// 2. A TERM-ignoring command is SIGKILLed after the kill grace
 // ---------------------------------------------------------------------------------------------
 
 #[test]
 fn sigterm_with_a_term_ignoring_command_kills_it_after_the_kill_grace() {
     let m = marker();
     let _reaper = Reaper(m.clone());
-    // A longer kill grace than the default so the fence can be probed while the tool refuses
-    // to die; the shutdown grace leaves room for it.
+    // A longer kill grace than the default; the shutdown grace leaves room for it.
     let grace = Duration::from_millis(1500);
     let mut g = Gateway::builder()
         .tag("sd-trap")
@@ -254,16 +253,7 @@ fn sigterm_with_a_term_ignoring_command_kills_it_after_the_kill_grace() {
     let t0 = Instant::now();
     g.signal(libc::SIGTERM);
     wait_stderr(&mut g, "[gateway-signal] SIGTERM", secs(5));
-    // Fence: no new turn while the tool dies, but the gateway still answers.
-    let (code, _, f) = g.call_err(
-        "prompt.submit",
-        json!({"session_id": other.id, "text": "too late"}),
-    );
-    assert_eq!(code, 5035, "prompt.submit during shutdown: {f}");
-    assert!(
-        t0.elapsed() < grace,
-        "test too slow to probe the fence inside the kill grace"
-    );
+    // (The fence is probed where the kill grace is long enough not to race it: section 3.)
     g.ping();
     // The KILL cannot come before SIGTERM + kill grace: if this look happens earlier, the
     // TERM-ignoring sleep must still be there.
@@ -289,8 +279,6 @@ fn sigterm_with_a_term_ignoring_command_kills_it_after_the_kill_grace() {
     );
     let db = g.db_path();
     assert_interrupted_tool_transcript(&db, &s.stored, &cmd, &tool_id);
-    // the fenced prompt was never recorded
-    assert!(message_rows(&db, &other.stored).is_empty());
     assert_eq!(
         session_end(&db, &other.stored).1.as_deref(),
         Some("tui_shutdown")
@@ -319,7 +307,7 @@ fn term_ignoring_command_with_the_default_kill_grace() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 3. Second SIGTERM: the hard exit, now
+// 3. While the kill grace runs the fence holds; a second SIGTERM is the hard exit, now
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -332,6 +320,7 @@ fn second_sigterm_during_shutdown_exits_at_once_and_kills_the_command() {
         .env("TUI_GATEWAY_KILL_GRACE_S", "300")
         .env("HERMES_TUI_GATEWAY_SHUTDOWN_GRACE_S", "600")
         .start();
+    let other = g.create_session(json!({}));
     let s = g.create_session(json!({}));
     let cmd = format!("trap '' TERM; sleep 300.{m}");
     let tool_id = start_tool(&mut g, &s.id, &cmd);
@@ -339,7 +328,13 @@ fn second_sigterm_during_shutdown_exits_at_once_and_kills_the_command() {
 
     g.signal(libc::SIGTERM);
     wait_stderr(&mut g, "[gateway-signal] SIGTERM", secs(5));
-    // the shutdown is under way and waits for the kill grace: the gateway still answers
+    // The shutdown is under way and waits for the kill grace (300 s, so nothing races this):
+    // the fence refuses a new turn, and the gateway still answers.
+    let (code, _, f) = g.call_err(
+        "prompt.submit",
+        json!({"session_id": other.id, "text": "too late"}),
+    );
+    assert_eq!(code, 5035, "prompt.submit during shutdown: {f}");
     g.ping();
     assert!(
         g.try_exit().is_none(),
@@ -365,6 +360,8 @@ fn second_sigterm_during_shutdown_exits_at_once_and_kills_the_command() {
     drop(g);
     let mut g2 = Gateway::builder().home(&home.path).start();
     g2.ping();
+    // the fenced prompt was never recorded
+    assert!(message_rows(&home.db_path(), &other.stored).is_empty());
     let rows = message_rows(&home.db_path(), &s.stored);
     assert!(rows.len() >= 3, "{rows:#?}");
     assert_eq!(rows[0].role, "user");

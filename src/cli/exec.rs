@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::Config;
+use crate::config::{flag_value, split_flag};
 use batch::{Approve, Batch, Settings, Sink};
 use embedded::Embedded;
 use record::{Outcome, Status, Usage};
@@ -167,21 +168,8 @@ fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<A
             o.prompt.push(arg.to_string());
             continue;
         }
-        let (name, inline) = match arg.split_once('=') {
-            Some((n, v)) => (n, Some(v.to_string())),
-            None => (arg, None),
-        };
-        let mut value = || -> Result<String, String> {
-            if let Some(v) = inline.clone() {
-                return Ok(v);
-            }
-            let v = args
-                .get(i)
-                .cloned()
-                .ok_or(format!("{name} needs a value"))?;
-            i += 1;
-            Ok(v)
-        };
+        let (name, inline) = split_flag(arg);
+        let mut value = || flag_value(name, inline, args, &mut i);
         match name {
             "-h" | "--help" => return Ok(Args::Help),
             "--" => prompt_only = true,
@@ -205,10 +193,10 @@ fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<A
             }
             "--results" => o.results = Some(PathBuf::from(value()?)),
             "--workdir" => o.workdir = Some(PathBuf::from(value()?)),
-            // The gateway's own flags, checked by its configuration.
+            // The gateway's own flags (and their values), checked by its configuration.
             _ => {
-                o.gateway.push(args[i - 1].clone());
-                if inline.is_none() && name != "--no-signals" && i < args.len() {
+                o.gateway.push(arg.to_string());
+                if inline.is_none() && Config::flag_takes_value(name) && i < args.len() {
                     o.gateway.push(args[i].clone());
                     i += 1;
                 }
@@ -637,6 +625,12 @@ mod tests {
         assert!(o.json);
         assert_eq!(o.prompt, ["say", "hi"]);
         assert_eq!(o.gateway, ["--flush-interval", "0.5", "--no-signals"]);
+        // A flag the gateway does not know takes no word of the prompt with it.
+        let o = parse(&["--bogus", "p", "--home=x"]).unwrap();
+        assert_eq!(
+            (o.gateway, o.prompt),
+            (args(&["--bogus", "--home=x"]), args(&["p"]))
+        );
         assert_eq!(o.approve, Approve::AskFails);
         assert_eq!(o.timeout, Some(Duration::from_secs(3600)));
         let o = parse(&["--timeout=0", "--approve", "always", "-", "--resume", "x"]).unwrap();

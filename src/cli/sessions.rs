@@ -3,7 +3,7 @@
 use std::io::IsTerminal;
 
 use crate::cli::out::{Out, printable};
-use crate::config::Config;
+use crate::config::{Config, flag_value, split_flag};
 use crate::session::transcript::Role;
 use crate::store::{ListFilter, SearchQuery, Store};
 use crate::util;
@@ -45,26 +45,14 @@ struct Picked {
 fn pick_flags(args: &[String], now: f64) -> Result<Picked, String> {
     let mut p = Picked::default();
     let mut i = 0;
-    while i < args.len() {
-        let arg = &args[i];
-        let (name, inline) = match arg.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
-            _ => (arg.as_str(), None),
-        };
+    while let Some(arg) = args.get(i) {
+        i += 1;
+        let (name, inline) = split_flag(arg);
         if !matches!(name, "--source" | "--since" | "--limit" | "--page") {
             p.words.push(arg.clone());
-            i += 1;
             continue;
         }
-        let value = match inline {
-            Some(v) => v,
-            None => {
-                i += 1;
-                args.get(i)
-                    .cloned()
-                    .ok_or(format!("{name} needs a value"))?
-            }
-        };
+        let value = flag_value(name, inline, args, &mut i)?;
         let count = |v: &str| {
             v.parse::<usize>()
                 .ok()
@@ -79,7 +67,6 @@ fn pick_flags(args: &[String], now: f64) -> Result<Picked, String> {
             "--limit" => p.limit = Some(count(&value)?),
             _ => p.page = Some(count(&value)?),
         }
-        i += 1;
     }
     Ok(p)
 }

@@ -343,6 +343,8 @@ impl Runner {
         if let Some(run) = self.runs.get_mut(&id) {
             run.ending.get_or_insert(Ending::Interrupted);
             run.abandon();
+            // Killed here: `finish` need not kill and sweep again.
+            run.exit.get_or_insert(128 + libc::SIGKILL);
             self.sweep();
         }
         self.finish(id, now);
@@ -409,9 +411,7 @@ impl Runner {
                 .collect();
             let doomed_pids: Vec<i32> = doomed.iter().map(|s| s.pid).collect();
             let targets = sweep_targets(&tree, &doomed_pids, &zygotes, &wanted);
-            for &pid in &targets {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
-            }
+            supervisor::kill_all(&targets);
             // By its pidfd: even reparented away from the zygote, it is this one.
             for sup in doomed {
                 sup.signal(Signal::SIGKILL);
@@ -520,16 +520,13 @@ fn sweep_targets(
     zygotes: &[i32],
     wanted: &HashSet<i32>,
 ) -> Vec<i32> {
-    let mut targets: Vec<i32> = doomed.iter().flat_map(|&s| tree.below(s)).collect();
-    for &z in zygotes {
-        for &child in tree.children_of(z) {
-            if !wanted.contains(&child) && !doomed.contains(&child) {
-                targets.push(child);
-                targets.extend(tree.below(child));
-            }
-        }
-    }
-    targets
+    let kept = |child| wanted.contains(&child) || doomed.contains(&child);
+    let strays = zygotes.iter().flat_map(|&z| tree.strays(z, kept));
+    doomed
+        .iter()
+        .flat_map(|&s| tree.below(s))
+        .chain(strays)
+        .collect()
 }
 
 /// Whether a request failed because the zygote is gone (its socket closed), not because of

@@ -394,29 +394,23 @@ fn reap_children(supervisors: &mut HashSet<i32>) {
         }
     }
     if strays_possible {
-        let tree = ProcessTree::read();
         let me = nix::unistd::getpid().as_raw();
-        for &child in tree.children_of(me) {
-            if !supervisors.contains(&child) {
-                kill_tree(&tree, child);
-            }
-        }
+        kill_all(&ProcessTree::read().strays(me, |child| supervisors.contains(&child)));
     }
-}
-
-/// SIGKILL `root` and everything below it (a SIGKILLed process forks no more).
-fn kill_tree(tree: &ProcessTree, root: i32) {
-    kill_below(tree, root);
-    let _ = kill(Pid::from_raw(root), Signal::SIGKILL);
 }
 
 /// SIGKILL everything below `root`; whether there was anything.
 fn kill_below(tree: &ProcessTree, root: i32) -> bool {
     let below = tree.below(root);
-    for &pid in &below {
+    kill_all(&below);
+    !below.is_empty()
+}
+
+/// SIGKILL each of `pids` (a SIGKILLed process forks no more).
+pub fn kill_all(pids: &[i32]) {
+    for &pid in pids {
         let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
     }
-    !below.is_empty()
 }
 
 /// One command's supervisor (a fresh fork of the zygote).
@@ -656,8 +650,19 @@ impl ProcessTree {
         tree
     }
 
-    pub fn children_of(&self, pid: i32) -> &[i32] {
+    fn children_of(&self, pid: i32) -> &[i32] {
         self.children.get(&pid).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Every child of `root` that is not `kept`, with everything below it: what a supervisor
+    /// that is gone left below the zygote (asked by the zygote and by the gateway's sweep).
+    pub fn strays(&self, root: i32, kept: impl Fn(i32) -> bool) -> Vec<i32> {
+        let mut out = Vec::new();
+        for &child in self.children_of(root).iter().filter(|&&c| !kept(c)) {
+            out.push(child);
+            out.extend(self.below(child));
+        }
+        out
     }
 
     /// Every live process whose chain of parents leads to `root` (`root` excluded).

@@ -101,6 +101,13 @@ pub struct Tui {
     socket_path: Option<PathBuf>,
     rc_path: PathBuf,
     pub name: String,
+    /// Every screen a wait matched, and the last one, for a person to read after the run.
+    screens_path: PathBuf,
+}
+
+/// Where each scenario's screens are written: `target/tmp/tui-screens/<scenario>.txt`.
+pub fn screens_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("tui-screens")
 }
 
 impl Tui {
@@ -164,7 +171,10 @@ impl Tui {
             socket,
             rc_path,
             name: name.to_string(),
+            screens_path: screens_dir().join(format!("{name}.txt")),
         };
+        std::fs::create_dir_all(screens_dir()).unwrap();
+        std::fs::write(&tui.screens_path, "").unwrap();
         let out = tui
             .tmux()
             .args(["new-session", "-d", "-s", "e2e", "-x"])
@@ -235,6 +245,7 @@ impl Tui {
         loop {
             let s = self.screen();
             if pred(&s) {
+                self.save_screen(what, &s);
                 return s;
             }
             if Instant::now() >= deadline {
@@ -245,6 +256,17 @@ impl Tui {
                 );
             }
             std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Append a screen to this scenario's file of screens (best effort: it is for reading).
+    fn save_screen(&self, what: &str, screen: &str) {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.screens_path)
+        {
+            let _ = write!(f, "===== {what}\n{screen}\n");
         }
     }
 
@@ -332,9 +354,12 @@ impl Tui {
     pub fn settle_after_command(&self, cmd: &str) -> (String, String) {
         let ready = |d| common::procfs::poll_until(d, || screen_ready(&self.screen()));
         if ready(Duration::from_millis(1500)) {
-            return ("ready".into(), self.screen());
+            let s = self.screen();
+            self.save_screen(&format!("after {cmd}"), &s);
+            return ("ready".into(), s);
         }
         let left = self.screen();
+        self.save_screen(&format!("after {cmd}"), &left);
         for attempt in 1..=3 {
             self.key("Escape");
             if ready(Duration::from_secs(2)) {
@@ -637,6 +662,7 @@ impl Tui {
 
 impl Drop for Tui {
     fn drop(&mut self) {
+        self.save_screen("final screen", &self.screen());
         if std::thread::panicking() {
             eprintln!(
                 "[{}] final screen:\n{}\n--- calls ---\n{}",
