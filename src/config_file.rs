@@ -241,7 +241,9 @@ pub fn update(home: &Path, edits: &[Edit<'_>]) -> Result<(), String> {
                 .into(),
         );
     }
-    write_atomic(&file, &text).map_err(|e| format!("cannot write config.yaml: {e}"))
+    // A user's config.yaml often links into their dotfiles: the link's target is replaced.
+    crate::private_file::replace_keeping_mode(&file, text.as_bytes(), 0o600)
+        .map_err(|e| format!("cannot write config.yaml: {e}"))
 }
 
 /// The same edit on the parsed document, for checking the text edit.
@@ -278,17 +280,6 @@ fn set_structurally(doc: &mut Yaml, keys: &[&str], value: Option<&Scalar>) -> Re
     }
     let child = h.get_mut(&key).ok_or("config.yaml: lost a section")?;
     set_structurally(child, &keys[1..], value)
-}
-
-/// Write next to the file (the target of a symlink: a user's config.yaml often links into their
-/// dotfiles), fsync, rename over it; the old mode is kept (0600 for a new file).
-pub fn write_atomic(file: &Path, text: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let target = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
-    let mode = std::fs::metadata(&target)
-        .map(|m| m.permissions().mode() & 0o777)
-        .unwrap_or(0o600);
-    crate::private_file::replace(&target, text.as_bytes(), mode)
 }
 
 // ---- the line editor ----

@@ -5,6 +5,9 @@
 //! Every open is `O_NOFOLLOW | O_NONBLOCK` (a FIFO in the way is refused, not waited on), and
 //! what was opened is checked and tightened through its descriptor (`fstat`, `fchmod`), so a
 //! name swapped between a check and its use cannot redirect either.
+//!
+//! Its atomic [`replace`] is the gateway's one way to rewrite a file, the user's files the tools
+//! edit included ([`replace_keeping_mode`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -96,6 +99,17 @@ pub fn replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// [`replace`] for a file that may be a symbolic link into someone's dotfiles (config.yaml, the
+/// files the tools edit): the link's target is replaced, its mode kept (`new_mode` for a new
+/// file).
+pub fn replace_keeping_mode(file: &Path, bytes: &[u8], new_mode: u32) -> io::Result<()> {
+    let target = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    let mode = std::fs::metadata(&target)
+        .map(|m| m.permissions().mode() & 0o7777)
+        .unwrap_or(new_mode);
+    replace(&target, bytes, mode)
 }
 
 /// `.<name>.<random>.tmp` in `path`'s directory.

@@ -147,39 +147,6 @@ pub fn read_regular(path: &std::path::Path, max: u64) -> std::io::Result<Option<
         .map_err(|_| invalid("not valid UTF-8".into()))
 }
 
-/// Replace `file` atomically: write a fresh temporary file next to it (next to the target of
-/// a symlink; created exclusively, never through a link), fsync, rename over it. The old
-/// mode is kept; a new file gets `new_mode`.
-pub fn write_atomic(file: &std::path::Path, bytes: &[u8], new_mode: u32) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let target = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
-    let mode = std::fs::metadata(&target)
-        .map(|m| m.permissions().mode() & 0o7777)
-        .unwrap_or(new_mode);
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "file".into());
-    let tmp = target.with_file_name(format!(".{name}.tmp-{}", random_hex(8)));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .mode(mode)
-            .open(&tmp)?;
-        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &target)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
 /// `s` with every control character except newline and tab written as a visible escape
 /// (`\x1b`, `\r`, `\u{202e}`): C0, DEL, C1 and the bidirectional overrides that reorder a line.
 pub fn printable(s: &str) -> String {

@@ -74,19 +74,20 @@ impl Exec {
     }
 }
 
-/// Waits for `child` with a deadline; its output.
-fn finish(mut child: Child) -> Output {
-    let deadline = Instant::now() + T;
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
+/// Waits for `child` with a deadline; its output. Its pipes are read while it runs, so a
+/// chatty `--json` never blocks on a full pipe.
+fn finish(child: Child) -> Output {
+    // Unreaped until the waiter returns, so the pid cannot be reused meanwhile.
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let (ended, output) = std::sync::mpsc::channel();
+    std::thread::spawn(move || ended.send(child.wait_with_output().unwrap()));
+    match output.recv_timeout(T) {
+        Ok(out) => out,
+        Err(_) => {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            let out = output.recv().unwrap();
             panic!("exec did not end: {}", text(&out.stderr));
         }
-        std::thread::sleep(ms(5));
     }
 }
 
@@ -360,27 +361,18 @@ fn scratch(e: &Exec, name: &str) -> (PathBuf, String) {
 #[test]
 fn approvals_follow_the_flag_and_never_wait() {
     let e = Exec::new("approve");
-    let (dir, prompt) = scratch(&e, "keep-never");
-    let out = e.run(&["--approve", "never", &prompt]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let r = record_in(&out.stderr);
-    assert_eq!(
-        r["approvals"],
-        json!({"asked": 1, "approved": 0, "denied": 1}),
-        "{r}"
-    );
-    assert!(dir.exists(), "denied, yet it ran");
-
-    let (dir, prompt) = scratch(&e, "gone-always");
-    let out = e.run(&["--approve", "always", &prompt]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let r = record_in(&out.stderr);
-    assert_eq!(
-        r["approvals"],
-        json!({"asked": 1, "approved": 1, "denied": 0}),
-        "{r}"
-    );
-    assert!(!dir.exists(), "approved, yet it did not run");
+    for (mode, approved, ran) in [("never", 0, false), ("always", 1, true)] {
+        let (dir, prompt) = scratch(&e, mode);
+        let out = e.run(&["--approve", mode, &prompt]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let r = record_in(&out.stderr);
+        assert_eq!(
+            r["approvals"],
+            json!({"asked": 1, "approved": approved, "denied": 1 - approved}),
+            "{mode}: {r}"
+        );
+        assert_eq!(!dir.exists(), ran, "{mode}: the command ran? {r}");
+    }
 
     // The default is ask-fails: refused, exit 4, the command never ran.
     let (dir, prompt) = scratch(&e, "keep-fails");

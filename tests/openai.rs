@@ -785,11 +785,10 @@ fn connection_refused() {
     let base = format!("http://127.0.0.1:{}/v1", closed_port());
     let mut g = builder_for(&base).start();
     let s = g.create_session(json!({}));
-    let t0 = Instant::now();
     let start = submit(&mut g, &s.id, "anyone there");
-    let (_t, err) = finish_error_turn(&mut g, &s.id, start, T);
+    // Refused at once: the turn ends well before the test's deadline.
+    let (_t, err) = finish_error_turn(&mut g, &s.id, start, secs(10));
     assert_err_mentions(&err, &["connection refused"]);
-    assert!(t0.elapsed() < secs(10), "refusal took {:?}", t0.elapsed());
     g.ping();
     // the session is still usable (and fails the same way, promptly)
     let start = submit(&mut g, &s.id, "again");
@@ -1083,16 +1082,15 @@ fn interrupt_during_a_long_retry_after_wait() {
     let start = submit(&mut g, &s.id, "long wait");
     mock.wait_requests(1, T);
     g.collect_for(ms(200));
-    let t0 = Instant::now();
     let r = g.call("session.interrupt", json!({"session_id": s.id}));
     assert_eq!(r["status"], "interrupted", "{r}");
+    // The turn ends long before the wait it was in would have.
     let turn = g.finish_turn(&s.id, start, secs(5));
     assert_eq!(
         turn.complete["payload"]["status"], "interrupted",
         "{}",
         turn.complete
     );
-    assert!(t0.elapsed() < secs(3), "interrupt took {:?}", t0.elapsed());
 }
 
 #[test]
@@ -1265,9 +1263,9 @@ fn first_byte_timeout_with_a_stalling_server_while_other_sessions_go_on() {
     assert_streamed_turn(&tb, &b.id, "other session fine");
     let (_t, err) = finish_error_turn(&mut g, &a.id, start_a, secs(15));
     let took = t0.elapsed();
-    assert_err_mentions(&err, &["timed out"]);
+    // The configured timeout is the one that fired.
+    assert_err_mentions(&err, &["timed out", "first byte after 1s"]);
     assert!(took >= ms(900), "timed out too early: {took:?}");
-    assert!(took < secs(6), "first-byte timeout of 1 s took {took:?}");
     let stalled = mock
         .requests()
         .iter()
@@ -1293,11 +1291,9 @@ fn first_byte_timeout_when_the_server_never_reads() {
         .env("TUI_GATEWAY_FIRST_BYTE_TIMEOUT_S", "1")
         .start();
     let s = g.create_session(json!({}));
-    let t0 = Instant::now();
     let start = submit(&mut g, &s.id, "hello?");
     let (_t, err) = finish_error_turn(&mut g, &s.id, start, secs(15));
-    assert_err_mentions(&err, &["timed out"]);
-    assert!(t0.elapsed() < secs(6), "took {:?}", t0.elapsed());
+    assert_err_mentions(&err, &["timed out", "first byte after 1s"]);
     g.ping();
 }
 
@@ -1312,15 +1308,10 @@ fn idle_timeout_mid_stream_keeps_the_partial_text() {
     let s = g.create_session(json!({}));
     let start = submit(&mut g, &s.id, "go quiet");
     g.wait_session_event(&s.id, "message.delta", T);
-    let t0 = Instant::now();
     pong_before_turn_ends(&mut g, &s.id, "while the stream is idle");
     let (t, err) = finish_error_turn(&mut g, &s.id, start, secs(15));
-    assert_err_mentions(&err, &["timed out"]);
-    assert!(
-        t0.elapsed() < secs(6),
-        "idle timeout of 1 s took {:?}",
-        t0.elapsed()
-    );
+    // The idle timeout of 1 s fired, not the first-byte one of 10 s.
+    assert_err_mentions(&err, &["timed out", "nothing for 1s"]);
     assert_eq!(
         t.complete["payload"]["text"], "some words",
         "{}",
@@ -1363,16 +1354,10 @@ fn connect_timeout() {
         .env("TUI_GATEWAY_CONNECT_TIMEOUT_S", "1")
         .start();
     let s = g.create_session(json!({}));
-    let t0 = Instant::now();
     let start = submit(&mut g, &s.id, "connect?");
     pong_before_turn_ends(&mut g, &s.id, "while connecting");
     let (_t, err) = finish_error_turn(&mut g, &s.id, start, secs(15));
-    assert_err_mentions(&err, &["timed out"]);
-    assert!(
-        t0.elapsed() < secs(6),
-        "connect timeout of 1 s took {:?}",
-        t0.elapsed()
-    );
+    assert_err_mentions(&err, &["timed out", "connecting", "after 1s"]);
     drop(fillers);
 }
 
@@ -1397,14 +1382,11 @@ fn interrupt_mid_stream_closes_the_request() {
     let start = submit(&mut g, &s.id, "talk a lot");
     g.wait_session_event(&s.id, "message.delta", T);
     g.collect_for(ms(150));
-    let t0 = Instant::now();
     let r = g.call("session.interrupt", json!({"session_id": s.id}));
     assert_eq!(r["status"], "interrupted", "{r}");
     let turn = g.finish_turn(&s.id, start, secs(5));
-    let took = t0.elapsed();
     let c = &turn.complete["payload"];
     assert_eq!(c["status"], "interrupted", "{c}");
-    assert!(took < secs(2), "interrupt took {took:?}");
     let text = c["text"].as_str().unwrap_or("").to_string();
     assert!(text.starts_with("tok0 "), "partial text: {c}");
     assert!(
@@ -1412,13 +1394,11 @@ fn interrupt_mid_stream_closes_the_request() {
         "the stream cannot have finished: {c}"
     );
     assert_eq!(payload_texts(&turn.events, "message.delta"), text);
-    let closed = mock
-        .wait_peer_closed(0, secs(3))
-        .unwrap_or_else(|| panic!("the mock never saw its connection closed after the interrupt"));
+    // Closed by the interrupt: the stream itself would go on for 40 s.
+    let closed = mock.wait_peer_closed(0, secs(3));
     assert!(
-        closed.duration_since(t0) < secs(2),
-        "connection closed {:?} after the interrupt",
-        closed.duration_since(t0)
+        closed.is_some(),
+        "the mock never saw its connection closed after the interrupt"
     );
     let rows = wait_rows(&g, &s.stored, "the interrupted assistant row", |r| {
         r.iter()
@@ -1440,14 +1420,9 @@ fn shutdown_mid_stream_closes_the_request_and_keeps_the_partial_text() {
     let _start = submit(&mut g, &s.id, "talk until stopped");
     g.wait_session_event(&s.id, "message.delta", T);
     g.collect_for(ms(150));
-    let t0 = Instant::now();
     g.signal(libc::SIGTERM);
-    let st = g.wait_exit(secs(10));
-    assert!(
-        t0.elapsed() < secs(5),
-        "shutdown took {:?} (status {st:?})",
-        t0.elapsed()
-    );
+    // Out well before the stream (40 s) would end.
+    g.wait_exit(secs(10));
     assert!(
         mock.wait_peer_closed(0, secs(3)).is_some(),
         "the request must be closed at shutdown"
@@ -1747,7 +1722,6 @@ fn interrupt_while_waiting_for_the_first_byte() {
     let s = g.create_session(json!({}));
     let start = submit(&mut g, &s.id, "wait for it");
     mock.wait_requests(1, T);
-    let t0 = Instant::now();
     g.call("session.interrupt", json!({"session_id": s.id}));
     let t = g.finish_turn(&s.id, start, secs(5));
     assert_eq!(
@@ -1755,10 +1729,10 @@ fn interrupt_while_waiting_for_the_first_byte() {
         "{}",
         t.complete
     );
-    let closed = mock
-        .wait_peer_closed(0, secs(3))
-        .unwrap_or_else(|| panic!("connection still open after the interrupt"));
-    assert!(closed.duration_since(t0) < secs(2));
+    assert!(
+        mock.wait_peer_closed(0, secs(3)).is_some(),
+        "connection still open after the interrupt"
+    );
     let t = g.run_turn(&s.id, "again");
     assert_streamed_turn(&t, &s.id, "ok");
 }
@@ -1791,7 +1765,6 @@ fn tls_large_request_to_a_silent_server_keeps_the_loop_alive() {
         .start();
     let s = g.create_session(json!({}));
     let prompt = "x".repeat(200 * 1024);
-    let t0 = Instant::now();
     let start = g.frames.len();
     let sub = g.send_request("prompt.submit", json!({"session_id": s.id, "text": prompt}));
     let r = g
@@ -1812,9 +1785,9 @@ fn tls_large_request_to_a_silent_server_keeps_the_loop_alive() {
         "ping not answered within 3 s while a large https request is pending: the loop is stuck\n{}",
         g.diag()
     );
-    let (_t, err) = finish_error_turn(&mut g, &s.id, start, secs(15));
-    assert_err_mentions(&err, &["timed out"]);
-    assert!(t0.elapsed() < secs(10), "took {:?}", t0.elapsed());
+    // One of the 2 s timeouts ends the turn.
+    let (_t, err) = finish_error_turn(&mut g, &s.id, start, secs(10));
+    assert_err_mentions(&err, &["timed out", "after 2s"]);
 }
 
 /// The cap on `Retry-After` (a server asking for an hour must not stall the turn for an hour).

@@ -152,8 +152,7 @@ impl Client {
         code: i64,
         message: &str,
     ) -> Result<(), ClientError> {
-        let error = json!({"code": code, "message": message});
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "error": error}))
+        self.send(&error_response(id, code, message))
     }
 
     /// One frame and its newline.
@@ -467,6 +466,11 @@ pub fn default_signals(cmd: &mut Command) -> &mut Command {
 /// `{"jsonrpc":"2.0","id":…,"method":…,"params":…}`.
 pub fn request(id: &Value, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// `{"jsonrpc":"2.0","id":…,"error":{"code":…,"message":…}}`: a refusal of request `id`.
+pub fn error_response(id: &Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
 /// A line of the gateway's output as a JSON object; anything else (not JSON, arrays) is `None`.

@@ -17,10 +17,11 @@ use crate::tools::{
 };
 use crate::util;
 
-/// What the tools side calls when a run of a job ends or an approval is answered.
+/// What the tools side calls when a run of a job ends, an approval or a question is answered.
 pub(crate) const TURN_HOOKS: TurnHooks = TurnHooks {
     run_ended,
     approval_answered,
+    question_answered,
 };
 
 struct TurnEffects<'a> {
@@ -100,6 +101,11 @@ fn approval_answered(gw: &mut Gateway, rid: &str, answer: Answer, now: Instant) 
         Answer::Allow => m.approved(),
         Answer::Deny(result) => m.finished(result),
     });
+}
+
+/// The user (or the timeout) answered the question of `job`: its tool goes on with it.
+fn question_answered(gw: &mut Gateway, job: JobId, answer: UserAnswer, now: Instant) {
+    step_job(gw, job, Some(answer), now);
 }
 
 /// A run of a job ended: the tool makes the call's result of it, and the turn goes on.

@@ -3,15 +3,14 @@
 //! that declared `server_requests`. `always` approvals persist in
 //! `$HERMES_HOME/tui_gateway_approvals.json`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{Ask, ToolResult};
+use super::{Ask, ToolResult, asked};
 use crate::event_loop::{Gateway, Timer};
-use crate::timer::TimerId;
 use crate::util;
 
 pub const CHOICES: [&str; 4] = ["once", "session", "always", "deny"];
@@ -28,19 +27,20 @@ fn answered(gw: &mut Gateway, rid: &str, answer: Answer, now: Instant) {
     (gw.tools.hooks.approval_answered)(gw, rid, answer, now);
 }
 
-struct Pending {
-    rid: String,
-    rule: &'static str,
-    /// The server-request id when asked in that form.
-    srq_id: Option<String>,
-    timer: TimerId,
-}
+/// How approvals are asked; each waits with the rule it would approve.
+const FORM: asked::Form<&'static str> = asked::Form {
+    method: "approval",
+    event: "approval.request",
+    prefix: "apr",
+    timeout: Timer::ApprovalTimeout,
+    asked: |tools| &mut tools.approvals.pending,
+};
 
 /// Bound on the saved "always" list we read at start.
 const ALWAYS_FILE_MAX: u64 = 1024 * 1024;
 
 pub struct Approvals {
-    pending: HashMap<String, Pending>,
+    pending: asked::Asked<&'static str>,
     always: BTreeSet<String>,
     path: PathBuf,
 }
@@ -63,7 +63,7 @@ impl Approvals {
             })
             .unwrap_or_default();
         Approvals {
-            pending: HashMap::new(),
+            pending: Default::default(),
             always,
             path,
         }
@@ -86,38 +86,14 @@ pub fn pre_approved(gw: &Gateway, rid: &str, rule: &str) -> bool {
 
 /// Ask the user about a dangerous call; the turn waits. Returns the request's id.
 pub fn ask(gw: &mut Gateway, rid: &str, ask: &Ask, now: Instant) -> String {
-    let request_id = format!("apr-{}", util::random_hex(12));
     let payload = json!({
-        "request_id": request_id,
         // Shown to a person who decides on it: a CR or `ESC[2K` must not hide what bash runs.
         "command": util::printable(&ask.command),
         "description": util::printable(&ask.description),
         "choices": CHOICES,
     });
-    let srq_id = if gw.outbox().takes_server_requests() {
-        let id = format!("srq-{}", util::random_hex(12));
-        let mut params = payload.clone();
-        params["session_id"] = json!(rid);
-        gw.outbox().server_request(&id, "approval", &params);
-        Some(id)
-    } else {
-        gw.emit(rid, "approval.request", payload);
-        None
-    };
-    let timer = gw.timers.insert(
-        now + gw.cfg.approval_timeout,
-        Timer::ApprovalTimeout(request_id.clone()),
-    );
-    gw.tools.approvals.pending.insert(
-        request_id.clone(),
-        Pending {
-            rid: rid.to_string(),
-            rule: ask.rule,
-            srq_id,
-            timer,
-        },
-    );
-    request_id
+    let deadline = now + gw.cfg.approval_timeout;
+    asked::put(gw, &FORM, rid, payload, deadline, ask.rule)
 }
 
 /// `approval.respond`: resolve the session's pending approvals (the named one, if given).
@@ -128,14 +104,11 @@ pub fn respond(
     request_id: Option<&str>,
     now: Instant,
 ) -> usize {
-    let ids: Vec<String> = gw
+    let ids = gw
         .tools
         .approvals
         .pending
-        .iter()
-        .filter(|(id, p)| p.rid == rid && request_id.is_none_or(|want| want == id.as_str()))
-        .map(|(id, _)| id.clone())
-        .collect();
+        .ids(|id, p| p.rid == rid && request_id.is_none_or(|want| want == id));
     for id in &ids {
         resolve(gw, id, choice, now);
     }
@@ -144,15 +117,7 @@ pub fn respond(
 
 /// An answer to an `approval` server request. False if no approval asked with that id.
 pub fn on_answer(gw: &mut Gateway, id: &Value, result: Result<Value, Value>, now: Instant) -> bool {
-    let Some(srq) = id.as_str() else { return false };
-    let Some(request_id) = gw
-        .tools
-        .approvals
-        .pending
-        .iter()
-        .find(|(_, p)| p.srq_id.as_deref() == Some(srq))
-        .map(|(id, _)| id.clone())
-    else {
+    let Some(request_id) = gw.tools.approvals.pending.by_server_request(id) else {
         return false;
     };
     let choice = match &result {
@@ -165,51 +130,37 @@ pub fn on_answer(gw: &mut Gateway, id: &Value, result: Result<Value, Value>, now
 
 /// The session an approval request belongs to.
 pub fn owner_session(gw: &Gateway, request_id: &str) -> Option<String> {
-    gw.tools
-        .approvals
-        .pending
-        .get(request_id)
-        .map(|p| p.rid.clone())
+    gw.tools.approvals.pending.owner(request_id)
 }
 
 /// No answer in time: withdraw and deny.
 pub fn expire(gw: &mut Gateway, request_id: &str, now: Instant) {
-    let rid = owner_session(gw, request_id);
-    if let (Some(rid), Some(denial)) = (rid, withdraw_quietly(gw, request_id, "timeout")) {
-        answered(gw, &rid, Answer::Deny(denial), now);
-    }
+    let Some(p) = asked::withdraw(gw, &FORM, request_id, "timeout") else {
+        return;
+    };
+    answered(gw, &p.rid, Answer::Deny(denial("no answer (timeout)")), now);
 }
 
 /// Withdraw an unanswered request (`request.cancel`); returns the denial for the caller to
 /// finish the call with.
 pub fn withdraw_quietly(gw: &mut Gateway, request_id: &str, reason: &str) -> Option<ToolResult> {
-    let p = gw.tools.approvals.pending.get(request_id)?;
-    let (rid, id) = (
-        p.rid.clone(),
-        p.srq_id.clone().unwrap_or_else(|| request_id.to_string()),
-    );
-    gw.emit(
-        &rid,
-        "request.cancel",
-        json!({"id": id, "method": "approval", "reason": reason}),
-    );
-    take(gw, request_id)?;
+    asked::withdraw(gw, &FORM, request_id, reason)?;
     Some(denial(&format!("no answer ({reason})")))
 }
 
 fn resolve(gw: &mut Gateway, request_id: &str, choice: &str, now: Instant) {
     match choice {
         "once" | "session" | "always" => {
-            let Some(p) = take(gw, request_id) else {
+            let Some(p) = asked::take(gw, &FORM, request_id) else {
                 return;
             };
             if choice == "session"
                 && let Some(s) = gw.sessions.get_mut(&p.rid)
             {
-                s.approved_rules.push(p.rule.to_string());
+                s.approved_rules.push(p.about.to_string());
             }
             if choice == "always" {
-                gw.tools.approvals.always.insert(p.rule.to_string());
+                gw.tools.approvals.always.insert(p.about.to_string());
                 if let Err(e) = gw.tools.approvals.save() {
                     crate::diag!("[gateway] could not save the approval: {e}");
                 }
@@ -219,12 +170,6 @@ fn resolve(gw: &mut Gateway, request_id: &str, choice: &str, now: Instant) {
         "deny" => deny(gw, request_id, "denied by the user", now),
         other => deny(gw, request_id, &format!("unknown choice {other:?}"), now),
     }
-}
-
-fn take(gw: &mut Gateway, request_id: &str) -> Option<Pending> {
-    let p = gw.tools.approvals.pending.remove(request_id)?;
-    gw.timers.cancel(p.timer);
-    Some(p)
 }
 
 /// The result of a call the user did not approve.
@@ -237,7 +182,7 @@ fn denial(why: &str) -> ToolResult {
 }
 
 fn deny(gw: &mut Gateway, request_id: &str, why: &str, now: Instant) {
-    let Some(p) = take(gw, request_id) else {
+    let Some(p) = asked::take(gw, &FORM, request_id) else {
         return;
     };
     answered(gw, &p.rid, Answer::Deny(denial(why)), now);

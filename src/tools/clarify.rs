@@ -4,82 +4,54 @@
 //! request for clients that declared `server_requests`; withdrawn (`request.cancel`) on
 //! interrupt, and answered as "no answer" after `clarify_timeout`.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{JobId, Question, Start, Tool, ToolContext, ToolResult, UserAnswer};
+use super::{JobId, Question, Start, Tool, ToolContext, ToolResult, UserAnswer, asked};
 use crate::event_loop::{Gateway, Timer};
-use crate::timer::TimerId;
 use crate::util;
 
 /// Hermes offers at most this many choices (the TUI adds "Other").
 const MAX_CHOICES: usize = 4;
 
-struct Pending {
-    rid: String,
-    job: JobId,
-    srq_id: Option<String>,
-    timer: TimerId,
-}
+/// How questions are asked; each waits with the job it steps.
+const FORM: asked::Form<JobId> = asked::Form {
+    method: "clarify",
+    event: "clarify.request",
+    prefix: "clr",
+    timeout: Timer::ClarifyTimeout,
+    asked: |tools| &mut tools.questions,
+};
 
-/// The questions awaiting an answer, by request id.
-#[derive(Default)]
-pub struct Questions {
-    pending: HashMap<String, Pending>,
-}
+/// The questions awaiting an answer.
+pub type Questions = asked::Asked<JobId>;
 
 /// Put `q` to the user of session `rid` for `job`; its answer steps the job.
 pub(crate) fn ask(gw: &mut Gateway, rid: &str, job: JobId, q: &Question, now: Instant) {
-    let request_id = format!("clr-{}", util::random_hex(12));
     let choices = (!q.choices.is_empty()).then(|| q.choices.clone());
-    let payload = json!({"request_id": request_id, "question": q.question, "choices": choices});
-    let srq_id = if gw.outbox().takes_server_requests() {
-        let id = format!("srq-{}", util::random_hex(12));
-        let mut params = payload.clone();
-        params["session_id"] = json!(rid);
-        gw.outbox().server_request(&id, "clarify", &params);
-        Some(id)
-    } else {
-        gw.emit(rid, "clarify.request", payload);
-        None
-    };
-    let timer = gw.timers.insert(
-        now + gw.cfg.clarify_timeout,
-        Timer::ClarifyTimeout(request_id.clone()),
-    );
-    gw.tools.questions.pending.insert(
-        request_id,
-        Pending {
-            rid: rid.to_string(),
-            job,
-            srq_id,
-            timer,
-        },
-    );
+    let payload = json!({"question": q.question, "choices": choices});
+    let deadline = now + gw.cfg.clarify_timeout;
+    asked::put(gw, &FORM, rid, payload, deadline, job);
+}
+
+/// The job waiting on the question has its answer.
+fn answered(gw: &mut Gateway, job: JobId, answer: UserAnswer, now: Instant) {
+    (gw.tools.hooks.question_answered)(gw, job, answer, now);
 }
 
 /// `clarify.respond {request_id, answer}`: false when no such question waits.
 pub fn respond(gw: &mut Gateway, request_id: &str, answer: &str, now: Instant) -> bool {
-    let Some(p) = take(gw, request_id) else {
+    let Some(p) = asked::take(gw, &FORM, request_id) else {
         return false;
     };
-    crate::session::calls::step_job(gw, p.job, Some(UserAnswer::Text(answer.into())), now);
+    answered(gw, p.about, UserAnswer::Text(answer.into()), now);
     true
 }
 
 /// An answer to a `clarify` server request; false if no question was asked with that id.
 pub fn on_answer(gw: &mut Gateway, id: &Value, result: Result<Value, Value>, now: Instant) -> bool {
-    let Some(srq) = id.as_str() else { return false };
-    let Some(request_id) = gw
-        .tools
-        .questions
-        .pending
-        .iter()
-        .find(|(_, p)| p.srq_id.as_deref() == Some(srq))
-        .map(|(id, _)| id.clone())
-    else {
+    let Some(request_id) = gw.tools.questions.by_server_request(id) else {
         return false;
     };
     let answer = match &result {
@@ -92,54 +64,21 @@ pub fn on_answer(gw: &mut Gateway, id: &Value, result: Result<Value, Value>, now
 
 /// The session a question belongs to.
 pub fn owner_session(gw: &Gateway, request_id: &str) -> Option<String> {
-    gw.tools
-        .questions
-        .pending
-        .get(request_id)
-        .map(|p| p.rid.clone())
+    gw.tools.questions.owner(request_id)
 }
 
 /// No answer in time: the question is withdrawn and the call reads that nobody answered.
 pub fn expire(gw: &mut Gateway, request_id: &str, now: Instant) {
-    let Some(p) = gw.tools.questions.pending.get(request_id) else {
-        return;
-    };
-    let job = p.job;
-    withdraw(gw, request_id, "timeout");
-    crate::session::calls::step_job(gw, job, Some(UserAnswer::Timeout), now);
+    if let Some(p) = asked::withdraw(gw, &FORM, request_id, "timeout") {
+        answered(gw, p.about, UserAnswer::Timeout, now);
+    }
 }
 
 /// Withdraw the question `job` waits on, if any (its call was interrupted or finished).
 pub(crate) fn withdraw_for_job(gw: &mut Gateway, job: JobId, reason: &str) {
-    let ids: Vec<String> = gw
-        .tools
-        .questions
-        .pending
-        .iter()
-        .filter(|(_, p)| p.job == job)
-        .map(|(id, _)| id.clone())
-        .collect();
-    for id in ids {
-        withdraw(gw, &id, reason);
+    for id in gw.tools.questions.ids(|_, p| p.about == job) {
+        asked::withdraw(gw, &FORM, &id, reason);
     }
-}
-
-fn withdraw(gw: &mut Gateway, request_id: &str, reason: &str) {
-    let Some(p) = take(gw, request_id) else {
-        return;
-    };
-    let id = p.srq_id.unwrap_or_else(|| request_id.to_string());
-    gw.emit(
-        &p.rid,
-        "request.cancel",
-        json!({"id": id, "method": "clarify", "reason": reason}),
-    );
-}
-
-fn take(gw: &mut Gateway, request_id: &str) -> Option<Pending> {
-    let p = gw.tools.questions.pending.remove(request_id)?;
-    gw.timers.cancel(p.timer);
-    Some(p)
 }
 
 /// Hermes' `clarify {question, choices?}`: asks and waits for the user's answer.

@@ -9,6 +9,7 @@
 
 pub mod alone;
 pub mod approval;
+pub mod asked;
 pub mod clarify;
 pub mod files;
 pub mod memory;

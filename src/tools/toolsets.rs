@@ -81,7 +81,7 @@ impl Offered {
             return Ok(());
         };
         let text = json!({ "disabled": self.disabled }).to_string();
-        crate::util::write_atomic(path, text.as_bytes(), 0o600)
+        crate::private_file::replace_keeping_mode(path, text.as_bytes(), 0o600)
     }
 }
 

@@ -14,7 +14,7 @@ use std::time::Instant;
 use nix::fcntl::OFlag;
 use serde_json::Value;
 
-use crate::client::{Lines, parse_frame, request};
+use crate::client::{Lines, error_response, parse_frame, request};
 use crate::{Config, Gateway, Io};
 
 /// Events per poll.
@@ -64,19 +64,17 @@ impl Embedded {
     pub fn request(&mut self, method: &str, params: Value) -> String {
         self.next_id += 1;
         let id = format!("x{}", self.next_id);
-        let frame = request(&Value::String(id.clone()), method, params);
-        if let Some(gateway) = &mut self.gateway {
-            gateway.handle_frame(frame.to_string().as_bytes());
-            self.handed = true;
-        }
+        self.hand(&request(&Value::String(id.clone()), method, params));
         id
     }
 
     /// Answers a server request with an error (we announce no server-request support).
     pub fn refuse(&mut self, id: &Value, message: &str) {
-        let frame = serde_json::json!({
-            "jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": message},
-        });
+        self.hand(&error_response(id, -32601, message));
+    }
+
+    /// A frame to the gateway, as if read from its input (dropped once it has exited).
+    fn hand(&mut self, frame: &Value) {
         if let Some(gateway) = &mut self.gateway {
             gateway.handle_frame(frame.to_string().as_bytes());
             self.handed = true;

@@ -2,14 +2,13 @@
 //! totals. The file is read in chunks across steps ([`ToolContext::again`]), so a huge file
 //! never holds the loop for longer than the step budget.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::{int_arg, resolve, shown, string_arg};
+use super::{Advance, Stepped, int_arg, resolve, shown, string_arg};
 use crate::tools::{JobId, Start, Tool, ToolContext, ToolResult};
 
 const DEFAULT_LIMIT: i64 = 500;
@@ -32,7 +31,7 @@ const IMAGE_EXTENSIONS: [&str; 8] = ["png", "jpg", "jpeg", "gif", "bmp", "ico", 
 
 #[derive(Default)]
 pub struct ReadFile {
-    reading: HashMap<JobId, Reading>,
+    reading: Stepped<Reading>,
 }
 
 /// A page being read.
@@ -85,52 +84,6 @@ impl Reading {
         self.line += 1;
     }
 
-    /// Read on until the deadline: the result once the file has been read to its end.
-    fn advance(&mut self, ctx: &ToolContext<'_>) -> Option<ToolResult> {
-        loop {
-            let n = match self.file.read(&mut self.buf) {
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Some(ToolResult::error(format!("Failed to read file: {e}"))),
-            };
-            if n == 0 {
-                return Some(self.finish());
-            }
-            let mut chunk = &self.buf[..n];
-            if !self.bom_checked {
-                self.bom_checked = true;
-                chunk = chunk.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(chunk);
-            }
-            let chunk = chunk.to_vec();
-            let mut rest = &chunk[..];
-            while !rest.is_empty() {
-                let nl = rest.iter().position(|b| *b == b'\n');
-                let (piece, next) = match nl {
-                    Some(i) => (&rest[..i], Some(&rest[i + 1..])),
-                    None => (rest, None),
-                };
-                if self.on_page(self.line) && self.partial.len() < MAX_LINE * 4 {
-                    let room = MAX_LINE * 4 - self.partial.len();
-                    self.partial
-                        .extend_from_slice(&piece[..piece.len().min(room)]);
-                } else if !piece.is_empty() && self.partial.is_empty() {
-                    // Off the page: only that the line has bytes matters (it counts).
-                    self.partial.push(b' ');
-                }
-                match next {
-                    Some(after) => {
-                        self.end_line();
-                        rest = after;
-                    }
-                    None => break,
-                }
-            }
-            if ctx.out_of_time() {
-                return None;
-            }
-        }
-    }
-
     fn finish(&mut self) -> ToolResult {
         if !self.partial.is_empty() {
             self.end_line();
@@ -176,6 +129,54 @@ impl Reading {
             summary = format!("{} lines {}-{total} of {total}", self.shown, self.offset);
         }
         ToolResult::new(content, summary)
+    }
+}
+
+impl Advance for Reading {
+    /// Read on until the deadline: the result once the file has been read to its end.
+    fn advance(&mut self, ctx: &ToolContext<'_>) -> Option<ToolResult> {
+        loop {
+            let n = match self.file.read(&mut self.buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Some(ToolResult::error(format!("Failed to read file: {e}"))),
+            };
+            if n == 0 {
+                return Some(self.finish());
+            }
+            let mut chunk = &self.buf[..n];
+            if !self.bom_checked {
+                self.bom_checked = true;
+                chunk = chunk.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(chunk);
+            }
+            let chunk = chunk.to_vec();
+            let mut rest = &chunk[..];
+            while !rest.is_empty() {
+                let nl = rest.iter().position(|b| *b == b'\n');
+                let (piece, next) = match nl {
+                    Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+                    None => (rest, None),
+                };
+                if self.on_page(self.line) && self.partial.len() < MAX_LINE * 4 {
+                    let room = MAX_LINE * 4 - self.partial.len();
+                    self.partial
+                        .extend_from_slice(&piece[..piece.len().min(room)]);
+                } else if !piece.is_empty() && self.partial.is_empty() {
+                    // Off the page: only that the line has bytes matters (it counts).
+                    self.partial.push(b' ');
+                }
+                match next {
+                    Some(after) => {
+                        self.end_line();
+                        rest = after;
+                    }
+                    None => break,
+                }
+            }
+            if ctx.out_of_time() {
+                return None;
+            }
+        }
     }
 }
 
@@ -289,35 +290,15 @@ impl Tool for ReadFile {
         };
         reading.offset = offset;
         reading.limit = limit;
-        match reading.advance(ctx) {
-            Some(result) => Start::Done(result),
-            None => {
-                self.reading.insert(ctx.job, reading);
-                ctx.again();
-                Start::Later
-            }
-        }
+        self.reading.start(ctx, reading)
     }
 
     fn step(&mut self, ctx: &mut ToolContext<'_>, _args: &Value) -> Option<ToolResult> {
-        let Some(reading) = self.reading.get_mut(&ctx.job) else {
-            return Some(ToolResult::error("read_file: the read was lost"));
-        };
-        match reading.advance(ctx) {
-            Some(result) => {
-                self.reading.remove(&ctx.job);
-                Some(result)
-            }
-            None => {
-                ctx.again();
-                None
-            }
-        }
+        self.reading.step(ctx, "read_file: the read was lost")
     }
 
     fn cancel(&mut self, job: JobId) -> Option<ToolResult> {
-        self.reading.remove(&job);
-        Some(ToolResult::error("interrupted"))
+        self.reading.cancel(job)
     }
 }
 

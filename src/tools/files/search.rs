@@ -4,13 +4,12 @@
 //! not searched) and goes on across steps, each within the step budget, so a tree of any size
 //! never holds the loop. What is kept is bounded by `offset + limit`; totals count everything.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
 use serde_json::{Map, Value, json};
 
-use super::{int_arg, resolve, shown};
+use super::{Advance, Stepped, int_arg, resolve, shown};
 use crate::tools::{JobId, Start, Tool, ToolContext, ToolResult};
 
 const DEFAULT_LIMIT: i64 = 50;
@@ -25,7 +24,7 @@ const SAMPLE: usize = 8 * 1024;
 
 #[derive(Default)]
 pub struct SearchFiles {
-    searches: HashMap<JobId, Search>,
+    searches: Stepped<Search>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -56,37 +55,6 @@ struct Search {
 impl Search {
     fn keep(&self) -> usize {
         self.offset + self.limit
-    }
-
-    /// Walk on until the deadline; the result once the walk is over.
-    fn advance(&mut self, ctx: &ToolContext<'_>) -> Option<ToolResult> {
-        while let Some(entry) = self.walk.next() {
-            let Ok(entry) = entry else { continue };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                continue;
-            }
-            let path = entry.path().to_path_buf();
-            match self.mode {
-                Mode::Names => {
-                    self.total += 1;
-                    let mtime = entry
-                        .metadata()
-                        .ok()
-                        .and_then(|m| m.modified().ok())
-                        .unwrap_or(std::time::UNIX_EPOCH);
-                    self.files.push((shown(&self.cwd, &path), mtime));
-                    // Newest first: keep the newest `keep` only.
-                    if self.files.len() > self.keep() * 2 + 64 {
-                        self.trim_files();
-                    }
-                }
-                _ => self.search_file(&path),
-            }
-            if ctx.out_of_time() {
-                return None;
-            }
-        }
-        Some(self.finish())
     }
 
     fn trim_files(&mut self) {
@@ -189,6 +157,39 @@ impl Search {
     }
 }
 
+impl Advance for Search {
+    /// Walk on until the deadline; the result once the walk is over.
+    fn advance(&mut self, ctx: &ToolContext<'_>) -> Option<ToolResult> {
+        while let Some(entry) = self.walk.next() {
+            let Ok(entry) = entry else { continue };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                continue;
+            }
+            let path = entry.path().to_path_buf();
+            match self.mode {
+                Mode::Names => {
+                    self.total += 1;
+                    let mtime = entry
+                        .metadata()
+                        .ok()
+                        .and_then(|m| m.modified().ok())
+                        .unwrap_or(std::time::UNIX_EPOCH);
+                    self.files.push((shown(&self.cwd, &path), mtime));
+                    // Newest first: keep the newest `keep` only.
+                    if self.files.len() > self.keep() * 2 + 64 {
+                        self.trim_files();
+                    }
+                }
+                _ => self.search_file(&path),
+            }
+            if ctx.out_of_time() {
+                return None;
+            }
+        }
+        Some(self.finish())
+    }
+}
+
 impl Tool for SearchFiles {
     fn name(&self) -> &str {
         "search_files"
@@ -224,39 +225,19 @@ impl Tool for SearchFiles {
     }
 
     fn start(&mut self, ctx: &mut ToolContext<'_>, args: &Value) -> Start {
-        let mut search = match plan(ctx, args) {
+        let search = match plan(ctx, args) {
             Ok(s) => s,
             Err(e) => return Start::Done(ToolResult::error(e)),
         };
-        match search.advance(ctx) {
-            Some(result) => Start::Done(result),
-            None => {
-                self.searches.insert(ctx.job, search);
-                ctx.again();
-                Start::Later
-            }
-        }
+        self.searches.start(ctx, search)
     }
 
     fn step(&mut self, ctx: &mut ToolContext<'_>, _args: &Value) -> Option<ToolResult> {
-        let Some(search) = self.searches.get_mut(&ctx.job) else {
-            return Some(ToolResult::error("search_files: the search was lost"));
-        };
-        match search.advance(ctx) {
-            Some(result) => {
-                self.searches.remove(&ctx.job);
-                Some(result)
-            }
-            None => {
-                ctx.again();
-                None
-            }
-        }
+        self.searches.step(ctx, "search_files: the search was lost")
     }
 
     fn cancel(&mut self, job: JobId) -> Option<ToolResult> {
-        self.searches.remove(&job);
-        Some(ToolResult::error("interrupted"))
+        self.searches.cancel(job)
     }
 }
 
