@@ -120,11 +120,7 @@ fn the_hosts_own_tool_is_offered_and_its_result_lands_in_the_transcript() {
     assert_eq!(shown["total"], 10, "{shown}");
 
     let turn = gw.run_turn(&s.id, r#"%host_note {"text": "buy milk"}"#);
-    let done = turn
-        .events
-        .iter()
-        .find(|e| e["type"] == "tool.complete")
-        .unwrap_or_else(|| panic!("no tool.complete: {:?}", turn.events));
+    let done = turn.event("tool.complete");
     let p = &done["payload"];
     assert_eq!(p["name"], "host_note", "{p}");
     assert_eq!(p["result"]["kept"], "buy milk", "{p}");
@@ -167,11 +163,7 @@ fn the_hosts_tool_finishes_later_from_its_own_thread() {
         .start();
     let s = gw.create_session(json!({}));
     let turn = gw.run_turn(&s.id, r#"%host_sum {"n": 100000}"#);
-    let done = turn
-        .events
-        .iter()
-        .find(|e| e["type"] == "tool.complete")
-        .unwrap_or_else(|| panic!("no tool.complete: {:?}", turn.events));
+    let done = turn.event("tool.complete");
     assert_eq!(done["payload"]["result"]["sum"], 5_000_050_000u64, "{done}");
     assert_eq!(done["payload"]["summary"], "sum 5000050000");
     let rows = message_rows(&gw.db_path(), &s.stored);

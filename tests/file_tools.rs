@@ -48,12 +48,7 @@ impl Bench {
             "{:?}",
             turn.events
         );
-        let done = turn
-            .events
-            .iter()
-            .find(|e| e["type"] == "tool.complete")
-            .unwrap_or_else(|| panic!("no tool.complete: {:?}", turn.events))["payload"]
-            .clone();
+        let done = turn.event("tool.complete")["payload"].clone();
         assert_eq!(done["name"], tool, "{done}");
         let rows = message_rows(&self.g.db_path(), &self.stored);
         let row = rows
@@ -324,11 +319,7 @@ fn the_todo_list_is_in_tool_complete_and_comes_back_on_resume() {
     let plan = json!({"todos": [{"id": "1", "content": "read the code", "status": "in_progress"},
                                 {"id": "2", "content": "fix it", "status": "pending"}]});
     let turn = g.run_turn(&s.id, &format!("%todo {plan}"));
-    let done = turn
-        .events
-        .iter()
-        .find(|e| e["type"] == "tool.complete")
-        .unwrap();
+    let done = turn.event("tool.complete");
     assert_eq!(done["payload"]["todos"][1]["content"], "fix it", "{done}");
     assert_eq!(done["payload"]["result"]["summary"]["total"], 2);
     g.close_stdin();
@@ -341,11 +332,7 @@ fn the_todo_list_is_in_tool_complete_and_comes_back_on_resume() {
         &sid,
         r#"%todo {"merge": true, "todos": [{"id": "1", "status": "completed"}]}"#,
     );
-    let done = turn
-        .events
-        .iter()
-        .find(|e| e["type"] == "tool.complete")
-        .unwrap();
+    let done = turn.event("tool.complete");
     let todos = &done["payload"]["todos"];
     assert_eq!(
         todos[0],
@@ -373,11 +360,7 @@ fn clarify_asks_the_user_and_times_out_or_is_withdrawn() {
     );
     assert_eq!(r, json!({"status": "ok"}));
     let turn = b.g.finish_turn(&b.sid, start, T);
-    let done = turn
-        .events
-        .iter()
-        .find(|e| e["type"] == "tool.complete")
-        .unwrap();
+    let done = turn.event("tool.complete");
     assert_eq!(done["payload"]["result"]["user_response"], "prod", "{done}");
     b.g.expect_code(
         "clarify.respond",
@@ -391,11 +374,7 @@ fn clarify_asks_the_user_and_times_out_or_is_withdrawn() {
     let cancel = b.g.wait_session_event(&b.sid, "request.cancel", T);
     assert_eq!(cancel["payload"]["method"], "clarify");
     let turn = b.g.finish_turn(&b.sid, start, T);
-    let done = turn
-        .events
-        .iter()
-        .find(|e| e["type"] == "tool.complete")
-        .unwrap();
+    let done = turn.event("tool.complete");
     assert_eq!(done["payload"]["result"]["user_response"], "");
     assert_eq!(done["payload"]["summary"], "no answer (timed out)");
 
@@ -484,11 +463,7 @@ fn the_models_patch_call_round_trips_with_the_system_prompt_and_toolsets() {
     let s = g.create_session(json!({"cwd": work.path.to_str().unwrap()}));
     let turn = g.run_turn(&s.id, "rename old to new");
     assert_eq!(turn.complete["payload"]["status"], "complete");
-    let done = turn
-        .events
-        .iter()
-        .find(|e| e["type"] == "tool.complete")
-        .unwrap();
+    let done = turn.event("tool.complete");
     assert!(
         done["payload"]["inline_diff"]
             .as_str()

@@ -302,6 +302,16 @@ pub struct Turn {
     pub events: Vec<Value>,
 }
 
+impl Turn {
+    /// The turn's first event of type `ty` (panics naming the events when there is none).
+    pub fn event(&self, ty: &str) -> &Value {
+        self.events
+            .iter()
+            .find(|e| e["type"] == ty)
+            .unwrap_or_else(|| panic!("no {ty}: {:?}", self.events))
+    }
+}
+
 impl Gateway {
     pub fn builder() -> GatewayBuilder {
         GatewayBuilder {
