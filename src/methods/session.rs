@@ -226,12 +226,15 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     Ok(v)
 }
 
+/// A read of state.db that failed, as the client is told.
+fn unreadable(e: StoreError) -> RpcError {
+    RpcError::new(code::INTERNAL, format!("cannot read state.db: {e}"))
+}
+
 /// A stored session, by id or title, unless another running gateway holds it open (4023: two
 /// gateways writing one transcript would interleave it). One a dead gateway left open is
 /// repaired first, as start-up repair would have.
 fn load_unheld(gw: &mut Gateway, wanted: &str) -> Result<StoredSession, RpcError> {
-    let unreadable =
-        |e: StoreError| RpcError::new(code::INTERNAL, format!("cannot read state.db: {e}"));
     let missing = || {
         RpcError::new(
             code::STORED_NOT_FOUND,
@@ -331,11 +334,7 @@ pub fn list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
         offset,
         ..ListFilter::default()
     };
-    let rows = gw
-        .persist
-        .store()
-        .list(&filter)
-        .map_err(|e| RpcError::new(code::INTERNAL, format!("cannot read state.db: {e}")))?;
+    let rows = gw.persist.store().list(&filter).map_err(unreadable)?;
     let sessions: Vec<Value> = rows
         .into_iter()
         .map(|r| {
@@ -351,7 +350,7 @@ pub fn most_recent(gw: &mut Gateway) -> Result<Value, RpcError> {
         .persist
         .store()
         .list(&ListFilter::first(1))
-        .map_err(|e| RpcError::new(code::INTERNAL, format!("cannot read state.db: {e}")))?;
+        .map_err(unreadable)?;
     Ok(match rows.into_iter().next() {
         Some(r) => {
             json!({"session_id": r.id, "title": r.title, "started_at": r.started_at, "source": r.source})

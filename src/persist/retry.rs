@@ -14,9 +14,8 @@ pub const FIRST_BACKOFF: Duration = Duration::from_millis(10);
 #[derive(Debug)]
 pub struct Retries {
     interval: Duration,
-    store_at: Option<Instant>,
-    /// The store's current wait between tries.
-    backoff: Duration,
+    /// While the store fails as a whole: when to try it next, and the wait that led there.
+    store: Option<(Instant, Duration)>,
     sessions: HashMap<String, Instant>,
 }
 
@@ -24,15 +23,14 @@ impl Retries {
     pub fn new(interval: Duration) -> Retries {
         Retries {
             interval,
-            store_at: None,
-            backoff: Duration::ZERO,
+            store: None,
             sessions: HashMap::new(),
         }
     }
 
     /// Whether the store may be tried now.
     pub fn store_due(&self, now: Instant) -> bool {
-        self.store_at.is_none_or(|at| now >= at)
+        self.store.is_none_or(|(at, _)| now >= at)
     }
 
     /// Whether this session may be tried now (its own wait, not the store's).
@@ -42,21 +40,16 @@ impl Retries {
 
     /// The store failed as a whole; true when that starts an outage.
     pub fn store_failed(&mut self, now: Instant) -> bool {
-        let starts = self.store_at.is_none();
-        self.backoff = if starts {
-            FIRST_BACKOFF
-        } else {
-            self.backoff * 2
-        }
-        .min(self.interval);
-        self.store_at = Some(now + self.backoff);
-        starts
+        let backoff = self
+            .store
+            .map_or(FIRST_BACKOFF, |(_, backoff)| backoff * 2)
+            .min(self.interval);
+        self.store.replace((now + backoff, backoff)).is_none()
     }
 
     /// The store took a commit; true when that ends an outage.
     pub fn store_ok(&mut self) -> bool {
-        self.backoff = Duration::ZERO;
-        self.store_at.take().is_some()
+        self.store.take().is_some()
     }
 
     /// One session's data was refused; true when it was not waiting already.
@@ -72,17 +65,19 @@ impl Retries {
     }
 
     pub fn store_failing(&self) -> bool {
-        self.store_at.is_some()
+        self.store.is_some()
     }
 
     /// The earliest retry time, if anything waits.
     pub fn next_due(&self) -> Option<Instant> {
-        self.sessions.values().chain(&self.store_at).min().copied()
+        let store = self.store.map(|(at, _)| at);
+        self.sessions.values().copied().chain(store).min()
     }
 
     /// Make everything due now (the final commit at shutdown).
     pub fn make_due(&mut self, now: Instant) {
-        for at in self.sessions.values_mut().chain(self.store_at.as_mut()) {
+        let store = self.store.as_mut().map(|(at, _)| at);
+        for at in self.sessions.values_mut().chain(store) {
             *at = (*at).min(now);
         }
     }

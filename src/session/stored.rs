@@ -32,6 +32,11 @@ impl Session {
                 .collect::<Vec<_>>()
         });
         let stored = self.persisted.messages.min(self.transcript.len());
+        // A streaming reply's partial-text checkpoint is a row the transcript has no message for yet.
+        let partial_row = self
+            .turn
+            .as_ref()
+            .is_some_and(|t| t.checkpoint_row.is_some());
         Delta {
             id: Cow::Borrowed(&self.stored_id),
             source: Cow::Borrowed(&self.source),
@@ -42,7 +47,7 @@ impl Session {
             started_at: self.started_at,
             ended_at,
             end_reason,
-            message_count: self.transcript.len() as i64,
+            message_count: (self.transcript.len() + usize::from(partial_row)) as i64,
             tool_call_count: self.tool_call_count as i64,
             input_tokens: self.input_tokens as i64,
             output_tokens: self.output_tokens as i64,
@@ -66,5 +71,41 @@ impl Session {
             messages: self.transcript.len(),
             live: self.ended.is_none(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{bare_session, turn::Turn};
+    use crate::store::{ListFilter, Store};
+    use crate::transcript::{Message, Role};
+
+    /// A commit writes the count it carries (the store never counts the rows on the commit's
+    /// path), so that count includes the row a streaming reply's partial text is checkpointed in.
+    #[test]
+    fn a_commit_mid_stream_counts_the_checkpoint_row() {
+        let dir = std::env::temp_dir().join(format!("tgw-count-{}", crate::util::random_hex(8)));
+        let mut store = Store::open(&dir.join("state.db"), "NORMAL").unwrap();
+        let count = |store: &Store| store.list(&ListFilter::first(1)).unwrap()[0].message_count;
+        let mut s = bare_session("r", "s");
+        s.append(Message::new(Role::User, Some("hi".into()), 1.0));
+        store.write(&[(s.delta(), None)]).unwrap();
+        s.persisted = s.committed_mark();
+        s.row_dirty = false;
+        assert_eq!(count(&store), 1);
+
+        let rows = store
+            .checkpoint_partials(&[("s", None, "streamed so far", 2.0)])
+            .unwrap();
+        assert_eq!(count(&store), 2);
+        let mut turn = Turn::new(mio::Token(1));
+        turn.checkpoint_row = Some(rows[0]);
+        s.turn = Some(turn);
+        // Renamed while the reply streams: the row is written again, the count with it.
+        s.title = Some("renamed".into());
+        s.row_dirty = true;
+        store.write(&[(s.delta(), None)]).unwrap();
+        assert_eq!(count(&store), 2);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

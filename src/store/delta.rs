@@ -33,6 +33,9 @@ pub struct Delta<'a> {
     pub started_at: f64,
     pub ended_at: Option<f64>,
     pub end_reason: Option<Cow<'a, str>>,
+    /// The rows the session has in `messages` once this delta is written (maintained here, so
+    /// a commit never counts them; a fold or a repair, which meet rows no delta accounts for,
+    /// recounts).
     pub message_count: i64,
     pub tool_call_count: i64,
     pub input_tokens: i64,
@@ -71,8 +74,14 @@ pub(super) fn write(
         a.cache_write_tokens as i64,
         a.reasoning_tokens as i64,
     );
-    // Hermes' accounting columns, the same in both statements (after the row's own).
-    let accounting: [&dyn ToSql; 8] = [
+    // The columns a commit may change, the same in both statements (after the row's own):
+    // its counts, then Hermes' accounting.
+    let changing: [&dyn ToSql; 13] = [
+        &d.message_count,
+        &d.tool_call_count,
+        &d.input_tokens,
+        &d.output_tokens,
+        &d.last_activity_at,
         &d.api_call_count,
         &cache_read,
         &cache_write,
@@ -83,45 +92,29 @@ pub(super) fn write(
         &d.billing_provider,
     ];
     if d.insert_row {
-        let row: [&dyn ToSql; 14] = [
+        let row: [&dyn ToSql; 9] = [
             &d.id,
             &d.source,
             &d.model,
             &d.title,
             &d.cwd,
+            &d.parent_session_id,
             &d.started_at,
             &d.ended_at,
             &d.end_reason,
-            &d.message_count,
-            &d.tool_call_count,
-            &d.input_tokens,
-            &d.output_tokens,
-            &d.last_activity_at,
-            &d.parent_session_id,
         ];
         tx.prepare_cached(
-            "INSERT INTO sessions (id, source, model, title, cwd, started_at, ended_at, end_reason,
-                 message_count, tool_call_count, input_tokens, output_tokens, last_activity_at,
-                 parent_session_id, api_call_count, cache_read_tokens, cache_write_tokens,
-                 reasoning_tokens, estimated_cost_usd, actual_cost_usd, cost_status, cost_source,
-                 billing_provider)
+            "INSERT INTO sessions (id, source, model, title, cwd, parent_session_id, started_at,
+                 ended_at, end_reason, message_count, tool_call_count, input_tokens,
+                 output_tokens, last_activity_at, api_call_count, cache_read_tokens,
+                 cache_write_tokens, reasoning_tokens, estimated_cost_usd, actual_cost_usd,
+                 cost_status, cost_source, billing_provider)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
                  ?18, ?19, ?19, ?20, ?21, ?22)",
         )?
-        .execute(params_from_iter(row.iter().chain(&accounting)))?;
+        .execute(params_from_iter(row.iter().chain(&changing)))?;
     } else if d.update_row {
-        let row: [&dyn ToSql; 10] = [
-            &d.id,
-            &d.model,
-            &d.title,
-            &d.ended_at,
-            &d.end_reason,
-            &d.message_count,
-            &d.tool_call_count,
-            &d.input_tokens,
-            &d.output_tokens,
-            &d.last_activity_at,
-        ];
+        let row: [&dyn ToSql; 5] = [&d.id, &d.model, &d.title, &d.ended_at, &d.end_reason];
         tx.prepare_cached(
             "UPDATE sessions SET model = ?2, title = ?3, ended_at = ?4, end_reason = ?5,
                  message_count = ?6, tool_call_count = ?7, input_tokens = ?8, output_tokens = ?9,
@@ -131,7 +124,7 @@ pub(super) fn write(
                  billing_provider = ?18
              WHERE id = ?1",
         )?
-        .execute(params_from_iter(row.iter().chain(&accounting)))?;
+        .execute(params_from_iter(row.iter().chain(&changing)))?;
     }
     // Ownership is written when the session goes live and removed when it ends, not per commit.
     match d.live {

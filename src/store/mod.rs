@@ -245,7 +245,6 @@ impl Store {
         let tx = begin(&mut self.conn, self.wait_until)?;
         for (d, seq) in deltas {
             delta::write(&tx, d, &self.owner)?;
-            recount(&tx, &d.id)?;
             if let Some(seq) = seq {
                 mark_folded(&tx, &name, &d.id, *seq)?;
             }
@@ -510,19 +509,6 @@ impl Store {
             .is_some())
     }
 
-    /// Whether a session other than `except_id` has this title.
-    pub fn title_taken(&self, title: &str, except_id: &str) -> Result<bool, StoreError> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT 1 FROM sessions WHERE title = ?1 AND id != ?2 LIMIT 1",
-                params![title, except_id],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some())
-    }
-
     /// Whether a session other than `except_id` has the title `base`, and the highest `N` of
     /// the titles `base #N` they have: one range scan of the title index over just that
     /// family of titles (a title's ` #N` follows its base in the index; `$` follows `#`).
@@ -672,8 +658,9 @@ fn repair_one(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<Repa
     })
 }
 
-/// Make `sessions.message_count` say how many rows `messages` holds (Hermes' tools read it):
-/// after every write that adds or removes rows, a repair included.
+/// Make `sessions.message_count` say how many rows `messages` holds (Hermes' tools read it),
+/// where no delta's count can be trusted: after a fold (a kill may have left a checkpoint row
+/// the journal never saw) and a repair. A commit's delta carries the count (`Delta`).
 fn recount(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<()> {
     tx.prepare_cached(
         "UPDATE sessions SET message_count = (SELECT count(*) FROM messages WHERE session_id = ?1)
