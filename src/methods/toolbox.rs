@@ -48,16 +48,12 @@ pub fn configure(
     (owned(known), owned(unknown))
 }
 
-/// The toolsets with a tool offered, sorted.
-fn enabled_toolsets(registry: &Registry) -> Vec<String> {
-    let mut sets: Vec<String> = registry
-        .tools()
-        .filter(|t| registry.is_offered(t.name()))
-        .map(|t| t.toolset().to_string())
-        .collect();
-    sets.sort();
-    sets.dedup();
-    sets
+/// The toolsets, sorted (only those with a tool offered with `offered`).
+fn toolsets(registry: &Registry, offered: bool) -> Vec<&str> {
+    sections(registry, offered)
+        .into_iter()
+        .map(|(toolset, _)| toolset)
+        .collect()
 }
 
 /// `tools.configure {action, names, session_id?}`: Hermes' shape `{changed, enabled_toolsets,
@@ -85,7 +81,7 @@ pub fn tools_configure(p: &Params, registry: &mut Registry) -> Result<Value, Rpc
     };
     let (changed, unknown) = configure(registry, &names, action == "enable");
     Ok(
-        json!({"changed": changed, "enabled_toolsets": enabled_toolsets(registry),
+        json!({"changed": changed, "enabled_toolsets": toolsets(registry, true),
               "unknown": unknown, "missing_servers": [], "reset": false}),
     )
 }
@@ -123,10 +119,7 @@ pub fn tools_command(registry: &mut Registry, sub: &str, names: &[&str]) -> Stri
 }
 
 fn toolset_names(registry: &Registry) -> String {
-    let mut sets: Vec<&str> = registry.tools().map(|t| t.toolset()).collect();
-    sets.sort();
-    sets.dedup();
-    sets.join(", ")
+    toolsets(registry, false).join(", ")
 }
 
 /// `tools.list {session_id?}`: every toolset registered, each with its tools, `enabled` when
