@@ -325,7 +325,9 @@ impl Gateway {
         self.fire_timers(now);
         crate::tools::runs::pump(self, now);
         crate::session::calls::step_due(self, now);
-        self.drive_turns(now);
+        if self.drive_turns(now) {
+            crate::flush::arm(self, now);
+        }
         self.step_shutdown(now);
         self.commit(now);
         self.write_output(now);
