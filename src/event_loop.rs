@@ -81,7 +81,7 @@ pub struct Gateway {
     pub(crate) cfg: Config,
     pub(crate) poll: Poll,
     /// state.db, the journal, what is dirty, retries, checkpoints.
-    pub(crate) persist: Persistence,
+    pub(crate) persist: Persistence<crate::session::Session>,
     pub(crate) provider: Box<dyn Provider>,
     /// Why the configured model could not be used, for `setup.status`.
     pub(crate) provider_warning: Option<String>,

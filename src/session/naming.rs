@@ -2,6 +2,7 @@
 //! session is created or branched (`methods/`) and when a compaction moves it (`compaction.rs`).
 
 use crate::persist::Persistence;
+use crate::session::Session;
 use crate::session::registry::Registry;
 use crate::store::Store;
 use crate::util;
@@ -10,7 +11,11 @@ use crate::util;
 const TITLE_MAX: usize = 200;
 
 /// A stored id no live, closing or stored session has (the random part is only 24 bits).
-pub fn new_stored_id(sessions: &Registry, persist: &Persistence, started_at: f64) -> String {
+pub fn new_stored_id(
+    sessions: &Registry,
+    persist: &Persistence<Session>,
+    started_at: f64,
+) -> String {
     loop {
         let id = util::stored_session_id(started_at);
         let taken = sessions.by_stored(&id).is_some()
