@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{Ask, JobId, Start, Tool, ToolContext, ToolResult, policy};
-use crate::runner::{Ending, RunEnd, Spec, Streams};
+use crate::runner::{Ending, RunEnd, Spec, Stdin, Streams};
 
 /// Longest timeout a call may ask for.
 const TIMEOUT_MAX_S: f64 = 86_400.0;
@@ -76,6 +76,7 @@ impl Tool for Terminal {
             command,
             cwd: Path::new(&cwd),
             streams: Streams::Merged,
+            stdin: Stdin::Null,
             timeout,
             live: true,
         };
