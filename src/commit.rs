@@ -69,7 +69,7 @@ impl Gateway {
         let Some(turn) = self.turn_mut(rid) else {
             return;
         };
-        if turn.deferred_start.is_some() {
+        if turn.machine.deferred() {
             let rid = rid.to_string();
             self.isolated(Some(&rid), now, |gw| {
                 crate::session::calls::start_deferred(gw, &rid, now)

@@ -39,10 +39,7 @@ impl Effects for TurnEffects<'_> {
                 if gw.persist.holding() {
                     // Nothing can be saved: the call starts when the hold ends.
                     gw.persist.park(rid);
-                    if let Some(turn) = gw.turn_mut(rid) {
-                        turn.deferred_start = Some((call, approved));
-                    }
-                    return None;
+                    return Some(Started::Deferred { approved });
                 }
                 return Some(start_tool(gw, rid, call, approved, now));
             }
@@ -150,11 +147,7 @@ pub(crate) fn finish_job(gw: &mut Gateway, job: JobId, mut result: ToolResult, n
 
 /// Start the tool call the hold deferred (the store works again).
 pub(crate) fn start_deferred(gw: &mut Gateway, rid: &str, now: Instant) {
-    let Some((call, approved)) = gw.turn_mut(rid).and_then(|t| t.deferred_start.take()) else {
-        return;
-    };
-    let action = Action::StartTool { call, approved };
-    machine::run(&mut TurnEffects { gw, rid, now }, vec![action]);
+    step(gw, rid, now, TurnMachine::resume);
 }
 
 /// Stop the tool side of a turn being interrupted. True when a call is still stopping (the
@@ -163,17 +156,8 @@ pub(crate) fn interrupt(gw: &mut Gateway, rid: &str, now: Instant) -> bool {
     let Some(turn) = gw.turn_mut(rid) else {
         return false;
     };
-    // A call the hold kept from starting never runs; it is answered like the pending ones.
-    let deferred = turn
-        .deferred_start
-        .take()
-        .map(|(call, _)| Action::AnswerUnrun {
-            calls: vec![call],
-            output: machine::NOT_RUN_INTERRUPTED.into(),
-            error: "not run".into(),
-        });
-    let (mut actions, stopping) = turn.machine.interrupt();
-    actions.splice(0..0, deferred);
+    // A call the hold kept from starting never runs; the machine answers it with the rest.
+    let (actions, stopping) = turn.machine.interrupt();
     machine::run(&mut TurnEffects { gw, rid, now }, actions);
     stopping
 }

@@ -104,6 +104,8 @@ pub enum Started {
     Running(JobId),
     /// It waits for the user's approval.
     Asking(String),
+    /// Nothing can be saved: the start waits for the hold to end ([`TurnMachine::resume`]).
+    Deferred { approved: bool },
 }
 
 /// The state of one turn.
@@ -117,6 +119,8 @@ pub struct TurnMachine {
     /// Model calls started in this turn.
     rounds: u32,
     limits: Limits,
+    /// The current call's start waits for the hold to end (`approved`, as it was started).
+    deferred: Option<bool>,
 }
 
 impl Default for TurnMachine {
@@ -133,6 +137,7 @@ impl TurnMachine {
             interrupting: false,
             rounds: 0,
             limits,
+            deferred: None,
         }
     }
 
@@ -217,7 +222,30 @@ impl TurnMachine {
                 self.state = State::AwaitingApproval { call, request_id };
                 Vec::new()
             }
+            Started::Deferred { approved } => {
+                self.deferred = Some(approved);
+                Vec::new()
+            }
         }
+    }
+
+    /// Whether the current call's start waits for the hold to end.
+    pub fn deferred(&self) -> bool {
+        self.deferred.is_some()
+    }
+
+    /// The hold ended: start the call it deferred, as it was to start.
+    pub fn resume(&mut self) -> Vec<Action> {
+        let Some(approved) = self.deferred.take() else {
+            return Vec::new();
+        };
+        let State::RunningTools { call, job: None } = &self.state else {
+            return Vec::new();
+        };
+        vec![Action::StartTool {
+            call: call.clone(),
+            approved,
+        }]
     }
 
     /// The current call finished (its job ended, or its approval was denied).
@@ -250,6 +278,8 @@ impl TurnMachine {
     /// Stop the tool side of the turn. `true` when a call is still stopping (the turn then
     /// ends when it finishes); otherwise the caller ends the turn after the actions.
     pub fn interrupt(&mut self) -> (Vec<Action>, bool) {
+        // A start the hold deferred never runs: it is answered with the pending calls below.
+        self.deferred = None;
         if self.interrupting {
             return (Vec::new(), true);
         }
@@ -263,8 +293,9 @@ impl TurnMachine {
                 (vec![Action::StopTool(*job)], true)
             }
             State::RunningTools { call, job: None } => {
-                // Only a start that failed inside the gateway (a panic) leaves a call here: it
-                // is answered with the rest, so the transcript stays valid for a model API.
+                // A start the hold deferred, or one that failed inside the gateway (a panic),
+                // leaves a call here: it is answered with the rest, so the transcript stays
+                // valid for a model API.
                 self.pending.push_front(call.clone());
                 (self.skip_pending().into_iter().collect(), false)
             }
@@ -385,6 +416,8 @@ mod tests {
         Warn(String),
         Stop(JobId),
         Withdraw(String),
+        /// A start the hold deferred (approved or not).
+        Deferred(String, bool),
         CallModel,
         End(Status, Option<String>),
     }
@@ -396,6 +429,8 @@ mod tests {
         answer: fn(&ToolCall, bool) -> Started,
         /// What a stop or a withdrawal finishes the call with at once.
         stop_result: Option<ToolResult>,
+        /// Nothing can be saved: starts are deferred, as the gateway defers them.
+        holding: bool,
     }
 
     impl Fake {
@@ -405,6 +440,7 @@ mod tests {
                 seen: Vec::new(),
                 answer,
                 stop_result: None,
+                holding: false,
             }
         }
 
@@ -439,6 +475,10 @@ mod tests {
         fn execute(&mut self, action: Action) -> Option<Started> {
             match action {
                 Action::CallModel => self.seen.push(Seen::CallModel),
+                Action::StartTool { call, approved } if self.holding => {
+                    self.seen.push(Seen::Deferred(call.id, approved));
+                    return Some(Started::Deferred { approved });
+                }
                 Action::StartTool { call, approved } => {
                     self.seen.push(Seen::Start(call.id.clone(), approved));
                     return Some((self.answer)(&call, approved));
@@ -686,5 +726,48 @@ mod tests {
             ]
         );
         assert!(fx.machine.is_none());
+    }
+
+    #[test]
+    fn an_approval_answered_during_a_hold_starts_the_call_only_when_the_hold_ends() {
+        let mut fx = Fake::new(asks);
+        fx.m().model_call_started();
+        fx.go(|m| m.model_answered(calls(1), None));
+        assert!(fx.m().awaiting_approval());
+        fx.holding = true;
+        fx.go(TurnMachine::approved);
+        assert!(fx.m().deferred() && fx.m().running_job().is_none());
+        // Resumed only when saving works again; it starts approved, without asking again.
+        fx.holding = false;
+        fx.go(TurnMachine::resume);
+        assert_eq!(
+            fx.seen,
+            [
+                Seen::Start("c0".into(), false),
+                Seen::Deferred("c0".into(), true),
+                Seen::Start("c0".into(), true),
+            ]
+        );
+        assert_eq!(fx.m().running_job(), Some(JobId(2)));
+        assert!(!fx.m().deferred());
+        fx.go(TurnMachine::resume);
+        assert_eq!(fx.seen.len(), 3, "a second resume starts nothing");
+    }
+
+    #[test]
+    fn a_call_the_hold_deferred_is_answered_once_on_interrupt() {
+        let mut fx = Fake::new(asks);
+        fx.holding = true;
+        fx.m().model_call_started();
+        fx.go(|m| m.model_answered(calls(3), None));
+        assert_eq!(fx.seen, [Seen::Deferred("c0".into(), false)]);
+        let (actions, stopping) = fx.m().interrupt();
+        assert!(!stopping);
+        assert!(
+            matches!(&actions[..], [Action::AnswerUnrun { calls, .. }] if calls.len() == 3 && calls[0] == call(0)),
+            "each call gets one result: {actions:?}"
+        );
+        assert!(!fx.m().deferred());
+        assert!(fx.m().resume().is_empty(), "the deferred call never starts");
     }
 }

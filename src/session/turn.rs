@@ -35,8 +35,6 @@ pub struct Turn {
     pub compaction: Option<Box<crate::session::compaction::Job>>,
     /// The turn failed inside the gateway; it ends with this error however it is stopped.
     pub failure: Option<String>,
-    /// A tool call whose start waits for the store (nothing could be saved); whether approved.
-    pub deferred_start: Option<(ToolCall, bool)>,
 }
 
 /// What a closed model round leaves behind.
@@ -67,7 +65,6 @@ impl Turn {
             steer: Vec::new(),
             compaction: None,
             failure: None,
-            deferred_start: None,
         }
     }
 
