@@ -229,6 +229,16 @@ mod tests {
         }
     }
 
+    /// Approvals in a fresh home, and the id of one asked of session `s1`.
+    fn asked(server_requests: bool) -> (Home, Approvals, FakeAsker, String) {
+        let home = Home::new();
+        let mut a = Approvals::load(&home.0);
+        let mut env = FakeAsker::new(server_requests);
+        let deadline = env.start + WAIT;
+        let id = a.ask(&mut env, "s1", &rm(), deadline);
+        (home, a, env, id)
+    }
+
     fn allowed(a: &Answered) -> bool {
         matches!(a.answer, Answer::Allow)
     }
@@ -242,11 +252,8 @@ mod tests {
 
     #[test]
     fn an_asked_approval_is_answered_once_and_its_timer_cancelled() {
-        let home = Home::new();
-        let mut a = Approvals::load(&home.0);
-        let mut env = FakeAsker::new(false);
+        let (_home, mut a, mut env, id) = asked(false);
         let t0 = env.start;
-        let id = a.ask(&mut env, "s1", &rm(), t0 + WAIT);
         let said = env.said();
         assert_eq!(said.len(), 1);
         let ev = &said[0]["params"];
@@ -276,11 +283,8 @@ mod tests {
 
     #[test]
     fn no_answer_in_time_withdraws_and_denies() {
-        let home = Home::new();
-        let mut a = Approvals::load(&home.0);
-        let mut env = FakeAsker::new(false);
+        let (_home, mut a, mut env, id) = asked(false);
         let t0 = env.start;
-        let id = a.ask(&mut env, "s1", &rm(), t0 + WAIT);
         env.said();
         assert!(env.due(t0 + WAIT / 2).is_empty());
         let due = env.due(t0 + WAIT);
@@ -304,11 +308,8 @@ mod tests {
 
     #[test]
     fn the_server_request_form_is_answered_by_its_id() {
-        let home = Home::new();
-        let mut a = Approvals::load(&home.0);
-        let mut env = FakeAsker::new(true);
+        let (_home, mut a, mut env, id) = asked(true);
         let t0 = env.start;
-        let id = a.ask(&mut env, "s1", &rm(), t0 + WAIT);
         let said = env.said();
         assert_eq!(said.len(), 1);
         let srq = &said[0];
@@ -347,11 +348,8 @@ mod tests {
 
     #[test]
     fn an_interrupt_withdraws_the_request_and_denies_the_call() {
-        let home = Home::new();
-        let mut a = Approvals::load(&home.0);
-        let mut env = FakeAsker::new(false);
+        let (_home, mut a, mut env, id) = asked(false);
         let t0 = env.start;
-        let id = a.ask(&mut env, "s1", &rm(), t0 + WAIT);
         env.said();
         let denial = a.withdraw(&mut env, &id, "interrupted").unwrap();
         assert_eq!(
@@ -373,11 +371,8 @@ mod tests {
 
     #[test]
     fn session_is_for_the_session_and_always_is_remembered_across_a_restart() {
-        let home = Home::new();
-        let mut a = Approvals::load(&home.0);
-        let mut env = FakeAsker::new(false);
+        let (home, mut a, mut env, _) = asked(false);
         let t0 = env.start;
-        a.ask(&mut env, "s1", &rm(), t0 + WAIT);
         let answered = a.respond(&mut env, "s1", "session", None);
         assert!(allowed(&answered[0]));
         assert_eq!(answered[0].for_session, Some("recursive delete"));
