@@ -529,6 +529,22 @@ fn memory_is_saved_where_hermes_reads_it() {
     let home = b.g.db_path().parent().unwrap().to_path_buf();
     let text = std::fs::read_to_string(home.join("memories/USER.md")).unwrap();
     assert_eq!(text, "name is Ada L.\n§\nlikes Rust");
+    // config.yaml's limit, with Hermes' words when an entry would pass it.
+    std::fs::write(home.join("config.yaml"), "memory:\n  user_char_limit: 40\n").unwrap();
+    let (_, row) = b.call(
+        "memory",
+        json!({"target": "user", "action": "add", "content": "x".repeat(20)}),
+    );
+    assert_eq!(
+        row["error"].as_str().unwrap().split(". ").next(),
+        Some("Memory at 27/40 chars"),
+        "{row}"
+    );
+    assert_eq!(row["usage"], "27/40");
+    assert_eq!(
+        std::fs::read_to_string(home.join("memories/USER.md")).unwrap(),
+        text
+    );
 }
 
 /// `session_search` in Hermes' shapes: the model's call finds another session by a word
