@@ -89,7 +89,7 @@ fn grouped(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -144,11 +144,7 @@ fn chars(entries: &[String]) -> usize {
 /// `(current, limit, percent used)`, the first two as Hermes prints them (`2,200`).
 fn usage(limit: usize, entries: &[String]) -> (String, String, usize) {
     let current = chars(entries);
-    let pct = if limit > 0 {
-        (current * 100 / limit).min(100)
-    } else {
-        0
-    };
+    let pct = (current * 100).checked_div(limit).map_or(0, |p| p.min(100));
     (grouped(current), grouped(limit), pct)
 }
 
