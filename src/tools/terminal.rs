@@ -3,11 +3,13 @@
 //! under the supervisor, in the session's working directory, with a timeout; dangerous commands
 //! go through the policy and the approval flow.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::shell_state::{self, CaptureError, ShellState};
 use super::{Ask, JobId, Start, Tool, ToolContext, ToolResult, policy};
 use crate::runner::{Ending, RunEnd, Spec, Streams};
 
@@ -158,7 +160,14 @@ fn start_background(_ctx: &mut ToolContext<'_>, _call: &Call, _cwd: &str) -> Sta
 }
 
 #[derive(Default)]
-pub struct Terminal;
+pub struct Terminal {
+    /// Commands running with their session's shell state, by call.
+    pending: BTreeMap<JobId, Pending>,
+    /// Run files of gateways killed earlier were removed.
+    swept: bool,
+    /// `$HERMES_HOME/shell` could not be used (said once).
+    said_no_dir: bool,
+}
 
 impl Tool for Terminal {
     fn name(&self) -> &str {
@@ -225,9 +234,22 @@ impl Tool for Terminal {
                  notify_on_complete=true for long-running commands."
             )));
         }
-        let cwd = match &call.workdir {
-            Some(w) => resolve_dir(w, &ctx.cwd),
+        let shell = self.shell_of(ctx);
+        let mut notes = Vec::new();
+        let here = match shell.as_ref().and_then(|(_, state)| state.cwd.clone()) {
+            Some(d) if Path::new(&d).is_dir() => d,
+            Some(d) => {
+                notes.push(format!(
+                    "[the working directory {d} no longer exists: this command ran in {}]",
+                    ctx.cwd
+                ));
+                ctx.cwd.clone()
+            }
             None => ctx.cwd.clone(),
+        };
+        let cwd = match &call.workdir {
+            Some(w) => resolve_dir(w, &here),
+            None => here,
         };
         let command = call.command.as_str();
         match policy::check(command, Path::new(&cwd)) {
@@ -259,25 +281,74 @@ impl Tool for Terminal {
             .timeout
             .map(Duration::from_secs_f64)
             .unwrap_or(ctx.command_timeout);
+        // The command between its shell's restore and save, when the session has a shell state.
+        let pending = shell.and_then(|(dir, before)| {
+            let passthrough = ctx.runner.env_passthrough().to_vec();
+            let (restore, capture) = dir.run_files(ctx.job.0);
+            let script = shell_state::restore_script(&before, &cwd, Some(&capture), &passthrough);
+            if let Err(e) = write_new_private(&restore, script.as_bytes()) {
+                crate::diag!(
+                    "[gateway] shell state not restored: {}: {e}",
+                    restore.display()
+                );
+                return None;
+            }
+            let wrapped = shell_state::wrapped_command(command, &restore, true);
+            Some((
+                wrapped,
+                Pending {
+                    dir,
+                    session: ctx.session.to_string(),
+                    before,
+                    restore,
+                    capture,
+                    session_cwd: ctx.cwd.clone(),
+                    start_dir: call.workdir.is_some().then(|| cwd.clone()),
+                    passthrough,
+                    notes: Vec::new(),
+                },
+            ))
+        });
+        let (wrapped, pending) = match pending {
+            Some((wrapped, mut pending)) => {
+                pending.notes = notes;
+                (wrapped, Some(pending))
+            }
+            None => (command.to_string(), None),
+        };
         let spec = Spec {
-            command,
+            command: &wrapped,
             cwd: Path::new(&cwd),
             streams: Streams::Merged,
             timeout,
             live: true,
         };
         match ctx.run(&spec) {
-            Ok(_) => Start::Later,
-            Err(e) => Start::Done(ToolResult::failed(format!(
-                "could not start the command: {e}"
-            ))),
+            Ok(_) => {
+                if let Some(p) = pending {
+                    self.remember(ctx.job, p);
+                }
+                Start::Later
+            }
+            Err(e) => {
+                if let Some(p) = pending {
+                    let _ = shell_state::remove_quietly(&p.restore);
+                }
+                Start::Done(ToolResult::failed(format!(
+                    "could not start the command: {e}"
+                )))
+            }
         }
     }
 
-    fn run_ended(&mut self, _job: JobId, _args: &Value, end: RunEnd) -> Option<ToolResult> {
+    fn run_ended(&mut self, job: JobId, _args: &Value, end: RunEnd) -> Option<ToolResult> {
         let code = end.code();
+        let notes = match self.pending.remove(&job) {
+            Some(p) => p.finish(&end),
+            None => Vec::new(),
+        };
         let mut output = end.stdout;
-        let note = match end.ending {
+        let ending = match end.ending {
             Some(Ending::Timeout) => Some(format!(
                 "[Command timed out after {}s]",
                 end.timeout.as_secs_f64().round()
@@ -285,17 +356,156 @@ impl Tool for Terminal {
             Some(Ending::Interrupted) => Some("[Command interrupted]".to_string()),
             None => None,
         };
-        if let Some(note) = note {
+        for note in notes.iter().chain(&ending) {
             if !output.is_empty() && !output.ends_with('\n') {
                 output.push('\n');
             }
-            output.push_str(&note);
+            output.push_str(note);
         }
         let error = end
             .start_error
             .map(|e| format!("could not start the command: {e}"));
         Some(ToolResult::terminal(&output, Some(code), error))
     }
+}
+
+impl Terminal {
+    /// The session's shell directory and its state, where it has one: a session of the store
+    /// and a `$HERMES_HOME/shell` to keep it in (else commands run as fresh shells, said once).
+    fn shell_of(&mut self, ctx: &ToolContext<'_>) -> Option<(shell_state::Dir, ShellState)> {
+        // (The files are named to bash: a home that is not UTF-8 could not be.)
+        if ctx.session.is_empty() || ctx.home.to_str().is_none() {
+            return None;
+        }
+        let dir = match shell_state::Dir::open(ctx.home) {
+            Ok(dir) => dir,
+            Err(e) => {
+                if !self.said_no_dir {
+                    self.said_no_dir = true;
+                    crate::diag!(
+                        "[gateway] {}/shell: {e}; the terminal's directory and variables are not kept between commands",
+                        ctx.home.display()
+                    );
+                }
+                return None;
+            }
+        };
+        if !self.swept {
+            self.swept = true;
+            dir.remove_stale_runs();
+        }
+        let state = dir.load(ctx.session);
+        Some((dir, state))
+    }
+
+    fn remember(&mut self, job: JobId, pending: Pending) {
+        // A job gone without its run's end leaves its entry; the oldest go first.
+        while self.pending.len() >= PENDING_MAX {
+            self.pending.pop_first();
+        }
+        self.pending.insert(job, pending);
+    }
+}
+
+/// Runs of a call at most remembered at once (far more than any session runs).
+const PENDING_MAX: usize = 4096;
+
+/// A command running with its session's shell state: what its end is compared with.
+struct Pending {
+    dir: shell_state::Dir,
+    session: String,
+    before: ShellState,
+    restore: PathBuf,
+    capture: PathBuf,
+    session_cwd: String,
+    /// Where a call with `workdir` started: ending there leaves the session's directory as it was.
+    start_dir: Option<String>,
+    passthrough: Vec<String>,
+    /// What the model is told about the state at the end of the output.
+    notes: Vec<String>,
+}
+
+impl Pending {
+    /// Keep the state the command ended with (what is known of it); the notes for the model.
+    fn finish(mut self, end: &RunEnd) -> Vec<String> {
+        let _ = shell_state::remove_quietly(&self.restore);
+        let capture = match shell_state::take_capture(&self.capture) {
+            Ok(c) => c,
+            Err(CaptureError::TooBig(n)) => {
+                self.notes.push(format!(
+                    "[shell state not kept: the exported environment is {n} bytes, over the {} kept; \
+                     the next command starts from the previous directory and variables]",
+                    shell_state::CAPTURE_MAX
+                ));
+                return self.notes;
+            }
+            // Stopped (timeout, interrupt) or never started: the previous state stands.
+            Err(_) if end.ending.is_some() || end.start_error.is_some() => return self.notes,
+            Err(_) => {
+                self.notes.push(
+                    "[shell state not kept: the shell ended before saving it (exec, or a signal); \
+                     the next command starts from the previous directory and variables]"
+                        .to_string(),
+                );
+                return self.notes;
+            }
+        };
+        let base = shell_state::base_environment(&self.passthrough);
+        let (mut state, withheld) = shell_state::state_of(&capture, &base, &self.passthrough);
+        if self
+            .start_dir
+            .as_deref()
+            .is_some_and(|d| same_dir(d, &capture.cwd))
+        {
+            // `workdir` is for this command: ending where it started moves the session nowhere.
+            state.cwd = self.before.cwd.clone();
+        }
+        if state
+            .cwd
+            .as_deref()
+            .is_some_and(|d| same_dir(d, &self.session_cwd))
+        {
+            state.cwd = None;
+        }
+        if !withheld.is_empty() {
+            self.notes.push(format!(
+                "[not kept for the next commands, as they look secret: {} \
+                 (terminal.env_passthrough in config.yaml lists names to keep)]",
+                withheld.join(", ")
+            ));
+        }
+        if state != self.before
+            && let Err(e) = self.dir.save(&self.session, &state)
+        {
+            self.notes
+                .push(format!("[shell state not kept: cannot save it: {e}]"));
+        }
+        self.notes
+    }
+}
+
+/// Two names of one directory.
+fn same_dir(a: &str, b: &str) -> bool {
+    let trim = |s: &str| s.trim_end_matches('/').to_string();
+    trim(a) == trim(b)
+        || matches!(
+            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+            (Ok(x), Ok(y)) if x == y
+        )
+}
+
+/// A new file of ours only (0600, not through a link, not one already there).
+fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = shell_state::remove_quietly(path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    f.write_all(bytes)
 }
 
 /// `workdir` as a directory: `~` is `$HOME`, a relative path is taken from `base`.
