@@ -238,7 +238,7 @@ mod tests {
             json!(["patch", "read_file", "search_files", "write_file"])
         );
         let show = tools_show(&p(json!({})), &builtin).unwrap();
-        assert_eq!(show["total"], 8);
+        assert_eq!(show["total"], 9);
         assert_eq!(first_sentence("Run it. Then more.\nsecond"), "Run it.");
     }
 
@@ -256,7 +256,7 @@ mod tests {
             off["enabled_toolsets"],
             json!(["clarify", "memory", "terminal"])
         );
-        assert_eq!(tools_show(&p(json!({})), &r).unwrap()["total"], 3);
+        assert_eq!(tools_show(&p(json!({})), &r).unwrap()["total"], 4);
         let list = tools_list(&p(json!({})), &r).unwrap();
         assert_eq!(list["toolsets"][1]["enabled"], false);
         tools_configure(&p(json!({"action": "enable", "names": ["file"]})), &mut r).unwrap();

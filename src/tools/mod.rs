@@ -1,6 +1,6 @@
 //! Tools the model can call, behind one [`Tool`] trait, and the [`Registry`] of what is
 //! offered: the built-in tools (`terminal.rs`, `files/`, `todo.rs`, `clarify.rs`,
-//! `memory.rs`) and whatever an embedding host registers. Commands run through the process
+//! `memory.rs`, `process/`) and whatever an embedding host registers. Commands run through the process
 //! runner (`src/runner/`); `runs.rs` knows who waits for each run (a tool call, `shell.exec`,
 //! a quick command). A call that runs on past its start is stepped (`wake.rs`): the gateway
 //! calls [`Tool::step`] when the call asked to go on, each step bounded by
@@ -15,6 +15,7 @@ pub mod files;
 pub mod memory;
 pub mod passthrough;
 pub mod policy;
+pub mod process;
 pub mod runs;
 pub mod terminal;
 pub mod todo;
@@ -178,6 +179,8 @@ pub struct ToolContext<'a> {
     pub(crate) wake: Option<Wake>,
     pub(crate) question: Option<Question>,
     pub(crate) wakers: &'a wake::Shared,
+    /// The calling session's background processes.
+    pub(crate) processes: process::Scope<'a>,
 }
 
 impl ToolContext<'_> {
@@ -302,8 +305,9 @@ impl Registry {
     /// The built-in tools, in the order Hermes lists them.
     pub fn builtin() -> Registry {
         let mut r = Registry::empty();
-        let tools: [Box<dyn Tool>; 8] = [
+        let tools: [Box<dyn Tool>; 9] = [
             Box::new(terminal::Terminal),
+            Box::new(process::ProcessTool::default()),
             Box::new(files::ReadFile::default()),
             Box::new(files::WriteFile),
             Box::new(files::Patch),
@@ -410,6 +414,8 @@ pub struct Tools {
     pub(crate) jobs: HashMap<JobId, Job>,
     next_job: u64,
     pub(crate) runs: runs::Runs,
+    /// Background processes (`terminal` with `background: true`), of every session.
+    pub(crate) processes: process::Processes,
     pub approvals: approval::Approvals,
     /// Questions of `clarify` (and any tool's [`ToolContext::ask_user`]) awaiting answers.
     pub(crate) questions: clarify::Questions,
@@ -428,6 +434,7 @@ impl Tools {
             jobs: HashMap::new(),
             next_job: 1,
             runs: runs::Runs::default(),
+            processes: process::Processes::default(),
             approvals: approval::Approvals::load(home),
             questions: clarify::Questions::default(),
             due: wake::Due::default(),
@@ -517,7 +524,7 @@ mod tests {
     #[test]
     fn the_registry_offers_what_is_registered_once() {
         let mut r = Registry::builtin();
-        let builtin = json!({"terminal": ["terminal"],
+        let builtin = json!({"terminal": ["terminal", "process"],
             "file": ["read_file", "write_file", "patch", "search_files"],
             "todo": ["todo"], "memory": ["memory"], "clarify": ["clarify"]});
         assert_eq!(r.toolsets(), builtin);
@@ -530,14 +537,14 @@ mod tests {
             .collect();
         assert_eq!(names.first(), Some(&"terminal"));
         assert_eq!(names.last(), Some(&"echo"));
-        assert_eq!(r.schemas()[8]["function"]["description"], "Say it back.");
+        assert_eq!(r.schemas()[9]["function"]["description"], "Say it back.");
         assert!(r.register(Box::new(Echo)).unwrap_err().contains("already"));
-        assert_eq!(r.schemas().len(), 9);
+        assert_eq!(r.schemas().len(), 10);
         // A toolset turned off leaves the schemas and the banner, and is refused by name.
         let mut rule = toolsets::Offered::default();
         rule.set(&["file", "echo"], false).unwrap();
         r.set_rule(rule);
-        assert_eq!(r.schemas().len(), 4);
+        assert_eq!(r.schemas().len(), 5);
         assert!(r.toolsets().get("file").is_none() && !r.is_offered("patch"));
         assert!(r.contains("patch") && r.is_offered("todo"));
     }

@@ -29,7 +29,9 @@ impl Tool for Terminal {
             "properties": {
                 "command": {"type": "string", "description": "The command line to run."},
                 "timeout": {"type": "number", "description": "Seconds before the command is killed."},
-                "cwd": {"type": "string", "description": "Working directory (default: the session's)."}
+                "cwd": {"type": "string", "description": "Working directory (default: the session's)."},
+                "background": {"type": "boolean", "description": "Run the command in the background and return its process session_id at once (see the process tool)."},
+                "notify_on_complete": {"type": "boolean", "description": "When true (and background=true), you'll be automatically notified exactly once when the process finishes."}
             },
             "required": ["command"]
         })
@@ -65,6 +67,11 @@ impl Tool for Terminal {
         if ctx.shutting_down {
             let out = "[host is exiting: command not started]";
             return Start::Done(ToolResult::terminal(out, Some(130), None));
+        }
+        if args.get("background").and_then(Value::as_bool) == Some(true) {
+            let notify = args.get("notify_on_complete").and_then(Value::as_bool) == Some(true);
+            let started = super::process::start_background(ctx, command, &cwd, notify);
+            return Start::Done(started);
         }
         let timeout = args
             .get("timeout")
