@@ -487,6 +487,7 @@ fn the_models_patch_call_round_trips_with_the_system_prompt_and_toolsets() {
         names,
         [
             "terminal",
+            "process",
             "read_file",
             "write_file",
             "patch",

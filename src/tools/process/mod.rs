@@ -11,91 +11,23 @@ mod buffer;
 pub mod registry;
 mod tool;
 
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::json;
 
 pub use registry::Processes;
-use registry::{Exit, NewProcess, Notice};
-pub use tool::ProcessTool;
+use registry::{Exit, Notice};
+pub use tool::{ProcessTool, start_background};
 
 use super::runs::{self, Owner};
-use super::{ToolContext, ToolResult};
 use crate::event_loop::Gateway;
-use crate::runner::{Ending, RunEnd, RunId, Spec, Streams};
-
-/// A background process is killed this long after its start (Hermes stops counting one as
-/// active after its `MAX_ACTIVE_PROCESS_AGE`, 24 h).
-const MAX_AGE: Duration = Duration::from_secs(86_400);
+use crate::runner::{Ending, RunEnd, RunId};
 
 /// What a tool call sees of the background processes: those of its session.
 pub struct Scope<'a> {
     pub(crate) registry: &'a mut Processes,
     /// The calling session's runtime id.
     pub(crate) owner: &'a str,
-}
-
-/// `terminal {background: true}`: start `command` in `cwd` as a process of the calling
-/// session and answer at once (Hermes' shape: `session_id`, `pid`, `exit_code` 0).
-pub fn start_background(
-    ctx: &mut ToolContext<'_>,
-    command: &str,
-    cwd: &str,
-    notify: bool,
-) -> ToolResult {
-    let failed = |why: String| {
-        ToolResult::terminal(
-            "",
-            Some(-1),
-            Some(format!("Failed to start background process: {why}")),
-        )
-    };
-    if !ctx.processes.registry.has_room(ctx.now) {
-        return failed(format!(
-            "{} background processes are running already; kill or wait for one first",
-            registry::MAX_PROCESSES
-        ));
-    }
-    let spec = Spec {
-        command,
-        cwd: Path::new(cwd),
-        streams: Streams::Merged,
-        timeout: MAX_AGE,
-        live: true,
-    };
-    let run = match ctx.runner.start(&spec, ctx.now) {
-        Ok(run) => run,
-        Err(e) => return failed(e.to_string()),
-    };
-    let owner = ctx.processes.owner;
-    let new = NewProcess {
-        owner,
-        command,
-        cwd,
-        notify,
-        run,
-    };
-    let id = ctx.processes.registry.add(new, ctx.now);
-    let mut content = json!({
-        "output": "Background process started",
-        "session_id": id,
-        "pid": null,
-        "exit_code": 0,
-        "error": null,
-    });
-    if notify {
-        content["notify_on_complete"] = json!(true);
-    } else {
-        content["hint"] = json!(
-            "background=true without notify_on_complete=true means this process runs \
-             SILENTLY — you will not be told when it exits. If this is a bounded task, you \
-             almost certainly wanted notify_on_complete=true. Re-launch with \
-             notify_on_complete=true, or call process(action='poll') / process(action='wait') \
-             yourself to learn the outcome."
-        );
-    }
-    ToolResult::new(content, format!("background {id}"))
 }
 
 /// After a tool's start or step: watch the runs of the processes it started, step the waits

@@ -8,9 +8,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::registry::Exit;
-use crate::runner::Ending;
+use super::registry::{self, Exit, NewProcess};
+use crate::runner::{Ending, Spec, Streams};
 use crate::tools::{JobId, Start, Tool, ToolContext, ToolResult};
+
+/// A background process is killed this long after its start (Hermes stops counting one as
+/// active after its `MAX_ACTIVE_PROCESS_AGE`, 24 h).
+const MAX_AGE: Duration = Duration::from_secs(86_400);
 
 const ACTIONS: &str = "list, poll, log, wait, kill, write, submit, close";
 
@@ -185,6 +189,68 @@ impl Tool for ProcessTool {
             "note": "The turn was interrupted -- wait interrupted (the process keeps running)",
         })))
     }
+}
+
+/// `terminal {background: true}`: start `command` in `cwd` as a process of the calling
+/// session and answer at once (Hermes' shape: `session_id`, `pid`, `exit_code` 0).
+pub fn start_background(
+    ctx: &mut ToolContext<'_>,
+    command: &str,
+    cwd: &str,
+    notify: bool,
+) -> ToolResult {
+    let failed = |why: String| {
+        ToolResult::terminal(
+            "",
+            Some(-1),
+            Some(format!("Failed to start background process: {why}")),
+        )
+    };
+    if !ctx.processes.registry.has_room(ctx.now) {
+        return failed(format!(
+            "{} background processes are running already; kill or wait for one first",
+            registry::MAX_PROCESSES
+        ));
+    }
+    let spec = Spec {
+        command,
+        cwd: std::path::Path::new(cwd),
+        streams: Streams::Merged,
+        timeout: MAX_AGE,
+        live: true,
+    };
+    let run = match ctx.runner.start(&spec, ctx.now) {
+        Ok(run) => run,
+        Err(e) => return failed(e.to_string()),
+    };
+    let owner = ctx.processes.owner;
+    let new = NewProcess {
+        owner,
+        command,
+        cwd,
+        notify,
+        run,
+    };
+    let id = ctx.processes.registry.add(new, ctx.now);
+    let mut content = json!({
+        "output": "Background process started",
+        "session_id": id,
+        "pid": null,
+        "exit_code": 0,
+        "error": null,
+    });
+    if notify {
+        content["notify_on_complete"] = json!(true);
+    } else {
+        content["hint"] = json!(
+            "background=true without notify_on_complete=true means this process runs \
+             SILENTLY — you will not be told when it exits. If this is a bounded task, you \
+             almost certainly wanted notify_on_complete=true. Re-launch with \
+             notify_on_complete=true, or call process(action='poll') / process(action='wait') \
+             yourself to learn the outcome."
+        );
+    }
+    ToolResult::new(content, format!("background {id}"))
 }
 
 /// `write`, `submit`, `close` on the stdin of a running process.
