@@ -402,11 +402,13 @@ impl Gateway {
 
     /// An answer to a server request: resolve what asked, or log (boundedly) and drop it.
     fn on_answer(&mut self, id: Value, result: Result<Value, Value>) {
-        if crate::tools::clarify::on_answer(self, &id, result.clone(), Instant::now()) {
-            return;
+        let now = Instant::now();
+        let (tools, mut env) = self.asking();
+        if let Some((job, answer)) = tools.questions.on_answer(&mut env, &id, &result) {
+            return crate::session::calls::question_answered(self, job, answer, now);
         }
-        if crate::tools::approval::on_answer(self, &id, result, Instant::now()) {
-            return;
+        if let Some(answered) = tools.approvals.on_answer(&mut env, &id, &result) {
+            return crate::session::calls::approval_answered(self, answered, now);
         }
         self.client.stray_answer(&id);
     }
@@ -497,17 +499,23 @@ impl Gateway {
                     });
                 }
                 Timer::ApprovalTimeout(request_id) => {
-                    let owner = crate::tools::approval::owner_session(self, &request_id);
+                    let owner = self.tools.approvals.owner_session(&request_id);
                     self.isolated(owner.as_deref(), now, |gw| {
-                        crate::tools::approval::expire(gw, &request_id, now)
+                        let (tools, mut env) = gw.asking();
+                        if let Some(answered) = tools.approvals.expire(&mut env, &request_id) {
+                            crate::session::calls::approval_answered(gw, answered, now);
+                        }
                     });
                 }
                 Timer::ModelList(id) => crate::methods::models::on_timeout(self, id),
                 Timer::ToolWake(job) => self.tools.due.add(job),
                 Timer::ClarifyTimeout(request_id) => {
-                    let owner = crate::tools::clarify::owner_session(self, &request_id);
+                    let owner = self.tools.questions.owner_session(&request_id);
                     self.isolated(owner.as_deref(), now, |gw| {
-                        crate::tools::clarify::expire(gw, &request_id, now)
+                        let (tools, mut env) = gw.asking();
+                        if let Some((job, answer)) = tools.questions.expire(&mut env, &request_id) {
+                            crate::session::calls::question_answered(gw, job, answer, now);
+                        }
                     });
                 }
             }

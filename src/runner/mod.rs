@@ -216,6 +216,11 @@ impl Runner {
         self
     }
 
+    /// The secret-looking variables commands inherit all the same (`terminal.env_passthrough`).
+    pub fn env_passthrough(&self) -> &[String] {
+        &self.env_passthrough
+    }
+
     /// Start a command through the zygote, (re)starting the zygote when it is not there. The
     /// caller registers [`Runner::fds`] with its poll.
     pub fn start(&mut self, spec: &Spec<'_>, now: Instant) -> std::io::Result<RunId> {

@@ -17,6 +17,7 @@ pub mod passthrough;
 pub mod policy;
 pub mod process;
 pub mod runs;
+pub mod shell_state;
 pub mod terminal;
 pub mod todo;
 pub mod toolsets;
@@ -306,7 +307,7 @@ impl Registry {
     pub fn builtin() -> Registry {
         let mut r = Registry::empty();
         let tools: [Box<dyn Tool>; 9] = [
-            Box::new(terminal::Terminal),
+            Box::new(terminal::Terminal::default()),
             Box::new(process::ProcessTool::default()),
             Box::new(files::ReadFile::default()),
             Box::new(files::WriteFile),

@@ -65,10 +65,6 @@ struct Owned {
 pub struct TurnHooks {
     /// A run of a job ended (the tool makes the call's result of it).
     pub run_ended: fn(&mut Gateway, JobId, RunEnd, Instant),
-    /// The user (or the timeout) answered the approval the turn of this session waits for.
-    pub approval_answered: fn(&mut Gateway, &str, super::approval::Answer, Instant),
-    /// The user (or the timeout) answered the question a job asked (the job is stepped).
-    pub question_answered: fn(&mut Gateway, JobId, super::UserAnswer, Instant),
 }
 
 #[derive(Default)]

@@ -206,6 +206,9 @@ pub fn start_background(
             Some(format!("Failed to start background process: {why}")),
         )
     };
+    if !std::path::Path::new(cwd).is_dir() {
+        return failed(format!("workdir is not a directory: {cwd}"));
+    }
     if !ctx.processes.registry.has_room(ctx.now) {
         return failed(format!(
             "{} background processes are running already; kill or wait for one first",
