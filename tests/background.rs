@@ -172,6 +172,43 @@ fn wait_ends_with_the_process_or_at_its_timeout_and_stop_kills_them_all() {
 }
 
 #[test]
+fn write_submit_and_close_reach_the_processs_stdin() {
+    let mut b = bg("bg-stdin");
+    let id = b.start(
+        "while read -r line; do echo \"got:$line\"; done; echo eof",
+        false,
+    );
+    let w = b.process(json!({"action": "write", "session_id": id, "data": "ab"}));
+    assert_eq!(
+        (&w["status"], &w["bytes_written"]),
+        (&json!("ok"), &json!(2)),
+        "{w}"
+    );
+    let s = b.process(json!({"action": "submit", "session_id": id, "data": "c"}));
+    assert_eq!(
+        (&s["status"], &s["bytes_written"]),
+        (&json!("ok"), &json!(2)),
+        "{s}"
+    );
+    let mut poll = Value::Null;
+    let seen = poll_until(T, || {
+        poll = b.process(json!({"action": "poll", "session_id": id}));
+        poll["output_preview"] == "got:abc\n"
+    });
+    assert!(seen, "{poll}");
+    let c = b.process(json!({"action": "close", "session_id": id}));
+    assert_eq!(c["status"], "ok", "{c}");
+    let w = b.process(json!({"action": "wait", "session_id": id}));
+    assert_eq!(
+        (&w["status"], &w["exit_code"], &w["output"]),
+        (&json!("exited"), &json!(0), &json!("got:abc\neof\n")),
+        "{w}"
+    );
+    let late = b.process(json!({"action": "submit", "session_id": id, "data": "x"}));
+    assert_eq!(late["status"], "already_exited", "{late}");
+}
+
+#[test]
 fn output_past_the_cap_drops_the_oldest_and_log_says_so() {
     let mut b = bg("bg-cap");
     // 588,895 bytes, well past the 200,000 kept.

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::registry::{self, Exit, NewProcess};
-use crate::runner::{Ending, Spec, Streams};
+use crate::runner::{Ending, NO_TIMEOUT, Spec, Stdin, Streams};
 use crate::tools::{JobId, Start, Tool, ToolContext, ToolResult};
 
-/// A background process is killed this long after its start (Hermes stops counting one as
-/// active after its `MAX_ACTIVE_PROCESS_AGE`, 24 h).
-const MAX_AGE: Duration = Duration::from_secs(86_400);
+/// Bytes `write`/`submit` may leave queued for a process that does not read its stdin yet
+/// (beyond what the pipe holds); past it a write is refused whole.
+const STDIN_CAP: usize = 1024 * 1024;
 
 const ACTIONS: &str = "list, poll, log, wait, kill, write, submit, close";
 
@@ -219,7 +219,8 @@ pub fn start_background(
         command,
         cwd: std::path::Path::new(cwd),
         streams: Streams::Merged,
-        timeout: MAX_AGE,
+        stdin: Stdin::Pipe { cap: STDIN_CAP },
+        timeout: NO_TIMEOUT,
         live: true,
     };
     let run = match ctx.runner.start(&spec, ctx.now) {
@@ -264,8 +265,28 @@ fn stdin_action(ctx: &mut ToolContext<'_>, action: &str, id: &str, args: &Value)
     if entry.exit.is_some() {
         return json!({"status": "already_exited", "error": "Process has already finished"});
     }
-    let _ = (action, args, entry, &mut ctx.runner);
-    json!({"status": "error", "error": "Process stdin not available (stdin closed)"})
+    let Some(run) = entry.run else {
+        return json!({"status": "error", "error": "Process stdin not available (stdin closed)"});
+    };
+    let data = match args.get("data") {
+        None | Some(Value::Null) => "",
+        Some(Value::String(s)) => s.as_str(),
+        Some(_) => {
+            return json!({"status": "error", "error": "invalid arguments: data must be a string"});
+        }
+    };
+    let bytes = match action {
+        "close" => {
+            ctx.runner.close_stdin(run);
+            return json!({"status": "ok", "message": "stdin closed"});
+        }
+        "submit" => format!("{data}\n"),
+        _ => data.to_string(),
+    };
+    match ctx.runner.write_stdin(run, bytes.as_bytes()) {
+        Ok(_) => json!({"status": "ok", "bytes_written": bytes.len()}),
+        Err(e) => json!({"status": "error", "error": e.to_string()}),
+    }
 }
 
 /// `log`'s `offset` (0: the last `limit` lines) and `limit` (200).
