@@ -359,7 +359,7 @@ fn reports_and_unsupported_commands() {
     assert!(usage.contains("Input tokens"), "{usage}");
     let tools = output(&g.call("slash.exec", json!({"command": "tools list"})));
     assert!(
-        tools.contains("(9)")
+        tools.contains("(10)")
             && tools.contains("terminal(background?, command")
             && tools.contains("patch(mode"),
         "{tools}"
@@ -413,7 +413,7 @@ fn reports_and_unsupported_commands() {
     assert_eq!(r["changed"], json!(["terminal"]));
     let tools = output(&g.call("slash.exec", json!({"command": "tools list"})));
     assert!(
-        tools.contains("(7)") && !tools.contains("terminal("),
+        tools.contains("(8)") && !tools.contains("terminal("),
         "{tools}"
     );
     g.call(
