@@ -121,7 +121,7 @@ fn the_hosts_own_tool_is_offered_and_its_result_lands_in_the_transcript() {
         "{info}"
     );
     let shown = gw.call("tools.show", json!({}));
-    assert_eq!(shown["total"], 12, "{shown}");
+    assert_eq!(shown["total"], 11, "{shown}");
 
     let turn = gw.run_turn(&s.id, r#"%host_note {"text": "buy milk"}"#);
     let done = turn.event("tool.complete");
