@@ -180,6 +180,31 @@ fn workdir_secrets_exits_deleted_dirs_and_bad_arguments() {
     let r = call(&mut g, &s.id, "$ echo \"$PWD $AFTER\"");
     assert_eq!(output(&r), format!("{other_s} exit"), "{r}");
 
+    // Timed out: what the shell wrote as it was stopped is kept.
+    let r = call(
+        &mut g,
+        &s.id,
+        &arg(
+            json!({"command": format!("cd {work_s}; export STOPPED=1; sleep 30.{m}"), "timeout": 0.5}),
+        ),
+    );
+    assert_eq!(r["exit_code"], 124, "{r}");
+    let r = call(&mut g, &s.id, "$ echo \"$PWD $STOPPED\"");
+    assert_eq!(output(&r), format!("{work_s} 1"), "{r}");
+
+    // An environment over the cap is not kept (said); the previous state stands.
+    let r = call(
+        &mut g,
+        &s.id,
+        "$ export A=$(printf '%150000s' a) B=$(printf '%150000s' b)",
+    );
+    assert!(
+        output(&r).contains("shell state not kept: the exported environment is 3"),
+        "{r}"
+    );
+    let r = call(&mut g, &s.id, "$ echo \"${#A} $STOPPED\"");
+    assert_eq!(output(&r), "0 1", "{r}");
+
     // The directory the shell was left in is gone: the next command runs in the session's.
     call(
         &mut g,

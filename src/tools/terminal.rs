@@ -151,9 +151,18 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-/// `background: true` (issue 12 item 2 replaces this with its start of a background process,
-/// which gets the call checked, approved and with its working directory resolved).
-fn start_background(_ctx: &mut ToolContext<'_>, _call: &Call, _cwd: &str) -> Start {
+/// `background: true` (issue 12 item 2 replaces this with its start of a background process).
+/// It gets the call checked and approved, `cwd` resolved (the shell's directory, or `workdir`),
+/// and the session's shell state when it has one: `shell_state::restore_script(state, cwd,
+/// None, passthrough)` written to a file of `dir.run_files(n)` and
+/// `shell_state::wrapped_command(command, &file, false)` run it with the session's variables
+/// (a background command's own `cd`/`export` are not kept: it does not save).
+fn start_background(
+    _ctx: &mut ToolContext<'_>,
+    _call: &Call,
+    _cwd: &str,
+    _shell: Option<&(shell_state::Dir, ShellState)>,
+) -> Start {
     Start::Done(ToolResult::failed(
         "background=true is not supported yet: run the command in the foreground (with a timeout)",
     ))
@@ -270,7 +279,7 @@ impl Tool for Terminal {
             return Start::Done(ToolResult::terminal(out, Some(130), None));
         }
         if call.background {
-            return start_background(ctx, &call, &cwd);
+            return start_background(ctx, &call, &cwd, shell.as_ref());
         }
         if call.workdir.is_some() && !Path::new(&cwd).is_dir() {
             return Start::Done(ToolResult::failed(format!(
@@ -286,7 +295,8 @@ impl Tool for Terminal {
             let passthrough = ctx.runner.env_passthrough().to_vec();
             let (restore, capture) = dir.run_files(ctx.job.0);
             let script = shell_state::restore_script(&before, &cwd, Some(&capture), &passthrough);
-            if let Err(e) = write_new_private(&restore, script.as_bytes()) {
+            let _ = shell_state::remove_quietly(&restore);
+            if let Err(e) = crate::private_file::create_new(&restore, script.as_bytes()) {
                 crate::diag!(
                     "[gateway] shell state not restored: {}: {e}",
                     restore.display()
@@ -492,20 +502,6 @@ fn same_dir(a: &str, b: &str) -> bool {
             (std::fs::canonicalize(a), std::fs::canonicalize(b)),
             (Ok(x), Ok(y)) if x == y
         )
-}
-
-/// A new file of ours only (0600, not through a link, not one already there).
-fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let _ = shell_state::remove_quietly(path);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
-    f.write_all(bytes)
 }
 
 /// `workdir` as a directory: `~` is `$HOME`, a relative path is taken from `base`.
