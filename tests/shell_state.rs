@@ -41,8 +41,12 @@ fn session_in(g: &mut Gateway, cwd: &Path) -> Session {
     g.create_session(json!({"cwd": cwd.to_str().unwrap()}))
 }
 
-/// No run file of any command left in `$HERMES_HOME/shell`.
-fn assert_no_run_files(home: &Path) {
+/// The gateway exits; no process of the commands (found by `marker`) and no run file in
+/// `$HERMES_HOME/shell` is left.
+fn exit_leaving_nothing(mut g: Gateway, home: &Path, marker: &str) {
+    g.close_stdin();
+    g.wait_exit(T);
+    assert_none_left(marker, secs(3), "the commands");
     let left: Vec<String> = std::fs::read_dir(home.join("shell"))
         .map(|d| {
             d.flatten()
@@ -107,10 +111,7 @@ fn cd_and_export_persist_between_calls_and_across_a_restart_per_session() {
     let fresh = session_in(&mut g, &work);
     let r = call(&mut g, &fresh.id, show);
     assert_eq!(output(&r), format!("{}\n[][]", work.display()), "{r}");
-    g.close_stdin();
-    g.wait_exit(T);
-    assert_no_run_files(&home.path);
-    assert_none_left(&m, secs(3), "the commands of the sessions");
+    exit_leaving_nothing(g, &home.path, &m);
 }
 
 #[test]
@@ -262,10 +263,7 @@ fn workdir_secrets_exits_deleted_dirs_and_bad_arguments() {
             .contains("JSON object"),
         "{stored}"
     );
-    g.close_stdin();
-    g.wait_exit(T);
-    assert_no_run_files(&home.path);
-    assert_none_left(&m, secs(3), "the commands");
+    exit_leaving_nothing(g, &home.path, &m);
 }
 
 /// A Hermes-shaped tool call from an OpenAI-compatible model: the schema offers Hermes'
