@@ -526,14 +526,21 @@ impl Gateway {
     /// run that cannot be watched is killed and forgotten.
     pub(crate) fn watch_run(&mut self, id: crate::runner::RunId) -> io::Result<()> {
         let token = self.alloc_token(Route::Run(id));
-        let registered = self.runner.fds(id).into_iter().try_for_each(|fd| {
+        let readable = self
+            .runner
+            .fds(id)
+            .into_iter()
+            .map(|fd| (fd, Interest::READABLE));
+        let writable = self.runner.stdin_fd(id).map(|fd| (fd, Interest::WRITABLE));
+        let fds: Vec<_> = readable.chain(writable).collect();
+        let registered = fds.iter().try_for_each(|(fd, interest)| {
             self.poll
                 .registry()
-                .register(&mut SourceFd(&fd), token, Interest::READABLE)
+                .register(&mut SourceFd(fd), token, *interest)
         });
         if let Err(e) = registered {
-            for fd in self.runner.fds(id) {
-                let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
+            for (fd, _) in &fds {
+                let _ = self.poll.registry().deregister(&mut SourceFd(fd));
             }
             self.runner.discard(id);
             self.by_token.remove(&token);
@@ -543,7 +550,8 @@ impl Gateway {
         Ok(())
     }
 
-    /// A run ended: its descriptors leave the poll before they close.
+    /// A run ended, or closed its stdin pipe: those descriptors leave the poll before they
+    /// close (the run's token with the last of them).
     pub(crate) fn unwatch_run(&mut self, closed: crate::runner::Closed) {
         for fd in &closed.fds {
             let _ = self
@@ -551,7 +559,9 @@ impl Gateway {
                 .registry()
                 .deregister(&mut SourceFd(&fd.as_raw_fd()));
         }
-        if let Some(token) = self.run_tokens.remove(&closed.run) {
+        if closed.run_over
+            && let Some(token) = self.run_tokens.remove(&closed.run)
+        {
             self.by_token.remove(&token);
         }
     }

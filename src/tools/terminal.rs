@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::shell_state::{self, CaptureError, ShellState};
 use super::{Ask, JobId, Start, Tool, ToolContext, ToolResult, policy};
-use crate::runner::{Ending, RunEnd, Spec, Streams};
+use crate::runner::{Ending, RunEnd, Spec, Stdin, Streams};
 
 /// Hermes' longest foreground timeout (`TERMINAL_MAX_FOREGROUND_TIMEOUT`, 600 s by default):
 /// a call asking for more is refused and pointed at `background`.
@@ -330,6 +330,7 @@ impl Tool for Terminal {
             command: &wrapped,
             cwd: Path::new(&cwd),
             streams: Streams::Merged,
+            stdin: Stdin::Null,
             timeout,
             live: true,
         };
