@@ -359,7 +359,11 @@ fn reports_and_unsupported_commands() {
     assert!(usage.contains("Input tokens"), "{usage}");
     let tools = output(&g.call("slash.exec", json!({"command": "tools list"})));
     assert!(
-        tools.contains("(8)") && tools.contains("terminal(command") && tools.contains("patch(mode"),
+        tools.contains("(8)")
+            && tools.contains(
+                "terminal(background?, command, notify_on_complete?, pty?, timeout?, workdir?)"
+            )
+            && tools.contains("patch(mode"),
         "{tools}"
     );
     assert!(output(&g.call("slash.exec", json!({"command": "skills"}))).contains("No skills"));
