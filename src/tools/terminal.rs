@@ -151,21 +151,12 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-/// `background: true` (issue 12 item 2 replaces this with its start of a background process).
-/// It gets the call checked and approved, `cwd` resolved (the shell's directory, or `workdir`),
-/// and the session's shell state when it has one: `shell_state::restore_script(state, cwd,
-/// None, passthrough)` written to a file of `dir.run_files(n)` and
-/// `shell_state::wrapped_command(command, &file, false)` run it with the session's variables
-/// (a background command's own `cd`/`export` are not kept: it does not save).
-fn start_background(
-    _ctx: &mut ToolContext<'_>,
-    _call: &Call,
-    _cwd: &str,
-    _shell: Option<&(shell_state::Dir, ShellState)>,
-) -> Start {
-    Start::Done(ToolResult::failed(
-        "background=true is not supported yet: run the command in the foreground (with a timeout)",
-    ))
+/// `background: true`: a process of the session that outlives the call (`process/`), checked
+/// and approved like any call, in its resolved working directory.
+fn start_background(ctx: &mut ToolContext<'_>, call: &Call, cwd: &str) -> Start {
+    let started =
+        super::process::start_background(ctx, &call.command, cwd, call.notify_on_complete);
+    Start::Done(started)
 }
 
 #[derive(Default)]
@@ -279,7 +270,7 @@ impl Tool for Terminal {
             return Start::Done(ToolResult::terminal(out, Some(130), None));
         }
         if call.background {
-            return start_background(ctx, &call, &cwd, shell.as_ref());
+            return start_background(ctx, &call, &cwd);
         }
         if call.workdir.is_some() && !Path::new(&cwd).is_dir() {
             return Start::Done(ToolResult::failed(format!(
