@@ -294,6 +294,7 @@ pub fn compress(
     let answer = (|| {
         let focus = params::opt_str(p, "focus_topic")?.map(str::to_string);
         let toolsets = gw.tools.registry.toolsets();
+        let mcp_servers = crate::mcp::status(&gw.mcp);
         let s = live(gw, p)?;
         if s.running() {
             return Err(busy("compress"));
@@ -316,7 +317,7 @@ pub fn compress(
                     "noop": true,
                 },
                 "usage": s.usage(),
-                "info": s.info(toolsets),
+                "info": s.info(toolsets, mcp_servers),
             })));
         }
         params::not_shutting_down(gw)?;
