@@ -194,3 +194,51 @@ fn bad_servers_are_contained_and_none_outlives_a_killed_gateway() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn an_interrupted_call_ends_at_once_and_reload_touches_only_changed_servers() {
+    let m = marker();
+    let _r = Reaper(m.clone());
+    let home = home_with(&[("keep", "good", "")], &m);
+    let mut g = Gateway::builder().home(&home.path).start();
+    wait_tools(&mut g, "keep");
+    let s = g.create_session(json!({}));
+    submit(&mut g, &s.id, "%mcp__keep__slow {\"ms\": 600000}");
+    g.wait_session_event(&s.id, "tool.output", T);
+    g.call("session.interrupt", json!({"session_id": s.id}));
+    let done = g.wait_session_event(&s.id, "tool.complete", T);
+    assert_eq!(done["payload"]["error"], "interrupted", "{done}");
+    g.wait_session_event(&s.id, "message.complete", T);
+    let before = wait_for_procs("node", &m, 1, T);
+    // Add a server: the reload starts it and leaves the unchanged one running.
+    let yaml = std::fs::read_to_string(home.path.join("config.yaml")).unwrap();
+    let added = format!(
+        "{yaml}  added:\n    command: node\n    args: [\"{}\", \"good\", \"{m}\"]\n",
+        server_js()
+    );
+    std::fs::write(home.path.join("config.yaml"), added).unwrap();
+    let rev = g.call("config.get", json!({"key": "mtime"}))["mcp_rev"].clone();
+    let r = g.call("reload.mcp", json!({"session_id": s.id, "confirm": true}));
+    assert_eq!(
+        (&r["status"], &r["changed"]),
+        (&json!("reloaded"), &json!(["added"])),
+        "{r}"
+    );
+    wait_tools(&mut g, "added");
+    assert_ne!(
+        g.call("config.get", json!({"key": "mtime"}))["mcp_rev"],
+        rev
+    );
+    let after = procs_matching(&m);
+    assert!(
+        after.iter().any(|p| p.pid == before[0].pid),
+        "the unchanged server was restarted:\n{}",
+        describe(&after)
+    );
+    // The interrupted call left the server working.
+    let done = call_tool(&mut g, &s.id, "mcp__keep__echo", json!({"text": "still"}));
+    assert_eq!(
+        stored_tool_result(&g, &s.stored, &done)["result"],
+        format!("echo: still{m}")
+    );
+}

@@ -105,6 +105,15 @@ pub struct Mcp {
     pub(crate) calls: tool::Shared,
     started: bool,
     stopping: bool,
+    /// Bumped whenever the servers or their tools change (`config.get mtime` → `mcp_rev`).
+    pub(crate) rev: u64,
+}
+
+/// What `reload.mcp` did.
+pub struct Reloaded {
+    pub servers: usize,
+    /// Servers started, restarted or stopped because their configuration changed.
+    pub changed: Vec<String>,
 }
 
 /// Read `config.yaml` once, at the first iteration (after `gateway.ready`), and start the
@@ -374,6 +383,7 @@ fn register_tools(gw: &mut Gateway, name: &str, _now: Instant) {
     let count = names.len();
     let s = gw.mcp.servers.get_mut(name).expect("looked up above");
     s.tools = names;
+    gw.mcp.rev += 1;
     s.phase = Phase::Connected;
     s.error = None;
     s.failures = 0;
@@ -474,6 +484,7 @@ fn failed(gw: &mut Gateway, name: &str, why: String, now: Instant) {
         gw.tools.due.add(job);
     }
     let stopping = gw.mcp.stopping || gw.shutdown.is_some();
+    gw.mcp.rev += 1;
     let Some(s) = gw.mcp.servers.get_mut(name) else {
         return;
     };
@@ -507,6 +518,75 @@ fn tell(gw: &mut Gateway, kind: &str, text: String) {
     let rids: Vec<String> = gw.sessions.keys().cloned().collect();
     for rid in rids {
         gw.emit(&rid, "status.update", json!({"kind": kind, "text": text}));
+    }
+}
+
+/// `reload.mcp`: read `config.yaml` again; servers whose configuration changed (or that are
+/// new, gone, or failed) are stopped and started again, the others are not touched.
+pub fn reload(gw: &mut Gateway, now: Instant) -> Reloaded {
+    start_once(gw, now);
+    let wanted = config::load(&gw.cfg.home);
+    let mut changed = Vec::new();
+    let names: Vec<String> = gw.mcp.servers.keys().cloned().collect();
+    for name in names {
+        let s = &gw.mcp.servers[&name];
+        let same = wanted.get(&name) == Some(&s.config);
+        if same && s.phase != Phase::Failed {
+            continue;
+        }
+        changed.push(name.clone());
+        forget(gw, &name, now);
+    }
+    for (name, cfg) in wanted {
+        if gw.mcp.servers.contains_key(&name) {
+            continue;
+        }
+        if !changed.contains(&name) {
+            changed.push(name.clone());
+        }
+        let start = cfg.enabled;
+        gw.mcp.servers.insert(name.clone(), Server::new(cfg));
+        if start {
+            connect(gw, &name, now);
+        }
+    }
+    gw.mcp.rev += 1;
+    changed.sort();
+    Reloaded {
+        servers: gw.mcp.servers.len(),
+        changed,
+    }
+}
+
+/// Stop a server for good (a reload drops or replaces it): its tools go, its calls fail.
+fn forget(gw: &mut Gateway, name: &str, now: Instant) {
+    let Some(s) = gw.mcp.servers.remove(name) else {
+        return;
+    };
+    for t in &s.tools {
+        gw.tools.registry.unregister(t);
+    }
+    if let Some(run) = s.run {
+        gw.mcp.by_run.remove(&run);
+        crate::tools::runs::close_stdin(gw, run);
+        crate::tools::runs::stop(gw, run, now);
+    }
+    let mut calls = gw.mcp.calls.borrow_mut();
+    calls.ready.remove(name);
+    let jobs: Vec<_> = calls
+        .pending
+        .iter()
+        .filter(|(_, p)| p.server == name)
+        .map(|(j, _)| *j)
+        .collect();
+    for job in &jobs {
+        calls.pending.remove(job);
+        let why = format!("MCP server '{name}' was reloaded during the call");
+        calls.results.insert(*job, ToolResult::error(why));
+    }
+    drop(calls);
+    for job in jobs {
+        gw.tools.due.add(job);
     }
 }
 
