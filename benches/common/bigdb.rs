@@ -93,9 +93,35 @@ pub fn build(path: &Path, shape: &Shape) -> Result<(), String> {
     // The gateway's own schema, indexes, and Hermes' FTS table and triggers.
     drop(tui_gateway::store::Store::open(path, "OFF")?);
     let mut conn = rusqlite::Connection::open(path).map_err(e)?;
-    conn.execute_batch("PRAGMA synchronous=OFF; PRAGMA cache_size=-200000;")
-        .map_err(e)?;
+    conn.execute_batch(
+        "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-400000;",
+    )
+    .map_err(e)?;
     let tx = conn.transaction().map_err(e)?;
+    // Bulk load: the triggers and indexes come off while the rows go in, and are put back
+    // (the same SQL) after; the full-text index is then filled in one statement, as the
+    // insert trigger would have filled it row by row.
+    let deferred: Vec<(String, String)> = {
+        let mut stmt = tx
+            .prepare(
+                "SELECT name, sql FROM sqlite_master WHERE type IN ('trigger', 'index')
+                 AND sql IS NOT NULL AND tbl_name IN ('sessions', 'messages') ORDER BY name",
+            )
+            .map_err(e)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(e)?;
+        rows.collect::<Result<_, _>>().map_err(e)?
+    };
+    for (name, sql) in &deferred {
+        let kind = if sql.trim_start().to_ascii_uppercase().starts_with("CREATE TRIGGER") {
+            "TRIGGER"
+        } else {
+            "INDEX"
+        };
+        tx.execute_batch(&format!("DROP {kind} \"{name}\""))
+            .map_err(e)?;
+    }
     {
         let mut session = tx
             .prepare(
@@ -148,8 +174,16 @@ pub fn build(path: &Path, shape: &Shape) -> Result<(), String> {
             }
         }
     }
+    tx.execute_batch(
+        "INSERT INTO messages_fts(rowid, content) SELECT id,
+             COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, '')
+         FROM messages ORDER BY id",
+    )
+    .map_err(e)?;
+    for (_, sql) in &deferred {
+        tx.execute_batch(sql).map_err(e)?;
+    }
     tx.commit().map_err(e)?;
-    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
-        .map_err(e)?;
+    conn.execute_batch("PRAGMA journal_mode=WAL;").map_err(e)?;
     Ok(())
 }
