@@ -138,15 +138,17 @@ impl Message {
 }
 
 /// A one-line description of a tool call: its command line, else the path, pattern or
-/// question it is about, else `Calling NAME`.
+/// question it is about, else `Calling NAME`. A person reads it (`tool.start`, a resumed
+/// transcript), so the model's control characters are escaped visibly.
 pub fn tool_context(name: &str, args: &Value) -> String {
     let about = ["command", "path", "pattern", "question"]
         .iter()
         .find_map(|k| args.get(*k).and_then(Value::as_str));
-    match about {
+    let line = match about {
         Some(text) => crate::util::clip(text.lines().next().unwrap_or(""), 80),
         None => format!("Calling {name}"),
-    }
+    };
+    crate::util::printable(&line)
 }
 
 /// The display form of a whole transcript.

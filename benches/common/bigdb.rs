@@ -87,6 +87,46 @@ pub fn cached(shape: &Shape) -> Result<(PathBuf, Option<f64>), String> {
     Ok((path, Some(started.elapsed().as_secs_f64())))
 }
 
+/// Write a copied database to disk before a gateway opens it, as a user's long-lived file is:
+/// otherwise its first WAL checkpoint's `fsync` writes back the whole copy on the loop.
+pub fn settle(path: &Path) -> Result<(), String> {
+    fs::File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| e.to_string())
+}
+
+/// Give session `id` `count` more messages (short ones, through Hermes' triggers).
+pub fn lengthen(path: &Path, id: &str, count: usize) -> Result<(), String> {
+    let e = |e: rusqlite::Error| e.to_string();
+    let mut conn = rusqlite::Connection::open(path).map_err(e)?;
+    let tx = conn.transaction().map_err(e)?;
+    {
+        let mut message = tx
+            .prepare(
+                "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .map_err(e)?;
+        for j in 0..count {
+            let role = if j % 2 == 0 { "user" } else { "assistant" };
+            let text = format!("{role} message {j} {}", word(j % VOCABULARY));
+            message
+                .execute(rusqlite::params![
+                    id,
+                    role,
+                    text,
+                    1_800_000_000.0 + j as f64
+                ])
+                .map_err(e)?;
+        }
+    }
+    tx.execute(
+        "UPDATE sessions SET message_count = message_count + ?2 WHERE id = ?1",
+        rusqlite::params![id, count as i64],
+    )
+    .map_err(e)?;
+    tx.commit().map_err(e)
+}
+
 /// Build the database at `path` (which must not exist).
 pub fn build(path: &Path, shape: &Shape) -> Result<(), String> {
     let e = |e: rusqlite::Error| e.to_string();
@@ -114,7 +154,11 @@ pub fn build(path: &Path, shape: &Shape) -> Result<(), String> {
         rows.collect::<Result<_, _>>().map_err(e)?
     };
     for (name, sql) in &deferred {
-        let kind = if sql.trim_start().to_ascii_uppercase().starts_with("CREATE TRIGGER") {
+        let kind = if sql
+            .trim_start()
+            .to_ascii_uppercase()
+            .starts_with("CREATE TRIGGER")
+        {
             "TRIGGER"
         } else {
             "INDEX"

@@ -369,7 +369,8 @@ pub fn most_recent(gw: &mut Gateway) -> Result<Value, RpcError> {
 /// or those before message `before`; `first` is the `before` of the page preceding this one
 /// (0: none), `total` the session's message count.
 pub fn history(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
-    let limit = params::opt_u64(p, "limit")?.map_or(SHOWN.rows, |n| (n as usize).clamp(1, SHOWN.rows));
+    let limit =
+        params::opt_u64(p, "limit")?.map_or(SHOWN.rows, |n| (n as usize).clamp(1, SHOWN.rows));
     let before = params::opt_u64(p, "before")?;
     let s = live(gw, p)?;
     let total = s.transcript.len();

@@ -184,9 +184,13 @@ fn has_active_flags(conn: &Connection) -> rusqlite::Result<bool> {
 
 /// Whether `word` (lowercase) is one of the query's terms.
 fn is_hit(terms: &[(String, bool)], word: &str) -> bool {
-    terms
-        .iter()
-        .any(|(t, prefix)| if *prefix { word.starts_with(t.as_str()) } else { word == t })
+    terms.iter().any(|(t, prefix)| {
+        if *prefix {
+            word.starts_with(t.as_str())
+        } else {
+            word == t
+        }
+    })
 }
 
 /// The [`SNIPPET_WORDS`] words of `text` holding the most distinct query words (the first such
@@ -196,7 +200,10 @@ fn snippet(terms: &[(String, bool)], text: &str) -> Vec<SnippetPart> {
     // (byte span, lowercase word) of every word.
     let mut words: Vec<(usize, usize, String)> = Vec::new();
     let mut start = None;
-    for (i, c) in text.char_indices().chain(std::iter::once((text.len(), ' '))) {
+    for (i, c) in text
+        .char_indices()
+        .chain(std::iter::once((text.len(), ' ')))
+    {
         match (start, c.is_alphanumeric()) {
             (None, true) => start = Some(i),
             (Some(s), false) => {
@@ -211,7 +218,13 @@ fn snippet(terms: &[(String, bool)], text: &str) -> Vec<SnippetPart> {
         terms
             .iter()
             .filter(|(t, prefix)| {
-                ws.iter().any(|(_, _, w)| if *prefix { w.starts_with(t.as_str()) } else { w == t })
+                ws.iter().any(|(_, _, w)| {
+                    if *prefix {
+                        w.starts_with(t.as_str())
+                    } else {
+                        w == t
+                    }
+                })
             })
             .count()
     };
@@ -404,7 +417,11 @@ mod tests {
             "tail ".repeat(30)
         );
         let parts = snippet(&terms, &text);
-        let hits: Vec<_> = parts.iter().filter(|p| p.hit).map(|p| &p.text[..]).collect();
+        let hits: Vec<_> = parts
+            .iter()
+            .filter(|p| p.hit)
+            .map(|p| &p.text[..])
+            .collect();
         assert_eq!(hits, ["Docker", "deploying"]);
         let h = SearchHit {
             session_id: String::new(),
@@ -418,13 +435,28 @@ mod tests {
         };
         let marked = h.snippet_marked(">>>", "<<<");
         assert!(marked.starts_with("…filler "), "{marked}");
-        assert!(marked.contains(" the >>>Docker<<< image, then >>>deploying<<<: done tail"), "{marked}");
+        assert!(
+            marked.contains(" the >>>Docker<<< image, then >>>deploying<<<: done tail"),
+            "{marked}"
+        );
         assert!(marked.ends_with("tail…"), "{marked}");
         assert_eq!(marked.split_whitespace().count(), 16, "{marked}");
         // Short text: whole, no marks of a cut; no words: nothing.
         let short = snippet(&terms, "deploy it");
-        assert_eq!(short[0], SnippetPart { text: "deploy".into(), hit: true });
-        assert_eq!(short[1], SnippetPart { text: " it".into(), hit: false });
+        assert_eq!(
+            short[0],
+            SnippetPart {
+                text: "deploy".into(),
+                hit: true
+            }
+        );
+        assert_eq!(
+            short[1],
+            SnippetPart {
+                text: " it".into(),
+                hit: false
+            }
+        );
         assert!(snippet(&terms, " ,; ").is_empty());
     }
 }
