@@ -4,10 +4,11 @@
 //!
 //! Bounded: the index is read newest match first and at most [`CANDIDATES`] matching messages
 //! are ranked, so a word in every other message costs about what a rare one does; a snippet is
-//! cut only for the results returned. The rank is BM25's term-frequency and length part
-//! ([`rank`]) computed here over the first [`RANK_CHARS`] of each candidate: every candidate
-//! holds every word, and FTS5's own `bm25()` reads the whole index of each word to weigh it
-//! (15–20 ms for a word in 40 % of a million messages).
+//! cut only for the results returned, here from the first [`SNIPPET_SCAN_CHARS`] of each (a
+//! second FTS5 query per result cost as much as the whole ranking). The rank is BM25's
+//! term-frequency and length part ([`rank`]) computed here over the first [`RANK_CHARS`] of
+//! each candidate: every candidate holds every word, and FTS5's own `bm25()` reads the whole
+//! index of each word to weigh it (15–20 ms for a word in 40 % of a million messages).
 
 use std::collections::HashMap;
 
