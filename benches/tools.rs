@@ -45,9 +45,15 @@ fn tools(c: &mut Criterion) {
     ] {
         group.bench_function(name, |b| {
             b.iter(|| {
-                let spawned =
-                    process::spawn(&mut zygote, "true", cwd.path(), Streams::Merged, pidns)
-                        .expect("spawn through the supervisor");
+                let spawned = process::spawn(
+                    &mut zygote,
+                    "true",
+                    cwd.path(),
+                    Streams::Merged,
+                    false,
+                    pidns,
+                )
+                .expect("spawn through the supervisor");
                 // The supervisor's report ends with `exit STATUS` and EOF once it is gone.
                 let mut report = String::new();
                 let mut status = std::fs::File::from(spawned.status);

@@ -402,11 +402,13 @@ impl Gateway {
 
     /// An answer to a server request: resolve what asked, or log (boundedly) and drop it.
     fn on_answer(&mut self, id: Value, result: Result<Value, Value>) {
-        if crate::tools::clarify::on_answer(self, &id, result.clone(), Instant::now()) {
-            return;
+        let now = Instant::now();
+        let (tools, mut env) = self.asking();
+        if let Some((job, answer)) = tools.questions.on_answer(&mut env, &id, &result) {
+            return crate::session::calls::question_answered(self, job, answer, now);
         }
-        if crate::tools::approval::on_answer(self, &id, result, Instant::now()) {
-            return;
+        if let Some(answered) = tools.approvals.on_answer(&mut env, &id, &result) {
+            return crate::session::calls::approval_answered(self, answered, now);
         }
         self.client.stray_answer(&id);
     }
@@ -497,17 +499,23 @@ impl Gateway {
                     });
                 }
                 Timer::ApprovalTimeout(request_id) => {
-                    let owner = crate::tools::approval::owner_session(self, &request_id);
+                    let owner = self.tools.approvals.owner_session(&request_id);
                     self.isolated(owner.as_deref(), now, |gw| {
-                        crate::tools::approval::expire(gw, &request_id, now)
+                        let (tools, mut env) = gw.asking();
+                        if let Some(answered) = tools.approvals.expire(&mut env, &request_id) {
+                            crate::session::calls::approval_answered(gw, answered, now);
+                        }
                     });
                 }
                 Timer::ModelList(id) => crate::methods::models::on_timeout(self, id),
                 Timer::ToolWake(job) => self.tools.due.add(job),
                 Timer::ClarifyTimeout(request_id) => {
-                    let owner = crate::tools::clarify::owner_session(self, &request_id);
+                    let owner = self.tools.questions.owner_session(&request_id);
                     self.isolated(owner.as_deref(), now, |gw| {
-                        crate::tools::clarify::expire(gw, &request_id, now)
+                        let (tools, mut env) = gw.asking();
+                        if let Some((job, answer)) = tools.questions.expire(&mut env, &request_id) {
+                            crate::session::calls::question_answered(gw, job, answer, now);
+                        }
                     });
                 }
             }
@@ -518,14 +526,21 @@ impl Gateway {
     /// run that cannot be watched is killed and forgotten.
     pub(crate) fn watch_run(&mut self, id: crate::runner::RunId) -> io::Result<()> {
         let token = self.alloc_token(Route::Run(id));
-        let registered = self.runner.fds(id).into_iter().try_for_each(|fd| {
+        let readable = self
+            .runner
+            .fds(id)
+            .into_iter()
+            .map(|fd| (fd, Interest::READABLE));
+        let writable = self.runner.stdin_fd(id).map(|fd| (fd, Interest::WRITABLE));
+        let fds: Vec<_> = readable.chain(writable).collect();
+        let registered = fds.iter().try_for_each(|(fd, interest)| {
             self.poll
                 .registry()
-                .register(&mut SourceFd(&fd), token, Interest::READABLE)
+                .register(&mut SourceFd(fd), token, *interest)
         });
         if let Err(e) = registered {
-            for fd in self.runner.fds(id) {
-                let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
+            for (fd, _) in &fds {
+                let _ = self.poll.registry().deregister(&mut SourceFd(fd));
             }
             self.runner.discard(id);
             self.by_token.remove(&token);
@@ -535,7 +550,8 @@ impl Gateway {
         Ok(())
     }
 
-    /// A run ended: its descriptors leave the poll before they close.
+    /// A run ended, or closed its stdin pipe: those descriptors leave the poll before they
+    /// close (the run's token with the last of them).
     pub(crate) fn unwatch_run(&mut self, closed: crate::runner::Closed) {
         for fd in &closed.fds {
             let _ = self
@@ -543,7 +559,9 @@ impl Gateway {
                 .registry()
                 .deregister(&mut SourceFd(&fd.as_raw_fd()));
         }
-        if let Some(token) = self.run_tokens.remove(&closed.run) {
+        if closed.run_over
+            && let Some(token) = self.run_tokens.remove(&closed.run)
+        {
             self.by_token.remove(&token);
         }
     }

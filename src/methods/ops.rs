@@ -229,6 +229,7 @@ pub fn branch(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     branch.last_activity_at = s.last_activity_at;
     branch.approved_rules = s.approved_rules.clone();
     branch.parent_session_id = Some(parent.clone());
+    crate::tools::shell_state::inherit(&gw.cfg.home, &parent, &stored_id);
     gw.add_session(branch);
     gw.mark_dirty(&new_rid);
     gw.emit_info(&new_rid);
@@ -350,6 +351,7 @@ pub fn background(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, R
     let parent = &gw.sessions[&parent_rid];
     let parent_stored = parent.stored_id.clone();
     let mut child = parent.like(rid.clone(), stored_id, None, started_at, now);
+    crate::tools::shell_state::inherit(&gw.cfg.home, &parent_stored, &child.stored_id);
     child.parent_session_id = Some(parent_stored);
     child.background = Some(Background {
         parent_rid,

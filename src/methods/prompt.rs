@@ -42,7 +42,12 @@ pub fn approval_respond(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Va
     }
     let request_id = params::opt_str(p, "request_id")?;
     let rid = live(gw, p)?.runtime_id.clone();
-    let resolved = crate::tools::approval::respond(gw, &rid, choice, request_id, now);
+    let (tools, mut env) = gw.asking();
+    let answered = tools.approvals.respond(&mut env, &rid, choice, request_id);
+    let resolved = answered.len();
+    for a in answered {
+        crate::session::calls::approval_answered(gw, a, now);
+    }
     Ok(json!({ "resolved": resolved }))
 }
 
@@ -52,14 +57,15 @@ pub fn approval_respond(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Va
 pub fn clarify_respond(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
     let request_id = params::opt_str(p, "request_id")?.unwrap_or("");
     let answer = params::opt_str(p, "answer")?.unwrap_or("");
-    if crate::tools::clarify::respond(gw, request_id, answer, now) {
-        Ok(json!({ "status": "ok" }))
-    } else {
-        Err(RpcError::new(
+    let (tools, mut env) = gw.asking();
+    let Some((job, answer)) = tools.questions.respond(&mut env, request_id, answer) else {
+        return Err(RpcError::new(
             crate::rpc::frame::code::BUSY,
             "no pending answer request",
-        ))
-    }
+        ));
+    };
+    crate::session::calls::question_answered(gw, job, answer, now);
+    Ok(json!({ "status": "ok" }))
 }
 
 /// `shell.exec {command}`: answered when the command ends (`None` now).

@@ -434,6 +434,7 @@ pub fn delete(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
         .delete(&stored_id)
         .map_err(|e| RpcError::new(code::INTERNAL, format!("cannot delete from state.db: {e}")))?;
     if deleted {
+        crate::tools::shell_state::forget(&gw.cfg.home, &stored_id);
         Ok(json!({ "deleted": stored_id }))
     } else {
         Err(RpcError::new(

@@ -15,6 +15,7 @@ pub mod capture;
 mod pipe;
 pub mod process;
 pub mod secrets;
+mod stdin;
 pub mod supervisor;
 
 use std::collections::{HashMap, HashSet};
@@ -27,6 +28,8 @@ use std::time::{Duration, Instant};
 use capture::Capture;
 use pipe::{Drained, Pipe};
 pub use process::Streams;
+pub use stdin::StdinRefused;
+use stdin::{Flushed, StdinPipe};
 
 /// Output kept per stream: this much of the head and of the tail.
 const HEAD_KEEP: usize = 16 * 1024;
@@ -39,6 +42,9 @@ const DRAIN: Duration = Duration::from_millis(200);
 /// next one: a process SIGKILLed in one round forks no more, so a round finds only what its
 /// predecessor's targets forked just before.
 const SWEEP_ROUNDS: usize = 8;
+
+/// A [`Spec::timeout`] that never fires: a process that lives until it is stopped (a server).
+pub const NO_TIMEOUT: Duration = Duration::MAX;
 
 /// A run, as the runner names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -70,12 +76,24 @@ pub struct Wake {
     pub what: RunTimer,
 }
 
+/// What a run reads on its stdin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stdin {
+    /// `/dev/null`.
+    Null,
+    /// A pipe the gateway writes ([`Runner::write_stdin`]), with at most `cap` bytes queued
+    /// beyond what the pipe holds (so `cap` is also the largest one write).
+    Pipe { cap: usize },
+}
+
 /// What to run.
 pub struct Spec<'a> {
     /// Run as `bash -c command`.
     pub command: &'a str,
     pub cwd: &'a Path,
     pub streams: Streams,
+    pub stdin: Stdin,
+    /// Stopped (SIGTERM, then SIGKILL) this long after its start; [`NO_TIMEOUT`]: never.
     pub timeout: Duration,
     /// Report output as it arrives ([`RunEvent::Output`]), not only at the end.
     pub live: bool,
@@ -117,10 +135,12 @@ pub enum RunEvent {
     Ended { run: RunId, end: RunEnd },
 }
 
-/// The descriptors of a run that ended, for the loop to deregister before they close.
+/// Descriptors of a run that are done with, for the loop to deregister before they close:
+/// all of them when the run ended (`run_over`), else its stdin pipe alone.
 pub struct Closed {
     pub run: RunId,
     pub fds: Vec<OwnedFd>,
+    pub run_over: bool,
 }
 
 struct Run {
@@ -139,6 +159,7 @@ struct Run {
     status: Pipe,
     stdout: Pipe,
     stderr: Option<Pipe>,
+    stdin: Option<StdinPipe>,
     /// Bytes of the status pipe not yet parsed into lines.
     status_buf: Vec<u8>,
     start_error: Option<String>,
@@ -224,10 +245,15 @@ impl Runner {
         self
     }
 
+    /// The secret-looking variables commands inherit all the same (`terminal.env_passthrough`).
+    pub fn env_passthrough(&self) -> &[String] {
+        &self.env_passthrough
+    }
+
     /// Start a command through the zygote, (re)starting the zygote when it is not there. The
     /// caller registers [`Runner::fds`] with its poll.
     pub fn start(&mut self, spec: &Spec<'_>, now: Instant) -> std::io::Result<RunId> {
-        let spawned = self.spawn(spec.command, spec.cwd, spec.streams)?;
+        let spawned = self.spawn(spec)?;
         let id = RunId(self.next_id);
         self.next_id += 1;
         let pipe = Pipe::new;
@@ -242,6 +268,10 @@ impl Runner {
                 status: pipe(spawned.status),
                 stdout: pipe(spawned.stdout),
                 stderr: spawned.stderr.map(pipe),
+                stdin: match (spawned.stdin, spec.stdin) {
+                    (Some(fd), Stdin::Pipe { cap }) => Some(StdinPipe::new(fd, cap)),
+                    _ => None,
+                },
                 status_buf: Vec::new(),
                 start_error: None,
                 lifeline: Some(spawned.lifeline),
@@ -256,21 +286,20 @@ impl Runner {
                 ready: true,
             },
         );
-        self.wake(now + spec.timeout, id, RunTimer::Timeout);
+        if let Some(at) = now.checked_add(spec.timeout) {
+            self.wake(at, id, RunTimer::Timeout);
+        }
         self.work.push(id);
         Ok(id)
     }
 
-    fn spawn(
-        &mut self,
-        command: &str,
-        cwd: &Path,
-        streams: Streams,
-    ) -> std::io::Result<process::Spawned> {
+    fn spawn(&mut self, spec: &Spec<'_>) -> std::io::Result<process::Spawned> {
+        let stdin_pipe = matches!(spec.stdin, Stdin::Pipe { .. });
+        let (command, cwd, streams) = (spec.command, spec.cwd, spec.streams);
         if let Some(z) = self.zygote.as_mut()
             && !z.exited()
         {
-            match process::spawn(z, command, cwd, streams, self.pidns) {
+            match process::spawn(z, command, cwd, streams, stdin_pipe, self.pidns) {
                 // Only a zygote that is gone is replaced (a command too long is not its fault).
                 Err(e) if zygote_gone(&e) => {}
                 done => return done,
@@ -282,7 +311,58 @@ impl Runner {
         let z = self
             .zygote
             .insert(supervisor::Zygote::start(&self.exe, &self.env_passthrough)?);
-        process::spawn(z, command, cwd, streams, self.pidns)
+        process::spawn(z, command, cwd, streams, stdin_pipe, self.pidns)
+    }
+
+    /// The write end of a run's stdin pipe, to watch for writability (readiness of it marks
+    /// the run ready like its other descriptors: the pump writes what is queued).
+    pub fn stdin_fd(&self, id: RunId) -> Option<RawFd> {
+        let pipe = self.runs.get(&id)?.stdin.as_ref()?;
+        pipe.fd().map(|fd| fd.as_raw_fd())
+    }
+
+    /// Send `bytes` to a run's stdin: written now as far as the pipe takes them, the rest
+    /// queued (all or nothing: refused when the queue would pass its cap). Returns the bytes
+    /// left queued.
+    pub fn write_stdin(&mut self, id: RunId, bytes: &[u8]) -> Result<usize, StdinRefused> {
+        let run = self.runs.get_mut(&id).ok_or(StdinRefused::NoPipe)?;
+        let pipe = run.stdin.as_mut().ok_or(StdinRefused::NoPipe)?;
+        let flushed = pipe.write(bytes)?;
+        let queued = pipe.queued();
+        self.stdin_done(id, flushed);
+        Ok(queued)
+    }
+
+    /// Close a run's stdin once what is queued is written (the command reads end of file).
+    pub fn close_stdin(&mut self, id: RunId) {
+        let Some(pipe) = self.runs.get_mut(&id).and_then(|r| r.stdin.as_mut()) else {
+            return;
+        };
+        pipe.close();
+        let flushed = pipe.flush();
+        self.stdin_done(id, flushed);
+    }
+
+    /// Bytes waiting for a run's stdin to take them.
+    pub fn stdin_queued(&self, id: RunId) -> usize {
+        self.runs
+            .get(&id)
+            .and_then(|r| r.stdin.as_ref())
+            .map_or(0, StdinPipe::queued)
+    }
+
+    /// Hand the loop a stdin pipe that is closed or broken after `flushed`.
+    fn stdin_done(&mut self, id: RunId, flushed: Flushed) {
+        let Some(pipe) = self.runs.get_mut(&id).and_then(|r| r.stdin.as_mut()) else {
+            return;
+        };
+        if let Some(fd) = pipe.take_if_done(flushed) {
+            self.closed.push(Closed {
+                run: id,
+                fds: vec![fd],
+                run_over: false,
+            });
+        }
     }
 
     /// The descriptors of a run to watch for readability.
@@ -471,6 +551,13 @@ impl Runner {
                 "[gateway] the kernel refused a pid namespace for commands: they run under the subreaper fallback (see --tool-pidns)"
             );
         }
+        if let Some(pipe) = run.stdin.as_mut().filter(|p| p.queued() > 0) {
+            let flushed = pipe.flush();
+            self.stdin_done(id, flushed);
+        }
+        let Some(run) = self.runs.get_mut(&id) else {
+            return;
+        };
         if !run.status.open && !run.exit_reported && !run.swept {
             // The supervisor is gone without saying it killed everything (a command killed
             // it): what it left is found and killed here.
@@ -525,7 +612,16 @@ impl Runner {
         };
         let mut fds = vec![run.stdout.fd, run.status.fd];
         fds.extend(run.stderr.map(|p| p.fd));
-        self.closed.push(Closed { run: id, fds });
+        fds.extend(
+            run.stdin
+                .as_mut()
+                .and_then(|p| p.take_if_done(Flushed::Broken)),
+        );
+        self.closed.push(Closed {
+            run: id,
+            fds,
+            run_over: true,
+        });
         self.events.push(RunEvent::Ended { run: id, end });
     }
 }

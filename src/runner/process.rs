@@ -27,6 +27,8 @@ pub struct Spawned {
     /// Held open while we want the command alive; dropping it makes the supervisor SIGKILL
     /// everything the command started.
     pub lifeline: OwnedFd,
+    /// The write end of the command's stdin (non-blocking), when it was asked for.
+    pub stdin: Option<OwnedFd>,
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -61,14 +63,15 @@ fn bash() -> &'static Path {
     })
 }
 
-/// Start `bash -c command` in `cwd` through the zygote (stdin `/dev/null`, the environment
-/// the zygote was started with: the gateway's, without its secrets — `secrets.rs`), in a pid
-/// namespace of its own when `pidns` and the kernel allows.
+/// Start `bash -c command` in `cwd` through the zygote (stdin a pipe when `stdin_pipe`, else
+/// `/dev/null`; the environment the zygote was started with: the gateway's, without its
+/// secrets — `secrets.rs`), in a pid namespace of its own when `pidns` and the kernel allows.
 pub fn spawn(
     zygote: &mut Zygote,
     command: &str,
     cwd: &Path,
     streams: Streams,
+    stdin_pipe: bool,
     pidns: bool,
 ) -> io::Result<Spawned> {
     let (out_r, out_w) = pipe()?;
@@ -81,6 +84,13 @@ pub fn spawn(
     };
     let (life_r, life_w) = pipe()?;
     let (status_r, status_w) = pipe()?;
+    let (stdin_r, stdin_w) = match stdin_pipe {
+        true => {
+            let (r, w) = pipe()?;
+            (Some(r), Some(w))
+        }
+        false => (None, None),
+    };
     zygote.run(
         bash(),
         command,
@@ -91,13 +101,19 @@ pub fn spawn(
             stderr: &err_w,
             lifeline: &life_r,
             status: &status_w,
+            stdin: stdin_r.as_ref(),
         },
     )?;
     // Our copies of the ends the supervisor now holds are closed here.
-    drop((out_w, err_w, life_r, status_w));
-    for fd in [Some(&out_r), err_r.as_ref(), Some(&status_r)]
-        .into_iter()
-        .flatten()
+    drop((out_w, err_w, life_r, status_w, stdin_r));
+    for fd in [
+        Some(&out_r),
+        err_r.as_ref(),
+        Some(&status_r),
+        stdin_w.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
     {
         nonblocking(fd)?;
     }
@@ -106,6 +122,7 @@ pub fn spawn(
         stderr: err_r,
         status: status_r,
         lifeline: life_w,
+        stdin: stdin_w,
     })
 }
 

@@ -127,6 +127,8 @@ pub struct CommandFds<'a> {
     pub stderr: &'a OwnedFd,
     pub lifeline: &'a OwnedFd,
     pub status: &'a OwnedFd,
+    /// The read end of the command's stdin pipe (`/dev/null` without one).
+    pub stdin: Option<&'a OwnedFd>,
 }
 
 impl Zygote {
@@ -192,12 +194,13 @@ impl Zygote {
                 "command too long",
             ));
         }
-        let raw = [
+        let mut raw = vec![
             fds.stdout.as_raw_fd(),
             fds.stderr.as_raw_fd(),
             fds.lifeline.as_raw_fd(),
             fds.status.as_raw_fd(),
         ];
+        raw.extend(fds.stdin.map(|fd| fd.as_raw_fd()));
         let iov = [IoSlice::new(request.as_bytes())];
         let cmsg = [ControlMessage::ScmRights(&raw)];
         sendmsg::<()>(
@@ -317,7 +320,7 @@ fn serve_requests(control: OwnedFd) {
         if !request_ready {
             continue;
         }
-        let mut cmsg = nix::cmsg_space!([RawFd; 4]);
+        let mut cmsg = nix::cmsg_space!([RawFd; 5]);
         let (len, fds) = {
             let mut iov = [IoSliceMut::new(&mut buf)];
             match recvmsg::<()>(
@@ -353,16 +356,29 @@ fn serve_requests(control: OwnedFd) {
         let Ok(request) = serde_json::from_slice::<Value>(&buf[..len]) else {
             continue;
         };
-        let [stdout, stderr, lifeline, status]: [OwnedFd; 4] = match fds.try_into() {
-            Ok(f) => f,
-            Err(_) => continue,
+        // Four descriptors, and a fifth when the command reads a pipe as its stdin.
+        let mut fds = fds.into_iter();
+        let (Some(stdout), Some(stderr), Some(lifeline), Some(status), stdin, None) = (
+            fds.next(),
+            fds.next(),
+            fds.next(),
+            fds.next(),
+            fds.next(),
+            fds.next(),
+        ) else {
+            continue;
         };
         let pidns = request["pidns"].as_bool().unwrap_or(false);
         match fork_supervisor(pidns, &mut pidns_refused) {
             Ok(Forked::Child { in_pidns }) => {
                 drop(control);
                 drop(sigfd);
-                let code = supervisor(&request, in_pidns, stdout, stderr, lifeline, status);
+                let streams = Streams {
+                    stdin,
+                    stdout,
+                    stderr,
+                };
+                let code = supervisor(&request, in_pidns, streams, lifeline, status);
                 std::process::exit(code);
             }
             Ok(Forked::Parent(pid)) => {
@@ -413,12 +429,19 @@ pub fn kill_all(pids: &[i32]) {
     }
 }
 
+/// The command's standard descriptors, as the supervisor received them.
+struct Streams {
+    /// `None`: `/dev/null`.
+    stdin: Option<OwnedFd>,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+}
+
 /// One command's supervisor (a fresh fork of the zygote).
 fn supervisor(
     request: &Value,
     in_pidns: bool,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
+    streams: Streams,
     lifeline: OwnedFd,
     status: OwnedFd,
 ) -> i32 {
@@ -445,8 +468,7 @@ fn supervisor(
         command,
         cwd,
         in_pidns,
-        stdout,
-        stderr,
+        streams,
         lifeline.as_fd(),
         &mut status,
     );
@@ -456,14 +478,12 @@ fn supervisor(
 
 /// Start `bash -c command` in its own session and watch it until it ends or the lifeline
 /// closes; returns its status.
-#[allow(clippy::too_many_arguments)]
 fn supervise(
     bash: &str,
     command: &str,
     cwd: &str,
     in_pidns: bool,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
+    streams: Streams,
     lifeline: BorrowedFd<'_>,
     status: &mut std::fs::File,
 ) -> i32 {
@@ -492,9 +512,9 @@ fn supervise(
     command_line
         .args(["-c", command])
         .current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(stdout))
-        .stderr(Stdio::from(stderr));
+        .stdin(streams.stdin.map_or_else(Stdio::null, Stdio::from))
+        .stdout(Stdio::from(streams.stdout))
+        .stderr(Stdio::from(streams.stderr));
     // SAFETY: setsid, signal and sigprocmask are async-signal-safe. The command must not
     // inherit our blocked signals (SIGTERM would never reach it).
     unsafe {

@@ -10,19 +10,15 @@ use crate::event_loop::Gateway;
 use crate::model::ToolCall;
 use crate::runner::RunEnd;
 use crate::session::transcript::{Message, Role, tool_context};
-use crate::tools::approval::{self, Answer};
+use crate::tools::approval::{Answer, Answered};
 use crate::tools::runs::{self, Owner};
 use crate::tools::{
     Job, JobId, Question, Start, ToolContext, ToolResult, TurnHooks, UserAnswer, Wake,
 };
 use crate::util;
 
-/// What the tools side calls when a run of a job ends, an approval or a question is answered.
-pub(crate) const TURN_HOOKS: TurnHooks = TurnHooks {
-    run_ended,
-    approval_answered,
-    question_answered,
-};
+/// What the tools side calls when a run of a job ends.
+pub(crate) const TURN_HOOKS: TurnHooks = TurnHooks { run_ended };
 
 struct TurnEffects<'a> {
     gw: &'a mut Gateway,
@@ -61,8 +57,11 @@ impl Effects for TurnEffects<'_> {
             }
             Action::StopTool(job) => return stop_job(gw, job, now).map(Started::Finished),
             Action::WithdrawApproval(request_id) => {
-                return approval::withdraw_quietly(gw, &request_id, "interrupted")
-                    .map(Started::Finished);
+                let (tools, mut env) = gw.asking();
+                let denial = tools
+                    .approvals
+                    .withdraw(&mut env, &request_id, "interrupted");
+                return denial.map(Started::Finished);
             }
             Action::EndTurn { status, error } => gw.end_turn(rid, status.as_str(), error, now),
         }
@@ -96,15 +95,25 @@ pub(crate) fn model_answered(
 }
 
 /// The user (or the timeout) answered the approval the turn waits for.
-fn approval_answered(gw: &mut Gateway, rid: &str, answer: Answer, now: Instant) {
-    step(gw, rid, now, |m| match answer {
+pub(crate) fn approval_answered(gw: &mut Gateway, answered: Answered, now: Instant) {
+    let Answered {
+        rid,
+        answer,
+        for_session,
+    } = answered;
+    if let Some(rule) = for_session
+        && let Some(s) = gw.sessions.get_mut(&rid)
+    {
+        s.approved_rules.push(rule.to_string());
+    }
+    step(gw, &rid, now, |m| match answer {
         Answer::Allow => m.approved(),
         Answer::Deny(result) => m.finished(result),
     });
 }
 
 /// The user (or the timeout) answered the question of `job`: its tool goes on with it.
-fn question_answered(gw: &mut Gateway, job: JobId, answer: UserAnswer, now: Instant) {
+pub(crate) fn question_answered(gw: &mut Gateway, job: JobId, answer: UserAnswer, now: Instant) {
     step_job(gw, job, Some(answer), now);
 }
 
@@ -129,7 +138,8 @@ pub(crate) fn finish_job(gw: &mut Gateway, job: JobId, mut result: ToolResult, n
     let Some(j) = gw.tools.jobs.remove(&job) else {
         return;
     };
-    crate::tools::clarify::withdraw_for_job(gw, job, "finished");
+    let (tools, mut env) = gw.asking();
+    tools.questions.withdraw_for_job(&mut env, job, "finished");
     for run in runs::runs_of(gw, job) {
         gw.runner.kill_now(run, now);
     }
@@ -269,7 +279,9 @@ fn schedule_wakes(gw: &mut Gateway, rid: &str, job: JobId, asked: &mut Asked, no
         None => {}
     }
     if let Some(q) = asked.question.take() {
-        crate::tools::clarify::ask(gw, rid, job, &q, now);
+        let deadline = now + gw.cfg.clarify_timeout;
+        let (tools, mut env) = gw.asking();
+        tools.questions.ask(&mut env, rid, job, &q, deadline);
     }
 }
 
@@ -363,11 +375,22 @@ fn start_tool(
                 ask.description
             )))
         }
-        Start::Ask(ask) if approval::pre_approved(gw, rid, ask.rule) => {
-            start_tool(gw, rid, call, true, now)
+        Start::Ask(ask) if pre_approved(gw, rid, ask.rule) => start_tool(gw, rid, call, true, now),
+        Start::Ask(ask) => {
+            let deadline = now + gw.cfg.approval_timeout;
+            let (tools, mut env) = gw.asking();
+            Started::Asking(tools.approvals.ask(&mut env, rid, &ask, deadline))
         }
-        Start::Ask(ask) => Started::Asking(approval::ask(gw, rid, &ask, now)),
     }
+}
+
+/// Approved without asking: always, for this session, or the session is in yolo mode.
+fn pre_approved(gw: &Gateway, rid: &str, rule: &str) -> bool {
+    let (yolo, rules) = match gw.sessions.get(rid) {
+        Some(s) => (s.yolo, s.approved_rules.as_slice()),
+        None => (false, &[][..]),
+    };
+    gw.tools.approvals.pre_approved(rule, yolo, rules)
 }
 
 /// Step the jobs that are due (woken in the loop or from another thread): each tool goes on
@@ -419,7 +442,10 @@ fn stop_job(gw: &mut Gateway, job: JobId, now: Instant) -> Option<ToolResult> {
         runs::after_runner(gw, now);
         return None;
     }
-    crate::tools::clarify::withdraw_for_job(gw, job, "interrupted");
+    let (tools, mut env) = gw.asking();
+    tools
+        .questions
+        .withdraw_for_job(&mut env, job, "interrupted");
     let name = gw.tools.jobs.get(&job)?.call.name.clone();
     let result = gw.tools.registry.get_mut(&name)?.cancel(job)?;
     gw.tools.jobs.remove(&job);

@@ -275,6 +275,7 @@ impl Gateway {
         s.transcript = kept;
         s.stored_id = new_id.clone();
         s.parent_session_id = Some(old_id.clone());
+        crate::tools::shell_state::inherit(&self.cfg.home, &old_id, &new_id);
         s.title = new_title;
         s.started_at = started_at;
         s.persisted = Persisted::default();

@@ -11,9 +11,14 @@ use serde_json::{Value, json};
 
 use crate::event_loop::{Gateway, Route, Timer};
 use crate::model::{CallContext, ModelEvent, ModelRequest, Progress};
+use crate::rpc::Outbox;
 use crate::session::Session;
+use crate::session::registry::Registry;
+use crate::session::ring::Rings;
 use crate::session::transcript::{Message, Role};
 use crate::session::turn::Turn;
+use crate::timer::{TimerId, TimerWheel};
+use crate::tools::asked::Asker;
 use crate::util;
 
 /// What the user reads when a turn failed inside the gateway.
@@ -22,6 +27,41 @@ const INTERNAL_ERROR: &str =
 
 /// The key of the status-bar notice that says yolo is on.
 const YOLO_NOTICE: &str = "tui-gateway.yolo";
+
+/// What approvals and questions ask through on the gateway: the client, the sessions' events,
+/// the timers ([`crate::tools::asked::Asker`]).
+pub(crate) struct Asking<'a> {
+    client: &'a mut crate::rpc::client_conn::ClientConn,
+    sessions: &'a mut Registry,
+    rings: &'a mut Rings,
+    timers: &'a mut TimerWheel<Timer>,
+}
+
+impl Asker for Asking<'_> {
+    fn outbox(&mut self) -> &mut dyn Outbox {
+        self.client
+    }
+    fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
+        if let Some(s) = self.sessions.get_mut(rid) {
+            s.emit(self.client, kind, &payload, self.rings);
+        }
+        trim_rings(self.sessions, self.rings);
+    }
+    fn set_timer(&mut self, at: Instant, timer: Timer) -> TimerId {
+        self.timers.insert(at, timer)
+    }
+    fn cancel_timer(&mut self, id: TimerId) {
+        self.timers.cancel(id);
+    }
+}
+
+/// Keep every session's event ring together under the total, now and then.
+fn trim_rings(sessions: &mut Registry, rings: &mut Rings) {
+    if rings.trim_due() {
+        let all = sessions.values_mut().map(|s| &mut s.ring);
+        crate::session::ring::trim_total(rings, all);
+    }
+}
 
 impl Gateway {
     /// Put a session in memory.
@@ -81,25 +121,25 @@ impl Gateway {
 
     /// Emit an event bound to a session: next seq, into the ring, onto the out-queue.
     pub(crate) fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
-        if let Some(s) = self.sessions.get_mut(rid) {
-            s.emit(&mut self.client, kind, &payload, &mut self.rings);
-        }
-        self.trim_rings();
-    }
-
-    /// Keep every session's event ring together under the total, now and then.
-    fn trim_rings(&mut self) {
-        if self.rings.trim_due() {
-            let all = self.sessions.values_mut().map(|s| &mut s.ring);
-            crate::session::ring::trim_total(&mut self.rings, all);
-        }
+        self.asking().1.emit(rid, kind, payload);
     }
 
     fn emit_delta(&mut self, rid: &str, text: &str) {
         if let Some(s) = self.sessions.get_mut(rid) {
             s.emit_delta(&mut self.client, text, &mut self.rings);
         }
-        self.trim_rings();
+        trim_rings(&mut self.sessions, &mut self.rings);
+    }
+
+    /// The tools (their approvals and questions), and the client and timers they ask through.
+    pub(crate) fn asking(&mut self) -> (&mut crate::tools::Tools, Asking<'_>) {
+        let env = Asking {
+            client: &mut self.client,
+            sessions: &mut self.sessions,
+            rings: &mut self.rings,
+            timers: &mut self.timers,
+        };
+        (&mut self.tools, env)
     }
 
     /// Append the user's prompt and start a turn for it.

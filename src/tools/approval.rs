@@ -9,8 +9,9 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{Ask, ToolResult, asked};
-use crate::event_loop::{Gateway, Timer};
+use super::asked::{self, Asker};
+use super::{Ask, ToolResult};
+use crate::event_loop::Timer;
 use crate::util;
 
 pub const CHOICES: [&str; 4] = ["once", "session", "always", "deny"];
@@ -22,23 +23,28 @@ pub enum Answer {
     Deny(ToolResult),
 }
 
-/// Tell the turn of `rid` how its approval was answered.
-fn answered(gw: &mut Gateway, rid: &str, answer: Answer, now: Instant) {
-    (gw.tools.hooks.approval_answered)(gw, rid, answer, now);
+/// An approval answered (or expired): the turn of session `rid` goes on with `answer`.
+pub struct Answered {
+    pub rid: String,
+    pub answer: Answer,
+    /// The rule the user approved for the rest of the session ("session"), for the session
+    /// to remember.
+    pub for_session: Option<&'static str>,
 }
 
-/// How approvals are asked; each waits with the rule it would approve.
-const FORM: asked::Form<&'static str> = asked::Form {
+/// How approvals are asked.
+const FORM: asked::Form = asked::Form {
     method: "approval",
     event: "approval.request",
     prefix: "apr",
     timeout: Timer::ApprovalTimeout,
-    asked: |tools| &mut tools.approvals.pending,
 };
 
 /// Bound on the saved "always" list we read at start.
 const ALWAYS_FILE_MAX: u64 = 1024 * 1024;
 
+/// The approvals awaiting an answer (each with the rule it would approve) and the rules
+/// approved "always".
 pub struct Approvals {
     pending: asked::Asked<&'static str>,
     always: BTreeSet<String>,
@@ -73,102 +79,109 @@ impl Approvals {
         let text = json!({ "always": self.always }).to_string();
         crate::private_file::replace(&self.path, text.as_bytes(), 0o600)
     }
-}
 
-/// Approved without asking: always, for this session, or the session is in yolo mode.
-pub fn pre_approved(gw: &Gateway, rid: &str, rule: &str) -> bool {
-    gw.tools.approvals.always.contains(rule)
-        || gw
-            .sessions
-            .get(rid)
-            .is_some_and(|s| s.yolo || s.approved_rules.iter().any(|r| r == rule))
-}
-
-/// Ask the user about a dangerous call; the turn waits. Returns the request's id.
-pub fn ask(gw: &mut Gateway, rid: &str, ask: &Ask, now: Instant) -> String {
-    let payload = json!({
-        // Shown to a person who decides on it: a CR or `ESC[2K` must not hide what bash runs.
-        "command": util::printable(&ask.command),
-        "description": util::printable(&ask.description),
-        "choices": CHOICES,
-    });
-    let deadline = now + gw.cfg.approval_timeout;
-    asked::put(gw, &FORM, rid, payload, deadline, ask.rule)
-}
-
-/// `approval.respond`: resolve the session's pending approvals (the named one, if given).
-pub fn respond(
-    gw: &mut Gateway,
-    rid: &str,
-    choice: &str,
-    request_id: Option<&str>,
-    now: Instant,
-) -> usize {
-    let ids = gw
-        .tools
-        .approvals
-        .pending
-        .ids(|id, p| p.rid == rid && request_id.is_none_or(|want| want == id));
-    for id in &ids {
-        resolve(gw, id, choice, now);
+    /// Approved without asking: always, for this session (`session_rules`), or the session
+    /// is in yolo mode.
+    pub fn pre_approved(&self, rule: &str, yolo: bool, session_rules: &[String]) -> bool {
+        yolo || self.always.contains(rule) || session_rules.iter().any(|r| r == rule)
     }
-    ids.len()
-}
 
-/// An answer to an `approval` server request. False if no approval asked with that id.
-pub fn on_answer(gw: &mut Gateway, id: &Value, result: Result<Value, Value>, now: Instant) -> bool {
-    let Some(request_id) = gw.tools.approvals.pending.by_server_request(id) else {
-        return false;
-    };
-    let choice = match &result {
-        Ok(v) => v.get("choice").and_then(Value::as_str).unwrap_or("deny"),
-        Err(_) => "deny",
-    };
-    resolve(gw, &request_id, choice, now);
-    true
-}
+    /// Ask the user of session `rid` about a dangerous call, unanswered by `deadline`; the
+    /// turn waits. Returns the request's id.
+    pub fn ask(&mut self, env: &mut dyn Asker, rid: &str, ask: &Ask, deadline: Instant) -> String {
+        let payload = json!({
+            // Shown to a person who decides on it: a CR or `ESC[2K` must not hide what bash runs.
+            "command": util::printable(&ask.command),
+            "description": util::printable(&ask.description),
+            "choices": CHOICES,
+        });
+        self.pending
+            .put(env, &FORM, rid, payload, deadline, ask.rule)
+    }
 
-/// The session an approval request belongs to.
-pub fn owner_session(gw: &Gateway, request_id: &str) -> Option<String> {
-    gw.tools.approvals.pending.owner(request_id)
-}
+    /// `approval.respond`: resolve the session's pending approvals (the named one, if given).
+    pub fn respond(
+        &mut self,
+        env: &mut dyn Asker,
+        rid: &str,
+        choice: &str,
+        request_id: Option<&str>,
+    ) -> Vec<Answered> {
+        let ids = self
+            .pending
+            .ids(|id, p| p.rid == rid && request_id.is_none_or(|want| want == id));
+        ids.iter()
+            .filter_map(|id| self.resolve(env, id, choice))
+            .collect()
+    }
 
-/// No answer in time: withdraw and deny.
-pub fn expire(gw: &mut Gateway, request_id: &str, now: Instant) {
-    let Some(p) = asked::withdraw(gw, &FORM, request_id, "timeout") else {
-        return;
-    };
-    answered(gw, &p.rid, Answer::Deny(denial("no answer (timeout)")), now);
-}
+    /// An answer to an `approval` server request; `None` if no approval asked with that id.
+    pub fn on_answer(
+        &mut self,
+        env: &mut dyn Asker,
+        id: &Value,
+        result: &Result<Value, Value>,
+    ) -> Option<Answered> {
+        let request_id = self.pending.by_server_request(id)?;
+        let choice = match result {
+            Ok(v) => v.get("choice").and_then(Value::as_str).unwrap_or("deny"),
+            Err(_) => "deny",
+        };
+        self.resolve(env, &request_id, choice)
+    }
 
-/// Withdraw an unanswered request (`request.cancel`); returns the denial for the caller to
-/// finish the call with.
-pub fn withdraw_quietly(gw: &mut Gateway, request_id: &str, reason: &str) -> Option<ToolResult> {
-    asked::withdraw(gw, &FORM, request_id, reason)?;
-    Some(denial(&format!("no answer ({reason})")))
-}
+    /// The session an approval request belongs to.
+    pub fn owner_session(&self, request_id: &str) -> Option<String> {
+        self.pending.owner(request_id)
+    }
 
-fn resolve(gw: &mut Gateway, request_id: &str, choice: &str, now: Instant) {
-    match choice {
-        "once" | "session" | "always" => {
-            let Some(p) = asked::take(gw, &FORM, request_id) else {
-                return;
-            };
-            if choice == "session"
-                && let Some(s) = gw.sessions.get_mut(&p.rid)
-            {
-                s.approved_rules.push(p.about.to_string());
-            }
-            if choice == "always" {
-                gw.tools.approvals.always.insert(p.about.to_string());
-                if let Err(e) = gw.tools.approvals.save() {
-                    crate::diag!("[gateway] could not save the approval: {e}");
-                }
-            }
-            answered(gw, &p.rid, Answer::Allow, now);
+    /// No answer in time: withdraw and deny.
+    pub fn expire(&mut self, env: &mut dyn Asker, request_id: &str) -> Option<Answered> {
+        let p = self.pending.withdraw(env, &FORM, request_id, "timeout")?;
+        Some(denied(p.rid, "no answer (timeout)"))
+    }
+
+    /// Withdraw an unanswered request (`request.cancel`); returns the denial for the caller
+    /// to finish the call with.
+    pub fn withdraw(
+        &mut self,
+        env: &mut dyn Asker,
+        request_id: &str,
+        reason: &str,
+    ) -> Option<ToolResult> {
+        self.pending.withdraw(env, &FORM, request_id, reason)?;
+        Some(denial(&format!("no answer ({reason})")))
+    }
+
+    fn resolve(&mut self, env: &mut dyn Asker, request_id: &str, choice: &str) -> Option<Answered> {
+        let why = match choice {
+            "once" | "session" | "always" => None,
+            "deny" => Some("denied by the user".to_string()),
+            other => Some(format!("unknown choice {other:?}")),
+        };
+        let p = self.pending.take(env, request_id)?;
+        if let Some(why) = why {
+            return Some(denied(p.rid, &why));
         }
-        "deny" => deny(gw, request_id, "denied by the user", now),
-        other => deny(gw, request_id, &format!("unknown choice {other:?}"), now),
+        if choice == "always" {
+            self.always.insert(p.about.to_string());
+            if let Err(e) = self.save() {
+                crate::diag!("[gateway] could not save the approval: {e}");
+            }
+        }
+        Some(Answered {
+            rid: p.rid,
+            answer: Answer::Allow,
+            for_session: (choice == "session").then_some(p.about),
+        })
+    }
+}
+
+fn denied(rid: String, why: &str) -> Answered {
+    Answered {
+        rid,
+        answer: Answer::Deny(denial(why)),
+        for_session: None,
     }
 }
 
@@ -181,9 +194,206 @@ fn denial(why: &str) -> ToolResult {
     )
 }
 
-fn deny(gw: &mut Gateway, request_id: &str, why: &str, now: Instant) {
-    let Some(p) = asked::take(gw, &FORM, request_id) else {
-        return;
-    };
-    answered(gw, &p.rid, Answer::Deny(denial(why)), now);
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::tools::asked::fake::FakeAsker;
+
+    const WAIT: Duration = Duration::from_secs(60);
+
+    fn rm() -> Ask {
+        Ask {
+            rule: "recursive delete",
+            description: "recursive delete".into(),
+            // What a person reads must not be rewritten by the terminal it is shown on.
+            command: "rm -rf /tmp/x\r\x1b[2Kls".into(),
+        }
+    }
+
+    /// Approvals in a fresh home of their own (removed when dropped).
+    struct Home(PathBuf);
+
+    impl Home {
+        fn new() -> Home {
+            let dir = std::env::temp_dir().join(format!("tgw-approval-{}", util::random_hex(8)));
+            std::fs::create_dir_all(&dir).unwrap();
+            Home(dir)
+        }
+    }
+
+    impl Drop for Home {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn allowed(a: &Answered) -> bool {
+        matches!(a.answer, Answer::Allow)
+    }
+
+    fn denial_text(a: &Answered) -> String {
+        match &a.answer {
+            Answer::Deny(r) => r.content["output"].as_str().unwrap().to_string(),
+            Answer::Allow => panic!("allowed"),
+        }
+    }
+
+    #[test]
+    fn an_asked_approval_is_answered_once_and_its_timer_cancelled() {
+        let home = Home::new();
+        let mut a = Approvals::load(&home.0);
+        let mut env = FakeAsker::new(false);
+        let t0 = env.start;
+        let id = a.ask(&mut env, "s1", &rm(), t0 + WAIT);
+        let said = env.said();
+        assert_eq!(said.len(), 1);
+        let ev = &said[0]["params"];
+        assert_eq!(ev["type"], "approval.request");
+        assert_eq!(ev["session_id"], "s1");
+        assert_eq!(ev["payload"]["request_id"], id.as_str());
+        assert_eq!(ev["payload"]["choices"], json!(CHOICES));
+        let shown = ev["payload"]["command"].as_str().unwrap();
+        assert!(!shown.contains('\r') && !shown.contains('\x1b'), "{shown}");
+        assert_eq!(a.owner_session(&id).as_deref(), Some("s1"));
+        // Another session's answer does not reach it.
+        assert!(a.respond(&mut env, "s2", "once", None).is_empty());
+
+        let answered = a.respond(&mut env, "s1", "once", Some(&id));
+        assert_eq!(answered.len(), 1);
+        assert!(allowed(&answered[0]) && answered[0].rid == "s1");
+        assert_eq!(answered[0].for_session, None);
+        assert!(a.respond(&mut env, "s1", "once", None).is_empty());
+        assert!(
+            env.due(t0 + WAIT * 2).is_empty(),
+            "the timeout was not cancelled"
+        );
+        assert!(env.said().is_empty());
+        // "once" approves this call only.
+        assert!(!a.pre_approved(rm().rule, false, &[]));
+    }
+
+    #[test]
+    fn no_answer_in_time_withdraws_and_denies() {
+        let home = Home::new();
+        let mut a = Approvals::load(&home.0);
+        let mut env = FakeAsker::new(false);
+        let t0 = env.start;
+        let id = a.ask(&mut env, "s1", &rm(), t0 + WAIT);
+        env.said();
+        assert!(env.due(t0 + WAIT / 2).is_empty());
+        let due = env.due(t0 + WAIT);
+        assert_eq!(due, vec![Timer::ApprovalTimeout(id.clone())]);
+        let answered = a.expire(&mut env, &id).unwrap();
+        assert_eq!(answered.rid, "s1");
+        assert_eq!(
+            denial_text(&answered),
+            "Command not run: no answer (timeout)."
+        );
+        let said = env.said();
+        assert_eq!(said[0]["params"]["type"], "request.cancel");
+        assert_eq!(
+            said[0]["params"]["payload"],
+            json!({"id": id, "method": "approval", "reason": "timeout"})
+        );
+        // A late answer finds nothing to resolve; a second expiry does nothing.
+        assert!(a.respond(&mut env, "s1", "once", Some(&id)).is_empty());
+        assert!(a.expire(&mut env, &id).is_none() && env.said().is_empty());
+    }
+
+    #[test]
+    fn the_server_request_form_is_answered_by_its_id() {
+        let home = Home::new();
+        let mut a = Approvals::load(&home.0);
+        let mut env = FakeAsker::new(true);
+        let t0 = env.start;
+        let id = a.ask(&mut env, "s1", &rm(), t0 + WAIT);
+        let said = env.said();
+        assert_eq!(said.len(), 1);
+        let srq = &said[0];
+        assert_eq!(srq["method"], "approval");
+        assert_eq!(srq["params"]["session_id"], "s1");
+        assert_eq!(srq["params"]["request_id"], id.as_str());
+        let srq_id = srq["id"].clone();
+        assert!(srq_id.as_str().unwrap().starts_with("srq-"), "{srq_id}");
+        // An answer to some other request, or the request id itself, is not this one's.
+        let ok = Ok(json!({"choice": "once"}));
+        assert!(a.on_answer(&mut env, &json!("srq-other"), &ok).is_none());
+        assert!(a.on_answer(&mut env, &json!(id), &ok).is_none());
+        // A client that answers with an error denies.
+        let err = Err(json!({"code": -1, "message": "no"}));
+        let answered = a.on_answer(&mut env, &srq_id, &err).unwrap();
+        assert_eq!(
+            denial_text(&answered),
+            "Command not run: denied by the user."
+        );
+        assert!(a.on_answer(&mut env, &srq_id, &ok).is_none());
+
+        // Withdrawn, the cancel names the server request.
+        let second = a.ask(&mut env, "s1", &rm(), t0 + WAIT);
+        let srq_id = env.said()[0]["id"].clone();
+        a.withdraw(&mut env, &second, "interrupted").unwrap();
+        let cancel = &env.said()[0]["params"]["payload"];
+        assert_eq!(cancel["id"], srq_id);
+        // A choice it does not know denies, saying which.
+        let third = a.ask(&mut env, "s1", &rm(), t0 + WAIT);
+        let srq_id = env.said()[0]["id"].clone();
+        let odd = Ok(json!({"choice": "sometimes"}));
+        let answered = a.on_answer(&mut env, &srq_id, &odd).unwrap();
+        assert!(denial_text(&answered).contains("unknown choice \"sometimes\""));
+        assert!(a.owner_session(&third).is_none());
+    }
+
+    #[test]
+    fn an_interrupt_withdraws_the_request_and_denies_the_call() {
+        let home = Home::new();
+        let mut a = Approvals::load(&home.0);
+        let mut env = FakeAsker::new(false);
+        let t0 = env.start;
+        let id = a.ask(&mut env, "s1", &rm(), t0 + WAIT);
+        env.said();
+        let denial = a.withdraw(&mut env, &id, "interrupted").unwrap();
+        assert_eq!(
+            denial.content["output"],
+            "Command not run: no answer (interrupted)."
+        );
+        assert_eq!(denial.error.as_deref(), Some("denied"));
+        let said = env.said();
+        assert_eq!(said.len(), 1);
+        assert_eq!(said[0]["params"]["session_id"], "s1");
+        assert_eq!(
+            said[0]["params"]["payload"],
+            json!({"id": id, "method": "approval", "reason": "interrupted"})
+        );
+        assert!(env.due(t0 + WAIT).is_empty(), "the timeout outlived it");
+        assert!(a.respond(&mut env, "s1", "once", None).is_empty());
+        assert!(a.withdraw(&mut env, &id, "interrupted").is_none());
+    }
+
+    #[test]
+    fn session_is_for_the_session_and_always_is_remembered_across_a_restart() {
+        let home = Home::new();
+        let mut a = Approvals::load(&home.0);
+        let mut env = FakeAsker::new(false);
+        let t0 = env.start;
+        a.ask(&mut env, "s1", &rm(), t0 + WAIT);
+        let answered = a.respond(&mut env, "s1", "session", None);
+        assert!(allowed(&answered[0]));
+        assert_eq!(answered[0].for_session, Some("recursive delete"));
+        assert!(!a.pre_approved("recursive delete", false, &[]));
+        assert!(a.pre_approved("recursive delete", false, &["recursive delete".into()]));
+        assert!(
+            a.pre_approved("anything", true, &[]),
+            "yolo approves everything"
+        );
+
+        a.ask(&mut env, "s2", &rm(), t0 + WAIT);
+        let answered = a.respond(&mut env, "s2", "always", None);
+        assert!(allowed(&answered[0]) && answered[0].for_session.is_none());
+        assert!(a.pre_approved("recursive delete", false, &[]));
+        let again = Approvals::load(&home.0);
+        assert!(again.pre_approved("recursive delete", false, &[]));
+        assert!(!again.pre_approved("other rule", false, &[]));
+    }
 }

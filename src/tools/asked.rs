@@ -1,20 +1,33 @@
 //! Asking the user and waiting, as approvals (`approval.rs`) and questions (`clarify.rs`) both
 //! do: the request goes out as an event (answered by a `*.respond` method) or, for clients that
 //! declared `server_requests`, as a server request; it waits here with its timeout timer until
-//! it is answered, expires or is withdrawn (`request.cancel`).
+//! it is answered, expires or is withdrawn (`request.cancel`). Everything here works on an
+//! [`Asker`] (the client and the timers), never on the gateway, so it is unit-tested with a
+//! fake outbox and a timer wheel driven by a fake clock.
 
 use std::collections::HashMap;
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::Tools;
-use crate::event_loop::{Gateway, Timer};
+use crate::event_loop::Timer;
+use crate::rpc::Outbox;
 use crate::timer::TimerId;
 use crate::util;
 
-/// One kind of request: how it is put to the client and where its requests wait.
-pub(crate) struct Form<T: 'static> {
+/// What asking needs of the rest of the gateway: the client and the timers.
+pub trait Asker {
+    /// Where server requests go (and whether the client takes them).
+    fn outbox(&mut self) -> &mut dyn Outbox;
+    /// An event of session `rid` (its next seq, into its ring, out through the outbox).
+    fn emit(&mut self, rid: &str, kind: &str, payload: Value);
+    /// `timer` fires at `at`.
+    fn set_timer(&mut self, at: Instant, timer: Timer) -> TimerId;
+    fn cancel_timer(&mut self, id: TimerId);
+}
+
+/// One kind of request: how it is put to the client.
+pub(crate) struct Form {
     /// The server request's method, and what `request.cancel` names.
     pub method: &'static str,
     /// The event of the event form.
@@ -23,7 +36,6 @@ pub(crate) struct Form<T: 'static> {
     pub prefix: &'static str,
     /// The timer that expires a request.
     pub timeout: fn(String) -> Timer,
-    pub asked: fn(&mut Tools) -> &mut Asked<T>,
 }
 
 /// A request awaiting the user's answer.
@@ -72,60 +84,116 @@ impl<T> Asked<T> {
             .into_iter()
             .next()
     }
+
+    /// Put a request to the client of session `rid`, expiring at `deadline`; its request id.
+    pub(crate) fn put(
+        &mut self,
+        env: &mut dyn Asker,
+        form: &Form,
+        rid: &str,
+        mut payload: Value,
+        deadline: Instant,
+        about: T,
+    ) -> String {
+        let request_id = format!("{}-{}", form.prefix, util::random_hex(12));
+        payload["request_id"] = json!(request_id);
+        let srq_id = if env.outbox().takes_server_requests() {
+            let id = format!("srq-{}", util::random_hex(12));
+            payload["session_id"] = json!(rid);
+            env.outbox().server_request(&id, form.method, &payload);
+            Some(id)
+        } else {
+            env.emit(rid, form.event, payload);
+            None
+        };
+        let timer = env.set_timer(deadline, (form.timeout)(request_id.clone()));
+        let request = Request {
+            rid: rid.to_string(),
+            srq_id,
+            timer,
+            about,
+        };
+        self.pending.insert(request_id.clone(), request);
+        request_id
+    }
+
+    /// The request answered: no longer waiting, its timer cancelled.
+    pub(crate) fn take(&mut self, env: &mut dyn Asker, request_id: &str) -> Option<Request<T>> {
+        let r = self.pending.remove(request_id)?;
+        env.cancel_timer(r.timer);
+        Some(r)
+    }
+
+    /// Withdraw an unanswered request: the client is told (`request.cancel`) why.
+    pub(crate) fn withdraw(
+        &mut self,
+        env: &mut dyn Asker,
+        form: &Form,
+        request_id: &str,
+        reason: &str,
+    ) -> Option<Request<T>> {
+        let r = self.take(env, request_id)?;
+        let id = r.srq_id.as_deref().unwrap_or(request_id);
+        let cancel = json!({"id": id, "method": form.method, "reason": reason});
+        env.emit(&r.rid, "request.cancel", cancel);
+        Some(r)
+    }
 }
 
-/// Put a request to the client of session `rid`, expiring at `deadline`; its request id.
-pub(crate) fn put<T>(
-    gw: &mut Gateway,
-    form: &Form<T>,
-    rid: &str,
-    mut payload: Value,
-    deadline: Instant,
-    about: T,
-) -> String {
-    let request_id = format!("{}-{}", form.prefix, util::random_hex(12));
-    payload["request_id"] = json!(request_id);
-    let srq_id = if gw.outbox().takes_server_requests() {
-        let id = format!("srq-{}", util::random_hex(12));
-        payload["session_id"] = json!(rid);
-        gw.outbox().server_request(&id, form.method, &payload);
-        Some(id)
-    } else {
-        gw.emit(rid, form.event, payload);
-        None
-    };
-    let timer = gw
-        .timers
-        .insert(deadline, (form.timeout)(request_id.clone()));
-    let request = Request {
-        rid: rid.to_string(),
-        srq_id,
-        timer,
-        about,
-    };
-    (form.asked)(&mut gw.tools)
-        .pending
-        .insert(request_id.clone(), request);
-    request_id
-}
+/// An [`Asker`] for unit tests: a fake outbox (events as frames without seq) and a timer wheel
+/// that only fires when a test says what time it is.
+#[cfg(test)]
+pub(crate) mod fake {
+    use super::*;
+    use crate::rpc::frame;
+    use crate::rpc::outbox::FakeOutbox;
+    use crate::timer::TimerWheel;
 
-/// The request answered: no longer waiting, its timer cancelled.
-pub(crate) fn take<T>(gw: &mut Gateway, form: &Form<T>, request_id: &str) -> Option<Request<T>> {
-    let r = (form.asked)(&mut gw.tools).pending.remove(request_id)?;
-    gw.timers.cancel(r.timer);
-    Some(r)
-}
+    pub struct FakeAsker {
+        pub out: FakeOutbox,
+        pub timers: TimerWheel<Timer>,
+        pub start: Instant,
+    }
 
-/// Withdraw an unanswered request: the client is told (`request.cancel`) why.
-pub(crate) fn withdraw<T>(
-    gw: &mut Gateway,
-    form: &Form<T>,
-    request_id: &str,
-    reason: &str,
-) -> Option<Request<T>> {
-    let r = take(gw, form, request_id)?;
-    let id = r.srq_id.as_deref().unwrap_or(request_id);
-    let cancel = json!({"id": id, "method": form.method, "reason": reason});
-    gw.emit(&r.rid, "request.cancel", cancel);
-    Some(r)
+    impl FakeAsker {
+        pub fn new(server_requests: bool) -> FakeAsker {
+            let start = Instant::now();
+            FakeAsker {
+                out: FakeOutbox {
+                    server_requests,
+                    ..Default::default()
+                },
+                timers: TimerWheel::new(start),
+                start,
+            }
+        }
+
+        /// The timers due by `at`.
+        pub fn due(&mut self, at: Instant) -> Vec<Timer> {
+            let mut due = Vec::new();
+            self.timers.expire(at, &mut due);
+            due
+        }
+
+        /// The frames said so far, and forget them.
+        pub fn said(&mut self) -> Vec<Value> {
+            std::mem::take(&mut self.out.frames)
+        }
+    }
+
+    impl Asker for FakeAsker {
+        fn outbox(&mut self) -> &mut dyn Outbox {
+            &mut self.out
+        }
+        fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
+            self.out
+                .event(&frame::event_params(kind, rid, &payload, None));
+        }
+        fn set_timer(&mut self, at: Instant, timer: Timer) -> TimerId {
+            self.timers.insert(at, timer)
+        }
+        fn cancel_timer(&mut self, id: TimerId) {
+            self.timers.cancel(id);
+        }
+    }
 }

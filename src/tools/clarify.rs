@@ -8,76 +8,86 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::{JobId, Question, Start, Tool, ToolContext, ToolResult, UserAnswer, asked};
-use crate::event_loop::{Gateway, Timer};
+use super::asked::{self, Asker};
+use super::{JobId, Question, Start, Tool, ToolContext, ToolResult, UserAnswer};
+use crate::event_loop::Timer;
 use crate::util;
 
 /// Hermes offers at most this many choices (the TUI adds "Other").
 const MAX_CHOICES: usize = 4;
 
-/// How questions are asked; each waits with the job it steps.
-const FORM: asked::Form<JobId> = asked::Form {
+/// How questions are asked.
+const FORM: asked::Form = asked::Form {
     method: "clarify",
     event: "clarify.request",
     prefix: "clr",
     timeout: Timer::ClarifyTimeout,
-    asked: |tools| &mut tools.questions,
 };
 
-/// The questions awaiting an answer.
-pub type Questions = asked::Asked<JobId>;
-
-/// Put `q` to the user of session `rid` for `job`; its answer steps the job.
-pub(crate) fn ask(gw: &mut Gateway, rid: &str, job: JobId, q: &Question, now: Instant) {
-    let choices = (!q.choices.is_empty()).then(|| q.choices.clone());
-    let payload = json!({"question": q.question, "choices": choices});
-    let deadline = now + gw.cfg.clarify_timeout;
-    asked::put(gw, &FORM, rid, payload, deadline, job);
+/// The questions awaiting an answer, each with the job its answer steps.
+#[derive(Default)]
+pub struct Questions {
+    pending: asked::Asked<JobId>,
 }
 
-/// The job waiting on the question has its answer.
-fn answered(gw: &mut Gateway, job: JobId, answer: UserAnswer, now: Instant) {
-    (gw.tools.hooks.question_answered)(gw, job, answer, now);
-}
-
-/// `clarify.respond {request_id, answer}`: false when no such question waits.
-pub fn respond(gw: &mut Gateway, request_id: &str, answer: &str, now: Instant) -> bool {
-    let Some(p) = asked::take(gw, &FORM, request_id) else {
-        return false;
-    };
-    answered(gw, p.about, UserAnswer::Text(answer.into()), now);
-    true
-}
-
-/// An answer to a `clarify` server request; false if no question was asked with that id.
-pub fn on_answer(gw: &mut Gateway, id: &Value, result: Result<Value, Value>, now: Instant) -> bool {
-    let Some(request_id) = gw.tools.questions.by_server_request(id) else {
-        return false;
-    };
-    let answer = match &result {
-        Ok(v) => v.get("answer").and_then(Value::as_str).unwrap_or(""),
-        Err(_) => "",
-    };
-    let answer = answer.to_string();
-    respond(gw, &request_id, &answer, now)
-}
-
-/// The session a question belongs to.
-pub fn owner_session(gw: &Gateway, request_id: &str) -> Option<String> {
-    gw.tools.questions.owner(request_id)
-}
-
-/// No answer in time: the question is withdrawn and the call reads that nobody answered.
-pub fn expire(gw: &mut Gateway, request_id: &str, now: Instant) {
-    if let Some(p) = asked::withdraw(gw, &FORM, request_id, "timeout") {
-        answered(gw, p.about, UserAnswer::Timeout, now);
+impl Questions {
+    /// Put `q` to the user of session `rid` for `job`, unanswered by `deadline`.
+    pub(crate) fn ask(
+        &mut self,
+        env: &mut dyn Asker,
+        rid: &str,
+        job: JobId,
+        q: &Question,
+        deadline: Instant,
+    ) {
+        let choices = (!q.choices.is_empty()).then(|| q.choices.clone());
+        let payload = json!({"question": q.question, "choices": choices});
+        self.pending.put(env, &FORM, rid, payload, deadline, job);
     }
-}
 
-/// Withdraw the question `job` waits on, if any (its call was interrupted or finished).
-pub(crate) fn withdraw_for_job(gw: &mut Gateway, job: JobId, reason: &str) {
-    for id in gw.tools.questions.ids(|_, p| p.about == job) {
-        asked::withdraw(gw, &FORM, &id, reason);
+    /// `clarify.respond {request_id, answer}`: the job to step with the answer; `None` when
+    /// no such question waits.
+    pub fn respond(
+        &mut self,
+        env: &mut dyn Asker,
+        request_id: &str,
+        answer: &str,
+    ) -> Option<(JobId, UserAnswer)> {
+        let p = self.pending.take(env, request_id)?;
+        Some((p.about, UserAnswer::Text(answer.into())))
+    }
+
+    /// An answer to a `clarify` server request; `None` if no question was asked with that id.
+    pub fn on_answer(
+        &mut self,
+        env: &mut dyn Asker,
+        id: &Value,
+        result: &Result<Value, Value>,
+    ) -> Option<(JobId, UserAnswer)> {
+        let request_id = self.pending.by_server_request(id)?;
+        let answer = match result {
+            Ok(v) => v.get("answer").and_then(Value::as_str).unwrap_or(""),
+            Err(_) => "",
+        };
+        self.respond(env, &request_id, answer)
+    }
+
+    /// The session a question belongs to.
+    pub fn owner_session(&self, request_id: &str) -> Option<String> {
+        self.pending.owner(request_id)
+    }
+
+    /// No answer in time: the question is withdrawn and the call reads that nobody answered.
+    pub fn expire(&mut self, env: &mut dyn Asker, request_id: &str) -> Option<(JobId, UserAnswer)> {
+        let p = self.pending.withdraw(env, &FORM, request_id, "timeout")?;
+        Some((p.about, UserAnswer::Timeout))
+    }
+
+    /// Withdraw the question `job` waits on, if any (its call was interrupted or finished).
+    pub(crate) fn withdraw_for_job(&mut self, env: &mut dyn Asker, job: JobId, reason: &str) {
+        for id in self.pending.ids(|_, p| p.about == job) {
+            self.pending.withdraw(env, &FORM, &id, reason);
+        }
     }
 }
 
@@ -202,5 +212,98 @@ mod tests {
         assert!(parse(&json!({"question": "q", "choices": "a,b"})).is_err());
         assert!(parse(&Value::Null).is_err());
         assert!(parse(&json!({"question": "q"})).unwrap().choices.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod asking_tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::tools::asked::fake::FakeAsker;
+
+    const WAIT: Duration = Duration::from_secs(30);
+
+    fn which() -> Question {
+        Question {
+            question: "Which?".into(),
+            choices: vec!["a".into(), "b".into()],
+        }
+    }
+
+    fn text(a: Option<(JobId, UserAnswer)>) -> (JobId, String) {
+        match a {
+            Some((job, UserAnswer::Text(t))) => (job, t),
+            Some((_, UserAnswer::Timeout)) => panic!("timed out"),
+            None => panic!("no question answered"),
+        }
+    }
+
+    #[test]
+    fn a_question_is_answered_in_either_form_and_only_once() {
+        let mut qs = Questions::default();
+        let mut env = FakeAsker::new(false);
+        let t0 = env.start;
+        qs.ask(&mut env, "s1", JobId(7), &which(), t0 + WAIT);
+        let ev = &env.said()[0]["params"];
+        assert_eq!(ev["type"], "clarify.request");
+        assert_eq!(ev["payload"]["choices"], json!(["a", "b"]));
+        let id = ev["payload"]["request_id"].as_str().unwrap().to_string();
+        assert_eq!(qs.owner_session(&id).as_deref(), Some("s1"));
+        assert_eq!(text(qs.respond(&mut env, &id, "b")), (JobId(7), "b".into()));
+        assert!(qs.respond(&mut env, &id, "b").is_none());
+        assert!(env.due(t0 + WAIT).is_empty());
+
+        let mut env = FakeAsker::new(true);
+        let t0 = env.start;
+        qs.ask(&mut env, "s1", JobId(8), &which(), t0 + WAIT);
+        let srq = env.said().remove(0);
+        assert_eq!(srq["method"], "clarify");
+        let ok = Ok(json!({"answer": "a"}));
+        assert!(qs.on_answer(&mut env, &json!("srq-x"), &ok).is_none());
+        assert_eq!(
+            text(qs.on_answer(&mut env, &srq["id"], &ok)),
+            (JobId(8), "a".into())
+        );
+        // An error answer reads as an empty answer (dismissed).
+        qs.ask(&mut env, "s1", JobId(9), &which(), t0 + WAIT);
+        let srq = env.said().remove(0);
+        let err = Err(json!({"code": 1}));
+        assert_eq!(text(qs.on_answer(&mut env, &srq["id"], &err)).1, "");
+    }
+
+    #[test]
+    fn a_question_expires_or_is_withdrawn_with_its_call() {
+        let mut qs = Questions::default();
+        let mut env = FakeAsker::new(false);
+        let t0 = env.start;
+        qs.ask(&mut env, "s1", JobId(1), &which(), t0 + WAIT);
+        qs.ask(&mut env, "s1", JobId(2), &which(), t0 + WAIT * 2);
+        let ids: Vec<String> = env
+            .said()
+            .iter()
+            .map(|f| {
+                f["params"]["payload"]["request_id"]
+                    .as_str()
+                    .unwrap()
+                    .into()
+            })
+            .collect();
+        let due = env.due(t0 + WAIT);
+        assert_eq!(due, vec![Timer::ClarifyTimeout(ids[0].clone())]);
+        assert!(matches!(
+            qs.expire(&mut env, &ids[0]),
+            Some((JobId(1), UserAnswer::Timeout))
+        ));
+        assert_eq!(env.said()[0]["params"]["payload"]["reason"], "timeout");
+        // The call of job 2 is interrupted: its question is withdrawn, its timer with it.
+        qs.withdraw_for_job(&mut env, JobId(2), "interrupted");
+        let cancel = &env.said()[0]["params"]["payload"];
+        assert_eq!(
+            *cancel,
+            json!({"id": ids[1], "method": "clarify", "reason": "interrupted"})
+        );
+        assert!(env.due(t0 + WAIT * 3).is_empty());
+        assert!(qs.respond(&mut env, &ids[1], "late").is_none());
     }
 }

@@ -16,6 +16,7 @@ pub mod memory;
 pub mod passthrough;
 pub mod policy;
 pub mod runs;
+pub mod shell_state;
 pub mod terminal;
 pub mod todo;
 pub mod toolsets;
@@ -303,7 +304,7 @@ impl Registry {
     pub fn builtin() -> Registry {
         let mut r = Registry::empty();
         let tools: [Box<dyn Tool>; 8] = [
-            Box::new(terminal::Terminal),
+            Box::new(terminal::Terminal::default()),
             Box::new(files::ReadFile::default()),
             Box::new(files::WriteFile),
             Box::new(files::Patch),

@@ -1,5 +1,6 @@
-//! Who waits for each run of the process runner: a tool call (its job), `shell.exec`, or a
-//! quick command; their descriptors in the poll, their live output, their results.
+//! Who waits for each run of the process runner: a tool call (its job), `shell.exec`, a
+//! quick command, or a service of the gateway that keeps a process running for itself (an
+//! MCP server); their descriptors in the poll, their live output, their results.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,7 @@ use super::{JobId, policy};
 use crate::event_loop::{Gateway, Timer};
 use crate::rpc::RpcError;
 use crate::rpc::frame::{Id, code};
-use crate::runner::{Ending, RunEnd, RunEvent, RunId, RunTimer, Spec, Streams};
+use crate::runner::{Ending, RunEnd, RunEvent, RunId, RunTimer, Spec, Stdin, Streams};
 use crate::util;
 
 /// Live `tool.output` events: at most one per interval per tool, at most this much text each.
@@ -31,6 +32,12 @@ pub enum Owner {
     Request {
         request_id: Id,
         answer: fn(&Outcome) -> Value,
+    },
+    /// A process a part of the gateway runs for itself, not for a turn (an MCP server): each
+    /// event of the run goes to `on_event` as it happens (live output uncoalesced, the end);
+    /// it is stopped by its owner, not by an interrupt.
+    Service {
+        on_event: fn(&mut Gateway, RunEvent, Instant),
     },
 }
 
@@ -62,10 +69,6 @@ struct Owned {
 pub struct TurnHooks {
     /// A run of a job ended (the tool makes the call's result of it).
     pub run_ended: fn(&mut Gateway, JobId, RunEnd, Instant),
-    /// The user (or the timeout) answered the approval the turn of this session waits for.
-    pub approval_answered: fn(&mut Gateway, &str, super::approval::Answer, Instant),
-    /// The user (or the timeout) answered the question a job asked (the job is stepped).
-    pub question_answered: fn(&mut Gateway, JobId, super::UserAnswer, Instant),
 }
 
 #[derive(Default)]
@@ -108,6 +111,7 @@ pub fn shell_exec(
         command,
         cwd: &cwd,
         streams: Streams::Separate,
+        stdin: Stdin::Null,
         timeout: gw.cfg.shell_timeout,
         live: false,
     };
@@ -142,6 +146,7 @@ pub fn run_for_request(
         command,
         cwd,
         streams: Streams::Merged,
+        stdin: Stdin::Null,
         timeout,
         live: false,
     };
@@ -194,15 +199,54 @@ fn runs_where(gw: &Gateway, want: impl Fn(&Owner) -> bool) -> Vec<RunId> {
     ids
 }
 
-/// Take what the runner produced: its timers into the wheel, the descriptors of ended runs
-/// out of the poll, its events to their owners.
-pub(crate) fn after_runner(gw: &mut Gateway, now: Instant) {
+/// Start a process for a service of the gateway (`Owner::Service`), watched by the poll.
+pub fn start_service(
+    gw: &mut Gateway,
+    spec: &Spec<'_>,
+    on_event: fn(&mut Gateway, RunEvent, Instant),
+    now: Instant,
+) -> std::io::Result<RunId> {
+    launch(gw, Owner::Service { on_event }, spec, now)
+}
+
+/// Send bytes to a run's stdin ([`crate::runner::Runner::write_stdin`]): the bytes left
+/// queued, or why they were refused.
+pub fn write_stdin(
+    gw: &mut Gateway,
+    id: RunId,
+    bytes: &[u8],
+) -> Result<usize, crate::runner::StdinRefused> {
+    let written = gw.runner.write_stdin(id, bytes);
+    settle(gw);
+    written
+}
+
+/// Close a run's stdin once its queue is written.
+pub fn close_stdin(gw: &mut Gateway, id: RunId) {
+    gw.runner.close_stdin(id);
+    settle(gw);
+}
+
+/// Stop a run (SIGTERM, SIGKILL after the kill grace); its end comes as usual.
+pub fn stop(gw: &mut Gateway, id: RunId, now: Instant) {
+    gw.runner.stop(id, Ending::Interrupted, now);
+    settle(gw);
+}
+
+/// The runner's timers into the wheel, the descriptors it is done with out of the poll.
+fn settle(gw: &mut Gateway) {
     for wake in gw.runner.take_wakes() {
         gw.timers.insert(wake.at, Timer::Run(wake.run, wake.what));
     }
     for closed in gw.runner.take_closed() {
         gw.unwatch_run(closed);
     }
+}
+
+/// Take what the runner produced: its timers into the wheel, the descriptors of ended runs
+/// out of the poll, its events to their owners.
+pub(crate) fn after_runner(gw: &mut Gateway, now: Instant) {
+    settle(gw);
     for event in gw.runner.take_events() {
         let run = match &event {
             RunEvent::Output { run, .. } | RunEvent::Ended { run, .. } => *run,
@@ -213,6 +257,20 @@ pub(crate) fn after_runner(gw: &mut Gateway, now: Instant) {
 }
 
 fn on_run_event(gw: &mut Gateway, event: RunEvent, now: Instant) {
+    let run = match &event {
+        RunEvent::Output { run, .. } | RunEvent::Ended { run, .. } => *run,
+    };
+    if let Some(Owned {
+        owner: Owner::Service { on_event },
+        ..
+    }) = gw.tools.runs.owned.get(&run)
+    {
+        let on_event = *on_event;
+        if matches!(event, RunEvent::Ended { .. }) {
+            gw.tools.runs.owned.remove(&run);
+        }
+        return on_event(gw, event, now);
+    }
     match event {
         RunEvent::Output { run, bytes } => {
             let Some(owned) = gw.tools.runs.owned.get_mut(&run) else {
@@ -358,6 +416,8 @@ fn deliver(gw: &mut Gateway, owned: Owned, end: RunEnd, now: Instant) {
             };
             gw.outbox().reply(&request_id, reply);
         }
+        // Its events went to it as they came (`on_run_event`).
+        Owner::Service { .. } => {}
         Owner::Request { request_id, answer } => {
             let outcome = Outcome {
                 code: end.code(),

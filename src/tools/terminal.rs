@@ -1,18 +1,173 @@
-//! The `terminal` tool: `bash -c command` under the supervisor, in the session's working
-//! directory, with a timeout; dangerous commands go through the policy and the approval flow.
+//! The `terminal` tool, with Hermes' arguments (`command`, `timeout`, `workdir`, `background`,
+//! `notify_on_complete`, `pty`; `cwd` is kept as another name of `workdir`): `bash -c command`
+//! under the supervisor, in the session's working directory, with a timeout; dangerous commands
+//! go through the policy and the approval flow.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::shell_state::{self, CaptureError, ShellState};
 use super::{Ask, JobId, Start, Tool, ToolContext, ToolResult, policy};
-use crate::runner::{Ending, RunEnd, Spec, Streams};
+use crate::runner::{Ending, RunEnd, Spec, Stdin, Streams};
 
-/// Longest timeout a call may ask for.
-const TIMEOUT_MAX_S: f64 = 86_400.0;
+/// Hermes' longest foreground timeout (`TERMINAL_MAX_FOREGROUND_TIMEOUT`, 600 s by default):
+/// a call asking for more is refused and pointed at `background`.
+fn foreground_max_timeout_s() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::env::var("TERMINAL_MAX_FOREGROUND_TIMEOUT")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|&v| v > 0)
+            .unwrap_or(600)
+    })
+}
 
-pub struct Terminal;
+/// Hermes' description of the tool (`TERMINAL_TOOL_DESCRIPTION`).
+const DESCRIPTION: &str = "Execute shell commands on a Linux environment. Filesystem, current working directory, and exported environment variables persist between calls.
+
+Do NOT use cat/head/tail to read files — use read_file instead.
+Do NOT use grep/rg/find to search — use search_files instead.
+Do NOT use ls to list directories — use search_files(target='files') instead.
+Do NOT use sed/awk to edit files — use patch instead.
+Do NOT use echo/cat heredoc to create files — use write_file instead.
+Reserve terminal for: builds, installs, git, processes, scripts, network, package managers, and anything that needs a shell.
+Because exported environment state persists, activate a virtualenv or export setup variables once per session; do not re-source the same environment before every command unless a command proves the shell state was reset.
+
+Foreground (default): Commands return INSTANTLY when done, even if the timeout is high. Set timeout=300 for long builds/scripts — you'll still get the result in seconds if it's fast. Prefer foreground for short commands.
+Background: Set background=true to get a session_id. Almost always pair with notify_on_complete=true — bg without notify runs SILENTLY and you have no way to learn it finished short of calling process(action='poll') yourself. Two legitimate uses:
+  (1) Long-lived processes that never exit (servers, watchers, daemons) — silent is correct, there's no exit to notify on.
+  (2) Long-running bounded tasks (tests, builds, deploys, CI pollers, batch jobs) — MUST set notify_on_complete=true. Without it you'll either forget to poll or sit blocked waiting for the user to surface the result.
+For servers/watchers, do NOT use shell-level background wrappers (nohup/disown/setsid/trailing '&') in foreground mode. Use background=true so Hermes can track lifecycle and output.
+After starting a server, verify readiness with a health check or log signal, then run tests in a separate terminal() call. Avoid blind sleep loops.
+Use process(action=\"poll\") for progress checks, process(action=\"wait\") to block until done.
+Working directory: Use 'workdir' for per-command cwd.
+PTY mode: Set pty=true for interactive CLI tools (Codex, Claude Code, Python REPL).
+
+Do NOT use vim/nano/interactive tools without pty=true — they hang without a pseudo-terminal. Pipe git output to cat if it might page.
+";
+
+/// A call's arguments, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    pub command: String,
+    /// Seconds asked for (`None`: the configured default).
+    pub timeout: Option<f64>,
+    /// `workdir` (or its older name `cwd`), as given.
+    pub workdir: Option<String>,
+    pub background: bool,
+    pub notify_on_complete: bool,
+    pub pty: bool,
+}
+
+impl Call {
+    /// Check the arguments as the model sent them; the error is what the model reads.
+    pub fn parse(args: &Value) -> Result<Call, String> {
+        let Some(obj) = args.as_object() else {
+            return Err(
+                "invalid arguments: expected a JSON object like {\"command\": \"ls\"}".into(),
+            );
+        };
+        // A null is an argument left out.
+        let get = |k: &str| obj.get(k).filter(|v| !v.is_null());
+        let command = match get("command") {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => {
+                return Err(format!(
+                    "invalid arguments: command must be a string, got {}",
+                    kind(other)
+                ));
+            }
+            None => return Err("invalid arguments: command (a string) is required".into()),
+        };
+        if command.trim().is_empty() {
+            return Err("empty command".into());
+        }
+        let timeout = match get("timeout") {
+            None => None,
+            Some(v) => {
+                let secs = v
+                    .as_f64()
+                    .or_else(|| v.as_str().and_then(|s| s.trim().parse::<f64>().ok()));
+                match secs {
+                    Some(t) if t.is_finite() && t > 0.0 => Some(t),
+                    _ => {
+                        return Err(format!(
+                            "invalid arguments: timeout must be a positive number of seconds, got {v}"
+                        ));
+                    }
+                }
+            }
+        };
+        let text = |k: &str| -> Result<Option<String>, String> {
+            match get(k) {
+                None => Ok(None),
+                Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(other) => Err(format!(
+                    "invalid arguments: {k} must be a string (a directory path), got {}",
+                    kind(other)
+                )),
+            }
+        };
+        let workdir = match text("workdir")? {
+            Some(w) => Some(w),
+            None => text("cwd")?,
+        };
+        let flag = |k: &str| -> Result<bool, String> {
+            match get(k) {
+                None => Ok(false),
+                Some(Value::Bool(b)) => Ok(*b),
+                Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => Ok(true),
+                Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => Ok(false),
+                Some(other) => Err(format!(
+                    "invalid arguments: {k} must be true or false, got {other}"
+                )),
+            }
+        };
+        Ok(Call {
+            command,
+            timeout,
+            workdir,
+            background: flag("background")?,
+            notify_on_complete: flag("notify_on_complete")?,
+            pty: flag("pty")?,
+        })
+    }
+}
+
+/// A JSON value's kind, for an error message.
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// `background: true` (issue 12 item 2 replaces this with its start of a background process,
+/// which gets the call checked, approved and with its working directory resolved).
+fn start_background(_ctx: &mut ToolContext<'_>, _call: &Call, _cwd: &str) -> Start {
+    Start::Done(ToolResult::failed(
+        "background=true is not supported yet: run the command in the foreground (with a timeout)",
+    ))
+}
+
+#[derive(Default)]
+pub struct Terminal {
+    /// Commands running with their session's shell state, by call.
+    pending: BTreeMap<JobId, Pending>,
+    /// Run files of gateways killed earlier were removed.
+    swept: bool,
+    /// `$HERMES_HOME/shell` could not be used (said once).
+    said_no_dir: bool,
+}
 
 impl Tool for Terminal {
     fn name(&self) -> &str {
@@ -20,35 +175,83 @@ impl Tool for Terminal {
     }
 
     fn description(&self) -> &str {
-        "Run a shell command (bash -c) and return its output and exit status."
+        DESCRIPTION
     }
 
     fn parameters(&self) -> Value {
+        let max = foreground_max_timeout_s();
         json!({
             "type": "object",
             "properties": {
-                "command": {"type": "string", "description": "The command line to run."},
-                "timeout": {"type": "number", "description": "Seconds before the command is killed."},
-                "cwd": {"type": "string", "description": "Working directory (default: the session's)."}
+                "command": {"type": "string", "description": "The command to execute on the VM"},
+                "background": {
+                    "type": "boolean",
+                    "description": "Run the command in the background. Almost always pair with notify_on_complete=true — without it, the process runs silently and you'll have no way to learn it finished short of calling process(action='poll') yourself (easy to forget, leading to silent blindness on long jobs). Two legitimate patterns: (1) Long-lived processes that never exit (servers, watchers, daemons) — these stay silent because there's no exit to notify on. (2) Long-running bounded tasks (tests, builds, deploys, CI pollers, batch jobs) — these MUST set notify_on_complete=true. For short commands, prefer foreground with a generous timeout instead.",
+                    "default": false
+                },
+                "timeout": {
+                    "type": "integer",
+                    "description": format!("Max seconds to wait (default: 180, foreground max: {max}). Returns INSTANTLY when command finishes — set high for long tasks, you won't wait unnecessarily. Foreground timeout above {max}s is rejected; use background=true for longer commands."),
+                    "minimum": 1
+                },
+                "workdir": {
+                    "type": "string",
+                    "description": "Working directory for this command (absolute path). Defaults to the session working directory."
+                },
+                "pty": {
+                    "type": "boolean",
+                    "description": "Run in pseudo-terminal (PTY) mode for interactive CLI tools like Codex, Claude Code, or Python REPL. Only works with local and SSH backends. Default: false.",
+                    "default": false
+                },
+                "notify_on_complete": {
+                    "type": "boolean",
+                    "description": "When true (and background=true), you'll be automatically notified exactly once when the process finishes. **This is the right choice for almost every long-running task** — tests, builds, deployments, multi-item batch jobs, anything that takes over a minute and has a defined end. Use this and keep working on other things; the system notifies you on exit.",
+                    "default": false
+                }
             },
             "required": ["command"]
         })
     }
 
     fn start(&mut self, ctx: &mut ToolContext<'_>, args: &Value) -> Start {
-        let Some(command) = args.get("command").and_then(Value::as_str) else {
-            return Start::Done(ToolResult::failed(
-                "invalid arguments: command (a string) is required",
-            ));
+        let call = match Call::parse(args) {
+            Ok(call) => call,
+            Err(e) => return Start::Done(ToolResult::failed(e)),
         };
-        if command.trim().is_empty() {
-            return Start::Done(ToolResult::failed("empty command"));
+        if call.pty {
+            return Start::Done(ToolResult::failed(
+                "pty=true is not supported: commands run without a terminal (stdin is /dev/null); \
+                 use non-interactive flags or pipe the input instead",
+            ));
         }
-        let cwd = args
-            .get("cwd")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| ctx.cwd.clone());
+        let max = foreground_max_timeout_s();
+        if !call.background
+            && let Some(t) = call.timeout
+            && t > max as f64
+        {
+            return Start::Done(ToolResult::failed(format!(
+                "Foreground timeout {t}s exceeds the maximum of {max}s. Use background=true with \
+                 notify_on_complete=true for long-running commands."
+            )));
+        }
+        let shell = self.shell_of(ctx);
+        let mut notes = Vec::new();
+        let here = match shell.as_ref().and_then(|(_, state)| state.cwd.clone()) {
+            Some(d) if Path::new(&d).is_dir() => d,
+            Some(d) => {
+                notes.push(format!(
+                    "[the working directory {d} no longer exists: this command ran in {}]",
+                    ctx.cwd
+                ));
+                ctx.cwd.clone()
+            }
+            None => ctx.cwd.clone(),
+        };
+        let cwd = match &call.workdir {
+            Some(w) => resolve_dir(w, &here),
+            None => here,
+        };
+        let command = call.command.as_str();
         match policy::check(command, Path::new(&cwd)) {
             policy::Verdict::Refuse { reason } => {
                 return Start::Done(ToolResult::failed(format!("blocked: {reason}")));
@@ -66,31 +269,87 @@ impl Tool for Terminal {
             let out = "[host is exiting: command not started]";
             return Start::Done(ToolResult::terminal(out, Some(130), None));
         }
-        let timeout = args
-            .get("timeout")
-            .and_then(Value::as_f64)
-            .filter(|t| t.is_finite() && *t > 0.0)
-            .map(|t| Duration::from_secs_f64(t.min(TIMEOUT_MAX_S)))
+        if call.background {
+            return start_background(ctx, &call, &cwd);
+        }
+        if call.workdir.is_some() && !Path::new(&cwd).is_dir() {
+            return Start::Done(ToolResult::failed(format!(
+                "workdir is not a directory: {cwd}"
+            )));
+        }
+        let timeout = call
+            .timeout
+            .map(Duration::from_secs_f64)
             .unwrap_or(ctx.command_timeout);
+        // The command between its shell's restore and save, when the session has a shell state.
+        let pending = shell.and_then(|(dir, before)| {
+            let passthrough = ctx.runner.env_passthrough().to_vec();
+            let (restore, capture) = dir.run_files(ctx.job.0);
+            let script = shell_state::restore_script(&before, &cwd, Some(&capture), &passthrough);
+            if let Err(e) = write_new_private(&restore, script.as_bytes()) {
+                crate::diag!(
+                    "[gateway] shell state not restored: {}: {e}",
+                    restore.display()
+                );
+                return None;
+            }
+            let wrapped = shell_state::wrapped_command(command, &restore, true);
+            Some((
+                wrapped,
+                Pending {
+                    dir,
+                    session: ctx.session.to_string(),
+                    before,
+                    restore,
+                    capture,
+                    session_cwd: ctx.cwd.clone(),
+                    start_dir: call.workdir.is_some().then(|| cwd.clone()),
+                    passthrough,
+                    notes: Vec::new(),
+                },
+            ))
+        });
+        let (wrapped, pending) = match pending {
+            Some((wrapped, mut pending)) => {
+                pending.notes = notes;
+                (wrapped, Some(pending))
+            }
+            None => (command.to_string(), None),
+        };
         let spec = Spec {
-            command,
+            command: &wrapped,
             cwd: Path::new(&cwd),
             streams: Streams::Merged,
+            stdin: Stdin::Null,
             timeout,
             live: true,
         };
         match ctx.run(&spec) {
-            Ok(_) => Start::Later,
-            Err(e) => Start::Done(ToolResult::failed(format!(
-                "could not start the command: {e}"
-            ))),
+            Ok(_) => {
+                if let Some(p) = pending {
+                    self.remember(ctx.job, p);
+                }
+                Start::Later
+            }
+            Err(e) => {
+                if let Some(p) = pending {
+                    let _ = shell_state::remove_quietly(&p.restore);
+                }
+                Start::Done(ToolResult::failed(format!(
+                    "could not start the command: {e}"
+                )))
+            }
         }
     }
 
-    fn run_ended(&mut self, _job: JobId, _args: &Value, end: RunEnd) -> Option<ToolResult> {
+    fn run_ended(&mut self, job: JobId, _args: &Value, end: RunEnd) -> Option<ToolResult> {
         let code = end.code();
+        let notes = match self.pending.remove(&job) {
+            Some(p) => p.finish(&end),
+            None => Vec::new(),
+        };
         let mut output = end.stdout;
-        let note = match end.ending {
+        let ending = match end.ending {
             Some(Ending::Timeout) => Some(format!(
                 "[Command timed out after {}s]",
                 end.timeout.as_secs_f64().round()
@@ -98,15 +357,213 @@ impl Tool for Terminal {
             Some(Ending::Interrupted) => Some("[Command interrupted]".to_string()),
             None => None,
         };
-        if let Some(note) = note {
+        for note in notes.iter().chain(&ending) {
             if !output.is_empty() && !output.ends_with('\n') {
                 output.push('\n');
             }
-            output.push_str(&note);
+            output.push_str(note);
         }
         let error = end
             .start_error
             .map(|e| format!("could not start the command: {e}"));
         Some(ToolResult::terminal(&output, Some(code), error))
+    }
+}
+
+impl Terminal {
+    /// The session's shell directory and its state, where it has one: a session of the store
+    /// and a `$HERMES_HOME/shell` to keep it in (else commands run as fresh shells, said once).
+    fn shell_of(&mut self, ctx: &ToolContext<'_>) -> Option<(shell_state::Dir, ShellState)> {
+        // (The files are named to bash: a home that is not UTF-8 could not be.)
+        if ctx.session.is_empty() || ctx.home.to_str().is_none() {
+            return None;
+        }
+        let dir = match shell_state::Dir::open(ctx.home) {
+            Ok(dir) => dir,
+            Err(e) => {
+                if !self.said_no_dir {
+                    self.said_no_dir = true;
+                    crate::diag!(
+                        "[gateway] {}/shell: {e}; the terminal's directory and variables are not kept between commands",
+                        ctx.home.display()
+                    );
+                }
+                return None;
+            }
+        };
+        if !self.swept {
+            self.swept = true;
+            dir.remove_stale_runs();
+        }
+        let state = dir.load(ctx.session);
+        Some((dir, state))
+    }
+
+    fn remember(&mut self, job: JobId, pending: Pending) {
+        // A job gone without its run's end leaves its entry; the oldest go first.
+        while self.pending.len() >= PENDING_MAX {
+            self.pending.pop_first();
+        }
+        self.pending.insert(job, pending);
+    }
+}
+
+/// Runs of a call at most remembered at once (far more than any session runs).
+const PENDING_MAX: usize = 4096;
+
+/// A command running with its session's shell state: what its end is compared with.
+struct Pending {
+    dir: shell_state::Dir,
+    session: String,
+    before: ShellState,
+    restore: PathBuf,
+    capture: PathBuf,
+    session_cwd: String,
+    /// Where a call with `workdir` started: ending there leaves the session's directory as it was.
+    start_dir: Option<String>,
+    passthrough: Vec<String>,
+    /// What the model is told about the state at the end of the output.
+    notes: Vec<String>,
+}
+
+impl Pending {
+    /// Keep the state the command ended with (what is known of it); the notes for the model.
+    fn finish(mut self, end: &RunEnd) -> Vec<String> {
+        let _ = shell_state::remove_quietly(&self.restore);
+        let capture = match shell_state::take_capture(&self.capture) {
+            Ok(c) => c,
+            Err(CaptureError::TooBig(n)) => {
+                self.notes.push(format!(
+                    "[shell state not kept: the exported environment is {n} bytes, over the {} kept; \
+                     the next command starts from the previous directory and variables]",
+                    shell_state::CAPTURE_MAX
+                ));
+                return self.notes;
+            }
+            // Stopped (timeout, interrupt) or never started: the previous state stands.
+            Err(_) if end.ending.is_some() || end.start_error.is_some() => return self.notes,
+            Err(_) => {
+                self.notes.push(
+                    "[shell state not kept: the shell ended before saving it (exec, or a signal); \
+                     the next command starts from the previous directory and variables]"
+                        .to_string(),
+                );
+                return self.notes;
+            }
+        };
+        let base = shell_state::base_environment(&self.passthrough);
+        let (mut state, withheld) = shell_state::state_of(&capture, &base, &self.passthrough);
+        if self
+            .start_dir
+            .as_deref()
+            .is_some_and(|d| same_dir(d, &capture.cwd))
+        {
+            // `workdir` is for this command: ending where it started moves the session nowhere.
+            state.cwd = self.before.cwd.clone();
+        }
+        if state
+            .cwd
+            .as_deref()
+            .is_some_and(|d| same_dir(d, &self.session_cwd))
+        {
+            state.cwd = None;
+        }
+        if !withheld.is_empty() {
+            self.notes.push(format!(
+                "[not kept for the next commands, as they look secret: {} \
+                 (terminal.env_passthrough in config.yaml lists names to keep)]",
+                withheld.join(", ")
+            ));
+        }
+        if state != self.before
+            && let Err(e) = self.dir.save(&self.session, &state)
+        {
+            self.notes
+                .push(format!("[shell state not kept: cannot save it: {e}]"));
+        }
+        self.notes
+    }
+}
+
+/// Two names of one directory.
+fn same_dir(a: &str, b: &str) -> bool {
+    let trim = |s: &str| s.trim_end_matches('/').to_string();
+    trim(a) == trim(b)
+        || matches!(
+            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+            (Ok(x), Ok(y)) if x == y
+        )
+}
+
+/// A new file of ours only (0600, not through a link, not one already there).
+fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = shell_state::remove_quietly(path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    f.write_all(bytes)
+}
+
+/// `workdir` as a directory: `~` is `$HOME`, a relative path is taken from `base`.
+fn resolve_dir(workdir: &str, base: &str) -> String {
+    let home = || std::env::var("HOME").unwrap_or_default();
+    let path = if workdir == "~" {
+        home()
+    } else if let Some(rest) = workdir.strip_prefix("~/") {
+        format!("{}/{rest}", home())
+    } else {
+        workdir.to_string()
+    };
+    if Path::new(&path).is_absolute() {
+        path
+    } else {
+        Path::new(base).join(path).to_string_lossy().into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hermes_arguments_are_read_and_cwd_is_another_name_of_workdir() {
+        let c = Call::parse(&json!({"command": "ls", "timeout": 5, "workdir": "/tmp",
+            "background": false, "notify_on_complete": "true", "pty": null}))
+        .unwrap();
+        assert_eq!(c.command, "ls");
+        assert_eq!(c.timeout, Some(5.0));
+        assert_eq!(c.workdir.as_deref(), Some("/tmp"));
+        assert!(!c.background && c.notify_on_complete && !c.pty);
+        let old = Call::parse(&json!({"command": "ls", "cwd": "/srv", "timeout": "2.5"})).unwrap();
+        assert_eq!(old.workdir.as_deref(), Some("/srv"));
+        assert_eq!(old.timeout, Some(2.5));
+        let both = Call::parse(&json!({"command": "ls", "cwd": "/a", "workdir": "/b"})).unwrap();
+        assert_eq!(both.workdir.as_deref(), Some("/b"));
+    }
+
+    #[test]
+    fn bad_arguments_are_errors_the_model_can_read() {
+        let err = |v: Value| Call::parse(&v).unwrap_err();
+        assert!(err(Value::Null).contains("JSON object"));
+        assert!(err(json!({})).contains("command (a string) is required"));
+        assert!(err(json!({"command": 3})).contains("command must be a string"));
+        assert_eq!(err(json!({"command": "  "})), "empty command");
+        assert!(err(json!({"command": "ls", "timeout": -1})).contains("timeout must be"));
+        assert!(err(json!({"command": "ls", "timeout": "soon"})).contains("timeout must be"));
+        assert!(err(json!({"command": "ls", "workdir": 7})).contains("workdir must be a string"));
+        assert!(err(json!({"command": "ls", "pty": "yes"})).contains("pty must be true or false"));
+    }
+
+    #[test]
+    fn workdir_is_taken_from_the_session_directory_when_relative() {
+        assert_eq!(resolve_dir("/abs", "/base"), "/abs");
+        assert_eq!(resolve_dir("sub/dir", "/base"), "/base/sub/dir");
+        let home = std::env::var("HOME").unwrap_or_default();
+        assert_eq!(resolve_dir("~/x", "/base"), format!("{home}/x"));
     }
 }

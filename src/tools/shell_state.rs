@@ -1,0 +1,605 @@
+//! The `terminal` tool's persistent shell: each session's working directory and exported
+//! variables, carried from one `bash -c` to the next and kept on disk, so a resumed session (in
+//! another gateway process too) goes on where its last command left.
+//!
+//! Every command still runs as its own `bash -c` under the supervisor. Before it, the shell
+//! sources a restore file the gateway wrote (`cd`, `export`, `unset`, and the function that
+//! saves the state); its `EXIT` trap (and a call after the command, for a command that replaced
+//! the trap) writes the state it ends with — `$PWD` and every exported variable, NUL-separated —
+//! to a capture file the gateway reads, bounded, when the run ends. What is kept is the
+//! difference from the environment the gateway gives every command (variables set or changed,
+//! variables unset), without what looks secret (`runner/secrets.rs`: the same rule decides what
+//! is restored), in `$HERMES_HOME/shell/<stored session id>.json` (0600, written atomically).
+//!
+//! Pure parts (capture parsing, the difference, the restore script, the JSON) are unit-tested
+//! here; the files are [`Dir`]'s.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{self, Read};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::runner::secrets;
+
+/// The most a capture (the exported environment as the shell ends) may weigh; a bigger one is
+/// not kept, and the session goes on from its previous state.
+pub const CAPTURE_MAX: usize = 256 * 1024;
+/// The most a saved state file may weigh when it is read back.
+const SAVED_MAX: u64 = 2 * 1024 * 1024;
+/// First record of a capture, so a file of something else is not read as one.
+const MAGIC: &str = "tuigw-shell 1";
+/// Last record of a complete capture (a shell killed while writing leaves none).
+const END: &str = "end";
+/// Variables bash keeps for itself: never saved or restored.
+const BASH_OWN: &[&str] = &["PWD", "OLDPWD", "SHLVL", "_"];
+/// The function the restore file defines and the command's shell calls at its end.
+const KEEP_FN: &str = "__tuigw_keep_state";
+
+/// One session's shell state: how it differs from a fresh command's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShellState {
+    /// The directory the last command ended in (`None`: the session's working directory).
+    pub cwd: Option<String>,
+    /// Exported variables the session set or changed.
+    pub set: BTreeMap<String, String>,
+    /// Variables of the gateway's environment the session unset.
+    pub unset: BTreeSet<String>,
+}
+
+/// What a command's shell wrote as it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capture {
+    pub cwd: String,
+    pub vars: Vec<(String, String)>,
+}
+
+/// Why a capture is not used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaptureError {
+    /// No capture file: the shell never got to its end (`exec`, killed).
+    Missing,
+    /// Cut short or not one of ours.
+    Incomplete,
+    /// Over [`CAPTURE_MAX`] bytes.
+    TooBig(u64),
+}
+
+/// Whether the value a variable holds must stay out of commands (and out of the saved state):
+/// the rule `runner/secrets.rs` applies to the gateway's own environment.
+pub fn is_withheld(name: &str, value: &str, passthrough: &[String]) -> bool {
+    !passthrough.iter().any(|p| p == name)
+        && (secrets::is_secret_name(name) || secrets::is_secret_value(value))
+}
+
+/// Parse a capture: `MAGIC`, `$PWD`, `NAME=VALUE`…, `END`, each ended by a NUL.
+pub fn parse_capture(bytes: &[u8]) -> Result<Capture, CaptureError> {
+    let mut records = bytes.split(|&b| b == 0);
+    if records.next() != Some(MAGIC.as_bytes()) {
+        return Err(CaptureError::Incomplete);
+    }
+    let cwd = records
+        .next()
+        .and_then(|r| std::str::from_utf8(r).ok())
+        .filter(|d| d.starts_with('/'))
+        .ok_or(CaptureError::Incomplete)?
+        .to_string();
+    let mut vars = Vec::new();
+    for record in records {
+        if record == END.as_bytes() {
+            return Ok(Capture { cwd, vars });
+        }
+        // A value that is not UTF-8 cannot be judged for secrets: it is not kept.
+        let Ok(text) = std::str::from_utf8(record) else {
+            continue;
+        };
+        if let Some((name, value)) = text.split_once('=')
+            && is_name(name)
+        {
+            vars.push((name.to_string(), value.to_string()));
+        }
+    }
+    Err(CaptureError::Incomplete)
+}
+
+/// A shell variable's name: `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_name(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// The environment every command starts with: the gateway's, without its secrets (what the
+/// zygote passes on).
+pub fn base_environment(passthrough: &[String]) -> HashMap<String, String> {
+    std::env::vars_os()
+        .filter_map(|(n, v)| Some((n.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(n, v)| !is_withheld(n, v, passthrough))
+        .collect()
+}
+
+/// The state a capture leaves, against `base` (the environment a fresh command gets), with the
+/// names of the secret-looking variables left out of it.
+pub fn state_of(
+    capture: &Capture,
+    base: &HashMap<String, String>,
+    passthrough: &[String],
+) -> (ShellState, Vec<String>) {
+    let mut state = ShellState {
+        cwd: Some(capture.cwd.clone()),
+        ..Default::default()
+    };
+    let mut withheld = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (name, value) in &capture.vars {
+        if BASH_OWN.contains(&name.as_str()) {
+            continue;
+        }
+        seen.insert(name.as_str());
+        if base.get(name) == Some(value) {
+            continue;
+        }
+        if is_withheld(name, value, passthrough) {
+            withheld.push(name.clone());
+            continue;
+        }
+        state.set.insert(name.clone(), value.clone());
+    }
+    state.unset = base
+        .keys()
+        .filter(|n| !seen.contains(n.as_str()) && !BASH_OWN.contains(&n.as_str()))
+        .cloned()
+        .collect();
+    (state, withheld)
+}
+
+/// `s` as one bash word that means exactly `s` (`$'…'`: newlines and quotes escaped, so the
+/// word stays on one line).
+pub fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 3);
+    out.push_str("$'");
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            '\n' => out.push_str("\\n"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\{:03o}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// The restore file: go to `cwd`, put back the variables of `state` (none that looks secret),
+/// and define the function that writes the end state to `capture`.
+pub fn restore_script(
+    state: &ShellState,
+    cwd: &str,
+    capture: Option<&Path>,
+    passthrough: &[String],
+) -> String {
+    let mut s = format!("builtin cd -- {} 2>/dev/null\n", quote(cwd));
+    for (name, value) in &state.set {
+        if is_name(name) && !is_withheld(name, value, passthrough) {
+            s.push_str(&format!("builtin export {name}={}\n", quote(value)));
+        }
+    }
+    for name in state.unset.iter().filter(|n| is_name(n)) {
+        s.push_str(&format!("builtin unset -v {name}\n"));
+    }
+    if let Some(capture) = capture {
+        let file = quote(&capture.to_string_lossy());
+        // Once per shell (the trap and the call after the command); `$?` is kept, so the
+        // command's exit status is the shell's.
+        s.push_str(&format!(
+            "{KEEP_FN}() {{ builtin local __rc=$? __n IFS=$' \\t\\n'; \
+             [[ -n ${{__tuigw_kept-}} ]] && builtin return $__rc; __tuigw_kept=1; builtin set +eu; \
+             {{ builtin printf '%s\\0%s\\0' {magic} \"$PWD\"; \
+             for __n in $(builtin compgen -e); do builtin printf '%s=%s\\0' \"$__n\" \"${{!__n}}\"; done; \
+             builtin printf '%s\\0' {END}; }} >{file} 2>/dev/null; builtin return $__rc; }}\n",
+            magic = quote(MAGIC),
+        ));
+    }
+    s
+}
+
+/// The command line `bash -c` runs: the restore file sourced, then the command as it was
+/// written (one `eval`, so its own syntax and `exit` stay its own), then the save.
+pub fn wrapped_command(command: &str, restore: &Path, saves: bool) -> String {
+    let source = format!(
+        "builtin source {} || builtin exit 126",
+        quote(&restore.to_string_lossy())
+    );
+    if saves {
+        format!(
+            "{source}; builtin trap {KEEP_FN} EXIT; builtin eval -- {}; {KEEP_FN}",
+            quote_plain(command)
+        )
+    } else {
+        format!("{source}; builtin eval -- {}", quote_plain(command))
+    }
+}
+
+/// `'…'` quoting (`'` as `'\''`): the command keeps its own text, newlines included.
+fn quote_plain(s: impl AsRef<str>) -> String {
+    format!("'{}'", s.as_ref().replace('\'', "'\\''"))
+}
+
+impl ShellState {
+    pub fn is_empty(&self) -> bool {
+        self.cwd.is_none() && self.set.is_empty() && self.unset.is_empty()
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({"version": 1, "cwd": self.cwd, "set": self.set, "unset": self.unset})
+    }
+
+    /// A saved state; `None` when it is not one (the session then starts afresh).
+    pub fn from_json(v: &Value) -> Option<ShellState> {
+        if v.get("version")?.as_u64()? != 1 {
+            return None;
+        }
+        let cwd = match v.get("cwd") {
+            Some(Value::String(s)) => Some(s.clone()),
+            _ => None,
+        };
+        let set = v
+            .get("set")?
+            .as_object()?
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+            .filter(|(k, _)| is_name(k))
+            .collect();
+        let unset = v
+            .get("unset")?
+            .as_array()?
+            .iter()
+            .filter_map(|n| n.as_str())
+            .filter(|n| is_name(n))
+            .map(str::to_string)
+            .collect();
+        Some(ShellState { cwd, set, unset })
+    }
+}
+
+/// `$HERMES_HOME/shell`: the saved states (`<id>.json`) and each run's restore and capture
+/// files (`.run-<gateway pid>-<n>.in` / `.out`, removed when the run ends; those of a gateway
+/// that was killed are removed by the next one to use the directory).
+pub struct Dir {
+    path: PathBuf,
+}
+
+impl Dir {
+    /// The directory under `home`, created 0700 (not a link, ours).
+    pub fn open(home: &Path) -> io::Result<Dir> {
+        let path = home.join("shell");
+        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        let meta = std::fs::symlink_metadata(&path)?;
+        // SAFETY: geteuid has no preconditions and touches no memory.
+        if !meta.is_dir() || meta.uid() != unsafe { libc::geteuid() } {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a directory of ours; refused", path.display()),
+            ));
+        }
+        if meta.mode() & 0o077 != 0 {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
+        }
+        Ok(Dir { path })
+    }
+
+    fn saved(&self, session: &str) -> Option<PathBuf> {
+        file_stem(session).map(|s| self.path.join(format!("{s}.json")))
+    }
+
+    /// The state saved for `session` (empty when none, or unreadable: said on stderr).
+    pub fn load(&self, session: &str) -> ShellState {
+        let Some(path) = self.saved(session) else {
+            return ShellState::default();
+        };
+        match read_bounded(&path, SAVED_MAX) {
+            Ok(None) => ShellState::default(),
+            Ok(Some(bytes)) => serde_json::from_slice(&bytes)
+                .ok()
+                .and_then(|v| ShellState::from_json(&v))
+                .unwrap_or_else(|| {
+                    crate::diag!("[gateway] {}: not a shell state; ignored", path.display());
+                    ShellState::default()
+                }),
+            Err(e) => {
+                crate::diag!("[gateway] cannot read {}: {e}", path.display());
+                ShellState::default()
+            }
+        }
+    }
+
+    /// Keep `state` for `session` (an empty state removes the file).
+    pub fn save(&self, session: &str, state: &ShellState) -> io::Result<()> {
+        let Some(path) = self.saved(session) else {
+            return Ok(());
+        };
+        if state.is_empty() {
+            return remove_quietly(&path);
+        }
+        crate::private_file::replace(&path, state.to_json().to_string().as_bytes(), 0o600)
+    }
+
+    /// The restore and capture files of one run.
+    pub fn run_files(&self, n: u64) -> (PathBuf, PathBuf) {
+        let stem = format!(".run-{}-{n}", std::process::id());
+        (
+            self.path.join(format!("{stem}.in")),
+            self.path.join(format!("{stem}.out")),
+        )
+    }
+
+    /// Remove the run files of gateways no longer running.
+    pub fn remove_stale_runs(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.path) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(".run-"))
+                .and_then(|n| n.split('-').next())
+                .and_then(|p| p.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            // SAFETY: kill with signal 0 only checks that the process exists.
+            let alive = unsafe { libc::kill(pid, 0) } == 0
+                || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+            if !alive {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
+/// The shell state of `from` becomes `to`'s too (a branch, a compaction's new session, a
+/// background prompt): the new session's commands go on where the parent's left.
+pub fn inherit(home: &Path, from: &str, to: &str) {
+    let Ok(dir) = Dir::open(home) else {
+        return;
+    };
+    let state = dir.load(from);
+    if !state.is_empty()
+        && let Err(e) = dir.save(to, &state)
+    {
+        crate::diag!("[gateway] cannot keep the shell state of session {to}: {e}");
+    }
+}
+
+/// Forget the shell state of a deleted session.
+pub fn forget(home: &Path, session: &str) {
+    if let Ok(dir) = Dir::open(home)
+        && let Some(path) = dir.saved(session)
+    {
+        let _ = remove_quietly(&path);
+    }
+}
+
+pub(crate) fn remove_quietly(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// A file name for a stored session id: the id itself when it is plain, else its bytes in hex.
+fn file_stem(session: &str) -> Option<String> {
+    if session.is_empty() {
+        return None;
+    }
+    let plain = session.len() <= 128
+        && !session.starts_with('.')
+        && session
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if plain {
+        Some(session.to_string())
+    } else {
+        let hex: String = session
+            .bytes()
+            .take(128)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Some(format!("x-{hex}"))
+    }
+}
+
+/// A file of ours (not a link, a regular file, our user) of at most `max` bytes: `None` when
+/// absent; over `max`, an error naming its size.
+pub fn read_bounded(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path);
+    let file = match file {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    // SAFETY: geteuid has no preconditions and touches no memory.
+    if !meta.is_file() || meta.uid() != unsafe { libc::geteuid() } {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file of ours; refused",
+        ));
+    }
+    if meta.len() > max {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("{} bytes", meta.len()),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("over {max} bytes"),
+        ));
+    }
+    Ok(Some(bytes))
+}
+
+/// Read a run's capture file (bounded) and remove it.
+pub fn take_capture(path: &Path) -> Result<Capture, CaptureError> {
+    let read = read_bounded(path, CAPTURE_MAX as u64);
+    let _ = remove_quietly(path);
+    match read {
+        Ok(Some(bytes)) => parse_capture(&bytes),
+        Ok(None) => Err(CaptureError::Missing),
+        Err(e) if e.kind() == io::ErrorKind::FileTooLarge => Err(CaptureError::TooBig(
+            std::fs::symlink_metadata(path).map_or(0, |m| m.len()),
+        )),
+        Err(_) => Err(CaptureError::Incomplete),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capture(records: &[&str]) -> Vec<u8> {
+        let mut b = Vec::new();
+        for r in records {
+            b.extend_from_slice(r.as_bytes());
+            b.push(0);
+        }
+        b
+    }
+
+    #[test]
+    fn a_capture_is_read_only_when_whole() {
+        let whole = capture(&[
+            MAGIC,
+            "/tmp/x",
+            "FOO=bar",
+            "ML=a\nb='c'",
+            "E=",
+            "bad name=1",
+            END,
+        ]);
+        let c = parse_capture(&whole).unwrap();
+        assert_eq!(c.cwd, "/tmp/x");
+        assert_eq!(
+            c.vars,
+            vec![
+                ("FOO".into(), "bar".into()),
+                ("ML".into(), "a\nb='c'".into()),
+                ("E".into(), String::new())
+            ]
+        );
+        let cut = &whole[..whole.len() - 4];
+        assert_eq!(parse_capture(cut), Err(CaptureError::Incomplete));
+        assert_eq!(parse_capture(b""), Err(CaptureError::Incomplete));
+        assert_eq!(
+            parse_capture(&capture(&["something else", "/", END])),
+            Err(CaptureError::Incomplete)
+        );
+        assert_eq!(
+            parse_capture(&capture(&[MAGIC, "relative", END])),
+            Err(CaptureError::Incomplete)
+        );
+        // A value that is not UTF-8 is skipped, the rest kept.
+        let mut odd = capture(&[MAGIC, "/"]);
+        odd.extend_from_slice(b"X=\xff\0Y=1\0end\0");
+        assert_eq!(
+            parse_capture(&odd).unwrap().vars,
+            vec![("Y".into(), "1".into())]
+        );
+    }
+
+    #[test]
+    fn the_state_is_what_differs_from_a_fresh_command_without_secrets() {
+        let base: HashMap<String, String> = [("PATH", "/bin"), ("HOME", "/h"), ("GONE", "1")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let c = Capture {
+            cwd: "/srv".into(),
+            vars: [
+                ("PATH", "/venv/bin:/bin"),
+                ("HOME", "/h"),
+                ("FOO", "bar"),
+                ("PWD", "/srv"),
+                ("SHLVL", "1"),
+                ("MY_TOKEN", "abc"),
+                ("HARMLESS", "postgres://u:pw@db/x"),
+                ("GH_PAT", "kept-by-passthrough"),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        };
+        let (state, withheld) = state_of(&c, &base, &["GH_PAT".to_string()]);
+        assert_eq!(state.cwd.as_deref(), Some("/srv"));
+        assert_eq!(
+            state.set.keys().collect::<Vec<_>>(),
+            ["FOO", "GH_PAT", "PATH"]
+        );
+        assert_eq!(state.unset.iter().collect::<Vec<_>>(), ["GONE"]);
+        assert_eq!(withheld, ["MY_TOKEN", "HARMLESS"]);
+    }
+
+    #[test]
+    fn quoting_keeps_any_value_on_one_line() {
+        assert_eq!(quote("plain"), "$'plain'");
+        assert_eq!(
+            quote("it's \\ \"x\"\n\t$HOME `x`"),
+            "$'it\\'s \\\\ \"x\"\\n\\011$HOME `x`'"
+        );
+        assert_eq!(quote_plain("echo 'a'"), "'echo '\\''a'\\'''");
+        let mut state = ShellState::default();
+        state.set.insert("A".into(), "x\ny".into());
+        state.set.insert("SECRET_KEY".into(), "s".into());
+        state.set.insert("bad-name".into(), "z".into());
+        state.unset.insert("GONE".into());
+        let script = restore_script(&state, "/d'ir", None, &[]);
+        assert_eq!(
+            script,
+            "builtin cd -- $'/d\\'ir' 2>/dev/null\nbuiltin export A=$'x\\ny'\nbuiltin unset -v GONE\n"
+        );
+    }
+
+    #[test]
+    fn a_state_survives_its_json_and_garbage_is_no_state() {
+        let mut state = ShellState {
+            cwd: Some("/tmp/x".into()),
+            ..Default::default()
+        };
+        state.set.insert("FOO".into(), "a\"b\n".into());
+        state.unset.insert("LANG".into());
+        let text = state.to_json().to_string();
+        let back = ShellState::from_json(&serde_json::from_str(&text).unwrap()).unwrap();
+        assert_eq!(back, state);
+        assert_eq!(ShellState::from_json(&json!({"version": 2})), None);
+        assert_eq!(ShellState::from_json(&json!([1])), None);
+        assert!(ShellState::default().is_empty());
+    }
+
+    #[test]
+    fn session_ids_become_plain_file_names() {
+        assert_eq!(
+            file_stem("20261202_010500_ab12").as_deref(),
+            Some("20261202_010500_ab12")
+        );
+        assert_eq!(file_stem("../x").as_deref(), Some("x-2e2e2f78"));
+        assert_eq!(file_stem(""), None);
+    }
+}

@@ -1,0 +1,316 @@
+//! The `terminal` tool's persistent shell, over the real binary: the working directory and the
+//! exported variables go from one call to the next, and across a gateway restart and
+//! `session.resume`; sessions do not see each other's, a branch starts from its parent's; secret-looking variables are not kept;
+//! `workdir` is one call's; bad arguments are tool errors the model reads; a command that exits,
+//! or whose directory is deleted, leaves a usable state; nothing is left running or on disk.
+
+mod common;
+mod mockai;
+mod procs;
+
+use common::*;
+use mockai::*;
+use procs::*;
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// Run one prompt of the offline model; the result of its (one) tool call.
+fn call(g: &mut Gateway, sid: &str, prompt: &str) -> Value {
+    let turn = g.run_turn(sid, prompt);
+    let c = turn
+        .events
+        .iter()
+        .find(|e| e["type"] == "tool.complete")
+        .unwrap_or_else(|| panic!("no tool.complete for {prompt:?}: {:?}", types(&turn.events)));
+    assert_eq!(
+        turn.complete["payload"]["status"], "complete",
+        "the turn goes on whatever the tool said: {}",
+        turn.complete
+    );
+    tool_result(c).clone()
+}
+
+fn output(r: &Value) -> &str {
+    r["output"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no output: {r}"))
+        .trim_end()
+}
+
+fn session_in(g: &mut Gateway, cwd: &Path) -> Session {
+    g.create_session(json!({"cwd": cwd.to_str().unwrap()}))
+}
+
+/// No run file of any command left in `$HERMES_HOME/shell`.
+fn assert_no_run_files(home: &Path) {
+    let left: Vec<String> = std::fs::read_dir(home.join("shell"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(".run-"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "run files left: {left:?}");
+}
+
+#[test]
+fn cd_and_export_persist_between_calls_and_across_a_restart_per_session() {
+    let m = marker();
+    let home = TempHome::new("shell");
+    let (work, there) = (home.path.join("work"), home.path.join(format!("there-{m}")));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&there).unwrap();
+    let there_s = there.to_str().unwrap();
+
+    let mut g = Gateway::builder().home(&home.path).start();
+    let a = session_in(&mut g, &work);
+    let b = session_in(&mut g, &work);
+    let r = call(
+        &mut g,
+        &a.id,
+        &format!("$ cd {there_s} && export FOO=\"it's \\\"q\\\"\" ML=$'l1\\nl2' && echo moved"),
+    );
+    assert_eq!(r["exit_code"], 0, "{r}");
+    let show = "$ pwd; printf '[%s]' \"$FOO\" \"$ML\"";
+    let r = call(&mut g, &a.id, show);
+    assert_eq!(
+        output(&r),
+        format!("{there_s}\n[it's \"q\"][l1\nl2]"),
+        "{r}"
+    );
+    // The other session has its own shell.
+    let r = call(&mut g, &b.id, show);
+    assert_eq!(output(&r), format!("{}\n[][]", work.display()), "{r}");
+    // A branch goes on from its parent's shell, and then on its own.
+    let br = g.call("session.branch", json!({"session_id": a.id}));
+    let br = br["session_id"].as_str().unwrap().to_string();
+    let r = call(&mut g, &br, &format!("{show}; cd {}", work.display()));
+    assert_eq!(
+        output(&r),
+        format!("{there_s}\n[it's \"q\"][l1\nl2]"),
+        "{r}"
+    );
+    g.close_stdin();
+    g.wait_exit(T);
+
+    // A new gateway on the same home: the resumed session goes on where it was.
+    let mut g = Gateway::builder().home(&home.path).start();
+    let r = g.call("session.resume", json!({"session_id": a.stored}));
+    let ra = r["session_id"].as_str().unwrap().to_string();
+    let r = call(&mut g, &ra, show);
+    assert_eq!(
+        output(&r),
+        format!("{there_s}\n[it's \"q\"][l1\nl2]"),
+        "{r}"
+    );
+    let fresh = session_in(&mut g, &work);
+    let r = call(&mut g, &fresh.id, show);
+    assert_eq!(output(&r), format!("{}\n[][]", work.display()), "{r}");
+    g.close_stdin();
+    g.wait_exit(T);
+    assert_no_run_files(&home.path);
+    assert_none_left(&m, secs(3), "the commands of the sessions");
+}
+
+#[test]
+fn workdir_secrets_exits_deleted_dirs_and_bad_arguments() {
+    let m = marker();
+    let home = TempHome::new("shell-edges");
+    let work = home.path.join("work");
+    let other = home.path.join(format!("other-{m}"));
+    let doomed = home.path.join(format!("doomed-{m}"));
+    for d in [&work, &other, &doomed] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let (work_s, other_s, doomed_s) = (
+        work.to_str().unwrap(),
+        other.to_str().unwrap(),
+        doomed.to_str().unwrap(),
+    );
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .env("TUIGW_TEST_SERVICE_TOKEN", "t0ps3cret")
+        .start();
+    let s = session_in(&mut g, &work);
+
+    // workdir is this call's directory; the next call is back in the session's.
+    let arg = |v: Value| format!("%terminal {v}");
+    let r = call(
+        &mut g,
+        &s.id,
+        &arg(json!({"command": "pwd", "workdir": other_s})),
+    );
+    assert_eq!(output(&r), other_s, "{r}");
+    let r = call(
+        &mut g,
+        &s.id,
+        &arg(json!({"command": "pwd", "cwd": other_s})),
+    );
+    assert_eq!(output(&r), other_s, "cwd is workdir's older name: {r}");
+    let r = call(&mut g, &s.id, "$ pwd");
+    assert_eq!(output(&r), work_s, "{r}");
+
+    // A secret-looking variable is not kept (and said); the gateway's own secret never shows.
+    let r = call(&mut g, &s.id, "$ export DEPLOY_TOKEN=abc123 PLAIN=ok");
+    assert!(
+        output(&r).contains("not kept") && output(&r).contains("DEPLOY_TOKEN"),
+        "{r}"
+    );
+    let r = call(
+        &mut g,
+        &s.id,
+        "$ echo \"[$DEPLOY_TOKEN][$PLAIN][$TUIGW_TEST_SERVICE_TOKEN]\"",
+    );
+    assert_eq!(output(&r), "[][ok][]", "{r}");
+    let saved = std::fs::read_to_string(home.path.join("shell").join(format!("{}.json", s.stored)))
+        .unwrap();
+    assert!(
+        saved.contains("PLAIN") && !saved.contains("abc123") && !saved.contains("t0ps3cret"),
+        "{saved}"
+    );
+
+    // A command that exits keeps its status, and its state.
+    let r = call(
+        &mut g,
+        &s.id,
+        &format!("$ cd {other_s}; export AFTER=exit; exit 3"),
+    );
+    assert_eq!(r["exit_code"], 3, "{r}");
+    let r = call(&mut g, &s.id, "$ echo \"$PWD $AFTER\"");
+    assert_eq!(output(&r), format!("{other_s} exit"), "{r}");
+
+    // The directory the shell was left in is gone: the next command runs in the session's.
+    call(
+        &mut g,
+        &s.id,
+        &format!("$ cd {doomed_s} && rmdir {doomed_s}"),
+    );
+    let r = call(&mut g, &s.id, "$ pwd");
+    let out = output(&r);
+    assert!(
+        out.starts_with(work_s) && out.contains(&format!("{doomed_s} no longer exists")),
+        "{r}"
+    );
+
+    // Bad arguments: tool errors the model reads, stored as the tool row; the turn goes on.
+    for (args, says) in [
+        (json!({"command": 5}), "command must be a string"),
+        (
+            json!({"command": "ls", "timeout": "soon"}),
+            "timeout must be",
+        ),
+        (
+            json!({"command": "ls", "timeout": 100000}),
+            "exceeds the maximum",
+        ),
+        (
+            json!({"command": "ls", "workdir": ["x"]}),
+            "workdir must be a string",
+        ),
+        (
+            json!({"command": "ls", "workdir": "/nonexistent/dir"}),
+            "not a directory",
+        ),
+        (
+            json!({"command": "ls", "pty": true}),
+            "pty=true is not supported",
+        ),
+    ] {
+        let r = call(&mut g, &s.id, &arg(args.clone()));
+        assert!(
+            r["error"].as_str().unwrap_or("").contains(says),
+            "{args} → {r}"
+        );
+    }
+    let turn = g.run_turn(&s.id, "%terminal not json");
+    let c = turn
+        .events
+        .iter()
+        .find(|e| e["type"] == "tool.complete")
+        .unwrap();
+    let stored = stored_tool_result(&g, &s.stored, c);
+    assert!(
+        stored["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("JSON object"),
+        "{stored}"
+    );
+    g.close_stdin();
+    g.wait_exit(T);
+    assert_no_run_files(&home.path);
+    assert_none_left(&m, secs(3), "the commands");
+}
+
+/// A Hermes-shaped tool call from an OpenAI-compatible model: the schema offers Hermes'
+/// arguments, and a `workdir` call's exports reach the next call.
+#[test]
+fn a_model_calls_terminal_with_hermes_arguments_and_the_shell_persists() {
+    let home = TempHome::new("shell-openai");
+    let dir = home.path.join("proj");
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let tool_call = |id: &str, args: Value| {
+        Reply::Stream(Stream::new(vec![
+            ev_role(),
+            ev_tool_start(0, id, "terminal", &args.to_string()),
+            ev_finish("tool_calls"),
+            ev_usage(5, 5),
+        ]))
+    };
+    let mock = MockAi::script(vec![
+        tool_call(
+            "call_1",
+            json!({"command": "export STAGE=two && cd sub", "workdir": dir.to_str().unwrap(), "timeout": 30}),
+        ),
+        Reply::text(&["moved"], (5, 1)),
+        tool_call("call_2", json!({"command": "echo \"$STAGE $PWD\""})),
+        Reply::text(&["shown"], (5, 1)),
+    ]);
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .env("OPENAI_BASE_URL", &mock.base_url())
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_MODEL", "mock-model")
+        .start();
+    let s = g.create_session(json!({}));
+    g.run_turn(&s.id, "go to sub");
+    let turn = g.run_turn(&s.id, "show it");
+    let c = turn
+        .events
+        .iter()
+        .find(|e| e["type"] == "tool.complete")
+        .unwrap();
+    assert_eq!(
+        output(tool_result(c)),
+        format!("two {}/sub", dir.display()),
+        "{c}"
+    );
+    let reqs = mock.wait_requests(4, T);
+    let term = reqs[0].body["tools"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["function"]["name"] == "terminal"))
+        .cloned()
+        .unwrap_or_default();
+    let props = &term["function"]["parameters"]["properties"];
+    for name in [
+        "command",
+        "timeout",
+        "workdir",
+        "background",
+        "notify_on_complete",
+        "pty",
+    ] {
+        assert!(props[name].is_object(), "{name} offered: {term}");
+    }
+    // The model read the second command's result.
+    let tool_msg = reqs[3]
+        .messages()
+        .into_iter()
+        .rfind(|m| m["role"] == "tool")
+        .unwrap();
+    assert!(
+        tool_msg["content"].as_str().unwrap_or("").contains("two "),
+        "{tool_msg}"
+    );
+}
