@@ -228,6 +228,7 @@ fn measure(db: &Path, shape: &Shape, repeat: usize) -> Result<Figures, String> {
                         text: &text,
                         limit: 20,
                         source: None,
+                        ..SearchQuery::default()
                     })
                     .map(drop)
                     .map_err(|e| e.to_string())

@@ -81,7 +81,7 @@ pub struct Gateway {
     pub(crate) cfg: Config,
     pub(crate) poll: Poll,
     /// state.db, the journal, what is dirty, retries, checkpoints.
-    pub(crate) persist: Persistence,
+    pub(crate) persist: Persistence<crate::session::Session>,
     pub(crate) provider: Box<dyn Provider>,
     /// Why the configured model could not be used, for `setup.status`.
     pub(crate) provider_warning: Option<String>,
@@ -325,7 +325,9 @@ impl Gateway {
         self.fire_timers(now);
         crate::tools::runs::pump(self, now);
         crate::session::calls::step_due(self, now);
-        self.drive_turns(now);
+        if self.drive_turns(now) {
+            crate::flush::arm(self, now);
+        }
         self.step_shutdown(now);
         self.commit(now);
         self.write_output(now);

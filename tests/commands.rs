@@ -359,7 +359,7 @@ fn reports_and_unsupported_commands() {
     assert!(usage.contains("Input tokens"), "{usage}");
     let tools = output(&g.call("slash.exec", json!({"command": "tools list"})));
     assert!(
-        tools.contains("(8)") && tools.contains("terminal(command") && tools.contains("patch(mode"),
+        tools.contains("(9)") && tools.contains("terminal(") && tools.contains("patch(mode"),
         "{tools}"
     );
     assert!(output(&g.call("slash.exec", json!({"command": "skills"}))).contains("No skills"));
@@ -411,7 +411,7 @@ fn reports_and_unsupported_commands() {
     assert_eq!(r["changed"], json!(["terminal"]));
     let tools = output(&g.call("slash.exec", json!({"command": "tools list"})));
     assert!(
-        tools.contains("(7)") && !tools.contains("terminal("),
+        tools.contains("(8)") && !tools.contains("terminal("),
         "{tools}"
     );
     g.call(

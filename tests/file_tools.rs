@@ -529,4 +529,121 @@ fn memory_is_saved_where_hermes_reads_it() {
     let home = b.g.db_path().parent().unwrap().to_path_buf();
     let text = std::fs::read_to_string(home.join("memories/USER.md")).unwrap();
     assert_eq!(text, "name is Ada L.\n§\nlikes Rust");
+    // config.yaml's limit, with Hermes' words when an entry would pass it.
+    std::fs::write(home.join("config.yaml"), "memory:\n  user_char_limit: 40\n").unwrap();
+    let (_, row) = b.call(
+        "memory",
+        json!({"target": "user", "action": "add", "content": "x".repeat(20)}),
+    );
+    assert_eq!(
+        row["error"].as_str().unwrap().split(". ").next(),
+        Some("Memory at 27/40 chars"),
+        "{row}"
+    );
+    assert_eq!(row["usage"], "27/40");
+    assert_eq!(
+        std::fs::read_to_string(home.join("memories/USER.md")).unwrap(),
+        text
+    );
+}
+
+/// `session_search` in Hermes' shapes: the model's call finds another session by a word
+/// (its window and bookends from state.db), never the calling session, and its result goes
+/// back to the model; scroll, read and browse through `%session_search` turns.
+#[test]
+fn session_search_finds_other_sessions_and_never_the_callers() {
+    let home = TempHome::new("recall-home");
+    let call = json!({"query": "frobnicator"}).to_string();
+    let mock = MockAi::script(vec![
+        Reply::text(&["staged it"], (5, 3)),
+        Reply::Stream(Stream::new(vec![
+            ev_role(),
+            ev_tool_start(0, "call_s", "session_search", &call),
+            ev_finish("tool_calls"),
+            ev_usage(10, 5),
+        ])),
+        Reply::text(&["found it"], (10, 2)),
+    ]);
+    let mut g = Gateway::builder()
+        .tag("recall")
+        .home(&home.path)
+        .env("OPENAI_BASE_URL", &mock.base_url())
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_MODEL", "mock-model")
+        .start();
+    let a = g.create_session(json!({}));
+    let turn = g.run_turn(&a.id, "deploy the frobnicator to staging");
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    // The caller's own prompt holds the word too: it must not be found.
+    let b = g.create_session(json!({}));
+    let turn = g.run_turn(&b.id, "what did we do with the frobnicator?");
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    let done = &turn.event("tool.complete")["payload"];
+    let r = &done["result"];
+    assert_eq!(r["mode"], "discover", "{done}");
+    assert_eq!(r["count"], 1, "{r}");
+    let hit = &r["results"][0];
+    assert_eq!(hit["session_id"], a.stored.as_str(), "{hit}");
+    assert_eq!(hit["matched_role"], "user");
+    assert!(
+        hit["snippet"]
+            .as_str()
+            .unwrap()
+            .contains(">>>frobnicator<<<"),
+        "{hit}"
+    );
+    let window = hit["messages"].as_array().unwrap();
+    let anchor: Vec<&Value> = window.iter().filter(|m| m["anchor"] == true).collect();
+    assert_eq!(anchor.len(), 1, "{hit}");
+    assert_eq!(anchor[0]["id"], hit["match_message_id"]);
+    assert_eq!(anchor[0]["content"], "deploy the frobnicator to staging");
+    assert!(window.iter().any(|m| m["content"] == "staged it"), "{hit}");
+    let reqs = mock.wait_requests(3, T);
+    let sent = reqs[2].messages();
+    let tool = sent.iter().find(|m| m["role"] == "tool").unwrap();
+    let back: Value = serde_json::from_str(tool["content"].as_str().unwrap()).unwrap();
+    assert_eq!(back, *r, "the model reads what the TUI was told");
+    let anchor_id = hit["match_message_id"].as_i64().unwrap();
+
+    g.close_stdin();
+    g.wait_exit(T);
+
+    // The offline model's `%session_search` turns, from a third session.
+    let mut g = Gateway::builder().tag("recall2").home(&home.path).start();
+    let c = g.create_session(json!({}));
+    let mut search = |args: Value| -> Value {
+        let turn = g.run_turn(&c.id, &format!("%session_search {args}"));
+        turn.event("tool.complete")["payload"]["result"].clone()
+    };
+    // Scroll into another session; the caller's own is refused.
+    let r = search(json!({"session_id": a.stored, "around_message_id": anchor_id, "window": 1}));
+    assert_eq!(r["mode"], "scroll", "{r}");
+    assert_eq!(r["messages_before"], 0);
+    assert_eq!(r["messages"][0]["anchor"], true, "{r}");
+    assert_eq!(r["messages"].as_array().unwrap().len(), 2, "{r}");
+    let r = search(json!({}));
+    assert_eq!(r["mode"], "browse", "{r}");
+    let listed: Vec<&str> = r["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [b.stored.as_str(), a.stored.as_str()], "{r}");
+    let r = search(json!({"session_id": a.stored}));
+    assert_eq!(r["mode"], "read", "{r}");
+    assert_eq!(r["message_count"], 2, "{r}");
+    assert_eq!(r["session_meta"]["source"], "tui");
+    let r = search(json!({"session_id": "nope"}));
+    assert_eq!(r["error"], "session_id not found: nope");
+    let own = message_rows(&home.path.join("state.db"), &c.stored);
+    let r = search(json!({"session_id": c.stored, "around_message_id": own[0].id}));
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("current session lineage"),
+        "{r}"
+    );
+    assert_eq!(r["success"], false);
 }

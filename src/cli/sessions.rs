@@ -180,6 +180,7 @@ fn search(store: &Store, text: &str, picked: &Picked) -> i32 {
         text,
         limit: picked.limit.unwrap_or(SEARCH_LIMIT),
         source: picked.source.as_deref(),
+        ..SearchQuery::default()
     };
     let hits = match store.search(&query) {
         Ok(h) => h,

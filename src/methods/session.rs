@@ -13,8 +13,6 @@ use crate::session::{NewSession, Persisted, Session};
 use crate::store::{Holder, ListFilter, StoreError, StoredSession};
 use crate::util;
 
-/// Longest title kept.
-const TITLE_MAX: usize = 200;
 /// What a resume shows of a long transcript (its newest rows) and a history page at most: one
 /// answer's work and size grow with what it shows, never with the session.
 const SHOWN: transcript::Page = transcript::Page {
@@ -39,51 +37,14 @@ pub(crate) fn new_runtime_id(gw: &Gateway) -> String {
     }
 }
 
-/// A stored id no live, closing or stored session has (the random part is only 24 bits).
+/// A stored id no live, closing or stored session has.
 pub(crate) fn new_stored_id(gw: &Gateway, started_at: f64) -> String {
-    loop {
-        let id = util::stored_session_id(started_at);
-        let taken = gw.live_rid(&id).is_some()
-            || gw.persist.is_retired(&id)
-            || gw.persist.store().session_exists(&id).unwrap_or(false);
-        if !taken {
-            return id;
-        }
-    }
+    crate::session::naming::new_stored_id(&gw.sessions, &gw.persist, started_at)
 }
 
-/// `wanted`, or else `wanted #N` with `N` one past the highest any other session has (live
-/// or stored, as Hermes numbers a lineage), so that no other session has it. One indexed query
-/// of the store, whatever the number of titles.
+/// `wanted`, or `wanted #N` when another session has it ([`crate::session::naming`]).
 pub(crate) fn unique_title(gw: &Gateway, wanted: &str, stored_id: &str) -> String {
-    let base = util::clip(wanted.trim(), TITLE_MAX);
-    let (mut taken, mut highest) = gw
-        .persist
-        .store()
-        .title_family(&base, stored_id)
-        .unwrap_or((false, None));
-    let prefix = format!("{base} #");
-    for t in gw
-        .sessions
-        .values()
-        .filter(|s| s.stored_id != stored_id)
-        .filter_map(|s| s.title.as_deref())
-    {
-        if t == base {
-            taken = true;
-        } else if let Some(n) = t
-            .strip_prefix(&prefix)
-            .filter(|n| !n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|n| n.parse::<u64>().ok())
-        {
-            highest = highest.max(Some(n));
-        }
-    }
-    if !taken {
-        return base;
-    }
-    let next = highest.unwrap_or(1).max(1).saturating_add(1);
-    format!("{base} #{next}")
+    crate::session::naming::unique_title(&gw.sessions, gw.persist.store(), wanted, stored_id)
 }
 
 pub(crate) fn opening(gw: &Gateway, rid: &str) -> Value {

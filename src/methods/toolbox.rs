@@ -232,13 +232,23 @@ mod tests {
             .iter()
             .filter_map(|t| t["name"].as_str())
             .collect();
-        assert_eq!(names, ["clarify", "file", "memory", "terminal", "todo"]);
+        assert_eq!(
+            names,
+            [
+                "clarify",
+                "file",
+                "memory",
+                "session_search",
+                "terminal",
+                "todo"
+            ]
+        );
         assert_eq!(
             list["toolsets"][1]["tools"],
             json!(["patch", "read_file", "search_files", "write_file"])
         );
         let show = tools_show(&p(json!({})), &builtin).unwrap();
-        assert_eq!(show["total"], 8);
+        assert_eq!(show["total"], 9);
         assert_eq!(first_sentence("Run it. Then more.\nsecond"), "Run it.");
     }
 
@@ -254,9 +264,9 @@ mod tests {
         assert_eq!(off["changed"], json!(["file", "todo"]));
         assert_eq!(
             off["enabled_toolsets"],
-            json!(["clarify", "memory", "terminal"])
+            json!(["clarify", "memory", "session_search", "terminal"])
         );
-        assert_eq!(tools_show(&p(json!({})), &r).unwrap()["total"], 3);
+        assert_eq!(tools_show(&p(json!({})), &r).unwrap()["total"], 4);
         let list = tools_list(&p(json!({})), &r).unwrap();
         assert_eq!(list["toolsets"][1]["enabled"], false);
         tools_configure(&p(json!({"action": "enable", "names": ["file"]})), &mut r).unwrap();

@@ -258,7 +258,7 @@ pub fn beside(db: &Path) -> Vec<(PathBuf, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::transcript::{Message, Role};
+    use crate::transcript::{Message, Role};
     use std::borrow::Cow;
 
     fn delta(id: &str, texts: &[&str]) -> Delta<'static> {

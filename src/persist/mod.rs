@@ -17,7 +17,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::session::Session;
 use crate::store::{Delta, Store, StoreError};
 use crate::timer::Throttle;
 use journal::{Journal, Record, Sink};
@@ -55,26 +54,34 @@ impl Backend for Store {
     }
 }
 
-/// The live sessions by runtime id, as the owner reads and marks them.
-pub trait Sessions {
-    fn get(&self, rid: &str) -> Option<&Session>;
-    fn get_mut(&mut self, rid: &str) -> Option<&mut Session>;
+/// A session as persistence sees it: its ids and what a commit writes, in the store's terms
+/// ([`Delta`]). The session implements it (`session/stored.rs`); nothing here names sessions.
+pub trait Unit {
+    /// Its id among the live sessions.
+    fn runtime_id(&self) -> &str;
+    fn stored_id(&self) -> &str;
+    fn title(&self) -> Option<&str>;
+    /// It holds something the store lacks.
+    fn unpersisted(&self) -> bool;
+    /// What committing it writes, relative to what the store holds.
+    fn delta(&self) -> Delta<'_>;
+    /// The store holds everything it has now.
+    fn committed(&mut self);
+    /// Its messages, and how many of them the store lacks (for the report at exit).
+    fn messages(&self) -> (usize, usize);
 }
 
-impl Sessions for crate::session::registry::Registry {
-    fn get(&self, rid: &str) -> Option<&Session> {
-        crate::session::registry::Registry::get(self, rid)
-    }
-    fn get_mut(&mut self, rid: &str) -> Option<&mut Session> {
-        crate::session::registry::Registry::get_mut(self, rid)
-    }
+/// The live sessions by runtime id, as the owner reads and marks them (the session registry).
+pub trait Sessions<U> {
+    fn get(&self, rid: &str) -> Option<&U>;
+    fn get_mut(&mut self, rid: &str) -> Option<&mut U>;
 }
 
-impl Sessions for HashMap<String, Session> {
-    fn get(&self, rid: &str) -> Option<&Session> {
+impl<U> Sessions<U> for HashMap<String, U> {
+    fn get(&self, rid: &str) -> Option<&U> {
         HashMap::get(self, rid)
     }
-    fn get_mut(&mut self, rid: &str) -> Option<&mut Session> {
+    fn get_mut(&mut self, rid: &str) -> Option<&mut U> {
         HashMap::get_mut(self, rid)
     }
 }
@@ -109,8 +116,8 @@ enum Health {
     Holding,
 }
 
-struct Retired {
-    session: Session,
+struct Retired<U> {
+    session: U,
     /// Changes neither the store nor the journal holds.
     unjournaled: bool,
 }
@@ -122,7 +129,7 @@ pub struct Unfolded {
     sessions: Vec<String>,
 }
 
-pub struct Persistence<S = Store, J = Journal> {
+pub struct Persistence<U, S = Store, J = Journal> {
     store: S,
     journal: J,
     retries: Retries,
@@ -131,7 +138,7 @@ pub struct Persistence<S = Store, J = Journal> {
     /// Live sessions holding changes neither the store nor the journal has: frames announcing
     /// them must wait.
     unjournaled: BTreeSet<String>,
-    retired: Vec<Retired>,
+    retired: Vec<Retired<U>>,
     /// Stored id → seq of its latest journal record, until a commit covers it.
     journaled: HashMap<String, u64>,
     next_seq: u64,
@@ -154,10 +161,10 @@ pub struct Persistence<S = Store, J = Journal> {
     journal_used: bool,
 }
 
-impl Persistence<Store, Journal> {
+impl<U: Unit> Persistence<U, Store, Journal> {
     /// Open `state.db`, fold what killed gateways left in their journals (before anything
     /// reads it), then repair the sessions they left open.
-    pub fn open(cfg: &crate::config::Config) -> Result<Persistence, String> {
+    pub fn open(cfg: &crate::config::Config) -> Result<Persistence<U>, String> {
         let db = cfg.db_path();
         let mut store = Store::open(&db, &cfg.synchronous)?;
         let unfolded = fold_dead_journals(&mut store);
@@ -197,7 +204,7 @@ impl Persistence<Store, Journal> {
     /// was none. A later fold of this process's journal skips it.
     pub fn delete(&mut self, stored_id: &str) -> Result<bool, StoreError> {
         let before = self.retired.len();
-        self.retired.retain(|r| r.session.stored_id != stored_id);
+        self.retired.retain(|r| r.session.stored_id() != stored_id);
         let was_retired = self.retired.len() != before;
         let seq = self.journaled.get(stored_id).copied();
         let deleted = self.store.delete(stored_id, seq)?;
@@ -240,16 +247,16 @@ impl Persistence<Store, Journal> {
 fn write_alone<S: Backend>(
     store: &mut S,
     journaled: &HashMap<String, u64>,
-    s: &Session,
+    s: &impl Unit,
 ) -> Result<bool, StoreError> {
     if !s.unpersisted() {
         return Ok(false);
     }
-    let seq = journaled.get(&s.stored_id).copied();
+    let seq = journaled.get(s.stored_id()).copied();
     store.write(&[(s.delta(), seq)]).map(|()| true)
 }
 
-impl<S: Backend, J: Sink> Persistence<S, J> {
+impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
     pub fn new(mut store: S, journal: J, flush_interval: Duration) -> Self {
         store.wait_until(None);
         Persistence {
@@ -288,9 +295,9 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
 
     /// A session left memory (closed, evicted, replaced by its compaction): its last state is
     /// committed with the next commit; until then it can be resumed from here.
-    pub fn retire(&mut self, session: Session) {
-        self.dirty.remove(&session.runtime_id);
-        self.unjournaled.remove(&session.runtime_id);
+    pub fn retire(&mut self, session: U) {
+        self.dirty.remove(session.runtime_id());
+        self.unjournaled.remove(session.runtime_id());
         self.retired.push(Retired {
             session,
             unjournaled: true,
@@ -298,9 +305,9 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
     }
 
     /// Take back a closed session not committed yet (resume), by stored id or title.
-    pub fn take_retired(&mut self, id_or_title: &str) -> Option<Session> {
+    pub fn take_retired(&mut self, id_or_title: &str) -> Option<U> {
         let i = self.retired.iter().position(|r| {
-            r.session.stored_id == id_or_title || r.session.title.as_deref() == Some(id_or_title)
+            r.session.stored_id() == id_or_title || r.session.title() == Some(id_or_title)
         })?;
         Some(self.retired.remove(i).session)
     }
@@ -309,7 +316,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
     pub fn is_retired(&self, stored_id: &str) -> bool {
         self.retired
             .iter()
-            .any(|r| r.session.stored_id == stored_id)
+            .any(|r| r.session.stored_id() == stored_id)
     }
 
     /// Whether a killed gateway's journal not folded yet holds this session (its rows in
@@ -348,7 +355,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
     }
 
     /// Commit what changed, where it can go, and say whether the frames may be released.
-    pub fn commit(&mut self, sessions: &mut impl Sessions, now: Instant) -> Publish {
+    pub fn commit(&mut self, sessions: &mut impl Sessions<U>, now: Instant) -> Publish {
         self.dirty.retain(|rid| sessions.get(rid).is_some());
         self.unjournaled.retain(|rid| sessions.get(rid).is_some());
         if !self.dirty.is_empty() || !self.retired.is_empty() {
@@ -364,7 +371,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
     /// `deadline` (each write measures what is left of it when it begins).
     pub fn commit_final(
         &mut self,
-        sessions: &mut impl Sessions,
+        sessions: &mut impl Sessions<U>,
         deadline: Instant,
         now: Instant,
     ) -> Publish {
@@ -416,25 +423,27 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
     }
 
     /// Say on stderr what is not in state.db at exit, and whether the journal keeps it.
-    pub fn report_unpersisted<'a>(&'a self, live: impl Iterator<Item = &'a Session>) {
+    pub fn report_unpersisted<'a>(&'a self, live: impl Iterator<Item = &'a U>)
+    where
+        U: 'a,
+    {
         let mut kept = Vec::new();
         let mut lost = Vec::new();
         for s in live
             .chain(self.retired.iter().map(|r| &r.session))
             .filter(|s| s.unpersisted())
         {
+            let (messages, unsaved) = s.messages();
             let line = format!(
-                "{} ({} of {} messages unsaved)",
-                s.stored_id,
-                s.transcript.len() - s.persisted.messages.min(s.transcript.len()),
-                s.transcript.len()
+                "{} ({unsaved} of {messages} messages unsaved)",
+                s.stored_id()
             );
-            let in_journal = self.journaled.contains_key(&s.stored_id)
-                && !self.unjournaled.contains(&s.runtime_id)
+            let in_journal = self.journaled.contains_key(s.stored_id())
+                && !self.unjournaled.contains(s.runtime_id())
                 && !self
                     .retired
                     .iter()
-                    .any(|r| r.unjournaled && r.session.stored_id == s.stored_id);
+                    .any(|r| r.unjournaled && r.session.stored_id() == s.stored_id());
             if in_journal { &mut kept } else { &mut lost }.push(line);
         }
         let why = self.last_error.as_deref().unwrap_or("unknown error");
@@ -457,21 +466,21 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
 
     /// Write every dirty session whose retry is due in one transaction; when that fails for
     /// a reason of one session's data, each on its own, so the others still land.
-    fn write_store(&mut self, sessions: &mut impl Sessions, now: Instant) {
+    fn write_store(&mut self, sessions: &mut impl Sessions<U>, now: Instant) {
         let live: Vec<String> = self
             .dirty
             .iter()
             .filter(|rid| {
                 sessions
                     .get(rid)
-                    .is_some_and(|s| self.retries.session_due(&s.stored_id, now))
+                    .is_some_and(|s| self.retries.session_due(s.stored_id(), now))
             })
             .cloned()
             .collect();
         let retired: Vec<usize> = (0..self.retired.len())
             .filter(|&i| {
                 self.retries
-                    .session_due(&self.retired[i].session.stored_id, now)
+                    .session_due(self.retired[i].session.stored_id(), now)
             })
             .collect();
         if live.is_empty() && retired.is_empty() {
@@ -483,7 +492,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
             .filter_map(|rid| sessions.get(rid))
             .chain(retired.iter().map(|&i| &self.retired[i].session))
             .filter(|s| s.unpersisted())
-            .map(|s| (s.delta(), self.journaled.get(&s.stored_id).copied()))
+            .map(|s| (s.delta(), self.journaled.get(s.stored_id()).copied()))
             .collect();
         let result = if deltas.is_empty() {
             Ok(())
@@ -508,7 +517,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
 
     fn write_one_by_one(
         &mut self,
-        sessions: &mut impl Sessions,
+        sessions: &mut impl Sessions<U>,
         live: Vec<String>,
         retired: Vec<usize>,
         now: Instant,
@@ -518,7 +527,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
             let Some(s) = sessions.get(&rid) else {
                 continue;
             };
-            let stored = s.stored_id.clone();
+            let stored = s.stored_id().to_string();
             match write_alone(&mut self.store, &self.journaled, s) {
                 Ok(wrote) => {
                     if wrote {
@@ -532,7 +541,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
         }
         for i in retired {
             let s = &self.retired[i].session;
-            let stored = s.stored_id.clone();
+            let stored = s.stored_id().to_string();
             match write_alone(&mut self.store, &self.journaled, s) {
                 Ok(wrote) => {
                     if wrote {
@@ -551,17 +560,14 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
     }
 
     /// The store holds everything of live session `rid` now.
-    fn committed_live(&mut self, sessions: &mut impl Sessions, rid: &str) {
+    fn committed_live(&mut self, sessions: &mut impl Sessions<U>, rid: &str) {
         self.dirty.remove(rid);
         self.unjournaled.remove(rid);
         if let Some(s) = sessions.get_mut(rid) {
-            s.persisted = s.committed_mark();
-            s.stored_keep = None;
-            s.row_dirty = false;
-            s.queue_dirty = false;
-            self.journaled.remove(&s.stored_id);
-            if self.retries.session_ok(&s.stored_id) {
-                crate::diag!("[gateway] saved session {} again", s.stored_id);
+            s.committed();
+            self.journaled.remove(s.stored_id());
+            if self.retries.session_ok(s.stored_id()) {
+                crate::diag!("[gateway] saved session {} again", s.stored_id());
             }
         }
     }
@@ -573,8 +579,8 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
             let keep = !landed.contains(&i);
             i += 1;
             if !keep {
-                self.journaled.remove(&r.session.stored_id);
-                self.retries.session_ok(&r.session.stored_id);
+                self.journaled.remove(r.session.stored_id());
+                self.retries.session_ok(r.session.stored_id());
             }
             keep
         });
@@ -617,9 +623,9 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
 
     /// Append a record for every session with changes the store did not take and the journal
     /// does not have; past the journal's cap, rewrite it with one record per unsaved session.
-    fn write_journal(&mut self, sessions: &impl Sessions, now: Instant) {
+    fn write_journal(&mut self, sessions: &impl Sessions<U>, now: Instant) {
         let due = self.journal_retry_at.is_none_or(|at| now >= at);
-        let live_new: Vec<&Session> = self
+        let live_new: Vec<&U> = self
             .unjournaled
             .iter()
             .filter(|rid| self.dirty.contains(*rid))
@@ -630,7 +636,7 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
             .retired
             .iter()
             .filter(|r| r.unjournaled && r.session.unpersisted());
-        let fresh: Vec<&Session> = live_new
+        let fresh: Vec<&U> = live_new
             .into_iter()
             .chain(retired_new.map(|r| &r.session))
             .collect();
@@ -659,12 +665,12 @@ impl<S: Backend, J: Sink> Persistence<S, J> {
         {
             // Compaction: the latest state of every unsaved session replaces the file.
             let fresh_ids: Vec<&str> = all.iter().map(|r| r.delta.id.as_ref()).collect();
-            let others: Vec<&Session> = self
+            let others: Vec<&U> = self
                 .dirty
                 .iter()
                 .filter_map(|rid| sessions.get(rid))
                 .chain(self.retired.iter().map(|r| &r.session))
-                .filter(|s| s.unpersisted() && !fresh_ids.contains(&s.stored_id.as_str()))
+                .filter(|s| s.unpersisted() && !fresh_ids.contains(&s.stored_id()))
                 .collect();
             for s in others {
                 seq += 1;

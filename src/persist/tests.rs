@@ -2,8 +2,9 @@
 //! the journal as fallback, the hold and its end.
 
 use super::*;
-use crate::session::transcript::{Message, Role};
+use crate::session::Session;
 use crate::store::ErrorKind;
+use crate::transcript::{Message, Role};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -85,7 +86,7 @@ impl Sink for FakeJournal {
 
 struct Rig {
     world: Shared,
-    p: Persistence<FakeStore, FakeJournal>,
+    p: Persistence<Session, FakeStore, FakeJournal>,
     sessions: HashMap<String, Session>,
     t0: Instant,
 }

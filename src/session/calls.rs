@@ -247,6 +247,7 @@ fn with_tool<R>(
         home: &gw.cfg.home,
         session: stored,
         transcript,
+        store: Some(gw.persist.store()),
         command_timeout: gw.cfg.command_timeout,
         approved,
         shutting_down: gw.shutdown.is_some(),

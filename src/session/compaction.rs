@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use crate::event_loop::{Gateway, Route};
 use crate::rpc::frame::RpcError;
 use crate::session::Persisted;
+use crate::session::naming;
 use crate::session::transcript::{self, Message, Role};
 use crate::session::turn::Turn;
 use crate::util;
@@ -232,11 +233,12 @@ impl Gateway {
     /// `session.compress` answer.
     fn rotate(&mut self, rid: &str, job: &Job, summary: &str) -> Value {
         let started_at = util::unix_now();
-        let new_id = crate::methods::session::new_stored_id(self, started_at);
+        let new_id = naming::new_stored_id(&self.sessions, &self.persist, started_at);
         let old_title = self.sessions.get(rid).and_then(|s| s.title.clone());
+        let store = self.persist.store();
         let new_title = old_title
             .as_deref()
-            .map(|t| crate::methods::session::unique_title(self, t, &new_id));
+            .map(|t| naming::unique_title(&self.sessions, store, t, &new_id));
         let Some(s) = self.sessions.get_mut(rid) else {
             return Value::Null;
         };

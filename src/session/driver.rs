@@ -155,17 +155,21 @@ impl Gateway {
         self.schedule(rid);
     }
 
-    pub(crate) fn drive_turns(&mut self, now: Instant) {
+    /// Drive the runnable turns; true when one streamed text (the loop arms the flush tick
+    /// that checkpoints it: the turn does not know the flush).
+    pub(crate) fn drive_turns(&mut self, now: Instant) -> bool {
         if self.paused() {
-            return;
+            return false;
         }
+        let mut streamed = false;
         let list = self.sessions.take_runnable();
         for rid in list {
             if let Some(turn) = self.sessions.get_mut(&rid).and_then(|s| s.turn.as_mut()) {
                 turn.scheduled = false;
-                self.isolated(Some(&rid), now, |gw| gw.drive(&rid, now));
+                self.isolated(Some(&rid), now, |gw| streamed |= gw.drive(&rid, now));
             }
         }
+        streamed
     }
 
     /// Do work on behalf of `owner`'s session; a panic in it ends that session's turn with an
@@ -206,15 +210,18 @@ impl Gateway {
         self.interrupt_turn(rid, now);
     }
 
-    fn drive(&mut self, rid: &str, now: Instant) {
+    /// Drive one turn; true when it streamed text the flush tick must checkpoint.
+    fn drive(&mut self, rid: &str, now: Instant) -> bool {
         let Some(s) = self.sessions.get_mut(rid) else {
-            return;
+            return false;
         };
-        let Some(turn) = s.turn.as_mut() else { return };
+        let Some(turn) = s.turn.as_mut() else {
+            return false;
+        };
         if turn.call.is_none() && self.persist.holding() {
             // Nothing can be saved: the next model call waits for the store.
             self.persist.park(rid);
-            return;
+            return false;
         }
         if turn.call.is_none() {
             let first = turn.machine.rounds() == 0;
@@ -228,9 +235,11 @@ impl Gateway {
                 self.mark_dirty(rid);
             }
             let Some(s) = self.sessions.get_mut(rid) else {
-                return;
+                return false;
             };
-            let Some(turn) = s.turn.as_mut() else { return };
+            let Some(turn) = s.turn.as_mut() else {
+                return false;
+            };
             turn.machine.model_call_started();
             let mut ctx = CallContext {
                 registry: self.poll.registry(),
@@ -266,10 +275,10 @@ impl Gateway {
         let mut evs = std::mem::take(&mut self.scratch);
         let progress = {
             let Some(turn) = self.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) else {
-                return;
+                return false;
             };
             let Some(call) = turn.call.as_mut() else {
-                return;
+                return false;
             };
             let mut ctx = CallContext {
                 registry: self.poll.registry(),
@@ -277,8 +286,9 @@ impl Gateway {
             };
             call.advance(&mut ctx, now, &mut evs)
         };
+        let mut streamed = false;
         for ev in evs.drain(..) {
-            self.on_model_event(rid, ev, now);
+            streamed |= self.on_model_event(rid, ev);
         }
         self.scratch = evs;
         match progress {
@@ -304,6 +314,7 @@ impl Gateway {
                 self.end_model_round(rid, now)
             }
         }
+        streamed
     }
 
     /// The call in flight is over: its time counts to the session's model time.
@@ -315,11 +326,14 @@ impl Gateway {
         }
     }
 
-    fn on_model_event(&mut self, rid: &str, ev: ModelEvent, now: Instant) {
+    /// One model event into the turn and out to the client; true when it was text shown.
+    fn on_model_event(&mut self, rid: &str, ev: ModelEvent) -> bool {
         let Some(s) = self.sessions.get_mut(rid) else {
-            return;
+            return false;
         };
-        let Some(turn) = s.turn.as_mut() else { return };
+        let Some(turn) = s.turn.as_mut() else {
+            return false;
+        };
         // A summary being written is not shown as a reply.
         let quiet = turn.compaction.is_some();
         match ev {
@@ -328,7 +342,7 @@ impl Gateway {
                 turn.text.push_str(&t);
                 if !quiet {
                     self.emit_delta(rid, &t);
-                    crate::flush::arm(self, now);
+                    return true;
                 }
             }
             ModelEvent::Reasoning(t) => {
@@ -362,6 +376,7 @@ impl Gateway {
                 self.emit(rid, "status.update", json!({"kind": "info", "text": text}));
             }
         }
+        false
     }
 
     /// The model call of this round is over: record the assistant message, then run the tool

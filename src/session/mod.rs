@@ -4,6 +4,7 @@ pub(crate) mod calls;
 pub mod compaction;
 mod driver;
 pub mod machine;
+pub mod naming;
 pub mod registry;
 pub mod ring;
 mod stored;

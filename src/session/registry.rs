@@ -135,6 +135,16 @@ impl Registry {
     }
 }
 
+/// Persistence reads and marks the live sessions through this.
+impl crate::persist::Sessions<Session> for Registry {
+    fn get(&self, rid: &str) -> Option<&Session> {
+        Registry::get(self, rid)
+    }
+    fn get_mut(&mut self, rid: &str) -> Option<&mut Session> {
+        Registry::get_mut(self, rid)
+    }
+}
+
 impl std::ops::Index<&str> for Registry {
     type Output = Session;
 

@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 
 use super::{Persisted, Session};
+use crate::persist::Unit;
 use crate::store::{Delta, LiveChange};
 
 impl Session {
@@ -71,6 +72,35 @@ impl Session {
             messages: self.transcript.len(),
             live: self.ended.is_none(),
         }
+    }
+}
+
+/// What persistence reads and marks of a session (it knows nothing else of it).
+impl Unit for Session {
+    fn runtime_id(&self) -> &str {
+        &self.runtime_id
+    }
+    fn stored_id(&self) -> &str {
+        &self.stored_id
+    }
+    fn title(&self) -> Option<&str> {
+        self.title.as_deref()
+    }
+    fn unpersisted(&self) -> bool {
+        Session::unpersisted(self)
+    }
+    fn delta(&self) -> Delta<'_> {
+        Session::delta(self)
+    }
+    fn committed(&mut self) {
+        self.persisted = self.committed_mark();
+        self.stored_keep = None;
+        self.row_dirty = false;
+        self.queue_dirty = false;
+    }
+    fn messages(&self) -> (usize, usize) {
+        let all = self.transcript.len();
+        (all, all - self.persisted.messages.min(all))
     }
 }
 

@@ -6,6 +6,7 @@
 
 mod delta;
 mod error;
+mod recall;
 mod schema;
 mod search;
 
@@ -18,6 +19,7 @@ use crate::transcript::{Message, Role};
 
 pub use delta::{Delta, LiveChange};
 pub use error::{ErrorKind, StoreError};
+pub use recall::{AnchoredView, Around, SessionMeta, StoredRow};
 pub use search::{SearchHit, SearchQuery, SnippetPart};
 
 /// The sessions list: the preview is the session's first user message (its first rows, by

@@ -31,7 +31,7 @@ const SNIPPET_WORDS: usize = 16;
 const SNIPPET_SCAN_CHARS: i64 = 16 * 1024;
 
 /// What to search for.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct SearchQuery<'a> {
     /// Words (all must occur in a message; `word*` matches a prefix; `"a phrase"` is
     /// one word).
@@ -40,6 +40,8 @@ pub struct SearchQuery<'a> {
     pub limit: usize,
     /// Only sessions of this `source`.
     pub source: Option<&'a str>,
+    /// Only messages of these roles (none: any role).
+    pub roles: &'a [&'a str],
 }
 
 /// A piece of a snippet: matched text or the context around it.
@@ -53,6 +55,8 @@ pub struct SnippetPart {
 #[derive(Debug, Clone)]
 pub struct SearchHit {
     pub session_id: String,
+    /// The matching message's `messages.id`.
+    pub message_id: i64,
     pub title: Option<String>,
     pub source: String,
     /// When the session started (unix seconds).
@@ -295,13 +299,26 @@ pub(super) fn run(conn: &Connection, q: &SearchQuery<'_>) -> Result<Vec<SearchHi
     } else {
         ""
     };
+    // Roles are plain words (the tool splits them off a comma list); anything else matches
+    // no role rather than reaching the SQL.
+    let roles = if q.roles.is_empty() {
+        String::new()
+    } else {
+        let listed: Vec<String> = q
+            .roles
+            .iter()
+            .filter(|r| r.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+            .map(|r| format!("'{r}'"))
+            .collect();
+        format!("AND m.role IN ({})", listed.join(", "))
+    };
     // The newest matches, ranked; the best message per session.
     let candidates: Vec<(i64, String, String)> = {
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT h.rowid, m.session_id, substr(coalesce(m.content, ''), 1, ?3)
              FROM (SELECT rowid FROM messages_fts
                    WHERE messages_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2) h
-             JOIN messages m ON m.id = h.rowid {active}"
+             JOIN messages m ON m.id = h.rowid {active} {roles}"
         ))?;
         let rows = stmt.query_map(params![expr, CANDIDATES as i64, RANK_CHARS], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
@@ -365,6 +382,7 @@ pub(super) fn run(conn: &Connection, q: &SearchQuery<'_>) -> Result<Vec<SearchHi
             })?;
         hits.push(SearchHit {
             session_id,
+            message_id: rowid,
             title,
             source,
             started_at,
@@ -426,6 +444,7 @@ mod tests {
         assert_eq!(hits, ["Docker", "deploying"]);
         let h = SearchHit {
             session_id: String::new(),
+            message_id: 0,
             title: None,
             source: String::new(),
             started_at: 0.0,

@@ -34,6 +34,7 @@ pub fn run(tool: &mut dyn Tool, cwd: &str, home: &Path, args: &Value, budget: Du
             home,
             session: "",
             transcript: &[],
+            store: None,
             command_timeout: Duration::from_secs(180),
             approved,
             shutting_down: false,

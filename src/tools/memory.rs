@@ -13,6 +13,89 @@ pub const ENTRY_DELIMITER: &str = "\n§\n";
 /// Hermes' default limits, in characters.
 const MEMORY_LIMIT: usize = 2200;
 const USER_LIMIT: usize = 1375;
+
+/// Each target's character limit: config.yaml's `memory.memory_char_limit` and
+/// `memory.user_char_limit`, read as Hermes reads them (`int()` of the value; a value that is
+/// not a number leaves that one and those after it at their defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub memory: usize,
+    pub user: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            memory: MEMORY_LIMIT,
+            user: USER_LIMIT,
+        }
+    }
+}
+
+impl Limits {
+    pub fn load(home: &Path) -> Limits {
+        match crate::config_file::load(home) {
+            Ok(doc) => Limits::from_doc(&doc),
+            Err(_) => Limits::default(),
+        }
+    }
+
+    pub fn from_doc(doc: &yaml_rust2::Yaml) -> Limits {
+        use yaml_rust2::Yaml;
+        // Python's int(): an integer, a float cut toward zero, a numeral string, a bool.
+        let int = |y: &Yaml| -> Option<i64> {
+            match y {
+                Yaml::Integer(i) => Some(*i),
+                Yaml::Real(r) => r
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|f| f.is_finite())
+                    .map(|f| f as i64),
+                Yaml::String(s) => s.trim().replace('_', "").parse().ok(),
+                Yaml::Boolean(b) => Some(i64::from(*b)),
+                _ => None,
+            }
+        };
+        let mut limits = Limits::default();
+        let at = |key: &str| crate::config_file::lookup(doc, &format!("memory.{key}"));
+        let absent = |y: &Yaml| matches!(y, Yaml::BadValue);
+        for (key, slot) in [
+            ("memory_char_limit", &mut limits.memory),
+            ("user_char_limit", &mut limits.user),
+        ] {
+            let y = at(key);
+            if absent(y) {
+                continue;
+            }
+            match int(y) {
+                // A limit below 1 refuses every entry, as Hermes' does.
+                Some(n) => *slot = n.max(0) as usize,
+                None => break,
+            }
+        }
+        limits
+    }
+
+    fn of(self, target: Target) -> usize {
+        match target {
+            Target::Memory => self.memory,
+            Target::User => self.user,
+        }
+    }
+}
+
+/// `{:,}` of Python: thousands separated by commas.
+fn grouped(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
 /// A memory file larger than this is not read (it was not written by a memory tool).
 const FILE_MAX: u64 = 256 * 1024;
 
@@ -29,13 +112,6 @@ impl Target {
         match self {
             Target::Memory => "memory",
             Target::User => "user",
-        }
-    }
-
-    fn limit(self) -> usize {
-        match self {
-            Target::Memory => MEMORY_LIMIT,
-            Target::User => USER_LIMIT,
         }
     }
 
@@ -65,10 +141,11 @@ fn chars(entries: &[String]) -> usize {
     entries.join(ENTRY_DELIMITER).chars().count()
 }
 
-fn usage(target: Target, entries: &[String]) -> (usize, usize, usize) {
+/// `(current, limit, percent used)`, the first two as Hermes prints them (`2,200`).
+fn usage(limit: usize, entries: &[String]) -> (String, String, usize) {
     let current = chars(entries);
-    let limit = target.limit();
-    (current, limit, (current * 100 / limit).min(100))
+    let pct = (current * 100).checked_div(limit).map_or(0, |p| p.min(100));
+    (grouped(current), grouped(limit), pct)
 }
 
 /// The system prompt block of a target, as Hermes renders it; `None` when it is empty.
@@ -77,7 +154,7 @@ pub fn prompt_block(home: &Path, target: Target) -> Option<String> {
     if entries.is_empty() {
         return None;
     }
-    let (current, limit, pct) = usage(target, &entries);
+    let (current, limit, pct) = usage(Limits::load(home).of(target), &entries);
     let header = match target {
         Target::User => {
             format!("USER PROFILE (who the user is) [{pct}% — {current}/{limit} chars]")
@@ -207,7 +284,7 @@ impl Tool for Memory {
     }
 
     fn start(&mut self, ctx: &mut ToolContext<'_>, args: &Value) -> Start {
-        Start::Done(call(ctx.home, args))
+        Start::Done(call(ctx.home, Limits::load(ctx.home), args))
     }
 }
 
@@ -217,7 +294,7 @@ fn failure(error: impl Into<String>) -> ToolResult {
     r
 }
 
-fn call(home: &Path, args: &Value) -> ToolResult {
+fn call(home: &Path, limits: Limits, args: &Value) -> ToolResult {
     let target = match args.get("target") {
         None | Some(Value::Null) => Target::Memory,
         Some(v) if v == "memory" => Target::Memory,
@@ -255,27 +332,49 @@ fn call(home: &Path, args: &Value) -> ToolResult {
             return failure("operations must be a list of {action, content?, old_text?} objects.");
         }
     };
-    let mut list = entries(home, target);
+    let limit = limits.of(target);
+    let before = entries(home, target);
+    let mut list = before.clone();
     if let Err(e) = apply(&mut list, &batch) {
-        let (current, limit, _) = usage(target, &list);
+        let (current, limit, _) = usage(limit, &before);
         let mut r = failure(format!(
             "{e} No operations were applied (batch is all-or-nothing)."
         ));
-        r.content["current_entries"] = json!(list);
+        r.content["current_entries"] = json!(before);
         r.content["usage"] = json!(format!("{current}/{limit}"));
         return r;
     }
-    let (current, limit, pct) = usage(target, &list);
-    if current > limit {
-        let before = entries(home, target);
-        let mut r = failure(format!(
-            "Memory would be at {current}/{limit} chars -- over the limit. Remove or shorten \
-             entries (see current_entries) and add the new one in the same call."
-        ));
+    let total = chars(&list);
+    if total > limit {
+        let (current, shown_limit, _) = usage(limit, &before);
+        let error = match (args.get("operations"), batch.first()) {
+            (Some(Value::Array(ops)), _) if !ops.is_empty() => format!(
+                "After applying all {} operations, memory would be at {}/{shown_limit} chars \
+                 -- over the limit. Remove or shorten more entries in the same batch (see \
+                 current_entries below), then retry.",
+                batch.len(),
+                grouped(total)
+            ),
+            (_, Some(op)) if op.action == "add" => format!(
+                "Memory at {current}/{shown_limit} chars. Adding this entry ({} chars) would \
+                 exceed the limit. Consolidate now: use 'replace' to merge overlapping entries \
+                 into shorter ones or 'remove' stale or less important entries (see \
+                 current_entries below), then retry this add — all in this turn.",
+                op.content.chars().count()
+            ),
+            _ => format!(
+                "Replacement would put memory at {}/{shown_limit} chars. Shorten the new \
+                 content, or 'remove' other stale or less important entries to make room (see \
+                 current_entries below), then retry — all in this turn.",
+                grouped(total)
+            ),
+        };
+        let mut r = failure(error);
         r.content["current_entries"] = json!(before);
-        r.content["usage"] = json!(format!("{}/{limit}", chars(&before)));
+        r.content["usage"] = json!(format!("{current}/{shown_limit}"));
         return r;
     }
+    let (current, limit, pct) = usage(limit, &list);
     let path = target.path(home);
     let text = list.join(ENTRY_DELIMITER);
     let written = path
@@ -314,6 +413,7 @@ mod tests {
         let add = |c: &str| {
             call(
                 &home,
+                Limits::default(),
                 &json!({"target": "user", "action": "add", "content": c}),
             )
         };
@@ -324,6 +424,7 @@ mod tests {
         assert_eq!(text, "likes tea\n§\nworks on rust");
         let r = call(
             &home,
+            Limits::default(),
             &json!({"target": "user", "operations": [
                 {"action": "replace", "old_text": "tea", "content": "likes coffee"},
                 {"action": "remove", "old_text": "rust"}]}),
@@ -332,27 +433,99 @@ mod tests {
         assert_eq!(entries(&home, Target::User), ["likes coffee"]);
         let miss = call(
             &home,
+            Limits::default(),
             &json!({"target": "user", "action": "remove", "old_text": "zzz"}),
         );
         assert!(miss.error.unwrap().contains("no entry matched"));
         assert_eq!(miss.content["current_entries"], json!(["likes coffee"]));
         let big = call(
             &home,
+            Limits::default(),
             &json!({"target": "user", "action": "add", "content": "x".repeat(2000)}),
         );
-        assert!(big.error.unwrap().contains("over the limit"));
+        assert!(big.error.unwrap().starts_with(
+            "Memory at 12/1,375 chars. Adding this entry (2000 chars) would exceed the limit."
+        ),);
         assert_eq!(entries(&home, Target::User), ["likes coffee"]);
         assert!(
-            call(&home, &json!({"target": "nope", "action": "add"}))
+            call(
+                &home,
+                Limits::default(),
+                &json!({"target": "nope", "action": "add"})
+            )
+            .error
+            .is_some()
+        );
+        assert!(
+            call(&home, Limits::default(), &json!({"target": "memory"}))
                 .error
                 .is_some()
         );
-        assert!(call(&home, &json!({"target": "memory"})).error.is_some());
         let block = prompt_block(&home, Target::User).unwrap();
         assert!(
             block.contains("USER PROFILE (who the user is) [") && block.ends_with("likes coffee")
         );
         assert!(prompt_block(&home, Target::Memory).is_none());
+        let _ = std::fs::remove_dir_all(&home);
+    }
+
+    #[test]
+    fn limits_come_from_config_as_hermes_reads_them() {
+        let doc = |t: &str| Limits::from_doc(&crate::config_file::parse(t).unwrap());
+        assert_eq!(doc(""), Limits::default());
+        assert_eq!(
+            doc("memory:\n  memory_char_limit: 3000\n  user_char_limit: '500'\n"),
+            Limits {
+                memory: 3000,
+                user: 500
+            }
+        );
+        assert_eq!(doc("memory:\n  user_char_limit: 99.9\n").user, 99);
+        // int() fails: this one and the next keep their defaults.
+        assert_eq!(
+            doc("memory:\n  memory_char_limit: lots\n  user_char_limit: 10\n"),
+            Limits::default()
+        );
+        assert_eq!(grouped(2200), "2,200");
+        assert_eq!(grouped(1234567), "1,234,567");
+        assert_eq!(grouped(999), "999");
+
+        let home = std::env::temp_dir().join(format!("tuigw-meml-{}", crate::util::random_hex(8)));
+        let small = Limits {
+            memory: 20,
+            user: 10,
+        };
+        let add = |c: &str| call(&home, small, &json!({"action": "add", "content": c}));
+        assert_eq!(add("0123456789").content["usage"], "50% — 10/20 chars");
+        let over = add("abcdefghij");
+        assert_eq!(
+            over.error.as_deref(),
+            Some(
+                "Memory at 10/20 chars. Adding this entry (10 chars) would exceed the limit. Consolidate now: use 'replace' to merge overlapping entries into shorter ones or 'remove' stale or less important entries (see current_entries below), then retry this add — all in this turn."
+            )
+        );
+        assert_eq!(over.content["usage"], "10/20");
+        assert_eq!(over.content["current_entries"], json!(["0123456789"]));
+        let replace = call(
+            &home,
+            small,
+            &json!({"action": "replace", "old_text": "0123", "content": "x".repeat(21)}),
+        );
+        assert!(
+            replace
+                .error
+                .unwrap()
+                .starts_with("Replacement would put memory at 21/20 chars.")
+        );
+        let batch = call(
+            &home,
+            small,
+            &json!({"operations": [{"action": "add", "content": "abc"}, {"action": "add", "content": "defg"}]}),
+        );
+        assert!(batch.error.unwrap().starts_with(
+            "After applying all 2 operations, memory would be at 23/20 chars -- over the limit."
+        ),);
+        assert_eq!(entries(&home, Target::Memory), ["0123456789"]);
         let _ = std::fs::remove_dir_all(&home);
     }
 }

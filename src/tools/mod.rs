@@ -1,6 +1,6 @@
 //! Tools the model can call, behind one [`Tool`] trait, and the [`Registry`] of what is
 //! offered: the built-in tools (`terminal.rs`, `files/`, `todo.rs`, `clarify.rs`,
-//! `memory.rs`) and whatever an embedding host registers. Commands run through the process
+//! `memory.rs`, `session_search.rs`) and whatever an embedding host registers. Commands run through the process
 //! runner (`src/runner/`); `runs.rs` knows who waits for each run (a tool call, `shell.exec`,
 //! a quick command). A call that runs on past its start is stepped (`wake.rs`): the gateway
 //! calls [`Tool::step`] when the call asked to go on, each step bounded by
@@ -16,6 +16,7 @@ pub mod memory;
 pub mod passthrough;
 pub mod policy;
 pub mod runs;
+pub mod session_search;
 pub mod shell_state;
 pub mod terminal;
 pub mod todo;
@@ -161,6 +162,8 @@ pub struct ToolContext<'a> {
     pub session: &'a str,
     /// The calling session's transcript so far (a resumed session's included).
     pub transcript: &'a [Message],
+    /// `state.db`, for reads (`None` outside a gateway).
+    pub store: Option<&'a crate::store::Store>,
     /// The default command timeout (`config`).
     pub command_timeout: Duration,
     /// What an earlier start of this call asked about was approved.
@@ -303,7 +306,7 @@ impl Registry {
     /// The built-in tools, in the order Hermes lists them.
     pub fn builtin() -> Registry {
         let mut r = Registry::empty();
-        let tools: [Box<dyn Tool>; 8] = [
+        let tools: [Box<dyn Tool>; 9] = [
             Box::new(terminal::Terminal::default()),
             Box::new(files::ReadFile::default()),
             Box::new(files::WriteFile),
@@ -311,6 +314,7 @@ impl Registry {
             Box::new(files::SearchFiles::default()),
             Box::new(todo::Todo),
             Box::new(memory::Memory),
+            Box::new(session_search::SessionSearch),
             Box::new(clarify::Clarify),
         ];
         for tool in tools {
@@ -520,7 +524,8 @@ mod tests {
         let mut r = Registry::builtin();
         let builtin = json!({"terminal": ["terminal"],
             "file": ["read_file", "write_file", "patch", "search_files"],
-            "todo": ["todo"], "memory": ["memory"], "clarify": ["clarify"]});
+            "todo": ["todo"], "memory": ["memory"], "session_search": ["session_search"],
+            "clarify": ["clarify"]});
         assert_eq!(r.toolsets(), builtin);
         r.register(Box::new(Echo)).unwrap();
         assert_eq!(r.toolsets()["host"], json!(["echo"]));
@@ -531,14 +536,14 @@ mod tests {
             .collect();
         assert_eq!(names.first(), Some(&"terminal"));
         assert_eq!(names.last(), Some(&"echo"));
-        assert_eq!(r.schemas()[8]["function"]["description"], "Say it back.");
+        assert_eq!(r.schemas()[9]["function"]["description"], "Say it back.");
         assert!(r.register(Box::new(Echo)).unwrap_err().contains("already"));
-        assert_eq!(r.schemas().len(), 9);
+        assert_eq!(r.schemas().len(), 10);
         // A toolset turned off leaves the schemas and the banner, and is refused by name.
         let mut rule = toolsets::Offered::default();
         rule.set(&["file", "echo"], false).unwrap();
         r.set_rule(rule);
-        assert_eq!(r.schemas().len(), 4);
+        assert_eq!(r.schemas().len(), 5);
         assert!(r.toolsets().get("file").is_none() && !r.is_offered("patch"));
         assert!(r.contains("patch") && r.is_offered("todo"));
     }

@@ -1,0 +1,436 @@
+//! Hermes' `session_search {query?, limit?, sort?, session_id?, around_message_id?, window?,
+//! role_filter?, profile?}` over `state.db`, in Hermes' four shapes, chosen by the arguments:
+//! discovery (`query`: full-text search through [`Store::search`], one result per lineage with
+//! the match in its window and the session's bookends), scroll (`session_id` +
+//! `around_message_id`), read (`session_id`: a session's head and tail) and browse (nothing:
+//! the recent sessions). The calling session's lineage is left out, as Hermes leaves it out:
+//! its messages are in the model's context already. Other profiles' databases are not read.
+
+use serde_json::{Map, Value, json};
+
+use super::files::int_arg;
+use super::{Start, Tool, ToolContext, ToolResult};
+use crate::store::{SearchHit, SearchQuery, SessionMeta, Store, StoreError, StoredRow};
+
+/// Sources left out of searches and lists (delegates and third-party tools).
+const HIDDEN_SOURCES: [&str; 2] = ["subagent", "tool"];
+/// Sources ranked below interactive sessions.
+const DEMOTED_SOURCES: [&str; 1] = ["cron"];
+/// Messages each side of a match; prose messages at each end of its session.
+const MATCH_WINDOW: usize = 5;
+const BOOKEND: usize = 3;
+/// A read shows the head and tail of a longer session.
+const READ_HEAD: usize = 20;
+const READ_TAIL: usize = 10;
+
+pub struct SessionSearch;
+
+fn failure(error: impl Into<String>) -> ToolResult {
+    let mut r = ToolResult::error(error);
+    r.content["success"] = json!(false);
+    r
+}
+
+/// A Hermes integer argument: a number or a numeral, else `default`.
+fn int_or(args: &Value, key: &str, default: i64) -> i64 {
+    int_arg(args, key).unwrap_or(default)
+}
+
+fn text_arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
+    args.get(key)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+/// Hermes' `%B %d, %Y at %I:%M %p` of a Unix time (UTC here; Hermes uses local time).
+pub fn when(unix: f64) -> String {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let (y, mo, d, h, mi, _) = crate::util::utc_parts(unix);
+    let (hour, half) = match h {
+        0 => (12, "AM"),
+        1..=11 => (h, "AM"),
+        12 => (12, "PM"),
+        _ => (h - 12, "PM"),
+    };
+    format!(
+        "{} {d:02}, {y} at {hour:02}:{mi:02} {half}",
+        MONTHS[(mo as usize).clamp(1, 12) - 1]
+    )
+}
+
+/// Hermes' `_shape_message`: the row's fields that are set (content always), the anchor
+/// flagged.
+fn shape(m: &StoredRow, anchor: Option<i64>) -> Value {
+    let mut o = Map::new();
+    o.insert("id".into(), json!(m.id));
+    o.insert("role".into(), json!(m.role));
+    o.insert("content".into(), json!(m.content));
+    o.insert("timestamp".into(), json!(m.timestamp));
+    if let Some(name) = m.tool_name.as_deref().filter(|n| !n.is_empty()) {
+        o.insert("tool_name".into(), json!(name));
+    }
+    let calls = m
+        .tool_calls
+        .as_deref()
+        .and_then(|t| serde_json::from_str::<Value>(t).ok())
+        .filter(|v| v.as_array().is_none_or(|a| !a.is_empty()) && !v.is_null());
+    if let Some(calls) = calls {
+        o.insert("tool_calls".into(), calls);
+    }
+    if let Some(id) = m.tool_call_id.as_deref().filter(|i| !i.is_empty()) {
+        o.insert("tool_call_id".into(), json!(id));
+    }
+    if anchor == Some(m.id) {
+        o.insert("anchor".into(), json!(true));
+    }
+    Value::Object(o)
+}
+
+fn shaped(rows: &[StoredRow], anchor: Option<i64>) -> Vec<Value> {
+    rows.iter().map(|m| shape(m, anchor)).collect()
+}
+
+fn meta_json(meta: &SessionMeta) -> Value {
+    json!({"when": when(meta.started_at), "source": meta.source, "model": meta.model,
+           "title": meta.title})
+}
+
+/// The root of the calling session's lineage (`None` outside a session).
+fn current_root(store: &Store, current: &str) -> Result<Option<String>, StoreError> {
+    if current.is_empty() {
+        return Ok(None);
+    }
+    store.lineage_root(current).map(Some)
+}
+
+impl Tool for SessionSearch {
+    fn name(&self) -> &str {
+        "session_search"
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "Search query (discovery shape). Keywords, phrases, or boolean expressions to find in past sessions. Omit to browse recent sessions. Ignored when session_id + around_message_id are set (scroll shape)."},
+                "limit": {"type": "integer", "description": "Discovery shape only. Max sessions to return (default 3, max 10). Bump to 5–10 when the topic likely spans several sessions and you want to pick the right one to scroll into.", "default": 3},
+                "sort": {"type": "string", "enum": ["newest", "oldest"], "description": "Discovery shape only. Temporal bias on top of FTS5 ranking. Omit to keep relevance-only ordering (suitable for exploratory recall — \"what do we know about X\"). Set 'newest' for recency-shaped questions (\"where did we leave X\"). Set 'oldest' for origin-shaped questions (\"how did X start\"). Ignored in scroll and browse shapes."},
+                "session_id": {"type": "string", "description": "Scroll shape. Session to read inside. Use the session_id returned from a prior discovery call. Must be paired with around_message_id."},
+                "around_message_id": {"type": "integer", "description": "Scroll shape. Message id to center the window on. From a discovery result use match_message_id, or any id seen in a prior window. To scroll forward pass the last window message's id; to scroll backward pass the first."},
+                "window": {"type": "integer", "description": "Scroll shape only. Messages to return on each side of the anchor (anchor itself always included). Clamped to [1, 20]. Default 5.", "default": 5},
+                "role_filter": {"type": "string", "description": "Optional. Comma-separated roles to include. Discovery defaults to 'user,assistant' (tool output is usually noise). Pass 'user,assistant,tool' to include tool output (debugging tool behaviour) or 'tool' to search tool output only."},
+                "profile": {"type": "string", "description": "Optional. Read sessions from another Hermes profile's database (read-only). Use when resolving an `@session:<profile>/<id>` link: pass the profile segment here with session_id as the id segment. Omit to use the current profile."}
+            },
+            "required": []
+        })
+    }
+
+    fn start(&mut self, ctx: &mut ToolContext<'_>, args: &Value) -> Start {
+        let Some(store) = ctx.store else {
+            return Start::Done(failure("the session database is not available"));
+        };
+        Start::Done(call(store, ctx.session, args))
+    }
+}
+
+/// One call against `store` from the session stored as `current`.
+pub fn call(store: &Store, current: &str, args: &Value) -> ToolResult {
+    if let Some(profile) = text_arg(args, "profile") {
+        return failure(format!(
+            "profile '{profile}': this gateway reads only its own state.db"
+        ));
+    }
+    // An `@session:<profile>/<id>` link's value: the id is what follows the slash.
+    let session_id = text_arg(args, "session_id").map(|s| match s.split_once('/') {
+        Some((_, id)) if !id.is_empty() => id,
+        _ => s,
+    });
+    let answered = match (session_id, args.get("around_message_id")) {
+        (Some(sid), Some(anchor)) if !anchor.is_null() => scroll(store, current, sid, args),
+        (Some(sid), _) => read(store, sid),
+        (None, _) => {
+            let limit = int_or(args, "limit", 3).clamp(1, 10) as usize;
+            match text_arg(args, "query") {
+                None => browse(store, current, limit),
+                Some(query) => discover(store, current, query, limit, args),
+            }
+        }
+    };
+    answered.unwrap_or_else(|e| failure(format!("Search failed: {e}")))
+}
+
+fn scroll(
+    store: &Store,
+    current: &str,
+    session_id: &str,
+    args: &Value,
+) -> Result<ToolResult, StoreError> {
+    let Some(anchor) = int_arg(args, "around_message_id") else {
+        return Ok(failure("scroll requires integer around_message_id"));
+    };
+    let window = int_or(args, "window", 5).clamp(1, 20) as usize;
+    let root = store.lineage_root(session_id)?;
+    if current_root(store, current)?.is_some_and(|c| c == root) {
+        return Ok(failure(
+            "scroll rejected: anchor lives in the current session lineage (already in your active context)",
+        ));
+    }
+    let Some(mut meta) = store.session_meta(session_id)? else {
+        return Ok(failure(format!("session_id not found: {session_id}")));
+    };
+    let mut session_id = session_id.to_string();
+    let mut view = store.messages_around(&session_id, anchor, window)?;
+    let mut warning = None;
+    // The anchor may live in a continuation of the named session: rebind to it.
+    if view.window.is_empty()
+        && let Some(owner) = store.message_owner(anchor)?
+        && owner != session_id
+        && store.lineage_root(&owner)? == root
+    {
+        view = store.messages_around(&owner, anchor, window)?;
+        if !view.window.is_empty() {
+            warning = Some(format!(
+                "around_message_id {anchor} lives in {owner} (child of {session_id}); rebound transparently"
+            ));
+            meta = store.session_meta(&owner)?.unwrap_or(meta);
+            session_id = owner;
+        }
+    }
+    if view.window.is_empty() {
+        return Ok(failure(format!(
+            "around_message_id {anchor} not in session_id {session_id}"
+        )));
+    }
+    let mut content = json!({
+        "success": true, "mode": "scroll", "session_id": session_id,
+        "around_message_id": anchor, "session_meta": meta_json(&meta), "window": window,
+        "messages": shaped(&view.window, Some(anchor)),
+        "messages_before": view.messages_before, "messages_after": view.messages_after,
+    });
+    if let Some(w) = warning {
+        content["warning"] = json!(w);
+    }
+    let line = format!("{} message(s) of {session_id}", view.window.len());
+    Ok(ToolResult::new(content, line))
+}
+
+fn read(store: &Store, session_id: &str) -> Result<ToolResult, StoreError> {
+    let Some(meta) = store.session_meta(session_id)? else {
+        return Ok(failure(format!("session_id not found: {session_id}")));
+    };
+    let (total, rows) = store.head_and_tail(session_id, READ_HEAD, READ_TAIL)?;
+    let truncated = total > READ_HEAD + READ_TAIL;
+    let mut content = json!({
+        "success": true, "mode": "read", "session_id": session_id,
+        "session_meta": meta_json(&meta), "message_count": total, "truncated": truncated,
+        "messages": shaped(&rows, None),
+    });
+    if truncated {
+        content["message"] = json!(format!(
+            "Session has {total} messages; showing first {READ_HEAD} + last {READ_TAIL}. \
+             Pass around_message_id (any id above) to scroll the middle."
+        ));
+    }
+    Ok(ToolResult::new(content, format!("{total} message(s)")))
+}
+
+fn browse(store: &Store, current: &str, limit: usize) -> Result<ToolResult, StoreError> {
+    let root = current_root(store, current)?;
+    let recent = store.recent_roots(limit + 5, &HIDDEN_SOURCES)?;
+    let results: Vec<Value> = recent
+        .iter()
+        .filter(|s| root.as_deref() != Some(s.id.as_str()) && s.id != current)
+        .take(limit)
+        .map(|s| {
+            json!({"session_id": s.id, "title": s.title, "source": s.source,
+                   "started_at": s.started_at, "last_active": s.last_active,
+                   "message_count": s.message_count, "preview": s.preview})
+        })
+        .collect();
+    let n = results.len();
+    let content = json!({
+        "success": true, "mode": "browse", "results": results, "count": n,
+        "message": format!("Showing {n} most recent sessions. Pass a query= to search, or session_id+around_message_id to scroll."),
+    });
+    Ok(ToolResult::new(content, format!("{n} recent session(s)")))
+}
+
+/// Hermes' title match: a query naming a session's title finds it first.
+fn title_match(
+    store: &Store,
+    query: &str,
+    current_root: Option<&str>,
+) -> Result<Option<(String, Value)>, StoreError> {
+    let title = query.trim().trim_matches(['`', '\'', '"']);
+    if title.is_empty() {
+        return Ok(None);
+    }
+    let Some(sid) = store.session_by_title(title)? else {
+        return Ok(None);
+    };
+    let root = store.lineage_root(&sid)?;
+    if current_root == Some(root.as_str()) {
+        return Ok(None);
+    }
+    let meta = match store.session_meta(&root)? {
+        Some(m) => Some(m),
+        None => store.session_meta(&sid)?,
+    }
+    .unwrap_or_default();
+    if HIDDEN_SOURCES.contains(&meta.source.as_str()) {
+        return Ok(None);
+    }
+    let (total, ends) = store.head_and_tail(&sid, BOOKEND, BOOKEND)?;
+    let first = ends.first().map(|m| m.id);
+    let view = match first {
+        Some(id) => store.anchored_view(&sid, id, MATCH_WINDOW, BOOKEND)?,
+        None => Default::default(),
+    };
+    // As Hermes' `or`: an empty slice of the view falls back to the session's ends.
+    let or_ends = |slice: &[StoredRow], ends: &[StoredRow]| {
+        if slice.is_empty() {
+            shaped(ends, None)
+        } else {
+            shaped(slice, None)
+        }
+    };
+    let head = &ends[..ends.len().min(BOOKEND)];
+    let tail = &ends[ends.len().saturating_sub(BOOKEND)..];
+    let title = meta.title.clone().unwrap_or_else(|| title.to_string());
+    let mut entry = json!({
+        "session_id": sid, "when": when(meta.started_at),
+        "source": if meta.source.is_empty() { "unknown" } else { meta.source.as_str() },
+        "model": meta.model.as_deref().unwrap_or("unknown"), "title": title,
+        "matched_role": "session_title", "match_message_id": first,
+        "snippet": format!("Session title matched: {title}"),
+        "bookend_start": or_ends(&view.bookend_start, head),
+        "messages": shaped(&view.around.window, first),
+        "bookend_end": or_ends(&view.bookend_end, tail),
+        "messages_before": view.around.messages_before,
+        "messages_after": if first.is_some() { view.around.messages_after } else { total.saturating_sub(5) },
+    });
+    if root != sid {
+        entry["parent_session_id"] = json!(root);
+    }
+    Ok(Some((root, entry)))
+}
+
+fn discover(
+    store: &Store,
+    current: &str,
+    query: &str,
+    limit: usize,
+    args: &Value,
+) -> Result<ToolResult, StoreError> {
+    let roles: Vec<&str> = match text_arg(args, "role_filter") {
+        Some(list) => list
+            .split(',')
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .collect(),
+        None => vec!["user", "assistant"],
+    };
+    let current_root = current_root(store, current)?;
+    let title = title_match(store, query, current_root.as_deref())?;
+    // More sessions than asked for: some are the caller's lineage, hidden, or share a root.
+    let mut hits: Vec<SearchHit> = store.search(&SearchQuery {
+        text: query,
+        limit: limit * 3 + 5,
+        source: None,
+        roles: &roles,
+    })?;
+    match args.get("sort").and_then(Value::as_str).map(str::trim) {
+        Some(s) if s.eq_ignore_ascii_case("newest") => {
+            hits.sort_by(|a, b| b.message_at.total_cmp(&a.message_at))
+        }
+        Some(s) if s.eq_ignore_ascii_case("oldest") => {
+            hits.sort_by(|a, b| a.message_at.total_cmp(&b.message_at))
+        }
+        _ => {}
+    }
+    hits.retain(|h| !HIDDEN_SOURCES.contains(&h.source.as_str()));
+    // Interactive sessions first, each class in its order (a stable sort).
+    hits.sort_by_key(|h| DEMOTED_SOURCES.contains(&h.source.as_str()));
+    if hits.is_empty() && title.is_none() {
+        let content = json!({"success": true, "mode": "discover", "query": query,
+            "results": [], "count": 0, "message": "No matching sessions found."});
+        return Ok(ToolResult::new(content, "no matching sessions"));
+    }
+    let mut roots: Vec<String> = Vec::new();
+    let mut results = Vec::new();
+    if let Some((root, entry)) = title {
+        roots.push(root);
+        results.push(entry);
+    }
+    for hit in &hits {
+        if roots.len() >= limit {
+            break;
+        }
+        let root = store.lineage_root(&hit.session_id)?;
+        if current_root.as_deref() == Some(root.as_str())
+            || hit.session_id == current
+            || roots.contains(&root)
+        {
+            continue;
+        }
+        let view = store.anchored_view(&hit.session_id, hit.message_id, MATCH_WINDOW, BOOKEND)?;
+        let meta = store.session_meta(&root)?.unwrap_or_default();
+        let source = [meta.source.as_str(), hit.source.as_str()]
+            .into_iter()
+            .find(|s| !s.is_empty())
+            .unwrap_or("unknown");
+        let started = if meta.started_at > 0.0 {
+            meta.started_at
+        } else {
+            hit.started_at
+        };
+        let mut entry = json!({
+            "session_id": hit.session_id, "when": when(started), "source": source,
+            "model": meta.model.as_deref().unwrap_or("unknown"),
+            "title": meta.title.clone().or_else(|| hit.title.clone()),
+            "matched_role": hit.role, "match_message_id": hit.message_id,
+            "snippet": hit.snippet_marked(">>>", "<<<"),
+            "bookend_start": shaped(&view.bookend_start, None),
+            "messages": shaped(&view.around.window, Some(hit.message_id)),
+            "bookend_end": shaped(&view.bookend_end, None),
+            "messages_before": view.around.messages_before,
+            "messages_after": view.around.messages_after,
+        });
+        if root != hit.session_id {
+            entry["parent_session_id"] = json!(root);
+        }
+        roots.push(root);
+        results.push(entry);
+    }
+    let n = results.len();
+    let content = json!({"success": true, "mode": "discover", "query": query,
+        "results": results, "count": n, "sessions_searched": roots.len()});
+    Ok(ToolResult::new(content, format!("{n} session(s) found")))
+}
+
+const DESCRIPTION: &str = "Search past sessions stored in the local session DB, or scroll inside one. FTS5-backed retrieval over the SQLite message store. No LLM calls — every shape returns actual messages from the DB.\n\n\
+SOURCE-FIRST LIMIT\n\n  This tool searches Hermes conversation history only. It is not evidence about the current contents of external sources. If the user provided a direct source such as a URL, phone number/contact, app/thread, file path, account, website, or live system, inspect that original source before or instead of session_search when accessible. Use session_search as secondary context for what was previously said, not as primary proof of what the source currently contains. If the original source is inaccessible, say so and why before falling back to session history. Do not conclude 'not found' or 'no prior correspondence' from session_search alone when a direct source was provided.\n\n\
+FOUR CALLING SHAPES\n\n  1) DISCOVERY — pass `query`:\n     session_search(query=\"auth refactor\", limit=3)\n     Runs FTS5, dedupes hits by session lineage, returns the top N sessions. Each result carries:\n       - session_id, title, when, source\n       - snippet: FTS5-highlighted match excerpt\n       - bookend_start: first 3 user+assistant messages of the session (the goal / kickoff)\n       - messages: ±5 messages around the FTS5 match, with the anchor message flagged (the hit in context)\n       - bookend_end: last 3 user+assistant messages of the session (the resolution / decisions)\n       - match_message_id, messages_before, messages_after\n     Bookends + window together let you reconstruct goal → match → resolution without paying for the whole transcript.\n\n\
+  2) SCROLL — pass `session_id` + `around_message_id`:\n     session_search(session_id=\"...\", around_message_id=12345, window=10)\n     Returns a window of ±`window` messages centered on the anchor. No FTS5, no bookends — just the slice. Use after a discovery call when you need more context than the ±5 default window.\n       - To scroll FORWARD: pass messages[-1].id back as around_message_id.\n       - To scroll BACKWARD: pass messages[0].id back as around_message_id.\n       - The boundary message appears in both windows — orientation marker.\n       - When messages_before or messages_after is < window, you're at the start or end of the session.\n\n\
+  3) READ — pass `session_id` only (no around_message_id):\n     session_search(session_id=\"...\", profile=\"work\")\n     Dumps the whole session by id (first 20 + last 10 messages when large). This is how you resolve an `@session:<profile>/<id>` link the user dropped into the chat: split the value on `/` into profile + id and call session_search(session_id=id, profile=profile).\n\n\
+  4) BROWSE — no args:\n     session_search()\n     Returns recent sessions chronologically: titles, previews, timestamps. Use when the user asks \"what was I working on\" without naming a topic.\n\n\
+FTS5 SYNTAX\n\n  AND is the default — multi-word queries require all terms. Use quoted phrases for exact match (`\"docker networking\"`) or prefix wildcards (`deploy*`). OR, NOT and other FTS5 operators are searched as plain words here: for broader recall, make one call per alternative.\n\n\
+WHEN TO USE\n\n  Reach for this on questions about Hermes conversation history itself, such as \"what did we do about X\", \"where did we leave Y\", or \"find the session where Z\". If the user provided a direct source identifier, inspect that source first when accessible; session_search can then supply historical context. The session DB carries what was said when; external tools show current source/world state.";
