@@ -359,7 +359,9 @@ fn reports_and_unsupported_commands() {
     assert!(usage.contains("Input tokens"), "{usage}");
     let tools = output(&g.call("slash.exec", json!({"command": "tools list"})));
     assert!(
-        tools.contains("(9)") && tools.contains("terminal(") && tools.contains("patch(mode"),
+        tools.contains("(10)")
+            && tools.contains("terminal(background?, command")
+            && tools.contains("patch(mode"),
         "{tools}"
     );
     assert!(output(&g.call("slash.exec", json!({"command": "skills"}))).contains("No skills"));

@@ -115,9 +115,13 @@ fn the_hosts_own_tool_is_offered_and_its_result_lands_in_the_transcript() {
         json!(["host_note", "host_sum"]),
         "{info}"
     );
-    assert_eq!(info["tools"]["terminal"], json!(["terminal"]), "{info}");
+    assert_eq!(
+        info["tools"]["terminal"],
+        json!(["terminal", "process"]),
+        "{info}"
+    );
     let shown = gw.call("tools.show", json!({}));
-    assert_eq!(shown["total"], 10, "{shown}");
+    assert_eq!(shown["total"], 11, "{shown}");
 
     let turn = gw.run_turn(&s.id, r#"%host_note {"text": "buy milk"}"#);
     let done = turn.event("tool.complete");

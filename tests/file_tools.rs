@@ -487,6 +487,7 @@ fn the_models_patch_call_round_trips_with_the_system_prompt_and_toolsets() {
         names,
         [
             "terminal",
+            "process",
             "read_file",
             "write_file",
             "patch",
@@ -646,4 +647,48 @@ fn session_search_finds_other_sessions_and_never_the_callers() {
         "{r}"
     );
     assert_eq!(r["success"], false);
+}
+
+/// Compaction keeps the list in the new session (its pending and in-progress items, as Hermes
+/// re-injects them), and a resume of that session has it back.
+#[test]
+fn the_todo_list_survives_compaction_and_its_resume() {
+    let home = TempHome::new("todoc-home");
+    let mut g = Gateway::builder().home(&home.path).tag("todoc").start();
+    let s = g.create_session(json!({}));
+    let plan = json!({"todos": [{"id": "1", "content": "read the code", "status": "completed"},
+                                {"id": "2", "content": "fix it", "status": "in_progress"},
+                                {"id": "3", "content": "ship it", "status": "pending"}]});
+    g.run_turn(&s.id, &format!("%todo {plan}"));
+    g.run_turn(&s.id, "tell me about otters");
+    g.run_turn(&s.id, "and beavers");
+    let r = g.call("session.compress", json!({"session_id": s.id}));
+    assert_eq!(r["status"], "compressed", "{r}");
+    let new_stored = r["session_key"].as_str().unwrap().to_string();
+    let active = json!([{"id": "2", "content": "fix it", "status": "in_progress"},
+                        {"id": "3", "content": "ship it", "status": "pending"}]);
+    let turn = g.run_turn(&s.id, "%todo {}");
+    assert_eq!(turn.event("tool.complete")["payload"]["todos"], active);
+    // What the model reads of it in the new session, as Hermes words it.
+    let rows = message_rows(&g.db_path(), &new_stored);
+    assert!(
+        rows.iter().any(|r| r.role == "system"
+            && r.content.as_deref().is_some_and(|c| c.starts_with(
+                "[Your active task list was preserved across context compression]\n- [>] 2. fix it (in_progress)"
+            ))),
+        "{rows:#?}"
+    );
+    g.close_stdin();
+    g.wait_exit(T);
+
+    let mut g = Gateway::builder().home(&home.path).tag("todoc2").start();
+    let r = g.call("session.resume", json!({"session_id": new_stored}));
+    let sid = r["session_id"].as_str().unwrap().to_string();
+    let turn = g.run_turn(
+        &sid,
+        r#"%todo {"merge": true, "todos": [{"id": "2", "status": "completed"}]}"#,
+    );
+    let todos = &turn.event("tool.complete")["payload"]["todos"];
+    assert_eq!(todos[0]["status"], "completed", "{todos}");
+    assert_eq!(todos[1]["content"], "ship it", "{todos}");
 }

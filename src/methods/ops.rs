@@ -368,7 +368,8 @@ pub fn process_stop(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value,
         Some(_) => Some(live(gw, p)?.runtime_id.clone()),
         None => None,
     };
-    let killed = crate::tools::runs::stop_turn_commands(gw, rid.as_deref(), now);
+    let killed = crate::tools::runs::stop_turn_commands(gw, rid.as_deref(), now)
+        + crate::tools::process::kill_all(gw, rid.as_deref(), now);
     Ok(json!({ "killed": killed }))
 }
 

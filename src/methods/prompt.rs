@@ -14,17 +14,12 @@ pub fn submit(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     live(gw, p)?;
     params::not_shutting_down(gw)?;
     params::check_prompt(text)?;
-    let s = live(gw, p)?;
-    if s.running() {
-        s.queued.push_back(text.to_string());
-        s.queue_dirty = true;
-        let rid = s.runtime_id.clone();
-        gw.mark_dirty(&rid);
-        return Ok(json!({ "status": "queued" }));
-    }
-    let rid = s.runtime_id.clone();
-    gw.start_prompt(&rid, text.to_string(), now);
-    Ok(json!({ "status": "streaming" }))
+    let rid = live(gw, p)?.runtime_id.clone();
+    let status = match gw.submit_prompt(&rid, text.to_string(), now) {
+        true => "queued",
+        false => "streaming",
+    };
+    Ok(json!({ "status": status }))
 }
 
 pub fn interrupt(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {

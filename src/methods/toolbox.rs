@@ -248,7 +248,7 @@ mod tests {
             json!(["patch", "read_file", "search_files", "write_file"])
         );
         let show = tools_show(&p(json!({})), &builtin).unwrap();
-        assert_eq!(show["total"], 9);
+        assert_eq!(show["total"], 10);
         assert_eq!(first_sentence("Run it. Then more.\nsecond"), "Run it.");
     }
 
@@ -266,7 +266,7 @@ mod tests {
             off["enabled_toolsets"],
             json!(["clarify", "memory", "session_search", "terminal"])
         );
-        assert_eq!(tools_show(&p(json!({})), &r).unwrap()["total"], 4);
+        assert_eq!(tools_show(&p(json!({})), &r).unwrap()["total"], 5);
         let list = tools_list(&p(json!({})), &r).unwrap();
         assert_eq!(list["toolsets"][1]["enabled"], false);
         tools_configure(&p(json!({"action": "enable", "names": ["file"]})), &mut r).unwrap();

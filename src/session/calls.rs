@@ -259,6 +259,10 @@ fn with_tool<R>(
         wake: None,
         question: None,
         wakers: &gw.tools.wakers,
+        processes: crate::tools::process::Scope {
+            registry: &mut gw.tools.processes,
+            owner: rid,
+        },
     };
     let r = f(tool.as_mut(), &mut ctx);
     let asked = Asked {
@@ -266,6 +270,7 @@ fn with_tool<R>(
         wake: ctx.wake,
         question: ctx.question,
     };
+    crate::tools::process::after_tool(gw, now);
     Some((r, asked))
 }
 

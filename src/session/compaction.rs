@@ -265,12 +265,11 @@ impl Gateway {
         old.ended = Some((started_at, "compression".to_string()));
         old.row_dirty = true;
 
+        let tail = &s.transcript[job.split.min(s.transcript.len())..];
         let mut kept = vec![summary_message(summary, &old_id)];
-        kept.extend(
-            s.transcript[job.split.min(s.transcript.len())..]
-                .iter()
-                .cloned(),
-        );
+        // The todo list goes on in the new session (Hermes re-injects it the same way).
+        kept.extend(crate::tools::todo::snapshot(&s.transcript, tail));
+        kept.extend(tail.iter().cloned());
         for m in &mut kept {
             m.row_id = None;
         }

@@ -155,6 +155,22 @@ impl Gateway {
         self.schedule(rid);
     }
 
+    /// Run `text` as the session's next prompt: now when it is idle, else after the running
+    /// turn (queued, and stored with the queue). Whether it was queued.
+    pub(crate) fn submit_prompt(&mut self, rid: &str, text: String, now: Instant) -> bool {
+        let Some(s) = self.sessions.get_mut(rid) else {
+            return false;
+        };
+        if s.running() {
+            s.queued.push_back(text);
+            s.queue_dirty = true;
+            self.mark_dirty(rid);
+            return true;
+        }
+        self.start_prompt(rid, text, now);
+        false
+    }
+
     /// Drive the runnable turns; true when one streamed text (the loop arms the flush tick
     /// that checkpoints it: the turn does not know the flush).
     pub(crate) fn drive_turns(&mut self, now: Instant) -> bool {
@@ -598,6 +614,7 @@ impl Gateway {
             .unwrap_or_default();
         crate::session::calls::abandon(self, rid, now);
         self.interrupt_turn(rid, now);
+        crate::tools::process::session_gone(self, rid, now);
         if let Some(mut s) = self.take_session(rid) {
             // Prompts accepted as `queued` never ran; they are kept, not lost.
             let now_unix = util::unix_now();

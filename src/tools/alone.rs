@@ -24,6 +24,7 @@ pub struct Alone {
 pub fn run(tool: &mut dyn Tool, cwd: &str, home: &Path, args: &Value, budget: Duration) -> Alone {
     let mut runner = Runner::new(Executable::current(), Duration::from_millis(100), false);
     let wakers = wake::Shared::new(None);
+    let mut processes = super::process::Processes::default();
     let mut steps = 0;
     let (mut approved, mut started) = (false, false);
     loop {
@@ -46,6 +47,10 @@ pub fn run(tool: &mut dyn Tool, cwd: &str, home: &Path, args: &Value, budget: Du
             wake: None,
             question: None,
             wakers: &wakers,
+            processes: super::process::Scope {
+                registry: &mut processes,
+                owner: "",
+            },
         };
         let done = if started {
             tool.step(&mut ctx, args)

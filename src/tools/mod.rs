@@ -1,6 +1,6 @@
 //! Tools the model can call, behind one [`Tool`] trait, and the [`Registry`] of what is
 //! offered: the built-in tools (`terminal.rs`, `files/`, `todo.rs`, `clarify.rs`,
-//! `memory.rs`, `session_search.rs`) and whatever an embedding host registers. Commands run through the process
+//! `memory.rs`, `session_search.rs`, `process/`) and whatever an embedding host registers. Commands run through the process
 //! runner (`src/runner/`); `runs.rs` knows who waits for each run (a tool call, `shell.exec`,
 //! a quick command). A call that runs on past its start is stepped (`wake.rs`): the gateway
 //! calls [`Tool::step`] when the call asked to go on, each step bounded by
@@ -15,6 +15,7 @@ pub mod files;
 pub mod memory;
 pub mod passthrough;
 pub mod policy;
+pub mod process;
 pub mod runs;
 pub mod session_search;
 pub mod shell_state;
@@ -182,6 +183,8 @@ pub struct ToolContext<'a> {
     pub(crate) wake: Option<Wake>,
     pub(crate) question: Option<Question>,
     pub(crate) wakers: &'a wake::Shared,
+    /// The calling session's background processes.
+    pub(crate) processes: process::Scope<'a>,
 }
 
 impl ToolContext<'_> {
@@ -306,8 +309,9 @@ impl Registry {
     /// The built-in tools, in the order Hermes lists them.
     pub fn builtin() -> Registry {
         let mut r = Registry::empty();
-        let tools: [Box<dyn Tool>; 9] = [
+        let tools: [Box<dyn Tool>; 10] = [
             Box::new(terminal::Terminal::default()),
+            Box::new(process::ProcessTool::default()),
             Box::new(files::ReadFile::default()),
             Box::new(files::WriteFile),
             Box::new(files::Patch),
@@ -415,6 +419,8 @@ pub struct Tools {
     pub(crate) jobs: HashMap<JobId, Job>,
     next_job: u64,
     pub(crate) runs: runs::Runs,
+    /// Background processes (`terminal` with `background: true`), of every session.
+    pub(crate) processes: process::Processes,
     pub approvals: approval::Approvals,
     /// Questions of `clarify` (and any tool's [`ToolContext::ask_user`]) awaiting answers.
     pub(crate) questions: clarify::Questions,
@@ -433,6 +439,7 @@ impl Tools {
             jobs: HashMap::new(),
             next_job: 1,
             runs: runs::Runs::default(),
+            processes: process::Processes::default(),
             approvals: approval::Approvals::load(home),
             questions: clarify::Questions::default(),
             due: wake::Due::default(),
@@ -522,7 +529,7 @@ mod tests {
     #[test]
     fn the_registry_offers_what_is_registered_once() {
         let mut r = Registry::builtin();
-        let builtin = json!({"terminal": ["terminal"],
+        let builtin = json!({"terminal": ["terminal", "process"],
             "file": ["read_file", "write_file", "patch", "search_files"],
             "todo": ["todo"], "memory": ["memory"], "session_search": ["session_search"],
             "clarify": ["clarify"]});
@@ -536,14 +543,14 @@ mod tests {
             .collect();
         assert_eq!(names.first(), Some(&"terminal"));
         assert_eq!(names.last(), Some(&"echo"));
-        assert_eq!(r.schemas()[9]["function"]["description"], "Say it back.");
+        assert_eq!(r.schemas()[10]["function"]["description"], "Say it back.");
         assert!(r.register(Box::new(Echo)).unwrap_err().contains("already"));
-        assert_eq!(r.schemas().len(), 10);
+        assert_eq!(r.schemas().len(), 11);
         // A toolset turned off leaves the schemas and the banner, and is refused by name.
         let mut rule = toolsets::Offered::default();
         rule.set(&["file", "echo"], false).unwrap();
         r.set_rule(rule);
-        assert_eq!(r.schemas().len(), 5);
+        assert_eq!(r.schemas().len(), 6);
         assert!(r.toolsets().get("file").is_none() && !r.is_offered("patch"));
         assert!(r.contains("patch") && r.is_offered("todo"));
     }

@@ -1,6 +1,7 @@
 //! Who waits for each run of the process runner: a tool call (its job), `shell.exec`, a
-//! quick command, or a service of the gateway that keeps a process running for itself (an
-//! MCP server); their descriptors in the poll, their live output, their results.
+//! quick command, a background process (which outlives its call: `process/`), or a service
+//! of the gateway that keeps a process running for itself (an MCP server); their descriptors
+//! in the poll, their live output, their results.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -33,6 +34,8 @@ pub enum Owner {
         request_id: Id,
         answer: fn(&Outcome) -> Value,
     },
+    /// A background process (`process/`): it outlives the call that started it.
+    Background(String),
     /// A process a part of the gateway runs for itself, not for a turn (an MCP server): each
     /// event of the run goes to `on_event` as it happens (live output uncoalesced, the end);
     /// it is stopped by its owner, not by an interrupt.
@@ -276,6 +279,10 @@ fn on_run_event(gw: &mut Gateway, event: RunEvent, now: Instant) {
             let Some(owned) = gw.tools.runs.owned.get_mut(&run) else {
                 return;
             };
+            if let Owner::Background(_) = owned.owner {
+                // Kept in its bounded buffer; nothing goes to the client live.
+                return super::process::on_output(gw, run, &bytes);
+            }
             let room = LIVE_MAX.saturating_sub(owned.live.len());
             if room == 0 {
                 owned.live_skipped += bytes.len() as u64;
@@ -299,7 +306,7 @@ fn on_run_event(gw: &mut Gateway, event: RunEvent, now: Instant) {
         }
         RunEvent::Ended { run, end } => {
             if let Some(owned) = gw.tools.runs.owned.remove(&run) {
-                deliver(gw, owned, end, now);
+                deliver(gw, run, owned, end, now);
             }
         }
     }
@@ -326,6 +333,7 @@ pub fn on_run_timer(gw: &mut Gateway, id: RunId, what: RunTimer, now: Instant) {
 pub(crate) fn owner_session(gw: &Gateway, id: RunId) -> Option<String> {
     match &gw.tools.runs.owned.get(&id)?.owner {
         Owner::Job(job) => gw.tools.jobs.get(job).map(|j| j.rid.clone()),
+        Owner::Background(proc) => gw.tools.processes.owner_of(proc),
         _ => None,
     }
 }
@@ -380,8 +388,9 @@ pub fn flush_live(gw: &mut Gateway, id: RunId, now: Instant) {
 }
 
 /// A run ended: hand its result to whoever waits for it.
-fn deliver(gw: &mut Gateway, owned: Owned, end: RunEnd, now: Instant) {
+fn deliver(gw: &mut Gateway, run: RunId, owned: Owned, end: RunEnd, now: Instant) {
     match owned.owner {
+        Owner::Background(_) => super::process::on_end(gw, run, end, now),
         Owner::Job(job) => {
             // Live output still pending goes out before the completion.
             if !owned.live.is_empty()
@@ -456,11 +465,14 @@ pub fn stop_turn_commands(gw: &mut Gateway, rid: Option<&str>, now: Instant) -> 
     ids.len()
 }
 
-/// Commands run for requests (`shell.exec`, quick commands) still running when the shutdown
-/// begins are stopped like a turn's.
+/// Commands no turn waits for (`shell.exec`, quick commands, background processes) still
+/// running when the shutdown begins are stopped like a turn's.
 pub fn stop_shell_commands(gw: &mut Gateway, now: Instant) {
     let ids = runs_where(gw, |o| {
-        matches!(o, Owner::Shell { .. } | Owner::Request { .. })
+        matches!(
+            o,
+            Owner::Shell { .. } | Owner::Request { .. } | Owner::Background(_)
+        )
     });
     for id in ids {
         gw.runner.stop(id, Ending::Interrupted, now);

@@ -151,12 +151,12 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-/// `background: true` (issue 12 item 2 replaces this with its start of a background process,
-/// which gets the call checked, approved and with its working directory resolved).
-fn start_background(_ctx: &mut ToolContext<'_>, _call: &Call, _cwd: &str) -> Start {
-    Start::Done(ToolResult::failed(
-        "background=true is not supported yet: run the command in the foreground (with a timeout)",
-    ))
+/// `background: true`: a process of the session that outlives the call (`process/`), checked
+/// and approved like any call, in its resolved working directory.
+fn start_background(ctx: &mut ToolContext<'_>, call: &Call, cwd: &str) -> Start {
+    let started =
+        super::process::start_background(ctx, &call.command, cwd, call.notify_on_complete);
+    Start::Done(started)
 }
 
 #[derive(Default)]

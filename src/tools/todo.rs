@@ -1,7 +1,9 @@
 //! Hermes' `todo {todos?, merge?}`: the session's task list. The list lives in the
 //! transcript: each call's result carries the whole list, so the newest `todo` result is the
 //! session's list (a resumed session has it back with its messages, nothing else to store).
-//! `tool.complete` carries it as `todos`, which the TUI renders.
+//! `tool.complete` carries it as `todos`, which the TUI renders. Compaction keeps the list in
+//! the new session as Hermes re-injects it ([`snapshot`]: the pending and in-progress items,
+//! in Hermes' words, a system message after the summary), and the list is read back from it.
 
 use serde_json::{Map, Value, json};
 
@@ -12,6 +14,9 @@ const STATUSES: [&str; 4] = ["pending", "in_progress", "completed", "cancelled"]
 const MAX_ITEMS: usize = 256;
 const MAX_CONTENT_CHARS: usize = 4000;
 const TRUNCATED: &str = "… [truncated]";
+/// The first line of Hermes' post-compression todo block.
+pub const SNAPSHOT_HEADER: &str =
+    "[Your active task list was preserved across context compression]";
 
 pub struct Todo;
 
@@ -72,18 +77,93 @@ fn cap(content: &str) -> String {
     content.chars().take(keep).collect::<String>() + TRUNCATED
 }
 
-/// The list the newest `todo` result of the transcript holds (empty before any).
+/// The list the newest `todo` result (or compaction snapshot) of the transcript holds
+/// (empty before any).
 fn current(transcript: &[Message]) -> Vec<Item> {
     transcript
         .iter()
         .rev()
-        .filter(|m| m.role == Role::Tool && m.tool_name.as_deref() == Some("todo"))
-        .find_map(|m| {
-            let v: Value = serde_json::from_str(m.content.as_deref()?).ok()?;
-            let list = v.get("todos")?.as_array()?;
-            Some(list.iter().map(Item::from_value).collect())
+        .find_map(|m| match m.role {
+            Role::Tool if m.tool_name.as_deref() == Some("todo") => {
+                let v: Value = serde_json::from_str(m.content.as_deref()?).ok()?;
+                let list = v.get("todos")?.as_array()?;
+                Some(list.iter().map(Item::from_value).collect())
+            }
+            Role::System => from_snapshot(m.content.as_deref()?),
+            _ => None,
         })
         .unwrap_or_default()
+}
+
+const MARKERS: [(&str, &str); 2] = [("in_progress", "[>]"), ("pending", "[ ]")];
+
+/// Hermes' `format_for_injection`: the pending and in-progress items, one a line.
+fn snapshot_text(items: &[Item]) -> Option<String> {
+    let mut lines = vec![SNAPSHOT_HEADER.to_string()];
+    for item in items {
+        if let Some((_, marker)) = MARKERS.iter().find(|(s, _)| *s == item.status) {
+            lines.push(format!(
+                "- {marker} {}. {} ({})",
+                item.id, item.content, item.status
+            ));
+        }
+    }
+    (lines.len() > 1).then(|| lines.join("\n"))
+}
+
+/// The items of a snapshot message; `None` when `text` is not one.
+fn from_snapshot(text: &str) -> Option<Vec<Item>> {
+    let body = text.strip_prefix(SNAPSHOT_HEADER)?;
+    // An item starts a line with its marker; its content may go on over the next lines.
+    let mut raw: Vec<(&str, String)> = Vec::new();
+    for line in body.split('\n').skip(1) {
+        let start = MARKERS.iter().find_map(|(status, marker)| {
+            let rest = line
+                .strip_prefix("- ")?
+                .strip_prefix(marker)?
+                .strip_prefix(' ')?;
+            Some((*status, rest.to_string()))
+        });
+        match (start, raw.last_mut()) {
+            (Some(item), _) => raw.push(item),
+            (None, Some((_, text))) => {
+                text.push('\n');
+                text.push_str(line);
+            }
+            (None, None) => {}
+        }
+    }
+    let items = raw
+        .into_iter()
+        .filter_map(|(status, text)| {
+            let rest = text.strip_suffix(&format!(" ({status})"))?;
+            let (id, content) = rest.split_once(". ")?;
+            Some(Item {
+                id: id.to_string(),
+                content: content.to_string(),
+                status: status.to_string(),
+            })
+        })
+        .collect();
+    Some(items)
+}
+
+/// What compaction keeps of the list when `kept` (the messages the new session starts with)
+/// holds no `todo` result of its own: the system message Hermes re-injects, made of the list
+/// `transcript` ends with. `None` when there is nothing pending.
+pub fn snapshot(transcript: &[Message], kept: &[Message]) -> Option<Message> {
+    let own = kept
+        .iter()
+        .any(|m| m.role == Role::Tool && m.tool_name.as_deref() == Some("todo"));
+    if own {
+        return None;
+    }
+    let text = snapshot_text(&current(transcript))?;
+    Some(Message::new(
+        Role::System,
+        Some(text),
+        crate::util::unix_now(),
+    ))
 }
 
 /// Keep the last of each id, in the position of that last one.
@@ -276,5 +356,36 @@ mod tests {
                 .count(),
             MAX_CONTENT_CHARS
         );
+    }
+
+    #[test]
+    fn compaction_keeps_the_active_items_as_hermes_reinjects_them() {
+        let list = call(
+            &[],
+            &json!({"todos": [{"id": "1", "content": "plan", "status": "completed"},
+                              {"id": "2", "content": "build. then\ntest", "status": "in_progress"},
+                              {"id": "3", "content": "ship", "status": "pending"}]}),
+        );
+        let transcript = [result_message(&list.content)];
+        let kept = snapshot(&transcript, &[]).unwrap();
+        assert_eq!(
+            kept.content.as_deref().unwrap(),
+            "[Your active task list was preserved across context compression]\n\
+             - [>] 2. build. then\ntest (in_progress)\n- [ ] 3. ship (pending)"
+        );
+        // A new session starting with the snapshot reads the list from it.
+        let read = call(std::slice::from_ref(&kept), &json!({}));
+        assert_eq!(
+            read.content["todos"],
+            json!([{"id": "2", "content": "build. then\ntest", "status": "in_progress"},
+                   {"id": "3", "content": "ship", "status": "pending"}])
+        );
+        // Kept messages with a todo result of their own, or nothing active: no snapshot.
+        assert!(snapshot(&transcript, &transcript).is_none());
+        let done = call(
+            &[],
+            &json!({"todos": [{"id": "1", "content": "x", "status": "completed"}]}),
+        );
+        assert!(snapshot(&[result_message(&done.content)], &[]).is_none());
     }
 }
