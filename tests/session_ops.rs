@@ -598,7 +598,7 @@ fn reloads_say_what_they_did() {
     let r = g.call("reload.mcp", json!({"session_id": s.id}));
     assert_eq!(r["status"], "confirm_required");
     assert!(
-        r["message"].as_str().unwrap().contains("no MCP support"),
+        r["message"].as_str().unwrap().contains("/reload-mcp now"),
         "{r}"
     );
     let r = g.call("reload.mcp", json!({"session_id": s.id, "confirm": true}));

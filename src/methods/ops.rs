@@ -297,6 +297,7 @@ pub fn compress(
     let answer = (|| {
         let focus = params::opt_str(p, "focus_topic")?.map(str::to_string);
         let toolsets = gw.tools.registry.toolsets();
+        let mcp_servers = crate::mcp::status(&gw.mcp);
         let s = live(gw, p)?;
         if s.running() {
             return Err(busy("compress"));
@@ -319,7 +320,7 @@ pub fn compress(
                     "noop": true,
                 },
                 "usage": s.usage(),
-                "info": s.info(toolsets),
+                "info": s.info(toolsets, mcp_servers),
             })));
         }
         params::not_shutting_down(gw)?;
@@ -373,11 +374,12 @@ pub fn process_stop(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value,
     Ok(json!({ "killed": killed }))
 }
 
-/// `reload.mcp {confirm?}`: there are no MCP servers. Without `confirm` the TUI prints our
-/// `message` (its confirmation slot); with it (`/reload-mcp now`, the config watcher) the
-/// reload of zero servers is done.
-pub fn reload_mcp(p: &Params) -> Result<Value, RpcError> {
-    params::opt_str(p, "session_id")?;
+/// `reload.mcp {confirm?}`: without `confirm` the TUI prints our `message` (its confirmation
+/// slot: Hermes' warning that the prompt cache is lost); with it (`/reload-mcp now`, the
+/// config watcher) `config.yaml` is read again and the servers whose configuration changed
+/// are reconnected (`mcp::reload`); the session's `session.info` follows.
+pub fn reload_mcp(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
+    let rid = params::opt_str(p, "session_id")?.map(str::to_string);
     let confirm = match p.get("confirm") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -387,13 +389,17 @@ pub fn reload_mcp(p: &Params) -> Result<Value, RpcError> {
             ));
         }
     };
-    let message = "No MCP servers to reload: this gateway has no MCP support yet.";
-    let status = if confirm {
-        "reloaded"
-    } else {
-        "confirm_required"
-    };
-    Ok(json!({ "status": status, "servers": 0, "message": message }))
+    if !confirm {
+        let message = "/reload-mcp reconnects the MCP servers whose config.yaml entry changed; \
+            their tools change from the next model call (which re-sends the full input). \
+            Reply `/reload-mcp now` to proceed.";
+        return Ok(json!({ "status": "confirm_required", "message": message }));
+    }
+    let done = crate::mcp::reload(gw, now);
+    if let Some(rid) = rid.and_then(|r| gw.sessions.contains_key(&r).then_some(r)) {
+        gw.emit_info(&rid);
+    }
+    Ok(json!({ "status": "reloaded", "servers": done.servers, "changed": done.changed }))
 }
 
 #[cfg(test)]

@@ -49,7 +49,7 @@ pub(crate) fn unique_title(gw: &Gateway, wanted: &str, stored_id: &str) -> Strin
 
 pub(crate) fn opening(gw: &Gateway, rid: &str) -> Value {
     let s = &gw.sessions[rid];
-    let mut info = s.info(gw.tools.registry.toolsets());
+    let mut info = s.info(gw.tools.registry.toolsets(), crate::mcp::status(&gw.mcp));
     // The TUI prints this under the banner as `warning: …`.
     if let Some(w) = &gw.provider_warning {
         info["config_warning"] = json!(w);
