@@ -158,6 +158,34 @@ pub fn replace_keeping_mode(file: &Path, bytes: &[u8], new_mode: u32) -> io::Res
     replace(&target, bytes, mode)
 }
 
+/// `base/parts…`, each folder created 0700 when absent, refused when one is a symbolic link,
+/// not a folder or another user's: what we write there lands under `base`, nowhere a planted
+/// link points.
+pub fn private_dir(base: &Path, parts: &[&str]) -> io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut dir = base.to_path_buf();
+    for part in parts {
+        dir.push(part);
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        let meta = std::fs::symlink_metadata(&dir)?;
+        if meta.file_type().is_symlink() {
+            return Err(refused(&format!("{} is a symbolic link", dir.display())));
+        }
+        if !meta.is_dir() {
+            return Err(refused(&format!("{} is not a folder", dir.display())));
+        }
+        // SAFETY: geteuid has no preconditions and touches no memory.
+        if meta.uid() != unsafe { libc::geteuid() } {
+            return Err(refused(&format!("{} is another user's", dir.display())));
+        }
+    }
+    Ok(dir)
+}
+
 /// `.<name>.<random>.tmp` in `path`'s directory.
 pub fn temporary_beside(path: &Path) -> PathBuf {
     let name = path

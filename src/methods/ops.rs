@@ -116,7 +116,8 @@ fn export_message(m: &Message) -> Value {
 }
 
 pub fn save(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
-    let dir = gw.cfg.home.join("sessions").join("saved");
+    let home = gw.cfg.home.clone();
+    let dir = home.join("sessions").join("saved");
     let s = live(gw, p)?;
     let doc = json!({
         "model": s.model,
@@ -129,7 +130,9 @@ pub fn save(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let fail = |what: &str, e: &dyn std::fmt::Display| {
         RpcError::new(SAVE_FAILED, format!("{what} {}: {e}", dir.display()))
     };
-    std::fs::create_dir_all(&dir).map_err(|e| fail("cannot create", &e))?;
+    std::fs::create_dir_all(&home).map_err(|e| fail("cannot create", &e))?;
+    let dir = crate::private_file::private_dir(&home, &["sessions", "saved"])
+        .map_err(|e| fail("cannot create", &e))?;
     let text = serde_json::to_vec_pretty(&doc).map_err(|e| fail("cannot encode for", &e))?;
     let stamp = util::stored_session_id(util::unix_now());
     let stamp = &stamp[..15]; // YYYYMMDD_HHMMSS
