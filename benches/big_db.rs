@@ -127,6 +127,9 @@ fn timed(
 fn measure(db: &Path, shape: &Shape, repeat: usize) -> Result<Figures, String> {
     let home = TempDir::new("big-db");
     std::fs::copy(db, home.path().join("state.db")).map_err(|e| e.to_string())?;
+    // The copy's 300 MB of dirty pages on disk first: else the gateway's first checkpoint
+    // fsync writes them all back and a ping waits for that (the 47–760 ms worst stalls).
+    common::bigdb::settle(&home.path().join("state.db"))?;
     let mut requests = Vec::new();
     let started = Instant::now();
     let mut c = spawn(home.path())?;
@@ -197,6 +200,17 @@ fn measure(db: &Path, shape: &Shape, repeat: usize) -> Result<Figures, String> {
         "session.active_list",
         timed(repeat, |_| {
             call(&mut c, "session.active_list", json!({})).map(drop)
+        })?,
+    );
+    // A session of 100,000 messages: resume shows its newest rows, history pages back.
+    let long = shape.stored_id(3);
+    common::bigdb::lengthen(&home.path().join("state.db"), &long, 100_000)?;
+    add(
+        "session.resume, 100,000 messages (+ close)",
+        timed(repeat.min(5), |_| {
+            let r = call(&mut c, "session.resume", json!({"session_id": long}))?;
+            let rid = r["session_id"].as_str().ok_or("no session_id")?.to_string();
+            call(&mut c, "session.close", json!({"session_id": rid})).map(drop)
         })?,
     );
     // Search, as `sessions search` and the session_search tool call it.

@@ -168,6 +168,7 @@ fn run(options: &Options, home: &Path) -> Result<(), String> {
         };
         let (db, built) = bigdb::cached(&shape)?;
         fs::copy(&db, home.join("state.db")).map_err(|e| e.to_string())?;
+        bigdb::settle(&home.join("state.db"))?;
         report(
             "state.db",
             format!(

@@ -62,6 +62,8 @@ pub enum Timer {
     ToolWake(crate::tools::JobId),
     /// A question to the user (`clarify`) waited too long.
     ClarifyTimeout(String),
+    /// An MCP server's connect deadline or restart is due.
+    Mcp(String),
 }
 
 /// Who owns a dynamic token's source.
@@ -96,6 +98,8 @@ pub struct Gateway {
     pub(crate) tools: crate::tools::Tools,
     /// Running commands.
     pub(crate) runner: crate::runner::Runner,
+    /// The MCP servers and their calls in flight.
+    pub(crate) mcp: crate::mcp::Mcp,
     /// `model.options` requests waiting for the endpoint's model list.
     pub(crate) model_fetches: crate::methods::models::Fetches,
     pub(crate) next_token: usize,
@@ -179,6 +183,7 @@ impl Gateway {
                 tool_pidns,
             )
             .with_env_passthrough(crate::tools::passthrough::load(&cfg_home_for_tools)),
+            mcp: Default::default(),
             model_fetches: Default::default(),
             next_token: FIRST_DYNAMIC,
             client,
@@ -328,6 +333,7 @@ impl Gateway {
         if self.drive_turns(now) {
             crate::flush::arm(self, now);
         }
+        crate::mcp::pump(self, now);
         self.step_shutdown(now);
         self.commit(now);
         self.write_output(now);
@@ -511,6 +517,7 @@ impl Gateway {
                 }
                 Timer::ModelList(id) => crate::methods::models::on_timeout(self, id),
                 Timer::ToolWake(job) => self.tools.due.add(job),
+                Timer::Mcp(name) => crate::mcp::on_timer(self, &name, now),
                 Timer::ClarifyTimeout(request_id) => {
                     let owner = self.tools.questions.owner_session(&request_id);
                     self.isolated(owner.as_deref(), now, |gw| {

@@ -67,6 +67,52 @@ pub fn append(path: &Path) -> io::Result<File> {
     Ok(f)
 }
 
+/// Create `path` anew with `bytes`, 0600 (nothing already there, a link included, is used).
+pub fn create_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(FLAGS)
+        .open(path)
+        .map_err(explain)?;
+    f.write_all(bytes)
+}
+
+/// The bytes of a regular file of ours, at most `max` of them: `None` when there is none; a
+/// link, another user's file or a bigger one is an error (`FileTooLarge` for the size).
+pub fn read(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let file = match OpenOptions::new().read(true).custom_flags(FLAGS).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(explain(e)),
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(refused("not a regular file"));
+    }
+    // SAFETY: geteuid has no preconditions and touches no memory.
+    if meta.uid() != unsafe { libc::geteuid() } {
+        return Err(refused("owned by another user"));
+    }
+    let too_big = |n: u64| {
+        io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("{n} bytes, over {max}"),
+        )
+    };
+    if meta.len() > max {
+        return Err(too_big(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(too_big(bytes.len() as u64));
+    }
+    Ok(Some(bytes))
+}
+
 /// Tighten `path` to 0600 when it exists (SQLite's `-wal`, `-shm`, `-journal`, which SQLite
 /// reuses as they are); whether it existed.
 pub fn tighten_existing(path: &Path) -> io::Result<bool> {
@@ -110,6 +156,34 @@ pub fn replace_keeping_mode(file: &Path, bytes: &[u8], new_mode: u32) -> io::Res
         .map(|m| m.permissions().mode() & 0o7777)
         .unwrap_or(new_mode);
     replace(&target, bytes, mode)
+}
+
+/// `base/parts…`, each folder created 0700 when absent, refused when one is a symbolic link,
+/// not a folder or another user's: what we write there lands under `base`, nowhere a planted
+/// link points.
+pub fn private_dir(base: &Path, parts: &[&str]) -> io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut dir = base.to_path_buf();
+    for part in parts {
+        dir.push(part);
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        let meta = std::fs::symlink_metadata(&dir)?;
+        if meta.file_type().is_symlink() {
+            return Err(refused(&format!("{} is a symbolic link", dir.display())));
+        }
+        if !meta.is_dir() {
+            return Err(refused(&format!("{} is not a folder", dir.display())));
+        }
+        // SAFETY: geteuid has no preconditions and touches no memory.
+        if meta.uid() != unsafe { libc::geteuid() } {
+            return Err(refused(&format!("{} is another user's", dir.display())));
+        }
+    }
+    Ok(dir)
 }
 
 /// `.<name>.<random>.tmp` in `path`'s directory.
@@ -160,6 +234,30 @@ mod tests {
         assert_eq!(mode(&victim), 0o644);
         assert!(!tighten_existing(&d.join("absent")).unwrap());
         assert!(tighten_existing(&link).is_err());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn read_is_bounded_and_refuses_links() {
+        let d = dir("read");
+        let f = d.join("f");
+        create_new(&f, b"hello").unwrap();
+        assert_eq!(mode(&f), 0o600);
+        assert!(
+            create_new(&f, b"again").is_err(),
+            "never over what is there"
+        );
+        assert_eq!(read(&f, 5).unwrap().as_deref(), Some(&b"hello"[..]));
+        assert_eq!(read(&f, 4).unwrap_err().kind(), io::ErrorKind::FileTooLarge);
+        assert_eq!(read(&d.join("absent"), 5).unwrap(), None);
+        let link = d.join("link");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        assert!(
+            read(&link, 5)
+                .unwrap_err()
+                .to_string()
+                .contains("symbolic link")
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -280,6 +280,7 @@ impl Gateway {
                         self.interrupt_turn(&rid, now);
                     }
                     crate::tools::runs::stop_shell_commands(self, now);
+                    crate::mcp::shut_down(self, now);
                     crate::methods::models::answer_all(self);
                 }
                 Action::KillTools => self.runner.kill_all(),

@@ -138,18 +138,55 @@ impl Message {
 }
 
 /// A one-line description of a tool call: its command line, else the path, pattern or
-/// question it is about, else `Calling NAME`.
+/// question it is about, else `Calling NAME`. A person reads it (`tool.start`, a resumed
+/// transcript), so the model's control characters are escaped visibly.
 pub fn tool_context(name: &str, args: &Value) -> String {
     let about = ["command", "path", "pattern", "question"]
         .iter()
         .find_map(|k| args.get(*k).and_then(Value::as_str));
-    match about {
+    let line = match about {
         Some(text) => crate::util::clip(text.lines().next().unwrap_or(""), 80),
         None => format!("Calling {name}"),
-    }
+    };
+    crate::util::printable(&line)
 }
 
 /// The display form of a whole transcript.
 pub fn display(messages: &[Message]) -> Vec<Value> {
     messages.iter().flat_map(Message::display).collect()
+}
+
+/// How much of a transcript one answer shows (a resume, a page of history).
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    /// Display rows at most.
+    pub rows: usize,
+    /// Text bytes at most (the first row is shown whatever its size).
+    pub bytes: usize,
+}
+
+/// The display form of the newest messages before `before`, as far as `page` allows, and the
+/// index of the first message shown (`before` when none): what a resume of a long session
+/// shows, and where the page before it ends. Walks back only as far as it shows.
+pub fn display_tail(messages: &[Message], before: usize, page: Page) -> (Vec<Value>, usize) {
+    let before = before.min(messages.len());
+    let mut rows: Vec<Value> = Vec::new();
+    let mut bytes = 0usize;
+    let mut first = before;
+    for (i, m) in messages[..before].iter().enumerate().rev() {
+        let shown = m.display();
+        let size: usize = [&m.content, &m.tool_calls]
+            .iter()
+            .filter_map(|t| t.as_deref().map(str::len))
+            .sum();
+        let full = rows.len() + shown.len() > page.rows || bytes + size > page.bytes;
+        if !rows.is_empty() && !shown.is_empty() && full {
+            break;
+        }
+        bytes += size;
+        first = i;
+        rows.extend(shown.into_iter().rev());
+    }
+    rows.reverse();
+    (rows, first)
 }

@@ -174,3 +174,46 @@ fn an_approval_request_shows_control_characters_instead_of_obeying_them() {
     g.wait_session_event(&s.id, "tool.complete", T);
     g.finish_turn(&s.id, start, T);
 }
+
+#[test]
+fn a_tools_context_and_live_preview_show_control_characters_instead_of_obeying_them() {
+    let m = marker();
+    let dir = TempHome::new("esc-tool");
+    let go = dir.path.join("go");
+    let mut g = Gateway::builder().start();
+    let s = g.create_session(json!({}));
+    // The command line itself and the line it prints carry a screen clear and an OSC 52
+    // clipboard write; it waits for the test's go-ahead so its output is shown live first.
+    let start = submit(
+        &mut g,
+        &s.id,
+        &format!(
+            "$ printf '\x1b]52;c;aGk=\x07\x1b[2Jok-{m}\\n'; while [ ! -e {} ]; do sleep 0.05; done",
+            go.display()
+        ),
+    );
+    let started = g.wait_session_event(&s.id, "tool.start", T);
+    let context = started["payload"]["context"].as_str().unwrap().to_string();
+    assert!(
+        context.starts_with("printf '\\x1b]52;c;aGk=\\x07\\x1b[2Jok-"),
+        "{context:?}"
+    );
+    let progress = g.wait_session_event(&s.id, "tool.progress", T);
+    let preview = progress["payload"]["preview"].as_str().unwrap().to_string();
+    assert_eq!(preview, format!("\\x1b]52;c;aGk=\\x07\\x1b[2Jok-{m}"));
+    std::fs::write(&go, "").unwrap();
+    g.finish_turn(&s.id, start, T);
+}
+
+#[test]
+fn session_save_never_writes_through_a_symlinked_sessions_folder() {
+    let hermes = TempHome::new("save-home");
+    let elsewhere = TempHome::new("save-elsewhere");
+    std::os::unix::fs::symlink(&elsewhere.path, hermes.path.join("sessions")).unwrap();
+    let mut g = Gateway::builder().home(&hermes.path).start();
+    let s = g.create_session(json!({}));
+    let (_, message, _) = g.call_err("session.save", json!({"session_id": s.id}));
+    assert!(message.contains("symbolic link"), "{message}");
+    let planted: Vec<_> = std::fs::read_dir(&elsewhere.path).unwrap().collect();
+    assert!(planted.is_empty(), "wrote through the link: {planted:?}");
+}

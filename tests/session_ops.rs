@@ -598,7 +598,7 @@ fn reloads_say_what_they_did() {
     let r = g.call("reload.mcp", json!({"session_id": s.id}));
     assert_eq!(r["status"], "confirm_required");
     assert!(
-        r["message"].as_str().unwrap().contains("no MCP support"),
+        r["message"].as_str().unwrap().contains("/reload-mcp now"),
         "{r}"
     );
     let r = g.call("reload.mcp", json!({"session_id": s.id, "confirm": true}));
@@ -743,4 +743,66 @@ fn an_automatic_compaction_that_would_not_shrink_the_context_is_dropped() {
         )
         .unwrap();
     assert_eq!(children, 0);
+}
+
+#[test]
+fn resuming_a_long_session_shows_its_newest_messages_and_history_pages_back() {
+    let home = TempHome::new("long-resume");
+    let stored = {
+        let mut g = Gateway::builder().home(&home.path).start();
+        let s = g.create_session(json!({"title": "long one"}));
+        g.call("session.close", json!({"session_id": s.id}));
+        g.close_stdin();
+        g.wait_exit(T);
+        s.stored
+    };
+    let total = 1_200;
+    {
+        let mut c = rusqlite::Connection::open(home.path.join("state.db")).unwrap();
+        let tx = c.transaction().unwrap();
+        for i in 0..total {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            tx.execute(
+                "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?1, ?2, ?3, ?4)",
+                rusqlite::params![stored, role, format!("m{i}"), 1e9 + i as f64],
+            )
+            .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let mut g = Gateway::builder().home(&home.path).start();
+    let r = g.call("session.resume", json!({"session_id": "long one"}));
+    assert_eq!(r["message_count"], total, "{}", r["message_count"]);
+    let shown = r["messages"].as_array().unwrap();
+    // The newest 500, in order, ending with the last message.
+    assert_eq!(shown.len(), 500);
+    assert_eq!(shown[0]["text"], "m700");
+    assert_eq!(shown[499]["text"], format!("m{}", total - 1));
+    let rid = r["session_id"].as_str().unwrap().to_string();
+    // History pages back from the newest to the first message.
+    let mut before: Option<u64> = None;
+    let mut seen = Vec::new();
+    loop {
+        let mut p = json!({"session_id": rid, "limit": 300});
+        if let Some(b) = before {
+            p["before"] = json!(b);
+        }
+        let h = g.call("session.history", p);
+        assert_eq!(h["total"], total);
+        let page: Vec<String> = h["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["text"].as_str().unwrap().to_string())
+            .collect();
+        assert!(page.len() <= 300 && !page.is_empty(), "{h}");
+        seen.splice(0..0, page);
+        let first = h["first"].as_u64().unwrap();
+        if first == 0 {
+            break;
+        }
+        before = Some(first);
+    }
+    let want: Vec<String> = (0..total).map(|i| format!("m{i}")).collect();
+    assert_eq!(seen, want);
 }

@@ -41,8 +41,12 @@ fn session_in(g: &mut Gateway, cwd: &Path) -> Session {
     g.create_session(json!({"cwd": cwd.to_str().unwrap()}))
 }
 
-/// No run file of any command left in `$HERMES_HOME/shell`.
-fn assert_no_run_files(home: &Path) {
+/// The gateway exits; no process of the commands (found by `marker`) and no run file in
+/// `$HERMES_HOME/shell` is left.
+fn exit_leaving_nothing(mut g: Gateway, home: &Path, marker: &str) {
+    g.close_stdin();
+    g.wait_exit(T);
+    assert_none_left(marker, secs(3), "the commands");
     let left: Vec<String> = std::fs::read_dir(home.join("shell"))
         .map(|d| {
             d.flatten()
@@ -107,10 +111,7 @@ fn cd_and_export_persist_between_calls_and_across_a_restart_per_session() {
     let fresh = session_in(&mut g, &work);
     let r = call(&mut g, &fresh.id, show);
     assert_eq!(output(&r), format!("{}\n[][]", work.display()), "{r}");
-    g.close_stdin();
-    g.wait_exit(T);
-    assert_no_run_files(&home.path);
-    assert_none_left(&m, secs(3), "the commands of the sessions");
+    exit_leaving_nothing(g, &home.path, &m);
 }
 
 #[test]
@@ -180,6 +181,31 @@ fn workdir_secrets_exits_deleted_dirs_and_bad_arguments() {
     let r = call(&mut g, &s.id, "$ echo \"$PWD $AFTER\"");
     assert_eq!(output(&r), format!("{other_s} exit"), "{r}");
 
+    // Timed out: what the shell wrote as it was stopped is kept.
+    let r = call(
+        &mut g,
+        &s.id,
+        &arg(
+            json!({"command": format!("cd {work_s}; export STOPPED=1; sleep 30.{m}"), "timeout": 0.5}),
+        ),
+    );
+    assert_eq!(r["exit_code"], 124, "{r}");
+    let r = call(&mut g, &s.id, "$ echo \"$PWD $STOPPED\"");
+    assert_eq!(output(&r), format!("{work_s} 1"), "{r}");
+
+    // An environment over the cap is not kept (said); the previous state stands.
+    let r = call(
+        &mut g,
+        &s.id,
+        "$ export A=$(printf '%150000s' a) B=$(printf '%150000s' b)",
+    );
+    assert!(
+        output(&r).contains("shell state not kept: the exported environment is 3"),
+        "{r}"
+    );
+    let r = call(&mut g, &s.id, "$ echo \"${#A} $STOPPED\"");
+    assert_eq!(output(&r), "0 1", "{r}");
+
     // The directory the shell was left in is gone: the next command runs in the session's.
     call(
         &mut g,
@@ -237,10 +263,7 @@ fn workdir_secrets_exits_deleted_dirs_and_bad_arguments() {
             .contains("JSON object"),
         "{stored}"
     );
-    g.close_stdin();
-    g.wait_exit(T);
-    assert_no_run_files(&home.path);
-    assert_none_left(&m, secs(3), "the commands");
+    exit_leaving_nothing(g, &home.path, &m);
 }
 
 /// A Hermes-shaped tool call from an OpenAI-compatible model: the schema offers Hermes'

@@ -87,15 +87,85 @@ pub fn cached(shape: &Shape) -> Result<(PathBuf, Option<f64>), String> {
     Ok((path, Some(started.elapsed().as_secs_f64())))
 }
 
+/// Write a copied database to disk before a gateway opens it, as a user's long-lived file is:
+/// otherwise its first WAL checkpoint's `fsync` writes back the whole copy on the loop.
+pub fn settle(path: &Path) -> Result<(), String> {
+    fs::File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| e.to_string())
+}
+
+/// Give session `id` `count` more messages (short ones, through Hermes' triggers).
+pub fn lengthen(path: &Path, id: &str, count: usize) -> Result<(), String> {
+    let e = |e: rusqlite::Error| e.to_string();
+    let mut conn = rusqlite::Connection::open(path).map_err(e)?;
+    let tx = conn.transaction().map_err(e)?;
+    {
+        let mut message = tx
+            .prepare(
+                "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .map_err(e)?;
+        for j in 0..count {
+            let role = if j % 2 == 0 { "user" } else { "assistant" };
+            let text = format!("{role} message {j} {}", word(j % VOCABULARY));
+            message
+                .execute(rusqlite::params![
+                    id,
+                    role,
+                    text,
+                    1_800_000_000.0 + j as f64
+                ])
+                .map_err(e)?;
+        }
+    }
+    tx.execute(
+        "UPDATE sessions SET message_count = message_count + ?2 WHERE id = ?1",
+        rusqlite::params![id, count as i64],
+    )
+    .map_err(e)?;
+    tx.commit().map_err(e)
+}
+
 /// Build the database at `path` (which must not exist).
 pub fn build(path: &Path, shape: &Shape) -> Result<(), String> {
     let e = |e: rusqlite::Error| e.to_string();
     // The gateway's own schema, indexes, and Hermes' FTS table and triggers.
     drop(tui_gateway::store::Store::open(path, "OFF")?);
     let mut conn = rusqlite::Connection::open(path).map_err(e)?;
-    conn.execute_batch("PRAGMA synchronous=OFF; PRAGMA cache_size=-200000;")
-        .map_err(e)?;
+    conn.execute_batch(
+        "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-400000;",
+    )
+    .map_err(e)?;
     let tx = conn.transaction().map_err(e)?;
+    // Bulk load: the triggers and indexes come off while the rows go in, and are put back
+    // (the same SQL) after; the full-text index is then filled in one statement, as the
+    // insert trigger would have filled it row by row.
+    let deferred: Vec<(String, String)> = {
+        let mut stmt = tx
+            .prepare(
+                "SELECT name, sql FROM sqlite_master WHERE type IN ('trigger', 'index')
+                 AND sql IS NOT NULL AND tbl_name IN ('sessions', 'messages') ORDER BY name",
+            )
+            .map_err(e)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(e)?;
+        rows.collect::<Result<_, _>>().map_err(e)?
+    };
+    for (name, sql) in &deferred {
+        let kind = if sql
+            .trim_start()
+            .to_ascii_uppercase()
+            .starts_with("CREATE TRIGGER")
+        {
+            "TRIGGER"
+        } else {
+            "INDEX"
+        };
+        tx.execute_batch(&format!("DROP {kind} \"{name}\""))
+            .map_err(e)?;
+    }
     {
         let mut session = tx
             .prepare(
@@ -148,8 +218,16 @@ pub fn build(path: &Path, shape: &Shape) -> Result<(), String> {
             }
         }
     }
+    tx.execute_batch(
+        "INSERT INTO messages_fts(rowid, content) SELECT id,
+             COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, '')
+         FROM messages ORDER BY id",
+    )
+    .map_err(e)?;
+    for (_, sql) in &deferred {
+        tx.execute_batch(sql).map_err(e)?;
+    }
     tx.commit().map_err(e)?;
-    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
-        .map_err(e)?;
+    conn.execute_batch("PRAGMA journal_mode=WAL;").map_err(e)?;
     Ok(())
 }

@@ -477,7 +477,7 @@ pub fn get(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let rid = optional_session(gw, p)?;
     let session = rid.as_deref().and_then(|r| gw.sessions.get(r));
     if key == "mtime" {
-        return Ok(json!({ "mtime": config_mtime(gw) }));
+        return Ok(json!({ "mtime": config_mtime(gw), "mcp_rev": gw.mcp.rev }));
     }
     let loaded = config_file::load(&gw.cfg.home);
     let d = loaded.clone().unwrap_or(Yaml::Null);

@@ -85,7 +85,7 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
         "session.steer" => ops::steer(gw, p),
         "prompt.background" => ops::background(gw, p, now),
         "process.stop" => ops::process_stop(gw, p, now),
-        "reload.mcp" => ops::reload_mcp(p),
+        "reload.mcp" => ops::reload_mcp(gw, p, now),
         "reload.env" => reload::reload_env(gw),
         other => match absent::call(gw, other, p) {
             Some(answer) => answer,

@@ -116,7 +116,8 @@ fn export_message(m: &Message) -> Value {
 }
 
 pub fn save(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
-    let dir = gw.cfg.home.join("sessions").join("saved");
+    let home = gw.cfg.home.clone();
+    let dir = home.join("sessions").join("saved");
     let s = live(gw, p)?;
     let doc = json!({
         "model": s.model,
@@ -129,7 +130,9 @@ pub fn save(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let fail = |what: &str, e: &dyn std::fmt::Display| {
         RpcError::new(SAVE_FAILED, format!("{what} {}: {e}", dir.display()))
     };
-    std::fs::create_dir_all(&dir).map_err(|e| fail("cannot create", &e))?;
+    std::fs::create_dir_all(&home).map_err(|e| fail("cannot create", &e))?;
+    let dir = crate::private_file::private_dir(&home, &["sessions", "saved"])
+        .map_err(|e| fail("cannot create", &e))?;
     let text = serde_json::to_vec_pretty(&doc).map_err(|e| fail("cannot encode for", &e))?;
     let stamp = util::stored_session_id(util::unix_now());
     let stamp = &stamp[..15]; // YYYYMMDD_HHMMSS
@@ -294,6 +297,7 @@ pub fn compress(
     let answer = (|| {
         let focus = params::opt_str(p, "focus_topic")?.map(str::to_string);
         let toolsets = gw.tools.registry.toolsets();
+        let mcp_servers = crate::mcp::status(&gw.mcp);
         let s = live(gw, p)?;
         if s.running() {
             return Err(busy("compress"));
@@ -316,7 +320,7 @@ pub fn compress(
                     "noop": true,
                 },
                 "usage": s.usage(),
-                "info": s.info(toolsets),
+                "info": s.info(toolsets, mcp_servers),
             })));
         }
         params::not_shutting_down(gw)?;
@@ -370,11 +374,12 @@ pub fn process_stop(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value,
     Ok(json!({ "killed": killed }))
 }
 
-/// `reload.mcp {confirm?}`: there are no MCP servers. Without `confirm` the TUI prints our
-/// `message` (its confirmation slot); with it (`/reload-mcp now`, the config watcher) the
-/// reload of zero servers is done.
-pub fn reload_mcp(p: &Params) -> Result<Value, RpcError> {
-    params::opt_str(p, "session_id")?;
+/// `reload.mcp {confirm?}`: without `confirm` the TUI prints our `message` (its confirmation
+/// slot: Hermes' warning that the prompt cache is lost); with it (`/reload-mcp now`, the
+/// config watcher) `config.yaml` is read again and the servers whose configuration changed
+/// are reconnected (`mcp::reload`); the session's `session.info` follows.
+pub fn reload_mcp(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
+    let rid = params::opt_str(p, "session_id")?.map(str::to_string);
     let confirm = match p.get("confirm") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -384,13 +389,17 @@ pub fn reload_mcp(p: &Params) -> Result<Value, RpcError> {
             ));
         }
     };
-    let message = "No MCP servers to reload: this gateway has no MCP support yet.";
-    let status = if confirm {
-        "reloaded"
-    } else {
-        "confirm_required"
-    };
-    Ok(json!({ "status": status, "servers": 0, "message": message }))
+    if !confirm {
+        let message = "/reload-mcp reconnects the MCP servers whose config.yaml entry changed; \
+            their tools change from the next model call (which re-sends the full input). \
+            Reply `/reload-mcp now` to proceed.";
+        return Ok(json!({ "status": "confirm_required", "message": message }));
+    }
+    let done = crate::mcp::reload(gw, now);
+    if let Some(rid) = rid.and_then(|r| gw.sessions.contains_key(&r).then_some(r)) {
+        gw.emit_info(&rid);
+    }
+    Ok(json!({ "status": "reloaded", "servers": done.servers, "changed": done.changed }))
 }
 
 #[cfg(test)]

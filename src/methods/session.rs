@@ -13,6 +13,13 @@ use crate::session::{NewSession, Persisted, Session};
 use crate::store::{Holder, ListFilter, StoreError, StoredSession};
 use crate::util;
 
+/// What a resume shows of a long transcript (its newest rows) and a history page at most: one
+/// answer's work and size grow with what it shows, never with the session.
+const SHOWN: transcript::Page = transcript::Page {
+    rows: 500,
+    bytes: 2 << 20,
+};
+
 /// The live session a call names by runtime id (4006 missing, 4001 unknown).
 pub fn live<'a>(gw: &'a mut Gateway, p: &Params) -> Result<&'a mut Session, RpcError> {
     let rid = params::req_id(p, "session_id")?;
@@ -42,7 +49,7 @@ pub(crate) fn unique_title(gw: &Gateway, wanted: &str, stored_id: &str) -> Strin
 
 pub(crate) fn opening(gw: &Gateway, rid: &str) -> Value {
     let s = &gw.sessions[rid];
-    let mut info = s.info(gw.tools.registry.toolsets());
+    let mut info = s.info(gw.tools.registry.toolsets(), crate::mcp::status(&gw.mcp));
     // The TUI prints this under the banner as `warning: …`.
     if let Some(w) = &gw.provider_warning {
         info["config_warning"] = json!(w);
@@ -51,7 +58,7 @@ pub(crate) fn opening(gw: &Gateway, rid: &str) -> Value {
         "session_id": s.runtime_id,
         "stored_session_id": s.stored_id,
         "message_count": s.transcript.len(),
-        "messages": transcript::display(&s.transcript),
+        "messages": transcript::display_tail(&s.transcript, s.transcript.len(), SHOWN).0,
         "info": info,
         "running": s.running(),
     })
@@ -319,10 +326,22 @@ pub fn most_recent(gw: &mut Gateway) -> Result<Value, RpcError> {
     })
 }
 
+/// The newest display rows of a live session (at most `limit`, default and cap [`SHOWN`]),
+/// or those before message `before`; `first` is the `before` of the page preceding this one
+/// (0: none), `total` the session's message count.
 pub fn history(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let limit =
+        params::opt_u64(p, "limit")?.map_or(SHOWN.rows, |n| (n as usize).clamp(1, SHOWN.rows));
+    let before = params::opt_u64(p, "before")?;
     let s = live(gw, p)?;
-    let messages = transcript::display(&s.transcript);
-    Ok(json!({ "count": messages.len(), "messages": messages }))
+    let total = s.transcript.len();
+    let before = before.map_or(total, |b| (b as usize).min(total));
+    let page = transcript::Page {
+        rows: limit,
+        ..SHOWN
+    };
+    let (messages, first) = transcript::display_tail(&s.transcript, before, page);
+    Ok(json!({ "count": messages.len(), "messages": messages, "first": first, "total": total }))
 }
 
 pub fn title(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {

@@ -151,6 +151,9 @@ struct Run {
     group: Option<i32>,
     /// The supervisor said `exit`: it killed everything before it left.
     exit_reported: bool,
+    /// The supervisor said `ns`: the command is in a pid namespace of its own, which the kernel
+    /// kills whole when the supervisor ends.
+    contained: bool,
     /// The supervisor's end without `exit` was answered with a sweep.
     swept: bool,
     status: Pipe,
@@ -175,9 +178,11 @@ struct Run {
 
 impl Run {
     /// Give the run up: SIGKILL its group now and drop the lifeline. The caller sweeps, which
-    /// kills its supervisor and everything below it, whatever state the supervisor is in.
+    /// kills its supervisor and everything below it, whatever state the supervisor is in. The
+    /// caller reads the status pipe first: once `exit` is reported the group is gone and
+    /// reaped, and its id may already name someone else's processes.
     fn abandon(&mut self) {
-        process::kill_group(self.group);
+        process::kill_group(group_to_kill(self.group, self.exit_reported));
         self.lifeline = None;
     }
 
@@ -200,6 +205,8 @@ pub struct Runner {
     exe: supervisor::Executable,
     /// Ask for a pid namespace per command.
     pidns: bool,
+    /// Said once that the kernel refused the namespace (a run reported its group, not `ns`).
+    said_fallback: bool,
     zygote: Option<supervisor::Zygote>,
     /// Zygotes replaced while not yet reaped.
     retired: Vec<supervisor::Zygote>,
@@ -221,6 +228,7 @@ impl Runner {
             work: Vec::new(),
             exe,
             pidns,
+            said_fallback: false,
             zygote: None,
             retired: Vec::new(),
             kill_grace,
@@ -255,6 +263,7 @@ impl Runner {
                 supervisor: None,
                 group: None,
                 exit_reported: false,
+                contained: false,
                 swept: false,
                 status: pipe(spawned.status),
                 stdout: pipe(spawned.stdout),
@@ -371,6 +380,7 @@ impl Runner {
     /// Forget a run whose descriptors could not be watched: kill it, report nothing.
     pub fn discard(&mut self, id: RunId) {
         if let Some(run) = self.runs.get_mut(&id) {
+            read_pipes(run, id, &mut Vec::new());
             run.abandon();
             self.sweep();
         }
@@ -422,6 +432,7 @@ impl Runner {
     pub fn kill_now(&mut self, id: RunId, now: Instant) {
         if let Some(run) = self.runs.get_mut(&id) {
             run.ending.get_or_insert(Ending::Interrupted);
+            read_pipes(run, id, &mut self.events);
             run.abandon();
             // Killed here: `finish` need not kill and sweep again.
             run.exit.get_or_insert(128 + libc::SIGKILL);
@@ -432,8 +443,9 @@ impl Runner {
 
     /// The hard exit: SIGKILL every live run at once.
     pub fn kill_all(&mut self) {
-        for run in self.runs.values_mut().filter(|r| r.exit.is_none()) {
+        for (id, run) in self.runs.iter_mut().filter(|(_, r)| r.exit.is_none()) {
             run.ending.get_or_insert(Ending::Interrupted);
+            read_pipes(run, *id, &mut self.events);
             run.abandon();
         }
         self.sweep();
@@ -446,6 +458,7 @@ impl Runner {
                 if let Some(run) = self.runs.get_mut(&id)
                     && run.exit.is_none()
                 {
+                    read_pipes(run, id, &mut self.events);
                     run.abandon();
                     self.sweep();
                 }
@@ -532,6 +545,12 @@ impl Runner {
         };
         run.ready = false;
         let more = read_pipes(run, id, &mut self.events);
+        if fallback_to_say(self.pidns, self.said_fallback, run.group, run.contained) {
+            self.said_fallback = true;
+            crate::diag!(
+                "[gateway] the kernel refused a pid namespace for commands: they run under the subreaper fallback (see --tool-pidns)"
+            );
+        }
         if let Some(pipe) = run.stdin.as_mut().filter(|p| p.queued() > 0) {
             let flushed = pipe.flush();
             self.stdin_done(id, flushed);
@@ -649,6 +668,18 @@ enum Report {
     Error(String),
 }
 
+/// The process group a kill may signal: none once the supervisor reported the exit (it killed
+/// and reaped the group, so the number is free for the kernel to reuse).
+fn group_to_kill(group: Option<i32>, exit_reported: bool) -> Option<i32> {
+    group.filter(|_| !exit_reported)
+}
+
+/// Whether to say that commands run without the pid namespace asked for: a run reported its
+/// process group, which only an uncontained supervisor does, and it was not said yet.
+fn fallback_to_say(asked: bool, said: bool, group: Option<i32>, contained: bool) -> bool {
+    asked && !said && group.is_some() && !contained
+}
+
 fn parse_report(line: &str) -> Option<Report> {
     let (key, value) = line.split_once(' ').unwrap_or((line, ""));
     Some(match key {
@@ -683,7 +714,7 @@ fn on_status_line(run: &mut Run, line: &str) {
                 process::kill_group(run.group);
             }
         }
-        Some(Report::Namespace) => {}
+        Some(Report::Namespace) => run.contained = true,
         Some(Report::Exit(status)) => {
             run.exit = Some(status);
             run.exit_reported = true;
@@ -750,6 +781,14 @@ mod tests {
         assert_eq!(parse_report("pid 42"), Some(Report::Group(Some(42))));
         assert_eq!(parse_report("pid x"), Some(Report::Group(None)));
         assert_eq!(parse_report("ns"), Some(Report::Namespace));
+        // After `exit` the group's number is no longer ours to signal.
+        assert_eq!(group_to_kill(Some(42), false), Some(42));
+        assert_eq!(group_to_kill(Some(42), true), None);
+        // Asked for a namespace and not given one: said once; contained or not asked: never.
+        assert!(fallback_to_say(true, false, Some(42), false));
+        assert!(!fallback_to_say(true, true, Some(42), false));
+        assert!(!fallback_to_say(true, false, None, true));
+        assert!(!fallback_to_say(false, false, Some(42), false));
         assert_eq!(parse_report("exit 137"), Some(Report::Exit(137)));
         assert_eq!(parse_report("exit"), Some(Report::Exit(-1)));
         assert_eq!(

@@ -296,7 +296,7 @@ impl Gateway {
             "after_tokens": after.1,
             "summary": figures((job.before_messages, job.before_tokens), after),
             "usage": s.usage(),
-            "info": s.info(self.tools.registry.toolsets()),
+            "info": s.info(self.tools.registry.toolsets(), crate::mcp::status(&self.mcp)),
             "messages": messages,
             "session_key": new_id,
             "parent_session_id": old_id,

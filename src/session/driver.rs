@@ -540,7 +540,8 @@ impl Gateway {
 
     pub(crate) fn emit_info(&mut self, rid: &str) {
         let tools = self.tools.registry.toolsets();
-        if let Some(info) = self.sessions.get(rid).map(|s| s.info(tools)) {
+        let mcp = crate::mcp::status(&self.mcp);
+        if let Some(info) = self.sessions.get(rid).map(|s| s.info(tools, mcp)) {
             self.emit(rid, "session.info", info);
         }
     }

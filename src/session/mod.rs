@@ -240,7 +240,8 @@ impl Session {
     }
 
     /// Everything the TUI's banner and status bar show about the session.
-    pub fn info(&self, toolsets: Value) -> Value {
+    /// `mcp_servers`: each MCP server's state (`mcp::status`).
+    pub fn info(&self, toolsets: Value, mcp_servers: Value) -> Value {
         json!({
             "model": self.model,
             "provider": self.provider,
@@ -250,7 +251,7 @@ impl Session {
             "usage": self.usage(),
             "tools": toolsets,
             "skills": {},
-            "mcp_servers": [],
+            "mcp_servers": mcp_servers,
             "stored_session_id": self.stored_id,
             "session_id": self.runtime_id,
             "version": VERSION,
@@ -392,7 +393,7 @@ mod tests {
 
     #[test]
     fn info_carries_what_the_banner_reads() {
-        let info = session().info(crate::tools::Registry::builtin().toolsets());
+        let info = session().info(crate::tools::Registry::builtin().toolsets(), json!([]));
         for k in ["tools", "skills"] {
             assert!(info[k].is_object(), "{k}: {info}");
         }

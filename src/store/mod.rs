@@ -180,6 +180,15 @@ pub struct StoredSession {
     pub messages: Vec<Message>,
 }
 
+/// SQLite's connection to `path`, refused when `path` is a symlink: the check above and
+/// SQLite's own open are two opens, and a link planted between them must not redirect it.
+fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW,
+    )
+}
+
 impl Store {
     /// Open (creating if needed) the database with mode 0600 in WAL mode, and bring the schema
     /// up to what we need without touching anything else in it.
@@ -198,7 +207,7 @@ impl Store {
             crate::private_file::tighten_existing(Path::new(&name))
                 .map_err(|e| fail(&format!("cannot open the {side} file of"), &e))?;
         }
-        let conn = Connection::open(path).map_err(|e| fail("cannot open", &e))?;
+        let conn = connect(path).map_err(|e| fail("cannot open", &e))?;
         conn.busy_timeout(Duration::from_secs(2))
             .map_err(|e| fail("cannot configure", &e))?;
         let mode: String = conn
@@ -754,6 +763,20 @@ fn add_unknown_results(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sqlite_never_opens_state_db_through_a_link() {
+        let dir =
+            std::env::temp_dir().join(format!("tuigw-nofollow-{}", crate::util::random_hex(8)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("elsewhere.db");
+        drop(Connection::open(&target).unwrap());
+        let link = dir.join("state.db");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(connect(&link).is_err(), "opened through a symlink");
+        assert!(connect(&dir.join("plain.db")).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// The plan SQLite chooses for `sql`, one line per step.
     fn plan(store: &Store, sql: &str) -> String {

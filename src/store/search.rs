@@ -4,10 +4,11 @@
 //!
 //! Bounded: the index is read newest match first and at most [`CANDIDATES`] matching messages
 //! are ranked, so a word in every other message costs about what a rare one does; a snippet is
-//! cut only for the results returned. The rank is BM25's term-frequency and length part
-//! ([`rank`]) computed here over the first [`RANK_CHARS`] of each candidate: every candidate
-//! holds every word, and FTS5's own `bm25()` reads the whole index of each word to weigh it
-//! (15–20 ms for a word in 40 % of a million messages).
+//! cut only for the results returned, here from the first [`SNIPPET_SCAN_CHARS`] of each (a
+//! second FTS5 query per result cost as much as the whole ranking). The rank is BM25's
+//! term-frequency and length part ([`rank`]) computed here over the first [`RANK_CHARS`] of
+//! each candidate: every candidate holds every word, and FTS5's own `bm25()` reads the whole
+//! index of each word to weigh it (15–20 ms for a word in 40 % of a million messages).
 
 use std::collections::HashMap;
 
@@ -24,10 +25,10 @@ const QUERY_MAX_CHARS: usize = 2048;
 /// Most words of a query.
 const QUERY_MAX_WORDS: usize = 32;
 /// Words of context in a snippet.
-const SNIPPET_WORDS: i64 = 16;
-/// Marks SQLite puts around a matched word in a snippet (split off again below).
-const OPEN: &str = "\u{1}";
-const CLOSE: &str = "\u{2}";
+const SNIPPET_WORDS: usize = 16;
+/// Characters of a result's message its snippet is cut from (a match further in shows the
+/// message's start).
+const SNIPPET_SCAN_CHARS: i64 = 16 * 1024;
 
 /// What to search for.
 #[derive(Debug, Clone, Default)]
@@ -186,25 +187,98 @@ fn has_active_flags(conn: &Connection) -> rusqlite::Result<bool> {
     Ok(cols.iter().any(|c| c == "active") && cols.iter().any(|c| c == "compacted"))
 }
 
-fn split_snippet(marked: &str) -> Vec<SnippetPart> {
+/// Whether `word` (lowercase) is one of the query's terms.
+fn is_hit(terms: &[(String, bool)], word: &str) -> bool {
+    terms.iter().any(|(t, prefix)| {
+        if *prefix {
+            word.starts_with(t.as_str())
+        } else {
+            word == t
+        }
+    })
+}
+
+/// The [`SNIPPET_WORDS`] words of `text` holding the most distinct query words (the first such
+/// window), matches marked, `…` where text was cut — as FTS5's `snippet()` cuts them, from the
+/// text already read instead of a second full-text query per result.
+fn snippet(terms: &[(String, bool)], text: &str) -> Vec<SnippetPart> {
+    // (byte span, lowercase word) of every word.
+    let mut words: Vec<(usize, usize, String)> = Vec::new();
+    let mut start = None;
+    for (i, c) in text
+        .char_indices()
+        .chain(std::iter::once((text.len(), ' ')))
+    {
+        match (start, c.is_alphanumeric()) {
+            (None, true) => start = Some(i),
+            (Some(s), false) => {
+                words.push((s, i, text[s..i].to_lowercase()));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    let window = SNIPPET_WORDS.min(words.len());
+    let distinct = |ws: &[(usize, usize, String)]| {
+        terms
+            .iter()
+            .filter(|(t, prefix)| {
+                ws.iter().any(|(_, _, w)| {
+                    if *prefix {
+                        w.starts_with(t.as_str())
+                    } else {
+                        w == t
+                    }
+                })
+            })
+            .count()
+    };
+    let mut first = 0;
+    let mut best = None;
+    for i in 0..=words.len() - window {
+        // Only a window that starts at a match can hold more than the one before it.
+        if i > 0 && !is_hit(terms, &words[i].2) {
+            continue;
+        }
+        let n = distinct(&words[i..i + window]);
+        if best.is_none_or(|b| n > b) {
+            best = Some(n);
+            first = i;
+        }
+        if n == terms.len() {
+            break;
+        }
+    }
+    // Centred on its matches, as far as the text allows.
+    if let Some(last) = words[first..first + window]
+        .iter()
+        .rposition(|w| is_hit(terms, &w.2))
+    {
+        first = first
+            .saturating_sub((window - last - 1) / 2)
+            .min(words.len() - window);
+    }
+    let shown = &words[first..first + window];
     let mut parts = Vec::new();
-    for (i, outside) in marked.split(OPEN).enumerate() {
-        let (hit, context) = match outside.split_once(CLOSE) {
-            Some((hit, context)) if i > 0 => (Some(hit), context),
-            _ => (None, outside),
-        };
-        if let Some(hit) = hit.filter(|h| !h.is_empty()) {
-            parts.push(SnippetPart {
-                text: hit.to_string(),
-                hit: true,
-            });
-        }
-        if !context.is_empty() {
-            parts.push(SnippetPart {
-                text: context.to_string(),
-                hit: false,
-            });
-        }
+    let mut push = |text: &str, hit: bool| match parts.last_mut() {
+        Some(SnippetPart { text: t, hit: h }) if *h == hit => t.push_str(text),
+        _ if text.is_empty() => {}
+        _ => parts.push(SnippetPart {
+            text: text.to_string(),
+            hit,
+        }),
+    };
+    if first > 0 {
+        push("…", false);
+    }
+    let mut at = shown.first().map_or(0, |w| w.0);
+    for (s, e, w) in shown {
+        push(&text[at..*s], false);
+        push(&text[*s..*e], is_hit(terms, w));
+        at = *e;
+    }
+    if first + window < words.len() {
+        push("…", false);
     }
     parts
 }
@@ -273,11 +347,10 @@ pub(super) fn run(conn: &Connection, q: &SearchQuery<'_>) -> Result<Vec<SearchHi
     let mut session_row = conn.prepare_cached(
         "SELECT title, coalesce(source, ''), coalesce(started_at, 0) FROM sessions WHERE id = ?1",
     )?;
-    let mut message_row =
-        conn.prepare_cached("SELECT coalesce(timestamp, 0), role FROM messages WHERE id = ?1")?;
-    let mut snippet = conn.prepare_cached(
-        "SELECT snippet(messages_fts, 0, ?3, ?4, '…', ?5) FROM messages_fts
-         WHERE messages_fts MATCH ?1 AND rowid = ?2",
+    let mut message_row = conn.prepare_cached(
+        "SELECT coalesce(timestamp, 0), role,
+                substr(coalesce(content, '') || ' ' || coalesce(tool_name, '') || ' ' || coalesce(tool_calls, ''), 1, ?2)
+         FROM messages WHERE id = ?1",
     )?;
     let mut hits = Vec::new();
     for (session_id, score, rowid) in ranked {
@@ -299,17 +372,14 @@ pub(super) fn run(conn: &Connection, q: &SearchQuery<'_>) -> Result<Vec<SearchHi
         if q.source.is_some_and(|want| want != source) {
             continue;
         }
-        let (message_at, role) = message_row.query_row([rowid], |r| {
-            Ok((
-                r.get::<_, f64>(0)?,
-                r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-            ))
-        })?;
-        let marked: String = snippet
-            .query_row(params![expr, rowid, OPEN, CLOSE, SNIPPET_WORDS], |r| {
-                r.get::<_, Option<String>>(0)
-            })?
-            .unwrap_or_default();
+        let (message_at, role, text) =
+            message_row.query_row(params![rowid, SNIPPET_SCAN_CHARS], |r| {
+                Ok((
+                    r.get::<_, f64>(0)?,
+                    r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    r.get::<_, String>(2)?,
+                ))
+            })?;
         hits.push(SearchHit {
             session_id,
             message_id: rowid,
@@ -319,7 +389,7 @@ pub(super) fn run(conn: &Connection, q: &SearchQuery<'_>) -> Result<Vec<SearchHi
             message_at,
             role,
             score,
-            snippet: split_snippet(&marked),
+            snippet: snippet(&terms, &text),
         });
     }
     Ok(hits)
@@ -358,15 +428,20 @@ mod tests {
     }
 
     #[test]
-    fn snippets_split_into_matches_and_context() {
-        let parts = split_snippet("…the \u{1}docker\u{2} image and \u{1}more\u{2}");
+    fn a_snippet_shows_the_window_with_the_most_query_words_marked() {
+        let terms = terms_of(&fts_query("docker deploy*"));
+        let text = format!(
+            "{} the Docker image, then deploying: done {}",
+            "filler ".repeat(30),
+            "tail ".repeat(30)
+        );
+        let parts = snippet(&terms, &text);
         let hits: Vec<_> = parts
             .iter()
             .filter(|p| p.hit)
             .map(|p| &p.text[..])
             .collect();
-        assert_eq!(hits, ["docker", "more"]);
-        assert_eq!(parts[0].text, "…the ");
+        assert_eq!(hits, ["Docker", "deploying"]);
         let h = SearchHit {
             session_id: String::new(),
             message_id: 0,
@@ -378,9 +453,30 @@ mod tests {
             score: 0.0,
             snippet: parts,
         };
-        assert_eq!(
-            h.snippet_marked(">>>", "<<<"),
-            "…the >>>docker<<< image and >>>more<<<"
+        let marked = h.snippet_marked(">>>", "<<<");
+        assert!(marked.starts_with("…filler "), "{marked}");
+        assert!(
+            marked.contains(" the >>>Docker<<< image, then >>>deploying<<<: done tail"),
+            "{marked}"
         );
+        assert!(marked.ends_with("tail…"), "{marked}");
+        assert_eq!(marked.split_whitespace().count(), 16, "{marked}");
+        // Short text: whole, no marks of a cut; no words: nothing.
+        let short = snippet(&terms, "deploy it");
+        assert_eq!(
+            short[0],
+            SnippetPart {
+                text: "deploy".into(),
+                hit: true
+            }
+        );
+        assert_eq!(
+            short[1],
+            SnippetPart {
+                text: " it".into(),
+                hit: false
+            }
+        );
+        assert!(snippet(&terms, " ,; ").is_empty());
     }
 }

@@ -360,6 +360,16 @@ impl Registry {
         Ok(())
     }
 
+    /// Stop offering `name` (an MCP server's tool it no longer lists).
+    pub fn unregister(&mut self, name: &str) {
+        if let Some(i) = self.tools.iter().position(|t| t.name() == name) {
+            self.tools.remove(i);
+            self.every_schema.remove(i);
+            let rule = std::mem::take(&mut self.rule);
+            self.set_rule(rule);
+        }
+    }
+
     fn get(&self, name: &str) -> Option<&dyn Tool> {
         self.tools
             .iter()

@@ -486,7 +486,7 @@ fn live_preview(text: &str) -> Option<String> {
         .rev()
         .map(str::trim)
         .find(|l| !l.is_empty())
-        .map(|l| util::clip(l, 80))
+        .map(|l| util::printable(&util::clip(l, 80)))
 }
 
 #[cfg(test)]
@@ -497,5 +497,10 @@ mod tests {
     fn live_preview_is_the_last_printed_line() {
         assert_eq!(live_preview("one\ntwo\n\n  ").as_deref(), Some("two"));
         assert_eq!(live_preview("\n \n"), None);
+        // A person reads it: a tool's escape sequences show, they do not act.
+        assert_eq!(
+            live_preview("a\n\x1b]52;c;aGk=\x07ok\r\x1b[2Kx").as_deref(),
+            Some("\\x1b]52;c;aGk=\\x07ok\\r\\x1b[2Kx")
+        );
     }
 }

@@ -15,8 +15,8 @@
 //! here; the files are [`Dir`]'s.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{self, Read};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -32,8 +32,19 @@ const SAVED_MAX: u64 = 2 * 1024 * 1024;
 const MAGIC: &str = "tuigw-shell 1";
 /// Last record of a complete capture (a shell killed while writing leaves none).
 const END: &str = "end";
-/// Variables bash keeps for itself: never saved or restored.
-const BASH_OWN: &[&str] = &["PWD", "OLDPWD", "SHLVL", "_"];
+/// Variables bash keeps for itself (some read-only): never saved or restored.
+const BASH_OWN: &[&str] = &[
+    "PWD",
+    "OLDPWD",
+    "SHLVL",
+    "_",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "UID",
+    "EUID",
+    "PPID",
+    "BASHPID",
+];
 /// The function the restore file defines and the command's shell calls at its end.
 const KEEP_FN: &str = "__tuigw_keep_state";
 
@@ -187,11 +198,15 @@ pub fn restore_script(
     let mut s = format!("builtin cd -- {} 2>/dev/null\n", quote(cwd));
     for (name, value) in &state.set {
         if is_name(name) && !is_withheld(name, value, passthrough) {
-            s.push_str(&format!("builtin export {name}={}\n", quote(value)));
+            // (A variable made read-only since is left as it is, without a word each command.)
+            s.push_str(&format!(
+                "builtin export {name}={} 2>/dev/null\n",
+                quote(value)
+            ));
         }
     }
     for name in state.unset.iter().filter(|n| is_name(n)) {
-        s.push_str(&format!("builtin unset -v {name}\n"));
+        s.push_str(&format!("builtin unset -v {name} 2>/dev/null\n"));
     }
     if let Some(capture) = capture {
         let file = quote(&capture.to_string_lossy());
@@ -307,7 +322,7 @@ impl Dir {
         let Some(path) = self.saved(session) else {
             return ShellState::default();
         };
-        match read_bounded(&path, SAVED_MAX) {
+        match crate::private_file::read(&path, SAVED_MAX) {
             Ok(None) => ShellState::default(),
             Ok(Some(bytes)) => serde_json::from_slice(&bytes)
                 .ok()
@@ -420,53 +435,15 @@ fn file_stem(session: &str) -> Option<String> {
     }
 }
 
-/// A file of ours (not a link, a regular file, our user) of at most `max` bytes: `None` when
-/// absent; over `max`, an error naming its size.
-pub fn read_bounded(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path);
-    let file = match file {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let meta = file.metadata()?;
-    // SAFETY: geteuid has no preconditions and touches no memory.
-    if !meta.is_file() || meta.uid() != unsafe { libc::geteuid() } {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a regular file of ours; refused",
-        ));
-    }
-    if meta.len() > max {
-        return Err(io::Error::new(
-            io::ErrorKind::FileTooLarge,
-            format!("{} bytes", meta.len()),
-        ));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(max + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        return Err(io::Error::new(
-            io::ErrorKind::FileTooLarge,
-            format!("over {max} bytes"),
-        ));
-    }
-    Ok(Some(bytes))
-}
-
 /// Read a run's capture file (bounded) and remove it.
 pub fn take_capture(path: &Path) -> Result<Capture, CaptureError> {
-    let read = read_bounded(path, CAPTURE_MAX as u64);
+    let size = std::fs::symlink_metadata(path).map_or(0, |m| m.len());
+    let read = crate::private_file::read(path, CAPTURE_MAX as u64);
     let _ = remove_quietly(path);
     match read {
         Ok(Some(bytes)) => parse_capture(&bytes),
         Ok(None) => Err(CaptureError::Missing),
-        Err(e) if e.kind() == io::ErrorKind::FileTooLarge => Err(CaptureError::TooBig(
-            std::fs::symlink_metadata(path).map_or(0, |m| m.len()),
-        )),
+        Err(e) if e.kind() == io::ErrorKind::FileTooLarge => Err(CaptureError::TooBig(size)),
         Err(_) => Err(CaptureError::Incomplete),
     }
 }
@@ -573,7 +550,8 @@ mod tests {
         let script = restore_script(&state, "/d'ir", None, &[]);
         assert_eq!(
             script,
-            "builtin cd -- $'/d\\'ir' 2>/dev/null\nbuiltin export A=$'x\\ny'\nbuiltin unset -v GONE\n"
+            "builtin cd -- $'/d\\'ir' 2>/dev/null\nbuiltin export A=$'x\\ny' 2>/dev/null\n\
+             builtin unset -v GONE 2>/dev/null\n"
         );
     }
 

@@ -286,7 +286,8 @@ impl Tool for Terminal {
             let passthrough = ctx.runner.env_passthrough().to_vec();
             let (restore, capture) = dir.run_files(ctx.job.0);
             let script = shell_state::restore_script(&before, &cwd, Some(&capture), &passthrough);
-            if let Err(e) = write_new_private(&restore, script.as_bytes()) {
+            let _ = shell_state::remove_quietly(&restore);
+            if let Err(e) = crate::private_file::create_new(&restore, script.as_bytes()) {
                 crate::diag!(
                     "[gateway] shell state not restored: {}: {e}",
                     restore.display()
@@ -493,20 +494,6 @@ fn same_dir(a: &str, b: &str) -> bool {
             (std::fs::canonicalize(a), std::fs::canonicalize(b)),
             (Ok(x), Ok(y)) if x == y
         )
-}
-
-/// A new file of ours only (0600, not through a link, not one already there).
-fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let _ = shell_state::remove_quietly(path);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
-    f.write_all(bytes)
 }
 
 /// `workdir` as a directory: `~` is `$HOME`, a relative path is taken from `base`.

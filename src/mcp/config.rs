@@ -1,0 +1,165 @@
+//! `mcp_servers` in `config.yaml`, with Hermes' keys and defaults: `command`, `args`, `env`,
+//! `cwd`, `timeout` (per call, 300 s), `connect_timeout` (60 s), `enabled`, `tools.include`
+//! / `tools.exclude` (include wins), and our `lazy` (start at the first need instead of at
+//! start-up; default false). `url` servers are recognised and reported as not supported.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+
+const DEFAULT_CALL_TIMEOUT: f64 = 300.0;
+const DEFAULT_CONNECT_TIMEOUT: f64 = 60.0;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    pub command: Option<String>,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+    pub url: Option<String>,
+    pub call_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub enabled: bool,
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+    /// Started at the first `tools/list` need instead of at start-up (our key `lazy`).
+    pub lazy: bool,
+}
+
+impl ServerConfig {
+    /// Whether a tool of the server is offered (Hermes: include, else exclude, else all).
+    pub fn offers(&self, tool: &str) -> bool {
+        if !self.include.is_empty() {
+            return self.include.iter().any(|t| t == tool);
+        }
+        !self.exclude.iter().any(|t| t == tool)
+    }
+
+    /// The `bash -c` line that starts it: `exec env K=V … command args…`, each word quoted.
+    pub fn shell_line(&self) -> Option<String> {
+        let command = self.command.as_deref()?;
+        let mut words = vec!["exec".to_string(), "env".to_string()];
+        words.extend(self.env.iter().map(|(k, v)| quote(&format!("{k}={v}"))));
+        words.push(quote(command));
+        words.extend(self.args.iter().map(|a| quote(a)));
+        Some(words.join(" "))
+    }
+
+    pub fn transport(&self) -> &'static str {
+        if self.url.is_some() { "http" } else { "stdio" }
+    }
+}
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn seconds(v: &Value, default: f64) -> Duration {
+    let s = v
+        .as_f64()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .unwrap_or(default);
+    Duration::from_secs_f64(s.min(86_400.0))
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| match s {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn boolish(v: &Value, default: bool) -> bool {
+    match v {
+        Value::Bool(b) => *b,
+        Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" | "on" => true,
+            "false" | "0" | "no" | "off" => false,
+            _ => default,
+        },
+        _ => default,
+    }
+}
+
+/// The servers of `mcp_servers` (as JSON), by name; what is not a mapping is skipped.
+pub fn parse(servers: &Value) -> BTreeMap<String, ServerConfig> {
+    let mut out = BTreeMap::new();
+    for (name, cfg) in servers.as_object().into_iter().flatten() {
+        if !cfg.is_object() {
+            continue;
+        }
+        let text = |k: &str| cfg[k].as_str().map(str::to_string);
+        let env = cfg["env"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| !k.is_empty() && !k.contains('='))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                )
+            })
+            .collect();
+        out.insert(
+            name.clone(),
+            ServerConfig {
+                command: text("command"),
+                args: strings(&cfg["args"]),
+                env,
+                cwd: text("cwd"),
+                url: text("url"),
+                call_timeout: seconds(&cfg["timeout"], DEFAULT_CALL_TIMEOUT),
+                connect_timeout: seconds(&cfg["connect_timeout"], DEFAULT_CONNECT_TIMEOUT),
+                enabled: boolish(&cfg["enabled"], true),
+                include: strings(&cfg["tools"]["include"]),
+                exclude: strings(&cfg["tools"]["exclude"]),
+                lazy: boolish(&cfg["lazy"], false),
+            },
+        );
+    }
+    out
+}
+
+/// `config.yaml`'s `mcp_servers` under `home`; none when absent or unreadable.
+pub fn load(home: &std::path::Path) -> BTreeMap<String, ServerConfig> {
+    match crate::config_file::load(home) {
+        Ok(doc) => parse(&crate::config_file::to_json(crate::config_file::lookup(
+            &doc,
+            "mcp_servers",
+        ))),
+        Err(_) => BTreeMap::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn hermes_keys_and_defaults_are_read() {
+        let s = parse(&json!({
+            "fs": {"command": "npx", "args": ["-y", "x y", 3], "env": {"A": "it's"},
+                   "timeout": 5, "tools": {"include": ["read"], "exclude": ["read"]}},
+            "remote": {"url": "https://h/mcp", "enabled": "no"},
+            "junk": 7
+        }));
+        let fs = &s["fs"];
+        assert_eq!(fs.call_timeout, Duration::from_secs(5));
+        assert_eq!(fs.connect_timeout, Duration::from_secs(60));
+        assert!(fs.offers("read") && !fs.offers("write"));
+        assert_eq!(
+            fs.shell_line().unwrap(),
+            r"exec env 'A=it'\''s' 'npx' '-y' 'x y' '3'"
+        );
+        assert!(!s["remote"].enabled && s["remote"].transport() == "http");
+        assert!(!s.contains_key("junk"));
+    }
+}

@@ -1,0 +1,59 @@
+// A small MCP stdio server for the gateway's tests (Node, no packages). Its first argument
+// picks how it behaves: "good" (answers properly), "garbage" (noise on stdout and stderr,
+// an answer to an unknown id, a schema that is not JSON Schema), "mute" (never answers
+// initialize). Tools: echo, slow (sleeps; progress notifications), die (exits mid-call).
+const mode = process.argv[2] || "good";
+const marker = process.argv[3] || "";
+let buf = "";
+function send(msg) { process.stdout.write(JSON.stringify(msg) + "\n"); }
+const tools = [
+  { name: "echo", description: "Say it back", inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text", "ghost"] } },
+  { name: "slow", description: "Wait, reporting progress", inputSchema: { type: "object", properties: { ms: { type: "number" } } } },
+  { name: "die", description: "Exit mid-call", inputSchema: { type: "object" } },
+  { name: "weird", description: "A schema that is not one", inputSchema: "not a schema" },
+];
+function handle(msg) {
+  if (mode === "mute") return;
+  if (msg.method === "initialize") {
+    if (mode === "garbage") {
+      process.stdout.write("this is not json\n");
+      send({ jsonrpc: "2.0", id: 999999, result: {} });
+    }
+    send({ jsonrpc: "2.0", id: msg.id, result: { protocolVersion: "2025-06-18", capabilities: { tools: { listChanged: true } }, serverInfo: { name: "fake", version: "1" } } });
+  } else if (msg.method === "tools/list") {
+    // Two pages: the cursor is followed.
+    if (!msg.params || !msg.params.cursor) send({ jsonrpc: "2.0", id: msg.id, result: { tools: tools.slice(0, 2), nextCursor: "p2" } });
+    else send({ jsonrpc: "2.0", id: msg.id, result: { tools: tools.slice(2) } });
+  } else if (msg.method === "tools/call") {
+    const name = msg.params.name, args = msg.params.arguments || {};
+    const token = msg.params._meta && msg.params._meta.progressToken;
+    if (name === "echo") {
+      send({ jsonrpc: "2.0", id: msg.id, result: { content: [{ type: "text", text: "echo: " + args.text + marker }], structuredContent: { text: args.text } } });
+    } else if (name === "slow") {
+      let n = 0;
+      const timer = setInterval(() => {
+        n += 1;
+        send({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: token, progress: n, total: 3, message: "step " + n } });
+        if (n >= 3 && !(args.ms > 10000)) { clearInterval(timer); send({ jsonrpc: "2.0", id: msg.id, result: { content: [{ type: "text", text: "slow done" }] } }); }
+      }, 50);
+    } else if (name === "die") {
+      process.exit(7);
+    } else {
+      send({ jsonrpc: "2.0", id: msg.id, result: { content: [{ type: "text", text: "ok" }] } });
+    }
+  } else if (msg.method === "notifications/cancelled") {
+    process.stderr.write("cancelled " + msg.params.requestId + "\n");
+  } else if (msg.id !== undefined) {
+    send({ jsonrpc: "2.0", id: msg.id, error: { code: -32601, message: "no such method" } });
+  }
+}
+process.stdin.on("data", (chunk) => {
+  buf += chunk;
+  let i;
+  while ((i = buf.indexOf("\n")) >= 0) {
+    const line = buf.slice(0, i); buf = buf.slice(i + 1);
+    if (line.trim()) handle(JSON.parse(line));
+  }
+});
+process.stdin.on("end", () => process.exit(0));
+if (mode === "garbage") setInterval(() => process.stderr.write("noise ".repeat(1000) + "\n"), 1);
