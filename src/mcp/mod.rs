@@ -461,8 +461,9 @@ fn stop_failed(gw: &mut Gateway, name: &str, why: String, now: Instant) {
     }
 }
 
-/// The server is gone: end its calls in flight, report, restart after the backoff.
-fn failed(gw: &mut Gateway, name: &str, why: String, now: Instant) {
+/// End the server's calls in flight with a tool error saying what happened to it (`why`),
+/// and drop what was queued for it, so nothing stale reaches its successor.
+fn end_calls_in_flight(gw: &mut Gateway, name: &str, why: &str) {
     let mut calls = gw.mcp.calls.borrow_mut();
     calls.ready.remove(name);
     let jobs: Vec<_> = calls
@@ -483,6 +484,11 @@ fn failed(gw: &mut Gateway, name: &str, why: String, now: Instant) {
     for job in jobs {
         gw.tools.due.add(job);
     }
+}
+
+/// The server is gone: end its calls in flight, report, restart after the backoff.
+fn failed(gw: &mut Gateway, name: &str, why: String, now: Instant) {
+    end_calls_in_flight(gw, name, &why);
     let stopping = gw.mcp.stopping || gw.shutdown.is_some();
     gw.mcp.rev += 1;
     let Some(s) = gw.mcp.servers.get_mut(name) else {
@@ -571,23 +577,7 @@ fn forget(gw: &mut Gateway, name: &str, now: Instant) {
         crate::tools::runs::close_stdin(gw, run);
         crate::tools::runs::stop(gw, run, now);
     }
-    let mut calls = gw.mcp.calls.borrow_mut();
-    calls.ready.remove(name);
-    let jobs: Vec<_> = calls
-        .pending
-        .iter()
-        .filter(|(_, p)| p.server == name)
-        .map(|(j, _)| *j)
-        .collect();
-    for job in &jobs {
-        calls.pending.remove(job);
-        let why = format!("MCP server '{name}' was reloaded during the call");
-        calls.results.insert(*job, ToolResult::error(why));
-    }
-    drop(calls);
-    for job in jobs {
-        gw.tools.due.add(job);
-    }
+    end_calls_in_flight(gw, name, "was reloaded");
 }
 
 /// `Timer::Mcp`: a connect deadline or a restart is due.
