@@ -461,6 +461,12 @@ fn stop_failed(gw: &mut Gateway, name: &str, why: String, now: Instant) {
     }
 }
 
+/// The MCP stdio ending: close the server's stdin, then stop it (SIGTERM, then SIGKILL).
+fn hang_up(gw: &mut Gateway, run: RunId, now: Instant) {
+    crate::tools::runs::close_stdin(gw, run);
+    crate::tools::runs::stop(gw, run, now);
+}
+
 /// End the server's calls in flight with a tool error saying what happened to it (`why`),
 /// and drop what was queued for it, so nothing stale reaches its successor.
 fn end_calls_in_flight(gw: &mut Gateway, name: &str, why: &str) {
@@ -574,8 +580,7 @@ fn forget(gw: &mut Gateway, name: &str, now: Instant) {
     }
     if let Some(run) = s.run {
         gw.mcp.by_run.remove(&run);
-        crate::tools::runs::close_stdin(gw, run);
-        crate::tools::runs::stop(gw, run, now);
+        hang_up(gw, run, now);
     }
     end_calls_in_flight(gw, name, "was reloaded");
 }
@@ -605,8 +610,7 @@ pub fn shut_down(gw: &mut Gateway, now: Instant) {
     gw.mcp.stopping = true;
     let runs: Vec<RunId> = gw.mcp.by_run.keys().copied().collect();
     for run in runs {
-        crate::tools::runs::close_stdin(gw, run);
-        crate::tools::runs::stop(gw, run, now);
+        hang_up(gw, run, now);
     }
 }
 

@@ -288,19 +288,13 @@ impl Tool for Memory {
     }
 }
 
-fn failure(error: impl Into<String>) -> ToolResult {
-    let mut r = ToolResult::error(error);
-    r.content["success"] = json!(false);
-    r
-}
-
 fn call(home: &Path, limits: Limits, args: &Value) -> ToolResult {
     let target = match args.get("target") {
         None | Some(Value::Null) => Target::Memory,
         Some(v) if v == "memory" => Target::Memory,
         Some(v) if v == "user" => Target::User,
         Some(v) => {
-            return failure(format!(
+            return ToolResult::unsuccessful(format!(
                 "Invalid target '{}'. Use 'memory' or 'user'.",
                 v.as_str().unwrap_or(&v.to_string())
             ));
@@ -320,7 +314,9 @@ fn call(home: &Path, limits: Limits, args: &Value) -> ToolResult {
             .collect(),
         Some(Value::Array(_)) | None | Some(Value::Null) => {
             let Some(action) = args.get("action").and_then(Value::as_str) else {
-                return failure("action (add, replace or remove) or operations is required.");
+                return ToolResult::unsuccessful(
+                    "action (add, replace or remove) or operations is required.",
+                );
             };
             vec![Op {
                 action,
@@ -329,7 +325,9 @@ fn call(home: &Path, limits: Limits, args: &Value) -> ToolResult {
             }]
         }
         Some(_) => {
-            return failure("operations must be a list of {action, content?, old_text?} objects.");
+            return ToolResult::unsuccessful(
+                "operations must be a list of {action, content?, old_text?} objects.",
+            );
         }
     };
     let limit = limits.of(target);
@@ -337,7 +335,7 @@ fn call(home: &Path, limits: Limits, args: &Value) -> ToolResult {
     let mut list = before.clone();
     if let Err(e) = apply(&mut list, &batch) {
         let (current, limit, _) = usage(limit, &before);
-        let mut r = failure(format!(
+        let mut r = ToolResult::unsuccessful(format!(
             "{e} No operations were applied (batch is all-or-nothing)."
         ));
         r.content["current_entries"] = json!(before);
@@ -369,7 +367,7 @@ fn call(home: &Path, limits: Limits, args: &Value) -> ToolResult {
                 grouped(total)
             ),
         };
-        let mut r = failure(error);
+        let mut r = ToolResult::unsuccessful(error);
         r.content["current_entries"] = json!(before);
         r.content["usage"] = json!(format!("{current}/{shown_limit}"));
         return r;
@@ -382,7 +380,7 @@ fn call(home: &Path, limits: Limits, args: &Value) -> ToolResult {
         .map_or(Ok(()), std::fs::create_dir_all)
         .and_then(|()| super::files::write_atomic(&path, text.as_bytes()));
     if let Err(e) = written {
-        return failure(format!("could not save {}: {e}", path.display()));
+        return ToolResult::unsuccessful(format!("could not save {}: {e}", path.display()));
     }
     let message = if batch.len() == 1 {
         match batch[0].action {

@@ -89,6 +89,13 @@ impl ToolResult {
         ToolResult::terminal("", None, Some(error.into()))
     }
 
+    /// `error` with Hermes' `"success": false` beside it (patch, memory, session_search).
+    pub fn unsuccessful(error: impl Into<String>) -> ToolResult {
+        let mut r = ToolResult::error(error);
+        r.content["success"] = json!(false);
+        r
+    }
+
     /// Hermes' `tool_error` shape for tools other than `terminal`: `{"error": why}` (and
     /// `"success": false` where Hermes adds it), which the model reads.
     pub fn error(error: impl Into<String>) -> ToolResult {

@@ -25,12 +25,6 @@ const READ_TAIL: usize = 10;
 
 pub struct SessionSearch;
 
-fn failure(error: impl Into<String>) -> ToolResult {
-    let mut r = ToolResult::error(error);
-    r.content["success"] = json!(false);
-    r
-}
-
 /// A Hermes integer argument: a number or a numeral, else `default`.
 fn int_or(args: &Value, key: &str, default: i64) -> i64 {
     int_arg(args, key).unwrap_or(default)
@@ -145,7 +139,9 @@ impl Tool for SessionSearch {
 
     fn start(&mut self, ctx: &mut ToolContext<'_>, args: &Value) -> Start {
         let Some(store) = ctx.store else {
-            return Start::Done(failure("the session database is not available"));
+            return Start::Done(ToolResult::unsuccessful(
+                "the session database is not available",
+            ));
         };
         Start::Done(call(store, ctx.session, args))
     }
@@ -154,7 +150,7 @@ impl Tool for SessionSearch {
 /// One call against `store` from the session stored as `current`.
 pub fn call(store: &Store, current: &str, args: &Value) -> ToolResult {
     if let Some(profile) = text_arg(args, "profile") {
-        return failure(format!(
+        return ToolResult::unsuccessful(format!(
             "profile '{profile}': this gateway reads only its own state.db"
         ));
     }
@@ -174,7 +170,7 @@ pub fn call(store: &Store, current: &str, args: &Value) -> ToolResult {
             }
         }
     };
-    answered.unwrap_or_else(|e| failure(format!("Search failed: {e}")))
+    answered.unwrap_or_else(|e| ToolResult::unsuccessful(format!("Search failed: {e}")))
 }
 
 fn scroll(
@@ -184,17 +180,21 @@ fn scroll(
     args: &Value,
 ) -> Result<ToolResult, StoreError> {
     let Some(anchor) = int_arg(args, "around_message_id") else {
-        return Ok(failure("scroll requires integer around_message_id"));
+        return Ok(ToolResult::unsuccessful(
+            "scroll requires integer around_message_id",
+        ));
     };
     let window = int_or(args, "window", 5).clamp(1, 20) as usize;
     let root = store.lineage_root(session_id)?;
     if current_root(store, current)?.is_some_and(|c| c == root) {
-        return Ok(failure(
+        return Ok(ToolResult::unsuccessful(
             "scroll rejected: anchor lives in the current session lineage (already in your active context)",
         ));
     }
     let Some(mut meta) = store.session_meta(session_id)? else {
-        return Ok(failure(format!("session_id not found: {session_id}")));
+        return Ok(ToolResult::unsuccessful(format!(
+            "session_id not found: {session_id}"
+        )));
     };
     let mut session_id = session_id.to_string();
     let mut view = store.messages_around(&session_id, anchor, window)?;
@@ -215,7 +215,7 @@ fn scroll(
         }
     }
     if view.window.is_empty() {
-        return Ok(failure(format!(
+        return Ok(ToolResult::unsuccessful(format!(
             "around_message_id {anchor} not in session_id {session_id}"
         )));
     }
@@ -234,7 +234,9 @@ fn scroll(
 
 fn read(store: &Store, session_id: &str) -> Result<ToolResult, StoreError> {
     let Some(meta) = store.session_meta(session_id)? else {
-        return Ok(failure(format!("session_id not found: {session_id}")));
+        return Ok(ToolResult::unsuccessful(format!(
+            "session_id not found: {session_id}"
+        )));
     };
     let (total, rows) = store.head_and_tail(session_id, READ_HEAD, READ_TAIL)?;
     let truncated = total > READ_HEAD + READ_TAIL;

@@ -151,14 +151,6 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-/// `background: true`: a process of the session that outlives the call (`process/`), checked
-/// and approved like any call, in its resolved working directory.
-fn start_background(ctx: &mut ToolContext<'_>, call: &Call, cwd: &str) -> Start {
-    let started =
-        super::process::start_background(ctx, &call.command, cwd, call.notify_on_complete);
-    Start::Done(started)
-}
-
 #[derive(Default)]
 pub struct Terminal {
     /// Commands running with their session's shell state, by call.
@@ -270,7 +262,11 @@ impl Tool for Terminal {
             return Start::Done(ToolResult::terminal(out, Some(130), None));
         }
         if call.background {
-            return start_background(ctx, &call, &cwd);
+            // `background: true`: a process of the session that outlives the call (`process/`),
+            // checked and approved like any call, in its resolved working directory.
+            let started =
+                super::process::start_background(ctx, &call.command, &cwd, call.notify_on_complete);
+            return Start::Done(started);
         }
         if call.workdir.is_some() && !Path::new(&cwd).is_dir() {
             return Start::Done(ToolResult::failed(format!(

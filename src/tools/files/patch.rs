@@ -15,12 +15,6 @@ use crate::tools::{Ask, Start, Tool, ToolContext, ToolResult};
 
 pub struct Patch;
 
-fn failure(error: impl Into<String>) -> ToolResult {
-    let mut r = ToolResult::error(error);
-    r.content["success"] = json!(false);
-    r
-}
-
 /// Text as matched (LF), and whether it is written back with CRLF.
 fn to_lf(text: &str) -> (String, bool) {
     if text.contains("\r\n") {
@@ -100,7 +94,7 @@ impl Changes {
             diff.push_str(&unified_diff(&shown(cwd, path), &old, &new));
         }
         if !errors.is_empty() {
-            return failure(format!(
+            return ToolResult::unsuccessful(format!(
                 "Apply phase failed (state may be inconsistent — run `git diff` to assess):\n{}",
                 errors
                     .iter()
@@ -176,7 +170,7 @@ impl Tool for Patch {
             None | Some(Value::Null) => "replace",
             Some(Value::String(m)) => m.as_str(),
             Some(other) => {
-                return Start::Done(failure(format!(
+                return Start::Done(ToolResult::unsuccessful(format!(
                     "patch: 'mode' must be 'replace' or 'patch', got {}",
                     super::kind(other)
                 )));
@@ -185,7 +179,7 @@ impl Tool for Patch {
         let planned = match mode {
             "replace" => plan_replace(ctx, args),
             "patch" => plan_v4a(ctx, args),
-            other => Err(failure(format!(
+            other => Err(ToolResult::unsuccessful(format!(
                 "patch: unknown mode '{other}': use 'replace' or 'patch'"
             ))),
         };
@@ -208,7 +202,7 @@ fn plan_replace(ctx: &ToolContext<'_>, args: &Value) -> Plan {
         Some(Value::Bool(b)) => *b,
         Some(Value::String(s)) => s == "true",
         Some(other) => {
-            return Err(failure(format!(
+            return Err(ToolResult::unsuccessful(format!(
                 "patch: 'replace_all' must be a boolean, got {}",
                 super::kind(other)
             )));
@@ -219,8 +213,8 @@ fn plan_replace(ctx: &ToolContext<'_>, args: &Value) -> Plan {
     let mut changes = Changes::new();
     let text = match changes.current(&file) {
         Ok(Some(t)) => t,
-        Ok(None) => return Err(failure(format!("File not found: {path}"))),
-        Err(e) => return Err(failure(e)),
+        Ok(None) => return Err(ToolResult::unsuccessful(format!("File not found: {path}"))),
+        Err(e) => return Err(ToolResult::unsuccessful(e)),
     };
     let (lf, crlf) = to_lf(&text);
     let (old, new) = (old.replace("\r\n", "\n"), new.replace("\r\n", "\n"));
@@ -245,21 +239,21 @@ fn plan_replace(ctx: &ToolContext<'_>, args: &Value) -> Plan {
                     msg.push_str(&near);
                 }
             }
-            Err(failure(msg))
+            Err(ToolResult::unsuccessful(msg))
         }
     }
 }
 
 /// A bad-argument result in the patch result's shape.
 fn with_failure(r: ToolResult) -> ToolResult {
-    failure(r.error.unwrap_or_default())
+    ToolResult::unsuccessful(r.error.unwrap_or_default())
 }
 
 fn plan_v4a(ctx: &ToolContext<'_>, args: &Value) -> Plan {
     let text = string_arg(args, "patch", "patch").map_err(with_failure)?;
-    let ops = v4a::parse(text).map_err(failure)?;
+    let ops = v4a::parse(text).map_err(ToolResult::unsuccessful)?;
     if ops.is_empty() {
-        return Err(failure(
+        return Err(ToolResult::unsuccessful(
             "patch: no operations found (expected '*** Begin Patch' … '*** End Patch')",
         ));
     }
@@ -285,7 +279,7 @@ fn plan_v4a(ctx: &ToolContext<'_>, args: &Value) -> Plan {
         errors.push("Patch contains no changes (only context lines were provided)".to_string());
     }
     if !errors.is_empty() {
-        return Err(failure(format!(
+        return Err(ToolResult::unsuccessful(format!(
             "Patch validation failed (no files were modified):\n{}",
             errors
                 .iter()

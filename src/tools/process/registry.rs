@@ -148,14 +148,7 @@ impl Entry {
 
     /// `process wait` once it ended (consumes its end).
     pub fn waited(&mut self) -> Value {
-        self.consumed = true;
-        let mut result = json!({
-            "status": "exited",
-            "command": self.command,
-            "output": self.output.tail(2000),
-        });
-        self.add_exit(&mut result);
-        result
+        self.ended_as("exited")
     }
 
     /// `process wait` given up at its timeout, or interrupted.
@@ -165,9 +158,14 @@ impl Entry {
 
     /// `process kill` of a process that had ended already.
     pub fn already_exited(&mut self) -> Value {
+        self.ended_as("already_exited")
+    }
+
+    /// An answer that reports the end (consumed: no notice turn follows).
+    fn ended_as(&mut self, status: &str) -> Value {
         self.consumed = true;
         let mut result = json!({
-            "status": "already_exited",
+            "status": status,
             "command": self.command,
             "output": self.output.tail(2000),
         });
