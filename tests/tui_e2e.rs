@@ -308,7 +308,7 @@ fn a_dangerous_command_asks_allow_once_then_deny() {
 
     // The trailing space ends the path word, so no path completion is open when Enter comes.
     tui.submit(&format!("$ rm -rf {} ", victim.join("first").display()));
-    tui.wait_for("approval required", T);
+    tui.wait_approval(T);
     tui.wait_for("Allow once", T);
     tui.key("Enter"); // the first choice: allow once
     tui.wait_for("exited with status 0", T);
@@ -319,7 +319,7 @@ fn a_dangerous_command_asks_allow_once_then_deny() {
     );
 
     tui.submit(&format!("$ rm -rf {} ", victim.join("second").display()));
-    tui.wait_for("approval required", T);
+    tui.wait_approval(T);
     tui.key("Escape");
     tui.wait_for("denied", T);
     tui.wait_ready(T);
@@ -370,7 +370,7 @@ fn shift_tab_yolo_skips_the_approval_until_turned_off() {
     tui.wait_ready(T);
     assert!(!tui.screen().contains("─ yolo on"), "{}", tui.screen());
     tui.submit(&format!("$ rm -rf {} ", victim.join("second").display()));
-    tui.wait_for("approval required", T);
+    tui.wait_approval(T);
     tui.key("Escape");
     tui.wait_for("denied", T);
     tui.wait_ready(T);

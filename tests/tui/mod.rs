@@ -275,6 +275,15 @@ impl Tui {
         self.wait_screen(&format!("{text:?}"), timeout, |s| s.contains(text))
     }
 
+    /// Wait for the approval panel. Its header starts with a glyph whose width tmux and the
+    /// TUI may count differently, so a redraw can garble that line: the panel's footer and
+    /// its Deny choice count as well.
+    pub fn wait_approval(&self, timeout: Duration) -> String {
+        self.wait_screen("the approval panel", timeout, |s| {
+            s.contains("approval required") || (s.contains("quick pick") && s.contains("Deny"))
+        })
+    }
+
     /// Whether `text` shows up within `timeout` (for what may legitimately not appear).
     pub fn appears(&self, text: &str, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
