@@ -1,4 +1,4 @@
-//! The MCP client: each stdio server of `config.yaml`'s `mcp_servers` (`config.rs`) runs as a
+//! The MCP client (streamable HTTP servers: `http.rs`): each stdio server of `config.yaml`'s `mcp_servers` (`config.rs`) runs as a
 //! service process of the runner (`tools::runs::start_service`: supervised, so a killed
 //! gateway leaves none behind), spoken to in newline-delimited JSON-RPC (`wire.rs`) over its
 //! stdin and stdout; its stderr is captured boundedly and dropped. The handshake
