@@ -804,3 +804,49 @@ fn search_files_pages_through_a_tree_of_100000_files_skipping_ignored_and_binary
         "ignored directories are not listed: {row}"
     );
 }
+
+#[test]
+fn relative_paths_follow_the_terminals_cd_as_in_hermes() {
+    let mut b = bench("files-cd", &[]);
+    std::fs::create_dir_all(b.path("sub")).unwrap();
+    std::fs::write(b.path("x.txt"), "top\n").unwrap();
+    std::fs::write(b.path("sub/x.txt"), "in sub\n").unwrap();
+    let (_, row) = b.call("read_file", json!({"path": "x.txt"}));
+    assert_eq!(row["content"], "1|top", "{row}");
+
+    let (_, row) = b.call("terminal", json!({"command": "cd sub"}));
+    assert_eq!(row["exit_code"], 0, "{row}");
+    let (_, row) = b.call("read_file", json!({"path": "x.txt"}));
+    assert_eq!(row["content"], "1|in sub", "{row}");
+    let (_, row) = b.call(
+        "patch",
+        json!({"path": "x.txt", "old_string": "in sub", "new_string": "patched in sub"}),
+    );
+    assert_eq!(row["success"], true, "{row}");
+    let (_, row) = b.call("write_file", json!({"path": "new.txt", "content": "n\n"}));
+    assert_eq!(
+        row["bytes_written"], 2,
+        "inside the session's directory: no approval: {row}"
+    );
+    let (_, row) = b.call("search_files", json!({"pattern": "patched"}));
+    assert_eq!(row["matches"][0]["path"], "x.txt", "{row}");
+    assert_eq!(
+        std::fs::read_to_string(b.path("sub/x.txt")).unwrap(),
+        "patched in sub\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(b.path("sub/new.txt")).unwrap(),
+        "n\n"
+    );
+    assert_eq!(std::fs::read_to_string(b.path("x.txt")).unwrap(), "top\n");
+
+    // A `workdir` is for its command only; `cd ..` comes back.
+    let top = b.work.to_str().unwrap().to_string();
+    let (_, row) = b.call("terminal", json!({"command": "pwd", "workdir": top}));
+    assert_eq!(row["output"].as_str().unwrap().trim(), top, "{row}");
+    let (_, row) = b.call("read_file", json!({"path": "x.txt"}));
+    assert_eq!(row["content"], "1|patched in sub", "{row}");
+    b.call("terminal", json!({"command": "cd .."}));
+    let (_, row) = b.call("read_file", json!({"path": "x.txt"}));
+    assert_eq!(row["content"], "1|top", "{row}");
+}

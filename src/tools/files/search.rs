@@ -387,7 +387,8 @@ fn plan(ctx: &ToolContext<'_>, args: &Value) -> Result<Search, String> {
             ));
         }
     };
-    let root: PathBuf = resolve(&ctx.cwd, opt_str(args, "path")?.unwrap_or("."));
+    let here = super::here(ctx);
+    let root: PathBuf = resolve(&here, opt_str(args, "path")?.unwrap_or("."));
     if !root.exists() {
         return Err(format!("Path not found: {}", root.display()));
     }
@@ -429,7 +430,7 @@ fn plan(ctx: &ToolContext<'_>, args: &Value) -> Result<Search, String> {
     });
     Ok(Search {
         walk: walk.build(),
-        cwd: ctx.cwd.clone(),
+        cwd: here,
         regex,
         found: Found {
             mode,
