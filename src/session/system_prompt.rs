@@ -74,8 +74,9 @@ pub fn build(home: &Path, cwd: &str, tools: &[Value]) -> String {
     if !names.is_empty() {
         parts.push(format!("Tools available: {}.", names.join(", ")));
     }
+    let limits = memory::Limits::load(home);
     for target in [Target::Memory, Target::User] {
-        if let Some(block) = memory::prompt_block(home, target) {
+        if let Some(block) = memory::prompt_block(home, target, &limits) {
             parts.push(block);
         }
     }

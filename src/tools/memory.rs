@@ -149,12 +149,12 @@ fn usage(limit: usize, entries: &[String]) -> (String, String, usize) {
 }
 
 /// The system prompt block of a target, as Hermes renders it; `None` when it is empty.
-pub fn prompt_block(home: &Path, target: Target) -> Option<String> {
+pub fn prompt_block(home: &Path, target: Target, limits: &Limits) -> Option<String> {
     let entries = entries(home, target);
     if entries.is_empty() {
         return None;
     }
-    let (current, limit, pct) = usage(Limits::load(home).of(target), &entries);
+    let (current, limit, pct) = usage(limits.of(target), &entries);
     let header = match target {
         Target::User => {
             format!("USER PROFILE (who the user is) [{pct}% — {current}/{limit} chars]")
@@ -459,11 +459,11 @@ mod tests {
                 .error
                 .is_some()
         );
-        let block = prompt_block(&home, Target::User).unwrap();
+        let block = prompt_block(&home, Target::User, &Limits::default()).unwrap();
         assert!(
             block.contains("USER PROFILE (who the user is) [") && block.ends_with("likes coffee")
         );
-        assert!(prompt_block(&home, Target::Memory).is_none());
+        assert!(prompt_block(&home, Target::Memory, &Limits::default()).is_none());
         let _ = std::fs::remove_dir_all(&home);
     }
 
