@@ -75,6 +75,8 @@ pub enum Route {
     Run(crate::runner::RunId),
     /// The socket (or resolver) of a `model.options` fetch.
     ModelList(u64),
+    /// An exchange with a streamable HTTP MCP server (`mcp::http`).
+    McpHttp(u64),
 }
 
 pub use crate::rpc::client_conn::Io;
@@ -580,6 +582,7 @@ impl Gateway {
             Some(Route::Turn(rid)) => self.schedule(&rid),
             Some(Route::Run(id)) => self.runner.mark_ready(id),
             Some(Route::ModelList(id)) => crate::methods::models::on_ready(self, id),
+            Some(Route::McpHttp(id)) => crate::mcp::http::on_ready(self, id, Instant::now()),
             None => {}
         }
     }
