@@ -71,6 +71,40 @@ fn chat_then_a_tool_then_an_interrupted_tool_then_quit() {
     tui.quit();
 }
 
+/// An MCP server (the Node fake of tests/mcp.rs): the banner lists it and its tools once it
+/// connects (a connect refreshes the banner with a `session.info`), and a call of one of its
+/// tools renders as a tool row with its result; quitting leaves no server behind.
+#[test]
+fn the_banner_lists_an_mcp_server_and_its_tool_call_renders() {
+    let m = marker();
+    let yaml = format!(
+        "mcp_servers:\n  fake:\n    command: node\n    args: [\"{}/tests/mcp/fake_server.js\", \"good\", \"{m}\"]\n    tools:\n      exclude: [weird]\n",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let opts = Opts {
+        config_yaml: Some(yaml),
+        ..Opts::default()
+    };
+    let Some(tui) = Tui::start("mcp", opts) else {
+        return;
+    };
+    tui.wait_ready(START);
+    let banner = tui.wait_screen("the MCP server and its tools in the banner", T, |s| {
+        s.contains("1 MCP") && s.contains("mcp__fake__echo")
+    });
+    assert!(
+        banner.contains("mcp-fake"),
+        "no mcp-fake toolset:\n{banner}"
+    );
+    tui.submit(&format!("%mcp__fake__echo {{\"text\": \"hi-{m}\"}}"));
+    let done = tui.wait_for(&format!("echo: hi-{m}{m}"), T);
+    assert!(done.contains("Mcp Fake Echo"), "no tool row:\n{done}");
+    tui.wait_ready(T);
+    tui.assert_no_errors(&[]);
+    tui.quit();
+    procfs::assert_none_left(&m, T, "the MCP server after /quit");
+}
+
 #[test]
 fn ctrl_d_quits() {
     let Some(tui) = Tui::start("ctrl-d", Opts::default()) else {

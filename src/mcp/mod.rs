@@ -586,11 +586,16 @@ fn failed(gw: &mut Gateway, name: &str, why: String, now: Instant) {
     tell(gw, "warn", text);
 }
 
-/// A `status.update` to every live session.
+/// A `status.update` to every live session, and a fresh `session.info` to the idle ones (the
+/// TUI redraws its banner's servers and tools from it; a running one gets its own at the end
+/// of the turn).
 fn tell(gw: &mut Gateway, kind: &str, text: String) {
     let rids: Vec<String> = gw.sessions.keys().cloned().collect();
     for rid in rids {
         gw.emit(&rid, "status.update", json!({"kind": kind, "text": text}));
+        if gw.sessions.get(&rid).is_some_and(|s| !s.running()) {
+            gw.emit_info(&rid);
+        }
     }
 }
 
