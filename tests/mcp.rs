@@ -11,12 +11,15 @@
 //! reference servers.
 
 mod common;
+#[path = "mcp/support.rs"]
+mod mcp_support;
 mod mockai;
 mod procs;
 #[path = "mcp/reference.rs"]
 mod reference;
 
 use common::*;
+use mcp_support::*;
 use procs::*;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -59,66 +62,6 @@ fn notes_of(home: &Path, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// The toolset `mcp-<server>` of `tools.list`, once it is there: its tools.
-pub fn wait_tools(g: &mut Gateway, server: &str) -> Vec<String> {
-    let mut last = Value::Null;
-    let mut tools = Vec::new();
-    let found = poll_until(T, || {
-        last = g.call("tools.list", json!({}));
-        let set = last["toolsets"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|t| t["name"] == format!("mcp-{server}"));
-        if let Some(set) = set {
-            tools = set["tools"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|n| n.as_str().map(str::to_string))
-                .collect();
-        }
-        set.is_some()
-    });
-    assert!(found, "no mcp-{server} toolset: {last}");
-    tools
-}
-
-/// Server `name` as the banner reads it (`info.mcp_servers` of session `stored`).
-pub fn mcp_status(g: &mut Gateway, stored: &str, name: &str) -> Value {
-    let r = g.call("session.resume", json!({"session_id": stored}));
-    let list = r["info"]["mcp_servers"].clone();
-    list.as_array()
-        .into_iter()
-        .flatten()
-        .find(|e| e["name"] == name)
-        .cloned()
-        .unwrap_or_else(|| panic!("no {name} in {list}"))
-}
-
-/// Polls server `name`'s status until it is `want`; its last status.
-pub fn wait_status(g: &mut Gateway, stored: &str, name: &str, want: &str) -> Value {
-    let mut last = Value::Null;
-    let reached = poll_until(T, || {
-        last = mcp_status(g, stored, name);
-        last["status"] == want
-    });
-    assert!(reached, "{name} never {want}: {last}");
-    last
-}
-
-/// One offline turn calling `name` with `args`; its `tool.complete`.
-pub fn call_tool(g: &mut Gateway, sid: &str, name: &str, args: Value) -> Value {
-    submit(g, sid, &format!("%{name} {args}"));
-    let done = g.wait_session_event(sid, "tool.complete", T);
-    g.wait_session_event(sid, "message.complete", T);
-    done
-}
-
-pub fn tool_error(done: &Value) -> String {
-    done["payload"]["error"].as_str().unwrap_or("").to_string()
-}
-
 #[test]
 fn tools_are_listed_offered_and_called_through_turns_with_progress() {
     let m = marker();
@@ -133,7 +76,7 @@ fn tools_are_listed_offered_and_called_through_turns_with_progress() {
         ["mcp__fake__die", "mcp__fake__echo", "mcp__fake__slow"]
     );
     let s = g.create_session(json!({}));
-    let status = mcp_status(&mut g, &s.stored, "fake");
+    let status = mcp_status(&mut g, "fake");
     assert_eq!(
         (&status["connected"], &status["tools"], &status["transport"]),
         (&json!(true), &json!(3), &json!("stdio")),
@@ -173,7 +116,7 @@ fn a_server_that_exits_mid_call_fails_the_call_and_is_restarted() {
     );
     g.wait_session_event(&s.id, "status.update", T);
     // Restarted after the backoff: calls work again.
-    wait_status(&mut g, &s.stored, "fake", "connected");
+    wait_status(&mut g, "fake", |s| s["status"] == "connected");
     let done = call_tool(&mut g, &s.id, "mcp__fake__echo", json!({"text": "again"}));
     assert_eq!(
         stored_tool_result(&g, &s.stored, &done)["result"],
@@ -219,7 +162,7 @@ fn bad_servers_are_contained_and_none_outlives_a_killed_gateway() {
         tool_error(&done).contains("MCP server 'big' sent a line longer than"),
         "{done}"
     );
-    wait_status(&mut g, &a.stored, "big", "connected");
+    wait_status(&mut g, "big", |s| s["status"] == "connected");
     // A 50 MB result is over the same line cap: refused the same way, never buffered.
     let done = call_tool(&mut g, &a.id, "mcp__big__huge_result", json!({}));
     assert!(
@@ -231,7 +174,7 @@ fn bad_servers_are_contained_and_none_outlives_a_killed_gateway() {
         grown_kib < 40 * 1024,
         "the gateway grew by {grown_kib} KiB over 150 MB of server output"
     );
-    let mute = wait_status(&mut g, &a.stored, "mute", "failed");
+    let mute = wait_status(&mut g, "mute", |s| s["status"] == "failed");
     assert!(
         mute["error"].as_str().unwrap().contains("handshake"),
         "{mute}"

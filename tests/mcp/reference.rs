@@ -172,7 +172,7 @@ fn the_reference_servers_through_offline_turns_a_kill_a_reload_and_a_killed_gate
         error.starts_with("MCP server 'everything' exited") && error.ends_with("during the call"),
         "{done}"
     );
-    wait_status(&mut g, &s.stored, "everything", "connected");
+    wait_status(&mut g, "everything", |s| s["status"] == "connected");
     let echoed = result(&mut g, "mcp__everything__echo", json!({"message": "back"}));
     assert_eq!(echoed, "Echo: back");
 

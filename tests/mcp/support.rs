@@ -1,43 +1,44 @@
 //! What the MCP tests share: waiting for a server's toolset, reading its `info.mcp_servers`
-//! entry, calling a tool through a whole turn of the offline model (`%NAME {JSON}`).
+//! entry, calling a tool through a whole turn of the offline model (`%NAME {JSON}`). Every
+//! wait is the suite's `T` through `poll_until`.
 #![allow(dead_code)]
 
-use crate::common::{Gateway, submit};
-use serde_json::Value;
-use std::time::{Duration, Instant};
+use crate::common::procfs::poll_until;
+use crate::common::{Gateway, T, submit};
+use serde_json::{Value, json};
+use std::time::Duration;
 
-pub const WAIT: Duration = Duration::from_secs(20);
+/// The suite's wait (`tests/common`'s `T`), by the name `mcp_http.rs` uses.
+pub const WAIT: Duration = T;
 
-/// Poll `tools.list` until the toolset `mcp-<server>` is there; its tools.
+/// The toolset `mcp-<server>` of `tools.list`, once it is there: its tools.
 pub fn wait_tools(g: &mut Gateway, server: &str) -> Vec<String> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let r = g.call("tools.list", serde_json::json!({}));
-        let found = r["toolsets"]
+    let mut last = Value::Null;
+    let mut tools = Vec::new();
+    let found = poll_until(T, || {
+        last = g.call("tools.list", json!({}));
+        let set = last["toolsets"]
             .as_array()
             .into_iter()
             .flatten()
             .find(|t| t["name"] == format!("mcp-{server}"));
-        if let Some(t) = found {
-            return t["tools"]
+        if let Some(set) = set {
+            tools = set["tools"]
                 .as_array()
-                .unwrap()
-                .iter()
-                .map(|n| n.as_str().unwrap().to_string())
+                .into_iter()
+                .flatten()
+                .filter_map(|n| n.as_str().map(str::to_string))
                 .collect();
         }
-        assert!(Instant::now() < deadline, "no mcp-{server} toolset: {r}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        set.is_some()
+    });
+    assert!(found, "no mcp-{server} toolset: {last}");
+    tools
 }
 
-/// The server's entry of `info.mcp_servers`, as a resumed session reports it.
-pub fn mcp_status(g: &mut Gateway, name: &str) -> Value {
-    let s = g.create_session(serde_json::json!({}));
-    let r = g.call(
-        "session.resume",
-        serde_json::json!({"session_id": s.stored}),
-    );
+/// Server `name` as the banner of session `stored` reads it (`info.mcp_servers`).
+fn server_status(g: &mut Gateway, stored: &str, name: &str) -> Value {
+    let r = g.call("session.resume", json!({"session_id": stored}));
     let list = r["info"]["mcp_servers"].clone();
     list.as_array()
         .into_iter()
@@ -47,23 +48,33 @@ pub fn mcp_status(g: &mut Gateway, name: &str) -> Value {
         .unwrap_or_else(|| panic!("no {name} in {list}"))
 }
 
-/// Poll the server's status until `done` holds for it (or fail after [`WAIT`]).
+/// The server's entry of `info.mcp_servers`, as a new session reports it.
+pub fn mcp_status(g: &mut Gateway, name: &str) -> Value {
+    let stored = g.create_session(json!({})).stored;
+    server_status(g, &stored, name)
+}
+
+/// Polls the server's status until `done` holds for it; that status.
 pub fn wait_status(g: &mut Gateway, name: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let status = mcp_status(g, name);
-        if done(&status) {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "{name}: {status}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let stored = g.create_session(json!({})).stored;
+    let mut last = Value::Null;
+    let reached = poll_until(T, || {
+        last = server_status(g, &stored, name);
+        done(&last)
+    });
+    assert!(reached, "{name}: {last}");
+    last
 }
 
 /// Call tool `name` through a turn; its `tool.complete` event.
 pub fn call_tool(g: &mut Gateway, sid: &str, name: &str, args: Value) -> Value {
     submit(g, sid, &format!("%{name} {args}"));
-    let done = g.wait_session_event(sid, "tool.complete", WAIT);
-    g.wait_session_event(sid, "message.complete", WAIT);
+    let done = g.wait_session_event(sid, "tool.complete", T);
+    g.wait_session_event(sid, "message.complete", T);
     done
+}
+
+/// The error text of a `tool.complete` (empty when it succeeded).
+pub fn tool_error(done: &Value) -> String {
+    done["payload"]["error"].as_str().unwrap_or("").to_string()
 }
