@@ -78,3 +78,12 @@ pub fn call_tool(g: &mut Gateway, sid: &str, name: &str, args: Value) -> Value {
 pub fn tool_error(done: &Value) -> String {
     done["payload"]["error"].as_str().unwrap_or("").to_string()
 }
+
+/// The `tool.output` texts of session `sid` from frame `start` on, joined.
+pub fn outputs_from(g: &mut Gateway, sid: &str, start: usize) -> String {
+    g.events_of_session_from(sid, start)
+        .iter()
+        .filter(|e| e["type"] == "tool.output")
+        .filter_map(|e| e["payload"]["text"].as_str().map(str::to_string))
+        .collect()
+}
