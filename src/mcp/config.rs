@@ -1,7 +1,7 @@
 //! `mcp_servers` in `config.yaml`, with Hermes' keys and defaults: `command`, `args`, `env`,
 //! `cwd`, `timeout` (per call, 300 s), `connect_timeout` (60 s), `enabled`, `tools.include`
 //! / `tools.exclude` (include wins), and our `lazy` (start at the first need instead of at
-//! start-up; default false). `url` servers are recognised and reported as not supported.
+//! start-up; default false); `url` and `headers` for a streamable HTTP server (`http.rs`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -18,6 +18,8 @@ pub struct ServerConfig {
     pub env: BTreeMap<String, String>,
     pub cwd: Option<String>,
     pub url: Option<String>,
+    /// Header lines sent with every request to a `url` server.
+    pub headers: BTreeMap<String, String>,
     pub call_timeout: Duration,
     pub connect_timeout: Duration,
     pub enabled: bool,
@@ -87,6 +89,22 @@ fn boolish(v: &Value, default: bool) -> bool {
     }
 }
 
+/// A mapping of names to texts (a value that is not a string is written as JSON); names
+/// that are empty or fail `keep` are skipped.
+fn text_map(v: &Value, keep: impl Fn(&str) -> bool) -> BTreeMap<String, String> {
+    v.as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !k.is_empty() && keep(k))
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                v.as_str().map_or_else(|| v.to_string(), str::to_string),
+            )
+        })
+        .collect()
+}
+
 /// The servers of `mcp_servers` (as JSON), by name; what is not a mapping is skipped.
 pub fn parse(servers: &Value) -> BTreeMap<String, ServerConfig> {
     let mut out = BTreeMap::new();
@@ -95,18 +113,8 @@ pub fn parse(servers: &Value) -> BTreeMap<String, ServerConfig> {
             continue;
         }
         let text = |k: &str| cfg[k].as_str().map(str::to_string);
-        let env = cfg["env"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(k, _)| !k.is_empty() && !k.contains('='))
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    v.as_str().map_or_else(|| v.to_string(), str::to_string),
-                )
-            })
-            .collect();
+        let env = text_map(&cfg["env"], |k| !k.contains('='));
+        let headers = text_map(&cfg["headers"], |k| !k.contains(':'));
         out.insert(
             name.clone(),
             ServerConfig {
@@ -115,6 +123,7 @@ pub fn parse(servers: &Value) -> BTreeMap<String, ServerConfig> {
                 env,
                 cwd: text("cwd"),
                 url: text("url"),
+                headers,
                 call_timeout: seconds(&cfg["timeout"], DEFAULT_CALL_TIMEOUT),
                 connect_timeout: seconds(&cfg["connect_timeout"], DEFAULT_CONNECT_TIMEOUT),
                 enabled: boolish(&cfg["enabled"], true),

@@ -1,4 +1,4 @@
-//! The MCP client: each stdio server of `config.yaml`'s `mcp_servers` (`config.rs`) runs as a
+//! The MCP client (streamable HTTP servers: `http.rs`): each stdio server of `config.yaml`'s `mcp_servers` (`config.rs`) runs as a
 //! service process of the runner (`tools::runs::start_service`: supervised, so a killed
 //! gateway leaves none behind), spoken to in newline-delimited JSON-RPC (`wire.rs`) over its
 //! stdin and stdout; its stderr is captured boundedly and dropped. The handshake
@@ -11,6 +11,7 @@
 //! [`shut_down`] at the shutdown's interrupt; `methods/` reads [`status`].
 
 pub mod config;
+pub mod http;
 pub mod tool;
 pub mod wire;
 
@@ -20,8 +21,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::event_loop::{Gateway, Timer};
+use crate::event_loop::Gateway;
 use crate::runner::{NO_TIMEOUT, RunEvent, RunId, Spec, Stdin, Streams};
+use crate::tools::Timer;
 use crate::tools::ToolResult;
 use config::ServerConfig;
 use wire::Incoming;
@@ -102,6 +104,8 @@ impl Server {
 pub struct Mcp {
     servers: BTreeMap<String, Server>,
     by_run: HashMap<RunId, String>,
+    /// The streamable HTTP servers' connections (`http.rs`).
+    pub(crate) http: http::Clients,
     pub(crate) calls: tool::Shared,
     started: bool,
     stopping: bool,
@@ -143,10 +147,12 @@ fn connect(gw: &mut Gateway, name: &str, now: Instant) {
     let Some(s) = gw.mcp.servers.get_mut(name) else {
         return;
     };
-    if s.config.url.is_some() {
-        s.phase = Phase::Failed;
-        s.error = Some("streamable HTTP MCP servers are not supported yet".into());
-        return;
+    if let Some(url) = s.config.url.clone() {
+        let headers = s.config.headers.clone();
+        return match http::open(gw, name, &url, &headers) {
+            Ok(()) => handshake(gw, name, now),
+            Err(e) => failed(gw, name, e, now),
+        };
     }
     let Some(line) = s.config.shell_line() else {
         s.phase = Phase::Failed;
@@ -162,33 +168,44 @@ fn connect(gw: &mut Gateway, name: &str, now: Instant) {
         timeout: NO_TIMEOUT,
         live: true,
     };
-    let connect_timeout = s.config.connect_timeout;
     match crate::tools::runs::start_service(gw, &spec, on_run_event, now) {
         Ok(run) => {
-            let id = gw.mcp.calls.borrow_mut().request_id();
             let s = gw.mcp.servers.get_mut(name).expect("looked up above");
             s.run = Some(run);
-            s.phase = Phase::Connecting;
-            s.lines = wire::Lines::new(LINE_MAX);
-            s.asked = Some((id, Asked::Initialize));
-            s.listed.clear();
-            s.pages = 0;
-            let deadline = now + connect_timeout;
-            s.connect_deadline = Some(deadline);
             gw.mcp.by_run.insert(run, name.to_string());
-            gw.timers.insert(deadline, Timer::Mcp(name.to_string()));
-            send(
-                gw,
-                name,
-                wire::request(id, "initialize", wire::initialize_params()),
-            );
+            handshake(gw, name, now);
         }
         Err(e) => failed(gw, name, format!("could not start: {e}"), now),
     }
 }
 
-/// Write a line to a server (a refusal means it is not reading: it is restarted).
+/// The transport is open: send `initialize`, within `connect_timeout`.
+fn handshake(gw: &mut Gateway, name: &str, now: Instant) {
+    let id = gw.mcp.calls.borrow_mut().request_id();
+    let Some(s) = gw.mcp.servers.get_mut(name) else {
+        return;
+    };
+    s.phase = Phase::Connecting;
+    s.lines = wire::Lines::new(LINE_MAX);
+    s.asked = Some((id, Asked::Initialize));
+    s.listed.clear();
+    s.pages = 0;
+    let deadline = now + s.config.connect_timeout;
+    s.connect_deadline = Some(deadline);
+    gw.timers.insert(deadline, Timer::Mcp(name.to_string()));
+    send(
+        gw,
+        name,
+        wire::request(id, "initialize", wire::initialize_params()),
+    );
+}
+
+/// Write a line to a server (a refusal means it is not reading: it is restarted); an HTTP
+/// server gets it as a POST.
 fn send(gw: &mut Gateway, name: &str, line: Vec<u8>) {
+    if gw.mcp.http.has(name) {
+        return http::post(gw, name, line, Instant::now());
+    }
     let Some(run) = gw.mcp.servers.get(name).and_then(|s| s.run) else {
         return;
     };
@@ -258,7 +275,12 @@ fn on_line(gw: &mut Gateway, name: &str, line: &[u8], now: Instant) {
     if line.iter().all(u8::is_ascii_whitespace) {
         return;
     }
-    match wire::parse(line) {
+    on_message(gw, name, wire::parse(line), now);
+}
+
+/// One message from a server, whichever transport brought it.
+fn on_message(gw: &mut Gateway, name: &str, message: Incoming, now: Instant) {
+    match message {
         Incoming::Answer { id, result } => on_answer(gw, name, id, result, now),
         Incoming::Notice { method, params } => on_notice(gw, name, &method, &params),
         Incoming::Request { id, method } => {
@@ -487,6 +509,7 @@ fn end_calls_in_flight(gw: &mut Gateway, name: &str, why: &str) {
     }
     calls.outgoing.retain(|(s, _)| s != name);
     drop(calls);
+    http::close(gw, name);
     for job in jobs {
         gw.tools.due.add(job);
     }
@@ -582,11 +605,13 @@ fn forget(gw: &mut Gateway, name: &str, now: Instant) {
         gw.mcp.by_run.remove(&run);
         hang_up(gw, run, now);
     }
+    http::end_session(gw, name, now);
     end_calls_in_flight(gw, name, "was reloaded");
 }
 
 /// `Timer::Mcp`: a connect deadline or a restart is due.
 pub fn on_timer(gw: &mut Gateway, name: &str, now: Instant) {
+    http::expire(gw, name, now);
     let Some(s) = gw.mcp.servers.get(name) else {
         return;
     };
@@ -611,6 +636,9 @@ pub fn shut_down(gw: &mut Gateway, now: Instant) {
     let runs: Vec<RunId> = gw.mcp.by_run.keys().copied().collect();
     for run in runs {
         hang_up(gw, run, now);
+    }
+    for name in gw.mcp.http.names() {
+        http::end_session(gw, &name, now);
     }
 }
 

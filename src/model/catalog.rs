@@ -44,7 +44,8 @@ pub enum Fetched {
     Done(Result<Vec<String>, String>),
 }
 
-fn describe(f: Failure) -> String {
+/// A connection failure in words (also the MCP HTTP client's).
+pub(crate) fn describe(f: Failure) -> String {
     match f {
         Failure::Connect(why) => format!("cannot connect: {why}"),
         Failure::Proxy(why) => format!("the proxy failed: {why}"),

@@ -234,6 +234,11 @@ pub struct Head {
 
 /// Parse a response head from the start of `buf`; `Ok(None)` until it is complete.
 pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, String> {
+    parse_head_seeing(buf, |_, _| {})
+}
+
+/// [`parse_head`], showing every header (name, value) of a complete head to `seen`.
+fn parse_head_seeing(buf: &[u8], mut seen: impl FnMut(&str, &str)) -> Result<Option<Head>, String> {
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut resp = httparse::Response::new(&mut headers);
     let len = match resp.parse(buf) {
@@ -257,6 +262,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, String> {
     };
     for h in resp.headers.iter() {
         let value = String::from_utf8_lossy(h.value);
+        seen(h.name, &value);
         if h.name.eq_ignore_ascii_case("transfer-encoding") {
             head.chunked = value.to_ascii_lowercase().contains("chunked");
         } else if h.name.eq_ignore_ascii_case("content-length") {
@@ -272,6 +278,86 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, String> {
         }
     }
     Ok(Some(head))
+}
+
+/// A response read as its bytes arrive: the head, then the body by its framing (chunked,
+/// `Content-Length`, or up to the close); the caller bounds what it keeps of the body.
+#[derive(Debug, Default)]
+pub struct Response {
+    buf: Vec<u8>,
+    head: Option<Head>,
+    /// `Content-Type`'s media type, lower-case, without parameters (empty when absent).
+    pub content_type: String,
+    /// `Mcp-Session-Id` (the MCP streamable HTTP session).
+    pub mcp_session: Option<String>,
+    chunked: Option<Chunked>,
+    body_read: u64,
+    complete: bool,
+}
+
+impl Response {
+    /// Feed received bytes; body bytes are appended to `body`. True once the body is complete.
+    pub fn feed(&mut self, input: &[u8], body: &mut Vec<u8>) -> Result<bool, String> {
+        let input = if self.head.is_none() {
+            self.buf.extend_from_slice(input);
+            let (mut content_type, mut mcp_session) = (String::new(), None);
+            let seen = |name: &str, value: &str| {
+                if name.eq_ignore_ascii_case("content-type") {
+                    let media = value.split(';').next().unwrap_or("");
+                    content_type = media.trim().to_ascii_lowercase();
+                } else if name.eq_ignore_ascii_case("mcp-session-id") {
+                    mcp_session = Some(value.trim().to_string());
+                }
+            };
+            let Some(h) = parse_head_seeing(&self.buf, seen)? else {
+                return Ok(false);
+            };
+            self.content_type = content_type;
+            self.mcp_session = mcp_session;
+            self.buf.drain(..h.len);
+            self.chunked = h.chunked.then(Chunked::default);
+            self.complete = !h.chunked && h.content_length == Some(0);
+            self.head = Some(h);
+            std::mem::take(&mut self.buf)
+        } else {
+            input.to_vec()
+        };
+        if self.complete {
+            return Ok(true);
+        }
+        let before = body.len();
+        self.complete = match &mut self.chunked {
+            Some(dec) => dec.feed(&input, body)?,
+            None => {
+                let head = self.head.as_ref().ok_or("no response head")?;
+                let take = match head.content_length {
+                    Some(len) => (len - self.body_read).min(input.len() as u64) as usize,
+                    None => input.len(),
+                };
+                body.extend_from_slice(&input[..take]);
+                head.content_length
+                    .is_some_and(|len| self.body_read + take as u64 >= len)
+            }
+        };
+        self.body_read += (body.len() - before) as u64;
+        Ok(self.complete)
+    }
+
+    /// The head, once it is in.
+    pub fn head(&self) -> Option<&Head> {
+        self.head.as_ref()
+    }
+
+    /// The connection closed: whether the body was whole (a body without a length ends there).
+    pub fn closed(&self) -> Result<(), String> {
+        match &self.head {
+            None => Err("the server closed the connection without answering".into()),
+            Some(h) if !self.complete && (h.chunked || h.content_length.is_some()) => {
+                Err("the server closed the connection in the middle of the answer".into())
+            }
+            Some(_) => Ok(()),
+        }
+    }
 }
 
 /// Chunked transfer decoding, fed as bytes arrive.
@@ -406,6 +492,41 @@ mod tests {
         assert_eq!((h.status, h.chunked, h.retry_after), (429, true, Some(2.0)));
         assert_eq!(h.len, 69);
         assert!(parse_head(b"garbage\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn responses_are_read_by_their_framing_across_splits() {
+        let whole = b"HTTP/1.1 200 OK\r\nContent-Type: Text/Event-Stream; charset=utf-8\r\n\
+            Mcp-Session-Id: s1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+        for split in 1..whole.len() {
+            let mut r = Response::default();
+            let mut body = Vec::new();
+            let first = r.feed(&whole[..split], &mut body).unwrap();
+            let done = r.feed(&whole[split..], &mut body).unwrap();
+            assert!(done && !first, "split {split}");
+            assert_eq!(body, b"abc");
+            assert_eq!(r.content_type, "text/event-stream");
+            assert_eq!(r.mcp_session.as_deref(), Some("s1"));
+        }
+        let mut r = Response::default();
+        let mut body = Vec::new();
+        assert!(
+            r.feed(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nabcd",
+                &mut body
+            )
+            .unwrap()
+        );
+        assert_eq!(body, b"ab", "bytes past the length are not the body");
+        let mut r = Response::default();
+        r.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nab", &mut body)
+            .unwrap();
+        assert!(r.closed().is_err());
+        let mut r = Response::default();
+        r.feed(b"HTTP/1.1 200 OK\r\n\r\nuntil the close", &mut body)
+            .unwrap();
+        assert!(r.closed().is_ok());
+        assert!(Response::default().closed().is_err());
     }
 
     #[test]

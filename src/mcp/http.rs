@@ -1,0 +1,765 @@
+//! Streamable HTTP MCP servers (`url`, `headers`), as the MCP specification (2025-06-18)
+//! defines the transport: each message of ours is a POST to the server's URL on a connection
+//! of its own (opened by `model::connect` on the loop: resolution, proxy, TLS), with `Accept:
+//! application/json, text/event-stream`; a request is answered as one JSON body or as an SSE
+//! stream of messages ending with the answer; a notification or answer gets `202 Accepted`.
+//! The `Mcp-Session-Id` the server gives with its `initialize` answer and the negotiated
+//! `MCP-Protocol-Version` go with every later request; a `404` to them means the session is
+//! gone and the client initialises again; the session is ended with a `DELETE`.
+//! What arrives is handed to the same protocol logic as stdio (`super::on_message`, `wire.rs`).
+//! Bounded: an answer of more than [`ANSWER_MAX`] bytes (an SSE stream counts all its events),
+//! an event over [`LINE_MAX`], a wrong content type or status is refused with a clear error
+//! for the request it carried; a server that cannot be reached is failed like an exited one.
+//! Called by `mod.rs` ([`open`], [`post`], [`close`], [`end_session`], [`expire`]) and by the
+//! loop for readiness of an exchange's sources ([`on_ready`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::{Registry, Token};
+use serde_json::Value;
+
+use super::LINE_MAX;
+use super::wire::{self, Incoming};
+use crate::event_loop::{Gateway, Route};
+use crate::model::catalog::describe;
+use crate::model::connect::{self, Connector, Failure, Proxy};
+use crate::model::http::{Response, Transport, Url, tls_config};
+use crate::tools::Timer;
+
+/// Bytes one answer may bring (an SSE stream counts all its events, comments included).
+pub const ANSWER_MAX: usize = 4 * LINE_MAX;
+/// POSTs to one server in flight at once; past it a message is refused.
+const IN_FLIGHT_MAX: usize = 64;
+
+/// The streamable HTTP servers and their exchanges in flight.
+#[derive(Default)]
+pub struct Clients {
+    servers: HashMap<String, Client>,
+    exchanges: HashMap<u64, Exchange>,
+    next: u64,
+}
+
+impl Clients {
+    pub fn has(&self, name: &str) -> bool {
+        self.servers.contains_key(name)
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.servers.keys().cloned().collect()
+    }
+}
+
+/// One server: where it is, what every request carries.
+struct Client {
+    route: connect::Route,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    /// The configured header lines, ready to send.
+    headers: String,
+    session: Option<String>,
+    version: Option<String>,
+    /// Bounds an exchange that carries no request (a notification, an answer, the DELETE).
+    quiet_timeout: Duration,
+    /// Bumped by [`close`]: an exchange of an older epoch is dropped.
+    epoch: u64,
+}
+
+/// How the answer's body is read, once its head says.
+enum Body {
+    Json(Vec<u8>),
+    Events(Events),
+    /// A 2xx to a message that is not a request: nothing in it matters.
+    Ignored,
+}
+
+enum Phase {
+    Opening(Box<Connector>),
+    Open(Box<Transport>),
+    Done,
+}
+
+/// One request and its answer on a connection of its own.
+struct Exchange {
+    server: String,
+    epoch: u64,
+    token: Token,
+    bytes: Vec<u8>,
+    sent: usize,
+    /// The id of our request it carries, until it is answered.
+    waiting: Option<u64>,
+    initialize: bool,
+    /// Sent with a session id (a 404 then means the session is gone).
+    in_session: bool,
+    /// A DELETE: outlives its client, nothing of it is reported.
+    detached: bool,
+    deadline: Option<Instant>,
+    phase: Phase,
+    response: Response,
+    body: Option<Body>,
+    received: usize,
+}
+
+/// Why an exchange ended before its answer.
+enum Ended {
+    /// The server cannot be reached: it is failed like a server that exited.
+    Unreachable(String),
+    /// A 404 to a request of the session: initialise again.
+    SessionGone,
+    /// The answer is unusable; the request it carried gets this error.
+    Refused(String),
+}
+
+/// SSE events (`data:` lines up to a blank line) cut from the body with the stdio line cap.
+struct Events {
+    lines: wire::Lines,
+    data: Vec<u8>,
+    has_data: bool,
+    overlong: bool,
+}
+
+impl Events {
+    fn new() -> Events {
+        Events {
+            lines: wire::Lines::new(LINE_MAX),
+            data: Vec::new(),
+            has_data: false,
+            overlong: false,
+        }
+    }
+
+    /// Feed body bytes; each complete event's data goes to `event`.
+    fn feed(&mut self, bytes: &[u8], mut event: impl FnMut(&[u8])) -> Result<(), String> {
+        let Events {
+            lines,
+            data,
+            has_data,
+            overlong,
+        } = self;
+        let before = lines.too_long;
+        lines.feed(bytes, |line| {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if line.is_empty() {
+                if *has_data {
+                    event(data);
+                }
+                data.clear();
+                *has_data = false;
+                return;
+            }
+            let (field, value) = match line.iter().position(|&b| b == b':') {
+                Some(i) => (&line[..i], &line[i + 1..]),
+                None => (line, &[][..]),
+            };
+            if field != b"data" {
+                return; // a comment (keep-alive), `event:`, `id:`, `retry:`
+            }
+            let value = value.strip_prefix(b" ").unwrap_or(value);
+            if data.len() + value.len() + 1 > LINE_MAX {
+                *overlong = true;
+                return;
+            }
+            if *has_data {
+                data.push(b'\n');
+            }
+            data.extend_from_slice(value);
+            *has_data = true;
+        });
+        if lines.too_long > before || *overlong {
+            return Err(format!(
+                "the server sent an event longer than {} MiB",
+                LINE_MAX >> 20
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The messages of a JSON answer body: one message, or a batch (2025-03-26).
+fn json_messages(body: &[u8], out: &mut Vec<Incoming>) {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Array(batch)) => {
+            out.extend(batch.iter().map(|m| wire::parse(m.to_string().as_bytes())));
+        }
+        _ => out.push(wire::parse(body)),
+    }
+}
+
+fn would_block(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock
+}
+
+/// Header lines from `config.yaml`'s `headers`, refused when one could break the request.
+fn header_lines(headers: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = String::new();
+    for (name, value) in headers {
+        let token = name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if name.is_empty() || !token || value.contains(['\r', '\n']) {
+            return Err(format!("header {name:?} is not a valid HTTP header"));
+        }
+        out.push_str(&format!("{name}: {}\r\n", value.trim()));
+    }
+    Ok(out)
+}
+
+/// Set up the server `name` at `url` (nothing is connected until a message is posted).
+pub fn open(
+    gw: &mut Gateway,
+    name: &str,
+    url: &str,
+    headers: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    close(gw, name);
+    let target = Url::parse(url)?;
+    let tls = if target.tls {
+        Some(tls_config()?)
+    } else {
+        None
+    };
+    let proxy = Proxy::for_target(&target)?;
+    let quiet_timeout = gw
+        .mcp
+        .servers
+        .get(name)
+        .map_or(Duration::from_secs(60), |s| s.config.connect_timeout);
+    let epoch = gw.mcp.http.servers.get(name).map_or(0, |c| c.epoch + 1);
+    gw.mcp.http.servers.insert(
+        name.to_string(),
+        Client {
+            route: connect::Route::new(target, proxy),
+            tls,
+            headers: header_lines(headers)?,
+            session: None,
+            version: None,
+            quiet_timeout,
+            epoch,
+        },
+    );
+    Ok(())
+}
+
+/// The request head of `method` to the client's URL, with the session's headers.
+fn request_head(c: &Client, method: &str, body_len: usize) -> String {
+    let mut target = c.route.request_target("");
+    if !target.starts_with(['/', 'h']) {
+        target.insert(0, '/');
+    }
+    let mut head = format!(
+        "{method} {target} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tui-gateway/{}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         Content-Length: {body_len}\r\nConnection: close\r\n{}{}",
+        c.route.target.authority(),
+        crate::VERSION,
+        c.route.request_headers(),
+        c.headers,
+    );
+    if let Some(s) = &c.session {
+        head.push_str(&format!("Mcp-Session-Id: {s}\r\n"));
+    }
+    if let Some(v) = &c.version {
+        head.push_str(&format!("MCP-Protocol-Version: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    head
+}
+
+/// What a message of ours is, as far as its transport cares.
+#[derive(serde::Deserialize)]
+struct Peek {
+    id: Option<Value>,
+    method: Option<String>,
+    params: Option<PeekParams>,
+}
+
+#[derive(serde::Deserialize)]
+struct PeekParams {
+    #[serde(rename = "requestId")]
+    request_id: Option<u64>,
+}
+
+/// POST one message (a `wire` line) to the server.
+pub fn post(gw: &mut Gateway, name: &str, line: Vec<u8>, now: Instant) {
+    let peek: Option<Peek> = serde_json::from_slice(&line).ok();
+    let method = peek.as_ref().and_then(|p| p.method.clone());
+    let request = peek
+        .as_ref()
+        .filter(|p| p.method.is_some())
+        .and_then(|p| p.id.as_ref()?.as_u64());
+    if method.as_deref() == Some("notifications/cancelled")
+        && let Some(id) = peek.as_ref().and_then(|p| p.params.as_ref()?.request_id)
+    {
+        // The spec's cancellation is the notification; the answer's stream is dropped too.
+        abort_waiting(gw, name, id);
+    }
+    let Some(c) = gw.mcp.http.servers.get(name) else {
+        return;
+    };
+    let in_flight = gw
+        .mcp
+        .http
+        .exchanges
+        .values()
+        .filter(|e| e.server == name && !e.detached)
+        .count();
+    if in_flight >= IN_FLIGHT_MAX {
+        let why = format!("more than {IN_FLIGHT_MAX} requests in flight to it");
+        return refuse(gw, name, request, why, now);
+    }
+    let mut bytes = request_head(c, "POST", line.len()).into_bytes();
+    bytes.extend_from_slice(&line);
+    let sending = Sending {
+        bytes,
+        waiting: request,
+        initialize: method.as_deref() == Some("initialize"),
+        in_session: c.session.is_some(),
+        detached: false,
+        deadline: request.is_none().then(|| now + c.quiet_timeout),
+    };
+    start(gw, name, sending, now);
+}
+
+/// What an exchange sends and how it ends.
+struct Sending {
+    bytes: Vec<u8>,
+    waiting: Option<u64>,
+    initialize: bool,
+    in_session: bool,
+    detached: bool,
+    deadline: Option<Instant>,
+}
+
+/// The request `id` cannot be sent or answered: it gets `why` as its error answer.
+fn refuse(gw: &mut Gateway, name: &str, id: Option<u64>, why: String, now: Instant) {
+    match id {
+        Some(id) => {
+            let answer = Incoming::Answer {
+                id,
+                result: Err(why),
+            };
+            super::on_message(gw, name, answer, now);
+        }
+        None => crate::diag!("[mcp] {name}: a message was not delivered: {why}"),
+    }
+}
+
+fn start(gw: &mut Gateway, name: &str, sending: Sending, now: Instant) {
+    let Some(c) = gw.mcp.http.servers.get(name) else {
+        return;
+    };
+    let (route, tls, epoch) = (c.route.clone(), c.tls.clone(), c.epoch);
+    let id = gw.mcp.http.next;
+    gw.mcp.http.next += 1;
+    let token = gw.alloc_token(Route::McpHttp(id));
+    let connector = match Connector::start(&route, tls, gw.poll.registry(), token) {
+        Ok(c) => c,
+        Err(f) if sending.detached => {
+            gw.by_token.remove(&token);
+            return crate::diag!("[mcp] {name}: ending the session failed: {}", describe(f));
+        }
+        Err(f) => {
+            gw.by_token.remove(&token);
+            return super::failed(gw, name, describe(f), now);
+        }
+    };
+    let deadline = sending.deadline;
+    gw.mcp.http.exchanges.insert(
+        id,
+        Exchange {
+            server: name.to_string(),
+            epoch,
+            token,
+            bytes: sending.bytes,
+            sent: 0,
+            waiting: sending.waiting,
+            initialize: sending.initialize,
+            in_session: sending.in_session,
+            detached: sending.detached,
+            deadline,
+            phase: Phase::Opening(Box::new(connector)),
+            response: Response::default(),
+            body: None,
+            received: 0,
+        },
+    );
+    if let Some(at) = deadline {
+        gw.timers.insert(at, Timer::Mcp(name.to_string()));
+    }
+    // A literal address may already be connected: look at once.
+    on_ready(gw, id, now);
+}
+
+/// A source of exchange `id` is ready: make all the progress possible, hand over what came.
+pub fn on_ready(gw: &mut Gateway, id: u64, now: Instant) {
+    let Some(mut ex) = gw.mcp.http.exchanges.remove(&id) else {
+        return;
+    };
+    let mut messages = Vec::new();
+    let ended = ex.advance(gw.poll.registry(), &mut messages);
+    let name = ex.server.clone();
+    if ex.detached {
+        if let Some(Err(Ended::Refused(why) | Ended::Unreachable(why))) = &ended {
+            crate::diag!("[mcp] {name}: ending the session failed: {why}");
+        }
+        return match ended {
+            Some(_) => finish(gw, ex),
+            None => {
+                gw.mcp.http.exchanges.insert(id, ex);
+            }
+        };
+    }
+    if let Some(c) = gw.mcp.http.servers.get_mut(&name)
+        && c.epoch == ex.epoch
+        && ex.initialize
+        && let Some(session) = ex.response.mcp_session.clone()
+    {
+        c.session = Some(session);
+    }
+    for message in messages {
+        if let Incoming::Answer {
+            id: answered,
+            result,
+        } = &message
+            && ex.waiting == Some(*answered)
+        {
+            ex.waiting = None;
+            if ex.initialize
+                && let Ok(init) = result
+                && let Some(c) = gw.mcp.http.servers.get_mut(&name)
+            {
+                c.version = init["protocolVersion"].as_str().map(str::to_string);
+            }
+        }
+        super::on_message(gw, &name, message, now);
+    }
+    let current = gw
+        .mcp
+        .http
+        .servers
+        .get(&name)
+        .is_some_and(|c| c.epoch == ex.epoch);
+    let Some(ended) = ended else {
+        if current {
+            gw.mcp.http.exchanges.insert(id, ex);
+        } else {
+            finish(gw, ex);
+        }
+        return;
+    };
+    let waiting = ex.waiting;
+    finish(gw, ex);
+    if !current {
+        return;
+    }
+    match ended {
+        Ok(()) => {
+            let why = "the server ended its answer without answering the request";
+            refuse(gw, &name, waiting, why.into(), now);
+        }
+        Err(Ended::Refused(why)) => refuse(gw, &name, waiting, why, now),
+        Err(Ended::Unreachable(why)) => super::failed(gw, &name, why, now),
+        Err(Ended::SessionGone) => {
+            super::failed(gw, &name, "ended the MCP session (HTTP 404)".into(), now);
+            super::connect(gw, &name, now);
+        }
+    }
+}
+
+/// Release an exchange's sources and token.
+fn finish(gw: &mut Gateway, mut ex: Exchange) {
+    ex.release(gw.poll.registry());
+    gw.by_token.remove(&ex.token);
+}
+
+/// Drop the exchange waiting for request `id` of `name` (abandoned by the caller).
+fn abort_waiting(gw: &mut Gateway, name: &str, id: u64) {
+    let found = gw
+        .mcp
+        .http
+        .exchanges
+        .iter()
+        .find(|(_, e)| e.server == name && e.waiting == Some(id))
+        .map(|(k, _)| *k);
+    if let Some(ex) = found.and_then(|k| gw.mcp.http.exchanges.remove(&k)) {
+        finish(gw, ex);
+    }
+}
+
+/// Drop every exchange of `name` in flight (the server failed or is being replaced); what
+/// they waited for is ended by the caller.
+pub fn close(gw: &mut Gateway, name: &str) {
+    if let Some(c) = gw.mcp.http.servers.get_mut(name) {
+        c.epoch += 1;
+    }
+    let ids: Vec<u64> = gw
+        .mcp
+        .http
+        .exchanges
+        .iter()
+        .filter(|(_, e)| e.server == name && !e.detached)
+        .map(|(k, _)| *k)
+        .collect();
+    for id in ids {
+        if let Some(ex) = gw.mcp.http.exchanges.remove(&id) {
+            finish(gw, ex);
+        }
+    }
+}
+
+/// The server is dropped (a reload, the shutdown): its exchanges go, and its session is
+/// ended with a `DELETE` (not waited for; a server may answer 405).
+pub fn end_session(gw: &mut Gateway, name: &str, now: Instant) {
+    close(gw, name);
+    let Some(c) = gw.mcp.http.servers.get(name) else {
+        return;
+    };
+    let delete = c
+        .session
+        .is_some()
+        .then(|| request_head(c, "DELETE", 0).into_bytes());
+    let deadline = now + c.quiet_timeout;
+    if let Some(bytes) = delete {
+        let sending = Sending {
+            bytes,
+            waiting: None,
+            initialize: false,
+            in_session: true,
+            detached: true,
+            deadline: Some(deadline),
+        };
+        start(gw, name, sending, now);
+    }
+    gw.mcp.http.servers.remove(name);
+}
+
+/// `Timer::Mcp`: exchanges of `name` past their deadline are dropped.
+pub fn expire(gw: &mut Gateway, name: &str, now: Instant) {
+    let ids: Vec<u64> = gw
+        .mcp
+        .http
+        .exchanges
+        .iter()
+        .filter(|(_, e)| e.server == name && e.deadline.is_some_and(|d| now >= d))
+        .map(|(k, _)| *k)
+        .collect();
+    for id in ids {
+        if let Some(ex) = gw.mcp.http.exchanges.remove(&id) {
+            crate::diag!("[mcp] {name}: the server did not take a message in time");
+            finish(gw, ex);
+        }
+    }
+}
+
+impl Exchange {
+    fn release(&mut self, registry: &Registry) {
+        match &mut self.phase {
+            Phase::Opening(c) => c.release(registry),
+            Phase::Open(t) => {
+                let _ = registry.deregister(&mut t.socket);
+            }
+            Phase::Done => {}
+        }
+        self.phase = Phase::Done;
+    }
+
+    /// Make all the progress possible; `Some` once the exchange is over (`Ok`: the answer
+    /// ended). Messages that arrived go to `out`, in order.
+    fn advance(
+        &mut self,
+        registry: &Registry,
+        out: &mut Vec<Incoming>,
+    ) -> Option<Result<(), Ended>> {
+        loop {
+            match &mut self.phase {
+                Phase::Done => return Some(Err(Ended::Refused("the exchange was stopped".into()))),
+                Phase::Opening(c) => match c.advance(registry) {
+                    Ok(None) => return None,
+                    Ok(Some(t)) => self.phase = Phase::Open(Box::new(t)),
+                    Err(Failure::Connect(why)) => {
+                        return Some(Err(Ended::Unreachable(format!("cannot connect: {why}"))));
+                    }
+                    Err(f) => return Some(Err(Ended::Unreachable(describe(f)))),
+                },
+                Phase::Open(_) => return self.exchange(out).transpose(),
+            }
+        }
+    }
+
+    /// Write the request, read the answer. `Ok(None)`: wait for readiness.
+    fn exchange(&mut self, out: &mut Vec<Incoming>) -> Result<Option<()>, Ended> {
+        let Phase::Open(t) = &mut self.phase else {
+            return Ok(None);
+        };
+        let refused = |doing: &str, e: io::Error| Ended::Refused(format!("{doing} failed: {e}"));
+        while self.sent < self.bytes.len() {
+            match t.write_plain(&self.bytes[self.sent..]) {
+                Ok(0) => return Err(Ended::Refused("the server closed the connection".into())),
+                Ok(n) => self.sent += n,
+                Err(e) if would_block(&e) => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(refused("sending the request", e)),
+            }
+        }
+        if !t
+            .flush_tls()
+            .map_err(|e| refused("sending the request", e))?
+        {
+            return Ok(None);
+        }
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            let Phase::Open(t) = &mut self.phase else {
+                return Ok(None);
+            };
+            let n = match t.read_plain(&mut chunk) {
+                Ok(n) => n,
+                Err(e) if would_block(&e) => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && !t.handshaking() => 0,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => 0,
+                Err(e) => return Err(refused("reading the answer", e)),
+            };
+            if n == 0 {
+                self.response.closed().map_err(Ended::Refused)?;
+                self.end_of_body(out);
+                return Ok(Some(()));
+            }
+            let mut body = Vec::new();
+            let complete = self
+                .response
+                .feed(&chunk[..n], &mut body)
+                .map_err(Ended::Refused)?;
+            if self.body.is_none() && self.response.head().is_some() {
+                self.body = Some(self.body_kind()?);
+            }
+            self.received += body.len();
+            if self.received > ANSWER_MAX {
+                return Err(Ended::Refused(format!(
+                    "the server's answer passed {} MiB",
+                    ANSWER_MAX >> 20
+                )));
+            }
+            match &mut self.body {
+                Some(Body::Json(json)) if json.len() + body.len() > LINE_MAX => {
+                    return Err(Ended::Refused(format!(
+                        "the server's answer is larger than {} MiB",
+                        LINE_MAX >> 20
+                    )));
+                }
+                Some(Body::Json(json)) => json.extend_from_slice(&body),
+                Some(Body::Events(events)) => {
+                    events
+                        .feed(&body, |data| out.push(wire::parse(data)))
+                        .map_err(Ended::Refused)?;
+                }
+                Some(Body::Ignored) => return Ok(Some(())),
+                None => {}
+            }
+            if complete {
+                self.end_of_body(out);
+                return Ok(Some(()));
+            }
+        }
+    }
+
+    /// The head is in: how to read the body, or why the answer is refused.
+    fn body_kind(&self) -> Result<Body, Ended> {
+        let head = self.response.head().expect("the caller saw the head");
+        if head.status == 404 && self.in_session && !self.detached {
+            return Err(Ended::SessionGone);
+        }
+        if !(200..300).contains(&head.status) {
+            return Err(Ended::Refused(format!(
+                "the server answered HTTP {} {}",
+                head.status, head.reason
+            )));
+        }
+        if self.waiting.is_none() {
+            return Ok(Body::Ignored);
+        }
+        match self.response.content_type.as_str() {
+            "application/json" => Ok(Body::Json(Vec::new())),
+            "text/event-stream" => Ok(Body::Events(Events::new())),
+            _ if head.status == 202 => Err(Ended::Refused(
+                "the server accepted the request (202) without answering it".into(),
+            )),
+            other => Err(Ended::Refused(format!(
+                "the server answered with content type {other:?}, not application/json or \
+                 text/event-stream"
+            ))),
+        }
+    }
+
+    /// The body is complete: a JSON body is parsed now, an SSE event not closed counts.
+    fn end_of_body(&mut self, out: &mut Vec<Incoming>) {
+        match &mut self.body {
+            Some(Body::Json(json)) => json_messages(json, out),
+            Some(Body::Events(events)) => {
+                let _ = events.feed(b"\n\n", |data| out.push(wire::parse(data)));
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_cut_across_splits_and_an_overlong_one_is_refused() {
+        let stream =
+            b": ping\r\nevent: message\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\nid: 7\ndata: x\n\n";
+        for split in 1..stream.len() {
+            let mut events = Events::new();
+            let mut got = Vec::new();
+            events
+                .feed(&stream[..split], |d| got.push(d.to_vec()))
+                .unwrap();
+            events
+                .feed(&stream[split..], |d| got.push(d.to_vec()))
+                .unwrap();
+            assert_eq!(got, vec![b"{\"a\":\n1}".to_vec(), b"x".to_vec()], "{split}");
+        }
+        let mut events = Events::new();
+        let line = vec![b'x'; 1024 * 1024];
+        let mut result = Ok(());
+        for _ in 0..(LINE_MAX >> 20) + 1 {
+            result = result.and(events.feed(b"data: ", |_| {}));
+            result = result.and(events.feed(&line, |_| {}));
+            result = result.and(events.feed(b"\n", |_| {}));
+        }
+        assert!(result.unwrap_err().contains("longer than 16 MiB"));
+        assert!(
+            events.data.len() <= LINE_MAX,
+            "an overlong event is not kept"
+        );
+    }
+
+    #[test]
+    fn json_bodies_may_be_one_message_or_a_batch() {
+        let mut out = Vec::new();
+        json_messages(br#"{"id":1,"result":{}}"#, &mut out);
+        json_messages(
+            br#"[{"id":2,"result":{}},{"method":"notifications/x"}]"#,
+            &mut out,
+        );
+        json_messages(b"<html>", &mut out);
+        assert!(matches!(out[0], Incoming::Answer { id: 1, .. }));
+        assert!(matches!(out[1], Incoming::Answer { id: 2, .. }));
+        assert!(matches!(out[2], Incoming::Notice { .. }));
+        assert!(matches!(out[3], Incoming::Garbage(_)));
+    }
+
+    #[test]
+    fn configured_headers_cannot_break_the_request() {
+        let ok = BTreeMap::from([("Authorization".to_string(), "Bearer t".to_string())]);
+        assert_eq!(header_lines(&ok).unwrap(), "Authorization: Bearer t\r\n");
+        for (k, v) in [("X", "a\r\nEvil: 1"), ("Bad Name", "v"), ("", "v")] {
+            let bad = BTreeMap::from([(k.to_string(), v.to_string())]);
+            assert!(header_lines(&bad).is_err(), "{k:?}");
+        }
+    }
+}
