@@ -6,11 +6,14 @@
 //! servers running (none survives).
 
 mod common;
+#[path = "mcp/support.rs"]
+mod mcp_support;
 mod procs;
 
 use common::*;
+use mcp_support::*;
 use procs::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::{Duration, Instant};
 
 const T: Duration = Duration::from_secs(20);
@@ -31,48 +34,6 @@ fn home_with(servers: &[(&str, &str, &str)], marker: &str) -> TempHome {
     }
     std::fs::write(home.path.join("config.yaml"), yaml).unwrap();
     home
-}
-
-/// Poll `tools.list` until the toolset `mcp-<server>` is there; its tools.
-fn wait_tools(g: &mut Gateway, server: &str) -> Vec<String> {
-    let deadline = Instant::now() + T;
-    loop {
-        let r = g.call("tools.list", json!({}));
-        let found = r["toolsets"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|t| t["name"] == format!("mcp-{server}"));
-        if let Some(t) = found {
-            return t["tools"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|n| n.as_str().unwrap().to_string())
-                .collect();
-        }
-        assert!(Instant::now() < deadline, "no mcp-{server} toolset: {r}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn mcp_status(g: &mut Gateway, name: &str) -> Value {
-    let s = g.create_session(json!({}));
-    let r = g.call("session.resume", json!({"session_id": s.stored}));
-    let list = r["info"]["mcp_servers"].clone();
-    list.as_array()
-        .into_iter()
-        .flatten()
-        .find(|e| e["name"] == name)
-        .cloned()
-        .unwrap_or_else(|| panic!("no {name} in {list}"))
-}
-
-fn call_tool(g: &mut Gateway, sid: &str, name: &str, args: Value) -> Value {
-    submit(g, sid, &format!("%{name} {args}"));
-    let done = g.wait_session_event(sid, "tool.complete", T);
-    g.wait_session_event(sid, "message.complete", T);
-    done
 }
 
 #[test]
@@ -102,13 +63,8 @@ fn tools_are_listed_offered_and_called_through_turns_with_progress() {
     // Progress notifications stream as live output before the result.
     let start = g.frames.len();
     let done = call_tool(&mut g, &s.id, "mcp__fake__slow", json!({}));
-    let outputs: Vec<String> = g
-        .events_of_session_from(&s.id, start)
-        .iter()
-        .filter(|e| e["type"] == "tool.output")
-        .map(|e| e["payload"]["text"].as_str().unwrap_or("").to_string())
-        .collect();
-    assert!(outputs.concat().contains("step 2"), "{outputs:?}");
+    let outputs = tool_output_from(&mut g, &s.id, start);
+    assert!(outputs.contains("step 2"), "{outputs}");
     assert_eq!(
         stored_tool_result(&g, &s.stored, &done)["result"],
         "slow done"

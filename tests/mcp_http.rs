@@ -116,13 +116,8 @@ fn tools_are_listed_and_called_over_streamable_http_and_the_session_ended() {
     // An SSE answer: progress notifications stream as live output before the result.
     let from = g.frames.len();
     let done = call_tool(&mut g, &s.id, "mcp__web__slow", json!({}));
-    let outputs: Vec<String> = g
-        .events_of_session_from(&s.id, from)
-        .iter()
-        .filter(|e| e["type"] == "tool.output")
-        .map(|e| e["payload"]["text"].as_str().unwrap_or("").to_string())
-        .collect();
-    assert!(outputs.concat().contains("step 2"), "{outputs:?}");
+    let outputs = tool_output_from(&mut g, &s.id, from);
+    assert!(outputs.contains("step 2"), "{outputs}");
     assert_eq!(
         stored_tool_result(&g, &s.stored, &done)["result"],
         "slow done"
