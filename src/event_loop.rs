@@ -39,31 +39,26 @@ const EXIT_DIAG_BUDGET: Duration = Duration::from_millis(20);
 /// Reads of the input per loop iteration before other work runs.
 const READS_PER_ITERATION: usize = 8;
 
-/// What a timer does when it fires.
+/// What a timer does when it fires: the sessions' work's (turns, tools, runs, approvals,
+/// questions, MCP: [`crate::tools::Timer`], set below the loop) or the gateway's own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Timer {
-    /// A turn asked to be driven again at this time.
-    TurnWake(String),
+    /// A timer of the sessions' work.
+    Work(crate::tools::Timer),
     /// Retry failed commits and checkpoint streaming text.
     FlushTick,
     /// Evict sessions idle past the TTL.
     ReaperTick,
     /// Look again at the shutdown sequence's deadlines.
     ShutdownStep,
-    /// Something about a run of the process runner is due.
-    Run(crate::runner::RunId, crate::runner::RunTimer),
-    /// Send a run's live output.
-    LiveOutput(crate::runner::RunId),
-    /// An approval waited too long: deny it.
-    ApprovalTimeout(String),
     /// A `model.options` fetch of the endpoint's model list waited too long.
     ModelList(u64),
-    /// A tool call asked to be stepped at this time.
-    ToolWake(crate::tools::JobId),
-    /// A question to the user (`clarify`) waited too long.
-    ClarifyTimeout(String),
-    /// An MCP server's connect deadline or restart is due.
-    Mcp(String),
+}
+
+impl From<crate::tools::Timer> for Timer {
+    fn from(work: crate::tools::Timer) -> Timer {
+        Timer::Work(work)
+    }
 }
 
 /// Who owns a dynamic token's source.
@@ -492,43 +487,51 @@ impl Gateway {
         self.timers.expire(now, &mut due);
         for t in due {
             match t {
-                Timer::TurnWake(rid) => {
-                    if let Some(turn) = self.sessions.get_mut(&rid).and_then(|s| s.turn.as_mut()) {
-                        turn.wake = None;
-                    }
-                    self.schedule(&rid);
-                }
+                Timer::Work(work) => self.fire_work_timer(work, now),
                 Timer::FlushTick => crate::flush::tick(self, now),
                 Timer::ReaperTick => crate::flush::reap_idle(self, now),
                 Timer::ShutdownStep => {}
-                Timer::Run(id, what) => crate::tools::runs::on_run_timer(self, id, what, now),
-                Timer::LiveOutput(id) => {
-                    let owner = crate::tools::runs::owner_session(self, id);
-                    self.isolated(owner.as_deref(), now, |gw| {
-                        crate::tools::runs::flush_live(gw, id, now)
-                    });
-                }
-                Timer::ApprovalTimeout(request_id) => {
-                    let owner = self.tools.approvals.owner_session(&request_id);
-                    self.isolated(owner.as_deref(), now, |gw| {
-                        let (tools, mut env) = gw.asking();
-                        if let Some(answered) = tools.approvals.expire(&mut env, &request_id) {
-                            crate::session::calls::approval_answered(gw, answered, now);
-                        }
-                    });
-                }
                 Timer::ModelList(id) => crate::methods::models::on_timeout(self, id),
-                Timer::ToolWake(job) => self.tools.due.add(job),
-                Timer::Mcp(name) => crate::mcp::on_timer(self, &name, now),
-                Timer::ClarifyTimeout(request_id) => {
-                    let owner = self.tools.questions.owner_session(&request_id);
-                    self.isolated(owner.as_deref(), now, |gw| {
-                        let (tools, mut env) = gw.asking();
-                        if let Some((job, answer)) = tools.questions.expire(&mut env, &request_id) {
-                            crate::session::calls::question_answered(gw, job, answer, now);
-                        }
-                    });
+            }
+        }
+    }
+
+    /// A timer of the sessions' work fired: back to its owner.
+    fn fire_work_timer(&mut self, timer: crate::tools::Timer, now: Instant) {
+        use crate::tools::Timer;
+        match timer {
+            Timer::TurnWake(rid) => {
+                if let Some(turn) = self.sessions.get_mut(&rid).and_then(|s| s.turn.as_mut()) {
+                    turn.wake = None;
                 }
+                self.schedule(&rid);
+            }
+            Timer::Run(id, what) => crate::tools::runs::on_run_timer(self, id, what, now),
+            Timer::LiveOutput(id) => {
+                let owner = crate::tools::runs::owner_session(self, id);
+                self.isolated(owner.as_deref(), now, |gw| {
+                    crate::tools::runs::flush_live(gw, id, now)
+                });
+            }
+            Timer::ApprovalTimeout(request_id) => {
+                let owner = self.tools.approvals.owner_session(&request_id);
+                self.isolated(owner.as_deref(), now, |gw| {
+                    let (tools, mut env) = gw.asking();
+                    if let Some(answered) = tools.approvals.expire(&mut env, &request_id) {
+                        crate::session::calls::approval_answered(gw, answered, now);
+                    }
+                });
+            }
+            Timer::ToolWake(job) => self.tools.due.add(job),
+            Timer::Mcp(name) => crate::mcp::on_timer(self, &name, now),
+            Timer::ClarifyTimeout(request_id) => {
+                let owner = self.tools.questions.owner_session(&request_id);
+                self.isolated(owner.as_deref(), now, |gw| {
+                    let (tools, mut env) = gw.asking();
+                    if let Some((job, answer)) = tools.questions.expire(&mut env, &request_id) {
+                        crate::session::calls::question_answered(gw, job, answer, now);
+                    }
+                });
             }
         }
     }

@@ -52,8 +52,10 @@ impl<T> TimerWheel<T> {
         since.as_nanos().div_ceil(TICK.as_nanos()) as u64
     }
 
-    /// Fire `value` at `deadline` (or at the next expire if the deadline has passed).
-    pub fn insert(&mut self, deadline: Instant, value: T) -> TimerId {
+    /// Fire `value` (anything that becomes a `T`: the loop's wheel takes its owners' timers) at
+    /// `deadline` (or at the next expire if the deadline has passed).
+    pub fn insert(&mut self, deadline: Instant, value: impl Into<T>) -> TimerId {
+        let value = value.into();
         let tick = self.tick_of(deadline).max(self.cursor);
         let id = self.next_id;
         self.next_id += 1;
@@ -193,7 +195,7 @@ mod tests {
     #[test]
     fn fires_in_deadline_order_and_not_early() {
         let t0 = Instant::now();
-        let mut w = TimerWheel::new(t0);
+        let mut w = TimerWheel::<&str>::new(t0);
         w.insert(t0 + ms(30), "c");
         w.insert(t0 + ms(10), "a");
         w.insert(t0 + ms(20), "b");
@@ -214,7 +216,7 @@ mod tests {
     #[test]
     fn deadlines_beyond_one_turn_of_the_wheel_wait_their_round() {
         let t0 = Instant::now();
-        let mut w = TimerWheel::new(t0);
+        let mut w = TimerWheel::<i32>::new(t0);
         let far = t0 + TICK * (SLOTS as u32 + 5);
         w.insert(far, 1);
         w.insert(t0 + TICK * 5, 2);
@@ -231,7 +233,7 @@ mod tests {
     #[test]
     fn a_long_sleep_fires_everything_due() {
         let t0 = Instant::now();
-        let mut w = TimerWheel::new(t0);
+        let mut w = TimerWheel::<u64>::new(t0);
         for i in 0..50u64 {
             w.insert(t0 + ms(i * 97), i);
         }
@@ -243,7 +245,7 @@ mod tests {
     #[test]
     fn cancel_removes_and_updates_the_next_deadline() {
         let t0 = Instant::now();
-        let mut w = TimerWheel::new(t0);
+        let mut w = TimerWheel::<char>::new(t0);
         let a = w.insert(t0 + ms(5), 'a');
         w.insert(t0 + ms(8), 'b');
         assert_eq!(w.cancel(a), Some('a'));
@@ -257,7 +259,7 @@ mod tests {
     #[test]
     fn a_past_deadline_fires_on_the_next_expire() {
         let t0 = Instant::now();
-        let mut w = TimerWheel::new(t0);
+        let mut w = TimerWheel::<char>::new(t0);
         let mut due = Vec::new();
         w.expire(t0 + ms(50), &mut due);
         w.insert(t0 + ms(10), 'x');

@@ -23,10 +23,11 @@ use serde_json::Value;
 
 use super::LINE_MAX;
 use super::wire::{self, Incoming};
-use crate::event_loop::{Gateway, Route, Timer};
+use crate::event_loop::{Gateway, Route};
 use crate::model::catalog::describe;
 use crate::model::connect::{self, Connector, Failure, Proxy};
 use crate::model::http::{Response, Transport, Url, tls_config};
+use crate::tools::Timer;
 
 /// Bytes one answer may bring (an SSE stream counts all its events, comments included).
 pub const ANSWER_MAX: usize = 4 * LINE_MAX;

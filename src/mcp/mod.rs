@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::event_loop::{Gateway, Timer};
+use crate::event_loop::Gateway;
 use crate::runner::{NO_TIMEOUT, RunEvent, RunId, Spec, Stdin, Streams};
+use crate::tools::Timer;
 use crate::tools::ToolResult;
 use config::ServerConfig;
 use wire::Incoming;

@@ -263,8 +263,7 @@ fn schedule_wakes(gw: &mut Gateway, rid: &str, job: JobId, asked: &mut Asked, no
     match asked.wake {
         Some(Wake::Again) => gw.tools.due.add(job),
         Some(Wake::At(when)) => {
-            gw.timers
-                .insert(when, crate::event_loop::Timer::ToolWake(job));
+            gw.timers.insert(when, crate::tools::Timer::ToolWake(job));
         }
         None => {}
     }

@@ -9,7 +9,7 @@ use std::time::Instant;
 use mio::Token;
 use serde_json::{Value, json};
 
-use crate::event_loop::{Gateway, Route, Timer};
+use crate::event_loop::{Gateway, Route};
 use crate::model::{CallContext, ModelEvent, ModelRequest, Progress};
 use crate::rpc::Outbox;
 use crate::session::Session;
@@ -18,6 +18,7 @@ use crate::session::ring::Rings;
 use crate::session::transcript::{Message, Role};
 use crate::session::turn::Turn;
 use crate::timer::{TimerId, TimerWheel};
+use crate::tools::Timer;
 use crate::tools::asked::Asker;
 use crate::util;
 
@@ -34,7 +35,7 @@ pub(crate) struct Asking<'a> {
     client: &'a mut crate::rpc::client_conn::ClientConn,
     sessions: &'a mut Registry,
     rings: &'a mut Rings,
-    timers: &'a mut TimerWheel<Timer>,
+    timers: &'a mut TimerWheel<crate::event_loop::Timer>,
 }
 
 impl Asker for Asking<'_> {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::asked::{self, Asker};
 use super::{Ask, ToolResult};
-use crate::event_loop::Timer;
+use crate::tools::Timer;
 use crate::util;
 
 pub const CHOICES: [&str; 4] = ["once", "session", "always", "deny"];

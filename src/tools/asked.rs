@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use crate::event_loop::Timer;
+use crate::tools::Timer;
 use crate::rpc::Outbox;
 use crate::timer::TimerId;
 use crate::util;

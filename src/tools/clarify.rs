@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::asked::{self, Asker};
 use super::{JobId, Question, Start, Tool, ToolContext, ToolResult, UserAnswer};
-use crate::event_loop::Timer;
+use crate::tools::Timer;
 use crate::util;
 
 /// Hermes offers at most this many choices (the TUI adds "Other").

@@ -20,6 +20,7 @@ pub mod runs;
 pub mod session_search;
 pub mod shell_state;
 pub mod terminal;
+pub mod timer;
 pub mod todo;
 pub mod toolsets;
 pub mod wake;
@@ -36,6 +37,7 @@ use crate::runner::{RunEnd, RunId, Runner, Spec};
 use crate::transcript::Message;
 use crate::util;
 pub use runs::{Outcome, TurnHooks};
+pub use timer::Timer;
 pub use wake::JobWaker;
 
 /// How long one start or step of a call may work before it yields to the loop.

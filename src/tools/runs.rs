@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{JobId, policy};
-use crate::event_loop::{Gateway, Timer};
+use crate::event_loop::Gateway;
 use crate::rpc::RpcError;
 use crate::rpc::frame::{Id, code};
 use crate::runner::{Ending, RunEnd, RunEvent, RunId, RunTimer, Spec, Stdin, Streams};
+use crate::tools::Timer;
 use crate::util;
 
 /// Live `tool.output` events: at most one per interval per tool, at most this much text each.
