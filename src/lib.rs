@@ -13,6 +13,7 @@ pub mod flush;
 pub mod mcp;
 pub mod methods;
 pub mod model;
+mod owners;
 pub mod persist;
 pub mod private_file;
 pub mod rpc;

@@ -54,6 +54,15 @@ impl Backend for Store {
     }
 }
 
+/// One session of the report at exit: what of it the store lacks (a session can lack only its
+/// row or queue — a title, counts, its end — with every message saved).
+pub(crate) fn unsaved_line(stored_id: &str, messages: usize, unsaved: usize) -> String {
+    match unsaved {
+        0 => format!("{stored_id} (its row or queue unsaved; all {messages} messages saved)"),
+        n => format!("{stored_id} ({n} of {messages} messages unsaved)"),
+    }
+}
+
 /// A session as persistence sees it: its ids and what a commit writes, in the store's terms
 /// ([`Delta`]). The session implements it (`session/stored.rs`); nothing here names sessions.
 pub trait Unit {
@@ -434,10 +443,7 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
             .filter(|s| s.unpersisted())
         {
             let (messages, unsaved) = s.messages();
-            let line = format!(
-                "{} ({unsaved} of {messages} messages unsaved)",
-                s.stored_id()
-            );
+            let line = unsaved_line(s.stored_id(), messages, unsaved);
             let in_journal = self.journaled.contains_key(s.stored_id())
                 && !self.unjournaled.contains(s.runtime_id())
                 && !self

@@ -357,3 +357,16 @@ fn the_refused_session_is_the_one_named_when_others_had_nothing_to_write() {
     );
     assert!(r.world.borrow().journal.iter().all(|j| j.1 == "stored-b"));
 }
+
+/// The exit report says what a session lacks: its messages, or only its row when every
+/// message is saved (never "0 of N messages unsaved").
+#[test]
+fn the_exit_report_says_what_is_unsaved() {
+    assert_eq!(unsaved_line("s1", 4, 2), "s1 (2 of 4 messages unsaved)");
+    let row_only = unsaved_line("s1", 4, 0);
+    assert!(!row_only.contains("0 of"), "{row_only}");
+    assert_eq!(
+        row_only,
+        "s1 (its row or queue unsaved; all 4 messages saved)"
+    );
+}

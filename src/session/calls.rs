@@ -1,32 +1,92 @@
-//! The tool side of a turn on the gateway: the turn machine's actions executed against the
-//! sessions, the tools, the runner and the client (`machine.rs` decides, this does).
+//! The tool side of a turn: the turn machine's actions executed against the sessions, the
+//! tools, the runner and the client (`machine.rs` decides, this does). It works on
+//! [`CallOwners`] — the owners it uses, lent by the gateway (`src/owners.rs`) or by the unit
+//! tests' fakes — never on the gateway itself.
 
-use std::time::Instant;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use super::machine::{self, Action, Effects, Started, TurnMachine};
-use crate::event_loop::Gateway;
+use super::registry::Registry;
+use super::turn::Turn;
 use crate::model::ToolCall;
-use crate::runner::RunEnd;
+use crate::runner::{RunEnd, RunId, Runner};
 use crate::session::transcript::{Message, Role, tool_context};
 use crate::tools::approval::{Answer, Answered};
-use crate::tools::runs::{self, Owner};
+use crate::tools::asked::Asker;
 use crate::tools::{
-    Job, JobId, Question, Start, ToolContext, ToolResult, TurnHooks, UserAnswer, Wake,
+    Job, JobId, Question, Start, Timer, ToolContext, ToolResult, Tools, TurnHooks, UserAnswer, Wake,
 };
 use crate::util;
 
 /// What the tools side calls when a run of a job ends.
-pub(crate) const TURN_HOOKS: TurnHooks = TurnHooks { run_ended };
+pub(crate) const TURN_HOOKS: TurnHooks = TurnHooks {
+    run_ended: run_ended::<crate::event_loop::Gateway>,
+};
 
-struct TurnEffects<'a> {
-    gw: &'a mut Gateway,
+/// What the tool side of a turn works on: the sessions, the tools, the runner, the client and
+/// timers (through an [`Asker`]), persistence's hold and dirty marks — and the few steps only
+/// the gateway can take (a run into the poll, the runner's events delivered, the turn ended).
+pub(crate) trait CallOwners {
+    fn sessions(&mut self) -> &mut Registry;
+    fn tools(&mut self) -> &mut Tools;
+    fn runner(&mut self) -> &mut Runner;
+    /// The tools, and the client and timers their approvals and questions ask through.
+    fn asking(&mut self) -> (&mut Tools, impl Asker + '_);
+    /// What a tool's context is made of, lent together.
+    fn call_parts(&mut self) -> CallParts<'_>;
+    /// Nothing can be saved now (the store's hold).
+    fn holding(&self) -> bool;
+    /// The session waits for the hold to end.
+    fn park(&mut self, rid: &str);
+    /// The session has something to commit.
+    fn mark_dirty(&mut self, rid: &str);
+    /// The runs of `job` still alive.
+    fn runs_of(&self, job: JobId) -> Vec<RunId>;
+    /// Watch a run `job` started (its descriptors into the poll).
+    fn watch_run(&mut self, run: RunId, job: JobId, now: Instant) -> std::io::Result<()>;
+    /// Deliver what the runner has to report (after runs were stopped or killed).
+    fn settle_runs(&mut self, now: Instant);
+    /// After a tool's start or step: what it started in the background is watched.
+    fn after_tool(&mut self, now: Instant);
+    /// Close the turn of `rid` (`message.complete`…).
+    fn end_turn(&mut self, rid: &str, status: &str, error: Option<String>, now: Instant);
+    /// Do `work` for `owner`'s session: a panic in it ends that turn alone.
+    fn isolated(&mut self, owner: Option<&str>, now: Instant, work: impl FnOnce(&mut Self));
+
+    /// An event of session `rid`.
+    fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
+        self.asking().1.emit(rid, kind, payload);
+    }
+    /// The running turn of a session.
+    fn turn_mut(&mut self, rid: &str) -> Option<&mut Turn> {
+        self.sessions().get_mut(rid).and_then(|s| s.turn.as_mut())
+    }
+}
+
+/// What a tool call's context is built of, borrowed from the owners at once.
+pub(crate) struct CallParts<'a> {
+    pub sessions: &'a Registry,
+    pub tools: &'a mut Tools,
+    pub runner: &'a mut Runner,
+    /// `state.db`, for a tool's reads (`None` in unit tests).
+    pub store: Option<&'a crate::store::Store>,
+    pub home: &'a Path,
+    pub command_timeout: Duration,
+    pub approval_timeout: Duration,
+    pub clarify_timeout: Duration,
+    pub shutting_down: bool,
+}
+
+struct TurnEffects<'a, O: CallOwners> {
+    gw: &'a mut O,
     rid: &'a str,
     now: Instant,
 }
 
-impl Effects for TurnEffects<'_> {
+impl<O: CallOwners> Effects for TurnEffects<'_, O> {
     fn machine(&mut self) -> Option<&mut TurnMachine> {
         self.gw.turn_mut(self.rid).map(|t| &mut t.machine)
     }
@@ -34,11 +94,13 @@ impl Effects for TurnEffects<'_> {
     fn execute(&mut self, action: Action) -> Option<Started> {
         let (gw, rid, now) = (&mut *self.gw, self.rid, self.now);
         match action {
-            Action::CallModel => gw.schedule(rid),
+            Action::CallModel => {
+                gw.sessions().mark_runnable(rid);
+            }
             Action::StartTool { call, approved } => {
-                if gw.persist.holding() {
+                if gw.holding() {
                     // Nothing can be saved: the call starts when the hold ends.
-                    gw.persist.park(rid);
+                    gw.park(rid);
                     return Some(Started::Deferred { approved });
                 }
                 return Some(start_tool(gw, rid, call, approved, now));
@@ -68,7 +130,7 @@ impl Effects for TurnEffects<'_> {
 
 /// Apply one transition to the turn of `rid` and execute what it leads to.
 fn step(
-    gw: &mut Gateway,
+    gw: &mut impl CallOwners,
     rid: &str,
     now: Instant,
     transition: impl FnOnce(&mut TurnMachine) -> Vec<Action>,
@@ -82,7 +144,7 @@ fn step(
 
 /// The model call of this round is over: end the turn, or run the calls it asked for.
 pub(crate) fn model_answered(
-    gw: &mut Gateway,
+    gw: &mut impl CallOwners,
     rid: &str,
     calls: Vec<ToolCall>,
     error: Option<String>,
@@ -92,14 +154,14 @@ pub(crate) fn model_answered(
 }
 
 /// The user (or the timeout) answered the approval the turn waits for.
-pub(crate) fn approval_answered(gw: &mut Gateway, answered: Answered, now: Instant) {
+pub(crate) fn approval_answered(gw: &mut impl CallOwners, answered: Answered, now: Instant) {
     let Answered {
         rid,
         answer,
         for_session,
     } = answered;
     if let Some(rule) = for_session
-        && let Some(s) = gw.sessions.get_mut(&rid)
+        && let Some(s) = gw.sessions().get_mut(&rid)
     {
         s.approved_rules.push(rule.to_string());
     }
@@ -110,17 +172,22 @@ pub(crate) fn approval_answered(gw: &mut Gateway, answered: Answered, now: Insta
 }
 
 /// The user (or the timeout) answered the question of `job`: its tool goes on with it.
-pub(crate) fn question_answered(gw: &mut Gateway, job: JobId, answer: UserAnswer, now: Instant) {
+pub(crate) fn question_answered(
+    gw: &mut impl CallOwners,
+    job: JobId,
+    answer: UserAnswer,
+    now: Instant,
+) {
     step_job(gw, job, Some(answer), now);
 }
 
 /// A run of a job ended: the tool makes the call's result of it, and the turn goes on.
-fn run_ended(gw: &mut Gateway, job: JobId, end: RunEnd, now: Instant) {
-    let Some(j) = gw.tools.jobs.get(&job) else {
+fn run_ended<O: CallOwners>(gw: &mut O, job: JobId, end: RunEnd, now: Instant) {
+    let Some(j) = gw.tools().jobs.get(&job) else {
         return;
     };
     let (name, args) = (j.call.name.clone(), j.args.clone());
-    let Some(tool) = gw.tools.registry.get_mut(&name) else {
+    let Some(tool) = gw.tools().registry.get_mut(&name) else {
         return;
     };
     if let Some(result) = tool.run_ended(job, &args, end) {
@@ -131,28 +198,32 @@ fn run_ended(gw: &mut Gateway, job: JobId, end: RunEnd, now: Instant) {
 /// A job is over: the rest of its runs are killed, its result recorded, the turn goes on.
 /// (A tool that runs on without the runner, such as a call answered over a server's pipe,
 /// ends its job here.)
-pub(crate) fn finish_job(gw: &mut Gateway, job: JobId, mut result: ToolResult, now: Instant) {
-    let Some(j) = gw.tools.jobs.remove(&job) else {
+pub(crate) fn finish_job(
+    gw: &mut impl CallOwners,
+    job: JobId,
+    mut result: ToolResult,
+    now: Instant,
+) {
+    let Some(j) = gw.tools().jobs.remove(&job) else {
         return;
     };
-    let (tools, mut env) = gw.asking();
-    tools.questions.withdraw_for_job(&mut env, job, "finished");
-    for run in runs::runs_of(gw, job) {
-        gw.runner.kill_now(run, now);
+    withdraw_question(gw, job, "finished");
+    for run in gw.runs_of(job) {
+        gw.runner().kill_now(run, now);
     }
-    runs::after_runner(gw, now);
+    gw.settle_runs(now);
     result.duration = now.saturating_duration_since(j.started);
     step(gw, &j.rid, now, |m| m.finished(result));
 }
 
 /// Start the tool call the hold deferred (the store works again).
-pub(crate) fn start_deferred(gw: &mut Gateway, rid: &str, now: Instant) {
+pub(crate) fn start_deferred(gw: &mut impl CallOwners, rid: &str, now: Instant) {
     step(gw, rid, now, TurnMachine::resume);
 }
 
 /// Stop the tool side of a turn being interrupted. True when a call is still stopping (the
 /// turn then ends when it finishes).
-pub(crate) fn interrupt(gw: &mut Gateway, rid: &str, now: Instant) -> bool {
+pub(crate) fn interrupt(gw: &mut impl CallOwners, rid: &str, now: Instant) -> bool {
     let Some(turn) = gw.turn_mut(rid) else {
         return false;
     };
@@ -163,9 +234,9 @@ pub(crate) fn interrupt(gw: &mut Gateway, rid: &str, now: Instant) -> bool {
 }
 
 /// A session leaves memory now: kill its calls at once and record their results.
-pub(crate) fn abandon(gw: &mut Gateway, rid: &str, now: Instant) {
+pub(crate) fn abandon(gw: &mut impl CallOwners, rid: &str, now: Instant) {
     let mut jobs: Vec<JobId> = gw
-        .tools
+        .tools()
         .jobs
         .iter()
         .filter(|(_, j)| j.rid == rid)
@@ -176,7 +247,7 @@ pub(crate) fn abandon(gw: &mut Gateway, rid: &str, now: Instant) {
         if let Some(turn) = gw.turn_mut(rid) {
             turn.machine.abandon();
         }
-        let live = runs::runs_of(gw, job);
+        let live = gw.runs_of(job);
         if live.is_empty() {
             if let Some(result) = stop_job(gw, job, now) {
                 step(gw, rid, now, |m| m.finished(result));
@@ -184,9 +255,9 @@ pub(crate) fn abandon(gw: &mut Gateway, rid: &str, now: Instant) {
             continue;
         }
         for run in live {
-            gw.runner.kill_now(run, now);
+            gw.runner().kill_now(run, now);
         }
-        runs::after_runner(gw, now);
+        gw.settle_runs(now);
     }
 }
 
@@ -207,7 +278,7 @@ struct Invocation {
 /// Call `f` on the tool `name` with a context of `rid`'s session; `None` when no tool has
 /// that name. What the call asked for (runs, wakes, a question) comes back to carry out.
 fn with_tool<R>(
-    gw: &mut Gateway,
+    gw: &mut impl CallOwners,
     rid: &str,
     name: &str,
     call: Invocation,
@@ -219,32 +290,33 @@ fn with_tool<R>(
         approved,
         answer,
     } = call;
-    let session = gw.sessions.get(rid);
+    let parts = gw.call_parts();
+    let session = parts.sessions.get(rid);
     let (cwd, stored, transcript) = match session {
         Some(s) => (s.cwd.clone(), s.stored_id.as_str(), s.transcript.as_slice()),
         None => (String::new(), "", &[][..]),
     };
-    let tool = gw.tools.registry.get_mut(name)?;
+    let tool = parts.tools.registry.get_mut(name)?;
     let mut ctx = ToolContext {
         job,
         cwd,
-        home: &gw.cfg.home,
+        home: parts.home,
         session: stored,
         transcript,
-        store: Some(gw.persist.store()),
-        command_timeout: gw.cfg.command_timeout,
+        store: parts.store,
+        command_timeout: parts.command_timeout,
         approved,
-        shutting_down: gw.shutdown.is_some(),
+        shutting_down: parts.shutting_down,
         now,
         deadline: now + crate::tools::STEP_BUDGET,
         answer,
-        runner: &mut gw.runner,
+        runner: parts.runner,
         runs: Vec::new(),
         wake: None,
         question: None,
-        wakers: &gw.tools.wakers,
+        wakers: &parts.tools.wakers,
         processes: crate::tools::process::Scope {
-            registry: &mut gw.tools.processes,
+            registry: &mut parts.tools.processes,
             owner: rid,
         },
     };
@@ -254,21 +326,27 @@ fn with_tool<R>(
         wake: ctx.wake,
         question: ctx.question,
     };
-    crate::tools::process::after_tool(gw, now);
+    gw.after_tool(now);
     Some((r, asked))
 }
 
 /// Carry out the wakes and the question a call asked for.
-fn schedule_wakes(gw: &mut Gateway, rid: &str, job: JobId, asked: &mut Asked, now: Instant) {
+fn schedule_wakes(
+    gw: &mut impl CallOwners,
+    rid: &str,
+    job: JobId,
+    asked: &mut Asked,
+    now: Instant,
+) {
     match asked.wake {
-        Some(Wake::Again) => gw.tools.due.add(job),
+        Some(Wake::Again) => gw.tools().due.add(job),
         Some(Wake::At(when)) => {
-            gw.timers.insert(when, crate::tools::Timer::ToolWake(job));
+            gw.asking().1.set_timer(when, Timer::ToolWake(job));
         }
         None => {}
     }
     if let Some(q) = asked.question.take() {
-        let deadline = now + gw.cfg.clarify_timeout;
+        let deadline = now + gw.call_parts().clarify_timeout;
         let (tools, mut env) = gw.asking();
         tools.questions.ask(&mut env, rid, job, &q, deadline);
     }
@@ -276,7 +354,7 @@ fn schedule_wakes(gw: &mut Gateway, rid: &str, job: JobId, asked: &mut Asked, no
 
 /// Begin one tool call.
 fn start_tool(
-    gw: &mut Gateway,
+    gw: &mut impl CallOwners,
     rid: &str,
     call: ToolCall,
     approved: bool,
@@ -291,9 +369,12 @@ fn start_tool(
             json!({"tool_id": call.id, "name": call.name, "context": context}),
         );
     }
-    let job = gw.tools.new_job_id();
-    let background = gw.sessions.get(rid).is_some_and(|s| s.background.is_some());
-    let offered = gw.tools.registry.is_offered(&call.name);
+    let job = gw.tools().new_job_id();
+    let background = gw
+        .sessions()
+        .get(rid)
+        .is_some_and(|s| s.background.is_some());
+    let offered = gw.tools().registry.is_offered(&call.name);
     let started = offered
         .then(|| {
             let how = Invocation {
@@ -309,7 +390,7 @@ fn start_tool(
     let (start, mut asked) = match started {
         Some(started) => started,
         None => {
-            let why = if gw.tools.registry.contains(&call.name) {
+            let why = if gw.tools().registry.contains(&call.name) {
                 format!("tool {} is disabled (/tools enable it)", call.name)
             } else {
                 format!("unknown tool: {}", call.name)
@@ -321,13 +402,13 @@ fn start_tool(
     if !matches!(start, Start::Later) {
         // Only a call that runs on may keep what it started.
         for run in &started_runs {
-            gw.runner.discard(*run);
+            gw.runner().discard(*run);
         }
     }
     match start {
         Start::Done(result) => Started::Finished(result),
         Start::Later => {
-            gw.tools.jobs.insert(
+            gw.tools().jobs.insert(
                 job,
                 Job {
                     rid: rid.to_string(),
@@ -337,16 +418,16 @@ fn start_tool(
                 },
             );
             for (i, run) in started_runs.iter().enumerate() {
-                if let Err(e) = runs::watch(gw, *run, Owner::Job(job), now) {
+                if let Err(e) = gw.watch_run(*run, job, now) {
                     for rest in &started_runs[i + 1..] {
-                        gw.runner.discard(*rest);
+                        gw.runner().discard(*rest);
                     }
                     // Its watched runs end unheard: the job is gone.
-                    gw.tools.jobs.remove(&job);
-                    for watched in runs::runs_of(gw, job) {
-                        gw.runner.kill_now(watched, now);
+                    gw.tools().jobs.remove(&job);
+                    for watched in gw.runs_of(job) {
+                        gw.runner().kill_now(watched, now);
                     }
-                    runs::after_runner(gw, now);
+                    gw.settle_runs(now);
                     let error = format!("could not start the command: {e}");
                     return Started::Finished(ToolResult::failed(error));
                 }
@@ -366,7 +447,7 @@ fn start_tool(
         }
         Start::Ask(ask) if pre_approved(gw, rid, ask.rule) => start_tool(gw, rid, call, true, now),
         Start::Ask(ask) => {
-            let deadline = now + gw.cfg.approval_timeout;
+            let deadline = now + gw.call_parts().approval_timeout;
             let (tools, mut env) = gw.asking();
             Started::Asking(tools.approvals.ask(&mut env, rid, &ask, deadline))
         }
@@ -374,20 +455,24 @@ fn start_tool(
 }
 
 /// Approved without asking: always, for this session, or the session is in yolo mode.
-fn pre_approved(gw: &Gateway, rid: &str, rule: &str) -> bool {
-    let (yolo, rules) = match gw.sessions.get(rid) {
+fn pre_approved(gw: &mut impl CallOwners, rid: &str, rule: &str) -> bool {
+    let parts = gw.call_parts();
+    let (yolo, rules) = match parts.sessions.get(rid) {
         Some(s) => (s.yolo, s.approved_rules.as_slice()),
         None => (false, &[][..]),
     };
-    gw.tools.approvals.pre_approved(rule, yolo, rules)
+    parts.tools.approvals.pre_approved(rule, yolo, rules)
 }
 
 /// Step the jobs that are due (woken in the loop or from another thread): each tool goes on
 /// within its budget, and a call it finishes is recorded.
-pub(crate) fn step_due(gw: &mut Gateway, now: Instant) {
-    let due = gw.tools.due.take(&gw.tools.wakers);
+pub(crate) fn step_due(gw: &mut impl CallOwners, now: Instant) {
+    let due = {
+        let tools = gw.tools();
+        tools.due.take(&tools.wakers)
+    };
     for job in due {
-        let Some(rid) = gw.tools.jobs.get(&job).map(|j| j.rid.clone()) else {
+        let Some(rid) = gw.tools().jobs.get(&job).map(|j| j.rid.clone()) else {
             continue;
         };
         gw.isolated(Some(&rid), now, |gw| step_job(gw, job, None, now));
@@ -395,8 +480,13 @@ pub(crate) fn step_due(gw: &mut Gateway, now: Instant) {
 }
 
 /// Step one job now (`answer`: the user's answer to its question).
-pub(crate) fn step_job(gw: &mut Gateway, job: JobId, answer: Option<UserAnswer>, now: Instant) {
-    let Some(j) = gw.tools.jobs.get(&job) else {
+pub(crate) fn step_job(
+    gw: &mut impl CallOwners,
+    job: JobId,
+    answer: Option<UserAnswer>,
+    now: Instant,
+) {
+    let Some(j) = gw.tools().jobs.get(&job) else {
         return;
     };
     let (rid, name, args) = (j.rid.clone(), j.call.name.clone(), j.args.clone());
@@ -412,7 +502,7 @@ pub(crate) fn step_job(gw: &mut Gateway, job: JobId, answer: Option<UserAnswer>,
     };
     // A step may not start runs: only a start's are watched.
     for run in std::mem::take(&mut asked.runs) {
-        gw.runner.discard(run);
+        gw.runner().discard(run);
     }
     match result {
         Some(result) => finish_job(gw, job, result, now),
@@ -422,28 +512,32 @@ pub(crate) fn step_job(gw: &mut Gateway, job: JobId, answer: Option<UserAnswer>,
 
 /// Stop a job: its runs get SIGTERM (the result comes when they end), or the tool cancels
 /// it and its result is returned.
-fn stop_job(gw: &mut Gateway, job: JobId, now: Instant) -> Option<ToolResult> {
-    let live = runs::runs_of(gw, job);
+fn stop_job(gw: &mut impl CallOwners, job: JobId, now: Instant) -> Option<ToolResult> {
+    let live = gw.runs_of(job);
     if !live.is_empty() {
         for run in live {
-            gw.runner.stop(run, crate::runner::Ending::Interrupted, now);
+            gw.runner()
+                .stop(run, crate::runner::Ending::Interrupted, now);
         }
-        runs::after_runner(gw, now);
+        gw.settle_runs(now);
         return None;
     }
-    let (tools, mut env) = gw.asking();
-    tools
-        .questions
-        .withdraw_for_job(&mut env, job, "interrupted");
-    let name = gw.tools.jobs.get(&job)?.call.name.clone();
-    let result = gw.tools.registry.get_mut(&name)?.cancel(job)?;
-    gw.tools.jobs.remove(&job);
+    withdraw_question(gw, job, "interrupted");
+    let name = gw.tools().jobs.get(&job)?.call.name.clone();
+    let result = gw.tools().registry.get_mut(&name)?.cancel(job)?;
+    gw.tools().jobs.remove(&job);
     Some(result)
 }
 
+/// The question `job` asked, if it waits for an answer, is withdrawn (`request.cancel`).
+fn withdraw_question(gw: &mut impl CallOwners, job: JobId, reason: &str) {
+    let (tools, mut env) = gw.asking();
+    tools.questions.withdraw_for_job(&mut env, job, reason);
+}
+
 /// Record a finished call: the tool message (committed this iteration), then `tool.complete`.
-fn record_result(gw: &mut Gateway, rid: &str, call: &ToolCall, result: &ToolResult) {
-    if let Some(s) = gw.sessions.get_mut(rid) {
+fn record_result(gw: &mut impl CallOwners, rid: &str, call: &ToolCall, result: &ToolResult) {
+    if let Some(s) = gw.sessions().get_mut(rid) {
         let mut m = Message::new(
             Role::Tool,
             Some(result.content.to_string()),
@@ -469,8 +563,14 @@ fn record_result(gw: &mut Gateway, rid: &str, call: &ToolCall, result: &ToolResu
 }
 
 /// Give each call a result saying it was not run (no events: the calls never started).
-fn answer_unrun(gw: &mut Gateway, rid: &str, calls: &[ToolCall], output: &str, error: &str) {
-    let Some(s) = gw.sessions.get_mut(rid) else {
+fn answer_unrun(
+    gw: &mut impl CallOwners,
+    rid: &str,
+    calls: &[ToolCall],
+    output: &str,
+    error: &str,
+) {
+    let Some(s) = gw.sessions().get_mut(rid) else {
         return;
     };
     let result = json!({"output": output, "exit_code": null, "error": error}).to_string();
@@ -481,4 +581,378 @@ fn answer_unrun(gw: &mut Gateway, rid: &str, calls: &[ToolCall], output: &str, e
         s.append(m);
     }
     gw.mark_dirty(rid);
+}
+
+#[cfg(test)]
+mod tests {
+    //! The tool side of a turn through [`CallOwners`] with fakes: a fake outbox and a timer
+    //! wheel on a fake clock (`FakeAsker`), a registry of scripted tools, a store that holds or
+    //! not, and a gateway side that only records what it was asked to do.
+
+    use super::*;
+    use crate::session::bare_session;
+    use crate::tools::Ask;
+    use crate::tools::asked::fake::FakeAsker;
+
+    const RID: &str = "r1";
+
+    /// How a scripted tool behaves.
+    #[derive(Clone, Copy)]
+    enum Script {
+        /// Done at its start.
+        Quick,
+        /// Runs on until a wake this long after its start steps it to its end.
+        Wakes(Duration),
+        /// Runs on until it is cancelled.
+        Waits,
+        /// Asks for approval, then is done.
+        Asks,
+    }
+
+    struct Scripted {
+        name: &'static str,
+        script: Script,
+    }
+
+    impl crate::tools::Tool for Scripted {
+        fn name(&self) -> &str {
+            self.name
+        }
+        fn description(&self) -> &str {
+            "a scripted tool"
+        }
+        fn parameters(&self) -> Value {
+            json!({"type": "object"})
+        }
+        fn start(&mut self, ctx: &mut ToolContext<'_>, _args: &Value) -> Start {
+            match self.script {
+                Script::Quick => Start::Done(ToolResult::new(json!({"output": "quick"}), "quick")),
+                Script::Wakes(after) => {
+                    ctx.wake_at(ctx.now + after);
+                    Start::Later
+                }
+                Script::Waits => Start::Later,
+                Script::Asks if ctx.approved => {
+                    Start::Done(ToolResult::new(json!({"output": "ran"}), "ran"))
+                }
+                Script::Asks => Start::Ask(Ask {
+                    rule: "scripted",
+                    description: "runs a script".into(),
+                    command: "script".into(),
+                }),
+            }
+        }
+        fn step(&mut self, _ctx: &mut ToolContext<'_>, _args: &Value) -> Option<ToolResult> {
+            Some(ToolResult::new(json!({"output": "woken"}), "woken"))
+        }
+        fn cancel(&mut self, _job: JobId) -> Option<ToolResult> {
+            Some(ToolResult::failed("cancelled"))
+        }
+    }
+
+    struct Fake {
+        sessions: Registry,
+        tools: Tools,
+        runner: Runner,
+        asker: FakeAsker,
+        holding: bool,
+        parked: Vec<String>,
+        dirty: Vec<String>,
+        /// The turns ended, with their status.
+        ended: Vec<(String, String)>,
+    }
+
+    impl Fake {
+        /// One session whose turn's model call just asked for tools.
+        fn new() -> Fake {
+            let home = Path::new("/nonexistent/tuigw-calls-test");
+            let mut tools = Tools::new(home, TURN_HOOKS, None);
+            let scripts = [
+                ("quick", Script::Quick),
+                ("wakes", Script::Wakes(Duration::from_millis(50))),
+                ("waits", Script::Waits),
+                ("asks", Script::Asks),
+            ];
+            for (name, script) in scripts {
+                tools
+                    .registry
+                    .register(Box::new(Scripted { name, script }))
+                    .unwrap();
+            }
+            let mut session = bare_session(RID, "s1");
+            let mut turn = Turn::new(mio::Token(99));
+            turn.machine.model_call_started();
+            session.turn = Some(turn);
+            let mut sessions = Registry::new();
+            assert!(sessions.add(session).is_ok());
+            let exe = crate::runner::supervisor::Executable::current();
+            Fake {
+                sessions,
+                tools,
+                runner: Runner::new(exe, Duration::from_secs(1), false),
+                asker: FakeAsker::new(false),
+                holding: false,
+                parked: Vec::new(),
+                dirty: Vec::new(),
+                ended: Vec::new(),
+            }
+        }
+
+        fn now(&self) -> Instant {
+            self.asker.start
+        }
+
+        /// The events said so far as (type, payload), and forget them.
+        fn said(&mut self) -> Vec<(String, Value)> {
+            self.asker
+                .said()
+                .into_iter()
+                .filter(|f| f["method"] == "event")
+                .map(|f| {
+                    let p = &f["params"];
+                    (
+                        p["type"].as_str().unwrap_or("").to_string(),
+                        p["payload"].clone(),
+                    )
+                })
+                .collect()
+        }
+
+        fn kinds(&mut self) -> Vec<String> {
+            self.said().into_iter().map(|(kind, _)| kind).collect()
+        }
+
+        /// The tool messages of the session's transcript, as (call id, content).
+        fn tool_messages(&self) -> Vec<(String, String)> {
+            let s = self.sessions.get(RID).unwrap();
+            s.transcript
+                .iter()
+                .filter(|m| m.role == Role::Tool)
+                .map(|m| {
+                    let id = m.tool_call_id.clone().unwrap_or_default();
+                    (id, m.content.clone().unwrap_or_default())
+                })
+                .collect()
+        }
+
+        /// Fire the timers due by `at` as the loop does for the tool side.
+        fn fire(&mut self, at: Instant) {
+            for timer in self.asker.due(at) {
+                match timer {
+                    Timer::ToolWake(job) => self.tools.due.add(job),
+                    Timer::ApprovalTimeout(id) => {
+                        let answered = self.tools.approvals.expire(&mut self.asker, &id);
+                        if let Some(answered) = answered {
+                            approval_answered(self, answered, at);
+                        }
+                    }
+                    other => panic!("the tool side set a timer it does not own: {other:?}"),
+                }
+            }
+        }
+    }
+
+    impl CallOwners for Fake {
+        fn sessions(&mut self) -> &mut Registry {
+            &mut self.sessions
+        }
+        fn tools(&mut self) -> &mut Tools {
+            &mut self.tools
+        }
+        fn runner(&mut self) -> &mut Runner {
+            &mut self.runner
+        }
+        fn asking(&mut self) -> (&mut Tools, impl Asker + '_) {
+            (&mut self.tools, &mut self.asker)
+        }
+        fn call_parts(&mut self) -> CallParts<'_> {
+            CallParts {
+                sessions: &self.sessions,
+                tools: &mut self.tools,
+                runner: &mut self.runner,
+                store: None,
+                home: Path::new("/nonexistent/tuigw-calls-test"),
+                command_timeout: Duration::from_secs(60),
+                approval_timeout: Duration::from_secs(5),
+                clarify_timeout: Duration::from_secs(5),
+                shutting_down: false,
+            }
+        }
+        fn holding(&self) -> bool {
+            self.holding
+        }
+        fn park(&mut self, rid: &str) {
+            self.parked.push(rid.to_string());
+        }
+        fn mark_dirty(&mut self, rid: &str) {
+            self.dirty.push(rid.to_string());
+        }
+        fn runs_of(&self, _job: JobId) -> Vec<RunId> {
+            Vec::new()
+        }
+        fn watch_run(&mut self, _run: RunId, _job: JobId, _now: Instant) -> std::io::Result<()> {
+            panic!("no scripted tool starts a run")
+        }
+        fn settle_runs(&mut self, _now: Instant) {}
+        fn after_tool(&mut self, _now: Instant) {}
+        fn end_turn(&mut self, rid: &str, status: &str, _error: Option<String>, _now: Instant) {
+            if let Some(s) = self.sessions.get_mut(rid) {
+                s.turn = None;
+            }
+            self.ended.push((rid.to_string(), status.to_string()));
+        }
+        fn isolated(&mut self, _owner: Option<&str>, _now: Instant, work: impl FnOnce(&mut Self)) {
+            work(self)
+        }
+    }
+
+    fn call(id: &str, name: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn a_tool_call_is_answered_recorded_and_the_model_called_again() {
+        let mut gw = Fake::new();
+        let now = gw.now();
+        model_answered(&mut gw, RID, vec![call("c1", "quick")], None, now);
+        let said = gw.said();
+        let kinds: Vec<&str> = said.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(kinds, ["tool.start", "tool.complete"]);
+        assert_eq!(said[1].1["tool_id"], "c1");
+        assert_eq!(said[1].1["summary"], "quick");
+        assert_eq!(
+            gw.tool_messages(),
+            [("c1".into(), r#"{"output":"quick"}"#.into())]
+        );
+        assert!(
+            gw.dirty.contains(&RID.to_string()),
+            "the tool message is committed"
+        );
+        assert_eq!(
+            gw.sessions.take_runnable(),
+            [RID],
+            "the model reads the result next"
+        );
+        assert!(gw.ended.is_empty());
+    }
+
+    #[test]
+    fn an_unknown_tool_is_answered_so_and_the_next_call_still_runs() {
+        let mut gw = Fake::new();
+        let now = gw.now();
+        let calls = vec![call("c1", "nope"), call("c2", "quick")];
+        model_answered(&mut gw, RID, calls, None, now);
+        let said = gw.said();
+        assert_eq!(said[1].0, "tool.complete");
+        assert_eq!(said[1].1["error"], "unknown tool: nope");
+        assert_eq!(said[3].1["tool_id"], "c2");
+        let ids: Vec<String> = gw.tool_messages().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(ids, ["c1", "c2"], "every call has its answer, in order");
+    }
+
+    #[test]
+    fn an_interrupt_cancels_the_running_call_answers_the_rest_and_ends_the_turn() {
+        let mut gw = Fake::new();
+        let now = gw.now();
+        let calls = vec![call("c1", "waits"), call("c2", "quick")];
+        model_answered(&mut gw, RID, calls, None, now);
+        assert_eq!(gw.kinds(), ["tool.start"], "the first call runs on");
+        assert!(gw.ended.is_empty());
+        interrupt(&mut gw, RID, now);
+        let said = gw.said();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert_eq!(said[0].1["error"], "cancelled");
+        assert_eq!(gw.ended, [(RID.to_string(), "interrupted".to_string())]);
+        let ids: Vec<String> = gw.tool_messages().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(ids, ["c1", "c2"], "the call never started is answered too");
+        assert!(gw.tools.jobs.is_empty(), "the cancelled job is gone");
+    }
+
+    #[test]
+    fn a_call_that_runs_on_is_stepped_when_its_wake_is_due() {
+        let mut gw = Fake::new();
+        let start = gw.now();
+        model_answered(&mut gw, RID, vec![call("c1", "wakes")], None, start);
+        assert_eq!(gw.kinds(), ["tool.start"]);
+        gw.fire(start + Duration::from_millis(49));
+        step_due(&mut gw, start + Duration::from_millis(49));
+        assert!(gw.said().is_empty(), "not stepped before its wake");
+        gw.fire(start + Duration::from_millis(50));
+        step_due(&mut gw, start + Duration::from_millis(50));
+        let said = gw.said();
+        assert_eq!(said[0].0, "tool.complete");
+        assert_eq!(said[0].1["summary"], "woken");
+        assert_eq!(
+            said[0].1["duration_s"], 0.05,
+            "timed from its start to its end"
+        );
+        assert_eq!(gw.sessions.take_runnable(), [RID]);
+    }
+
+    #[test]
+    fn while_the_store_holds_a_call_waits_and_starts_when_the_hold_ends() {
+        let mut gw = Fake::new();
+        let now = gw.now();
+        gw.holding = true;
+        model_answered(&mut gw, RID, vec![call("c1", "quick")], None, now);
+        assert!(
+            gw.said().is_empty(),
+            "nothing starts that could not be saved"
+        );
+        assert_eq!(gw.parked, [RID]);
+        gw.holding = false;
+        start_deferred(&mut gw, RID, now);
+        assert_eq!(gw.kinds(), ["tool.start", "tool.complete"]);
+        assert_eq!(gw.tool_messages().len(), 1);
+    }
+
+    #[test]
+    fn an_approval_nobody_answers_denies_the_call_at_its_timeout() {
+        let mut gw = Fake::new();
+        let start = gw.now();
+        model_answered(&mut gw, RID, vec![call("c1", "asks")], None, start);
+        assert_eq!(gw.kinds(), ["tool.start", "approval.request"]);
+        gw.fire(start + Duration::from_secs(4));
+        assert!(gw.said().is_empty(), "still waiting for the user");
+        gw.fire(start + Duration::from_secs(5));
+        let said = gw.said();
+        let done = said.iter().find(|(k, _)| k == "tool.complete").unwrap();
+        assert_eq!(done.1["error"], "denied");
+        assert!(gw.tool_messages()[0].1.contains("no answer (timeout)"));
+        assert_eq!(
+            gw.sessions.take_runnable(),
+            [RID],
+            "the model hears of the denial"
+        );
+    }
+
+    #[test]
+    fn an_approved_call_runs_and_a_session_approval_is_remembered() {
+        let mut gw = Fake::new();
+        let now = gw.now();
+        model_answered(&mut gw, RID, vec![call("c1", "asks")], None, now);
+        gw.said();
+        let answered = gw
+            .tools
+            .approvals
+            .respond(&mut gw.asker, RID, "session", None);
+        for a in answered {
+            approval_answered(&mut gw, a, now);
+        }
+        let said = gw.said();
+        let done = said.iter().find(|(k, _)| k == "tool.complete").unwrap();
+        assert_eq!(done.1["summary"], "ran");
+        let s = gw.sessions.get(RID).unwrap();
+        assert_eq!(s.approved_rules, ["scripted"]);
+        // The next call of the rule runs without asking.
+        let mut turn = Turn::new(mio::Token(100));
+        turn.machine.model_call_started();
+        gw.sessions.get_mut(RID).unwrap().turn = Some(turn);
+        model_answered(&mut gw, RID, vec![call("c2", "asks")], None, now);
+        assert_eq!(gw.kinds(), ["tool.start", "tool.complete"]);
+    }
 }

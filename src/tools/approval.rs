@@ -135,10 +135,15 @@ impl Approvals {
         self.pending.owner(request_id)
     }
 
-    /// No answer in time: withdraw and deny.
+    /// No answer in time: withdrawn and denied as any unanswered request is.
     pub fn expire(&mut self, env: &mut dyn Asker, request_id: &str) -> Option<Answered> {
-        let p = self.pending.withdraw(env, &FORM, request_id, "timeout")?;
-        Some(denied(p.rid, "no answer (timeout)"))
+        let rid = self.pending.owner(request_id)?;
+        let denial = self.withdraw(env, request_id, "timeout")?;
+        Some(Answered {
+            rid,
+            answer: Answer::Deny(denial),
+            for_session: None,
+        })
     }
 
     /// Withdraw an unanswered request (`request.cancel`); returns the denial for the caller

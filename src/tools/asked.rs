@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use crate::tools::Timer;
 use crate::rpc::Outbox;
 use crate::timer::TimerId;
+use crate::tools::Timer;
 use crate::util;
 
 /// What asking needs of the rest of the gateway: the client and the timers.
@@ -24,6 +24,22 @@ pub trait Asker {
     /// `timer` fires at `at`.
     fn set_timer(&mut self, at: Instant, timer: Timer) -> TimerId;
     fn cancel_timer(&mut self, id: TimerId);
+}
+
+/// An asker lent on (a view that holds one by reference).
+impl<A: Asker + ?Sized> Asker for &mut A {
+    fn outbox(&mut self) -> &mut dyn Outbox {
+        (**self).outbox()
+    }
+    fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
+        (**self).emit(rid, kind, payload);
+    }
+    fn set_timer(&mut self, at: Instant, timer: Timer) -> TimerId {
+        (**self).set_timer(at, timer)
+    }
+    fn cancel_timer(&mut self, id: TimerId) {
+        (**self).cancel_timer(id);
+    }
 }
 
 /// One kind of request: how it is put to the client.
