@@ -89,7 +89,7 @@ fn tools_are_listed_offered_and_called_through_turns_with_progress() {
     // Progress notifications stream as live output before the result.
     let start = g.frames.len();
     let done = call_tool(&mut g, &s.id, "mcp__fake__slow", json!({}));
-    let outputs = outputs_from(&mut g, &s.id, start);
+    let outputs = tool_output_from(&mut g, &s.id, start);
     assert!(outputs.contains("step 2"), "{outputs:?}");
     assert_eq!(
         stored_tool_result(&g, &s.stored, &done)["result"],

@@ -140,7 +140,7 @@ fn the_reference_servers_through_offline_turns_a_kill_a_reload_and_a_killed_gate
         json!({"duration": 0.3, "steps": 3}),
     );
     assert!(done.as_str().unwrap().contains("completed"), "{done}");
-    let outputs = outputs_from(&mut g, &s.id, start);
+    let outputs = tool_output_from(&mut g, &s.id, start);
     assert!(outputs.contains("3/3"), "{outputs:?}");
 
     // A long call interrupted: the turn ends at once, the server keeps serving.

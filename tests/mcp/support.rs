@@ -80,7 +80,7 @@ pub fn tool_error(done: &Value) -> String {
 }
 
 /// The `tool.output` texts of session `sid` from frame `start` on, joined.
-pub fn outputs_from(g: &mut Gateway, sid: &str, start: usize) -> String {
+pub fn tool_output_from(g: &mut Gateway, sid: &str, start: usize) -> String {
     g.events_of_session_from(sid, start)
         .iter()
         .filter(|e| e["type"] == "tool.output")
