@@ -692,3 +692,161 @@ fn the_todo_list_survives_compaction_and_its_resume() {
     assert_eq!(todos[0]["status"], "completed", "{todos}");
     assert_eq!(todos[1]["content"], "ship it", "{todos}");
 }
+
+/// A directory removed when the test ends.
+struct Removed(PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `n` files `f0000.txt`… under `dir`, the ones `needle(i)` picks holding a match: hard
+/// links to two files under `dir/..`, as a tree of this size is made in well under a second.
+fn files_in(dir: &std::path::Path, n: usize, needle: impl Fn(usize) -> bool) {
+    let parent = dir.parent().unwrap();
+    let (hit, miss) = (parent.join(".hit"), parent.join(".miss"));
+    if !hit.exists() {
+        std::fs::create_dir_all(parent).unwrap();
+        std::fs::write(&hit, "hay\nthe needle\nhay\n").unwrap();
+        std::fs::write(&miss, "hay\nhay\n").unwrap();
+    }
+    std::fs::create_dir_all(dir).unwrap();
+    for i in 0..n {
+        let from = if needle(i) { &hit } else { &miss };
+        std::fs::hard_link(from, dir.join(format!("f{i:04}.txt"))).unwrap();
+    }
+}
+
+#[test]
+fn search_files_pages_through_a_tree_of_100000_files_skipping_ignored_and_binary_ones() {
+    let mut b = bench("files-tree", &[]);
+    // In memory where there is a tmpfs: a disk takes seconds for 100,000 entries.
+    let tree = Removed(match std::path::Path::new("/dev/shm") {
+        shm if shm.is_dir() => shm.join(b.work.file_name().unwrap()),
+        _ => b.work.join("tree"),
+    });
+    std::fs::create_dir_all(&tree.0).unwrap();
+    let s = b.g.create_session(json!({"cwd": tree.0.to_str().unwrap()}));
+    (b.sid, b.stored, b.work) = (s.id, s.stored, tree.0.clone());
+    // 40,000 files searched (one in 50 matches), 60,000 in an ignored `vendor/` that all
+    // match, ignored logs and binary files that match too.
+    std::fs::write(b.path(".gitignore"), "vendor/\n*.log\n").unwrap();
+    for d in 0..200 {
+        files_in(&b.path(&format!("src/d{d:03}")), 200, |i| i % 50 == 7);
+    }
+    for d in 0..300 {
+        files_in(&b.path(&format!("vendor/d{d:03}")), 200, |_| true);
+    }
+    for d in 0..50 {
+        let sub = b.path(&format!("src/d{d:03}"));
+        std::fs::write(sub.join("blob.bin"), b"the needle\0\x01\x02").unwrap();
+        std::fs::write(sub.join("run.log"), "the needle\n").unwrap();
+    }
+    let want = |d: usize, i: usize| json!({"path": format!("src/d{d:03}/f{i:04}.txt"), "line": 2, "content": "the needle"});
+
+    let (done, row) = b.call("search_files", json!({"pattern": "needle", "limit": 3}));
+    assert_eq!(row["total_count"], 800, "{row}");
+    assert_eq!(row["truncated"], true);
+    assert_eq!(
+        row["matches"],
+        json!([want(0, 7), want(0, 57), want(0, 107)])
+    );
+    assert!(
+        done["summary"].as_str().unwrap_or("").contains("800"),
+        "{done}"
+    );
+    // The last page, with context lines.
+    let (_, row) = b.call(
+        "search_files",
+        json!({"pattern": "needle", "context": 1, "offset": 2394, "limit": 10}),
+    );
+    let last = |i: usize| {
+        let path = format!("src/d199/f{i:04}.txt");
+        json!([
+            {"path": path, "line": 1, "content": "hay"},
+            {"path": path, "line": 2, "content": "the needle"},
+            {"path": path, "line": 3, "content": "hay"},
+        ])
+    };
+    let tail: Vec<Value> = [last(157), last(107)]
+        .into_iter()
+        .rev()
+        .flat_map(|v| v.as_array().unwrap().clone())
+        .collect();
+    assert_eq!(row["matches"], json!(tail), "{row}");
+    assert!(row.get("truncated").is_none(), "{row}");
+
+    // File lists page in the walk's order; counts per file; names skip ignored directories.
+    let (_, row) = b.call(
+        "search_files",
+        json!({"pattern": "needle", "output_mode": "files_only", "offset": 798, "limit": 5}),
+    );
+    assert_eq!(row["total_count"], 800, "{row}");
+    assert_eq!(
+        row["files"],
+        json!(["src/d199/f0107.txt", "src/d199/f0157.txt"]),
+        "{row}"
+    );
+    let (_, row) = b.call(
+        "search_files",
+        json!({"pattern": "needle", "output_mode": "count", "path": "src/d003"}),
+    );
+    assert_eq!(row["total_count"], 4, "{row}");
+    assert_eq!(row["counts"]["src/d003/f0007.txt"], 1, "{row}");
+    let (_, row) = b.call(
+        "search_files",
+        json!({"pattern": "f0007.txt", "target": "files"}),
+    );
+    assert_eq!(
+        row["total_count"], 200,
+        "ignored directories are not listed: {row}"
+    );
+}
+
+#[test]
+fn relative_paths_follow_the_terminals_cd_as_in_hermes() {
+    let mut b = bench("files-cd", &[]);
+    std::fs::create_dir_all(b.path("sub")).unwrap();
+    std::fs::write(b.path("x.txt"), "top\n").unwrap();
+    std::fs::write(b.path("sub/x.txt"), "in sub\n").unwrap();
+    let (_, row) = b.call("read_file", json!({"path": "x.txt"}));
+    assert_eq!(row["content"], "1|top", "{row}");
+
+    let (_, row) = b.call("terminal", json!({"command": "cd sub"}));
+    assert_eq!(row["exit_code"], 0, "{row}");
+    let (_, row) = b.call("read_file", json!({"path": "x.txt"}));
+    assert_eq!(row["content"], "1|in sub", "{row}");
+    let (_, row) = b.call(
+        "patch",
+        json!({"path": "x.txt", "old_string": "in sub", "new_string": "patched in sub"}),
+    );
+    assert_eq!(row["success"], true, "{row}");
+    let (_, row) = b.call("write_file", json!({"path": "new.txt", "content": "n\n"}));
+    assert_eq!(
+        row["bytes_written"], 2,
+        "inside the session's directory: no approval: {row}"
+    );
+    let (_, row) = b.call("search_files", json!({"pattern": "patched"}));
+    assert_eq!(row["matches"][0]["path"], "x.txt", "{row}");
+    assert_eq!(
+        std::fs::read_to_string(b.path("sub/x.txt")).unwrap(),
+        "patched in sub\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(b.path("sub/new.txt")).unwrap(),
+        "n\n"
+    );
+    assert_eq!(std::fs::read_to_string(b.path("x.txt")).unwrap(), "top\n");
+
+    // A `workdir` is for its command only; `cd ..` comes back.
+    let top = b.work.to_str().unwrap().to_string();
+    let (_, row) = b.call("terminal", json!({"command": "pwd", "workdir": top}));
+    assert_eq!(row["output"].as_str().unwrap().trim(), top, "{row}");
+    let (_, row) = b.call("read_file", json!({"path": "x.txt"}));
+    assert_eq!(row["content"], "1|patched in sub", "{row}");
+    b.call("terminal", json!({"command": "cd .."}));
+    let (_, row) = b.call("read_file", json!({"path": "x.txt"}));
+    assert_eq!(row["content"], "1|top", "{row}");
+}

@@ -406,6 +406,16 @@ pub fn forget(home: &Path, session: &str) {
     }
 }
 
+/// The directory `session`'s shell is in, where a command left it (`None`: the session's
+/// own), read without creating anything: the file tools resolve paths against it.
+pub fn cwd_of(home: &Path, session: &str) -> Option<String> {
+    let dir = Dir {
+        path: home.join("shell"),
+    };
+    dir.saved(session).filter(|p| p.exists())?;
+    dir.load(session).cwd
+}
+
 pub(crate) fn remove_quietly(path: &Path) -> io::Result<()> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),

@@ -111,6 +111,17 @@ pub fn resolve(cwd: &str, path: &str) -> PathBuf {
     out
 }
 
+/// Where the session's relative paths start: the directory its terminal's shell is in (a
+/// `cd` there moves them, as in Hermes), else the session's working directory.
+pub(crate) fn here(ctx: &ToolContext<'_>) -> String {
+    if ctx.session.is_empty() {
+        return ctx.cwd.clone();
+    }
+    super::shell_state::cwd_of(ctx.home, ctx.session)
+        .filter(|d| Path::new(d).is_dir())
+        .unwrap_or_else(|| ctx.cwd.clone())
+}
+
 /// What `path` really is: the existing part canonicalised (symlinks followed), the rest
 /// appended.
 fn real(path: &Path) -> PathBuf {
@@ -316,13 +327,14 @@ impl Tool for WriteFile {
             Ok(c) => c,
             Err(e) => return Start::Done(e),
         };
-        let file = resolve(&ctx.cwd, path);
+        let here = here(ctx);
+        let file = resolve(&here, path);
         if !ctx.approved
             && let Some(ask) = write_ask(ctx, &file)
         {
             return Start::Ask(ask);
         }
-        Start::Done(write_file(&ctx.cwd, &file, content))
+        Start::Done(write_file(&here, &file, content))
     }
 }
 

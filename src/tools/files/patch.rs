@@ -176,9 +176,10 @@ impl Tool for Patch {
                 )));
             }
         };
+        let here = super::here(ctx);
         let planned = match mode {
-            "replace" => plan_replace(ctx, args),
-            "patch" => plan_v4a(ctx, args),
+            "replace" => plan_replace(ctx, &here, args),
+            "patch" => plan_v4a(ctx, &here, args),
             other => Err(ToolResult::unsuccessful(format!(
                 "patch: unknown mode '{other}': use 'replace' or 'patch'"
             ))),
@@ -186,14 +187,14 @@ impl Tool for Patch {
         match planned {
             Err(result) => Start::Done(result),
             Ok((_, Some(ask))) if !ctx.approved => Start::Ask(ask),
-            Ok((changes, _)) => Start::Done(changes.apply(&ctx.cwd)),
+            Ok((changes, _)) => Start::Done(changes.apply(&here)),
         }
     }
 }
 
 type Plan = Result<(Changes, Option<Ask>), ToolResult>;
 
-fn plan_replace(ctx: &ToolContext<'_>, args: &Value) -> Plan {
+fn plan_replace(ctx: &ToolContext<'_>, here: &str, args: &Value) -> Plan {
     let path = string_arg(args, "patch", "path").map_err(with_failure)?;
     let old = string_arg(args, "patch", "old_string").map_err(with_failure)?;
     let new = string_arg(args, "patch", "new_string").map_err(with_failure)?;
@@ -208,7 +209,7 @@ fn plan_replace(ctx: &ToolContext<'_>, args: &Value) -> Plan {
             )));
         }
     };
-    let file = resolve(&ctx.cwd, path);
+    let file = resolve(here, path);
     let ask = write_ask(ctx, &file);
     let mut changes = Changes::new();
     let text = match changes.current(&file) {
@@ -221,7 +222,7 @@ fn plan_replace(ctx: &ToolContext<'_>, args: &Value) -> Plan {
     match fuzzy::replace(&lf, &old, &new, all) {
         Ok(r) => {
             changes.set(&file, Some(from_lf(&r.content, crlf)));
-            changes.modified.push(shown(&ctx.cwd, &file));
+            changes.modified.push(shown(here, &file));
             changes.how = match (r.count, r.strategy) {
                 (1, "exact") => None,
                 (n, "exact") => Some(format!("{n} replacements")),
@@ -249,7 +250,7 @@ fn with_failure(r: ToolResult) -> ToolResult {
     ToolResult::unsuccessful(r.error.unwrap_or_default())
 }
 
-fn plan_v4a(ctx: &ToolContext<'_>, args: &Value) -> Plan {
+fn plan_v4a(ctx: &ToolContext<'_>, here: &str, args: &Value) -> Plan {
     let text = string_arg(args, "patch", "patch").map_err(with_failure)?;
     let ops = v4a::parse(text).map_err(ToolResult::unsuccessful)?;
     if ops.is_empty() {
@@ -268,10 +269,10 @@ fn plan_v4a(ctx: &ToolContext<'_>, args: &Value) -> Plan {
         };
         for p in &paths {
             if ask.is_none() {
-                ask = write_ask(ctx, &resolve(&ctx.cwd, p));
+                ask = write_ask(ctx, &resolve(here, p));
             }
         }
-        if let Err(e) = plan_op(ctx, op, &mut changes, &mut real_changes) {
+        if let Err(e) = plan_op(here, op, &mut changes, &mut real_changes) {
             errors.push(e);
         }
     }
@@ -291,16 +292,11 @@ fn plan_v4a(ctx: &ToolContext<'_>, args: &Value) -> Plan {
     Ok((changes, ask))
 }
 
-fn plan_op(
-    ctx: &ToolContext<'_>,
-    op: &Op,
-    changes: &mut Changes,
-    real: &mut usize,
-) -> Result<(), String> {
-    let name = |p: &str| shown(&ctx.cwd, &resolve(&ctx.cwd, p));
+fn plan_op(here: &str, op: &Op, changes: &mut Changes, real: &mut usize) -> Result<(), String> {
+    let name = |p: &str| shown(here, &resolve(here, p));
     match op {
         Op::Add { path, content } => {
-            let file = resolve(&ctx.cwd, path);
+            let file = resolve(here, path);
             if changes.current(&file)?.is_some() {
                 return Err(format!("{path}: file already exists (use Update File)"));
             }
@@ -309,7 +305,7 @@ fn plan_op(
             *real += 1;
         }
         Op::Delete { path } => {
-            let file = resolve(&ctx.cwd, path);
+            let file = resolve(here, path);
             if changes.current(&file)?.is_none() {
                 return Err(format!("{path}: file not found for deletion"));
             }
@@ -318,7 +314,7 @@ fn plan_op(
             *real += 1;
         }
         Op::Move { from, to } => {
-            let (src, dst) = (resolve(&ctx.cwd, from), resolve(&ctx.cwd, to));
+            let (src, dst) = (resolve(here, from), resolve(here, to));
             let Some(text) = changes.current(&src)? else {
                 return Err(format!("{from}: source file not found for move"));
             };
@@ -332,7 +328,7 @@ fn plan_op(
             *real += 1;
         }
         Op::Update { path, hunks } => {
-            let file = resolve(&ctx.cwd, path);
+            let file = resolve(here, path);
             let Some(text) = changes.current(&file)? else {
                 return Err(format!("{path}: file not found"));
             };

@@ -283,8 +283,9 @@ impl Tool for ReadFile {
         let limit = int_arg(args, "limit")
             .unwrap_or(DEFAULT_LIMIT)
             .clamp(1, MAX_LIMIT) as u64;
-        let file = resolve(&ctx.cwd, path);
-        let mut reading = match open(&file, &shown(&ctx.cwd, &file)) {
+        let here = super::here(ctx);
+        let file = resolve(&here, path);
+        let mut reading = match open(&file, &shown(&here, &file)) {
             Ok(r) => r,
             Err(result) => return Start::Done(result),
         };

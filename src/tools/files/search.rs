@@ -4,6 +4,8 @@
 //! not searched) and goes on across steps, each within the step budget, so a tree of any size
 //! never holds the loop. What is kept is bounded by `offset + limit`; totals count everything.
 
+use std::collections::VecDeque;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
@@ -21,6 +23,10 @@ const LINE_MAX: usize = 500;
 const FILE_MAX: u64 = 32 * 1024 * 1024;
 /// Bytes looked at for a NUL to tell a binary file.
 const SAMPLE: usize = 8 * 1024;
+/// Bytes of a file searched in one unit of work: a few hundred microseconds at most.
+const CHUNK: usize = 64 * 1024;
+/// A longer line is matched on its first this many bytes (a line is matched whole, at once).
+const LONG_LINE: usize = 1024 * 1024;
 
 #[derive(Default)]
 pub struct SearchFiles {
@@ -39,17 +45,144 @@ struct Search {
     walk: ignore::Walk,
     cwd: String,
     regex: Option<Regex>,
-    mode: Mode,
-    context: usize,
+    found: Found,
+    /// The file being searched, chunk by chunk.
+    scan: Option<Scan>,
     offset: usize,
     limit: usize,
-    /// Content lines kept: `(path, line, text)`.
-    matches: Vec<(String, u64, String)>,
     /// Files kept (names, files-only): with their mtime for the name search's order.
     files: Vec<(String, std::time::SystemTime)>,
     counts: Vec<(String, u64)>,
-    total: u64,
     warning: Option<String>,
+}
+
+/// What a content search has found so far.
+struct Found {
+    mode: Mode,
+    context: usize,
+    /// Lines kept at most (`offset + limit`): the page is cut from them.
+    keep: usize,
+    /// Content lines kept: `(path, line, text)`.
+    matches: Vec<(String, u64, String)>,
+    total: u64,
+}
+
+impl Found {
+    fn full(&self) -> bool {
+        self.mode != Mode::Content || self.matches.len() >= self.keep
+    }
+}
+
+/// One file's content search, resumed chunk by chunk (`CHUNK` bytes a unit of work), its
+/// lines matched one by one as `str::lines` cuts them.
+struct Scan {
+    file: std::fs::File,
+    name: String,
+    /// The number of the line `partial` belongs to.
+    line: u64,
+    /// The current line's bytes so far (at most `LONG_LINE`).
+    partial: Vec<u8>,
+    started: bool,
+    /// Lines not kept just before the current one, for its before-context (at most `context`).
+    before: VecDeque<(u64, String)>,
+    /// The after-context of the last kept match goes on through this line.
+    after_to: u64,
+    /// Matches in this file.
+    count: u64,
+    buf: Vec<u8>,
+}
+
+impl Scan {
+    fn open(path: &Path, name: String) -> Option<Scan> {
+        if std::fs::metadata(path).ok()?.len() > FILE_MAX {
+            return None;
+        }
+        Some(Scan {
+            file: std::fs::File::open(path).ok()?,
+            name,
+            line: 1,
+            partial: Vec::new(),
+            started: false,
+            before: VecDeque::new(),
+            after_to: 0,
+            count: 0,
+            buf: Vec::with_capacity(CHUNK),
+        })
+    }
+
+    /// Search the next chunk: whether the file is done.
+    fn advance(&mut self, regex: &Regex, found: &mut Found) -> bool {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        // A read error ends the file with what it has shown so far.
+        let at_end = match (&mut self.file).take(CHUNK as u64).read_to_end(&mut buf) {
+            Ok(n) => n < CHUNK,
+            Err(_) => true,
+        };
+        if !self.started {
+            self.started = true;
+            if buf[..buf.len().min(SAMPLE)].contains(&0) {
+                return true;
+            }
+        }
+        let mut rest = &buf[..];
+        while let Some(nl) = memchr::memchr(b'\n', rest) {
+            self.extend(&rest[..nl]);
+            if self.end_line(regex, found, true) {
+                return true;
+            }
+            rest = &rest[nl + 1..];
+        }
+        self.extend(rest);
+        self.buf = buf;
+        if at_end && !self.partial.is_empty() {
+            self.end_line(regex, found, false);
+        }
+        at_end
+    }
+
+    fn extend(&mut self, bytes: &[u8]) {
+        let room = LONG_LINE.saturating_sub(self.partial.len());
+        self.partial
+            .extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+
+    /// The current line is complete: match it and keep what the page needs. Whether the
+    /// file is done (files-only needs one match).
+    fn end_line(&mut self, regex: &Regex, found: &mut Found, newline: bool) -> bool {
+        let mut bytes = &self.partial[..];
+        if newline && bytes.last() == Some(&b'\r') {
+            bytes = &bytes[..bytes.len() - 1];
+        }
+        let text = String::from_utf8_lossy(bytes);
+        let line = self.line;
+        self.line += 1;
+        let kept = |text: &str| crate::util::clip(text, LINE_MAX);
+        if regex.is_match(&text) {
+            self.count += 1;
+            found.total += 1;
+            if found.mode == Mode::FilesOnly {
+                return true;
+            }
+            if !found.full() {
+                for (n, t) in self.before.drain(..) {
+                    found.matches.push((self.name.clone(), n, t));
+                }
+                found.matches.push((self.name.clone(), line, kept(&text)));
+                self.after_to = line + found.context as u64;
+            }
+        } else if found.full() {
+        } else if line <= self.after_to {
+            found.matches.push((self.name.clone(), line, kept(&text)));
+        } else if found.context > 0 {
+            if self.before.len() == found.context {
+                self.before.pop_front();
+            }
+            self.before.push_back((line, kept(&text)));
+        }
+        self.partial.clear();
+        false
+    }
 }
 
 impl Search {
@@ -63,49 +196,14 @@ impl Search {
         self.files.truncate(self.keep());
     }
 
-    fn search_file(&mut self, path: &Path) {
-        let Some(regex) = &self.regex else { return };
-        let Ok(meta) = std::fs::metadata(path) else {
-            return;
-        };
-        if meta.len() > FILE_MAX {
+    /// A file's search is over: note it where the mode lists files.
+    fn searched(&mut self, scan: Scan) {
+        if scan.count == 0 {
             return;
         }
-        let Ok(bytes) = std::fs::read(path) else {
-            return;
-        };
-        if bytes[..bytes.len().min(SAMPLE)].contains(&0) {
-            return;
-        }
-        let text = String::from_utf8_lossy(&bytes);
-        let lines: Vec<&str> = text.lines().collect();
-        let name = shown(&self.cwd, path);
-        let mut count = 0;
-        let mut last_kept: Option<usize> = None;
-        for (i, line) in lines.iter().enumerate() {
-            if !regex.is_match(line) {
-                continue;
-            }
-            count += 1;
-            self.total += 1;
-            if self.mode != Mode::Content || self.matches.len() >= self.keep() {
-                continue;
-            }
-            let from = i.saturating_sub(self.context);
-            let from = last_kept.map_or(from, |k| from.max(k + 1));
-            let to = (i + self.context).min(lines.len() - 1);
-            for (j, l) in lines.iter().enumerate().take(to + 1).skip(from) {
-                self.matches
-                    .push((name.clone(), j as u64 + 1, crate::util::clip(l, LINE_MAX)));
-            }
-            last_kept = Some(to);
-        }
-        if count == 0 {
-            return;
-        }
-        match self.mode {
-            Mode::FilesOnly => self.files.push((name, std::time::UNIX_EPOCH)),
-            Mode::Count => self.counts.push((name, count)),
+        match self.found.mode {
+            Mode::FilesOnly => self.files.push((scan.name, std::time::UNIX_EPOCH)),
+            Mode::Count => self.counts.push((scan.name, scan.count)),
             _ => {}
         }
     }
@@ -113,31 +211,32 @@ impl Search {
     fn finish(&mut self) -> ToolResult {
         let (offset, limit) = (self.offset, self.limit);
         let page = |n: usize| offset.min(n)..(offset + limit).min(n);
-        let mut content = json!({"total_count": self.total});
+        let mut total = self.found.total;
+        let mut content = json!({"total_count": total});
         let found;
-        match self.mode {
+        match self.found.mode {
             Mode::Content => {
-                let kept = &self.matches[page(self.matches.len())];
+                let kept = &self.found.matches[page(self.found.matches.len())];
                 content["matches"] = kept
                     .iter()
                     .map(|(p, l, c)| json!({"path": p, "line": l, "content": c}))
                     .collect();
-                found = format!("{} match(es)", self.total);
-                if self.total as usize > offset + limit {
+                found = format!("{total} match(es)");
+                if total as usize > offset + limit {
                     content["truncated"] = json!(true);
                 }
             }
             Mode::Names | Mode::FilesOnly => {
-                if self.mode == Mode::Names {
+                if self.found.mode == Mode::Names {
                     self.trim_files();
                 } else {
-                    self.total = self.files.len() as u64;
-                    content["total_count"] = json!(self.total);
+                    total = self.files.len() as u64;
+                    content["total_count"] = json!(total);
                 }
                 let kept = &self.files[page(self.files.len())];
                 content["files"] = kept.iter().map(|(p, _)| json!(p)).collect();
-                found = format!("{} file(s)", self.total);
-                if self.total as usize > offset + limit {
+                found = format!("{total} file(s)");
+                if total as usize > offset + limit {
                     content["truncated"] = json!(true);
                 }
             }
@@ -147,7 +246,7 @@ impl Search {
                     counts.insert(p.clone(), json!(n));
                 }
                 content["counts"] = Value::Object(counts);
-                found = format!("{} match(es) in {} file(s)", self.total, self.counts.len());
+                found = format!("{total} match(es) in {} file(s)", self.counts.len());
             }
         }
         if let Some(w) = &self.warning {
@@ -158,35 +257,47 @@ impl Search {
 }
 
 impl Advance for Search {
-    /// Walk on until the deadline; the result once the walk is over.
+    /// Walk on, a directory entry or a file's chunk at a time, until the deadline; the result
+    /// once the walk is over.
     fn advance(&mut self, ctx: &ToolContext<'_>) -> Option<ToolResult> {
-        while let Some(entry) = self.walk.next() {
-            let Ok(entry) = entry else { continue };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                continue;
-            }
-            let path = entry.path().to_path_buf();
-            match self.mode {
-                Mode::Names => {
-                    self.total += 1;
+        loop {
+            if let Some(scan) = &mut self.scan {
+                let regex = self.regex.as_ref().expect("a content search has its regex");
+                if scan.advance(regex, &mut self.found)
+                    && let Some(scan) = self.scan.take()
+                {
+                    self.searched(scan);
+                }
+            } else {
+                let entry = match self.walk.next() {
+                    None => return Some(self.finish()),
+                    Some(Err(_)) => continue,
+                    Some(Ok(entry)) => entry,
+                };
+                if !entry.file_type().is_some_and(|t| t.is_file()) {
+                    continue;
+                }
+                let name = shown(&self.cwd, entry.path());
+                if self.found.mode == Mode::Names {
+                    self.found.total += 1;
                     let mtime = entry
                         .metadata()
                         .ok()
                         .and_then(|m| m.modified().ok())
                         .unwrap_or(std::time::UNIX_EPOCH);
-                    self.files.push((shown(&self.cwd, &path), mtime));
+                    self.files.push((name, mtime));
                     // Newest first: keep the newest `keep` only.
                     if self.files.len() > self.keep() * 2 + 64 {
                         self.trim_files();
                     }
+                } else {
+                    self.scan = Scan::open(entry.path(), name);
                 }
-                _ => self.search_file(&path),
             }
             if ctx.out_of_time() {
                 return None;
             }
         }
-        Some(self.finish())
     }
 }
 
@@ -276,7 +387,8 @@ fn plan(ctx: &ToolContext<'_>, args: &Value) -> Result<Search, String> {
             ));
         }
     };
-    let root: PathBuf = resolve(&ctx.cwd, opt_str(args, "path")?.unwrap_or("."));
+    let here = super::here(ctx);
+    let root: PathBuf = resolve(&here, opt_str(args, "path")?.unwrap_or("."));
     if !root.exists() {
         return Err(format!("Path not found: {}", root.display()));
     }
@@ -318,16 +430,20 @@ fn plan(ctx: &ToolContext<'_>, args: &Value) -> Result<Search, String> {
     });
     Ok(Search {
         walk: walk.build(),
-        cwd: ctx.cwd.clone(),
+        cwd: here,
         regex,
-        mode,
-        context,
+        found: Found {
+            mode,
+            context,
+            keep: offset + limit,
+            matches: Vec::new(),
+            total: 0,
+        },
+        scan: None,
         offset,
         limit,
-        matches: Vec::new(),
         files: Vec::new(),
         counts: Vec::new(),
-        total: 0,
         warning,
     })
 }
@@ -392,6 +508,101 @@ mod tests {
             globbed.result.content["counts"].as_object().unwrap().len(),
             99
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[cfg(test)]
+mod chunk_tests {
+    use super::*;
+    use crate::tools::alone;
+    use std::time::Duration;
+
+    /// The lines a whole-file search keeps (the page's source), as it was before files were
+    /// searched in chunks: `(line, text)`.
+    fn whole_file(
+        text: &str,
+        regex: &Regex,
+        context: usize,
+        keep: usize,
+    ) -> (u64, Vec<(u64, String)>) {
+        let lines: Vec<&str> = text.lines().collect();
+        let (mut total, mut kept, mut last) = (0, Vec::new(), None::<usize>);
+        for (i, line) in lines.iter().enumerate() {
+            if !regex.is_match(line) {
+                continue;
+            }
+            total += 1;
+            if kept.len() >= keep {
+                continue;
+            }
+            let from = last.map_or(i.saturating_sub(context), |k| {
+                i.saturating_sub(context).max(k + 1)
+            });
+            let to = (i + context).min(lines.len() - 1);
+            for (j, l) in lines.iter().enumerate().take(to + 1).skip(from) {
+                kept.push((j as u64 + 1, crate::util::clip(l, LINE_MAX)));
+            }
+            last = Some(to);
+        }
+        (total, kept)
+    }
+
+    #[test]
+    fn a_big_file_is_searched_a_chunk_per_step_with_the_whole_files_results() {
+        let dir = std::env::temp_dir().join(format!("tuigw-sc-{}", crate::util::random_hex(8)));
+        std::fs::create_dir_all(&dir).unwrap();
+        // ~1.6 MiB: matches near chunk edges, runs of matches in each other's context, CRLF
+        // lines, invalid UTF-8 and a last line without its newline.
+        let mut text = String::new();
+        for i in 0..60_000u32 {
+            match i % 997 {
+                0 | 1 | 5 => text.push_str(&format!("needle {i} here\r\n")),
+                3 => text.push_str(&format!("x{} needle\n", "y".repeat(600))),
+                _ => text.push_str(&format!("hay {i:06} hay\n")),
+            }
+        }
+        text.push_str("needle at the end");
+        let mut bytes = text.clone().into_bytes();
+        bytes.splice(100..100, [0xff, 0xfe]);
+        std::fs::write(dir.join("big.txt"), &bytes).unwrap();
+        let lossy = String::from_utf8_lossy(&bytes).into_owned();
+        let regex = Regex::new("needle").unwrap();
+        let cwd = dir.to_str().unwrap();
+        for (context, offset, limit) in [(0, 0, 1000), (2, 0, 1000), (3, 120, 40), (20, 0, 5)] {
+            let args =
+                json!({"pattern": "needle", "context": context, "offset": offset, "limit": limit});
+            let stepped = alone::run(
+                &mut SearchFiles::default(),
+                cwd,
+                &dir,
+                &args,
+                Duration::ZERO,
+            );
+            assert!(
+                stepped.steps > bytes.len() / CHUNK,
+                "a chunk a step: {}",
+                stepped.steps
+            );
+            let (total, kept) = whole_file(&lossy, &regex, context, offset + limit);
+            let c = &stepped.result.content;
+            assert_eq!(c["total_count"], total, "{context}");
+            let page: Vec<Value> = kept
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .map(|(l, t)| json!({"path": "big.txt", "line": l, "content": t}))
+                .collect();
+            assert_eq!(c["matches"], json!(page), "context {context}");
+            let whole = alone::run(
+                &mut SearchFiles::default(),
+                cwd,
+                &dir,
+                &args,
+                Duration::from_secs(5),
+            );
+            assert_eq!(whole.result.content, stepped.result.content);
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
