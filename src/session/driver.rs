@@ -570,7 +570,8 @@ fn submit_prompt(gw: &mut impl TurnOwners, rid: &str, text: String, now: Instant
     let Some(s) = gw.sessions().get_mut(rid) else {
         return false;
     };
-    if s.running() {
+    // A resumed session still reading its older messages runs it once they are read.
+    if s.running() || s.loading() {
         s.queued.push_back(text);
         s.queue_dirty = true;
         gw.mark_dirty(rid);
