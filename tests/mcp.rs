@@ -1,64 +1,92 @@
 //! MCP servers over stdio, against a small Node server in `tests/mcp/fake_server.js`: tools
 //! listed page by page and offered as `mcp__<server>__<tool>`, calls through whole turns of
-//! the offline model (`%NAME {JSON}`), progress streamed as `tool.output`, a server that exits
-//! mid-call (the call ends with a tool error, the server is restarted), garbage on stdout and
-//! endless stderr, a server that never answers `initialize`, and SIGKILL of the gateway with
-//! servers running (none survives).
+//! the offline model (`%NAME {JSON}`), progress streamed as `tool.output`, an interrupted call
+//! (`notifications/cancelled` reaches the server), `reload.mcp`, a server that exits mid-call
+//! (the call ends with a tool error, the server is restarted), the bad servers of issue 13
+//! (garbage on stdout, an unknown id, endless stderr, a schema that is not one, a server that
+//! never answers `initialize`, a 100 MB line, a 50 MB result) each contained with the
+//! gateway's memory bounded, the lifecycle (a `lazy` server starts with the first session; the
+//! shutdown closes stdin, waits, then SIGTERMs only the server still running), and SIGKILL of
+//! the gateway with servers running (none survives). `mcp/reference.rs` runs the npm
+//! reference servers.
 
 mod common;
+mod mockai;
 mod procs;
+#[path = "mcp/reference.rs"]
+mod reference;
 
 use common::*;
 use procs::*;
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
-
-const T: Duration = Duration::from_secs(20);
+use std::path::{Path, PathBuf};
 
 fn server_js() -> String {
     format!("{}/tests/mcp/fake_server.js", env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A home whose config.yaml lists `servers` as `(name, mode, extra yaml lines)`.
+/// A home whose config.yaml lists `servers` as `(name, mode, extra yaml lines)`; each server
+/// notes what happens to it (its stdin closing, SIGTERM, cancellations) in [`notes_of`].
 fn home_with(servers: &[(&str, &str, &str)], marker: &str) -> TempHome {
     let home = TempHome::new("mcp");
     let mut yaml = String::from("mcp_servers:\n");
     for (name, mode, extra) in servers {
-        yaml.push_str(&format!(
-            "  {name}:\n    command: node\n    args: [\"{}\", \"{mode}\", \"{marker}\"]\n{extra}",
-            server_js()
-        ));
+        yaml.push_str(&server_yaml(&home.path, name, mode, marker));
+        yaml.push_str(extra);
     }
     std::fs::write(home.path.join("config.yaml"), yaml).unwrap();
     home
 }
 
-/// Poll `tools.list` until the toolset `mcp-<server>` is there; its tools.
-fn wait_tools(g: &mut Gateway, server: &str) -> Vec<String> {
-    let deadline = Instant::now() + T;
-    loop {
-        let r = g.call("tools.list", json!({}));
-        let found = r["toolsets"]
+fn server_yaml(home: &Path, name: &str, mode: &str, marker: &str) -> String {
+    format!(
+        "  {name}:\n    command: node\n    args: [\"{}\", \"{mode}\", \"{marker}\", \"{}\"]\n",
+        server_js(),
+        notes_path(home, name).display()
+    )
+}
+
+fn notes_path(home: &Path, name: &str) -> PathBuf {
+    home.join(format!("{name}.notes"))
+}
+
+/// What server `name` noted so far, one line each.
+fn notes_of(home: &Path, name: &str) -> Vec<String> {
+    std::fs::read_to_string(notes_path(home, name))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The toolset `mcp-<server>` of `tools.list`, once it is there: its tools.
+pub fn wait_tools(g: &mut Gateway, server: &str) -> Vec<String> {
+    let mut last = Value::Null;
+    let mut tools = Vec::new();
+    let found = poll_until(T, || {
+        last = g.call("tools.list", json!({}));
+        let set = last["toolsets"]
             .as_array()
             .into_iter()
             .flatten()
             .find(|t| t["name"] == format!("mcp-{server}"));
-        if let Some(t) = found {
-            return t["tools"]
+        if let Some(set) = set {
+            tools = set["tools"]
                 .as_array()
-                .unwrap()
-                .iter()
-                .map(|n| n.as_str().unwrap().to_string())
+                .into_iter()
+                .flatten()
+                .filter_map(|n| n.as_str().map(str::to_string))
                 .collect();
         }
-        assert!(Instant::now() < deadline, "no mcp-{server} toolset: {r}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        set.is_some()
+    });
+    assert!(found, "no mcp-{server} toolset: {last}");
+    tools
 }
 
-fn mcp_status(g: &mut Gateway, name: &str) -> Value {
-    let s = g.create_session(json!({}));
-    let r = g.call("session.resume", json!({"session_id": s.stored}));
+/// Server `name` as the banner reads it (`info.mcp_servers` of session `stored`).
+pub fn mcp_status(g: &mut Gateway, stored: &str, name: &str) -> Value {
+    let r = g.call("session.resume", json!({"session_id": stored}));
     let list = r["info"]["mcp_servers"].clone();
     list.as_array()
         .into_iter()
@@ -68,11 +96,27 @@ fn mcp_status(g: &mut Gateway, name: &str) -> Value {
         .unwrap_or_else(|| panic!("no {name} in {list}"))
 }
 
-fn call_tool(g: &mut Gateway, sid: &str, name: &str, args: Value) -> Value {
+/// Polls server `name`'s status until it is `want`; its last status.
+pub fn wait_status(g: &mut Gateway, stored: &str, name: &str, want: &str) -> Value {
+    let mut last = Value::Null;
+    let reached = poll_until(T, || {
+        last = mcp_status(g, stored, name);
+        last["status"] == want
+    });
+    assert!(reached, "{name} never {want}: {last}");
+    last
+}
+
+/// One offline turn calling `name` with `args`; its `tool.complete`.
+pub fn call_tool(g: &mut Gateway, sid: &str, name: &str, args: Value) -> Value {
     submit(g, sid, &format!("%{name} {args}"));
     let done = g.wait_session_event(sid, "tool.complete", T);
     g.wait_session_event(sid, "message.complete", T);
     done
+}
+
+pub fn tool_error(done: &Value) -> String {
+    done["payload"]["error"].as_str().unwrap_or("").to_string()
 }
 
 #[test]
@@ -88,13 +132,13 @@ fn tools_are_listed_offered_and_called_through_turns_with_progress() {
         tools,
         ["mcp__fake__die", "mcp__fake__echo", "mcp__fake__slow"]
     );
-    let status = mcp_status(&mut g, "fake");
+    let s = g.create_session(json!({}));
+    let status = mcp_status(&mut g, &s.stored, "fake");
     assert_eq!(
         (&status["connected"], &status["tools"], &status["transport"]),
         (&json!(true), &json!(3), &json!("stdio")),
         "{status}"
     );
-    let s = g.create_session(json!({}));
     let done = call_tool(&mut g, &s.id, "mcp__fake__echo", json!({"text": "hello"}));
     let stored = stored_tool_result(&g, &s.stored, &done);
     assert_eq!(stored["result"], format!("echo: hello{m}"), "{stored}");
@@ -123,18 +167,13 @@ fn a_server_that_exits_mid_call_fails_the_call_and_is_restarted() {
     wait_tools(&mut g, "fake");
     let s = g.create_session(json!({}));
     let done = call_tool(&mut g, &s.id, "mcp__fake__die", json!({}));
-    let error = done["payload"]["error"].as_str().unwrap_or("").to_string();
     assert!(
-        error.contains("MCP server 'fake' exited (status 7)"),
+        tool_error(&done).contains("MCP server 'fake' exited (status 7)"),
         "{done}"
     );
     g.wait_session_event(&s.id, "status.update", T);
     // Restarted after the backoff: calls work again.
-    let deadline = Instant::now() + T;
-    while mcp_status(&mut g, "fake")["connected"] != json!(true) {
-        assert!(Instant::now() < deadline, "not restarted");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_status(&mut g, &s.stored, "fake", "connected");
     let done = call_tool(&mut g, &s.id, "mcp__fake__echo", json!({"text": "again"}));
     assert_eq!(
         stored_tool_result(&g, &s.stored, &done)["result"],
@@ -150,6 +189,7 @@ fn bad_servers_are_contained_and_none_outlives_a_killed_gateway() {
         &[
             ("noisy", "garbage", ""),
             ("mute", "mute", "    connect_timeout: 0.3\n"),
+            ("big", "big", ""),
         ],
         &m,
     );
@@ -161,27 +201,43 @@ fn bad_servers_are_contained_and_none_outlives_a_killed_gateway() {
         tools.contains(&"mcp__noisy__weird".to_string()),
         "{tools:?}"
     );
-    let s = g.create_session(json!({}));
-    let done = call_tool(&mut g, &s.id, "mcp__noisy__echo", json!({"text": "x"}));
+    wait_tools(&mut g, "big");
+    let idle_kib = rss_kib(g.pid()).unwrap();
+    let a = g.create_session(json!({}));
+    let b = g.create_session(json!({}));
+    // A 100 MB line: the call ends with a clear error, the server restarts; meanwhile another
+    // session's call on another server is answered.
+    submit(&mut g, &a.id, "%mcp__big__huge_line {}");
+    let done = call_tool(&mut g, &b.id, "mcp__noisy__echo", json!({"text": "x"}));
     assert_eq!(
-        stored_tool_result(&g, &s.stored, &done)["result"],
+        stored_tool_result(&g, &b.stored, &done)["result"],
         format!("echo: x{m}")
     );
-    let deadline = Instant::now() + T;
-    loop {
-        let mute = mcp_status(&mut g, "mute");
-        if mute["status"] == "failed" {
-            assert!(
-                mute["error"].as_str().unwrap().contains("handshake"),
-                "{mute}"
-            );
-            break;
-        }
-        assert!(Instant::now() < deadline, "mute never failed: {mute}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let done = g.wait_session_event(&a.id, "tool.complete", T);
+    g.wait_session_event(&a.id, "message.complete", T);
+    assert!(
+        tool_error(&done).contains("MCP server 'big' sent a line longer than"),
+        "{done}"
+    );
+    wait_status(&mut g, &a.stored, "big", "connected");
+    // A 50 MB result is over the same line cap: refused the same way, never buffered.
+    let done = call_tool(&mut g, &a.id, "mcp__big__huge_result", json!({}));
+    assert!(
+        tool_error(&done).contains("sent a line longer than"),
+        "{done}"
+    );
+    let grown_kib = rss_kib(g.pid()).unwrap().saturating_sub(idle_kib);
+    assert!(
+        grown_kib < 40 * 1024,
+        "the gateway grew by {grown_kib} KiB over 150 MB of server output"
+    );
+    let mute = wait_status(&mut g, &a.stored, "mute", "failed");
+    assert!(
+        mute["error"].as_str().unwrap().contains("handshake"),
+        "{mute}"
+    );
     g.ping();
-    wait_for_procs("node", &m, 1, T);
+    wait_for_procs("node", &m, 2, T);
     g.signal(libc::SIGKILL);
     assert_none_left(&m, T, "after the gateway's SIGKILL");
 }
@@ -200,13 +256,16 @@ fn an_interrupted_call_ends_at_once_and_reload_touches_only_changed_servers() {
     let done = g.wait_session_event(&s.id, "tool.complete", T);
     assert_eq!(done["payload"]["error"], "interrupted", "{done}");
     g.wait_session_event(&s.id, "message.complete", T);
+    let told = poll_until(T, || {
+        notes_of(&home.path, "keep")
+            .iter()
+            .any(|n| n.starts_with("cancelled "))
+    });
+    assert!(told, "no notifications/cancelled reached the server");
     let before = wait_for_procs("node", &m, 1, T);
     // Add a server: the reload starts it and leaves the unchanged one running.
     let yaml = std::fs::read_to_string(home.path.join("config.yaml")).unwrap();
-    let added = format!(
-        "{yaml}  added:\n    command: node\n    args: [\"{}\", \"good\", \"{m}\"]\n",
-        server_js()
-    );
+    let added = yaml + &server_yaml(&home.path, "added", "good", &m);
     std::fs::write(home.path.join("config.yaml"), added).unwrap();
     let rev = g.call("config.get", json!({"key": "mtime"}))["mcp_rev"].clone();
     let r = g.call("reload.mcp", json!({"session_id": s.id, "confirm": true}));
@@ -232,4 +291,50 @@ fn an_interrupted_call_ends_at_once_and_reload_touches_only_changed_servers() {
         stored_tool_result(&g, &s.stored, &done)["result"],
         format!("echo: still{m}")
     );
+}
+
+#[test]
+fn a_lazy_server_waits_for_a_session_and_the_shutdown_closes_stdin_before_sigterm() {
+    let m = marker();
+    let _r = Reaper(m.clone());
+    let lazy_marker = format!("{m}-lazy");
+    let home = home_with(
+        &[("polite", "polite", ""), ("stubborn", "stubborn", "")],
+        &m,
+    );
+    let mut yaml = std::fs::read_to_string(home.path.join("config.yaml")).unwrap();
+    yaml += &server_yaml(&home.path, "later", "good", &lazy_marker);
+    yaml += "    lazy: true\n";
+    std::fs::write(home.path.join("config.yaml"), yaml).unwrap();
+    // A kill grace long enough that the polite server surely exits inside its half.
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .args(&["--kill-grace", "2", "--shutdown-grace", "5"])
+        .start();
+    wait_tools(&mut g, "polite");
+    wait_tools(&mut g, "stubborn");
+    // The eager servers are up; the lazy one is not started without a session.
+    assert!(
+        procs_matching(&lazy_marker).is_empty(),
+        "the lazy server started without a session"
+    );
+    let s = g.create_session(json!({}));
+    wait_tools(&mut g, "later");
+    let done = call_tool(&mut g, &s.id, "mcp__later__echo", json!({"text": "up"}));
+    assert_eq!(
+        stored_tool_result(&g, &s.stored, &done)["result"],
+        format!("echo: up{lazy_marker}")
+    );
+    // Shutdown: stdin closes first; the polite server exits on it and gets no signal, the
+    // stubborn one is SIGTERMed after the wait and killed inside the grace.
+    g.close_stdin();
+    g.wait_exit(T);
+    let exit = g.stderr_with("[gateway-exit]", T);
+    assert!(!exit.contains("grace exceeded"), "{exit}");
+    assert_eq!(notes_of(&home.path, "polite"), ["stdin closed"]);
+    assert_eq!(
+        notes_of(&home.path, "stubborn"),
+        ["stdin closed", "SIGTERM"]
+    );
+    assert_none_left(&m, T, "after the shutdown");
 }

@@ -1,7 +1,8 @@
 //! `mcp_servers` in `config.yaml`, with Hermes' keys and defaults: `command`, `args`, `env`,
 //! `cwd`, `timeout` (per call, 300 s), `connect_timeout` (60 s), `enabled`, `tools.include`
-//! / `tools.exclude` (include wins), and our `lazy` (start at the first need instead of at
-//! start-up; default false); `url` and `headers` for a streamable HTTP server (`http.rs`).
+//! / `tools.exclude` (include wins), and our `lazy` (Hermes has no such key: start when the
+//! first session opens instead of at start-up; default false); `url` and `headers` for a
+//! streamable HTTP server (`http.rs`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -25,7 +26,7 @@ pub struct ServerConfig {
     pub enabled: bool,
     pub include: Vec<String>,
     pub exclude: Vec<String>,
-    /// Started at the first `tools/list` need instead of at start-up (our key `lazy`).
+    /// Started when the first session opens instead of at start-up (our key `lazy`).
     pub lazy: bool,
 }
 

@@ -108,6 +108,10 @@ pub struct Mcp {
     pub(crate) http: http::Clients,
     pub(crate) calls: tool::Shared,
     started: bool,
+    /// Some `lazy` server waits for the first session to start it.
+    lazy_waiting: bool,
+    /// Servers hung up on (stdin closed), SIGTERMed at the time if still running.
+    hanging: Vec<(RunId, Instant)>,
     stopping: bool,
     /// Bumped whenever the servers or their tools change (`config.get mtime` → `mcp_rev`).
     pub(crate) rev: u64,
@@ -130,12 +134,28 @@ pub fn start_once(gw: &mut Gateway, now: Instant) {
     for (name, cfg) in config::load(&gw.cfg.home) {
         gw.mcp.servers.insert(name, Server::new(cfg));
     }
-    let names: Vec<String> = gw.mcp.servers.keys().cloned().collect();
-    for name in names {
-        let s = &gw.mcp.servers[&name];
-        if s.phase == Phase::Configured && !s.config.lazy {
-            connect(gw, &name, now);
-        }
+    start_due(gw, now);
+}
+
+/// Start the configured servers that are due: all but the `lazy` ones, and those too once a
+/// session is open (the first client that can call their tools).
+fn start_due(gw: &mut Gateway, now: Instant) {
+    let session_open = gw.sessions.keys().next().is_some();
+    let due: Vec<String> = gw
+        .mcp
+        .servers
+        .iter()
+        .filter(|(_, s)| s.phase == Phase::Configured && (session_open || !s.config.lazy))
+        .map(|(name, _)| name.clone())
+        .collect();
+    gw.mcp.lazy_waiting = !session_open
+        && gw
+            .mcp
+            .servers
+            .values()
+            .any(|s| s.phase == Phase::Configured && s.config.lazy);
+    for name in due {
+        connect(gw, &name, now);
     }
 }
 
@@ -218,6 +238,9 @@ fn send(gw: &mut Gateway, name: &str, line: Vec<u8>) {
 /// Write what the MCP tools queued (calls, cancellations).
 pub fn pump(gw: &mut Gateway, now: Instant) {
     start_once(gw, now);
+    if gw.mcp.lazy_waiting && gw.sessions.keys().next().is_some() {
+        start_due(gw, now);
+    }
     let outgoing = std::mem::take(&mut gw.mcp.calls.borrow_mut().outgoing);
     for (name, line) in outgoing {
         send(gw, &name, line);
@@ -483,10 +506,25 @@ fn stop_failed(gw: &mut Gateway, name: &str, why: String, now: Instant) {
     }
 }
 
-/// The MCP stdio ending: close the server's stdin, then stop it (SIGTERM, then SIGKILL).
-fn hang_up(gw: &mut Gateway, run: RunId, now: Instant) {
+/// The MCP stdio ending: close the server's stdin, give it half the kill grace to exit by
+/// itself, then stop it (SIGTERM, SIGKILL after the kill grace; the shutdown's own SIGKILL of
+/// every tool comes one kill grace after its interrupt, so all of it stays inside the grace).
+fn hang_up(gw: &mut Gateway, name: &str, run: RunId, now: Instant) {
     crate::tools::runs::close_stdin(gw, run);
-    crate::tools::runs::stop(gw, run, now);
+    let at = now + gw.cfg.kill_grace / 2;
+    gw.mcp.hanging.push((run, at));
+    gw.timers.insert(at, Timer::Mcp(name.to_string()));
+}
+
+/// SIGTERM the servers hung up on that are still running when their wait is over.
+fn stop_hung_up(gw: &mut Gateway, now: Instant) {
+    let (due, waiting) = std::mem::take(&mut gw.mcp.hanging)
+        .into_iter()
+        .partition(|(_, at)| *at <= now);
+    gw.mcp.hanging = waiting;
+    for (run, _) in due {
+        crate::tools::runs::stop(gw, run, now);
+    }
 }
 
 /// End the server's calls in flight with a tool error saying what happened to it (`why`),
@@ -579,12 +617,9 @@ pub fn reload(gw: &mut Gateway, now: Instant) -> Reloaded {
         if !changed.contains(&name) {
             changed.push(name.clone());
         }
-        let start = cfg.enabled;
         gw.mcp.servers.insert(name.clone(), Server::new(cfg));
-        if start {
-            connect(gw, &name, now);
-        }
     }
+    start_due(gw, now);
     gw.mcp.rev += 1;
     changed.sort();
     Reloaded {
@@ -603,7 +638,7 @@ fn forget(gw: &mut Gateway, name: &str, now: Instant) {
     }
     if let Some(run) = s.run {
         gw.mcp.by_run.remove(&run);
-        hang_up(gw, run, now);
+        hang_up(gw, name, run, now);
     }
     http::end_session(gw, name, now);
     end_calls_in_flight(gw, name, "was reloaded");
@@ -611,6 +646,7 @@ fn forget(gw: &mut Gateway, name: &str, now: Instant) {
 
 /// `Timer::Mcp`: a connect deadline or a restart is due.
 pub fn on_timer(gw: &mut Gateway, name: &str, now: Instant) {
+    stop_hung_up(gw, now);
     http::expire(gw, name, now);
     let Some(s) = gw.mcp.servers.get(name) else {
         return;
@@ -629,13 +665,12 @@ pub fn on_timer(gw: &mut Gateway, name: &str, now: Instant) {
     }
 }
 
-/// The shutdown: close each server's stdin (the MCP stdio sequence) and stop it (SIGTERM,
-/// SIGKILL after the kill grace).
+/// The shutdown: each server gets the MCP stdio sequence ([`hang_up`]).
 pub fn shut_down(gw: &mut Gateway, now: Instant) {
     gw.mcp.stopping = true;
-    let runs: Vec<RunId> = gw.mcp.by_run.keys().copied().collect();
-    for run in runs {
-        hang_up(gw, run, now);
+    let runs: Vec<(RunId, String)> = gw.mcp.by_run.iter().map(|(r, n)| (*r, n.clone())).collect();
+    for (run, name) in runs {
+        hang_up(gw, &name, run, now);
     }
     for name in gw.mcp.http.names() {
         http::end_session(gw, &name, now);

@@ -1,9 +1,15 @@
 // A small MCP stdio server for the gateway's tests (Node, no packages). Its first argument
 // picks how it behaves: "good" (answers properly), "garbage" (noise on stdout and stderr,
 // an answer to an unknown id, a schema that is not JSON Schema), "mute" (never answers
-// initialize). Tools: echo, slow (sleeps; progress notifications), die (exits mid-call).
+// initialize), "big" (two more tools: huge_line writes a 100 MB line, huge_result answers
+// 50 MB), "polite" (exits 200 ms after its stdin closes), "stubborn" (ignores its stdin closing and
+// SIGTERM); the last two note both in the file named by the fourth argument.
+// Tools: echo, slow (sleeps; progress notifications), die (exits mid-call).
+const fs = require("fs");
 const mode = process.argv[2] || "good";
 const marker = process.argv[3] || "";
+const noteFile = process.argv[4];
+function note(what) { if (noteFile) fs.appendFileSync(noteFile, what + "\n"); }
 let buf = "";
 function send(msg) { process.stdout.write(JSON.stringify(msg) + "\n"); }
 const tools = [
@@ -12,10 +18,15 @@ const tools = [
   { name: "die", description: "Exit mid-call", inputSchema: { type: "object" } },
   { name: "weird", description: "A schema that is not one", inputSchema: "not a schema" },
 ];
+if (mode === "big") tools.push(
+  { name: "huge_line", description: "A 100 MB line", inputSchema: { type: "object" } },
+  { name: "huge_result", description: "A 50 MB result", inputSchema: { type: "object" } });
+const MB = "x".repeat(1 << 20);
 function handle(msg) {
   if (mode === "mute") return;
   if (msg.method === "initialize") {
-    if (mode === "garbage") {
+    if (mode === "stubborn") setInterval(() => {}, 1000);
+if (mode === "garbage") {
       process.stdout.write("this is not json\n");
       send({ jsonrpc: "2.0", id: 999999, result: {} });
     }
@@ -38,11 +49,16 @@ function handle(msg) {
       }, 50);
     } else if (name === "die") {
       process.exit(7);
+    } else if (name === "huge_line") {
+      for (let i = 0; i < 100; i++) process.stdout.write(MB);
+      process.stdout.write("\n");
+    } else if (name === "huge_result") {
+      send({ jsonrpc: "2.0", id: msg.id, result: { content: [{ type: "text", text: MB.repeat(50) }] } });
     } else {
       send({ jsonrpc: "2.0", id: msg.id, result: { content: [{ type: "text", text: "ok" }] } });
     }
   } else if (msg.method === "notifications/cancelled") {
-    process.stderr.write("cancelled " + msg.params.requestId + "\n");
+    note("cancelled " + msg.params.requestId);
   } else if (msg.id !== undefined) {
     send({ jsonrpc: "2.0", id: msg.id, error: { code: -32601, message: "no such method" } });
   }
@@ -55,5 +71,15 @@ process.stdin.on("data", (chunk) => {
     if (line.trim()) handle(JSON.parse(line));
   }
 });
-process.stdin.on("end", () => process.exit(0));
+process.stdin.on("end", () => {
+  note("stdin closed");
+  // The polite server takes a moment to wind down, as a real one saving its state would.
+  if (mode === "polite") setTimeout(() => process.exit(0), 200);
+  else if (mode !== "stubborn") process.exit(0);
+});
+process.on("SIGTERM", () => {
+  note("SIGTERM");
+  if (mode !== "stubborn") process.exit(0);
+});
+if (mode === "stubborn") setInterval(() => {}, 1000);
 if (mode === "garbage") setInterval(() => process.stderr.write("noise ".repeat(1000) + "\n"), 1);
