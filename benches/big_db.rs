@@ -213,6 +213,27 @@ fn measure(db: &Path, shape: &Shape, repeat: usize) -> Result<Figures, String> {
             call(&mut c, "session.close", json!({"session_id": rid})).map(drop)
         })?,
     );
+    // Loop time of that resume: the worst ping sent right behind it and while the session's
+    // older messages are read (a step per iteration), over half a second.
+    let mut worst = Duration::ZERO;
+    for _ in 0..repeat.min(5) {
+        let id = c.send_request("session.resume", json!({"session_id": long}))?;
+        let end = Instant::now() + Duration::from_millis(500);
+        let mut rid = None;
+        while Instant::now() < end {
+            let sent = Instant::now();
+            let ping = c.send_request("ping", json!({}))?;
+            c.wait_response(&ping, sent + STALL, |_, frame| {
+                if frame.get("id") == Some(&id) {
+                    rid = frame["result"]["session_id"].as_str().map(str::to_string);
+                }
+            })?;
+            worst = worst.max(sent.elapsed());
+        }
+        let rid = rid.ok_or("no session_id")?;
+        call(&mut c, "session.close", json!({"session_id": rid}))?;
+    }
+    add("worst ping behind that resume, 0.5 s", (worst, worst));
     // Search, as `sessions search` and the session_search tool call it.
     let store = Store::open(&home.path().join("state.db"), "NORMAL")?;
     for (what, rank) in [

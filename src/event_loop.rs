@@ -291,6 +291,7 @@ impl Gateway {
         let busy = !self.paused()
             && (self.client.wants_read()
                 || self.sessions.has_runnable()
+                || self.sessions.has_loading()
                 || self.runner.has_work()
                 || !self.tools.due.is_empty());
         if busy || self.exit_code.is_some() {
@@ -327,6 +328,7 @@ impl Gateway {
         self.fire_timers(now);
         crate::tools::runs::pump(self, now);
         crate::session::calls::step_due(self, now);
+        crate::session::older::step(self, now);
         if self.drive_turns(now) {
             crate::flush::arm(self, now);
         }

@@ -66,13 +66,16 @@ fn checkpoint_partials(gw: &mut Gateway) {
     }
 }
 
-/// The reaper tick: sessions idle past the TTL are flushed, ended and evicted from memory.
+/// The reaper tick: sessions idle past the TTL are flushed, ended and evicted from memory;
+/// not one whose background processes still run (evicting it would kill them).
 pub fn reap_idle(gw: &mut Gateway, now: Instant) {
     let ttl = gw.cfg.session_ttl;
+    let processes = &gw.tools.processes;
     let idle: Vec<String> = gw
         .sessions
         .iter()
         .filter(|(_, s)| !s.running() && now.saturating_duration_since(s.last_active) >= ttl)
+        .filter(|(rid, _)| !processes.any_running(rid))
         .map(|(rid, _)| rid.clone())
         .collect();
     for rid in idle {

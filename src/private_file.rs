@@ -29,16 +29,27 @@ fn explain(e: io::Error) -> io::Error {
     }
 }
 
-/// A regular file of ours, made 0600 (keeping no group or other bit).
-fn make_private(f: &File) -> io::Result<()> {
-    let meta = f.metadata()?;
+/// Whether what `meta` describes is our user's.
+fn is_ours(meta: &std::fs::Metadata) -> bool {
+    // SAFETY: geteuid has no preconditions and touches no memory.
+    meta.uid() == unsafe { libc::geteuid() }
+}
+
+/// A regular file of ours, or why not.
+fn our_file(meta: &std::fs::Metadata) -> io::Result<()> {
     if !meta.is_file() {
         return Err(refused("not a regular file"));
     }
-    // SAFETY: geteuid has no preconditions and touches no memory.
-    if meta.uid() != unsafe { libc::geteuid() } {
+    if !is_ours(meta) {
         return Err(refused("owned by another user"));
     }
+    Ok(())
+}
+
+/// A regular file of ours, made 0600 (keeping no group or other bit).
+fn make_private(f: &File) -> io::Result<()> {
+    let meta = f.metadata()?;
+    our_file(&meta)?;
     if meta.mode() & 0o077 != 0 {
         f.set_permissions(std::fs::Permissions::from_mode(meta.mode() & 0o700))?;
     }
@@ -89,13 +100,7 @@ pub fn read(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
         Err(e) => return Err(explain(e)),
     };
     let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(refused("not a regular file"));
-    }
-    // SAFETY: geteuid has no preconditions and touches no memory.
-    if meta.uid() != unsafe { libc::geteuid() } {
-        return Err(refused("owned by another user"));
-    }
+    our_file(&meta)?;
     let too_big = |n: u64| {
         io::Error::new(
             io::ErrorKind::FileTooLarge,
@@ -178,8 +183,7 @@ pub fn private_dir(base: &Path, parts: &[&str]) -> io::Result<PathBuf> {
         if !meta.is_dir() {
             return Err(refused(&format!("{} is not a folder", dir.display())));
         }
-        // SAFETY: geteuid has no preconditions and touches no memory.
-        if meta.uid() != unsafe { libc::geteuid() } {
+        if !is_ours(&meta) {
             return Err(refused(&format!("{} is another user's", dir.display())));
         }
     }

@@ -84,8 +84,8 @@ fn a_background_command_runs_on_past_its_call_and_an_interrupt() {
     let id = b.start("echo started; sleep 300.{m}", false);
     b.wait_sleep(300);
     // Still there after its call and its turn ended, and after another turn is interrupted.
-    let start = submit(&mut b.g, &b.sid, "$ sleep 301");
-    b.g.wait_session_event(&b.sid, "tool.start", T);
+    let start = submit(&mut b.g, &b.sid, &format!("$ sleep 301.{}", b.m));
+    b.wait_sleep(301);
     b.g.call("session.interrupt", json!({"session_id": b.sid}));
     let t = b.g.finish_turn(&b.sid, start, T);
     assert_eq!(
@@ -93,6 +93,7 @@ fn a_background_command_runs_on_past_its_call_and_an_interrupt() {
         "{:?}",
         t.complete
     );
+    assert_none_left(&format!("301.{}", b.m), T, "the interrupted command");
     b.wait_sleep(300);
 
     let list = b.process(json!({"action": "list"}));
@@ -103,6 +104,15 @@ fn a_background_command_runs_on_past_its_call_and_an_interrupt() {
     assert!(
         procs[0]["command"].as_str().unwrap().contains("sleep 300."),
         "{list}"
+    );
+    // The pid is the command's as this machine sees it (not its namespace's).
+    let pid = procs[0]["pid"].as_i64().unwrap_or_else(|| panic!("{list}"));
+    let cmdline = proc_info(pid as i32).map(|p| p.cmdline);
+    assert!(
+        cmdline
+            .as_deref()
+            .is_some_and(|c| c.contains(&format!("300.{}", b.m))),
+        "pid {pid} is {cmdline:?}: {list}"
     );
 
     let mut poll = Value::Null;
@@ -118,6 +128,25 @@ fn a_background_command_runs_on_past_its_call_and_an_interrupt() {
         (&json!("started"), &json!(1), &json!("1 lines")),
         "{log}"
     );
+
+    assert_eq!(poll["pid"], pid, "{poll}");
+
+    // A wait the turn's interrupt ends says so, with the output so far; the process runs on.
+    let start = submit(
+        &mut b.g,
+        &b.sid,
+        &format!("%process {}", json!({"action": "wait", "session_id": id})),
+    );
+    b.g.wait_session_event(&b.sid, "tool.start", T);
+    b.g.call("session.interrupt", json!({"session_id": b.sid}));
+    let t = b.g.finish_turn(&b.sid, start, T);
+    let w = &t.event("tool.complete")["payload"]["result"];
+    assert_eq!(
+        (&w["status"], &w["output"]),
+        (&json!("interrupted"), &json!("started\n")),
+        "{w}"
+    );
+    b.wait_sleep(300);
 
     let kill = b.process(json!({"action": "kill", "session_id": id}));
     assert_eq!(kill["status"], "killed", "{kill}");
@@ -169,6 +198,55 @@ fn wait_ends_with_the_process_or_at_its_timeout_and_stop_kills_them_all() {
     b.assert_none_left("after process.stop");
     let poll = b.process(json!({"action": "poll", "session_id": other}));
     assert_eq!(poll["termination_source"], "kill_all", "{poll}");
+}
+
+/// When the session ended, and why (`sessions.ended_at`, `end_reason`).
+fn session_end(g: &Gateway, stored: &str) -> (Option<f64>, Option<String>) {
+    g.db()
+        .query_row(
+            "SELECT ended_at, end_reason FROM sessions WHERE id = ?1",
+            [stored],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap_or_else(|e| panic!("sessions row {stored}: {e}"))
+}
+
+#[test]
+fn the_idle_reaper_spares_a_session_while_its_background_processes_run() {
+    let mut b = bg_with(
+        Gateway::builder()
+            .tag("bg-ttl")
+            .own_process_group()
+            .env("HERMES_TUI_SESSION_TTL_S", "1"),
+    );
+    let id = b.start("sleep 300.{m}", false);
+    b.wait_sleep(300);
+    let idle = b.g.create_session(json!({}));
+    b.g.run_turn(&idle.id, "nothing runs here");
+    let reaped =
+        |g: &Gateway, stored: &str| session_end(g, stored).1.as_deref() == Some("session_ttl");
+    let gone = poll_until(secs(10), || {
+        b.g.collect_for(ms(50));
+        reaped(&b.g, &idle.stored)
+    });
+    assert!(
+        gone,
+        "the idle session was not reaped (TTL 1 s)\n{}",
+        b.g.diag()
+    );
+    // The one with a running process is not, and its process runs on.
+    assert_eq!(session_end(&b.g, &b.stored), (None, None));
+    b.wait_sleep(300);
+    let poll = b.process(json!({"action": "poll", "session_id": id}));
+    assert_eq!(poll["status"], "running", "{poll}");
+    // Once it ended, the session is idle like any.
+    b.process(json!({"action": "kill", "session_id": id}));
+    b.assert_none_left("after process kill");
+    let gone = poll_until(secs(10), || {
+        b.g.collect_for(ms(50));
+        reaped(&b.g, &b.stored)
+    });
+    assert!(gone, "reaped once its process ended\n{}", b.g.diag());
 }
 
 #[test]

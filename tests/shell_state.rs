@@ -337,3 +337,57 @@ fn a_model_calls_terminal_with_hermes_arguments_and_the_shell_persists() {
         "{tool_msg}"
     );
 }
+
+#[test]
+fn background_commands_start_in_the_sessions_shell_and_a_run_keeps_only_what_it_changed() {
+    let m = marker();
+    let home = TempHome::new("shell-bg");
+    let there = home.path.join(format!("there-{m}"));
+    std::fs::create_dir_all(&there).unwrap();
+    let there_s = there.to_str().unwrap();
+    let mut g = Gateway::builder().home(&home.path).start();
+    let s = session_in(&mut g, &home.path);
+    call(&mut g, &s.id, &format!("$ cd {there_s} && export FOO=bar"));
+
+    // A background command starts where the session is, with its variables; its own changes
+    // are its own.
+    let show = "printf '%s [%s]' \"$PWD\" \"$FOO\"";
+    let bg =
+        json!({"command": format!("{show}; cd /; export FOO=changed # {m}"), "background": true});
+    let r = call(&mut g, &s.id, &format!("%terminal {bg}"));
+    let id = r["session_id"].as_str().unwrap_or_else(|| panic!("{r}"));
+    let wait = json!({"action": "wait", "session_id": id});
+    let w = call(&mut g, &s.id, &format!("%process {wait}"));
+    assert_eq!(
+        (&w["status"], &w["output"]),
+        (&json!("exited"), &json!(format!("{there_s} [bar]"))),
+        "{w}"
+    );
+    let r = call(&mut g, &s.id, &format!("$ {show}"));
+    assert_eq!(output(&r), format!("{there_s} [bar]"), "{r}");
+
+    // Another writer saves the session's state while a command runs (a gateway holds a session
+    // alone, and its calls run one after the other, so only another process can): the
+    // command's end keeps what it changed and what the other saved.
+    let go = home.path.join(format!("go-{m}"));
+    let waiting = format!(
+        "$ export A=1; while [ ! -e {} ]; do sleep 0.02; done # {m}",
+        go.display()
+    );
+    let start = submit(&mut g, &s.id, &waiting);
+    g.wait_session_event(&s.id, "tool.start", T);
+    let saved = home.path.join("shell").join(format!("{}.json", s.stored));
+    let mut state: Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
+    state["set"]["B"] = json!("2");
+    std::fs::write(&saved, state.to_string()).unwrap();
+    std::fs::write(&go, "").unwrap();
+    let t = g.finish_turn(&s.id, start, T);
+    assert_eq!(
+        t.complete["payload"]["status"], "complete",
+        "{:?}",
+        t.complete
+    );
+    let r = call(&mut g, &s.id, "$ echo \"[$A][$B][$FOO] $PWD\"");
+    assert_eq!(output(&r), format!("[1][2][bar] {there_s}"), "{r}");
+    exit_leaving_nothing(g, &home.path, &m);
+}

@@ -6,7 +6,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::params::{self, Params};
-use super::session::{live, new_runtime_id, new_stored_id, opening, unique_title};
+use super::session::{live, new_runtime_id, new_stored_id, opening, unique_title, whole_live};
 use crate::event_loop::Gateway;
 use crate::rpc::RpcError;
 use crate::rpc::frame::code;
@@ -45,7 +45,7 @@ fn undo_len(t: &[Message]) -> usize {
 }
 
 pub fn undo(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
-    let s = live(gw, p)?;
+    let s = whole_live(gw, p)?;
     if s.running() {
         return Err(busy("undo"));
     }
@@ -66,7 +66,7 @@ fn utc(unix: f64) -> String {
 
 pub fn status(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let home = gw.cfg.home.display().to_string();
-    let model = live(gw, p)?.model.clone();
+    let model = whole_live(gw, p)?.model.clone();
     let window = compaction::context_window(&gw.cfg, &model);
     let s = live(gw, p)?;
     let mut lines = vec![
@@ -118,7 +118,7 @@ fn export_message(m: &Message) -> Value {
 pub fn save(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let home = gw.cfg.home.clone();
     let dir = home.join("sessions").join("saved");
-    let s = live(gw, p)?;
+    let s = whole_live(gw, p)?;
     let doc = json!({
         "model": s.model,
         "session_id": s.stored_id,
@@ -190,7 +190,7 @@ pub fn branch(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
         .filter(|n| !n.is_empty())
         .map(str::to_string);
     let (rid, parent) = {
-        let s = live(gw, p)?;
+        let s = whole_live(gw, p)?;
         (s.runtime_id.clone(), s.stored_id.clone())
     };
     params::not_shutting_down(gw)?;
@@ -298,7 +298,7 @@ pub fn compress(
         let focus = params::opt_str(p, "focus_topic")?.map(str::to_string);
         let toolsets = gw.tools.registry.toolsets();
         let mcp_servers = crate::mcp::status(&gw.mcp);
-        let s = live(gw, p)?;
+        let s = whole_live(gw, p)?;
         if s.running() {
             return Err(busy("compress"));
         }

@@ -71,7 +71,7 @@ fn status(s: &Session) -> String {
         ("Title", s.title.clone().unwrap_or_else(|| "(none)".into())),
         ("Model", format!("{} ({})", s.model, s.provider)),
         ("Cwd", s.cwd.clone()),
-        ("Messages", s.transcript.len().to_string()),
+        ("Messages", s.message_total().to_string()),
         ("Tokens", tokens(s)),
         ("Context", context),
         ("Tool calls", s.tool_call_count.to_string()),

@@ -8,8 +8,8 @@ use super::params::{self, Params};
 use crate::event_loop::Gateway;
 use crate::rpc::RpcError;
 use crate::rpc::frame::code;
-use crate::session::transcript;
 use crate::session::{NewSession, Persisted, Session};
+use crate::session::{older, transcript};
 use crate::store::{Holder, ListFilter, StoreError, StoredSession};
 use crate::util;
 
@@ -26,6 +26,37 @@ pub fn live<'a>(gw: &'a mut Gateway, p: &Params) -> Result<&'a mut Session, RpcE
     gw.sessions
         .get_mut(rid)
         .ok_or_else(RpcError::session_not_found)
+}
+
+/// [`live`], with the older messages a resume left in state.db read first (`session/older.rs`):
+/// for calls that read or change the whole transcript.
+pub fn whole_live<'a>(gw: &'a mut Gateway, p: &Params) -> Result<&'a mut Session, RpcError> {
+    let rid = live(gw, p)?.runtime_id.clone();
+    older::whole(gw, &rid).map_err(unreadable)?;
+    live(gw, p)
+}
+
+/// The display rows of a live session before message `before` (counted in the whole
+/// transcript) as far as `page` allows, and the index of the first one shown; older messages
+/// still in state.db are read first when the page reaches into them.
+fn page(
+    gw: &mut Gateway,
+    rid: &str,
+    before: usize,
+    page: transcript::Page,
+) -> Result<(Vec<Value>, usize), RpcError> {
+    loop {
+        let s = &gw.sessions[rid];
+        let older = s.older.as_ref().map_or(0, older::Older::count);
+        if let Some(local) = before.checked_sub(older) {
+            let (rows, first) = transcript::display_tail(&s.transcript, local, page);
+            // Stopped short of the tail's start: the page is whole.
+            if older == 0 || first > 0 {
+                return Ok((rows, first + older));
+            }
+        }
+        older::whole(gw, rid).map_err(unreadable)?;
+    }
 }
 
 pub(crate) fn new_runtime_id(gw: &Gateway) -> String {
@@ -57,7 +88,8 @@ pub(crate) fn opening(gw: &Gateway, rid: &str) -> Value {
     json!({
         "session_id": s.runtime_id,
         "stored_session_id": s.stored_id,
-        "message_count": s.transcript.len(),
+        "message_count": s.message_total(),
+        // `resume` has read as much as this shows (`page`).
         "messages": transcript::display_tail(&s.transcript, s.transcript.len(), SHOWN).0,
         "info": info,
         "running": s.running(),
@@ -170,6 +202,7 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
             };
             s.last_activity_at = row.messages.last().map_or(row.started_at, |m| m.timestamp);
             s.transcript = row.messages;
+            s.older = row.older.map(older::Older::new);
             s.input_tokens = row.input_tokens.max(0) as u64;
             s.output_tokens = row.output_tokens.max(0) as u64;
             s.tool_call_count = row.tool_call_count.max(0) as u64;
@@ -184,7 +217,10 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     session.row_dirty = true;
     session.last_active = now;
     let resumed = session.stored_id.clone();
+    let total = session.message_total();
     gw.add_session(session);
+    // What the answer shows is read now; the older rest a step per iteration (`older.rs`).
+    page(gw, &rid, total, SHOWN)?;
     gw.mark_dirty(&rid);
     gw.emit_info(&rid);
     gw.emit_yolo_notice(&rid);
@@ -210,7 +246,7 @@ fn load_unheld(gw: &mut Gateway, wanted: &str) -> Result<StoredSession, RpcError
     };
     let store = gw.persist.store();
     let row = store
-        .load(wanted)
+        .load_newest(wanted, older::NEWEST)
         .map_err(unreadable)?
         .ok_or_else(missing)?;
     match store.holder(&row.id).map_err(unreadable)? {
@@ -235,7 +271,7 @@ fn load_unheld(gw: &mut Gateway, wanted: &str) -> Result<StoredSession, RpcError
                 })?;
             gw.persist
                 .store()
-                .load(&row.id)
+                .load_newest(&row.id, older::NEWEST)
                 .map_err(unreadable)?
                 .ok_or_else(missing)
         }
@@ -281,7 +317,7 @@ pub fn active_list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
                 "title": s.title,
                 "preview": s.preview(),
                 "model": s.model,
-                "message_count": s.transcript.len(),
+                "message_count": s.message_total(),
                 "started_at": s.started_at,
                 "last_active": s.last_activity_at,
                 "status": s.status_word(),
@@ -334,13 +370,15 @@ pub fn history(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
         params::opt_u64(p, "limit")?.map_or(SHOWN.rows, |n| (n as usize).clamp(1, SHOWN.rows));
     let before = params::opt_u64(p, "before")?;
     let s = live(gw, p)?;
-    let total = s.transcript.len();
+    let (rid, total) = (s.runtime_id.clone(), s.message_total());
     let before = before.map_or(total, |b| (b as usize).min(total));
-    let page = transcript::Page {
+    let rows = transcript::Page {
         rows: limit,
         ..SHOWN
     };
-    let (messages, first) = transcript::display_tail(&s.transcript, before, page);
+    let (messages, first) = page(gw, &rid, before, rows)?;
+    // Reading the older messages may have corrected their count.
+    let total = gw.sessions[&rid].message_total();
     Ok(json!({ "count": messages.len(), "messages": messages, "first": first, "total": total }))
 }
 

@@ -111,6 +111,8 @@ pub struct RunEnd {
     pub ending: Option<Ending>,
     /// Why it could not start, as the supervisor reported it.
     pub start_error: Option<String>,
+    /// The command's pid, as the gateway sees it, when the supervisor reported it.
+    pub pid: Option<i32>,
     pub timeout: Duration,
     /// From the start to the end.
     pub duration: Duration,
@@ -147,13 +149,13 @@ struct Run {
     /// The supervisor, once it reported its pid (polite SIGTERM goes there).
     supervisor: Option<process::SupervisorHandle>,
     /// The command's process group (= its pid), once the supervisor reported it (not reported
-    /// from a pid namespace, where the namespace is what gets killed).
+    /// from a pid namespace, where the namespace is what gets killed: a run reported a group
+    /// only when it is not contained in one).
     group: Option<i32>,
+    /// The command's pid as the gateway sees it (its group's id, or `cmd PID` from a namespace).
+    pid: Option<i32>,
     /// The supervisor said `exit`: it killed everything before it left.
     exit_reported: bool,
-    /// The supervisor said `ns`: the command is in a pid namespace of its own, which the kernel
-    /// kills whole when the supervisor ends.
-    contained: bool,
     /// The supervisor's end without `exit` was answered with a sweep.
     swept: bool,
     status: Pipe,
@@ -177,11 +179,13 @@ struct Run {
 }
 
 impl Run {
-    /// Give the run up: SIGKILL its group now and drop the lifeline. The caller sweeps, which
-    /// kills its supervisor and everything below it, whatever state the supervisor is in. The
-    /// caller reads the status pipe first: once `exit` is reported the group is gone and
-    /// reaped, and its id may already name someone else's processes.
-    fn abandon(&mut self) {
+    /// Give the run up: read what its pipes hold, SIGKILL its group now and drop the
+    /// lifeline. The caller sweeps, which kills its supervisor and everything below it,
+    /// whatever state the supervisor is in. The status pipe is read first: once `exit` is
+    /// reported the group is gone and reaped, and its id may already name someone else's
+    /// processes.
+    fn abandon(&mut self, id: RunId, events: &mut Vec<RunEvent>) {
+        read_pipes(self, id, events);
         process::kill_group(group_to_kill(self.group, self.exit_reported));
         self.lifeline = None;
     }
@@ -205,7 +209,7 @@ pub struct Runner {
     exe: supervisor::Executable,
     /// Ask for a pid namespace per command.
     pidns: bool,
-    /// Said once that the kernel refused the namespace (a run reported its group, not `ns`).
+    /// Said once that the kernel refused the namespace (a run reported its group: only an uncontained one does).
     said_fallback: bool,
     zygote: Option<supervisor::Zygote>,
     /// Zygotes replaced while not yet reaped.
@@ -262,8 +266,8 @@ impl Runner {
             Run {
                 supervisor: None,
                 group: None,
+                pid: None,
                 exit_reported: false,
-                contained: false,
                 swept: false,
                 status: pipe(spawned.status),
                 stdout: pipe(spawned.stdout),
@@ -380,8 +384,7 @@ impl Runner {
     /// Forget a run whose descriptors could not be watched: kill it, report nothing.
     pub fn discard(&mut self, id: RunId) {
         if let Some(run) = self.runs.get_mut(&id) {
-            read_pipes(run, id, &mut Vec::new());
-            run.abandon();
+            run.abandon(id, &mut Vec::new());
             self.sweep();
         }
         self.runs.remove(&id);
@@ -408,6 +411,11 @@ impl Runner {
             .is_some_and(|r| r.exit.is_none() && r.ending.is_none())
     }
 
+    /// The command's pid as the gateway sees it, once its supervisor reported it.
+    pub fn pid(&self, id: RunId) -> Option<i32> {
+        self.runs.get(&id)?.pid
+    }
+
     pub fn any_alive(&self) -> bool {
         !self.runs.is_empty()
     }
@@ -432,11 +440,6 @@ impl Runner {
     pub fn kill_now(&mut self, id: RunId, now: Instant) {
         if let Some(run) = self.runs.get_mut(&id) {
             run.ending.get_or_insert(Ending::Interrupted);
-            read_pipes(run, id, &mut self.events);
-            run.abandon();
-            // Killed here: `finish` need not kill and sweep again.
-            run.exit.get_or_insert(128 + libc::SIGKILL);
-            self.sweep();
         }
         self.finish(id, now);
     }
@@ -445,8 +448,7 @@ impl Runner {
     pub fn kill_all(&mut self) {
         for (id, run) in self.runs.iter_mut().filter(|(_, r)| r.exit.is_none()) {
             run.ending.get_or_insert(Ending::Interrupted);
-            read_pipes(run, *id, &mut self.events);
-            run.abandon();
+            run.abandon(*id, &mut self.events);
         }
         self.sweep();
     }
@@ -458,8 +460,7 @@ impl Runner {
                 if let Some(run) = self.runs.get_mut(&id)
                     && run.exit.is_none()
                 {
-                    read_pipes(run, id, &mut self.events);
-                    run.abandon();
+                    run.abandon(id, &mut self.events);
                     self.sweep();
                 }
             }
@@ -545,7 +546,7 @@ impl Runner {
         };
         run.ready = false;
         let more = read_pipes(run, id, &mut self.events);
-        if fallback_to_say(self.pidns, self.said_fallback, run.group, run.contained) {
+        if fallback_to_say(self.pidns, self.said_fallback, run.group) {
             self.said_fallback = true;
             crate::diag!(
                 "[gateway] the kernel refused a pid namespace for commands: they run under the subreaper fallback (see --tool-pidns)"
@@ -587,13 +588,15 @@ impl Runner {
         let Some(run) = self.runs.get_mut(&id) else {
             return;
         };
-        // Whatever is still buffered in the pipes belongs to the result.
-        read_pipes(run, id, &mut self.events);
         if run.exit.is_none() {
-            // Abandoned while alive: kill it and everything below it.
-            run.abandon();
-            run.exit = Some(128 + libc::SIGKILL);
+            // Abandoned while alive: kill it and everything below it (what its pipes hold
+            // is read first, its exit too if it just reported one).
+            run.abandon(id, &mut self.events);
+            run.exit.get_or_insert(128 + libc::SIGKILL);
             self.sweep();
+        } else {
+            // Whatever is still buffered in the pipes belongs to the result.
+            read_pipes(run, id, &mut self.events);
         }
         let Some(mut run) = self.runs.remove(&id) else {
             return;
@@ -607,6 +610,7 @@ impl Runner {
             status: run.exit.unwrap_or(-1),
             ending: run.ending,
             start_error: run.start_error.take(),
+            pid: run.pid,
             timeout: run.timeout,
             duration: now.saturating_duration_since(run.started),
         };
@@ -658,10 +662,10 @@ fn zygote_gone(e: &std::io::Error) -> bool {
 enum Report {
     /// `sup PID`: the supervisor's pid.
     Supervisor(Option<i32>),
-    /// `pid GROUP`: the command's process group.
+    /// `pid GROUP`: the command's process group (its leader's pid), outside a pid namespace.
     Group(Option<i32>),
-    /// `ns`: the command runs in a pid namespace of its own.
-    Namespace,
+    /// `cmd PID`: the command's pid, from a pid namespace of its own.
+    Command(Option<i32>),
     /// `exit STATUS` (-1 when unreadable).
     Exit(i32),
     /// `error WHY`: the command could not start.
@@ -676,8 +680,8 @@ fn group_to_kill(group: Option<i32>, exit_reported: bool) -> Option<i32> {
 
 /// Whether to say that commands run without the pid namespace asked for: a run reported its
 /// process group, which only an uncontained supervisor does, and it was not said yet.
-fn fallback_to_say(asked: bool, said: bool, group: Option<i32>, contained: bool) -> bool {
-    asked && !said && group.is_some() && !contained
+fn fallback_to_say(asked: bool, said: bool, group: Option<i32>) -> bool {
+    asked && !said && group.is_some()
 }
 
 fn parse_report(line: &str) -> Option<Report> {
@@ -685,7 +689,7 @@ fn parse_report(line: &str) -> Option<Report> {
     Some(match key {
         "sup" => Report::Supervisor(value.parse().ok()),
         "pid" => Report::Group(value.parse().ok()),
-        "ns" => Report::Namespace,
+        "cmd" => Report::Command(value.parse().ok()),
         "exit" => Report::Exit(value.parse().unwrap_or(-1)),
         "error" => Report::Error(value.to_string()),
         _ => return None,
@@ -710,11 +714,12 @@ fn on_status_line(run: &mut Run, line: &str) {
         }
         Some(Report::Group(group)) => {
             run.group = group;
+            run.pid = group;
             if run.ending.is_some() && run.lifeline.is_none() {
                 process::kill_group(run.group);
             }
         }
-        Some(Report::Namespace) => run.contained = true,
+        Some(Report::Command(pid)) => run.pid = pid,
         Some(Report::Exit(status)) => {
             run.exit = Some(status);
             run.exit_reported = true;
@@ -727,8 +732,8 @@ fn on_status_line(run: &mut Run, line: &str) {
 /// Read what is there; true if the budget ran out before every pipe would block.
 fn read_pipes(run: &mut Run, id: RunId, events: &mut Vec<RunEvent>) -> bool {
     let mut buf = [0u8; 64 * 1024];
-    // The status pipe: `sup PID`, `pid GROUP`, then `exit STATUS` (or `error WHY`); its end is
-    // the supervisor's.
+    // The status pipe: `sup PID`, `pid GROUP` or `cmd PID`, then `exit STATUS` (or `error
+    // WHY`); its end is the supervisor's.
     if run.status.open {
         let mut unbounded = usize::MAX;
         let status_buf = &mut run.status_buf;
@@ -780,15 +785,15 @@ mod tests {
         assert_eq!(parse_report("sup 41"), Some(Report::Supervisor(Some(41))));
         assert_eq!(parse_report("pid 42"), Some(Report::Group(Some(42))));
         assert_eq!(parse_report("pid x"), Some(Report::Group(None)));
-        assert_eq!(parse_report("ns"), Some(Report::Namespace));
+        assert_eq!(parse_report("cmd 43"), Some(Report::Command(Some(43))));
         // After `exit` the group's number is no longer ours to signal.
         assert_eq!(group_to_kill(Some(42), false), Some(42));
         assert_eq!(group_to_kill(Some(42), true), None);
         // Asked for a namespace and not given one: said once; contained or not asked: never.
-        assert!(fallback_to_say(true, false, Some(42), false));
-        assert!(!fallback_to_say(true, true, Some(42), false));
-        assert!(!fallback_to_say(true, false, None, true));
-        assert!(!fallback_to_say(false, false, Some(42), false));
+        assert!(fallback_to_say(true, false, Some(42)));
+        assert!(!fallback_to_say(true, true, Some(42)));
+        assert!(!fallback_to_say(true, false, None));
+        assert!(!fallback_to_say(false, false, Some(42)));
         assert_eq!(parse_report("exit 137"), Some(Report::Exit(137)));
         assert_eq!(parse_report("exit"), Some(Report::Exit(-1)));
         assert_eq!(
@@ -829,6 +834,7 @@ mod tests {
             status: 143,
             ending,
             start_error: None,
+            pid: None,
             timeout: Duration::from_secs(1),
             duration: Duration::ZERO,
         };

@@ -21,8 +21,8 @@ pub enum Streams {
 pub struct Spawned {
     pub stdout: OwnedFd,
     pub stderr: Option<OwnedFd>,
-    /// The supervisor's reports: `sup PID`, `pid GROUP`, `exit STATUS` (or `error WHY`); EOF
-    /// when the supervisor is gone.
+    /// The supervisor's reports: `sup PID`, `pid GROUP` or `cmd PID`, `exit STATUS` (or
+    /// `error WHY`); EOF when the supervisor is gone.
     pub status: OwnedFd,
     /// Held open while we want the command alive; dropping it makes the supervisor SIGKILL
     /// everything the command started.

@@ -111,8 +111,14 @@ pub fn is_secret_value(value: &str) -> bool {
     !secret_spans(value).is_empty()
 }
 
-/// The variables of `vars` a command must not inherit: secret by name or by value (or not
-/// UTF-8, so not judgeable), unless named in `passthrough`.
+/// Whether a variable must stay out of commands (and out of the terminal's saved shell
+/// state): secret by name or by value, unless named in `passthrough`.
+pub fn is_withheld(name: &str, value: &str, passthrough: &[String]) -> bool {
+    !passthrough.iter().any(|p| p == name) && (is_secret_name(name) || is_secret_value(value))
+}
+
+/// The variables of `vars` a command must not inherit: [`is_withheld`] ones, and those not
+/// UTF-8 (so not judgeable) unless named in `passthrough`.
 pub fn withheld(
     vars: impl IntoIterator<Item = (OsString, OsString)>,
     passthrough: &[String],
@@ -122,10 +128,10 @@ pub fn withheld(
             let Some(name) = name.to_str() else {
                 return true;
             };
-            if passthrough.iter().any(|p| p == name) {
-                return false;
+            match value.to_str() {
+                Some(value) => is_withheld(name, value, passthrough),
+                None => !passthrough.iter().any(|p| p == name),
             }
-            is_secret_name(name) || value.to_str().is_none_or(is_secret_value)
         })
         .map(|(name, _)| name)
         .collect()

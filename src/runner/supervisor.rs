@@ -9,8 +9,9 @@
 //! ```
 //! A request carries the command, its cwd and — as `SCM_RIGHTS` — its output pipes, the read end
 //! of its lifeline and the write end of its status pipe. The supervisor reports `sup <its pid>`
-//! (as the gateway sees it), then `ns` when it runs the command in a pid namespace of its own or
-//! `pid <G>` when not, forwards SIGTERM to G and reaps. When the command's leader exits, or when
+//! (as the gateway sees it), then, once the command runs, `cmd <its pid>` (as the gateway sees
+//! it) when it runs in a pid namespace of its own or `pid <G>` when not (the command leads group
+//! G), forwards SIGTERM to G and reaps. When the command's leader exits, or when
 //! the lifeline closes (the gateway asked for a hard kill, or died for any reason, SIGKILL
 //! included), it SIGKILLs everything the command started — the whole namespace, or G and every
 //! descendant it finds as a subreaper — then reports `exit <status>` (`128+N` for signal N).
@@ -457,9 +458,6 @@ fn supervisor(
         .and_then(|p| p.to_str().and_then(|s| s.parse::<u32>().ok()))
         .unwrap_or_else(std::process::id);
     let _ = writeln!(status, "sup {pid}");
-    if in_pidns {
-        let _ = writeln!(status, "ns");
-    }
     let bash = request["bash"].as_str().unwrap_or("bash");
     let command = request["command"].as_str().unwrap_or("");
     let cwd = request["cwd"].as_str().unwrap_or("/");
@@ -467,7 +465,7 @@ fn supervisor(
         bash,
         command,
         cwd,
-        in_pidns,
+        in_pidns.then_some(pid),
         streams,
         lifeline.as_fd(),
         &mut status,
@@ -477,12 +475,13 @@ fn supervisor(
 }
 
 /// Start `bash -c command` in its own session and watch it until it ends or the lifeline
-/// closes; returns its status.
+/// closes; returns its status. `pidns`: this process's pid (as the gateway sees it) when it
+/// is the first of a pid namespace of its own.
 fn supervise(
     bash: &str,
     command: &str,
     cwd: &str,
-    in_pidns: bool,
+    pidns: Option<u32>,
     streams: Streams,
     lifeline: BorrowedFd<'_>,
     status: &mut std::fs::File,
@@ -544,13 +543,32 @@ fn supervise(
     };
     drop(command_line); // our copies of the output pipes: EOF reaches the gateway with the command
     let leader = Pid::from_raw(child.id() as i32);
-    if !in_pidns {
-        // Inside a namespace the group's number means nothing to the gateway.
-        let _ = writeln!(status, "pid {leader}");
+    match pidns {
+        // Inside a namespace the group's number means nothing to the gateway: the command's
+        // pid as the gateway sees it is read from its /proc (this process's only child).
+        Some(me) => {
+            if let Some(pid) = only_child(me) {
+                let _ = writeln!(status, "cmd {pid}");
+            }
+        }
+        None => {
+            let _ = writeln!(status, "pid {leader}");
+        }
     }
+    let in_pidns = pidns.is_some();
     let code = watch(leader, lifeline, &sigfd);
     kill_everything(leader, in_pidns);
     code.unwrap_or(128 + libc::SIGKILL)
+}
+
+/// The one child of process `me`, by the pid the mounted /proc shows (the gateway's).
+fn only_child(me: u32) -> Option<i32> {
+    let children = std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")).ok()?;
+    let mut pids = children.split_whitespace().map(str::parse::<i32>);
+    match (pids.next(), pids.next()) {
+        (Some(Ok(pid)), None) => Some(pid),
+        _ => None,
+    }
 }
 
 /// Wait for the leader to exit (its exit code) or the lifeline to close (`None`).

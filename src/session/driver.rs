@@ -162,7 +162,8 @@ impl Gateway {
         let Some(s) = self.sessions.get_mut(rid) else {
             return false;
         };
-        if s.running() {
+        // A resumed session still reading its older messages runs it once they are read.
+        if s.running() || s.loading() {
             s.queued.push_back(text);
             s.queue_dirty = true;
             self.mark_dirty(rid);

@@ -5,6 +5,7 @@ pub mod compaction;
 mod driver;
 pub mod machine;
 pub mod naming;
+pub(crate) mod older;
 pub mod registry;
 pub mod ring;
 mod stored;
@@ -96,6 +97,8 @@ pub struct Session {
     pub background: Option<Background>,
     /// The system prompt, built at the session's first model call in this process.
     pub system_prompt: Option<String>,
+    /// Resumed: the messages before `transcript` still being read from state.db (`older.rs`).
+    pub older: Option<older::Older>,
 }
 
 /// Who waits for a background session's answer.
@@ -159,6 +162,7 @@ impl Session {
             stored_keep: None,
             background: None,
             system_prompt: None,
+            older: None,
         }
     }
 
@@ -191,6 +195,16 @@ impl Session {
 
     pub fn running(&self) -> bool {
         self.turn.is_some()
+    }
+
+    /// Older messages are still being read: no turn may start (`older.rs`).
+    pub fn loading(&self) -> bool {
+        self.older.is_some()
+    }
+
+    /// The session's messages, those still being read from state.db included.
+    pub fn message_total(&self) -> usize {
+        self.older.as_ref().map_or(0, older::Older::count) + self.transcript.len()
     }
 
     /// The TUI's word for what the session is doing: `idle`, `waiting` (on an approval) or

@@ -18,6 +18,8 @@ pub struct Registry {
     by_stored: HashMap<String, String>,
     /// Sessions with a turn to drive on the next iteration, each once.
     runnable: Vec<String>,
+    /// Sessions whose older messages are still being read from state.db (`older.rs`).
+    loading: Vec<String>,
 }
 
 impl Registry {
@@ -32,6 +34,9 @@ impl Registry {
         }
         self.by_stored
             .insert(s.stored_id.clone(), s.runtime_id.clone());
+        if s.older.is_some() {
+            self.loading.push(s.runtime_id.clone());
+        }
         self.by_rid.insert(
             s.runtime_id.clone(),
             Entry {
@@ -47,6 +52,7 @@ impl Registry {
         let e = self.by_rid.remove(rid)?;
         self.by_stored.remove(&e.indexed_as);
         self.runnable.retain(|r| r != rid);
+        self.done_loading(rid);
         Some(e.session)
     }
 
@@ -127,6 +133,21 @@ impl Registry {
     /// Whether some turn waits to be driven.
     pub fn has_runnable(&self) -> bool {
         !self.runnable.is_empty()
+    }
+
+    /// Whether some session's older messages wait to be read.
+    pub fn has_loading(&self) -> bool {
+        !self.loading.is_empty()
+    }
+
+    /// The session whose older messages are read next.
+    pub fn next_loading(&self) -> Option<String> {
+        self.loading.first().cloned()
+    }
+
+    /// The session's older messages are read (or cannot be, for now).
+    pub fn done_loading(&mut self, rid: &str) {
+        self.loading.retain(|r| r != rid);
     }
 
     /// The runnable list, emptied; the caller clears each turn's `scheduled` as it drives it.

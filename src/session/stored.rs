@@ -48,7 +48,7 @@ impl Session {
             started_at: self.started_at,
             ended_at,
             end_reason,
-            message_count: (self.transcript.len() + usize::from(partial_row)) as i64,
+            message_count: (self.message_total() + usize::from(partial_row)) as i64,
             tool_call_count: self.tool_call_count as i64,
             input_tokens: self.input_tokens as i64,
             output_tokens: self.output_tokens as i64,

@@ -162,6 +162,23 @@ fn accounting_of(
     })
 }
 
+/// A message as `messages` stores it: columns role, content, tool_call_id, tool_calls, tool_name,
+/// timestamp, token_count, finish_reason, reasoning.
+fn message_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
+    Ok(Message {
+        role: Role::parse(&r.get::<_, Option<String>>(0)?.unwrap_or_default()),
+        content: r.get(1)?,
+        tool_call_id: r.get(2)?,
+        tool_calls: r.get(3)?,
+        tool_name: r.get(4)?,
+        timestamp: r.get::<_, Option<f64>>(5)?.unwrap_or(0.0),
+        token_count: r.get(6)?,
+        finish_reason: r.get(7)?,
+        reasoning: r.get(8)?,
+        row_id: None,
+    })
+}
+
 /// A stored session with its transcript, for resume.
 #[derive(Debug, Clone)]
 pub struct StoredSession {
@@ -178,6 +195,16 @@ pub struct StoredSession {
     pub api_call_count: i64,
     pub accounting: crate::model::Accounting,
     pub messages: Vec<Message>,
+    /// What [`Store::load_newest`] left in state.db, before `messages`; `None`: nothing.
+    pub older: Option<OlderRows>,
+}
+
+/// The older messages of a session whose newest were loaded: those before row `before_row`,
+/// about `count` of them (the row's `message_count` says; the read that ends says exactly).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OlderRows {
+    pub before_row: i64,
+    pub count: usize,
 }
 
 /// SQLite's connection to `path`, refused when `path` is a symlink: the check above and
@@ -421,7 +448,51 @@ impl Store {
 
     /// A session and its messages, by stored id or else by exact title.
     pub fn load(&self, id_or_title: &str) -> Result<Option<StoredSession>, StoreError> {
-        let row = self
+        let Some(mut s) = self.session_row(id_or_title)? else {
+            return Ok(None);
+        };
+        s.messages = self.messages(&s.id)?;
+        Ok(Some(s))
+    }
+
+    /// A session with only its newest `newest` messages, and where the rest starts (`older`):
+    /// a resume reads what it shows, the rest follows in steps ([`Store::messages_before`]).
+    pub fn load_newest(
+        &self,
+        id_or_title: &str,
+        newest: usize,
+    ) -> Result<Option<StoredSession>, StoreError> {
+        let Some(mut s) = self.session_row(id_or_title)? else {
+            return Ok(None);
+        };
+        let (messages, oldest) = self.messages_before(&s.id, i64::MAX, newest)?;
+        if messages.len() == newest
+            && let Some(before_row) = oldest
+        {
+            let stored: Option<i64> = self.conn.query_row(
+                "SELECT message_count FROM sessions WHERE id = ?1",
+                [&s.id],
+                |r| r.get(0),
+            )?;
+            let stored = stored.unwrap_or(0).max(0) as usize;
+            // The row's count, unless it cannot be true (rows written by something that did not
+            // count them): then the rows are counted, which reads the session's index.
+            let count = match stored.checked_sub(newest) {
+                Some(older) if older > 0 => older,
+                _ => self.conn.query_row(
+                    "SELECT count(*) FROM messages WHERE session_id = ?1 AND id < ?2",
+                    params![s.id, before_row],
+                    |r| r.get::<_, i64>(0),
+                )? as usize,
+            };
+            s.older = Some(OlderRows { before_row, count });
+        }
+        s.messages = messages;
+        Ok(Some(s))
+    }
+
+    fn session_row(&self, id_or_title: &str) -> Result<Option<StoredSession>, StoreError> {
+        Ok(self
             .conn
             .query_row(
                 "SELECT id, source, model, title, cwd, started_at, input_tokens, output_tokens,
@@ -444,13 +515,11 @@ impl Store {
                         api_call_count: r.get::<_, Option<i64>>(9)?.unwrap_or(0),
                         accounting: accounting_of(r, 10, r.get::<_, Option<i64>>(9)?)?,
                         messages: Vec::new(),
+                        older: None,
                     })
                 },
             )
-            .optional()?;
-        let Some(mut s) = row else { return Ok(None) };
-        s.messages = self.messages(&s.id)?;
-        Ok(Some(s))
+            .optional()?)
     }
 
     /// The messages of a stored session, in order.
@@ -460,21 +529,64 @@ impl Store {
                     finish_reason, reasoning
              FROM messages WHERE session_id = ?1 ORDER BY id",
         )?;
-        let rows = stmt.query_map([session_id], |r| {
-            Ok(Message {
-                role: Role::parse(&r.get::<_, Option<String>>(0)?.unwrap_or_default()),
-                content: r.get(1)?,
-                tool_call_id: r.get(2)?,
-                tool_calls: r.get(3)?,
-                tool_name: r.get(4)?,
-                timestamp: r.get::<_, Option<f64>>(5)?.unwrap_or(0.0),
-                token_count: r.get(6)?,
-                finish_reason: r.get(7)?,
-                reasoning: r.get(8)?,
-                row_id: None,
-            })
-        })?;
+        let rows = stmt.query_map([session_id], message_of)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Up to `limit` messages of a session stored before row `before_row`, the newest ones, in
+    /// order; and the row id of the first of them (`None`: there were none).
+    pub fn messages_before(
+        &self,
+        session_id: &str,
+        before_row: i64,
+        limit: usize,
+    ) -> Result<(Vec<Message>, Option<i64>), StoreError> {
+        let (mut messages, oldest) = self.messages_where(
+            "id < ?2 ORDER BY id DESC LIMIT ?3",
+            params![session_id, before_row, limit.min(i64::MAX as usize) as i64],
+        )?;
+        messages.reverse();
+        Ok((messages, oldest))
+    }
+
+    /// Up to `limit` messages of a session stored after row `after_row` and before row
+    /// `before_row`, the oldest ones, in order; and the row id of the last of them.
+    pub fn messages_between(
+        &self,
+        session_id: &str,
+        (after_row, before_row): (i64, i64),
+        limit: usize,
+    ) -> Result<(Vec<Message>, Option<i64>), StoreError> {
+        self.messages_where(
+            "id > ?2 AND id < ?3 ORDER BY id LIMIT ?4",
+            params![
+                session_id,
+                after_row,
+                before_row,
+                limit.min(i64::MAX as usize) as i64
+            ],
+        )
+    }
+
+    /// The messages of session `?1` that `condition` selects, as it orders them, and the row id
+    /// of the last one.
+    fn messages_where(
+        &self,
+        condition: &str,
+        args: impl rusqlite::Params,
+    ) -> Result<(Vec<Message>, Option<i64>), StoreError> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT role, content, tool_call_id, tool_calls, tool_name, timestamp, token_count,
+                    finish_reason, reasoning, id
+             FROM messages WHERE session_id = ?1 AND {condition}"
+        ))?;
+        let mut last = None;
+        let rows = stmt.query_map(args, |r| {
+            last = Some(r.get::<_, i64>(9)?);
+            message_of(r)
+        })?;
+        let messages = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok((messages, last))
     }
 
     /// The session a stored id or title continues in: compaction ends a session

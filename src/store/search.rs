@@ -187,15 +187,18 @@ fn has_active_flags(conn: &Connection) -> rusqlite::Result<bool> {
     Ok(cols.iter().any(|c| c == "active") && cols.iter().any(|c| c == "compacted"))
 }
 
+/// Whether `word` (lowercase) is the term `(text, prefix)`: equal, or starting with a prefix.
+fn matches((t, prefix): &(String, bool), word: &str) -> bool {
+    if *prefix {
+        word.starts_with(t.as_str())
+    } else {
+        word == t
+    }
+}
+
 /// Whether `word` (lowercase) is one of the query's terms.
 fn is_hit(terms: &[(String, bool)], word: &str) -> bool {
-    terms.iter().any(|(t, prefix)| {
-        if *prefix {
-            word.starts_with(t.as_str())
-        } else {
-            word == t
-        }
-    })
+    terms.iter().any(|t| matches(t, word))
 }
 
 /// The [`SNIPPET_WORDS`] words of `text` holding the most distinct query words (the first such
@@ -222,15 +225,7 @@ fn snippet(terms: &[(String, bool)], text: &str) -> Vec<SnippetPart> {
     let distinct = |ws: &[(usize, usize, String)]| {
         terms
             .iter()
-            .filter(|(t, prefix)| {
-                ws.iter().any(|(_, _, w)| {
-                    if *prefix {
-                        w.starts_with(t.as_str())
-                    } else {
-                        w == t
-                    }
-                })
-            })
+            .filter(|t| ws.iter().any(|(_, _, w)| matches(t, w)))
             .count()
     };
     let mut first = 0;

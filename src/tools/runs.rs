@@ -256,34 +256,29 @@ pub(crate) fn after_runner(gw: &mut Gateway, now: Instant) {
             RunEvent::Output { run, .. } | RunEvent::Ended { run, .. } => *run,
         };
         let owner = owner_session(gw, run);
-        gw.isolated(owner.as_deref(), now, |gw| on_run_event(gw, event, now));
+        gw.isolated(owner.as_deref(), now, |gw| {
+            on_run_event(gw, run, event, now)
+        });
     }
 }
 
-fn on_run_event(gw: &mut Gateway, event: RunEvent, now: Instant) {
-    let run = match &event {
-        RunEvent::Output { run, .. } | RunEvent::Ended { run, .. } => *run,
+fn on_run_event(gw: &mut Gateway, run: RunId, event: RunEvent, now: Instant) {
+    let Some(owned) = gw.tools.runs.owned.get_mut(&run) else {
+        return;
     };
-    if let Some(Owned {
-        owner: Owner::Service { on_event },
-        ..
-    }) = gw.tools.runs.owned.get(&run)
-    {
-        let on_event = *on_event;
-        if matches!(event, RunEvent::Ended { .. }) {
-            gw.tools.runs.owned.remove(&run);
-        }
-        return on_event(gw, event, now);
-    }
-    match event {
-        RunEvent::Output { run, bytes } => {
-            let Some(owned) = gw.tools.runs.owned.get_mut(&run) else {
-                return;
-            };
-            if let Owner::Background(_) = owned.owner {
-                // Kept in its bounded buffer; nothing goes to the client live.
-                return super::process::on_output(gw, run, &bytes);
+    match (&owned.owner, event) {
+        // Every event of a service goes to it as it happens.
+        (&Owner::Service { on_event }, event) => {
+            if matches!(event, RunEvent::Ended { .. }) {
+                gw.tools.runs.owned.remove(&run);
             }
+            on_event(gw, event, now);
+        }
+        // Kept in its bounded buffer; nothing goes to the client live.
+        (Owner::Background(_), RunEvent::Output { bytes, .. }) => {
+            super::process::on_output(gw, run, &bytes);
+        }
+        (_, RunEvent::Output { bytes, .. }) => {
             let room = LIVE_MAX.saturating_sub(owned.live.len());
             if room == 0 {
                 owned.live_skipped += bytes.len() as u64;
@@ -305,7 +300,7 @@ fn on_run_event(gw: &mut Gateway, event: RunEvent, now: Instant) {
                     .insert(now + LIVE_INTERVAL, Timer::LiveOutput(run));
             }
         }
-        RunEvent::Ended { run, end } => {
+        (_, RunEvent::Ended { end, .. }) => {
             if let Some(owned) = gw.tools.runs.owned.remove(&run) {
                 deliver(gw, run, owned, end, now);
             }

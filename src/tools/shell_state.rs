@@ -16,12 +16,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::runner::secrets;
+use crate::runner::secrets::is_withheld;
 
 /// The most a capture (the exported environment as the shell ends) may weigh; a bigger one is
 /// not kept, and the session goes on from its previous state.
@@ -75,13 +75,6 @@ pub enum CaptureError {
     Incomplete,
     /// Over [`CAPTURE_MAX`] bytes.
     TooBig(u64),
-}
-
-/// Whether the value a variable holds must stay out of commands (and out of the saved state):
-/// the rule `runner/secrets.rs` applies to the gateway's own environment.
-pub fn is_withheld(name: &str, value: &str, passthrough: &[String]) -> bool {
-    !passthrough.iter().any(|p| p == name)
-        && (secrets::is_secret_name(name) || secrets::is_secret_value(value))
 }
 
 /// Parse a capture: `MAGIC`, `$PWD`, `NAME=VALUE`…, `END`, each ended by a NUL.
@@ -165,6 +158,57 @@ pub fn state_of(
         .cloned()
         .collect();
     (state, withheld)
+}
+
+/// What a state says of one variable.
+#[derive(PartialEq)]
+enum Var<'a> {
+    Set(&'a str),
+    Unset,
+    /// As the gateway's environment has it.
+    Base,
+}
+
+fn var<'a>(state: &'a ShellState, name: &str) -> Var<'a> {
+    match state.set.get(name) {
+        Some(v) => Var::Set(v),
+        None if state.unset.contains(name) => Var::Unset,
+        None => Var::Base,
+    }
+}
+
+/// The state a run leaves that started from `before` and ended with `after`, over `current`
+/// (what the session's other runs that ended meanwhile saved): only what this run changed —
+/// its directory, each variable it set, changed or unset — goes over `current`, so runs of one
+/// session at once (two gateways on one session) each keep their changes; a variable both
+/// changed is the last one's to end.
+pub fn merge(current: &ShellState, before: &ShellState, after: &ShellState) -> ShellState {
+    let mut merged = current.clone();
+    if after.cwd != before.cwd {
+        merged.cwd = after.cwd.clone();
+    }
+    let names: BTreeSet<&String> = [before, after]
+        .into_iter()
+        .flat_map(|s| s.set.keys().chain(&s.unset))
+        .collect();
+    for name in names {
+        let now = var(after, name);
+        if var(before, name) == now {
+            continue;
+        }
+        merged.set.remove(name);
+        merged.unset.remove(name);
+        match now {
+            Var::Set(value) => {
+                merged.set.insert(name.clone(), value.to_string());
+            }
+            Var::Unset => {
+                merged.unset.insert(name.clone());
+            }
+            Var::Base => {}
+        }
+    }
+    merged
 }
 
 /// `s` as one bash word that means exactly `s` (`$'…'`: newlines and quotes escaped, so the
@@ -291,22 +335,10 @@ pub struct Dir {
 }
 
 impl Dir {
-    /// The directory under `home`, created 0700 (not a link, ours).
+    /// The directory under `home`, created 0700 (not a link, ours), tightened to 0700.
     pub fn open(home: &Path) -> io::Result<Dir> {
-        let path = home.join("shell");
-        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
+        let path = crate::private_file::private_dir(home, &["shell"])?;
         let meta = std::fs::symlink_metadata(&path)?;
-        // SAFETY: geteuid has no preconditions and touches no memory.
-        if !meta.is_dir() || meta.uid() != unsafe { libc::geteuid() } {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{} is not a directory of ours; refused", path.display()),
-            ));
-        }
         if meta.mode() & 0o077 != 0 {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
         }
@@ -542,6 +574,43 @@ mod tests {
         );
         assert_eq!(state.unset.iter().collect::<Vec<_>>(), ["GONE"]);
         assert_eq!(withheld, ["MY_TOKEN", "HARMLESS"]);
+    }
+
+    #[test]
+    fn a_run_merges_only_what_it_changed_over_what_others_saved_meanwhile() {
+        let state = |cwd: Option<&str>, set: &[(&str, &str)], unset: &[&str]| ShellState {
+            cwd: cwd.map(str::to_string),
+            set: set
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            unset: unset.iter().map(|n| n.to_string()).collect(),
+        };
+        let before = state(Some("/a"), &[("KEEP", "1"), ("DROP", "1")], &["GONE"]);
+        // Another run saved meanwhile: moved to /b, set OTHER, changed KEEP, set GONE again.
+        let current = state(
+            Some("/b"),
+            &[("KEEP", "2"), ("DROP", "1"), ("OTHER", "x"), ("GONE", "y")],
+            &[],
+        );
+        // This run stayed in /a, set MINE, removed DROP (back to the base), unset LANG.
+        let after = state(
+            Some("/a"),
+            &[("KEEP", "1"), ("MINE", "m")],
+            &["GONE", "LANG"],
+        );
+        assert_eq!(
+            merge(&current, &before, &after),
+            state(
+                Some("/b"),
+                &[("KEEP", "2"), ("OTHER", "x"), ("GONE", "y"), ("MINE", "m")],
+                &["LANG"]
+            )
+        );
+        // Alone, a run's end is its state; its change of directory is kept.
+        assert_eq!(merge(&before, &before, &after), after);
+        let moved = state(Some("/c"), &[], &[]);
+        assert_eq!(merge(&current, &before, &moved).cwd.as_deref(), Some("/c"));
     }
 
     #[test]

@@ -261,12 +261,25 @@ impl Tool for Terminal {
             let out = "[host is exiting: command not started]";
             return Start::Done(ToolResult::terminal(out, Some(130), None));
         }
+        let passthrough = ctx.runner.env_passthrough().to_vec();
         if call.background {
             // `background: true`: a process of the session that outlives the call (`process/`),
-            // checked and approved like any call, in its resolved working directory.
-            let started =
-                super::process::start_background(ctx, &call.command, &cwd, call.notify_on_complete);
-            return Start::Done(started);
+            // checked and approved like any call, in its resolved working directory and with
+            // the session's variables (its end changes the session's shell state in nothing).
+            let restore = shell.and_then(|(dir, before)| {
+                restore_file(&dir, ctx.job, &before, &cwd, None, &passthrough)
+            });
+            let wrapped = restore
+                .as_ref()
+                .map(|file| shell_state::wrapped_command(command, file, false));
+            let launch = super::process::Launch {
+                command,
+                run: wrapped.as_deref().unwrap_or(command),
+                restore,
+                cwd: &cwd,
+                notify: call.notify_on_complete,
+            };
+            return Start::Done(super::process::start_background(ctx, launch));
         }
         if call.workdir.is_some() && !Path::new(&cwd).is_dir() {
             return Start::Done(ToolResult::failed(format!(
@@ -279,17 +292,8 @@ impl Tool for Terminal {
             .unwrap_or(ctx.command_timeout);
         // The command between its shell's restore and save, when the session has a shell state.
         let pending = shell.and_then(|(dir, before)| {
-            let passthrough = ctx.runner.env_passthrough().to_vec();
-            let (restore, capture) = dir.run_files(ctx.job.0);
-            let script = shell_state::restore_script(&before, &cwd, Some(&capture), &passthrough);
-            let _ = shell_state::remove_quietly(&restore);
-            if let Err(e) = crate::private_file::create_new(&restore, script.as_bytes()) {
-                crate::diag!(
-                    "[gateway] shell state not restored: {}: {e}",
-                    restore.display()
-                );
-                return None;
-            }
+            let (_, capture) = dir.run_files(ctx.job.0);
+            let restore = restore_file(&dir, ctx.job, &before, &cwd, Some(&capture), &passthrough)?;
             let wrapped = shell_state::wrapped_command(command, &restore, true);
             Some((
                 wrapped,
@@ -472,7 +476,10 @@ impl Pending {
                 withheld.join(", ")
             ));
         }
-        if state != self.before
+        // Only what this run changed goes over what the session's other runs saved meanwhile.
+        let current = self.dir.load(&self.session);
+        let state = shell_state::merge(&current, &self.before, &state);
+        if state != current
             && let Err(e) = self.dir.save(&self.session, &state)
         {
             self.notes
@@ -480,6 +487,29 @@ impl Pending {
         }
         self.notes
     }
+}
+
+/// Write the restore file of call `job`'s run (its shell state, `cwd`, and the save into
+/// `capture` when the run saves its end); `None` when it cannot be written (said on stderr).
+fn restore_file(
+    dir: &shell_state::Dir,
+    job: JobId,
+    before: &ShellState,
+    cwd: &str,
+    capture: Option<&Path>,
+    passthrough: &[String],
+) -> Option<PathBuf> {
+    let (restore, _) = dir.run_files(job.0);
+    let script = shell_state::restore_script(before, cwd, capture, passthrough);
+    let _ = shell_state::remove_quietly(&restore);
+    if let Err(e) = crate::private_file::create_new(&restore, script.as_bytes()) {
+        crate::diag!(
+            "[gateway] shell state not restored: {}: {e}",
+            restore.display()
+        );
+        return None;
+    }
+    Some(restore)
 }
 
 /// Two names of one directory.

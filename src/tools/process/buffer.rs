@@ -53,14 +53,14 @@ impl OutputBuffer {
         String::from_utf8_lossy(&all).into_owned()
     }
 
-    /// The last `max` bytes kept, cut to whole characters.
+    /// The last `max` bytes kept, cut to whole characters (only they are decoded).
     pub fn tail(&self, max: usize) -> String {
-        let text = self.text();
-        let mut start = text.len().saturating_sub(max);
-        while !text.is_char_boundary(start) {
-            start += 1;
-        }
-        text[start..].to_string()
+        let from = self.bytes.len().saturating_sub(max);
+        let mut tail: Vec<u8> = self.bytes.range(from..).copied().collect();
+        // A character cut in two at the front is left out whole.
+        let cut = tail.iter().take_while(|b| *b & 0xC0 == 0x80).count();
+        tail.drain(..cut);
+        String::from_utf8_lossy(&tail).into_owned()
     }
 }
 
@@ -92,5 +92,6 @@ mod tests {
         assert_eq!(b.text(), "€x");
         assert_eq!(b.dropped(), 3);
         assert_eq!(b.tail(3), "x");
+        assert_eq!(b.tail(4), "€x");
     }
 }

@@ -17,7 +17,7 @@ use serde_json::json;
 
 pub use registry::Processes;
 use registry::{Exit, Notice};
-pub use tool::{ProcessTool, start_background};
+pub use tool::{Launch, ProcessTool, start_background};
 
 use super::runs::{self, Owner};
 use crate::event_loop::Gateway;
@@ -36,7 +36,8 @@ pub(crate) fn after_tool(gw: &mut Gateway, now: Instant) {
     for (run, id) in gw.tools.processes.take_unwatched() {
         if runs::watch(gw, run, Owner::Background(id.clone()), now).is_err() {
             // Not watched: the runner killed it already.
-            gw.tools.processes.run_ended(run);
+            forget_restore_file(gw, run);
+            gw.tools.processes.run_ended(run, None);
             let exit = Exit {
                 code: None,
                 reason: "failed_start",
@@ -57,12 +58,20 @@ pub(crate) fn on_output(gw: &mut Gateway, run: RunId, bytes: &[u8]) {
 
 /// A background run ended.
 pub(crate) fn on_end(gw: &mut Gateway, run: RunId, end: RunEnd, now: Instant) {
-    let Some(id) = gw.tools.processes.run_ended(run) else {
+    forget_restore_file(gw, run);
+    let Some(id) = gw.tools.processes.run_ended(run, end.pid) else {
         return;
     };
     let exit = exit_of(&end);
     let notice = gw.tools.processes.mark_exited(&id, exit, now);
     deliver(gw, notice, now);
+}
+
+/// The shell state's restore file of a run that ended goes.
+fn forget_restore_file(gw: &mut Gateway, run: RunId) {
+    if let Some(file) = gw.tools.processes.take_restore_file(run) {
+        let _ = super::shell_state::remove_quietly(&file);
+    }
 }
 
 /// How a run's end reads in Hermes' words.

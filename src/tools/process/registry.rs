@@ -2,7 +2,10 @@
 //! each ran, its output (bounded), how it ended, who waits for it, and the JSON the `process`
 //! tool answers with. Pure state: no processes, the clock comes in as `now`.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -40,17 +43,33 @@ pub struct Entry {
     started_unix: f64,
     /// The run, while the runner has it.
     pub run: Option<RunId>,
+    /// The command's pid, once the runner knows it (`null` before, as Hermes says it).
+    pub pid: Option<i32>,
     pub exit: Option<Exit>,
     ended: Option<Instant>,
     pub notify: bool,
     /// The model read its end (`wait`, `log` to the end, `kill`): no notification then.
     pub consumed: bool,
-    pub output: OutputBuffer,
+    /// Shared with a `process wait` on it, whose interrupt answers with the output so far.
+    pub output: SharedOutput,
     /// `process wait` calls to step when it ends.
     waiters: Vec<JobId>,
 }
 
+/// A process's output, as its entry and the waits on it read it.
+pub type SharedOutput = Rc<RefCell<OutputBuffer>>;
+
+/// A `process wait` answered before the process ended (`timeout`, `interrupted`): the last of
+/// the output so far.
+pub fn not_ended(status: &str, command: &str, output: &SharedOutput) -> Value {
+    json!({"status": status, "command": command, "output": output.borrow().tail(1000)})
+}
+
 impl Entry {
+    fn tail(&self, max: usize) -> String {
+        self.output.borrow().tail(max)
+    }
+
     fn status(&self) -> &'static str {
         if self.exit.is_some() {
             "exited"
@@ -82,11 +101,11 @@ impl Entry {
             "session_id": self.id,
             "command": util::clip(&self.command, 200),
             "cwd": self.cwd,
-            "pid": null,
+            "pid": self.pid,
             "started_at": format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}"),
             "uptime_seconds": self.uptime(now),
             "status": self.status(),
-            "output_preview": self.output.tail(200),
+            "output_preview": self.tail(200),
         });
         if self.notify {
             entry["notify_on_complete"] = json!(true);
@@ -103,9 +122,9 @@ impl Entry {
             "session_id": self.id,
             "command": self.command,
             "status": self.status(),
-            "pid": null,
+            "pid": self.pid,
             "uptime_seconds": self.uptime(now),
-            "output_preview": self.output.tail(1000),
+            "output_preview": self.tail(1000),
         });
         self.add_exit(&mut result);
         result
@@ -114,7 +133,8 @@ impl Entry {
     /// `process log`: lines of the output kept; by default the last `limit`, from `offset`
     /// when it is given. Reading an exited process's output to its end consumes its end.
     pub fn log(&mut self, offset: usize, limit: usize) -> Value {
-        let text = self.output.text();
+        let output = self.output.borrow();
+        let text = output.text();
         let lines: Vec<&str> = text.lines().collect();
         let total = lines.len();
         let (from, to) = if offset == 0 {
@@ -132,14 +152,15 @@ impl Entry {
             "total_lines": total,
             "showing": format!("{} lines", selected.len()),
         });
-        if self.output.dropped() > 0 {
-            result["dropped_bytes"] = json!(self.output.dropped());
+        if output.dropped() > 0 {
+            result["dropped_bytes"] = json!(output.dropped());
             result["note"] = json!(format!(
                 "the first {} bytes of output were dropped: only the last {} bytes are kept",
-                self.output.dropped(),
-                self.output.cap()
+                output.dropped(),
+                output.cap()
             ));
         }
+        drop(output);
         if self.exit.is_some() && (total == 0 || (!selected.is_empty() && to == total)) {
             self.consumed = true;
         }
@@ -151,9 +172,9 @@ impl Entry {
         self.ended_as("exited")
     }
 
-    /// `process wait` given up at its timeout, or interrupted.
+    /// `process wait` given up at its timeout.
     pub fn still_running(&self, status: &str) -> Value {
-        json!({"status": status, "command": self.command, "output": self.output.tail(1000)})
+        not_ended(status, &self.command, &self.output)
     }
 
     /// `process kill` of a process that had ended already.
@@ -167,7 +188,7 @@ impl Entry {
         let mut result = json!({
             "status": status,
             "command": self.command,
-            "output": self.output.tail(2000),
+            "output": self.tail(2000),
         });
         self.add_exit(&mut result);
         result
@@ -180,7 +201,7 @@ impl Entry {
             "session_id": self.id,
             "completion_reason": "killed",
             "termination_source": "process.kill",
-            "output": self.output.tail(2000),
+            "output": self.tail(2000),
         })
     }
 
@@ -211,7 +232,7 @@ impl Entry {
             "[IMPORTANT: Background process {} {status} (exit code {code}{signal}).\nCommand: {}\nOutput:\n{}]",
             self.id,
             self.command,
-            self.output.tail(2000)
+            self.tail(2000)
         )
     }
 }
@@ -231,12 +252,16 @@ pub struct NewProcess<'a> {
     pub cwd: &'a str,
     pub notify: bool,
     pub run: RunId,
+    /// The shell state's restore file the run sources (removed when the run ends).
+    pub restore: Option<PathBuf>,
 }
 
 #[derive(Default)]
 pub struct Processes {
     entries: HashMap<String, Entry>,
     by_run: HashMap<RunId, String>,
+    /// The restore files of runs not ended yet (kept past their entry: a session gone).
+    restore_files: HashMap<RunId, PathBuf>,
     /// Runs started by a tool and not yet in the poll.
     unwatched: Vec<(RunId, String)>,
     /// `process wait` calls whose process ended, to step.
@@ -282,15 +307,19 @@ impl Processes {
                 started: now,
                 started_unix: util::unix_now(),
                 run: Some(p.run),
+                pid: None,
                 exit: None,
                 ended: None,
                 notify: p.notify,
                 consumed: false,
-                output: OutputBuffer::new(OUTPUT_CAP),
+                output: Rc::new(RefCell::new(OutputBuffer::new(OUTPUT_CAP))),
                 waiters: Vec::new(),
             },
         );
         self.by_run.insert(p.run, id.clone());
+        if let Some(file) = p.restore {
+            self.restore_files.insert(p.run, file);
+        }
         self.unwatched.push((p.run, id.clone()));
         id
     }
@@ -324,7 +353,7 @@ impl Processes {
             .get(&run)
             .and_then(|id| self.entries.get_mut(id))
         {
-            e.output.push(bytes);
+            e.output.borrow_mut().push(bytes);
         }
     }
 
@@ -357,13 +386,27 @@ impl Processes {
         std::mem::take(&mut self.woken)
     }
 
-    /// The run of a process ended: it is no longer the runner's.
-    pub fn run_ended(&mut self, run: RunId) -> Option<String> {
+    /// The run of a process ended (`pid`: the command's, when the runner knew it): it is no
+    /// longer the runner's.
+    pub fn run_ended(&mut self, run: RunId, pid: Option<i32>) -> Option<String> {
         let id = self.by_run.remove(&run)?;
         if let Some(e) = self.entries.get_mut(&id) {
             e.run = None;
+            e.pid = e.pid.or(pid);
         }
         Some(id)
+    }
+
+    /// The restore file of a run that ended, for the caller to remove.
+    pub fn take_restore_file(&mut self, run: RunId) -> Option<PathBuf> {
+        self.restore_files.remove(&run)
+    }
+
+    /// Note the pids the runner learnt since (`pid_of` a run).
+    pub fn learn_pids(&mut self, pid_of: impl Fn(RunId) -> Option<i32>) {
+        for e in self.entries.values_mut().filter(|e| e.pid.is_none()) {
+            e.pid = e.run.and_then(&pid_of);
+        }
     }
 
     /// The running processes (of `owner`, or of every session): (id, run).
@@ -376,6 +419,13 @@ impl Processes {
             .collect();
         list.sort();
         list.into_iter().map(|(_, id, run)| (id, run)).collect()
+    }
+
+    /// Whether session `owner` has a process running (the idle reaper spares it then).
+    pub fn any_running(&self, owner: &str) -> bool {
+        self.entries
+            .values()
+            .any(|e| e.exit.is_none() && e.run.is_some() && e.owner == owner)
     }
 
     /// Session `owner` is gone: forget its processes (their runs, still the runner's, are
@@ -404,6 +454,7 @@ mod tests {
                 cwd: "/tmp",
                 notify,
                 run: RunId(run),
+                restore: None,
             },
             now,
         )
@@ -455,7 +506,13 @@ mod tests {
         let e = p.get_mut("s1", &id).unwrap();
         assert_eq!(e.poll(t0 + Duration::from_secs(60))["uptime_seconds"], 5);
         assert_eq!(e.poll(t0)["exit_code"], 0);
-        assert_eq!(p.run_ended(RunId(7)), Some(id.clone()));
+        // The pid, null until the runner knows it, is kept past the run's end.
+        assert_eq!(p.list("s1", t0)[0]["pid"], Value::Null);
+        p.learn_pids(|_| None);
+        assert_eq!(p.list("s1", t0)[0]["pid"], Value::Null);
+        p.learn_pids(|r| (r == RunId(7)).then_some(4321));
+        assert_eq!(p.run_ended(RunId(7), None), Some(id.clone()));
+        assert_eq!(p.list("s1", t0)[0]["pid"], 4321);
         assert!(p.running(None).is_empty());
     }
 
@@ -535,6 +592,7 @@ mod tests {
         assert!(p.has_room(t0 + FINISHED_TTL + Duration::from_secs(1)));
         assert!(p.get_mut("s", &ids[9]).is_none());
         assert_eq!(p.running(None).len(), MAX_PROCESSES - 2);
+        assert!(p.any_running("s") && !p.any_running("other"));
         assert_eq!(p.forget_owner("s").len(), MAX_PROCESSES - 2);
         assert!(p.list("s", t0).is_empty());
     }

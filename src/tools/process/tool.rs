@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::registry::{self, Exit, NewProcess};
+use super::registry::{self, Exit, NewProcess, SharedOutput};
 use crate::runner::{Ending, NO_TIMEOUT, Spec, Stdin, Streams};
 use crate::tools::{JobId, Start, Tool, ToolContext, ToolResult};
 
@@ -27,6 +27,8 @@ pub struct ProcessTool {
 struct Wait {
     id: String,
     command: String,
+    /// The process's output: an interrupted wait answers with the last of it.
+    output: SharedOutput,
     deadline: Instant,
     timeout_note: String,
 }
@@ -82,6 +84,8 @@ impl Tool for ProcessTool {
             _ => String::new(),
         };
         let now = ctx.now;
+        let runner = &*ctx.runner;
+        ctx.processes.registry.learn_pids(|run| runner.pid(run));
         if action == "list" {
             let list = ctx.processes.registry.list(ctx.processes.owner, now);
             let summary = format!("{} process(es)", list.len());
@@ -122,6 +126,7 @@ impl Tool for ProcessTool {
                 let wait = Wait {
                     id: id.clone(),
                     command: entry.command.clone(),
+                    output: entry.output.clone(),
                     deadline,
                     timeout_note: note.unwrap_or_else(|| {
                         format!("Waited {}s, process still running", timeout.as_secs_f64())
@@ -183,23 +188,40 @@ impl Tool for ProcessTool {
 
     fn cancel(&mut self, job: JobId) -> Option<ToolResult> {
         let wait = self.waits.remove(&job)?;
-        Some(answer(json!({
-            "status": "interrupted",
-            "command": wait.command,
-            "note": "The turn was interrupted -- wait interrupted (the process keeps running)",
-        })))
+        // Hermes' answer: the output so far, and that the process runs on.
+        let mut result = registry::not_ended("interrupted", &wait.command, &wait.output);
+        result["note"] =
+            json!("The turn was interrupted -- wait interrupted (the process keeps running)");
+        Some(answer(result))
     }
 }
 
-/// `terminal {background: true}`: start `command` in `cwd` as a process of the calling
-/// session and answer at once (Hermes' shape: `session_id`, `pid`, `exit_code` 0).
-pub fn start_background(
-    ctx: &mut ToolContext<'_>,
-    command: &str,
-    cwd: &str,
-    notify: bool,
-) -> ToolResult {
+/// A background process to start, as the terminal tool resolved it.
+pub struct Launch<'a> {
+    /// What the model asked for (what `list` shows).
+    pub command: &'a str,
+    /// What `bash -c` runs: the command in the session's shell state (`shell_state.rs`).
+    pub run: &'a str,
+    /// The shell state's restore file `run` sources, removed when the process ends.
+    pub restore: Option<std::path::PathBuf>,
+    pub cwd: &'a str,
+    pub notify: bool,
+}
+
+/// `terminal {background: true}`: start a process of the calling session and answer at once
+/// (Hermes' shape: `session_id`, `pid`, `exit_code` 0).
+pub fn start_background(ctx: &mut ToolContext<'_>, launch: Launch<'_>) -> ToolResult {
+    let Launch {
+        command,
+        run,
+        restore,
+        cwd,
+        notify,
+    } = launch;
     let failed = |why: String| {
+        if let Some(file) = &restore {
+            let _ = crate::tools::shell_state::remove_quietly(file);
+        }
         ToolResult::terminal(
             "",
             Some(-1),
@@ -216,7 +238,7 @@ pub fn start_background(
         ));
     }
     let spec = Spec {
-        command,
+        command: run,
         cwd: std::path::Path::new(cwd),
         streams: Streams::Merged,
         stdin: Stdin::Pipe { cap: STDIN_CAP },
@@ -234,6 +256,7 @@ pub fn start_background(
         cwd,
         notify,
         run,
+        restore,
     };
     let id = ctx.processes.registry.add(new, ctx.now);
     let mut content = json!({
