@@ -1,7 +1,7 @@
 //! Streamable HTTP MCP servers, against a small Node server in `tests/mcp/http_server.js`
 //! started by each test: tools listed page by page over POSTs carrying the session id and
 //! protocol version, calls through whole turns answered as JSON and as an SSE stream with
-//! progress, the session ended with a DELETE on reload; and answers that break: a connection
+//! progress, an interrupted call (notifications/cancelled), the session ended with a DELETE on reload; and answers that break: a connection
 //! dropped mid-answer, a wrong content type, an endless SSE stream, a session the server
 //! forgot (404: initialised again), a server gone (failed, restarted).
 
@@ -97,6 +97,7 @@ fn tools_are_listed_and_called_over_streamable_http_and_the_session_ended() {
             "mcp__web__echo",
             "mcp__web__expire",
             "mcp__web__flood",
+            "mcp__web__hang",
             "mcp__web__html",
             "mcp__web__slow"
         ]
@@ -116,17 +117,32 @@ fn tools_are_listed_and_called_over_streamable_http_and_the_session_ended() {
     // An SSE answer: progress notifications stream as live output before the result.
     let from = g.frames.len();
     let done = call_tool(&mut g, &s.id, "mcp__web__slow", json!({}));
-    let outputs: Vec<String> = g
-        .events_of_session_from(&s.id, from)
-        .iter()
-        .filter(|e| e["type"] == "tool.output")
-        .map(|e| e["payload"]["text"].as_str().unwrap_or("").to_string())
-        .collect();
-    assert!(outputs.concat().contains("step 2"), "{outputs:?}");
+    let outputs = tool_output_from(&mut g, &s.id, from);
+    assert!(outputs.contains("step 2"), "{outputs}");
     assert_eq!(
         stored_tool_result(&g, &s.stored, &done)["result"],
         "slow done"
     );
+    // An interrupted call ends at once; the server is told with notifications/cancelled.
+    submit(&mut g, &s.id, "%mcp__web__hang {}");
+    g.wait_session_event(&s.id, "tool.output", WAIT);
+    g.call("session.interrupt", json!({"session_id": s.id}));
+    let done = g.wait_session_event(&s.id, "tool.complete", WAIT);
+    assert!(error_of(&done).contains("interrupted"), "{done}");
+    g.wait_session_event(&s.id, "message.complete", WAIT);
+    let deadline = Instant::now() + WAIT;
+    while !server
+        .requests()
+        .iter()
+        .any(|r| r["method"] == "notifications/cancelled" && r["request"].is_u64())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no cancel: {:?}",
+            server.requests()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // Every POST asks for both answer kinds; after initialize each carries the session and
     // the negotiated version (the server refuses them otherwise).
     let requests = server.requests();

@@ -397,7 +397,7 @@ pub fn on_ready(gw: &mut Gateway, id: u64, now: Instant) {
         return;
     };
     let mut messages = Vec::new();
-    let ended = ex.advance(gw.poll.registry(), &mut messages);
+    let mut ended = ex.advance(gw.poll.registry(), &mut messages);
     let name = ex.server.clone();
     if ex.detached {
         if let Some(Err(Ended::Refused(why) | Ended::Unreachable(why))) = &ended {
@@ -434,6 +434,10 @@ pub fn on_ready(gw: &mut Gateway, id: u64, now: Instant) {
         }
         super::on_message(gw, &name, message, now);
     }
+    if ended.is_none() && ex.waiting.is_none() && ex.body.is_some() {
+        // Answered: what a stream sends after the answer belongs to no request of ours.
+        ended = Some(Ok(()));
+    }
     let current = gw
         .mcp
         .http
@@ -454,15 +458,24 @@ pub fn on_ready(gw: &mut Gateway, id: u64, now: Instant) {
         return;
     }
     match ended {
-        Ok(()) => {
+        Ok(()) if waiting.is_some() => {
             let why = "the server ended its answer without answering the request";
             refuse(gw, &name, waiting, why.into(), now);
         }
+        Ok(()) => {}
         Err(Ended::Refused(why)) => refuse(gw, &name, waiting, why, now),
         Err(Ended::Unreachable(why)) => super::failed(gw, &name, why, now),
         Err(Ended::SessionGone) => {
+            // Initialised again at once only from a working session (no loop of 404s).
+            let connected = gw
+                .mcp
+                .servers
+                .get(&name)
+                .is_some_and(|s| s.phase == super::Phase::Connected);
             super::failed(gw, &name, "ended the MCP session (HTTP 404)".into(), now);
-            super::connect(gw, &name, now);
+            if connected {
+                super::connect(gw, &name, now);
+            }
         }
     }
 }

@@ -4,7 +4,8 @@
 // It prints its port on stdout. Tools (two pages of tools/list): echo (a JSON answer), slow
 // (an SSE stream: progress notifications, then the answer), drop (closes the connection
 // mid-answer), html (a wrong content type), flood (an SSE stream that never ends), expire
-// (forgets the session: the next requests get 404 until the client initialises again).
+// (forgets the session: the next requests get 404 until the client initialises again),
+// hang (progress, then nothing).
 const http = require("http");
 const fs = require("fs");
 const log = process.argv[2];
@@ -18,6 +19,7 @@ const tools = [
   { name: "html", description: "Wrong content type", inputSchema: { type: "object" } },
   { name: "flood", description: "An endless stream", inputSchema: { type: "object" } },
   { name: "expire", description: "Forget the session", inputSchema: { type: "object" } },
+  { name: "hang", description: "Progress, then never an answer", inputSchema: { type: "object" } },
 ];
 function note(entry) { fs.appendFileSync(log, JSON.stringify(entry) + "\n"); }
 function json(res, status, body, headers) {
@@ -48,6 +50,8 @@ function call(msg, res) {
     res.on("drain", more);
     res.on("close", () => res.removeListener("drain", more));
     more();
+  } else if (name === "hang") {
+    event(res, { jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: token, progress: 1, message: "hanging" } });
   } else if (name === "expire") {
     session = null;
     res.socket.destroy();
@@ -60,7 +64,7 @@ const server = http.createServer((req, res) => {
     let msg = {};
     try { msg = body ? JSON.parse(body) : {}; } catch (e) { return json(res, 400, { error: "bad json" }); }
     const sid = req.headers["mcp-session-id"] || null;
-    note({ http: req.method, method: msg.method || null, session: sid, version: req.headers["mcp-protocol-version"] || null, accept: req.headers["accept"] || null });
+    note({ http: req.method, method: msg.method || null, request: (msg.params && msg.params.requestId) || null, session: sid, version: req.headers["mcp-protocol-version"] || null, accept: req.headers["accept"] || null });
     if (req.headers["authorization"] !== "Bearer t0k") return json(res, 401, { error: "no token" });
     if (req.method === "GET") return json(res, 405, { error: "no listening stream" });
     if (req.method === "DELETE") { if (sid && sid === session) session = null; return json(res, 200); }

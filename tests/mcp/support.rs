@@ -1,5 +1,5 @@
 //! What the MCP tests share: waiting for a server's toolset, reading its `info.mcp_servers`
-//! entry, calling a tool through a whole turn of the offline model (`%NAME {JSON}`).
+//! entry, the live output of a call, calling a tool through a whole turn of the offline model (`%NAME {JSON}`).
 #![allow(dead_code)]
 
 use crate::common::{Gateway, submit};
@@ -58,6 +58,15 @@ pub fn wait_status(g: &mut Gateway, name: &str, done: impl Fn(&Value) -> bool) -
         assert!(Instant::now() < deadline, "{name}: {status}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The text of the session's `tool.output` events from frame `from` on, concatenated.
+pub fn tool_output_from(g: &mut Gateway, sid: &str, from: usize) -> String {
+    g.events_of_session_from(sid, from)
+        .iter()
+        .filter(|e| e["type"] == "tool.output")
+        .map(|e| e["payload"]["text"].as_str().unwrap_or("").to_string())
+        .collect()
 }
 
 /// Call tool `name` through a turn; its `tool.complete` event.
