@@ -8,6 +8,7 @@ use std::time::Instant;
 use crate::event_loop::Gateway;
 use crate::runner::{RunId, Runner};
 use crate::session::calls::{CallOwners, CallParts};
+use crate::session::driver::TurnOwners;
 use crate::session::registry::Registry;
 use crate::tools::asked::Asker;
 use crate::tools::runs::{self, Owner};
@@ -65,5 +66,14 @@ impl CallOwners for Gateway {
     }
     fn isolated(&mut self, owner: Option<&str>, now: Instant, work: impl FnOnce(&mut Self)) {
         Gateway::isolated(self, owner, now, work);
+    }
+}
+
+impl TurnOwners for Gateway {
+    fn emit_delta(&mut self, rid: &str, text: &str) {
+        Gateway::emit_delta(self, rid, text);
+    }
+    fn turn_token(&mut self, rid: &str) -> mio::Token {
+        self.alloc_token(crate::event_loop::Route::Turn(rid.to_string()))
     }
 }

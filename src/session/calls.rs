@@ -583,18 +583,18 @@ fn answer_unrun(
     gw.mark_dirty(rid);
 }
 
+/// [`CallOwners`] for unit tests: a fake outbox and a timer wheel on a fake clock
+/// (`FakeAsker`), a registry of scripted tools, a store that holds or not, and a gateway side
+/// that only records what it was asked to do.
 #[cfg(test)]
-mod tests {
-    //! The tool side of a turn through [`CallOwners`] with fakes: a fake outbox and a timer
-    //! wheel on a fake clock (`FakeAsker`), a registry of scripted tools, a store that holds or
-    //! not, and a gateway side that only records what it was asked to do.
+pub(crate) mod fake {
 
     use super::*;
     use crate::session::bare_session;
     use crate::tools::Ask;
     use crate::tools::asked::fake::FakeAsker;
 
-    const RID: &str = "r1";
+    pub const RID: &str = "r1";
 
     /// How a scripted tool behaves.
     #[derive(Clone, Copy)]
@@ -650,21 +650,21 @@ mod tests {
         }
     }
 
-    struct Fake {
-        sessions: Registry,
-        tools: Tools,
-        runner: Runner,
-        asker: FakeAsker,
-        holding: bool,
-        parked: Vec<String>,
-        dirty: Vec<String>,
+    pub struct Fake {
+        pub sessions: Registry,
+        pub tools: Tools,
+        pub runner: Runner,
+        pub asker: FakeAsker,
+        pub holding: bool,
+        pub parked: Vec<String>,
+        pub dirty: Vec<String>,
         /// The turns ended, with their status.
-        ended: Vec<(String, String)>,
+        pub ended: Vec<(String, String)>,
     }
 
     impl Fake {
         /// One session whose turn's model call just asked for tools.
-        fn new() -> Fake {
+        pub fn new() -> Fake {
             let home = Path::new("/nonexistent/tuigw-calls-test");
             let mut tools = Tools::new(home, TURN_HOOKS, None);
             let scripts = [
@@ -698,12 +698,12 @@ mod tests {
             }
         }
 
-        fn now(&self) -> Instant {
+        pub fn now(&self) -> Instant {
             self.asker.start
         }
 
         /// The events said so far as (type, payload), and forget them.
-        fn said(&mut self) -> Vec<(String, Value)> {
+        pub fn said(&mut self) -> Vec<(String, Value)> {
             self.asker
                 .said()
                 .into_iter()
@@ -718,12 +718,12 @@ mod tests {
                 .collect()
         }
 
-        fn kinds(&mut self) -> Vec<String> {
+        pub fn kinds(&mut self) -> Vec<String> {
             self.said().into_iter().map(|(kind, _)| kind).collect()
         }
 
         /// The tool messages of the session's transcript, as (call id, content).
-        fn tool_messages(&self) -> Vec<(String, String)> {
+        pub fn tool_messages(&self) -> Vec<(String, String)> {
             let s = self.sessions.get(RID).unwrap();
             s.transcript
                 .iter()
@@ -736,7 +736,7 @@ mod tests {
         }
 
         /// Fire the timers due by `at` as the loop does for the tool side.
-        fn fire(&mut self, at: Instant) {
+        pub fn fire(&mut self, at: Instant) {
             for timer in self.asker.due(at) {
                 match timer {
                     Timer::ToolWake(job) => self.tools.due.add(job),
@@ -805,6 +805,12 @@ mod tests {
             work(self)
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fake::{Fake, RID};
+    use super::*;
 
     fn call(id: &str, name: &str) -> ToolCall {
         ToolCall {

@@ -13,6 +13,7 @@ use crate::event_loop::{Gateway, Route};
 use crate::model::{CallContext, ModelEvent, ModelRequest, Progress};
 use crate::rpc::Outbox;
 use crate::session::Session;
+use crate::session::calls::CallOwners;
 use crate::session::registry::Registry;
 use crate::session::ring::Rings;
 use crate::session::transcript::{Message, Role};
@@ -125,7 +126,7 @@ impl Gateway {
         self.asking().1.emit(rid, kind, payload);
     }
 
-    fn emit_delta(&mut self, rid: &str, text: &str) {
+    pub(crate) fn emit_delta(&mut self, rid: &str, text: &str) {
         if let Some(s) = self.sessions.get_mut(rid) {
             s.emit_delta(&mut self.client, text, &mut self.rings);
         }
@@ -145,32 +146,13 @@ impl Gateway {
 
     /// Append the user's prompt and start a turn for it.
     pub(crate) fn start_prompt(&mut self, rid: &str, text: String, now: Instant) {
-        let token = self.alloc_token(Route::Turn(rid.to_string()));
-        let Some(s) = self.sessions.get_mut(rid) else {
-            return;
-        };
-        s.append(Message::new(Role::User, Some(text), util::unix_now()));
-        s.last_active = now;
-        s.turn = Some(Turn::new(token));
-        self.mark_dirty(rid);
-        self.schedule(rid);
+        start_prompt(self, rid, text, now);
     }
 
     /// Run `text` as the session's next prompt: now when it is idle, else after the running
     /// turn (queued, and stored with the queue). Whether it was queued.
     pub(crate) fn submit_prompt(&mut self, rid: &str, text: String, now: Instant) -> bool {
-        let Some(s) = self.sessions.get_mut(rid) else {
-            return false;
-        };
-        // A resumed session still reading its older messages runs it once they are read.
-        if s.running() || s.loading() {
-            s.queued.push_back(text);
-            s.queue_dirty = true;
-            self.mark_dirty(rid);
-            return true;
-        }
-        self.start_prompt(rid, text, now);
-        false
+        submit_prompt(self, rid, text, now)
     }
 
     /// Drive the runnable turns; true when one streamed text (the loop arms the flush tick
@@ -306,7 +288,7 @@ impl Gateway {
         };
         let mut streamed = false;
         for ev in evs.drain(..) {
-            streamed |= self.on_model_event(rid, ev);
+            streamed |= on_model_event(self, rid, ev);
         }
         self.scratch = evs;
         match progress {
@@ -328,73 +310,11 @@ impl Gateway {
                 if let Some(connection) = connection {
                     self.provider.recycle(connection);
                 }
-                self.count_model_time(rid);
+                count_model_time(self, rid);
                 self.end_model_round(rid, now)
             }
         }
         streamed
-    }
-
-    /// The call in flight is over: its time counts to the session's model time.
-    fn count_model_time(&mut self, rid: &str) {
-        if let Some(s) = self.sessions.get_mut(rid)
-            && let Some(started) = s.turn.as_mut().and_then(|t| t.call_started.take())
-        {
-            s.model_time += started.elapsed();
-        }
-    }
-
-    /// One model event into the turn and out to the client; true when it was text shown.
-    fn on_model_event(&mut self, rid: &str, ev: ModelEvent) -> bool {
-        let Some(s) = self.sessions.get_mut(rid) else {
-            return false;
-        };
-        let Some(turn) = s.turn.as_mut() else {
-            return false;
-        };
-        // A summary being written is not shown as a reply.
-        let quiet = turn.compaction.is_some();
-        match ev {
-            ModelEvent::Text(t) => {
-                turn.round_text.push_str(&t);
-                turn.text.push_str(&t);
-                if !quiet {
-                    self.emit_delta(rid, &t);
-                    return true;
-                }
-            }
-            ModelEvent::Reasoning(t) => {
-                turn.round_reasoning.push_str(&t);
-                if !quiet {
-                    self.emit(rid, "reasoning.delta", json!({ "text": t }));
-                }
-            }
-            ModelEvent::ToolCall(call) if !quiet => turn.round_tool_calls.push(call),
-            ModelEvent::ToolCall(_) => {}
-            ModelEvent::ToolDrafting(name) if !quiet => {
-                self.emit(rid, "tool.generating", json!({ "name": name }));
-            }
-            ModelEvent::ToolDrafting(_) => {}
-            ModelEvent::Done {
-                finish_reason,
-                usage,
-            } => {
-                turn.round_finish = Some((finish_reason, usage));
-                s.input_tokens += usage.input;
-                s.accounting.add(&usage);
-                // What this call was sent is what the context window holds now.
-                s.context_used = usage.input;
-                s.output_tokens += usage.output;
-                s.model_calls += 1;
-                s.row_dirty = true;
-                self.mark_dirty(rid);
-            }
-            ModelEvent::Failed(e) => turn.round_error = Some(e),
-            ModelEvent::Notice(text) => {
-                self.emit(rid, "status.update", json!({"kind": "info", "text": text}));
-            }
-        }
-        false
     }
 
     /// The model call of this round is over: record the assistant message, then run the tool
@@ -527,17 +447,7 @@ impl Gateway {
 
     /// Start the oldest queued prompt, if any.
     pub(crate) fn run_next_queued(&mut self, rid: &str, now: Instant) {
-        if self.shutdown.is_some() {
-            return;
-        }
-        let next = self.sessions.get_mut(rid).and_then(|s| {
-            let next = s.queued.pop_front()?;
-            s.queue_dirty = true;
-            Some(next)
-        });
-        if let Some(next) = next {
-            self.start_prompt(rid, next, now);
-        }
+        run_next_queued(self, rid, now);
     }
 
     pub(crate) fn emit_info(&mut self, rid: &str) {
@@ -630,5 +540,235 @@ impl Gateway {
             // Its turn's token went with the turn.
             self.persist.retire(s);
         }
+    }
+}
+
+/// What driving a turn works on beyond the tool side's owners ([`CallOwners`]).
+pub(crate) trait TurnOwners: CallOwners {
+    /// A `message.delta` of session `rid`.
+    fn emit_delta(&mut self, rid: &str, text: &str);
+    /// The token the turn of `rid`'s model call is known by in the poll.
+    fn turn_token(&mut self, rid: &str) -> Token;
+}
+
+/// Append the user's prompt and start a turn for it.
+fn start_prompt(gw: &mut impl TurnOwners, rid: &str, text: String, now: Instant) {
+    let token = gw.turn_token(rid);
+    let Some(s) = gw.sessions().get_mut(rid) else {
+        return;
+    };
+    s.append(Message::new(Role::User, Some(text), util::unix_now()));
+    s.last_active = now;
+    s.turn = Some(Turn::new(token));
+    gw.mark_dirty(rid);
+    gw.sessions().mark_runnable(rid);
+}
+
+/// Run `text` as the session's next prompt: now when it is idle, else after the running turn
+/// (queued, and stored with the queue). Whether it was queued.
+fn submit_prompt(gw: &mut impl TurnOwners, rid: &str, text: String, now: Instant) -> bool {
+    let Some(s) = gw.sessions().get_mut(rid) else {
+        return false;
+    };
+    // A resumed session still reading its older messages runs it once they are read.
+    if s.running() || s.loading() {
+        s.queued.push_back(text);
+        s.queue_dirty = true;
+        gw.mark_dirty(rid);
+        return true;
+    }
+    start_prompt(gw, rid, text, now);
+    false
+}
+
+/// Start the oldest queued prompt, if any (none while the gateway exits).
+fn run_next_queued(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
+    if gw.call_parts().shutting_down {
+        return;
+    }
+    let next = gw.sessions().get_mut(rid).and_then(|s| {
+        let next = s.queued.pop_front()?;
+        s.queue_dirty = true;
+        Some(next)
+    });
+    if let Some(next) = next {
+        start_prompt(gw, rid, next, now);
+    }
+}
+
+/// The call in flight is over: its time counts to the session's model time.
+fn count_model_time(gw: &mut impl CallOwners, rid: &str) {
+    if let Some(s) = gw.sessions().get_mut(rid)
+        && let Some(started) = s.turn.as_mut().and_then(|t| t.call_started.take())
+    {
+        s.model_time += started.elapsed();
+    }
+}
+
+/// One model event into the turn and out to the client; true when it was text shown.
+fn on_model_event(gw: &mut impl TurnOwners, rid: &str, ev: ModelEvent) -> bool {
+    let Some(s) = gw.sessions().get_mut(rid) else {
+        return false;
+    };
+    let Some(turn) = s.turn.as_mut() else {
+        return false;
+    };
+    // A summary being written is not shown as a reply.
+    let quiet = turn.compaction.is_some();
+    match ev {
+        ModelEvent::Text(t) => {
+            turn.round_text.push_str(&t);
+            turn.text.push_str(&t);
+            if !quiet {
+                gw.emit_delta(rid, &t);
+                return true;
+            }
+        }
+        ModelEvent::Reasoning(t) => {
+            turn.round_reasoning.push_str(&t);
+            if !quiet {
+                gw.emit(rid, "reasoning.delta", json!({ "text": t }));
+            }
+        }
+        ModelEvent::ToolCall(call) if !quiet => turn.round_tool_calls.push(call),
+        ModelEvent::ToolCall(_) => {}
+        ModelEvent::ToolDrafting(name) if !quiet => {
+            gw.emit(rid, "tool.generating", json!({ "name": name }));
+        }
+        ModelEvent::ToolDrafting(_) => {}
+        ModelEvent::Done {
+            finish_reason,
+            usage,
+        } => {
+            turn.round_finish = Some((finish_reason, usage));
+            s.input_tokens += usage.input;
+            s.accounting.add(&usage);
+            // What this call was sent is what the context window holds now.
+            s.context_used = usage.input;
+            s.output_tokens += usage.output;
+            s.model_calls += 1;
+            s.row_dirty = true;
+            gw.mark_dirty(rid);
+        }
+        ModelEvent::Failed(e) => turn.round_error = Some(e),
+        ModelEvent::Notice(text) => {
+            gw.emit(rid, "status.update", json!({"kind": "info", "text": text}));
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    //! Prompts and model events through the owners' views with fakes (`calls::fake`).
+
+    use super::*;
+    use crate::model::TokenUsage;
+    use crate::session::calls::fake::{Fake, RID};
+
+    impl TurnOwners for Fake {
+        fn emit_delta(&mut self, rid: &str, text: &str) {
+            self.asker.out.delta(rid, 0, text);
+        }
+        fn turn_token(&mut self, _rid: &str) -> Token {
+            Token(7)
+        }
+    }
+
+    /// A fake whose session is idle.
+    fn idle() -> Fake {
+        let mut gw = Fake::new();
+        gw.sessions.get_mut(RID).unwrap().turn = None;
+        gw
+    }
+
+    #[test]
+    fn a_prompt_to_an_idle_session_starts_a_turn_and_one_during_a_turn_waits_its_turn() {
+        let mut gw = idle();
+        let now = gw.now();
+        assert!(!submit_prompt(&mut gw, RID, "first".into(), now));
+        assert_eq!(
+            gw.sessions.take_runnable(),
+            [RID],
+            "the turn is driven next"
+        );
+        assert_eq!(gw.dirty, [RID], "the prompt is committed");
+        assert!(submit_prompt(&mut gw, RID, "second".into(), now), "queued");
+        let s = gw.sessions.get(RID).unwrap();
+        assert_eq!(s.queued, ["second"]);
+        assert!(s.queue_dirty, "the queue is stored with the session");
+        let users = s.transcript.iter().filter(|m| m.role == Role::User).count();
+        assert_eq!(users, 1, "the queued prompt is not in the transcript yet");
+        // The turn ends: the queued prompt runs.
+        gw.sessions.get_mut(RID).unwrap().turn = None;
+        run_next_queued(&mut gw, RID, now);
+        let s = gw.sessions.get(RID).unwrap();
+        assert!(s.queued.is_empty() && s.turn.is_some());
+        assert_eq!(
+            s.transcript.last().unwrap().content.as_deref(),
+            Some("second")
+        );
+    }
+
+    #[test]
+    fn model_text_streams_to_the_client_and_its_usage_is_counted_and_stored() {
+        let mut gw = Fake::new();
+        assert!(on_model_event(&mut gw, RID, ModelEvent::Text("Hel".into())));
+        assert!(on_model_event(&mut gw, RID, ModelEvent::Text("lo".into())));
+        let usage = TokenUsage {
+            input: 120,
+            output: 8,
+            ..Default::default()
+        };
+        let done = ModelEvent::Done {
+            finish_reason: "stop".into(),
+            usage,
+        };
+        assert!(!on_model_event(&mut gw, RID, done), "no text shown");
+        let deltas: Vec<String> = gw
+            .asker
+            .said()
+            .iter()
+            .filter(|f| f["params"]["type"] == "message.delta")
+            .map(|f| f["params"]["payload"]["text"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(deltas, ["Hel", "lo"]);
+        let s = gw.sessions.get(RID).unwrap();
+        assert_eq!(s.turn.as_ref().unwrap().text, "Hello");
+        assert_eq!(
+            (s.input_tokens, s.output_tokens, s.model_calls),
+            (120, 8, 1)
+        );
+        assert_eq!(
+            s.context_used, 120,
+            "what the call was sent fills the window"
+        );
+        assert!(s.row_dirty && gw.dirty == [RID], "the counts are committed");
+    }
+
+    #[test]
+    fn a_summary_being_written_is_not_shown_as_a_reply() {
+        let mut gw = Fake::new();
+        let job = crate::session::compaction::Job {
+            reply_to: None,
+            request: Vec::new(),
+            split: 0,
+            before_messages: 0,
+            before_tokens: 0,
+        };
+        let turn = gw.sessions.get_mut(RID).unwrap().turn.as_mut().unwrap();
+        turn.compaction = Some(Box::new(job));
+        assert!(!on_model_event(
+            &mut gw,
+            RID,
+            ModelEvent::Text("summary".into())
+        ));
+        on_model_event(&mut gw, RID, ModelEvent::Reasoning("thinking".into()));
+        assert!(
+            gw.said().is_empty(),
+            "nothing of the summary reaches the client"
+        );
+        let turn = gw.sessions.get(RID).unwrap().turn.as_ref().unwrap();
+        assert_eq!(turn.text, "summary", "kept for the compaction");
     }
 }

@@ -2,7 +2,7 @@
 
 pub(crate) mod calls;
 pub mod compaction;
-mod driver;
+pub(crate) mod driver;
 pub mod machine;
 pub mod naming;
 pub(crate) mod older;

@@ -440,3 +440,150 @@ mod tests {
         assert_eq!(from_lf("a\nb\n", true), "a\r\nb\r\n");
     }
 }
+
+/// Realistic model edits through the tool, each on a fresh tree: the files it ends with, or
+/// the error the model reads (and nothing written).
+#[cfg(test)]
+mod corpus {
+    use super::*;
+    use crate::tools::alone;
+    use serde_json::json;
+    use std::time::Duration;
+
+    /// `(files before, arguments, Ok(files after) | Err(words the error holds))`.
+    type Case = (
+        &'static [(&'static str, &'static str)],
+        Value,
+        Result<&'static [(&'static str, Option<&'static str>)], &'static [&'static str]>,
+    );
+
+    fn cases() -> Vec<Case> {
+        const PY: &str =
+            "class A:\n\tdef run(self):\n\t\treturn 1\n\n\tdef stop(self):  \n\t\treturn 0\n";
+        vec![
+            // Whitespace drift: spaces for the file's tabs, its trailing spaces dropped.
+            (
+                &[("a.py", PY)],
+                json!({"path": "a.py", "old_string": "    def stop(self):\n        return 0", "new_string": "    def stop(self):\n        return 2"}),
+                Ok(&[(
+                    "a.py",
+                    Some(
+                        "class A:\n\tdef run(self):\n\t\treturn 1\n\n\tdef stop(self):\n\t\treturn 2\n",
+                    ),
+                )]),
+            ),
+            // CRLF file, LF old_string, replace_all: every match, CRLF kept.
+            (
+                &[("w.bat", "set X=1\r\necho %X%\r\nset X=1\r\n")],
+                json!({"path": "w.bat", "old_string": "set X=1\n", "new_string": "set X=2\n", "replace_all": true}),
+                Ok(&[("w.bat", Some("set X=2\r\necho %X%\r\nset X=2\r\n"))]),
+            ),
+            // CRLF old_string against an LF file.
+            (
+                &[("u.txt", "one\ntwo\n")],
+                json!({"path": "u.txt", "old_string": "one\r\ntwo", "new_string": "one\r\n2"}),
+                Ok(&[("u.txt", Some("one\n2\n"))]),
+            ),
+            // Repeated match: the error says how many and asks for more context.
+            (
+                &[("r.js", "let a = 0;\nf(a);\nlet a = 0;\n")],
+                json!({"path": "r.js", "old_string": "let a = 0;", "new_string": "let a = 1;"}),
+                Err(&["Found 2 matches", "replace_all"]),
+            ),
+            // Missing match: the error shows the nearest lines.
+            (
+                &[("m.rs", "fn main() {\n    let total = sum(&v);\n}\n")],
+                json!({"path": "m.rs", "old_string": "let total = sum(v);", "new_string": "let total = 0;"}),
+                Err(&["Could not find", "Did you mean", "let total = sum(&v);"]),
+            ),
+            (
+                &[],
+                json!({"path": "nope.rs", "old_string": "a", "new_string": "b"}),
+                Err(&["File not found: nope.rs"]),
+            ),
+            // Multi-file V4A: two updates (one CRLF), an add, a move and a delete.
+            (
+                &[
+                    ("src/a.py", "def a():\n    return 1\n"),
+                    ("src/b.py", "x = 1\r\ny = 2\r\n"),
+                    ("old.md", "# old\n"),
+                    ("tmp.txt", "t\n"),
+                ],
+                json!({"mode": "patch", "patch": "*** Begin Patch\n*** Update File: src/a.py\n def a():\n-    return 1\n+    return 11\n*** Update File: src/b.py\n x = 1\n-y = 2\n+y = 22\n*** Add File: src/c.py\n+z = 3\n*** Move File: old.md -> new.md\n*** Delete File: tmp.txt\n*** End Patch"}),
+                Ok(&[
+                    ("src/a.py", Some("def a():\n    return 11\n")),
+                    ("src/b.py", Some("x = 1\r\ny = 22\r\n")),
+                    ("src/c.py", Some("z = 3\n")),
+                    ("old.md", None),
+                    ("new.md", Some("# old\n")),
+                    ("tmp.txt", None),
+                ]),
+            ),
+            // V4A with whitespace drift in its context lines.
+            (
+                &[("k.go", "func k() {\n\tif x {\n\t\treturn\n\t}\n}\n")],
+                json!({"mode": "patch", "patch": "*** Begin Patch\n*** Update File: k.go\n@@ func k() {\n     if x {\n-        return\n+        return nil\n*** End Patch"}),
+                Ok(&[(
+                    "k.go",
+                    Some("func k() {\n\tif x {\n\t\treturn nil\n\t}\n}\n"),
+                )]),
+            ),
+            // V4A: one good file, one missing match, one missing file: nothing written.
+            (
+                &[("g.txt", "good\n"), ("h.txt", "here\n")],
+                json!({"mode": "patch", "patch": "*** Begin Patch\n*** Update File: g.txt\n-good\n+better\n*** Update File: h.txt\n-absent line\n+x\n*** Update File: gone.txt\n-a\n+b\n*** End Patch"}),
+                Err(&[
+                    "no files were modified",
+                    "h.txt",
+                    "gone.txt: file not found",
+                ]),
+            ),
+            // V4A: a repeated match without a hint to choose.
+            (
+                &[("d.txt", "v = 0\nw\nv = 0\n")],
+                json!({"mode": "patch", "patch": "*** Begin Patch\n*** Update File: d.txt\n-v = 0\n+v = 1\n*** End Patch"}),
+                Err(&["no files were modified", "Found 2 matches"]),
+            ),
+        ]
+    }
+
+    #[test]
+    fn realistic_model_edits_apply_or_say_why_not() {
+        for (i, (before, args, want)) in cases().into_iter().enumerate() {
+            let dir = std::env::temp_dir().join(format!("tuigw-pc-{}", crate::util::random_hex(8)));
+            std::fs::create_dir_all(&dir).unwrap();
+            for (name, text) in before {
+                let f = dir.join(name);
+                std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+                std::fs::write(f, text).unwrap();
+            }
+            let cwd = dir.to_str().unwrap();
+            let r = alone::run(&mut Patch, cwd, &dir, &args, Duration::from_secs(5)).result;
+            let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+            match want {
+                Ok(after) => {
+                    assert_eq!(r.content["success"], true, "case {i}: {}", r.content);
+                    assert!(r.event_fields.contains_key("inline_diff"), "case {i}");
+                    for (name, text) in after {
+                        assert_eq!(read(name).as_deref(), *text, "case {i}: {name}");
+                    }
+                }
+                Err(words) => {
+                    assert_eq!(r.content["success"], false, "case {i}: {}", r.content);
+                    let error = r.content["error"].as_str().unwrap_or_default();
+                    for w in words {
+                        assert!(error.contains(w), "case {i}: {w:?} not in {error}");
+                    }
+                    for (name, text) in before {
+                        assert_eq!(
+                            read(name).as_deref(),
+                            Some(*text),
+                            "case {i}: {name} untouched"
+                        );
+                    }
+                }
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
