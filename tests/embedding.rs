@@ -29,7 +29,7 @@ fn stderr_with(gw: &Gateway, line: &str) -> String {
         if text.contains(line) || std::time::Instant::now() >= deadline {
             return text;
         }
-        std::thread::yield_now();
+        std::thread::sleep(std::time::Duration::from_millis(2));
     }
 }
 

@@ -377,7 +377,7 @@ impl Gateway {
             if self.reading() {
                 let _ = self.client.pump(Instant::now() + ms(10));
             } else {
-                thread::yield_now();
+                thread::sleep(ms(2));
             }
         }
         self.background = None;
@@ -728,7 +728,7 @@ impl Gateway {
         }
         // The last stderr lines may still be in the pipe when the process is reaped.
         while !self.stderr_reader.is_finished() && Instant::now() < tail {
-            thread::yield_now();
+            thread::sleep(ms(2));
         }
         st
     }
