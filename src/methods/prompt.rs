@@ -5,9 +5,10 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::params::{self, Params};
-use super::session::live;
+use super::session::{live, unreadable};
 use crate::event_loop::Gateway;
 use crate::rpc::RpcError;
+use crate::session::older;
 
 pub fn submit(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
     let text = params::opt_str(p, "text")?.unwrap_or("");
@@ -15,6 +16,11 @@ pub fn submit(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     params::not_shutting_down(gw)?;
     params::check_prompt(text)?;
     let rid = live(gw, p)?.runtime_id.clone();
+    // A step's read of the older messages failed: retry it now (its end runs the prompts
+    // queued behind it), or say why, rather than queue this one behind a read nobody runs.
+    if live(gw, p)?.loading() && !gw.sessions.is_loading(&rid) {
+        older::whole(gw, &rid).map_err(unreadable)?;
+    }
     let status = match gw.submit_prompt(&rid, text.to_string(), now) {
         true => "queued",
         false => "streaming",

@@ -230,7 +230,7 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
 }
 
 /// A read of state.db that failed, as the client is told.
-fn unreadable(e: StoreError) -> RpcError {
+pub(super) fn unreadable(e: StoreError) -> RpcError {
     RpcError::new(code::INTERNAL, format!("cannot read state.db: {e}"))
 }
 

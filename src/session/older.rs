@@ -18,6 +18,8 @@ use crate::transcript::Message;
 pub const NEWEST: usize = 1_000;
 /// Messages one loop iteration reads (about 5 ms on the 2-core bench machine).
 pub const STEP: usize = 4_096;
+/// The most older messages reserved for up front (past it the vector grows as it reads).
+const RESERVE_CAP: usize = 1 << 20;
 
 /// What is still stored before a session's transcript, and what was read of it so far.
 #[derive(Debug)]
@@ -53,7 +55,7 @@ pub(crate) fn step(gw: &mut Gateway, now: Instant) {
         return;
     };
     if let Err(e) = read(gw, &rid, STEP, now) {
-        // Left for `whole`, which the next call needing it runs (and reports).
+        // Left for `whole`, which the next call needing it (a prompt too) runs and reports.
         crate::diag!("[gateway] cannot read the older messages of session {rid}: {e}");
         gw.sessions.done_loading(&rid);
     }
@@ -85,10 +87,11 @@ fn read(gw: &mut Gateway, rid: &str, limit: usize, now: Instant) -> Result<(), S
     let older = s.older.as_mut().expect("looked up above");
     let ended = messages.len() < limit;
     if older.read.is_empty() {
-        // Room for them all (and the tail), so no step copies what the others read.
+        // Room for them all (and the tail), so no step copies what the others read; the
+        // count is the row's word, so a corrupt one reserves no more than RESERVE_CAP.
         older
             .read
-            .reserve(older.count.max(messages.len()) + s.transcript.len() + 64);
+            .reserve(older.count.max(messages.len()).min(RESERVE_CAP) + s.transcript.len() + 64);
     }
     older.read.extend(messages);
     if let Some(row) = last {

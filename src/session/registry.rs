@@ -140,6 +140,11 @@ impl Registry {
         !self.loading.is_empty()
     }
 
+    /// Whether the session's older messages are still read a step per iteration.
+    pub fn is_loading(&self, rid: &str) -> bool {
+        self.loading.iter().any(|r| r == rid)
+    }
+
     /// The session whose older messages are read next.
     pub fn next_loading(&self) -> Option<String> {
         self.loading.first().cloned()
