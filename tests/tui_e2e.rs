@@ -699,3 +699,43 @@ fn every_command_help_lists_answers_without_an_error() {
     );
     tui.quit();
 }
+
+#[test]
+fn an_edit_shows_its_diff_and_todo_its_list() {
+    // A model with latency per word, as in the approval scenario (the edit asks first).
+    let opts = Opts {
+        env: vec![("TUI_GATEWAY_OFFLINE_DELAY_MS".into(), "20".into())],
+        ..Opts::default()
+    };
+    let Some(tui) = Tui::start("edits", opts) else {
+        return;
+    };
+    tui.wait_ready(START);
+    let notes = tui.ws.join("notes.txt");
+    std::fs::write(&notes, "alpha\nbravo\ncharlie\n").unwrap();
+    // The offline model calls a tool by name: `%NAME {JSON}`.
+    tui.submit(
+        r#"%patch {"path": "notes.txt", "old_string": "bravo", "new_string": "bravo-edited"}"#,
+    );
+    // The harness's workspace is inside HERMES_HOME, so the write asks first.
+    tui.wait_approval(T);
+    tui.key("1");
+    tui.wait_screen("the patch's diff", T, |s| {
+        s.contains("-bravo") && s.contains("+bravo-edited")
+    });
+    tui.wait_ready(T);
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "alpha\nbravo-edited\ncharlie\n"
+    );
+
+    tui.submit(
+        r#"%todo {"todos":[{"id":"1","content":"write tests","status":"in_progress"},{"id":"2","content":"land"}]}"#,
+    );
+    tui.wait_screen("the todo list", T, |s| {
+        s.contains("Todo (0/2)") && s.contains("[>] write tests") && s.contains("[ ] land")
+    });
+    tui.wait_ready(T);
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}
