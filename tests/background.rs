@@ -442,9 +442,7 @@ fn a_models_background_call_and_its_notice_round_trip_through_the_api() {
     ]);
     let builder = Gateway::builder()
         .tag("bg-api")
-        .env("OPENAI_BASE_URL", &mock.base_url())
-        .env("OPENAI_API_KEY", "sk-test")
-        .env("OPENAI_MODEL", "mock-model");
+        .openai_mock(&mock.base_url());
     let mut b = bg_with(builder);
     let first = b.g.run_turn(&b.sid, "run it in the background");
     let result = &first.event("tool.complete")["payload"]["result"];

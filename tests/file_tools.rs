@@ -456,9 +456,7 @@ fn the_models_patch_call_round_trips_with_the_system_prompt_and_toolsets() {
     let mut g = Gateway::builder()
         .tag("fmodel")
         .home(&home.path)
-        .env("OPENAI_BASE_URL", &mock.base_url())
-        .env("OPENAI_API_KEY", "sk-test")
-        .env("OPENAI_MODEL", "mock-model")
+        .openai_mock(&mock.base_url())
         .start();
     let s = g.create_session(json!({"cwd": work.path.to_str().unwrap()}));
     let turn = g.run_turn(&s.id, "rename old to new");
@@ -568,9 +566,7 @@ fn session_search_finds_other_sessions_and_never_the_callers() {
     let mut g = Gateway::builder()
         .tag("recall")
         .home(&home.path)
-        .env("OPENAI_BASE_URL", &mock.base_url())
-        .env("OPENAI_API_KEY", "sk-test")
-        .env("OPENAI_MODEL", "mock-model")
+        .openai_mock(&mock.base_url())
         .start();
     let a = g.create_session(json!({}));
     let turn = g.run_turn(&a.id, "deploy the frobnicator to staging");

@@ -292,9 +292,7 @@ fn a_model_calls_terminal_with_hermes_arguments_and_the_shell_persists() {
     ]);
     let mut g = Gateway::builder()
         .home(&home.path)
-        .env("OPENAI_BASE_URL", &mock.base_url())
-        .env("OPENAI_API_KEY", "sk-test")
-        .env("OPENAI_MODEL", "mock-model")
+        .openai_mock(&mock.base_url())
         .start();
     let s = g.create_session(json!({}));
     g.run_turn(&s.id, "go to sub");

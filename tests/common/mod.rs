@@ -145,6 +145,13 @@ impl GatewayBuilder {
         self
     }
 
+    /// The `openai` provider against a mock server at `base_url` (the tests' key and model).
+    pub fn openai_mock(self, base_url: &str) -> Self {
+        self.env("OPENAI_BASE_URL", base_url)
+            .env("OPENAI_API_KEY", "sk-test")
+            .env("OPENAI_MODEL", "mock-model")
+    }
+
     /// Replace the default argument list (`serve`).
     pub fn args(mut self, a: &[&str]) -> Self {
         self.args = a.iter().map(|s| s.to_string()).collect();

@@ -219,9 +219,7 @@ fn the_reference_servers_through_openai_turns() {
     ]);
     let mut g = Gateway::builder()
         .home(&home.path)
-        .env("OPENAI_BASE_URL", &mock.base_url())
-        .env("OPENAI_API_KEY", "sk-test")
-        .env("OPENAI_MODEL", "mock-model")
+        .openai_mock(&mock.base_url())
         .start();
     wait_tools(&mut g, "everything");
     wait_tools(&mut g, "fs");
