@@ -1,8 +1,8 @@
 //! Streamable HTTP MCP servers, against a small Node server in `tests/mcp/http_server.js`
 //! started by each test: tools listed page by page over POSTs carrying the session id and
 //! protocol version, calls through whole turns answered as JSON and as an SSE stream with
-//! progress, an interrupted call (notifications/cancelled), the session ended with a DELETE on reload; and answers that break: a connection
-//! dropped mid-answer, a wrong content type, an endless SSE stream, a session the server
+//! progress, an interrupted call (notifications/cancelled), the session ended with a DELETE on
+//! reload; and answers that break: a connection dropped mid-answer, a wrong content type, an endless SSE stream, a session the server
 //! forgot (404: initialised again), a server gone (failed, restarted).
 
 mod common;
@@ -16,7 +16,6 @@ use procs::*;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// The Node server, stopped on drop; it logs each request it gets to `log`.
 struct HttpServer {
@@ -130,19 +129,13 @@ fn tools_are_listed_and_called_over_streamable_http_and_the_session_ended() {
     let done = g.wait_session_event(&s.id, "tool.complete", WAIT);
     assert!(error_of(&done).contains("interrupted"), "{done}");
     g.wait_session_event(&s.id, "message.complete", WAIT);
-    let deadline = Instant::now() + WAIT;
-    while !server
-        .requests()
-        .iter()
-        .any(|r| r["method"] == "notifications/cancelled" && r["request"].is_u64())
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no cancel: {:?}",
-            server.requests()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(
+        poll_until(WAIT, || server.requests().iter().any(|r| r["method"]
+            == "notifications/cancelled"
+            && r["request"].is_u64())),
+        "no cancel: {:?}",
+        server.requests()
+    );
     // Every POST asks for both answer kinds; after initialize each carries the session and
     // the negotiated version (the server refuses them otherwise).
     let requests = server.requests();
@@ -161,19 +154,14 @@ fn tools_are_listed_and_called_over_streamable_http_and_the_session_ended() {
     // Dropped by a reload: the session is ended with a DELETE.
     std::fs::write(home.path.join("config.yaml"), "mcp_servers: {}\n").unwrap();
     g.call("reload.mcp", json!({"confirm": true}));
-    let deadline = Instant::now() + WAIT;
-    while !server
-        .requests()
-        .iter()
-        .any(|r| r["http"] == "DELETE" && r["session"] == "sess-1")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no DELETE: {:?}",
-            server.requests()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(
+        poll_until(WAIT, || server
+            .requests()
+            .iter()
+            .any(|r| r["http"] == "DELETE" && r["session"] == "sess-1")),
+        "no DELETE: {:?}",
+        server.requests()
+    );
 }
 
 #[test]
