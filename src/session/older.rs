@@ -27,8 +27,6 @@ pub struct Older {
     rows: OlderRows,
     /// The last row read (0: none yet).
     after_row: i64,
-    /// How many older messages the row's `message_count` promised (exact once read).
-    count: usize,
     /// Read so far, oldest first: each step appends, so nothing read is moved again.
     read: Vec<Message>,
 }
@@ -38,14 +36,13 @@ impl Older {
         Older {
             rows,
             after_row: 0,
-            count: rows.count,
             read: Vec::new(),
         }
     }
 
-    /// The older messages, as far as the count is known.
+    /// The older messages as the row's `message_count` promised (the read that ends counts them).
     pub fn count(&self) -> usize {
-        self.count
+        self.rows.count
     }
 }
 
@@ -91,7 +88,7 @@ fn read(gw: &mut Gateway, rid: &str, limit: usize, now: Instant) -> Result<(), S
         // count is the row's word, so a corrupt one reserves no more than RESERVE_CAP.
         older
             .read
-            .reserve(older.count.max(messages.len()).min(RESERVE_CAP) + s.transcript.len() + 64);
+            .reserve(older.count().max(messages.len()).min(RESERVE_CAP) + s.transcript.len() + 64);
     }
     older.read.extend(messages);
     if let Some(row) = last {
@@ -105,7 +102,7 @@ fn read(gw: &mut Gateway, rid: &str, limit: usize, now: Instant) -> Result<(), S
     older.read.append(&mut s.transcript);
     s.transcript = older.read;
     s.persisted.messages += read;
-    if read != older.count {
+    if read != older.rows.count {
         // The row's count was wrong: the next commit writes the true one.
         s.row_dirty = true;
         gw.mark_dirty(rid);
