@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use common::procfs::poll_until;
 use serde_json::json;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -185,15 +186,11 @@ fn a_peer_that_never_reads_again_is_treated_as_gone() {
     // About 5 s on an idle machine (200 long turns start before the stall is seen); a loaded
     // one has taken over 30 s, so the bound is generous: a gateway that never sees the stall
     // never exits.
-    let deadline = Instant::now() + secs(120);
-    while g.try_exit().is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "a peer that never reads was not treated as gone\n{}",
-            g.diag()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
+    assert!(
+        poll_until(secs(120), || g.try_exit().is_some()),
+        "a peer that never reads was not treated as gone\n{}",
+        g.diag()
+    );
     let status = g.wait_exit(secs(5));
     assert_eq!(status.code(), Some(0), "{}", g.diag());
     let stderr = g.stderr_text();

@@ -7,6 +7,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::*;
+use common::procfs::poll_until;
 use serde_json::json;
 
 fn embed_example() -> PathBuf {
@@ -23,14 +24,8 @@ const HOST_LINE: &str = "[host] my SIGTERM handler ran too";
 
 /// The gateway's stderr once it holds `line` (or after a deadline, for the assertion to report).
 fn stderr_with(gw: &Gateway, line: &str) -> String {
-    let deadline = std::time::Instant::now() + secs(5);
-    loop {
-        let text = gw.stderr_text();
-        if text.contains(line) || std::time::Instant::now() >= deadline {
-            return text;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
+    poll_until(secs(5), || gw.stderr_text().contains(line));
+    gw.stderr_text()
 }
 
 #[test]
