@@ -49,7 +49,8 @@ impl Timing {
 /// What the sequence needs to know about the gateway.
 #[derive(Debug, Clone, Copy)]
 pub struct View {
-    /// Some tool process group has not been reaped yet.
+    /// Some tool process group has not been reaped yet, or an MCP session's `DELETE` is
+    /// still waited for.
     pub tools_alive: bool,
 }
 
@@ -249,7 +250,8 @@ impl Gateway {
     pub(crate) fn step_shutdown(&mut self, now: Instant) {
         loop {
             let view = View {
-                tools_alive: self.runner.any_alive(),
+                // An MCP session's DELETE is waited for like a dying tool (bounded by it).
+                tools_alive: self.runner.any_alive() || self.mcp.http.ending_sessions(),
             };
             let actions = match self.shutdown.as_mut() {
                 Some(sd) => sd.step(now, &view),

@@ -2,8 +2,11 @@
 //! started by each test: tools listed page by page over POSTs carrying the session id and
 //! protocol version, calls through whole turns answered as JSON and as an SSE stream with
 //! progress, an interrupted call (notifications/cancelled), the session ended with a DELETE on
-//! reload; and answers that break: a connection dropped mid-answer, a wrong content type, an endless SSE stream, a session the server
-//! forgot (404: initialised again), a server gone (failed, restarted).
+//! reload and at shutdown (before the gateway exits); the GET listening stream bringing
+//! `list_changed`, reopened with `Last-Event-ID` after a drop, and a cut SSE answer resumed;
+//! and answers that break: a connection dropped mid-answer, a wrong content type, an endless
+//! SSE stream, a session the server forgot (404: initialised again at once, said so), a
+//! listening GET refused with 405 (not asked again), a server gone (failed, restarted).
 
 mod common;
 #[path = "mcp/support.rs"]
@@ -25,11 +28,11 @@ struct HttpServer {
 }
 
 impl HttpServer {
-    fn start(home: &TempHome, marker: &str) -> HttpServer {
+    fn start(home: &TempHome, marker: &str, mode: &str) -> HttpServer {
         let log = home.path.join("http.log");
         let script = format!("{}/tests/mcp/http_server.js", env!("CARGO_MANIFEST_DIR"));
         let mut child = Command::new("node")
-            .args([&script, log.to_str().unwrap(), marker])
+            .args([&script, log.to_str().unwrap(), marker, mode])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -71,9 +74,10 @@ fn config(server: &HttpServer) -> String {
     )
 }
 
-fn start(m: &str) -> (TempHome, HttpServer, Gateway) {
+/// The server (in `mode`: "" or "no-get") and a gateway configured with it.
+fn start(m: &str, mode: &str) -> (TempHome, HttpServer, Gateway) {
     let home = TempHome::new("mcphttp");
-    let server = HttpServer::start(&home, m);
+    let server = HttpServer::start(&home, m, mode);
     std::fs::write(home.path.join("config.yaml"), config(&server)).unwrap();
     let g = Gateway::builder().home(&home.path).start();
     (home, server, g)
@@ -83,21 +87,43 @@ fn error_of(done: &Value) -> String {
     done["payload"]["error"].as_str().unwrap_or("").to_string()
 }
 
+/// Polls `tools.list` until the server's toolset offers `tool`.
+fn wait_tool(g: &mut Gateway, tool: &str) {
+    let mut tools = Vec::new();
+    let found = poll_until(WAIT, || {
+        tools = wait_tools(g, "web");
+        tools.iter().any(|t| t == tool)
+    });
+    assert!(found, "no {tool} in {tools:?}");
+}
+
+/// The `status.update` texts session `sid` got.
+fn status_texts(g: &mut Gateway, sid: &str) -> Vec<String> {
+    g.events_of_session(sid)
+        .iter()
+        .filter(|e| e["type"] == "status.update")
+        .filter_map(|e| e["payload"]["text"].as_str().map(str::to_string))
+        .collect()
+}
+
 #[test]
 fn tools_are_listed_and_called_over_streamable_http_and_the_session_ended() {
     let m = marker();
-    let (home, server, mut g) = start(&m);
+    let (home, server, mut g) = start(&m, "");
     let mut tools = wait_tools(&mut g, "web");
     tools.sort();
     assert_eq!(
         tools,
         [
+            "mcp__web__announce",
+            "mcp__web__cut",
             "mcp__web__drop",
             "mcp__web__echo",
             "mcp__web__expire",
             "mcp__web__flood",
             "mcp__web__hang",
             "mcp__web__html",
+            "mcp__web__resume",
             "mcp__web__slow"
         ]
     );
@@ -141,8 +167,14 @@ fn tools_are_listed_and_called_over_streamable_http_and_the_session_ended() {
     let requests = server.requests();
     assert_eq!(requests[0]["method"], "initialize");
     assert!(requests[0]["session"].is_null(), "{requests:?}");
-    for r in &requests {
+    for r in requests.iter().filter(|r| r["http"] == "POST") {
         assert_eq!(r["accept"], "application/json, text/event-stream", "{r}");
+    }
+    // The listening stream is asked for with a GET that accepts only an event stream.
+    let gets: Vec<&Value> = requests.iter().filter(|r| r["http"] == "GET").collect();
+    assert!(!gets.is_empty(), "{requests:?}");
+    for r in &gets {
+        assert_eq!(r["accept"], "text/event-stream", "{r}");
     }
     for r in &requests[1..] {
         assert_eq!(
@@ -167,7 +199,7 @@ fn tools_are_listed_and_called_over_streamable_http_and_the_session_ended() {
 #[test]
 fn broken_answers_fail_their_call_and_a_forgotten_session_is_initialised_again() {
     let m = marker();
-    let (_home, mut server, mut g) = start(&m);
+    let (_home, mut server, mut g) = start(&m, "no-get");
     wait_tools(&mut g, "web");
     let s = g.create_session(json!({}));
     let done = call_tool(&mut g, &s.id, "mcp__web__drop", json!({}));
@@ -203,6 +235,25 @@ fn broken_answers_fail_their_call_and_a_forgotten_session_is_initialised_again()
         stored_tool_result(&g, &s.stored, &done)["result"],
         format!("echo: again{m} (session 2)")
     );
+    // The status says what happened: a new session at once, not a restart after a wait.
+    let said = status_texts(&mut g, &s.id);
+    let expired: Vec<&String> = said.iter().filter(|t| t.contains("HTTP 404")).collect();
+    assert_eq!(expired.len(), 1, "{said:?}");
+    assert!(
+        expired[0].contains("starting a new session now"),
+        "{said:?}"
+    );
+    assert!(!expired[0].contains("restarting in"), "{said:?}");
+    // The listening GET was refused with 405: asked once per session, never again.
+    let requests = server.requests();
+    let count = |http: &str, method: Option<&str>| {
+        requests
+            .iter()
+            .filter(|r| r["http"] == http && method.is_none_or(|m| r["method"] == m))
+            .count()
+    };
+    assert_eq!(count("POST", Some("initialize")), 2, "{requests:?}");
+    assert_eq!(count("GET", None), 2, "{requests:?}");
     // The server gone: the call fails, the server is reported failed.
     server.stop();
     let done = call_tool(&mut g, &s.id, "mcp__web__echo", json!({"text": "gone"}));
@@ -213,4 +264,80 @@ fn broken_answers_fail_their_call_and_a_forgotten_session_is_initialised_again()
         "{status}"
     );
     g.ping();
+}
+
+#[test]
+fn the_listening_stream_brings_list_changed_and_resumes_from_the_last_event_id() {
+    let m = marker();
+    let (_home, server, mut g) = start(&m, "");
+    wait_tools(&mut g, "web");
+    let s = g.create_session(json!({}));
+    // The server adds a tool and says so on the listening stream only: it becomes callable.
+    let done = call_tool(&mut g, &s.id, "mcp__web__announce", json!({}));
+    assert_eq!(
+        stored_tool_result(&g, &s.stored, &done)["result"],
+        "announced"
+    );
+    wait_tool(&mut g, "mcp__web__late");
+    let done = call_tool(&mut g, &s.id, "mcp__web__late", json!({}));
+    assert_eq!(
+        stored_tool_result(&g, &s.stored, &done)["result"],
+        "late tool here"
+    );
+    // The server drops the stream, then adds a tool while it is down: the gateway reopens
+    // the stream with the last event id it saw, and the server replays what came after it.
+    let done = call_tool(&mut g, &s.id, "mcp__web__cut", json!({}));
+    assert_eq!(stored_tool_result(&g, &s.stored, &done)["result"], "cut");
+    wait_tool(&mut g, "mcp__web__after_cut");
+    let done = call_tool(&mut g, &s.id, "mcp__web__after_cut", json!({}));
+    assert_eq!(
+        stored_tool_result(&g, &s.stored, &done)["result"],
+        "after the cut"
+    );
+    let requests = server.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r["http"] == "GET" && r["last_event_id"] == "L-1"),
+        "{requests:?}"
+    );
+    // An SSE answer cut after an event with an id is resumed by a GET from that id; the
+    // answer arrives on it.
+    let from = g.frames.len();
+    let done = call_tool(&mut g, &s.id, "mcp__web__resume", json!({}));
+    let result = stored_tool_result(&g, &s.stored, &done)["result"].clone();
+    let resumed_from = result
+        .as_str()
+        .and_then(|r| r.strip_prefix("resumed after "))
+        .unwrap_or_else(|| panic!("{done} {result}"))
+        .to_string();
+    assert!(
+        tool_output_from(&mut g, &s.id, from).contains("before the cut"),
+        "the event before the cut streamed"
+    );
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|r| r["http"] == "GET" && r["last_event_id"] == resumed_from.as_str()),
+        "{:?}",
+        server.requests()
+    );
+}
+
+#[test]
+fn the_shutdown_waits_for_the_session_delete() {
+    let m = marker();
+    let (_home, server, mut g) = start(&m, "");
+    wait_tools(&mut g, "web");
+    g.close_stdin();
+    g.wait_exit(WAIT);
+    // Read once the gateway is gone: it waited for the (slow) answer to its DELETE.
+    let requests = server.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r["http"] == "DELETE answered" && r["session"] == "sess-1"),
+        "{requests:?}"
+    );
 }

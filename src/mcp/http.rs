@@ -6,12 +6,17 @@
 //! The `Mcp-Session-Id` the server gives with its `initialize` answer and the negotiated
 //! `MCP-Protocol-Version` go with every later request; a `404` to them means the session is
 //! gone and the client initialises again; the session is ended with a `DELETE`.
+//! After `initialize` a GET opens the listening stream, where the server sends messages
+//! outside any answer (`list_changed`, `ping`); a `405` means it offers none. A stream that
+//! drops is opened again with `Last-Event-ID` (the listening stream after the SSE `retry:`
+//! wait, with backoff, up to [`LISTEN_RETRIES`] failures in a row; an answer's stream at once,
+//! up to [`RESUMES`] times), so the server replays what was cut.
 //! What arrives is handed to the same protocol logic as stdio (`super::on_message`, `wire.rs`).
 //! Bounded: an answer of more than [`ANSWER_MAX`] bytes (an SSE stream counts all its events),
 //! an event over [`LINE_MAX`], a wrong content type or status is refused with a clear error
 //! for the request it carried; a server that cannot be reached is failed like an exited one.
-//! Called by `mod.rs` ([`open`], [`post`], [`close`], [`end_session`], [`expire`]) and by the
-//! loop for readiness of an exchange's sources ([`on_ready`]).
+//! Called by `mod.rs` ([`open`], [`post`], [`listen`], [`close`], [`end_session`],
+//! [`on_timer`]) and by the loop for readiness of an exchange's sources ([`on_ready`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -33,6 +38,21 @@ use crate::tools::Timer;
 pub const ANSWER_MAX: usize = 4 * LINE_MAX;
 /// POSTs to one server in flight at once; past it a message is refused.
 const IN_FLIGHT_MAX: usize = 64;
+/// Failures in a row of the listening stream before it is given up.
+pub const LISTEN_RETRIES: u32 = 5;
+/// The wait before the listening stream is opened again when the server gave no `retry:`;
+/// it doubles with each failure in a row, between the floor and the ceiling.
+const LISTEN_RETRY: Duration = Duration::from_secs(1);
+const RETRY_MIN: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(30);
+/// A listening stream open this long counts as working even without events.
+const LISTEN_STEADY: Duration = Duration::from_secs(30);
+/// Times one answer's stream is resumed before its request is refused.
+pub const RESUMES: u32 = 5;
+/// Longest event id sent back as `Last-Event-ID` (a longer one is not kept).
+const EVENT_ID_MAX: usize = 1024;
+/// The longest the `DELETE` ending a session is waited for.
+const DELETE_WAIT: Duration = Duration::from_secs(2);
 
 /// The streamable HTTP servers and their exchanges in flight.
 #[derive(Default)]
@@ -50,6 +70,13 @@ impl Clients {
     pub fn names(&self) -> Vec<String> {
         self.servers.keys().cloned().collect()
     }
+
+    /// Some `DELETE` ending a session is still in flight (the shutdown waits for it).
+    pub fn ending_sessions(&self) -> bool {
+        self.exchanges
+            .values()
+            .any(|e| e.purpose == Purpose::Delete)
+    }
 }
 
 /// One server: where it is, what every request carries.
@@ -64,6 +91,40 @@ struct Client {
     quiet_timeout: Duration,
     /// Bumped by [`close`]: an exchange of an older epoch is dropped.
     epoch: u64,
+    listen: Listen,
+    /// The last event id of the listening stream (its `Last-Event-ID` when reopened).
+    listen_last_id: Option<String>,
+    /// The server's SSE `retry:`, the wait before the listening stream is reopened.
+    retry: Option<Duration>,
+    listen_failures: u32,
+}
+
+/// The GET listening stream of a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listen {
+    /// Not opened (before `initialize` is answered).
+    Off,
+    /// Exchange `id` is the stream.
+    Open(u64),
+    /// Dropped; opened again at this time.
+    Reopen(Instant),
+    /// The server answered `405`: it offers none.
+    NotOffered,
+    /// Failed [`LISTEN_RETRIES`] times in a row.
+    GivenUp,
+}
+
+/// What an exchange is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    /// A POST of one message of ours.
+    Post,
+    /// The GET listening stream.
+    Listen,
+    /// A GET resuming the cut SSE answer to request `waiting` (`Last-Event-ID`).
+    Resume,
+    /// The DELETE ending the session: outlives its client, only logged.
+    Delete,
 }
 
 /// How the answer's body is read, once its head says.
@@ -85,6 +146,7 @@ struct Exchange {
     server: String,
     epoch: u64,
     token: Token,
+    purpose: Purpose,
     bytes: Vec<u8>,
     sent: usize,
     /// The id of our request it carries, until it is answered.
@@ -92,13 +154,17 @@ struct Exchange {
     initialize: bool,
     /// Sent with a session id (a 404 then means the session is gone).
     in_session: bool,
-    /// A DELETE: outlives its client, nothing of it is reported.
-    detached: bool,
     deadline: Option<Instant>,
     phase: Phase,
     response: Response,
     body: Option<Body>,
+    /// Body bytes of the answer so far (over all its resumed streams).
     received: usize,
+    /// Times this answer's stream was resumed.
+    resumes: u32,
+    /// The event id a resumed stream continues from.
+    resumed_from: Option<String>,
+    opened_at: Instant,
 }
 
 /// Why an exchange ended before its answer.
@@ -107,25 +173,41 @@ enum Ended {
     Unreachable(String),
     /// A 404 to a request of the session: initialise again.
     SessionGone,
+    /// The connection broke (or the stream ended) before the answer: resumable.
+    Cut(String),
+    /// A `405` to the listening GET: the server offers no stream.
+    NotOffered,
     /// The answer is unusable; the request it carried gets this error.
     Refused(String),
 }
 
-/// SSE events (`data:` lines up to a blank line) cut from the body with the stdio line cap.
+/// SSE events (`data:` lines up to a blank line) cut from the body with the stdio line cap;
+/// `id:` and `retry:` are kept for reconnecting.
 struct Events {
     lines: wire::Lines,
     data: Vec<u8>,
     has_data: bool,
     overlong: bool,
+    /// The last-event-ID buffer (`id:`), and its value at the last event dispatched.
+    id_buffer: Option<String>,
+    last_id: Option<String>,
+    /// The last `retry:` (milliseconds).
+    retry: Option<u64>,
+    /// Events dispatched.
+    count: u64,
 }
 
 impl Events {
-    fn new() -> Events {
+    fn new(resumed_from: Option<String>) -> Events {
         Events {
             lines: wire::Lines::new(LINE_MAX),
             data: Vec::new(),
             has_data: false,
             overlong: false,
+            id_buffer: resumed_from.clone(),
+            last_id: resumed_from,
+            retry: None,
+            count: 0,
         }
     }
 
@@ -136,12 +218,18 @@ impl Events {
             data,
             has_data,
             overlong,
+            id_buffer,
+            last_id,
+            retry,
+            count,
         } = self;
         let before = lines.too_long;
         lines.feed(bytes, |line| {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             if line.is_empty() {
+                *last_id = id_buffer.clone();
                 if *has_data {
+                    *count += 1;
                     event(data);
                 }
                 data.clear();
@@ -152,10 +240,20 @@ impl Events {
                 Some(i) => (&line[..i], &line[i + 1..]),
                 None => (line, &[][..]),
             };
-            if field != b"data" {
-                return; // a comment (keep-alive), `event:`, `id:`, `retry:`
-            }
             let value = value.strip_prefix(b" ").unwrap_or(value);
+            match field {
+                b"data" => {}
+                b"id" => {
+                    if let Some(id) = event_id(value) {
+                        *id_buffer = (!id.is_empty()).then_some(id);
+                    }
+                    return;
+                }
+                b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                    return *retry = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+                }
+                _ => return, // a comment (keep-alive), `event:`
+            }
             if data.len() + value.len() + 1 > LINE_MAX {
                 *overlong = true;
                 return;
@@ -174,6 +272,13 @@ impl Events {
         }
         Ok(())
     }
+}
+
+/// An `id:` value as it may go back in a `Last-Event-ID` header (visible ASCII, bounded);
+/// `None` for one that is not usable (ignored, the old id stays).
+fn event_id(value: &[u8]) -> Option<String> {
+    let usable = value.len() <= EVENT_ID_MAX && value.iter().all(|b| (0x20..0x7f).contains(b));
+    usable.then(|| String::from_utf8_lossy(value).into_owned())
 }
 
 /// The messages of a JSON answer body: one message, or a batch (2025-03-26).
@@ -236,26 +341,41 @@ pub fn open(
             version: None,
             quiet_timeout,
             epoch,
+            listen: Listen::Off,
+            listen_last_id: None,
+            retry: None,
+            listen_failures: 0,
         },
     );
     Ok(())
 }
 
-/// The request head of `method` to the client's URL, with the session's headers.
-fn request_head(c: &Client, method: &str, body_len: usize) -> String {
+/// The request head of `method` to the client's URL, with the session's headers; a POST
+/// carries a body of `body_len` bytes, a GET asks for an event stream (from `last_event_id`).
+fn request_head(c: &Client, method: &str, body_len: usize, last_event_id: Option<&str>) -> String {
     let mut target = c.route.request_target("");
     if !target.starts_with(['/', 'h']) {
         target.insert(0, '/');
     }
     let mut head = format!(
         "{method} {target} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tui-gateway/{}\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
-         Content-Length: {body_len}\r\nConnection: close\r\n{}{}",
+         Connection: close\r\n{}{}",
         c.route.target.authority(),
         crate::VERSION,
         c.route.request_headers(),
         c.headers,
     );
+    match method {
+        "GET" => head.push_str("Accept: text/event-stream\r\n"),
+        "POST" => head.push_str(&format!(
+            "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+             Content-Length: {body_len}\r\n"
+        )),
+        _ => head.push_str("Accept: application/json, text/event-stream\r\n"),
+    }
+    if let Some(id) = last_event_id {
+        head.push_str(&format!("Last-Event-ID: {id}\r\n"));
+    }
     if let Some(s) = &c.session {
         head.push_str(&format!("Mcp-Session-Id: {s}\r\n"));
     }
@@ -302,33 +422,63 @@ pub fn post(gw: &mut Gateway, name: &str, line: Vec<u8>, now: Instant) {
         .http
         .exchanges
         .values()
-        .filter(|e| e.server == name && !e.detached)
+        .filter(|e| e.server == name && matches!(e.purpose, Purpose::Post | Purpose::Resume))
         .count();
     if in_flight >= IN_FLIGHT_MAX {
         let why = format!("more than {IN_FLIGHT_MAX} requests in flight to it");
         return refuse(gw, name, request, why, now);
     }
-    let mut bytes = request_head(c, "POST", line.len()).into_bytes();
+    let mut bytes = request_head(c, "POST", line.len(), None).into_bytes();
     bytes.extend_from_slice(&line);
     let sending = Sending {
+        purpose: Purpose::Post,
         bytes,
         waiting: request,
         initialize: method.as_deref() == Some("initialize"),
         in_session: c.session.is_some(),
-        detached: false,
         deadline: request.is_none().then(|| now + c.quiet_timeout),
+        resumes: 0,
+        resumed_from: None,
+        received: 0,
+    };
+    start(gw, name, sending, now);
+}
+
+/// Open the GET listening stream of `name` (once `initialize` is answered, and again when it
+/// dropped), from the last event id it gave.
+pub fn listen(gw: &mut Gateway, name: &str, now: Instant) {
+    let Some(c) = gw.mcp.http.servers.get(name) else {
+        return;
+    };
+    if !matches!(c.listen, Listen::Off | Listen::Reopen(_)) {
+        return;
+    }
+    let bytes = request_head(c, "GET", 0, c.listen_last_id.as_deref()).into_bytes();
+    let sending = Sending {
+        purpose: Purpose::Listen,
+        bytes,
+        waiting: None,
+        initialize: false,
+        in_session: c.session.is_some(),
+        deadline: None,
+        resumes: 0,
+        resumed_from: c.listen_last_id.clone(),
+        received: 0,
     };
     start(gw, name, sending, now);
 }
 
 /// What an exchange sends and how it ends.
 struct Sending {
+    purpose: Purpose,
     bytes: Vec<u8>,
     waiting: Option<u64>,
     initialize: bool,
     in_session: bool,
-    detached: bool,
     deadline: Option<Instant>,
+    resumes: u32,
+    resumed_from: Option<String>,
+    received: usize,
 }
 
 /// The request `id` cannot be sent or answered: it gets `why` as its error answer.
@@ -355,13 +505,14 @@ fn start(gw: &mut Gateway, name: &str, sending: Sending, now: Instant) {
     let token = gw.alloc_token(Route::McpHttp(id));
     let connector = match Connector::start(&route, tls, gw.poll.registry(), token) {
         Ok(c) => c,
-        Err(f) if sending.detached => {
-            gw.by_token.remove(&token);
-            return crate::diag!("[mcp] {name}: ending the session failed: {}", describe(f));
-        }
         Err(f) => {
             gw.by_token.remove(&token);
-            return super::failed(gw, name, describe(f), now);
+            let why = describe(f);
+            return match sending.purpose {
+                Purpose::Delete => crate::diag!("[mcp] {name}: ending the session failed: {why}"),
+                Purpose::Listen => listen_ended(gw, name, epoch, false, why, now),
+                Purpose::Post | Purpose::Resume => super::failed(gw, name, why, now),
+            };
         }
     };
     let deadline = sending.deadline;
@@ -371,19 +522,27 @@ fn start(gw: &mut Gateway, name: &str, sending: Sending, now: Instant) {
             server: name.to_string(),
             epoch,
             token,
+            purpose: sending.purpose,
             bytes: sending.bytes,
             sent: 0,
             waiting: sending.waiting,
             initialize: sending.initialize,
             in_session: sending.in_session,
-            detached: sending.detached,
             deadline,
             phase: Phase::Opening(Box::new(connector)),
             response: Response::default(),
             body: None,
-            received: 0,
+            received: sending.received,
+            resumes: sending.resumes,
+            resumed_from: sending.resumed_from,
+            opened_at: now,
         },
     );
+    if sending.purpose == Purpose::Listen
+        && let Some(c) = gw.mcp.http.servers.get_mut(name)
+    {
+        c.listen = Listen::Open(id);
+    }
     if let Some(at) = deadline {
         gw.timers.insert(at, Timer::Mcp(name.to_string()));
     }
@@ -399,8 +558,8 @@ pub fn on_ready(gw: &mut Gateway, id: u64, now: Instant) {
     let mut messages = Vec::new();
     let mut ended = ex.advance(gw.poll.registry(), &mut messages);
     let name = ex.server.clone();
-    if ex.detached {
-        if let Some(Err(Ended::Refused(why) | Ended::Unreachable(why))) = &ended {
+    if ex.purpose == Purpose::Delete {
+        if let Some(Err(Ended::Refused(why) | Ended::Unreachable(why) | Ended::Cut(why))) = &ended {
             crate::diag!("[mcp] {name}: ending the session failed: {why}");
         }
         return match ended {
@@ -412,10 +571,20 @@ pub fn on_ready(gw: &mut Gateway, id: u64, now: Instant) {
     }
     if let Some(c) = gw.mcp.http.servers.get_mut(&name)
         && c.epoch == ex.epoch
-        && ex.initialize
-        && let Some(session) = ex.response.mcp_session.clone()
     {
-        c.session = Some(session);
+        if ex.initialize
+            && let Some(session) = ex.response.mcp_session.clone()
+        {
+            c.session = Some(session);
+        }
+        if let Some(Body::Events(events)) = &ex.body {
+            if let Some(ms) = events.retry {
+                c.retry = Some(Duration::from_millis(ms));
+            }
+            if ex.purpose == Purpose::Listen {
+                c.listen_last_id = events.last_id.clone();
+            }
+        }
     }
     for message in messages {
         if let Incoming::Answer {
@@ -434,7 +603,8 @@ pub fn on_ready(gw: &mut Gateway, id: u64, now: Instant) {
         }
         super::on_message(gw, &name, message, now);
     }
-    if ended.is_none() && ex.waiting.is_none() && ex.body.is_some() {
+    if ended.is_none() && ex.purpose != Purpose::Listen && ex.waiting.is_none() && ex.body.is_some()
+    {
         // Answered: what a stream sends after the answer belongs to no request of ours.
         ended = Some(Ok(()));
     }
@@ -453,31 +623,105 @@ pub fn on_ready(gw: &mut Gateway, id: u64, now: Instant) {
         return;
     };
     let waiting = ex.waiting;
+    let events = match &ex.body {
+        Some(Body::Events(events)) => events.count,
+        _ => 0,
+    };
+    let resume = match &ex.body {
+        Some(Body::Events(events)) if ex.resumes < RESUMES => events.last_id.clone(),
+        _ => None,
+    };
+    let steady = events > 0 || now.duration_since(ex.opened_at) >= LISTEN_STEADY;
+    let (purpose, epoch, resumes, received, initialize) =
+        (ex.purpose, ex.epoch, ex.resumes, ex.received, ex.initialize);
     finish(gw, ex);
     if !current {
         return;
     }
     match ended {
+        Err(Ended::SessionGone) => super::session_gone(gw, &name, now),
+        Err(Ended::NotOffered) => {
+            if let Some(c) = gw.mcp.http.servers.get_mut(&name) {
+                c.listen = Listen::NotOffered;
+            }
+        }
+        Ok(()) if purpose == Purpose::Listen => {
+            listen_ended(gw, &name, epoch, steady, String::new(), now)
+        }
+        Err(Ended::Cut(why) | Ended::Refused(why) | Ended::Unreachable(why))
+            if purpose == Purpose::Listen =>
+        {
+            listen_ended(gw, &name, epoch, steady, why, now)
+        }
+        Ok(()) | Err(Ended::Cut(_)) if waiting.is_some() && resume.is_some() => {
+            let Some(c) = gw.mcp.http.servers.get(&name) else {
+                return;
+            };
+            let sending = Sending {
+                purpose: Purpose::Resume,
+                bytes: request_head(c, "GET", 0, resume.as_deref()).into_bytes(),
+                waiting,
+                initialize,
+                in_session: c.session.is_some(),
+                deadline: None,
+                resumes: resumes + 1,
+                resumed_from: resume,
+                received,
+            };
+            start(gw, &name, sending, now);
+        }
         Ok(()) if waiting.is_some() => {
             let why = "the server ended its answer without answering the request";
             refuse(gw, &name, waiting, why.into(), now);
         }
         Ok(()) => {}
-        Err(Ended::Refused(why)) => refuse(gw, &name, waiting, why, now),
+        Err(Ended::Refused(why) | Ended::Cut(why)) => refuse(gw, &name, waiting, why, now),
         Err(Ended::Unreachable(why)) => super::failed(gw, &name, why, now),
-        Err(Ended::SessionGone) => {
-            // Initialised again at once only from a working session (no loop of 404s).
-            let connected = gw
-                .mcp
-                .servers
-                .get(&name)
-                .is_some_and(|s| s.phase == super::Phase::Connected);
-            super::failed(gw, &name, "ended the MCP session (HTTP 404)".into(), now);
-            if connected {
-                super::connect(gw, &name, now);
-            }
-        }
     }
+}
+
+/// The listening stream of epoch `epoch` ended (`why`, empty when the server closed it): it
+/// is opened again after the server's `retry:` (doubled with each failure in a row, a stream
+/// that worked, `steady`, resetting the count), or given up after [`LISTEN_RETRIES`].
+fn listen_ended(gw: &mut Gateway, name: &str, epoch: u64, steady: bool, why: String, now: Instant) {
+    let Some(c) = gw.mcp.http.servers.get_mut(name) else {
+        return;
+    };
+    if c.epoch != epoch {
+        return;
+    }
+    if steady {
+        c.listen_failures = 0;
+    }
+    c.listen_failures += 1;
+    let why = if why.is_empty() {
+        "the server closed it".to_string()
+    } else {
+        why
+    };
+    if c.listen_failures > LISTEN_RETRIES {
+        c.listen = Listen::GivenUp;
+        return crate::diag!(
+            "[mcp] {name}: the listening stream is given up after {LISTEN_RETRIES} failures \
+             in a row: {why}"
+        );
+    }
+    let wait = listen_wait(c.retry, c.listen_failures);
+    let at = now + wait;
+    c.listen = Listen::Reopen(at);
+    gw.timers.insert(at, Timer::Mcp(name.to_string()));
+    crate::diag!(
+        "[mcp] {name}: the listening stream ended ({why}); reopening it in {} ms",
+        wait.as_millis()
+    );
+}
+
+/// The wait before the listening stream is opened again after `failures` in a row: the
+/// server's `retry:` (or [`LISTEN_RETRY`]), doubled per failure, within the floor and ceiling.
+fn listen_wait(retry: Option<Duration>, failures: u32) -> Duration {
+    let base = retry.unwrap_or(LISTEN_RETRY).clamp(RETRY_MIN, RETRY_MAX);
+    base.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1)))
+        .min(RETRY_MAX)
 }
 
 /// Release an exchange's sources and token.
@@ -505,13 +749,14 @@ fn abort_waiting(gw: &mut Gateway, name: &str, id: u64) {
 pub fn close(gw: &mut Gateway, name: &str) {
     if let Some(c) = gw.mcp.http.servers.get_mut(name) {
         c.epoch += 1;
+        c.listen = Listen::Off;
     }
     let ids: Vec<u64> = gw
         .mcp
         .http
         .exchanges
         .iter()
-        .filter(|(_, e)| e.server == name && !e.detached)
+        .filter(|(_, e)| e.server == name && e.purpose != Purpose::Delete)
         .map(|(k, _)| *k)
         .collect();
     for id in ids {
@@ -522,7 +767,8 @@ pub fn close(gw: &mut Gateway, name: &str) {
 }
 
 /// The server is dropped (a reload, the shutdown): its exchanges go, and its session is
-/// ended with a `DELETE` (not waited for; a server may answer 405).
+/// ended with a `DELETE`, waited for up to [`DELETE_WAIT`] (the shutdown waits for it; a
+/// server may answer 405).
 pub fn end_session(gw: &mut Gateway, name: &str, now: Instant) {
     close(gw, name);
     let Some(c) = gw.mcp.http.servers.get(name) else {
@@ -531,24 +777,28 @@ pub fn end_session(gw: &mut Gateway, name: &str, now: Instant) {
     let delete = c
         .session
         .is_some()
-        .then(|| request_head(c, "DELETE", 0).into_bytes());
-    let deadline = now + c.quiet_timeout;
+        .then(|| request_head(c, "DELETE", 0, None).into_bytes());
+    let deadline = now + c.quiet_timeout.min(DELETE_WAIT);
     if let Some(bytes) = delete {
         let sending = Sending {
+            purpose: Purpose::Delete,
             bytes,
             waiting: None,
             initialize: false,
             in_session: true,
-            detached: true,
             deadline: Some(deadline),
+            resumes: 0,
+            resumed_from: None,
+            received: 0,
         };
         start(gw, name, sending, now);
     }
     gw.mcp.http.servers.remove(name);
 }
 
-/// `Timer::Mcp`: exchanges of `name` past their deadline are dropped.
-pub fn expire(gw: &mut Gateway, name: &str, now: Instant) {
+/// `Timer::Mcp`: exchanges of `name` past their deadline are dropped; a listening stream due
+/// is opened again.
+pub fn on_timer(gw: &mut Gateway, name: &str, now: Instant) {
     let ids: Vec<u64> = gw
         .mcp
         .http
@@ -562,6 +812,15 @@ pub fn expire(gw: &mut Gateway, name: &str, now: Instant) {
             crate::diag!("[mcp] {name}: the server did not take a message in time");
             finish(gw, ex);
         }
+    }
+    let due = gw
+        .mcp
+        .http
+        .servers
+        .get(name)
+        .is_some_and(|c| matches!(c.listen, Listen::Reopen(at) if now >= at));
+    if due {
+        listen(gw, name, now);
     }
 }
 
@@ -632,10 +891,10 @@ impl Exchange {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && !t.handshaking() => 0,
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset => 0,
-                Err(e) => return Err(refused("reading the answer", e)),
+                Err(e) => return Err(Ended::Cut(format!("reading the answer failed: {e}"))),
             };
             if n == 0 {
-                self.response.closed().map_err(Ended::Refused)?;
+                self.response.closed().map_err(Ended::Cut)?;
                 self.end_of_body(out);
                 return Ok(Some(()));
             }
@@ -648,7 +907,7 @@ impl Exchange {
                 self.body = Some(self.body_kind()?);
             }
             self.received += body.len();
-            if self.received > ANSWER_MAX {
+            if self.received > ANSWER_MAX && self.purpose != Purpose::Listen {
                 return Err(Ended::Refused(format!(
                     "the server's answer passed {} MiB",
                     ANSWER_MAX >> 20
@@ -680,8 +939,11 @@ impl Exchange {
     /// The head is in: how to read the body, or why the answer is refused.
     fn body_kind(&self) -> Result<Body, Ended> {
         let head = self.response.head().expect("the caller saw the head");
-        if head.status == 404 && self.in_session && !self.detached {
+        if head.status == 404 && self.in_session && self.purpose != Purpose::Delete {
             return Err(Ended::SessionGone);
+        }
+        if head.status == 405 && self.purpose == Purpose::Listen {
+            return Err(Ended::NotOffered);
         }
         if !(200..300).contains(&head.status) {
             return Err(Ended::Refused(format!(
@@ -689,30 +951,30 @@ impl Exchange {
                 head.status, head.reason
             )));
         }
-        if self.waiting.is_none() {
+        if self.waiting.is_none() && self.purpose != Purpose::Listen {
             return Ok(Body::Ignored);
         }
         match self.response.content_type.as_str() {
-            "application/json" => Ok(Body::Json(Vec::new())),
-            "text/event-stream" => Ok(Body::Events(Events::new())),
+            "application/json" if self.purpose == Purpose::Post => Ok(Body::Json(Vec::new())),
+            "text/event-stream" => Ok(Body::Events(Events::new(self.resumed_from.clone()))),
             _ if head.status == 202 => Err(Ended::Refused(
                 "the server accepted the request (202) without answering it".into(),
             )),
-            other => Err(Ended::Refused(format!(
+            other if self.purpose == Purpose::Post => Err(Ended::Refused(format!(
                 "the server answered with content type {other:?}, not application/json or \
                  text/event-stream"
+            ))),
+            other => Err(Ended::Refused(format!(
+                "the server answered a GET with content type {other:?}, not text/event-stream"
             ))),
         }
     }
 
-    /// The body is complete: a JSON body is parsed now, an SSE event not closed counts.
+    /// The body is complete: a JSON body is parsed now (an SSE event not closed by its blank
+    /// line is dropped, as SSE says).
     fn end_of_body(&mut self, out: &mut Vec<Incoming>) {
-        match &mut self.body {
-            Some(Body::Json(json)) => json_messages(json, out),
-            Some(Body::Events(events)) => {
-                let _ = events.feed(b"\n\n", |data| out.push(wire::parse(data)));
-            }
-            _ => {}
+        if let Some(Body::Json(json)) = &mut self.body {
+            json_messages(json, out);
         }
     }
 }
@@ -726,7 +988,7 @@ mod tests {
         let stream =
             b": ping\r\nevent: message\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\nid: 7\ndata: x\n\n";
         for split in 1..stream.len() {
-            let mut events = Events::new();
+            let mut events = Events::new(None);
             let mut got = Vec::new();
             events
                 .feed(&stream[..split], |d| got.push(d.to_vec()))
@@ -736,7 +998,7 @@ mod tests {
                 .unwrap();
             assert_eq!(got, vec![b"{\"a\":\n1}".to_vec(), b"x".to_vec()], "{split}");
         }
-        let mut events = Events::new();
+        let mut events = Events::new(None);
         let line = vec![b'x'; 1024 * 1024];
         let mut result = Ok(());
         for _ in 0..(LINE_MAX >> 20) + 1 {
@@ -749,6 +1011,49 @@ mod tests {
             events.data.len() <= LINE_MAX,
             "an overlong event is not kept"
         );
+    }
+
+    #[test]
+    fn event_ids_and_retry_are_kept_for_reconnecting() {
+        let mut events = Events::new(Some("L-1".into()));
+        let mut got = Vec::new();
+        events
+            .feed(
+                b"retry: 250\n\nid: L-2\ndata: a\n\nid: bad\x01id\ndata: b\n\n",
+                |d| got.push(d.to_vec()),
+            )
+            .unwrap();
+        assert_eq!(got, vec![b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(events.retry, Some(250));
+        assert_eq!(
+            events.last_id.as_deref(),
+            Some("L-2"),
+            "an unusable id is ignored"
+        );
+        // An event cut before its blank line is not dispatched, and its id does not count.
+        events
+            .feed(b"id: L-3\ndata: c", |d| got.push(d.to_vec()))
+            .unwrap();
+        assert_eq!((got.len(), events.last_id.as_deref()), (2, Some("L-2")));
+        // An empty id clears it: nothing to resume from.
+        events.feed(b"\nid:\n\n", |_| {}).unwrap();
+        assert_eq!(events.last_id, None);
+        assert_eq!(Events::new(None).last_id, None);
+    }
+
+    #[test]
+    fn the_listening_stream_backs_off_within_bounds() {
+        let ms = Duration::from_millis;
+        assert_eq!(listen_wait(None, 1), LISTEN_RETRY);
+        assert_eq!(listen_wait(Some(ms(250)), 1), ms(250));
+        assert_eq!(listen_wait(Some(ms(250)), 3), ms(1000));
+        assert_eq!(
+            listen_wait(Some(ms(0)), 1),
+            RETRY_MIN,
+            "retry: 0 does not spin"
+        );
+        assert_eq!(listen_wait(Some(ms(u64::MAX)), 1), RETRY_MAX);
+        assert_eq!(listen_wait(None, 40), RETRY_MAX);
     }
 
     #[test]

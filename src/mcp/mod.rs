@@ -334,6 +334,9 @@ fn on_answer(gw: &mut Gateway, name: &str, id: u64, result: Result<Value, String
                         wire::notification("notifications/initialized", json!({})),
                     );
                     list(gw, name, None);
+                    if gw.mcp.http.has(name) {
+                        http::listen(gw, name, now);
+                    }
                 }
             },
             (Asked::List, Ok(page)) => on_list_page(gw, name, page, now),
@@ -586,6 +589,29 @@ fn failed(gw: &mut Gateway, name: &str, why: String, now: Instant) {
     tell(gw, "warn", text);
 }
 
+/// An HTTP server forgot our session (a 404): its calls in flight end, and a working one is
+/// initialised again at once (a 404 during the handshake fails it, restarted with backoff).
+fn session_gone(gw: &mut Gateway, name: &str, now: Instant) {
+    let why = "ended the MCP session (HTTP 404)";
+    let connected = gw
+        .mcp
+        .servers
+        .get(name)
+        .is_some_and(|s| s.phase == Phase::Connected);
+    if !connected {
+        return failed(gw, name, why.into(), now);
+    }
+    end_calls_in_flight(gw, name, why);
+    gw.mcp.rev += 1;
+    if let Some(s) = gw.mcp.servers.get_mut(name) {
+        s.error = Some(why.into());
+    }
+    let text = format!("MCP server '{name}' {why}; starting a new session now");
+    crate::diag!("[mcp] {text}");
+    tell(gw, "warn", text);
+    connect(gw, name, now);
+}
+
 /// A `status.update` to every live session, and a fresh `session.info` to the idle ones (the
 /// TUI redraws its banner's servers and tools from it; a running one gets its own at the end
 /// of the turn).
@@ -652,7 +678,7 @@ fn forget(gw: &mut Gateway, name: &str, now: Instant) {
 /// `Timer::Mcp`: a connect deadline or a restart is due.
 pub fn on_timer(gw: &mut Gateway, name: &str, now: Instant) {
     stop_hung_up(gw, now);
-    http::expire(gw, name, now);
+    http::on_timer(gw, name, now);
     let Some(s) = gw.mcp.servers.get(name) else {
         return;
     };

@@ -1,17 +1,30 @@
 // A small streamable HTTP MCP server for the gateway's tests (Node, no packages), as the MCP
 // specification (2025-06-18) describes the transport. Arguments: the log file (one JSON line
-// per request it gets: method, JSON-RPC method, session and version headers) and a marker.
-// It prints its port on stdout. Tools (two pages of tools/list): echo (a JSON answer), slow
-// (an SSE stream: progress notifications, then the answer), drop (closes the connection
+// per request it gets: method, JSON-RPC method, session, version, Accept and Last-Event-ID
+// headers, the connection's number), a marker, and "no-get" to answer the listening GET with
+// 405. It prints its port on stdout. Tools (two pages of tools/list): echo (a JSON answer),
+// slow (an SSE stream: progress notifications, then the answer), drop (closes the connection
 // mid-answer), html (a wrong content type), flood (an SSE stream that never ends), expire
 // (forgets the session: the next requests get 404 until the client initialises again),
-// hang (progress, then nothing).
+// hang (progress, then nothing), announce (adds the tool "late" and says so on the listening
+// stream), cut (drops the listening stream, then adds "after_cut": the list_changed is only
+// replayed to a GET whose Last-Event-ID names an earlier event), resume (an SSE answer cut
+// after an event with an id; the answer comes to a GET resuming from that id).
+// Events of the listening stream have ids L-1, L-2, …; an answer's stream P<request>-1, -2.
+// A DELETE is answered 200 ms late; "DELETE answered" is logged if the client was still there.
 const http = require("http");
 const fs = require("fs");
 const log = process.argv[2];
 const marker = process.argv[3] || "";
+const noGet = process.argv[4] === "no-get";
 let session = null;
 let sessions = 0;
+let connections = 0;
+// The listening stream, and every event sent (or due) on it: [id, message].
+let listener = null;
+const listened = [];
+// Cut answers' remaining events, by the id of their last event sent.
+const cutAnswers = {};
 const tools = [
   { name: "echo", description: "Say it back", inputSchema: { type: "object", properties: { text: { type: "string" } } } },
   { name: "slow", description: "Progress, then the answer", inputSchema: { type: "object" } },
@@ -20,6 +33,9 @@ const tools = [
   { name: "flood", description: "An endless stream", inputSchema: { type: "object" } },
   { name: "expire", description: "Forget the session", inputSchema: { type: "object" } },
   { name: "hang", description: "Progress, then never an answer", inputSchema: { type: "object" } },
+  { name: "announce", description: "Add a tool, say so on the listening stream", inputSchema: { type: "object" } },
+  { name: "cut", description: "Drop the listening stream, add a tool", inputSchema: { type: "object" } },
+  { name: "resume", description: "An answer cut after an event with an id", inputSchema: { type: "object" } },
 ];
 function note(entry) { fs.appendFileSync(log, JSON.stringify(entry) + "\n"); }
 function json(res, status, body, headers) {
@@ -27,11 +43,51 @@ function json(res, status, body, headers) {
   res.end(body === undefined ? "" : JSON.stringify(body));
 }
 function text(id, t) { return { jsonrpc: "2.0", id, result: { content: [{ type: "text", text: t }] } }; }
-function event(res, msg) { res.write("event: message\ndata: " + JSON.stringify(msg) + "\n\n"); }
+function event(res, msg, id) { res.write((id ? "id: " + id + "\n" : "") + "event: message\ndata: " + JSON.stringify(msg) + "\n\n"); }
+function announce(msg) {
+  const id = "L-" + (listened.length + 1);
+  listened.push([id, msg]);
+  if (listener) event(listener, msg, id);
+}
+const listChanged = { jsonrpc: "2.0", method: "notifications/tools/list_changed" };
+function addTool(name) {
+  if (!tools.some((t) => t.name === name)) tools.push({ name, description: "Added later", inputSchema: { type: "object" } });
+}
+function listen(req, res) {
+  if (!(req.headers["accept"] || "").includes("text/event-stream")) return json(res, 406, { error: "not acceptable" });
+  const last = req.headers["last-event-id"] || null;
+  res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
+  if (last && cutAnswers[last]) {
+    // Resuming a cut answer: the rest of its stream, then the end.
+    const [id, msg] = cutAnswers[last];
+    delete cutAnswers[last];
+    event(res, msg, id);
+    return res.end();
+  }
+  res.write("retry: 50\n\n");
+  listener = res;
+  res.on("close", () => { if (listener === res) listener = null; });
+  const from = last ? listened.findIndex(([id]) => id === last) + 1 : listened.length;
+  for (const [id, msg] of listened.slice(from)) event(res, msg, id);
+}
 function call(msg, res) {
   const name = msg.params.name, args = msg.params.arguments || {};
   const token = msg.params._meta && msg.params._meta.progressToken;
   if (name === "echo") return json(res, 200, text(msg.id, "echo: " + args.text + marker + " (session " + sessions + ")"));
+  if (name === "late") return json(res, 200, text(msg.id, "late tool here"));
+  if (name === "after_cut") return json(res, 200, text(msg.id, "after the cut"));
+  if (name === "announce") {
+    addTool("late");
+    announce(listChanged);
+    return json(res, 200, text(msg.id, "announced"));
+  }
+  if (name === "cut") {
+    if (listener) listener.socket.destroy();
+    listener = null;
+    addTool("after_cut");
+    announce(listChanged);
+    return json(res, 200, text(msg.id, "cut"));
+  }
   if (name === "html") { res.writeHead(200, { "Content-Type": "text/html" }); return res.end("<html>hi</html>"); }
   res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
   if (name === "slow") {
@@ -52,6 +108,11 @@ function call(msg, res) {
     more();
   } else if (name === "hang") {
     event(res, { jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: token, progress: 1, message: "hanging" } });
+  } else if (name === "resume") {
+    const id = "P" + msg.id + "-1";
+    cutAnswers[id] = ["P" + msg.id + "-2", text(msg.id, "resumed after " + id)];
+    event(res, { jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: token, progress: 1, message: "before the cut" } }, id);
+    setTimeout(() => res.socket.destroy(), 30);
   } else if (name === "expire") {
     session = null;
     res.socket.destroy();
@@ -64,10 +125,17 @@ const server = http.createServer((req, res) => {
     let msg = {};
     try { msg = body ? JSON.parse(body) : {}; } catch (e) { return json(res, 400, { error: "bad json" }); }
     const sid = req.headers["mcp-session-id"] || null;
-    note({ http: req.method, method: msg.method || null, request: (msg.params && msg.params.requestId) || null, session: sid, version: req.headers["mcp-protocol-version"] || null, accept: req.headers["accept"] || null });
+    note({ http: req.method, method: msg.method || null, request: (msg.params && msg.params.requestId) || null, session: sid, version: req.headers["mcp-protocol-version"] || null, accept: req.headers["accept"] || null, last_event_id: req.headers["last-event-id"] || null, connection: req.socket.number });
     if (req.headers["authorization"] !== "Bearer t0k") return json(res, 401, { error: "no token" });
-    if (req.method === "GET") return json(res, 405, { error: "no listening stream" });
-    if (req.method === "DELETE") { if (sid && sid === session) session = null; return json(res, 200); }
+    if (req.method === "GET" && noGet) return json(res, 405, { error: "no listening stream" });
+    if (req.method === "DELETE") {
+      // Answered a little later, and logged only if the client still waits for it then.
+      if (sid && sid === session) session = null;
+      return setTimeout(() => {
+        if (res.socket && !res.socket.destroyed) note({ http: "DELETE answered", session: sid });
+        json(res, 200);
+      }, 200);
+    }
     if (msg.method === "initialize") {
       sessions += 1;
       session = "sess-" + sessions;
@@ -75,6 +143,7 @@ const server = http.createServer((req, res) => {
     }
     if (sid !== session || session === null) return json(res, sid ? 404 : 400, { error: "unknown session" });
     if (req.headers["mcp-protocol-version"] !== "2025-06-18") return json(res, 400, { error: "no protocol version" });
+    if (req.method === "GET") return listen(req, res);
     if (msg.id === undefined) { res.writeHead(202); return res.end(); }
     if (msg.method === "tools/list") {
       if (!msg.params || !msg.params.cursor) return json(res, 200, { jsonrpc: "2.0", id: msg.id, result: { tools: tools.slice(0, 3), nextCursor: "p2" } });
@@ -84,6 +153,7 @@ const server = http.createServer((req, res) => {
     return json(res, 200, { jsonrpc: "2.0", id: msg.id, error: { code: -32601, message: "no such method" } });
   });
 });
+server.on("connection", (socket) => { connections += 1; socket.number = connections; });
 server.listen(0, "127.0.0.1", () => { process.stdout.write(server.address().port + "\n"); });
 process.stdin.on("end", () => process.exit(0));
 process.stdin.resume();
