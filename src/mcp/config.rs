@@ -2,7 +2,9 @@
 //! `cwd`, `timeout` (per call, 300 s), `connect_timeout` (60 s), `enabled`, `tools.include`
 //! / `tools.exclude` (include wins), and our `lazy` (Hermes has no such key: start when the
 //! first session opens instead of at start-up; default false); `url` and `headers` for a
-//! streamable HTTP server (`http.rs`).
+//! streamable HTTP server (`http.rs`). `${VAR}` (and Cursor's `${env:VAR}`) in any string
+//! value is replaced by the gateway's environment variable, as Hermes does; an unset or
+//! empty one stays as written.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -106,13 +108,59 @@ fn text_map(v: &Value, keep: impl Fn(&str) -> bool) -> BTreeMap<String, String> 
         .collect()
 }
 
-/// The servers of `mcp_servers` (as JSON), by name; what is not a mapping is skipped.
+/// `${NAME}` / `${env:NAME}` in `text` replaced by `var(NAME)`; a name that is unset or
+/// empty keeps its placeholder (Hermes' `_interpolate_env_vars`).
+fn interpolate_text(text: &str, var: &impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else {
+            break;
+        };
+        let placeholder = &rest[start..start + 2 + len + 1];
+        let inner = rest[start + 2..start + 2 + len].trim();
+        let name = inner.strip_prefix("env:").map_or(inner, str::trim);
+        out.push_str(&rest[..start]);
+        match var(name).filter(|v| !v.is_empty()) {
+            Some(value) => out.push_str(&value),
+            None => out.push_str(placeholder),
+        }
+        rest = &rest[start + placeholder.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Every string in `v` (mapping values and list items, at any depth) interpolated.
+fn interpolate(v: &Value, var: &impl Fn(&str) -> Option<String>) -> Value {
+    match v {
+        Value::String(s) => Value::String(interpolate_text(s, var)),
+        Value::Array(items) => Value::Array(items.iter().map(|i| interpolate(i, var)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), interpolate(v, var)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// The servers of `mcp_servers` (as JSON), by name, `${VAR}`s read from the environment;
+/// what is not a mapping is skipped.
 pub fn parse(servers: &Value) -> BTreeMap<String, ServerConfig> {
+    parse_with(servers, &|name| std::env::var(name).ok())
+}
+
+fn parse_with(
+    servers: &Value,
+    var: &impl Fn(&str) -> Option<String>,
+) -> BTreeMap<String, ServerConfig> {
     let mut out = BTreeMap::new();
     for (name, cfg) in servers.as_object().into_iter().flatten() {
         if !cfg.is_object() {
             continue;
         }
+        let cfg = &interpolate(cfg, var);
         let text = |k: &str| cfg[k].as_str().map(str::to_string);
         let env = text_map(&cfg["env"], |k| !k.contains('='));
         let headers = text_map(&cfg["headers"], |k| !k.contains(':'));
@@ -171,5 +219,30 @@ mod tests {
         );
         assert!(!s["remote"].enabled && s["remote"].transport() == "http");
         assert!(!s.contains_key("junk"));
+    }
+
+    #[test]
+    fn env_placeholders_are_filled_in_every_string_value() {
+        let var = |n: &str| match n {
+            "TOKEN" => Some("s3cret".to_string()),
+            "HOST" => Some("mcp.example.com".to_string()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        let s = parse_with(
+            &json!({
+                "web": {"url": "https://${HOST}/mcp",
+                        "headers": {"Authorization": "Bearer ${env:TOKEN}"}},
+                "cli": {"command": "${HOST}-server", "args": ["--key=${TOKEN}", "${NOPE}"],
+                        "env": {"K": "${ TOKEN }${EMPTY}", "L": "${unclosed"}}
+            }),
+            &var,
+        );
+        assert_eq!(s["web"].url.as_deref(), Some("https://mcp.example.com/mcp"));
+        assert_eq!(s["web"].headers["Authorization"], "Bearer s3cret");
+        assert_eq!(s["cli"].command.as_deref(), Some("mcp.example.com-server"));
+        assert_eq!(s["cli"].args, ["--key=s3cret", "${NOPE}"]);
+        assert_eq!(s["cli"].env["K"], "s3cret${EMPTY}");
+        assert_eq!(s["cli"].env["L"], "${unclosed");
     }
 }
