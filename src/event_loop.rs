@@ -171,7 +171,7 @@ impl Gateway {
             run_tokens: HashMap::new(),
             tools: crate::tools::Tools::new(
                 &cfg_home_for_tools,
-                crate::session::calls::TURN_HOOKS,
+                crate::owners::TURN_HOOKS,
                 tool_waker,
             ),
             runner: crate::runner::Runner::new(

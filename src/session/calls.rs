@@ -17,14 +17,9 @@ use crate::session::transcript::{Message, Role, tool_context};
 use crate::tools::approval::{Answer, Answered};
 use crate::tools::asked::Asker;
 use crate::tools::{
-    Job, JobId, Question, Start, Timer, ToolContext, ToolResult, Tools, TurnHooks, UserAnswer, Wake,
+    Job, JobId, Question, Start, Timer, ToolContext, ToolResult, Tools, UserAnswer, Wake,
 };
 use crate::util;
-
-/// What the tools side calls when a run of a job ends.
-pub(crate) const TURN_HOOKS: TurnHooks = TurnHooks {
-    run_ended: run_ended::<crate::event_loop::Gateway>,
-};
 
 /// What the tool side of a turn works on: the sessions, the tools, the runner, the client and
 /// timers (through an [`Asker`]), persistence's hold and dirty marks — and the few steps only
@@ -181,8 +176,9 @@ pub(crate) fn question_answered(
     step_job(gw, job, Some(answer), now);
 }
 
-/// A run of a job ended: the tool makes the call's result of it, and the turn goes on.
-fn run_ended<O: CallOwners>(gw: &mut O, job: JobId, end: RunEnd, now: Instant) {
+/// A run of a job ended: the tool makes the call's result of it, and the turn goes on (the
+/// gateway's `tools::TurnHooks`, `src/owners.rs`).
+pub(crate) fn run_ended<O: CallOwners>(gw: &mut O, job: JobId, end: RunEnd, now: Instant) {
     let Some(j) = gw.tools().jobs.get(&job) else {
         return;
     };
@@ -583,14 +579,22 @@ fn answer_unrun(
     gw.mark_dirty(rid);
 }
 
-/// [`CallOwners`] for unit tests: a fake outbox and a timer wheel on a fake clock
-/// (`FakeAsker`), a registry of scripted tools, a store that holds or not, and a gateway side
-/// that only records what it was asked to do.
+/// [`CallOwners`] and [`TurnOwners`](crate::session::driver::TurnOwners) for unit tests: a
+/// fake outbox and a timer wheel on a fake clock (`FakeAsker`), a registry of scripted tools, a
+/// scripted model, a store that holds or not, and a gateway side that only records what it was
+/// asked to do. Turns end and fail through the driver's own `end_turn` and `isolated`.
 #[cfg(test)]
 pub(crate) mod fake {
 
+    use std::cell::Cell;
+    use std::collections::VecDeque;
+    use std::rc::Rc;
+
     use super::*;
-    use crate::session::bare_session;
+    use crate::model::{CallContext, ModelCall, ModelEvent, ModelRequest, Progress, Provider};
+    use crate::rpc::Outbox;
+    use crate::session::driver::{self, ModelParts, TurnOwners};
+    use crate::session::{Session, bare_session};
     use crate::tools::Ask;
     use crate::tools::asked::fake::FakeAsker;
 
@@ -650,6 +654,93 @@ pub(crate) mod fake {
         }
     }
 
+    /// How a scripted model call goes on after it said its events.
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    pub enum Then {
+        /// The call is over.
+        Finish,
+        /// The call waits (for a server that says nothing more).
+        Wait,
+        /// The provider panics (a bug in the gateway's own code).
+        Panic,
+    }
+
+    /// A model whose calls each say the next scripted round; a call with no round scripted
+    /// answers "ok".
+    #[derive(Default)]
+    pub struct ScriptedModel {
+        pub rounds: VecDeque<(Vec<ModelEvent>, Then)>,
+        /// How many calls were started.
+        pub started: usize,
+        /// How many calls were aborted.
+        pub aborted: Rc<Cell<usize>>,
+    }
+
+    impl ScriptedModel {
+        /// Script the next call: `events`, then `then`.
+        pub fn round(&mut self, events: Vec<ModelEvent>, then: Then) {
+            self.rounds.push_back((events, then));
+        }
+    }
+
+    /// The end of a model's answer.
+    pub fn done() -> ModelEvent {
+        ModelEvent::Done {
+            finish_reason: "stop".into(),
+            usage: Default::default(),
+        }
+    }
+
+    struct ScriptedCall {
+        events: Vec<ModelEvent>,
+        then: Then,
+        aborted: Rc<Cell<usize>>,
+    }
+
+    impl ModelCall for ScriptedCall {
+        fn advance(
+            &mut self,
+            _ctx: &mut CallContext<'_>,
+            _now: Instant,
+            out: &mut Vec<ModelEvent>,
+        ) -> Progress {
+            out.append(&mut self.events);
+            match self.then {
+                Then::Finish => Progress::Finished,
+                Then::Wait => Progress::Wait(None),
+                Then::Panic => panic!("a scripted bug"),
+            }
+        }
+        fn abort(&mut self, _ctx: &mut CallContext<'_>) {
+            self.aborted.set(self.aborted.get() + 1);
+        }
+    }
+
+    impl Provider for ScriptedModel {
+        fn name(&self) -> &str {
+            "scripted"
+        }
+        fn default_model(&self) -> &str {
+            "scripted"
+        }
+        fn start(
+            &mut self,
+            _req: ModelRequest<'_>,
+            _ctx: &mut CallContext<'_>,
+        ) -> Box<dyn ModelCall> {
+            self.started += 1;
+            let (events, then) = self
+                .rounds
+                .pop_front()
+                .unwrap_or_else(|| (vec![ModelEvent::Text("ok".into()), done()], Then::Finish));
+            Box::new(ScriptedCall {
+                events,
+                then,
+                aborted: self.aborted.clone(),
+            })
+        }
+    }
+
     pub struct Fake {
         pub sessions: Registry,
         pub tools: Tools,
@@ -660,13 +751,25 @@ pub(crate) mod fake {
         pub dirty: Vec<String>,
         /// The turns ended, with their status.
         pub ended: Vec<(String, String)>,
+        pub model: ScriptedModel,
+        /// Only for the model calls' registry argument: the scripted calls register nothing.
+        pub poll: mio::Poll,
+        pub events: Vec<ModelEvent>,
+        /// The turns' tokens given back.
+        pub released: Vec<mio::Token>,
+        /// The context window compaction works against.
+        pub window: u64,
+        /// The sessions whose background processes were stopped.
+        pub gone: Vec<String>,
+        /// The sessions handed to persistence as they left memory.
+        pub retired: Vec<Session>,
     }
 
     impl Fake {
         /// One session whose turn's model call just asked for tools.
         pub fn new() -> Fake {
             let home = Path::new("/nonexistent/tuigw-calls-test");
-            let mut tools = Tools::new(home, TURN_HOOKS, None);
+            let mut tools = Tools::new(home, crate::owners::TURN_HOOKS, None);
             let scripts = [
                 ("quick", Script::Quick),
                 ("wakes", Script::Wakes(Duration::from_millis(50))),
@@ -695,6 +798,13 @@ pub(crate) mod fake {
                 parked: Vec::new(),
                 dirty: Vec::new(),
                 ended: Vec::new(),
+                model: ScriptedModel::default(),
+                poll: mio::Poll::new().expect("a poll"),
+                events: Vec::new(),
+                released: Vec::new(),
+                window: 1 << 20,
+                gone: Vec::new(),
+                retired: Vec::new(),
             }
         }
 
@@ -795,14 +905,50 @@ pub(crate) mod fake {
         }
         fn settle_runs(&mut self, _now: Instant) {}
         fn after_tool(&mut self, _now: Instant) {}
-        fn end_turn(&mut self, rid: &str, status: &str, _error: Option<String>, _now: Instant) {
-            if let Some(s) = self.sessions.get_mut(rid) {
-                s.turn = None;
-            }
+        fn end_turn(&mut self, rid: &str, status: &str, error: Option<String>, now: Instant) {
             self.ended.push((rid.to_string(), status.to_string()));
+            driver::end_turn(self, rid, status, error, now);
         }
-        fn isolated(&mut self, _owner: Option<&str>, _now: Instant, work: impl FnOnce(&mut Self)) {
-            work(self)
+        fn isolated(&mut self, owner: Option<&str>, now: Instant, work: impl FnOnce(&mut Self)) {
+            driver::isolated(self, owner, now, work);
+        }
+    }
+
+    impl TurnOwners for Fake {
+        fn emit_delta(&mut self, rid: &str, text: &str) {
+            self.asker.out.delta(rid, 0, text);
+        }
+        fn turn_token(&mut self, _rid: &str) -> mio::Token {
+            mio::Token(7)
+        }
+        fn release_token(&mut self, token: mio::Token) {
+            self.released.push(token);
+        }
+        fn model_parts(&mut self) -> ModelParts<'_> {
+            ModelParts {
+                sessions: &mut self.sessions,
+                provider: &mut self.model,
+                registry: self.poll.registry(),
+                schemas: self.tools.registry.schemas(),
+                home: Path::new("/nonexistent/tuigw-calls-test"),
+                events: &mut self.events,
+            }
+        }
+        fn session_info(&mut self, rid: &str) -> Option<Value> {
+            let tools = self.tools.registry.toolsets();
+            self.sessions.get(rid).map(|s| s.info(tools, json!([])))
+        }
+        fn compaction_window(&self, _model: &str) -> u64 {
+            self.window
+        }
+        fn session_gone(&mut self, rid: &str, _now: Instant) {
+            self.gone.push(rid.to_string());
+        }
+        fn retire_session(&mut self, s: Session) {
+            self.retired.push(s);
+        }
+        fn fresh_names(&mut self, title: Option<&str>, _at: f64) -> (String, Option<String>) {
+            ("s2".to_string(), title.map(|t| format!("{t} #2")))
         }
     }
 }
@@ -870,8 +1016,10 @@ mod tests {
         assert!(gw.ended.is_empty());
         interrupt(&mut gw, RID, now);
         let said = gw.said();
-        assert_eq!(said.len(), 1, "{said:?}");
+        let kinds: Vec<&str> = said.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(kinds, ["tool.complete", "message.complete", "session.info"]);
         assert_eq!(said[0].1["error"], "cancelled");
+        assert_eq!(said[1].1["status"], "interrupted");
         assert_eq!(gw.ended, [(RID.to_string(), "interrupted".to_string())]);
         let ids: Vec<String> = gw.tool_messages().into_iter().map(|(id, _)| id).collect();
         assert_eq!(ids, ["c1", "c2"], "the call never started is answered too");

@@ -68,7 +68,7 @@ struct Owned {
 }
 
 /// How the tools side tells the turn that waits what happened. The gateway sets these to the
-/// session's handlers (`session::calls::TURN_HOOKS`): `tools/` never imports `session/`.
+/// session's handlers (`owners::TURN_HOOKS`): `tools/` never imports `session/`.
 #[derive(Clone, Copy)]
 pub struct TurnHooks {
     /// A run of a job ended (the tool makes the call's result of it).
