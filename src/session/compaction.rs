@@ -1,7 +1,8 @@
 //! Compaction: when a session's context nears the model's window (after a turn) or on
 //! `/compress`, the model summarises the older turns; the live session moves to a new stored
 //! session (`parent_session_id` = the old one) holding the summary and the latest turn, and the
-//! old one keeps the full history, ended `compression` — all in one commit.
+//! old one keeps the full history, ended `compression` — all in one commit. It works on the
+//! driver's [`TurnOwners`]; what becomes of a summary ([`judge`]) is a pure decision.
 
 use std::time::Instant;
 
@@ -304,6 +305,7 @@ fn rotate(gw: &mut impl TurnOwners, rid: &str, job: &Job, summary: &str) -> Valu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ModelEvent;
 
     fn msg(role: Role, text: &str) -> Message {
         Message::new(role, Some(text.to_string()), 0.0)
@@ -367,5 +369,130 @@ mod tests {
         let small = estimate_tokens(&exchange(1));
         let big = estimate_tokens(&[msg(Role::User, &"word ".repeat(400))]);
         assert!(big > small && big >= 500);
+    }
+
+    fn long_exchange(n: usize) -> Vec<Message> {
+        (0..n)
+            .flat_map(|i| {
+                [
+                    msg(
+                        Role::User,
+                        &format!("question {i} {}", "detail ".repeat(50)),
+                    ),
+                    msg(
+                        Role::Assistant,
+                        &format!("answer {i} {}", "reply ".repeat(50)),
+                    ),
+                ]
+            })
+            .collect()
+    }
+
+    fn job(reply_to: Option<crate::rpc::frame::Id>, transcript: &[Message]) -> Job {
+        Job {
+            reply_to,
+            request: Vec::new(),
+            split: split_point(transcript).unwrap(),
+            before_messages: transcript.len(),
+            before_tokens: estimate_tokens(transcript),
+        }
+    }
+
+    #[test]
+    fn an_empty_summary_is_refused_and_an_automatic_one_must_shrink_the_context() {
+        let mut s = crate::session::bare_session("r1", "s1");
+        s.transcript = long_exchange(4);
+        let auto = job(None, &s.transcript);
+        let asked = job(Some(crate::rpc::frame::Id::null()), &s.transcript);
+        let empty = judge(&auto, Some(&s), Ok("  ".into()));
+        assert_eq!(empty.unwrap_err(), "the model returned an empty summary");
+        let big = "summary ".repeat(2_000);
+        let refused = judge(&auto, Some(&s), Ok(big.clone()));
+        assert_eq!(
+            refused.unwrap_err(),
+            "the summary would not be smaller than what it replaces"
+        );
+        assert_eq!(
+            judge(&asked, Some(&s), Ok(big.clone())).unwrap(),
+            big,
+            "a /compress the user asked for is applied anyway"
+        );
+        assert_eq!(judge(&auto, Some(&s), Ok("short".into())).unwrap(), "short");
+        let failed = judge(&auto, Some(&s), Err("the model failed".into()));
+        assert_eq!(failed.unwrap_err(), "the model failed");
+    }
+
+    #[test]
+    fn a_finished_turn_near_the_window_needs_compaction() {
+        let t = long_exchange(4);
+        let size = estimate_tokens(&t);
+        assert!(needs_compaction(&t, size));
+        assert!(!needs_compaction(&t, size * 2), "well under the window");
+        assert!(
+            !needs_compaction(&long_exchange(1), 1),
+            "one turn has nothing older to summarise"
+        );
+    }
+
+    #[test]
+    fn a_compaction_moves_the_session_to_a_new_stored_session_with_the_summary() {
+        use crate::session::calls::fake::{Fake, RID, Then, done};
+        let mut gw = Fake::new();
+        let now = gw.now();
+        let s = gw.sessions.get_mut(RID).unwrap();
+        s.turn = None;
+        s.transcript = long_exchange(4);
+        assert!(start(&mut gw, RID, None, None, now));
+        gw.model.round(
+            vec![ModelEvent::Text("they talked".into()), done()],
+            Then::Finish,
+        );
+        crate::session::driver::drive_turns(&mut gw, now);
+        let said = gw.said();
+        let texts: Vec<(&str, &str)> = said
+            .iter()
+            .map(|(k, p)| (k.as_str(), p["text"].as_str().unwrap_or("")))
+            .collect();
+        assert_eq!(texts.len(), 4, "{texts:?}");
+        assert!(texts[0].1.starts_with("⠋ compressing 8 messages"));
+        assert!(
+            texts[1]
+                .1
+                .starts_with("✓ context compacted: Compressed: 8 → 3 messages")
+        );
+        assert_eq!(texts[2].0, "session.info");
+        assert_eq!(texts[3], ("status.update", "ready"));
+        assert!(
+            said.iter().all(|(k, _)| k != "message.delta"),
+            "the summary is not shown as a reply"
+        );
+        let s = gw.sessions.get(RID).unwrap();
+        assert!(s.turn.is_none());
+        assert_eq!(
+            (s.stored_id.as_str(), s.parent_session_id.as_deref()),
+            ("s2", Some("s1"))
+        );
+        assert!(
+            s.transcript[0]
+                .content
+                .as_deref()
+                .unwrap()
+                .ends_with("they talked")
+        );
+        assert_eq!(s.transcript.len(), 3, "the summary and the last turn");
+        assert_eq!(
+            gw.sessions.by_stored("s2"),
+            Some(RID),
+            "found by its new stored id"
+        );
+        let [old] = gw.retired.as_slice() else {
+            panic!("the old stored session is retired");
+        };
+        assert_eq!(old.stored_id, "s1");
+        assert_eq!(old.transcript.len(), 8, "with its full history");
+        assert_eq!(
+            old.ended.as_ref().map(|e| e.1.as_str()),
+            Some("compression")
+        );
     }
 }
