@@ -1,8 +1,9 @@
 //! What the gateway lends the layers below it: [`CallOwners`] and [`TurnOwners`] over its own
 //! fields, so the tool side of a turn (`session/calls.rs`) and the driver (`session/driver.rs`,
-//! `compaction.rs`) work on the owners they use, not on the gateway. The steps only the
-//! gateway can take (a run into the poll, the runner's events delivered, a token routed or
-//! released, a session's background processes stopped) go to the modules that take them. The
+//! `compaction.rs`, `older.rs`) work on the owners they use, not on the gateway, and
+//! [`RunOwners`] for the runs (`tools/runs.rs`, `tools/process/`). The steps only the gateway
+//! can take (a run into the poll, the runner's events delivered, a token routed or released, a
+//! session's background processes stopped) go to the modules that take them. The
 //! `impl Gateway` here is what `methods/` and the loop call: one-line forwards to those.
 
 use std::time::Instant;
@@ -12,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::event_loop::{Gateway, Route};
 use crate::rpc::Outbox;
-use crate::runner::{RunId, Runner};
+use crate::runner::{Closed, RunEnd, RunEvent, RunId, Runner};
 use crate::session::Session;
 use crate::session::calls::{CallOwners, CallParts};
 use crate::session::driver::{self, ModelParts, TurnOwners};
@@ -20,13 +21,8 @@ use crate::session::registry::Registry;
 use crate::session::ring::Rings;
 use crate::timer::{TimerId, TimerWheel};
 use crate::tools::asked::Asker;
-use crate::tools::runs::{self, Owner};
+use crate::tools::runs::{self, Owner, RunControl, RunOwners};
 use crate::tools::{JobId, Timer, Tools};
-
-/// What the tools side calls when a run of a job ends.
-pub(crate) const TURN_HOOKS: crate::tools::TurnHooks = crate::tools::TurnHooks {
-    run_ended: crate::session::calls::run_ended::<Gateway>,
-};
 
 /// The key of the status-bar notice that says yolo is on.
 const YOLO_NOTICE: &str = "tui-gateway.yolo";
@@ -247,7 +243,7 @@ impl CallOwners for Gateway {
         Gateway::mark_dirty(self, rid);
     }
     fn runs_of(&self, job: JobId) -> Vec<RunId> {
-        runs::runs_of(self, job)
+        self.tools.runs_of(job)
     }
     fn watch_run(&mut self, run: RunId, job: JobId, now: Instant) -> std::io::Result<()> {
         runs::watch(self, run, Owner::Job(job), now)
@@ -306,5 +302,50 @@ impl TurnOwners for Gateway {
         let store = self.persist.store();
         let title = title.map(|t| naming::unique_title(&self.sessions, store, t, &id));
         (id, title)
+    }
+}
+
+impl RunOwners for Gateway {
+    fn tools(&mut self) -> &mut Tools {
+        &mut self.tools
+    }
+    fn runner(&mut self) -> &mut dyn RunControl {
+        &mut self.runner
+    }
+    fn watch_run(&mut self, run: RunId) -> std::io::Result<()> {
+        Gateway::watch_run(self, run)
+    }
+    fn unwatch_run(&mut self, closed: Closed) {
+        Gateway::unwatch_run(self, closed);
+    }
+    fn set_timer(&mut self, at: Instant, timer: Timer) {
+        self.timers.insert(at, timer);
+    }
+    fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
+        Gateway::emit(self, rid, kind, payload);
+    }
+    fn outbox(&mut self) -> &mut dyn Outbox {
+        Gateway::outbox(self)
+    }
+    fn paused(&self) -> bool {
+        Gateway::paused(self)
+    }
+    fn shutting_down(&self) -> bool {
+        self.shutdown.is_some()
+    }
+    fn has_session(&self, rid: &str) -> bool {
+        self.sessions.contains_key(rid)
+    }
+    fn isolated(&mut self, owner: Option<&str>, now: Instant, work: impl FnOnce(&mut Self)) {
+        Gateway::isolated(self, owner, now, work);
+    }
+    fn run_ended(&mut self, job: JobId, end: RunEnd, now: Instant) {
+        crate::session::calls::run_ended(self, job, end, now);
+    }
+    fn service_event(&mut self, event: RunEvent, now: Instant) {
+        crate::mcp::on_run_event(self, event, now);
+    }
+    fn submit_prompt(&mut self, rid: &str, text: String, now: Instant) {
+        Gateway::submit_prompt(self, rid, text, now);
     }
 }

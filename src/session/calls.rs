@@ -176,8 +176,7 @@ pub(crate) fn question_answered(
     step_job(gw, job, Some(answer), now);
 }
 
-/// A run of a job ended: the tool makes the call's result of it, and the turn goes on (the
-/// gateway's `tools::TurnHooks`, `src/owners.rs`).
+/// A run of a job ended: the tool makes the call's result of it, and the turn goes on.
 pub(crate) fn run_ended<O: CallOwners>(gw: &mut O, job: JobId, end: RunEnd, now: Instant) {
     let Some(j) = gw.tools().jobs.get(&job) else {
         return;
@@ -769,7 +768,7 @@ pub(crate) mod fake {
         /// One session whose turn's model call just asked for tools.
         pub fn new() -> Fake {
             let home = Path::new("/nonexistent/tuigw-calls-test");
-            let mut tools = Tools::new(home, crate::owners::TURN_HOOKS, None);
+            let mut tools = Tools::new(home, None);
             let scripts = [
                 ("quick", Script::Quick),
                 ("wakes", Script::Wakes(Duration::from_millis(50))),
