@@ -327,7 +327,7 @@ impl Registry {
             Box::new(files::SearchFiles::default()),
             Box::new(todo::Todo),
             Box::new(memory::Memory),
-            Box::new(session_search::SessionSearch),
+            Box::new(session_search::SessionSearch::default()),
             Box::new(clarify::Clarify),
         ];
         for tool in tools {
