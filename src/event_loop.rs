@@ -169,11 +169,7 @@ impl Gateway {
             rings,
             by_token: HashMap::new(),
             run_tokens: HashMap::new(),
-            tools: crate::tools::Tools::new(
-                &cfg_home_for_tools,
-                crate::session::calls::TURN_HOOKS,
-                tool_waker,
-            ),
+            tools: crate::tools::Tools::new(&cfg_home_for_tools, tool_waker),
             runner: crate::runner::Runner::new(
                 crate::runner::supervisor::Executable::current(),
                 kill_grace,
@@ -511,7 +507,7 @@ impl Gateway {
             }
             Timer::Run(id, what) => crate::tools::runs::on_run_timer(self, id, what, now),
             Timer::LiveOutput(id) => {
-                let owner = crate::tools::runs::owner_session(self, id);
+                let owner = self.tools.run_session(id);
                 self.isolated(owner.as_deref(), now, |gw| {
                     crate::tools::runs::flush_live(gw, id, now)
                 });
