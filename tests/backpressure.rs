@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::*;
 use common::procfs::poll_until;
+use common::*;
 use serde_json::json;
 use std::collections::HashMap;
 use std::time::Instant;

@@ -6,8 +6,8 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::*;
 use common::procfs::poll_until;
+use common::*;
 use serde_json::json;
 
 fn embed_example() -> PathBuf {
