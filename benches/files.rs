@@ -7,6 +7,7 @@
 //! - `read_file` of a 500-line page in the middle of a 10 MB file against `sed -n`;
 //! - `search_files` for a regex over a 100,000-file tree against `rg` — or, where `rg` is not
 //!   installed (it says so), `grep -rn`; the tree has no `.gitignore`, so both search it all;
+//! - the same over one directory of 200,000 files (its entries read across steps);
 //! - `patch` (replace mode) of one line of a 1 MB file against `patch` with a unified diff of
 //!   the same edit (each run on a fresh copy, not timed).
 //!
@@ -166,5 +167,27 @@ fn main() {
         )
     };
     report("search_files 100,000 files", o, t, baseline);
+
+    // search_files: one directory of 200,000 entries (read 512 a step), one in 1,000 matching.
+    let flat = dir.join("flat");
+    std::fs::create_dir_all(&flat).unwrap();
+    for i in 0..200_000 {
+        let body = if i % 1000 == 7 { &hit } else { &miss };
+        std::fs::hard_link(body, flat.join(format!("f{i:06}.rs"))).unwrap();
+    }
+    let args = json!({"pattern": "needle_\\d+", "path": "flat", "limit": 50});
+    let o = median(|| ours(&mut files::SearchFiles::default(), &dir, &args));
+    let t = if baseline == "rg" {
+        median(|| theirs(Command::new("rg").args(["-n", "needle_\\d+"]).arg(&flat)))
+    } else {
+        median(|| {
+            theirs(
+                Command::new("grep")
+                    .args(["-rnE", "needle_[0-9]+"])
+                    .arg(&flat),
+            )
+        })
+    };
+    report("search_files one dir of 200,000 files", o, t, baseline);
     let _ = std::fs::remove_dir_all(&dir);
 }

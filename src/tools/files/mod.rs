@@ -11,6 +11,7 @@ mod read;
 mod search;
 mod text;
 mod v4a;
+mod walk;
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
