@@ -4,7 +4,7 @@
 //! matcher that finds anything decides; more than one match is an error unless all are to be
 //! replaced. A loose match re-indents `new_string` to the file's indentation.
 
-use super::text::{Span, Splicer, Text};
+use super::text::{Span, Text};
 
 /// Bytes of the content an exact matcher looks through in one unit of work.
 const WINDOW: usize = 1 << 20;
@@ -329,7 +329,7 @@ pub fn replace(content: &str, old: &str, new: &str, all: bool) -> Result<Replace
         .advance(&text, &|| false)
         .unwrap_or_else(|| Err(String::new()))?;
     let count = decided.edits.len();
-    let mut splicer = Splicer::new(decided.edits);
+    let mut splicer = super::text::Splicer::new(decided.edits);
     let out = splicer.advance(&text, &|| false).unwrap_or_default();
     Ok(Replaced {
         content: out.s,
