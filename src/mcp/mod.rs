@@ -188,7 +188,7 @@ fn connect(gw: &mut Gateway, name: &str, now: Instant) {
         timeout: NO_TIMEOUT,
         live: true,
     };
-    match crate::tools::runs::start_service(gw, &spec, on_run_event, now) {
+    match crate::tools::runs::start_service(gw, &spec, now) {
         Ok(run) => {
             let s = gw.mcp.servers.get_mut(name).expect("looked up above");
             s.run = Some(run);
@@ -247,7 +247,8 @@ pub fn pump(gw: &mut Gateway, now: Instant) {
     }
 }
 
-fn on_run_event(gw: &mut Gateway, event: RunEvent, now: Instant) {
+/// An event of a server's run (`tools::runs` service runs end here).
+pub(crate) fn on_run_event(gw: &mut Gateway, event: RunEvent, now: Instant) {
     match event {
         RunEvent::Output { run, bytes } => {
             let Some(name) = gw.mcp.by_run.get(&run).cloned() else {

@@ -80,7 +80,8 @@ pub fn shell_exec(
         Ok(c) => c.unwrap_or(""),
         Err(e) => return Some(Err(e)),
     };
-    match crate::tools::runs::shell_exec(gw, id.clone(), command, now) {
+    let timeout = gw.cfg.shell_timeout;
+    match crate::tools::runs::shell_exec(gw, id.clone(), command, timeout, now) {
         Ok(()) => None,
         Err(e) => Some(Err(e)),
     }

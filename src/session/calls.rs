@@ -17,14 +17,9 @@ use crate::session::transcript::{Message, Role, tool_context};
 use crate::tools::approval::{Answer, Answered};
 use crate::tools::asked::Asker;
 use crate::tools::{
-    Job, JobId, Question, Start, Timer, ToolContext, ToolResult, Tools, TurnHooks, UserAnswer, Wake,
+    Job, JobId, Question, Start, Timer, ToolContext, ToolResult, Tools, UserAnswer, Wake,
 };
 use crate::util;
-
-/// What the tools side calls when a run of a job ends.
-pub(crate) const TURN_HOOKS: TurnHooks = TurnHooks {
-    run_ended: run_ended::<crate::event_loop::Gateway>,
-};
 
 /// What the tool side of a turn works on: the sessions, the tools, the runner, the client and
 /// timers (through an [`Asker`]), persistence's hold and dirty marks — and the few steps only
@@ -182,7 +177,7 @@ pub(crate) fn question_answered(
 }
 
 /// A run of a job ended: the tool makes the call's result of it, and the turn goes on.
-fn run_ended<O: CallOwners>(gw: &mut O, job: JobId, end: RunEnd, now: Instant) {
+pub(crate) fn run_ended<O: CallOwners>(gw: &mut O, job: JobId, end: RunEnd, now: Instant) {
     let Some(j) = gw.tools().jobs.get(&job) else {
         return;
     };
@@ -666,7 +661,7 @@ pub(crate) mod fake {
         /// One session whose turn's model call just asked for tools.
         pub fn new() -> Fake {
             let home = Path::new("/nonexistent/tuigw-calls-test");
-            let mut tools = Tools::new(home, TURN_HOOKS, None);
+            let mut tools = Tools::new(home, None);
             let scripts = [
                 ("quick", Script::Quick),
                 ("wakes", Script::Wakes(Duration::from_millis(50))),

@@ -36,7 +36,7 @@ pub use crate::runner::Ending;
 use crate::runner::{RunEnd, RunId, Runner, Spec};
 use crate::transcript::Message;
 use crate::util;
-pub use runs::{Outcome, TurnHooks};
+pub use runs::Outcome;
 pub use timer::Timer;
 pub use wake::JobWaker;
 
@@ -446,11 +446,10 @@ pub struct Tools {
     /// Jobs to step on the next iteration.
     pub(crate) due: wake::Due,
     pub(crate) wakers: wake::Shared,
-    pub(crate) hooks: TurnHooks,
 }
 
 impl Tools {
-    pub fn new(home: &Path, hooks: TurnHooks, poll_waker: Option<mio::Waker>) -> Tools {
+    pub fn new(home: &Path, poll_waker: Option<mio::Waker>) -> Tools {
         let mut registry = Registry::builtin();
         registry.set_rule(toolsets::Offered::load(home));
         Tools {
@@ -463,7 +462,6 @@ impl Tools {
             questions: clarify::Questions::default(),
             due: wake::Due::default(),
             wakers: wake::Shared::new(poll_waker),
-            hooks,
         }
     }
 

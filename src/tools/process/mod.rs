@@ -19,8 +19,7 @@ pub use registry::Processes;
 use registry::{Exit, Notice};
 pub use tool::{Launch, ProcessTool, start_background};
 
-use super::runs::{self, Owner};
-use crate::event_loop::Gateway;
+use super::runs::{self, Owner, RunOwners};
 use crate::runner::{Ending, RunEnd, RunId};
 
 /// What a tool call sees of the background processes: those of its session.
@@ -32,44 +31,45 @@ pub struct Scope<'a> {
 
 /// After a tool's start or step: watch the runs of the processes it started, step the waits
 /// its kills ended, and take the runner's timers.
-pub(crate) fn after_tool(gw: &mut Gateway, now: Instant) {
-    for (run, id) in gw.tools.processes.take_unwatched() {
-        if runs::watch(gw, run, Owner::Background(id.clone()), now).is_err() {
+pub(crate) fn after_tool(o: &mut impl RunOwners, now: Instant) {
+    for (run, id) in o.tools().processes.take_unwatched() {
+        if runs::watch(o, run, Owner::Background(id.clone()), now).is_err() {
             // Not watched: the runner killed it already.
-            forget_restore_file(gw, run);
-            gw.tools.processes.run_ended(run, None);
+            forget_restore_file(o, run);
+            let processes = &mut o.tools().processes;
+            processes.run_ended(run, None);
             let exit = Exit {
                 code: None,
                 reason: "failed_start",
                 source: "",
             };
-            let notice = gw.tools.processes.mark_exited(&id, exit, now);
-            deliver(gw, notice, now);
+            let notice = processes.mark_exited(&id, exit, now);
+            deliver(o, notice, now);
         }
     }
-    deliver(gw, None, now);
-    runs::after_runner(gw, now);
+    deliver(o, None, now);
+    runs::after_runner(o, now);
 }
 
 /// Output of a background run.
-pub(crate) fn on_output(gw: &mut Gateway, run: RunId, bytes: &[u8]) {
-    gw.tools.processes.push_output(run, bytes);
+pub(crate) fn on_output(o: &mut impl RunOwners, run: RunId, bytes: &[u8]) {
+    o.tools().processes.push_output(run, bytes);
 }
 
 /// A background run ended.
-pub(crate) fn on_end(gw: &mut Gateway, run: RunId, end: RunEnd, now: Instant) {
-    forget_restore_file(gw, run);
-    let Some(id) = gw.tools.processes.run_ended(run, end.pid) else {
+pub(crate) fn on_end(o: &mut impl RunOwners, run: RunId, end: RunEnd, now: Instant) {
+    forget_restore_file(o, run);
+    let processes = &mut o.tools().processes;
+    let Some(id) = processes.run_ended(run, end.pid) else {
         return;
     };
-    let exit = exit_of(&end);
-    let notice = gw.tools.processes.mark_exited(&id, exit, now);
-    deliver(gw, notice, now);
+    let notice = processes.mark_exited(&id, exit_of(&end), now);
+    deliver(o, notice, now);
 }
 
 /// The shell state's restore file of a run that ended goes.
-fn forget_restore_file(gw: &mut Gateway, run: RunId) {
-    if let Some(file) = gw.tools.processes.take_restore_file(run) {
+fn forget_restore_file(o: &mut impl RunOwners, run: RunId) {
+    if let Some(file) = o.tools().processes.take_restore_file(run) {
         let _ = super::shell_state::remove_quietly(&file);
     }
 }
@@ -90,46 +90,171 @@ fn exit_of(end: &RunEnd) -> Exit {
 }
 
 /// Step the waits that ended; start the turn a notice asks for.
-fn deliver(gw: &mut Gateway, notice: Option<Notice>, now: Instant) {
-    for job in gw.tools.processes.take_woken() {
-        gw.tools.due.add(job);
+fn deliver(o: &mut impl RunOwners, notice: Option<Notice>, now: Instant) {
+    let tools = o.tools();
+    for job in tools.processes.take_woken() {
+        tools.due.add(job);
     }
     let Some(Notice { owner, text }) = notice else {
         return;
     };
-    if gw.shutdown.is_some() || !gw.sessions.contains_key(&owner) {
+    if o.shutting_down() || !o.has_session(&owner) {
         return;
     }
-    gw.emit(
+    o.emit(
         &owner,
         "status.update",
         json!({"kind": "process", "text": text}),
     );
-    gw.submit_prompt(&owner, text, now);
+    o.submit_prompt(&owner, text, now);
 }
 
 /// `process.stop`: kill the running background processes (of session `owner`, or of all);
 /// how many. Those that asked to be notified start their turn, as in Hermes (`kill_all`).
-pub fn kill_all(gw: &mut Gateway, owner: Option<&str>, now: Instant) -> usize {
-    let running = gw.tools.processes.running(owner);
+pub(crate) fn kill_all(o: &mut impl RunOwners, owner: Option<&str>, now: Instant) -> usize {
+    let running = o.tools().processes.running(owner);
     for (id, run) in &running {
-        gw.runner.stop(*run, Ending::Interrupted, now);
+        o.runner().stop(*run, Ending::Interrupted, now);
         let exit = Exit {
             code: Some(-15),
             reason: "killed",
             source: "kill_all",
         };
-        let notice = gw.tools.processes.mark_exited(id, exit, now);
-        deliver(gw, notice, now);
+        let notice = o.tools().processes.mark_exited(id, exit, now);
+        deliver(o, notice, now);
     }
-    runs::after_runner(gw, now);
+    runs::after_runner(o, now);
     running.len()
 }
 
 /// Session `rid` is closing: its background processes are stopped and forgotten.
-pub(crate) fn session_gone(gw: &mut Gateway, rid: &str, now: Instant) {
-    for run in gw.tools.processes.forget_owner(rid) {
-        gw.runner.stop(run, Ending::Interrupted, now);
+pub(crate) fn session_gone(o: &mut impl RunOwners, rid: &str, now: Instant) {
+    for run in o.tools().processes.forget_owner(rid) {
+        o.runner().stop(run, Ending::Interrupted, now);
     }
-    runs::after_runner(gw, now);
+    runs::after_runner(o, now);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::registry::NewProcess;
+    use super::*;
+    use crate::runner::RunEvent;
+    use crate::tools::runs::fake::{FakeRuns, ended};
+
+    /// A background process of `owner` just started by a tool, and watched after the tool.
+    fn started(f: &mut FakeRuns, owner: &str, notify: bool) -> (String, RunId) {
+        let now = f.asker.start;
+        let run = f.runner.run_id();
+        assert!(f.tools.processes.has_room(now));
+        let p = NewProcess {
+            owner,
+            command: "make test",
+            cwd: "/tmp",
+            notify,
+            run,
+            restore: None,
+        };
+        let id = f.tools.processes.add(p, now);
+        after_tool(f, now);
+        assert!(f.watched.contains(&run));
+        (id, run)
+    }
+
+    #[test]
+    fn a_background_process_that_asked_to_be_told_ends_in_a_prompt_of_its_session() {
+        let mut f = FakeRuns::new();
+        let t0 = f.asker.start;
+        let (id, run) = started(&mut f, "r1", true);
+        let (_, quiet) = started(&mut f, "r1", false);
+        f.runner.pipes.push(RunEvent::Output {
+            run,
+            bytes: b"all 12 passed\n".to_vec(),
+        });
+        pump(&mut f, t0);
+        // Its output is kept for `process`, not shown live.
+        assert!(f.events().is_empty());
+        assert!(f.prompts.is_empty());
+
+        f.runner.pipes.push(RunEvent::Ended { run, end: ended(0) });
+        f.runner.pipes.push(RunEvent::Ended {
+            run: quiet,
+            end: ended(0),
+        });
+        pump(&mut f, t0);
+        assert_eq!(f.prompts.len(), 1, "{:?}", f.prompts);
+        let (rid, text) = &f.prompts[0];
+        assert_eq!(rid, "r1");
+        assert!(
+            text.contains(&id) && text.contains("completed normally"),
+            "{text}"
+        );
+        assert!(text.contains("all 12 passed"), "{text}");
+        let said = f.events();
+        assert_eq!(said.len(), 1);
+        assert_eq!(said[0].0, "status.update");
+        assert_eq!(said[0].1["kind"], "process");
+        assert!(f.watched.is_empty());
+        assert!(f.tools.processes.running(None).is_empty());
+    }
+
+    #[test]
+    fn no_prompt_for_a_session_gone_or_during_the_shutdown() {
+        let mut f = FakeRuns::new();
+        let t0 = f.asker.start;
+        let (_, one) = started(&mut f, "r1", true);
+        let (_, two) = started(&mut f, "r2", true);
+        f.sessions.remove("r1");
+        f.runner.pipes.push(RunEvent::Ended {
+            run: one,
+            end: ended(0),
+        });
+        pump(&mut f, t0);
+        f.shutting_down = true;
+        f.runner.pipes.push(RunEvent::Ended {
+            run: two,
+            end: ended(0),
+        });
+        pump(&mut f, t0);
+        assert!(f.prompts.is_empty());
+        assert!(f.events().is_empty());
+    }
+
+    #[test]
+    fn kill_all_stops_one_sessions_processes_and_tells_those_that_asked_once() {
+        let mut f = FakeRuns::new();
+        let t0 = f.asker.start;
+        let (told, a) = started(&mut f, "r1", true);
+        let (_, b) = started(&mut f, "r1", false);
+        let (_, other) = started(&mut f, "r2", true);
+        assert_eq!(kill_all(&mut f, Some("r1"), t0), 2);
+        let mut stopped = f.runner.stopped.clone();
+        stopped.sort();
+        assert_eq!(stopped, vec![a, b]);
+        assert_eq!(f.prompts.len(), 1);
+        assert!(f.prompts[0].1.contains(&told) && f.prompts[0].1.contains("kill_all"));
+        assert_eq!(
+            f.tools.processes.running(None),
+            vec![(f.tools.processes.running(Some("r2"))[0].0.clone(), other)]
+        );
+
+        // The runs' ends come later: the first end is kept, nobody is told twice.
+        for run in [a, b] {
+            let mut end = ended(143);
+            end.ending = Some(Ending::Interrupted);
+            f.runner.pipes.push(RunEvent::Ended { run, end });
+        }
+        pump(&mut f, t0);
+        assert_eq!(f.prompts.len(), 1);
+        assert_eq!(f.watched.len(), 1);
+
+        // Closing the other session stops and forgets its processes.
+        session_gone(&mut f, "r2", t0);
+        assert!(f.runner.stopped.contains(&other));
+        assert!(f.tools.processes.running(None).is_empty());
+    }
+
+    fn pump(f: &mut FakeRuns, now: Instant) {
+        runs::pump(f, now);
+    }
 }
