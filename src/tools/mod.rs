@@ -323,7 +323,7 @@ impl Registry {
             Box::new(process::ProcessTool::default()),
             Box::new(files::ReadFile::default()),
             Box::new(files::WriteFile),
-            Box::new(files::Patch),
+            Box::new(files::Patch::default()),
             Box::new(files::SearchFiles::default()),
             Box::new(todo::Todo),
             Box::new(memory::Memory),
