@@ -44,6 +44,12 @@ impl Older {
     pub fn count(&self) -> usize {
         self.rows.count
     }
+
+    /// Free up to `budget` of the messages read so far (a closed session's memory, freed in
+    /// steps); how many were freed.
+    pub fn shed(&mut self, budget: usize) -> usize {
+        crate::util::shed_tail(&mut self.read, budget)
+    }
 }
 
 /// Read one step for the sessions still loading, [`STEP`] messages in all per iteration.
