@@ -1,5 +1,6 @@
 //! The gateway: one thread, one `mio::Poll`. Each iteration reads input and dispatches it,
-//! fires due timers, drives runnable turns (`session/driver.rs`), steps the shutdown, commits
+//! fires due timers, drives runnable turns (`session/driver.rs`), then takes the tools'
+//! results (runs, stepped calls) and writes the MCP requests, steps the shutdown, commits
 //! everything appended (`commit.rs`, `persist/`: state.db, else the journal), and only then
 //! releases and writes the frames that announce it (held while nothing can be written).
 
@@ -322,12 +323,14 @@ impl Gateway {
         }
         self.read_input(now);
         self.fire_timers(now);
-        crate::tools::runs::pump(self, now);
-        crate::session::calls::step_due(self, now);
         crate::session::older::step(self, now);
         if self.drive_turns(now) {
             crate::flush::arm(self, now);
         }
+        // After the turns: a tool's result is committed and released in its own iteration,
+        // and the turn it wakes goes on to its next model call in the next one.
+        crate::tools::runs::pump(self, now);
+        crate::session::calls::step_due(self, now);
         crate::mcp::pump(self, now);
         self.step_shutdown(now);
         self.commit(now);
