@@ -3,7 +3,9 @@
 //! cached under `target/bench-state/`), against the same requests on a baseline database of
 //! 200 sessions of the same shape (so each request returns as much on both); then the worst
 //! loop stall, seen as a `ping` sent right behind each picker request, while 10 sessions
-//! stream. Figures are medians (and the worst) of round trips through the gateway's stdio.
+//! stream. Figures are medians (and the worst) of round trips through the gateway's stdio;
+//! search and the `session_search` tool's work are timed in process, the tool's loop time as
+//! the worst ping behind a turn that calls it, `sessions search` as a process start to exit.
 //!
 //! ```text
 //! cargo bench --bench big_db [-- --sessions 50000 --per-session 20 --repeat 15]
@@ -17,6 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tui_gateway::client::Client;
 use tui_gateway::store::{SearchQuery, Store};
+use tui_gateway::tools::session_search;
 
 use common::bigdb::{Shape, cached};
 use common::{STALL, TempDir, fmt_duration, gateway_bin};
@@ -256,7 +259,88 @@ fn measure(db: &Path, shape: &Shape, repeat: usize) -> Result<Figures, String> {
             })?,
         );
     }
+    // The session_search tool's work for a call (every step of it), in process.
+    let long_args = json!({"session_id": long});
+    let tool_calls = [
+        (
+            "session_search: a common word, limit 10",
+            json!({"query": shape.word_of_rank(1), "limit": 10}),
+        ),
+        (
+            "session_search: a rare word, limit 10",
+            json!({"query": shape.word_of_rank(5000), "limit": 10}),
+        ),
+        ("session_search: browse", json!({})),
+        ("session_search: read the long session", long_args),
+    ];
+    for (what, args) in &tool_calls {
+        add(
+            what,
+            timed(repeat, |_| {
+                let r = session_search::call(&store, "", args);
+                match r.error {
+                    Some(e) => Err(format!("{what}: {e}")),
+                    None => Ok(()),
+                }
+            })?,
+        );
+    }
     drop(store);
+    // Its loop time: the worst ping sent back to back while a turn calls it (the offline
+    // model's `%TOOL {args}`), from the prompt to the turn's end.
+    let searcher = call(&mut c, "session.create", json!({}))?;
+    let searcher = searcher["session_id"]
+        .as_str()
+        .ok_or("no session_id")?
+        .to_string();
+    for (what, args) in &tool_calls[..2] {
+        let mut worst = Duration::ZERO;
+        for _ in 0..repeat.min(5) {
+            let text = format!("%session_search {args}");
+            let id = c.send_request(
+                "prompt.submit",
+                json!({"session_id": searcher, "text": text}),
+            )?;
+            let mut ended = false;
+            let mut answered = false;
+            let end = Instant::now() + STALL;
+            while !(ended && answered) && Instant::now() < end {
+                let sent = Instant::now();
+                let ping = c.send_request("ping", json!({}))?;
+                c.wait_response(&ping, sent + STALL, |_, frame| {
+                    answered |= frame.get("id") == Some(&id);
+                    ended |= tui_gateway::client::event_type(&frame) == Some("message.complete");
+                })?;
+                worst = worst.max(sent.elapsed());
+            }
+            if !ended {
+                return Err(format!("{what}: the turn did not end"));
+            }
+        }
+        add(&format!("worst ping behind {what}"), (worst, worst));
+    }
+    // `tui-gateway sessions search TEXT`: a process of its own, start to exit.
+    for (what, rank) in [
+        ("`sessions search` (CLI): a common word", 1usize),
+        ("`sessions search` (CLI): a rare word", 5000),
+    ] {
+        let text = shape.word_of_rank(rank);
+        add(
+            what,
+            timed(repeat.min(5), |_| {
+                let out = std::process::Command::new(gateway_bin())
+                    .args(["sessions", "search", &text])
+                    .env("HERMES_HOME", home.path())
+                    .output()
+                    .map_err(|e| e.to_string())?;
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    Err(format!("{what}: {}", String::from_utf8_lossy(&out.stderr)))
+                }
+            })?,
+        );
+    }
 
     // The worst stall: 10 sessions stream while the picker's requests run, each with a ping
     // right behind it (its answer waits for whatever the loop does before it).

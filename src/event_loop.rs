@@ -289,6 +289,7 @@ impl Gateway {
             && (self.client.wants_read()
                 || self.sessions.has_runnable()
                 || self.sessions.has_loading()
+                || self.persist.freeing()
                 || self.runner.has_work()
                 || !self.tools.due.is_empty());
         if busy || self.exit_code.is_some() {

@@ -1,23 +1,211 @@
-//! What the gateway lends the layers below it: [`CallOwners`] over its own fields, so the tool
-//! side of a turn (`session/calls.rs`) works on the owners it uses, not on the gateway, and
+//! What the gateway lends the layers below it: [`CallOwners`] and [`TurnOwners`] over its own
+//! fields, so the tool side of a turn (`session/calls.rs`) and the driver (`session/driver.rs`,
+//! `compaction.rs`, `older.rs`) work on the owners they use, not on the gateway, and
 //! [`RunOwners`] for the runs (`tools/runs.rs`, `tools/process/`). The steps only the gateway
-//! can take (a run into the poll, the runner's events delivered, the turn ended) go to the
-//! modules that take them.
+//! can take (a run into the poll, the runner's events delivered, a token routed or released, a
+//! session's background processes stopped) go to the modules that take them. The
+//! `impl Gateway` here is what `methods/` and the loop call: one-line forwards to those.
 
 use std::time::Instant;
 
-use serde_json::Value;
+use mio::Token;
+use serde_json::{Value, json};
 
-use crate::event_loop::Gateway;
+use crate::event_loop::{Gateway, Route};
 use crate::rpc::Outbox;
 use crate::runner::{Closed, RunEnd, RunEvent, RunId, Runner};
+use crate::session::Session;
 use crate::session::calls::{CallOwners, CallParts};
-use crate::session::driver::TurnOwners;
+use crate::session::driver::{self, ModelParts, TurnOwners};
 use crate::session::registry::Registry;
-use crate::tools::Timer;
+use crate::session::ring::Rings;
+use crate::timer::{TimerId, TimerWheel};
 use crate::tools::asked::Asker;
 use crate::tools::runs::{self, Owner, RunControl, RunOwners};
-use crate::tools::{JobId, Tools};
+use crate::tools::{JobId, Timer, Tools};
+
+/// The key of the status-bar notice that says yolo is on.
+const YOLO_NOTICE: &str = "tui-gateway.yolo";
+
+/// What approvals and questions ask through on the gateway: the client, the sessions' events,
+/// the timers ([`crate::tools::asked::Asker`]).
+pub(crate) struct Asking<'a> {
+    client: &'a mut crate::rpc::client_conn::ClientConn,
+    sessions: &'a mut Registry,
+    rings: &'a mut Rings,
+    timers: &'a mut TimerWheel<crate::event_loop::Timer>,
+}
+
+impl Asker for Asking<'_> {
+    fn outbox(&mut self) -> &mut dyn Outbox {
+        self.client
+    }
+    fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
+        if let Some(s) = self.sessions.get_mut(rid) {
+            s.emit(self.client, kind, &payload, self.rings);
+        }
+        trim_rings(self.sessions, self.rings);
+    }
+    fn set_timer(&mut self, at: Instant, timer: Timer) -> TimerId {
+        self.timers.insert(at, timer)
+    }
+    fn cancel_timer(&mut self, id: TimerId) {
+        self.timers.cancel(id);
+    }
+}
+
+/// Keep every session's event ring together under the total, now and then.
+fn trim_rings(sessions: &mut Registry, rings: &mut Rings) {
+    if rings.trim_due() {
+        let all = sessions.values_mut().map(|s| &mut s.ring);
+        crate::session::ring::trim_total(rings, all);
+    }
+}
+
+impl Gateway {
+    /// Put a session in memory.
+    pub(crate) fn add_session(&mut self, s: Session) {
+        // Callers look the ids up first; a refusal here is a bug, said rather than hidden.
+        if let Err(s) = self.sessions.add(s) {
+            crate::diag!(
+                "[gateway] session {} ({}) is already live; not added again",
+                s.runtime_id,
+                s.stored_id
+            );
+        }
+    }
+
+    /// The runtime id of the live session with this stored id.
+    pub(crate) fn live_rid(&self, stored_id: &str) -> Option<&str> {
+        self.sessions.by_stored(stored_id)
+    }
+
+    /// The context window of `model` in tokens.
+    pub(crate) fn context_window_for(&self, model: &str) -> u64 {
+        // The offline model runs whatever the session's model is called.
+        let model = if self.provider.name() == "offline" {
+            "offline"
+        } else {
+            model
+        };
+        crate::model::context::context_window(&self.cfg, model)
+    }
+
+    /// The running turn of a session.
+    pub(crate) fn turn_mut(&mut self, rid: &str) -> Option<&mut crate::session::turn::Turn> {
+        self.sessions.get_mut(rid).and_then(|s| s.turn.as_mut())
+    }
+
+    pub(crate) fn alloc_token(&mut self, route: Route) -> Token {
+        let t = Token(self.next_token);
+        self.next_token += 1;
+        self.by_token.insert(t, route);
+        t
+    }
+
+    pub(crate) fn mark_dirty(&mut self, rid: &str) {
+        if self.sessions.contains_key(rid) {
+            self.persist.mark_dirty(rid);
+        }
+    }
+
+    pub(crate) fn schedule(&mut self, rid: &str) {
+        self.sessions.mark_runnable(rid);
+    }
+
+    /// Emit an event bound to a session: next seq, into the ring, onto the out-queue.
+    pub(crate) fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
+        self.asking().1.emit(rid, kind, payload);
+    }
+
+    pub(crate) fn emit_delta(&mut self, rid: &str, text: &str) {
+        if let Some(s) = self.sessions.get_mut(rid) {
+            s.emit_delta(&mut self.client, text, &mut self.rings);
+        }
+        trim_rings(&mut self.sessions, &mut self.rings);
+    }
+
+    /// The tools (their approvals and questions), and the client and timers they ask through.
+    pub(crate) fn asking(&mut self) -> (&mut Tools, Asking<'_>) {
+        let env = Asking {
+            client: &mut self.client,
+            sessions: &mut self.sessions,
+            rings: &mut self.rings,
+            timers: &mut self.timers,
+        };
+        (&mut self.tools, env)
+    }
+
+    /// The TUI's status bar has no yolo mark of its own: a sticky notice stands there while the
+    /// session the TUI shows has yolo on. Sent when yolo changes and when a session comes into
+    /// view (created, resumed, activated), since the notice belongs to the TUI, not the session.
+    pub(crate) fn emit_yolo_notice(&mut self, rid: &str) {
+        let Some(on) = self.sessions.get(rid).map(|s| s.yolo) else {
+            return;
+        };
+        if on {
+            self.emit(
+                rid,
+                "notification.show",
+                json!({"key": YOLO_NOTICE, "kind": "sticky", "level": "warn", "text": "yolo on"}),
+            );
+        } else {
+            self.emit(rid, "notification.clear", json!({ "key": YOLO_NOTICE }));
+        }
+    }
+
+    /// Append the user's prompt and start a turn for it.
+    pub(crate) fn start_prompt(&mut self, rid: &str, text: String, now: Instant) {
+        driver::start_prompt(self, rid, text, now);
+    }
+
+    /// Run `text` as the session's next prompt: now when it is idle, else after the running
+    /// turn (queued, and stored with the queue). Whether it was queued.
+    pub(crate) fn submit_prompt(&mut self, rid: &str, text: String, now: Instant) -> bool {
+        driver::submit_prompt(self, rid, text, now)
+    }
+
+    /// Drive the runnable turns (none while the client is not reading); true when one
+    /// streamed text.
+    pub(crate) fn drive_turns(&mut self, now: Instant) -> bool {
+        !self.paused() && driver::drive_turns(self, now)
+    }
+
+    /// Do work on behalf of `owner`'s session; a panic in it ends that turn alone.
+    pub(crate) fn isolated(
+        &mut self,
+        owner: Option<&str>,
+        now: Instant,
+        work: impl FnOnce(&mut Gateway),
+    ) {
+        driver::isolated(self, owner, now, work);
+    }
+
+    pub(crate) fn emit_info(&mut self, rid: &str) {
+        driver::emit_info(self, rid);
+    }
+
+    /// Stop a running turn: abort the model call, keep what it said, end it `interrupted`.
+    pub(crate) fn interrupt_turn(&mut self, rid: &str, now: Instant) -> bool {
+        driver::interrupt_turn(self, rid, now)
+    }
+
+    /// End a session's row and take it out of memory; it stays resumable from the store.
+    pub(crate) fn retire(&mut self, rid: &str, reason: &str, now: Instant) {
+        driver::retire(self, rid, reason, now);
+    }
+
+    /// Start summarising the older part of the session's transcript as its turn.
+    pub(crate) fn start_compaction(
+        &mut self,
+        rid: &str,
+        reply_to: Option<crate::rpc::frame::Id>,
+        focus: Option<&str>,
+        now: Instant,
+    ) -> bool {
+        crate::session::compaction::start(self, rid, reply_to, focus, now)
+    }
+}
 
 impl CallOwners for Gateway {
     fn sessions(&mut self) -> &mut Registry {
@@ -64,10 +252,10 @@ impl CallOwners for Gateway {
         crate::tools::process::after_tool(self, now);
     }
     fn end_turn(&mut self, rid: &str, status: &str, error: Option<String>, now: Instant) {
-        Gateway::end_turn(self, rid, status, error, now);
+        driver::end_turn(self, rid, status, error, now);
     }
     fn isolated(&mut self, owner: Option<&str>, now: Instant, work: impl FnOnce(&mut Self)) {
-        Gateway::isolated(self, owner, now, work);
+        driver::isolated(self, owner, now, work);
     }
 }
 
@@ -75,8 +263,42 @@ impl TurnOwners for Gateway {
     fn emit_delta(&mut self, rid: &str, text: &str) {
         Gateway::emit_delta(self, rid, text);
     }
-    fn turn_token(&mut self, rid: &str) -> mio::Token {
-        self.alloc_token(crate::event_loop::Route::Turn(rid.to_string()))
+    fn turn_token(&mut self, rid: &str) -> Token {
+        self.alloc_token(Route::Turn(rid.to_string()))
+    }
+    fn release_token(&mut self, token: Token) {
+        self.by_token.remove(&token);
+    }
+    fn model_parts(&mut self) -> ModelParts<'_> {
+        ModelParts {
+            sessions: &mut self.sessions,
+            provider: self.provider.as_mut(),
+            registry: self.poll.registry(),
+            schemas: self.tools.registry.schemas(),
+            home: &self.cfg.home,
+            events: &mut self.scratch,
+        }
+    }
+    fn session_info(&mut self, rid: &str) -> Option<Value> {
+        let tools = self.tools.registry.toolsets();
+        let mcp = crate::mcp::status(&self.mcp);
+        self.sessions.get(rid).map(|s| s.info(tools, mcp))
+    }
+    fn compaction_window(&self, model: &str) -> u64 {
+        crate::session::compaction::context_window(&self.cfg, model)
+    }
+    fn session_gone(&mut self, rid: &str, now: Instant) {
+        crate::tools::process::session_gone(self, rid, now);
+    }
+    fn retire_session(&mut self, s: Session) {
+        self.persist.retire(s);
+    }
+    fn fresh_names(&mut self, title: Option<&str>, started_at: f64) -> (String, Option<String>) {
+        use crate::session::naming;
+        let id = naming::new_stored_id(&self.sessions, &self.persist, started_at);
+        let store = self.persist.store();
+        let title = title.map(|t| naming::unique_title(&self.sessions, store, t, &id));
+        (id, title)
     }
 }
 

@@ -73,6 +73,14 @@ pub fn human_time(unix: f64) -> String {
     format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}")
 }
 
+/// Drop up to `budget` of `v`'s last elements (a long vector freed a piece at a time); how
+/// many were dropped.
+pub fn shed_tail<T>(v: &mut Vec<T>, budget: usize) -> usize {
+    let n = v.len().min(budget);
+    v.truncate(v.len() - n);
+    n
+}
+
 /// At most `max` characters of `s`, with `…` when cut.
 pub fn clip(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {

@@ -287,6 +287,35 @@ fn write_submit_and_close_reach_the_processs_stdin() {
 }
 
 #[test]
+fn a_background_command_whose_shell_directory_is_gone_says_where_it_ran() {
+    let mut b = bg("bg-gone-dir");
+    let gone = std::env::temp_dir().join(format!("tuigw-gone-{}", b.m));
+    std::fs::create_dir_all(&gone).unwrap();
+    let r = b.tool(
+        "terminal",
+        json!({"command": format!("cd {}", gone.display())}),
+    );
+    assert_eq!(r["exit_code"], 0, "{r}");
+    std::fs::remove_dir_all(&gone).unwrap();
+    let command = format!("pwd # .{}", b.m);
+    let r = b.tool("terminal", json!({"command": command, "background": true}));
+    let output = r["output"].as_str().unwrap_or_else(|| panic!("{r}"));
+    let note = format!(
+        "Background process started\n[the working directory {} no longer exists: this command ran in ",
+        gone.display()
+    );
+    assert!(output.starts_with(&note), "{r}");
+    let ran_in = output[note.len()..].trim_end_matches(']');
+    let id = r["session_id"].as_str().unwrap().to_string();
+    let w = b.process(json!({"action": "wait", "session_id": id}));
+    assert_eq!(
+        w["output"],
+        format!("{ran_in}\n"),
+        "it ran where it says: {w}"
+    );
+}
+
+#[test]
 fn output_past_the_cap_drops_the_oldest_and_log_says_so() {
     let mut b = bg("bg-cap");
     // 588,895 bytes, well past the 200,000 kept.

@@ -349,6 +349,68 @@ fn exit_codes_say_what_happened() {
     assert!(r["error"].as_str().unwrap().contains("mock says no"), "{r}");
 }
 
+/// The record's times add up: the model's time is what the model took (a slow offline model
+/// here), the overhead is the wall time in neither the model nor a tool.
+#[test]
+fn the_record_splits_wall_time_into_model_tool_and_gateway_overhead() {
+    let e = Exec::new("times");
+    let out = e.run_env(&["$ sleep 0.2"], &[("TUI_GATEWAY_OFFLINE_DELAY_MS", "20")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = record_in(&out.stderr);
+    let f = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k}: {r}"));
+    let (wall, model, tool, overhead) =
+        (f("wall_ms"), f("model_ms"), f("tool_ms"), f("overhead_ms"));
+    // Two model calls of a few words at 20 ms a word; a 0.2 s tool.
+    assert!(model >= 40.0, "model_ms {model}: {r}");
+    assert!(tool >= 200.0, "tool_ms {tool}: {r}");
+    assert!(overhead >= 0.0 && overhead < wall, "{r}");
+    assert!(
+        (wall - model - tool - overhead).abs() < 1.0,
+        "wall = model + tool + overhead: {r}"
+    );
+}
+
+#[test]
+fn sigint_interrupts_one_task_with_exit_3_and_its_record() {
+    let e = Exec::new("sigint-one");
+    let (sleep, marker) = marked_sleep(30);
+    let _reaper = common::procfs::Reaper(marker.clone());
+    let child = e.spawn(&[&sleep], &[]);
+    common::procfs::wait_for_proc("sleep", &marker, T);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = finish(child);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let r = record_in(&out.stderr);
+    assert_eq!(r["status"], "interrupted", "{r}");
+    assert_eq!(r["exit_code"], 3, "{r}");
+    assert_nothing_left(&marker);
+    // The session is stored and ended.
+    let stored = r["session_id"].as_str().unwrap().to_string();
+    let ended: Option<f64> = e
+        .db()
+        .query_row(
+            "SELECT ended_at FROM sessions WHERE id = ?1",
+            [&stored],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert!(ended.is_some(), "{r}");
+}
+
+#[test]
+fn a_gateway_that_cannot_start_exits_6() {
+    let e = Exec::new("nostart");
+    // state.db cannot be opened: a directory stands where it goes.
+    std::fs::create_dir_all(e.home.db_path().join("x")).unwrap();
+    let out = e.run(&["hi"]);
+    assert_eq!(out.status.code(), Some(6), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("cannot start the gateway"));
+}
+
 /// A dangerous but harmless command: `rm -rf` of a scratch directory of the test.
 fn scratch(e: &Exec, name: &str) -> (PathBuf, String) {
     let dir = e.dir().join(name);
@@ -394,7 +456,7 @@ fn bad_task_files_are_refused_whole_with_every_bad_line_named() {
     let e = Exec::new("badfile");
     let file = e.write(
         "bad.jsonl",
-        "{\"id\":\"ok\",\"prompt\":\"fine\"}\n{not json\n{\"id\":\"p\"}\n{\"prompt\":\"no id\"}\n{\"id\":\"ok\",\"prompt\":\"dup\"}\n{\"id\":\"t\",\"prompt\":\"x\",\"timeout\":\"soon\"}\n",
+        "{\"id\":\"ok\",\"prompt\":\"fine\"}\n{not json\n{\"id\":\"p\"}\n{\"prompt\":\"no id\"}\n{\"id\":\"ok\",\"prompt\":\"dup\"}\n{\"id\":\"t\",\"prompt\":\"x\",\"timeout\":\"soon\"}\n[1,2]\n{\"id\":\"e\",\"prompt\":\"  \"}\n",
     );
     let out = e.run(&["--tasks", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
@@ -405,6 +467,8 @@ fn bad_task_files_are_refused_whole_with_every_bad_line_named() {
         "line 4: missing \"id\"",
         "line 5: duplicate id \"ok\"",
         "line 6: \"timeout\"",
+        "line 7: not a JSON object",
+        "line 8: \"prompt\" must be a non-empty string",
         "nothing was run",
     ] {
         assert!(err.contains(want), "{want}: {err}");
@@ -596,6 +660,113 @@ fn a_kill_mid_run_then_continue_skips_the_finished_tasks() {
 }
 
 #[test]
+fn a_progress_bar_shows_on_a_terminal() {
+    use std::io::Read;
+    let e = Exec::new("progress");
+    let lines: Vec<Value> = (0..3)
+        .map(|i| json!({"id": format!("p{i}"), "prompt": "hello"}))
+        .collect();
+    let file = e.write("p.jsonl", &tasks_file(&lines));
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    let mut cmd = e.command(&["--tasks", file.to_str().unwrap()]);
+    cmd.stderr(Stdio::from(pty.slave));
+    let child = cmd.spawn().unwrap();
+    drop(cmd);
+    let mut master = std::fs::File::from(pty.master);
+    let (chunks, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        // Ends when the last holder of the terminal closes it (EIO) or the test is gone.
+        while let Ok(n @ 1..) = master.read(&mut buf) {
+            if chunks.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let out = finish(child);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    let mut terminal = Vec::new();
+    let deadline = Instant::now() + T;
+    while !text(&terminal).contains("tasks/s\r\n") && Instant::now() < deadline {
+        match seen.recv_timeout(ms(50)) {
+            Ok(chunk) => terminal.extend(chunk),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(_) => break,
+        }
+    }
+    let terminal = text(&terminal);
+    assert!(
+        terminal.contains("] 3/3  done 3  failed 0"),
+        "no finished bar: {terminal:?}"
+    );
+    assert!(
+        terminal.contains("\x1b[K"),
+        "redrawn in place: {terminal:?}"
+    );
+}
+
+#[test]
+fn continue_ignores_a_record_cut_short_and_reruns_its_task() {
+    let e = Exec::new("cut");
+    let lines: Vec<Value> = ["a", "b", "c"]
+        .iter()
+        .map(|id| json!({"id": id, "prompt": "hello"}))
+        .collect();
+    let file = e.write("c.jsonl", &tasks_file(&lines));
+    // As a SIGKILL mid-write leaves it: one whole record, then half of the next.
+    let whole = json!({"type": "exec.result", "task_id": "a", "status": "done"});
+    e.write(
+        "c.results.jsonl",
+        &format!("{whole}\n{{\"type\":\"exec.result\",\"task_id\":\"b\",\"sta"),
+    );
+    let out = e.run(&["--tasks", file.to_str().unwrap(), "--continue"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = summary_in(&out.stdout);
+    assert_eq!(
+        (s["skipped"].as_u64(), s["ran"].as_u64()),
+        (Some(1), Some(2)),
+        "{s}"
+    );
+    let recs = records(&e.dir().join("c.results.jsonl"));
+    let ids: Vec<&str> = recs
+        .iter()
+        .map(|r| r["task_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3, "every whole line parses: {recs:?}");
+    assert!(ids.contains(&"b") && ids.contains(&"c"), "{ids:?}");
+}
+
+#[test]
+fn a_provider_that_reports_no_price_leaves_the_cost_unknown() {
+    let mock = MockAi::start(|_| Reply::Stream(Stream::new(text_events(&["fine"], "stop", None))));
+    let e = Exec::new("noprice");
+    let out = e.run_env(
+        &["--provider", "openai", "hi"],
+        &[
+            ("OPENAI_BASE_URL", &mock.base_url()),
+            ("OPENAI_API_KEY", "sk-test"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = record_in(&out.stderr);
+    assert!(r["cost_usd"].is_null(), "{r}");
+    let stored = r["session_id"].as_str().unwrap().to_string();
+    let (estimated, actual, status, source): (Option<f64>, Option<f64>, String, String) = e
+        .db()
+        .query_row(
+            "SELECT estimated_cost_usd, actual_cost_usd, cost_status, cost_source
+             FROM sessions WHERE id = ?1",
+            [&stored],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (estimated, actual, status.as_str(), source.as_str()),
+        (None, None, "unknown", "none")
+    );
+}
+
+#[test]
 fn session_rows_fill_hermes_accounting_columns() {
     // A provider that reports cache, reasoning and cost figures (OpenAI and OpenRouter names).
     let usage = json!({
@@ -665,6 +836,15 @@ fn session_rows_fill_hermes_accounting_columns() {
         "{row:?}"
     );
     assert!((row.6 - 0.0084).abs() < 1e-9, "{row:?}");
+    let actual: f64 = e
+        .db()
+        .query_row(
+            "SELECT actual_cost_usd FROM sessions WHERE id = ?1",
+            [&stored],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!((actual - 0.0084).abs() < 1e-9, "actual_cost_usd {actual}");
     assert_eq!(
         (row.7.as_str(), row.8.as_str(), row.9.as_str()),
         ("actual", "provider_cost_api", "openai")

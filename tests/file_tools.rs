@@ -7,7 +7,7 @@
 mod common;
 mod mockai;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use common::*;
 use mockai::*;
@@ -845,4 +845,30 @@ fn relative_paths_follow_the_terminals_cd_as_in_hermes() {
     b.call("terminal", json!({"command": "cd .."}));
     let (_, row) = b.call("read_file", json!({"path": "x.txt"}));
     assert_eq!(row["content"], "1|top", "{row}");
+
+    // The boundary of free writes is the session's directory, wherever the shell went: a
+    // relative write after `cd /` lands in `/` and asks.
+    b.call("terminal", json!({"command": "cd /"}));
+    let name = format!("tuigw-outside-{}.txt", std::process::id());
+    let start = submit(
+        &mut b.g,
+        &b.sid,
+        &format!("%write_file {}", json!({"path": name, "content": "x"})),
+    );
+    let req = b.g.wait_session_event(&b.sid, "approval.request", T);
+    let p = &req["payload"];
+    assert!(
+        p["description"]
+            .as_str()
+            .unwrap()
+            .contains("outside the working directory"),
+        "{p}"
+    );
+    assert_eq!(p["command"], format!("write /{name}"), "{p}");
+    b.g.call(
+        "approval.respond",
+        json!({"session_id": b.sid, "choice": "deny"}),
+    );
+    b.g.finish_turn(&b.sid, start, T);
+    assert!(!Path::new("/").join(&name).exists());
 }

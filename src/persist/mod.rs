@@ -13,7 +13,7 @@
 pub mod journal;
 pub mod retry;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,11 @@ use retry::Retries;
 /// left open. While the loop runs a write never waits for a lock: it fails at once and is
 /// retried on the timer (`retry.rs`), so other sessions are not stalled.
 const FOLD_WAIT: Duration = Duration::from_secs(2);
+
+/// Messages of committed closed sessions freed per loop iteration: dropping a 100,000-message
+/// transcript at once held the loop for ~5–18 ms (a free per string); a step of this many
+/// costs a fraction of a millisecond.
+pub const FREE_STEP: usize = 8_192;
 
 /// Methods whose answers announce nothing durable, so they are written even while the output
 /// is held: every other frame (an answer saying a prompt, a session or a title was taken, any
@@ -78,6 +83,10 @@ pub trait Unit {
     fn committed(&mut self);
     /// Its messages, and how many of them the store lacks (for the report at exit).
     fn messages(&self) -> (usize, usize);
+    /// Free up to `budget` of the messages it holds in memory, once the store holds it all
+    /// and it is gone from memory's point of view; how many were freed (fewer than `budget`:
+    /// none is left, and dropping the rest costs little).
+    fn shed(&mut self, budget: usize) -> usize;
 }
 
 /// The live sessions by runtime id, as the owner reads and marks them (the session registry).
@@ -148,6 +157,9 @@ pub struct Persistence<U, S = Store, J = Journal> {
     /// them must wait.
     unjournaled: BTreeSet<String>,
     retired: Vec<Retired<U>>,
+    /// Closed sessions the store holds whole (or deleted), their memory freed [`FREE_STEP`]
+    /// messages per commit so no iteration pays for a whole long transcript.
+    freeing: VecDeque<U>,
     /// Stored id → seq of its latest journal record, until a commit covers it.
     journaled: HashMap<String, u64>,
     next_seq: u64,
@@ -212,9 +224,12 @@ impl<U: Unit> Persistence<U, Store, Journal> {
     /// Delete a stored session (and a closed copy waiting for its commit); false when there
     /// was none. A later fold of this process's journal skips it.
     pub fn delete(&mut self, stored_id: &str) -> Result<bool, StoreError> {
-        let before = self.retired.len();
-        self.retired.retain(|r| r.session.stored_id() != stored_id);
-        let was_retired = self.retired.len() != before;
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retired)
+            .into_iter()
+            .partition(|r| r.session.stored_id() == stored_id);
+        self.retired = kept;
+        let was_retired = !gone.is_empty();
+        self.freeing.extend(gone.into_iter().map(|r| r.session));
         let seq = self.journaled.get(stored_id).copied();
         let deleted = self.store.delete(stored_id, seq)?;
         self.journaled.remove(stored_id);
@@ -275,6 +290,7 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
             dirty: BTreeSet::new(),
             unjournaled: BTreeSet::new(),
             retired: Vec::new(),
+            freeing: VecDeque::new(),
             journaled: HashMap::new(),
             next_seq: 1,
             journal_retry_at: None,
@@ -373,7 +389,27 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
             }
             self.write_journal(sessions, now);
         }
+        self.free_step();
         self.settle()
+    }
+
+    /// Whether closed sessions' memory is still being freed (the loop must come round again).
+    pub fn freeing(&self) -> bool {
+        !self.freeing.is_empty()
+    }
+
+    /// Free up to [`FREE_STEP`] messages of the committed closed sessions, oldest close first.
+    fn free_step(&mut self) {
+        let mut budget = FREE_STEP;
+        while budget > 0
+            && let Some(s) = self.freeing.front_mut()
+        {
+            let freed = s.shed(budget);
+            if freed < budget {
+                self.freeing.pop_front();
+            }
+            budget -= freed;
+        }
     }
 
     /// The final commit at shutdown: every retry is due and a lock is waited for until
@@ -580,16 +616,16 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
 
     /// The store holds these closed sessions now (indexes into `retired`).
     fn committed_retired(&mut self, landed: &[usize]) {
-        let mut i = 0;
-        self.retired.retain(|r| {
-            let keep = !landed.contains(&i);
-            i += 1;
-            if !keep {
-                self.journaled.remove(r.session.stored_id());
-                self.retries.session_ok(r.session.stored_id());
-            }
-            keep
-        });
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retired)
+            .into_iter()
+            .enumerate()
+            .partition(|(i, _)| landed.contains(i));
+        self.retired = kept.into_iter().map(|(_, r)| r).collect();
+        for (_, r) in gone {
+            self.journaled.remove(r.session.stored_id());
+            self.retries.session_ok(r.session.stored_id());
+            self.freeing.push_back(r.session);
+        }
     }
 
     fn store_ok(&mut self) {

@@ -330,6 +330,34 @@ fn a_closed_session_waits_for_its_commit_and_can_be_taken_back() {
     assert_eq!(r.stored("a"), 1);
 }
 
+/// A long closed session stays whole until the store holds it, then its memory is freed
+/// `FREE_STEP` messages per commit (no iteration pays for all of it).
+#[test]
+fn a_long_closed_session_is_freed_a_step_per_commit_once_stored() {
+    let mut r = Rig::new(&["a"]);
+    assert_eq!(r.commit(Duration::ZERO), Publish::Release);
+    let long = FREE_STEP * 2 + 1;
+    let mut s = r.sessions.remove("a").unwrap();
+    for i in 0..long {
+        s.append(Message::new(Role::User, Some(format!("m{i}")), 2.0));
+    }
+    s.ended = Some((3.0, "tui_close".into()));
+    r.world.borrow_mut().down = Some(ErrorKind::Busy);
+    r.p.retire(s);
+    assert_eq!(r.commit(Duration::from_millis(10)), Publish::Release);
+    assert!(r.p.is_retired("stored-a"), "kept whole until stored");
+    assert!(!r.p.freeing());
+    r.world.borrow_mut().down = None;
+    r.commit(Duration::from_millis(1010));
+    assert_eq!(r.stored("a"), long);
+    assert!(!r.p.is_retired("stored-a"));
+    assert!(r.p.freeing(), "a step freed, the rest waits");
+    r.commit(Duration::from_millis(1020));
+    assert!(r.p.freeing());
+    r.commit(Duration::from_millis(1030));
+    assert!(!r.p.freeing(), "2 steps and 1 message: freed in 3 commits");
+}
+
 #[test]
 fn the_final_commit_tries_everything_at_once() {
     let mut r = Rig::new(&["a"]);

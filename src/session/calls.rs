@@ -576,14 +576,22 @@ fn answer_unrun(
     gw.mark_dirty(rid);
 }
 
-/// [`CallOwners`] for unit tests: a fake outbox and a timer wheel on a fake clock
-/// (`FakeAsker`), a registry of scripted tools, a store that holds or not, and a gateway side
-/// that only records what it was asked to do.
+/// [`CallOwners`] and [`TurnOwners`](crate::session::driver::TurnOwners) for unit tests: a
+/// fake outbox and a timer wheel on a fake clock (`FakeAsker`), a registry of scripted tools, a
+/// scripted model, a store that holds or not, and a gateway side that only records what it was
+/// asked to do. Turns end and fail through the driver's own `end_turn` and `isolated`.
 #[cfg(test)]
 pub(crate) mod fake {
 
+    use std::cell::Cell;
+    use std::collections::VecDeque;
+    use std::rc::Rc;
+
     use super::*;
-    use crate::session::bare_session;
+    use crate::model::{CallContext, ModelCall, ModelEvent, ModelRequest, Progress, Provider};
+    use crate::rpc::Outbox;
+    use crate::session::driver::{self, ModelParts, TurnOwners};
+    use crate::session::{Session, bare_session};
     use crate::tools::Ask;
     use crate::tools::asked::fake::FakeAsker;
 
@@ -643,6 +651,93 @@ pub(crate) mod fake {
         }
     }
 
+    /// How a scripted model call goes on after it said its events.
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    pub enum Then {
+        /// The call is over.
+        Finish,
+        /// The call waits (for a server that says nothing more).
+        Wait,
+        /// The provider panics (a bug in the gateway's own code).
+        Panic,
+    }
+
+    /// A model whose calls each say the next scripted round; a call with no round scripted
+    /// answers "ok".
+    #[derive(Default)]
+    pub struct ScriptedModel {
+        pub rounds: VecDeque<(Vec<ModelEvent>, Then)>,
+        /// How many calls were started.
+        pub started: usize,
+        /// How many calls were aborted.
+        pub aborted: Rc<Cell<usize>>,
+    }
+
+    impl ScriptedModel {
+        /// Script the next call: `events`, then `then`.
+        pub fn round(&mut self, events: Vec<ModelEvent>, then: Then) {
+            self.rounds.push_back((events, then));
+        }
+    }
+
+    /// The end of a model's answer.
+    pub fn done() -> ModelEvent {
+        ModelEvent::Done {
+            finish_reason: "stop".into(),
+            usage: Default::default(),
+        }
+    }
+
+    struct ScriptedCall {
+        events: Vec<ModelEvent>,
+        then: Then,
+        aborted: Rc<Cell<usize>>,
+    }
+
+    impl ModelCall for ScriptedCall {
+        fn advance(
+            &mut self,
+            _ctx: &mut CallContext<'_>,
+            _now: Instant,
+            out: &mut Vec<ModelEvent>,
+        ) -> Progress {
+            out.append(&mut self.events);
+            match self.then {
+                Then::Finish => Progress::Finished,
+                Then::Wait => Progress::Wait(None),
+                Then::Panic => panic!("a scripted bug"),
+            }
+        }
+        fn abort(&mut self, _ctx: &mut CallContext<'_>) {
+            self.aborted.set(self.aborted.get() + 1);
+        }
+    }
+
+    impl Provider for ScriptedModel {
+        fn name(&self) -> &str {
+            "scripted"
+        }
+        fn default_model(&self) -> &str {
+            "scripted"
+        }
+        fn start(
+            &mut self,
+            _req: ModelRequest<'_>,
+            _ctx: &mut CallContext<'_>,
+        ) -> Box<dyn ModelCall> {
+            self.started += 1;
+            let (events, then) = self
+                .rounds
+                .pop_front()
+                .unwrap_or_else(|| (vec![ModelEvent::Text("ok".into()), done()], Then::Finish));
+            Box::new(ScriptedCall {
+                events,
+                then,
+                aborted: self.aborted.clone(),
+            })
+        }
+    }
+
     pub struct Fake {
         pub sessions: Registry,
         pub tools: Tools,
@@ -653,6 +748,18 @@ pub(crate) mod fake {
         pub dirty: Vec<String>,
         /// The turns ended, with their status.
         pub ended: Vec<(String, String)>,
+        pub model: ScriptedModel,
+        /// Only for the model calls' registry argument: the scripted calls register nothing.
+        pub poll: mio::Poll,
+        pub events: Vec<ModelEvent>,
+        /// The turns' tokens given back.
+        pub released: Vec<mio::Token>,
+        /// The context window compaction works against.
+        pub window: u64,
+        /// The sessions whose background processes were stopped.
+        pub gone: Vec<String>,
+        /// The sessions handed to persistence as they left memory.
+        pub retired: Vec<Session>,
     }
 
     impl Fake {
@@ -688,6 +795,13 @@ pub(crate) mod fake {
                 parked: Vec::new(),
                 dirty: Vec::new(),
                 ended: Vec::new(),
+                model: ScriptedModel::default(),
+                poll: mio::Poll::new().expect("a poll"),
+                events: Vec::new(),
+                released: Vec::new(),
+                window: 1 << 20,
+                gone: Vec::new(),
+                retired: Vec::new(),
             }
         }
 
@@ -785,14 +899,50 @@ pub(crate) mod fake {
         }
         fn settle_runs(&mut self, _now: Instant) {}
         fn after_tool(&mut self, _now: Instant) {}
-        fn end_turn(&mut self, rid: &str, status: &str, _error: Option<String>, _now: Instant) {
-            if let Some(s) = self.sessions.get_mut(rid) {
-                s.turn = None;
-            }
+        fn end_turn(&mut self, rid: &str, status: &str, error: Option<String>, now: Instant) {
             self.ended.push((rid.to_string(), status.to_string()));
+            driver::end_turn(self, rid, status, error, now);
         }
-        fn isolated(&mut self, _owner: Option<&str>, _now: Instant, work: impl FnOnce(&mut Self)) {
-            work(self)
+        fn isolated(&mut self, owner: Option<&str>, now: Instant, work: impl FnOnce(&mut Self)) {
+            driver::isolated(self, owner, now, work);
+        }
+    }
+
+    impl TurnOwners for Fake {
+        fn emit_delta(&mut self, rid: &str, text: &str) {
+            self.asker.out.delta(rid, 0, text);
+        }
+        fn turn_token(&mut self, _rid: &str) -> mio::Token {
+            mio::Token(7)
+        }
+        fn release_token(&mut self, token: mio::Token) {
+            self.released.push(token);
+        }
+        fn model_parts(&mut self) -> ModelParts<'_> {
+            ModelParts {
+                sessions: &mut self.sessions,
+                provider: &mut self.model,
+                registry: self.poll.registry(),
+                schemas: self.tools.registry.schemas(),
+                home: Path::new("/nonexistent/tuigw-calls-test"),
+                events: &mut self.events,
+            }
+        }
+        fn session_info(&mut self, rid: &str) -> Option<Value> {
+            let tools = self.tools.registry.toolsets();
+            self.sessions.get(rid).map(|s| s.info(tools, json!([])))
+        }
+        fn compaction_window(&self, _model: &str) -> u64 {
+            self.window
+        }
+        fn session_gone(&mut self, rid: &str, _now: Instant) {
+            self.gone.push(rid.to_string());
+        }
+        fn retire_session(&mut self, s: Session) {
+            self.retired.push(s);
+        }
+        fn fresh_names(&mut self, title: Option<&str>, _at: f64) -> (String, Option<String>) {
+            ("s2".to_string(), title.map(|t| format!("{t} #2")))
         }
     }
 }
@@ -860,8 +1010,10 @@ mod tests {
         assert!(gw.ended.is_empty());
         interrupt(&mut gw, RID, now);
         let said = gw.said();
-        assert_eq!(said.len(), 1, "{said:?}");
+        let kinds: Vec<&str> = said.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(kinds, ["tool.complete", "message.complete", "session.info"]);
         assert_eq!(said[0].1["error"], "cancelled");
+        assert_eq!(said[1].1["status"], "interrupted");
         assert_eq!(gw.ended, [(RID.to_string(), "interrupted".to_string())]);
         let ids: Vec<String> = gw.tool_messages().into_iter().map(|(id, _)| id).collect();
         assert_eq!(ids, ["c1", "c2"], "the call never started is answered too");

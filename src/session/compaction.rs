@@ -1,18 +1,19 @@
 //! Compaction: when a session's context nears the model's window (after a turn) or on
 //! `/compress`, the model summarises the older turns; the live session moves to a new stored
 //! session (`parent_session_id` = the old one) holding the summary and the latest turn, and the
-//! old one keeps the full history, ended `compression` — all in one commit.
+//! old one keeps the full history, ended `compression` — all in one commit. It works on the
+//! driver's [`TurnOwners`]; what becomes of a summary ([`judge`]) is a pure decision.
 
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use crate::event_loop::{Gateway, Route};
 use crate::rpc::frame::RpcError;
-use crate::session::Persisted;
-use crate::session::naming;
+use crate::session::driver::{self, TurnOwners};
 use crate::session::transcript::{self, Message, Role};
 use crate::session::turn::Turn;
+use crate::session::{Persisted, Session};
+use crate::tools::asked::Asker;
 use crate::util;
 
 /// The conventions compaction writes into messages live with the messages (`transcript.rs`).
@@ -118,199 +119,193 @@ pub fn figures(before: (usize, u64), after: (usize, u64)) -> Value {
     })
 }
 
-impl Gateway {
-    /// Start summarising `transcript[..split]` as this session's turn.
-    pub(crate) fn start_compaction(
-        &mut self,
-        rid: &str,
-        reply_to: Option<crate::rpc::frame::Id>,
-        focus: Option<&str>,
-        now: Instant,
-    ) -> bool {
-        let token = self.alloc_token(Route::Turn(rid.to_string()));
-        let Some(s) = self.sessions.get_mut(rid) else {
-            self.by_token.remove(&token);
-            return false;
-        };
-        let Some(split) = split_point(&s.transcript) else {
-            self.by_token.remove(&token);
-            return false;
-        };
-        let job = Job {
-            reply_to,
-            request: build_request(&s.transcript[..split], focus),
-            split,
-            before_messages: s.transcript.len(),
-            before_tokens: estimate_tokens(&s.transcript),
-        };
-        let text = format!(
-            "⠋ compressing {} messages (~{} tok)…",
-            job.before_messages, job.before_tokens
-        );
-        let mut turn = Turn::new(token);
-        turn.compaction = Some(Box::new(job));
-        s.turn = Some(turn);
-        s.last_active = now;
-        self.emit(
-            rid,
-            "status.update",
-            json!({"kind": "compressing", "text": text}),
-        );
-        self.schedule(rid);
-        true
-    }
+/// Start summarising `transcript[..split]` as this session's turn.
+pub(crate) fn start(
+    gw: &mut impl TurnOwners,
+    rid: &str,
+    reply_to: Option<crate::rpc::frame::Id>,
+    focus: Option<&str>,
+    now: Instant,
+) -> bool {
+    let token = gw.turn_token(rid);
+    let Some(s) = gw.sessions().get_mut(rid) else {
+        gw.release_token(token);
+        return false;
+    };
+    let Some(split) = split_point(&s.transcript) else {
+        gw.release_token(token);
+        return false;
+    };
+    let job = Job {
+        reply_to,
+        request: build_request(&s.transcript[..split], focus),
+        split,
+        before_messages: s.transcript.len(),
+        before_tokens: estimate_tokens(&s.transcript),
+    };
+    let text = format!(
+        "⠋ compressing {} messages (~{} tok)…",
+        job.before_messages, job.before_tokens
+    );
+    let mut turn = Turn::new(token);
+    turn.compaction = Some(Box::new(job));
+    s.turn = Some(turn);
+    s.last_active = now;
+    gw.emit(
+        rid,
+        "status.update",
+        json!({"kind": "compressing", "text": text}),
+    );
+    gw.sessions().mark_runnable(rid);
+    true
+}
 
-    /// The compaction turn ended: with the summary, or with why not.
-    pub(crate) fn finish_compaction(
-        &mut self,
-        rid: &str,
-        job: Job,
-        result: Result<String, String>,
-        now: Instant,
-    ) {
-        let outcome = match result {
-            Ok(summary) if summary.trim().is_empty() => {
-                Err("the model returned an empty summary".to_string())
-            }
-            // Automatic compaction must shrink the context, or it would run again after
-            // every turn for nothing.
-            Ok(summary) if job.reply_to.is_none() && !self.shrinks(rid, &job, &summary) => {
-                Err("the summary would not be smaller than what it replaces".to_string())
-            }
-            Ok(summary) => Ok(self.rotate(rid, &job, &summary)),
-            Err(e) => Err(e),
-        };
-        match (&job.reply_to, outcome) {
-            (Some(id), Ok(answer)) => {
-                let id = id.clone();
-                self.outbox().answer(&id, &answer);
-            }
-            (Some(id), Err(e)) => {
-                let err = RpcError::new(5005, format!("compression failed: {e}"));
-                let id = id.clone();
-                self.outbox().error(&id, &err);
-            }
-            (None, Ok(answer)) => {
-                let text = format!(
-                    "✓ context compacted: {} · {}",
-                    answer["summary"]["headline"].as_str().unwrap_or(""),
-                    answer["summary"]["token_line"].as_str().unwrap_or("")
-                );
-                self.emit(
-                    rid,
-                    "status.update",
-                    json!({"kind": "compressing", "text": text}),
-                );
-            }
-            (None, Err(e)) => self.emit(
+/// What becomes of a summary: applied, or why not.
+fn judge(job: &Job, s: Option<&Session>, result: Result<String, String>) -> Result<String, String> {
+    match result {
+        Ok(summary) if summary.trim().is_empty() => {
+            Err("the model returned an empty summary".to_string())
+        }
+        // Automatic compaction must shrink the context, or it would run again after every
+        // turn for nothing.
+        Ok(summary) if job.reply_to.is_none() && !s.is_some_and(|s| shrinks(s, job, &summary)) => {
+            Err("the summary would not be smaller than what it replaces".to_string())
+        }
+        other => other,
+    }
+}
+
+/// The compaction turn ended: with the summary, or with why not.
+pub(crate) fn finish(
+    gw: &mut impl TurnOwners,
+    rid: &str,
+    job: Job,
+    result: Result<String, String>,
+    now: Instant,
+) {
+    let outcome = judge(&job, gw.sessions().get(rid), result).map(|s| rotate(gw, rid, &job, &s));
+    match (&job.reply_to, outcome) {
+        (Some(id), Ok(answer)) => gw.asking().1.outbox().answer(id, &answer),
+        (Some(id), Err(e)) => {
+            let err = RpcError::new(5005, format!("compression failed: {e}"));
+            gw.asking().1.outbox().error(id, &err);
+        }
+        (None, Ok(answer)) => {
+            let text = format!(
+                "✓ context compacted: {} · {}",
+                answer["summary"]["headline"].as_str().unwrap_or(""),
+                answer["summary"]["token_line"].as_str().unwrap_or("")
+            );
+            gw.emit(
                 rid,
                 "status.update",
-                json!({"kind": "warn", "text": format!("context compaction failed: {e}")}),
-            ),
+                json!({"kind": "compressing", "text": text}),
+            );
         }
-        self.emit_info(rid);
-        self.emit(
+        (None, Err(e)) => gw.emit(
             rid,
             "status.update",
-            json!({"kind": "status", "text": "ready"}),
-        );
-        self.mark_dirty(rid);
-        self.run_next_queued(rid, now);
+            json!({"kind": "warn", "text": format!("context compaction failed: {e}")}),
+        ),
     }
+    driver::emit_info(gw, rid);
+    gw.emit(
+        rid,
+        "status.update",
+        json!({"kind": "status", "text": "ready"}),
+    );
+    gw.mark_dirty(rid);
+    driver::run_next_queued(gw, rid, now);
+}
 
-    /// Whether the summary plus the kept tail is smaller than the transcript now.
-    fn shrinks(&self, rid: &str, job: &Job, summary: &str) -> bool {
-        self.sessions.get(rid).is_some_and(|s| {
-            let tail = &s.transcript[job.split.min(s.transcript.len())..];
-            let after =
-                estimate_tokens(&[summary_message(summary, &s.stored_id)]) + estimate_tokens(tail);
-            after < estimate_tokens(&s.transcript)
-        })
+/// Whether the summary plus the kept tail is smaller than the transcript now.
+fn shrinks(s: &Session, job: &Job, summary: &str) -> bool {
+    let tail = &s.transcript[job.split.min(s.transcript.len())..];
+    let after = estimate_tokens(&[summary_message(summary, &s.stored_id)]) + estimate_tokens(tail);
+    after < estimate_tokens(&s.transcript)
+}
+
+/// Move the live session to a new stored session holding the summary and the kept tail;
+/// the old stored session is ended `compression` with its full history. Returns the
+/// `session.compress` answer.
+fn rotate(gw: &mut impl TurnOwners, rid: &str, job: &Job, summary: &str) -> Value {
+    let started_at = util::unix_now();
+    let old_title = gw.sessions().get(rid).and_then(|s| s.title.clone());
+    let (new_id, new_title) = gw.fresh_names(old_title.as_deref(), started_at);
+    let Some(s) = gw.sessions().get_mut(rid) else {
+        return Value::Null;
+    };
+    let old_id = s.stored_id.clone();
+    let mut old = s.like(
+        String::new(),
+        old_id.clone(),
+        s.title.clone(),
+        s.started_at,
+        s.last_active,
+    );
+    old.transcript = s.transcript.clone();
+    old.last_activity_at = s.last_activity_at;
+    old.persisted = s.persisted;
+    old.stored_keep = s.stored_keep.take();
+    old.parent_session_id = s.parent_session_id.clone();
+    old.input_tokens = s.input_tokens;
+    old.output_tokens = s.output_tokens;
+    old.model_calls = s.model_calls;
+    old.accounting = s.accounting;
+    old.tool_call_count = s.tool_call_count;
+    // Its queued prompts move to the new session.
+    old.queue_dirty = true;
+    old.ended = Some((started_at, "compression".to_string()));
+    old.row_dirty = true;
+
+    let tail = &s.transcript[job.split.min(s.transcript.len())..];
+    let mut kept = vec![summary_message(summary, &old_id)];
+    // The todo list goes on in the new session (Hermes re-injects it the same way).
+    kept.extend(crate::tools::todo::snapshot(&s.transcript, tail));
+    kept.extend(tail.iter().cloned());
+    for m in &mut kept {
+        m.row_id = None;
     }
-
-    /// Move the live session to a new stored session holding the summary and the kept tail;
-    /// the old stored session is ended `compression` with its full history. Returns the
-    /// `session.compress` answer.
-    fn rotate(&mut self, rid: &str, job: &Job, summary: &str) -> Value {
-        let started_at = util::unix_now();
-        let new_id = naming::new_stored_id(&self.sessions, &self.persist, started_at);
-        let old_title = self.sessions.get(rid).and_then(|s| s.title.clone());
-        let store = self.persist.store();
-        let new_title = old_title
-            .as_deref()
-            .map(|t| naming::unique_title(&self.sessions, store, t, &new_id));
-        let Some(s) = self.sessions.get_mut(rid) else {
-            return Value::Null;
-        };
-        let old_id = s.stored_id.clone();
-        let mut old = s.like(
-            String::new(),
-            old_id.clone(),
-            s.title.clone(),
-            s.started_at,
-            s.last_active,
-        );
-        old.transcript = s.transcript.clone();
-        old.last_activity_at = s.last_activity_at;
-        old.persisted = s.persisted;
-        old.stored_keep = s.stored_keep.take();
-        old.parent_session_id = s.parent_session_id.clone();
-        old.input_tokens = s.input_tokens;
-        old.output_tokens = s.output_tokens;
-        old.model_calls = s.model_calls;
-        old.accounting = s.accounting;
-        old.tool_call_count = s.tool_call_count;
-        // Its queued prompts move to the new session.
-        old.queue_dirty = true;
-        old.ended = Some((started_at, "compression".to_string()));
-        old.row_dirty = true;
-
-        let tail = &s.transcript[job.split.min(s.transcript.len())..];
-        let mut kept = vec![summary_message(summary, &old_id)];
-        // The todo list goes on in the new session (Hermes re-injects it the same way).
-        kept.extend(crate::tools::todo::snapshot(&s.transcript, tail));
-        kept.extend(tail.iter().cloned());
-        for m in &mut kept {
-            m.row_id = None;
-        }
-        s.transcript = kept;
-        s.stored_id = new_id.clone();
-        s.parent_session_id = Some(old_id.clone());
-        crate::tools::shell_state::inherit(&self.cfg.home, &old_id, &new_id);
-        s.title = new_title;
-        s.started_at = started_at;
-        s.persisted = Persisted::default();
-        s.row_dirty = true;
-        s.queue_dirty = true;
-        s.compressions += 1;
-        let after = (s.transcript.len(), estimate_tokens(&s.transcript));
-        // The context gauge shows the compacted size until the next model call measures it.
-        s.context_used = after.1;
-        let messages = transcript::display(&s.transcript);
-        let answer = json!({
-            "status": "compressed",
-            "removed": job.before_messages.saturating_sub(after.0),
-            "before_messages": job.before_messages,
-            "after_messages": after.0,
-            "before_tokens": job.before_tokens,
-            "after_tokens": after.1,
-            "summary": figures((job.before_messages, job.before_tokens), after),
-            "usage": s.usage(),
-            "info": s.info(self.tools.registry.toolsets(), crate::mcp::status(&self.mcp)),
-            "messages": messages,
-            "session_key": new_id,
-            "parent_session_id": old_id,
-        });
-        self.sessions.reindex(rid);
-        self.persist.retire(old);
-        self.mark_dirty(rid);
-        answer
-    }
+    s.transcript = kept;
+    s.stored_id = new_id.clone();
+    s.parent_session_id = Some(old_id.clone());
+    s.title = new_title;
+    s.started_at = started_at;
+    s.persisted = Persisted::default();
+    s.row_dirty = true;
+    s.queue_dirty = true;
+    s.compressions += 1;
+    let after = (s.transcript.len(), estimate_tokens(&s.transcript));
+    // The context gauge shows the compacted size until the next model call measures it.
+    s.context_used = after.1;
+    let messages = transcript::display(&s.transcript);
+    let usage = s.usage();
+    crate::tools::shell_state::inherit(gw.call_parts().home, &old_id, &new_id);
+    let info = gw.session_info(rid);
+    let answer = json!({
+        "status": "compressed",
+        "removed": job.before_messages.saturating_sub(after.0),
+        "before_messages": job.before_messages,
+        "after_messages": after.0,
+        "before_tokens": job.before_tokens,
+        "after_tokens": after.1,
+        "summary": figures((job.before_messages, job.before_tokens), after),
+        "usage": usage,
+        "info": info,
+        "messages": messages,
+        "session_key": new_id,
+        "parent_session_id": old_id,
+    });
+    gw.sessions().reindex(rid);
+    gw.retire_session(old);
+    gw.mark_dirty(rid);
+    answer
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ModelEvent;
 
     fn msg(role: Role, text: &str) -> Message {
         Message::new(role, Some(text.to_string()), 0.0)
@@ -374,5 +369,130 @@ mod tests {
         let small = estimate_tokens(&exchange(1));
         let big = estimate_tokens(&[msg(Role::User, &"word ".repeat(400))]);
         assert!(big > small && big >= 500);
+    }
+
+    fn long_exchange(n: usize) -> Vec<Message> {
+        (0..n)
+            .flat_map(|i| {
+                [
+                    msg(
+                        Role::User,
+                        &format!("question {i} {}", "detail ".repeat(50)),
+                    ),
+                    msg(
+                        Role::Assistant,
+                        &format!("answer {i} {}", "reply ".repeat(50)),
+                    ),
+                ]
+            })
+            .collect()
+    }
+
+    fn job(reply_to: Option<crate::rpc::frame::Id>, transcript: &[Message]) -> Job {
+        Job {
+            reply_to,
+            request: Vec::new(),
+            split: split_point(transcript).unwrap(),
+            before_messages: transcript.len(),
+            before_tokens: estimate_tokens(transcript),
+        }
+    }
+
+    #[test]
+    fn an_empty_summary_is_refused_and_an_automatic_one_must_shrink_the_context() {
+        let mut s = crate::session::bare_session("r1", "s1");
+        s.transcript = long_exchange(4);
+        let auto = job(None, &s.transcript);
+        let asked = job(Some(crate::rpc::frame::Id::null()), &s.transcript);
+        let empty = judge(&auto, Some(&s), Ok("  ".into()));
+        assert_eq!(empty.unwrap_err(), "the model returned an empty summary");
+        let big = "summary ".repeat(2_000);
+        let refused = judge(&auto, Some(&s), Ok(big.clone()));
+        assert_eq!(
+            refused.unwrap_err(),
+            "the summary would not be smaller than what it replaces"
+        );
+        assert_eq!(
+            judge(&asked, Some(&s), Ok(big.clone())).unwrap(),
+            big,
+            "a /compress the user asked for is applied anyway"
+        );
+        assert_eq!(judge(&auto, Some(&s), Ok("short".into())).unwrap(), "short");
+        let failed = judge(&auto, Some(&s), Err("the model failed".into()));
+        assert_eq!(failed.unwrap_err(), "the model failed");
+    }
+
+    #[test]
+    fn a_finished_turn_near_the_window_needs_compaction() {
+        let t = long_exchange(4);
+        let size = estimate_tokens(&t);
+        assert!(needs_compaction(&t, size));
+        assert!(!needs_compaction(&t, size * 2), "well under the window");
+        assert!(
+            !needs_compaction(&long_exchange(1), 1),
+            "one turn has nothing older to summarise"
+        );
+    }
+
+    #[test]
+    fn a_compaction_moves_the_session_to_a_new_stored_session_with_the_summary() {
+        use crate::session::calls::fake::{Fake, RID, Then, done};
+        let mut gw = Fake::new();
+        let now = gw.now();
+        let s = gw.sessions.get_mut(RID).unwrap();
+        s.turn = None;
+        s.transcript = long_exchange(4);
+        assert!(start(&mut gw, RID, None, None, now));
+        gw.model.round(
+            vec![ModelEvent::Text("they talked".into()), done()],
+            Then::Finish,
+        );
+        crate::session::driver::drive_turns(&mut gw, now);
+        let said = gw.said();
+        let texts: Vec<(&str, &str)> = said
+            .iter()
+            .map(|(k, p)| (k.as_str(), p["text"].as_str().unwrap_or("")))
+            .collect();
+        assert_eq!(texts.len(), 4, "{texts:?}");
+        assert!(texts[0].1.starts_with("⠋ compressing 8 messages"));
+        assert!(
+            texts[1]
+                .1
+                .starts_with("✓ context compacted: Compressed: 8 → 3 messages")
+        );
+        assert_eq!(texts[2].0, "session.info");
+        assert_eq!(texts[3], ("status.update", "ready"));
+        assert!(
+            said.iter().all(|(k, _)| k != "message.delta"),
+            "the summary is not shown as a reply"
+        );
+        let s = gw.sessions.get(RID).unwrap();
+        assert!(s.turn.is_none());
+        assert_eq!(
+            (s.stored_id.as_str(), s.parent_session_id.as_deref()),
+            ("s2", Some("s1"))
+        );
+        assert!(
+            s.transcript[0]
+                .content
+                .as_deref()
+                .unwrap()
+                .ends_with("they talked")
+        );
+        assert_eq!(s.transcript.len(), 3, "the summary and the last turn");
+        assert_eq!(
+            gw.sessions.by_stored("s2"),
+            Some(RID),
+            "found by its new stored id"
+        );
+        let [old] = gw.retired.as_slice() else {
+            panic!("the old stored session is retired");
+        };
+        assert_eq!(old.stored_id, "s1");
+        assert_eq!(old.transcript.len(), 8, "with its full history");
+        assert_eq!(
+            old.ended.as_ref().map(|e| e.1.as_str()),
+            Some("compression")
+        );
     }
 }

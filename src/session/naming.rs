@@ -1,5 +1,6 @@
 //! Naming stored sessions: a fresh stored id, and a title no other session has. Used when a
-//! session is created or branched (`methods/`) and when a compaction moves it (`compaction.rs`).
+//! session is created or branched (`methods/`) and when a compaction moves it (through the
+//! gateway's `TurnOwners::fresh_names`, `src/owners.rs`).
 
 use crate::persist::Persistence;
 use crate::session::Session;

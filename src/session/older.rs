@@ -9,8 +9,8 @@
 
 use std::time::Instant;
 
-use crate::event_loop::Gateway;
-use crate::store::{OlderRows, StoreError};
+use crate::session::driver::{self, TurnOwners};
+use crate::store::{ErrorKind, OlderRows, StoreError};
 use crate::transcript::Message;
 
 /// Messages a resume reads at once: enough for what it shows (500 display rows) unless
@@ -44,23 +44,29 @@ impl Older {
     pub fn count(&self) -> usize {
         self.rows.count
     }
+
+    /// Free up to `budget` of the messages read so far (a closed session's memory, freed in
+    /// steps); how many were freed.
+    pub fn shed(&mut self, budget: usize) -> usize {
+        crate::util::shed_tail(&mut self.read, budget)
+    }
 }
 
 /// Read one step for the sessions still loading, [`STEP`] messages in all per iteration.
-pub(crate) fn step(gw: &mut Gateway, now: Instant) {
-    let Some(rid) = gw.sessions.next_loading() else {
+pub(crate) fn step(gw: &mut impl TurnOwners, now: Instant) {
+    let Some(rid) = gw.sessions().next_loading() else {
         return;
     };
     if let Err(e) = read(gw, &rid, STEP, now) {
         // Left for `whole`, which the next call needing it (a prompt too) runs and reports.
         crate::diag!("[gateway] cannot read the older messages of session {rid}: {e}");
-        gw.sessions.done_loading(&rid);
+        gw.sessions().done_loading(&rid);
     }
 }
 
 /// Read everything still stored before the session's transcript, now.
-pub(crate) fn whole(gw: &mut Gateway, rid: &str) -> Result<(), StoreError> {
-    while gw.sessions.get(rid).is_some_and(|s| s.older.is_some()) {
+pub(crate) fn whole(gw: &mut impl TurnOwners, rid: &str) -> Result<(), StoreError> {
+    while gw.sessions().get(rid).is_some_and(|s| s.older.is_some()) {
         read(gw, rid, STEP * 16, Instant::now())?;
     }
     Ok(())
@@ -68,19 +74,23 @@ pub(crate) fn whole(gw: &mut Gateway, rid: &str) -> Result<(), StoreError> {
 
 /// Read up to `limit` older messages; the last read puts them all before the transcript,
 /// then runs the prompts that waited for it.
-fn read(gw: &mut Gateway, rid: &str, limit: usize, now: Instant) -> Result<(), StoreError> {
-    let Some(s) = gw.sessions.get(rid) else {
+fn read(gw: &mut impl TurnOwners, rid: &str, limit: usize, now: Instant) -> Result<(), StoreError> {
+    let parts = gw.call_parts();
+    let Some(s) = parts.sessions.get(rid) else {
         return Ok(());
     };
     let Some(older) = &s.older else {
         return Ok(());
     };
-    let (messages, last) = gw.persist.store().messages_between(
+    let Some(store) = parts.store else {
+        return Err(StoreError::new(ErrorKind::Other, "no store to read from"));
+    };
+    let (messages, last) = store.messages_between(
         &s.stored_id,
         (older.after_row, older.rows.before_row),
         limit,
     )?;
-    let s = gw.sessions.get_mut(rid).expect("looked up above");
+    let s = gw.sessions().get_mut(rid).expect("looked up above");
     let older = s.older.as_mut().expect("looked up above");
     let ended = messages.len() < limit;
     if older.read.is_empty() {
@@ -107,9 +117,9 @@ fn read(gw: &mut Gateway, rid: &str, limit: usize, now: Instant) -> Result<(), S
         s.row_dirty = true;
         gw.mark_dirty(rid);
     }
-    gw.sessions.done_loading(rid);
-    if !gw.sessions.get(rid).is_some_and(|s| s.running()) {
-        gw.run_next_queued(rid, now);
+    gw.sessions().done_loading(rid);
+    if !gw.sessions().get(rid).is_some_and(|s| s.running()) {
+        driver::run_next_queued(gw, rid, now);
     }
     Ok(())
 }

@@ -102,6 +102,10 @@ impl Unit for Session {
         let all = self.transcript.len();
         (all, all - self.persisted.messages.min(all))
     }
+    fn shed(&mut self, budget: usize) -> usize {
+        let older = self.older.as_mut().map_or(0, |o| o.shed(budget));
+        older + crate::util::shed_tail(&mut self.transcript, budget - older)
+    }
 }
 
 #[cfg(test)]

@@ -928,7 +928,8 @@ mod tests {
             let store = Store::open(&path, "NORMAL").unwrap();
             let messages = "SELECT role FROM messages WHERE session_id = ?1 ORDER BY id";
             let family = "SELECT max(title) FROM sessions WHERE title >= ?1 AND title < ?1 || ' $'";
-            for sql in [LIST_SQL, messages, family] {
+            let recent = super::recall::recent_roots_sql();
+            for sql in [LIST_SQL, messages, family, recent.as_str()] {
                 let p = plan(&store, sql);
                 let scans = p
                     .lines()

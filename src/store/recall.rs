@@ -258,6 +258,17 @@ pub(super) fn head_and_tail(
     Ok((count as usize, out))
 }
 
+/// The recent roots, newest activity first. The parent test is an expression no index has,
+/// so the walk is the recent-activity index's and stops after the page: with the parent index
+/// the planner sorted every root session first, computing each one's preview (1.3 s at 50,000
+/// sessions).
+pub(super) fn recent_roots_sql() -> String {
+    format!(
+        "{META_SQL} WHERE coalesce(s.parent_session_id, '') = ''
+         ORDER BY coalesce(s.last_activity_at, s.started_at) DESC, s.started_at DESC"
+    )
+}
+
 /// Sessions by most recent activity, up to `limit`, skipping `sources` and any session with a
 /// parent (a continuation or a delegate).
 pub(super) fn recent_roots(
@@ -265,10 +276,7 @@ pub(super) fn recent_roots(
     limit: usize,
     hidden_sources: &[&str],
 ) -> Result<Vec<SessionMeta>, StoreError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "{META_SQL} WHERE s.parent_session_id IS NULL OR s.parent_session_id = ''
-         ORDER BY coalesce(s.last_activity_at, s.started_at) DESC, s.started_at DESC"
-    ))?;
+    let mut stmt = conn.prepare_cached(&recent_roots_sql())?;
     let mut out = Vec::new();
     let mut found = stmt.query([])?;
     while let Some(r) = found.next()? {

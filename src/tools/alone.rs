@@ -16,6 +16,8 @@ pub struct Alone {
     pub result: ToolResult,
     /// The steps after its start (0: it finished at its start).
     pub steps: usize,
+    /// The longest its start or any step held the caller.
+    pub worst_step: Duration,
 }
 
 /// Run `tool` on `args` in `cwd` until it finishes, each start or step given `budget` (the
@@ -26,6 +28,7 @@ pub fn run(tool: &mut dyn Tool, cwd: &str, home: &Path, args: &Value, budget: Du
     let wakers = wake::Shared::new(None);
     let mut processes = super::process::Processes::default();
     let mut steps = 0;
+    let mut worst_step = Duration::ZERO;
     let (mut approved, mut started) = (false, false);
     loop {
         let now = Instant::now();
@@ -52,6 +55,7 @@ pub fn run(tool: &mut dyn Tool, cwd: &str, home: &Path, args: &Value, budget: Du
                 owner: "",
             },
         };
+        let step_began = Instant::now();
         let done = if started {
             tool.step(&mut ctx, args)
         } else {
@@ -68,29 +72,35 @@ pub fn run(tool: &mut dyn Tool, cwd: &str, home: &Path, args: &Value, budget: Du
                 }
             }
         };
+        worst_step = worst_step.max(step_began.elapsed());
         let (runs, wake, question) = (std::mem::take(&mut ctx.runs), ctx.wake, ctx.question.take());
         for run in runs {
             runner.discard(run);
         }
         if let Some(result) = done {
-            return Alone { result, steps };
+            return Alone {
+                result,
+                steps,
+                worst_step,
+            };
         }
         steps += 1;
         match (wake, question) {
-            (_, Some(_)) => return stuck(tool, steps, "it asks the user"),
+            (_, Some(_)) => return stuck(tool, steps, worst_step, "it asks the user"),
             (Some(Wake::Again), None) => {}
             (Some(Wake::At(when)), None) => {
                 std::thread::sleep(when.saturating_duration_since(Instant::now()))
             }
-            (None, None) => return stuck(tool, steps, "it waits for a run or a wake"),
+            (None, None) => return stuck(tool, steps, worst_step, "it waits for a run or a wake"),
         }
     }
 }
 
-fn stuck(tool: &mut dyn Tool, steps: usize, why: &str) -> Alone {
+fn stuck(tool: &mut dyn Tool, steps: usize, worst_step: Duration, why: &str) -> Alone {
     tool.cancel(JobId(1));
     Alone {
         result: ToolResult::failed(format!("cannot finish outside a gateway: {why}")),
         steps,
+        worst_step,
     }
 }

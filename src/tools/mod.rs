@@ -323,11 +323,11 @@ impl Registry {
             Box::new(process::ProcessTool::default()),
             Box::new(files::ReadFile::default()),
             Box::new(files::WriteFile),
-            Box::new(files::Patch),
+            Box::new(files::Patch::default()),
             Box::new(files::SearchFiles::default()),
             Box::new(todo::Todo),
             Box::new(memory::Memory),
-            Box::new(session_search::SessionSearch),
+            Box::new(session_search::SessionSearch::default()),
             Box::new(clarify::Clarify),
         ];
         for tool in tools {

@@ -5,11 +5,16 @@
 //! `around_message_id`), read (`session_id`: a session's head and tail) and browse (nothing:
 //! the recent sessions). The calling session's lineage is left out, as Hermes leaves it out:
 //! its messages are in the model's context already. Other profiles' databases are not read.
+//! A discovery runs in steps within the loop's budget ([`Discovery`]); the other shapes are a
+//! few bounded reads and answer at their start.
+
+use std::collections::HashMap;
+use std::time::Instant;
 
 use serde_json::{Map, Value, json};
 
 use super::files::int_arg;
-use super::{Start, Tool, ToolContext, ToolResult};
+use super::{JobId, Start, Tool, ToolContext, ToolResult};
 use crate::store::{SearchHit, SearchQuery, SessionMeta, Store, StoreError, StoredRow};
 
 /// Sources left out of searches and lists (delegates and third-party tools).
@@ -23,7 +28,13 @@ const BOOKEND: usize = 3;
 const READ_HEAD: usize = 20;
 const READ_TAIL: usize = 10;
 
-pub struct SessionSearch;
+/// The tool: its discovery calls still going on, by job. A discovery is a full-text search
+/// and then a few reads per session found (up to `3 × limit + 5` candidates); on a big
+/// state.db that is more than one step's budget, so it goes in steps ([`Discovery`]).
+#[derive(Default)]
+pub struct SessionSearch {
+    going: HashMap<JobId, Discovery>,
+}
 
 /// A Hermes integer argument: a number or a numeral, else `default`.
 fn int_or(args: &Value, key: &str, default: i64) -> i64 {
@@ -143,16 +154,66 @@ impl Tool for SessionSearch {
                 "the session database is not available",
             ));
         };
-        Start::Done(call(store, ctx.session, args))
+        match begin(store, ctx.session, args) {
+            Begun::Done(result) => Start::Done(result),
+            Begun::Discovery(mut d) => match d.advance(store, ctx.deadline) {
+                Some(result) => Start::Done(result),
+                None => {
+                    self.going.insert(ctx.job, d);
+                    ctx.again();
+                    Start::Later
+                }
+            },
+        }
+    }
+
+    fn step(&mut self, ctx: &mut ToolContext<'_>, _args: &Value) -> Option<ToolResult> {
+        let (Some(store), Some(d)) = (ctx.store, self.going.get_mut(&ctx.job)) else {
+            self.going.remove(&ctx.job);
+            return Some(ToolResult::unsuccessful(
+                "the session database is not available",
+            ));
+        };
+        let result = d.advance(store, ctx.deadline);
+        match result {
+            Some(_) => {
+                self.going.remove(&ctx.job);
+            }
+            None => ctx.again(),
+        }
+        result
+    }
+
+    fn cancel(&mut self, job: JobId) -> Option<ToolResult> {
+        self.going.remove(&job);
+        Some(ToolResult::unsuccessful("interrupted"))
     }
 }
 
-/// One call against `store` from the session stored as `current`.
+/// A call's answer now, or the discovery that goes on in steps.
+enum Begun {
+    Done(ToolResult),
+    Discovery(Discovery),
+}
+
+/// One call against `store` from the session stored as `current`, to its end (every step of
+/// a discovery at once: for `sessions`-style callers off the loop and the bench).
 pub fn call(store: &Store, current: &str, args: &Value) -> ToolResult {
+    match begin(store, current, args) {
+        Begun::Done(result) => result,
+        Begun::Discovery(mut d) => loop {
+            if let Some(result) = d.advance(store, Instant::now()) {
+                break result;
+            }
+        },
+    }
+}
+
+fn begin(store: &Store, current: &str, args: &Value) -> Begun {
     if let Some(profile) = text_arg(args, "profile") {
-        return ToolResult::unsuccessful(format!(
+        return Begun::Done(ToolResult::unsuccessful(format!(
             "profile '{profile}': this gateway reads only its own state.db"
-        ));
+        )));
     }
     // An `@session:<profile>/<id>` link's value: the id is what follows the slash.
     let session_id = text_arg(args, "session_id").map(|s| match s.split_once('/') {
@@ -166,11 +227,17 @@ pub fn call(store: &Store, current: &str, args: &Value) -> ToolResult {
             let limit = int_or(args, "limit", 3).clamp(1, 10) as usize;
             match text_arg(args, "query") {
                 None => browse(store, current, limit),
-                Some(query) => discover(store, current, query, limit, args),
+                Some(query) => {
+                    return Begun::Discovery(Discovery::new(current, query, limit, args));
+                }
             }
         }
     };
-    answered.unwrap_or_else(|e| ToolResult::unsuccessful(format!("Search failed: {e}")))
+    Begun::Done(answered.unwrap_or_else(failed))
+}
+
+fn failed(e: StoreError) -> ToolResult {
+    ToolResult::unsuccessful(format!("Search failed: {e}"))
 }
 
 fn scroll(
@@ -335,97 +402,207 @@ fn title_match(
     Ok(Some((root, entry)))
 }
 
-fn discover(
-    store: &Store,
-    current: &str,
-    query: &str,
+/// Hermes' discovery shape, a unit of work at a time: the caller's lineage and the title
+/// match, then the full-text search (always at the start of a step: it is the one read whose
+/// cost grows with how common the words are), then one candidate session per unit.
+struct Discovery {
+    current: String,
+    query: String,
     limit: usize,
-    args: &Value,
-) -> Result<ToolResult, StoreError> {
-    let roles: Vec<&str> = match text_arg(args, "role_filter") {
-        Some(list) => list
-            .split(',')
-            .map(str::trim)
-            .filter(|r| !r.is_empty())
-            .collect(),
-        None => vec!["user", "assistant"],
-    };
-    let current_root = current_root(store, current)?;
-    let title = title_match(store, query, current_root.as_deref())?;
-    // More sessions than asked for: some are the caller's lineage, hidden, or share a root.
-    let mut hits: Vec<SearchHit> = store.search(&SearchQuery {
-        text: query,
-        limit: limit * 3 + 5,
-        source: None,
-        roles: &roles,
-    })?;
-    match args.get("sort").and_then(Value::as_str).map(str::trim) {
-        Some(s) if s.eq_ignore_ascii_case("newest") => {
-            hits.sort_by(|a, b| b.message_at.total_cmp(&a.message_at))
-        }
-        Some(s) if s.eq_ignore_ascii_case("oldest") => {
-            hits.sort_by(|a, b| a.message_at.total_cmp(&b.message_at))
-        }
-        _ => {}
-    }
-    hits.retain(|h| !HIDDEN_SOURCES.contains(&h.source.as_str()));
-    // Interactive sessions first, each class in its order (a stable sort).
-    hits.sort_by_key(|h| DEMOTED_SOURCES.contains(&h.source.as_str()));
-    if hits.is_empty() && title.is_none() {
-        let content = json!({"success": true, "mode": "discover", "query": query,
-            "results": [], "count": 0, "message": "No matching sessions found."});
-        return Ok(ToolResult::new(content, "no matching sessions"));
-    }
-    let mut roots: Vec<String> = Vec::new();
-    let mut results = Vec::new();
-    if let Some((root, entry)) = title {
-        roots.push(root);
-        results.push(entry);
-    }
-    for hit in &hits {
-        if roots.len() >= limit {
-            break;
-        }
-        let root = store.lineage_root(&hit.session_id)?;
-        if current_root.as_deref() == Some(root.as_str())
-            || hit.session_id == current
-            || roots.contains(&root)
-        {
-            continue;
-        }
-        let view = store.anchored_view(&hit.session_id, hit.message_id, MATCH_WINDOW, BOOKEND)?;
-        let meta = store.session_meta(&root)?.unwrap_or_default();
-        let source = [meta.source.as_str(), hit.source.as_str()]
-            .into_iter()
-            .find(|s| !s.is_empty())
-            .unwrap_or("unknown");
-        let started = if meta.started_at > 0.0 {
-            meta.started_at
-        } else {
-            hit.started_at
+    roles: Vec<String>,
+    sort: Option<String>,
+    stage: Stage,
+}
+
+enum Stage {
+    Title,
+    Search {
+        current_root: Option<String>,
+        title: Option<(String, Value)>,
+    },
+    Hits {
+        current_root: Option<String>,
+        hits: std::vec::IntoIter<SearchHit>,
+        roots: Vec<String>,
+        results: Vec<Value>,
+    },
+    Over,
+}
+
+/// What one unit of a discovery did.
+enum Unit {
+    Next,
+    Answer(ToolResult),
+}
+
+impl Discovery {
+    fn new(current: &str, query: &str, limit: usize, args: &Value) -> Discovery {
+        let roles = match text_arg(args, "role_filter") {
+            Some(list) => list
+                .split(',')
+                .map(str::trim)
+                .filter(|r| !r.is_empty())
+                .map(str::to_string)
+                .collect(),
+            None => vec!["user".to_string(), "assistant".to_string()],
         };
-        let mut entry = json!({
-            "session_id": hit.session_id, "when": when(started), "source": source,
-            "model": meta.model.as_deref().unwrap_or("unknown"),
-            "title": meta.title.clone().or_else(|| hit.title.clone()),
-            "matched_role": hit.role, "match_message_id": hit.message_id,
-            "snippet": hit.snippet_marked(">>>", "<<<"),
-            "bookend_start": shaped(&view.bookend_start, None),
-            "messages": shaped(&view.around.window, Some(hit.message_id)),
-            "bookend_end": shaped(&view.bookend_end, None),
-            "messages_before": view.around.messages_before,
-            "messages_after": view.around.messages_after,
-        });
-        if root != hit.session_id {
-            entry["parent_session_id"] = json!(root);
+        Discovery {
+            current: current.to_string(),
+            query: query.to_string(),
+            limit,
+            roles,
+            sort: args
+                .get("sort")
+                .and_then(Value::as_str)
+                .map(|s| s.trim().to_ascii_lowercase()),
+            stage: Stage::Title,
         }
-        roots.push(root);
-        results.push(entry);
     }
-    let n = results.len();
-    let content = json!({"success": true, "mode": "discover", "query": query,
-        "results": results, "count": n, "sessions_searched": roots.len()});
-    Ok(ToolResult::new(content, format!("{n} session(s) found")))
+
+    /// Work until `deadline` (at least one unit): the answer once it is complete.
+    fn advance(&mut self, store: &Store, deadline: Instant) -> Option<ToolResult> {
+        let mut units = 0;
+        loop {
+            if units > 0
+                && (Instant::now() >= deadline || matches!(self.stage, Stage::Search { .. }))
+            {
+                return None;
+            }
+            units += 1;
+            match self.unit(store) {
+                Ok(Unit::Next) => {}
+                Ok(Unit::Answer(result)) => return Some(result),
+                Err(e) => {
+                    self.stage = Stage::Over;
+                    return Some(failed(e));
+                }
+            }
+        }
+    }
+
+    fn unit(&mut self, store: &Store) -> Result<Unit, StoreError> {
+        match std::mem::replace(&mut self.stage, Stage::Over) {
+            Stage::Title => {
+                let current_root = current_root(store, &self.current)?;
+                let title = title_match(store, &self.query, current_root.as_deref())?;
+                self.stage = Stage::Search {
+                    current_root,
+                    title,
+                };
+                Ok(Unit::Next)
+            }
+            Stage::Search {
+                current_root,
+                title,
+            } => {
+                let roles: Vec<&str> = self.roles.iter().map(String::as_str).collect();
+                // More sessions than asked for: some are the caller's lineage, hidden, or
+                // share a root.
+                let mut hits: Vec<SearchHit> = store.search(&SearchQuery {
+                    text: &self.query,
+                    limit: self.limit * 3 + 5,
+                    source: None,
+                    roles: &roles,
+                })?;
+                match self.sort.as_deref() {
+                    Some("newest") => hits.sort_by(|a, b| b.message_at.total_cmp(&a.message_at)),
+                    Some("oldest") => hits.sort_by(|a, b| a.message_at.total_cmp(&b.message_at)),
+                    _ => {}
+                }
+                hits.retain(|h| !HIDDEN_SOURCES.contains(&h.source.as_str()));
+                // Interactive sessions first, each class in its order (a stable sort).
+                hits.sort_by_key(|h| DEMOTED_SOURCES.contains(&h.source.as_str()));
+                if hits.is_empty() && title.is_none() {
+                    let content = json!({"success": true, "mode": "discover", "query": self.query,
+                        "results": [], "count": 0, "message": "No matching sessions found."});
+                    return Ok(Unit::Answer(ToolResult::new(
+                        content,
+                        "no matching sessions",
+                    )));
+                }
+                let (mut roots, mut results) = (Vec::new(), Vec::new());
+                if let Some((root, entry)) = title {
+                    roots.push(root);
+                    results.push(entry);
+                }
+                self.stage = Stage::Hits {
+                    current_root,
+                    hits: hits.into_iter(),
+                    roots,
+                    results,
+                };
+                Ok(Unit::Next)
+            }
+            Stage::Hits {
+                current_root,
+                mut hits,
+                mut roots,
+                mut results,
+            } => {
+                let next = if roots.len() < self.limit {
+                    hits.next()
+                } else {
+                    None
+                };
+                let Some(hit) = next else {
+                    let n = results.len();
+                    let content = json!({"success": true, "mode": "discover", "query": self.query,
+                        "results": results, "count": n, "sessions_searched": roots.len()});
+                    return Ok(Unit::Answer(ToolResult::new(
+                        content,
+                        format!("{n} session(s) found"),
+                    )));
+                };
+                let root = store.lineage_root(&hit.session_id)?;
+                if current_root.as_deref() != Some(root.as_str())
+                    && hit.session_id != self.current
+                    && !roots.contains(&root)
+                {
+                    results.push(hit_entry(store, &hit, &root)?);
+                    roots.push(root);
+                }
+                self.stage = Stage::Hits {
+                    current_root,
+                    hits,
+                    roots,
+                    results,
+                };
+                Ok(Unit::Next)
+            }
+            Stage::Over => Ok(Unit::Answer(ToolResult::unsuccessful("Search failed"))),
+        }
+    }
+}
+
+/// One found session as Hermes shows it: the match in its window, the session's bookends.
+fn hit_entry(store: &Store, hit: &SearchHit, root: &str) -> Result<Value, StoreError> {
+    let view = store.anchored_view(&hit.session_id, hit.message_id, MATCH_WINDOW, BOOKEND)?;
+    let meta = store.session_meta(root)?.unwrap_or_default();
+    let source = [meta.source.as_str(), hit.source.as_str()]
+        .into_iter()
+        .find(|s| !s.is_empty())
+        .unwrap_or("unknown");
+    let started = if meta.started_at > 0.0 {
+        meta.started_at
+    } else {
+        hit.started_at
+    };
+    let mut entry = json!({
+        "session_id": hit.session_id, "when": when(started), "source": source,
+        "model": meta.model.as_deref().unwrap_or("unknown"),
+        "title": meta.title.clone().or_else(|| hit.title.clone()),
+        "matched_role": hit.role, "match_message_id": hit.message_id,
+        "snippet": hit.snippet_marked(">>>", "<<<"),
+        "bookend_start": shaped(&view.bookend_start, None),
+        "messages": shaped(&view.around.window, Some(hit.message_id)),
+        "bookend_end": shaped(&view.bookend_end, None),
+        "messages_before": view.around.messages_before,
+        "messages_after": view.around.messages_after,
+    });
+    if root != hit.session_id {
+        entry["parent_session_id"] = json!(root);
+    }
+    Ok(entry)
 }
 
 const DESCRIPTION: &str = "Search past sessions stored in the local session DB, or scroll inside one. FTS5-backed retrieval over the SQLite message store. No LLM calls — every shape returns actual messages from the DB.\n\n\
@@ -436,3 +613,62 @@ FOUR CALLING SHAPES\n\n  1) DISCOVERY — pass `query`:\n     session_search(que
   4) BROWSE — no args:\n     session_search()\n     Returns recent sessions chronologically: titles, previews, timestamps. Use when the user asks \"what was I working on\" without naming a topic.\n\n\
 FTS5 SYNTAX\n\n  AND is the default — multi-word queries require all terms. Use quoted phrases for exact match (`\"docker networking\"`) or prefix wildcards (`deploy*`). OR, NOT and other FTS5 operators are searched as plain words here: for broader recall, make one call per alternative.\n\n\
 WHEN TO USE\n\n  Reach for this on questions about Hermes conversation history itself, such as \"what did we do about X\", \"where did we leave Y\", or \"find the session where Z\". If the user provided a direct source identifier, inspect that source first when accessible; session_search can then supply historical context. The session DB carries what was said when; external tools show current source/world state.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::bare_session;
+    use crate::transcript::{Message, Role};
+
+    /// A store of `n` sessions, each with a user message naming quokkas and an answer.
+    fn store_with(n: usize) -> (std::path::PathBuf, Store) {
+        let dir = std::env::temp_dir().join(format!("tgw-recall-{}", crate::util::random_hex(8)));
+        let mut store = Store::open(&dir.join("state.db"), "NORMAL").unwrap();
+        for i in 0..n {
+            let mut s = bare_session(&format!("r{i}"), &format!("s{i:03}"));
+            let at = 1_700_000_000.0 + i as f64;
+            s.append(Message::new(
+                Role::User,
+                Some(format!("about quokkas, number {i}")),
+                at,
+            ));
+            s.append(Message::new(
+                Role::Assistant,
+                Some("noted".into()),
+                at + 0.5,
+            ));
+            store.write(&[(s.delta(), None)]).unwrap();
+        }
+        (dir, store)
+    }
+
+    /// A discovery steps one unit at a time when its budget is spent and gives the answer the
+    /// whole call gives; with budget to spare the search still starts a step of its own.
+    #[test]
+    fn a_discovery_goes_in_steps_and_answers_as_the_whole_call() {
+        let (dir, store) = store_with(12);
+        let args = json!({"query": "quokkas", "limit": 10});
+        let whole = call(&store, "", &args);
+        assert_eq!(whole.content["count"], 10, "{}", whole.content);
+        let steps_with = |budget: std::time::Duration| {
+            let Begun::Discovery(mut d) = begin(&store, "", &args) else {
+                panic!("not a discovery");
+            };
+            let mut steps = 1;
+            loop {
+                if let Some(r) = d.advance(&store, Instant::now() + budget) {
+                    return (steps, r);
+                }
+                steps += 1;
+            }
+        };
+        let (steps, stepped) = steps_with(std::time::Duration::ZERO);
+        assert_eq!(stepped.content, whole.content);
+        // The title match, the search, the 10 sessions found, the answer.
+        assert_eq!(steps, 13);
+        let (steps, roomy) = steps_with(std::time::Duration::from_secs(60));
+        assert_eq!(roomy.content, whole.content);
+        assert_eq!(steps, 2, "the search begins its own step");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -279,7 +279,17 @@ impl Tool for Terminal {
                 cwd: &cwd,
                 notify: call.notify_on_complete,
             };
-            return Start::Done(super::process::start_background(ctx, launch));
+            let mut result = super::process::start_background(ctx, launch);
+            // Where it runs, when not where the session's shell was: the model reads it.
+            if result.error.is_none()
+                && let Some(Value::String(output)) = result.content.get_mut("output")
+            {
+                for note in &notes {
+                    output.push('\n');
+                    output.push_str(note);
+                }
+            }
+            return Start::Done(result);
         }
         if call.workdir.is_some() && !Path::new(&cwd).is_dir() {
             return Start::Done(ToolResult::failed(format!(

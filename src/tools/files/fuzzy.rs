@@ -4,33 +4,12 @@
 //! matcher that finds anything decides; more than one match is an error unless all are to be
 //! replaced. A loose match re-indents `new_string` to the file's indentation.
 
-/// A byte range of the content.
-type Span = (usize, usize);
-/// One matcher of the chain: the spans it finds.
-type Matcher<'a> = Box<dyn Fn() -> Vec<Span> + 'a>;
+use super::text::{Span, Text};
 
-/// The lines of `text` as byte spans (without their `\n`).
-fn line_spans(text: &str) -> Vec<Span> {
-    let mut spans = Vec::new();
-    let mut start = 0;
-    for (i, b) in text.bytes().enumerate() {
-        if b == b'\n' {
-            spans.push((start, i));
-            start = i + 1;
-        }
-    }
-    if start < text.len() {
-        spans.push((start, text.len()));
-    }
-    spans
-}
-
-fn exact(content: &str, pattern: &str) -> Vec<Span> {
-    content
-        .match_indices(pattern)
-        .map(|(i, m)| (i, i + m.len()))
-        .collect()
-}
+/// Bytes of the content an exact matcher looks through in one unit of work.
+const WINDOW: usize = 1 << 20;
+/// Line starts a line matcher tries in one unit of work.
+const LINES: usize = 4096;
 
 fn collapse_ws(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -50,60 +29,6 @@ fn unicode_ascii(s: &str) -> String {
         }
     }
     out.trim().to_string()
-}
-
-/// Windows of whole lines whose normalised text equals the pattern's, line by line.
-fn by_lines(content: &str, pattern: &str, norm: fn(&str) -> String) -> Vec<Span> {
-    let pattern = pattern.strip_suffix('\n').unwrap_or(pattern);
-    let want: Vec<String> = pattern.split('\n').map(norm).collect();
-    if want.iter().all(|l| l.is_empty()) {
-        return Vec::new();
-    }
-    let lines = line_spans(content);
-    let have: Vec<String> = lines.iter().map(|&(a, b)| norm(&content[a..b])).collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i + want.len() <= lines.len() {
-        if have[i..i + want.len()] == want[..] {
-            out.push((lines[i].0, lines[i + want.len() - 1].1));
-            i += want.len();
-        } else {
-            i += 1;
-        }
-    }
-    out
-}
-
-/// First and last lines match (trimmed), the middle is at least half alike.
-fn block_anchor(content: &str, pattern: &str) -> Vec<Span> {
-    let pattern = pattern.strip_suffix('\n').unwrap_or(pattern);
-    let want: Vec<&str> = pattern.split('\n').collect();
-    if want.len() < 3 {
-        return Vec::new();
-    }
-    let (first, last) = (want[0].trim(), want[want.len() - 1].trim());
-    if first.is_empty() || last.is_empty() {
-        return Vec::new();
-    }
-    let middle = want[1..want.len() - 1].join("\n");
-    let lines = line_spans(content);
-    let n = want.len();
-    let mut out = Vec::new();
-    for i in 0..lines.len().saturating_sub(n - 1) {
-        let line = |k: usize| &content[lines[k].0..lines[k].1];
-        if line(i).trim() != first || line(i + n - 1).trim() != last {
-            continue;
-        }
-        let theirs = &content[lines[i + 1].0..lines[i + n - 2].1];
-        let ratio = similar::TextDiff::configure()
-            .timeout(std::time::Duration::from_millis(2))
-            .diff_chars(middle.as_str(), theirs)
-            .ratio();
-        if ratio >= 0.5 {
-            out.push((lines[i].0, lines[i + n - 1].1));
-        }
-    }
-    out
 }
 
 fn leading_ws(line: &str) -> &str {
@@ -153,6 +78,7 @@ fn reindent(region: &str, old: &str, new: &str) -> String {
 }
 
 /// A successful replacement.
+#[cfg(test)]
 #[derive(Debug)]
 pub struct Replaced {
     pub content: String,
@@ -160,51 +86,208 @@ pub struct Replaced {
     pub strategy: &'static str,
 }
 
-/// Replace `old` by `new` in `content` (every match with `all`, else the one match).
-pub fn replace(content: &str, old: &str, new: &str, all: bool) -> Result<Replaced, String> {
-    if old.is_empty() {
-        return Err("old_string cannot be empty".into());
+/// The matchers of the chain, in order.
+const STRATEGIES: [&str; 7] = [
+    "exact",
+    "line_trimmed",
+    "whitespace_normalized",
+    "indentation_flexible",
+    "escape_normalized",
+    "unicode_normalized",
+    "block_anchor",
+];
+
+fn norm_of(strategy: usize) -> fn(&str) -> String {
+    match strategy {
+        1 => |l| l.trim().to_string(),
+        2 => collapse_ws,
+        3 => |l| l.trim_start().to_string(),
+        _ => unicode_ascii,
     }
-    if old == new {
-        return Err("old_string and new_string are identical".into());
-    }
-    let unescaped = old.replace("\\n", "\n").replace("\\t", "\t");
-    let strategies: [(&'static str, Matcher<'_>); 7] = [
-        ("exact", Box::new(|| exact(content, old))),
-        (
-            "line_trimmed",
-            Box::new(|| by_lines(content, old, |l| l.trim().to_string())),
-        ),
-        (
-            "whitespace_normalized",
-            Box::new(|| by_lines(content, old, collapse_ws)),
-        ),
-        (
-            "indentation_flexible",
-            Box::new(|| by_lines(content, old, |l| l.trim_start().to_string())),
-        ),
-        (
-            "escape_normalized",
-            Box::new(|| {
-                if unescaped == old {
-                    Vec::new()
-                } else {
-                    exact(content, &unescaped)
-                }
-            }),
-        ),
-        (
-            "unicode_normalized",
-            Box::new(|| by_lines(content, old, unicode_ascii)),
-        ),
-        ("block_anchor", Box::new(|| block_anchor(content, old))),
-    ];
-    for (name, find) in strategies {
-        let mut spans = find();
-        if spans.is_empty() {
-            continue;
+}
+
+/// What the chain decided: the spans to replace and what replaces each.
+#[derive(Debug)]
+pub struct Decided {
+    pub edits: Vec<(Span, String)>,
+    pub strategy: &'static str,
+}
+
+/// The chain run on a text a unit at a time (a window of bytes or a run of lines), so a big
+/// file is matched across steps with the results of a run at once.
+pub struct Finder {
+    old: String,
+    new: String,
+    all: bool,
+    unescaped: String,
+    strategy: usize,
+    /// Where the current matcher goes on: a byte (exact) or a line (the others).
+    cursor: usize,
+    spans: Vec<Span>,
+    /// The pattern's lines as the current line matcher normalises them.
+    want: Vec<String>,
+    started: bool,
+}
+
+impl Finder {
+    pub fn new(old: &str, new: &str, all: bool) -> Result<Finder, String> {
+        if old.is_empty() {
+            return Err("old_string cannot be empty".into());
         }
-        if spans.len() > 1 && !all {
+        if old == new {
+            return Err("old_string and new_string are identical".into());
+        }
+        Ok(Finder {
+            old: old.to_string(),
+            new: new.to_string(),
+            all,
+            unescaped: old.replace("\\n", "\n").replace("\\t", "\t"),
+            strategy: 0,
+            cursor: 0,
+            spans: Vec::new(),
+            want: Vec::new(),
+            started: false,
+        })
+    }
+
+    /// Match on until `out_of_time`: what to replace once the chain has decided, or why
+    /// nothing is.
+    pub fn advance(
+        &mut self,
+        text: &Text,
+        out_of_time: &dyn Fn() -> bool,
+    ) -> Option<Result<Decided, String>> {
+        loop {
+            if self.strategy == STRATEGIES.len() {
+                return Some(Err(
+                    "Could not find a match for old_string in the file".into()
+                ));
+            }
+            if self.unit(text) {
+                if !self.spans.is_empty() {
+                    return Some(self.decide(text));
+                }
+                self.strategy += 1;
+                self.cursor = 0;
+                self.started = false;
+            }
+            if out_of_time() {
+                return None;
+            }
+        }
+    }
+
+    /// One unit of the current matcher: whether it has looked through the whole text.
+    fn unit(&mut self, text: &Text) -> bool {
+        let pattern = self.old.strip_suffix('\n').unwrap_or(&self.old).to_string();
+        match self.strategy {
+            0 => self.exact(text, false),
+            4 if self.unescaped == self.old => true,
+            4 => self.exact(text, true),
+            6 => self.block_anchor(text, &pattern),
+            k => {
+                if !self.started {
+                    self.started = true;
+                    let norm = norm_of(k);
+                    self.want = pattern.split('\n').map(norm).collect();
+                }
+                if self.want.iter().all(|l| l.is_empty()) {
+                    return true;
+                }
+                self.by_lines(text, norm_of(k))
+            }
+        }
+    }
+
+    /// Non-overlapping exact matches in the next window of bytes.
+    fn exact(&mut self, text: &Text, unescaped: bool) -> bool {
+        let pattern = if unescaped {
+            &self.unescaped
+        } else {
+            &self.old
+        };
+        let (hay, n) = (text.s.as_bytes(), pattern.len());
+        let end = hay.len().min(self.cursor + WINDOW + n);
+        if self.cursor >= hay.len() {
+            return true;
+        }
+        match memchr::memmem::find(&hay[self.cursor..end], pattern.as_bytes()) {
+            Some(i) => {
+                self.spans.push((self.cursor + i, self.cursor + i + n));
+                self.cursor += i + n;
+                false
+            }
+            None if end == hay.len() => true,
+            None => {
+                self.cursor += WINDOW + 1;
+                false
+            }
+        }
+    }
+
+    /// Windows of whole lines whose normalised text equals the pattern's, line by line.
+    fn by_lines(&mut self, text: &Text, norm: fn(&str) -> String) -> bool {
+        let (lines, n) = (&text.lines, self.want.len());
+        let line = |k: usize| &text.s[lines[k].0..lines[k].1];
+        let stop = self.cursor + LINES;
+        while self.cursor + n <= lines.len() {
+            if self.cursor >= stop {
+                return false;
+            }
+            let i = self.cursor;
+            if (0..n).all(|k| norm(line(i + k)) == self.want[k]) {
+                self.spans.push((lines[i].0, lines[i + n - 1].1));
+                self.cursor += n;
+            } else {
+                self.cursor += 1;
+            }
+        }
+        true
+    }
+
+    /// First and last lines match (trimmed), the middle is at least half alike.
+    fn block_anchor(&mut self, text: &Text, pattern: &str) -> bool {
+        let want: Vec<&str> = pattern.split('\n').collect();
+        if want.len() < 3 {
+            return true;
+        }
+        let (first, last) = (want[0].trim(), want[want.len() - 1].trim());
+        if first.is_empty() || last.is_empty() {
+            return true;
+        }
+        let lines = &text.lines;
+        let n = want.len();
+        let line = |k: usize| &text.s[lines[k].0..lines[k].1];
+        let stop = self.cursor + LINES;
+        while self.cursor < lines.len().saturating_sub(n - 1) {
+            if self.cursor >= stop {
+                return false;
+            }
+            let i = self.cursor;
+            self.cursor += 1;
+            if line(i).trim() != first || line(i + n - 1).trim() != last {
+                continue;
+            }
+            let middle = want[1..n - 1].join("\n");
+            let theirs = &text.s[lines[i + 1].0..lines[i + n - 2].1];
+            let ratio = similar::TextDiff::configure()
+                .timeout(std::time::Duration::from_millis(2))
+                .diff_chars(middle.as_str(), theirs)
+                .ratio();
+            if ratio >= 0.5 {
+                self.spans.push((lines[i].0, lines[i + n - 1].1));
+            }
+            // A character diff is a unit of its own.
+            return false;
+        }
+        true
+    }
+
+    /// The current matcher found spans: replace them, or refuse several where one is meant.
+    fn decide(&mut self, text: &Text) -> Result<Decided, String> {
+        let name = STRATEGIES[self.strategy];
+        let mut spans = std::mem::take(&mut self.spans);
+        if spans.len() > 1 && !self.all {
             return Err(format!(
                 "Found {} matches for old_string. Provide more context to make it unique, or \
                  use replace_all=True.",
@@ -212,36 +295,51 @@ pub fn replace(content: &str, old: &str, new: &str, all: bool) -> Result<Replace
             ));
         }
         // A line match ends before its last newline: take it when old_string had one.
-        if name != "exact" && name != "escape_normalized" && old.ends_with('\n') {
+        if name != "exact" && name != "escape_normalized" && self.old.ends_with('\n') {
             for s in &mut spans {
-                if content[s.1..].starts_with('\n') {
+                if text.s[s.1..].starts_with('\n') {
                     s.1 += 1;
                 }
             }
         }
-        let mut out = String::with_capacity(content.len() + new.len());
-        let mut at = 0;
-        for &(a, b) in &spans {
-            out.push_str(&content[at..a]);
-            if name == "exact" {
-                out.push_str(new);
-            } else {
-                out.push_str(&reindent(&content[a..b], old, new));
-            }
-            at = b;
-        }
-        out.push_str(&content[at..]);
-        return Ok(Replaced {
-            content: out,
-            count: spans.len(),
+        let edits = spans
+            .into_iter()
+            .map(|(a, b)| {
+                let with = if name == "exact" {
+                    self.new.clone()
+                } else {
+                    reindent(&text.s[a..b], &self.old, &self.new)
+                };
+                ((a, b), with)
+            })
+            .collect();
+        Ok(Decided {
+            edits,
             strategy: name,
-        });
+        })
     }
-    Err("Could not find a match for old_string in the file".into())
 }
 
-/// Lines of `content` near the first line of `old`, to show a model whose match failed.
-pub fn closest_lines(old: &str, content: &str) -> String {
+/// Replace `old` by `new` in `content` (every match with `all`, else the one match), at once.
+#[cfg(test)]
+pub fn replace(content: &str, old: &str, new: &str, all: bool) -> Result<Replaced, String> {
+    let text = Text::new(content);
+    let mut finder = Finder::new(old, new, all)?;
+    let decided = finder
+        .advance(&text, &|| false)
+        .unwrap_or_else(|| Err(String::new()))?;
+    let count = decided.edits.len();
+    let mut splicer = super::text::Splicer::new(decided.edits);
+    let out = splicer.advance(&text, &|| false).unwrap_or_default();
+    Ok(Replaced {
+        content: out.s,
+        count,
+        strategy: decided.strategy,
+    })
+}
+
+/// Lines of `text` near the first line of `old`, to show a model whose match failed.
+pub fn closest_lines(old: &str, text: &Text) -> String {
     let Some(first) = first_meaningful(old).map(str::trim) else {
         return String::new();
     };
@@ -253,16 +351,22 @@ pub fn closest_lines(old: &str, content: &str) -> String {
     else {
         return String::new();
     };
-    let lines: Vec<&str> = content.lines().collect();
-    let hits: Vec<usize> = (0..lines.len())
-        .filter(|i| lines[*i].contains(word))
-        .take(3)
-        .collect();
+    let mut hits: Vec<usize> = Vec::new();
+    for at in memchr::memmem::find_iter(text.s.as_bytes(), word.as_bytes()) {
+        let line = text.line_of(at);
+        if hits.last() != Some(&line) {
+            hits.push(line);
+        }
+        if hits.len() == 3 {
+            break;
+        }
+    }
+    let lines = &text.lines;
     let mut out = Vec::new();
     for i in hits {
         let (from, to) = (i.saturating_sub(2), (i + 3).min(lines.len()));
         let block: Vec<String> = (from..to)
-            .map(|j| format!("{:4}| {}", j + 1, lines[j]))
+            .map(|j| format!("{:4}| {}", j + 1, &text.s[lines[j].0..lines[j].1]))
             .collect();
         out.push(block.join("\n"));
     }
@@ -335,7 +439,7 @@ mod tests {
                 .unwrap_err()
                 .contains("identical")
         );
-        let near = closest_lines("let value = 3", "a\nlet value = 2\nc\n");
+        let near = closest_lines("let value = 3", &Text::new("a\nlet value = 2\nc\n"));
         assert!(near.contains("   2| let value = 2"), "{near}");
     }
 

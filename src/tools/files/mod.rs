@@ -9,7 +9,9 @@ mod fuzzy;
 mod patch;
 mod read;
 mod search;
+mod text;
 mod v4a;
+mod walk;
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -26,7 +28,7 @@ use super::{Ask, JobId, Start, Tool, ToolContext, ToolResult};
 /// Files larger than this are not edited or diffed in memory.
 pub(crate) const EDIT_MAX: u64 = 16 * 1024 * 1024;
 /// The inline diff the TUI is sent is cut to this many bytes.
-const DIFF_MAX: usize = 64 * 1024;
+pub(crate) const DIFF_MAX: usize = 64 * 1024;
 /// Longest a diff may take before it settles for a coarser one.
 const DIFF_TIMEOUT: Duration = Duration::from_millis(5);
 
@@ -203,14 +205,43 @@ pub(crate) fn shown(cwd: &str, path: &Path) -> String {
 
 /// The unified diff of an edit of `name`, as the TUI shows it (bounded).
 pub(crate) fn unified_diff(name: &str, old: &str, new: &str) -> String {
+    unified_diff_at(name, old, new, 0)
+}
+
+/// The unified diff of a region of `name` that starts after `before` lines of the file (its
+/// hunks numbered as in the whole file), bounded.
+pub(crate) fn unified_diff_at(name: &str, old: &str, new: &str, before: usize) -> String {
     let diff = similar::TextDiff::configure()
         .timeout(DIFF_TIMEOUT)
         .diff_lines(old, new);
-    let mut text = diff
+    let text = diff
         .unified_diff()
         .context_radius(3)
         .header(&format!("a/{name}"), &format!("b/{name}"))
         .to_string();
+    if before == 0 {
+        return cut_diff(text);
+    }
+    let shift = |range: &str| match range.split_once(',') {
+        Some((at, len)) => format!("{},{len}", at.parse::<usize>().unwrap_or(0) + before),
+        None => format!("{}", range.parse::<usize>().unwrap_or(0) + before),
+    };
+    let mut out = String::with_capacity(text.len() + 64);
+    for line in text.split_inclusive('\n') {
+        let header = line
+            .strip_prefix("@@ -")
+            .and_then(|r| r.strip_suffix(" @@\n"))
+            .and_then(|r| r.split_once(" +"));
+        match header {
+            Some((o, n)) => out.push_str(&format!("@@ -{} +{} @@\n", shift(o), shift(n))),
+            None => out.push_str(line),
+        }
+    }
+    cut_diff(out)
+}
+
+/// A diff cut to `DIFF_MAX` bytes, saying so.
+pub(crate) fn cut_diff(mut text: String) -> String {
     if text.len() > DIFF_MAX {
         let mut cut = DIFF_MAX;
         while !text.is_char_boundary(cut) {

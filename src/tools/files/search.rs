@@ -1,8 +1,10 @@
 //! Hermes' `search_files {pattern, target?, path?, file_glob?, limit?, offset?, output_mode?,
-//! context?}`: a regex over file contents, or a glob over file names. The walk is
-//! ripgrep's (`ignore`: `.gitignore`, `.ignore` and hidden files skipped; binary files are
-//! not searched) and goes on across steps, each within the step budget, so a tree of any size
-//! never holds the loop. What is kept is bounded by `offset + limit`; totals count everything.
+//! context?}`: a regex over file contents, or a glob over file names. The walk (`walk.rs`)
+//! skips what ripgrep skips (`.gitignore`, `.ignore` and hidden files, through the `ignore`
+//! crate's matchers; binary files are not searched) and goes on across steps, each within the
+//! step budget — a directory's entries a bounded number at a time, a file's content a chunk at
+//! a time — so a tree or a directory of any size never holds the loop. What is kept is
+//! bounded by `offset + limit`; totals count everything.
 
 use std::collections::VecDeque;
 use std::io::Read;
@@ -11,6 +13,7 @@ use std::path::{Path, PathBuf};
 use regex::Regex;
 use serde_json::{Map, Value, json};
 
+use super::walk::{Walk, Walked};
 use super::{Advance, Stepped, int_arg, resolve, shown};
 use crate::tools::{JobId, Start, Tool, ToolContext, ToolResult};
 
@@ -42,7 +45,7 @@ enum Mode {
 }
 
 struct Search {
-    walk: ignore::Walk,
+    walk: Walk,
     cwd: String,
     regex: Option<Regex>,
     found: Found,
@@ -269,19 +272,20 @@ impl Advance for Search {
                     self.searched(scan);
                 }
             } else {
-                let entry = match self.walk.next() {
-                    None => return Some(self.finish()),
-                    Some(Err(_)) => continue,
-                    Some(Ok(entry)) => entry,
+                let path = match self.walk.unit() {
+                    Walked::Done => return Some(self.finish()),
+                    Walked::Nothing => {
+                        if ctx.out_of_time() {
+                            return None;
+                        }
+                        continue;
+                    }
+                    Walked::File(path) => path,
                 };
-                if !entry.file_type().is_some_and(|t| t.is_file()) {
-                    continue;
-                }
-                let name = shown(&self.cwd, entry.path());
+                let name = shown(&self.cwd, &path);
                 if self.found.mode == Mode::Names {
                     self.found.total += 1;
-                    let mtime = entry
-                        .metadata()
+                    let mtime = std::fs::symlink_metadata(&path)
                         .ok()
                         .and_then(|m| m.modified().ok())
                         .unwrap_or(std::time::UNIX_EPOCH);
@@ -291,7 +295,7 @@ impl Advance for Search {
                         self.trim_files();
                     }
                 } else {
-                    self.scan = Scan::open(entry.path(), name);
+                    self.scan = Scan::open(&path, name);
                 }
             }
             if ctx.out_of_time() {
@@ -397,8 +401,6 @@ fn plan(ctx: &ToolContext<'_>, args: &Value) -> Result<Search, String> {
         .clamp(1, MAX_LIMIT) as usize;
     let offset = int_arg(args, "offset").unwrap_or(0).max(0) as usize;
     let context = int_arg(args, "context").unwrap_or(0).clamp(0, MAX_CONTEXT) as usize;
-    let mut walk = ignore::WalkBuilder::new(&root);
-    walk.require_git(false).sort_by_file_path(|a, b| a.cmp(b));
     let glob = match mode {
         Mode::Names if !pattern.contains('/') && !pattern.starts_with('*') => {
             Some(format!("*{pattern}"))
@@ -406,15 +408,15 @@ fn plan(ctx: &ToolContext<'_>, args: &Value) -> Result<Search, String> {
         Mode::Names => Some(pattern.to_string()),
         _ => opt_str(args, "file_glob")?.map(str::to_string),
     };
-    if let Some(glob) = glob {
-        let mut o = ignore::overrides::OverrideBuilder::new(&root);
-        o.add(&glob)
+    let mut overrides = ignore::overrides::OverrideBuilder::new(&root);
+    if let Some(glob) = &glob {
+        overrides
+            .add(glob)
             .map_err(|e| format!("search_files: bad glob '{glob}': {e}"))?;
-        walk.overrides(
-            o.build()
-                .map_err(|e| format!("search_files: bad glob '{glob}': {e}"))?,
-        );
     }
+    let overrides = overrides
+        .build()
+        .map_err(|e| format!("search_files: bad glob: {e}"))?;
     let regex = match mode {
         Mode::Names => None,
         _ => Some(
@@ -429,7 +431,7 @@ fn plan(ctx: &ToolContext<'_>, args: &Value) -> Result<Search, String> {
             .to_string()
     });
     Ok(Search {
-        walk: walk.build(),
+        walk: Walk::new(&root, overrides),
         cwd: here,
         regex,
         found: Found {

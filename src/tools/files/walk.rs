@@ -1,0 +1,285 @@
+//! The search's walk over a tree, in path order, a bounded number of directory entries per
+//! unit of work, so a directory of any size never holds the loop: its entries are read
+//! `ENTRIES` at a time into a heap (the order comes out as they are taken, never as one sort
+//! of the whole directory). What is skipped is ripgrep's (the `ignore` crate's matchers, as its
+//! own walker applies them with `require_git(false)`): the `file_glob` override first, then
+//! `.ignore`, `.gitignore` and `.git/info/exclude` of each directory from the deepest up
+//! (those of the root's parents too) and git's global excludes, then hidden names.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use ignore::Match;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::overrides::Override;
+
+/// Directory entries read (and matched) in one unit of work.
+pub(crate) const ENTRIES: usize = 512;
+
+/// One directory's ignore files.
+struct Level {
+    ignore: Gitignore,
+    git: Gitignore,
+    exclude: Gitignore,
+}
+
+impl Level {
+    fn of(dir: &Path) -> Level {
+        let build = |files: &[PathBuf]| {
+            let mut b = GitignoreBuilder::new(dir);
+            for f in files.iter().filter(|f| f.is_file()) {
+                // A file that cannot be read or parsed adds what it can, as ripgrep does.
+                let _ = b.add(f);
+            }
+            b.build().unwrap_or_else(|_| Gitignore::empty())
+        };
+        Level {
+            ignore: build(&[dir.join(".ignore")]),
+            git: build(&[dir.join(".gitignore")]),
+            exclude: build(&[dir.join(".git/info/exclude")]),
+        }
+    }
+}
+
+/// A directory being walked: its entries still to read, and those read not yet taken.
+struct Frame {
+    dir: PathBuf,
+    reading: Option<std::fs::ReadDir>,
+    kept: BinaryHeap<Reverse<(OsString, bool)>>,
+}
+
+/// What one unit of the walk came to.
+pub(crate) enum Walked {
+    /// A regular file to search.
+    File(PathBuf),
+    /// Work done, nothing to hand over yet.
+    Nothing,
+    /// The walk is over.
+    Done,
+}
+
+pub(crate) struct Walk {
+    /// The directories being walked, the deepest last, each with its ignore files.
+    frames: Vec<(Frame, Level)>,
+    /// The ignore files of the root's parents, the nearest first.
+    parents: Vec<Level>,
+    global: Gitignore,
+    overrides: Override,
+    /// A root that is a file: searched alone.
+    file: Option<PathBuf>,
+}
+
+impl Walk {
+    pub fn new(root: &Path, overrides: Override) -> Walk {
+        let mut walk = Walk {
+            frames: Vec::new(),
+            parents: Vec::new(),
+            global: Gitignore::global().0,
+            overrides,
+            file: None,
+        };
+        if root.is_dir() {
+            walk.parents = root.ancestors().skip(1).map(Level::of).collect();
+            walk.enter(root.to_path_buf());
+        } else if root.is_file() {
+            walk.file = Some(root.to_path_buf());
+        }
+        walk
+    }
+
+    fn enter(&mut self, dir: PathBuf) {
+        let level = Level::of(&dir);
+        let frame = Frame {
+            reading: std::fs::read_dir(&dir).ok(),
+            dir,
+            kept: BinaryHeap::new(),
+        };
+        self.frames.push((frame, level));
+    }
+
+    /// Whether the walk skips `path` (ripgrep's order of precedence).
+    fn skips(&self, path: &Path, name: &OsString, is_dir: bool) -> bool {
+        match self.overrides.matched(path, is_dir) {
+            Match::Whitelist(_) => return false,
+            Match::Ignore(_) => return true,
+            Match::None => {}
+        }
+        let levels = self.frames.iter().rev().map(|(_, l)| l);
+        let (mut ignore, mut git, mut exclude) = (Match::None, Match::None, Match::None);
+        for level in levels.chain(self.parents.iter()) {
+            if ignore.is_none() {
+                ignore = level.ignore.matched(path, is_dir);
+            }
+            if git.is_none() {
+                git = level.git.matched(path, is_dir);
+            }
+            if exclude.is_none() {
+                exclude = level.exclude.matched(path, is_dir);
+            }
+        }
+        let verdict = ignore
+            .or(git)
+            .or(exclude)
+            .or(self.global.matched(path, is_dir));
+        match verdict {
+            Match::Ignore(_) => true,
+            Match::Whitelist(_) => false,
+            Match::None => name.as_encoded_bytes().starts_with(b"."),
+        }
+    }
+
+    /// One unit of the walk: up to `ENTRIES` entries of the current directory read, or the
+    /// next entry in path order taken.
+    pub fn unit(&mut self) -> Walked {
+        if let Some(file) = self.file.take() {
+            return Walked::File(file);
+        }
+        let Some((frame, _)) = self.frames.last_mut() else {
+            return Walked::Done;
+        };
+        if let Some(reading) = &mut frame.reading {
+            let mut read = Vec::with_capacity(ENTRIES);
+            for entry in reading.by_ref().take(ENTRIES) {
+                // An entry that cannot be read is skipped, as the walk skips a directory it
+                // cannot open.
+                let Ok(entry) = entry else { continue };
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                // Links are not followed: only regular files and directories are walked.
+                if kind.is_file() || kind.is_dir() {
+                    read.push((entry.file_name(), kind.is_dir()));
+                }
+            }
+            if read.is_empty() {
+                frame.reading = None;
+            }
+            let dir = frame.dir.clone();
+            for (name, is_dir) in read {
+                let path = dir.join(&name);
+                if !self.skips(&path, &name, is_dir) {
+                    let (frame, _) = self.frames.last_mut().expect("the frame being read");
+                    frame.kept.push(Reverse((name, is_dir)));
+                }
+            }
+            return Walked::Nothing;
+        }
+        match frame.kept.pop() {
+            None => {
+                self.frames.pop();
+                Walked::Nothing
+            }
+            Some(Reverse((name, true))) => {
+                let dir = frame.dir.join(name);
+                self.enter(dir);
+                Walked::Nothing
+            }
+            Some(Reverse((name, false))) => Walked::File(frame.dir.join(name)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn walk_all(root: &Path, globs: &[&str]) -> (Vec<String>, usize) {
+        let mut o = ignore::overrides::OverrideBuilder::new(root);
+        for g in globs {
+            o.add(g).unwrap();
+        }
+        let mut walk = Walk::new(root, o.build().unwrap());
+        let (mut files, mut units) = (Vec::new(), 0);
+        loop {
+            units += 1;
+            match walk.unit() {
+                Walked::File(f) => files.push(f.strip_prefix(root).unwrap().display().to_string()),
+                Walked::Nothing => {}
+                Walked::Done => return (files, units),
+            }
+        }
+    }
+
+    /// What ripgrep's own walker (sorted by path) lists.
+    fn ripgreps(root: &Path, globs: &[&str]) -> Vec<String> {
+        let mut b = ignore::WalkBuilder::new(root);
+        b.require_git(false).sort_by_file_path(|a, b| a.cmp(b));
+        let mut o = ignore::overrides::OverrideBuilder::new(root);
+        for g in globs {
+            o.add(g).unwrap();
+        }
+        b.overrides(o.build().unwrap());
+        b.build()
+            .flatten()
+            .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+            .map(|e| e.path().strip_prefix(root).unwrap().display().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn the_walk_skips_what_ripgrep_skips_in_path_order() {
+        let dir = std::env::temp_dir().join(format!("tuigw-wk-{}", crate::util::random_hex(8)));
+        for d in ["a", "a/deep", "b", "b/build", ".hidden", "c", ".git/info"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        for f in [
+            "z.txt",
+            "a/1.rs",
+            "a/2.log",
+            "a/deep/k.rs",
+            "a/deep/keep.log",
+            "b/x.rs",
+            "b/build/out.rs",
+            ".hidden/h.rs",
+            ".env",
+            "c/y.txt",
+            "c/secret.rs",
+            "B.rs",
+        ] {
+            std::fs::write(dir.join(f), "x\n").unwrap();
+        }
+        std::fs::write(dir.join(".gitignore"), "*.log\nbuild/\n").unwrap();
+        std::fs::write(dir.join("a/deep/.gitignore"), "!keep.log\n").unwrap();
+        std::fs::write(dir.join("c/.ignore"), "secret.rs\n").unwrap();
+        std::fs::write(dir.join(".git/info/exclude"), "z.txt\n").unwrap();
+        for globs in [&[][..], &["*.rs"][..], &["!a/**"][..]] {
+            let (ours, _) = walk_all(&dir, globs);
+            assert_eq!(ours, ripgreps(&dir, globs), "{globs:?}");
+        }
+        let (ours, _) = walk_all(&dir, &[]);
+        assert_eq!(
+            ours,
+            [
+                "B.rs",
+                "a/1.rs",
+                "a/deep/k.rs",
+                "a/deep/keep.log",
+                "b/x.rs",
+                "c/y.txt"
+            ]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_huge_directory_is_read_a_bounded_number_of_entries_a_unit() {
+        let dir = std::env::temp_dir().join(format!("tuigw-wh-{}", crate::util::random_hex(8)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let n = 20 * ENTRIES + 7;
+        for i in 0..n {
+            std::fs::write(
+                dir.join(format!("f{i:06}.{}", if i % 2 == 0 { "rs" } else { "md" })),
+                "",
+            )
+            .unwrap();
+        }
+        let (ours, units) = walk_all(&dir, &["*.rs"]);
+        assert_eq!(ours, ripgreps(&dir, &["*.rs"]));
+        assert_eq!(ours.len(), n.div_ceil(2));
+        // Every entry read in units of at most ENTRIES, then each kept one taken in its own.
+        assert!(units > n / ENTRIES + ours.len(), "{units}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
