@@ -242,9 +242,6 @@ impl CallOwners for Gateway {
     fn mark_dirty(&mut self, rid: &str) {
         Gateway::mark_dirty(self, rid);
     }
-    fn runs_of(&self, job: JobId) -> Vec<RunId> {
-        self.tools.runs_of(job)
-    }
     fn watch_run(&mut self, run: RunId, job: JobId, now: Instant) -> std::io::Result<()> {
         runs::watch(self, run, Owner::Job(job), now)
     }

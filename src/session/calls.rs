@@ -38,8 +38,6 @@ pub(crate) trait CallOwners {
     fn park(&mut self, rid: &str);
     /// The session has something to commit.
     fn mark_dirty(&mut self, rid: &str);
-    /// The runs of `job` still alive.
-    fn runs_of(&self, job: JobId) -> Vec<RunId>;
     /// Watch a run `job` started (its descriptors into the poll).
     fn watch_run(&mut self, run: RunId, job: JobId, now: Instant) -> std::io::Result<()>;
     /// Deliver what the runner has to report (after runs were stopped or killed).
@@ -203,7 +201,7 @@ pub(crate) fn finish_job(
         return;
     };
     withdraw_question(gw, job, "finished");
-    for run in gw.runs_of(job) {
+    for run in gw.tools().runs_of(job) {
         gw.runner().kill_now(run, now);
     }
     gw.settle_runs(now);
@@ -242,7 +240,7 @@ pub(crate) fn abandon(gw: &mut impl CallOwners, rid: &str, now: Instant) {
         if let Some(turn) = gw.turn_mut(rid) {
             turn.machine.abandon();
         }
-        let live = gw.runs_of(job);
+        let live = gw.tools().runs_of(job);
         if live.is_empty() {
             if let Some(result) = stop_job(gw, job, now) {
                 step(gw, rid, now, |m| m.finished(result));
@@ -419,7 +417,7 @@ fn start_tool(
                     }
                     // Its watched runs end unheard: the job is gone.
                     gw.tools().jobs.remove(&job);
-                    for watched in gw.runs_of(job) {
+                    for watched in gw.tools().runs_of(job) {
                         gw.runner().kill_now(watched, now);
                     }
                     gw.settle_runs(now);
@@ -508,7 +506,7 @@ pub(crate) fn step_job(
 /// Stop a job: its runs get SIGTERM (the result comes when they end), or the tool cancels
 /// it and its result is returned.
 fn stop_job(gw: &mut impl CallOwners, job: JobId, now: Instant) -> Option<ToolResult> {
-    let live = gw.runs_of(job);
+    let live = gw.tools().runs_of(job);
     if !live.is_empty() {
         for run in live {
             gw.runner()
@@ -895,9 +893,6 @@ pub(crate) mod fake {
         }
         fn mark_dirty(&mut self, rid: &str) {
             self.dirty.push(rid.to_string());
-        }
-        fn runs_of(&self, _job: JobId) -> Vec<RunId> {
-            Vec::new()
         }
         fn watch_run(&mut self, _run: RunId, _job: JobId, _now: Instant) -> std::io::Result<()> {
             panic!("no scripted tool starts a run")
