@@ -74,6 +74,12 @@ impl Exec {
     }
 }
 
+/// Ctrl-C, as a terminal sends it to `exec`.
+fn sigint(child: &Child) {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+}
+
 /// Waits for `child` with a deadline; its output. Its pipes are read while it runs, so a
 /// chatty `--json` never blocks on a full pipe.
 fn finish(child: Child) -> Output {
@@ -377,11 +383,7 @@ fn sigint_interrupts_one_task_with_exit_3_and_its_record() {
     let _reaper = common::procfs::Reaper(marker.clone());
     let child = e.spawn(&[&sleep], &[]);
     common::procfs::wait_for_proc("sleep", &marker, T);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    sigint(&child);
     let out = finish(child);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     let r = record_in(&out.stderr);
@@ -580,11 +582,7 @@ fn sigint_keeps_finished_records_marks_the_rest_and_continue_finishes_them() {
     let results = e.dir().join("s.results.jsonl");
     let child = e.spawn(&["--tasks", file.to_str().unwrap(), "--parallel", "2"], &[]);
     wait_records(&results, 2);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    sigint(&child);
     let out = finish(child);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     let s = summary_in(&out.stdout);

@@ -294,9 +294,22 @@ pub(crate) fn int_arg(args: &Value, key: &str) -> Option<i64> {
 /// The text of a file to edit: `None` when it does not exist; an error when it is not a
 /// regular UTF-8 file of a size we edit.
 pub(crate) fn read_text(path: &Path) -> Result<Option<String>, String> {
+    if !editable(path)? {
+        return Ok(None);
+    }
+    match crate::util::read_regular(path, EDIT_MAX) {
+        Ok(Some(t)) => Ok(Some(t)),
+        Ok(None) => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// Whether `path` is a file we edit: false when it does not exist; an error when it is a
+/// directory, not a regular file, or over `EDIT_MAX`.
+pub(crate) fn editable(path: &Path) -> Result<bool, String> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
     if meta.is_dir() {
@@ -306,17 +319,18 @@ pub(crate) fn read_text(path: &Path) -> Result<Option<String>, String> {
         return Err(format!("{} is not a regular file", path.display()));
     }
     if meta.len() > EDIT_MAX {
-        return Err(format!(
-            "{} is larger than {} MiB; edit it with terminal tools",
-            path.display(),
-            EDIT_MAX >> 20
-        ));
+        return Err(too_big(path));
     }
-    match crate::util::read_regular(path, EDIT_MAX) {
-        Ok(Some(t)) => Ok(Some(t)),
-        Ok(None) => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
-    }
+    Ok(true)
+}
+
+/// The refusal of a file over `EDIT_MAX`.
+pub(crate) fn too_big(path: &Path) -> String {
+    format!(
+        "{} is larger than {} MiB; edit it with terminal tools",
+        path.display(),
+        EDIT_MAX >> 20
+    )
 }
 
 /// Hermes' `write_file {path, content}`: the whole file replaced (parents created).

@@ -7,7 +7,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use super::EDIT_MAX;
+use super::{EDIT_MAX, editable, too_big};
 
 /// Bytes handled in one unit of work: well under a millisecond.
 pub(crate) const UNIT: usize = 1 << 20;
@@ -103,19 +103,8 @@ impl Loader {
     /// `None` when the file does not exist; an error when it is not a regular file of a size
     /// we edit.
     pub fn open(path: &Path) -> Result<Option<Loader>, String> {
-        let meta = match std::fs::metadata(path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-        };
-        if meta.is_dir() {
-            return Err(format!("{} is a directory", path.display()));
-        }
-        if !meta.is_file() {
-            return Err(format!("{} is not a regular file", path.display()));
-        }
-        if meta.len() > EDIT_MAX {
-            return Err(too_big(path));
+        if !editable(path)? {
+            return Ok(None);
         }
         let file = match crate::util::open_regular(path) {
             Ok(Some(f)) => f,
@@ -202,14 +191,6 @@ impl Loader {
             self.text.push(part);
         }
     }
-}
-
-fn too_big(path: &Path) -> String {
-    format!(
-        "{} is larger than {} MiB; edit it with terminal tools",
-        path.display(),
-        EDIT_MAX >> 20
-    )
 }
 
 /// A text copied with some of its spans replaced, a unit at a time.
