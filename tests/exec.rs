@@ -8,6 +8,7 @@ mod common;
 mod mockai;
 
 use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Instant;
@@ -43,6 +44,15 @@ impl Exec {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        // A user's Ctrl-C reaches exec: a SIGINT that whoever ran the tests ignores (a
+        // background job's, nohup's) is not passed on, as a terminal would not pass it on.
+        // SAFETY: between fork and exec only `signal`, which is async-signal-safe, runs.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
         cmd
     }
 
