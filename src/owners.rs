@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::event_loop::{Gateway, Route};
 use crate::rpc::Outbox;
-use crate::runner::{Closed, RunEnd, RunEvent, RunId, Runner};
+use crate::runner::{Closed, RunEnd, RunEvent, RunId};
 use crate::session::Session;
 use crate::session::calls::{CallOwners, CallParts};
 use crate::session::driver::{self, ModelParts, TurnOwners};
@@ -21,7 +21,7 @@ use crate::session::registry::Registry;
 use crate::session::ring::Rings;
 use crate::timer::{TimerId, TimerWheel};
 use crate::tools::asked::Asker;
-use crate::tools::runs::{self, Owner, RunControl, RunOwners};
+use crate::tools::runs::{RunControl, RunOwners};
 use crate::tools::{JobId, Timer, Tools};
 
 /// The key of the status-bar notice that says yolo is on.
@@ -211,12 +211,6 @@ impl CallOwners for Gateway {
     fn sessions(&mut self) -> &mut Registry {
         &mut self.sessions
     }
-    fn tools(&mut self) -> &mut Tools {
-        &mut self.tools
-    }
-    fn runner(&mut self) -> &mut Runner {
-        &mut self.runner
-    }
     fn asking(&mut self) -> (&mut Tools, impl Asker + '_) {
         Gateway::asking(self)
     }
@@ -242,20 +236,8 @@ impl CallOwners for Gateway {
     fn mark_dirty(&mut self, rid: &str) {
         Gateway::mark_dirty(self, rid);
     }
-    fn watch_run(&mut self, run: RunId, job: JobId, now: Instant) -> std::io::Result<()> {
-        runs::watch(self, run, Owner::Job(job), now)
-    }
-    fn settle_runs(&mut self, now: Instant) {
-        runs::after_runner(self, now);
-    }
-    fn after_tool(&mut self, now: Instant) {
-        crate::tools::process::after_tool(self, now);
-    }
     fn end_turn(&mut self, rid: &str, status: &str, error: Option<String>, now: Instant) {
         driver::end_turn(self, rid, status, error, now);
-    }
-    fn isolated(&mut self, owner: Option<&str>, now: Instant, work: impl FnOnce(&mut Self)) {
-        driver::isolated(self, owner, now, work);
     }
 }
 
@@ -334,7 +316,7 @@ impl RunOwners for Gateway {
         self.sessions.contains_key(rid)
     }
     fn isolated(&mut self, owner: Option<&str>, now: Instant, work: impl FnOnce(&mut Self)) {
-        Gateway::isolated(self, owner, now, work);
+        driver::isolated(self, owner, now, work);
     }
     fn run_ended(&mut self, job: JobId, end: RunEnd, now: Instant) {
         crate::session::calls::run_ended(self, job, end, now);

@@ -12,22 +12,22 @@ use super::machine::{self, Action, Effects, Started, TurnMachine};
 use super::registry::Registry;
 use super::turn::Turn;
 use crate::model::ToolCall;
-use crate::runner::{RunEnd, RunId, Runner};
+use crate::runner::{RunEnd, Runner};
 use crate::session::transcript::{Message, Role, tool_context};
 use crate::tools::approval::{Answer, Answered};
 use crate::tools::asked::Asker;
+use crate::tools::runs::{self, Owner, RunOwners};
 use crate::tools::{
     Job, JobId, Question, Start, Timer, ToolContext, ToolResult, Tools, UserAnswer, Wake,
 };
 use crate::util;
 
-/// What the tool side of a turn works on: the sessions, the tools, the runner, the client and
-/// timers (through an [`Asker`]), persistence's hold and dirty marks — and the few steps only
-/// the gateway can take (a run into the poll, the runner's events delivered, the turn ended).
-pub(crate) trait CallOwners {
+/// What the tool side of a turn works on: everything the runs work on ([`RunOwners`]: the
+/// tools, the runner, the client, timers, the run-watch view), the sessions, the client and
+/// timers approvals ask through (an [`Asker`]), persistence's hold and dirty marks — and the
+/// turn's end, which only the driver takes.
+pub(crate) trait CallOwners: RunOwners {
     fn sessions(&mut self) -> &mut Registry;
-    fn tools(&mut self) -> &mut Tools;
-    fn runner(&mut self) -> &mut Runner;
     /// The tools, and the client and timers their approvals and questions ask through.
     fn asking(&mut self) -> (&mut Tools, impl Asker + '_);
     /// What a tool's context is made of, lent together.
@@ -38,21 +38,9 @@ pub(crate) trait CallOwners {
     fn park(&mut self, rid: &str);
     /// The session has something to commit.
     fn mark_dirty(&mut self, rid: &str);
-    /// Watch a run `job` started (its descriptors into the poll).
-    fn watch_run(&mut self, run: RunId, job: JobId, now: Instant) -> std::io::Result<()>;
-    /// Deliver what the runner has to report (after runs were stopped or killed).
-    fn settle_runs(&mut self, now: Instant);
-    /// After a tool's start or step: what it started in the background is watched.
-    fn after_tool(&mut self, now: Instant);
     /// Close the turn of `rid` (`message.complete`…).
     fn end_turn(&mut self, rid: &str, status: &str, error: Option<String>, now: Instant);
-    /// Do `work` for `owner`'s session: a panic in it ends that turn alone.
-    fn isolated(&mut self, owner: Option<&str>, now: Instant, work: impl FnOnce(&mut Self));
 
-    /// An event of session `rid`.
-    fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
-        self.asking().1.emit(rid, kind, payload);
-    }
     /// The running turn of a session.
     fn turn_mut(&mut self, rid: &str) -> Option<&mut Turn> {
         self.sessions().get_mut(rid).and_then(|s| s.turn.as_mut())
@@ -204,7 +192,7 @@ pub(crate) fn finish_job(
     for run in gw.tools().runs_of(job) {
         gw.runner().kill_now(run, now);
     }
-    gw.settle_runs(now);
+    runs::after_runner(gw, now);
     result.duration = now.saturating_duration_since(j.started);
     step(gw, &j.rid, now, |m| m.finished(result));
 }
@@ -250,7 +238,7 @@ pub(crate) fn abandon(gw: &mut impl CallOwners, rid: &str, now: Instant) {
         for run in live {
             gw.runner().kill_now(run, now);
         }
-        gw.settle_runs(now);
+        runs::after_runner(gw, now);
     }
 }
 
@@ -319,7 +307,7 @@ fn with_tool<R>(
         wake: ctx.wake,
         question: ctx.question,
     };
-    gw.after_tool(now);
+    crate::tools::process::after_tool(gw, now);
     Some((r, asked))
 }
 
@@ -411,7 +399,7 @@ fn start_tool(
                 },
             );
             for (i, run) in started_runs.iter().enumerate() {
-                if let Err(e) = gw.watch_run(*run, job, now) {
+                if let Err(e) = runs::watch(gw, *run, Owner::Job(job), now) {
                     for rest in &started_runs[i + 1..] {
                         gw.runner().discard(*rest);
                     }
@@ -420,7 +408,7 @@ fn start_tool(
                     for watched in gw.tools().runs_of(job) {
                         gw.runner().kill_now(watched, now);
                     }
-                    gw.settle_runs(now);
+                    runs::after_runner(gw, now);
                     let error = format!("could not start the command: {e}");
                     return Started::Finished(ToolResult::failed(error));
                 }
@@ -512,7 +500,7 @@ fn stop_job(gw: &mut impl CallOwners, job: JobId, now: Instant) -> Option<ToolRe
             gw.runner()
                 .stop(run, crate::runner::Ending::Interrupted, now);
         }
-        gw.settle_runs(now);
+        runs::after_runner(gw, now);
         return None;
     }
     withdraw_question(gw, job, "interrupted");
@@ -590,10 +578,12 @@ pub(crate) mod fake {
     use super::*;
     use crate::model::{CallContext, ModelCall, ModelEvent, ModelRequest, Progress, Provider};
     use crate::rpc::Outbox;
+    use crate::runner::{Closed, RunEvent, RunId};
     use crate::session::driver::{self, ModelParts, TurnOwners};
     use crate::session::{Session, bare_session};
     use crate::tools::Ask;
     use crate::tools::asked::fake::FakeAsker;
+    use crate::tools::runs::RunControl;
 
     pub const RID: &str = "r1";
 
@@ -859,15 +849,52 @@ pub(crate) mod fake {
         }
     }
 
-    impl CallOwners for Fake {
-        fn sessions(&mut self) -> &mut Registry {
-            &mut self.sessions
-        }
+    impl RunOwners for Fake {
         fn tools(&mut self) -> &mut Tools {
             &mut self.tools
         }
-        fn runner(&mut self) -> &mut Runner {
+        fn runner(&mut self) -> &mut dyn RunControl {
             &mut self.runner
+        }
+        fn watch_run(&mut self, _run: RunId) -> std::io::Result<()> {
+            panic!("no scripted tool starts a run")
+        }
+        fn unwatch_run(&mut self, _closed: Closed) {}
+        fn set_timer(&mut self, at: Instant, timer: Timer) {
+            self.asker.set_timer(at, timer);
+        }
+        fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
+            self.asker.emit(rid, kind, payload);
+        }
+        fn outbox(&mut self) -> &mut dyn Outbox {
+            self.asker.outbox()
+        }
+        fn paused(&self) -> bool {
+            false
+        }
+        fn shutting_down(&self) -> bool {
+            false
+        }
+        fn has_session(&self, rid: &str) -> bool {
+            self.sessions.contains_key(rid)
+        }
+        fn isolated(&mut self, owner: Option<&str>, now: Instant, work: impl FnOnce(&mut Self)) {
+            driver::isolated(self, owner, now, work);
+        }
+        fn run_ended(&mut self, job: JobId, end: RunEnd, now: Instant) {
+            run_ended(self, job, end, now);
+        }
+        fn service_event(&mut self, _event: RunEvent, _now: Instant) {
+            panic!("no scripted tool runs a service")
+        }
+        fn submit_prompt(&mut self, _rid: &str, _text: String, _now: Instant) {
+            panic!("no scripted tool notifies")
+        }
+    }
+
+    impl CallOwners for Fake {
+        fn sessions(&mut self) -> &mut Registry {
+            &mut self.sessions
         }
         fn asking(&mut self) -> (&mut Tools, impl Asker + '_) {
             (&mut self.tools, &mut self.asker)
@@ -894,17 +921,9 @@ pub(crate) mod fake {
         fn mark_dirty(&mut self, rid: &str) {
             self.dirty.push(rid.to_string());
         }
-        fn watch_run(&mut self, _run: RunId, _job: JobId, _now: Instant) -> std::io::Result<()> {
-            panic!("no scripted tool starts a run")
-        }
-        fn settle_runs(&mut self, _now: Instant) {}
-        fn after_tool(&mut self, _now: Instant) {}
         fn end_turn(&mut self, rid: &str, status: &str, error: Option<String>, now: Instant) {
             self.ended.push((rid.to_string(), status.to_string()));
             driver::end_turn(self, rid, status, error, now);
-        }
-        fn isolated(&mut self, owner: Option<&str>, now: Instant, work: impl FnOnce(&mut Self)) {
-            driver::isolated(self, owner, now, work);
         }
     }
 

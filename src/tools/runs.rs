@@ -32,6 +32,10 @@ pub(crate) trait RunControl {
     fn close_stdin(&mut self, id: RunId);
     fn stop(&mut self, id: RunId, ending: Ending, now: Instant);
     fn is_stoppable(&self, id: RunId) -> bool;
+    /// End a run at once (SIGKILL); its end comes with the next events.
+    fn kill_now(&mut self, id: RunId, now: Instant);
+    /// Forget a run no one will watch (killed, its end unheard).
+    fn discard(&mut self, id: RunId);
     /// Read the ready runs' pipes.
     fn pump(&mut self, now: Instant);
     fn on_timer(&mut self, id: RunId, what: RunTimer, now: Instant);
@@ -55,6 +59,12 @@ impl RunControl for Runner {
     }
     fn is_stoppable(&self, id: RunId) -> bool {
         Runner::is_stoppable(self, id)
+    }
+    fn kill_now(&mut self, id: RunId, now: Instant) {
+        Runner::kill_now(self, id, now);
+    }
+    fn discard(&mut self, id: RunId) {
+        Runner::discard(self, id);
     }
     fn pump(&mut self, now: Instant) {
         Runner::pump(self, now);
@@ -640,6 +650,12 @@ pub(crate) mod fake {
         }
         fn is_stoppable(&self, id: RunId) -> bool {
             !self.stopped.contains(&id)
+        }
+        fn kill_now(&mut self, id: RunId, _now: Instant) {
+            self.stopped.push(id);
+        }
+        fn discard(&mut self, id: RunId) {
+            self.stopped.push(id);
         }
         fn pump(&mut self, _now: Instant) {
             self.pumps += 1;
