@@ -190,7 +190,7 @@ fn a_full_disk_holds_the_frames_says_so_once_and_resumes_when_space_is_freed() {
     fs.unfill();
     let answer = g.wait_response(&id, secs(10));
     assert_eq!(answer["result"]["status"], "streaming", "{answer}");
-    let turn = g.finish_turn(&s.id, start, secs(10));
+    let turn = g.finish_turn(&s.id, start, secs(60)); // ~37,000 deltas: slow on a loaded machine
     assert_eq!(turn.complete["payload"]["status"], "complete");
     let sid = s.id.clone();
     g.wait_frame(
@@ -277,7 +277,7 @@ fn a_command_approved_during_a_hold_starts_only_when_saving_works_again() {
     fs.unfill();
     let r = g.wait_response(&respond, secs(10));
     assert_eq!(r["result"]["resolved"], 1, "{r}");
-    let turn = g.finish_turn(&s.id, start, secs(10));
+    let turn = g.finish_turn(&s.id, start, secs(60)); // ~37,000 deltas: slow on a loaded machine
     assert_eq!(turn.complete["payload"]["status"], "complete");
     assert!(!scratch.exists(), "the approved command ran after the hold");
     let done = g
