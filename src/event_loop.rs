@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
@@ -92,6 +94,9 @@ pub struct Gateway {
     pub(crate) by_token: HashMap<Token, Route>,
     /// The token of each run of the runner whose descriptors are in the poll.
     run_tokens: HashMap<crate::runner::RunId, Token>,
+    /// The poll's registry as MCP HTTP connections keep it, and each exchange's token.
+    link_registry: Rc<mio::Registry>,
+    exchange_tokens: HashMap<u64, Token>,
     /// Who waits for each run, approvals.
     pub(crate) tools: crate::tools::Tools,
     /// Running commands.
@@ -159,6 +164,11 @@ impl Gateway {
         let rings = crate::session::ring::Rings::new(cfg.event_ring, cfg.event_rings_total);
         let tool_pidns = cfg.tool_pidns;
         let signals = None;
+        let link_registry = poll
+            .registry()
+            .try_clone()
+            .map(Rc::new)
+            .map_err(|e| format!("cannot share the poll: {e}"))?;
         Ok(Gateway {
             timers: TimerWheel::new(now),
             cfg,
@@ -170,6 +180,8 @@ impl Gateway {
             rings,
             by_token: HashMap::new(),
             run_tokens: HashMap::new(),
+            link_registry,
+            exchange_tokens: HashMap::new(),
             tools: crate::tools::Tools::new(&cfg_home_for_tools, tool_waker),
             runner: crate::runner::Runner::new(
                 crate::runner::supervisor::Executable::current(),
@@ -589,6 +601,107 @@ impl Gateway {
             Some(Route::ModelList(id)) => crate::methods::models::on_ready(self, id),
             Some(Route::McpHttp(id)) => crate::mcp::http::on_ready(self, id, Instant::now()),
             None => {}
+        }
+    }
+}
+
+/// The loop's sockets lent to MCP HTTP exchanges: each connection under a token of its own,
+/// routed to its exchange ([`Route::McpHttp`]).
+pub(crate) struct ExchangeSockets<'a> {
+    registry: &'a Rc<mio::Registry>,
+    by_token: &'a mut HashMap<Token, Route>,
+    next_token: &'a mut usize,
+    exchange_tokens: &'a mut HashMap<u64, Token>,
+}
+
+impl Gateway {
+    pub(crate) fn exchange_sockets(&mut self) -> ExchangeSockets<'_> {
+        ExchangeSockets {
+            registry: &self.link_registry,
+            by_token: &mut self.by_token,
+            next_token: &mut self.next_token,
+            exchange_tokens: &mut self.exchange_tokens,
+        }
+    }
+}
+
+impl crate::mcp::http::Sockets for ExchangeSockets<'_> {
+    fn connect(
+        &mut self,
+        exchange: u64,
+        route: &crate::model::connect::Route,
+        tls: Option<Arc<rustls::ClientConfig>>,
+    ) -> Result<Box<dyn crate::mcp::http::Link>, crate::model::connect::Failure> {
+        let token = Token(*self.next_token);
+        let connector = crate::model::connect::Connector::start(route, tls, self.registry, token)?;
+        *self.next_token += 1;
+        self.by_token.insert(token, Route::McpHttp(exchange));
+        self.exchange_tokens.insert(exchange, token);
+        Ok(Box::new(SocketLink {
+            registry: self.registry.clone(),
+            phase: LinkPhase::Opening(Box::new(connector)),
+        }))
+    }
+
+    fn release(&mut self, exchange: u64, link: Box<dyn crate::mcp::http::Link>) {
+        drop(link);
+        if let Some(token) = self.exchange_tokens.remove(&exchange) {
+            self.by_token.remove(&token);
+        }
+    }
+}
+
+/// An MCP exchange's connection: opening, then open; out of the poll when dropped.
+struct SocketLink {
+    registry: Rc<mio::Registry>,
+    phase: LinkPhase,
+}
+
+enum LinkPhase {
+    Opening(Box<crate::model::connect::Connector>),
+    Open(Box<crate::model::http::Transport>),
+}
+
+impl SocketLink {
+    fn transport(&mut self) -> io::Result<&mut crate::model::http::Transport> {
+        match &mut self.phase {
+            LinkPhase::Open(t) => Ok(t),
+            LinkPhase::Opening(_) => Err(io::ErrorKind::NotConnected.into()),
+        }
+    }
+}
+
+impl crate::mcp::http::Link for SocketLink {
+    fn open(&mut self) -> Result<bool, crate::model::connect::Failure> {
+        if let LinkPhase::Opening(c) = &mut self.phase {
+            match c.advance(&self.registry)? {
+                Some(t) => self.phase = LinkPhase::Open(Box::new(t)),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.transport()?.write_plain(bytes)
+    }
+    fn flush(&mut self) -> io::Result<bool> {
+        self.transport()?.flush_tls()
+    }
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.transport()?.read_plain(buf)
+    }
+    fn handshaking(&self) -> bool {
+        matches!(&self.phase, LinkPhase::Open(t) if t.handshaking())
+    }
+}
+
+impl Drop for SocketLink {
+    fn drop(&mut self) {
+        match &mut self.phase {
+            LinkPhase::Opening(c) => c.release(&self.registry),
+            LinkPhase::Open(t) => {
+                let _ = self.registry.deregister(&mut t.socket);
+            }
         }
     }
 }

@@ -328,3 +328,30 @@ impl RunOwners for Gateway {
         Gateway::submit_prompt(self, rid, text, now);
     }
 }
+
+impl crate::mcp::McpOwners for Gateway {
+    fn mcp(&mut self) -> &mut crate::mcp::Mcp {
+        &mut self.mcp
+    }
+    fn home(&self) -> std::path::PathBuf {
+        self.cfg.home.clone()
+    }
+    fn kill_grace(&self) -> std::time::Duration {
+        self.cfg.kill_grace
+    }
+    fn session_open(&self) -> bool {
+        self.sessions.keys().next().is_some()
+    }
+    fn sessions_idle(&self) -> Vec<(String, bool)> {
+        self.sessions
+            .values()
+            .map(|s| (s.runtime_id.clone(), !s.running()))
+            .collect()
+    }
+    fn emit_info(&mut self, rid: &str) {
+        Gateway::emit_info(self, rid);
+    }
+    fn sockets(&mut self) -> impl crate::mcp::http::Sockets + '_ {
+        self.exchange_sockets()
+    }
+}

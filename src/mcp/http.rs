@@ -23,15 +23,13 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::{Registry, Token};
 use serde_json::Value;
 
-use super::LINE_MAX;
 use super::wire::{self, Incoming};
-use crate::event_loop::{Gateway, Route};
+use super::{LINE_MAX, McpOwners};
 use crate::model::catalog::describe;
-use crate::model::connect::{self, Connector, Failure, Proxy};
-use crate::model::http::{Response, Transport, Url, tls_config};
+use crate::model::connect::{self, Failure, Proxy};
+use crate::model::http::{Response, Url, tls_config};
 use crate::tools::Timer;
 
 /// Bytes one answer may bring (an SSE stream counts all its events, comments included).
@@ -53,6 +51,35 @@ pub const RESUMES: u32 = 5;
 const EVENT_ID_MAX: usize = 1024;
 /// The longest the `DELETE` ending a session is waited for.
 const DELETE_WAIT: Duration = Duration::from_secs(2);
+
+/// The loop's sockets as the exchanges use them: a connection per exchange, opened and
+/// released by the loop (which alone knows the poll and its tokens) and its readiness routed
+/// back to [`on_ready`].
+pub(crate) trait Sockets {
+    /// Start connecting to `route` for exchange `exchange` (resolution, proxy, TLS).
+    fn connect(
+        &mut self,
+        exchange: u64,
+        route: &connect::Route,
+        tls: Option<Arc<rustls::ClientConfig>>,
+    ) -> Result<Box<dyn Link>, Failure>;
+    /// The exchange is over: its connection leaves the poll and closes, its token is freed.
+    fn release(&mut self, exchange: u64, link: Box<dyn Link>);
+}
+
+/// One exchange's connection, as the exchange drives it.
+pub(crate) trait Link {
+    /// Make all the progress possible opening it; `Ok(true)` once it is open.
+    fn open(&mut self) -> Result<bool, Failure>;
+    /// Queue (TLS) or write request bytes; how many were taken.
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize>;
+    /// Push what is queued to the socket; true when nothing is left.
+    fn flush(&mut self) -> io::Result<bool>;
+    /// Read answer bytes; `Ok(0)` is the end of the stream, `WouldBlock` means wait.
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    /// A TLS handshake still under way.
+    fn handshaking(&self) -> bool;
+}
 
 /// The streamable HTTP servers and their exchanges in flight.
 #[derive(Default)]
@@ -135,17 +162,11 @@ enum Body {
     Ignored,
 }
 
-enum Phase {
-    Opening(Box<Connector>),
-    Open(Box<Transport>),
-    Done,
-}
-
 /// One request and its answer on a connection of its own.
 struct Exchange {
+    id: u64,
     server: String,
     epoch: u64,
-    token: Token,
     purpose: Purpose,
     bytes: Vec<u8>,
     sent: usize,
@@ -155,7 +176,9 @@ struct Exchange {
     /// Sent with a session id (a 404 then means the session is gone).
     in_session: bool,
     deadline: Option<Instant>,
-    phase: Phase,
+    link: Box<dyn Link>,
+    /// The link is open: the request is being written, or its answer read.
+    open: bool,
     response: Response,
     body: Option<Body>,
     /// Body bytes of the answer so far (over all its resumed streams).
@@ -311,13 +334,13 @@ fn header_lines(headers: &BTreeMap<String, String>) -> Result<String, String> {
 }
 
 /// Set up the server `name` at `url` (nothing is connected until a message is posted).
-pub fn open(
-    gw: &mut Gateway,
+pub(crate) fn open(
+    o: &mut impl McpOwners,
     name: &str,
     url: &str,
     headers: &BTreeMap<String, String>,
 ) -> Result<(), String> {
-    close(gw, name);
+    close(o, name);
     let target = Url::parse(url)?;
     let tls = if target.tls {
         Some(tls_config()?)
@@ -325,13 +348,13 @@ pub fn open(
         None
     };
     let proxy = Proxy::for_target(&target)?;
-    let quiet_timeout = gw
-        .mcp
+    let quiet_timeout = o
+        .mcp()
         .servers
         .get(name)
         .map_or(Duration::from_secs(60), |s| s.config.connect_timeout);
-    let epoch = gw.mcp.http.servers.get(name).map_or(0, |c| c.epoch + 1);
-    gw.mcp.http.servers.insert(
+    let epoch = o.mcp().http.servers.get(name).map_or(0, |c| c.epoch + 1);
+    o.mcp().http.servers.insert(
         name.to_string(),
         Client {
             route: connect::Route::new(target, proxy),
@@ -401,7 +424,7 @@ struct PeekParams {
 }
 
 /// POST one message (a `wire` line) to the server.
-pub fn post(gw: &mut Gateway, name: &str, line: Vec<u8>, now: Instant) {
+pub(crate) fn post(o: &mut impl McpOwners, name: &str, line: Vec<u8>, now: Instant) {
     let peek: Option<Peek> = serde_json::from_slice(&line).ok();
     let method = peek.as_ref().and_then(|p| p.method.clone());
     let request = peek
@@ -412,22 +435,22 @@ pub fn post(gw: &mut Gateway, name: &str, line: Vec<u8>, now: Instant) {
         && let Some(id) = peek.as_ref().and_then(|p| p.params.as_ref()?.request_id)
     {
         // The spec's cancellation is the notification; the answer's stream is dropped too.
-        abort_waiting(gw, name, id);
+        abort_waiting(o, name, id);
     }
-    let Some(c) = gw.mcp.http.servers.get(name) else {
+    let http = &o.mcp().http;
+    if !http.has(name) {
         return;
-    };
-    let in_flight = gw
-        .mcp
-        .http
+    }
+    let in_flight = http
         .exchanges
         .values()
         .filter(|e| e.server == name && matches!(e.purpose, Purpose::Post | Purpose::Resume))
         .count();
     if in_flight >= IN_FLIGHT_MAX {
         let why = format!("more than {IN_FLIGHT_MAX} requests in flight to it");
-        return refuse(gw, name, request, why, now);
+        return refuse(o, name, request, why, now);
     }
+    let c = &o.mcp().http.servers[name];
     let mut bytes = request_head(c, "POST", line.len(), None).into_bytes();
     bytes.extend_from_slice(&line);
     let sending = Sending {
@@ -441,13 +464,13 @@ pub fn post(gw: &mut Gateway, name: &str, line: Vec<u8>, now: Instant) {
         resumed_from: None,
         received: 0,
     };
-    start(gw, name, sending, now);
+    start(o, name, sending, now);
 }
 
 /// Open the GET listening stream of `name` (once `initialize` is answered, and again when it
 /// dropped), from the last event id it gave.
-pub fn listen(gw: &mut Gateway, name: &str, now: Instant) {
-    let Some(c) = gw.mcp.http.servers.get(name) else {
+pub(crate) fn listen(o: &mut impl McpOwners, name: &str, now: Instant) {
+    let Some(c) = o.mcp().http.servers.get(name) else {
         return;
     };
     if !matches!(c.listen, Listen::Off | Listen::Reopen(_)) {
@@ -465,7 +488,7 @@ pub fn listen(gw: &mut Gateway, name: &str, now: Instant) {
         resumed_from: c.listen_last_id.clone(),
         received: 0,
     };
-    start(gw, name, sending, now);
+    start(o, name, sending, now);
 }
 
 /// What an exchange sends and how it ends.
@@ -482,46 +505,46 @@ struct Sending {
 }
 
 /// The request `id` cannot be sent or answered: it gets `why` as its error answer.
-fn refuse(gw: &mut Gateway, name: &str, id: Option<u64>, why: String, now: Instant) {
+fn refuse(o: &mut impl McpOwners, name: &str, id: Option<u64>, why: String, now: Instant) {
     match id {
         Some(id) => {
             let answer = Incoming::Answer {
                 id,
                 result: Err(why),
             };
-            super::on_message(gw, name, answer, now);
+            super::on_message(o, name, answer, now);
         }
         None => crate::diag!("[mcp] {name}: a message was not delivered: {why}"),
     }
 }
 
-fn start(gw: &mut Gateway, name: &str, sending: Sending, now: Instant) {
-    let Some(c) = gw.mcp.http.servers.get(name) else {
+fn start(o: &mut impl McpOwners, name: &str, sending: Sending, now: Instant) {
+    let Some(c) = o.mcp().http.servers.get(name) else {
         return;
     };
     let (route, tls, epoch) = (c.route.clone(), c.tls.clone(), c.epoch);
-    let id = gw.mcp.http.next;
-    gw.mcp.http.next += 1;
-    let token = gw.alloc_token(Route::McpHttp(id));
-    let connector = match Connector::start(&route, tls, gw.poll.registry(), token) {
-        Ok(c) => c,
+    let http = &mut o.mcp().http;
+    let id = http.next;
+    http.next += 1;
+    let connected = o.sockets().connect(id, &route, tls);
+    let link = match connected {
+        Ok(link) => link,
         Err(f) => {
-            gw.by_token.remove(&token);
             let why = describe(f);
             return match sending.purpose {
                 Purpose::Delete => crate::diag!("[mcp] {name}: ending the session failed: {why}"),
-                Purpose::Listen => listen_ended(gw, name, epoch, false, why, now),
-                Purpose::Post | Purpose::Resume => super::failed(gw, name, why, now),
+                Purpose::Listen => listen_ended(o, name, epoch, false, why, now),
+                Purpose::Post | Purpose::Resume => super::failed(o, name, why, now),
             };
         }
     };
     let deadline = sending.deadline;
-    gw.mcp.http.exchanges.insert(
+    o.mcp().http.exchanges.insert(
         id,
         Exchange {
+            id,
             server: name.to_string(),
             epoch,
-            token,
             purpose: sending.purpose,
             bytes: sending.bytes,
             sent: 0,
@@ -529,7 +552,8 @@ fn start(gw: &mut Gateway, name: &str, sending: Sending, now: Instant) {
             initialize: sending.initialize,
             in_session: sending.in_session,
             deadline,
-            phase: Phase::Opening(Box::new(connector)),
+            link,
+            open: false,
             response: Response::default(),
             body: None,
             received: sending.received,
@@ -539,37 +563,37 @@ fn start(gw: &mut Gateway, name: &str, sending: Sending, now: Instant) {
         },
     );
     if sending.purpose == Purpose::Listen
-        && let Some(c) = gw.mcp.http.servers.get_mut(name)
+        && let Some(c) = o.mcp().http.servers.get_mut(name)
     {
         c.listen = Listen::Open(id);
     }
     if let Some(at) = deadline {
-        gw.timers.insert(at, Timer::Mcp(name.to_string()));
+        o.set_timer(at, Timer::Mcp(name.to_string()));
     }
     // A literal address may already be connected: look at once.
-    on_ready(gw, id, now);
+    on_ready(o, id, now);
 }
 
 /// A source of exchange `id` is ready: make all the progress possible, hand over what came.
-pub fn on_ready(gw: &mut Gateway, id: u64, now: Instant) {
-    let Some(mut ex) = gw.mcp.http.exchanges.remove(&id) else {
+pub(crate) fn on_ready(o: &mut impl McpOwners, id: u64, now: Instant) {
+    let Some(mut ex) = o.mcp().http.exchanges.remove(&id) else {
         return;
     };
     let mut messages = Vec::new();
-    let mut ended = ex.advance(gw.poll.registry(), &mut messages);
+    let mut ended = ex.advance(&mut messages);
     let name = ex.server.clone();
     if ex.purpose == Purpose::Delete {
         if let Some(Err(Ended::Refused(why) | Ended::Unreachable(why) | Ended::Cut(why))) = &ended {
             crate::diag!("[mcp] {name}: ending the session failed: {why}");
         }
         return match ended {
-            Some(_) => finish(gw, ex),
+            Some(_) => finish(o, ex),
             None => {
-                gw.mcp.http.exchanges.insert(id, ex);
+                o.mcp().http.exchanges.insert(id, ex);
             }
         };
     }
-    if let Some(c) = gw.mcp.http.servers.get_mut(&name)
+    if let Some(c) = o.mcp().http.servers.get_mut(&name)
         && c.epoch == ex.epoch
     {
         if ex.initialize
@@ -596,29 +620,29 @@ pub fn on_ready(gw: &mut Gateway, id: u64, now: Instant) {
             ex.waiting = None;
             if ex.initialize
                 && let Ok(init) = result
-                && let Some(c) = gw.mcp.http.servers.get_mut(&name)
+                && let Some(c) = o.mcp().http.servers.get_mut(&name)
             {
                 c.version = init["protocolVersion"].as_str().map(str::to_string);
             }
         }
-        super::on_message(gw, &name, message, now);
+        super::on_message(o, &name, message, now);
     }
     if ended.is_none() && ex.purpose != Purpose::Listen && ex.waiting.is_none() && ex.body.is_some()
     {
         // Answered: what a stream sends after the answer belongs to no request of ours.
         ended = Some(Ok(()));
     }
-    let current = gw
-        .mcp
+    let current = o
+        .mcp()
         .http
         .servers
         .get(&name)
         .is_some_and(|c| c.epoch == ex.epoch);
     let Some(ended) = ended else {
         if current {
-            gw.mcp.http.exchanges.insert(id, ex);
+            o.mcp().http.exchanges.insert(id, ex);
         } else {
-            finish(gw, ex);
+            finish(o, ex);
         }
         return;
     };
@@ -634,27 +658,27 @@ pub fn on_ready(gw: &mut Gateway, id: u64, now: Instant) {
     let steady = events > 0 || now.duration_since(ex.opened_at) >= LISTEN_STEADY;
     let (purpose, epoch, resumes, received, initialize) =
         (ex.purpose, ex.epoch, ex.resumes, ex.received, ex.initialize);
-    finish(gw, ex);
+    finish(o, ex);
     if !current {
         return;
     }
     match ended {
-        Err(Ended::SessionGone) => super::session_gone(gw, &name, now),
+        Err(Ended::SessionGone) => super::session_gone(o, &name, now),
         Err(Ended::NotOffered) => {
-            if let Some(c) = gw.mcp.http.servers.get_mut(&name) {
+            if let Some(c) = o.mcp().http.servers.get_mut(&name) {
                 c.listen = Listen::NotOffered;
             }
         }
         Ok(()) if purpose == Purpose::Listen => {
-            listen_ended(gw, &name, epoch, steady, String::new(), now)
+            listen_ended(o, &name, epoch, steady, String::new(), now)
         }
         Err(Ended::Cut(why) | Ended::Refused(why) | Ended::Unreachable(why))
             if purpose == Purpose::Listen =>
         {
-            listen_ended(gw, &name, epoch, steady, why, now)
+            listen_ended(o, &name, epoch, steady, why, now)
         }
         Ok(()) | Err(Ended::Cut(_)) if waiting.is_some() && resume.is_some() => {
-            let Some(c) = gw.mcp.http.servers.get(&name) else {
+            let Some(c) = o.mcp().http.servers.get(&name) else {
                 return;
             };
             let sending = Sending {
@@ -668,23 +692,30 @@ pub fn on_ready(gw: &mut Gateway, id: u64, now: Instant) {
                 resumed_from: resume,
                 received,
             };
-            start(gw, &name, sending, now);
+            start(o, &name, sending, now);
         }
         Ok(()) if waiting.is_some() => {
             let why = "the server ended its answer without answering the request";
-            refuse(gw, &name, waiting, why.into(), now);
+            refuse(o, &name, waiting, why.into(), now);
         }
         Ok(()) => {}
-        Err(Ended::Refused(why) | Ended::Cut(why)) => refuse(gw, &name, waiting, why, now),
-        Err(Ended::Unreachable(why)) => super::failed(gw, &name, why, now),
+        Err(Ended::Refused(why) | Ended::Cut(why)) => refuse(o, &name, waiting, why, now),
+        Err(Ended::Unreachable(why)) => super::failed(o, &name, why, now),
     }
 }
 
 /// The listening stream of epoch `epoch` ended (`why`, empty when the server closed it): it
 /// is opened again after the server's `retry:` (doubled with each failure in a row, a stream
 /// that worked, `steady`, resetting the count), or given up after [`LISTEN_RETRIES`].
-fn listen_ended(gw: &mut Gateway, name: &str, epoch: u64, steady: bool, why: String, now: Instant) {
-    let Some(c) = gw.mcp.http.servers.get_mut(name) else {
+fn listen_ended(
+    o: &mut impl McpOwners,
+    name: &str,
+    epoch: u64,
+    steady: bool,
+    why: String,
+    now: Instant,
+) {
+    let Some(c) = o.mcp().http.servers.get_mut(name) else {
         return;
     };
     if c.epoch != epoch {
@@ -709,7 +740,7 @@ fn listen_ended(gw: &mut Gateway, name: &str, epoch: u64, steady: bool, why: Str
     let wait = listen_wait(c.retry, c.listen_failures);
     let at = now + wait;
     c.listen = Listen::Reopen(at);
-    gw.timers.insert(at, Timer::Mcp(name.to_string()));
+    o.set_timer(at, Timer::Mcp(name.to_string()));
     crate::diag!(
         "[mcp] {name}: the listening stream ended ({why}); reopening it in {} ms",
         wait.as_millis()
@@ -724,35 +755,34 @@ fn listen_wait(retry: Option<Duration>, failures: u32) -> Duration {
         .min(RETRY_MAX)
 }
 
-/// Release an exchange's sources and token.
-fn finish(gw: &mut Gateway, mut ex: Exchange) {
-    ex.release(gw.poll.registry());
-    gw.by_token.remove(&ex.token);
+/// Release an exchange's connection.
+fn finish(o: &mut impl McpOwners, ex: Exchange) {
+    o.sockets().release(ex.id, ex.link);
 }
 
 /// Drop the exchange waiting for request `id` of `name` (abandoned by the caller).
-fn abort_waiting(gw: &mut Gateway, name: &str, id: u64) {
-    let found = gw
-        .mcp
+fn abort_waiting(o: &mut impl McpOwners, name: &str, id: u64) {
+    let found = o
+        .mcp()
         .http
         .exchanges
         .iter()
         .find(|(_, e)| e.server == name && e.waiting == Some(id))
         .map(|(k, _)| *k);
-    if let Some(ex) = found.and_then(|k| gw.mcp.http.exchanges.remove(&k)) {
-        finish(gw, ex);
+    if let Some(ex) = found.and_then(|k| o.mcp().http.exchanges.remove(&k)) {
+        finish(o, ex);
     }
 }
 
 /// Drop every exchange of `name` in flight (the server failed or is being replaced); what
 /// they waited for is ended by the caller.
-pub fn close(gw: &mut Gateway, name: &str) {
-    if let Some(c) = gw.mcp.http.servers.get_mut(name) {
+pub(crate) fn close(o: &mut impl McpOwners, name: &str) {
+    if let Some(c) = o.mcp().http.servers.get_mut(name) {
         c.epoch += 1;
         c.listen = Listen::Off;
     }
-    let ids: Vec<u64> = gw
-        .mcp
+    let ids: Vec<u64> = o
+        .mcp()
         .http
         .exchanges
         .iter()
@@ -760,8 +790,8 @@ pub fn close(gw: &mut Gateway, name: &str) {
         .map(|(k, _)| *k)
         .collect();
     for id in ids {
-        if let Some(ex) = gw.mcp.http.exchanges.remove(&id) {
-            finish(gw, ex);
+        if let Some(ex) = o.mcp().http.exchanges.remove(&id) {
+            finish(o, ex);
         }
     }
 }
@@ -769,9 +799,9 @@ pub fn close(gw: &mut Gateway, name: &str) {
 /// The server is dropped (a reload, the shutdown): its exchanges go, and its session is
 /// ended with a `DELETE`, waited for up to [`DELETE_WAIT`] (the shutdown waits for it; a
 /// server may answer 405).
-pub fn end_session(gw: &mut Gateway, name: &str, now: Instant) {
-    close(gw, name);
-    let Some(c) = gw.mcp.http.servers.get(name) else {
+pub(crate) fn end_session(o: &mut impl McpOwners, name: &str, now: Instant) {
+    close(o, name);
+    let Some(c) = o.mcp().http.servers.get(name) else {
         return;
     };
     let delete = c
@@ -791,16 +821,16 @@ pub fn end_session(gw: &mut Gateway, name: &str, now: Instant) {
             resumed_from: None,
             received: 0,
         };
-        start(gw, name, sending, now);
+        start(o, name, sending, now);
     }
-    gw.mcp.http.servers.remove(name);
+    o.mcp().http.servers.remove(name);
 }
 
 /// `Timer::Mcp`: exchanges of `name` past their deadline are dropped; a listening stream due
 /// is opened again.
-pub fn on_timer(gw: &mut Gateway, name: &str, now: Instant) {
-    let ids: Vec<u64> = gw
-        .mcp
+pub(crate) fn on_timer(o: &mut impl McpOwners, name: &str, now: Instant) {
+    let ids: Vec<u64> = o
+        .mcp()
         .http
         .exchanges
         .iter()
@@ -808,65 +838,44 @@ pub fn on_timer(gw: &mut Gateway, name: &str, now: Instant) {
         .map(|(k, _)| *k)
         .collect();
     for id in ids {
-        if let Some(ex) = gw.mcp.http.exchanges.remove(&id) {
+        if let Some(ex) = o.mcp().http.exchanges.remove(&id) {
             crate::diag!("[mcp] {name}: the server did not take a message in time");
-            finish(gw, ex);
+            finish(o, ex);
         }
     }
-    let due = gw
-        .mcp
+    let due = o
+        .mcp()
         .http
         .servers
         .get(name)
         .is_some_and(|c| matches!(c.listen, Listen::Reopen(at) if now >= at));
     if due {
-        listen(gw, name, now);
+        listen(o, name, now);
     }
 }
 
 impl Exchange {
-    fn release(&mut self, registry: &Registry) {
-        match &mut self.phase {
-            Phase::Opening(c) => c.release(registry),
-            Phase::Open(t) => {
-                let _ = registry.deregister(&mut t.socket);
-            }
-            Phase::Done => {}
-        }
-        self.phase = Phase::Done;
-    }
-
     /// Make all the progress possible; `Some` once the exchange is over (`Ok`: the answer
     /// ended). Messages that arrived go to `out`, in order.
-    fn advance(
-        &mut self,
-        registry: &Registry,
-        out: &mut Vec<Incoming>,
-    ) -> Option<Result<(), Ended>> {
-        loop {
-            match &mut self.phase {
-                Phase::Done => return Some(Err(Ended::Refused("the exchange was stopped".into()))),
-                Phase::Opening(c) => match c.advance(registry) {
-                    Ok(None) => return None,
-                    Ok(Some(t)) => self.phase = Phase::Open(Box::new(t)),
-                    Err(Failure::Connect(why)) => {
-                        return Some(Err(Ended::Unreachable(format!("cannot connect: {why}"))));
-                    }
-                    Err(f) => return Some(Err(Ended::Unreachable(describe(f)))),
-                },
-                Phase::Open(_) => return self.exchange(out).transpose(),
+    fn advance(&mut self, out: &mut Vec<Incoming>) -> Option<Result<(), Ended>> {
+        if !self.open {
+            match self.link.open() {
+                Ok(false) => return None,
+                Ok(true) => self.open = true,
+                Err(Failure::Connect(why)) => {
+                    return Some(Err(Ended::Unreachable(format!("cannot connect: {why}"))));
+                }
+                Err(f) => return Some(Err(Ended::Unreachable(describe(f)))),
             }
         }
+        self.exchange(out).transpose()
     }
 
     /// Write the request, read the answer. `Ok(None)`: wait for readiness.
     fn exchange(&mut self, out: &mut Vec<Incoming>) -> Result<Option<()>, Ended> {
-        let Phase::Open(t) = &mut self.phase else {
-            return Ok(None);
-        };
         let refused = |doing: &str, e: io::Error| Ended::Refused(format!("{doing} failed: {e}"));
         while self.sent < self.bytes.len() {
-            match t.write_plain(&self.bytes[self.sent..]) {
+            match self.link.write(&self.bytes[self.sent..]) {
                 Ok(0) => return Err(Ended::Refused("the server closed the connection".into())),
                 Ok(n) => self.sent += n,
                 Err(e) if would_block(&e) => return Ok(None),
@@ -874,22 +883,20 @@ impl Exchange {
                 Err(e) => return Err(refused("sending the request", e)),
             }
         }
-        if !t
-            .flush_tls()
+        if !self
+            .link
+            .flush()
             .map_err(|e| refused("sending the request", e))?
         {
             return Ok(None);
         }
         let mut chunk = [0u8; 16 * 1024];
         loop {
-            let Phase::Open(t) = &mut self.phase else {
-                return Ok(None);
-            };
-            let n = match t.read_plain(&mut chunk) {
+            let n = match self.link.read(&mut chunk) {
                 Ok(n) => n,
                 Err(e) if would_block(&e) => return Ok(None),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && !t.handshaking() => 0,
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && !self.link.handshaking() => 0,
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset => 0,
                 Err(e) => return Err(Ended::Cut(format!("reading the answer failed: {e}"))),
             };

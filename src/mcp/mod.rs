@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::event_loop::Gateway;
 use crate::runner::{NO_TIMEOUT, RunEvent, RunId, Spec, Stdin, Streams};
 use crate::tools::Timer;
 use crate::tools::ToolResult;
+use crate::tools::runs::{self, RunOwners};
 use config::ServerConfig;
 use wire::Incoming;
 
@@ -117,6 +117,27 @@ pub struct Mcp {
     pub(crate) rev: u64,
 }
 
+/// What MCP works on besides its own state ([`Mcp`]): its servers are service runs
+/// ([`RunOwners`]: the runner as a [`runs::RunControl`] — spawn, stdin, stop — with the
+/// run-watch view, timers, the tools' registry and due jobs, events to sessions); the home
+/// and kill grace of the configuration; the sessions it reports to; and for HTTP servers the
+/// loop's sockets ([`http::Sockets`]). The gateway lends it (`src/owners.rs`), unit tests a
+/// fake (`fake` below).
+pub(crate) trait McpOwners: RunOwners {
+    fn mcp(&mut self) -> &mut Mcp;
+    /// Where `config.yaml` is, and a stdio server's default working directory.
+    fn home(&self) -> PathBuf;
+    fn kill_grace(&self) -> Duration;
+    /// Some session is open (a `lazy` server starts for the first).
+    fn session_open(&self) -> bool;
+    /// The live sessions, each with whether it is idle (no turn running).
+    fn sessions_idle(&self) -> Vec<(String, bool)>;
+    /// A fresh `session.info` to session `rid`.
+    fn emit_info(&mut self, rid: &str);
+    /// The loop's sockets, as HTTP exchanges open and release connections.
+    fn sockets(&mut self) -> impl http::Sockets + '_;
+}
+
 /// What `reload.mcp` did.
 pub struct Reloaded {
     pub servers: usize,
@@ -126,52 +147,56 @@ pub struct Reloaded {
 
 /// Read `config.yaml` once, at the first iteration (after `gateway.ready`), and start the
 /// servers that are not lazy.
-pub fn start_once(gw: &mut Gateway, now: Instant) {
-    if gw.mcp.started {
+pub(crate) fn start_once(o: &mut impl McpOwners, now: Instant) {
+    if o.mcp().started {
         return;
     }
-    gw.mcp.started = true;
-    for (name, cfg) in config::load(&gw.cfg.home) {
-        gw.mcp.servers.insert(name, Server::new(cfg));
+    o.mcp().started = true;
+    for (name, cfg) in config::load(&o.home()) {
+        o.mcp().servers.insert(name, Server::new(cfg));
     }
-    start_due(gw, now);
+    start_due(o, now);
 }
 
 /// Start the configured servers that are due: all but the `lazy` ones, and those too once a
 /// session is open (the first client that can call their tools).
-fn start_due(gw: &mut Gateway, now: Instant) {
-    let session_open = gw.sessions.keys().next().is_some();
-    let due: Vec<String> = gw
-        .mcp
+fn start_due(o: &mut impl McpOwners, now: Instant) {
+    let session_open = o.session_open();
+    let mcp = o.mcp();
+    let due: Vec<String> = mcp
         .servers
         .iter()
         .filter(|(_, s)| s.phase == Phase::Configured && (session_open || !s.config.lazy))
         .map(|(name, _)| name.clone())
         .collect();
-    gw.mcp.lazy_waiting = !session_open
-        && gw
-            .mcp
+    mcp.lazy_waiting = !session_open
+        && mcp
             .servers
             .values()
             .any(|s| s.phase == Phase::Configured && s.config.lazy);
     for name in due {
-        connect(gw, &name, now);
+        connect(o, &name, now);
     }
 }
 
-fn connect(gw: &mut Gateway, name: &str, now: Instant) {
-    if gw.mcp.stopping || gw.shutdown.is_some() {
+/// No server is started while MCP stops or the gateway shuts down.
+fn stopping(o: &mut impl McpOwners) -> bool {
+    o.mcp().stopping || o.shutting_down()
+}
+
+fn connect(o: &mut impl McpOwners, name: &str, now: Instant) {
+    if stopping(o) {
         return;
     }
-    let home = gw.cfg.home.clone();
-    let Some(s) = gw.mcp.servers.get_mut(name) else {
+    let home = o.home();
+    let Some(s) = o.mcp().servers.get_mut(name) else {
         return;
     };
     if let Some(url) = s.config.url.clone() {
         let headers = s.config.headers.clone();
-        return match http::open(gw, name, &url, &headers) {
-            Ok(()) => handshake(gw, name, now),
-            Err(e) => failed(gw, name, e, now),
+        return match http::open(o, name, &url, &headers) {
+            Ok(()) => handshake(o, name, now),
+            Err(e) => failed(o, name, e, now),
         };
     }
     let Some(line) = s.config.shell_line() else {
@@ -188,21 +213,22 @@ fn connect(gw: &mut Gateway, name: &str, now: Instant) {
         timeout: NO_TIMEOUT,
         live: true,
     };
-    match crate::tools::runs::start_service(gw, &spec, now) {
+    match runs::start_service(o, &spec, now) {
         Ok(run) => {
-            let s = gw.mcp.servers.get_mut(name).expect("looked up above");
-            s.run = Some(run);
-            gw.mcp.by_run.insert(run, name.to_string());
-            handshake(gw, name, now);
+            let mcp = o.mcp();
+            mcp.servers.get_mut(name).expect("looked up above").run = Some(run);
+            mcp.by_run.insert(run, name.to_string());
+            handshake(o, name, now);
         }
-        Err(e) => failed(gw, name, format!("could not start: {e}"), now),
+        Err(e) => failed(o, name, format!("could not start: {e}"), now),
     }
 }
 
 /// The transport is open: send `initialize`, within `connect_timeout`.
-fn handshake(gw: &mut Gateway, name: &str, now: Instant) {
-    let id = gw.mcp.calls.borrow_mut().request_id();
-    let Some(s) = gw.mcp.servers.get_mut(name) else {
+fn handshake(o: &mut impl McpOwners, name: &str, now: Instant) {
+    let mcp = o.mcp();
+    let id = mcp.calls.borrow_mut().request_id();
+    let Some(s) = mcp.servers.get_mut(name) else {
         return;
     };
     s.phase = Phase::Connecting;
@@ -212,9 +238,9 @@ fn handshake(gw: &mut Gateway, name: &str, now: Instant) {
     s.pages = 0;
     let deadline = now + s.config.connect_timeout;
     s.connect_deadline = Some(deadline);
-    gw.timers.insert(deadline, Timer::Mcp(name.to_string()));
+    o.set_timer(deadline, Timer::Mcp(name.to_string()));
     send(
-        gw,
+        o,
         name,
         wire::request(id, "initialize", wire::initialize_params()),
     );
@@ -222,62 +248,64 @@ fn handshake(gw: &mut Gateway, name: &str, now: Instant) {
 
 /// Write a line to a server (a refusal means it is not reading: it is restarted); an HTTP
 /// server gets it as a POST.
-fn send(gw: &mut Gateway, name: &str, line: Vec<u8>) {
-    if gw.mcp.http.has(name) {
-        return http::post(gw, name, line, Instant::now());
+fn send(o: &mut impl McpOwners, name: &str, line: Vec<u8>) {
+    if o.mcp().http.has(name) {
+        return http::post(o, name, line, Instant::now());
     }
-    let Some(run) = gw.mcp.servers.get(name).and_then(|s| s.run) else {
+    let Some(run) = o.mcp().servers.get(name).and_then(|s| s.run) else {
         return;
     };
-    if let Err(e) = crate::tools::runs::write_stdin(gw, run, &line) {
+    if let Err(e) = runs::write_stdin(o, run, &line) {
         crate::diag!("[mcp] {name}: {e}");
-        crate::tools::runs::stop(gw, run, Instant::now());
+        runs::stop(o, run, Instant::now());
     }
 }
 
 /// Write what the MCP tools queued (calls, cancellations).
-pub fn pump(gw: &mut Gateway, now: Instant) {
-    start_once(gw, now);
-    if gw.mcp.lazy_waiting && gw.sessions.keys().next().is_some() {
-        start_due(gw, now);
+pub(crate) fn pump(o: &mut impl McpOwners, now: Instant) {
+    start_once(o, now);
+    if o.mcp().lazy_waiting && o.session_open() {
+        start_due(o, now);
     }
-    let outgoing = std::mem::take(&mut gw.mcp.calls.borrow_mut().outgoing);
+    let outgoing = std::mem::take(&mut o.mcp().calls.borrow_mut().outgoing);
     for (name, line) in outgoing {
-        send(gw, &name, line);
+        send(o, &name, line);
     }
 }
 
 /// An event of a server's run (`tools::runs` service runs end here).
-pub(crate) fn on_run_event(gw: &mut Gateway, event: RunEvent, now: Instant) {
+pub(crate) fn on_run_event(o: &mut impl McpOwners, event: RunEvent, now: Instant) {
     match event {
         RunEvent::Output { run, bytes } => {
-            let Some(name) = gw.mcp.by_run.get(&run).cloned() else {
+            let mcp = o.mcp();
+            let Some(name) = mcp.by_run.get(&run).cloned() else {
                 return;
             };
             let mut lines = Vec::new();
-            let Some(s) = gw.mcp.servers.get_mut(&name) else {
+            let Some(s) = mcp.servers.get_mut(&name) else {
                 return;
             };
             let too_long = s.lines.too_long;
             s.lines.feed(&bytes, |l| lines.push(l.to_vec()));
             let overlong = s.lines.too_long > too_long;
             for line in lines {
-                on_line(gw, &name, &line, now);
+                on_line(o, &name, &line, now);
             }
             if overlong {
                 let why = format!("sent a line longer than {LINE_MAX} bytes");
                 crate::diag!("[mcp] {name}: {why}; restarting it");
-                if let Some(s) = gw.mcp.servers.get_mut(&name) {
+                if let Some(s) = o.mcp().servers.get_mut(&name) {
                     s.error = Some(why);
                 }
-                crate::tools::runs::stop(gw, run, now);
+                runs::stop(o, run, now);
             }
         }
         RunEvent::Ended { run, end } => {
-            let Some(name) = gw.mcp.by_run.remove(&run) else {
+            let mcp = o.mcp();
+            let Some(name) = mcp.by_run.remove(&run) else {
                 return;
             };
-            let why = gw.mcp.servers.get(&name).and_then(|s| s.error.clone());
+            let why = mcp.servers.get(&name).and_then(|s| s.error.clone());
             let stderr = end.stderr.lines().last().unwrap_or("").to_string();
             let why = why.unwrap_or_else(|| match stderr.is_empty() {
                 true => format!("exited (status {})", end.status),
@@ -287,63 +315,69 @@ pub(crate) fn on_run_event(gw: &mut Gateway, event: RunEvent, now: Instant) {
                     crate::util::clip(&stderr, 200)
                 ),
             });
-            if let Some(s) = gw.mcp.servers.get_mut(&name) {
+            if let Some(s) = mcp.servers.get_mut(&name) {
                 s.run = None;
             }
-            failed(gw, &name, why, now);
+            failed(o, &name, why, now);
         }
     }
 }
 
-fn on_line(gw: &mut Gateway, name: &str, line: &[u8], now: Instant) {
+fn on_line(o: &mut impl McpOwners, name: &str, line: &[u8], now: Instant) {
     if line.iter().all(u8::is_ascii_whitespace) {
         return;
     }
-    on_message(gw, name, wire::parse(line), now);
+    on_message(o, name, wire::parse(line), now);
 }
 
 /// One message from a server, whichever transport brought it.
-fn on_message(gw: &mut Gateway, name: &str, message: Incoming, now: Instant) {
+fn on_message(o: &mut impl McpOwners, name: &str, message: Incoming, now: Instant) {
     match message {
-        Incoming::Answer { id, result } => on_answer(gw, name, id, result, now),
-        Incoming::Notice { method, params } => on_notice(gw, name, &method, &params),
+        Incoming::Answer { id, result } => on_answer(o, name, id, result, now),
+        Incoming::Notice { method, params } => on_notice(o, name, &method, &params),
         Incoming::Request { id, method } => {
             let answer = match method.as_str() {
                 "ping" => wire::answer(&id, Ok(json!({}))),
                 _ => wire::answer(&id, Err((-32601, "method not found"))),
             };
-            send(gw, name, answer);
+            send(o, name, answer);
         }
         Incoming::Garbage(what) => crate::diag!("[mcp] {name}: not JSON-RPC, ignored: {what}"),
     }
 }
 
-fn on_answer(gw: &mut Gateway, name: &str, id: u64, result: Result<Value, String>, now: Instant) {
-    let asked = gw.mcp.servers.get(name).and_then(|s| s.asked);
+fn on_answer(
+    o: &mut impl McpOwners,
+    name: &str,
+    id: u64,
+    result: Result<Value, String>,
+    now: Instant,
+) {
+    let asked = o.mcp().servers.get(name).and_then(|s| s.asked);
     if let Some((want, what)) = asked
         && want == id
     {
-        gw.mcp.servers.get_mut(name).expect("asked above").asked = None;
+        o.mcp().servers.get_mut(name).expect("asked above").asked = None;
         return match (what, result) {
-            (_, Err(e)) => stop_failed(gw, name, format!("{what:?} failed: {e}"), now),
+            (_, Err(e)) => stop_failed(o, name, format!("{what:?} failed: {e}"), now),
             (Asked::Initialize, Ok(init)) => match wire::check_version(&init) {
-                Err(e) => stop_failed(gw, name, e, now),
+                Err(e) => stop_failed(o, name, e, now),
                 Ok(_) => {
                     send(
-                        gw,
+                        o,
                         name,
                         wire::notification("notifications/initialized", json!({})),
                     );
-                    list(gw, name, None);
-                    if gw.mcp.http.has(name) {
-                        http::listen(gw, name, now);
+                    list(o, name, None);
+                    if o.mcp().http.has(name) {
+                        http::listen(o, name, now);
                     }
                 }
             },
-            (Asked::List, Ok(page)) => on_list_page(gw, name, page, now),
+            (Asked::List, Ok(page)) => on_list_page(o, name, page, now),
         };
     }
-    let job = gw.mcp.calls.borrow().job_of(name, id);
+    let job = o.mcp().calls.borrow().job_of(name, id);
     let Some(job) = job else {
         crate::diag!("[mcp] {name}: an answer to an unknown request {id}, ignored");
         return;
@@ -357,16 +391,17 @@ fn on_answer(gw: &mut Gateway, name: &str, id: u64, result: Result<Value, String
         }
         Err(e) => ToolResult::error(format!("MCP server '{name}': {e}")),
     };
-    let mut calls = gw.mcp.calls.borrow_mut();
+    let mut calls = o.mcp().calls.borrow_mut();
     calls.pending.remove(&job);
     calls.results.insert(job, result);
     drop(calls);
-    gw.tools.due.add(job);
+    o.tools().due.add(job);
 }
 
-fn list(gw: &mut Gateway, name: &str, cursor: Option<&str>) {
-    let id = gw.mcp.calls.borrow_mut().request_id();
-    if let Some(s) = gw.mcp.servers.get_mut(name) {
+fn list(o: &mut impl McpOwners, name: &str, cursor: Option<&str>) {
+    let mcp = o.mcp();
+    let id = mcp.calls.borrow_mut().request_id();
+    if let Some(s) = mcp.servers.get_mut(name) {
         s.asked = Some((id, Asked::List));
         s.pages += 1;
     }
@@ -374,11 +409,11 @@ fn list(gw: &mut Gateway, name: &str, cursor: Option<&str>) {
         Some(c) => json!({"cursor": c}),
         None => json!({}),
     };
-    send(gw, name, wire::request(id, "tools/list", params));
+    send(o, name, wire::request(id, "tools/list", params));
 }
 
-fn on_list_page(gw: &mut Gateway, name: &str, page: Value, now: Instant) {
-    let Some(s) = gw.mcp.servers.get_mut(name) else {
+fn on_list_page(o: &mut impl McpOwners, name: &str, page: Value, now: Instant) {
+    let Some(s) = o.mcp().servers.get_mut(name) else {
         return;
     };
     s.listed
@@ -387,20 +422,23 @@ fn on_list_page(gw: &mut Gateway, name: &str, page: Value, now: Instant) {
         && s.pages < LIST_PAGES
     {
         let cursor = cursor.to_string();
-        return list(gw, name, Some(&cursor));
+        return list(o, name, Some(&cursor));
     }
-    register_tools(gw, name, now);
+    register_tools(o, name, now);
 }
 
-fn register_tools(gw: &mut Gateway, name: &str, _now: Instant) {
-    let Some(s) = gw.mcp.servers.get_mut(name) else {
+fn register_tools(o: &mut impl McpOwners, name: &str, _now: Instant) {
+    let mcp = o.mcp();
+    let Some(s) = mcp.servers.get_mut(name) else {
         return;
     };
     let old = std::mem::take(&mut s.tools);
     let listed = std::mem::take(&mut s.listed);
     let config = s.config.clone();
+    let calls = mcp.calls.clone();
+    let registry = &mut o.tools().registry;
     for t in &old {
-        gw.tools.registry.unregister(t);
+        registry.unregister(t);
     }
     let mut names = Vec::new();
     for t in listed {
@@ -414,7 +452,7 @@ fn register_tools(gw: &mut Gateway, name: &str, _now: Instant) {
         let description = t["description"]
             .as_str()
             .map_or_else(|| format!("MCP tool {tool} from {name}"), str::to_string);
-        let registered = gw.tools.registry.register(Box::new(tool::McpTool {
+        let registered = registry.register(Box::new(tool::McpTool {
             name: full.clone(),
             server: name.to_string(),
             toolset: format!("mcp-{name}"),
@@ -422,7 +460,7 @@ fn register_tools(gw: &mut Gateway, name: &str, _now: Instant) {
             description,
             schema: wire::sanitize_schema(t.get("inputSchema")),
             timeout: config.call_timeout,
-            calls: gw.mcp.calls.clone(),
+            calls: calls.clone(),
         }));
         match registered {
             Ok(()) => names.push(full),
@@ -430,46 +468,43 @@ fn register_tools(gw: &mut Gateway, name: &str, _now: Instant) {
         }
     }
     let count = names.len();
-    let s = gw.mcp.servers.get_mut(name).expect("looked up above");
+    let mcp = o.mcp();
+    let s = mcp.servers.get_mut(name).expect("looked up above");
     s.tools = names;
-    gw.mcp.rev += 1;
     s.phase = Phase::Connected;
     s.error = None;
     s.failures = 0;
     s.connect_deadline = None;
-    gw.mcp.calls.borrow_mut().ready.insert(name.to_string());
+    mcp.rev += 1;
+    mcp.calls.borrow_mut().ready.insert(name.to_string());
     tell(
-        gw,
+        o,
         "info",
         format!("MCP server '{name}' connected: {count} tools"),
     );
 }
 
-fn on_notice(gw: &mut Gateway, name: &str, method: &str, params: &Value) {
+fn on_notice(o: &mut impl McpOwners, name: &str, method: &str, params: &Value) {
     match method {
         "notifications/tools/list_changed" => {
-            let connected = gw
-                .mcp
-                .servers
-                .get(name)
-                .is_some_and(|s| s.phase == Phase::Connected);
-            if connected {
-                if let Some(s) = gw.mcp.servers.get_mut(name) {
-                    s.listed.clear();
-                    s.pages = 0;
-                }
-                list(gw, name, None);
+            let Some(s) = o.mcp().servers.get_mut(name) else {
+                return;
+            };
+            if s.phase == Phase::Connected {
+                s.listed.clear();
+                s.pages = 0;
+                list(o, name, None);
             }
         }
         "notifications/progress" => {
             let Some(token) = params["progressToken"].as_u64() else {
                 return;
             };
-            let Some(job) = gw.mcp.calls.borrow().job_of(name, token) else {
+            let Some(job) = o.mcp().calls.borrow().job_of(name, token) else {
                 return;
             };
-            let Some((rid, tool_id, tool)) = gw
-                .tools
+            let Some((rid, tool_id, tool)) = o
+                .tools()
                 .jobs
                 .get(&job)
                 .map(|j| (j.rid.clone(), j.call.id.clone(), j.call.name.clone()))
@@ -483,12 +518,12 @@ fn on_notice(gw: &mut Gateway, name: &str, method: &str, params: &Value) {
                 (None, None) => format!("{progress}"),
             };
             let preview = crate::util::clip(&text, 80);
-            gw.emit(
+            o.emit(
                 &rid,
                 "tool.progress",
                 json!({"tool_id": tool_id, "name": tool, "preview": preview}),
             );
-            gw.emit(
+            o.emit(
                 &rid,
                 "tool.output",
                 json!({"tool_id": tool_id, "text": format!("{text}\n")}),
@@ -499,42 +534,43 @@ fn on_notice(gw: &mut Gateway, name: &str, method: &str, params: &Value) {
 }
 
 /// Stop a server that broke the handshake; its end reports it.
-fn stop_failed(gw: &mut Gateway, name: &str, why: String, now: Instant) {
-    let run = gw.mcp.servers.get_mut(name).and_then(|s| {
+fn stop_failed(o: &mut impl McpOwners, name: &str, why: String, now: Instant) {
+    let run = o.mcp().servers.get_mut(name).and_then(|s| {
         s.error = Some(why.clone());
         s.run
     });
     match run {
-        Some(run) => crate::tools::runs::stop(gw, run, now),
-        None => failed(gw, name, why, now),
+        Some(run) => runs::stop(o, run, now),
+        None => failed(o, name, why, now),
     }
 }
 
 /// The MCP stdio ending: close the server's stdin, give it half the kill grace to exit by
 /// itself, then stop it (SIGTERM, SIGKILL after the kill grace; the shutdown's own SIGKILL of
 /// every tool comes one kill grace after its interrupt, so all of it stays inside the grace).
-fn hang_up(gw: &mut Gateway, name: &str, run: RunId, now: Instant) {
-    crate::tools::runs::close_stdin(gw, run);
-    let at = now + gw.cfg.kill_grace / 2;
-    gw.mcp.hanging.push((run, at));
-    gw.timers.insert(at, Timer::Mcp(name.to_string()));
+fn hang_up(o: &mut impl McpOwners, name: &str, run: RunId, now: Instant) {
+    runs::close_stdin(o, run);
+    let at = now + o.kill_grace() / 2;
+    o.mcp().hanging.push((run, at));
+    o.set_timer(at, Timer::Mcp(name.to_string()));
 }
 
 /// SIGTERM the servers hung up on that are still running when their wait is over.
-fn stop_hung_up(gw: &mut Gateway, now: Instant) {
-    let (due, waiting) = std::mem::take(&mut gw.mcp.hanging)
+fn stop_hung_up(o: &mut impl McpOwners, now: Instant) {
+    let mcp = o.mcp();
+    let (due, waiting) = std::mem::take(&mut mcp.hanging)
         .into_iter()
         .partition(|(_, at)| *at <= now);
-    gw.mcp.hanging = waiting;
+    mcp.hanging = waiting;
     for (run, _) in due {
-        crate::tools::runs::stop(gw, run, now);
+        runs::stop(o, run, now);
     }
 }
 
 /// End the server's calls in flight with a tool error saying what happened to it (`why`),
 /// and drop what was queued for it, so nothing stale reaches its successor.
-fn end_calls_in_flight(gw: &mut Gateway, name: &str, why: &str) {
-    let mut calls = gw.mcp.calls.borrow_mut();
+fn end_calls_in_flight(o: &mut impl McpOwners, name: &str, why: &str) {
+    let mut calls = o.mcp().calls.borrow_mut();
     calls.ready.remove(name);
     let jobs: Vec<_> = calls
         .pending
@@ -551,18 +587,19 @@ fn end_calls_in_flight(gw: &mut Gateway, name: &str, why: &str) {
     }
     calls.outgoing.retain(|(s, _)| s != name);
     drop(calls);
-    http::close(gw, name);
+    http::close(o, name);
     for job in jobs {
-        gw.tools.due.add(job);
+        o.tools().due.add(job);
     }
 }
 
 /// The server is gone: end its calls in flight, report, restart after the backoff.
-fn failed(gw: &mut Gateway, name: &str, why: String, now: Instant) {
-    end_calls_in_flight(gw, name, &why);
-    let stopping = gw.mcp.stopping || gw.shutdown.is_some();
-    gw.mcp.rev += 1;
-    let Some(s) = gw.mcp.servers.get_mut(name) else {
+fn failed(o: &mut impl McpOwners, name: &str, why: String, now: Instant) {
+    end_calls_in_flight(o, name, &why);
+    let stopping = stopping(o);
+    let mcp = o.mcp();
+    mcp.rev += 1;
+    let Some(s) = mcp.servers.get_mut(name) else {
         return;
     };
     s.phase = Phase::Failed;
@@ -573,139 +610,141 @@ fn failed(gw: &mut Gateway, name: &str, why: String, now: Instant) {
         return;
     }
     s.failures += 1;
-    let text = if s.failures <= RESTARTS {
-        let wait = BACKOFF * 2u32.pow(s.failures - 1);
-        let at = now + wait;
-        s.retry_at = Some(at);
-        gw.timers.insert(at, Timer::Mcp(name.to_string()));
-        format!(
-            "MCP server '{name}' {why}; restarting in {}s",
-            wait.as_secs()
-        )
-    } else {
-        s.retry_at = None;
-        format!("MCP server '{name}' {why}; given up after {RESTARTS} restarts")
+    s.retry_at = (s.failures <= RESTARTS).then(|| now + BACKOFF * 2u32.pow(s.failures - 1));
+    let text = match s.retry_at {
+        Some(at) => {
+            o.set_timer(at, Timer::Mcp(name.to_string()));
+            let wait = at - now;
+            format!(
+                "MCP server '{name}' {why}; restarting in {}s",
+                wait.as_secs()
+            )
+        }
+        None => format!("MCP server '{name}' {why}; given up after {RESTARTS} restarts"),
     };
     crate::diag!("[mcp] {text}");
-    tell(gw, "warn", text);
+    tell(o, "warn", text);
 }
 
 /// An HTTP server forgot our session (a 404): its calls in flight end, and a working one is
 /// initialised again at once (a 404 during the handshake fails it, restarted with backoff).
-fn session_gone(gw: &mut Gateway, name: &str, now: Instant) {
+fn session_gone(o: &mut impl McpOwners, name: &str, now: Instant) {
     let why = "ended the MCP session (HTTP 404)";
-    let connected = gw
-        .mcp
+    let connected = o
+        .mcp()
         .servers
         .get(name)
         .is_some_and(|s| s.phase == Phase::Connected);
     if !connected {
-        return failed(gw, name, why.into(), now);
+        return failed(o, name, why.into(), now);
     }
-    end_calls_in_flight(gw, name, why);
-    gw.mcp.rev += 1;
-    if let Some(s) = gw.mcp.servers.get_mut(name) {
+    end_calls_in_flight(o, name, why);
+    let mcp = o.mcp();
+    mcp.rev += 1;
+    if let Some(s) = mcp.servers.get_mut(name) {
         s.error = Some(why.into());
     }
     let text = format!("MCP server '{name}' {why}; starting a new session now");
     crate::diag!("[mcp] {text}");
-    tell(gw, "warn", text);
-    connect(gw, name, now);
+    tell(o, "warn", text);
+    connect(o, name, now);
 }
 
 /// A `status.update` to every live session, and a fresh `session.info` to the idle ones (the
 /// TUI redraws its banner's servers and tools from it; a running one gets its own at the end
 /// of the turn).
-fn tell(gw: &mut Gateway, kind: &str, text: String) {
-    let rids: Vec<String> = gw.sessions.keys().cloned().collect();
-    for rid in rids {
-        gw.emit(&rid, "status.update", json!({"kind": kind, "text": text}));
-        if gw.sessions.get(&rid).is_some_and(|s| !s.running()) {
-            gw.emit_info(&rid);
+fn tell(o: &mut impl McpOwners, kind: &str, text: String) {
+    for (rid, idle) in o.sessions_idle() {
+        o.emit(&rid, "status.update", json!({"kind": kind, "text": text}));
+        if idle {
+            o.emit_info(&rid);
         }
     }
 }
 
 /// `reload.mcp`: read `config.yaml` again; servers whose configuration changed (or that are
 /// new, gone, or failed) are stopped and started again, the others are not touched.
-pub fn reload(gw: &mut Gateway, now: Instant) -> Reloaded {
-    start_once(gw, now);
-    let wanted = config::load(&gw.cfg.home);
+pub(crate) fn reload(o: &mut impl McpOwners, now: Instant) -> Reloaded {
+    start_once(o, now);
+    let wanted = config::load(&o.home());
     let mut changed = Vec::new();
-    let names: Vec<String> = gw.mcp.servers.keys().cloned().collect();
+    let names: Vec<String> = o.mcp().servers.keys().cloned().collect();
     for name in names {
-        let s = &gw.mcp.servers[&name];
+        let s = &o.mcp().servers[&name];
         let same = wanted.get(&name) == Some(&s.config);
         if same && s.phase != Phase::Failed {
             continue;
         }
         changed.push(name.clone());
-        forget(gw, &name, now);
+        forget(o, &name, now);
     }
     for (name, cfg) in wanted {
-        if gw.mcp.servers.contains_key(&name) {
+        let servers = &mut o.mcp().servers;
+        if servers.contains_key(&name) {
             continue;
         }
         if !changed.contains(&name) {
             changed.push(name.clone());
         }
-        gw.mcp.servers.insert(name.clone(), Server::new(cfg));
+        servers.insert(name, Server::new(cfg));
     }
-    start_due(gw, now);
-    gw.mcp.rev += 1;
+    start_due(o, now);
+    let mcp = o.mcp();
+    mcp.rev += 1;
     changed.sort();
     Reloaded {
-        servers: gw.mcp.servers.len(),
+        servers: mcp.servers.len(),
         changed,
     }
 }
 
 /// Stop a server for good (a reload drops or replaces it): its tools go, its calls fail.
-fn forget(gw: &mut Gateway, name: &str, now: Instant) {
-    let Some(s) = gw.mcp.servers.remove(name) else {
+fn forget(o: &mut impl McpOwners, name: &str, now: Instant) {
+    let Some(s) = o.mcp().servers.remove(name) else {
         return;
     };
     for t in &s.tools {
-        gw.tools.registry.unregister(t);
+        o.tools().registry.unregister(t);
     }
     if let Some(run) = s.run {
-        gw.mcp.by_run.remove(&run);
-        hang_up(gw, name, run, now);
+        o.mcp().by_run.remove(&run);
+        hang_up(o, name, run, now);
     }
-    http::end_session(gw, name, now);
-    end_calls_in_flight(gw, name, "was reloaded");
+    http::end_session(o, name, now);
+    end_calls_in_flight(o, name, "was reloaded");
 }
 
 /// `Timer::Mcp`: a connect deadline or a restart is due.
-pub fn on_timer(gw: &mut Gateway, name: &str, now: Instant) {
-    stop_hung_up(gw, now);
-    http::on_timer(gw, name, now);
-    let Some(s) = gw.mcp.servers.get(name) else {
+pub(crate) fn on_timer(o: &mut impl McpOwners, name: &str, now: Instant) {
+    stop_hung_up(o, now);
+    http::on_timer(o, name, now);
+    let Some(s) = o.mcp().servers.get(name) else {
         return;
     };
     if s.phase == Phase::Connecting && s.connect_deadline.is_some_and(|d| now >= d) {
         let secs = s.config.connect_timeout.as_secs_f64();
         return stop_failed(
-            gw,
+            o,
             name,
             format!("did not finish the handshake within {secs}s"),
             now,
         );
     }
     if s.phase == Phase::Failed && s.retry_at.is_some_and(|t| now >= t) && s.run.is_none() {
-        connect(gw, name, now);
+        connect(o, name, now);
     }
 }
 
 /// The shutdown: each server gets the MCP stdio sequence ([`hang_up`]).
-pub fn shut_down(gw: &mut Gateway, now: Instant) {
-    gw.mcp.stopping = true;
-    let runs: Vec<(RunId, String)> = gw.mcp.by_run.iter().map(|(r, n)| (*r, n.clone())).collect();
+pub(crate) fn shut_down(o: &mut impl McpOwners, now: Instant) {
+    let mcp = o.mcp();
+    mcp.stopping = true;
+    let runs: Vec<(RunId, String)> = mcp.by_run.iter().map(|(r, n)| (*r, n.clone())).collect();
     for (run, name) in runs {
-        hang_up(gw, &name, run, now);
+        hang_up(o, &name, run, now);
     }
-    for name in gw.mcp.http.names() {
-        http::end_session(gw, &name, now);
+    for name in o.mcp().http.names() {
+        http::end_session(o, &name, now);
     }
 }
 
