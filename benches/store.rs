@@ -34,6 +34,7 @@ fn new_session(n: usize) -> Session {
             title: None,
             model: "offline".into(),
             provider: "offline".into(),
+            base_url: String::new(),
             cwd: "/tmp".into(),
             source: "tui".into(),
             started_at,

@@ -80,6 +80,13 @@ impl Gateway {
         self.sessions.by_stored(stored_id)
     }
 
+    /// The provider's endpoint, as Hermes' `billing_base_url` records it (empty: none).
+    pub(crate) fn provider_base_url(&self) -> String {
+        self.provider
+            .endpoint()
+            .map_or_else(String::new, |(url, _)| url.to_string())
+    }
+
     /// The context window of `model` in tokens.
     pub(crate) fn context_window_for(&self, model: &str) -> u64 {
         // The offline model runs whatever the session's model is called.

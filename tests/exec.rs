@@ -857,6 +857,71 @@ fn session_rows_fill_hermes_accounting_columns() {
         (row.7.as_str(), row.8.as_str(), row.9.as_str()),
         ("actual", "provider_cost_api", "openai")
     );
+    let base_url: String = e
+        .db()
+        .query_row(
+            "SELECT billing_base_url FROM sessions WHERE id = ?1",
+            [&stored],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(base_url, mock.base_url());
+    // Hermes' per-model usage: one row for the model and route, summed over both runs' calls.
+    type UsageRow = (
+        String,
+        String,
+        String,
+        String,
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+        i64,
+        f64,
+    );
+    let usage: Vec<UsageRow> = {
+        let db = e.db();
+        let mut stmt = db
+            .prepare(
+                "SELECT model, billing_provider, billing_base_url, billing_mode, api_call_count,
+                        input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                        reasoning_tokens, estimated_cost_usd
+                 FROM session_model_usage WHERE session_id = ?1",
+            )
+            .unwrap();
+        stmt.query_map([&stored], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get(7)?,
+                r.get(8)?,
+                r.get(9)?,
+                r.get(10)?,
+            ))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+    };
+    assert_eq!(usage.len(), 1, "{usage:?}");
+    let u = &usage[0];
+    assert_eq!(
+        (u.1.as_str(), u.2.as_str(), u.3.as_str()),
+        ("openai", mock.base_url().as_str(), ""),
+        "{u:?}"
+    );
+    assert_eq!(
+        (u.4, u.5, u.6, u.7, u.8, u.9),
+        (2, 240, 60, 200, 16, 24),
+        "{u:?}"
+    );
+    assert!((u.10 - 0.0084).abs() < 1e-9, "{u:?}");
 
     // A TUI session (serve) fills them too.
     let home = TempHome::new("exec-accounting-tui");
@@ -877,4 +942,14 @@ fn session_rows_fill_hermes_accounting_columns() {
         )
         .unwrap();
     assert_eq!((calls, status.as_str()), (2, "actual"));
+    let (provider, usage_calls): (String, i64) = gw
+        .db()
+        .query_row(
+            "SELECT billing_provider, api_call_count FROM session_model_usage
+             WHERE session_id = ?1",
+            [&s.stored],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((provider.as_str(), usage_calls), ("offline", 2));
 }

@@ -81,14 +81,16 @@ pub fn reload_env(gw: &mut Gateway) -> Result<Value, RpcError> {
         gw.provider = provider;
         gw.provider_warning = warning;
         // Live sessions follow the new provider (their model name is the provider's).
-        let (name, model) = (
+        let (name, model, base_url) = (
             gw.provider.name().to_string(),
             gw.provider.default_model().to_string(),
+            gw.provider_base_url(),
         );
         let rids: Vec<String> = gw.sessions.keys().cloned().collect();
         for rid in rids {
             if let Some(s) = gw.sessions.get_mut(&rid) {
                 s.provider = name.clone();
+                s.base_url = base_url.clone();
                 s.model = model.clone();
                 s.row_dirty = true;
             }

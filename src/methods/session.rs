@@ -121,6 +121,7 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
             title,
             model,
             provider: gw.provider.name().to_string(),
+            base_url: gw.provider_base_url(),
             cwd,
             source,
             started_at,
@@ -187,6 +188,7 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
                     title: row.title,
                     model,
                     provider: gw.provider.name().to_string(),
+                    base_url: gw.provider_base_url(),
                     cwd: row.cwd.unwrap_or_else(util::default_cwd),
                     source: row.source,
                     started_at: row.started_at,
@@ -208,6 +210,8 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
             s.tool_call_count = row.tool_call_count.max(0) as u64;
             s.model_calls = row.api_call_count.max(0) as u64;
             s.accounting = row.accounting;
+            // What the row already counts was summed into session_model_usage by its writer.
+            s.usage_committed = s.usage_totals();
             s
         }
     };

@@ -278,6 +278,8 @@ mod tests {
             output_tokens: 0,
             api_call_count: 0,
             billing_provider: "offline".into(),
+            billing_base_url: "".into(),
+            usage: None,
             accounting: Default::default(),
             last_activity_at: 1.0,
             insert_row: true,

@@ -44,6 +44,8 @@ pub struct Session {
     pub title: Option<String>,
     pub model: String,
     pub provider: String,
+    /// The provider's endpoint (Hermes' `billing_base_url`; empty for the offline model).
+    pub base_url: String,
     pub cwd: String,
     pub source: String,
     pub started_at: f64,
@@ -61,6 +63,8 @@ pub struct Session {
     pub model_calls: u64,
     /// Cache and reasoning tokens, cost (Hermes' accounting columns).
     pub accounting: crate::model::Accounting,
+    /// The figures `session_model_usage` holds of this session's calls, as of the last commit.
+    pub usage_committed: crate::store::Usage,
     /// How long this live session's model calls were in flight (not stored).
     pub model_time: std::time::Duration,
     pub tool_call_count: u64,
@@ -115,6 +119,7 @@ pub struct NewSession {
     pub title: Option<String>,
     pub model: String,
     pub provider: String,
+    pub base_url: String,
     pub cwd: String,
     pub source: String,
     pub started_at: f64,
@@ -130,6 +135,7 @@ impl Session {
             title: n.title,
             model: n.model,
             provider: n.provider,
+            base_url: n.base_url,
             cwd: n.cwd,
             source: n.source,
             started_at: n.started_at,
@@ -144,6 +150,7 @@ impl Session {
             output_tokens: 0,
             model_calls: 0,
             accounting: Default::default(),
+            usage_committed: Default::default(),
             model_time: Default::default(),
             tool_call_count: 0,
             context_used: 0,
@@ -183,6 +190,7 @@ impl Session {
                 title,
                 model: self.model.clone(),
                 provider: self.provider.clone(),
+                base_url: self.base_url.clone(),
                 cwd: self.cwd.clone(),
                 source: self.source.clone(),
                 started_at,
@@ -355,6 +363,20 @@ impl Session {
     }
 
     /// Append a message to the transcript (committed at the end of this loop iteration).
+    /// This session's figures as `session_model_usage` sums them.
+    pub fn usage_totals(&self) -> crate::store::Usage {
+        let a = &self.accounting;
+        crate::store::Usage {
+            api_calls: self.model_calls as i64,
+            input: self.input_tokens as i64,
+            output: self.output_tokens as i64,
+            cache_read: a.cache_read_tokens as i64,
+            cache_write: a.cache_write_tokens as i64,
+            reasoning: a.reasoning_tokens as i64,
+            cost_usd: a.cost_usd.unwrap_or(0.0),
+        }
+    }
+
     pub fn append(&mut self, m: Message) {
         self.last_activity_at = m.timestamp;
         self.transcript.push(m);
@@ -372,6 +394,7 @@ pub(crate) fn bare_session(rid: &str, stored: &str) -> Session {
             title: None,
             model: "m".into(),
             provider: "offline".into(),
+            base_url: String::new(),
             cwd: "/".into(),
             source: "tui".into(),
             started_at: 1.0,

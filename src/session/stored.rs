@@ -54,7 +54,9 @@ impl Session {
             output_tokens: self.output_tokens as i64,
             api_call_count: self.model_calls as i64,
             billing_provider: Cow::Borrowed(&self.provider),
+            billing_base_url: Cow::Borrowed(&self.base_url),
             accounting: self.accounting,
+            usage: self.usage_totals().since(&self.usage_committed),
             last_activity_at: self.last_activity_at,
             insert_row: !self.persisted.row,
             update_row: self.row_dirty,
@@ -94,6 +96,7 @@ impl Unit for Session {
     }
     fn committed(&mut self) {
         self.persisted = self.committed_mark();
+        self.usage_committed = self.usage_totals();
         self.stored_keep = None;
         self.row_dirty = false;
         self.queue_dirty = false;

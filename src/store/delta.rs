@@ -46,8 +46,14 @@ pub struct Delta<'a> {
     /// Hermes' `billing_provider`.
     #[serde(default)]
     pub billing_provider: Cow<'a, str>,
+    /// Hermes' `billing_base_url`: the provider's endpoint (empty: it has none).
+    #[serde(default)]
+    pub billing_base_url: Cow<'a, str>,
     #[serde(default)]
     pub accounting: Accounting,
+    /// What the session's calls added since its last commit, for `session_model_usage`.
+    #[serde(default)]
+    pub usage: Option<Usage>,
     pub last_activity_at: f64,
     /// The row is not in the store yet.
     pub insert_row: bool,
@@ -60,6 +66,37 @@ pub struct Delta<'a> {
     pub keep: Option<usize>,
     /// Messages past what the store holds (a row id: that row is updated, not inserted).
     pub messages: Cow<'a, [Message]>,
+}
+
+/// A session's figures as Hermes' `session_model_usage` sums them (totals, or what a commit
+/// adds to them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub api_calls: i64,
+    pub input: i64,
+    pub output: i64,
+    pub cache_read: i64,
+    pub cache_write: i64,
+    pub reasoning: i64,
+    pub cost_usd: f64,
+}
+
+impl Usage {
+    /// What `self` has beyond `before`, or `None` when nothing grew (a figure that shrank —
+    /// a row another writer changed — adds nothing rather than taking away).
+    pub fn since(&self, before: &Usage) -> Option<Usage> {
+        let grew = |now: i64, then: i64| (now - then).max(0);
+        let added = Usage {
+            api_calls: grew(self.api_calls, before.api_calls),
+            input: grew(self.input, before.input),
+            output: grew(self.output, before.output),
+            cache_read: grew(self.cache_read, before.cache_read),
+            cache_write: grew(self.cache_write, before.cache_write),
+            reasoning: grew(self.reasoning, before.reasoning),
+            cost_usd: (self.cost_usd - before.cost_usd).max(0.0),
+        };
+        (added != Usage::default()).then_some(added)
+    }
 }
 
 /// Write one session's delta inside the open transaction; `owner` is who holds it open.
@@ -76,7 +113,7 @@ pub(super) fn write(
     );
     // The columns a commit may change, the same in both statements (after the row's own):
     // its counts, then Hermes' accounting.
-    let changing: [&dyn ToSql; 13] = [
+    let changing: [&dyn ToSql; 14] = [
         &d.message_count,
         &d.tool_call_count,
         &d.input_tokens,
@@ -90,6 +127,7 @@ pub(super) fn write(
         &a.cost_status(),
         &a.cost_source(),
         &d.billing_provider,
+        &d.billing_base_url,
     ];
     if d.insert_row {
         let row: [&dyn ToSql; 9] = [
@@ -108,9 +146,9 @@ pub(super) fn write(
                  ended_at, end_reason, message_count, tool_call_count, input_tokens,
                  output_tokens, last_activity_at, api_call_count, cache_read_tokens,
                  cache_write_tokens, reasoning_tokens, estimated_cost_usd, actual_cost_usd,
-                 cost_status, cost_source, billing_provider)
+                 cost_status, cost_source, billing_provider, billing_base_url)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                 ?18, ?19, ?19, ?20, ?21, ?22)",
+                 ?18, ?19, ?19, ?20, ?21, ?22, ?23)",
         )?
         .execute(params_from_iter(row.iter().chain(&changing)))?;
     } else if d.update_row {
@@ -121,10 +159,13 @@ pub(super) fn write(
                  last_activity_at = ?10, api_call_count = ?11, cache_read_tokens = ?12,
                  cache_write_tokens = ?13, reasoning_tokens = ?14, estimated_cost_usd = ?15,
                  actual_cost_usd = ?15, cost_status = ?16, cost_source = ?17,
-                 billing_provider = ?18
+                 billing_provider = ?18, billing_base_url = ?19
              WHERE id = ?1",
         )?
         .execute(params_from_iter(row.iter().chain(&changing)))?;
+    }
+    if let Some(u) = &d.usage {
+        add_usage(tx, d, u)?;
     }
     // Ownership is written when the session goes live and removed when it ends, not per commit.
     match d.live {
@@ -188,5 +229,49 @@ pub(super) fn write(
             m.reasoning,
         ])?;
     }
+    Ok(())
+}
+
+/// Add what a commit's calls used to the session's row of Hermes' `session_model_usage` for
+/// its model and billing route (as `hermes_state.py` sums a call's figures; our billing mode is
+/// always empty).
+fn add_usage(tx: &rusqlite::Transaction<'_>, d: &Delta<'_>, u: &Usage) -> rusqlite::Result<()> {
+    let a = &d.accounting;
+    tx.prepare_cached(
+        "INSERT INTO session_model_usage (session_id, model, billing_provider, billing_base_url,
+             billing_mode, api_call_count, input_tokens, output_tokens, cache_read_tokens,
+             cache_write_tokens, reasoning_tokens, estimated_cost_usd, actual_cost_usd,
+             cost_status, cost_source, first_seen, last_seen)
+         VALUES (?1, ?2, ?3, ?4, '', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13, ?14, ?14)
+         ON CONFLICT (session_id, model, billing_provider, billing_base_url, billing_mode)
+         DO UPDATE SET
+             api_call_count = api_call_count + excluded.api_call_count,
+             input_tokens = input_tokens + excluded.input_tokens,
+             output_tokens = output_tokens + excluded.output_tokens,
+             cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+             cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
+             reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,
+             estimated_cost_usd = estimated_cost_usd + excluded.estimated_cost_usd,
+             actual_cost_usd = actual_cost_usd + excluded.actual_cost_usd,
+             cost_status = excluded.cost_status,
+             cost_source = excluded.cost_source,
+             last_seen = excluded.last_seen",
+    )?
+    .execute(params![
+        d.id,
+        d.model,
+        d.billing_provider,
+        d.billing_base_url,
+        u.api_calls,
+        u.input,
+        u.output,
+        u.cache_read,
+        u.cache_write,
+        u.reasoning,
+        u.cost_usd,
+        a.cost_status(),
+        a.cost_source(),
+        d.last_activity_at,
+    ])?;
     Ok(())
 }

@@ -17,7 +17,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::transcript::{Message, Role};
 
-pub use delta::{Delta, LiveChange};
+pub use delta::{Delta, LiveChange, Usage};
 pub use error::{ErrorKind, StoreError};
 pub use recall::{AnchoredView, Around, SessionMeta, StoredRow};
 pub use search::{SearchHit, SearchQuery, SnippetPart};
@@ -664,6 +664,10 @@ impl Store {
         let name = self.journal_name();
         let tx = begin(&mut self.conn, self.wait_until)?;
         tx.execute("DELETE FROM messages WHERE session_id = ?1", [id])?;
+        tx.execute(
+            "DELETE FROM session_model_usage WHERE session_id = ?1",
+            [id],
+        )?;
         let n = tx.execute("DELETE FROM sessions WHERE id = ?1", [id])?;
         if let Some(seq) = journal_seq {
             mark_folded(&tx, &name, id, seq)?;

@@ -90,6 +90,33 @@ CREATE TABLE IF NOT EXISTS messages (
 );
 ";
 
+/// Hermes' `session_model_usage`: one row per session, model and billing route, its figures
+/// summed over the calls made there (created as `hermes_state.py` creates it).
+const USAGE: &str = "
+CREATE TABLE IF NOT EXISTS session_model_usage (
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    model TEXT NOT NULL,
+    billing_provider TEXT NOT NULL DEFAULT '',
+    billing_base_url TEXT NOT NULL DEFAULT '',
+    billing_mode TEXT NOT NULL DEFAULT '',
+    api_call_count INTEGER NOT NULL DEFAULT 0,
+    input_tokens INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+    cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+    reasoning_tokens INTEGER NOT NULL DEFAULT 0,
+    estimated_cost_usd REAL NOT NULL DEFAULT 0,
+    actual_cost_usd REAL NOT NULL DEFAULT 0,
+    cost_status TEXT,
+    cost_source TEXT,
+    first_seen REAL,
+    last_seen REAL,
+    PRIMARY KEY (session_id, model, billing_provider, billing_base_url, billing_mode)
+);
+CREATE INDEX IF NOT EXISTS idx_session_model_usage_session ON session_model_usage(session_id);
+CREATE INDEX IF NOT EXISTS idx_session_model_usage_model ON session_model_usage(model);
+";
+
 /// Hermes Agent's full-text index over messages, exactly as `hermes_state.py` creates it (its
 /// `FTS_SQL`): a database created here is searchable by Hermes and by `sessions search`, and
 /// Hermes' triggers keep it up to date whoever writes.
@@ -221,6 +248,8 @@ pub fn ensure(conn: &Connection) -> rusqlite::Result<()> {
              PRIMARY KEY (journal, session_id)
          )",
     )?;
+    // Hermes' per-model usage (its schema v20), so its insights see our sessions' calls.
+    conn.execute_batch(USAGE)?;
     // Titles are unique in Hermes; an older file holding duplicates keeps working without it.
     let _ = conn.execute_batch(
         "CREATE UNIQUE INDEX IF NOT EXISTS idx_sessions_title_unique
