@@ -953,3 +953,39 @@ fn session_rows_fill_hermes_accounting_columns() {
         .unwrap();
     assert_eq!((provider.as_str(), usage_calls), ("offline", 2));
 }
+
+#[test]
+fn resume_by_title_continues_that_session_and_an_unknown_title_is_refused() {
+    let e = Exec::new("resume-title");
+    // A session the TUI titled.
+    let mut gw = Gateway::builder().home(e.dir()).tag("titled").start();
+    let s = gw.create_session(json!({"title": "release notes"}));
+    gw.run_turn(&s.id, "first draft");
+    gw.close_stdin();
+    assert_eq!(gw.wait_exit(secs(5)).code(), Some(0));
+
+    let out = e.run(&["--resume", "release notes", "second draft"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = record_in(&out.stderr);
+    assert_eq!(r["status"], "done", "{r}");
+    assert_eq!(r["session_id"], s.stored.as_str(), "{r}");
+    let users: Vec<String> = {
+        let db = e.db();
+        let mut stmt = db
+            .prepare(
+                "SELECT content FROM messages WHERE session_id = ?1 AND role = 'user' ORDER BY id",
+            )
+            .unwrap();
+        stmt.query_map([&s.stored], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(users, ["first draft", "second draft"]);
+
+    let out = e.run(&["--resume", "no such title", "hi"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    let r = record_in(&out.stderr);
+    assert_eq!(r["status"], "refused", "{r}");
+    assert!(r["error"].as_str().unwrap().contains("not found"), "{r}");
+}
