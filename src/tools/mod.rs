@@ -322,7 +322,7 @@ impl Registry {
             Box::new(terminal::Terminal::default()),
             Box::new(process::ProcessTool::default()),
             Box::new(files::ReadFile::default()),
-            Box::new(files::WriteFile),
+            Box::new(files::WriteFile::default()),
             Box::new(files::Patch::default()),
             Box::new(files::SearchFiles::default()),
             Box::new(todo::Todo),

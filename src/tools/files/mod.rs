@@ -12,18 +12,20 @@ mod search;
 mod text;
 mod v4a;
 mod walk;
+mod write;
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub use patch::Patch;
 pub use read::ReadFile;
 pub use search::SearchFiles;
+pub use write::WriteFile;
 
-use super::{Ask, JobId, Start, Tool, ToolContext, ToolResult};
+use super::{Ask, JobId, Start, ToolContext, ToolResult};
 
 /// Files larger than this are not edited or diffed in memory.
 pub(crate) const EDIT_MAX: u64 = 16 * 1024 * 1024;
@@ -204,6 +206,7 @@ pub(crate) fn shown(cwd: &str, path: &Path) -> String {
 }
 
 /// The unified diff of an edit of `name`, as the TUI shows it (bounded).
+#[cfg(test)]
 pub(crate) fn unified_diff(name: &str, old: &str, new: &str) -> String {
     unified_diff_at(name, old, new, 0)
 }
@@ -291,19 +294,6 @@ pub(crate) fn int_arg(args: &Value, key: &str) -> Option<i64> {
     }
 }
 
-/// The text of a file to edit: `None` when it does not exist; an error when it is not a
-/// regular UTF-8 file of a size we edit.
-pub(crate) fn read_text(path: &Path) -> Result<Option<String>, String> {
-    if !editable(path)? {
-        return Ok(None);
-    }
-    match crate::util::read_regular(path, EDIT_MAX) {
-        Ok(Some(t)) => Ok(Some(t)),
-        Ok(None) => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
-    }
-}
-
 /// Whether `path` is a file we edit: false when it does not exist; an error when it is a
 /// directory, not a regular file, or over `EDIT_MAX`.
 pub(crate) fn editable(path: &Path) -> Result<bool, String> {
@@ -333,85 +323,6 @@ pub(crate) fn too_big(path: &Path) -> String {
     )
 }
 
-/// Hermes' `write_file {path, content}`: the whole file replaced (parents created).
-pub struct WriteFile;
-
-impl Tool for WriteFile {
-    fn name(&self) -> &str {
-        "write_file"
-    }
-
-    fn toolset(&self) -> &str {
-        "file"
-    }
-
-    fn description(&self) -> &str {
-        "Write content to a file, completely replacing existing content. Use this instead of \
-         echo/cat heredoc in terminal. Creates parent directories automatically. OVERWRITES \
-         the entire file — use 'patch' for targeted edits."
-    }
-
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "Path to the file to write (will be created if it doesn't exist, overwritten if it does)"},
-                "content": {"type": "string", "description": "Complete content to write to the file"}
-            },
-            "required": ["path", "content"]
-        })
-    }
-
-    fn start(&mut self, ctx: &mut ToolContext<'_>, args: &Value) -> Start {
-        let path = match string_arg(args, "write_file", "path") {
-            Ok(p) if !p.trim().is_empty() => p,
-            Ok(_) => return Start::Done(ToolResult::error("write_file: 'path' is empty")),
-            Err(e) => return Start::Done(e),
-        };
-        let content = match string_arg(args, "write_file", "content") {
-            Ok(c) => c,
-            Err(e) => return Start::Done(e),
-        };
-        let here = here(ctx);
-        let file = resolve(&here, path);
-        if !ctx.approved
-            && let Some(ask) = write_ask(ctx, &file)
-        {
-            return Start::Ask(ask);
-        }
-        Start::Done(write_file(&here, &file, content))
-    }
-}
-
-fn write_file(cwd: &str, file: &Path, content: &str) -> ToolResult {
-    let old = match read_text(file) {
-        Ok(old) => old,
-        // Not text we diff (binary, huge): still replaced, shown as all new.
-        Err(e) if !e.contains("directory") && !e.contains("not a regular") => None,
-        Err(e) => return ToolResult::error(e),
-    };
-    let parent = file.parent().unwrap_or(Path::new("/"));
-    let dirs_created = !parent.exists();
-    if let Err(e) = std::fs::create_dir_all(parent) {
-        return ToolResult::error(format!("cannot create {}: {e}", parent.display()));
-    }
-    if let Err(e) = write_atomic(file, content.as_bytes()) {
-        return ToolResult::error(format!("cannot write {}: {e}", file.display()));
-    }
-    let name = shown(cwd, file);
-    let mut result = ToolResult::new(
-        json!({"bytes_written": content.len(), "dirs_created": dirs_created}),
-        format!("wrote {} bytes to {name}", content.len()),
-    );
-    let diff = unified_diff(&name, old.as_deref().unwrap_or(""), content);
-    if !diff.is_empty() {
-        result
-            .event_fields
-            .insert("inline_diff".into(), json!(diff));
-    }
-    result
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -426,28 +337,5 @@ mod tests {
         }
         assert_eq!(shown("/w", Path::new("/w/a/b")), "a/b");
         assert_eq!(shown("/w", Path::new("/x")), "/x");
-    }
-
-    #[test]
-    fn a_write_keeps_the_mode_and_diffs_what_changed() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("tuigw-wf-{}", crate::util::random_hex(8)));
-        let file = dir.join("sub/run.sh");
-        let r = write_file(dir.to_str().unwrap(), &file, "echo one\n");
-        assert_eq!(r.content, json!({"bytes_written": 9, "dirs_created": true}));
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let r = write_file(dir.to_str().unwrap(), &file, "echo two\n");
-        assert_eq!(r.content["dirs_created"], false);
-        let diff = r.event_fields["inline_diff"].as_str().unwrap();
-        assert!(
-            diff.contains("--- a/sub/run.sh") && diff.contains("-echo one\n+echo two"),
-            "{diff}"
-        );
-        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o755);
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), "echo two\n");
-        let leftovers = std::fs::read_dir(dir.join("sub")).unwrap().count();
-        assert_eq!(leftovers, 1, "no temporary file left");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
