@@ -315,13 +315,19 @@ fn the_listening_stream_brings_list_changed_and_resumes_from_the_last_event_id()
         tool_output_from(&mut g, &s.id, from).contains("before the cut"),
         "the event before the cut streamed"
     );
-    assert!(
-        server
-            .requests()
+    // The resume waited out the `retry: 300` the cut stream gave (the server's own clock).
+    let requests = server.requests();
+    let at = |http: &str| {
+        requests
             .iter()
-            .any(|r| r["http"] == "GET" && r["last_event_id"] == resumed_from.as_str()),
-        "{:?}",
-        server.requests()
+            .find(|r| r["http"] == http && r["last_event_id"] == resumed_from.as_str())
+            .and_then(|r| r["at"].as_u64())
+            .unwrap_or_else(|| panic!("no {http} from {resumed_from}: {requests:?}"))
+    };
+    let waited = at("GET").saturating_sub(at("cut"));
+    assert!(
+        waited >= 300,
+        "resumed {waited} ms after the cut: {requests:?}"
     );
 }
 

@@ -9,8 +9,8 @@
 //! After `initialize` a GET opens the listening stream, where the server sends messages
 //! outside any answer (`list_changed`, `ping`); a `405` means it offers none. A stream that
 //! drops is opened again with `Last-Event-ID` (the listening stream after the SSE `retry:`
-//! wait, with backoff, up to [`LISTEN_RETRIES`] failures in a row; an answer's stream at once,
-//! up to [`RESUMES`] times), so the server replays what was cut.
+//! wait, with backoff, up to [`LISTEN_RETRIES`] failures in a row; an answer's stream after
+//! its own `retry:` or at once, up to [`RESUMES`] times), so the server replays what was cut.
 //! What arrives is handed to the same protocol logic as stdio (`super::on_message`, `wire.rs`).
 //! Bounded: an answer of more than [`ANSWER_MAX`] bytes (an SSE stream counts all its events),
 //! an event over [`LINE_MAX`], a wrong content type or status is refused with a clear error
@@ -121,9 +121,11 @@ struct Client {
     listen: Listen,
     /// The last event id of the listening stream (its `Last-Event-ID` when reopened).
     listen_last_id: Option<String>,
-    /// The server's SSE `retry:`, the wait before the listening stream is reopened.
+    /// The listening stream's SSE `retry:`, the wait before it is reopened.
     retry: Option<Duration>,
     listen_failures: u32,
+    /// Cut answers waiting out their stream's `retry:` before they are resumed, by when.
+    resumes_due: Vec<(Instant, Sending)>,
 }
 
 /// The GET listening stream of a server.
@@ -368,6 +370,7 @@ pub(crate) fn open(
             listen_last_id: None,
             retry: None,
             listen_failures: 0,
+            resumes_due: Vec::new(),
         },
     );
     Ok(())
@@ -601,13 +604,13 @@ pub(crate) fn on_ready(o: &mut impl McpOwners, id: u64, now: Instant) {
         {
             c.session = Some(session);
         }
-        if let Some(Body::Events(events)) = &ex.body {
+        if let Some(Body::Events(events)) = &ex.body
+            && ex.purpose == Purpose::Listen
+        {
             if let Some(ms) = events.retry {
                 c.retry = Some(Duration::from_millis(ms));
             }
-            if ex.purpose == Purpose::Listen {
-                c.listen_last_id = events.last_id.clone();
-            }
+            c.listen_last_id = events.last_id.clone();
         }
     }
     for message in messages {
@@ -651,9 +654,14 @@ pub(crate) fn on_ready(o: &mut impl McpOwners, id: u64, now: Instant) {
         Some(Body::Events(events)) => events.count,
         _ => 0,
     };
-    let resume = match &ex.body {
-        Some(Body::Events(events)) if ex.resumes < RESUMES => events.last_id.clone(),
-        _ => None,
+    let (resume, resume_wait) = match &ex.body {
+        Some(Body::Events(events)) if ex.resumes < RESUMES => {
+            let wait = events
+                .retry
+                .map(|ms| Duration::from_millis(ms).clamp(RETRY_MIN, RETRY_MAX));
+            (events.last_id.clone(), wait)
+        }
+        _ => (None, None),
     };
     let steady = events > 0 || now.duration_since(ex.opened_at) >= LISTEN_STEADY;
     let (purpose, epoch, resumes, received, initialize) =
@@ -692,7 +700,17 @@ pub(crate) fn on_ready(o: &mut impl McpOwners, id: u64, now: Instant) {
                 resumed_from: resume,
                 received,
             };
-            start(o, &name, sending, now);
+            // The stream's own `retry:` is how long the server asks to be left alone.
+            match resume_wait {
+                None => start(o, &name, sending, now),
+                Some(wait) => {
+                    let at = now + wait;
+                    if let Some(c) = o.mcp().http.servers.get_mut(&name) {
+                        c.resumes_due.push((at, sending));
+                    }
+                    o.set_timer(at, Timer::Mcp(name.clone()));
+                }
+            }
         }
         Ok(()) if waiting.is_some() => {
             let why = "the server ended its answer without answering the request";
@@ -772,6 +790,9 @@ fn abort_waiting(o: &mut impl McpOwners, name: &str, id: u64) {
     if let Some(ex) = found.and_then(|k| o.mcp().http.exchanges.remove(&k)) {
         finish(o, ex);
     }
+    if let Some(c) = o.mcp().http.servers.get_mut(name) {
+        c.resumes_due.retain(|(_, s)| s.waiting != Some(id));
+    }
 }
 
 /// Drop every exchange of `name` in flight (the server failed or is being replaced); what
@@ -780,6 +801,7 @@ pub(crate) fn close(o: &mut impl McpOwners, name: &str) {
     if let Some(c) = o.mcp().http.servers.get_mut(name) {
         c.epoch += 1;
         c.listen = Listen::Off;
+        c.resumes_due.clear();
     }
     let ids: Vec<u64> = o
         .mcp()
@@ -826,8 +848,8 @@ pub(crate) fn end_session(o: &mut impl McpOwners, name: &str, now: Instant) {
     o.mcp().http.servers.remove(name);
 }
 
-/// `Timer::Mcp`: exchanges of `name` past their deadline are dropped; a listening stream due
-/// is opened again.
+/// `Timer::Mcp`: exchanges of `name` past their deadline are dropped; a listening stream and
+/// cut answers due are opened again.
 pub(crate) fn on_timer(o: &mut impl McpOwners, name: &str, now: Instant) {
     let ids: Vec<u64> = o
         .mcp()
@@ -851,6 +873,19 @@ pub(crate) fn on_timer(o: &mut impl McpOwners, name: &str, now: Instant) {
         .is_some_and(|c| matches!(c.listen, Listen::Reopen(at) if now >= at));
     if due {
         listen(o, name, now);
+    }
+    let resumes: Vec<Sending> = match o.mcp().http.servers.get_mut(name) {
+        Some(c) => {
+            let (ready, later) = std::mem::take(&mut c.resumes_due)
+                .into_iter()
+                .partition(|(at, _)| now >= *at);
+            c.resumes_due = later;
+            ready.into_iter().map(|(_, s)| s).collect()
+        }
+        None => Vec::new(),
+    };
+    for sending in resumes {
+        start(o, name, sending, now);
     }
 }
 

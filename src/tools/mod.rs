@@ -19,6 +19,7 @@ pub mod process;
 pub mod runs;
 pub mod session_search;
 pub mod shell_state;
+mod stepped;
 pub mod terminal;
 pub mod timer;
 pub mod todo;

@@ -8,12 +8,12 @@
 //! A discovery runs in steps within the loop's budget ([`Discovery`]); the other shapes are a
 //! few bounded reads and answer at their start.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use serde_json::{Map, Value, json};
 
 use super::files::int_arg;
+use super::stepped::{Advance, Stepped};
 use super::{JobId, Start, Tool, ToolContext, ToolResult};
 use crate::store::{SearchHit, SearchQuery, SessionMeta, Store, StoreError, StoredRow};
 
@@ -31,10 +31,19 @@ const READ_TAIL: usize = 10;
 /// The tool: its discovery calls still going on, by job. A discovery is a full-text search
 /// and then a few reads per session found (up to `3 × limit + 5` candidates); on a big
 /// state.db that is more than one step's budget, so it goes in steps ([`Discovery`]).
-#[derive(Default)]
 pub struct SessionSearch {
-    going: HashMap<JobId, Discovery>,
+    going: Stepped<Discovery>,
 }
+
+impl Default for SessionSearch {
+    fn default() -> Self {
+        SessionSearch {
+            going: Stepped::failing_with(ToolResult::unsuccessful),
+        }
+    }
+}
+
+const NO_STORE: &str = "the session database is not available";
 
 /// A Hermes integer argument: a number or a numeral, else `default`.
 fn int_or(args: &Value, key: &str, default: i64) -> i64 {
@@ -150,43 +159,29 @@ impl Tool for SessionSearch {
 
     fn start(&mut self, ctx: &mut ToolContext<'_>, args: &Value) -> Start {
         let Some(store) = ctx.store else {
-            return Start::Done(ToolResult::unsuccessful(
-                "the session database is not available",
-            ));
+            return Start::Done(ToolResult::unsuccessful(NO_STORE));
         };
         match begin(store, ctx.session, args) {
             Begun::Done(result) => Start::Done(result),
-            Begun::Discovery(mut d) => match d.advance(store, ctx.deadline) {
-                Some(result) => Start::Done(result),
-                None => {
-                    self.going.insert(ctx.job, d);
-                    ctx.again();
-                    Start::Later
-                }
-            },
+            Begun::Discovery(d) => self.going.start(ctx, d),
         }
     }
 
     fn step(&mut self, ctx: &mut ToolContext<'_>, _args: &Value) -> Option<ToolResult> {
-        let (Some(store), Some(d)) = (ctx.store, self.going.get_mut(&ctx.job)) else {
-            self.going.remove(&ctx.job);
-            return Some(ToolResult::unsuccessful(
-                "the session database is not available",
-            ));
-        };
-        let result = d.advance(store, ctx.deadline);
-        match result {
-            Some(_) => {
-                self.going.remove(&ctx.job);
-            }
-            None => ctx.again(),
-        }
-        result
+        self.going.step(ctx, NO_STORE)
     }
 
     fn cancel(&mut self, job: JobId) -> Option<ToolResult> {
-        self.going.remove(&job);
-        Some(ToolResult::unsuccessful("interrupted"))
+        self.going.cancel(job)
+    }
+}
+
+impl Advance for Discovery {
+    fn advance(&mut self, ctx: &ToolContext<'_>) -> Option<ToolResult> {
+        match ctx.store {
+            Some(store) => self.advance_until(store, ctx.deadline),
+            None => Some(ToolResult::unsuccessful(NO_STORE)),
+        }
     }
 }
 
@@ -202,7 +197,7 @@ pub fn call(store: &Store, current: &str, args: &Value) -> ToolResult {
     match begin(store, current, args) {
         Begun::Done(result) => result,
         Begun::Discovery(mut d) => loop {
-            if let Some(result) = d.advance(store, Instant::now()) {
+            if let Some(result) = d.advance_until(store, Instant::now()) {
                 break result;
             }
         },
@@ -460,7 +455,7 @@ impl Discovery {
     }
 
     /// Work until `deadline` (at least one unit): the answer once it is complete.
-    fn advance(&mut self, store: &Store, deadline: Instant) -> Option<ToolResult> {
+    fn advance_until(&mut self, store: &Store, deadline: Instant) -> Option<ToolResult> {
         let mut units = 0;
         loop {
             if units > 0
@@ -656,7 +651,7 @@ mod tests {
             };
             let mut steps = 1;
             loop {
-                if let Some(r) = d.advance(&store, Instant::now() + budget) {
+                if let Some(r) = d.advance_until(&store, Instant::now() + budget) {
                     return (steps, r);
                 }
                 steps += 1;

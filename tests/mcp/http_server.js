@@ -9,7 +9,8 @@
 // hang (progress, then nothing), announce (adds the tool "late" and says so on the listening
 // stream), cut (drops the listening stream, then adds "after_cut": the list_changed is only
 // replayed to a GET whose Last-Event-ID names an earlier event), resume (an SSE answer cut
-// after an event with an id; the answer comes to a GET resuming from that id).
+// after an event with an id, after a `retry: 300`; the answer comes to a GET resuming from
+// that id; the cut is logged with its time, as every request is).
 // Events of the listening stream have ids L-1, L-2, …; an answer's stream P<request>-1, -2.
 // A DELETE is answered 200 ms late; "DELETE answered" is logged if the client was still there.
 const http = require("http");
@@ -111,8 +112,10 @@ function call(msg, res) {
   } else if (name === "resume") {
     const id = "P" + msg.id + "-1";
     cutAnswers[id] = ["P" + msg.id + "-2", text(msg.id, "resumed after " + id)];
+    // Asks to be left alone 300 ms before the client resumes (the cut's time is logged).
+    res.write("retry: 300\n\n");
     event(res, { jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: token, progress: 1, message: "before the cut" } }, id);
-    setTimeout(() => res.socket.destroy(), 30);
+    setTimeout(() => { note({ http: "cut", last_event_id: id, at: Date.now() }); res.socket.destroy(); }, 30);
   } else if (name === "expire") {
     session = null;
     res.socket.destroy();
@@ -125,7 +128,7 @@ const server = http.createServer((req, res) => {
     let msg = {};
     try { msg = body ? JSON.parse(body) : {}; } catch (e) { return json(res, 400, { error: "bad json" }); }
     const sid = req.headers["mcp-session-id"] || null;
-    note({ http: req.method, method: msg.method || null, request: (msg.params && msg.params.requestId) || null, session: sid, version: req.headers["mcp-protocol-version"] || null, accept: req.headers["accept"] || null, last_event_id: req.headers["last-event-id"] || null, connection: req.socket.number });
+    note({ http: req.method, method: msg.method || null, request: (msg.params && msg.params.requestId) || null, session: sid, version: req.headers["mcp-protocol-version"] || null, accept: req.headers["accept"] || null, last_event_id: req.headers["last-event-id"] || null, connection: req.socket.number, at: Date.now() });
     if (req.headers["authorization"] !== "Bearer t0k") return json(res, 401, { error: "no token" });
     if (req.method === "GET" && noGet) return json(res, 405, { error: "no listening stream" });
     if (req.method === "DELETE") {

@@ -14,7 +14,6 @@ mod v4a;
 mod walk;
 mod write;
 
-use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -25,7 +24,8 @@ pub use read::ReadFile;
 pub use search::SearchFiles;
 pub use write::WriteFile;
 
-use super::{Ask, JobId, Start, ToolContext, ToolResult};
+use super::stepped::{Advance, Stepped};
+use super::{Ask, ToolContext, ToolResult};
 
 /// Files larger than this are not edited or diffed in memory.
 pub(crate) const EDIT_MAX: u64 = 16 * 1024 * 1024;
@@ -33,60 +33,6 @@ pub(crate) const EDIT_MAX: u64 = 16 * 1024 * 1024;
 pub(crate) const DIFF_MAX: usize = 64 * 1024;
 /// Longest a diff may take before it settles for a coarser one.
 const DIFF_TIMEOUT: Duration = Duration::from_millis(5);
-
-/// A call's work that goes on over several steps (a read, a search).
-trait Advance {
-    /// Work on until `ctx.deadline`: the result once the work is over.
-    fn advance(&mut self, ctx: &ToolContext<'_>) -> Option<ToolResult>;
-}
-
-/// The calls of one tool that go on past their start, by job: each advanced step after step
-/// until it has its result.
-struct Stepped<W> {
-    work: HashMap<JobId, W>,
-}
-
-impl<W> Default for Stepped<W> {
-    fn default() -> Self {
-        Stepped {
-            work: HashMap::new(),
-        }
-    }
-}
-
-impl<W: Advance> Stepped<W> {
-    /// Advance new work in the start's budget; what is left goes on in the next step.
-    fn start(&mut self, ctx: &mut ToolContext<'_>, mut work: W) -> Start {
-        match work.advance(ctx) {
-            Some(result) => Start::Done(result),
-            None => {
-                self.work.insert(ctx.job, work);
-                ctx.again();
-                Start::Later
-            }
-        }
-    }
-
-    /// Advance the work of `ctx.job` (`lost`: the result when there is none).
-    fn step(&mut self, ctx: &mut ToolContext<'_>, lost: &str) -> Option<ToolResult> {
-        let Some(work) = self.work.get_mut(&ctx.job) else {
-            return Some(ToolResult::error(lost));
-        };
-        let result = work.advance(ctx);
-        match result {
-            Some(_) => {
-                self.work.remove(&ctx.job);
-            }
-            None => ctx.again(),
-        }
-        result
-    }
-
-    fn cancel(&mut self, job: JobId) -> Option<ToolResult> {
-        self.work.remove(&job);
-        Some(ToolResult::error("interrupted"))
-    }
-}
 
 /// Replace `file` atomically, keeping its mode (0644 for a new file).
 pub fn write_atomic(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
