@@ -15,6 +15,13 @@ impl Gateway {
     pub(crate) fn commit(&mut self, now: Instant) {
         let publish = self.persist.commit(&mut self.sessions, now);
         self.publish(publish, now);
+        // After the release: a batch of a deletion never delays what this commit announces.
+        if self.persist.purging() {
+            self.persist.purge_step();
+            if self.persist.wants_tick() {
+                crate::flush::arm(self, now);
+            }
+        }
     }
 
     /// The final commit of the shutdown, waiting for another process's lock until `deadline`.

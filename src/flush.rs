@@ -17,6 +17,7 @@ pub fn tick(gw: &mut Gateway, now: Instant) {
         checkpoint_partials(gw);
         gw.persist.checkpoint_if_due();
         gw.persist.retry_folds();
+        gw.persist.retry_purge();
     }
     let streaming = gw
         .sessions

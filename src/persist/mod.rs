@@ -11,6 +11,7 @@
 //! first commit that works again releases everything and resumes the parked turns.
 
 pub mod journal;
+mod purge;
 pub mod retry;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -160,6 +161,8 @@ pub struct Persistence<U, S = Store, J = Journal> {
     /// Closed sessions the store holds whole (or deleted), their memory freed [`FREE_STEP`]
     /// messages per commit so no iteration pays for a whole long transcript.
     freeing: VecDeque<U>,
+    /// Deleted sessions' messages, removed a batch per iteration.
+    purge: purge::Purge,
     /// Stored id → seq of its latest journal record, until a commit covers it.
     journaled: HashMap<String, u64>,
     next_seq: u64,
@@ -206,8 +209,10 @@ impl<U: Unit> Persistence<U, Store, Journal> {
             Err(e) => crate::diag!("[gateway] startup repair skipped: {e}"),
         }
         let journal = Journal::new(&db, store.owner(), cfg.journal_cap);
+        let purging = store.purge_pending().unwrap_or(true);
         let mut p = Persistence::new(store, journal, cfg.flush_interval);
         p.unfolded = unfolded;
+        p.purge = purge::Purge::new(purging);
         Ok(p)
     }
 
@@ -232,6 +237,7 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         self.freeing.extend(gone.into_iter().map(|r| r.session));
         let seq = self.journaled.get(stored_id).copied();
         let deleted = self.store.delete(stored_id, seq)?;
+        self.purge.started();
         self.journaled.remove(stored_id);
         self.retries.session_ok(stored_id);
         Ok(deleted || was_retired)
@@ -244,6 +250,35 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         {
             crate::diag!("[gateway] WAL checkpoint failed: {e}");
         }
+    }
+
+    /// Whether deleted sessions' messages wait to be removed (the loop must come round again).
+    pub fn purging(&self) -> bool {
+        self.purge.due() && self.store_healthy()
+    }
+
+    /// Remove one batch of a deleted session's messages, sized to keep the step near
+    /// `purge::TARGET`; a failure waits for the flush tick.
+    pub fn purge_step(&mut self) {
+        if !self.purging() {
+            return;
+        }
+        let started = Instant::now();
+        match self.store.purge_step(self.purge.batch()) {
+            Ok(None) => self.purge.finished(),
+            Ok(Some(done)) => self.purge.removed(done.removed, started.elapsed()),
+            Err(e) => {
+                if e.kind != crate::store::ErrorKind::Busy {
+                    crate::diag!("[gateway] deleted messages not removed yet: {e}");
+                }
+                self.purge.fail();
+            }
+        }
+    }
+
+    /// The flush tick: a purge that failed goes on.
+    pub fn retry_purge(&mut self) {
+        self.purge.retry();
     }
 
     /// Fold the journals start-up could not (state.db was locked then).
@@ -291,6 +326,7 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
             unjournaled: BTreeSet::new(),
             retired: Vec::new(),
             freeing: VecDeque::new(),
+            purge: purge::Purge::new(false),
             journaled: HashMap::new(),
             next_seq: 1,
             journal_retry_at: None,
@@ -435,6 +471,7 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
             || self.journal_retry_at.is_some()
             || self.health != Health::Ok
             || !self.unfolded.is_empty()
+            || self.purge.failed()
     }
 
     /// When the flush tick should fire, if no tick scheduled already fires by then (and now

@@ -116,6 +116,14 @@ pub enum Holder {
     Dead(String),
 }
 
+/// One batch of a deleted session's messages removed ([`Store::purge_step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Purged {
+    pub removed: usize,
+    /// That session has no messages left.
+    pub ended: bool,
+}
+
 /// What startup repair did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Repair {
@@ -658,22 +666,83 @@ impl Store {
         Ok((taken.unwrap_or(false), highest.map(|n| n.max(0) as u64)))
     }
 
-    /// Delete a stored session and its messages; false when there was none. `journal_seq`:
-    /// the latest record of it in this process's journal, which a later fold must skip.
+    /// Delete a stored session; false when there was none. The session row goes at once
+    /// (no reader, ours or Hermes', sees it after this), its children are unlinked from it as
+    /// Hermes does, and its messages are left for [`Store::purge_step`] to remove a batch at a
+    /// time. `journal_seq`: the latest record of it in this process's journal, which a later
+    /// fold must skip.
     pub fn delete(&mut self, id: &str, journal_seq: Option<u64>) -> Result<bool, StoreError> {
+        // The messages outlive their session row for a while, against the schema's foreign
+        // key, which SQLite enforces per connection (ours does, the bundled build's default):
+        // off for this one write (it cannot change inside a transaction).
+        let enforced: bool = self
+            .conn
+            .query_row("PRAGMA foreign_keys", [], |r| r.get(0))?;
+        self.conn.execute_batch("PRAGMA foreign_keys = OFF")?;
+        let deleted = self.delete_row(id, journal_seq);
+        if enforced {
+            self.conn.execute_batch("PRAGMA foreign_keys = ON")?;
+        }
+        deleted
+    }
+
+    fn delete_row(&mut self, id: &str, journal_seq: Option<u64>) -> Result<bool, StoreError> {
         let name = self.journal_name();
         let tx = begin(&mut self.conn, self.wait_until)?;
-        tx.execute("DELETE FROM messages WHERE session_id = ?1", [id])?;
+        let n = tx.execute("DELETE FROM sessions WHERE id = ?1", [id])?;
+        tx.execute(
+            "UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id = ?1",
+            [id],
+        )?;
         tx.execute(
             "DELETE FROM session_model_usage WHERE session_id = ?1",
             [id],
         )?;
-        let n = tx.execute("DELETE FROM sessions WHERE id = ?1", [id])?;
+        tx.execute("DELETE FROM tui_gateway_queue WHERE session_id = ?1", [id])?;
+        tx.execute(
+            "INSERT OR IGNORE INTO tui_gateway_purge (session_id)
+             SELECT ?1 WHERE EXISTS (SELECT 1 FROM messages WHERE session_id = ?1)",
+            [id],
+        )?;
         if let Some(seq) = journal_seq {
             mark_folded(&tx, &name, id, seq)?;
         }
         tx.commit()?;
         Ok(n > 0)
+    }
+
+    /// Whether some deleted session still has messages to remove.
+    pub fn purge_pending(&self) -> Result<bool, StoreError> {
+        Ok(self
+            .conn
+            .query_row("SELECT EXISTS (SELECT 1 FROM tui_gateway_purge)", [], |r| r.get(0))?)
+    }
+
+    /// Remove up to `batch` messages of a deleted session (the oldest deletion first), in one
+    /// transaction; the session's purge ends when none is left. What was done: `None` when
+    /// no deleted session has messages left.
+    pub fn purge_step(&mut self, batch: usize) -> Result<Option<Purged>, StoreError> {
+        let tx = begin(&mut self.conn, self.wait_until)?;
+        let id: Option<String> = tx
+            .prepare_cached("SELECT session_id FROM tui_gateway_purge ORDER BY rowid LIMIT 1")?
+            .query_row([], |r| r.get(0))
+            .optional()?;
+        let Some(id) = id else {
+            return Ok(None);
+        };
+        let removed = tx
+            .prepare_cached(
+                "DELETE FROM messages WHERE id IN
+                     (SELECT id FROM messages WHERE session_id = ?1 ORDER BY id LIMIT ?2)",
+            )?
+            .execute(params![id, batch as i64])?;
+        let ended = removed < batch;
+        if ended {
+            tx.prepare_cached("DELETE FROM tui_gateway_purge WHERE session_id = ?1")?
+                .execute([&id])?;
+        }
+        tx.commit()?;
+        Ok(Some(Purged { removed, ended }))
     }
 
     /// End the sessions a killed gateway left open (`gateway_killed`; they stay resumable) and

@@ -248,6 +248,11 @@ pub fn ensure(conn: &Connection) -> rusqlite::Result<()> {
              PRIMARY KEY (journal, session_id)
          )",
     )?;
+    // Deleted sessions whose messages are still being removed, a bounded batch per loop
+    // iteration (`Store::purge_step`); a later start goes on where a killed gateway stopped.
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS tui_gateway_purge (session_id TEXT PRIMARY KEY)",
+    )?;
     // Hermes' per-model usage (its schema v20), so its insights see our sessions' calls.
     conn.execute_batch(USAGE)?;
     // Titles are unique in Hermes; an older file holding duplicates keeps working without it.

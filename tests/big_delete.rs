@@ -1,0 +1,157 @@
+//! Deleting a long stored session (`session.delete`): the answer does not wait for its
+//! messages. The session row goes in the answer's transaction — from then on no list, search
+//! or resume finds it, and its children are unlinked from it — and the messages (each also an
+//! FTS5 delete) leave state.db a bounded batch per loop iteration, while other sessions go
+//! on. A gateway killed in the middle leaves a marker the next one finishes from.
+
+mod common;
+
+use common::procfs::poll_until;
+use common::*;
+use serde_json::json;
+use std::path::Path;
+
+const STORED: usize = 100_000;
+
+/// A closed session titled `title` holding `STORED` messages that say "needle", and a closed
+/// branch of it; their stored ids.
+fn long_session(home: &Path, title: &str) -> (String, String) {
+    let (stored, child) = {
+        let mut g = Gateway::builder().home(home).start();
+        let s = g.create_session(json!({ "title": title }));
+        g.call("session.close", json!({"session_id": s.id}));
+        let c = g.create_session(json!({ "title": "its branch" }));
+        g.run_turn(&c.id, "branch text");
+        g.call("session.close", json!({"session_id": c.id}));
+        g.close_stdin();
+        g.wait_exit(T);
+        (s.stored, c.stored)
+    };
+    let mut c = rusqlite::Connection::open(home.join("state.db")).unwrap();
+    let tx = c.transaction().unwrap();
+    for i in 0..STORED {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        tx.execute(
+            "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?1, ?2, ?3, ?4)",
+            rusqlite::params![stored, role, format!("needle m{i}"), 1e9 + i as f64],
+        )
+        .unwrap();
+    }
+    tx.execute(
+        "UPDATE sessions SET message_count = ?2 WHERE id = ?1",
+        rusqlite::params![stored, STORED as i64],
+    )
+    .unwrap();
+    tx.execute(
+        "UPDATE sessions SET parent_session_id = ?1 WHERE id = ?2",
+        rusqlite::params![stored, child],
+    )
+    .unwrap();
+    tx.commit().unwrap();
+    (stored, child)
+}
+
+/// Whether the `session.list` answer `l` lists stored session `id`.
+fn listed(l: &serde_json::Value, id: &str) -> bool {
+    l["sessions"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|e| e["id"] == id))
+}
+
+fn count(db: &rusqlite::Connection, sql: &str, id: &str) -> i64 {
+    db.query_row(sql, [id], |r| r.get(0)).unwrap()
+}
+
+fn messages_of(db: &rusqlite::Connection, id: &str) -> i64 {
+    count(db, "SELECT count(*) FROM messages WHERE session_id = ?1", id)
+}
+
+#[test]
+fn a_long_session_is_gone_at_the_answer_and_its_messages_leave_in_batches() {
+    let home = TempHome::new("bigdelete");
+    let (stored, child) = long_session(&home.path, "the long one");
+    let mut g = Gateway::builder().home(&home.path).start();
+    let other = g.create_session(json!({}));
+    let r = g.call("session.delete", json!({"session_id": stored}));
+    assert_eq!(r["deleted"], stored.as_str(), "{r}");
+    let db = g.db();
+    // The answer came before the messages were gone: they go after it, step by step.
+    let left = messages_of(&db, &stored);
+    assert!(left > 0, "the answer waited for all {STORED} messages");
+    // Gone for every reader now.
+    let l = g.call("session.list", json!({}));
+    assert!(!listed(&l, &stored), "{l}");
+    g.expect_code("session.resume", json!({"session_id": stored}), 4007);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM sessions WHERE id = ?1", &stored),
+        0
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM sessions WHERE id = ?1 AND parent_session_id IS NULL",
+            &child
+        ),
+        1,
+        "the branch is unlinked from the deleted session, as Hermes does"
+    );
+    // Its title is free again.
+    let again = g.create_session(json!({ "title": "the long one" }));
+    let titled = poll_until(T, || {
+        count(
+            &db,
+            "SELECT count(*) FROM sessions WHERE id = ?1 AND title = 'the long one'",
+            &again.stored,
+        ) == 1
+    });
+    assert!(titled, "the new session did not get the deleted one's title");
+    // Meanwhile the loop serves others: a whole turn runs while messages are still there
+    // or after they went; either way they all go.
+    g.run_turn(&other.id, "still served");
+    let gone = poll_until(secs(60), || messages_of(&db, &stored) == 0);
+    assert!(gone, "{} messages left", messages_of(&db, &stored));
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM tui_gateway_purge WHERE session_id = ?1",
+            &stored
+        ),
+        0
+    );
+    let found = g.call("session.list", json!({}));
+    assert!(listed(&found, &child), "{found}");
+}
+
+#[test]
+fn a_delete_cut_by_a_kill_is_finished_by_the_next_gateway() {
+    let home = TempHome::new("bigdelete-kill");
+    let (stored, _) = long_session(&home.path, "cut short");
+    let mut g = Gateway::builder().home(&home.path).start();
+    let r = g.call("session.delete", json!({"session_id": stored}));
+    assert_eq!(r["deleted"], stored.as_str(), "{r}");
+    g.signal(libc::SIGKILL);
+    g.wait_exit(T);
+    let db = rusqlite::Connection::open(home.path.join("state.db")).unwrap();
+    let left = messages_of(&db, &stored);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM sessions WHERE id = ?1", &stored),
+        0,
+        "the row went with the answer"
+    );
+    // What the killed gateway left is the marker and the rest of the messages, whatever
+    // instant the kill came at; the next gateway removes them without being asked.
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM tui_gateway_purge WHERE session_id = ?1",
+            &stored
+        ),
+        (left > 0) as i64
+    );
+    let mut g = Gateway::builder().home(&home.path).start();
+    g.expect_code("session.resume", json!({"session_id": stored}), 4007);
+    let gone = poll_until(secs(60), || messages_of(&db, &stored) == 0);
+    assert!(gone, "{} messages left", messages_of(&db, &stored));
+    let l = g.call("session.list", json!({}));
+    assert!(!listed(&l, &stored), "{l}");
+}
