@@ -63,7 +63,11 @@ fn count(db: &rusqlite::Connection, sql: &str, id: &str) -> i64 {
 }
 
 fn messages_of(db: &rusqlite::Connection, id: &str) -> i64 {
-    count(db, "SELECT count(*) FROM messages WHERE session_id = ?1", id)
+    count(
+        db,
+        "SELECT count(*) FROM messages WHERE session_id = ?1",
+        id,
+    )
 }
 
 #[test]
@@ -104,7 +108,10 @@ fn a_long_session_is_gone_at_the_answer_and_its_messages_leave_in_batches() {
             &again.stored,
         ) == 1
     });
-    assert!(titled, "the new session did not get the deleted one's title");
+    assert!(
+        titled,
+        "the new session did not get the deleted one's title"
+    );
     // Meanwhile the loop serves others: a whole turn runs while messages are still there
     // or after they went; either way they all go.
     g.run_turn(&other.id, "still served");

@@ -3,8 +3,8 @@
 
 mod common;
 
-use common::*;
 use common::procfs::poll_until;
+use common::*;
 use serde_json::{Value, json};
 
 const UNKNOWN_STORED: &str = "20000101_000000_abcdef";

@@ -715,7 +715,9 @@ impl Store {
     pub fn purge_pending(&self) -> Result<bool, StoreError> {
         Ok(self
             .conn
-            .query_row("SELECT EXISTS (SELECT 1 FROM tui_gateway_purge)", [], |r| r.get(0))?)
+            .query_row("SELECT EXISTS (SELECT 1 FROM tui_gateway_purge)", [], |r| {
+                r.get(0)
+            })?)
     }
 
     /// Remove up to `batch` messages of a deleted session (the oldest deletion first), in one
