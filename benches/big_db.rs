@@ -342,6 +342,42 @@ fn measure(db: &Path, shape: &Shape, repeat: usize) -> Result<Figures, String> {
         );
     }
 
+    // `session.delete` of the 100,000-message session: its answer, then the worst ping sent
+    // back to back until its messages have left state.db (a batch per loop iteration).
+    let db = rusqlite::Connection::open(home.path().join("state.db")).map_err(|e| e.to_string())?;
+    let left = || -> Result<i64, String> {
+        db.query_row(
+            "SELECT count(*) FROM messages WHERE session_id = ?1",
+            [&long],
+            |r| r.get(0),
+        )
+        .map_err(|e| e.to_string())
+    };
+    let sent = Instant::now();
+    call(&mut c, "session.delete", json!({"session_id": long}))?;
+    let answered = sent.elapsed();
+    add(
+        "session.delete, 100,000 messages (the answer)",
+        (answered, answered),
+    );
+    let mut worst = Duration::ZERO;
+    let end = Instant::now() + STALL;
+    let mut pings = 0;
+    while (pings % 16 != 0 || left()? > 0) && Instant::now() < end {
+        let sent = Instant::now();
+        let ping = c.send_request("ping", json!({}))?;
+        c.wait_response(&ping, sent + STALL, |_, _| {})?;
+        worst = worst.max(sent.elapsed());
+        pings += 1;
+    }
+    if left()? > 0 {
+        return Err("the deleted session's messages did not leave state.db".into());
+    }
+    add(
+        "worst ping behind that delete, until its rows are gone",
+        (worst, worst),
+    );
+
     // The worst stall: 10 sessions stream while the picker's requests run, each with a ping
     // right behind it (its answer waits for whatever the loop does before it).
     let mut streaming = Vec::new();
