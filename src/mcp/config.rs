@@ -2,11 +2,13 @@
 //! `cwd`, `timeout` (per call, 300 s), `connect_timeout` (60 s), `enabled`, `tools.include`
 //! / `tools.exclude` (include wins), and our `lazy` (Hermes has no such key: start when the
 //! first session opens instead of at start-up; default false); `url` and `headers` for a
-//! streamable HTTP server (`http.rs`). `${VAR}` (and Cursor's `${env:VAR}`) in any string
+//! streamable HTTP server (`http.rs`), with Hermes' `ssl_verify` and `client_cert` /
+//! `client_key` for its TLS (read here by shape; the files by `tls.rs`). `${VAR}` (and Cursor's `${env:VAR}`) in any string
 //! value is replaced by the gateway's environment variable, as Hermes does; an unset or
 //! empty one stays as written.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -30,6 +32,35 @@ pub struct ServerConfig {
     pub exclude: Vec<String>,
     /// Started when the first session opens instead of at start-up (our key `lazy`).
     pub lazy: bool,
+    /// How a `url` server's TLS is set up, or why its keys are wrong (it then fails).
+    pub tls: Result<Tls, String>,
+}
+
+/// Hermes' `ssl_verify` and `client_cert` / `client_key` of a `url` server.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Tls {
+    pub verify: Verify,
+    pub client_cert: Option<ClientCert>,
+}
+
+/// How the server's certificate is checked (`ssl_verify`, as httpx's `verify=`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Verify {
+    /// `true` (the default): the bundled roots and the system's store.
+    #[default]
+    Roots,
+    /// `false`: not checked at all (insecure).
+    Off,
+    /// A path: the certificates of this PEM file are the only roots trusted.
+    Bundle(PathBuf),
+}
+
+/// The certificate (chain) and private key presented to the server (mutual TLS).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientCert {
+    pub cert: PathBuf,
+    /// The same file as `cert` when one PEM holds both.
+    pub key: PathBuf,
 }
 
 impl ServerConfig {
@@ -179,10 +210,79 @@ fn parse_with(
                 include: strings(&cfg["tools"]["include"]),
                 exclude: strings(&cfg["tools"]["exclude"]),
                 lazy: boolish(&cfg["lazy"], false),
+                tls: tls(cfg),
             },
         );
     }
     out
+}
+
+/// `ssl_verify` and `client_cert` / `client_key` of an entry, as Hermes'
+/// `_resolve_client_cert` takes them: `client_cert` a PEM holding both, or with `client_key`,
+/// or a list `[cert, key]`; a passphrase (`[cert, key, pass]`) is refused (no encrypted keys).
+fn tls(cfg: &Value) -> Result<Tls, String> {
+    let verify = match &cfg["ssl_verify"] {
+        Value::Null | Value::Bool(true) => Verify::Roots,
+        Value::Bool(false) => Verify::Off,
+        Value::String(_) => Verify::Bundle(path(&cfg["ssl_verify"], "ssl_verify")?),
+        other => {
+            return Err(format!(
+                "ssl_verify must be true, false or the path of a CA bundle (PEM), not {other}"
+            ));
+        }
+    };
+    let (raw_cert, raw_key) = (&cfg["client_cert"], &cfg["client_key"]);
+    let client_cert = match (raw_cert, raw_key) {
+        (Value::Null, Value::Null) => None,
+        (Value::Null, _) => return Err("client_key is set without client_cert".into()),
+        (Value::Array(_), key) if !key.is_null() => {
+            return Err("give client_cert as a list [cert, key] or client_cert and                         client_key, not both"
+                .into());
+        }
+        (Value::Array(parts), _) => match parts.as_slice() {
+            [cert, key] => Some(ClientCert {
+                cert: path(cert, "client_cert[0]")?,
+                key: path(key, "client_cert[1]")?,
+            }),
+            [_, _, _] => {
+                return Err("client_cert: encrypted client keys (a passphrase) are not                             supported; give the key decrypted"
+                    .into());
+            }
+            _ => {
+                return Err(format!(
+                    "client_cert as a list must be [cert, key], not {} items",
+                    parts.len()
+                ));
+            }
+        },
+        (cert, Value::Null) => {
+            let cert = path(cert, "client_cert")?;
+            Some(ClientCert {
+                key: cert.clone(),
+                cert,
+            })
+        }
+        (cert, key) => Some(ClientCert {
+            cert: path(cert, "client_cert")?,
+            key: path(key, "client_key")?,
+        }),
+    };
+    Ok(Tls {
+        verify,
+        client_cert,
+    })
+}
+
+/// A non-empty path string of key `label`, `~/` expanded to `$HOME` (as Hermes does).
+fn path(v: &Value, label: &str) -> Result<PathBuf, String> {
+    let text = v.as_str().map(str::trim).unwrap_or("");
+    if text.is_empty() {
+        return Err(format!("{label} must be a non-empty path, not {v}"));
+    }
+    match (text.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => Ok(PathBuf::from(home).join(rest)),
+        _ => Ok(PathBuf::from(text)),
+    }
 }
 
 /// `config.yaml`'s `mcp_servers` under `home`; none when absent or unreadable.
@@ -219,6 +319,64 @@ mod tests {
         );
         assert!(!s["remote"].enabled && s["remote"].transport() == "http");
         assert!(!s.contains_key("junk"));
+        assert_eq!(
+            fs.tls,
+            Ok(Tls::default()),
+            "verified against the roots by default"
+        );
+    }
+
+    #[test]
+    fn ssl_verify_and_client_cert_take_hermes_shapes_and_refuse_others() {
+        let tls_of = |entry: Value| parse(&json!({ "s": entry }))["s"].tls.clone();
+        let off = tls_of(json!({"url": "https://h", "ssl_verify": false})).unwrap();
+        assert_eq!(off.verify, Verify::Off);
+        let bundle = tls_of(json!({"ssl_verify": "/etc/ca.pem", "client_cert": "/c.pem"}));
+        let bundle = bundle.unwrap();
+        assert_eq!(bundle.verify, Verify::Bundle("/etc/ca.pem".into()));
+        let combined = bundle.client_cert.unwrap();
+        assert_eq!(
+            (combined.cert, combined.key),
+            ("/c.pem".into(), "/c.pem".into())
+        );
+        for entry in [
+            json!({"client_cert": ["/c.pem", "/k.pem"]}),
+            json!({"client_cert": "/c.pem", "client_key": "/k.pem"}),
+        ] {
+            let pair = tls_of(entry).unwrap().client_cert.unwrap();
+            assert_eq!((pair.cert, pair.key), ("/c.pem".into(), "/k.pem".into()));
+        }
+        for (entry, says) in [
+            (
+                json!({"ssl_verify": 1}),
+                "ssl_verify must be true, false or the path",
+            ),
+            (
+                json!({"ssl_verify": ""}),
+                "ssl_verify must be a non-empty path",
+            ),
+            (
+                json!({"client_key": "/k.pem"}),
+                "client_key is set without client_cert",
+            ),
+            (
+                json!({"client_cert": 7}),
+                "client_cert must be a non-empty path",
+            ),
+            (
+                json!({"client_cert": ["/c"]}),
+                "must be [cert, key], not 1 items",
+            ),
+            (json!({"client_cert": ["/c", "/k", "pw"]}), "a passphrase"),
+            (json!({"client_cert": ["/c", 3]}), "client_cert[1] must be"),
+            (
+                json!({"client_cert": ["/c", "/k"], "client_key": "/k"}),
+                "not both",
+            ),
+        ] {
+            let why = tls_of(entry.clone()).unwrap_err();
+            assert!(why.contains(says), "{entry}: {why}");
+        }
     }
 
     #[test]

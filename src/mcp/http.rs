@@ -25,11 +25,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::config::ServerConfig;
 use super::wire::{self, Incoming};
 use super::{LINE_MAX, McpOwners};
 use crate::model::catalog::describe;
 use crate::model::connect::{self, Failure, Proxy};
-use crate::model::http::{Response, Url, tls_config};
+use crate::model::http::{Response, Url};
 use crate::tools::Timer;
 
 /// Bytes one answer may bring (an SSE stream counts all its events, comments included).
@@ -335,17 +336,17 @@ fn header_lines(headers: &BTreeMap<String, String>) -> Result<String, String> {
     Ok(out)
 }
 
-/// Set up the server `name` at `url` (nothing is connected until a message is posted).
+/// Set up the server `name` at its `url`, its TLS configuration built once here (nothing is
+/// connected until a message is posted).
 pub(crate) fn open(
     o: &mut impl McpOwners,
     name: &str,
-    url: &str,
-    headers: &BTreeMap<String, String>,
+    config: &ServerConfig,
 ) -> Result<(), String> {
     close(o, name);
-    let target = Url::parse(url)?;
+    let target = Url::parse(config.url.as_deref().unwrap_or_default())?;
     let tls = if target.tls {
-        Some(tls_config()?)
+        Some(super::tls::client_config(config.tls.as_ref()?)?)
     } else {
         None
     };
@@ -361,7 +362,7 @@ pub(crate) fn open(
         Client {
             route: connect::Route::new(target, proxy),
             tls,
-            headers: header_lines(headers)?,
+            headers: header_lines(&config.headers)?,
             session: None,
             version: None,
             quiet_timeout,

@@ -12,6 +12,7 @@
 
 pub mod config;
 pub mod http;
+pub mod tls;
 pub mod tool;
 pub mod wire;
 
@@ -192,9 +193,9 @@ fn connect(o: &mut impl McpOwners, name: &str, now: Instant) {
     let Some(s) = o.mcp().servers.get_mut(name) else {
         return;
     };
-    if let Some(url) = s.config.url.clone() {
-        let headers = s.config.headers.clone();
-        return match http::open(o, name, &url, &headers) {
+    if s.config.url.is_some() {
+        let config = s.config.clone();
+        return match http::open(o, name, &config) {
             Ok(()) => handshake(o, name, now),
             Err(e) => failed(o, name, e, now),
         };

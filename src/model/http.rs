@@ -107,23 +107,32 @@ impl Url {
     }
 }
 
-/// A TLS client configuration (built once per provider) trusting the bundled webpki roots and
-/// the system's store (`SSL_CERT_FILE`/`SSL_CERT_DIR` when set), so a corporate CA or a local
-/// server's own certificate can be trusted the usual way.
+/// A TLS client configuration (built once per provider) trusting [`default_roots`].
 pub fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
+    let config = tls_builder()?
+        .with_root_certificates(default_roots())
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// The bundled webpki roots and the system's store (`SSL_CERT_FILE`/`SSL_CERT_DIR` when set),
+/// so a corporate CA or a local server's own certificate can be trusted the usual way.
+pub fn default_roots() -> rustls::RootCertStore {
     let mut roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
     // Certificates the system store holds but rustls cannot parse are skipped.
     let _ = roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| format!("TLS setup failed: {e}"))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(Arc::new(config))
+    roots
+}
+
+/// A client configuration on ring with the safe protocol versions, to choose how the
+/// server's certificate is checked.
+pub fn tls_builder()
+-> Result<rustls::ConfigBuilder<rustls::ClientConfig, rustls::WantsVerifier>, String> {
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS setup failed: {e}"))
 }
 
 /// A connected socket, with or without TLS on top.
