@@ -27,27 +27,14 @@ fn long_session(home: &Path, title: &str) -> (String, String) {
         g.wait_exit(T);
         (s.stored, c.stored)
     };
-    let mut c = rusqlite::Connection::open(home.join("state.db")).unwrap();
-    let tx = c.transaction().unwrap();
-    for i in 0..STORED {
-        let role = if i % 2 == 0 { "user" } else { "assistant" };
-        tx.execute(
-            "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?1, ?2, ?3, ?4)",
-            rusqlite::params![stored, role, format!("needle m{i}"), 1e9 + i as f64],
+    let db = home.join("state.db");
+    append_messages(&db, &stored, STORED, |i| format!("needle m{i}"), STORED);
+    open_db(&db)
+        .execute(
+            "UPDATE sessions SET parent_session_id = ?1 WHERE id = ?2",
+            rusqlite::params![stored, child],
         )
         .unwrap();
-    }
-    tx.execute(
-        "UPDATE sessions SET message_count = ?2 WHERE id = ?1",
-        rusqlite::params![stored, STORED as i64],
-    )
-    .unwrap();
-    tx.execute(
-        "UPDATE sessions SET parent_session_id = ?1 WHERE id = ?2",
-        rusqlite::params![stored, child],
-    )
-    .unwrap();
-    tx.commit().unwrap();
     (stored, child)
 }
 

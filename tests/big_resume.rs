@@ -27,22 +27,13 @@ fn long_session(home: &Path, title: &str, count: usize) -> String {
         g.wait_exit(T);
         s.stored
     };
-    let mut c = rusqlite::Connection::open(home.join("state.db")).unwrap();
-    let tx = c.transaction().unwrap();
-    for i in 0..STORED {
-        let role = if i % 2 == 0 { "user" } else { "assistant" };
-        tx.execute(
-            "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?1, ?2, ?3, ?4)",
-            rusqlite::params![stored, role, format!("m{i}"), 1e9 + i as f64],
-        )
-        .unwrap();
-    }
-    tx.execute(
-        "UPDATE sessions SET message_count = ?2 WHERE id = ?1",
-        rusqlite::params![stored, count as i64],
-    )
-    .unwrap();
-    tx.commit().unwrap();
+    append_messages(
+        &home.join("state.db"),
+        &stored,
+        STORED,
+        |i| format!("m{i}"),
+        count,
+    );
     stored
 }
 

@@ -885,6 +885,34 @@ pub fn open_db(path: &Path) -> rusqlite::Connection {
     c
 }
 
+/// Append `count` messages to stored session `stored` in state.db at `path`, one transaction,
+/// user and assistant in turn, the `i`th saying `text(i)`; its row's `message_count` set to
+/// `message_count` (a test may make it disagree with the rows).
+pub fn append_messages(
+    path: &Path,
+    stored: &str,
+    count: usize,
+    text: impl Fn(usize) -> String,
+    message_count: usize,
+) {
+    let mut c = open_db(path);
+    let tx = c.transaction().unwrap();
+    for i in 0..count {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        tx.execute(
+            "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?1, ?2, ?3, ?4)",
+            rusqlite::params![stored, role, text(i), 1e9 + i as f64],
+        )
+        .unwrap();
+    }
+    tx.execute(
+        "UPDATE sessions SET message_count = ?2 WHERE id = ?1",
+        rusqlite::params![stored, message_count as i64],
+    )
+    .unwrap();
+    tx.commit().unwrap();
+}
+
 /// A row of the `messages` table of `state.db`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MsgRow {
