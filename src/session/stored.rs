@@ -145,4 +145,36 @@ mod tests {
         assert_eq!(count(&store), 2);
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// A commit of more new messages than one INSERT carries (64) writes them all, in order.
+    #[test]
+    fn a_commit_of_many_messages_keeps_their_order() {
+        let dir = std::env::temp_dir().join(format!("tgw-many-{}", crate::util::random_hex(8)));
+        let mut store = Store::open(&dir.join("state.db"), "NORMAL").unwrap();
+        let mut s = bare_session("r", "s");
+        s.append(Message::new(Role::User, Some("first".into()), 1.0));
+        store.write(&[(s.delta(), None)]).unwrap();
+        s.persisted = s.committed_mark();
+        let texts: Vec<String> = (0..150).map(|i| format!("m{i}")).collect();
+        for (i, t) in texts.iter().enumerate() {
+            let role = if i % 2 == 0 {
+                Role::Assistant
+            } else {
+                Role::User
+            };
+            s.append(Message::new(role, Some(t.clone()), 2.0 + i as f64));
+        }
+        store.write(&[(s.delta(), None)]).unwrap();
+        let stored: Vec<String> = store
+            .messages_between("s", (0, i64::MAX), 1_000)
+            .unwrap()
+            .0
+            .into_iter()
+            .map(|m| m.content.unwrap_or_default())
+            .collect();
+        let mut want = vec!["first".to_string()];
+        want.extend(texts);
+        assert_eq!(stored, want);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

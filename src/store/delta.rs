@@ -199,36 +199,86 @@ pub(super) fn write(
         )?
         .execute(params![d.id, keep as i64])?;
     }
-    let mut insert = tx.prepare_cached(
-        "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name,
-             timestamp, token_count, finish_reason, reasoning)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    )?;
     let mut update = tx.prepare_cached(
         "UPDATE messages SET role = ?2, content = ?3, tool_call_id = ?4, tool_calls = ?5,
              tool_name = ?6, timestamp = ?7, token_count = ?8, finish_reason = ?9, reasoning = ?10
          WHERE id = ?1",
     )?;
     for m in d.messages.iter() {
-        // ?1 is the row to update, or the session of a new row; the rest are the same.
-        let (stmt, first): (&mut rusqlite::CachedStatement<'_>, &dyn rusqlite::ToSql) =
-            match &m.row_id {
-                Some(row) => (&mut update, row),
-                None => (&mut insert, &d.id),
-            };
-        stmt.execute(params![
-            first,
-            m.role.as_str(),
-            m.content,
-            m.tool_call_id,
-            m.tool_calls,
-            m.tool_name,
-            m.timestamp,
-            m.token_count,
-            m.finish_reason,
-            m.reasoning,
-        ])?;
+        if let Some(row) = &m.row_id {
+            update.execute(params![
+                row,
+                m.role.as_str(),
+                m.content,
+                m.tool_call_id,
+                m.tool_calls,
+                m.tool_name,
+                m.timestamp,
+                m.token_count,
+                m.finish_reason,
+                m.reasoning,
+            ])?;
+        }
     }
+    let new: Vec<&Message> = d.messages.iter().filter(|m| m.row_id.is_none()).collect();
+    for chunk in new.chunks(INSERT_ROWS) {
+        insert_messages(tx, &d.id, chunk)?;
+    }
+    Ok(())
+}
+
+/// New messages one INSERT statement writes at most (10 parameters each, far below SQLite's
+/// limit on parameters).
+const INSERT_ROWS: usize = 64;
+
+/// Insert `rows` of session `id` in one statement, in order. One statement, because Hermes'
+/// FTS5 index writes a new segment (and merges) at the end of every statement that changes
+/// `messages`: a commit of many messages in one statement costs one segment, not one each.
+fn insert_messages(
+    tx: &rusqlite::Transaction<'_>,
+    id: &str,
+    rows: &[&Message],
+) -> rusqlite::Result<()> {
+    let mut sql = String::from(
+        "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name,
+             timestamp, token_count, finish_reason, reasoning) VALUES ",
+    );
+    for i in 0..rows.len() {
+        let p = i * 9 + 2;
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&format!(
+            "(?1, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{})",
+            p,
+            p + 1,
+            p + 2,
+            p + 3,
+            p + 4,
+            p + 5,
+            p + 6,
+            p + 7,
+            p + 8
+        ));
+    }
+    let role: Vec<&str> = rows.iter().map(|m| m.role.as_str()).collect();
+    let mut values: Vec<&dyn ToSql> = Vec::with_capacity(1 + rows.len() * 9);
+    values.push(&id);
+    for (m, role) in rows.iter().zip(&role) {
+        values.extend([
+            role as &dyn ToSql,
+            &m.content,
+            &m.tool_call_id,
+            &m.tool_calls,
+            &m.tool_name,
+            &m.timestamp,
+            &m.token_count,
+            &m.finish_reason,
+            &m.reasoning,
+        ]);
+    }
+    // One cached statement per size (the store's cache holds them all, `super::STATEMENT_CACHE`).
+    tx.prepare_cached(&sql)?.execute(params_from_iter(values))?;
     Ok(())
 }
 

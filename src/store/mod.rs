@@ -116,6 +116,10 @@ pub enum Holder {
     Dead(String),
 }
 
+/// Prepared statements kept: the store's own and one multi-row message INSERT per size
+/// (`delta.rs`), so none is prepared again every commit.
+pub(crate) const STATEMENT_CACHE: usize = 160;
+
 /// One batch of a deleted session's messages removed ([`Store::purge_step`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Purged {
@@ -260,6 +264,7 @@ impl Store {
         // The gateway checkpoints after turns (throttled); SQLite's own is only a backstop, so
         // a commit on the turn's path rarely pays for one.
         let _ = conn.execute_batch("PRAGMA wal_autocheckpoint=10000");
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         // Reads never wait (WAL readers are not blocked by a writer); writes wait only as
         // `wait_until` allows.
         conn.busy_timeout(Duration::ZERO)
