@@ -146,7 +146,8 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// A commit of more new messages than one INSERT carries (64) writes them all, in order.
+    /// A commit of more new messages than one INSERT carries (64), of two sessions (one of
+    /// them new in it), writes them all, each session's in order and under its own id.
     #[test]
     fn a_commit_of_many_messages_keeps_their_order() {
         let dir = std::env::temp_dir().join(format!("tgw-many-{}", crate::util::random_hex(8)));
@@ -155,26 +156,38 @@ mod tests {
         s.append(Message::new(Role::User, Some("first".into()), 1.0));
         store.write(&[(s.delta(), None)]).unwrap();
         s.persisted = s.committed_mark();
+        let mut t = bare_session("r2", "t");
         let texts: Vec<String> = (0..150).map(|i| format!("m{i}")).collect();
-        for (i, t) in texts.iter().enumerate() {
+        for (i, text) in texts.iter().enumerate() {
             let role = if i % 2 == 0 {
                 Role::Assistant
             } else {
                 Role::User
             };
-            s.append(Message::new(role, Some(t.clone()), 2.0 + i as f64));
+            s.append(Message::new(role, Some(text.clone()), 2.0 + i as f64));
+            t.append(Message::new(
+                role,
+                Some(format!("t-{text}")),
+                2.0 + i as f64,
+            ));
         }
-        store.write(&[(s.delta(), None)]).unwrap();
-        let stored: Vec<String> = store
-            .messages_between("s", (0, i64::MAX), 1_000)
-            .unwrap()
-            .0
-            .into_iter()
-            .map(|m| m.content.unwrap_or_default())
-            .collect();
+        store
+            .write(&[(s.delta(), None), (t.delta(), None)])
+            .unwrap();
+        let stored = |id: &str| -> Vec<String> {
+            store
+                .messages_between(id, (0, i64::MAX), 1_000)
+                .unwrap()
+                .0
+                .into_iter()
+                .map(|m| m.content.unwrap_or_default())
+                .collect()
+        };
         let mut want = vec!["first".to_string()];
-        want.extend(texts);
-        assert_eq!(stored, want);
+        want.extend(texts.iter().cloned());
+        assert_eq!(stored("s"), want);
+        let want_t: Vec<String> = texts.iter().map(|x| format!("t-{x}")).collect();
+        assert_eq!(stored("t"), want_t);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

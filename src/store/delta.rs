@@ -105,6 +105,17 @@ pub(super) fn write(
     d: &Delta<'_>,
     owner: &str,
 ) -> rusqlite::Result<()> {
+    write_all_but_new(tx, d, owner)?;
+    insert_new(tx, std::iter::once(d))
+}
+
+/// Everything of one delta but its new messages, which [`insert_new`] writes (after every
+/// delta of a commit has written its row, so the messages' sessions exist).
+pub(super) fn write_all_but_new(
+    tx: &rusqlite::Transaction<'_>,
+    d: &Delta<'_>,
+    owner: &str,
+) -> rusqlite::Result<()> {
     let a = &d.accounting;
     let (cache_read, cache_write, reasoning) = (
         a.cache_read_tokens as i64,
@@ -220,9 +231,25 @@ pub(super) fn write(
             ])?;
         }
     }
-    let new: Vec<&Message> = d.messages.iter().filter(|m| m.row_id.is_none()).collect();
+    Ok(())
+}
+
+/// The new messages (no row id yet) of every delta, in order, in as few statements as
+/// [`INSERT_ROWS`] allows.
+pub(super) fn insert_new<'d, 'a: 'd>(
+    tx: &rusqlite::Transaction<'_>,
+    deltas: impl Iterator<Item = &'d Delta<'a>>,
+) -> rusqlite::Result<()> {
+    let new: Vec<(&str, &Message)> = deltas
+        .flat_map(|d| {
+            d.messages
+                .iter()
+                .filter(|m| m.row_id.is_none())
+                .map(|m| (d.id.as_ref(), m))
+        })
+        .collect();
     for chunk in new.chunks(INSERT_ROWS) {
-        insert_messages(tx, &d.id, chunk)?;
+        insert_messages(tx, chunk)?;
     }
     Ok(())
 }
@@ -231,42 +258,38 @@ pub(super) fn write(
 /// limit on parameters).
 const INSERT_ROWS: usize = 64;
 
-/// Insert `rows` of session `id` in one statement, in order. One statement, because Hermes'
-/// FTS5 index writes a new segment (and merges) at the end of every statement that changes
-/// `messages`: a commit of many messages in one statement costs one segment, not one each.
+/// Insert `rows` (session id, message) in one statement, in order. One statement, because
+/// Hermes' FTS5 index writes a new segment (and merges) at the end of every statement that
+/// changes `messages`: a commit of many messages, of one session or many, in one statement
+/// costs one segment, not one each.
 fn insert_messages(
     tx: &rusqlite::Transaction<'_>,
-    id: &str,
-    rows: &[&Message],
+    rows: &[(&str, &Message)],
 ) -> rusqlite::Result<()> {
     let mut sql = String::from(
         "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name,
              timestamp, token_count, finish_reason, reasoning) VALUES ",
     );
     for i in 0..rows.len() {
-        let p = i * 9 + 2;
+        let p = i * 10 + 1;
         if i > 0 {
             sql.push_str(", ");
         }
-        sql.push_str(&format!(
-            "(?1, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{}, ?{})",
-            p,
-            p + 1,
-            p + 2,
-            p + 3,
-            p + 4,
-            p + 5,
-            p + 6,
-            p + 7,
-            p + 8
-        ));
+        sql.push('(');
+        for k in 0..10 {
+            if k > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("?{}", p + k));
+        }
+        sql.push(')');
     }
-    let role: Vec<&str> = rows.iter().map(|m| m.role.as_str()).collect();
-    let mut values: Vec<&dyn ToSql> = Vec::with_capacity(1 + rows.len() * 9);
-    values.push(&id);
-    for (m, role) in rows.iter().zip(&role) {
+    let role: Vec<&str> = rows.iter().map(|(_, m)| m.role.as_str()).collect();
+    let mut values: Vec<&dyn ToSql> = Vec::with_capacity(rows.len() * 10);
+    for ((id, m), role) in rows.iter().zip(&role) {
         values.extend([
-            role as &dyn ToSql,
+            id as &dyn ToSql,
+            role,
             &m.content,
             &m.tool_call_id,
             &m.tool_calls,

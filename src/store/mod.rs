@@ -295,11 +295,13 @@ impl Store {
         let name = self.journal_name();
         let tx = begin(&mut self.conn, self.wait_until)?;
         for (d, seq) in deltas {
-            delta::write(&tx, d, &self.owner)?;
+            delta::write_all_but_new(&tx, d, &self.owner)?;
             if let Some(seq) = seq {
                 mark_folded(&tx, &name, &d.id, *seq)?;
             }
         }
+        // Every session's new messages together: one FTS5 segment per commit, not per session.
+        delta::insert_new(&tx, deltas.iter().map(|(d, _)| d))?;
         tx.commit()?;
         Ok(())
     }
