@@ -259,31 +259,19 @@ pub(super) fn insert_new<'d, 'a: 'd>(
 const INSERT_ROWS: usize = 64;
 
 /// Insert `rows` (session id, message) in one statement, in order. One statement, because
-/// Hermes' FTS5 index writes a new segment (and merges) at the end of every statement that
-/// changes `messages`: a commit of many messages, of one session or many, in one statement
-/// costs one segment, not one each.
+/// Hermes' FTS5 index writes a new segment (and merges) at every statement that changes
+/// `messages`: a commit of many messages, of one session or many, in one statement costs one
+/// segment, not one each.
 fn insert_messages(
     tx: &rusqlite::Transaction<'_>,
     rows: &[(&str, &Message)],
 ) -> rusqlite::Result<()> {
-    let mut sql = String::from(
+    const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    let sql = format!(
         "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name,
-             timestamp, token_count, finish_reason, reasoning) VALUES ",
+             timestamp, token_count, finish_reason, reasoning) VALUES {}",
+        vec![ROW; rows.len()].join(", ")
     );
-    for i in 0..rows.len() {
-        let p = i * 10 + 1;
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        sql.push('(');
-        for k in 0..10 {
-            if k > 0 {
-                sql.push_str(", ");
-            }
-            sql.push_str(&format!("?{}", p + k));
-        }
-        sql.push(')');
-    }
     let role: Vec<&str> = rows.iter().map(|(_, m)| m.role.as_str()).collect();
     let mut values: Vec<&dyn ToSql> = Vec::with_capacity(rows.len() * 10);
     for ((id, m), role) in rows.iter().zip(&role) {
