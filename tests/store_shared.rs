@@ -19,6 +19,7 @@ mod crashkit;
 use common::*;
 use crashkit::*;
 use serde_json::json;
+use std::path::Path;
 use std::time::Instant;
 
 /// `(stored id, message_count, rows in messages)` of every stored session.
@@ -240,6 +241,9 @@ fn a_session_another_running_gateway_holds_is_refused_and_a_dead_ones_is_resumab
     let mut b = Gateway::builder().home(&home.path).start();
     let held = a.create_session(json!({"title": "held by a"}));
     a.run_turn(&held.id, "a writes this session");
+    // A commit that met the other gateway's write lock went to a's journal and lands at the
+    // retry: until then b cannot see the session at all.
+    wait_rows_in_db(&db, &held.stored, 2);
 
     for wanted in [held.stored.as_str(), "held by a"] {
         let (code, msg, _) = b.call_err("session.resume", json!({"session_id": wanted}));
@@ -252,7 +256,7 @@ fn a_session_another_running_gateway_holds_is_refused_and_a_dead_ones_is_resumab
     // b still works, and a's session goes on alone.
     b.ping();
     a.run_turn(&held.id, "a goes on");
-    assert_eq!(message_rows(&db, &held.stored).len(), 4);
+    wait_rows_in_db(&db, &held.stored, 4);
 
     // Closed in a, it is b's to resume.
     a.call("session.close", json!({"session_id": held.id}));
@@ -260,7 +264,7 @@ fn a_session_another_running_gateway_holds_is_refused_and_a_dead_ones_is_resumab
     assert_eq!(r["message_count"], 4, "{r}");
     let rid = r["session_id"].as_str().unwrap().to_string();
     b.run_turn(&rid, "b goes on");
-    assert_eq!(message_rows(&db, &held.stored).len(), 6);
+    wait_rows_in_db(&db, &held.stored, 6);
     // ...and now a is refused it.
     let (code, _, _) = a.call_err("session.resume", json!({"session_id": held.stored}));
     assert_eq!(code, 4023);
@@ -300,6 +304,19 @@ fn a_session_another_running_gateway_holds_is_refused_and_a_dead_ones_is_resumab
     );
     assert_eq!(r["messages"][1]["role"], "tool", "{r}");
     assert_counts_true(&db, "after resuming a dead gateway's session");
+}
+
+/// Wait until `want` messages of `stored` are in state.db itself (not only in a journal), and
+/// no more than that.
+fn wait_rows_in_db(db: &Path, stored: &str, want: usize) {
+    let landed = poll_until(secs(10), || message_rows(db, stored).len() >= want);
+    let rows = message_rows(db, stored);
+    assert!(
+        landed,
+        "only {} of {want} rows reached state.db",
+        rows.len()
+    );
+    assert_eq!(rows.len(), want, "{rows:#?}");
 }
 
 // ---------------------------------------------------------------------------------------------
