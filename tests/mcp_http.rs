@@ -197,6 +197,24 @@ fn tools_are_listed_and_called_over_streamable_http_and_the_session_ended() {
 }
 
 #[test]
+fn tls_keys_on_an_http_url_are_said_to_have_no_effect_and_the_server_works() {
+    let m = marker();
+    let home = TempHome::new("mcphttp");
+    let server = HttpServer::start(&home, &m, "");
+    let keys = "    ssl_verify: /nonexistent/ca.pem\n    client_cert: /nonexistent/me.pem\n";
+    std::fs::write(home.path.join("config.yaml"), config(&server) + keys).unwrap();
+    let mut g = Gateway::builder().home(&home.path).start();
+    assert!(wait_tools(&mut g, "web").contains(&"mcp__web__echo".to_string()));
+    let said = g.stderr_with("have no effect", T);
+    assert!(
+        said.contains(
+            "MCP server 'web': ssl_verify and client_cert have no effect on an http:// URL"
+        ),
+        "{said}"
+    );
+}
+
+#[test]
 fn broken_answers_fail_their_call_and_a_forgotten_session_is_initialised_again() {
     let m = marker();
     let (_home, mut server, mut g) = start(&m, "no-get");

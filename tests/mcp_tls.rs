@@ -59,6 +59,14 @@ fn assert_refused(g: &mut Gateway, name: &str, says: &str) {
         !toolsets(g).contains(&format!("mcp-{name}")),
         "{name}'s tools are offered"
     );
+    // Said once, and not retried: trying again cannot help until the configuration changes.
+    let said = g.stderr_with(&format!("MCP server '{name}' "), WAIT);
+    let about: Vec<&str> = said
+        .lines()
+        .filter(|l| l.contains(&format!("MCP server '{name}' ")))
+        .collect();
+    let refused = |l: &&str| l.contains("cannot be used") && l.contains("/reload-mcp");
+    assert!(!about.is_empty() && about.iter().all(refused), "{about:#?}");
 }
 
 /// Server `name` connects and its tool answers through a turn; the tool's text.
@@ -177,4 +185,43 @@ fn a_server_requiring_a_client_certificate_serves_only_a_client_that_presents_on
         "{:?}",
         server.log()
     );
+}
+
+#[test]
+fn a_reload_after_the_trusted_bundle_is_fixed_connects_the_refused_server() {
+    let home = TempHome::new("mcptlsfix");
+    let dir = &home.path;
+    let server_id = Identity::self_signed(dir, "server");
+    let other = Identity::self_signed(dir, "other");
+    let server = TlsServer::start(server_config(&server_id, None));
+    let bundle = dir.join("bundle.pem");
+    std::fs::copy(&other.cert_pem, &bundle).unwrap();
+    let pinned = format!("ssl_verify: {}", bundle.display());
+    let mut g = gateway(
+        &home,
+        server.port,
+        &[("pinned", &pinned), ("insecure", "ssl_verify: false")],
+        &[],
+    );
+    wait_tools(&mut g, "insecure");
+    assert_refused(&mut g, "pinned", "certificate");
+    let s = g.create_session(json!({}));
+    let reload = |g: &mut Gateway| {
+        let r = g.call("reload.mcp", json!({"session_id": s.id, "confirm": true}));
+        assert_eq!(r["status"], "reloaded", "{r}");
+        r["changed"].clone()
+    };
+    // config.yaml is as it was; the file it names now holds the server's certificate.
+    std::fs::copy(&server_id.cert_pem, &bundle).unwrap();
+    assert_eq!(reload(&mut g), json!(["pinned"]));
+    assert_eq!(
+        call_whoami(&mut g, "pinned"),
+        "over TLS with no client certificate"
+    );
+    // Nothing changed since: the reload leaves both servers alone.
+    assert_eq!(reload(&mut g), json!([]));
+    // The same file rewritten with other content is a change, though config.yaml is not.
+    std::fs::copy(&other.cert_pem, &bundle).unwrap();
+    assert_eq!(reload(&mut g), json!(["pinned"]));
+    assert_refused(&mut g, "pinned", "certificate");
 }

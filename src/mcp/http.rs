@@ -30,7 +30,7 @@ use super::wire::{self, Incoming};
 use super::{LINE_MAX, McpOwners};
 use crate::model::catalog::describe;
 use crate::model::connect::{self, Failure, Proxy};
-use crate::model::http::{Response, Url};
+use crate::model::http::{Response, Url, tls_refusal};
 use crate::tools::Timer;
 
 /// Bytes one answer may bring (an SSE stream counts all its events, comments included).
@@ -201,6 +201,8 @@ enum Ended {
     SessionGone,
     /// The connection broke (or the stream ended) before the answer: resumable.
     Cut(String),
+    /// TLS failed (a certificate refused, by either side): retrying cannot help.
+    Untrusted(String),
     /// A `405` to the listening GET: the server offers no stream.
     NotOffered,
     /// The answer is unusable; the request it carried gets this error.
@@ -337,17 +339,22 @@ fn header_lines(headers: &BTreeMap<String, String>) -> Result<String, String> {
 }
 
 /// Set up the server `name` at its `url`, its TLS configuration built once here (nothing is
-/// connected until a message is posted).
+/// connected until a message is posted). `Ok(Some(warning))`: set up, but a key has no effect.
 pub(crate) fn open(
     o: &mut impl McpOwners,
     name: &str,
     config: &ServerConfig,
-) -> Result<(), String> {
+) -> Result<Option<String>, String> {
     close(o, name);
     let target = Url::parse(config.url.as_deref().unwrap_or_default())?;
+    let mut warning = None;
     let tls = if target.tls {
         Some(super::tls::client_config(config.tls.as_ref()?)?)
     } else {
+        if config.tls != Ok(super::config::Tls::default()) {
+            // As in Hermes (httpx), a plain http:// URL is used as it is; say so.
+            warning = Some("ssl_verify and client_cert have no effect on an http:// URL".into());
+        }
         None
     };
     let proxy = Proxy::for_target(&target)?;
@@ -374,7 +381,7 @@ pub(crate) fn open(
             resumes_due: Vec::new(),
         },
     );
-    Ok(())
+    Ok(warning)
 }
 
 /// The request head of `method` to the client's URL, with the session's headers; a POST
@@ -587,7 +594,10 @@ pub(crate) fn on_ready(o: &mut impl McpOwners, id: u64, now: Instant) {
     let mut ended = ex.advance(&mut messages);
     let name = ex.server.clone();
     if ex.purpose == Purpose::Delete {
-        if let Some(Err(Ended::Refused(why) | Ended::Unreachable(why) | Ended::Cut(why))) = &ended {
+        if let Some(Err(
+            Ended::Refused(why) | Ended::Unreachable(why) | Ended::Cut(why) | Ended::Untrusted(why),
+        )) = &ended
+        {
             crate::diag!("[mcp] {name}: ending the session failed: {why}");
         }
         return match ended {
@@ -681,11 +691,9 @@ pub(crate) fn on_ready(o: &mut impl McpOwners, id: u64, now: Instant) {
         Ok(()) if purpose == Purpose::Listen => {
             listen_ended(o, &name, epoch, steady, String::new(), now)
         }
-        Err(Ended::Cut(why) | Ended::Refused(why) | Ended::Unreachable(why))
-            if purpose == Purpose::Listen =>
-        {
-            listen_ended(o, &name, epoch, steady, why, now)
-        }
+        Err(
+            Ended::Cut(why) | Ended::Refused(why) | Ended::Unreachable(why) | Ended::Untrusted(why),
+        ) if purpose == Purpose::Listen => listen_ended(o, &name, epoch, steady, why, now),
         Ok(()) | Err(Ended::Cut(_)) if waiting.is_some() && resume.is_some() => {
             let Some(c) = o.mcp().http.servers.get(&name) else {
                 return;
@@ -720,6 +728,7 @@ pub(crate) fn on_ready(o: &mut impl McpOwners, id: u64, now: Instant) {
         Ok(()) => {}
         Err(Ended::Refused(why) | Ended::Cut(why)) => refuse(o, &name, waiting, why, now),
         Err(Ended::Unreachable(why)) => super::failed(o, &name, why, now),
+        Err(Ended::Untrusted(why)) => super::misconfigured(o, &name, why, now),
     }
 }
 
@@ -934,7 +943,10 @@ impl Exchange {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && !self.link.handshaking() => 0,
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset => 0,
-                Err(e) => return Err(Ended::Cut(format!("reading the answer failed: {e}"))),
+                Err(e) => match tls_refusal(&e) {
+                    Some(why) => return Err(Ended::Untrusted(why)),
+                    None => return Err(Ended::Cut(format!("reading the answer failed: {e}"))),
+                },
             };
             if n == 0 {
                 self.response.closed().map_err(Ended::Cut)?;

@@ -16,6 +16,9 @@ pub mod tls;
 pub mod tool;
 pub mod wire;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -75,6 +78,8 @@ struct Server {
     failures: u32,
     connect_deadline: Option<Instant>,
     retry_at: Option<Instant>,
+    /// [`tls::files_stamp`] of its TLS files when it was configured or last connected.
+    tls_files: u64,
 }
 
 impl Server {
@@ -85,7 +90,6 @@ impl Server {
             Phase::Disabled
         };
         Server {
-            config,
             phase,
             run: None,
             lines: wire::Lines::new(LINE_MAX),
@@ -97,7 +101,17 @@ impl Server {
             failures: 0,
             connect_deadline: None,
             retry_at: None,
+            tls_files: tls_files(&config),
+            config,
         }
+    }
+}
+
+/// [`tls::files_stamp`] of a `url` server's TLS files (0 for the others).
+fn tls_files(config: &ServerConfig) -> u64 {
+    match (&config.url, &config.tls) {
+        (Some(_), Ok(t)) => tls::files_stamp(t),
+        _ => 0,
     }
 }
 
@@ -123,7 +137,7 @@ pub struct Mcp {
 /// run-watch view, timers, the tools' registry and due jobs, events to sessions); the home
 /// and kill grace of the configuration; the sessions it reports to; and for HTTP servers the
 /// loop's sockets ([`http::Sockets`]). The gateway lends it (`src/owners.rs`), unit tests a
-/// fake (`fake` below).
+/// fake (`tests.rs`).
 pub(crate) trait McpOwners: RunOwners {
     fn mcp(&mut self) -> &mut Mcp;
     /// Where `config.yaml` is, and a stdio server's default working directory.
@@ -194,16 +208,23 @@ fn connect(o: &mut impl McpOwners, name: &str, now: Instant) {
         return;
     };
     if s.config.url.is_some() {
+        s.tls_files = tls_files(&s.config);
         let config = s.config.clone();
+        let first = s.failures == 0;
         return match http::open(o, name, &config) {
-            Ok(()) => handshake(o, name, now),
-            Err(e) => failed(o, name, e, now),
+            Ok(warning) => {
+                if let Some(w) = warning.filter(|_| first) {
+                    let text = format!("MCP server '{name}': {w}");
+                    crate::diag!("[mcp] {text}");
+                    tell(o, "warn", text);
+                }
+                handshake(o, name, now)
+            }
+            Err(e) => misconfigured(o, name, e, now),
         };
     }
     let Some(line) = s.config.shell_line() else {
-        s.phase = Phase::Failed;
-        s.error = Some("no command configured".into());
-        return;
+        return misconfigured(o, name, "no command configured".into(), now);
     };
     let cwd = s.config.cwd.as_ref().map_or(home, PathBuf::from);
     let spec = Spec {
@@ -596,6 +617,16 @@ fn end_calls_in_flight(o: &mut impl McpOwners, name: &str, why: &str) {
 
 /// The server is gone: end its calls in flight, report, restart after the backoff.
 fn failed(o: &mut impl McpOwners, name: &str, why: String, now: Instant) {
+    fail(o, name, why, true, now);
+}
+
+/// The server cannot work as configured (a key or a file it names is wrong, TLS refused):
+/// reported once like [`failed`], and not restarted until a reload.
+fn misconfigured(o: &mut impl McpOwners, name: &str, why: String, now: Instant) {
+    fail(o, name, why, false, now);
+}
+
+fn fail(o: &mut impl McpOwners, name: &str, why: String, restart: bool, now: Instant) {
     end_calls_in_flight(o, name, &why);
     let stopping = stopping(o);
     let mcp = o.mcp();
@@ -611,8 +642,12 @@ fn failed(o: &mut impl McpOwners, name: &str, why: String, now: Instant) {
         return;
     }
     s.failures += 1;
-    s.retry_at = (s.failures <= RESTARTS).then(|| now + BACKOFF * 2u32.pow(s.failures - 1));
+    s.retry_at =
+        (restart && s.failures <= RESTARTS).then(|| now + BACKOFF * 2u32.pow(s.failures - 1));
     let text = match s.retry_at {
+        None if !restart => {
+            format!("MCP server '{name}' cannot be used: {why}; it starts again on /reload-mcp")
+        }
         Some(at) => {
             o.set_timer(at, Timer::Mcp(name.to_string()));
             let wait = at - now;
@@ -672,7 +707,9 @@ pub(crate) fn reload(o: &mut impl McpOwners, now: Instant) -> Reloaded {
     let names: Vec<String> = o.mcp().servers.keys().cloned().collect();
     for name in names {
         let s = &o.mcp().servers[&name];
-        let same = wanted.get(&name) == Some(&s.config);
+        let same = wanted
+            .get(&name)
+            .is_some_and(|w| *w == s.config && tls_files(w) == s.tls_files);
         if same && s.phase != Phase::Failed {
             continue;
         }

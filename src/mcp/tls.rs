@@ -58,6 +58,24 @@ pub fn client_config(tls: &Tls) -> Result<Arc<rustls::ClientConfig>, String> {
     Ok(Arc::new(config))
 }
 
+/// What the files `tls` names hold now, as one hash (their text, or why it cannot be read):
+/// a reload restarts a server whose files changed though its keys did not.
+pub fn files_stamp(tls: &Tls) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut paths: Vec<&Path> = Vec::new();
+    if let Verify::Bundle(path) = &tls.verify {
+        paths.push(path);
+    }
+    if let Some(c) = &tls.client_cert {
+        paths.extend([c.cert.as_path(), c.key.as_path()]);
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for path in paths {
+        read(path, "").hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
 /// The PEM text of `path` (key `label`), at most [`PEM_MAX`] bytes.
 fn read(path: &Path, label: &str) -> Result<Vec<u8>, String> {
     let file =

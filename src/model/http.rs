@@ -199,7 +199,7 @@ impl Transport {
                 }
                 Ok(_) => {
                     tls.process_new_packets().map_err(|e| {
-                        io::Error::new(io::ErrorKind::InvalidData, format!("TLS error: {e}"))
+                        io::Error::new(io::ErrorKind::InvalidData, TlsRefused::new(&e))
                     })?;
                     // Handshake replies must go out for the stream to progress.
                     push_records(tls, &mut self.socket)?;
@@ -212,6 +212,65 @@ impl Transport {
     /// A TLS handshake still under way.
     pub fn handshaking(&self) -> bool {
         self.tls.as_ref().is_some_and(|t| t.is_handshaking())
+    }
+}
+
+/// A TLS session that failed (the peer's certificate, an alert it sent), as the `io::Error`
+/// reading it carries: [`tls_refusal`] tells it from other read errors.
+#[derive(Debug)]
+pub struct TlsRefused(String);
+
+impl TlsRefused {
+    fn new(e: &rustls::Error) -> TlsRefused {
+        TlsRefused(tls_words(e))
+    }
+}
+
+impl std::fmt::Display for TlsRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TLS: {}", self.0)
+    }
+}
+
+impl std::error::Error for TlsRefused {}
+
+/// The words of a TLS failure, when `e` is one.
+pub fn tls_refusal(e: &io::Error) -> Option<String> {
+    let refused = e.get_ref()?.downcast_ref::<TlsRefused>()?;
+    Some(refused.to_string())
+}
+
+/// What a TLS failure means for the one who configured it (rustls' own name in brackets).
+fn tls_words(e: &rustls::Error) -> String {
+    use rustls::AlertDescription as Alert;
+    use rustls::CertificateError as Cert;
+    match e {
+        rustls::Error::AlertReceived(Alert::CertificateRequired) => {
+            "the server requires a client certificate".into()
+        }
+        rustls::Error::AlertReceived(
+            a @ (Alert::UnknownCA
+            | Alert::BadCertificate
+            | Alert::CertificateUnknown
+            | Alert::AccessDenied),
+        ) => format!("the server refused our client certificate ({a:?})"),
+        rustls::Error::InvalidCertificate(c) => {
+            let what = match c {
+                Cert::UnknownIssuer => "is not issued by a trusted CA",
+                Cert::BadSignature => "is not signed by a trusted CA",
+                Cert::NotValidForName | Cert::NotValidForNameContext { .. } => {
+                    "is not for this host name"
+                }
+                Cert::Expired | Cert::ExpiredContext { .. } => "has expired",
+                Cert::NotValidYet | Cert::NotValidYetContext { .. } => "is not valid yet",
+                Cert::Revoked => "is revoked",
+                _ => "is refused",
+            };
+            let name = format!("{c:?}");
+            let name = name.split([' ', '{', '(']).next().unwrap_or_default();
+            format!("the server's certificate {what} ({name})")
+        }
+        other => other.to_string(),
     }
 }
 
