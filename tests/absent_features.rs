@@ -1,7 +1,7 @@
 //! Hermes features the gateway does not have: each TUI call gets the empty state the TUI
 //! renders, or a one-line "not supported" error naming the feature — never "unknown method".
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

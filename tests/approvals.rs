@@ -8,8 +8,8 @@
 //! targets a directory that does not exist; the hard refusals are guarded by `exit 0` before the
 //! refused part and only `touch` a marker file under the private HOME if they ever ran.
 
-mod common;
-mod procs;
+use crate::common;
+use crate::procs;
 
 use common::*;
 use procs::*;

@@ -12,8 +12,8 @@
 //! Processes are found through /proc by a unique marker in their arguments; every wait is a poll
 //! with a deadline. A command says its attack is done by creating a file (a witness).
 
-mod common;
-mod procs;
+use crate::common;
+use crate::procs;
 
 use common::*;
 use procs::*;

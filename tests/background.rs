@@ -6,9 +6,9 @@
 //! nothing survives the gateway's SIGTERM, stdin EOF or SIGKILL. Processes are found by a
 //! marker in their command line, every wait is a poll with a deadline.
 
-mod common;
-mod mockai;
-mod procs;
+use crate::common;
+use crate::mockai;
+use crate::procs;
 
 use common::*;
 use mockai::*;

@@ -2,7 +2,7 @@
 //! bounded, and once the client reads again the gateway is alive, answers ping, and every turn
 //! completes (deltas may be coalesced; no other frame is dropped).
 
-mod common;
+use crate::common;
 
 use common::procfs::poll_until;
 use common::*;

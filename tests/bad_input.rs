@@ -1,6 +1,6 @@
 //! Bad input of every kind; after each case the gateway must still answer `ping`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 //! FTS5 delete) leave state.db a bounded batch per loop iteration, while other sessions go
 //! on. A gateway killed in the middle leaves a marker the next one finishes from.
 
-mod common;
+use crate::common;
 
 use common::procfs::poll_until;
 use common::*;

@@ -3,7 +3,7 @@
 //! runs on the whole transcript, undo counts every stored row, and a `message_count` that
 //! disagrees with the rows is put right.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

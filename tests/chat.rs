@@ -1,7 +1,7 @@
 //! `tui-gateway chat` as a person uses it with piped input: each line gets its whole reply, in
 //! order, end of input closes the gateway cleanly, and `--resume` continues the stored session.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::io::Write;

@@ -2,7 +2,7 @@
 //! into a pipe that closes early (`| head`) ends quietly, knobs outside a sane range are refused
 //! by name, and stored text is printed with its control characters made visible.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

@@ -4,7 +4,7 @@
 //! reports, quick commands from config.yaml (exec, alias, failure, timeout, shutdown), the
 //! answer to an unsupported command, and bad params.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -22,8 +22,8 @@
 //! `CRASH_PARALLEL` (default 2), `CRASH_SEED` (master seed), `CRASH_TRIAL_SEED` (run exactly one
 //! trial with this seed, as printed on a failure).
 
-mod common;
-mod crashkit;
+use crate::common;
+use crate::crashkit;
 
 use common::*;
 use crashkit::*;

@@ -1,7 +1,7 @@
 //! Transcripts reach state.db, survive a graceful exit on stdin EOF, and a new gateway on the same
 //! HERMES_HOME resumes them (by stored id and by title) into the SAME stored session.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

@@ -2,7 +2,7 @@
 //! to the handler the host installed first, the ordered shutdown still persists the
 //! transcript, and the tool the host registers is offered and called like the built-in one.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -4,8 +4,8 @@
 //! `--continue`), and the accounting columns every session row fills (exec's and the TUI's),
 //! with the offline model and the OpenAI mock for cache, reasoning and cost figures.
 
-mod common;
-mod mockai;
+use crate::common;
+use crate::mockai;
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;

@@ -3,7 +3,7 @@
 //! another session keeps streaming, and the gateway keeps serving; so does a host's tool that
 //! panics when it starts, and its call still gets a result in the transcript.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

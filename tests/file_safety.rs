@@ -4,7 +4,7 @@
 //! redirecting our writes or chmods, a symlinked call log, and an `approval.request` whose CR and
 //! `ESC[2K` could hide part of the command on the user's screen.
 
-mod common;
+use crate::common;
 
 use common::procfs::marker;
 use common::*;

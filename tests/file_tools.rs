@@ -4,8 +4,8 @@
 //! toolsets and the system prompt. Each checks the tool row in state.db, the event the TUI
 //! renders and the effect on disk; bad arguments are tool errors the model reads.
 
-mod common;
-mod mockai;
+use crate::common;
+use crate::mockai;
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! an FTS5 index kept by triggers, and a session Hermes wrote) without complaint, writes into
 //! it, and can resume and list Hermes' own session.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

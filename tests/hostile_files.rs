@@ -1,7 +1,7 @@
 //! Files under HERMES_HOME that are not what they should be: a FIFO where config.yaml, the saved
 //! approvals, `.env` or state.db belongs must be refused with a reason, never hang the gateway.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

@@ -10,11 +10,9 @@
 //! the gateway with servers running (none survives). `mcp/reference.rs` runs the npm
 //! reference servers.
 
-mod common;
-#[path = "mcp/support.rs"]
-mod mcp_support;
-mod mockai;
-mod procs;
+use crate::common;
+use crate::mcp_support;
+use crate::procs;
 #[path = "mcp/reference.rs"]
 mod reference;
 

@@ -8,10 +8,9 @@
 //! SSE stream, a session the server forgot (404: initialised again at once, said so), a
 //! listening GET refused with 405 (not asked again), a server gone (failed, restarted).
 
-mod common;
-#[path = "mcp/support.rs"]
-mod mcp_support;
-mod procs;
+use crate::common;
+use crate::mcp_support;
+use crate::procs;
 
 use common::*;
 use mcp_support::*;

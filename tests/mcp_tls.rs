@@ -6,12 +6,10 @@
 //! refusing a client without one or with one of another authority, serving one with
 //! `client_cert` (list and combined PEM).
 
-mod common;
-#[path = "mcp/support.rs"]
-mod mcp_support;
-mod procs;
-#[path = "mcp/tls_server.rs"]
-mod tls_server;
+use crate::common;
+use crate::mcp_support;
+use crate::procs;
+use crate::tls_server;
 
 use common::*;
 use mcp_support::*;

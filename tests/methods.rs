@@ -1,7 +1,7 @@
 //! Every method of PROTOCOL.md's table (except approval.respond / shell.exec / session.interrupt)
 //! and every error code that applies, spoken over the real binary's stdin/stdout.
 
-mod common;
+use crate::common;
 
 use common::procfs::poll_until;
 use common::*;

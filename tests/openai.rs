@@ -11,8 +11,8 @@
 //!
 //! Every wait has a deadline; nothing relies on a bare sleep for synchronisation.
 
-mod common;
-mod mockai;
+use crate::common;
+use crate::mockai;
 
 use common::*;
 use mockai::*;

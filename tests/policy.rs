@@ -6,8 +6,8 @@
 //! Safety: each command is guarded — were it run, it would `touch` a marker under the private
 //! HOME and `exit 0` before its dangerous part.
 
-mod common;
-mod procs;
+use crate::common;
+use crate::procs;
 
 use common::*;
 use procs::*;

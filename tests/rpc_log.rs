@@ -2,7 +2,7 @@
 //! read and written lands in the file as one JSON line, a huge frame is cut with its length, bad
 //! input is kept as text, and a log that cannot be written never stops the gateway.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -6,7 +6,7 @@
 //! The suite runs as root, who may read any process; so the gateway runs as `nobody` here
 //! (its tools with it), which is what a user's gateway is to its tools.
 
-mod common;
+use crate::common;
 
 use common::procfs::marker;
 use common::*;

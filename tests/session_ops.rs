@@ -3,8 +3,8 @@
 //! real binary. Every operation that changes the store is checked after a SIGKILL right after
 //! its answer and a restart + resume: the user sees what they saw before.
 
-mod common;
-mod mockai;
+use crate::common;
+use crate::mockai;
 
 use common::*;
 use serde_json::{Value, json};

@@ -1,8 +1,8 @@
 //! `shell.exec` over the real binary: result shape, 4004, 4005, a long command that never holds
 //! back other calls (1,000 pings answered while it runs), and the timeout (5002; `--shell-timeout`).
 
-mod common;
-mod procs;
+use crate::common;
+use crate::procs;
 
 use common::*;
 use procs::*;

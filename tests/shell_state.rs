@@ -4,9 +4,9 @@
 //! `workdir` is one call's; bad arguments are tool errors the model reads; a command that exits,
 //! or whose directory is deleted, leaves a usable state; nothing is left running or on disk.
 
-mod common;
-mod mockai;
-mod procs;
+use crate::common;
+use crate::mockai;
+use crate::procs;
 
 use common::*;
 use mockai::*;

@@ -18,8 +18,8 @@
 //! tested (where a test shows that something was *not* waited for, the configured wait is far
 //! longer than the deadline); every wait polls a condition with a deadline.
 
-mod common;
-mod crashkit;
+use crate::common;
+use crate::crashkit;
 
 use common::*;
 use crashkit::*;

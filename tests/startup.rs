@@ -1,7 +1,7 @@
 //! The stock TUI's start-up, frame by frame (PROTOCOL.md "Start-up"), and its polling during a
 //! running turn: every answer must be a result, never an error.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! reader that never reads, the gateway keeps answering and exits cleanly; lines that could not
 //! be written wait (bounded; see `diag.rs` for the count of dropped ones) until stderr drains.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::io::Read;

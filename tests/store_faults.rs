@@ -6,8 +6,8 @@
 //!   (a `ping` is still answered), and when space is freed releases them by itself;
 //! - one session whose row a writer refuses does not delay another session's commits.
 
-mod common;
-mod crashkit;
+use crate::common;
+use crate::crashkit;
 
 use common::*;
 use crashkit::*;

@@ -13,8 +13,8 @@
 //!   dead gateway left open is, repaired;
 //! - a title shared by 10,000 stored sessions still gets its next number.
 
-mod common;
-mod crashkit;
+use crate::common;
+use crate::crashkit;
 
 use common::*;
 use crashkit::*;

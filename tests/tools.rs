@@ -6,8 +6,8 @@
 //! Processes are found through /proc by a unique marker in their arguments (`sleep 300.<marker>`);
 //! every wait is a poll with a deadline.
 
-mod common;
-mod procs;
+use crate::common;
+use crate::procs;
 
 use common::*;
 use procs::*;

@@ -6,9 +6,9 @@
 //!
 //! Without node, tmux or the bundle every scenario says why and passes without running.
 
-mod common;
-mod mockai;
-mod tui;
+use crate::common;
+use crate::mockai;
+use crate::tui;
 
 use common::procfs::{self, marker};
 use std::time::Duration;

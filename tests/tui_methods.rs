@@ -2,7 +2,7 @@
 //! result or a documented error, never "unknown method". Skipped (with the reason) when the
 //! TUI's source is not beside the project.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,55 @@
+//! Every black-box test in one binary: the shared helpers are compiled once and there is one
+//! link, not one per file (most of the CI build time). Each file is a module; run one with
+//! `cargo test --release --test blackbox <file>::`.
+
+mod common;
+mod crashkit;
+#[path = "mcp/support.rs"]
+mod mcp_support;
+mod mockai;
+mod procs;
+#[path = "mcp/tls_server.rs"]
+mod tls_server;
+mod tui;
+
+mod absent_features;
+mod approvals;
+mod attacks;
+mod background;
+mod backpressure;
+mod bad_input;
+mod big_delete;
+mod big_resume;
+mod chat;
+mod cli;
+mod commands;
+mod config_methods;
+mod crash;
+mod durability;
+mod embedding;
+mod exec;
+mod fault_isolation;
+mod file_safety;
+mod file_tools;
+mod hermes_schema;
+mod hostile_files;
+mod mcp;
+mod mcp_http;
+mod mcp_tls;
+mod methods;
+mod openai;
+mod policy;
+mod rpc_log;
+mod runner_stdin;
+mod secrets;
+mod session_ops;
+mod shell_exec;
+mod shell_state;
+mod shutdown;
+mod startup;
+mod stderr;
+mod store_faults;
+mod store_shared;
+mod tools;
+mod tui_e2e;
+mod tui_methods;
