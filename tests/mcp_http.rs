@@ -138,6 +138,25 @@ fn tools_are_listed_and_called_over_streamable_http_and_the_session_ended() {
         stored_tool_result(&g, &s.stored, &done)["result"],
         format!("echo: hello{m} (session 1)")
     );
+    // Calls one after another go on one kept connection, not one connection each.
+    let before = server.requests().len();
+    for n in 0..4 {
+        let done = call_tool(
+            &mut g,
+            &s.id,
+            "mcp__web__echo",
+            json!({"text": n.to_string()}),
+        );
+        assert_eq!(tool_error(&done), "", "{done}");
+    }
+    let calls: Vec<Value> = server.requests()[before..]
+        .iter()
+        .filter(|r| r["method"] == "tools/call")
+        .cloned()
+        .collect();
+    assert_eq!(calls.len(), 4, "{calls:?}");
+    let first = &calls[0]["connection"];
+    assert!(calls.iter().all(|c| &c["connection"] == first), "{calls:?}");
     // An SSE answer: progress notifications stream as live output before the result.
     let from = g.frames.len();
     let done = call_tool(&mut g, &s.id, "mcp__web__slow", json!({}));
@@ -193,6 +212,46 @@ fn tools_are_listed_and_called_over_streamable_http_and_the_session_ended() {
         "no DELETE: {:?}",
         server.requests()
     );
+}
+
+#[test]
+fn a_kept_connection_the_server_closed_is_not_used_again() {
+    let m = marker();
+    let (_home, server, mut g) = start(&m, "short-keepalive");
+    wait_tools(&mut g, "web");
+    let s = g.create_session(json!({}));
+    for n in 0..3 {
+        let done = call_tool(
+            &mut g,
+            &s.id,
+            "mcp__web__echo",
+            json!({"text": n.to_string()}),
+        );
+        assert_eq!(tool_error(&done), "", "call {n}: {done}");
+        let requests = server.requests();
+        let call = requests
+            .iter()
+            .rfind(|r| r["method"] == "tools/call")
+            .unwrap();
+        let on = call["connection"].clone();
+        // The server closes it once idle; the next call must go on another.
+        let closed = poll_until(WAIT, || {
+            server
+                .requests()
+                .iter()
+                .any(|r| r["http"] == "closed" && r["connection"] == on)
+        });
+        assert!(closed, "connection {on} never closed: {requests:?}");
+    }
+    let calls: Vec<Value> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r["method"] == "tools/call")
+        .collect();
+    let mut on: Vec<&Value> = calls.iter().map(|c| &c["connection"]).collect();
+    on.dedup();
+    assert_eq!(on.len(), 3, "{calls:?}");
+    g.ping();
 }
 
 #[test]

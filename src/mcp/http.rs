@@ -1,6 +1,7 @@
 //! Streamable HTTP MCP servers (`url`, `headers`), as the MCP specification (2025-06-18)
-//! defines the transport: each message of ours is a POST to the server's URL on a connection
-//! of its own (opened by `model::connect` on the loop: resolution, proxy, TLS), with `Accept:
+//! defines the transport: each message of ours is a POST to the server's URL (connections
+//! opened by `model::connect` on the loop: resolution, proxy, TLS; one whose answer ended
+//! cleanly is kept, up to [`IDLE_MAX`] a server for [`IDLE_FOR`], for the next POST), with `Accept:
 //! application/json, text/event-stream`; a request is answered as one JSON body or as an SSE
 //! stream of messages ending with the answer; a notification or answer gets `202 Accepted`.
 //! The `Mcp-Session-Id` the server gives with its `initialize` answer and the negotiated
@@ -52,6 +53,10 @@ pub const RESUMES: u32 = 5;
 const EVENT_ID_MAX: usize = 1024;
 /// The longest the `DELETE` ending a session is waited for.
 const DELETE_WAIT: Duration = Duration::from_secs(2);
+/// Open connections kept per server between POSTs, and for how long (under the 5 s after which
+/// common servers, Node's among them, close an idle one).
+pub const IDLE_MAX: usize = 4;
+pub const IDLE_FOR: Duration = Duration::from_secs(4);
 
 /// The loop's sockets as the exchanges use them: a connection per exchange, opened and
 /// released by the loop (which alone knows the poll and its tokens) and its readiness routed
@@ -127,6 +132,15 @@ struct Client {
     listen_failures: u32,
     /// Cut answers waiting out their stream's `retry:` before they are resumed, by when.
     resumes_due: Vec<(Instant, Sending)>,
+    /// Connections whose last answer ended cleanly, kept for the next POST (most recent last).
+    idle: Vec<Idle>,
+}
+
+/// A kept connection: still routed under the id of the exchange that opened it.
+struct Idle {
+    id: u64,
+    link: Box<dyn Link>,
+    since: Instant,
 }
 
 /// The GET listening stream of a server.
@@ -379,6 +393,7 @@ pub(crate) fn open(
             retry: None,
             listen_failures: 0,
             resumes_due: Vec::new(),
+            idle: Vec::new(),
         },
     );
     Ok(warning)
@@ -391,9 +406,15 @@ fn request_head(c: &Client, method: &str, body_len: usize, last_event_id: Option
     if !target.starts_with(['/', 'h']) {
         target.insert(0, '/');
     }
+    // A POST's connection may be kept for the next; a stream's or the DELETE's is not.
+    let connection = if method == "POST" {
+        ""
+    } else {
+        "Connection: close\r\n"
+    };
     let mut head = format!(
         "{method} {target} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tui-gateway/{}\r\n\
-         Connection: close\r\n{}{}",
+         {connection}{}{}",
         c.route.target.authority(),
         crate::VERSION,
         c.route.request_headers(),
@@ -530,6 +551,13 @@ fn refuse(o: &mut impl McpOwners, name: &str, id: Option<u64>, why: String, now:
 }
 
 fn start(o: &mut impl McpOwners, name: &str, sending: Sending, now: Instant) {
+    let kept = match sending.purpose {
+        Purpose::Post => take_idle(o, name, now),
+        _ => None,
+    };
+    if let Some((id, link)) = kept {
+        return begin(o, name, id, link, true, sending, now);
+    }
     let Some(c) = o.mcp().http.servers.get(name) else {
         return;
     };
@@ -549,6 +577,22 @@ fn start(o: &mut impl McpOwners, name: &str, sending: Sending, now: Instant) {
             };
         }
     };
+    begin(o, name, id, link, false, sending, now);
+}
+
+/// Exchange `id` sends `sending` on `link` (`open`: a kept connection).
+fn begin(
+    o: &mut impl McpOwners,
+    name: &str,
+    id: u64,
+    link: Box<dyn Link>,
+    open: bool,
+    sending: Sending,
+    now: Instant,
+) {
+    let Some(epoch) = o.mcp().http.servers.get(name).map(|c| c.epoch) else {
+        return o.sockets().release(id, link);
+    };
     let deadline = sending.deadline;
     o.mcp().http.exchanges.insert(
         id,
@@ -564,7 +608,7 @@ fn start(o: &mut impl McpOwners, name: &str, sending: Sending, now: Instant) {
             in_session: sending.in_session,
             deadline,
             link,
-            open: false,
+            open,
             response: Response::default(),
             body: None,
             received: sending.received,
@@ -588,7 +632,7 @@ fn start(o: &mut impl McpOwners, name: &str, sending: Sending, now: Instant) {
 /// A source of exchange `id` is ready: make all the progress possible, hand over what came.
 pub(crate) fn on_ready(o: &mut impl McpOwners, id: u64, now: Instant) {
     let Some(mut ex) = o.mcp().http.exchanges.remove(&id) else {
-        return;
+        return idle_ready(o, id);
     };
     let mut messages = Vec::new();
     let mut ended = ex.advance(&mut messages);
@@ -677,7 +721,11 @@ pub(crate) fn on_ready(o: &mut impl McpOwners, id: u64, now: Instant) {
     let steady = events > 0 || now.duration_since(ex.opened_at) >= LISTEN_STEADY;
     let (purpose, epoch, resumes, received, initialize) =
         (ex.purpose, ex.epoch, ex.resumes, ex.received, ex.initialize);
-    finish(o, ex);
+    if current && ended.is_ok() && ex.reusable() {
+        keep_idle(o, &name, ex, now);
+    } else {
+        finish(o, ex);
+    }
     if !current {
         return;
     }
@@ -788,6 +836,69 @@ fn finish(o: &mut impl McpOwners, ex: Exchange) {
     o.sockets().release(ex.id, ex.link);
 }
 
+/// Keep the connection of an exchange that ended cleanly for the next POST to `name`.
+fn keep_idle(o: &mut impl McpOwners, name: &str, ex: Exchange, now: Instant) {
+    let Some(c) = o.mcp().http.servers.get_mut(name) else {
+        return finish(o, ex);
+    };
+    c.idle.push(Idle {
+        id: ex.id,
+        link: ex.link,
+        since: now,
+    });
+    let surplus = c.idle.len().saturating_sub(IDLE_MAX);
+    let oldest: Vec<Idle> = c.idle.drain(..surplus).collect();
+    for idle in oldest {
+        o.sockets().release(idle.id, idle.link);
+    }
+}
+
+/// The most recent kept connection of `name` still fresh and open; the others are closed. A
+/// POST is not sent twice, so a connection the server may be closing is not tried: kept
+/// under [`IDLE_FOR`] and seen open just before, it is not one.
+fn take_idle(o: &mut impl McpOwners, name: &str, now: Instant) -> Option<(u64, Box<dyn Link>)> {
+    let c = o.mcp().http.servers.get_mut(name)?;
+    let mut kept = std::mem::take(&mut c.idle);
+    let mut taken = None;
+    let mut gone = Vec::new();
+    while let Some(mut idle) = kept.pop() {
+        let usable = now.duration_since(idle.since) < IDLE_FOR && quiet(idle.link.as_mut());
+        match usable {
+            true if taken.is_none() => taken = Some((idle.id, idle.link)),
+            true => c.idle.insert(0, idle),
+            false => gone.push(idle),
+        }
+    }
+    for idle in gone {
+        o.sockets().release(idle.id, idle.link);
+    }
+    taken
+}
+
+/// A kept connection is readable: the server closed it (or sent what no request asked for).
+fn idle_ready(o: &mut impl McpOwners, id: u64) {
+    let http = &mut o.mcp().http;
+    let Some(c) = http
+        .servers
+        .values_mut()
+        .find(|c| c.idle.iter().any(|i| i.id == id))
+    else {
+        return;
+    };
+    let at = c.idle.iter().position(|i| i.id == id).expect("found above");
+    if quiet(c.idle[at].link.as_mut()) {
+        return;
+    }
+    let idle = c.idle.remove(at);
+    o.sockets().release(idle.id, idle.link);
+}
+
+/// Nothing to read on `link` and it is still open.
+fn quiet(link: &mut dyn Link) -> bool {
+    let mut probe = [0u8; 1];
+    matches!(link.read(&mut probe), Err(e) if would_block(&e))
+}
+
 /// Drop the exchange waiting for request `id` of `name` (abandoned by the caller).
 fn abort_waiting(o: &mut impl McpOwners, name: &str, id: u64) {
     let found = o
@@ -808,10 +919,15 @@ fn abort_waiting(o: &mut impl McpOwners, name: &str, id: u64) {
 /// Drop every exchange of `name` in flight (the server failed or is being replaced); what
 /// they waited for is ended by the caller.
 pub(crate) fn close(o: &mut impl McpOwners, name: &str) {
+    let mut idle = Vec::new();
     if let Some(c) = o.mcp().http.servers.get_mut(name) {
         c.epoch += 1;
         c.listen = Listen::Off;
         c.resumes_due.clear();
+        idle = std::mem::take(&mut c.idle);
+    }
+    for i in idle {
+        o.sockets().release(i.id, i.link);
     }
     let ids: Vec<u64> = o
         .mcp()
@@ -900,6 +1016,16 @@ pub(crate) fn on_timer(o: &mut impl McpOwners, name: &str, now: Instant) {
 }
 
 impl Exchange {
+    /// A POST whose answer ended where its length said, on a connection the server keeps
+    /// open with nothing more on it: the next POST may use it.
+    fn reusable(&mut self) -> bool {
+        let kept_open = self.response.head().is_some_and(|h| !h.close);
+        self.purpose == Purpose::Post
+            && kept_open
+            && self.response.is_complete()
+            && quiet(self.link.as_mut())
+    }
+
     /// Make all the progress possible; `Some` once the exchange is over (`Ok`: the answer
     /// ended). Messages that arrived go to `out`, in order.
     fn advance(&mut self, out: &mut Vec<Incoming>) -> Option<Result<(), Ended>> {
@@ -949,6 +1075,9 @@ impl Exchange {
                 },
             };
             if n == 0 {
+                if matches!(self.body, Some(Body::Ignored)) {
+                    return Ok(Some(()));
+                }
                 self.response.closed().map_err(Ended::Cut)?;
                 self.end_of_body(out);
                 return Ok(Some(()));
@@ -981,8 +1110,8 @@ impl Exchange {
                         .feed(&body, |data| out.push(wire::parse(data)))
                         .map_err(Ended::Refused)?;
                 }
-                Some(Body::Ignored) => return Ok(Some(())),
-                None => {}
+                // Read to its end all the same, so the connection can be kept.
+                Some(Body::Ignored) | None => {}
             }
             if complete {
                 self.end_of_body(out);

@@ -411,6 +411,11 @@ impl Response {
         Ok(self.complete)
     }
 
+    /// The body ended where its length or its last chunk says (not at a close).
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
     /// The head, once it is in.
     pub fn head(&self) -> Option<&Head> {
         self.head.as_ref()

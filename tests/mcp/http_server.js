@@ -1,8 +1,9 @@
 // A small streamable HTTP MCP server for the gateway's tests (Node, no packages), as the MCP
 // specification (2025-06-18) describes the transport. Arguments: the log file (one JSON line
 // per request it gets: method, JSON-RPC method, session, version, Accept and Last-Event-ID
-// headers, the connection's number), a marker, and "no-get" to answer the listening GET with
-// 405. It prints its port on stdout. Tools (two pages of tools/list): echo (a JSON answer),
+// headers, the connection's number), a marker, and a mode: "no-get" to answer the listening
+// GET with 405, "short-keepalive" to close a connection idle for 100 ms (and log
+// {http: "closed", connection}). It prints its port on stdout. Tools (two pages of tools/list): echo (a JSON answer),
 // slow (an SSE stream: progress notifications, then the answer), drop (closes the connection
 // mid-answer), html (a wrong content type), flood (an SSE stream that never ends), expire
 // (forgets the session: the next requests get 404 until the client initialises again),
@@ -18,6 +19,7 @@ const fs = require("fs");
 const log = process.argv[2];
 const marker = process.argv[3] || "";
 const noGet = process.argv[4] === "no-get";
+const shortKeepAlive = process.argv[4] === "short-keepalive";
 let session = null;
 let sessions = 0;
 let connections = 0;
@@ -156,7 +158,12 @@ const server = http.createServer((req, res) => {
     return json(res, 200, { jsonrpc: "2.0", id: msg.id, error: { code: -32601, message: "no such method" } });
   });
 });
-server.on("connection", (socket) => { connections += 1; socket.number = connections; });
+server.on("connection", (socket) => {
+  connections += 1;
+  socket.number = connections;
+  if (shortKeepAlive) socket.on("close", () => note({ http: "closed", connection: socket.number }));
+});
+if (shortKeepAlive) server.keepAliveTimeout = 100;
 server.listen(0, "127.0.0.1", () => { process.stdout.write(server.address().port + "\n"); });
 process.stdin.on("end", () => process.exit(0));
 process.stdin.resume();
