@@ -82,6 +82,12 @@ fn start(m: &str, mode: &str) -> (TempHome, HttpServer, Gateway) {
     (home, server, g)
 }
 
+/// A call of the `echo` tool that must work.
+fn echo(g: &mut Gateway, sid: &str, n: usize) {
+    let done = call_tool(g, sid, "mcp__web__echo", json!({"text": n.to_string()}));
+    assert_eq!(tool_error(&done), "", "call {n}: {done}");
+}
+
 fn error_of(done: &Value) -> String {
     done["payload"]["error"].as_str().unwrap_or("").to_string()
 }
@@ -141,13 +147,7 @@ fn tools_are_listed_and_called_over_streamable_http_and_the_session_ended() {
     // Calls one after another go on one kept connection, not one connection each.
     let before = server.requests().len();
     for n in 0..4 {
-        let done = call_tool(
-            &mut g,
-            &s.id,
-            "mcp__web__echo",
-            json!({"text": n.to_string()}),
-        );
-        assert_eq!(tool_error(&done), "", "{done}");
+        echo(&mut g, &s.id, n);
     }
     let calls: Vec<Value> = server.requests()[before..]
         .iter()
@@ -221,13 +221,7 @@ fn a_kept_connection_the_server_closed_is_not_used_again() {
     wait_tools(&mut g, "web");
     let s = g.create_session(json!({}));
     for n in 0..3 {
-        let done = call_tool(
-            &mut g,
-            &s.id,
-            "mcp__web__echo",
-            json!({"text": n.to_string()}),
-        );
-        assert_eq!(tool_error(&done), "", "call {n}: {done}");
+        echo(&mut g, &s.id, n);
         let requests = server.requests();
         let call = requests
             .iter()

@@ -189,6 +189,18 @@ impl Fake {
     }
 }
 
+/// A gateway with stdio server `name` connected, offering `tools`: it, the server's run, and
+/// the time it started.
+fn connected(name: &str, tools: &[&str]) -> (Fake, RunId, Instant) {
+    let mut f = Fake::new(&stdio_config(&[name]));
+    let t0 = f.t0();
+    pump(&mut f, t0);
+    let run = f.last_run();
+    let listed: Vec<Value> = tools.iter().map(|t| tool(t)).collect();
+    f.handshake(run, &[json!({ "tools": listed })], t0);
+    (f, run, t0)
+}
+
 fn answer(request: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": request["id"], "result": result})
 }
@@ -308,11 +320,7 @@ fn a_stdio_server_is_initialised_listed_page_by_page_and_its_tools_offered() {
 
 #[test]
 fn garbage_a_ping_and_an_answer_to_an_unknown_id_leave_the_server_working() {
-    let mut f = Fake::new(&stdio_config(&["fs"]));
-    let t0 = f.t0();
-    pump(&mut f, t0);
-    let run = f.last_run();
-    f.handshake(run, &[json!({"tools": [tool("echo")]})], t0);
+    let (mut f, run, t0) = connected("fs", &["echo"]);
     f.runs.runner.pipes.push(RunEvent::Output {
         run,
         bytes: b"not json at all\n\n".to_vec(),
@@ -344,11 +352,7 @@ fn garbage_a_ping_and_an_answer_to_an_unknown_id_leave_the_server_working() {
 
 #[test]
 fn a_server_that_exits_is_restarted_with_a_doubling_backoff_then_given_up() {
-    let mut f = Fake::new(&stdio_config(&["fs"]));
-    let t0 = f.t0();
-    pump(&mut f, t0);
-    let mut run = f.last_run();
-    f.handshake(run, &[json!({"tools": [tool("echo")]})], t0);
+    let (mut f, mut run, t0) = connected("fs", &["echo"]);
     f.told();
     let mut now = t0;
     for restart in 1..=RESTARTS {
