@@ -139,6 +139,13 @@ impl Fake {
             .unwrap_or(Value::Null)
     }
 
+    /// The error of server `name`, which must be reported failed.
+    fn failure(&self, name: &str) -> String {
+        let status = self.status(name);
+        assert_eq!(status["status"], "failed", "{status}");
+        status["error"].as_str().unwrap_or_default().to_string()
+    }
+
     /// The `status.update` texts said so far, and forget them.
     fn told(&mut self) -> Vec<String> {
         self.runs
@@ -401,14 +408,10 @@ fn a_server_that_never_answers_initialize_is_stopped_at_its_connect_timeout() {
     f.fire(t0 + Duration::from_secs(5));
     assert_eq!(f.runs.runner.stopped, [run]);
     f.server_exits(run, 143, t0 + Duration::from_secs(5));
-    let status = f.status("mute");
-    assert_eq!(status["status"], "failed");
+    let why = f.failure("mute");
     assert!(
-        status["error"]
-            .as_str()
-            .unwrap()
-            .contains("did not finish the handshake within 5s"),
-        "{status}"
+        why.contains("did not finish the handshake within 5s"),
+        "{why}"
     );
 }
 
@@ -419,15 +422,8 @@ fn a_server_whose_tls_files_cannot_be_read_is_reported_once_and_not_restarted() 
     let mut f = Fake::new(yaml);
     let t0 = f.t0();
     pump(&mut f, t0);
-    let status = f.status("web");
-    assert_eq!(status["status"], "failed");
-    assert!(
-        status["error"]
-            .as_str()
-            .unwrap()
-            .starts_with("ssl_verify: cannot read"),
-        "{status}"
-    );
+    let why = f.failure("web");
+    assert!(why.starts_with("ssl_verify: cannot read"), "{why}");
     let told = f.told();
     assert_eq!(told.len(), 1, "{told:?}");
     assert!(
@@ -449,8 +445,7 @@ fn an_unreachable_http_server_is_restarted_with_backoff() {
     let mut f = Fake::new(yaml);
     let t0 = f.t0();
     pump(&mut f, t0);
-    let status = f.status("web");
-    assert_eq!(status["status"], "failed", "{status}");
+    assert_eq!(f.failure("web"), "cannot connect: no network in unit tests");
     let told = f.told();
     assert_eq!(
         told,
