@@ -181,6 +181,30 @@ pub fn push_printable(out: &mut String, s: &str) {
     }
 }
 
+/// A folder of a unit test's own under the temporary directory, removed when dropped.
+#[cfg(test)]
+pub(crate) struct ScratchDir(std::path::PathBuf);
+
+#[cfg(test)]
+impl ScratchDir {
+    pub(crate) fn new(tag: &str) -> ScratchDir {
+        let dir = std::env::temp_dir().join(format!("tgw-{tag}-{}", random_hex(8)));
+        std::fs::create_dir_all(&dir).expect("the temporary directory takes a folder");
+        ScratchDir(dir)
+    }
+
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+#[cfg(test)]
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -853,21 +853,19 @@ fn keep_idle(o: &mut impl McpOwners, name: &str, ex: Exchange, now: Instant) {
     }
 }
 
-/// The most recent kept connection of `name` still fresh and open; the others are closed. A
-/// POST is not sent twice, so a connection the server may be closing is not tried: kept
-/// under [`IDLE_FOR`] and seen open just before, it is not one.
+/// The most recent kept connection of `name` still fresh and open; those seen closed or old
+/// on the way are closed. A POST is not sent twice, so a connection the server may be closing
+/// is not tried: kept under [`IDLE_FOR`] and seen open just before, it is not one.
 fn take_idle(o: &mut impl McpOwners, name: &str, now: Instant) -> Option<(u64, Box<dyn Link>)> {
     let c = o.mcp().http.servers.get_mut(name)?;
-    let mut kept = std::mem::take(&mut c.idle);
-    let mut taken = None;
     let mut gone = Vec::new();
-    while let Some(mut idle) = kept.pop() {
-        let usable = now.duration_since(idle.since) < IDLE_FOR && quiet(idle.link.as_mut());
-        match usable {
-            true if taken.is_none() => taken = Some((idle.id, idle.link)),
-            true => c.idle.insert(0, idle),
-            false => gone.push(idle),
+    let mut taken = None;
+    while let Some(mut idle) = c.idle.pop() {
+        if now.duration_since(idle.since) < IDLE_FOR && quiet(idle.link.as_mut()) {
+            taken = Some((idle.id, idle.link));
+            break;
         }
+        gone.push(idle);
     }
     for idle in gone {
         o.sockets().release(idle.id, idle.link);
@@ -877,20 +875,14 @@ fn take_idle(o: &mut impl McpOwners, name: &str, now: Instant) -> Option<(u64, B
 
 /// A kept connection is readable: the server closed it (or sent what no request asked for).
 fn idle_ready(o: &mut impl McpOwners, id: u64) {
-    let http = &mut o.mcp().http;
-    let Some(c) = http
-        .servers
-        .values_mut()
-        .find(|c| c.idle.iter().any(|i| i.id == id))
-    else {
-        return;
-    };
-    let at = c.idle.iter().position(|i| i.id == id).expect("found above");
-    if quiet(c.idle[at].link.as_mut()) {
-        return;
+    let found = o.mcp().http.servers.values_mut().find_map(|c| {
+        let at = c.idle.iter().position(|i| i.id == id)?;
+        let closed = !quiet(c.idle[at].link.as_mut());
+        closed.then(|| c.idle.remove(at))
+    });
+    if let Some(idle) = found {
+        o.sockets().release(idle.id, idle.link);
     }
-    let idle = c.idle.remove(at);
-    o.sockets().release(idle.id, idle.link);
 }
 
 /// Nothing to read on `link` and it is still open.

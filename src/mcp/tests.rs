@@ -14,32 +14,13 @@ use crate::runner::{Closed, RunEnd};
 use crate::tools::runs::RunControl;
 use crate::tools::runs::fake::{FakeRuns, ended};
 use crate::tools::{JobId, Tools};
-
-/// A folder of the test's own, removed after it.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new() -> Scratch {
-        let dir = std::env::temp_dir().join(format!("tgw-mcp-{}", crate::util::random_hex(8)));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-    fn path(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use crate::util::ScratchDir;
 
 /// The gateway as MCP sees it, with a `config.yaml` of the test's own.
 struct Fake {
     runs: FakeRuns,
     mcp: Mcp,
-    home: Scratch,
+    home: ScratchDir,
     /// Sessions sent a fresh `session.info`.
     infos: Vec<String>,
 }
@@ -61,7 +42,7 @@ impl http::Sockets for NoSockets {
 
 impl Fake {
     fn new(config_yaml: &str) -> Fake {
-        let home = Scratch::new();
+        let home = ScratchDir::new("mcp");
         std::fs::write(home.path().join("config.yaml"), config_yaml).unwrap();
         let mut runs = FakeRuns::new();
         runs.sessions = HashSet::from(["r1".to_string()]);
@@ -487,7 +468,7 @@ fn a_reload_restarts_the_changed_and_the_failed_servers_only() {
 
 #[test]
 fn tls_files_stamp_follows_the_files_content() {
-    let dir = Scratch::new();
+    let dir = ScratchDir::new("mcp-tls");
     let ca = dir.path().join("ca.pem");
     std::fs::write(&ca, "one").unwrap();
     let tls = config::Tls {

@@ -266,12 +266,6 @@ fn insert_messages(
     tx: &rusqlite::Transaction<'_>,
     rows: &[(&str, &Message)],
 ) -> rusqlite::Result<()> {
-    const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-    let sql = format!(
-        "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name,
-             timestamp, token_count, finish_reason, reasoning) VALUES {}",
-        vec![ROW; rows.len()].join(", ")
-    );
     let role: Vec<&str> = rows.iter().map(|(_, m)| m.role.as_str()).collect();
     let mut values: Vec<&dyn ToSql> = Vec::with_capacity(rows.len() * 10);
     for ((id, m), role) in rows.iter().zip(&role) {
@@ -289,8 +283,22 @@ fn insert_messages(
         ]);
     }
     // One cached statement per size (the store's cache holds them all, `super::STATEMENT_CACHE`).
-    tx.prepare_cached(&sql)?.execute(params_from_iter(values))?;
+    tx.prepare_cached(insert_sql(rows.len()))?
+        .execute(params_from_iter(values))?;
     Ok(())
+}
+
+/// The INSERT of `n` (1 to [`INSERT_ROWS`]) rows: a prefix of the one of `INSERT_ROWS` rows,
+/// built once, so a commit formats no SQL.
+fn insert_sql(n: usize) -> &'static str {
+    const HEAD: &str = "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, \
+        tool_name, timestamp, token_count, finish_reason, reasoning) VALUES ";
+    const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    const SEP: &str = ", ";
+    static ALL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let all = ALL.get_or_init(|| HEAD.to_string() + &vec![ROW; INSERT_ROWS].join(SEP));
+    let n = n.clamp(1, INSERT_ROWS);
+    &all[..HEAD.len() + n * ROW.len() + (n - 1) * SEP.len()]
 }
 
 /// Add what a commit's calls used to the session's row of Hermes' `session_model_usage` for
@@ -335,4 +343,20 @@ fn add_usage(tx: &rusqlite::Transaction<'_>, d: &Delta<'_>, u: &Usage) -> rusqli
         d.last_activity_at,
     ])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_insert_of_n_rows_has_n_rows_of_ten_parameters() {
+        for n in [1, 2, 17, INSERT_ROWS] {
+            let sql = insert_sql(n);
+            let rows = sql.split(" VALUES ").nth(1).unwrap();
+            assert_eq!(rows.matches('(').count(), n, "{sql}");
+            assert_eq!(rows.matches('?').count(), n * 10, "{sql}");
+            assert!(rows.ends_with("?)"), "{sql}");
+        }
+    }
 }

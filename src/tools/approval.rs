@@ -205,6 +205,7 @@ mod tests {
 
     use super::*;
     use crate::tools::asked::fake::FakeAsker;
+    use crate::util::ScratchDir;
 
     const WAIT: Duration = Duration::from_secs(60);
 
@@ -217,27 +218,10 @@ mod tests {
         }
     }
 
-    /// Approvals in a fresh home of their own (removed when dropped).
-    struct Home(PathBuf);
-
-    impl Home {
-        fn new() -> Home {
-            let dir = std::env::temp_dir().join(format!("tgw-approval-{}", util::random_hex(8)));
-            std::fs::create_dir_all(&dir).unwrap();
-            Home(dir)
-        }
-    }
-
-    impl Drop for Home {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
     /// Approvals in a fresh home, and the id of one asked of session `s1`.
-    fn asked(server_requests: bool) -> (Home, Approvals, FakeAsker, String) {
-        let home = Home::new();
-        let mut a = Approvals::load(&home.0);
+    fn asked(server_requests: bool) -> (ScratchDir, Approvals, FakeAsker, String) {
+        let home = ScratchDir::new("approval");
+        let mut a = Approvals::load(home.path());
         let mut env = FakeAsker::new(server_requests);
         let deadline = env.start + WAIT;
         let id = a.ask(&mut env, "s1", &rm(), deadline);
@@ -392,7 +376,7 @@ mod tests {
         let answered = a.respond(&mut env, "s2", "always", None);
         assert!(allowed(&answered[0]) && answered[0].for_session.is_none());
         assert!(a.pre_approved("recursive delete", false, &[]));
-        let again = Approvals::load(&home.0);
+        let again = Approvals::load(home.path());
         assert!(again.pre_approved("recursive delete", false, &[]));
         assert!(!again.pre_approved("other rule", false, &[]));
     }
