@@ -16,8 +16,9 @@ impl Gateway {
         let publish = self.persist.commit(&mut self.sessions, now);
         self.publish(publish, now);
         // After the release: a batch of a deletion never delays what this commit announces.
-        if self.persist.purging() {
+        if self.persist.purging() || self.persist.indexing() {
             self.persist.purge_step();
+            self.persist.index_step();
             if self.persist.wants_tick() {
                 crate::flush::arm(self, now);
             }

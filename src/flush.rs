@@ -15,6 +15,7 @@ pub fn tick(gw: &mut Gateway, now: Instant) {
     }
     if gw.persist.store_healthy() {
         checkpoint_partials(gw);
+        gw.persist.start_indexing();
         gw.persist.checkpoint_if_due();
         gw.persist.retry_folds();
         gw.persist.retry_purge();

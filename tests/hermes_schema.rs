@@ -2,6 +2,8 @@
 //! an FTS5 index kept by triggers, and a session Hermes wrote) without complaint, writes into
 //! it, and can resume and list Hermes' own session.
 
+use std::time::Duration;
+
 use crate::common;
 
 use common::*;
@@ -386,10 +388,13 @@ fn search_uses_hermes_index_and_the_gateway_adds_only_its_own_indexes() {
     assert!(sql("messages_fts_insert").contains(
         "COALESCE(new.content, '') || ' ' || COALESCE(new.tool_name, '') || ' ' || COALESCE(new.tool_calls, '')"
     ));
-    assert_eq!(
-        fts_hits(&db, "narwhal").len(),
-        2,
-        "prompt and reply indexed"
+    // Indexed in a batch by the flush tick after the turn (the gateway does the triggers'
+    // work on its own connection).
+    assert!(
+        common::procfs::poll_until(Duration::from_secs(10), || fts_hits(&db, "narwhal").len()
+            == 2),
+        "prompt and reply indexed: {:?}",
+        fts_hits(&db, "narwhal")
     );
     // Hermes' own statements find everything in place.
     db.execute_batch(
@@ -400,5 +405,10 @@ fn search_uses_hermes_index_and_the_gateway_adds_only_its_own_indexes() {
     )
     .unwrap();
     g.run_turn(&s.id, "another narwhal");
-    assert_eq!(fts_hits(&db, "narwhal").len(), 4);
+    assert!(
+        common::procfs::poll_until(Duration::from_secs(10), || fts_hits(&db, "narwhal").len()
+            == 4),
+        "{:?}",
+        fts_hits(&db, "narwhal")
+    );
 }

@@ -11,7 +11,7 @@
 //! first commit that works again releases everything and resumes the parked turns.
 
 pub mod journal;
-mod purge;
+mod paced;
 pub mod retry;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -162,7 +162,11 @@ pub struct Persistence<U, S = Store, J = Journal> {
     /// messages per commit so no iteration pays for a whole long transcript.
     freeing: VecDeque<U>,
     /// Deleted sessions' messages, removed a batch per iteration.
-    purge: purge::Purge,
+    purge: paced::Paced,
+    /// New messages into the full-text indexes, started by the flush tick after commits.
+    indexing: paced::Paced,
+    /// A commit wrote since indexing last started.
+    index_wanted: bool,
     /// Stored id → seq of its latest journal record, until a commit covers it.
     journaled: HashMap<String, u64>,
     next_seq: u64,
@@ -212,7 +216,9 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         let purging = store.purge_pending().unwrap_or(true);
         let mut p = Persistence::new(store, journal, cfg.flush_interval);
         p.unfolded = unfolded;
-        p.purge = purge::Purge::new(purging);
+        p.purge = paced::Paced::new(purging);
+        // What a killed gateway left unindexed is caught up from the first iteration.
+        p.indexing = paced::Paced::new(true);
         Ok(p)
     }
 
@@ -258,7 +264,7 @@ impl<U: Unit> Persistence<U, Store, Journal> {
     }
 
     /// Remove one batch of a deleted session's messages, sized to keep the step near
-    /// `purge::TARGET`; a failure waits for the flush tick.
+    /// `paced::TARGET`; a failure waits for the flush tick.
     pub fn purge_step(&mut self) {
         if !self.purging() {
             return;
@@ -279,6 +285,40 @@ impl<U: Unit> Persistence<U, Store, Journal> {
     /// The flush tick: a purge that failed goes on.
     pub fn retry_purge(&mut self) {
         self.purge.retry();
+    }
+
+    /// Whether new messages wait for the full-text indexes (the loop must come round again).
+    pub fn indexing(&self) -> bool {
+        self.indexing.due() && self.store_healthy()
+    }
+
+    /// The flush tick: index what the commits since the last tick wrote (one batch now, the
+    /// rest a batch per iteration), and go on where a failed batch stopped.
+    pub fn start_indexing(&mut self) {
+        self.indexing.retry();
+        if std::mem::take(&mut self.index_wanted) {
+            self.indexing.started();
+        }
+        self.index_step();
+    }
+
+    /// Index one batch of new messages, sized to keep the step near `paced::TARGET`.
+    pub fn index_step(&mut self) {
+        if !self.indexing() {
+            return;
+        }
+        let started = Instant::now();
+        let batch = self.indexing.batch();
+        match self.store.index_step(batch) {
+            Ok(rows) if rows < batch => self.indexing.finished(),
+            Ok(rows) => self.indexing.removed(rows, started.elapsed()),
+            Err(e) => {
+                if e.kind != crate::store::ErrorKind::Busy {
+                    crate::diag!("[gateway] new messages not in the search index yet: {e}");
+                }
+                self.indexing.fail();
+            }
+        }
     }
 
     /// Fold the journals start-up could not (state.db was locked then).
@@ -326,7 +366,9 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
             unjournaled: BTreeSet::new(),
             retired: Vec::new(),
             freeing: VecDeque::new(),
-            purge: purge::Purge::new(false),
+            purge: paced::Paced::new(false),
+            indexing: paced::Paced::new(false),
+            index_wanted: false,
             journaled: HashMap::new(),
             next_seq: 1,
             journal_retry_at: None,
@@ -472,6 +514,8 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
             || self.health != Health::Ok
             || !self.unfolded.is_empty()
             || self.purge.failed()
+            || self.index_wanted
+            || self.indexing.failed()
     }
 
     /// When the flush tick should fire, if no tick scheduled already fires by then (and now
@@ -566,6 +610,7 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
             return;
         }
         self.checkpoint_due = true;
+        self.index_wanted = true;
         let deltas: Vec<(Delta<'_>, Option<u64>)> = live
             .iter()
             .filter_map(|rid| sessions.get(rid))

@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use rusqlite::{ToSql, params, params_from_iter};
 use serde::{Deserialize, Serialize};
 
+use super::fts::{Indexes, Selection};
 use crate::model::Accounting;
 use crate::transcript::Message;
 
@@ -104,17 +105,20 @@ pub(super) fn write(
     tx: &rusqlite::Transaction<'_>,
     d: &Delta<'_>,
     owner: &str,
+    fts: &Indexes,
 ) -> rusqlite::Result<()> {
-    write_all_but_new(tx, d, owner)?;
+    write_all_but_new(tx, d, owner, fts)?;
     insert_new(tx, std::iter::once(d))
 }
 
 /// Everything of one delta but its new messages, which [`insert_new`] writes (after every
-/// delta of a commit has written its row, so the messages' sessions exist).
+/// delta of a commit has written its row, so the messages' sessions exist); `fts` stands in
+/// for Hermes' triggers where they are off.
 pub(super) fn write_all_but_new(
     tx: &rusqlite::Transaction<'_>,
     d: &Delta<'_>,
     owner: &str,
+    fts: &Indexes,
 ) -> rusqlite::Result<()> {
     let a = &d.accounting;
     let (cache_read, cache_write, reasoning) = (
@@ -203,7 +207,8 @@ pub(super) fn write_all_but_new(
         }
     }
     if let Some(keep) = d.keep {
-        // Undo: the rows past the kept prefix go (Hermes' FTS triggers follow the delete).
+        // Undo: the rows past the kept prefix go, from the full-text indexes first.
+        fts.forget(tx, &d.id, Selection::After(keep))?;
         tx.prepare_cached(
             "DELETE FROM messages WHERE id IN
                  (SELECT id FROM messages WHERE session_id = ?1 ORDER BY id LIMIT -1 OFFSET ?2)",
@@ -229,6 +234,7 @@ pub(super) fn write_all_but_new(
                 m.finish_reason,
                 m.reasoning,
             ])?;
+            fts.updated(tx, *row)?;
         }
     }
     Ok(())

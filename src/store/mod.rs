@@ -6,6 +6,7 @@
 
 mod delta;
 mod error;
+mod fts;
 mod recall;
 mod schema;
 mod search;
@@ -40,6 +41,9 @@ const LIST_SQL: &str =
      ORDER BY coalesce(s.last_activity_at, s.started_at) DESC, s.started_at DESC
      LIMIT ?4 OFFSET ?5";
 
+/// Messages a search indexes first at most (a normal backlog is one flush interval's).
+pub const SEARCH_CATCH_UP: usize = 2_000;
+
 /// Which sessions [`Store::list`] answers, and which page of them.
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter<'a> {
@@ -72,19 +76,26 @@ pub struct Store {
     /// How long a write may wait for another process's lock: until this instant, measured
     /// when each transaction begins; `None`: not at all (the loop retries on its timer).
     wait_until: Option<Instant>,
+    /// How Hermes' full-text indexes are kept on this connection (by triggers, or here).
+    fts: fts::Indexes,
 }
 
 /// Start a write transaction, waiting for another process's lock no later than `wait_until`
-/// (measured now, so a wait is bounded by the deadline as it stands at this moment).
-fn begin(
-    conn: &mut Connection,
+/// (measured now, so a wait is bounded by the deadline as it stands at this moment). With the
+/// lock held the schema cannot change: a trigger another process added since the last write
+/// is seen here, before anything is written without it.
+fn begin<'c>(
+    conn: &'c mut Connection,
+    fts: &mut fts::Indexes,
     wait_until: Option<Instant>,
-) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+) -> rusqlite::Result<rusqlite::Transaction<'c>> {
     let wait = wait_until.map_or(Duration::ZERO, |d| {
         d.saturating_duration_since(Instant::now())
     });
     conn.busy_timeout(wait)?;
-    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    fts.refresh(&tx)?;
+    Ok(tx)
 }
 
 /// `pid:start time` of a process (the start time tells a reused pid apart), if it is alive.
@@ -261,6 +272,8 @@ impl Store {
         conn.execute_batch(&format!("PRAGMA synchronous={synchronous}"))
             .map_err(|e| fail("cannot configure", &e))?;
         schema::ensure(&conn).map_err(|e| fail("cannot prepare the schema of", &e))?;
+        let fts = fts::Indexes::open(&conn)
+            .map_err(|e| fail("cannot prepare the full-text index of", &e))?;
         // The gateway checkpoints after turns (throttled); SQLite's own is only a backstop, so
         // a commit on the turn's path rarely pays for one.
         let _ = conn.execute_batch("PRAGMA wal_autocheckpoint=10000");
@@ -275,6 +288,7 @@ impl Store {
             owner: process_identity(std::process::id())
                 .unwrap_or_else(|| std::process::id().to_string()),
             wait_until: None,
+            fts,
         })
     }
 
@@ -293,9 +307,9 @@ impl Store {
     /// after a kill skips what this commit wrote.
     pub fn write(&mut self, deltas: &[(Delta<'_>, Option<u64>)]) -> Result<(), StoreError> {
         let name = self.journal_name();
-        let tx = begin(&mut self.conn, self.wait_until)?;
+        let tx = begin(&mut self.conn, &mut self.fts, self.wait_until)?;
         for (d, seq) in deltas {
-            delta::write_all_but_new(&tx, d, &self.owner)?;
+            delta::write_all_but_new(&tx, d, &self.owner, &self.fts)?;
             if let Some(seq) = seq {
                 mark_folded(&tx, &name, &d.id, *seq)?;
             }
@@ -331,7 +345,7 @@ impl Store {
         }
         let mut order: Vec<(u64, &Delta<'_>)> = latest.into_values().collect();
         order.sort_by_key(|(seq, _)| *seq);
-        let tx = begin(&mut self.conn, self.wait_until)?;
+        let tx = begin(&mut self.conn, &mut self.fts, self.wait_until)?;
         let mut written = 0;
         for (seq, d) in order {
             let done: Option<i64> = tx
@@ -345,7 +359,7 @@ impl Store {
                 continue;
             }
             tx.execute_batch("SAVEPOINT fold_one")?;
-            let first = delta::write(&tx, d, owner);
+            let first = delta::write(&tx, d, owner, &self.fts);
             if let Err(e) = first {
                 tx.execute_batch("ROLLBACK TO fold_one")?;
                 let e = StoreError::from(e);
@@ -354,7 +368,7 @@ impl Store {
                 }
                 let mut untitled = d.clone();
                 untitled.title = None;
-                delta::write(&tx, &untitled, owner)?;
+                delta::write(&tx, &untitled, owner, &self.fts)?;
                 crate::diag!(
                     "[gateway] folded session {} without its title (another session has it)",
                     d.id
@@ -393,13 +407,14 @@ impl Store {
         &mut self,
         items: &[(&str, Option<i64>, &str, f64)],
     ) -> Result<Vec<i64>, StoreError> {
-        let tx = begin(&mut self.conn, self.wait_until)?;
+        let tx = begin(&mut self.conn, &mut self.fts, self.wait_until)?;
         let mut rows = Vec::with_capacity(items.len());
         for (session_id, row, text, ts) in items {
             match row {
                 Some(id) => {
                     tx.prepare_cached("UPDATE messages SET content = ?2 WHERE id = ?1")?
                         .execute(params![id, text])?;
+                    self.fts.updated(&tx, *id)?;
                     rows.push(*id);
                 }
                 None => {
@@ -456,9 +471,29 @@ impl Store {
     }
 
     /// Full-text search over every stored message, through Hermes' `messages_fts` (see
-    /// [`search`]).
+    /// [`search`]). The newest messages are indexed first (up to [`SEARCH_CATCH_UP`] of them),
+    /// unless another process holds the write lock: then the search sees what is indexed.
     pub fn search(&self, query: &SearchQuery<'_>) -> Result<Vec<SearchHit>, StoreError> {
+        if self.fts.behind(&self.conn).unwrap_or(false)
+            && let Ok(tx) = self.conn.unchecked_transaction()
+            && self.fts.step(&tx, SEARCH_CATCH_UP).is_ok()
+        {
+            let _ = tx.commit();
+        }
         search::run(&self.conn, query)
+    }
+
+    /// Index up to `batch` of the messages not in the full-text indexes yet (the flush
+    /// tick's and the loop's steps): how many rows it looked at, fewer than `batch` when none
+    /// is left.
+    pub fn index_step(&mut self, batch: usize) -> Result<usize, StoreError> {
+        if !self.fts.behind(&self.conn)? {
+            return Ok(0);
+        }
+        let tx = begin(&mut self.conn, &mut self.fts, self.wait_until)?;
+        let rows = self.fts.step(&tx, batch)?;
+        tx.commit()?;
+        Ok(rows)
     }
 
     /// A session and its messages, by stored id or else by exact title.
@@ -695,7 +730,7 @@ impl Store {
 
     fn delete_row(&mut self, id: &str, journal_seq: Option<u64>) -> Result<bool, StoreError> {
         let name = self.journal_name();
-        let tx = begin(&mut self.conn, self.wait_until)?;
+        let tx = begin(&mut self.conn, &mut self.fts, self.wait_until)?;
         let n = tx.execute("DELETE FROM sessions WHERE id = ?1", [id])?;
         tx.execute(
             "UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id = ?1",
@@ -731,7 +766,7 @@ impl Store {
     /// transaction; the session's purge ends when none is left. What was done: `None` when
     /// no deleted session has messages left.
     pub fn purge_step(&mut self, batch: usize) -> Result<Option<Purged>, StoreError> {
-        let tx = begin(&mut self.conn, self.wait_until)?;
+        let tx = begin(&mut self.conn, &mut self.fts, self.wait_until)?;
         let id: Option<String> = tx
             .prepare_cached("SELECT session_id FROM tui_gateway_purge ORDER BY rowid LIMIT 1")?
             .query_row([], |r| r.get(0))
@@ -739,6 +774,7 @@ impl Store {
         let Some(id) = id else {
             return Ok(None);
         };
+        self.fts.forget(&tx, &id, fts::Selection::First(batch))?;
         let removed = tx
             .prepare_cached(
                 "DELETE FROM messages WHERE id IN
@@ -758,7 +794,7 @@ impl Store {
     /// give every tool call left without a result one saying its outcome is unknown. Looks only
     /// at the sessions `tui_gateway_live` holds open, never at the rest of the database.
     pub fn repair_killed(&mut self) -> Result<Repair, StoreError> {
-        let tx = begin(&mut self.conn, self.wait_until)?;
+        let tx = begin(&mut self.conn, &mut self.fts, self.wait_until)?;
         let orphans: Vec<String> = {
             let mut stmt = tx.prepare("SELECT session_id, owner FROM tui_gateway_live")?;
             let rows =
@@ -797,7 +833,7 @@ impl Store {
     /// Repair one session a gateway that died while this one ran left open, as start-up
     /// repair would have (so it can be resumed).
     pub fn repair_abandoned(&mut self, session_id: &str) -> Result<Repair, StoreError> {
-        let tx = begin(&mut self.conn, self.wait_until)?;
+        let tx = begin(&mut self.conn, &mut self.fts, self.wait_until)?;
         let repair = repair_one(&tx, session_id)?;
         tx.commit()?;
         Ok(repair)

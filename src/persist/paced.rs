@@ -1,7 +1,8 @@
-//! The pace at which deleted sessions' messages leave state.db. `session.delete` removes the
-//! session row at once; its messages (each one also an FTS5 delete through Hermes' trigger)
-//! go a batch per loop iteration, the batch sized from the last one's time so a step stays
-//! near [`TARGET`] whatever a row costs on this disk.
+//! Background work on state.db done a batch per loop iteration, each batch sized from the last
+//! one's time so a step stays near [`TARGET`] whatever a row costs on this disk:
+//! - the purge: `session.delete` removes the session row at once, its messages (each also
+//!   leaving the full-text indexes) go in batches;
+//! - the full-text indexing of new messages (`store/fts.rs`), started by the flush tick.
 
 use std::time::Duration;
 
@@ -12,24 +13,24 @@ const MIN: usize = 16;
 const MAX: usize = 16_384;
 
 #[derive(Debug)]
-pub struct Purge {
-    /// Some deleted session may still have messages.
+pub struct Paced {
+    /// Some work may be left.
     pending: bool,
     /// The last batch failed (state.db locked, full): tried again at the flush tick.
     failed: bool,
     batch: usize,
 }
 
-impl Purge {
-    pub fn new(pending: bool) -> Purge {
-        Purge {
+impl Paced {
+    pub fn new(pending: bool) -> Paced {
+        Paced {
             pending,
             failed: false,
             batch: FIRST,
         }
     }
 
-    /// A session was deleted: its messages are to go.
+    /// There is work: batches run from the next iteration.
     pub fn started(&mut self) {
         self.pending = true;
     }
@@ -39,7 +40,7 @@ impl Purge {
         self.pending && !self.failed
     }
 
-    /// Whether the flush tick has a failed purge to try again.
+    /// Whether the flush tick has a failed batch to try again.
     pub fn failed(&self) -> bool {
         self.pending && self.failed
     }
@@ -48,7 +49,7 @@ impl Purge {
         self.batch
     }
 
-    /// A batch removed `removed` rows in `took`: the next is sized to take about [`TARGET`]
+    /// A batch did `removed` rows in `took`: the next is sized to take about [`TARGET`]
     /// (at most half or twice this one, so one slow or fast batch does not swing it).
     pub fn removed(&mut self, removed: usize, took: Duration) {
         if removed < self.batch / 2 {
@@ -63,7 +64,7 @@ impl Purge {
         self.batch = fits.clamp(self.batch / 2, self.batch * 2).clamp(MIN, MAX);
     }
 
-    /// No deleted session has messages left.
+    /// Nothing is left.
     pub fn finished(&mut self) {
         self.pending = false;
     }
@@ -72,7 +73,7 @@ impl Purge {
         self.failed = true;
     }
 
-    /// The flush tick: a failed purge goes on.
+    /// The flush tick: work that failed goes on.
     pub fn retry(&mut self) {
         self.failed = false;
     }
@@ -88,7 +89,7 @@ mod tests {
 
     #[test]
     fn the_batch_follows_the_cost_of_a_row_within_a_factor_of_two_a_step() {
-        let mut p = Purge::new(true);
+        let mut p = Paced::new(true);
         assert_eq!(p.batch(), FIRST);
         // Fast rows: the batch doubles each step up to its cap, never past it.
         for _ in 0..20 {
@@ -120,8 +121,8 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_batch_waits_for_the_tick_and_a_finished_purge_for_the_next_delete() {
-        let mut p = Purge::new(false);
+    fn a_failed_batch_waits_for_the_tick_and_finished_work_for_the_next_start() {
+        let mut p = Paced::new(false);
         assert!(!p.due() && !p.failed());
         p.started();
         assert!(p.due());
