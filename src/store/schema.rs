@@ -118,8 +118,9 @@ CREATE INDEX IF NOT EXISTS idx_session_model_usage_model ON session_model_usage(
 ";
 
 /// Hermes Agent's full-text index over messages, exactly as `hermes_state.py` creates it (its
-/// `FTS_SQL`): a database created here is searchable by Hermes and by `sessions search`, and
-/// Hermes' triggers keep it up to date whoever writes.
+/// `FTS_SQL`): a database created here is searchable by Hermes and by `sessions search`.
+/// Hermes' triggers keep it up to date in Hermes' connections; the gateway's does their work
+/// itself, new rows in batches (`fts.rs`).
 const FTS: &str = "
 CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
     content
