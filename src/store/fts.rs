@@ -82,11 +82,10 @@ pub struct Indexes {
     schema_version: i64,
 }
 
-/// Hermes' trigger `table_kind` (`insert`, `delete`, `update`) on `table`, as SQLite stores it.
+/// Hermes' trigger `<table>_<kind>` (`insert`, `delete`, `update`), as SQLite stores it.
 fn hermes_trigger(table: &str, kind: &str) -> String {
-    let add = format!("INSERT INTO {table}(rowid, content) VALUES (new.id, {})", {
-        CONTENT.replace("COALESCE(", "COALESCE(new.")
-    });
+    let content = CONTENT.replace("COALESCE(", "COALESCE(new.");
+    let add = format!("INSERT INTO {table}(rowid, content) VALUES (new.id, {content})");
     let body = match kind {
         "insert" => add,
         "delete" => format!("DELETE FROM {table} WHERE rowid = old.id"),
