@@ -109,7 +109,8 @@ fn spawn(home: &Path) -> Result<Client, String> {
 }
 
 fn call(c: &mut Client, method: &str, params: Value) -> Result<Value, String> {
-    Ok(c.call(method, params, Instant::now() + STALL)?)
+    c.call(method, params, Instant::now() + STALL)
+        .map_err(|e| format!("{method}: {e}"))
 }
 
 /// Median and worst of `repeat` runs of `f`.
@@ -238,7 +239,8 @@ fn measure(db: &Path, shape: &Shape, repeat: usize) -> Result<Figures, String> {
     }
     add("worst ping behind that resume, 0.5 s", (worst, worst));
     // Search, as `sessions search` and the session_search tool call it.
-    let store = Store::open(&home.path().join("state.db"), "NORMAL")?;
+    let store = Store::open(&home.path().join("state.db"), "NORMAL")
+        .map_err(|e| format!("the bench's own store: {e}"))?;
     for (what, rank) in [
         ("search: a common word", 1usize),
         ("search: a rare word", 5000),

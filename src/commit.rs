@@ -15,10 +15,9 @@ impl Gateway {
     pub(crate) fn commit(&mut self, now: Instant) {
         let publish = self.persist.commit(&mut self.sessions, now);
         self.publish(publish, now);
-        // After the release: a batch of a deletion never delays what this commit announces.
-        if self.persist.purging() || self.persist.indexing() {
-            self.persist.purge_step();
-            self.persist.index_step();
+        // After the release: background work never delays what this commit announces.
+        if self.persist.background_due() {
+            self.persist.background_step();
             if self.persist.wants_tick() {
                 crate::flush::arm(self, now);
             }

@@ -302,8 +302,7 @@ impl Gateway {
                 || self.sessions.has_runnable()
                 || self.sessions.has_loading()
                 || self.persist.freeing()
-                || self.persist.purging()
-                || self.persist.indexing()
+                || self.persist.background_due()
                 || self.runner.has_work()
                 || !self.tools.due.is_empty());
         if busy || self.exit_code.is_some() {

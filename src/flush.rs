@@ -18,7 +18,7 @@ pub fn tick(gw: &mut Gateway, now: Instant) {
         gw.persist.start_indexing();
         gw.persist.checkpoint_if_due();
         gw.persist.retry_folds();
-        gw.persist.retry_purge();
+        gw.persist.retry_background();
     }
     let streaming = gw
         .sessions

@@ -10,6 +10,7 @@
 //! wait ([`Persistence::holding`], [`Persistence::park`]), the client is told once, and the
 //! first commit that works again releases everything and resumes the parked turns.
 
+mod background;
 pub mod journal;
 mod paced;
 pub mod retry;
@@ -161,12 +162,8 @@ pub struct Persistence<U, S = Store, J = Journal> {
     /// Closed sessions the store holds whole (or deleted), their memory freed [`FREE_STEP`]
     /// messages per commit so no iteration pays for a whole long transcript.
     freeing: VecDeque<U>,
-    /// Deleted sessions' messages, removed a batch per iteration.
-    purge: paced::Paced,
-    /// New messages into the full-text indexes, started by the flush tick after commits.
-    indexing: paced::Paced,
-    /// A commit wrote since indexing last started.
-    index_wanted: bool,
+    /// Checkpoints, purges, indexing and merges between requests.
+    bg: background::Background,
     /// Stored id → seq of its latest journal record, until a commit covers it.
     journaled: HashMap<String, u64>,
     next_seq: u64,
@@ -179,7 +176,6 @@ pub struct Persistence<U, S = Store, J = Journal> {
     parked: Vec<String>,
     /// The hold just ended: the loop resumes the parked turns.
     resumed: bool,
-    checkpoint_due: bool,
     throttle: Throttle,
     /// When the flush tick scheduled last fires (none scheduled: `None`).
     tick_armed: Option<Instant>,
@@ -216,9 +212,8 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         let purging = store.purge_pending().unwrap_or(true);
         let mut p = Persistence::new(store, journal, cfg.flush_interval);
         p.unfolded = unfolded;
-        p.purge = paced::Paced::new(purging);
         // What a killed gateway left unindexed is caught up from the first iteration.
-        p.indexing = paced::Paced::new(true);
+        p.bg = background::Background::new(purging, true);
         Ok(p)
     }
 
@@ -243,82 +238,10 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         self.freeing.extend(gone.into_iter().map(|r| r.session));
         let seq = self.journaled.get(stored_id).copied();
         let deleted = self.store.delete(stored_id, seq)?;
-        self.purge.started();
+        self.bg.purge.started();
         self.journaled.remove(stored_id);
         self.retries.session_ok(stored_id);
         Ok(deleted || was_retired)
-    }
-
-    /// Copy the WAL into the database file, if a commit happened since the last time.
-    pub fn checkpoint_if_due(&mut self) {
-        if std::mem::take(&mut self.checkpoint_due)
-            && let Err(e) = self.store.checkpoint()
-        {
-            crate::diag!("[gateway] WAL checkpoint failed: {e}");
-        }
-    }
-
-    /// Whether deleted sessions' messages wait to be removed (the loop must come round again).
-    pub fn purging(&self) -> bool {
-        self.purge.due() && self.store_healthy()
-    }
-
-    /// Remove one batch of a deleted session's messages, sized to keep the step near
-    /// `paced::TARGET`; a failure waits for the flush tick.
-    pub fn purge_step(&mut self) {
-        if !self.purging() {
-            return;
-        }
-        let started = Instant::now();
-        match self.store.purge_step(self.purge.batch()) {
-            Ok(None) => self.purge.finished(),
-            Ok(Some(done)) => self.purge.removed(done.removed, started.elapsed()),
-            Err(e) => {
-                if e.kind != crate::store::ErrorKind::Busy {
-                    crate::diag!("[gateway] deleted messages not removed yet: {e}");
-                }
-                self.purge.fail();
-            }
-        }
-    }
-
-    /// The flush tick: a purge that failed goes on.
-    pub fn retry_purge(&mut self) {
-        self.purge.retry();
-    }
-
-    /// Whether new messages wait for the full-text indexes (the loop must come round again).
-    pub fn indexing(&self) -> bool {
-        self.indexing.due() && self.store_healthy()
-    }
-
-    /// The flush tick: index what the commits since the last tick wrote (one batch now, the
-    /// rest a batch per iteration), and go on where a failed batch stopped.
-    pub fn start_indexing(&mut self) {
-        self.indexing.retry();
-        if std::mem::take(&mut self.index_wanted) {
-            self.indexing.started();
-        }
-        self.index_step();
-    }
-
-    /// Index one batch of new messages, sized to keep the step near `paced::TARGET`.
-    pub fn index_step(&mut self) {
-        if !self.indexing() {
-            return;
-        }
-        let started = Instant::now();
-        let batch = self.indexing.batch();
-        match self.store.index_step(batch) {
-            Ok(rows) if rows < batch => self.indexing.finished(),
-            Ok(rows) => self.indexing.removed(rows, started.elapsed()),
-            Err(e) => {
-                if e.kind != crate::store::ErrorKind::Busy {
-                    crate::diag!("[gateway] new messages not in the search index yet: {e}");
-                }
-                self.indexing.fail();
-            }
-        }
     }
 
     /// Fold the journals start-up could not (state.db was locked then).
@@ -366,9 +289,7 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
             unjournaled: BTreeSet::new(),
             retired: Vec::new(),
             freeing: VecDeque::new(),
-            purge: paced::Paced::new(false),
-            indexing: paced::Paced::new(false),
-            index_wanted: false,
+            bg: background::Background::new(false, false),
             journaled: HashMap::new(),
             next_seq: 1,
             journal_retry_at: None,
@@ -377,7 +298,6 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
             notices: Vec::new(),
             parked: Vec::new(),
             resumed: false,
-            checkpoint_due: false,
             throttle: Throttle::new(flush_interval),
             tick_armed: None,
             unfolded: Vec::new(),
@@ -508,14 +428,11 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
 
     /// Whether the flush tick has work: a retry, a WAL checkpoint, a fold.
     pub fn wants_tick(&self) -> bool {
-        self.checkpoint_due
+        self.bg.wants_tick()
             || self.retries.next_due().is_some()
             || self.journal_retry_at.is_some()
             || self.health != Health::Ok
             || !self.unfolded.is_empty()
-            || self.purge.failed()
-            || self.index_wanted
-            || self.indexing.failed()
     }
 
     /// When the flush tick should fire, if no tick scheduled already fires by then (and now
@@ -609,8 +526,8 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
         if live.is_empty() && retired.is_empty() {
             return;
         }
-        self.checkpoint_due = true;
-        self.index_wanted = true;
+        self.bg.checkpoint_due = true;
+        self.bg.index_wanted = true;
         let deltas: Vec<(Delta<'_>, Option<u64>)> = live
             .iter()
             .filter_map(|rid| sessions.get(rid))

@@ -9,7 +9,7 @@ use std::time::Duration;
 /// Loop time one batch aims at (the loop's budget for any request is 10 ms).
 pub const TARGET: Duration = Duration::from_millis(3);
 const FIRST: usize = 256;
-const MIN: usize = 16;
+pub const MIN: usize = 16;
 const MAX: usize = 16_384;
 
 #[derive(Debug)]
@@ -19,14 +19,24 @@ pub struct Paced {
     /// The last batch failed (state.db locked, full): tried again at the flush tick.
     failed: bool,
     batch: usize,
+    /// The largest batch (work of uneven cost keeps a lower cap).
+    max: usize,
 }
 
 impl Paced {
     pub fn new(pending: bool) -> Paced {
+        Paced::within(pending, FIRST, MAX)
+    }
+
+    /// Batches from `first` up to `max` (work whose unit costs much more than a row, or
+    /// varies more).
+    pub fn within(pending: bool, first: usize, max: usize) -> Paced {
+        let max = max.clamp(MIN, MAX);
         Paced {
             pending,
             failed: false,
-            batch: FIRST,
+            batch: first.clamp(MIN, max),
+            max,
         }
     }
 
@@ -61,7 +71,9 @@ impl Paced {
         } else {
             MAX
         };
-        self.batch = fits.clamp(self.batch / 2, self.batch * 2).clamp(MIN, MAX);
+        self.batch = fits
+            .clamp(self.batch / 2, self.batch * 2)
+            .clamp(MIN, self.max);
     }
 
     /// Nothing is left.

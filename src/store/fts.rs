@@ -14,6 +14,9 @@
 //! Any other trigger, or a Hermes trigger changed, and the connection keeps triggers on: the
 //! batches then only catch up what an earlier run left behind the mark.
 
+use std::cell::RefCell;
+
+use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 /// The text Hermes' triggers index for a message row.
@@ -22,6 +25,9 @@ const CONTENT: &str =
 
 /// Hermes' FTS5 tables over `messages`, each kept by three triggers of its name.
 const TABLES: [&str; 2] = ["messages_fts", "messages_fts_trigram"];
+
+/// FTS5's `automerge` when its config table has none.
+const DEFAULT_AUTOMERGE: i64 = 4;
 
 /// One index and the statements that stand in for its triggers.
 #[derive(Debug)]
@@ -35,6 +41,12 @@ struct Table {
     /// (otherwise the next batch adds it).
     drop_row: String,
     readd_row: String,
+    /// Its `automerge` setting: read, set (an FTS5 command), and back to FTS5's default.
+    automerge_get: String,
+    automerge_set: String,
+    automerge_unset: String,
+    /// Up to `?1` pages of FTS5's merge work.
+    merge: String,
 }
 
 impl Table {
@@ -59,6 +71,10 @@ impl Table {
                  SELECT id, {CONTENT} FROM messages
                  WHERE id = ?1 AND id <= (SELECT id FROM tui_gateway_fts_indexed)"
             ),
+            automerge_get: format!("SELECT v FROM {name}_config WHERE k = 'automerge'"),
+            automerge_set: format!("INSERT INTO {name}({name}, rank) VALUES ('automerge', ?1)"),
+            automerge_unset: format!("DELETE FROM {name}_config WHERE k = 'automerge'"),
+            merge: format!("INSERT INTO {name}({name}, rank) VALUES ('merge', ?1)"),
         }
     }
 }
@@ -80,6 +96,12 @@ pub struct Indexes {
     kept_here: bool,
     /// `PRAGMA schema_version` when this was decided (a change means a new look).
     schema_version: i64,
+    /// This transaction holds FTS5's automatic merges off: each table's `automerge` before
+    /// (`None`: unset), for [`Indexes::release`] to put back.
+    held: RefCell<Vec<Option<i64>>>,
+    /// A transaction with merges held off committed: FTS5's merge work waits for
+    /// [`Indexes::merge`].
+    owed: std::cell::Cell<bool>,
 }
 
 /// Hermes' trigger `<table>_<kind>` (`insert`, `delete`, `update`), as SQLite stores it.
@@ -193,7 +215,84 @@ impl Indexes {
             tables: kept.into_iter().map(Table::new).collect(),
             kept_here: here,
             schema_version: schema_version(conn)?,
+            held: RefCell::default(),
+            owed: std::cell::Cell::new(true), // what an earlier run left unmerged, if anything
         })
+    }
+
+    /// A transaction begins: nothing is held in it yet.
+    pub fn begun(&self) {
+        self.held.borrow_mut().clear();
+    }
+
+    /// Hold FTS5's automatic merges off for the rest of this transaction. FTS5 merges at the
+    /// commit after every 64 leaf pages written, up to 64 pages per level of the index at
+    /// once (tens of milliseconds on a big index); held off, that work waits for the paced
+    /// steps of [`Indexes::merge`]. [`Indexes::release`] must run before the commit, so the
+    /// setting in state.db (Hermes' too) never changes; a rollback undoes the hold with the rest.
+    pub fn hold(&self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
+        let mut held = self.held.borrow_mut();
+        if !held.is_empty() {
+            return Ok(());
+        }
+        let mut was = Vec::with_capacity(self.tables.len());
+        for t in &self.tables {
+            let v: Option<Value> = tx
+                .prepare_cached(&t.automerge_get)?
+                .query_row([], |r| r.get(0))
+                .optional()?;
+            match v {
+                None => was.push(None),
+                Some(Value::Integer(n)) => was.push(Some(n)),
+                // A setting FTS5 would not take back: merges stay as they are.
+                Some(_) => return Ok(()),
+            }
+        }
+        for t in &self.tables {
+            tx.prepare_cached(&t.automerge_set)?.execute([0])?;
+        }
+        *held = was;
+        Ok(())
+    }
+
+    /// Put back what [`Indexes::hold`] changed (FTS5 first writes out what it holds in memory,
+    /// with merges still off); the commit may follow.
+    pub fn release(&self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
+        let held = std::mem::take(&mut *self.held.borrow_mut());
+        if held.is_empty() {
+            return Ok(());
+        }
+        for (t, was) in self.tables.iter().zip(&held) {
+            tx.prepare_cached(&t.automerge_set)?
+                .execute([was.unwrap_or(DEFAULT_AUTOMERGE)])?;
+            if was.is_none() {
+                tx.prepare_cached(&t.automerge_unset)?.execute([])?;
+            }
+        }
+        self.owed.set(true);
+        Ok(())
+    }
+
+    /// Whether merge work may be waiting (a held transaction committed since the last
+    /// [`Indexes::merge`] that found none).
+    pub fn merges_owed(&self) -> bool {
+        self.owed.get() && !self.tables.is_empty()
+    }
+
+    /// Up to `pages` pages of FTS5's merge work in each index (on levels with at least
+    /// FTS5's `usermerge` segments, 4 unless set): whether there was any.
+    pub fn merge(&self, tx: &Transaction<'_>, pages: usize) -> rusqlite::Result<bool> {
+        let mut worked = false;
+        for t in &self.tables {
+            let before = tx.total_changes();
+            tx.prepare_cached(&t.merge)?.execute([pages as i64])?;
+            // FTS5's documented test: two or more changes mean the command merged something.
+            worked |= tx.total_changes() - before >= 2;
+        }
+        if !worked {
+            self.owed.set(false);
+        }
+        Ok(worked)
     }
 
     /// Look again if the schema changed since (Hermes may have added a trigger or an index).
@@ -217,6 +316,7 @@ impl Indexes {
         if !self.kept_here {
             return Ok(());
         }
+        self.hold(tx)?;
         for t in &self.tables {
             let (sql, n) = match which {
                 Selection::After(n) => (&t.forget_tail, n),
@@ -233,6 +333,7 @@ impl Indexes {
         if !self.kept_here {
             return Ok(());
         }
+        self.hold(tx)?;
         for t in &self.tables {
             tx.prepare_cached(&t.drop_row)?.execute([row])?;
             tx.prepare_cached(&t.readd_row)?.execute([row])?;
@@ -260,6 +361,7 @@ impl Indexes {
         let Some(last) = last else {
             return Ok(0);
         };
+        self.hold(tx)?;
         for t in &self.tables {
             tx.prepare_cached(&t.add)?.execute(params![mark, last])?;
         }
@@ -321,11 +423,28 @@ mod tests {
         .unwrap()
     }
 
-    fn in_tx<T>(conn: &mut Connection, f: impl FnOnce(&Transaction<'_>) -> T) -> T {
+    fn in_tx<T>(conn: &mut Connection, idx: &Indexes, f: impl FnOnce(&Transaction<'_>) -> T) -> T {
         let tx = conn.transaction().unwrap();
+        idx.begun();
         let out = f(&tx);
+        idx.release(&tx).unwrap();
         tx.commit().unwrap();
         out
+    }
+
+    fn automerge(conn: &Connection, table: &str) -> Option<i64> {
+        conn.query_row(
+            &format!("SELECT v FROM {table}_config WHERE k = 'automerge'"),
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .unwrap()
+    }
+
+    fn data_rows(conn: &Connection) -> i64 {
+        conn.query_row("SELECT count(*) FROM messages_fts_data", [], |r| r.get(0))
+            .unwrap()
     }
 
     fn intact(conn: &Connection) {
@@ -345,14 +464,14 @@ mod tests {
         let b = add(&conn, "bravo two");
         assert_eq!(hits(&conn, "alpha"), 0, "not indexed at the insert");
         assert!(idx.behind(&conn).unwrap());
-        assert_eq!(in_tx(&mut conn, |tx| idx.step(tx, 1).unwrap()), 1);
+        assert_eq!(in_tx(&mut conn, &idx, |tx| idx.step(tx, 1).unwrap()), 1);
         assert_eq!((hits(&conn, "alpha"), hits(&conn, "bravo")), (1, 0));
-        assert_eq!(in_tx(&mut conn, |tx| idx.step(tx, 10).unwrap()), 1);
+        assert_eq!(in_tx(&mut conn, &idx, |tx| idx.step(tx, 10).unwrap()), 1);
         assert_eq!(hits(&conn, "bravo"), 1);
         assert!(!idx.behind(&conn).unwrap());
         // An indexed row updated is indexed again at once; one past the mark waits its batch.
         let c = add(&conn, "charlie");
-        in_tx(&mut conn, |tx| {
+        in_tx(&mut conn, &idx, |tx| {
             tx.execute(
                 "UPDATE messages SET content = 'bravo renamed' WHERE id = ?1",
                 [b],
@@ -368,10 +487,10 @@ mod tests {
         });
         assert_eq!((hits(&conn, "two"), hits(&conn, "renamed")), (0, 1));
         assert_eq!(hits(&conn, "later"), 0);
-        in_tx(&mut conn, |tx| idx.step(tx, 10).unwrap());
+        in_tx(&mut conn, &idx, |tx| idx.step(tx, 10).unwrap());
         assert_eq!(hits(&conn, "later"), 1);
         // Deleted rows leave the index (an undo's tail, a purge's head).
-        in_tx(&mut conn, |tx| {
+        in_tx(&mut conn, &idx, |tx| {
             idx.forget(tx, "s", Selection::After(2)).unwrap();
             tx.execute("DELETE FROM messages WHERE id = ?1", [c])
                 .unwrap();
@@ -392,7 +511,7 @@ mod tests {
         let hermes = Connection::open(dir.path().join("state.db")).unwrap();
         add(&hermes, "theirs");
         assert_eq!(hits(&conn, "theirs"), 1);
-        assert_eq!(in_tx(&mut conn, |tx| idx.step(tx, 10).unwrap()), 2);
+        assert_eq!(in_tx(&mut conn, &idx, |tx| idx.step(tx, 10).unwrap()), 2);
         assert_eq!((hits(&conn, "ours"), hits(&conn, "theirs")), (1, 1));
         intact(&conn);
     }
@@ -479,5 +598,74 @@ END";
         );
         assert_eq!(decide(&[], &fts), (vec![], false));
         assert_eq!(decide(&[], &["messages"]), (vec![], false));
+    }
+
+    #[test]
+    fn batches_hold_merges_off_without_changing_the_setting_and_merge_steps_do_the_work() {
+        let dir = crate::util::ScratchDir::new("fts");
+        let (mut conn, idx) = db(&dir);
+        let tables = ["messages_fts", "messages_fts_trigram"];
+        let present: Vec<&str> = tables
+            .into_iter()
+            .filter(|t| {
+                idx.tables
+                    .iter()
+                    .any(|k| k.automerge_get.contains(&format!("{t}_config")))
+            })
+            .collect();
+        assert!(present.contains(&"messages_fts"));
+        let before: Vec<_> = present.iter().map(|t| automerge(&conn, t)).collect();
+        // Many small batches, each its own segment: nothing merges them while held.
+        for i in 0..12 {
+            for j in 0..3 {
+                add(&conn, &format!("word{i} other{j} common"));
+            }
+            in_tx(&mut conn, &idx, |tx| {
+                idx.hold(tx).unwrap();
+                let held = automerge(tx, "messages_fts");
+                assert_eq!(held, Some(0), "held off inside the transaction");
+                idx.step(tx, 100).unwrap()
+            });
+        }
+        let after: Vec<_> = present.iter().map(|t| automerge(&conn, t)).collect();
+        assert_eq!(
+            before, after,
+            "the stored setting is as it was (unset: FTS5's default)"
+        );
+        assert!(idx.merges_owed());
+        let unmerged = data_rows(&conn);
+        let mut steps = 0;
+        while in_tx(&mut conn, &idx, |tx| idx.merge(tx, 16).unwrap()) {
+            steps += 1;
+            assert!(steps < 100, "merging never ends");
+        }
+        assert!(steps > 0, "the held batches left merge work");
+        assert!(!idx.merges_owed());
+        assert!(
+            data_rows(&conn) < unmerged,
+            "segments merged: {unmerged} → {}",
+            data_rows(&conn)
+        );
+        assert_eq!((hits(&conn, "common"), hits(&conn, "word7")), (36, 3));
+        intact(&conn);
+        // A setting of its own is put back as it was.
+        conn.execute_batch("INSERT INTO messages_fts(messages_fts, rank) VALUES ('automerge', 8)")
+            .unwrap();
+        add(&conn, "later");
+        in_tx(&mut conn, &idx, |tx| idx.step(tx, 100).unwrap());
+        assert_eq!(automerge(&conn, "messages_fts"), Some(8));
+        assert_eq!(hits(&conn, "later"), 1);
+        // A rollback takes the hold with it; the next transaction holds afresh.
+        {
+            let tx = conn.transaction().unwrap();
+            idx.begun();
+            idx.hold(&tx).unwrap();
+        }
+        assert_eq!(automerge(&conn, "messages_fts"), Some(8));
+        in_tx(&mut conn, &idx, |tx| {
+            idx.hold(tx).unwrap();
+            assert_eq!(automerge(tx, "messages_fts"), Some(0));
+        });
+        assert_eq!(automerge(&conn, "messages_fts"), Some(8));
     }
 }

@@ -10,6 +10,7 @@ mod fts;
 mod recall;
 mod schema;
 mod search;
+mod wal;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -78,6 +79,8 @@ pub struct Store {
     wait_until: Option<Instant>,
     /// How Hermes' full-text indexes are kept on this connection (by triggers, or here).
     fts: fts::Indexes,
+    /// What the WAL holds past the last checkpoint.
+    wal: wal::WalWatch,
 }
 
 /// Start a write transaction, waiting for another process's lock no later than `wait_until`
@@ -95,7 +98,14 @@ fn begin<'c>(
     conn.busy_timeout(wait)?;
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     fts.refresh(&tx)?;
+    fts.begun();
     Ok(tx)
+}
+
+/// Commit a transaction of [`begin`], FTS5's merge setting put back first ([`fts::Indexes::hold`]).
+fn commit(tx: rusqlite::Transaction<'_>, fts: &fts::Indexes) -> rusqlite::Result<()> {
+    fts.release(&tx)?;
+    tx.commit()
 }
 
 /// `pid:start time` of a process (the start time tells a reused pid apart), if it is alive.
@@ -257,7 +267,7 @@ impl Store {
             crate::private_file::tighten_existing(Path::new(&name))
                 .map_err(|e| fail(&format!("cannot open the {side} file of"), &e))?;
         }
-        let conn = connect(path).map_err(|e| fail("cannot open", &e))?;
+        let mut conn = connect(path).map_err(|e| fail("cannot open", &e))?;
         conn.busy_timeout(Duration::from_secs(2))
             .map_err(|e| fail("cannot configure", &e))?;
         let mode: String = conn
@@ -274,9 +284,9 @@ impl Store {
         schema::ensure(&conn).map_err(|e| fail("cannot prepare the schema of", &e))?;
         let fts = fts::Indexes::open(&conn)
             .map_err(|e| fail("cannot prepare the full-text index of", &e))?;
-        // The gateway checkpoints after turns (throttled); SQLite's own is only a backstop, so
-        // a commit on the turn's path rarely pays for one.
-        let _ = conn.execute_batch("PRAGMA wal_autocheckpoint=10000");
+        // In place of SQLite's own checkpoint at commits: the loop checkpoints when the WAL's
+        // backlog is worth it, between requests (`persist/`), the hook only as a backstop.
+        let wal = wal::WalWatch::install(&mut conn).map_err(|e| fail("cannot configure", &e))?;
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         // Reads never wait (WAL readers are not blocked by a writer); writes wait only as
         // `wait_until` allows.
@@ -289,6 +299,7 @@ impl Store {
                 .unwrap_or_else(|| std::process::id().to_string()),
             wait_until: None,
             fts,
+            wal,
         })
     }
 
@@ -316,7 +327,7 @@ impl Store {
         }
         // Every session's new messages together: one FTS5 segment per commit, not per session.
         delta::insert_new(&tx, deltas.iter().map(|(d, _)| d))?;
-        tx.commit()?;
+        commit(tx, &self.fts)?;
         Ok(())
     }
 
@@ -379,7 +390,7 @@ impl Store {
             mark_folded(&tx, &name, &d.id, seq)?;
             written += 1;
         }
-        tx.commit()?;
+        commit(tx, &self.fts)?;
         Ok(written)
     }
 
@@ -433,7 +444,7 @@ impl Store {
                 }
             }
         }
-        tx.commit()?;
+        commit(tx, &self.fts)?;
         Ok(rows)
     }
 
@@ -476,9 +487,11 @@ impl Store {
     pub fn search(&self, query: &SearchQuery<'_>) -> Result<Vec<SearchHit>, StoreError> {
         if self.fts.behind(&self.conn).unwrap_or(false)
             && let Ok(tx) = self.conn.unchecked_transaction()
-            && self.fts.step(&tx, SEARCH_CATCH_UP).is_ok()
         {
-            let _ = tx.commit();
+            self.fts.begun();
+            if self.fts.step(&tx, SEARCH_CATCH_UP).is_ok() {
+                let _ = commit(tx, &self.fts);
+            }
         }
         search::run(&self.conn, query)
     }
@@ -492,8 +505,22 @@ impl Store {
         }
         let tx = begin(&mut self.conn, &mut self.fts, self.wait_until)?;
         let rows = self.fts.step(&tx, batch)?;
-        tx.commit()?;
+        commit(tx, &self.fts)?;
         Ok(rows)
+    }
+
+    /// Whether FTS5's merge work may be waiting for [`Store::merge_step`].
+    pub fn merges_owed(&self) -> bool {
+        self.fts.merges_owed()
+    }
+
+    /// Up to `pages` pages of the full-text indexes' merge work, in one transaction: whether
+    /// there was any (none: nothing is owed until the next held batch).
+    pub fn merge_step(&mut self, pages: usize) -> Result<bool, StoreError> {
+        let tx = begin(&mut self.conn, &mut self.fts, self.wait_until)?;
+        let worked = self.fts.merge(&tx, pages)?;
+        commit(tx, &self.fts)?;
+        Ok(worked)
     }
 
     /// A session and its messages, by stored id or else by exact title.
@@ -749,7 +776,7 @@ impl Store {
         if let Some(seq) = journal_seq {
             mark_folded(&tx, &name, id, seq)?;
         }
-        tx.commit()?;
+        commit(tx, &self.fts)?;
         Ok(n > 0)
     }
 
@@ -774,6 +801,8 @@ impl Store {
         let Some(id) = id else {
             return Ok(None);
         };
+        // Also where Hermes' triggers do the deletes on this connection.
+        self.fts.hold(&tx)?;
         self.fts.forget(&tx, &id, fts::Selection::First(batch))?;
         let removed = tx
             .prepare_cached(
@@ -786,7 +815,7 @@ impl Store {
             tx.prepare_cached("DELETE FROM tui_gateway_purge WHERE session_id = ?1")?
                 .execute([&id])?;
         }
-        tx.commit()?;
+        commit(tx, &self.fts)?;
         Ok(Some(Purged { removed, ended }))
     }
 
@@ -811,7 +840,7 @@ impl Store {
             repair.tool_results_added += one.tool_results_added;
             repair.queued_prompts_kept += one.queued_prompts_kept;
         }
-        tx.commit()?;
+        commit(tx, &self.fts)?;
         Ok(repair)
     }
 
@@ -835,16 +864,28 @@ impl Store {
     pub fn repair_abandoned(&mut self, session_id: &str) -> Result<Repair, StoreError> {
         let tx = begin(&mut self.conn, &mut self.fts, self.wait_until)?;
         let repair = repair_one(&tx, session_id)?;
-        tx.commit()?;
+        commit(tx, &self.fts)?;
         Ok(repair)
     }
 
     /// Copy the WAL into the database file so committed data survives power loss too.
     pub fn checkpoint(&self) -> Result<(), StoreError> {
-        self.conn
-            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+        let frames: Option<(i64, i64)> = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                Ok((r.get(1)?, r.get(2)?))
+            })
             .optional()?;
+        if let Some((in_wal, copied)) = frames {
+            self.wal.checkpointed(in_wal, copied);
+        }
         Ok(())
+    }
+
+    /// WAL frames our commits wrote that no checkpoint has copied yet (what the next one
+    /// copies, at most).
+    pub fn wal_backlog(&self) -> usize {
+        self.wal.backlog()
     }
 }
 

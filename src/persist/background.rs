@@ -1,0 +1,199 @@
+//! Work on state.db that no request waits for, one paced step per loop iteration after the
+//! commit's release, the most urgent first: a WAL checkpoint once the batches wrote
+//! [`CHECKPOINT_FRAMES`], a step of FTS5's merges that the batches left (before the next
+//! batch adds to them), a batch of a deleted session's messages, a batch of new messages for
+//! the full-text indexes. Each batch aims at [`paced::TARGET`]; no iteration carries more
+//! than one step.
+
+use std::time::Instant;
+
+use super::{Persistence, Unit, journal::Journal, paced};
+use crate::store::Store;
+
+/// Pages of FTS5's merge output a step may ask for: a merge of deletes reads far more than it
+/// writes, so a step's cost follows its pages loosely and the batch stays small.
+const MERGE_MAX: usize = 64;
+
+/// WAL frames the batches write before a checkpoint runs between requests. A batch's frames
+/// are distinct pages (a purge touches the whole of a session's rows and index entries), so
+/// left to the flush tick they made one checkpoint of thousands of pages, tens of ms on the
+/// loop; this many copy in a few ms (each checkpoint also syncs the WAL and state.db). A
+/// turn's frames are mostly the same few pages again: they wait for the tick, as before.
+pub const CHECKPOINT_FRAMES: usize = 512;
+
+/// Where background work stands between iterations.
+#[derive(Debug)]
+pub struct Background {
+    /// Deleted sessions' messages, removed a batch per iteration.
+    pub(super) purge: paced::Paced,
+    /// New messages into the full-text indexes, started by the flush tick after commits.
+    pub(super) indexing: paced::Paced,
+    /// A commit wrote since indexing last started.
+    pub(super) index_wanted: bool,
+    /// FTS5's merge work, which the batches leave for these steps (pages per step).
+    merging: paced::Paced,
+    /// WAL frames the batches wrote since the last checkpoint.
+    batch_frames: usize,
+    /// The last checkpoint failed: none between requests until the flush tick.
+    checkpoint_failed: bool,
+    /// A commit happened since the last checkpoint.
+    pub(super) checkpoint_due: bool,
+}
+
+impl Background {
+    pub fn new(purging: bool, indexing: bool) -> Background {
+        Background {
+            purge: paced::Paced::new(purging),
+            indexing: paced::Paced::new(indexing),
+            index_wanted: false,
+            merging: paced::Paced::within(true, paced::MIN, MERGE_MAX),
+            batch_frames: 0,
+            checkpoint_failed: false,
+            checkpoint_due: false,
+        }
+    }
+
+    /// Whether the flush tick has work: a checkpoint, indexing to start, a failed batch.
+    pub fn wants_tick(&self) -> bool {
+        self.checkpoint_due
+            || self.index_wanted
+            || self.purge.failed()
+            || self.indexing.failed()
+            || self.merging.failed()
+    }
+}
+
+impl<U: Unit> Persistence<U, Store, Journal> {
+    /// Whether background work waits (the loop must come round again without sleeping).
+    pub fn background_due(&self) -> bool {
+        self.store_healthy()
+            && (self.checkpoint_worth()
+                || self.bg.purge.due()
+                || self.bg.indexing.due()
+                || self.merging_due())
+    }
+
+    /// One step of background work, the most urgent first.
+    pub fn background_step(&mut self) {
+        if !self.store_healthy() {
+            return;
+        }
+        if self.checkpoint_worth() {
+            self.checkpoint();
+            return;
+        }
+        let before = self.store.wal_backlog();
+        if self.merging_due() {
+            self.merge_step();
+        } else if self.bg.purge.due() {
+            self.purge_step();
+        } else if self.bg.indexing.due() {
+            self.index_step();
+        }
+        self.bg.batch_frames += self.store.wal_backlog().saturating_sub(before);
+    }
+
+    fn checkpoint_worth(&self) -> bool {
+        !self.bg.checkpoint_failed && self.bg.batch_frames >= CHECKPOINT_FRAMES
+    }
+
+    fn merging_due(&self) -> bool {
+        self.bg.merging.due() && self.store.merges_owed()
+    }
+
+    /// The flush tick's checkpoint: copy the WAL into the database file, if a commit
+    /// happened since the last time.
+    pub fn checkpoint_if_due(&mut self) {
+        self.bg.checkpoint_failed = false;
+        if std::mem::take(&mut self.bg.checkpoint_due) {
+            self.checkpoint();
+        }
+    }
+
+    fn checkpoint(&mut self) {
+        self.bg.batch_frames = 0;
+        if let Err(e) = self.store.checkpoint() {
+            self.bg.checkpoint_failed = true;
+            crate::diag!("[gateway] WAL checkpoint failed: {e}");
+        }
+    }
+
+    /// Remove one batch of a deleted session's messages; a failure waits for the flush tick.
+    fn purge_step(&mut self) {
+        let started = Instant::now();
+        match self.store.purge_step(self.bg.purge.batch()) {
+            Ok(None) => self.bg.purge.finished(),
+            Ok(Some(done)) => {
+                self.bg.checkpoint_due = true;
+                self.bg.purge.removed(done.removed, started.elapsed());
+            }
+            Err(e) => {
+                if e.kind != crate::store::ErrorKind::Busy {
+                    crate::diag!("[gateway] deleted messages not removed yet: {e}");
+                }
+                self.bg.purge.fail();
+            }
+        }
+    }
+
+    /// The flush tick: batches that failed go on.
+    pub fn retry_background(&mut self) {
+        self.bg.purge.retry();
+        self.bg.merging.retry();
+    }
+
+    /// The flush tick: index what the commits since the last tick wrote (one batch now, the
+    /// rest a batch per iteration), and go on where a failed batch stopped.
+    pub fn start_indexing(&mut self) {
+        self.bg.indexing.retry();
+        if std::mem::take(&mut self.bg.index_wanted) {
+            self.bg.indexing.started();
+        }
+        if self.bg.indexing.due() && self.store_healthy() {
+            self.index_step();
+        }
+    }
+
+    /// Index one batch of new messages.
+    fn index_step(&mut self) {
+        let started = Instant::now();
+        let batch = self.bg.indexing.batch();
+        match self.store.index_step(batch) {
+            Ok(rows) => {
+                if rows > 0 {
+                    self.bg.checkpoint_due = true;
+                }
+                if rows < batch {
+                    self.bg.indexing.finished();
+                } else {
+                    self.bg.indexing.removed(rows, started.elapsed());
+                }
+            }
+            Err(e) => {
+                if e.kind != crate::store::ErrorKind::Busy {
+                    crate::diag!("[gateway] new messages not in the search index yet: {e}");
+                }
+                self.bg.indexing.fail();
+            }
+        }
+    }
+
+    /// One step of FTS5's merges; none left: nothing until a batch leaves more.
+    fn merge_step(&mut self) {
+        let started = Instant::now();
+        let pages = self.bg.merging.batch();
+        match self.store.merge_step(pages) {
+            Ok(true) => {
+                self.bg.checkpoint_due = true;
+                self.bg.merging.removed(pages, started.elapsed());
+            }
+            Ok(false) => {}
+            Err(e) => {
+                if e.kind != crate::store::ErrorKind::Busy {
+                    crate::diag!("[gateway] full-text index merge not done yet: {e}");
+                }
+                self.bg.merging.fail();
+            }
+        }
+    }
+}
