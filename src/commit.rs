@@ -15,7 +15,11 @@ impl Gateway {
     pub(crate) fn commit(&mut self, now: Instant) {
         let publish = self.persist.commit(&mut self.sessions, now);
         self.publish(publish, now);
-        // After the release: background work never delays what this commit announces.
+    }
+
+    /// One step of state.db's background work, once this iteration's answers were written:
+    /// it never delays what a commit announces.
+    pub(crate) fn background_step(&mut self, now: Instant) {
         if self.persist.background_due() {
             self.persist.background_step();
             if self.persist.wants_tick() {

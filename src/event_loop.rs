@@ -349,6 +349,7 @@ impl Gateway {
         self.step_shutdown(now);
         self.commit(now);
         self.write_output(now);
+        self.background_step(now);
         self.check_stall(now);
         crate::diag::flush();
     }

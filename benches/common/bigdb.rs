@@ -75,7 +75,10 @@ const WORDS: usize = 12;
 pub fn cached(shape: &Shape) -> Result<(PathBuf, Option<f64>), String> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-state");
     fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let path = dir.join(format!("state-{}x{}.db", shape.sessions, shape.per_session));
+    let path = dir.join(format!(
+        "state-v2-{}x{}.db",
+        shape.sessions, shape.per_session
+    ));
     if path.exists() {
         return Ok((path, None));
     }
@@ -95,11 +98,18 @@ pub fn settle(path: &Path) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// Give session `id` `count` more messages (short ones, through Hermes' triggers).
+/// Give session `id` `count` more messages (short ones, through Hermes' triggers), waiting
+/// for the gateway's own writes as another writer of state.db does.
 pub fn lengthen(path: &Path, id: &str, count: usize) -> Result<(), String> {
-    let e = |e: rusqlite::Error| e.to_string();
+    let e = |e: rusqlite::Error| format!("lengthening a session: {e}");
     let mut conn = rusqlite::Connection::open(path).map_err(e)?;
-    let tx = conn.transaction().map_err(e)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(e)?;
+    // The write lock first: a deferred transaction's late upgrade fails at once, unwaited,
+    // when the gateway committed since its first read.
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(e)?;
     {
         let mut message = tx
             .prepare(
@@ -140,7 +150,8 @@ pub fn build(path: &Path, shape: &Shape) -> Result<(), String> {
     let tx = conn.transaction().map_err(e)?;
     // Bulk load: the triggers and indexes come off while the rows go in, and are put back
     // (the same SQL) after; the full-text index is then filled in one statement, as the
-    // insert trigger would have filled it row by row.
+    // insert trigger would have filled it row by row, and its mark set past every row (the
+    // gateway indexes only what comes after it).
     let deferred: Vec<(String, String)> = {
         let mut stmt = tx
             .prepare(
@@ -221,7 +232,8 @@ pub fn build(path: &Path, shape: &Shape) -> Result<(), String> {
     tx.execute_batch(
         "INSERT INTO messages_fts(rowid, content) SELECT id,
              COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, '')
-         FROM messages ORDER BY id",
+         FROM messages ORDER BY id;
+         UPDATE tui_gateway_fts_indexed SET id = (SELECT max(id) FROM messages);",
     )
     .map_err(e)?;
     for (_, sql) in &deferred {

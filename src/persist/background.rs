@@ -32,6 +32,10 @@ pub struct Background {
     pub(super) index_wanted: bool,
     /// FTS5's merge work, which the batches leave for these steps (pages per step).
     merging: paced::Paced,
+    /// Pages of merging the batches left: as many as they wrote, the share FTS5's own
+    /// automerge would have spent on them. Not until no merge is left: FTS5 always has one
+    /// under way, and finishing it can rewrite a whole level of a big index.
+    merge_budget: usize,
     /// WAL frames the batches wrote since the last checkpoint.
     batch_frames: usize,
     /// The last checkpoint failed: none between requests until the flush tick.
@@ -47,6 +51,7 @@ impl Background {
             indexing: paced::Paced::new(indexing),
             index_wanted: false,
             merging: paced::Paced::within(true, paced::MIN, MERGE_MAX),
+            merge_budget: 0,
             batch_frames: 0,
             checkpoint_failed: false,
             checkpoint_due: false,
@@ -82,7 +87,6 @@ impl<U: Unit> Persistence<U, Store, Journal> {
             self.checkpoint();
             return;
         }
-        let before = self.store.wal_backlog();
         if self.merging_due() {
             self.merge_step();
         } else if self.bg.purge.due() {
@@ -90,7 +94,16 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         } else if self.bg.indexing.due() {
             self.index_step();
         }
-        self.bg.batch_frames += self.store.wal_backlog().saturating_sub(before);
+    }
+
+    /// WAL frames written since `before` (a backlog): they count towards the next checkpoint
+    /// and, for a batch that held merges off, towards the merging it owes.
+    fn wrote(&mut self, before: usize, held: bool) {
+        let frames = self.store.wal_backlog().saturating_sub(before);
+        self.bg.batch_frames += frames;
+        if held {
+            self.bg.merge_budget += frames;
+        }
     }
 
     fn checkpoint_worth(&self) -> bool {
@@ -98,7 +111,7 @@ impl<U: Unit> Persistence<U, Store, Journal> {
     }
 
     fn merging_due(&self) -> bool {
-        self.bg.merging.due() && self.store.merges_owed()
+        self.bg.merging.due() && self.bg.merge_budget > 0 && self.store.merges_owed()
     }
 
     /// The flush tick's checkpoint: copy the WAL into the database file, if a commit
@@ -121,7 +134,10 @@ impl<U: Unit> Persistence<U, Store, Journal> {
     /// Remove one batch of a deleted session's messages; a failure waits for the flush tick.
     fn purge_step(&mut self) {
         let started = Instant::now();
-        match self.store.purge_step(self.bg.purge.batch()) {
+        let before = self.store.wal_backlog();
+        let step = self.store.purge_step(self.bg.purge.batch());
+        self.wrote(before, true);
+        match step {
             Ok(None) => self.bg.purge.finished(),
             Ok(Some(done)) => {
                 self.bg.checkpoint_due = true;
@@ -158,7 +174,10 @@ impl<U: Unit> Persistence<U, Store, Journal> {
     fn index_step(&mut self) {
         let started = Instant::now();
         let batch = self.bg.indexing.batch();
-        match self.store.index_step(batch) {
+        let before = self.store.wal_backlog();
+        let step = self.store.index_step(batch);
+        self.wrote(before, true);
+        match step {
             Ok(rows) => {
                 if rows > 0 {
                     self.bg.checkpoint_due = true;
@@ -178,16 +197,21 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         }
     }
 
-    /// One step of FTS5's merges; none left: nothing until a batch leaves more.
+    /// One step of FTS5's merges, within what the batches left; none left: nothing until a
+    /// batch leaves more.
     fn merge_step(&mut self) {
         let started = Instant::now();
-        let pages = self.bg.merging.batch();
-        match self.store.merge_step(pages) {
+        let pages = self.bg.merging.batch().min(self.bg.merge_budget);
+        let before = self.store.wal_backlog();
+        let step = self.store.merge_step(pages);
+        self.wrote(before, false);
+        match step {
             Ok(true) => {
                 self.bg.checkpoint_due = true;
+                self.bg.merge_budget -= pages;
                 self.bg.merging.removed(pages, started.elapsed());
             }
-            Ok(false) => {}
+            Ok(false) => self.bg.merge_budget = 0,
             Err(e) => {
                 if e.kind != crate::store::ErrorKind::Busy {
                     crate::diag!("[gateway] full-text index merge not done yet: {e}");
