@@ -1,13 +1,13 @@
 //! Periodic work on the timing wheel: checkpoints of streaming text, the wake-up for retries of
-//! failed commits and for folds, and the WAL checkpoint after turns (each at most once per
-//! flush interval, `timer::Throttle`), and the idle-session reaper.
+//! failed commits, folds and background steps, the start of indexing after turns (each at
+//! most once per flush interval, `timer::Throttle`), and the idle-session reaper.
 
 use std::time::{Duration, Instant};
 
 use crate::event_loop::{Gateway, Timer};
 
-/// The flush tick: checkpoint partial text and the WAL; the iteration's commit that follows
-/// retries what failed. Re-arms itself while there is streaming text or unsaved work.
+/// The flush tick: checkpoint partial text, start indexing what the turns wrote; the
+/// iteration's commit that follows retries what failed. Re-arms itself while there is streaming text or unsaved work.
 pub fn tick(gw: &mut Gateway, now: Instant) {
     if !gw.persist.tick_fired(now) {
         arm(gw, now);
@@ -15,10 +15,8 @@ pub fn tick(gw: &mut Gateway, now: Instant) {
     }
     if gw.persist.store_healthy() {
         checkpoint_partials(gw);
-        gw.persist.start_indexing();
-        gw.persist.checkpoint_if_due();
+        gw.persist.tick_background();
         gw.persist.retry_folds();
-        gw.persist.retry_background();
     }
     let streaming = gw
         .sessions

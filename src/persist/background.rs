@@ -1,9 +1,9 @@
-//! Work on state.db that no request waits for, one paced step per loop iteration after the
-//! commit's release, the most urgent first: a WAL checkpoint once the batches wrote
-//! [`CHECKPOINT_FRAMES`], a step of FTS5's merges that the batches left (before the next
-//! batch adds to them), a batch of a deleted session's messages, a batch of new messages for
-//! the full-text indexes. Each batch aims at [`paced::TARGET`]; no iteration carries more
-//! than one step.
+//! Work on state.db that no request waits for, one step per loop iteration once the
+//! iteration's answers are written, the most urgent first: a WAL checkpoint once the WAL holds
+//! [`CHECKPOINT_FRAMES`] more than the last one left, a step of FTS5's merges that the batches
+//! left (before the next batch adds to them), a batch of a deleted session's messages, a batch
+//! of new messages for the full-text indexes. Each batch aims at [`paced::TARGET`]; no
+//! iteration carries more than one step.
 
 use std::time::Instant;
 
@@ -14,11 +14,12 @@ use crate::store::Store;
 /// writes, so a step's cost follows its pages loosely and the batch stays small.
 const MERGE_MAX: usize = 64;
 
-/// WAL frames the batches write before a checkpoint runs between requests. A batch's frames
-/// are distinct pages (a purge touches the whole of a session's rows and index entries), so
-/// left to the flush tick they made one checkpoint of thousands of pages, tens of ms on the
-/// loop; this many copy in a few ms (each checkpoint also syncs the WAL and state.db). A
-/// turn's frames are mostly the same few pages again: they wait for the tick, as before.
+/// WAL frames written (by commits and batches alike) before a checkpoint runs between
+/// requests. A checkpoint's cost is mostly its two syncs (of the WAL, then of state.db), 5–25
+/// ms on a small VM's disk whatever it copies, so it runs once per this many frames (2 MiB;
+/// a turn writes about a dozen) rather than after every burst of turns; a purge's batches
+/// reach it every few dozen iterations and the WAL stays near this size instead of holding
+/// the whole purge. The shutdown checkpoints whatever is left.
 pub const CHECKPOINT_FRAMES: usize = 512;
 
 /// Where background work stands between iterations.
@@ -36,11 +37,12 @@ pub struct Background {
     /// automerge would have spent on them. Not until no merge is left: FTS5 always has one
     /// under way, and finishing it can rewrite a whole level of a big index.
     merge_budget: usize,
-    /// WAL frames the batches wrote since the last checkpoint.
-    batch_frames: usize,
+    /// The WAL backlog the last checkpoint left (frames a reader's snapshot kept it from
+    /// copying): the next one waits for `CHECKPOINT_FRAMES` more.
+    checkpoint_left: usize,
     /// The last checkpoint failed: none between requests until the flush tick.
     checkpoint_failed: bool,
-    /// A commit happened since the last checkpoint.
+    /// A commit happened since the last checkpoint (the shutdown's checkpoint runs then).
     pub(super) checkpoint_due: bool,
 }
 
@@ -52,15 +54,15 @@ impl Background {
             index_wanted: false,
             merging: paced::Paced::within(true, paced::MIN, MERGE_MAX),
             merge_budget: 0,
-            batch_frames: 0,
+            checkpoint_left: 0,
             checkpoint_failed: false,
             checkpoint_due: false,
         }
     }
 
-    /// Whether the flush tick has work: a checkpoint, indexing to start, a failed batch.
+    /// Whether the flush tick has work: indexing to start, a failed checkpoint or batch.
     pub fn wants_tick(&self) -> bool {
-        self.checkpoint_due
+        self.checkpoint_failed
             || self.index_wanted
             || self.purge.failed()
             || self.indexing.failed()
@@ -78,16 +80,15 @@ impl<U: Unit> Persistence<U, Store, Journal> {
                 || self.merging_due())
     }
 
-    /// One step of background work, the most urgent first.
+    /// One step of background work, the most urgent first: a checkpoint the WAL's growth made
+    /// worth it, merging the batches left, their next batch.
     pub fn background_step(&mut self) {
         if !self.store_healthy() {
             return;
         }
         if self.checkpoint_worth() {
             self.checkpoint();
-            return;
-        }
-        if self.merging_due() {
+        } else if self.merging_due() {
             self.merge_step();
         } else if self.bg.purge.due() {
             self.purge_step();
@@ -96,38 +97,55 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         }
     }
 
-    /// WAL frames written since `before` (a backlog): they count towards the next checkpoint
-    /// and, for a batch that held merges off, towards the merging it owes.
-    fn wrote(&mut self, before: usize, held: bool) {
-        let frames = self.store.wal_backlog().saturating_sub(before);
-        self.bg.batch_frames += frames;
-        if held {
-            self.bg.merge_budget += frames;
-        }
+    /// The WAL frames a batch that held merges off wrote since `before` (a backlog): the
+    /// merging it owes.
+    fn owe_merging(&mut self, before: usize) {
+        self.bg.merge_budget += self.store.wal_backlog().saturating_sub(before);
     }
 
     fn checkpoint_worth(&self) -> bool {
-        !self.bg.checkpoint_failed && self.bg.batch_frames >= CHECKPOINT_FRAMES
+        !self.bg.checkpoint_failed
+            && self
+                .store
+                .wal_backlog()
+                .saturating_sub(self.bg.checkpoint_left)
+                >= CHECKPOINT_FRAMES
     }
 
     fn merging_due(&self) -> bool {
         self.bg.merging.due() && self.bg.merge_budget > 0 && self.store.merges_owed()
     }
 
-    /// The flush tick's checkpoint: copy the WAL into the database file, if a commit
-    /// happened since the last time.
-    pub fn checkpoint_if_due(&mut self) {
+    /// The flush tick: indexing of what the commits since the last tick wrote; failed steps
+    /// go on.
+    pub fn tick_background(&mut self) {
         self.bg.checkpoint_failed = false;
-        if std::mem::take(&mut self.bg.checkpoint_due) {
+        self.bg.indexing.retry();
+        if std::mem::take(&mut self.bg.index_wanted) {
+            self.bg.indexing.started();
+        }
+        self.bg.purge.retry();
+        self.bg.merging.retry();
+    }
+
+    /// Copy the WAL into the database file now, if a commit happened since the last time
+    /// (the shutdown's last step).
+    pub fn checkpoint_if_due(&mut self) {
+        if self.bg.checkpoint_due {
             self.checkpoint();
         }
     }
 
     fn checkpoint(&mut self) {
-        self.bg.batch_frames = 0;
-        if let Err(e) = self.store.checkpoint() {
-            self.bg.checkpoint_failed = true;
-            crate::diag!("[gateway] WAL checkpoint failed: {e}");
+        match self.store.checkpoint() {
+            Ok(()) => {
+                self.bg.checkpoint_due = false;
+                self.bg.checkpoint_left = self.store.wal_backlog();
+            }
+            Err(e) => {
+                self.bg.checkpoint_failed = true;
+                crate::diag!("[gateway] WAL checkpoint failed: {e}");
+            }
         }
     }
 
@@ -136,7 +154,7 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         let started = Instant::now();
         let before = self.store.wal_backlog();
         let step = self.store.purge_step(self.bg.purge.batch());
-        self.wrote(before, true);
+        self.owe_merging(before);
         match step {
             Ok(None) => self.bg.purge.finished(),
             Ok(Some(done)) => {
@@ -152,31 +170,13 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         }
     }
 
-    /// The flush tick: batches that failed go on.
-    pub fn retry_background(&mut self) {
-        self.bg.purge.retry();
-        self.bg.merging.retry();
-    }
-
-    /// The flush tick: index what the commits since the last tick wrote (one batch now, the
-    /// rest a batch per iteration), and go on where a failed batch stopped.
-    pub fn start_indexing(&mut self) {
-        self.bg.indexing.retry();
-        if std::mem::take(&mut self.bg.index_wanted) {
-            self.bg.indexing.started();
-        }
-        if self.bg.indexing.due() && self.store_healthy() {
-            self.index_step();
-        }
-    }
-
     /// Index one batch of new messages.
     fn index_step(&mut self) {
         let started = Instant::now();
         let batch = self.bg.indexing.batch();
         let before = self.store.wal_backlog();
         let step = self.store.index_step(batch);
-        self.wrote(before, true);
+        self.owe_merging(before);
         match step {
             Ok(rows) => {
                 if rows > 0 {
@@ -202,10 +202,7 @@ impl<U: Unit> Persistence<U, Store, Journal> {
     fn merge_step(&mut self) {
         let started = Instant::now();
         let pages = self.bg.merging.batch().min(self.bg.merge_budget);
-        let before = self.store.wal_backlog();
-        let step = self.store.merge_step(pages);
-        self.wrote(before, false);
-        match step {
+        match self.store.merge_step(pages) {
             Ok(true) => {
                 self.bg.checkpoint_due = true;
                 self.bg.merge_budget -= pages;

@@ -200,10 +200,12 @@ impl Indexes {
         let (kept, here) = decide(&triggers, &tables);
         if !kept.is_empty() {
             // Everything up to now is indexed (the triggers did it); the batches start here.
+            // `max(id)` alone in its query: SQLite reads it off the rowid's end, where a
+            // WHERE beside it made every start scan the whole table.
             conn.execute_batch(
                 "CREATE TABLE IF NOT EXISTS tui_gateway_fts_indexed (id INTEGER NOT NULL);
                  INSERT INTO tui_gateway_fts_indexed (id)
-                     SELECT coalesce(max(id), 0) FROM messages
+                     SELECT coalesce((SELECT max(id) FROM messages), 0)
                      WHERE NOT EXISTS (SELECT 1 FROM tui_gateway_fts_indexed);",
             )?;
         }
@@ -216,7 +218,7 @@ impl Indexes {
             kept_here: here,
             schema_version: schema_version(conn)?,
             held: RefCell::default(),
-            owed: std::cell::Cell::new(true), // what an earlier run left unmerged, if anything
+            owed: std::cell::Cell::new(false),
         })
     }
 
