@@ -161,12 +161,7 @@ impl<U: Unit> Persistence<U, Store, Journal> {
                 self.bg.checkpoint_due = true;
                 self.bg.purge.removed(done.removed, started.elapsed());
             }
-            Err(e) => {
-                if e.kind != crate::store::ErrorKind::Busy {
-                    crate::diag!("[gateway] deleted messages not removed yet: {e}");
-                }
-                self.bg.purge.fail();
-            }
+            Err(e) => step_failed(&mut self.bg.purge, &e, "deleted messages not removed yet"),
         }
     }
 
@@ -188,12 +183,11 @@ impl<U: Unit> Persistence<U, Store, Journal> {
                     self.bg.indexing.removed(rows, started.elapsed());
                 }
             }
-            Err(e) => {
-                if e.kind != crate::store::ErrorKind::Busy {
-                    crate::diag!("[gateway] new messages not in the search index yet: {e}");
-                }
-                self.bg.indexing.fail();
-            }
+            Err(e) => step_failed(
+                &mut self.bg.indexing,
+                &e,
+                "new messages not in the search index yet",
+            ),
         }
     }
 
@@ -209,12 +203,20 @@ impl<U: Unit> Persistence<U, Store, Journal> {
                 self.bg.merging.removed(pages, started.elapsed());
             }
             Ok(false) => self.bg.merge_budget = 0,
-            Err(e) => {
-                if e.kind != crate::store::ErrorKind::Busy {
-                    crate::diag!("[gateway] full-text index merge not done yet: {e}");
-                }
-                self.bg.merging.fail();
-            }
+            Err(e) => step_failed(
+                &mut self.bg.merging,
+                &e,
+                "full-text index merge not done yet",
+            ),
         }
     }
+}
+
+/// A step failed: it waits for the flush tick; said on stderr unless another process merely
+/// held the lock.
+fn step_failed(paced: &mut paced::Paced, e: &crate::store::StoreError, what: &str) {
+    if e.kind != crate::store::ErrorKind::Busy {
+        crate::diag!("[gateway] {what}: {e}");
+    }
+    paced.fail();
 }
