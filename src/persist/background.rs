@@ -1,6 +1,6 @@
 //! Work on state.db that no request waits for, one step per loop iteration once the
-//! iteration's answers are written, the most urgent first: a WAL checkpoint once the WAL holds
-//! [`CHECKPOINT_FRAMES`] more than the last one left, a step of FTS5's merges that the batches
+//! iteration's answers are written, the most urgent first: a WAL checkpoint once the batches
+//! wrote [`BATCH_FRAMES`] or the WAL holds [`WAL_FRAMES`] more than the last one left, a step of FTS5's merges that the batches
 //! left (before the next batch adds to them), a batch of a deleted session's messages, a batch
 //! of new messages for the full-text indexes. Each batch aims at [`paced::TARGET`]; no
 //! iteration carries more than one step.
@@ -14,13 +14,20 @@ use crate::store::Store;
 /// writes, so a step's cost follows its pages loosely and the batch stays small.
 const MERGE_MAX: usize = 64;
 
-/// WAL frames written (by commits and batches alike) before a checkpoint runs between
-/// requests. A checkpoint's cost is mostly its two syncs (of the WAL, then of state.db), 5–25
-/// ms on a small VM's disk whatever it copies, so it runs once per this many frames (2 MiB;
-/// a turn writes about a dozen) rather than after every burst of turns; a purge's batches
-/// reach it every few dozen iterations and the WAL stays near this size instead of holding
-/// the whole purge. The shutdown checkpoints whatever is left.
-pub const CHECKPOINT_FRAMES: usize = 512;
+/// WAL frames the background batches write before a checkpoint runs between requests. A
+/// batch's frames are distinct pages (a purge touches the whole of a session's rows and index
+/// entries), so the WAL would otherwise hold the whole purge and one checkpoint copy it all;
+/// this many (2 MiB) copy in a few ms beside the checkpoint's two syncs (of the WAL, then of
+/// state.db: 5–25 ms on a small VM's disk, whatever is copied).
+pub const BATCH_FRAMES: usize = 512;
+
+/// WAL frames of any kind before a checkpoint runs between requests: SQLite's automatic
+/// checkpoint was set here before. A turn's commits write a dozen frames, mostly the same few
+/// pages again, so checkpointing them costs the syncs and little else: at 4,096 those syncs
+/// added 16 µs to every turn of `benches/dispatch.rs`, at 10,000 no more than its noise, and
+/// run after every burst of turns (as the flush tick did) they were 5–25 ms on the loop each
+/// time. The shutdown checkpoints whatever is left.
+pub const WAL_FRAMES: usize = 10_000;
 
 /// Where background work stands between iterations.
 #[derive(Debug)]
@@ -37,8 +44,10 @@ pub struct Background {
     /// automerge would have spent on them. Not until no merge is left: FTS5 always has one
     /// under way, and finishing it can rewrite a whole level of a big index.
     merge_budget: usize,
+    /// WAL frames the batches wrote since the last checkpoint.
+    batch_frames: usize,
     /// The WAL backlog the last checkpoint left (frames a reader's snapshot kept it from
-    /// copying): the next one waits for `CHECKPOINT_FRAMES` more.
+    /// copying): the next one waits for `WAL_FRAMES` more.
     checkpoint_left: usize,
     /// The last checkpoint failed: none between requests until the flush tick.
     checkpoint_failed: bool,
@@ -54,6 +63,7 @@ impl Background {
             index_wanted: false,
             merging: paced::Paced::within(true, paced::MIN, MERGE_MAX),
             merge_budget: 0,
+            batch_frames: 0,
             checkpoint_left: 0,
             checkpoint_failed: false,
             checkpoint_due: false,
@@ -97,19 +107,21 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         }
     }
 
-    /// The WAL frames a batch that held merges off wrote since `before` (a backlog): the
-    /// merging it owes.
-    fn owe_merging(&mut self, before: usize) {
-        self.bg.merge_budget += self.store.wal_backlog().saturating_sub(before);
+    /// WAL frames a batch wrote since `before` (a backlog): they count towards the next
+    /// checkpoint and, for a batch that held merges off, are the merging it owes.
+    fn wrote(&mut self, before: usize, held: bool) {
+        let frames = self.store.wal_backlog().saturating_sub(before);
+        self.bg.batch_frames += frames;
+        if held {
+            self.bg.merge_budget += frames;
+        }
     }
 
     fn checkpoint_worth(&self) -> bool {
+        let backlog = self.store.wal_backlog();
         !self.bg.checkpoint_failed
-            && self
-                .store
-                .wal_backlog()
-                .saturating_sub(self.bg.checkpoint_left)
-                >= CHECKPOINT_FRAMES
+            && (self.bg.batch_frames >= BATCH_FRAMES
+                || backlog.saturating_sub(self.bg.checkpoint_left) >= WAL_FRAMES)
     }
 
     fn merging_due(&self) -> bool {
@@ -140,6 +152,7 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         match self.store.checkpoint() {
             Ok(()) => {
                 self.bg.checkpoint_due = false;
+                self.bg.batch_frames = 0;
                 self.bg.checkpoint_left = self.store.wal_backlog();
             }
             Err(e) => {
@@ -154,7 +167,7 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         let started = Instant::now();
         let before = self.store.wal_backlog();
         let step = self.store.purge_step(self.bg.purge.batch());
-        self.owe_merging(before);
+        self.wrote(before, true);
         match step {
             Ok(None) => self.bg.purge.finished(),
             Ok(Some(done)) => {
@@ -171,7 +184,7 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         let batch = self.bg.indexing.batch();
         let before = self.store.wal_backlog();
         let step = self.store.index_step(batch);
-        self.owe_merging(before);
+        self.wrote(before, true);
         match step {
             Ok(rows) => {
                 if rows > 0 {
@@ -196,7 +209,10 @@ impl<U: Unit> Persistence<U, Store, Journal> {
     fn merge_step(&mut self) {
         let started = Instant::now();
         let pages = self.bg.merging.batch().min(self.bg.merge_budget);
-        match self.store.merge_step(pages) {
+        let before = self.store.wal_backlog();
+        let step = self.store.merge_step(pages);
+        self.wrote(before, false);
+        match step {
             Ok(true) => {
                 self.bg.checkpoint_due = true;
                 self.bg.merge_budget -= pages;

@@ -11,9 +11,10 @@ use rusqlite::Connection;
 use rusqlite::hooks::Wal;
 use rusqlite::wal::CheckpointMode;
 
-/// Frames in the WAL at which a commit checkpoints itself (SQLite's own threshold was set here
-/// before): reached only when the loop's checkpoints fail or do not run.
-pub const BACKSTOP: i64 = 10_000;
+/// Frames in the WAL at which a commit checkpoints itself: twice the loop's own threshold
+/// (`persist::background::WAL_FRAMES`), reached only when the loop's checkpoints fail or do
+/// not run.
+pub const BACKSTOP: i64 = 20_000;
 
 #[derive(Debug, Default)]
 struct Frames {
