@@ -29,6 +29,15 @@ pub const BATCH_FRAMES: usize = 512;
 /// time. The shutdown checkpoints whatever is left.
 pub const WAL_FRAMES: usize = 10_000;
 
+/// The background step an iteration runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Checkpoint,
+    Merge,
+    Purge,
+    Index,
+}
+
 /// Where background work stands between iterations.
 #[derive(Debug)]
 pub struct Background {
@@ -70,6 +79,26 @@ impl Background {
         }
     }
 
+    /// The step due now, the most urgent first: a checkpoint the WAL's growth made worth it,
+    /// the merging the batches left (before the next batch adds to it), their next batch.
+    /// `backlog` is the WAL's frames past the last checkpoint's copy; `merges_owed`, whether
+    /// FTS5 may still have merging from a held batch.
+    pub fn next_step(&self, backlog: usize, merges_owed: bool) -> Option<Step> {
+        let checkpoint = self.batch_frames >= BATCH_FRAMES
+            || backlog.saturating_sub(self.checkpoint_left) >= WAL_FRAMES;
+        if checkpoint && !self.checkpoint_failed {
+            Some(Step::Checkpoint)
+        } else if self.merging.due() && self.merge_budget > 0 && merges_owed {
+            Some(Step::Merge)
+        } else if self.purge.due() {
+            Some(Step::Purge)
+        } else if self.indexing.due() {
+            Some(Step::Index)
+        } else {
+            None
+        }
+    }
+
     /// Whether the flush tick has work: indexing to start, a failed checkpoint or batch.
     pub fn wants_tick(&self) -> bool {
         self.checkpoint_failed
@@ -83,27 +112,25 @@ impl Background {
 impl<U: Unit> Persistence<U, Store, Journal> {
     /// Whether background work waits (the loop must come round again without sleeping).
     pub fn background_due(&self) -> bool {
-        self.store_healthy()
-            && (self.checkpoint_worth()
-                || self.bg.purge.due()
-                || self.bg.indexing.due()
-                || self.merging_due())
+        self.next_background_step().is_some()
     }
 
-    /// One step of background work, the most urgent first: a checkpoint the WAL's growth made
-    /// worth it, merging the batches left, their next batch.
-    pub fn background_step(&mut self) {
+    fn next_background_step(&self) -> Option<Step> {
         if !self.store_healthy() {
-            return;
+            return None;
         }
-        if self.checkpoint_worth() {
-            self.checkpoint();
-        } else if self.merging_due() {
-            self.merge_step();
-        } else if self.bg.purge.due() {
-            self.purge_step();
-        } else if self.bg.indexing.due() {
-            self.index_step();
+        self.bg
+            .next_step(self.store.wal_backlog(), self.store.merges_owed())
+    }
+
+    /// One step of background work ([`Background::next_step`]).
+    pub fn background_step(&mut self) {
+        match self.next_background_step() {
+            Some(Step::Checkpoint) => self.checkpoint(),
+            Some(Step::Merge) => self.merge_step(),
+            Some(Step::Purge) => self.purge_step(),
+            Some(Step::Index) => self.index_step(),
+            None => {}
         }
     }
 
@@ -115,17 +142,6 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         if held {
             self.bg.merge_budget += frames;
         }
-    }
-
-    fn checkpoint_worth(&self) -> bool {
-        let backlog = self.store.wal_backlog();
-        !self.bg.checkpoint_failed
-            && (self.bg.batch_frames >= BATCH_FRAMES
-                || backlog.saturating_sub(self.bg.checkpoint_left) >= WAL_FRAMES)
-    }
-
-    fn merging_due(&self) -> bool {
-        self.bg.merging.due() && self.bg.merge_budget > 0 && self.store.merges_owed()
     }
 
     /// The flush tick: indexing of what the commits since the last tick wrote; failed steps
@@ -235,4 +251,71 @@ fn step_failed(paced: &mut paced::Paced, e: &crate::store::StoreError, what: &st
         crate::diag!("[gateway] {what}: {e}");
     }
     paced.fail();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn idle() -> Background {
+        Background::new(false, false)
+    }
+
+    #[test]
+    fn nothing_runs_when_nothing_waits() {
+        assert_eq!(idle().next_step(WAL_FRAMES - 1, true), None);
+    }
+
+    #[test]
+    fn a_checkpoint_comes_first_once_the_batches_or_the_wal_grew_enough() {
+        let mut bg = Background::new(true, true);
+        assert_eq!(bg.next_step(0, false), Some(Step::Purge));
+        bg.batch_frames = BATCH_FRAMES;
+        assert_eq!(bg.next_step(0, false), Some(Step::Checkpoint));
+        bg.batch_frames = 0;
+        assert_eq!(bg.next_step(WAL_FRAMES, false), Some(Step::Checkpoint));
+        // Frames a reader's snapshot kept from the last checkpoint do not count again.
+        bg.checkpoint_left = 100;
+        assert_eq!(bg.next_step(WAL_FRAMES, false), Some(Step::Purge));
+        assert_eq!(
+            bg.next_step(WAL_FRAMES + 100, false),
+            Some(Step::Checkpoint)
+        );
+    }
+
+    #[test]
+    fn a_failed_checkpoint_waits_for_the_tick_while_the_batches_go_on() {
+        let mut bg = Background::new(true, false);
+        bg.batch_frames = BATCH_FRAMES;
+        bg.checkpoint_failed = true;
+        assert_eq!(bg.next_step(WAL_FRAMES, false), Some(Step::Purge));
+        assert!(bg.wants_tick());
+        bg.checkpoint_failed = false; // the tick
+        assert_eq!(bg.next_step(0, false), Some(Step::Checkpoint));
+    }
+
+    #[test]
+    fn merging_runs_before_the_next_batch_and_only_within_its_budget() {
+        let mut bg = Background::new(true, true);
+        assert_eq!(bg.next_step(0, true), Some(Step::Purge), "no budget yet");
+        bg.merge_budget = 40;
+        assert_eq!(bg.next_step(0, true), Some(Step::Merge));
+        assert_eq!(
+            bg.next_step(0, false),
+            Some(Step::Purge),
+            "FTS5 owes nothing"
+        );
+        bg.merging.fail();
+        assert_eq!(bg.next_step(0, true), Some(Step::Purge), "failed: the tick");
+    }
+
+    #[test]
+    fn a_deleted_sessions_messages_go_before_new_ones_are_indexed() {
+        let mut bg = Background::new(true, true);
+        assert_eq!(bg.next_step(0, false), Some(Step::Purge));
+        bg.purge.finished();
+        assert_eq!(bg.next_step(0, false), Some(Step::Index));
+        bg.indexing.finished();
+        assert_eq!(bg.next_step(0, false), None);
+    }
 }
