@@ -20,11 +20,8 @@ impl Gateway {
     /// One step of state.db's background work, once this iteration's answers were written:
     /// it never delays what a commit announces.
     pub(crate) fn background_step(&mut self, now: Instant) {
-        if self.persist.background_due() {
-            self.persist.background_step();
-            if self.persist.wants_tick() {
-                crate::flush::arm(self, now);
-            }
+        if self.persist.background_step() && self.persist.wants_tick() {
+            crate::flush::arm(self, now);
         }
     }
 

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use crate::event_loop::{Gateway, Timer};
 
 /// The flush tick: checkpoint partial text, start indexing what the turns wrote; the
-/// iteration's commit that follows retries what failed. Re-arms itself while there is streaming text or unsaved work.
+/// iteration's commit that follows retries what failed. Re-arms itself while there is
+/// streaming text or unsaved work.
 pub fn tick(gw: &mut Gateway, now: Instant) {
     if !gw.persist.tick_fired(now) {
         arm(gw, now);

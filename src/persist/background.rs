@@ -60,8 +60,6 @@ pub struct Background {
     checkpoint_left: usize,
     /// The last checkpoint failed: none between requests until the flush tick.
     checkpoint_failed: bool,
-    /// A commit happened since the last checkpoint (the shutdown's checkpoint runs then).
-    pub(super) checkpoint_due: bool,
 }
 
 impl Background {
@@ -75,20 +73,19 @@ impl Background {
             batch_frames: 0,
             checkpoint_left: 0,
             checkpoint_failed: false,
-            checkpoint_due: false,
         }
     }
 
     /// The step due now, the most urgent first: a checkpoint the WAL's growth made worth it,
     /// the merging the batches left (before the next batch adds to it), their next batch.
-    /// `backlog` is the WAL's frames past the last checkpoint's copy; `merges_owed`, whether
-    /// FTS5 may still have merging from a held batch.
-    pub fn next_step(&self, backlog: usize, merges_owed: bool) -> Option<Step> {
+    /// `backlog` is the WAL's frames past the last checkpoint's copy; `indexed`, whether
+    /// state.db has a full-text index to merge.
+    pub fn next_step(&self, backlog: usize, indexed: bool) -> Option<Step> {
         let checkpoint = self.batch_frames >= BATCH_FRAMES
             || backlog.saturating_sub(self.checkpoint_left) >= WAL_FRAMES;
         if checkpoint && !self.checkpoint_failed {
             Some(Step::Checkpoint)
-        } else if self.merging.due() && self.merge_budget > 0 && merges_owed {
+        } else if self.merging.due() && self.merge_budget > 0 && indexed {
             Some(Step::Merge)
         } else if self.purge.due() {
             Some(Step::Purge)
@@ -120,28 +117,34 @@ impl<U: Unit> Persistence<U, Store, Journal> {
             return None;
         }
         self.bg
-            .next_step(self.store.wal_backlog(), self.store.merges_owed())
+            .next_step(self.store.wal_backlog(), self.store.has_full_text_index())
     }
 
-    /// One step of background work ([`Background::next_step`]).
-    pub fn background_step(&mut self) {
-        match self.next_background_step() {
-            Some(Step::Checkpoint) => self.checkpoint(),
-            Some(Step::Merge) => self.merge_step(),
-            Some(Step::Purge) => self.purge_step(),
-            Some(Step::Index) => self.index_step(),
-            None => {}
+    /// One step of background work ([`Background::next_step`]), if one is due: whether it ran.
+    pub fn background_step(&mut self) -> bool {
+        let Some(step) = self.next_background_step() else {
+            return false;
+        };
+        match step {
+            Step::Checkpoint => self.checkpoint(),
+            Step::Merge => self.merge_step(),
+            Step::Purge => self.purge_step(),
+            Step::Index => self.index_step(),
         }
+        true
     }
 
-    /// WAL frames a batch wrote since `before` (a backlog): they count towards the next
-    /// checkpoint and, for a batch that held merges off, are the merging it owes.
-    fn wrote(&mut self, before: usize, held: bool) {
+    /// Run one batch on the store, counting the WAL frames it wrote towards the next
+    /// checkpoint and, for a batch that holds merges off (`held`), as the merging it owes.
+    fn counted<T>(&mut self, held: bool, batch: impl FnOnce(&mut Store) -> T) -> T {
+        let before = self.store.wal_backlog();
+        let out = batch(&mut self.store);
         let frames = self.store.wal_backlog().saturating_sub(before);
         self.bg.batch_frames += frames;
         if held {
             self.bg.merge_budget += frames;
         }
+        out
     }
 
     /// The flush tick: indexing of what the commits since the last tick wrote; failed steps
@@ -156,10 +159,10 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         self.bg.merging.retry();
     }
 
-    /// Copy the WAL into the database file now, if a commit happened since the last time
+    /// Copy the WAL into the database file now, if it holds frames no checkpoint copied
     /// (the shutdown's last step).
     pub fn checkpoint_if_due(&mut self) {
-        if self.bg.checkpoint_due {
+        if self.store.wal_backlog() > 0 {
             self.checkpoint();
         }
     }
@@ -167,7 +170,6 @@ impl<U: Unit> Persistence<U, Store, Journal> {
     fn checkpoint(&mut self) {
         match self.store.checkpoint() {
             Ok(()) => {
-                self.bg.checkpoint_due = false;
                 self.bg.batch_frames = 0;
                 self.bg.checkpoint_left = self.store.wal_backlog();
             }
@@ -181,15 +183,10 @@ impl<U: Unit> Persistence<U, Store, Journal> {
     /// Remove one batch of a deleted session's messages; a failure waits for the flush tick.
     fn purge_step(&mut self) {
         let started = Instant::now();
-        let before = self.store.wal_backlog();
-        let step = self.store.purge_step(self.bg.purge.batch());
-        self.wrote(before, true);
-        match step {
+        let batch = self.bg.purge.batch();
+        match self.counted(true, |store| store.purge_step(batch)) {
             Ok(None) => self.bg.purge.finished(),
-            Ok(Some(done)) => {
-                self.bg.checkpoint_due = true;
-                self.bg.purge.removed(done.removed, started.elapsed());
-            }
+            Ok(Some(done)) => self.bg.purge.removed(done.removed, started.elapsed()),
             Err(e) => step_failed(&mut self.bg.purge, &e, "deleted messages not removed yet"),
         }
     }
@@ -198,20 +195,9 @@ impl<U: Unit> Persistence<U, Store, Journal> {
     fn index_step(&mut self) {
         let started = Instant::now();
         let batch = self.bg.indexing.batch();
-        let before = self.store.wal_backlog();
-        let step = self.store.index_step(batch);
-        self.wrote(before, true);
-        match step {
-            Ok(rows) => {
-                if rows > 0 {
-                    self.bg.checkpoint_due = true;
-                }
-                if rows < batch {
-                    self.bg.indexing.finished();
-                } else {
-                    self.bg.indexing.removed(rows, started.elapsed());
-                }
-            }
+        match self.counted(true, |store| store.index_step(batch)) {
+            Ok(rows) if rows < batch => self.bg.indexing.finished(),
+            Ok(rows) => self.bg.indexing.removed(rows, started.elapsed()),
             Err(e) => step_failed(
                 &mut self.bg.indexing,
                 &e,
@@ -225,12 +211,8 @@ impl<U: Unit> Persistence<U, Store, Journal> {
     fn merge_step(&mut self) {
         let started = Instant::now();
         let pages = self.bg.merging.batch().min(self.bg.merge_budget);
-        let before = self.store.wal_backlog();
-        let step = self.store.merge_step(pages);
-        self.wrote(before, false);
-        match step {
+        match self.counted(false, |store| store.merge_step(pages)) {
             Ok(true) => {
-                self.bg.checkpoint_due = true;
                 self.bg.merge_budget -= pages;
                 self.bg.merging.removed(pages, started.elapsed());
             }
@@ -303,7 +285,7 @@ mod tests {
         assert_eq!(
             bg.next_step(0, false),
             Some(Step::Purge),
-            "FTS5 owes nothing"
+            "no full-text index to merge"
         );
         bg.merging.fail();
         assert_eq!(bg.next_step(0, true), Some(Step::Purge), "failed: the tick");

@@ -426,7 +426,7 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
         publish
     }
 
-    /// Whether the flush tick has work: a retry, a WAL checkpoint, a fold.
+    /// Whether the flush tick has work: a retry, a fold, background work to start or retry.
     pub fn wants_tick(&self) -> bool {
         self.bg.wants_tick()
             || self.retries.next_due().is_some()
@@ -526,7 +526,6 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
         if live.is_empty() && retired.is_empty() {
             return;
         }
-        self.bg.checkpoint_due = true;
         self.bg.index_wanted = true;
         let deltas: Vec<(Delta<'_>, Option<u64>)> = live
             .iter()

@@ -99,9 +99,6 @@ pub struct Indexes {
     /// This transaction holds FTS5's automatic merges off: each table's `automerge` before
     /// (`None`: unset), for [`Indexes::release`] to put back.
     held: RefCell<Vec<Option<i64>>>,
-    /// A transaction with merges held off committed: FTS5's merge work waits for
-    /// [`Indexes::merge`].
-    owed: std::cell::Cell<bool>,
 }
 
 /// Hermes' trigger `<table>_<kind>` (`insert`, `delete`, `update`), as SQLite stores it.
@@ -218,7 +215,6 @@ impl Indexes {
             kept_here: here,
             schema_version: schema_version(conn)?,
             held: RefCell::default(),
-            owed: std::cell::Cell::new(false),
         })
     }
 
@@ -271,14 +267,12 @@ impl Indexes {
                 tx.prepare_cached(&t.automerge_unset)?.execute([])?;
             }
         }
-        self.owed.set(true);
         Ok(())
     }
 
-    /// Whether merge work may be waiting (a held transaction committed since the last
-    /// [`Indexes::merge`] that found none).
-    pub fn merges_owed(&self) -> bool {
-        self.owed.get() && !self.tables.is_empty()
+    /// Whether there is a full-text index to merge.
+    pub fn any(&self) -> bool {
+        !self.tables.is_empty()
     }
 
     /// Up to `pages` pages of FTS5's merge work in each index (on levels with at least
@@ -290,9 +284,6 @@ impl Indexes {
             tx.prepare_cached(&t.merge)?.execute([pages as i64])?;
             // FTS5's documented test: two or more changes mean the command merged something.
             worked |= tx.total_changes() - before >= 2;
-        }
-        if !worked {
-            self.owed.set(false);
         }
         Ok(worked)
     }
@@ -634,7 +625,6 @@ END";
             before, after,
             "the stored setting is as it was (unset: FTS5's default)"
         );
-        assert!(idx.merges_owed());
         let unmerged = data_rows(&conn);
         let mut steps = 0;
         while in_tx(&mut conn, &idx, |tx| idx.merge(tx, 16).unwrap()) {
@@ -642,7 +632,6 @@ END";
             assert!(steps < 100, "merging never ends");
         }
         assert!(steps > 0, "the held batches left merge work");
-        assert!(!idx.merges_owed());
         assert!(
             data_rows(&conn) < unmerged,
             "segments merged: {unmerged} → {}",

@@ -509,13 +509,13 @@ impl Store {
         Ok(rows)
     }
 
-    /// Whether FTS5's merge work may be waiting for [`Store::merge_step`].
-    pub fn merges_owed(&self) -> bool {
-        self.fts.merges_owed()
+    /// Whether state.db has a full-text index for [`Store::merge_step`] to merge.
+    pub fn has_full_text_index(&self) -> bool {
+        self.fts.any()
     }
 
     /// Up to `pages` pages of the full-text indexes' merge work, in one transaction: whether
-    /// there was any (none: nothing is owed until the next held batch).
+    /// there was any.
     pub fn merge_step(&mut self, pages: usize) -> Result<bool, StoreError> {
         let tx = begin(&mut self.conn, &mut self.fts, self.wait_until)?;
         let worked = self.fts.merge(&tx, pages)?;
