@@ -114,6 +114,31 @@ fn cd_and_export_persist_between_calls_and_across_a_restart_per_session() {
     exit_leaving_nothing(g, &home.path, &m);
 }
 
+/// Whatever bytes a value holds, bash's listing of it is read back exactly: quotes, `$`, a
+/// backslash, control characters, UTF-8, a newline; in POSIX mode too. An exported array and a
+/// variable exported without a value are not in a child's environment, so not kept.
+#[test]
+fn any_value_bash_can_export_is_kept_exactly() {
+    let m = marker();
+    let home = TempHome::new("shell");
+    let mut g = Gateway::builder().home(&home.path).start();
+    let s = session_in(&mut g, &home.path);
+    let show = "$ printf '[%q]' \"$ODD\" \"$NL\" \"$UTF\"; \
+                echo \" ${NOVAL-none} ${ARR-none} ${PLAIN-none}\"";
+    let set = r#"$ set -o posix; export ODD=$'q"$`\\ \t\001\033z\177' NL=$'l1\\\nl2' UTF='é ü' PLAIN=p; export NOVAL; declare -ax ARR=(1 2); "#;
+    let r = call(&mut g, &s.id, &format!("{set}{}", &show[2..]));
+    assert_eq!(r["exit_code"], 0, "{r}");
+    // `%q` of the three values as the shell that set them prints them; the array is its own.
+    let values = output(&r)
+        .strip_suffix(" none 1 p")
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    assert!(values.starts_with("[$'q\"$`\\\\ \\t"), "{values}");
+    let r = call(&mut g, &s.id, show);
+    assert_eq!(output(&r), format!("{values} none none p"), "{r}");
+    exit_leaving_nothing(g, &home.path, &m);
+}
+
 #[test]
 fn workdir_secrets_exits_deleted_dirs_and_bad_arguments() {
     let m = marker();

@@ -11,6 +11,7 @@ pub mod alone;
 pub mod approval;
 pub mod asked;
 pub mod clarify;
+mod export_listing;
 pub mod files;
 pub mod memory;
 pub mod passthrough;
