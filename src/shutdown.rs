@@ -4,8 +4,9 @@
 //! 1. fence: `prompt.submit` answers 5035 and no tool process starts (`Gateway::shutdown` is set);
 //! 2. flush every session, running ones too, within the exit-flush budget;
 //! 3. interrupt running turns: abort model calls, SIGTERM tool groups, SIGKILL after the grace;
+//!    the sessions that wait for nothing end now (their rows commit while the tools die);
 //! 4. each killed tool's result is appended (the tools module does it as the group dies);
-//! 5. finalize: end every row (`tui_shutdown`), commit, WAL checkpoint, drain stdout, exit 0;
+//! 5. finalize: end every other row (`tui_shutdown`), commit, WAL checkpoint, drain stdout, exit 0;
 //! 6. hard deadline: past the shutdown grace, SIGKILL every live tool group and exit at once;
 //!    so does a second signal, or a crash during the sequence.
 //!
@@ -66,6 +67,9 @@ pub enum Action {
     Interrupt,
     /// SIGKILL every live tool group.
     KillTools,
+    /// End the row of every session that waits for nothing (no turn, no process of its
+    /// own), so their commit runs while the interrupted tools die.
+    EndIdleSessions,
     /// End every live session's row (`tui_shutdown`).
     EndSessions,
     /// Say on stderr what is still only in memory.
@@ -154,6 +158,7 @@ impl Shutdown {
                             until: self.flush_deadline,
                         },
                         Action::Interrupt,
+                        Action::EndIdleSessions,
                         Action::WakeAt(kill_at.min(self.hard_deadline)),
                     ];
                 }
@@ -286,6 +291,17 @@ impl Gateway {
                     crate::methods::models::answer_all(self);
                 }
                 Action::KillTools => self.runner.kill_all(),
+                Action::EndIdleSessions => {
+                    let idle: Vec<String> = self
+                        .sessions
+                        .iter()
+                        .filter(|(rid, s)| !s.running() && !self.tools.processes.any_running(rid))
+                        .map(|(rid, _)| rid.clone())
+                        .collect();
+                    for rid in idle {
+                        self.retire(&rid, "tui_shutdown", now);
+                    }
+                }
                 Action::EndSessions => {
                     let rids: Vec<String> = self.sessions.keys().cloned().collect();
                     for rid in rids {
@@ -367,11 +383,12 @@ mod tests {
         ]
     }
 
-    /// Flush until `flush_until`, interrupt, step again at `kill_wake`.
+    /// Flush until `flush_until`, interrupt, end the idle sessions, step again at `kill_wake`.
     fn steps_2_and_3(flush_until: Instant, kill_wake: Instant) -> Vec<Action> {
         vec![
             Action::Flush { until: flush_until },
             Action::Interrupt,
+            Action::EndIdleSessions,
             Action::WakeAt(kill_wake),
         ]
     }

@@ -336,6 +336,20 @@ fn second_sigterm_during_shutdown_exits_at_once_and_kills_the_command() {
     );
     assert_eq!(code, 5035, "prompt.submit during shutdown: {f}");
     g.ping();
+    // The idle session waits for no tool: its row is ended while the sleep still runs.
+    let ended_early = poll_until(T, || {
+        session_end(&home.db_path(), &other.stored).1.as_deref() == Some("tui_shutdown")
+    });
+    assert!(
+        ended_early,
+        "idle session not ended while the tool dies\n{}",
+        g.diag()
+    );
+    assert_eq!(
+        session_end(&home.db_path(), &s.stored).1,
+        None,
+        "the session whose tool still runs ended before its result"
+    );
     assert!(
         g.try_exit().is_none(),
         "exited on the first SIGTERM\n{}",

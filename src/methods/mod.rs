@@ -25,6 +25,17 @@ use crate::rpc::{Request, RpcError};
 pub type Reply = Option<Result<Value, RpcError>>;
 
 pub fn call(gw: &mut Gateway, req: Request) -> Reply {
+    let reply = dispatch(gw, req);
+    // The shutdown ends idle sessions while tools die: a call naming one is told why it is gone.
+    match reply {
+        Some(Err(e)) if e.code == crate::rpc::frame::code::SESSION_NOT_FOUND => {
+            Some(params::not_shutting_down(gw).and(Err(e)))
+        }
+        reply => reply,
+    }
+}
+
+fn dispatch(gw: &mut Gateway, req: Request) -> Reply {
     let p = &req.params;
     let now = std::time::Instant::now();
     if req.method == "shell.exec" {

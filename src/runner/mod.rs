@@ -21,6 +21,7 @@ pub mod supervisor;
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
+use std::rc::Rc;
 
 use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
@@ -217,6 +218,9 @@ pub struct Runner {
     kill_grace: Duration,
     /// Secret-looking variables the user lets commands inherit (`secrets::withheld`).
     env_passthrough: Vec<String>,
+    /// The environment every command starts with, worked out once (the gateway's does not
+    /// change): judging each variable for secrets is regex work.
+    base_environment: std::cell::OnceCell<Rc<HashMap<String, String>>>,
     events: Vec<RunEvent>,
     wakes: Vec<Wake>,
     closed: Vec<Closed>,
@@ -237,6 +241,7 @@ impl Runner {
             retired: Vec::new(),
             kill_grace,
             env_passthrough: Vec::new(),
+            base_environment: std::cell::OnceCell::new(),
             events: Vec::new(),
             wakes: Vec::new(),
             closed: Vec::new(),
@@ -246,7 +251,23 @@ impl Runner {
     /// Let commands inherit these variables even when they look secret (from the next zygote on).
     pub fn with_env_passthrough(mut self, names: Vec<String>) -> Runner {
         self.env_passthrough = names;
+        self.base_environment = std::cell::OnceCell::new();
         self
+    }
+
+    /// The environment every command starts with: the gateway's, without what looks secret
+    /// but for the passthrough names (what the zygote passes on).
+    pub fn base_environment(&self) -> Rc<HashMap<String, String>> {
+        self.base_environment
+            .get_or_init(|| {
+                Rc::new(
+                    std::env::vars_os()
+                        .filter_map(|(n, v)| Some((n.into_string().ok()?, v.into_string().ok()?)))
+                        .filter(|(n, v)| !secrets::is_withheld(n, v, &self.env_passthrough))
+                        .collect(),
+                )
+            })
+            .clone()
     }
 
     /// The secret-looking variables commands inherit all the same (`terminal.env_passthrough`).

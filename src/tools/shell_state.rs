@@ -112,15 +112,6 @@ fn is_name(s: &str) -> bool {
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
-/// The environment every command starts with: the gateway's, without its secrets (what the
-/// zygote passes on).
-pub fn base_environment(passthrough: &[String]) -> HashMap<String, String> {
-    std::env::vars_os()
-        .filter_map(|(n, v)| Some((n.into_string().ok()?, v.into_string().ok()?)))
-        .filter(|(n, v)| !is_withheld(n, v, passthrough))
-        .collect()
-}
-
 /// The state a capture leaves, against `base` (the environment a fresh command gets), with the
 /// names of the secret-looking variables left out of it.
 pub fn state_of(
@@ -148,9 +139,11 @@ pub fn state_of(
         }
         state.set.insert(name.clone(), value.clone());
     }
+    // A name bash cannot hold as a variable (`a-b`) is passed through the environment, never
+    // listed by `export -p`, and no command could unset it.
     state.unset = base
         .keys()
-        .filter(|n| !seen.contains(n.as_str()) && !BASH_OWN.contains(&n.as_str()))
+        .filter(|n| is_name(n) && !seen.contains(n.as_str()) && !BASH_OWN.contains(&n.as_str()))
         .cloned()
         .collect();
     (state, withheld)
@@ -574,6 +567,23 @@ mod tests {
         );
         assert_eq!(state.unset.iter().collect::<Vec<_>>(), ["GONE"]);
         assert_eq!(withheld, ["MY_TOKEN", "HARMLESS"]);
+    }
+
+    #[test]
+    fn a_variable_bash_cannot_name_is_not_taken_for_unset() {
+        // `cargo` gives its children `CARGO_BIN_EXE_tui-gateway`: bash passes it on, never
+        // lists it, and no command can unset it, so it is no change to save after each run.
+        let base: HashMap<String, String> = [("PATH", "/bin"), ("CARGO_BIN_EXE_a-b", "/x")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let c = Capture {
+            cwd: "/srv".into(),
+            vars: vec![("PATH".into(), "/bin".into())],
+        };
+        let (state, _) = state_of(&c, &base, &[]);
+        assert!(state.unset.is_empty(), "{:?}", state.unset);
+        assert!(state.set.is_empty());
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! under the supervisor, in the session's working directory, with a timeout; dangerous commands
 //! go through the policy and the approval flow.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -316,6 +317,7 @@ impl Tool for Terminal {
                     session_cwd: ctx.cwd.clone(),
                     start_dir: call.workdir.is_some().then(|| cwd.clone()),
                     passthrough,
+                    base: ctx.runner.base_environment(),
                     notes: Vec::new(),
                 },
             ))
@@ -433,6 +435,8 @@ struct Pending {
     /// Where a call with `workdir` started: ending there leaves the session's directory as it was.
     start_dir: Option<String>,
     passthrough: Vec<String>,
+    /// The environment a fresh command gets (the runner's, shared).
+    base: Rc<HashMap<String, String>>,
     /// What the model is told about the state at the end of the output.
     notes: Vec<String>,
 }
@@ -462,8 +466,7 @@ impl Pending {
                 return self.notes;
             }
         };
-        let base = shell_state::base_environment(&self.passthrough);
-        let (mut state, withheld) = shell_state::state_of(&capture, &base, &self.passthrough);
+        let (mut state, withheld) = shell_state::state_of(&capture, &self.base, &self.passthrough);
         if self
             .start_dir
             .as_deref()
