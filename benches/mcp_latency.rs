@@ -11,6 +11,10 @@
 //!   `tool.complete` on its stdout: the queued request written to the server, its answer read
 //!   from the runner's pipe, the job stepped and the result announced.
 //!
+//! `--server everything` measures the same against the reference server's own `echo` tool
+//! (`@modelcontextprotocol/server-everything`, installed under `tests/mcp/node_modules` by
+//! `.ci/run`): a server built on the MCP SDK, which validates its input and output.
+//!
 //! The figure is the ratio of the medians, gateway to baseline (target under 1.2x), with the
 //! time added per call. Most of that time is two state.db commits the call waits for: the
 //! call is committed (and `tool.start` announced) before its answer is handled, its result
@@ -19,6 +23,7 @@
 //! ```text
 //! cargo bench --bench mcp_latency                  # 300 calls each
 //! cargo bench --bench mcp_latency -- --calls 1000
+//! cargo bench --bench mcp_latency -- --calls 1000 --server everything
 //! ```
 
 mod common;
@@ -29,44 +34,90 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use common::{Client, TempDir, arg_usize, event_type, fmt_duration, gateway_bin, percentile};
+use common::{
+    Client, TempDir, arg_string, arg_usize, event_type, fmt_duration, gateway_bin, percentile,
+};
 
 const STALL: Duration = Duration::from_secs(30);
 const WARMUP: usize = 20;
 
-fn server_js() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/fake_server.js")
+/// The echo server spoken to: how it is started, its tool, its arguments and its answer.
+struct Server {
+    command: Vec<String>,
+    tool: &'static str,
+    argument: &'static str,
+    answer_prefix: &'static str,
+}
+
+impl Server {
+    /// `fake` (the test suite's Node server, no packages) or `everything` (the reference server).
+    fn named(name: &str) -> Result<Server, String> {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp");
+        match name {
+            "fake" => Ok(Server {
+                command: vec![path(&dir.join("fake_server.js")), "good".into()],
+                tool: "echo",
+                argument: "text",
+                answer_prefix: "echo: ",
+            }),
+            "everything" => {
+                let js =
+                    dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+                if !js.is_file() {
+                    return Err(format!(
+                        "{} is missing: run `npm ci` in tests/mcp (.ci/run does)",
+                        js.display()
+                    ));
+                }
+                Ok(Server {
+                    command: vec![path(&js), "stdio".into()],
+                    tool: "echo",
+                    argument: "message",
+                    answer_prefix: "Echo: ",
+                })
+            }
+            other => Err(format!("--server {other}: fake or everything")),
+        }
+    }
+
+    fn arguments(&self, i: usize) -> serde_json::Value {
+        json!({ self.argument: format!("x{i}") })
+    }
+}
+
+fn path(p: &std::path::Path) -> String {
+    p.display().to_string()
 }
 
 /// The server spoken to directly, handshake done.
-fn direct_server() -> Result<Client, String> {
-    let mut server = Client::spawn(Command::new("node").arg(server_js()).arg("good"))
+fn direct_server(server: &Server) -> Result<Client, String> {
+    let mut client = Client::spawn(Command::new("node").args(&server.command))
         .map_err(|e| format!("cannot start node: {e}"))?;
     let init = json!({"protocolVersion": "2025-06-18", "capabilities": {},
                       "clientInfo": {"name": "bench", "version": "1"}});
-    let id = server
+    let id = client
         .send_request("initialize", init)
         .map_err(|e| e.to_string())?;
-    server
+    client
         .wait_for(Instant::now() + STALL, |f| f.get("id") == Some(&id))
         .map_err(|e| e.to_string())?;
-    server
+    client
         .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}}))
         .map_err(|e| e.to_string())?;
-    Ok(server)
+    Ok(client)
 }
 
-fn direct_call(server: &mut Client, i: usize) -> Result<Duration, String> {
+fn direct_call(client: &mut Client, server: &Server, i: usize) -> Result<Duration, String> {
     let start = Instant::now();
-    let params = json!({"name": "echo", "arguments": {"text": format!("x{i}")},
+    let params = json!({"name": server.tool, "arguments": server.arguments(i),
                         "_meta": {"progressToken": i}});
-    let id = server
+    let id = client
         .send_request("tools/call", params)
         .map_err(|e| e.to_string())?;
-    let answer = server
+    let answer = client
         .wait_for(start + STALL, |f| f.get("id") == Some(&id))
         .map_err(|e| e.to_string())?;
-    if answer["result"]["content"][0]["text"] != format!("echo: x{i}") {
+    if answer["result"]["content"][0]["text"] != format!("{}x{i}", server.answer_prefix) {
         return Err(format!("unexpected answer: {answer}"));
     }
     Ok(start.elapsed())
@@ -103,12 +154,18 @@ fn gateway_call(
 
 fn run() -> Result<(), String> {
     let calls = arg_usize("--calls", 300);
+    let server = Server::named(&arg_string("--server", "fake"))?;
     let home = TempDir::new("mcp-latency");
+    let args: Vec<String> = server
+        .command
+        .iter()
+        .map(|a| serde_json::Value::from(a.as_str()).to_string())
+        .collect();
     std::fs::write(
         home.path().join("config.yaml"),
         format!(
-            "mcp_servers:\n  bench:\n    command: node\n    args: [\"{}\", \"good\"]\n",
-            server_js().display()
+            "mcp_servers:\n  bench:\n    command: node\n    args: [{}]\n",
+            args.join(", ")
         ),
     )
     .map_err(|e| e.to_string())?;
@@ -140,11 +197,11 @@ fn run() -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let mut server = direct_server()?;
+    let mut direct_client = direct_server(&server)?;
     let (mut direct, mut through) = (Vec::new(), Vec::new());
     for i in 0..WARMUP + calls {
-        let d = direct_call(&mut server, i)?;
-        let args = format!("{{\"text\": \"x{i}\"}}");
+        let d = direct_call(&mut direct_client, &server, i)?;
+        let args = server.arguments(i).to_string();
         let g = gateway_call(&mut gw, &session, "mcp__bench__echo", &args)?;
         if i >= WARMUP {
             direct.push(d);
@@ -154,7 +211,10 @@ fn run() -> Result<(), String> {
     direct.sort();
     through.sort();
     let (d50, g50) = (percentile(&direct, 50.0), percentile(&through, 50.0));
-    println!("mcp tools/call round trip, {calls} calls each (medians; p90 in brackets):");
+    println!(
+        "mcp tools/call round trip, {calls} calls each, {} server (medians; p90 in brackets):",
+        arg_string("--server", "fake")
+    );
     println!(
         "  server's own (its pipe):  {} [{}]",
         fmt_duration(d50),

@@ -150,12 +150,20 @@ pub fn bench_mode() -> bool {
 /// A `--name value` option among the bench binary's arguments (cargo adds `--bench`; other
 /// arguments are ignored).
 pub fn arg_usize(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.windows(2)
-        .find(|w| w[0] == name)
-        .map(|w| {
-            w[1].parse()
-                .unwrap_or_else(|_| panic!("{name}: not a number: {}", w[1]))
+    arg_value(name)
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name}: not a number: {v}"))
         })
         .unwrap_or(default)
+}
+
+/// A `--name value` option as text, as [`arg_usize`].
+pub fn arg_string(name: &str, default: &str) -> String {
+    arg_value(name).unwrap_or_else(|| default.to_string())
+}
+
+fn arg_value(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.windows(2).find(|w| w[0] == name).map(|w| w[1].clone())
 }
