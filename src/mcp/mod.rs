@@ -328,15 +328,7 @@ pub(crate) fn on_run_event(o: &mut impl McpOwners, event: RunEvent, now: Instant
                 return;
             };
             let why = mcp.servers.get(&name).and_then(|s| s.error.clone());
-            let stderr = end.stderr.lines().last().unwrap_or("").to_string();
-            let why = why.unwrap_or_else(|| match stderr.is_empty() {
-                true => format!("exited (status {})", end.status),
-                false => format!(
-                    "exited (status {}): {}",
-                    end.status,
-                    crate::util::clip(&stderr, 200)
-                ),
-            });
+            let why = why.unwrap_or_else(|| exit_reason(end.status, &end.stderr));
             if let Some(s) = mcp.servers.get_mut(&name) {
                 s.run = None;
             }
@@ -613,6 +605,24 @@ fn end_calls_in_flight(o: &mut impl McpOwners, name: &str, why: &str) {
     for job in jobs {
         o.tools().due.add(job);
     }
+}
+
+/// Why a server's process ended, in words: its status (a signal named), and the last line it
+/// wrote on stderr labelled as such (often only its start-up banner, not a reason).
+fn exit_reason(status: i32, stderr: &str) -> String {
+    let signal = (status > 128)
+        .then(|| nix::sys::signal::Signal::try_from(status - 128).ok())
+        .flatten();
+    let mut why = match signal {
+        Some(sig) => format!("exited (status {status}: killed by {})", sig.as_str()),
+        None => format!("exited (status {status})"),
+    };
+    let last = stderr.lines().rev().map(str::trim).find(|l| !l.is_empty());
+    if let Some(line) = last {
+        why.push_str("; its last stderr line: ");
+        why.push_str(&crate::util::printable(&crate::util::clip(line, 200)));
+    }
+    why
 }
 
 /// The server is gone: end its calls in flight, report, restart after the backoff.

@@ -483,3 +483,25 @@ fn tls_files_stamp_follows_the_files_content() {
     std::fs::remove_file(&ca).unwrap();
     assert_ne!(tls::files_stamp(&tls), second);
 }
+
+#[test]
+fn an_exit_is_told_with_its_signal_and_the_last_stderr_line_marked_as_such() {
+    assert_eq!(exit_reason(1, ""), "exited (status 1)");
+    assert_eq!(
+        exit_reason(143, "Starting default (STDIO) server...\n"),
+        "exited (status 143: killed by SIGTERM); its last stderr line: Starting default (STDIO) server..."
+    );
+    assert_eq!(
+        exit_reason(2, "usage: srv DIR\n\n  \n"),
+        "exited (status 2); its last stderr line: usage: srv DIR"
+    );
+    // Not a signal number: the status alone; control characters shown, not sent to the TUI.
+    assert_eq!(exit_reason(250, ""), "exited (status 250)");
+    assert_eq!(
+        exit_reason(1, "bad\u{1b}[2J"),
+        format!(
+            "exited (status 1); its last stderr line: {}",
+            crate::util::printable("bad\u{1b}[2J")
+        )
+    );
+}
