@@ -9,7 +9,8 @@ use std::time::Duration;
 pub struct Config {
     /// `$HERMES_HOME`: holds `state.db` and `config.yaml`.
     pub home: PathBuf,
-    /// Partial-text checkpoints and commit retries happen at most once per interval.
+    /// The partial text of streaming replies is written, and failed commits retried, at most
+    /// once per interval.
     pub flush_interval: Duration,
     /// Budget for flushing every session at shutdown.
     pub exit_flush_budget: Duration,

@@ -48,7 +48,7 @@ const READS_PER_ITERATION: usize = 8;
 pub enum Timer {
     /// A timer of the sessions' work.
     Work(crate::tools::Timer),
-    /// Retry failed commits and checkpoint streaming text.
+    /// Retry failed commits and write the partial text of streaming replies.
     FlushTick,
     /// Evict sessions idle past the TTL.
     ReaperTick,
@@ -82,7 +82,7 @@ pub use crate::rpc::client_conn::Io;
 pub struct Gateway {
     pub(crate) cfg: Config,
     pub(crate) poll: Poll,
-    /// state.db, the journal, what is dirty, retries, checkpoints.
+    /// state.db, the journal, what is dirty, retries, WAL checkpoints.
     pub(crate) persist: Persistence<crate::session::Session>,
     pub(crate) provider: Box<dyn Provider>,
     /// Why the configured model could not be used, for `setup.status`.

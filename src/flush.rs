@@ -1,12 +1,13 @@
-//! Periodic work on the timing wheel: checkpoints of streaming text, the wake-up for retries of
-//! failed commits, folds and background steps, the start of indexing after turns (each at
-//! most once per flush interval, `timer::Throttle`), and the idle-session reaper.
+//! Periodic work on the timing wheel: writing the partial text of streaming replies, the
+//! wake-up for retries of failed commits, folds and background steps, the start of indexing
+//! after turns (each at most once per flush interval, `timer::Throttle`), and the idle-session
+//! reaper.
 
 use std::time::{Duration, Instant};
 
 use crate::event_loop::{Gateway, Timer};
 
-/// The flush tick: checkpoint partial text, start indexing what the turns wrote; the
+/// The flush tick: write the partial text, start indexing what the turns wrote; the
 /// iteration's commit that follows retries what failed. Re-arms itself while there is
 /// streaming text or unsaved work.
 pub fn tick(gw: &mut Gateway, now: Instant) {
@@ -15,7 +16,7 @@ pub fn tick(gw: &mut Gateway, now: Instant) {
         return;
     }
     if gw.persist.store_healthy() {
-        checkpoint_partials(gw);
+        write_partials(gw);
         gw.persist.tick_background();
         gw.persist.retry_folds();
     }
@@ -36,7 +37,7 @@ pub fn arm(gw: &mut Gateway, now: Instant) {
 }
 
 /// Write the text streamed so far of every assistant message still streaming.
-fn checkpoint_partials(gw: &mut Gateway) {
+fn write_partials(gw: &mut Gateway) {
     let mut rids = Vec::new();
     let mut items = Vec::new();
     let now_unix = crate::util::unix_now();
@@ -45,7 +46,7 @@ fn checkpoint_partials(gw: &mut Gateway) {
             rids.push(rid.clone());
             items.push((
                 s.stored_id.as_str(),
-                turn.checkpoint_row,
+                turn.partial_row,
                 turn.round_text.as_str(),
                 now_unix,
             ));
@@ -54,16 +55,18 @@ fn checkpoint_partials(gw: &mut Gateway) {
     if items.is_empty() {
         return;
     }
-    match gw.persist.store_mut().checkpoint_partials(&items) {
+    match gw.persist.store_mut().write_partials(&items) {
         Ok(rows) => {
             for (rid, row) in rids.iter().zip(rows) {
                 if let Some(turn) = gw.turn_mut(rid) {
-                    turn.checkpoint_row = Some(row);
-                    turn.checkpointed = turn.round_text.len();
+                    turn.partial_row = Some(row);
+                    turn.partial_written = turn.round_text.len();
                 }
             }
         }
-        Err(e) => crate::diag!("[gateway] could not checkpoint streaming text ({e}); retrying"),
+        Err(e) => crate::diag!(
+            "[gateway] could not write the partial text of streaming replies ({e}); retrying"
+        ),
     }
 }
 

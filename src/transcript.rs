@@ -65,7 +65,7 @@ pub struct Message {
     pub token_count: Option<i64>,
     pub finish_reason: Option<String>,
     pub reasoning: Option<String>,
-    /// The `messages` row already written for it (a partial-text checkpoint), if any: the
+    /// The `messages` row already written for it (its partial row), if any: the
     /// commit then updates that row instead of inserting another.
     pub row_id: Option<i64>,
 }

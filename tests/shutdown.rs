@@ -10,7 +10,7 @@
 //!   and says what is lost; released in time, every message the client saw lands once;
 //! - SIGINT under a pipe and inherited `SIG_IGN`s are respected; SIGINT on a terminal stdin
 //!   shuts down;
-//! - partial text is checkpointed at most once per flush interval into one row, SIGKILL loses
+//! - partial text is written at most once per flush interval into one row, SIGKILL loses
 //!   at most about one interval of it, and the next start repairs the row;
 //! - the idle reaper, and the startup repair of a tool call cut off by SIGKILL.
 //!
@@ -879,7 +879,7 @@ fn inherited_sig_ign_on_sigint_is_respected_on_a_terminal_too() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 8. Partial text: checkpoints at most once per interval, one row, SIGKILL loses ≤ ~1 interval
+// 8. Partial text: written at most once per interval, one row, SIGKILL loses ≤ ~1 interval
 // ---------------------------------------------------------------------------------------------
 
 const OFFLINE_PREFIX: &str = "(offline model) You said: ";
@@ -910,11 +910,11 @@ fn sigkill_mid_stream_loses_at_most_one_flush_interval_and_the_next_start_repair
         .env("TUI_GATEWAY_OFFLINE_DELAY_MS", "20")
         .start();
     let s = g.create_session(json!({}));
-    let prompt = long_prompt("checkpoint me", 400);
+    let prompt = long_prompt("partial text", 400);
     let full = format!("{OFFLINE_PREFIX}{prompt}");
     let r = g.call("prompt.submit", json!({"session_id": s.id, "text": prompt}));
     assert_eq!(r["status"], "streaming");
-    // Let it stream well past a few intervals, with a checkpoint in the db.
+    // Let it stream well past a few intervals, with a partial row in the db.
     let db = home.db_path();
     let deadline = Instant::now() + T;
     loop {
@@ -925,7 +925,7 @@ fn sigkill_mid_stream_loses_at_most_one_flush_interval_and_the_next_start_repair
         }
         assert!(
             Instant::now() < deadline,
-            "no checkpoint while streaming\n{}",
+            "no partial row while streaming\n{}",
             g.diag()
         );
         assert!(
@@ -962,7 +962,7 @@ fn sigkill_mid_stream_loses_at_most_one_flush_interval_and_the_next_start_repair
     );
     assert!(
         received.starts_with(&partial),
-        "the checkpoint is not a prefix of what the client received:\n  db:  {partial:?}\n  got: {received:?}"
+        "the partial row is not a prefix of what the client received:\n  db:  {partial:?}\n  got: {received:?}"
     );
     let lost = received[partial.len()..].split_whitespace().count() as u64;
     let per_interval = interval_ms / delay_ms;
@@ -1000,7 +1000,7 @@ fn sigkill_mid_stream_loses_at_most_one_flush_interval_and_the_next_start_repair
 }
 
 #[test]
-fn checkpoints_are_throttled_to_the_interval_and_the_final_message_reuses_the_row() {
+fn partial_text_writes_are_throttled_to_the_interval_and_the_final_message_reuses_the_row() {
     let interval = 0.2f64;
     let mut g = Gateway::builder()
         .tag("sd-throttle")
@@ -1048,12 +1048,12 @@ fn checkpoints_are_throttled_to_the_interval_and_the_final_message_reuses_the_ro
             let c = row.content.clone().unwrap_or_default();
             assert!(
                 full.starts_with(&c),
-                "checkpoint is not a prefix of the reply: {c:?}"
+                "partial row is not a prefix of the reply: {c:?}"
             );
             if let Some(last) = samples.last() {
                 assert!(
                     c.starts_with(last.as_str()),
-                    "checkpoint went backwards: {last:?} -> {c:?}"
+                    "partial row went backwards: {last:?} -> {c:?}"
                 );
             }
             if samples.last() != Some(&c) {
@@ -1073,7 +1073,7 @@ fn checkpoints_are_throttled_to_the_interval_and_the_final_message_reuses_the_ro
     let t = g.finish_turn(&s.id, 0, T);
     assert_eq!(t.text, full);
 
-    // exactly one assistant row, the checkpoint row, now holding the final message
+    // exactly one assistant row, the partial row, now holding the final message
     let a = assistant_rows(&db, &s.stored);
     assert_eq!(a.len(), 1, "{a:#?}");
     assert_eq!(a[0].content.as_deref(), Some(full.as_str()));
@@ -1093,34 +1093,38 @@ fn checkpoints_are_throttled_to_the_interval_and_the_final_message_reuses_the_ro
         .unwrap()
         .map(|r| r.unwrap())
         .collect();
-    assert!(writes.len() >= 3, "too few checkpoints: {writes:?}");
+    assert!(writes.len() >= 3, "too few partial-text writes: {writes:?}");
     let (last_len, _) = *writes.last().unwrap();
     assert_eq!(
         last_len as usize,
         full.chars().count(),
         "the last write is the final text"
     );
-    // Every checkpoint (all writes but the final one) at least one interval after the previous.
-    let checkpoints = &writes[..writes.len() - 1];
-    for w in checkpoints.windows(2) {
+    // Every partial-text write (all writes but the final one) at least one interval after the
+    // previous.
+    let partial_writes = &writes[..writes.len() - 1];
+    for w in partial_writes.windows(2) {
         let gap = w[1].1 - w[0].1;
         assert!(
             gap >= interval * 0.9,
-            "two checkpoints {gap:.3}s apart (interval {interval}s): {writes:?}"
+            "two partial-text writes {gap:.3}s apart (interval {interval}s): {writes:?}"
         );
-        assert!(w[1].0 > w[0].0, "a checkpoint without new text: {writes:?}");
+        assert!(
+            w[1].0 > w[0].0,
+            "a partial-text write without new text: {writes:?}"
+        );
     }
     let bound = (streamed_for / interval).ceil() as usize + 2;
     assert!(
-        checkpoints.len() <= bound,
-        "{} checkpoints in {streamed_for:.2}s (interval {interval}s): {writes:?}",
-        checkpoints.len()
+        partial_writes.len() <= bound,
+        "{} partial-text writes in {streamed_for:.2}s (interval {interval}s): {writes:?}",
+        partial_writes.len()
     );
     let words = full.split_whitespace().count();
     assert!(
-        checkpoints.len() < words / 4,
-        "checkpoints are not throttled: {} for {words} words",
-        checkpoints.len()
+        partial_writes.len() < words / 4,
+        "partial-text writes are not throttled: {} for {words} words",
+        partial_writes.len()
     );
 }
 

@@ -7,7 +7,7 @@
 //! - while another process holds the lock, commits are retried on the timer and never wait in
 //!   SQLite: the loop serves a new session's turn meanwhile, and everything lands once the lock
 //!   goes;
-//! - `sessions.message_count` counts the rows after a kill (partial-text checkpoint, a tool call
+//! - `sessions.message_count` counts the rows after a kill (a partial row, a tool call
 //!   cut off, a queued prompt) and after the next start's repair;
 //! - a session another running gateway holds open is not resumed a second time (4023); one a
 //!   dead gateway left open is, repaired;
@@ -173,7 +173,7 @@ fn message_count_counts_the_rows_after_a_kill_and_after_the_repair() {
             .env("TUI_GATEWAY_OFFLINE_DELAY_MS", "5")
             .start();
         // A session with a finished turn, then a reply streaming when the kill comes (its
-        // partial text is checkpointed into a row of its own).
+        // partial text is written into a row of its own).
         let streaming = g.create_session(json!({}));
         g.run_turn(&streaming.id, "a finished turn");
         // A session whose tool is cut off, with a prompt queued behind it.
@@ -197,7 +197,7 @@ fn message_count_counts_the_rows_after_a_kill_and_after_the_repair() {
         assert_eq!(r["status"], "streaming", "{r}");
         let deadline = Instant::now() + T;
         while message_rows(&db, &streaming.stored).len() < 4 {
-            assert!(Instant::now() < deadline, "no checkpoint\n{}", g.diag());
+            assert!(Instant::now() < deadline, "no partial row\n{}", g.diag());
             g.collect_for(ms(20));
         }
         g.signal(libc::SIGKILL);

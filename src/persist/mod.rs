@@ -1,5 +1,5 @@
 //! Persistence, one owner: the store, what is dirty (by session), sessions closed and
-//! awaiting their last commit, retries per session, the journal, checkpoints.
+//! awaiting their last commit, retries per session, the journal, WAL checkpoints.
 //!
 //! Commit before publish: [`Persistence::commit`] runs at the end of every loop iteration and
 //! says whether the frames queued so far may be released. They may when everything they
@@ -162,7 +162,7 @@ pub struct Persistence<U, S = Store, J = Journal> {
     /// Closed sessions the store holds whole (or deleted), their memory freed [`FREE_STEP`]
     /// messages per commit so no iteration pays for a whole long transcript.
     freeing: VecDeque<U>,
-    /// Checkpoints, purges, indexing and merges between requests.
+    /// WAL checkpoints, purges, indexing and merges between requests.
     bg: background::Background,
     /// Stored id → seq of its latest journal record, until a commit covers it.
     journaled: HashMap<String, u64>,
@@ -222,7 +222,7 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         &self.store
     }
 
-    /// The store, for the writes that are not commits (partial-text checkpoints).
+    /// The store, for the writes that are not commits (the partial text of streaming replies).
     pub fn store_mut(&mut self) -> &mut Store {
         &mut self.store
     }
@@ -460,7 +460,7 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
         self.throttle.try_run(now)
     }
 
-    /// Whether state.db takes commits (partial-text checkpoints are skipped while it does not).
+    /// Whether state.db takes commits (the partial text is not written while it does not).
     pub fn store_healthy(&self) -> bool {
         !self.retries.store_failing() && self.health != Health::Holding
     }

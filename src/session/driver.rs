@@ -62,7 +62,7 @@ pub(crate) struct ModelParts<'a> {
 }
 
 /// Drive the runnable turns; true when one streamed text (the loop arms the flush tick that
-/// checkpoints it: the turn does not know the flush).
+/// writes its partial text: the turn does not know the flush).
 pub(crate) fn drive_turns(gw: &mut impl TurnOwners, now: Instant) -> bool {
     let mut streamed = false;
     let list = gw.sessions().take_runnable();
@@ -113,7 +113,7 @@ fn fail_turn(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
     interrupt_turn(gw, rid, now);
 }
 
-/// Drive one turn; true when it streamed text the flush tick must checkpoint.
+/// Drive one turn; true when it streamed text whose partial text the flush tick must write.
 fn drive(gw: &mut impl TurnOwners, rid: &str, now: Instant) -> bool {
     let Some(turn) = gw.turn_mut(rid) else {
         return false;

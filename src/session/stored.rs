@@ -33,11 +33,8 @@ impl Session {
                 .collect::<Vec<_>>()
         });
         let stored = self.persisted.messages.min(self.transcript.len());
-        // A streaming reply's partial-text checkpoint is a row the transcript has no message for yet.
-        let partial_row = self
-            .turn
-            .as_ref()
-            .is_some_and(|t| t.checkpoint_row.is_some());
+        // A streaming reply's partial row is a row the transcript has no message for yet.
+        let partial_row = self.turn.as_ref().is_some_and(|t| t.partial_row.is_some());
         Delta {
             id: Cow::Borrowed(&self.stored_id),
             source: Cow::Borrowed(&self.source),
@@ -118,9 +115,9 @@ mod tests {
     use crate::transcript::{Message, Role};
 
     /// A commit writes the count it carries (the store never counts the rows on the commit's
-    /// path), so that count includes the row a streaming reply's partial text is checkpointed in.
+    /// path), so that count includes the partial row a streaming reply's text is written to.
     #[test]
-    fn a_commit_mid_stream_counts_the_checkpoint_row() {
+    fn a_commit_mid_stream_counts_the_partial_row() {
         let dir = std::env::temp_dir().join(format!("tgw-count-{}", crate::util::random_hex(8)));
         let mut store = Store::open(&dir.join("state.db"), "NORMAL").unwrap();
         let count = |store: &Store| store.list(&ListFilter::first(1)).unwrap()[0].message_count;
@@ -132,11 +129,11 @@ mod tests {
         assert_eq!(count(&store), 1);
 
         let rows = store
-            .checkpoint_partials(&[("s", None, "streamed so far", 2.0)])
+            .write_partials(&[("s", None, "streamed so far", 2.0)])
             .unwrap();
         assert_eq!(count(&store), 2);
         let mut turn = Turn::new(mio::Token(1));
-        turn.checkpoint_row = Some(rows[0]);
+        turn.partial_row = Some(rows[0]);
         s.turn = Some(turn);
         // Renamed while the reply streams: the row is written again, the count with it.
         s.title = Some("renamed".into());

@@ -25,10 +25,11 @@ pub struct Turn {
     pub wake: Option<TimerId>,
     /// Where the turn is: model call, tool calls, approval (`machine.rs`).
     pub machine: crate::session::machine::TurnMachine,
-    /// Row holding the checkpointed partial text of this round's assistant message.
-    pub checkpoint_row: Option<i64>,
-    /// Bytes of `round_text` already checkpointed.
-    pub checkpointed: usize,
+    /// The partial row: the `messages` row holding the partial text written so far of this
+    /// round's assistant message.
+    pub partial_row: Option<i64>,
+    /// Bytes of `round_text` already written to the partial row.
+    pub partial_written: usize,
     /// `session.steer` texts waiting for the next model call of this turn.
     pub steer: Vec<String>,
     /// This turn asks the model for a summary instead of answering the user.
@@ -60,20 +61,20 @@ impl Turn {
             scheduled: false,
             wake: None,
             machine: Default::default(),
-            checkpoint_row: None,
-            checkpointed: 0,
+            partial_row: None,
+            partial_written: 0,
             steer: Vec::new(),
             compaction: None,
             failure: None,
         }
     }
 
-    /// Whether this round has text not yet checkpointed.
+    /// Whether this round has text not yet written to its partial row.
     pub fn partial_pending(&self) -> bool {
         // A summary being written is not a message of the transcript.
         self.compaction.is_none()
             && self.call.is_some()
-            && self.round_text.len() > self.checkpointed
+            && self.round_text.len() > self.partial_written
     }
 
     /// Close the current model round (its call is over or aborted) and build its assistant
@@ -85,8 +86,8 @@ impl Turn {
         let calls = std::mem::take(&mut self.round_tool_calls);
         let finish = self.round_finish.take();
         let error = self.round_error.take();
-        let row = self.checkpoint_row.take();
-        self.checkpointed = 0;
+        let row = self.partial_row.take();
+        self.partial_written = 0;
         let said = !text.is_empty() || !calls.is_empty() || !reasoning.is_empty();
         let message = (said || row.is_some()).then(|| {
             let mut m = Message::new(

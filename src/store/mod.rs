@@ -412,9 +412,9 @@ impl Store {
         Ok(())
     }
 
-    /// Checkpoint the partial text of streaming assistant messages, one transaction:
+    /// Write the partial text of streaming assistant messages, one transaction:
     /// `(stored session id, row written before, text, timestamp)` → the row of each.
-    pub fn checkpoint_partials(
+    pub fn write_partials(
         &mut self,
         items: &[(&str, Option<i64>, &str, f64)],
     ) -> Result<Vec<i64>, StoreError> {
@@ -924,7 +924,7 @@ fn repair_one(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<Repa
          WHERE id = ?1 AND ended_at IS NULL",
         [id],
     )?;
-    // The rows the repair added (and any checkpoint after the last commit) are activity.
+    // The rows the repair added (and any partial text written after the last commit) are activity.
     tx.execute(
         "UPDATE sessions SET last_activity_at = max(coalesce(last_activity_at, started_at),
              coalesce((SELECT max(timestamp) FROM messages WHERE session_id = ?1), 0))
@@ -941,7 +941,7 @@ fn repair_one(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<Repa
 }
 
 /// Make `sessions.message_count` say how many rows `messages` holds (Hermes' tools read it),
-/// where no delta's count can be trusted: after a fold (a kill may have left a checkpoint row
+/// where no delta's count can be trusted: after a fold (a kill may have left a partial row
 /// the journal never saw) and a repair. A commit's delta carries the count (`Delta`).
 fn recount(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<()> {
     tx.prepare_cached(
