@@ -138,12 +138,17 @@ impl Message {
 }
 
 /// A one-line description of a tool call: its command line, else the path, pattern or
-/// question it is about, else `Calling NAME`. A person reads it (`tool.start`, a resumed
-/// transcript), so the model's control characters are escaped visibly.
+/// question it is about, else its first text argument (an MCP tool's `message`, `query`…),
+/// else `Calling NAME`. A person reads it (`tool.start`, a resumed transcript), so the model's
+/// control characters are escaped visibly.
 pub fn tool_context(name: &str, args: &Value) -> String {
     let about = ["command", "path", "pattern", "question"]
         .iter()
-        .find_map(|k| args.get(*k).and_then(Value::as_str));
+        .find_map(|k| args.get(*k).and_then(Value::as_str))
+        .or_else(|| {
+            let text = args.as_object()?.values().filter_map(Value::as_str);
+            text.map(str::trim).find(|t| !t.is_empty())
+        });
     let line = match about {
         Some(text) => crate::util::clip(text.lines().next().unwrap_or(""), 80),
         None => format!("Calling {name}"),
@@ -189,4 +194,32 @@ pub fn display_tail(messages: &[Message], before: usize, page: Page) -> (Vec<Val
     }
     rows.reverse();
     (rows, first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tool_context;
+    use serde_json::json;
+
+    #[test]
+    fn a_call_is_described_by_what_it_is_about() {
+        let ctx = |args| tool_context("mcp__everything__echo", &args);
+        assert_eq!(
+            ctx(json!({"command": "ls -la\nmore", "path": "/x"})),
+            "ls -la"
+        );
+        assert_eq!(ctx(json!({"path": "/srv", "message": "hi"})), "/srv");
+        // No known key: the first text argument, as an MCP tool's.
+        assert_eq!(
+            ctx(json!({"message": "hi from audit", "n": 2})),
+            "hi from audit"
+        );
+        assert_eq!(ctx(json!({"a": "  ", "b": "second"})), "second");
+        assert_eq!(ctx(json!({"steps": 5})), "Calling mcp__everything__echo");
+        assert_eq!(ctx(json!("not an object")), "Calling mcp__everything__echo");
+        assert_eq!(
+            ctx(json!({"message": "\u{1b}[2Jboom"})),
+            crate::util::printable("\u{1b}[2Jboom")
+        );
+    }
 }

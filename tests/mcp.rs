@@ -204,6 +204,15 @@ fn an_interrupted_call_ends_at_once_and_reload_touches_only_changed_servers() {
     let added = yaml + &server_yaml(&home.path, "added", "good", &m);
     std::fs::write(home.path.join("config.yaml"), added).unwrap();
     let rev = g.call("config.get", json!({"key": "mtime"}))["mcp_rev"].clone();
+    // Unconfirmed, the reload names what it would change, and changes nothing.
+    let r = g.call("reload.mcp", json!({"session_id": s.id}));
+    let message = r["message"].as_str().unwrap_or_default();
+    assert!(
+        r["status"] == "confirm_required"
+            && message.contains("(added)")
+            && message.contains("/reload-mcp now"),
+        "{r}"
+    );
     let r = g.call("reload.mcp", json!({"session_id": s.id, "confirm": true}));
     assert_eq!(
         (&r["status"], &r["changed"]),
@@ -214,6 +223,14 @@ fn an_interrupted_call_ends_at_once_and_reload_touches_only_changed_servers() {
     assert_ne!(
         g.call("config.get", json!({"key": "mtime"}))["mcp_rev"],
         rev
+    );
+    let r = g.call("reload.mcp", json!({"session_id": s.id}));
+    assert!(
+        r["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("nothing to reload"),
+        "{r}"
     );
     let after = procs_matching(&m);
     assert!(

@@ -595,10 +595,11 @@ fn reloads_say_what_they_did() {
     let home = TempHome::new("ops-reload");
     let mut g = Gateway::builder().home(&home.path).start();
     let s = g.create_session(json!({}));
+    // No server configured, none running: the TUI's confirmation slot says so.
     let r = g.call("reload.mcp", json!({"session_id": s.id}));
     assert_eq!(r["status"], "confirm_required");
     assert!(
-        r["message"].as_str().unwrap().contains("/reload-mcp now"),
+        r["message"].as_str().unwrap().contains("nothing to reload"),
         "{r}"
     );
     let r = g.call("reload.mcp", json!({"session_id": s.id, "confirm": true}));

@@ -713,37 +713,51 @@ fn tell(o: &mut impl McpOwners, kind: &str, text: String) {
 pub(crate) fn reload(o: &mut impl McpOwners, now: Instant) -> Reloaded {
     start_once(o, now);
     let wanted = config::load(&o.home());
-    let mut changed = Vec::new();
-    let names: Vec<String> = o.mcp().servers.keys().cloned().collect();
-    for name in names {
-        let s = &o.mcp().servers[&name];
-        let same = wanted
-            .get(&name)
-            .is_some_and(|w| *w == s.config && tls_files(w) == s.tls_files);
-        if same && s.phase != Phase::Failed {
-            continue;
-        }
-        changed.push(name.clone());
-        forget(o, &name, now);
+    let changed = changes(&o.mcp().servers, &wanted);
+    for name in &changed {
+        forget(o, name, now);
     }
     for (name, cfg) in wanted {
-        let servers = &mut o.mcp().servers;
-        if servers.contains_key(&name) {
-            continue;
-        }
-        if !changed.contains(&name) {
-            changed.push(name.clone());
-        }
-        servers.insert(name, Server::new(cfg));
+        o.mcp()
+            .servers
+            .entry(name)
+            .or_insert_with(|| Server::new(cfg));
     }
     start_due(o, now);
     let mcp = o.mcp();
     mcp.rev += 1;
-    changed.sort();
     Reloaded {
         servers: mcp.servers.len(),
         changed,
     }
+}
+
+/// The servers a reload would start, restart or stop now (`config.yaml` read again): what
+/// `/reload-mcp` asks the user to confirm.
+pub(crate) fn pending_reload(o: &mut impl McpOwners) -> Vec<String> {
+    let wanted = config::load(&o.home());
+    changes(&o.mcp().servers, &wanted)
+}
+
+/// Servers whose entry was added, removed or changed (its TLS files too), or that failed, in
+/// name order.
+fn changes(
+    running: &BTreeMap<String, Server>,
+    wanted: &BTreeMap<String, ServerConfig>,
+) -> Vec<String> {
+    let mut changed: Vec<String> = running
+        .iter()
+        .filter(|(name, s)| {
+            let same = wanted
+                .get(*name)
+                .is_some_and(|w| *w == s.config && tls_files(w) == s.tls_files);
+            !same || s.phase == Phase::Failed
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    changed.extend(wanted.keys().filter(|n| !running.contains_key(*n)).cloned());
+    changed.sort();
+    changed
 }
 
 /// Stop a server for good (a reload drops or replaces it): its tools go, its calls fail.

@@ -390,9 +390,19 @@ pub fn reload_mcp(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, R
         }
     };
     if !confirm {
-        let message = "/reload-mcp reconnects the MCP servers whose config.yaml entry changed; \
-            their tools change from the next model call (which re-sends the full input). \
-            Reply `/reload-mcp now` to proceed.";
+        let pending = crate::mcp::pending_reload(gw);
+        let message = if pending.is_empty() {
+            "The MCP servers running are the ones config.yaml lists (the TUI reloads them when \
+             config.yaml changes): nothing to reload."
+                .to_string()
+        } else {
+            format!(
+                "/reload-mcp reconnects the MCP servers whose config.yaml entry changed or that \
+                 failed ({}); their tools change from the next model call (which re-sends the \
+                 full input). Reply `/reload-mcp now` to proceed.",
+                pending.join(", ")
+            )
+        };
         return Ok(json!({ "status": "confirm_required", "message": message }));
     }
     let done = crate::mcp::reload(gw, now);
