@@ -481,3 +481,36 @@ fn a_broken_config_still_gives_a_catalog() {
     let r = g.call("slash.exec", json!({"command": "a"}));
     assert!(output(&r).contains("not supported"), "{r}");
 }
+
+#[test]
+fn tools_are_listed_by_toolset_in_lines_that_fit_the_terminal() {
+    let h = TempHome::new("cmd-tools-width");
+    let mut g = Gateway::builder().home(&h.path).start();
+    let s = g.create_session(json!({"cols": 60}));
+    let tools = output(&g.call(
+        "slash.exec",
+        json!({"command": "tools", "session_id": s.id}),
+    ));
+    let lines: Vec<&str> = tools.lines().collect();
+    assert!(
+        lines[0].starts_with("Tools offered to the model ("),
+        "{tools}"
+    );
+    // Each toolset heads its tools: the terminal tool sits under `terminal (N):`.
+    let header = lines
+        .iter()
+        .position(|l| l.starts_with("terminal ("))
+        .unwrap_or_else(|| panic!("no terminal toolset in {tools}"));
+    assert!(lines[header + 1].starts_with("  terminal("), "{tools}");
+    // The TUI's pager counts lines: none may wrap in 60 columns (its frame takes 6).
+    for l in &lines {
+        assert!(
+            l.chars().count() <= 60 - 6,
+            "{l:?} is wider than the pager\n{tools}"
+        );
+    }
+    assert!(
+        tools.contains('…'),
+        "the long descriptions are cut: {tools}"
+    );
+}

@@ -100,6 +100,22 @@ fn the_banner_lists_an_mcp_server_and_its_tool_call_renders() {
     let done = tui.wait_for(&format!("echo: hi-{m}{m}"), T);
     assert!(done.contains("Mcp Fake Echo"), "no tool row:\n{done}");
     tui.wait_ready(T);
+    // `/tools` opens the TUI's pager: the server's toolset is listed, and every line fits the
+    // terminal (80 columns here), so the whole list and the pager's own footer are on the
+    // screen, not pushed off it by lines the TUI wrapped (it sizes its page in lines, not rows).
+    tui.resize(80, 36);
+    tui.wait_ready(T);
+    tui.submit("/tools");
+    tui.key("G");
+    let pager = tui.wait_screen("the end of the /tools pager", T, |s| {
+        s.contains("Esc/q close") && s.contains("lines)")
+    });
+    assert!(
+        pager.contains("mcp-fake (3):") && pager.contains("mcp__fake__slow("),
+        "the MCP toolset is not in /tools:\n{pager}"
+    );
+    tui.key("q");
+    tui.wait_ready(T);
     tui.assert_no_errors(&[]);
     tui.quit();
     procfs::assert_none_left(&m, T, "the MCP server after /quit");

@@ -14,7 +14,7 @@ pub fn report(gw: &Gateway, name: &str, rid: Option<&str>) -> String {
     match name {
         "status" => session.map_or_else(no_session, status),
         "usage" => session.map_or_else(no_session, usage),
-        "tools" => tools(gw),
+        "tools" => tools(gw, session),
         "skills" => "No skills: this gateway has no skill support.".to_string(),
         "version" => format!("tui-gateway {VERSION}"),
         "config" => config(gw),
@@ -89,39 +89,61 @@ fn usage(s: &Session) -> String {
     ])
 }
 
-/// The tools offered to the model, from the schema it is sent.
-fn tools(gw: &Gateway) -> String {
+/// The tools offered to the model, from the schema it is sent, under their toolsets (an MCP
+/// server's are `mcp-<server>`). Each line fits the session's terminal: the TUI's pager counts
+/// lines, so a line it wraps would push the end of the list off the screen.
+fn tools(gw: &Gateway, session: Option<&Session>) -> String {
+    // The pager takes 8 columns (a margin, its border, two paddings, the transcript's
+    // scrollbar), the indent 2, the `…` 1.
+    let width = session.map_or(80, |s| s.cols as usize).max(40) - 11;
     let schemas = gw.tools.registry.schemas();
+    let schema_of = |name: &str| schemas.iter().find(|t| t["function"]["name"] == name);
     let mut out = format!("Tools offered to the model ({}):", schemas.len());
-    for t in schemas {
-        let f = &t["function"];
-        let required: Vec<&str> = f["parameters"]["required"]
+    let toolsets = gw.tools.registry.toolsets();
+    for (toolset, names) in toolsets.as_object().into_iter().flatten() {
+        let names: Vec<&str> = names
             .as_array()
-            .map(|r| r.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        let args: Vec<String> = f["parameters"]["properties"]
-            .as_object()
-            .map(|props| {
-                props
-                    .keys()
-                    .map(|k| {
-                        if required.contains(&k.as_str()) {
-                            k.clone()
-                        } else {
-                            format!("{k}?")
-                        }
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        out.push_str(&format!(
-            "\n  {}({}): {}",
-            f["name"].as_str().unwrap_or("?"),
-            args.join(", "),
-            super::toolbox::first_sentence(f["description"].as_str().unwrap_or(""))
-        ));
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        out.push_str(&format!("\n{toolset} ({}):", names.len()));
+        for f in names
+            .iter()
+            .filter_map(|n| schema_of(n))
+            .map(|t| &t["function"])
+        {
+            let line = format!(
+                "{}({}): {}",
+                f["name"].as_str().unwrap_or("?"),
+                arguments(&f["parameters"]).join(", "),
+                super::toolbox::first_sentence(f["description"].as_str().unwrap_or(""))
+            );
+            out.push_str("\n  ");
+            out.push_str(&crate::util::clip(&line, width));
+        }
     }
     out
+}
+
+/// A schema's parameters as `name` (required) or `name?`.
+fn arguments(parameters: &Value) -> Vec<String> {
+    let required: Vec<&str> = parameters["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    parameters["properties"]
+        .as_object()
+        .map(|props| {
+            props
+                .keys()
+                .map(|k| match required.contains(&k.as_str()) {
+                    true => k.clone(),
+                    false => format!("{k}?"),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn secs(d: std::time::Duration) -> String {
