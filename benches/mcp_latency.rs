@@ -154,7 +154,8 @@ fn gateway_call(
 
 fn run() -> Result<(), String> {
     let calls = arg_usize("--calls", 300);
-    let server = Server::named(&arg_string("--server", "fake"))?;
+    let server_name = arg_string("--server", "fake");
+    let server = Server::named(&server_name)?;
     let home = TempDir::new("mcp-latency");
     let args: Vec<String> = server
         .command
@@ -212,8 +213,7 @@ fn run() -> Result<(), String> {
     through.sort();
     let (d50, g50) = (percentile(&direct, 50.0), percentile(&through, 50.0));
     println!(
-        "mcp tools/call round trip, {calls} calls each, {} server (medians; p90 in brackets):",
-        arg_string("--server", "fake")
+        "mcp tools/call round trip, {calls} calls each, {server_name} server (medians; p90 in brackets):"
     );
     println!(
         "  server's own (its pipe):  {} [{}]",

@@ -291,23 +291,8 @@ impl Gateway {
                     crate::methods::models::answer_all(self);
                 }
                 Action::KillTools => self.runner.kill_all(),
-                Action::EndIdleSessions => {
-                    let idle: Vec<String> = self
-                        .sessions
-                        .iter()
-                        .filter(|(rid, s)| !s.running() && !self.tools.processes.any_running(rid))
-                        .map(|(rid, _)| rid.clone())
-                        .collect();
-                    for rid in idle {
-                        self.retire(&rid, "tui_shutdown", now);
-                    }
-                }
-                Action::EndSessions => {
-                    let rids: Vec<String> = self.sessions.keys().cloned().collect();
-                    for rid in rids {
-                        self.retire(&rid, "tui_shutdown", now);
-                    }
-                }
+                Action::EndIdleSessions => self.end_sessions(true, now),
+                Action::EndSessions => self.end_sessions(false, now),
                 Action::ReportUnpersisted => report_unpersisted(self),
                 Action::Checkpoint => {
                     self.persist.checkpoint_if_due();
@@ -320,6 +305,24 @@ impl Gateway {
                     self.exit_code = Some(code);
                 }
             }
+        }
+    }
+}
+
+impl Gateway {
+    /// End the rows of the live sessions (`tui_shutdown`); `idle_only`: only those that wait
+    /// for nothing (no turn, no background process of theirs).
+    fn end_sessions(&mut self, idle_only: bool, now: Instant) {
+        let rids: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(rid, s)| {
+                !idle_only || (!s.running() && !self.tools.processes.any_running(rid))
+            })
+            .map(|(rid, _)| rid.clone())
+            .collect();
+        for rid in rids {
+            self.retire(&rid, "tui_shutdown", now);
         }
     }
 }

@@ -610,9 +610,9 @@ fn end_calls_in_flight(o: &mut impl McpOwners, name: &str, why: &str) {
 /// Why a server's process ended, in words: its status (a signal named), and the last line it
 /// wrote on stderr labelled as such (often only its start-up banner, not a reason).
 fn exit_reason(status: i32, stderr: &str) -> String {
-    let signal = (status > 128)
-        .then(|| nix::sys::signal::Signal::try_from(status - 128).ok())
-        .flatten();
+    let signal = nix::sys::signal::Signal::try_from(status - 128)
+        .ok()
+        .filter(|_| status > 128);
     let mut why = match signal {
         Some(sig) => format!("exited (status {status}: killed by {})", sig.as_str()),
         None => format!("exited (status {status})"),

@@ -27,12 +27,13 @@ pub type Reply = Option<Result<Value, RpcError>>;
 pub fn call(gw: &mut Gateway, req: Request) -> Reply {
     let reply = dispatch(gw, req);
     // The shutdown ends idle sessions while tools die: a call naming one is told why it is gone.
-    match reply {
-        Some(Err(e)) if e.code == crate::rpc::frame::code::SESSION_NOT_FOUND => {
-            Some(params::not_shutting_down(gw).and(Err(e)))
-        }
-        reply => reply,
+    if let Some(Err(e)) = &reply
+        && e.code == crate::rpc::frame::code::SESSION_NOT_FOUND
+        && let Err(shutting_down) = params::not_shutting_down(gw)
+    {
+        return Some(Err(shutting_down));
     }
+    reply
 }
 
 fn dispatch(gw: &mut Gateway, req: Request) -> Reply {

@@ -96,23 +96,11 @@ fn tools(gw: &Gateway, session: Option<&Session>) -> String {
     // The pager takes 8 columns (a margin, its border, two paddings, the transcript's
     // scrollbar), the indent 2, the `…` 1.
     let width = session.map_or(80, |s| s.cols as usize).max(40) - 11;
-    let schemas = gw.tools.registry.schemas();
-    let schema_of = |name: &str| schemas.iter().find(|t| t["function"]["name"] == name);
-    let mut out = format!("Tools offered to the model ({}):", schemas.len());
-    let toolsets = gw.tools.registry.toolsets();
-    for (toolset, names) in toolsets.as_object().into_iter().flatten() {
-        let names: Vec<&str> = names
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        out.push_str(&format!("\n{toolset} ({}):", names.len()));
-        for f in names
-            .iter()
-            .filter_map(|n| schema_of(n))
-            .map(|t| &t["function"])
-        {
+    let registry = &gw.tools.registry;
+    let mut out = format!("Tools offered to the model ({}):", registry.schemas().len());
+    for (toolset, schemas) in registry.offered_by_toolset() {
+        out.push_str(&format!("\n{toolset} ({}):", schemas.len()));
+        for f in schemas.iter().map(|t| &t["function"]) {
             let line = format!(
                 "{}({}): {}",
                 f["name"].as_str().unwrap_or("?"),

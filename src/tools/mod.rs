@@ -27,7 +27,7 @@ pub mod todo;
 pub mod toolsets;
 pub mod wake;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -292,13 +292,16 @@ impl Registry {
     /// Offer what `rule` offers from the next model call on.
     pub fn set_rule(&mut self, rule: toolsets::Offered) {
         self.rule = rule;
-        self.offered = self
-            .tools
+        self.offered = self.offered_tools().map(|(_, s)| s.clone()).collect();
+    }
+
+    /// The tools the rule offers, with their schemas, in registration order.
+    fn offered_tools(&self) -> impl Iterator<Item = (&dyn Tool, &Value)> {
+        self.tools
             .iter()
             .zip(&self.every_schema)
             .filter(|(t, _)| self.rule.offers(t.name(), t.toolset()))
-            .map(|(_, s)| s.clone())
-            .collect();
+            .map(|(t, s)| (t.as_ref(), s))
     }
 
     /// The rule of what is offered (to change it: [`Registry::set_rule`]).
@@ -406,22 +409,23 @@ impl Registry {
         &self.offered
     }
 
+    /// The schemas of the tools offered under their toolsets (in name order; each toolset's
+    /// tools in registration order): the banner's `toolsets` and `/tools`.
+    pub fn offered_by_toolset(&self) -> BTreeMap<&str, Vec<&Value>> {
+        let mut by = BTreeMap::<&str, Vec<&Value>>::new();
+        for (tool, schema) in self.offered_tools() {
+            by.entry(tool.toolset()).or_default().push(schema);
+        }
+        by
+    }
+
     /// `{toolset: [tool names]}` of the tools offered, the shape of the TUI's banner.
     pub fn toolsets(&self) -> Value {
-        let mut map = serde_json::Map::new();
-        let offered = self
-            .tools
-            .iter()
-            .filter(|t| self.rule.offers(t.name(), t.toolset()));
-        for tool in offered {
-            let names = map
-                .entry(tool.toolset().to_string())
-                .or_insert_with(|| json!([]));
-            if let Some(list) = names.as_array_mut() {
-                list.push(json!(tool.name()));
-            }
-        }
-        Value::Object(map)
+        let sets = self.offered_by_toolset().into_iter().map(|(set, schemas)| {
+            let names = schemas.iter().map(|s| s["function"]["name"].clone());
+            (set.to_string(), Value::Array(names.collect()))
+        });
+        Value::Object(sets.collect())
     }
 }
 
