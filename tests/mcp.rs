@@ -246,6 +246,31 @@ fn an_interrupted_call_ends_at_once_and_reload_touches_only_changed_servers() {
     );
 }
 
+/// A call that hangs past the server's per-call `timeout` (Hermes' key) ends with a tool
+/// error saying so, the server is told `notifications/cancelled`, and it goes on serving.
+#[test]
+fn a_hanging_call_ends_at_its_timeout_and_is_cancelled() {
+    let m = marker();
+    let _r = Reaper(m.clone());
+    let home = home_with(&[("hang", "good", "    timeout: 0.5\n")], &m);
+    let mut g = Gateway::builder().home(&home.path).start();
+    wait_tools(&mut g, "hang");
+    let s = g.create_session(json!({}));
+    let done = call_tool(&mut g, &s.id, "mcp__hang__slow", json!({"ms": 600000}));
+    assert!(tool_error(&done).contains("timed out after 0.5s"), "{done}");
+    let told = poll_until(T, || {
+        notes_of(&home.path, "hang")
+            .iter()
+            .any(|n| n.starts_with("cancelled "))
+    });
+    assert!(told, "no notifications/cancelled reached the server");
+    let done = call_tool(&mut g, &s.id, "mcp__hang__echo", json!({"text": "after"}));
+    assert_eq!(
+        stored_tool_result(&g, &s.stored, &done)["result"],
+        format!("echo: after{m}")
+    );
+}
+
 #[test]
 fn a_lazy_server_waits_for_a_session_and_the_shutdown_closes_stdin_before_sigterm() {
     let m = marker();
