@@ -172,6 +172,18 @@ fn bad_servers_are_contained_and_none_outlives_a_killed_gateway() {
         mute["error"].as_str().unwrap().contains("handshake"),
         "{mute}"
     );
+    // `/tools` says so too, under the toolsets the others offer.
+    let tools = g.call(
+        "slash.exec",
+        json!({"command": "tools", "session_id": a.id}),
+    );
+    let text = tools["output"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("mcp-noisy (")
+            && text.contains("MCP server mute: failed (")
+            && text.contains("handshake"),
+        "{tools}"
+    );
     g.ping();
     wait_for_procs("node", &m, 2, T);
     g.signal(libc::SIGKILL);

@@ -90,7 +90,7 @@ fn usage(s: &Session) -> String {
 }
 
 /// The tools offered to the model, from the schema it is sent, under their toolsets (an MCP
-/// server's are `mcp-<server>`). Each line fits the session's terminal: the TUI's pager counts
+/// server's are `mcp-<server>`), then the MCP servers not connected and why. Each line fits the session's terminal: the TUI's pager counts
 /// lines, so a line it wraps would push the end of the list off the screen.
 fn tools(gw: &Gateway, session: Option<&Session>) -> String {
     // The pager takes 8 columns (a margin, its border, two paddings, the transcript's
@@ -110,6 +110,25 @@ fn tools(gw: &Gateway, session: Option<&Session>) -> String {
             out.push_str("\n  ");
             out.push_str(&crate::util::clip(&line, width));
         }
+    }
+    // MCP servers that offer nothing now, and why (the banner's view of them).
+    let servers = crate::mcp::status(&gw.mcp);
+    for s in servers.as_array().into_iter().flatten() {
+        if s["connected"] == true {
+            continue;
+        }
+        let mut line = format!(
+            "MCP server {}: {}",
+            s["name"].as_str().unwrap_or("?"),
+            s["status"].as_str().unwrap_or("?")
+        );
+        if let Some(e) = s["error"].as_str() {
+            line.push_str(" (");
+            line.push_str(e);
+            line.push(')');
+        }
+        out.push('\n');
+        out.push_str(&crate::util::clip(&line, width + 2));
     }
     out
 }
