@@ -60,6 +60,16 @@ fn notes_of(home: &Path, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// Server `name` notes a `notifications/cancelled` (within the test deadline).
+fn assert_cancelled(home: &Path, name: &str) {
+    let told = poll_until(T, || {
+        notes_of(home, name)
+            .iter()
+            .any(|n| n.starts_with("cancelled "))
+    });
+    assert!(told, "no notifications/cancelled reached server {name}");
+}
+
 #[test]
 fn tools_are_listed_offered_and_called_through_turns_with_progress() {
     let m = marker();
@@ -204,12 +214,7 @@ fn an_interrupted_call_ends_at_once_and_reload_touches_only_changed_servers() {
     let done = g.wait_session_event(&s.id, "tool.complete", T);
     assert_eq!(done["payload"]["error"], "interrupted", "{done}");
     g.wait_session_event(&s.id, "message.complete", T);
-    let told = poll_until(T, || {
-        notes_of(&home.path, "keep")
-            .iter()
-            .any(|n| n.starts_with("cancelled "))
-    });
-    assert!(told, "no notifications/cancelled reached the server");
+    assert_cancelled(&home.path, "keep");
     let before = wait_for_procs("node", &m, 1, T);
     // Add a server: the reload starts it and leaves the unchanged one running.
     let yaml = std::fs::read_to_string(home.path.join("config.yaml")).unwrap();
@@ -270,12 +275,7 @@ fn a_hanging_call_ends_at_its_timeout_and_is_cancelled() {
     let s = g.create_session(json!({}));
     let done = call_tool(&mut g, &s.id, "mcp__hang__slow", json!({"ms": 600000}));
     assert!(tool_error(&done).contains("timed out after 0.5s"), "{done}");
-    let told = poll_until(T, || {
-        notes_of(&home.path, "hang")
-            .iter()
-            .any(|n| n.starts_with("cancelled "))
-    });
-    assert!(told, "no notifications/cancelled reached the server");
+    assert_cancelled(&home.path, "hang");
     let done = call_tool(&mut g, &s.id, "mcp__hang__echo", json!({"text": "after"}));
     assert_eq!(
         stored_tool_result(&g, &s.stored, &done)["result"],
