@@ -3,11 +3,13 @@
 pub mod catalog;
 pub mod connect;
 pub mod context;
+pub mod exchange;
 pub mod http;
 pub mod offline;
-pub mod openai;
+pub mod remote;
 pub mod select;
 pub mod sse;
+pub mod wire;
 
 use std::time::Instant;
 

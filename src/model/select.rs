@@ -6,8 +6,10 @@ use std::time::Duration;
 use yaml_rust2::Yaml;
 
 use super::Provider;
+use super::exchange::Timing;
 use super::offline::OfflineProvider;
-use super::openai::{OpenAiProvider, OpenAiSettings};
+use super::remote::{Endpoint, RemoteProvider};
+use super::wire::Wire;
 use crate::config::Config;
 
 /// The `model:` section of Hermes' config.yaml (a string, or a map with these keys).
@@ -120,14 +122,19 @@ pub fn choose(cfg: &Config) -> (Box<dyn Provider>, Option<String>) {
         return (offline(), warning);
     };
     let api_key = api_key_for(cfg, &section, yaml_endpoint.map(|e| e.1), from_env);
-    let settings = OpenAiSettings {
+    let endpoint = Endpoint {
+        provider: "openai".into(),
         base_url,
         api_key,
+        key_name: "OPENAI_API_KEY".into(),
+        wire: Wire::ChatCompletions,
         model: cfg
             .model
             .clone()
             .or(section.default)
             .unwrap_or_else(|| "gpt-4o-mini".into()),
+    };
+    let timing = Timing {
         connect_timeout: cfg.connect_timeout.max(Duration::from_millis(1)),
         first_byte_timeout: cfg.first_byte_timeout.max(Duration::from_millis(1)),
         idle_timeout: cfg.idle_timeout.max(Duration::from_millis(1)),
@@ -135,7 +142,7 @@ pub fn choose(cfg: &Config) -> (Box<dyn Provider>, Option<String>) {
         retry_base: cfg.retry_base,
         retry_cap: cfg.retry_cap,
     };
-    match OpenAiProvider::new(settings) {
+    match RemoteProvider::new(endpoint, timing) {
         Ok(p) => (Box::new(p), None),
         Err(e) => (offline(), Some(format!("{e}; using the offline model"))),
     }

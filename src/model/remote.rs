@@ -1,0 +1,119 @@
+//! A model reached over the network: one endpoint (base URL, key, the wire it speaks), the
+//! requests it is sent, and the connections its answers left open for the next one.
+
+use std::time::Instant;
+
+use super::exchange::{Destination, Exchange, Timing};
+use super::http::Transport;
+use super::wire::{Auth, Wire};
+use super::{CallContext, ModelCall, ModelRequest, Provider};
+
+/// Idle connections kept for the next request, and how long one is trusted to stay open.
+const IDLE_MAX: usize = 4;
+const IDLE_KEEP: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Everything a remote provider needs, resolved from flags, environment and config.yaml.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// Hermes' provider id (`openrouter`, `anthropic`, `custom:lab`).
+    pub provider: String,
+    pub base_url: String,
+    pub api_key: Option<String>,
+    /// Where the key comes from (a variable's name, `model.api_key`), for a refused key's hint.
+    pub key_name: String,
+    pub wire: Wire,
+    pub model: String,
+}
+
+pub struct RemoteProvider {
+    endpoint: Endpoint,
+    to: Destination,
+    /// Connections whose last answer ended cleanly (HTTP/1.1 keep-alive), newest last.
+    idle: Vec<(Transport, Instant)>,
+}
+
+impl RemoteProvider {
+    pub fn new(endpoint: Endpoint, timing: Timing) -> Result<Self, String> {
+        let to = Destination::new(&endpoint.base_url, timing, endpoint.key_name.clone())?;
+        Ok(RemoteProvider {
+            endpoint,
+            to,
+            idle: Vec::new(),
+        })
+    }
+
+    /// The newest idle connection young enough to still be open.
+    fn take_idle(&mut self, now: Instant) -> Option<Transport> {
+        self.idle
+            .retain(|(_, since)| now.duration_since(*since) < IDLE_KEEP);
+        self.idle.pop().map(|(t, _)| t)
+    }
+
+    /// The whole HTTP message of a request.
+    fn http_message(&self, req: &ModelRequest<'_>) -> Vec<u8> {
+        let wire = self.endpoint.wire.request(
+            req,
+            &Auth {
+                key: self.endpoint.api_key.as_deref(),
+            },
+        );
+        let mut head = format!(
+            "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tui-gateway/{}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n",
+            self.to.route.request_target(wire.path),
+            self.to.url.authority(),
+            crate::VERSION,
+            wire.body.len()
+        );
+        for (name, value) in &wire.headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str(&self.to.route.request_headers());
+        head.push_str("\r\n");
+        let mut message = head.into_bytes();
+        message.extend_from_slice(wire.body.as_bytes());
+        message
+    }
+}
+
+impl Provider for RemoteProvider {
+    fn recycle(&mut self, connection: Box<dyn std::any::Any>) {
+        if let Ok(t) = connection.downcast::<Transport>() {
+            self.idle.push((*t, Instant::now()));
+            if self.idle.len() > IDLE_MAX {
+                self.idle.remove(0);
+            }
+        }
+    }
+
+    fn name(&self) -> &str {
+        &self.endpoint.provider
+    }
+
+    fn default_model(&self) -> &str {
+        &self.endpoint.model
+    }
+
+    fn set_default_model(&mut self, model: &str) {
+        self.endpoint.model = model.to_string();
+    }
+
+    fn endpoint(&self) -> Option<(&str, Option<&str>)> {
+        Some((&self.endpoint.base_url, self.endpoint.api_key.as_deref()))
+    }
+
+    fn start(&mut self, req: ModelRequest<'_>, ctx: &mut CallContext<'_>) -> Box<dyn ModelCall> {
+        let now = Instant::now();
+        let message = self.http_message(&req);
+        let reuse = self.take_idle(now);
+        Box::new(Exchange::start(
+            &self.to,
+            req.model,
+            message,
+            self.endpoint.wire.decoder(),
+            reuse,
+            ctx,
+            now,
+        ))
+    }
+}

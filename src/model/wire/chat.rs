@@ -1,0 +1,259 @@
+//! Chat Completions: `POST {base}/chat/completions` with `stream: true`, its `choices[].delta`
+//! events and `data: [DONE]`.
+
+use serde_json::{Value, json};
+
+use super::{Auth, Decoder, DraftCalls, WireRequest, parse_event};
+use crate::model::{ModelEvent, ModelRequest, TokenUsage};
+use crate::transcript::{Message, Role};
+
+/// The system prompt when a request brings none.
+pub const SYSTEM_PROMPT: &str = "You are a helpful assistant working in the user's terminal. \
+You can run shell commands with the `terminal` tool; report what they printed.";
+
+pub fn request(req: &ModelRequest<'_>, auth: &Auth<'_>) -> WireRequest {
+    let mut body = json!({
+        "model": req.model,
+        "messages": request_messages(req.system, req.messages),
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    });
+    // An empty list is an error to some servers: no tools, no key.
+    if !req.tools.is_empty() {
+        body["tools"] = json!(req.tools);
+    }
+    let mut headers = vec![("Accept".to_string(), "text/event-stream".to_string())];
+    if let Some(key) = auth.key.filter(|k| !k.is_empty()) {
+        headers.push(("Authorization".into(), format!("Bearer {key}")));
+    }
+    WireRequest {
+        path: "/chat/completions",
+        headers,
+        body: body.to_string(),
+    }
+}
+
+/// The chat messages of a transcript, in the OpenAI shape, after the system prompt (`None`:
+/// a short default).
+pub fn request_messages(system: Option<&str>, transcript: &[Message]) -> Vec<Value> {
+    let mut out = vec![json!({"role": "system", "content": system.unwrap_or(SYSTEM_PROMPT)})];
+    for m in transcript {
+        let v = match m.role {
+            Role::User | Role::System => {
+                json!({"role": m.role.as_str(), "content": m.content.as_deref().unwrap_or("")})
+            }
+            Role::Assistant => {
+                let mut v = json!({"role": "assistant", "content": m.content});
+                if let Some(calls) = m
+                    .tool_calls
+                    .as_deref()
+                    .and_then(|t| serde_json::from_str::<Value>(t).ok())
+                {
+                    v["tool_calls"] = calls;
+                }
+                v
+            }
+            Role::Tool => json!({
+                "role": "tool",
+                "tool_call_id": m.tool_call_id.as_deref().unwrap_or(""),
+                "content": m.content.as_deref().unwrap_or(""),
+            }),
+        };
+        out.push(v);
+    }
+    out
+}
+
+/// What arrived of a streamed chat completion.
+#[derive(Default)]
+pub struct ChatDecoder {
+    calls: DraftCalls,
+    finish_reason: Option<String>,
+    usage: TokenUsage,
+}
+
+impl Decoder for ChatDecoder {
+    fn on_data(&mut self, data: &str, out: &mut Vec<ModelEvent>) -> Result<bool, String> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            return Ok(true);
+        }
+        let v = parse_event(data)?;
+        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+            let msg = err
+                .get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| err.to_string(), str::to_string);
+            return Err(format!("the model reported an error: {msg}"));
+        }
+        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+            self.usage = usage_of(u);
+        }
+        let Some(choices) = v.get("choices").and_then(Value::as_array) else {
+            return Ok(false);
+        };
+        for choice in choices {
+            let delta = &choice["delta"];
+            if let Some(t) = delta
+                .get("content")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+            {
+                out.push(ModelEvent::Text(t.to_string()));
+            }
+            for key in ["reasoning_content", "reasoning"] {
+                if let Some(t) = delta
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .filter(|t| !t.is_empty())
+                {
+                    out.push(ModelEvent::Reasoning(t.to_string()));
+                }
+            }
+            if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+                for (pos, c) in calls.iter().enumerate() {
+                    let index = c.get("index").and_then(Value::as_u64).unwrap_or(pos as u64);
+                    let f = &c["function"];
+                    self.calls.add(
+                        index,
+                        c.get("id").and_then(Value::as_str),
+                        f.get("name").and_then(Value::as_str),
+                        f.get("arguments").and_then(Value::as_str),
+                        out,
+                    );
+                }
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.finish_reason = Some(reason.to_string());
+            }
+        }
+        Ok(false)
+    }
+
+    fn whole_at_eof(&self) -> bool {
+        self.finish_reason.is_some()
+    }
+
+    fn finish(&mut self, out: &mut Vec<ModelEvent>) {
+        let reason = self.finish_reason.take().unwrap_or_else(|| "stop".into());
+        self.calls.finish(reason, self.usage, out);
+    }
+}
+
+/// The counts of a `usage` object: OpenAI's names (`prompt_tokens_details.cached_tokens`,
+/// `completion_tokens_details.reasoning_tokens`), the Responses/Anthropic-style ones
+/// (`input_tokens`, `cache_read_input_tokens`, `cache_creation_input_tokens`), and OpenRouter's
+/// `cost` (US dollars) and `prompt_tokens_details.cache_write_tokens`.
+pub fn usage_of(u: &Value) -> TokenUsage {
+    let at = |path: &[&str]| {
+        path.iter()
+            .try_fold(u, |v, key| v.get(key))
+            .and_then(Value::as_u64)
+    };
+    let first = |paths: &[&[&str]]| paths.iter().find_map(|p| at(p)).unwrap_or(0);
+    TokenUsage {
+        input: first(&[&["prompt_tokens"], &["input_tokens"]]),
+        output: first(&[&["completion_tokens"], &["output_tokens"]]),
+        cache_read: first(&[
+            &["prompt_tokens_details", "cached_tokens"],
+            &["input_tokens_details", "cached_tokens"],
+            &["cache_read_input_tokens"],
+        ]),
+        cache_write: first(&[
+            &["prompt_tokens_details", "cache_write_tokens"],
+            &["cache_creation_input_tokens"],
+        ]),
+        reasoning: first(&[
+            &["completion_tokens_details", "reasoning_tokens"],
+            &["output_tokens_details", "reasoning_tokens"],
+        ]),
+        cost_usd: u
+            .get("cost")
+            .and_then(Value::as_f64)
+            .filter(|c| c.is_finite() && *c >= 0.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transcripts_map_to_chat_messages() {
+        let mut call = Message::new(Role::Assistant, None, 0.0);
+        call.tool_calls = Some(
+            r#"[{"id":"c1","type":"function","function":{"name":"terminal","arguments":"{}"}}]"#
+                .into(),
+        );
+        let mut result = Message::new(Role::Tool, Some("out".into()), 0.0);
+        result.tool_call_id = Some("c1".into());
+        let msgs = request_messages(
+            None,
+            &[
+                Message::new(Role::User, Some("hi".into()), 0.0),
+                call,
+                result,
+            ],
+        );
+        assert_eq!(msgs[0]["role"], "system");
+        assert_eq!(msgs[1], json!({"role": "user", "content": "hi"}));
+        assert_eq!(msgs[2]["tool_calls"][0]["id"], "c1");
+        assert_eq!(msgs[2]["content"], Value::Null);
+        assert_eq!(
+            msgs[3],
+            json!({"role": "tool", "tool_call_id": "c1", "content": "out"})
+        );
+    }
+
+    #[test]
+    fn usage_reads_cache_reasoning_and_cost_fields() {
+        let openai = json!({"prompt_tokens": 100, "completion_tokens": 20,
+            "prompt_tokens_details": {"cached_tokens": 60, "cache_write_tokens": 5},
+            "completion_tokens_details": {"reasoning_tokens": 7}, "cost": 0.0025});
+        let u = usage_of(&openai);
+        assert_eq!(
+            (u.input, u.output, u.cache_read, u.cache_write, u.reasoning),
+            (100, 20, 60, 5, 7)
+        );
+        assert_eq!(u.cost_usd, Some(0.0025));
+        let anthropic = json!({"input_tokens": 9, "output_tokens": 3,
+            "cache_read_input_tokens": 4, "cache_creation_input_tokens": 2});
+        let u = usage_of(&anthropic);
+        assert_eq!(
+            (u.input, u.output, u.cache_read, u.cache_write, u.reasoning),
+            (9, 3, 4, 2, 0)
+        );
+        assert_eq!(u.cost_usd, None);
+        assert_eq!(
+            usage_of(&json!({"cost": -1, "prompt_tokens": "x"})),
+            TokenUsage::default()
+        );
+    }
+
+    #[test]
+    fn streamed_tool_calls_are_put_together_by_index() {
+        let mut d = ChatDecoder::default();
+        let mut out = Vec::new();
+        for data in [
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"term","arguments":"{\"x\""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"inal","arguments":":1}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+        ] {
+            assert!(!d.on_data(data, &mut out).unwrap());
+        }
+        assert!(d.whole_at_eof());
+        assert!(d.on_data("[DONE]", &mut out).unwrap());
+        d.finish(&mut out);
+        assert_eq!(out[0], ModelEvent::ToolDrafting("term".into()));
+        assert_eq!(
+            out[1],
+            ModelEvent::ToolCall(crate::model::ToolCall {
+                id: "a".into(),
+                name: "terminal".into(),
+                arguments: "{\"x\":1}".into()
+            })
+        );
+        assert!(matches!(&out[2], ModelEvent::Done { finish_reason, usage }
+            if finish_reason == "tool_calls" && usage.input == 3));
+    }
+}
