@@ -51,6 +51,17 @@ impl Role {
     }
 }
 
+/// Parts of an answer that its API wants back, unchanged, in later requests, kept in Hermes'
+/// columns of the same names (JSON text): Anthropic's thinking blocks with their signatures
+/// (`reasoning_details`), the Responses API's reasoning and message items.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Replay {
+    pub reasoning_details: Option<String>,
+    pub codex_reasoning_items: Option<String>,
+    pub codex_message_items: Option<String>,
+}
+
 /// One row of `messages` (serialised in the journal, `store::Delta`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
@@ -65,6 +76,9 @@ pub struct Message {
     pub token_count: Option<i64>,
     pub finish_reason: Option<String>,
     pub reasoning: Option<String>,
+    /// What the model's API asked to have sent back with this answer.
+    #[serde(default)]
+    pub replay: Replay,
     /// The `messages` row already written for it (its partial row), if any: the
     /// commit then updates that row instead of inserting another.
     pub row_id: Option<i64>,
@@ -82,6 +96,7 @@ impl Message {
             token_count: None,
             finish_reason: None,
             reasoning: None,
+            replay: Replay::default(),
             row_id: None,
         }
     }

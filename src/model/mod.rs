@@ -18,6 +18,8 @@ use crate::transcript::Message;
 /// Token counts of one model call (and its price, when the provider reports one).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct TokenUsage {
+    /// Every input token of the call, those read from or written to the cache included (what
+    /// the context window holds).
     pub input: u64,
     pub output: u64,
     /// Input tokens served from the provider's prompt cache.
@@ -92,6 +94,8 @@ pub enum ModelEvent {
     ToolCall(ToolCall),
     /// The model began writing a call to this tool (its arguments are still streaming).
     ToolDrafting(String),
+    /// What the answer's API wants back in later requests (comes before `Done`).
+    Replay(crate::transcript::Replay),
     /// The call ended normally.
     Done {
         finish_reason: String,

@@ -22,6 +22,9 @@ pub struct ModelSection {
     pub api_key: Option<String>,
     /// `model.api_key_env`: the name of an environment variable holding the token.
     pub api_key_env: Option<String>,
+    /// `model.api_mode`: the API the endpoint speaks (`chat_completions`, `anthropic_messages`,
+    /// `codex_responses`).
+    pub api_mode: Option<String>,
     /// `model.context_length`: the context window of the configured model, in tokens.
     pub context_length: Option<u64>,
 }
@@ -51,6 +54,7 @@ pub fn model_section(doc: &Yaml) -> ModelSection {
             base_url: s(&model["base_url"]),
             api_key: s(&model["api_key"]),
             api_key_env: s(&model["api_key_env"]),
+            api_mode: s(&model["api_mode"]),
             context_length: match &model["context_length"] {
                 Yaml::Integer(n) if *n > 0 => Some(*n as u64),
                 Yaml::String(t) => t.trim().parse().ok().filter(|n| *n > 0),
@@ -127,7 +131,11 @@ pub fn choose(cfg: &Config) -> (Box<dyn Provider>, Option<String>) {
         base_url,
         api_key,
         key_name: "OPENAI_API_KEY".into(),
-        wire: Wire::ChatCompletions,
+        wire: section
+            .api_mode
+            .as_deref()
+            .and_then(Wire::from_api_mode)
+            .unwrap_or(Wire::ChatCompletions),
         model: cfg
             .model
             .clone()

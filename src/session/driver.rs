@@ -542,6 +542,7 @@ fn on_model_event(gw: &mut impl TurnOwners, rid: &str, ev: ModelEvent) -> bool {
             gw.emit(rid, "tool.generating", json!({ "name": name }));
         }
         ModelEvent::ToolDrafting(_) => {}
+        ModelEvent::Replay(r) => turn.round_replay = r,
         ModelEvent::Done {
             finish_reason,
             usage,

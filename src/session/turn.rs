@@ -14,6 +14,8 @@ pub struct Turn {
     /// Text of the current model call so far.
     pub round_text: String,
     pub round_reasoning: String,
+    /// What this round's answer asked to have sent back.
+    pub round_replay: crate::transcript::Replay,
     /// Tool calls the current model call asked for.
     pub round_tool_calls: Vec<ToolCall>,
     pub round_finish: Option<(String, TokenUsage)>,
@@ -54,6 +56,7 @@ impl Turn {
             token,
             round_text: String::new(),
             round_reasoning: String::new(),
+            round_replay: Default::default(),
             round_tool_calls: Vec::new(),
             round_finish: None,
             round_error: None,
@@ -83,6 +86,7 @@ impl Turn {
         self.call = None;
         let text = std::mem::take(&mut self.round_text);
         let reasoning = std::mem::take(&mut self.round_reasoning);
+        let replay = std::mem::take(&mut self.round_replay);
         let calls = std::mem::take(&mut self.round_tool_calls);
         let finish = self.round_finish.take();
         let error = self.round_error.take();
@@ -99,6 +103,7 @@ impl Turn {
                 m.tool_calls = Some(crate::tools::tool_calls_json(&calls));
             }
             m.reasoning = (!reasoning.is_empty()).then_some(reasoning);
+            m.replay = replay;
             m.finish_reason = match (&finish, interrupted, &error) {
                 (_, true, _) => Some("interrupted".into()),
                 (Some((reason, _)), _, _) => Some(reason.clone()),

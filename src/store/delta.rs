@@ -217,7 +217,8 @@ pub(super) fn write_all_but_new(
     }
     let mut update = tx.prepare_cached(
         "UPDATE messages SET role = ?2, content = ?3, tool_call_id = ?4, tool_calls = ?5,
-             tool_name = ?6, timestamp = ?7, token_count = ?8, finish_reason = ?9, reasoning = ?10
+             tool_name = ?6, timestamp = ?7, token_count = ?8, finish_reason = ?9, reasoning = ?10,
+             reasoning_details = ?11, codex_reasoning_items = ?12, codex_message_items = ?13
          WHERE id = ?1",
     )?;
     for m in d.messages.iter() {
@@ -233,6 +234,9 @@ pub(super) fn write_all_but_new(
                 m.token_count,
                 m.finish_reason,
                 m.reasoning,
+                m.replay.reasoning_details,
+                m.replay.codex_reasoning_items,
+                m.replay.codex_message_items,
             ])?;
             fts.updated(tx, *row)?;
         }
@@ -273,7 +277,7 @@ fn insert_messages(
     rows: &[(&str, &Message)],
 ) -> rusqlite::Result<()> {
     let role: Vec<&str> = rows.iter().map(|(_, m)| m.role.as_str()).collect();
-    let mut values: Vec<&dyn ToSql> = Vec::with_capacity(rows.len() * 10);
+    let mut values: Vec<&dyn ToSql> = Vec::with_capacity(rows.len() * 13);
     for ((id, m), role) in rows.iter().zip(&role) {
         values.extend([
             id as &dyn ToSql,
@@ -286,6 +290,9 @@ fn insert_messages(
             &m.token_count,
             &m.finish_reason,
             &m.reasoning,
+            &m.replay.reasoning_details,
+            &m.replay.codex_reasoning_items,
+            &m.replay.codex_message_items,
         ]);
     }
     // One cached statement per size (the store's cache holds them all, `super::STATEMENT_CACHE`).
@@ -298,8 +305,9 @@ fn insert_messages(
 /// built once, so a commit formats no SQL.
 fn insert_sql(n: usize) -> &'static str {
     const HEAD: &str = "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, \
-        tool_name, timestamp, token_count, finish_reason, reasoning) VALUES ";
-    const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        tool_name, timestamp, token_count, finish_reason, reasoning, reasoning_details, \
+        codex_reasoning_items, codex_message_items) VALUES ";
+    const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     const SEP: &str = ", ";
     static ALL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let all = ALL.get_or_init(|| HEAD.to_string() + &vec![ROW; INSERT_ROWS].join(SEP));
@@ -356,12 +364,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_insert_of_n_rows_has_n_rows_of_ten_parameters() {
+    fn the_insert_of_n_rows_has_n_rows_of_thirteen_parameters() {
         for n in [1, 2, 17, INSERT_ROWS] {
             let sql = insert_sql(n);
             let rows = sql.split(" VALUES ").nth(1).unwrap();
             assert_eq!(rows.matches('(').count(), n, "{sql}");
-            assert_eq!(rows.matches('?').count(), n * 10, "{sql}");
+            assert_eq!(rows.matches('?').count(), n * 13, "{sql}");
             assert!(rows.ends_with("?)"), "{sql}");
         }
     }

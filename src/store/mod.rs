@@ -196,7 +196,8 @@ fn accounting_of(
 }
 
 /// A message as `messages` stores it: columns role, content, tool_call_id, tool_calls, tool_name,
-/// timestamp, token_count, finish_reason, reasoning.
+/// timestamp, token_count, finish_reason, reasoning, reasoning_details, codex_reasoning_items,
+/// codex_message_items.
 fn message_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
     Ok(Message {
         role: Role::parse(&r.get::<_, Option<String>>(0)?.unwrap_or_default()),
@@ -208,6 +209,11 @@ fn message_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
         token_count: r.get(6)?,
         finish_reason: r.get(7)?,
         reasoning: r.get(8)?,
+        replay: crate::transcript::Replay {
+            reasoning_details: r.get(9)?,
+            codex_reasoning_items: r.get(10)?,
+            codex_message_items: r.get(11)?,
+        },
         row_id: None,
     })
 }
@@ -603,7 +609,8 @@ impl Store {
     pub fn messages(&self, session_id: &str) -> Result<Vec<Message>, StoreError> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT role, content, tool_call_id, tool_calls, tool_name, timestamp, token_count,
-                    finish_reason, reasoning
+                    finish_reason, reasoning, reasoning_details, codex_reasoning_items,
+                    codex_message_items
              FROM messages WHERE session_id = ?1 ORDER BY id",
         )?;
         let rows = stmt.query_map([session_id], message_of)?;
@@ -654,12 +661,13 @@ impl Store {
     ) -> Result<(Vec<Message>, Option<i64>), StoreError> {
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT role, content, tool_call_id, tool_calls, tool_name, timestamp, token_count,
-                    finish_reason, reasoning, id
+                    finish_reason, reasoning, reasoning_details, codex_reasoning_items,
+                    codex_message_items, id
              FROM messages WHERE session_id = ?1 AND {condition}"
         ))?;
         let mut last = None;
         let rows = stmt.query_map(args, |r| {
-            last = Some(r.get::<_, i64>(9)?);
+            last = Some(r.get::<_, i64>(12)?);
             message_of(r)
         })?;
         let messages = rows.collect::<rusqlite::Result<Vec<_>>>()?;

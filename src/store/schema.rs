@@ -44,6 +44,9 @@ const MESSAGE_COLUMNS: &[(&str, &str)] = &[
     ("token_count", "INTEGER"),
     ("finish_reason", "TEXT"),
     ("reasoning", "TEXT"),
+    ("reasoning_details", "TEXT"),
+    ("codex_reasoning_items", "TEXT"),
+    ("codex_message_items", "TEXT"),
 ];
 
 const CREATE: &str = "
@@ -86,7 +89,10 @@ CREATE TABLE IF NOT EXISTS messages (
     timestamp REAL NOT NULL,
     token_count INTEGER,
     finish_reason TEXT,
-    reasoning TEXT
+    reasoning TEXT,
+    reasoning_details TEXT,
+    codex_reasoning_items TEXT,
+    codex_message_items TEXT
 );
 ";
 

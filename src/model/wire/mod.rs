@@ -13,6 +13,14 @@ pub enum Wire {
 }
 
 impl Wire {
+    /// The wire of a Hermes `api_mode` name (`None`: not one this gateway speaks).
+    pub fn from_api_mode(name: &str) -> Option<Wire> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "chat_completions" => Some(Wire::ChatCompletions),
+            _ => None,
+        }
+    }
+
     /// Hermes' name for it (`api_mode`).
     pub fn api_mode(self) -> &'static str {
         match self {
