@@ -3,6 +3,7 @@
 pub mod catalog;
 pub mod connect;
 pub mod context;
+pub mod endpoint;
 pub mod exchange;
 pub mod http;
 pub mod offline;
@@ -150,6 +151,8 @@ pub struct ModelRequest<'a> {
     pub model: &'a str,
     /// The tools offered, as JSON schemas in the OpenAI `tools` shape.
     pub tools: &'a [serde_json::Value],
+    /// The session's `/reasoning` level (`None`: the endpoint's).
+    pub reasoning_effort: Option<&'a str>,
 }
 
 /// A model backend.

@@ -3,27 +3,14 @@
 
 use std::time::Instant;
 
+use super::endpoint::Endpoint;
 use super::exchange::{Destination, Exchange, Timing};
 use super::http::Transport;
-use super::wire::{Auth, Wire};
 use super::{CallContext, ModelCall, ModelRequest, Provider};
 
 /// Idle connections kept for the next request, and how long one is trusted to stay open.
 const IDLE_MAX: usize = 4;
 const IDLE_KEEP: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Everything a remote provider needs, resolved from flags, environment and config.yaml.
-#[derive(Debug, Clone)]
-pub struct Endpoint {
-    /// Hermes' provider id (`openrouter`, `anthropic`, `custom:lab`).
-    pub provider: String,
-    pub base_url: String,
-    pub api_key: Option<String>,
-    /// Where the key comes from (a variable's name, `model.api_key`), for a refused key's hint.
-    pub key_name: String,
-    pub wire: Wire,
-    pub model: String,
-}
 
 pub struct RemoteProvider {
     endpoint: Endpoint,
@@ -51,27 +38,28 @@ impl RemoteProvider {
 
     /// The whole HTTP message of a request.
     fn http_message(&self, req: &ModelRequest<'_>) -> Vec<u8> {
-        let wire = self.endpoint.wire.request(
-            req,
-            &Auth {
-                key: self.endpoint.api_key.as_deref(),
-            },
-        );
+        let mut wire = self.endpoint.wire.request(req, &self.endpoint);
+        if let Some(body) = wire.body.as_object_mut() {
+            for (k, v) in &self.endpoint.extra_body {
+                body.insert(k.clone(), v.clone());
+            }
+        }
+        let body = wire.body.to_string();
         let mut head = format!(
             "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tui-gateway/{}\r\n\
              Content-Type: application/json\r\nContent-Length: {}\r\n",
             self.to.route.request_target(wire.path),
             self.to.url.authority(),
             crate::VERSION,
-            wire.body.len()
+            body.len()
         );
-        for (name, value) in &wire.headers {
+        for (name, value) in wire.headers.iter().chain(&self.endpoint.headers) {
             head.push_str(&format!("{name}: {value}\r\n"));
         }
         head.push_str(&self.to.route.request_headers());
         head.push_str("\r\n");
         let mut message = head.into_bytes();
-        message.extend_from_slice(wire.body.as_bytes());
+        message.extend_from_slice(body.as_bytes());
         message
     }
 }

@@ -6,9 +6,10 @@ use std::time::Duration;
 use yaml_rust2::Yaml;
 
 use super::Provider;
+use super::endpoint::Endpoint;
 use super::exchange::Timing;
 use super::offline::OfflineProvider;
-use super::remote::{Endpoint, RemoteProvider};
+use super::remote::RemoteProvider;
 use super::wire::Wire;
 use crate::config::Config;
 
@@ -126,21 +127,19 @@ pub fn choose(cfg: &Config) -> (Box<dyn Provider>, Option<String>) {
         return (offline(), warning);
     };
     let api_key = api_key_for(cfg, &section, yaml_endpoint.map(|e| e.1), from_env);
+    let wire = section
+        .api_mode
+        .as_deref()
+        .and_then(Wire::from_api_mode)
+        .unwrap_or(Wire::ChatCompletions);
     let endpoint = Endpoint {
-        provider: "openai".into(),
-        base_url,
-        api_key,
         key_name: "OPENAI_API_KEY".into(),
-        wire: section
-            .api_mode
-            .as_deref()
-            .and_then(Wire::from_api_mode)
-            .unwrap_or(Wire::ChatCompletions),
         model: cfg
             .model
             .clone()
             .or(section.default)
             .unwrap_or_else(|| "gpt-4o-mini".into()),
+        ..Endpoint::new("openai", &base_url, api_key, wire)
     };
     let timing = Timing {
         connect_timeout: cfg.connect_timeout.max(Duration::from_millis(1)),

@@ -3,7 +3,8 @@
 
 use serde_json::{Value, json};
 
-use super::{Auth, Decoder, DraftCalls, WireRequest, parse_event};
+use super::{Decoder, DraftCalls, WireRequest, parse_event};
+use crate::model::endpoint::Endpoint;
 use crate::model::{ModelEvent, ModelRequest, TokenUsage};
 use crate::transcript::{Message, Role};
 
@@ -11,7 +12,7 @@ use crate::transcript::{Message, Role};
 pub const SYSTEM_PROMPT: &str = "You are a helpful assistant working in the user's terminal. \
 You can run shell commands with the `terminal` tool; report what they printed.";
 
-pub fn request(req: &ModelRequest<'_>, auth: &Auth<'_>) -> WireRequest {
+pub fn request(req: &ModelRequest<'_>, to: &Endpoint) -> WireRequest {
     let mut body = json!({
         "model": req.model,
         "messages": request_messages(req.system, req.messages),
@@ -23,13 +24,13 @@ pub fn request(req: &ModelRequest<'_>, auth: &Auth<'_>) -> WireRequest {
         body["tools"] = json!(req.tools);
     }
     let mut headers = vec![("Accept".to_string(), "text/event-stream".to_string())];
-    if let Some(key) = auth.key.filter(|k| !k.is_empty()) {
+    if let Some(key) = to.api_key.as_deref().filter(|k| !k.is_empty()) {
         headers.push(("Authorization".into(), format!("Bearer {key}")));
     }
     WireRequest {
         path: "/chat/completions",
         headers,
-        body: body.to_string(),
+        body,
     }
 }
 

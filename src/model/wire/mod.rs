@@ -3,6 +3,7 @@
 
 pub mod chat;
 
+use super::endpoint::Endpoint;
 use super::{ModelEvent, ModelRequest, TokenUsage, ToolCall};
 
 /// Which API an endpoint speaks (Hermes' `api_mode`).
@@ -30,9 +31,9 @@ impl Wire {
 
     /// The request for `req`: its path under the base URL, its headers (the key's among them)
     /// and its body.
-    pub fn request(self, req: &ModelRequest<'_>, auth: &Auth<'_>) -> WireRequest {
+    pub fn request(self, req: &ModelRequest<'_>, to: &Endpoint) -> WireRequest {
         match self {
-            Wire::ChatCompletions => chat::request(req, auth),
+            Wire::ChatCompletions => chat::request(req, to),
         }
     }
 
@@ -44,17 +45,13 @@ impl Wire {
     }
 }
 
-/// What a request needs to say who sends it.
-pub struct Auth<'a> {
-    pub key: Option<&'a str>,
-}
-
 /// One request, ready for HTTP.
 pub struct WireRequest {
     /// Below the base URL's path (`/chat/completions`).
     pub path: &'static str,
     pub headers: Vec<(String, String)>,
-    pub body: String,
+    /// A JSON object (the endpoint's `extra_body` is merged over it).
+    pub body: serde_json::Value,
 }
 
 /// Reads the data of one answer's server-sent events.

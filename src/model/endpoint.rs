@@ -1,0 +1,46 @@
+//! Where a remote model is and how it is asked: what resolution (`select.rs`) decides and the
+//! wires (`wire/`) read. Plain data.
+
+use serde_json::{Map, Value};
+
+use super::wire::Wire;
+
+/// One model endpoint, resolved from flags, environment, `.env`, `auth.json` and config.yaml.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// Hermes' provider id (`openrouter`, `anthropic`, `custom:lab`).
+    pub provider: String,
+    pub base_url: String,
+    pub api_key: Option<String>,
+    /// Where the key comes from (a variable's name, `model.api_key`), for a refused key's hint.
+    pub key_name: String,
+    pub wire: Wire,
+    /// The model new sessions get.
+    pub model: String,
+    /// Headers every request carries (a `providers:` entry's `extra_headers`, attribution).
+    pub headers: Vec<(String, String)>,
+    /// Merged over the top level of every request body (a `providers:` entry's `extra_body`).
+    pub extra_body: Map<String, Value>,
+    /// The answer's length limit (`model.max_tokens`; `None`: the wire's default).
+    pub max_tokens: Option<u64>,
+    /// `agent.reasoning_effort` (a session's `/reasoning` overrides it).
+    pub reasoning_effort: Option<String>,
+}
+
+impl Endpoint {
+    /// An endpoint with nothing but its address, key and wire set.
+    pub fn new(provider: &str, base_url: &str, api_key: Option<String>, wire: Wire) -> Endpoint {
+        Endpoint {
+            provider: provider.to_string(),
+            base_url: base_url.to_string(),
+            api_key,
+            key_name: String::new(),
+            wire,
+            model: String::new(),
+            headers: Vec::new(),
+            extra_body: Map::new(),
+            max_tokens: None,
+            reasoning_effort: None,
+        }
+    }
+}
