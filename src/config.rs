@@ -43,14 +43,14 @@ pub struct Config {
     pub journal_cap: u64,
     /// `PRAGMA synchronous` value.
     pub synchronous: String,
-    /// `offline` or `openai`; unset: `openai` when a base URL or key is configured.
+    /// The provider asked for (Hermes' id or alias, or `offline`); unset: config.yaml's
+    /// `model.provider`, else Hermes' `auto` order.
     pub provider: Option<String>,
     /// Model name for the network provider (`OPENAI_MODEL`, config.yaml `model.default`).
     pub model: Option<String>,
-    /// OpenAI-compatible endpoint, e.g. `http://127.0.0.1:11434/v1`.
+    /// OpenAI-compatible endpoint, e.g. `http://127.0.0.1:11434/v1` (provider `openai-api`,
+    /// keyed by `OPENAI_API_KEY`).
     pub base_url: Option<String>,
-    /// Sent as `Authorization: Bearer …`; only from the environment, never a flag.
-    pub api_key: Option<String>,
     pub connect_timeout: Duration,
     pub first_byte_timeout: Duration,
     pub idle_timeout: Duration,
@@ -94,7 +94,6 @@ impl Default for Config {
             provider: None,
             model: None,
             base_url: None,
-            api_key: None,
             connect_timeout: Duration::from_secs(10),
             first_byte_timeout: Duration::from_secs(120),
             idle_timeout: Duration::from_secs(120),
@@ -307,14 +306,21 @@ const KNOBS: &[Knob] = &[
         env: "TUI_GATEWAY_PROVIDER",
         show: |c| {
             c.provider.clone().unwrap_or(
-                "openai if a key, base URL or config.yaml model section says so, else offline"
+                "config.yaml model.provider, else Hermes' auto order (keys in ~/.hermes/.env), \
+                 else offline"
                     .into(),
             )
         },
         set: |c, v| {
             let v = v.trim().to_ascii_lowercase();
-            if !["offline", "openai"].contains(&v.as_str()) {
-                return Err(format!("expected offline or openai, got {v:?}"));
+            let named = v
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || "._:-".contains(ch));
+            if v.is_empty() || v.len() > 64 || !named {
+                return Err(format!(
+                    "expected a provider name (offline, auto, openrouter, anthropic, \
+                     custom:NAME, …), got {v:?}"
+                ));
             }
             c.provider = Some(v);
             Ok(())
@@ -449,19 +455,45 @@ const KNOBS: &[Knob] = &[
 impl Config {
     /// Defaults overridden by the environment. Bad values are reported, not ignored.
     pub fn from_env() -> Result<Config, String> {
+        Config::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, String> {
         let mut c = Config::default();
         for k in KNOBS {
-            if let Ok(v) = std::env::var(k.env) {
+            if let Some(v) = lookup(k.env) {
                 if k.env == "HERMES_HOME" && v.is_empty() {
                     continue;
                 }
                 (k.set)(&mut c, &v).map_err(|e| format!("{}: {e}", k.env))?;
             }
         }
-        c.api_key = std::env::var("OPENAI_API_KEY")
-            .ok()
-            .filter(|k| !k.trim().is_empty());
         Ok(c)
+    }
+
+    /// The environment's knobs again with `$HERMES_HOME/.env` over them (as Hermes loads it),
+    /// then `flags` again: for when the home, known only now, has a `.env` naming a knob. An
+    /// unreadable `.env` changes nothing here (the provider's resolution reports it).
+    pub fn overlay_dotenv(&mut self, flags: &[String]) -> Result<(), String> {
+        let Ok(env) = crate::hermes_env::HermesEnv::load(&self.home) else {
+            return Ok(());
+        };
+        if !KNOBS
+            .iter()
+            .any(|k| k.env != "HERMES_HOME" && env.sets(k.env))
+        {
+            return Ok(());
+        }
+        let home = self.home.clone();
+        let mut c = Config::from_lookup(|name| match name {
+            "HERMES_HOME" => None,
+            _ => env.get(name),
+        })
+        .map_err(|e| format!("{e} (in {})", home.join(".env").display()))?;
+        c.home = home;
+        c.apply_flags(flags)?;
+        *self = c;
+        Ok(())
     }
 
     /// Whether `name` is one of the flags [`Config::apply_flags`] reads a value for.

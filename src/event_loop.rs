@@ -87,6 +87,8 @@ pub struct Gateway {
     pub(crate) provider: Box<dyn Provider>,
     /// Why the configured model could not be used, for `setup.status`.
     pub(crate) provider_warning: Option<String>,
+    /// `$HERMES_HOME/.env` as last read (`reload.env` says how many of its variables changed).
+    pub(crate) dotenv: crate::hermes_env::HermesEnv,
     pub(crate) sessions: Registry,
     /// The caps of the sessions' event rings.
     pub(crate) rings: crate::session::ring::Rings,
@@ -151,8 +153,12 @@ impl Gateway {
         client.release();
         let _ = client.write(now);
         let persist = Persistence::open(&cfg)?;
-        let (provider, provider_warning) = crate::model::select::choose(&cfg);
-        if let Some(w) = &provider_warning {
+        let crate::model::select::Choice {
+            provider,
+            note: provider_warning,
+            unreachable,
+        } = crate::model::select::choose(&cfg);
+        if let Some(w) = provider_warning.as_ref().filter(|_| unreachable) {
             crate::diag!("[gateway] {w}");
         }
         let cfg_home_for_tools = cfg.home.clone();
@@ -176,6 +182,7 @@ impl Gateway {
             persist,
             provider,
             provider_warning,
+            dotenv: crate::hermes_env::HermesEnv::load(&cfg_home_for_tools).unwrap_or_default(),
             sessions: Registry::new(),
             rings,
             by_token: HashMap::new(),

@@ -10,6 +10,7 @@ pub mod config_file;
 pub mod diag;
 pub mod event_loop;
 pub mod flush;
+pub mod hermes_env;
 pub mod mcp;
 pub mod methods;
 pub mod model;

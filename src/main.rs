@@ -55,7 +55,10 @@ fn serve(args: &[String]) -> i32 {
             return 2;
         }
     };
-    match cfg.apply_flags(args) {
+    match cfg
+        .apply_flags(args)
+        .and_then(|rest| cfg.overlay_dotenv(args).map(|()| rest))
+    {
         Ok(rest) if rest.is_empty() => {}
         Ok(rest) => {
             eprintln!("[gateway-exit] unknown arguments: {}", rest.join(" "));

@@ -393,10 +393,17 @@ fn hostile_config_files_are_refused_and_left_alone() {
         assert_eq!(code, -32000, "{name}: {msg}");
         assert!(msg.contains("config.yaml"), "{name}: {msg}");
         assert_eq!(read_config(&home), text, "{name}: the file was changed");
-        // The gateway still works: a session, a turn.
+        // The gateway still works: a session, a turn — which, with no readable config.yaml to
+        // say which model, says so instead of answering from another.
         let s = g.create_session(json!({}));
         let t = g.run_turn(&s.id, "still here");
-        assert_eq!(t.complete["payload"]["status"], "complete", "{name}");
+        if name == "flow" {
+            assert_eq!(t.complete["payload"]["status"], "complete", "{name}");
+        } else {
+            assert_eq!(t.complete["payload"]["status"], "error", "{name}");
+            let why = t.complete["payload"]["error"].as_str().unwrap_or("");
+            assert!(why.contains("config.yaml"), "{name}: {}", t.complete);
+        }
         g.ping();
     }
 }

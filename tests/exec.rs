@@ -357,6 +357,7 @@ fn exit_codes_say_what_happened() {
         &[
             ("OPENAI_BASE_URL", &mock.base_url()),
             ("OPENAI_API_KEY", "sk-test"),
+            ("OPENAI_MODEL", "mock-model"),
         ],
     );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
@@ -753,6 +754,7 @@ fn a_provider_that_reports_no_price_leaves_the_cost_unknown() {
         &[
             ("OPENAI_BASE_URL", &mock.base_url()),
             ("OPENAI_API_KEY", "sk-test"),
+            ("OPENAI_MODEL", "mock-model"),
         ],
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -795,6 +797,7 @@ fn session_rows_fill_hermes_accounting_columns() {
     let env = [
         ("OPENAI_BASE_URL", mock.base_url()),
         ("OPENAI_API_KEY", "sk-test".into()),
+        ("OPENAI_MODEL", "mock-model".into()),
     ];
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let out = e.run_env(&["--provider", "openai", "hi"], &env);
@@ -855,7 +858,7 @@ fn session_rows_fill_hermes_accounting_columns() {
     assert!((actual - 0.0084).abs() < 1e-9, "actual_cost_usd {actual}");
     assert_eq!(
         (row.7.as_str(), row.8.as_str(), row.9.as_str()),
-        ("actual", "provider_cost_api", "openai")
+        ("actual", "provider_cost_api", "openai-api")
     );
     let base_url: String = e
         .db()
@@ -913,7 +916,7 @@ fn session_rows_fill_hermes_accounting_columns() {
     let u = &usage[0];
     assert_eq!(
         (u.1.as_str(), u.2.as_str(), u.3.as_str()),
-        ("openai", mock.base_url().as_str(), ""),
+        ("openai-api", mock.base_url().as_str(), ""),
         "{u:?}"
     );
     assert_eq!(

@@ -20,8 +20,10 @@ fn fifos_in_place_of_files_we_read_are_refused_and_the_gateway_answers() {
     let mut g = Gateway::builder().home(&home.path).start();
     g.ping();
     let s = g.create_session(json!({}));
+    // Which model the home names cannot be read: the turn says so, at once.
     let turn = g.run_turn(&s.id, "still here");
-    assert!(turn.text.contains("still here"), "{}", g.diag());
+    let why = turn.complete["payload"]["error"].as_str().unwrap_or("");
+    assert!(why.contains("not a regular file"), "{}", g.diag());
     let (_, message, _) = g.call_err("reload.env", json!({}));
     assert!(message.contains("not a regular file"), "{message}");
     let stderr = g.stderr_with("config.yaml: cannot read it: not a regular file", T);

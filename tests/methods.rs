@@ -923,8 +923,14 @@ fn an_unusable_model_config_is_a_warning_under_the_banner() {
     let mut g = Gateway::builder().home(&home.path).start();
     let r = g.call("session.create", json!({}));
     let w = r["info"]["config_warning"].as_str().unwrap_or("");
-    assert!(w.contains("nowhere-ai"), "{r}");
-    assert_eq!(r["info"]["provider"], "offline", "{r}");
+    assert!(w.contains("Unknown provider 'nowhere-ai'"), "{r}");
+    // Never the offline model in its place: the provider asked for, and a prompt says why.
+    assert_eq!(r["info"]["provider"], "nowhere-ai", "{r}");
+    let sid = r["session_id"].as_str().unwrap().to_string();
+    let t = g.run_turn(&sid, "hello");
+    assert_eq!(t.complete["payload"]["status"], "error", "{:?}", t.complete);
+    let why = t.complete["payload"]["error"].as_str().unwrap_or("");
+    assert!(why.contains("Unknown provider 'nowhere-ai'"), "{why}");
 }
 
 #[test]

@@ -223,7 +223,7 @@ fn streamed_text_chunked_and_the_request_the_gateway_sends() {
 
     let st = g.call("setup.status", json!({}));
     assert_eq!(st["provider_configured"], true, "setup.status: {st}");
-    assert_eq!(st["provider"], "openai", "setup.status: {st}");
+    assert_eq!(st["provider"], "openai-api", "setup.status: {st}");
 
     let s = g.create_session(json!({}));
     let prompt = "say hello please";
@@ -238,7 +238,7 @@ fn streamed_text_chunked_and_the_request_the_gateway_sends() {
 
     let info = turn.events.last().unwrap();
     assert_eq!(
-        info["payload"]["provider"], "openai",
+        info["payload"]["provider"], "openai-api",
         "session.info: {info}"
     );
     assert_eq!(info["payload"]["model"], MODEL, "session.info: {info}");
@@ -715,16 +715,31 @@ fn offline_model_is_the_default_without_a_provider() {
 }
 
 #[test]
-fn api_key_alone_selects_the_openai_provider() {
-    // OPENAI_API_KEY alone (default base_url) is enough to choose `openai`; no request is made
-    // here, only the status is checked.
+fn an_openai_key_alone_reaches_openrouter_as_hermes_does() {
+    // Hermes' `auto` takes OPENAI_API_KEY for an OpenRouter key (OPENROUTER_BASE_URL points
+    // OpenRouter at the mock), with OpenRouter's attribution headers.
+    let mock = MockAi::script(vec![Reply::text(&["routed"], (1, 1))]);
     let mut g = Gateway::builder()
         .tag("openai-key")
         .env("OPENAI_API_KEY", KEY)
+        .env("OPENROUTER_BASE_URL", &mock.base_url())
+        .env("OPENAI_MODEL", MODEL)
         .start();
     let st = g.call("setup.status", json!({}));
-    assert_eq!(st["provider_configured"], true, "{st}");
-    assert_eq!(st["provider"], "openai", "{st}");
+    assert_eq!(st["provider"], "openrouter", "{st}");
+    let s = g.create_session(json!({}));
+    let t = g.run_turn(&s.id, "which router");
+    assert_streamed_turn(&t, &s.id, "routed");
+    let r = &mock.wait_requests(1, T)[0];
+    assert_eq!(
+        r.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert_eq!(r.header("x-openrouter-title"), Some("Hermes Agent"));
+    assert_eq!(
+        r.header("http-referer"),
+        Some("https://hermes-agent.nousresearch.com")
+    );
 }
 
 #[test]
@@ -756,13 +771,20 @@ fn config_yaml_model_section_selects_the_provider() {
             ),
         )
         .unwrap();
+        // The key in .env, where `hermes setup` saves it (the endpoint is OpenAI's by name).
+        std::fs::write(home.path.join(".env"), format!("OPENAI_API_KEY={KEY}\n")).unwrap();
         let mut g = Gateway::builder()
             .tag("openai-yaml")
             .home(&home.path)
             .start();
         let st = g.call("setup.status", json!({}));
         assert_eq!(st["provider_configured"], true, "{provider}: {st}");
-        assert_eq!(st["provider"], "openai", "{provider}: {st}");
+        let id = if provider == "openai" {
+            "openai-api"
+        } else {
+            "custom"
+        };
+        assert_eq!(st["provider"], id, "{provider}: {st}");
         let s = g.create_session(json!({}));
         let t = g.run_turn(&s.id, "from yaml");
         assert_streamed_turn(&t, &s.id, "from config");

@@ -615,14 +615,14 @@ fn reloads_say_what_they_did() {
     std::fs::write(
         home.path.join(".env"),
         format!(
-            "# keys\nexport OPENAI_BASE_URL={}\nOPENAI_API_KEY='sk-test'\nOTHER=1\n",
+            "# keys\nexport OPENAI_BASE_URL={}\nOPENAI_API_KEY='sk-test'\nOPENAI_MODEL=m\nOTHER=1\n",
             mock.base_url()
         ),
     )
     .unwrap();
     let r = g.call("reload.env", json!({}));
-    assert_eq!(r["updated"], 2, "{r}");
-    assert_eq!(r["provider"], "openai");
+    assert_eq!(r["updated"], 4, "{r}");
+    assert_eq!(r["provider"], "openai-api");
     let t = g.run_turn(&s.id, "hello network");
     assert_eq!(t.text, "from the net", "{:?}", t.complete);
     assert_eq!(mock.request_count(), 1);

@@ -117,7 +117,10 @@ pub fn run(args: &[String]) -> i32 {
             return EXIT_USAGE;
         }
     };
-    match cfg.apply_flags(&opts.gateway) {
+    match cfg
+        .apply_flags(&opts.gateway)
+        .and_then(|rest| cfg.overlay_dotenv(&opts.gateway).map(|()| rest))
+    {
         Ok(rest) if rest.is_empty() => {}
         Ok(rest) => {
             eprint_line(&format!("error: unknown arguments: {}", rest.join(" ")));

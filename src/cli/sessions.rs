@@ -121,7 +121,10 @@ pub fn run(args: &[String]) -> i32 {
             return 2;
         }
     };
-    let rest = match cfg.apply_flags(args) {
+    let rest = match cfg
+        .apply_flags(args)
+        .and_then(|rest| cfg.overlay_dotenv(args).map(|()| rest))
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");

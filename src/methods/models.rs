@@ -40,21 +40,13 @@ pub struct Fetches {
 
 /// The picker's slug and display name of the provider this gateway runs.
 pub fn current_provider(gw: &Gateway) -> (String, String) {
-    if gw.provider.name() == "offline" {
-        return ("offline".into(), "Offline (built in)".into());
-    }
-    let configured = gw.cfg.base_url.is_none() && gw.cfg.api_key.is_none();
-    let slug = configured
-        .then(|| crate::model::select::load_model_section(&gw.cfg).ok())
-        .flatten()
-        .and_then(|s| s.provider)
-        .unwrap_or_else(|| gw.provider.name().to_string());
-    let name = match slug.as_str() {
-        "openai" => "OpenAI".to_string(),
-        "openrouter" => "OpenRouter".to_string(),
-        other => other.to_string(),
+    let slug = gw.provider.name();
+    let name = match crate::model::providers::spec(slug) {
+        Some(p) => p.name.to_string(),
+        None if slug == "offline" => "Offline (built in)".into(),
+        None => slug.to_string(),
     };
-    (slug, name)
+    (slug.to_string(), name)
 }
 
 /// Models config.yaml names: `model.default` (or `model: NAME`) and a `model.models` list.

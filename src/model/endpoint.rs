@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use super::wire::Wire;
 
 /// One model endpoint, resolved from flags, environment, `.env`, `auth.json` and config.yaml.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Endpoint {
     /// Hermes' provider id (`openrouter`, `anthropic`, `custom:lab`).
     pub provider: String,

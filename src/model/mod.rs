@@ -7,9 +7,12 @@ pub mod endpoint;
 pub mod exchange;
 pub mod http;
 pub mod offline;
+pub mod providers;
 pub mod remote;
+pub mod resolve;
 pub mod select;
 pub mod sse;
+pub mod unreachable;
 pub mod wire;
 
 use std::time::Instant;

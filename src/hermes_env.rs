@@ -1,0 +1,290 @@
+//! The environment as Hermes sees it: `$HERMES_HOME/.env` over the process's own, `.env`
+//! winning (Hermes loads it with override, so a key saved by `hermes setup` beats a stale
+//! exported one). Read, never exported: what `.env` holds reaches the model client through
+//! [`HermesEnv::get`] and nothing else — no tool's environment, no child's `/proc/<pid>/environ`.
+//!
+//! The file is parsed as python-dotenv parses it: `export ` prefixes, `#` comments (inline
+//! ones after whitespace), single quotes (literal), double quotes (with escapes), quoted values
+//! over several lines, `${NAME}` and `${NAME:-default}`.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Larger files are refused rather than read into memory.
+pub const DOTENV_MAX: u64 = 1024 * 1024;
+
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct HermesEnv {
+    /// What `.env` set, in file order of first appearance (a later line wins).
+    file: HashMap<String, String>,
+}
+
+impl HermesEnv {
+    /// `$home/.env` (none: an empty overlay). A file that cannot be read is an error.
+    pub fn load(home: &Path) -> Result<HermesEnv, String> {
+        let path = home.join(".env");
+        let text = crate::util::read_regular(&path, DOTENV_MAX)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+            .unwrap_or_default();
+        Ok(HermesEnv::parse(&text, |name| std::env::var(name).ok()))
+    }
+
+    /// The overlay a dotenv text makes; `outside` answers `${NAME}` for names the text has
+    /// not set (yet).
+    pub fn parse(text: &str, outside: impl Fn(&str) -> Option<String>) -> HermesEnv {
+        let mut file: HashMap<String, String> = HashMap::new();
+        for (key, value) in parse_dotenv(text) {
+            let value = match value {
+                Value::Literal(v) => v,
+                Value::Expand(v) => {
+                    expand(&v, |name| file.get(name).cloned().or_else(|| outside(name)))
+                }
+            };
+            file.insert(key, value);
+        }
+        HermesEnv { file }
+    }
+
+    /// `name`: its non-empty `.env` value, else the process's non-empty one. A secret's
+    /// name (`*_API_KEY`, `*_TOKEN`, `*_SECRET`, `*_KEY`) loses any non-ASCII characters, as
+    /// Hermes strips them (a pasted key with a stray quote mark still works).
+    pub fn get(&self, name: &str) -> Option<String> {
+        let value = self
+            .file_value(name)
+            .map(str::to_string)
+            .or_else(|| std::env::var(name).ok().filter(|v| !v.trim().is_empty()))?;
+        let secret = ["_API_KEY", "_TOKEN", "_SECRET", "_KEY"]
+            .iter()
+            .any(|s| name.ends_with(s));
+        Some(match secret {
+            true => value.chars().filter(char::is_ascii).collect(),
+            false => value,
+        })
+    }
+
+    /// `name` as `.env` sets it, when not empty.
+    pub fn file_value(&self, name: &str) -> Option<&str> {
+        self.file
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.trim().is_empty())
+    }
+
+    /// How many variables `.env` sets differently from `before` (added, changed or gone).
+    pub fn changes_from(&self, before: &HermesEnv) -> usize {
+        let changed = self
+            .file
+            .iter()
+            .filter(|(k, v)| before.file.get(*k) != Some(v));
+        let gone = before.file.keys().filter(|k| !self.file.contains_key(*k));
+        changed.count() + gone.count()
+    }
+
+    /// Whether `.env` sets `name` at all.
+    pub fn sets(&self, name: &str) -> bool {
+        self.file.contains_key(name)
+    }
+}
+
+/// A value as written: expanded (`${…}`) unless single-quoted.
+#[derive(Debug, PartialEq)]
+enum Value {
+    Literal(String),
+    Expand(String),
+}
+
+/// The assignments of a dotenv text, in order; lines that are not assignments are skipped.
+fn parse_dotenv(text: &str) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let (line_end, next) = match rest.find('\n') {
+            Some(i) => (i, i + 1),
+            None => (rest.len(), rest.len()),
+        };
+        let line = rest[..line_end].trim_start();
+        let mut consumed = next;
+        if let Some(assignment) = line
+            .strip_prefix("export ")
+            .map(str::trim_start)
+            .or(Some(line))
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            && let Some((key, after)) = split_key(assignment)
+        {
+            // `after` starts inside `rest`; a quoted value may run past this line.
+            let offset = after.as_ptr() as usize - rest.as_ptr() as usize;
+            if let Some((value, used)) = read_value(&rest[offset..]) {
+                consumed = offset + used;
+                out.push((key, value));
+            }
+        }
+        rest = &rest[consumed.min(rest.len())..];
+    }
+    out
+}
+
+/// `KEY =` at the start of `line`: the key, and what follows the `=` (spaces skipped).
+fn split_key(line: &str) -> Option<(String, &str)> {
+    let (key, rest) = if let Some(quoted) = line.strip_prefix('\'') {
+        let end = quoted.find('\'')?;
+        (&quoted[..end], &quoted[end + 1..])
+    } else {
+        let end = line
+            .find(|c: char| c == '=' || c == '#' || c.is_whitespace())
+            .unwrap_or(line.len());
+        (&line[..end], &line[end..])
+    };
+    let rest = rest.trim_start_matches([' ', '\t']).strip_prefix('=')?;
+    (!key.is_empty()).then(|| (key.to_string(), rest.trim_start_matches([' ', '\t'])))
+}
+
+/// The value at the start of `text` and how many bytes of `text` it used (through its line's
+/// end); `None` for a malformed value (text after a closing quote), whose line is skipped.
+fn read_value(text: &str) -> Option<(Value, usize)> {
+    let line_end = text.find('\n').map_or(text.len(), |i| i + 1);
+    let Some(quote @ ('\'' | '"')) = text.chars().next() else {
+        let line = text[..line_end].trim_end_matches(['\n', '\r']);
+        // A `#` after whitespace starts a comment.
+        let mut end = line.len();
+        for (i, c) in line.char_indices() {
+            if c == '#' && line[..i].ends_with([' ', '\t']) {
+                end = i;
+                break;
+            }
+        }
+        return Some((Value::Expand(line[..end].trim_end().to_string()), line_end));
+    };
+    let mut value = String::new();
+    let mut chars = text[1..].char_indices();
+    let close = loop {
+        let (i, c) = chars.next()?;
+        match c {
+            c if c == quote => break 1 + i + 1,
+            '\\' => {
+                let (_, e) = chars.next()?;
+                let unescaped = match (quote, e) {
+                    (_, '\\') => Some('\\'),
+                    (_, '\'') => Some('\''),
+                    ('"', '"') => Some('"'),
+                    ('"', 'n') => Some('\n'),
+                    ('"', 't') => Some('\t'),
+                    ('"', 'r') => Some('\r'),
+                    ('"', 'a') => Some('\x07'),
+                    ('"', 'b') => Some('\x08'),
+                    ('"', 'f') => Some('\x0c'),
+                    ('"', 'v') => Some('\x0b'),
+                    _ => None,
+                };
+                match unescaped {
+                    Some(u) => value.push(u),
+                    None => {
+                        value.push('\\');
+                        value.push(e);
+                    }
+                }
+            }
+            c => value.push(c),
+        }
+    };
+    // After the closing quote: only blanks and a comment may follow on the line.
+    let after_end = text[close..]
+        .find('\n')
+        .map_or(text.len(), |i| close + i + 1);
+    let after = text[close..after_end].trim();
+    if !after.is_empty() && !after.starts_with('#') {
+        return None;
+    }
+    let value = match quote {
+        '\'' => Value::Literal(value),
+        _ => Value::Expand(value),
+    };
+    Some((value, after_end))
+}
+
+/// `${NAME}` and `${NAME:-default}` replaced by `lookup`'s answer (empty when it has none);
+/// `$NAME` without braces stays as written.
+fn expand(value: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else {
+            break;
+        };
+        out.push_str(&rest[..start]);
+        let inner = &rest[start + 2..start + 2 + len];
+        let (name, default) = match inner.split_once(":-") {
+            Some((n, d)) => (n, Some(d)),
+            None => (inner, None),
+        };
+        let found = lookup(name.trim()).filter(|v| !v.is_empty());
+        out.push_str(&found.or(default.map(str::to_string)).unwrap_or_default());
+        rest = &rest[start + 2 + len + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(text: &str) -> HermesEnv {
+        HermesEnv::parse(text, |n| (n == "OUTSIDE").then(|| "out".to_string()))
+    }
+
+    fn get<'a>(e: &'a HermesEnv, k: &str) -> Option<&'a str> {
+        e.file.get(k).map(String::as_str)
+    }
+
+    #[test]
+    fn python_dotenv_lines() {
+        let e = env(
+            "# comment\n\nexport A=1\nB = \"two # x\"\nC='3'\nD=4 # note\nE=a#b\n\
+             not a line\n=x\nF=\nG=\"line1\nline2\"\nH='${A}'\nI=${A}-${NOPE:-dflt}-${OUTSIDE}\n\
+             J=\"x\\ny\\\"\" # c\nK=\"bad\" trailing\nL=$A\n  M  =  spaced  \n'N'=quoted key\n",
+        );
+        assert_eq!(get(&e, "A"), Some("1"));
+        assert_eq!(get(&e, "B"), Some("two # x"));
+        assert_eq!(get(&e, "C"), Some("3"));
+        assert_eq!(get(&e, "D"), Some("4"));
+        assert_eq!(get(&e, "E"), Some("a#b"));
+        assert_eq!(get(&e, "F"), Some(""));
+        assert_eq!(get(&e, "G"), Some("line1\nline2"));
+        assert_eq!(get(&e, "H"), Some("${A}"));
+        assert_eq!(get(&e, "I"), Some("1-dflt-out"));
+        assert_eq!(get(&e, "J"), Some("x\ny\""));
+        assert_eq!(get(&e, "K"), None);
+        assert_eq!(get(&e, "L"), Some("$A"));
+        assert_eq!(get(&e, "M"), Some("spaced"));
+        assert_eq!(get(&e, "N"), Some("quoted key"));
+        assert!(!e.sets("not"));
+        assert_eq!(e.file.len(), 13, "{:?}", e.file);
+    }
+
+    #[test]
+    fn an_unclosed_quote_or_odd_bytes_end_nothing_badly() {
+        for text in [
+            "A=\"never closed\nB=2\n",
+            "A='\\",
+            "\u{feff}A=1",
+            "A=\"\\",
+            "=",
+            "'",
+        ] {
+            let _ = env(text);
+        }
+        // A value whose quote never closes is skipped; the next line is read as usual.
+        let e = env("A=\"open\nB=2\n");
+        assert_eq!((get(&e, "A"), get(&e, "B")), (None, Some("2")));
+    }
+
+    #[test]
+    fn the_file_wins_unless_empty_and_secrets_lose_non_ascii() {
+        // PATH is always set in the process.
+        let e = env("PATH=\nX_API_KEY=\u{201c}sk-abc\u{201d}\n");
+        assert_eq!(e.get("PATH"), std::env::var("PATH").ok());
+        assert_eq!(e.get("X_API_KEY").as_deref(), Some("sk-abc"));
+        let e = env("PATH=/only/this\n");
+        assert_eq!(e.get("PATH").as_deref(), Some("/only/this"));
+    }
+}
