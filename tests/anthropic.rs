@@ -239,6 +239,8 @@ fn a_tool_round_trip_with_its_input_in_pieces() {
     let c = &turn.complete["payload"];
     assert_eq!(c["status"], "complete", "{c}");
     assert!(turn.text.contains("It printed the marker."), "{c}");
+    // The call is announced as soon as its block starts, before its input is whole.
+    assert_eq!(turn.event("tool.generating")["payload"]["name"], "terminal");
     let done = turn.event("tool.complete");
     assert_eq!(done["payload"]["name"], "terminal", "{done}");
     assert!(
