@@ -1,14 +1,17 @@
-//! What the gateway adds per streamed token of the `openai` provider.
+//! What the gateway adds per streamed token of a remote model, on Chat Completions (default) or
+//! on Anthropic's Messages API (`--wire anthropic`).
 //!
-//! A mock OpenAI-compatible server (`tests/mockai`, a thread of this process) streams an answer
-//! of N tokens (default 10,000), one `data:` event per token in its own chunk and its own write,
-//! as fast as it can. Measured, interleaved run by run:
+//! A mock server (`tests/mockai`, a thread of this process) streams an answer of N tokens
+//! (default 10,000), one event per token in its own chunk and its own write, as fast as it can:
+//! a `data:` chunk of Chat Completions, or Anthropic's `event: content_block_delta` with its
+//! `data:` (a `text_delta`). Measured, interleaved run by run:
 //!
 //! - **baseline, raw**: a client that sends the request to the mock itself and reads the response
 //!   bytes until the end of the body (pure transport);
 //! - **baseline, parsing**: the same client also decoding the chunked body, splitting the SSE
 //!   events and parsing each event's JSON to take the delta text (what any direct client does);
-//! - **gateway**: the release gateway (`OPENAI_BASE_URL` → the mock), timed from writing
+//! - **gateway**: the release gateway (`OPENAI_BASE_URL` → the mock; for the Messages API a
+//!   config.yaml with `api_mode: anthropic_messages`), timed from writing
 //!   `prompt.submit` on its stdin to reading `message.complete` on its stdout (every
 //!   `message.delta` frame read on the way), a fresh session per run.
 //!
@@ -19,6 +22,7 @@
 //! ```text
 //! cargo bench --bench openai_tokens                  # 10,000 tokens, 15 runs
 //! cargo bench --bench openai_tokens -- --tokens 50000 --runs 5
+//! cargo bench --bench openai_tokens -- --wire anthropic
 //! ```
 
 mod common;
@@ -34,8 +38,33 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use common::{Client, TempDir, arg_usize, fmt_duration, gateway_bin};
+use common::{Client, TempDir, arg_string, arg_usize, fmt_duration, gateway_bin};
+use mockai::anthropic as msgs;
 use mockai::{Conn, MockAi, Reply, ev_finish, ev_role, ev_text, ev_usage};
+
+/// The API the mock speaks.
+#[derive(Clone, Copy, PartialEq)]
+enum Wire {
+    Chat,
+    Anthropic,
+}
+
+impl Wire {
+    fn path(self) -> &'static str {
+        match self {
+            Wire::Chat => "/v1/chat/completions",
+            Wire::Anthropic => "/v1/messages",
+        }
+    }
+
+    /// The text one event's JSON adds to the answer.
+    fn text_of(self, v: &Value) -> Option<&str> {
+        match self {
+            Wire::Chat => v["choices"][0]["delta"]["content"].as_str(),
+            Wire::Anthropic => v["delta"]["text"].as_str(),
+        }
+    }
+}
 
 const STALL: Duration = Duration::from_secs(60);
 
@@ -45,21 +74,34 @@ struct Body {
     text: String,
 }
 
-fn render(tokens: usize) -> Body {
-    let mut events = vec![ev_role()];
-    let mut text = String::new();
-    for i in 0..tokens {
-        let t = format!(" w{i}");
-        text.push_str(&t);
-        events.push(ev_text(&t));
-    }
-    events.push(ev_finish("stop"));
-    events.push(ev_usage(20, tokens as u64));
-    events.push("[DONE]".to_string());
+fn render(tokens: usize, wire: Wire) -> Body {
+    let pieces: Vec<String> = (0..tokens).map(|i| format!(" w{i}")).collect();
+    let text = pieces.concat();
+    // Each event's text as it goes on the wire (its `event:` line, for the Messages API).
+    let events: Vec<String> = match wire {
+        Wire::Chat => {
+            let mut events = vec![ev_role()];
+            events.extend(pieces.iter().map(|t| ev_text(t)));
+            events.push(ev_finish("stop"));
+            events.push(ev_usage(20, tokens as u64));
+            events.push("[DONE]".to_string());
+            events.iter().map(|e| format!("data: {e}\n\n")).collect()
+        }
+        Wire::Anthropic => {
+            let mut events = vec![msgs::message_start(20, 0, 0), msgs::text_start(0)];
+            events.extend(pieces.iter().map(|t| msgs::text_delta(0, t)));
+            events.push(msgs::block_stop(0));
+            events.push(msgs::message_delta("end_turn", tokens as u64));
+            events.push(msgs::message_stop());
+            events
+                .iter()
+                .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+                .collect()
+        }
+    };
     let mut chunks: Vec<Vec<u8>> = events
         .iter()
-        .map(|e| {
-            let data = format!("data: {e}\n\n");
+        .map(|data| {
             let mut c = format!("{:x}\r\n", data.len()).into_bytes();
             c.extend_from_slice(data.as_bytes());
             c.extend_from_slice(b"\r\n");
@@ -93,20 +135,21 @@ fn start_mock(body: Arc<Body>) -> MockAi {
 // Baseline: a client reading the mock directly
 // ---------------------------------------------------------------------------------------------
 
-fn direct_request(port: u16) -> TcpStream {
+fn direct_request(port: u16, wire: Wire) -> TcpStream {
     let body = json!({
         "model": "mock-model",
         "messages": [{"role": "user", "content": "stream please"}],
         "stream": true,
-        "stream_options": {"include_usage": true},
+        "max_tokens": 1024,
     })
     .to_string();
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the mock");
     s.set_nodelay(true).unwrap();
     let req = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
+        "POST {} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
          Authorization: Bearer sk-bench\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        wire.path(),
         body.len()
     );
     s.write_all(req.as_bytes()).unwrap();
@@ -114,9 +157,9 @@ fn direct_request(port: u16) -> TcpStream {
 }
 
 /// Reads until the terminating chunk; returns the bytes read.
-fn baseline_raw(port: u16) -> (Duration, usize) {
+fn baseline_raw(port: u16, wire: Wire) -> (Duration, usize) {
     let t0 = Instant::now();
-    let mut s = direct_request(port);
+    let mut s = direct_request(port, wire);
     let mut buf = vec![0u8; 64 * 1024];
     let mut total = 0usize;
     let mut tail: Vec<u8> = Vec::new();
@@ -138,9 +181,9 @@ fn baseline_raw(port: u16) -> (Duration, usize) {
 }
 
 /// Reads, decodes chunked, splits SSE events and parses each one's JSON; returns the text.
-fn baseline_parsing(port: u16) -> (Duration, String) {
+fn baseline_parsing(port: u16, wire: Wire) -> (Duration, String) {
     let t0 = Instant::now();
-    let mut s = direct_request(port);
+    let mut s = direct_request(port, wire);
     let mut buf = vec![0u8; 64 * 1024];
     let mut raw: Vec<u8> = Vec::new();
     let mut pos = 0usize;
@@ -211,14 +254,17 @@ fn baseline_parsing(port: u16) -> (Duration, String) {
         while let Some(p) = body[start..].windows(2).position(|w| w == b"\n\n") {
             let ev = &body[start..start + p];
             start += p + 2;
-            let Some(data) = ev.strip_prefix(b"data: ") else {
+            let Some(data) = ev
+                .split(|&b| b == b'\n')
+                .find_map(|l| l.strip_prefix(b"data: "))
+            else {
                 continue;
             };
             if data == b"[DONE]" {
                 continue;
             }
             let v: Value = serde_json::from_slice(data).expect("event JSON");
-            if let Some(t) = v["choices"][0]["delta"]["content"].as_str() {
+            if let Some(t) = wire.text_of(&v) {
                 text.push_str(t);
             }
         }
@@ -238,7 +284,7 @@ struct Gw {
 }
 
 impl Gw {
-    fn spawn(bin: &Path, base_url: &str) -> Gw {
+    fn spawn(bin: &Path, base_url: &str, wire: Wire) -> Gw {
         let home = TempDir::new("openai-tokens");
         let stderr = std::fs::File::create(home.path().join("gateway.stderr")).unwrap();
         let mut cmd = Command::new(bin);
@@ -252,10 +298,22 @@ impl Gw {
                 cmd.env_remove(&k);
             }
         }
-        cmd.env("HERMES_HOME", home.path())
-            .env("OPENAI_BASE_URL", base_url)
-            .env("OPENAI_API_KEY", "sk-bench")
-            .env("OPENAI_MODEL", "mock-model");
+        cmd.env("HERMES_HOME", home.path());
+        match wire {
+            Wire::Chat => {
+                cmd.env("OPENAI_BASE_URL", base_url)
+                    .env("OPENAI_API_KEY", "sk-bench")
+                    .env("OPENAI_MODEL", "mock-model");
+            }
+            Wire::Anthropic => std::fs::write(
+                home.path().join("config.yaml"),
+                format!(
+                    "model:\n  default: claude-sonnet-4-5\n  base_url: {base_url}\n  \
+                     api_mode: anthropic_messages\n  api_key: sk-bench\n"
+                ),
+            )
+            .unwrap(),
+        }
         let client = Client::spawn(&mut cmd).expect("spawn the gateway");
         let pid = client.pid().unwrap();
         let mut gw = Gw {
@@ -389,14 +447,19 @@ fn main() {
     }
     let tokens = arg_usize("--tokens", 10_000);
     let runs = arg_usize("--runs", 15).max(1);
-    let body = Arc::new(render(tokens));
+    let wire = match arg_string("--wire", "chat").as_str() {
+        "chat" => Wire::Chat,
+        "anthropic" => Wire::Anthropic,
+        other => panic!("--wire: chat or anthropic, not {other:?}"),
+    };
+    let body = Arc::new(render(tokens, wire));
     let mock = start_mock(body.clone());
     let bin = gateway_bin();
-    let mut gw = Gw::spawn(&bin, &mock.base_url());
+    let mut gw = Gw::spawn(&bin, &mock.base_url(), wire);
 
     // warm-up (connection paths, page cache, allocator)
-    let (_, raw_bytes) = baseline_raw(mock.port);
-    let (_, t) = baseline_parsing(mock.port);
+    let (_, raw_bytes) = baseline_raw(mock.port, wire);
+    let (_, t) = baseline_parsing(mock.port, wire);
     assert_eq!(
         t, body.text,
         "the parsing baseline must read the whole answer"
@@ -410,8 +473,8 @@ fn main() {
     let mut cpu = Vec::new();
     let mut frames = Vec::new();
     for _ in 0..runs {
-        raw.push(baseline_raw(mock.port).0);
-        let (d, t) = baseline_parsing(mock.port);
+        raw.push(baseline_raw(mock.port, wire).0);
+        let (d, t) = baseline_parsing(mock.port, wire);
         assert_eq!(t.len(), body.text.len());
         parsing.push(d);
         let (d, n, t, c) = gw.turn();
@@ -430,8 +493,9 @@ fn main() {
     );
     let (mr, mp, mg) = (median(&mut raw), median(&mut parsing), median(&mut gateway));
     println!(
-        "openai_tokens: {tokens} tokens ({} KiB of chunked SSE), {runs} runs, medians",
-        raw_bytes / 1024
+        "openai_tokens: {tokens} tokens ({} KiB of chunked SSE, {}), {runs} runs, medians",
+        raw_bytes / 1024,
+        wire.path()
     );
     println!(
         "  baseline, raw read          {:>10}  {}",

@@ -13,6 +13,7 @@ mod tls_server;
 mod tui;
 
 mod absent_features;
+mod anthropic;
 mod approvals;
 mod attacks;
 mod background;

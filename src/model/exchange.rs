@@ -509,6 +509,8 @@ impl Exchange {
                 self.to.base_url, self.model
             ),
             429 => " — rate limited by the provider".to_string(),
+            // Anthropic's "overloaded" (and Cloudflare's unknown error elsewhere).
+            529 => " — the provider is overloaded".to_string(),
             500..=599 => " — the provider failed".to_string(),
             _ => String::new(),
         };
@@ -659,6 +661,13 @@ mod tests {
             ": bad key"
         );
         assert_eq!(error_detail(b"plain text\n"), ": plain text");
+        // Anthropic's shape: {type: error, error: {type, message}}.
+        assert_eq!(
+            error_detail(
+                br#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#
+            ),
+            ": invalid x-api-key"
+        );
         assert_eq!(error_detail(b""), "");
     }
 }

@@ -1,5 +1,6 @@
 //! Model providers: the small trait the loop drives, and the built-in offline model.
 
+pub mod caching;
 pub mod catalog;
 pub mod connect;
 pub mod context;

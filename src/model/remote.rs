@@ -46,14 +46,22 @@ impl RemoteProvider {
         }
         let body = wire.body.to_string();
         let mut head = format!(
-            "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tui-gateway/{}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n",
+            "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n",
             self.to.route.request_target(wire.path),
             self.to.url.authority(),
-            crate::VERSION,
             body.len()
         );
-        for (name, value) in wire.headers.iter().chain(&self.endpoint.headers) {
+        let headers: Vec<&(String, String)> =
+            wire.headers.iter().chain(&self.endpoint.headers).collect();
+        // Ours unless the wire or the endpoint names another (Claude Code's, for OAuth).
+        if !headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("user-agent"))
+        {
+            head.push_str(&format!("User-Agent: tui-gateway/{}\r\n", crate::VERSION));
+        }
+        for (name, value) in headers {
             head.push_str(&format!("{name}: {value}\r\n"));
         }
         head.push_str(&self.to.route.request_headers());
@@ -98,7 +106,7 @@ impl Provider for RemoteProvider {
             &self.to,
             req.model,
             message,
-            self.endpoint.wire.decoder(),
+            self.endpoint.wire.decoder_for(&req, &self.endpoint),
             reuse,
             ctx,
             now,

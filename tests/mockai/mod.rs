@@ -11,6 +11,8 @@
 //! `MockAi::raw` starts a server that does not speak HTTP at all (for TLS failures).
 #![allow(dead_code)]
 
+pub mod anthropic;
+
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};

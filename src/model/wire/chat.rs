@@ -3,7 +3,8 @@
 
 use serde_json::{Value, json};
 
-use super::{Decoder, DraftCalls, WireRequest, parse_event};
+use super::{Decoder, DraftCalls, Wire, WireRequest, parse_event};
+use crate::model::caching;
 use crate::model::endpoint::Endpoint;
 use crate::model::{ModelEvent, ModelRequest, TokenUsage};
 use crate::transcript::{Message, Role};
@@ -13,9 +14,15 @@ pub const SYSTEM_PROMPT: &str = "You are a helpful assistant working in the user
 You can run shell commands with the `terminal` tool; report what they printed.";
 
 pub fn request(req: &ModelRequest<'_>, to: &Endpoint) -> WireRequest {
+    let mut messages = request_messages(req.system, req.messages);
+    if let Some(layout) =
+        caching::policy(&to.provider, &to.base_url, Wire::ChatCompletions, req.model)
+    {
+        mark_for_cache(&mut messages, req.messages, layout);
+    }
     let mut body = json!({
         "model": req.model,
-        "messages": request_messages(req.system, req.messages),
+        "messages": messages,
         "stream": true,
         "stream_options": {"include_usage": true},
     });
@@ -63,6 +70,24 @@ pub fn request_messages(system: Option<&str>, transcript: &[Message]) -> Vec<Val
         out.push(v);
     }
     out
+}
+
+/// Cache breakpoints on the system prompt (the first message) and the last three messages that
+/// can carry one, each on its content as a text part (the "envelope" layout OpenRouter and the
+/// other proxies honour).
+fn mark_for_cache(messages: &mut [Value], transcript: &[Message], layout: caching::Layout) {
+    let marked = caching::marked(transcript, layout);
+    // The request's messages are the system prompt, then one per transcript message.
+    let at = std::iter::once(0).chain(marked.into_iter().map(|i| i + 1));
+    for i in at {
+        let Some(m) = messages.get_mut(i) else {
+            continue;
+        };
+        if let Some(text) = m["content"].as_str().filter(|t| !t.is_empty()) {
+            m["content"] =
+                json!([{"type": "text", "text": text, "cache_control": caching::marker()}]);
+        }
+    }
 }
 
 /// What arrived of a streamed chat completion.
@@ -204,6 +229,63 @@ mod tests {
             msgs[3],
             json!({"role": "tool", "tool_call_id": "c1", "content": "out"})
         );
+    }
+
+    #[test]
+    fn openrouter_claude_gets_breakpoints_on_content_parts() {
+        let mut call = Message::new(Role::Assistant, None, 0.0);
+        call.tool_calls = Some(
+            r#"[{"id":"c1","type":"function","function":{"name":"terminal","arguments":"{}"}}]"#
+                .into(),
+        );
+        let mut result = Message::new(Role::Tool, Some("out".into()), 0.0);
+        result.tool_call_id = Some("c1".into());
+        let t = [
+            Message::new(Role::User, Some("one".into()), 0.0),
+            Message::new(Role::Assistant, Some("two".into()), 0.0),
+            Message::new(Role::User, Some("three".into()), 0.0),
+            call,
+            result,
+        ];
+        let req = ModelRequest {
+            system: Some("sys"),
+            messages: &t,
+            model: "anthropic/claude-sonnet-4.6",
+            tools: &[],
+            reasoning_effort: None,
+        };
+        let to = Endpoint::new(
+            "openrouter",
+            "https://openrouter.ai/api/v1",
+            None,
+            Wire::ChatCompletions,
+        );
+        let body = request(&req, &to).body;
+        let m = body["messages"].as_array().unwrap();
+        let marker = caching::marker();
+        assert_eq!(
+            m[0]["content"],
+            json!([{"type": "text", "text": "sys", "cache_control": marker}])
+        );
+        assert_eq!(m[1]["content"], "one", "beyond the last three");
+        assert_eq!(m[2]["content"][0]["cache_control"], marker);
+        assert_eq!(m[3]["content"][0]["text"], "three");
+        assert_eq!(m[4]["content"], Value::Null, "a bare call carries none");
+        assert_eq!(
+            m[5],
+            json!({"role": "tool", "tool_call_id": "c1",
+                "content": [{"type": "text", "text": "out", "cache_control": marker}]})
+        );
+        // Elsewhere, plain strings.
+        let plain = Endpoint::new(
+            "openai",
+            "https://api.openai.com/v1",
+            None,
+            Wire::ChatCompletions,
+        );
+        let body = request(&req, &plain).body;
+        assert_eq!(body["messages"][0]["content"], "sys");
+        assert!(!body.to_string().contains("cache_control"));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! Pure: bytes in, `ModelEvent`s out; the exchange (`model/exchange.rs`) moves the bytes.
 
 pub mod chat;
+pub mod messages;
 
 use super::endpoint::Endpoint;
 use super::{ModelEvent, ModelRequest, TokenUsage, ToolCall};
@@ -11,6 +12,8 @@ use super::{ModelEvent, ModelRequest, TokenUsage, ToolCall};
 pub enum Wire {
     /// `POST /chat/completions` (OpenAI and most others).
     ChatCompletions,
+    /// `POST /v1/messages` (Anthropic, and the proxies that speak its protocol).
+    AnthropicMessages,
 }
 
 impl Wire {
@@ -18,6 +21,7 @@ impl Wire {
     pub fn from_api_mode(name: &str) -> Option<Wire> {
         match name.trim().to_ascii_lowercase().as_str() {
             "chat_completions" => Some(Wire::ChatCompletions),
+            "anthropic_messages" => Some(Wire::AnthropicMessages),
             _ => None,
         }
     }
@@ -26,6 +30,7 @@ impl Wire {
     pub fn api_mode(self) -> &'static str {
         match self {
             Wire::ChatCompletions => "chat_completions",
+            Wire::AnthropicMessages => "anthropic_messages",
         }
     }
 
@@ -34,6 +39,7 @@ impl Wire {
     pub fn request(self, req: &ModelRequest<'_>, to: &Endpoint) -> WireRequest {
         match self {
             Wire::ChatCompletions => chat::request(req, to),
+            Wire::AnthropicMessages => messages::request(req, to),
         }
     }
 
@@ -41,6 +47,16 @@ impl Wire {
     pub fn decoder(self) -> Box<dyn Decoder> {
         match self {
             Wire::ChatCompletions => Box::<chat::ChatDecoder>::default(),
+            Wire::AnthropicMessages => Box::<messages::MessagesDecoder>::default(),
+        }
+    }
+
+    /// A reader for the answer to `req` in particular (an OAuth Messages request renamed the
+    /// tools it offered; its reader maps them back).
+    pub fn decoder_for(self, req: &ModelRequest<'_>, to: &Endpoint) -> Box<dyn Decoder> {
+        match self {
+            Wire::AnthropicMessages => Box::new(messages::decoder(req, to)),
+            other => other.decoder(),
         }
     }
 }

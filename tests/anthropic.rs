@@ -1,0 +1,590 @@
+//! Anthropic's Messages API, black-box: the real binary, configured through config.yaml
+//! (`api_mode: anthropic_messages`), against a mock `/v1/messages` started by each test
+//! (`tests/mockai/anthropic.rs`).
+//!
+//! Covered: a streamed text answer and the request the gateway sends (path, headers, body); a
+//! tool round trip whose input arrives in pieces, its `tool_use` and `tool_result` sent back
+//! (and no thinking, to a proxy); signed thinking kept on the answer, in state.db, and sent
+//! back to Anthropic's API (the mock behind `http_proxy`) in the next request — after a
+//! restart and resume too; cache breakpoints on the system prompt and the last three
+//! messages; cache reads and writes in the usage, `session.usage` and state.db; the session's
+//! reasoning effort as thinking; an error event mid-answer; a refused key; an overloaded API
+//! retried.
+//!
+//! Every wait has a deadline; nothing relies on a bare sleep for synchronisation.
+
+use crate::common;
+use crate::mockai;
+
+use common::*;
+use mockai::anthropic::{self as msgs, Usage};
+use mockai::{MockAi, Recorded, Reply};
+use serde_json::{Value, json};
+use std::time::Instant;
+
+const KEY: &str = "sk-ant-api03-mock";
+const MODEL: &str = "claude-sonnet-4-5";
+
+/// A home whose config.yaml points the gateway at `base_url` with the Messages API.
+fn home_at(base_url: &str) -> TempHome {
+    let home = TempHome::new("anthropic");
+    std::fs::write(
+        home.path.join("config.yaml"),
+        format!(
+            "model:\n  default: {MODEL}\n  base_url: {base_url}\n  api_mode: anthropic_messages\n  api_key: {KEY}\n"
+        ),
+    )
+    .unwrap();
+    home
+}
+
+/// The mock as a third-party Messages endpoint (a proxy, a gateway like LiteLLM).
+fn home_for(mock: &MockAi) -> TempHome {
+    home_at(&mock.base_url())
+}
+
+fn gateway(home: &TempHome) -> GatewayBuilder {
+    Gateway::builder()
+        .tag("anthropic")
+        .home(&home.path)
+        .env("TUI_GATEWAY_RETRY_BASE_S", "0.05")
+}
+
+/// The mock as Anthropic's own API: the base URL names `api.anthropic.com` (plain HTTP) and
+/// the mock is the HTTP proxy every request goes through, so the gateway treats the endpoint
+/// as Anthropic's (signed thinking goes back) while nothing leaves the machine.
+fn native_gateway(home: &TempHome, mock: &MockAi) -> GatewayBuilder {
+    gateway(home).env("http_proxy", &format!("http://127.0.0.1:{}", mock.port))
+}
+
+const NATIVE_BASE: &str = "http://api.anthropic.com";
+
+/// `content` of a request message as a list of blocks (a string is one text block).
+fn blocks(m: &Value) -> Vec<Value> {
+    match &m["content"] {
+        Value::String(s) => vec![json!({"type": "text", "text": s})],
+        Value::Array(b) => b.clone(),
+        other => panic!("content neither text nor blocks: {other}"),
+    }
+}
+
+/// Every block of the request carrying a cache breakpoint, as `type:text-or-content`.
+fn breakpoints(r: &Recorded) -> Vec<String> {
+    let system = r.body["system"].as_array().cloned().unwrap_or_default();
+    let message_blocks = r.messages().iter().flat_map(blocks).collect::<Vec<_>>();
+    system
+        .into_iter()
+        .map(|b| (true, b))
+        .chain(message_blocks.into_iter().map(|b| (false, b)))
+        .filter(|(_, b)| b.get("cache_control").is_some())
+        .map(|(sys, b)| {
+            assert_eq!(b["cache_control"], json!({"type": "ephemeral"}), "{b}");
+            let what = b["text"].as_str().or(b["content"].as_str()).unwrap_or("");
+            let kind = if sys {
+                "system"
+            } else {
+                b["type"].as_str().unwrap_or("?")
+            };
+            format!("{kind}:{}", what.chars().take(20).collect::<String>())
+        })
+        .collect()
+}
+
+fn reasoning_details(g: &Gateway, stored: &str) -> Vec<Option<String>> {
+    let db = g.db();
+    let mut st = db
+        .prepare("SELECT reasoning_details FROM messages WHERE session_id = ?1 AND role = 'assistant' ORDER BY id")
+        .unwrap();
+    st.query_map([stored], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// Polls state.db until `pred` holds on the session's message rows.
+fn wait_rows(
+    g: &Gateway,
+    stored: &str,
+    what: &str,
+    pred: impl Fn(&[MsgRow]) -> bool,
+) -> Vec<MsgRow> {
+    let deadline = Instant::now() + T;
+    loop {
+        let rows = message_rows(&g.db_path(), stored);
+        if pred(&rows) {
+            return rows;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "state.db never showed {what}: {rows:#?}\n{}",
+            g.diag()
+        );
+        std::thread::sleep(ms(50));
+    }
+}
+
+fn complete_error(g: &mut Gateway, sid: &str, prompt: &str) -> String {
+    let start = submit(g, sid, prompt);
+    let turn = g.finish_turn(sid, start, T);
+    let c = &turn.complete["payload"];
+    assert_eq!(c["status"], "error", "{c}");
+    c["error"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_streamed_answer_and_the_request_it_answers() {
+    let mock = MockAi::script(vec![msgs::reply(msgs::text_answer(
+        &["Hel", "lo from ", "Claude."],
+        Usage(12, 0, 0, 5),
+    ))]);
+    let home = home_for(&mock);
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "say hello");
+    assert_eq!(
+        turn.complete["payload"]["status"], "complete",
+        "{}",
+        turn.complete
+    );
+    assert_eq!(turn.text, "Hello from Claude.");
+    let deltas: String = turn
+        .events
+        .iter()
+        .filter(|e| e["type"] == "message.delta")
+        .map(|e| e["payload"]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(deltas, "Hello from Claude.", "streamed as it came");
+
+    let r = &mock.wait_requests(1, T)[0];
+    assert_eq!(
+        (r.method.as_str(), r.path.as_str()),
+        ("POST", "/v1/messages")
+    );
+    assert_eq!(r.header("x-api-key"), Some(KEY));
+    assert_eq!(
+        r.header("authorization"),
+        None,
+        "the key goes once, as x-api-key"
+    );
+    assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(
+        r.header("anthropic-beta"),
+        Some("interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14")
+    );
+    let b = &r.body;
+    assert_eq!(b["model"], MODEL, "{b}");
+    assert_eq!(b["stream"], true, "{b}");
+    assert_eq!(b["max_tokens"], 64000, "the model's own limit: {b}");
+    assert!(b.get("thinking").is_none(), "no effort configured: {b}");
+    assert!(
+        b["system"][0]["text"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty()),
+        "the system prompt apart from the messages: {b}"
+    );
+    assert_eq!(
+        r.messages(),
+        [json!({"role": "user", "content": [
+            {"type": "text", "text": "say hello", "cache_control": {"type": "ephemeral"}}]})],
+        "{b}"
+    );
+    let tools = b["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools: {b}"));
+    let term = tools
+        .iter()
+        .find(|t| t["name"] == "terminal")
+        .unwrap_or_else(|| panic!("terminal not offered: {b}"));
+    assert_eq!(term["input_schema"]["type"], "object", "{term}");
+    assert!(
+        term["input_schema"]["properties"]["command"].is_object(),
+        "{term}"
+    );
+    assert!(
+        term.get("function").is_none(),
+        "Anthropic's shape, not OpenAI's: {term}"
+    );
+    assert_eq!(b["tool_choice"], json!({"type": "auto"}));
+
+    let rows = wait_rows(&g, &s.stored, "the answer", |r| {
+        r.iter()
+            .any(|x| x.role == "assistant" && x.finish_reason.is_some())
+    });
+    let a = rows.iter().find(|x| x.role == "assistant").unwrap();
+    assert_eq!(a.content.as_deref(), Some("Hello from Claude."));
+    assert_eq!(a.finish_reason.as_deref(), Some("stop"));
+    assert_eq!(a.token_count, Some(5));
+}
+
+#[test]
+fn a_tool_round_trip_with_its_input_in_pieces() {
+    let marker = format!("anthropic-tool-{}", std::process::id());
+    let command = format!("echo {marker}");
+    let mock = MockAi::script(vec![
+        msgs::reply(msgs::tool_answer(
+            "toolu_01Abc",
+            &command,
+            4,
+            Some("SIG-PROXY"),
+        )),
+        msgs::reply(msgs::text_answer(
+            &["It printed the marker."],
+            Usage(40, 0, 0, 6),
+        )),
+    ]);
+    let home = home_for(&mock);
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "run the echo");
+    let c = &turn.complete["payload"];
+    assert_eq!(c["status"], "complete", "{c}");
+    assert!(turn.text.contains("It printed the marker."), "{c}");
+    // The call is announced as soon as its block starts, before its input is whole.
+    assert_eq!(turn.event("tool.generating")["payload"]["name"], "terminal");
+    let done = turn.event("tool.complete");
+    assert_eq!(done["payload"]["name"], "terminal", "{done}");
+    assert!(
+        done["payload"]["result"]["output"]
+            .as_str()
+            .unwrap_or("")
+            .contains(&marker),
+        "the command ran with the whole input: {done}"
+    );
+
+    let reqs = mock.wait_requests(2, T);
+    let m = reqs[1].messages();
+    assert_eq!(m.len(), 3, "user, the call, its result: {}", reqs[1].body);
+    assert_eq!(m[1]["role"], "assistant");
+    assert!(
+        !blocks(&m[1]).iter().any(|b| b["type"] == "thinking"),
+        "a proxy cannot check Anthropic's signatures: no thinking goes back to it: {}",
+        m[1]
+    );
+    let call = blocks(&m[1])
+        .into_iter()
+        .find(|b| b["type"] == "tool_use")
+        .unwrap_or_else(|| panic!("no tool_use: {}", m[1]));
+    assert_eq!(call["id"], "toolu_01Abc");
+    assert_eq!(call["name"], "terminal");
+    assert_eq!(
+        call["input"],
+        json!({ "command": command }),
+        "an object, not a string"
+    );
+    assert_eq!(m[2]["role"], "user");
+    let result = &blocks(&m[2])[0];
+    assert_eq!(result["type"], "tool_result", "{}", m[2]);
+    assert_eq!(result["tool_use_id"], "toolu_01Abc");
+    assert!(
+        result["content"].as_str().unwrap_or("").contains(&marker),
+        "{result}"
+    );
+    // The three messages are the last three: each carries a breakpoint.
+    assert_eq!(
+        breakpoints(&reqs[1])
+            .iter()
+            .map(|b| b.split(':').next().unwrap().to_string())
+            .collect::<Vec<_>>(),
+        ["system", "text", "tool_use", "tool_result"]
+    );
+
+    let rows = wait_rows(&g, &s.stored, "call, result, answer", |r| r.len() >= 4);
+    assert_eq!(
+        rows[1].finish_reason.as_deref(),
+        Some("tool_calls"),
+        "{rows:#?}"
+    );
+    assert_eq!(rows[1].call_ids(), ["toolu_01Abc"]);
+    assert_eq!(rows[2].tool_call_id.as_deref(), Some("toolu_01Abc"));
+}
+
+#[test]
+fn signed_thinking_goes_back_in_the_next_request_and_after_a_resume() {
+    let mock = MockAi::script(vec![
+        msgs::reply(msgs::tool_answer(
+            "toolu_think",
+            "echo thought",
+            7,
+            Some("SIG-CALL"),
+        )),
+        msgs::reply({
+            let mut v = vec![msgs::message_start(30, 0, 0)];
+            v.extend(msgs::thinking(0, &["It worked."], "SIG-ANSWER"));
+            v.extend([
+                msgs::text_start(1),
+                msgs::text_delta(1, "Done."),
+                msgs::block_stop(1),
+                msgs::message_delta("end_turn", 4),
+                msgs::message_stop(),
+            ]);
+            v
+        }),
+        msgs::reply(msgs::text_answer(&["Welcome back."], Usage(50, 0, 0, 3))),
+    ]);
+    let home = home_at(NATIVE_BASE);
+    let mut g = native_gateway(&home, &mock).start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "think, then run something");
+    assert_eq!(
+        turn.complete["payload"]["status"], "complete",
+        "{}",
+        turn.complete
+    );
+    let shown: String = turn
+        .events
+        .iter()
+        .filter(|e| e["type"] == "reasoning.delta")
+        .map(|e| e["payload"]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        shown, "I should list it.It worked.",
+        "the thinking is shown as it comes"
+    );
+
+    // Within the turn: the call's signed thinking opens the answer sent back.
+    let reqs = mock.wait_requests(2, T);
+    assert_eq!(
+        reqs[0].path, "http://api.anthropic.com/v1/messages",
+        "through the proxy"
+    );
+    let sent = blocks(&reqs[1].messages()[1]);
+    assert_eq!(
+        sent[0],
+        json!({"type": "thinking", "thinking": "I should list it.", "signature": "SIG-CALL"}),
+        "{}",
+        reqs[1].body
+    );
+    assert_eq!(sent[1]["type"], "tool_use");
+
+    // Both answers keep theirs in Hermes' column.
+    let details = {
+        let deadline = Instant::now() + T;
+        loop {
+            let d = reasoning_details(&g, &s.stored);
+            if d.len() == 2 && d.iter().all(Option::is_some) {
+                break d;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "reasoning_details never stored: {d:?}"
+            );
+            std::thread::sleep(ms(50));
+        }
+    };
+    let second: Value = serde_json::from_str(details[1].as_deref().unwrap()).unwrap();
+    assert_eq!(
+        second,
+        json!([{"type": "thinking", "thinking": "It worked.", "signature": "SIG-ANSWER"}])
+    );
+
+    // A new gateway on the same home resumes the session from state.db.
+    g.close_stdin();
+    assert!(g.wait_exit(secs(10)).success(), "{}", g.diag());
+    let mut g = native_gateway(&home, &mock).start();
+    let r = g.call("session.resume", json!({"session_id": s.stored}));
+    let sid = r["session_id"].as_str().unwrap().to_string();
+    let turn = g.run_turn(&sid, "again");
+    assert_eq!(turn.text, "Welcome back.", "{}", turn.complete);
+    let reqs = mock.wait_requests(3, T);
+    let m = reqs[2].messages();
+    let roles: Vec<&str> = m.iter().map(|x| x["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "user", "assistant", "user"],
+        "{}",
+        reqs[2].body
+    );
+    // Only the latest answer's thinking goes back, signed as it came.
+    let latest = blocks(&m[3]);
+    assert_eq!(
+        latest[0],
+        json!({"type": "thinking", "thinking": "It worked.", "signature": "SIG-ANSWER"})
+    );
+    assert!(
+        !blocks(&m[1]).iter().any(|b| b["type"] == "thinking"),
+        "an older answer's thinking is not sent: {}",
+        m[1]
+    );
+}
+
+#[test]
+fn breakpoints_on_the_system_prompt_and_the_last_three_and_cache_usage_counted() {
+    let mock = MockAi::script(vec![
+        msgs::reply(msgs::text_answer(&["first"], Usage(10, 0, 1500, 4))),
+        msgs::reply(msgs::text_answer(&["second"], Usage(12, 1500, 30, 5))),
+        msgs::reply(msgs::text_answer(&["third"], Usage(9, 1530, 25, 6))),
+    ]);
+    let home = home_for(&mock);
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    let t1 = g.run_turn(&s.id, "one");
+    let u = &t1.complete["payload"]["usage"];
+    assert_eq!(
+        u["input"], 1510,
+        "every input token, cache writes included: {u}"
+    );
+    g.run_turn(&s.id, "two");
+    let t3 = g.run_turn(&s.id, "three");
+    assert_eq!(t3.text, "third");
+
+    let reqs = mock.wait_requests(3, T);
+    let first = breakpoints(&reqs[0]);
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert!(first[0].starts_with("system:"), "{first:?}");
+    assert_eq!(first[1], "text:one");
+    let third = breakpoints(&reqs[2]);
+    assert_eq!(third.len(), 4, "four breakpoints at most: {third:?}");
+    assert!(third[0].starts_with("system:"), "{third:?}");
+    assert_eq!(third[1..], ["text:two", "text:second", "text:three"]);
+    // The oldest messages lost theirs, nothing else changed in them.
+    assert_eq!(
+        reqs[2].messages()[0],
+        json!({"role": "user", "content": "one"})
+    );
+    assert_eq!(
+        reqs[2].messages()[1]["content"],
+        json!([{"type": "text", "text": "first"}])
+    );
+    // The tools and the system prompt are the same bytes every time (a cacheable prefix).
+    for r in &reqs[1..] {
+        assert_eq!(
+            r.body["tools"].to_string(),
+            reqs[0].body["tools"].to_string()
+        );
+        assert_eq!(
+            r.body["system"].to_string(),
+            reqs[0].body["system"].to_string()
+        );
+    }
+
+    let su = g.call("session.usage", json!({"session_id": s.id}));
+    let su = su.get("usage").unwrap_or(&su).clone();
+    assert_eq!(su["cache_read"], 3030, "{su}");
+    assert_eq!(su["cache_write"], 1555, "{su}");
+    assert_eq!(su["input"], 1510 + 1542 + 1564, "{su}");
+    assert_eq!(su["output"], 15, "{su}");
+    let deadline = Instant::now() + T;
+    loop {
+        let row: (i64, i64, i64, i64) = g
+            .db()
+            .query_row(
+                "SELECT input_tokens, output_tokens, cache_read_tokens, cache_write_tokens
+                 FROM sessions WHERE id = ?1",
+                [&s.stored],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .unwrap();
+        if row == (4616, 15, 3030, 1555) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sessions row: {row:?}\n{}",
+            g.diag()
+        );
+        std::thread::sleep(ms(50));
+    }
+}
+
+#[test]
+fn the_sessions_reasoning_effort_becomes_thinking() {
+    let mock = MockAi::script(vec![msgs::reply(msgs::text_answer(
+        &["ok"],
+        Usage(1, 0, 0, 1),
+    ))]);
+    let home = home_for(&mock);
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    g.call(
+        "config.set",
+        json!({"key": "reasoning", "value": "high", "session_id": s.id}),
+    );
+    g.run_turn(&s.id, "think hard");
+    let b = &mock.wait_requests(1, T)[0].body;
+    // Sonnet 4.5 thinks with a budget, which wants temperature 1 and room in max_tokens.
+    assert_eq!(
+        b["thinking"],
+        json!({"type": "enabled", "budget_tokens": 16000}),
+        "{b}"
+    );
+    assert_eq!(b["temperature"], 1, "{b}");
+    assert_eq!(b["max_tokens"], 64000, "{b}");
+}
+
+#[test]
+fn an_error_event_mid_answer_ends_the_turn_with_its_message() {
+    let mock = MockAi::script(vec![
+        msgs::reply(vec![
+            msgs::message_start(5, 0, 0),
+            msgs::text_start(0),
+            msgs::text_delta(0, "Half an ans"),
+            msgs::error("overloaded_error", "Overloaded"),
+        ]),
+        msgs::reply(msgs::text_answer(&["fine now"], Usage(5, 0, 0, 2))),
+    ]);
+    let home = home_for(&mock);
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    let err = complete_error(&mut g, &s.id, "hello?");
+    assert!(
+        err.contains("Overloaded") && err.contains("overloaded_error"),
+        "{err}"
+    );
+    g.ping();
+    assert_eq!(
+        g.run_turn(&s.id, "again").text,
+        "fine now",
+        "the session goes on"
+    );
+}
+
+#[test]
+fn a_refused_key_is_named_and_not_retried() {
+    let mock = MockAi::script(vec![Reply::status(
+        401,
+        &msgs::error_body("authentication_error", "invalid x-api-key"),
+    )]);
+    let home = home_for(&mock);
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    let err = complete_error(&mut g, &s.id, "let me in");
+    assert!(err.contains("401"), "{err}");
+    assert!(
+        err.contains("invalid x-api-key"),
+        "the API's own words: {err}"
+    );
+    let hint = err
+        .split("the API key was refused: check ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no hint naming where the key comes from: {err}"));
+    assert!(!hint.trim().is_empty() && !hint.starts_with(':'), "{err}");
+    g.collect_for(ms(300));
+    assert_eq!(mock.request_count(), 1, "a 401 is not retried");
+}
+
+#[test]
+fn an_overloaded_api_is_retried() {
+    let mock = MockAi::script(vec![
+        Reply::status(529, &msgs::error_body("overloaded_error", "Overloaded")),
+        msgs::reply(msgs::text_answer(&["made it"], Usage(3, 0, 0, 2))),
+    ]);
+    let home = home_for(&mock);
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "busy?");
+    assert_eq!(turn.text, "made it", "{}", turn.complete);
+    let notice = turn
+        .events
+        .iter()
+        .find(|e| e["type"] == "status.update")
+        .unwrap_or_else(|| panic!("the retry is told: {:?}", types(&turn.events)));
+    assert!(
+        notice["payload"]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("529"),
+        "{notice}"
+    );
+    let reqs = mock.wait_requests(2, T);
+    assert_eq!(reqs[0].body, reqs[1].body, "the same request again");
+}
