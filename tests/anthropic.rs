@@ -54,10 +54,25 @@ fn gateway(home: &TempHome) -> GatewayBuilder {
 /// the mock is the HTTP proxy every request goes through, so the gateway treats the endpoint
 /// as Anthropic's (signed thinking goes back) while nothing leaves the machine.
 fn native_gateway(home: &TempHome, mock: &MockAi) -> GatewayBuilder {
-    gateway(home).env("http_proxy", &format!("http://127.0.0.1:{}", mock.port))
+    gateway(home)
+        .env("http_proxy", &format!("http://127.0.0.1:{}", mock.port))
+        .env("ANTHROPIC_BASE_URL", NATIVE_BASE)
 }
 
 const NATIVE_BASE: &str = "http://api.anthropic.com";
+
+/// A home as `hermes model` leaves it for Anthropic: the provider named, the key in `.env`;
+/// `ANTHROPIC_BASE_URL` (plain HTTP, through the mock as proxy) in place of the https one.
+fn native_home() -> TempHome {
+    let home = TempHome::new("anthropic-native");
+    std::fs::write(
+        home.path.join("config.yaml"),
+        format!("model:\n  default: {MODEL}\n  provider: anthropic\n"),
+    )
+    .unwrap();
+    std::fs::write(home.path.join(".env"), format!("ANTHROPIC_API_KEY={KEY}\n")).unwrap();
+    home
+}
 
 /// `content` of a request message as a list of blocks (a string is one text block).
 fn blocks(m: &Value) -> Vec<Value> {
@@ -321,7 +336,7 @@ fn signed_thinking_goes_back_in_the_next_request_and_after_a_resume() {
         }),
         msgs::reply(msgs::text_answer(&["Welcome back."], Usage(50, 0, 0, 3))),
     ]);
-    let home = home_at(NATIVE_BASE);
+    let home = native_home();
     let mut g = native_gateway(&home, &mock).start();
     let s = g.create_session(json!({}));
     let turn = g.run_turn(&s.id, "think, then run something");

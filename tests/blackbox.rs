@@ -40,6 +40,7 @@ mod mcp_tls;
 mod methods;
 mod openai;
 mod policy;
+mod providers;
 mod rpc_log;
 mod runner_stdin;
 mod secrets;

@@ -250,6 +250,9 @@ pub fn scrub_env(cmd: &mut Command) {
         if k.starts_with("HERMES_")
             || k.starts_with("TUI_GATEWAY_")
             || k.ends_with("_API_KEY")
+            // Every provider's key and endpoint variable (HF_TOKEN, DEEPSEEK_BASE_URL, …).
+            || k.ends_with("_TOKEN")
+            || k.ends_with("_BASE_URL")
             || k.starts_with("OPENAI_")
             || k.starts_with("ANTHROPIC_")
             || k.starts_with("OPENROUTER_")

@@ -1,0 +1,337 @@
+//! Reaching the user's model as Hermes does (issue 29), black-box: real Hermes homes
+//! (config.yaml as `hermes model` writes it, keys in `$HERMES_HOME/.env`, logins in
+//! `auth.json`) against a local fake standing in for each provider's host, whose base URL the
+//! provider's own variable points at.
+
+use crate::common;
+use crate::mockai;
+
+use common::*;
+use mockai::*;
+use serde_json::{Value, json};
+
+/// A home with these files.
+fn home_with(tag: &str, config: &str, dotenv: &str) -> TempHome {
+    let home = TempHome::new(tag);
+    std::fs::write(home.path.join("config.yaml"), config).unwrap();
+    std::fs::write(home.path.join(".env"), dotenv).unwrap();
+    home
+}
+
+/// One turn answered by the fake; the request it got.
+fn one_turn(g: &mut Gateway, mock: &MockAi, prompt: &str) -> (Turn, Recorded) {
+    let s = g.create_session(json!({}));
+    let t = g.run_turn(&s.id, prompt);
+    let r = mock.wait_requests(1, T).remove(0);
+    (t, r)
+}
+
+/// The API-key providers of Hermes' table that speak Chat Completions: id, a key variable
+/// (`.env`), the base-URL variable (exported; `None`: the provider has none, config.yaml's
+/// `model.base_url` points it).
+const CHAT_PROVIDERS: &[(&str, &str, Option<&str>)] = &[
+    (
+        "openrouter",
+        "OPENROUTER_API_KEY",
+        Some("OPENROUTER_BASE_URL"),
+    ),
+    ("openai-api", "OPENAI_API_KEY", Some("OPENAI_BASE_URL")),
+    ("gemini", "GEMINI_API_KEY", Some("GEMINI_BASE_URL")),
+    ("zai", "ZAI_API_KEY", Some("GLM_BASE_URL")),
+    ("kimi-coding", "KIMI_API_KEY", Some("KIMI_BASE_URL")),
+    ("kimi-coding-cn", "KIMI_CN_API_KEY", None),
+    ("stepfun", "STEPFUN_API_KEY", Some("STEPFUN_BASE_URL")),
+    ("arcee", "ARCEEAI_API_KEY", Some("ARCEE_BASE_URL")),
+    ("gmi", "GMI_API_KEY", Some("GMI_BASE_URL")),
+    ("alibaba", "DASHSCOPE_API_KEY", Some("DASHSCOPE_BASE_URL")),
+    (
+        "alibaba-coding-plan",
+        "ALIBABA_CODING_PLAN_API_KEY",
+        Some("ALIBABA_CODING_PLAN_BASE_URL"),
+    ),
+    ("deepseek", "DEEPSEEK_API_KEY", Some("DEEPSEEK_BASE_URL")),
+    ("nvidia", "NVIDIA_API_KEY", Some("NVIDIA_BASE_URL")),
+    (
+        "opencode-zen",
+        "OPENCODE_ZEN_API_KEY",
+        Some("OPENCODE_ZEN_BASE_URL"),
+    ),
+    (
+        "opencode-go",
+        "OPENCODE_GO_API_KEY",
+        Some("OPENCODE_GO_BASE_URL"),
+    ),
+    ("kilocode", "KILOCODE_API_KEY", Some("KILOCODE_BASE_URL")),
+    ("huggingface", "HF_TOKEN", Some("HF_BASE_URL")),
+    ("xiaomi", "XIAOMI_API_KEY", Some("XIAOMI_BASE_URL")),
+    (
+        "tencent-tokenhub",
+        "TOKENHUB_API_KEY",
+        Some("TOKENHUB_BASE_URL"),
+    ),
+    ("ollama-cloud", "OLLAMA_API_KEY", Some("OLLAMA_BASE_URL")),
+    (
+        "azure-foundry",
+        "AZURE_FOUNDRY_API_KEY",
+        Some("AZURE_FOUNDRY_BASE_URL"),
+    ),
+    ("copilot", "GITHUB_TOKEN", Some("COPILOT_API_BASE_URL")),
+    ("lmstudio", "LM_API_KEY", Some("LM_BASE_URL")),
+];
+
+#[test]
+fn every_chat_completions_provider_is_reached_with_its_key_from_dotenv() {
+    for (id, key_var, base_var) in CHAT_PROVIDERS {
+        let mock = MockAi::script(vec![Reply::text(&["hi from ", id], (3, 2))]);
+        let key = format!("key-{id}-0123");
+        let mut config = format!("model:\n  provider: {id}\n  default: glm-4.6\n");
+        if base_var.is_none() {
+            config.push_str(&format!("  base_url: {}\n", mock.base_url()));
+        }
+        let home = home_with(
+            "providers-row",
+            &config,
+            &format!("# saved by hermes setup\n{key_var}={key}\n"),
+        );
+        let mut b = Gateway::builder().tag("providers-row").home(&home.path);
+        if let Some(var) = base_var {
+            b = b.env(var, &mock.base_url());
+        }
+        let mut g = b.start();
+        let st = g.call("setup.status", json!({}));
+        assert_eq!(
+            (&st["provider"], &st["warning"]),
+            (&json!(id), &Value::Null),
+            "{id}"
+        );
+        let (t, r) = one_turn(&mut g, &mock, "hello");
+        assert_eq!(t.text, format!("hi from {id}"), "{id}: {:?}", t.complete);
+        assert!(r.path.ends_with("/chat/completions"), "{id}: {}", r.path);
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {key}").as_str()),
+            "{id}"
+        );
+        assert_eq!(r.body["model"], "glm-4.6", "{id}");
+    }
+}
+
+#[test]
+fn hermes_default_home_reaches_openrouter_with_the_key_in_dotenv() {
+    // What `hermes setup` leaves: provider auto, a model, the key in .env (an exported key
+    // that went stale is beaten by it).
+    let mock = MockAi::script(vec![Reply::text(&["routed"], (5, 1))]);
+    let home = home_with(
+        "providers-auto",
+        "model:\n  default: anthropic/claude-sonnet-4.5\n  provider: auto\n",
+        "OPENROUTER_API_KEY=sk-or-fresh\n",
+    );
+    let mut g = Gateway::builder()
+        .tag("providers-auto")
+        .home(&home.path)
+        .env("OPENROUTER_API_KEY", "sk-or-stale")
+        .env("OPENROUTER_BASE_URL", &mock.base_url())
+        .start();
+    let (t, r) = one_turn(&mut g, &mock, "hi");
+    assert_eq!(t.text, "routed", "{:?}", t.complete);
+    assert_eq!(r.header("authorization"), Some("Bearer sk-or-fresh"));
+    assert_eq!(r.body["model"], "anthropic/claude-sonnet-4.5");
+    assert_eq!(t.event("session.info")["payload"]["provider"], "openrouter");
+}
+
+#[test]
+fn deepseek_as_hermes_model_writes_it_sends_its_key() {
+    let mock = MockAi::script(vec![Reply::text(&["deep"], (5, 1))]);
+    // `hermes model` writes the provider's public base URL; the test's variable moves it.
+    let home = home_with(
+        "providers-deepseek",
+        "model:\n  default: deepseek-chat\n  provider: deepseek\n",
+        "DEEPSEEK_API_KEY=sk-ds-0123\n",
+    );
+    let mut g = Gateway::builder()
+        .tag("providers-deepseek")
+        .home(&home.path)
+        .env("DEEPSEEK_BASE_URL", &mock.base_url())
+        .start();
+    let (t, r) = one_turn(&mut g, &mock, "hi");
+    assert_eq!(t.text, "deep", "{:?}", t.complete);
+    assert_eq!(r.header("authorization"), Some("Bearer sk-ds-0123"));
+}
+
+#[test]
+fn a_providers_entry_sends_its_key_headers_and_extra_body() {
+    let mock = MockAi::script(vec![Reply::text(&["lab"], (5, 1))]);
+    let config = format!(
+        "model:\n  provider: custom:lab\nproviders:\n  lab:\n    name: Lab\n    base_url: {}\n    \
+         key_env: LAB_KEY\n    default_model: lab-7b\n    extra_headers:\n      X-Team: research\n    \
+         extra_body:\n      top_k: 5\n",
+        mock.base_url()
+    );
+    let home = home_with("providers-entry", &config, "LAB_KEY=lab-secret-1\n");
+    let mut g = Gateway::builder()
+        .tag("providers-entry")
+        .home(&home.path)
+        .start();
+    let (t, r) = one_turn(&mut g, &mock, "hi");
+    assert_eq!(t.text, "lab", "{:?}", t.complete);
+    assert_eq!(r.header("authorization"), Some("Bearer lab-secret-1"));
+    assert_eq!(r.header("x-team"), Some("research"));
+    assert_eq!(
+        (&r.body["model"], &r.body["top_k"]),
+        (&json!("lab-7b"), &json!(5))
+    );
+    assert_eq!(t.event("session.info")["payload"]["provider"], "custom:lab");
+}
+
+#[test]
+fn a_nous_login_in_auth_json_is_used() {
+    let mock = MockAi::script(vec![Reply::text(&["nous"], (5, 1))]);
+    let home = home_with("providers-nous", "model:\n  default: Hermes-4-405B\n", "");
+    let auth = json!({"version": 1, "active_provider": "nous", "providers": {"nous": {
+        "access_token": "eyJ.access", "agent_key": "eyJ.agent-key",
+        "inference_base_url": "https://inference-api.nousresearch.com/v1"}}});
+    std::fs::write(home.path.join("auth.json"), auth.to_string()).unwrap();
+    let mut g = Gateway::builder()
+        .tag("providers-nous")
+        .home(&home.path)
+        .env("NOUS_INFERENCE_BASE_URL", &mock.base_url())
+        .start();
+    let (t, r) = one_turn(&mut g, &mock, "hi");
+    assert_eq!(t.text, "nous", "{:?}", t.complete);
+    assert_eq!(r.header("authorization"), Some("Bearer eyJ.agent-key"));
+    assert_eq!(t.event("session.info")["payload"]["provider"], "nous");
+}
+
+#[test]
+fn a_provider_that_cannot_be_reached_says_why_instead_of_answering_offline() {
+    for (config, dotenv, why) in [
+        (
+            "model:\n  provider: anthropic\n  default: claude-sonnet-4-5\n",
+            "",
+            "ANTHROPIC_API_KEY",
+        ),
+        (
+            "model:\n  provider: nous\n  default: Hermes-4-405B\n",
+            "",
+            "not logged into Nous Portal",
+        ),
+        (
+            "model:\n  provider: sumthing\n  default: m\n",
+            "",
+            "Unknown provider 'sumthing'",
+        ),
+        (
+            "model:\n  provider: openrouter\n",
+            "OPENROUTER_API_KEY=sk-or-0123\n",
+            "no model is chosen",
+        ),
+    ] {
+        let home = home_with("providers-unreachable", config, dotenv);
+        let mut g = Gateway::builder()
+            .tag("providers-unreachable")
+            .home(&home.path)
+            .start();
+        let st = g.call("setup.status", json!({}));
+        let warning = st["warning"].as_str().unwrap_or("");
+        assert!(warning.contains(why), "{config}: {st}");
+        let s = g.create_session(json!({}));
+        let t = g.run_turn(&s.id, "hello");
+        assert_eq!(t.complete["payload"]["status"], "error", "{config}");
+        let error = t.complete["payload"]["error"].as_str().unwrap_or("");
+        assert!(error.contains(why), "{config}: {error}");
+        assert!(!t.text.contains("offline"), "{config}: {}", t.text);
+    }
+}
+
+#[test]
+fn a_key_from_dotenv_never_reaches_a_tool() {
+    let secret = "sk-or-dotenv-only-5150";
+    let mock = MockAi::script(vec![
+        Reply::Stream(Stream::new(tool_call_events(
+            "call_env",
+            "env; cat /proc/$PPID/environ 2>&1 | tr '\\0' '\\n'",
+            7,
+            (10, 5),
+        ))),
+        Reply::text(&["looked"], (20, 2)),
+    ]);
+    let home = home_with(
+        "providers-secret",
+        "model:\n  provider: openrouter\n  default: m\n",
+        &format!("OPENROUTER_API_KEY={secret}\n"),
+    );
+    let mut g = Gateway::builder()
+        .tag("providers-secret")
+        .home(&home.path)
+        .env("OPENROUTER_BASE_URL", &mock.base_url())
+        .start();
+    let s = g.create_session(json!({}));
+    let t = g.run_turn(&s.id, "show me your environment");
+    assert_eq!(t.text, "looked", "{:?}", t.complete);
+    let reqs = mock.wait_requests(2, T);
+    let tool_result = reqs[1]
+        .messages()
+        .into_iter()
+        .find(|m| m["role"] == "tool")
+        .expect("the tool's result went back to the model");
+    let output = content_text(&tool_result["content"]);
+    assert!(output.contains("PATH="), "the command ran: {output}");
+    assert!(
+        !output.contains(secret),
+        "the key reached the tool: {output}"
+    );
+    let rows = g.db().query_row(
+        "SELECT count(*) FROM messages WHERE content LIKE ?1",
+        [format!("%{secret}%")],
+        |r| r.get::<_, i64>(0),
+    );
+    assert_eq!(rows.unwrap(), 0, "the key is in the transcript");
+}
+
+/// The API-key providers of Hermes' table that speak Anthropic's Messages API: id, key
+/// variable, base-URL variable, and the path below the fake that the variable names (Hermes
+/// tells MiniMax's API by its `/anthropic` path). On a host that is not the vendor's own the
+/// key goes in `x-api-key`, as Hermes sends it to any Messages endpoint it does not know.
+const MESSAGES_PROVIDERS: &[(&str, &str, &str, &str)] = &[
+    ("anthropic", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", ""),
+    (
+        "minimax",
+        "MINIMAX_API_KEY",
+        "MINIMAX_BASE_URL",
+        "/anthropic",
+    ),
+    (
+        "minimax-cn",
+        "MINIMAX_CN_API_KEY",
+        "MINIMAX_CN_BASE_URL",
+        "/anthropic",
+    ),
+];
+
+#[test]
+fn every_messages_provider_is_reached_with_its_key_from_dotenv() {
+    use mockai::anthropic::{Usage, reply, text_answer};
+    for (id, key_var, base_var, path) in MESSAGES_PROVIDERS {
+        let mock = MockAi::script(vec![reply(text_answer(
+            &["hi from ", id],
+            Usage(3, 0, 0, 2),
+        ))]);
+        let key = format!("key-{id}-0123");
+        let home = home_with(
+            "providers-messages",
+            &format!("model:\n  provider: {id}\n  default: claude-sonnet-4-5\n"),
+            &format!("{key_var}={key}\n"),
+        );
+        let base = format!("http://127.0.0.1:{}{path}", mock.port);
+        let mut g = Gateway::builder()
+            .tag("providers-messages")
+            .home(&home.path)
+            .env(base_var, &base)
+            .start();
+        let (t, r) = one_turn(&mut g, &mock, "hello");
+        assert_eq!(t.text, format!("hi from {id}"), "{id}: {:?}", t.complete);
+        assert_eq!(r.path, format!("{path}/v1/messages"), "{id}");
+        assert_eq!(r.header("x-api-key"), Some(key.as_str()), "{id}");
+        assert!(r.header("anthropic-version").is_some(), "{id}");
+    }
+}
