@@ -493,7 +493,7 @@ pub fn host_of(url: &str) -> String {
         Some(v6) => v6.split(']').next().unwrap_or(""),
         None => authority.split(':').next().unwrap_or(""),
     };
-    host.to_ascii_lowercase()
+    host.trim_end_matches('.').to_ascii_lowercase()
 }
 
 /// Whether `url`'s host is `domain` or below it (`api.openrouter.ai` is below `openrouter.ai`).

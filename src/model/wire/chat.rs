@@ -4,9 +4,9 @@
 use serde_json::{Value, json};
 
 use super::{Decoder, DraftCalls, Wire, WireRequest, parse_event};
-use crate::model::caching;
 use crate::model::endpoint::Endpoint;
 use crate::model::{ModelEvent, ModelRequest, TokenUsage};
+use crate::model::{caching, providers};
 use crate::transcript::{Message, Role};
 
 /// The system prompt when a request brings none.
@@ -30,6 +30,7 @@ pub fn request(req: &ModelRequest<'_>, to: &Endpoint) -> WireRequest {
     if !req.tools.is_empty() {
         body["tools"] = json!(req.tools);
     }
+    add_knobs(&mut body, req, to);
     let mut headers = vec![("Accept".to_string(), "text/event-stream".to_string())];
     if let Some(key) = to.api_key.as_deref().filter(|k| !k.is_empty()) {
         headers.push(("Authorization".into(), format!("Bearer {key}")));
@@ -38,6 +39,106 @@ pub fn request(req: &ModelRequest<'_>, to: &Endpoint) -> WireRequest {
         path: "/chat/completions",
         headers,
         body,
+    }
+}
+
+/// The answer's length limit and its reasoning, in the fields each provider reads (Hermes'
+/// per-provider rules).
+fn add_knobs(body: &mut Value, req: &ModelRequest<'_>, to: &Endpoint) {
+    let model = req.model.to_ascii_lowercase();
+    let family = model.rsplit('/').next().unwrap_or(&model);
+    // OpenAI's newer models (and its hosts) take `max_completion_tokens`.
+    let completion_field = ["api.openai.com", "openai.azure.com", "githubcopilot.com"]
+        .iter()
+        .any(|h| providers::host_within(&to.base_url, h))
+        || ["gpt-4o", "gpt-4.1", "gpt-5", "o1", "o3", "o4"]
+            .iter()
+            .any(|p| family.starts_with(p));
+    let limit = to
+        .max_tokens
+        .or((to.provider == "nvidia").then_some(16_384))
+        .or_else(|| super::messages::models::known_output_limit(&model));
+    if let Some(n) = limit {
+        let field = if completion_field {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body[field] = json!(n);
+    }
+    let effort = req
+        .reasoning_effort
+        .or(to.reasoning_effort.as_deref())
+        .map(str::to_ascii_lowercase);
+    let off = matches!(
+        effort.as_deref(),
+        Some("none" | "false" | "disabled" | "off")
+    );
+    let host = providers::host_of(&to.base_url);
+    if to.base_url.contains("openrouter")
+        || providers::host_within(&to.base_url, "nousresearch.com")
+    {
+        let nous = host.ends_with("nousresearch.com");
+        let reasons = nous
+            || (!to.base_url.contains("api.mistral.ai")
+                && [
+                    "deepseek/",
+                    "anthropic/",
+                    "openai/",
+                    "x-ai/",
+                    "google/gemini-2",
+                    "qwen/qwen3",
+                    "tencent/hy3-preview",
+                ]
+                .iter()
+                .any(|p| model.starts_with(p)));
+        match (reasons, off) {
+            (false, _) => {}
+            // Nous may serve a model that cannot stop reasoning: off is left unsaid there.
+            (true, true) if nous => {}
+            (true, true) => body["reasoning"] = json!({"enabled": false}),
+            (true, false) => {
+                let level = match effort.as_deref().unwrap_or("medium") {
+                    "ultra" | "max" if model.contains("gpt-5.6") => "max",
+                    "ultra" | "max" => "high",
+                    other => other,
+                };
+                body["reasoning"] = json!({"enabled": true, "effort": level});
+            }
+        }
+        return;
+    }
+    match to.provider.as_str() {
+        p if p.starts_with("kimi-coding") => {
+            if !off {
+                let level = match effort.as_deref() {
+                    Some(l @ ("low" | "high")) => l,
+                    _ => "medium",
+                };
+                body["reasoning_effort"] = json!(level);
+            }
+            body["thinking"] = json!({"type": if off { "disabled" } else { "enabled" }});
+        }
+        "deepseek" if family.contains("reasoner") || family.starts_with("deepseek-v4") => {
+            if let Some(level) = effort.as_deref().filter(|_| !off) {
+                let level = match level {
+                    "xhigh" | "max" | "ultra" => "max",
+                    other => other,
+                };
+                body["reasoning_effort"] = json!(level);
+            }
+            body["thinking"] = json!({"type": if off { "disabled" } else { "enabled" }});
+        }
+        "tencent-tokenhub" if !off => {
+            body["reasoning_effort"] = json!(effort.as_deref().unwrap_or("high"));
+        }
+        p if (p == "custom" || p.starts_with("custom:")) && off => {
+            body["reasoning_effort"] = json!("none");
+            if host == "ollama.com" || to.base_url.contains(":11434") {
+                body["think"] = json!(false);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -286,6 +387,106 @@ mod tests {
         let body = request(&req, &plain).body;
         assert_eq!(body["messages"][0]["content"], "sys");
         assert!(!body.to_string().contains("cache_control"));
+    }
+
+    /// The knobs' fields of a request to `provider` at `base` for `model`.
+    fn knobs(provider: &str, base: &str, model: &str, effort: Option<&str>) -> Value {
+        let req = ModelRequest {
+            system: None,
+            messages: &[],
+            model,
+            tools: &[],
+            reasoning_effort: effort,
+        };
+        let mut to = Endpoint::new(provider, base, None, Wire::ChatCompletions);
+        to.reasoning_effort = Some("low".into());
+        let body = request(&req, &to).body;
+        let keys = [
+            "max_tokens",
+            "max_completion_tokens",
+            "reasoning",
+            "reasoning_effort",
+            "thinking",
+            "think",
+        ];
+        Value::Object(
+            keys.iter()
+                .filter_map(|k| body.get(*k).map(|v| (k.to_string(), v.clone())))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn each_provider_gets_its_reasoning_and_length_fields() {
+        let or = "https://openrouter.ai/api/v1";
+        assert_eq!(
+            knobs(
+                "openrouter",
+                or,
+                "anthropic/claude-sonnet-4.6",
+                Some("ultra")
+            ),
+            json!({"max_tokens": 64000, "reasoning": {"enabled": true, "effort": "high"}})
+        );
+        // The endpoint's level when the session sets none; off is said on OpenRouter.
+        assert_eq!(
+            knobs("openrouter", or, "openai/gpt-5", None)["reasoning"]["effort"],
+            "low"
+        );
+        assert_eq!(
+            knobs("openrouter", or, "openai/gpt-5", Some("none"))["reasoning"],
+            json!({"enabled": false})
+        );
+        // A model OpenRouter does not reason with gets nothing.
+        assert_eq!(
+            knobs("openrouter", or, "meta-llama/llama-3-70b", None),
+            json!({})
+        );
+        assert_eq!(
+            knobs("openai-api", "https://api.openai.com/v1", "gpt-4o", None),
+            json!({})
+        );
+        assert_eq!(
+            knobs(
+                "kimi-coding",
+                "https://api.moonshot.ai/v1",
+                "kimi-k2",
+                Some("none")
+            ),
+            json!({"thinking": {"type": "disabled"}})
+        );
+        assert_eq!(
+            knobs(
+                "deepseek",
+                "https://api.deepseek.com/v1",
+                "deepseek-reasoner",
+                Some("xhigh")
+            ),
+            json!({"reasoning_effort": "max", "thinking": {"type": "enabled"}})
+        );
+        assert_eq!(
+            knobs(
+                "custom",
+                "http://127.0.0.1:11434/v1",
+                "llama3",
+                Some("none")
+            ),
+            json!({"reasoning_effort": "none", "think": false})
+        );
+        assert_eq!(
+            knobs("nvidia", "https://integrate.api.nvidia.com/v1", "m", None),
+            json!({"max_tokens": 16384})
+        );
+        let mut to = Endpoint::new("custom", "http://h/v1", None, Wire::ChatCompletions);
+        to.max_tokens = Some(900);
+        let req = ModelRequest {
+            system: None,
+            messages: &[],
+            model: "gpt-5-mini",
+            tools: &[],
+            reasoning_effort: None,
+        };
+        assert_eq!(request(&req, &to).body["max_completion_tokens"], 900);
     }
 
     #[test]

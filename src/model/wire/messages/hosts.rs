@@ -3,22 +3,7 @@
 //! MiniMax's `/anthropic`, Azure Foundry, any other proxy; and which key is an OAuth token.
 
 use crate::model::http::Url;
-
-/// The host of a URL, lower-cased, without a trailing dot (empty when it does not parse).
-pub fn host_of(url: &str) -> String {
-    Url::parse(url)
-        .map(|u| u.host.trim_end_matches('.').to_ascii_lowercase())
-        .unwrap_or_default()
-}
-
-/// The URL's host is `domain` or one of its subdomains.
-pub fn host_matches(url: &str, domain: &str) -> bool {
-    let host = host_of(url);
-    host == domain
-        || host
-            .strip_suffix(domain)
-            .is_some_and(|sub| sub.ends_with('.'))
-}
+pub use crate::model::providers::{host_of, host_within as host_matches};
 
 /// The base URL as the SDK is given it: trimmed, without a trailing `/` or `/v1`.
 pub fn normalized_base(base_url: &str) -> &str {

@@ -75,12 +75,17 @@ pub fn wire_name(model: &str) -> String {
 
 /// The longest answer the model may write.
 pub fn output_limit(model: &str) -> u64 {
+    known_output_limit(model).unwrap_or(DEFAULT_OUTPUT_LIMIT)
+}
+
+/// The longest answer of a model family the table knows (`None`: not one of them).
+pub fn known_output_limit(model: &str) -> Option<u64> {
     let m = model.to_ascii_lowercase().replace('.', "-");
     OUTPUT_LIMITS
         .iter()
         .filter(|(key, _)| m.contains(key))
         .max_by_key(|(key, _)| key.len())
-        .map_or(DEFAULT_OUTPUT_LIMIT, |(_, limit)| *limit)
+        .map(|(_, limit)| *limit)
 }
 
 fn is_claude(lower: &str) -> bool {
