@@ -111,9 +111,10 @@ fn add_knobs(body: &mut Value, req: &ModelRequest<'_>, to: &Endpoint) {
     match to.provider.as_str() {
         p if p.starts_with("kimi-coding") => {
             if !off {
+                // Kimi takes low, medium or high.
                 let level = match effort.as_deref() {
                     Some(l @ ("low" | "high")) => l,
-                    _ => "medium",
+                    Some(_) | None => "medium",
                 };
                 body["reasoning_effort"] = json!(level);
             }
