@@ -98,7 +98,10 @@ impl ResponsesDecoder {
     /// Count `bytes` more kept, or refuse an answer past the bounds.
     fn keep(&mut self, bytes: usize) -> Result<(), String> {
         self.kept += bytes;
-        let items = self.calls.len() + self.items.len() + self.reasoning_items.len();
+        let items = self.calls.len()
+            + self.items.len()
+            + self.reasoning_items.len()
+            + self.message_items.len();
         if self.kept > KEPT_MAX || items > ITEMS_MAX {
             return Err(format!(
                 "the model's answer is too large to hold ({} items, {} MiB of tool arguments and \
@@ -116,10 +119,11 @@ impl ResponsesDecoder {
             .unwrap_or_default()
     }
 
-    fn mark_streamed(&mut self, output_index: Option<u64>) {
+    fn mark_streamed(&mut self, output_index: Option<u64>) -> Result<(), String> {
         if let Some(i) = output_index {
             self.items.entry(i).or_default().streamed = true;
         }
+        self.keep(0)
     }
 
     /// The call an event is about: by its item id, else by its output index.
@@ -285,7 +289,7 @@ impl ResponsesDecoder {
                         true => ModelEvent::Reasoning(text.to_string()),
                         false => ModelEvent::Text(text.to_string()),
                     });
-                    self.mark_streamed(oi);
+                    self.mark_streamed(oi)?;
                 }
                 let mut kept = json!({
                     "type": "message",
@@ -362,7 +366,7 @@ impl Decoder for ResponsesDecoder {
                 let text = delta(&ev, data)?;
                 if !text.is_empty() {
                     let thinking = self.item(oi).thinking;
-                    self.mark_streamed(oi);
+                    self.mark_streamed(oi)?;
                     match thinking {
                         true => self.say_reasoning(oi.unwrap_or(0), 0, text, out),
                         false => out.push(ModelEvent::Text(text.to_string())),
@@ -423,7 +427,7 @@ impl Decoder for ResponsesDecoder {
                 let text = delta(&ev, data)?;
                 if !text.is_empty() {
                     let part = ev.get("summary_index").and_then(Value::as_u64).unwrap_or(0);
-                    self.mark_streamed(oi);
+                    self.mark_streamed(oi)?;
                     self.say_reasoning(oi.unwrap_or(0), part, text, out);
                 }
             }

@@ -843,4 +843,22 @@ fn an_answer_too_large_to_hold_is_refused_not_grown_without_bound() {
         })
         .expect("refused before 2,000 items");
     assert!(err.contains("too large"), "{err}");
+    // Deltas naming ever new items, or one message item done again and again, are items too.
+    let delta_at = |i: u64| {
+        json!({"type": "response.output_text.delta", "output_index": i, "delta": "x"}).to_string()
+    };
+    let mut d = decoder();
+    let err = (0..2000u64).find_map(|i| d.on_data(&delta_at(i), &mut out).err());
+    assert!(
+        err.expect("refused before 2,000 items")
+            .contains("too large")
+    );
+    let again = json!({"type": "response.output_item.done", "output_index": 0,
+        "item": {"type": "message", "content": [{"type": "output_text", "text": "x"}]}});
+    let mut d = decoder();
+    let err = (0..2000).find_map(|_| d.on_data(&again.to_string(), &mut out).err());
+    assert!(
+        err.expect("refused before 2,000 items")
+            .contains("too large")
+    );
 }
