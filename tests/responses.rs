@@ -9,7 +9,9 @@
 //! a reasoning item's sealed content kept, sent back on the next request and again after the
 //! session is resumed from state.db; usage with cached tokens reaching `session.usage` and
 //! state.db; `response.failed` and a refused key (401) ending the turn with the server's words;
-//! api.openai.com (the mock behind `http_proxy`) chosen for the Responses API by its host alone.
+//! api.openai.com (the mock behind `http_proxy`) chosen for the Responses API by its host alone;
+//! the `openai-codex` login (auth.json) reaching ChatGPT's backend with the Codex CLI's headers
+//! and the account id of its token.
 //!
 //! Every wait has a deadline; nothing relies on a bare sleep for synchronisation.
 
@@ -34,13 +36,15 @@ fn home_for(mock: &MockAi) -> TempHome {
 }
 
 /// A `providers:` entry naming its API: Hermes honours `api_mode: codex_responses` in the
-/// `model:` section itself only for api.openai.com and api.x.ai (see the last test).
+/// `model:` section itself only for api.openai.com and api.x.ai, which need no `api_mode`
+/// (`api_openai_com_speaks_the_responses_api_without_being_told`).
 fn write_config(home: &Path, mock: &MockAi) {
     std::fs::write(
         home.join("config.yaml"),
         format!(
             "model:\n  provider: mock-lab\n  default: {MODEL}\nproviders:\n  mock-lab:\n    \
-             base_url: {}\n    api_key: {KEY}\n    api_mode: codex_responses\n",
+             base_url: {}\n    api_key: {KEY}\n    api_mode: codex_responses\n    \
+             max_output_tokens: 2048\n",
             mock.base_url()
         ),
     )
@@ -153,6 +157,7 @@ fn a_streamed_text_turn_and_the_request_it_sends() {
         json!({"effort": "medium", "summary": "auto"})
     );
     assert_eq!(b["include"], json!(["reasoning.encrypted_content"]));
+    assert_eq!(b["max_output_tokens"], 2048, "the entry's output cap");
     assert!(
         b["prompt_cache_key"]
             .as_str()
@@ -439,5 +444,53 @@ fn api_openai_com_speaks_the_responses_api_without_being_told() {
     assert_eq!(
         input_items(&r.body),
         [json!({"role": "user", "content": "which API"})]
+    );
+}
+
+#[test]
+fn the_codex_login_reaches_chatgpts_backend_with_the_codex_clients_headers() {
+    // An access token whose claims name ChatGPT account `acc-test-7f3a` (signature unchecked).
+    const TOKEN: &str = "eyJhbGciOiJSUzI1NiJ9.eyJleHAiOjQxMDI0NDQ4MDAsImh0dHBzOi8vYXBpLm9wZW5haS5jb20vYXV0aCI6eyJjaGF0Z3B0X2FjY291bnRfaWQiOiJhY2MtdGVzdC03ZjNhIn19.c2ln";
+    let mock = MockAi::script(vec![reply(
+        Answer::new()
+            .text("msg_1", &["signed ", "in"])
+            .completed(usage(9, 0, 2, 0)),
+    )]);
+    let home = TempHome::new("responses-codex");
+    std::fs::write(
+        home.path.join("config.yaml"),
+        format!("model:\n  provider: openai-codex\n  default: {MODEL}\n  max_tokens: 4096\n"),
+    )
+    .unwrap();
+    let auth = json!({"version": 1, "active_provider": "openai-codex", "providers": {
+        "openai-codex": {"tokens": {"access_token": TOKEN, "refresh_token": "rt_test"},
+                         "auth_mode": "chatgpt"}}});
+    std::fs::write(home.path.join("auth.json"), auth.to_string()).unwrap();
+    let base = format!("http://127.0.0.1:{}/backend-api/codex", mock.port);
+    let mut g = Gateway::builder()
+        .tag("responses")
+        .home(&home.path)
+        .env("HERMES_CODEX_BASE_URL", &base)
+        .start();
+    let s = g.create_session(json!({}));
+    let t = g.run_turn(&s.id, "who am I");
+    assert_eq!(t.text, "signed in", "{}", t.complete);
+    let r = &mock.wait_requests(1, T)[0];
+    assert_eq!(r.path, "/backend-api/codex/responses");
+    assert_eq!(r.header("authorization"), Some(&*format!("Bearer {TOKEN}")));
+    assert_eq!(r.header("chatgpt-account-id"), Some("acc-test-7f3a"));
+    assert_eq!(r.header("originator"), Some("codex_cli_rs"));
+    assert_eq!(
+        r.header("user-agent"),
+        Some("codex_cli_rs/0.0.0 (Hermes Agent)")
+    );
+    assert_eq!(r.header("session_id"), Some(s.stored.as_str()));
+    let key = r.body["prompt_cache_key"].as_str().unwrap_or_default();
+    assert!(key.starts_with("pck_"), "{}", r.body);
+    assert_eq!(r.header("x-client-request-id"), Some(key));
+    assert!(
+        r.body.get("max_output_tokens").is_none(),
+        "ChatGPT's backend refuses an output cap: {}",
+        r.body
     );
 }
