@@ -1,17 +1,19 @@
-//! What the gateway adds per streamed token of a remote model, on Chat Completions (default) or
-//! on Anthropic's Messages API (`--wire anthropic`).
+//! What the gateway adds per streamed token of a remote model, on Chat Completions (default),
+//! Anthropic's Messages API (`--wire anthropic`) or OpenAI's Responses API (`--wire responses`).
 //!
 //! A mock server (`tests/mockai`, a thread of this process) streams an answer of N tokens
 //! (default 10,000), one event per token in its own chunk and its own write, as fast as it can:
-//! a `data:` chunk of Chat Completions, or Anthropic's `event: content_block_delta` with its
-//! `data:` (a `text_delta`). Measured, interleaved run by run:
+//! a `data:` chunk of Chat Completions, Anthropic's `event: content_block_delta` with its
+//! `data:` (a `text_delta`), or a `response.output_text.delta`. Measured, interleaved run by
+//! run:
 //!
 //! - **baseline, raw**: a client that sends the request to the mock itself and reads the response
 //!   bytes until the end of the body (pure transport);
 //! - **baseline, parsing**: the same client also decoding the chunked body, splitting the SSE
 //!   events and parsing each event's JSON to take the delta text (what any direct client does);
 //! - **gateway**: the release gateway (`OPENAI_BASE_URL` → the mock; for the Messages API a
-//!   config.yaml with `api_mode: anthropic_messages`), timed from writing
+//!   config.yaml with `api_mode: anthropic_messages`, for the Responses API a `providers:`
+//!   entry with `api_mode: codex_responses`), timed from writing
 //!   `prompt.submit` on its stdin to reading `message.complete` on its stdout (every
 //!   `message.delta` frame read on the way), a fresh session per run.
 //!
@@ -23,6 +25,7 @@
 //! cargo bench --bench openai_tokens                  # 10,000 tokens, 15 runs
 //! cargo bench --bench openai_tokens -- --tokens 50000 --runs 5
 //! cargo bench --bench openai_tokens -- --wire anthropic
+//! cargo bench --bench openai_tokens -- --wire responses
 //! ```
 
 mod common;
@@ -40,6 +43,7 @@ use serde_json::{Value, json};
 
 use common::{Client, TempDir, arg_string, arg_usize, fmt_duration, gateway_bin};
 use mockai::anthropic as msgs;
+use mockai::responses::{Answer, usage};
 use mockai::{Conn, MockAi, Reply, ev_finish, ev_role, ev_text, ev_usage};
 
 /// The API the mock speaks.
@@ -47,6 +51,7 @@ use mockai::{Conn, MockAi, Reply, ev_finish, ev_role, ev_text, ev_usage};
 enum Wire {
     Chat,
     Anthropic,
+    Responses,
 }
 
 impl Wire {
@@ -54,6 +59,7 @@ impl Wire {
         match self {
             Wire::Chat => "/v1/chat/completions",
             Wire::Anthropic => "/v1/messages",
+            Wire::Responses => "/v1/responses",
         }
     }
 
@@ -62,6 +68,8 @@ impl Wire {
         match self {
             Wire::Chat => v["choices"][0]["delta"]["content"].as_str(),
             Wire::Anthropic => v["delta"]["text"].as_str(),
+            Wire::Responses if v["type"] == "response.output_text.delta" => v["delta"].as_str(),
+            Wire::Responses => None,
         }
     }
 }
@@ -96,6 +104,15 @@ fn render(tokens: usize, wire: Wire) -> Body {
             events
                 .iter()
                 .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+                .collect()
+        }
+        Wire::Responses => {
+            let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+            Answer::new()
+                .text("msg_bench", &pieces)
+                .completed(usage(20, 0, tokens as u64, 0))
+                .iter()
+                .map(|e| format!("data: {e}\n\n"))
                 .collect()
         }
     };
@@ -313,6 +330,15 @@ impl Gw {
                 ),
             )
             .unwrap(),
+            // Hermes takes `api_mode: codex_responses` for a local URL from a providers: entry.
+            Wire::Responses => std::fs::write(
+                home.path().join("config.yaml"),
+                format!(
+                    "model:\n  provider: bench\n  default: mock-model\nproviders:\n  bench:\n    \
+                     base_url: {base_url}\n    api_mode: codex_responses\n    api_key: sk-bench\n"
+                ),
+            )
+            .unwrap(),
         }
         let client = Client::spawn(&mut cmd).expect("spawn the gateway");
         let pid = client.pid().unwrap();
@@ -450,7 +476,8 @@ fn main() {
     let wire = match arg_string("--wire", "chat").as_str() {
         "chat" => Wire::Chat,
         "anthropic" => Wire::Anthropic,
-        other => panic!("--wire: chat or anthropic, not {other:?}"),
+        "responses" => Wire::Responses,
+        other => panic!("--wire: chat, anthropic or responses, not {other:?}"),
     };
     let body = Arc::new(render(tokens, wire));
     let mock = start_mock(body.clone());

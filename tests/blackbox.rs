@@ -41,6 +41,7 @@ mod methods;
 mod openai;
 mod policy;
 mod providers;
+mod responses;
 mod rpc_log;
 mod runner_stdin;
 mod secrets;

@@ -157,6 +157,9 @@ pub struct ModelRequest<'a> {
     pub tools: &'a [serde_json::Value],
     /// The session's `/reasoning` level (`None`: the endpoint's).
     pub reasoning_effort: Option<&'a str>,
+    /// The stored session id (Hermes' `session_id`): what some APIs key their prompt cache
+    /// and routing on (`None`: no session).
+    pub session_id: Option<&'a str>,
 }
 
 /// A model backend.

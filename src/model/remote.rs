@@ -52,9 +52,16 @@ impl RemoteProvider {
             self.to.url.authority(),
             body.len()
         );
-        let headers: Vec<&(String, String)> =
-            wire.headers.iter().chain(&self.endpoint.headers).collect();
-        // Ours unless the wire or the endpoint names another (Claude Code's, for OAuth).
+        // The user's headers replace the wire's of the same name, as Hermes merges them last.
+        let user = &self.endpoint.headers;
+        let headers: Vec<&(String, String)> = wire
+            .headers
+            .iter()
+            .filter(|(n, _)| !user.iter().any(|(u, _)| u.eq_ignore_ascii_case(n)))
+            .chain(user)
+            .collect();
+        // Ours unless the wire or the endpoint names another (Claude Code's for OAuth, the
+        // Codex CLI's for ChatGPT's backend).
         if !headers
             .iter()
             .any(|(name, _)| name.eq_ignore_ascii_case("user-agent"))

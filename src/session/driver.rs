@@ -229,6 +229,7 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str) {
         model: &s.model,
         tools: parts.schemas,
         reasoning_effort: s.reasoning_effort.as_deref(),
+        session_id: Some(&s.stored_id),
     };
     turn.call = Some(parts.provider.start(req, &mut ctx));
     turn.call_started = Some(Instant::now());

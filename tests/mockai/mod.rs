@@ -9,9 +9,11 @@
 //! gateway really dropped a request on interrupt / timeout.
 //!
 //! `MockAi::raw` starts a server that does not speak HTTP at all (for TLS failures).
+//! `responses.rs` builds the Responses API's event streams (`POST /responses`).
 #![allow(dead_code)]
 
 pub mod anthropic;
+pub mod responses;
 
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -130,6 +132,9 @@ pub enum Framing {
 pub enum End {
     /// `data: [DONE]`, then the end of the body (terminating chunk / close).
     Done,
+    /// The end of the body right after the events, no `[DONE]` (an API whose last event
+    /// says it is the last, as the Responses API's `response.completed` does).
+    Last,
     /// Close the socket abruptly after the events (no [DONE], no terminating chunk).
     Cut,
     /// Stop sending after the events and hold the connection open until the peer closes it.
@@ -973,7 +978,7 @@ fn write_stream(conn: &mut Conn, s: Stream) -> bool {
         }
     }
     match s.end {
-        End::Done => {
+        End::Done | End::Last => {
             if !conn.finish_body() {
                 return false;
             }

@@ -355,6 +355,7 @@ mod tests {
             model: "anthropic/claude-sonnet-4.6",
             tools: &[],
             reasoning_effort: None,
+            session_id: None,
         };
         let to = Endpoint::new(
             "openrouter",

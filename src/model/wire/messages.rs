@@ -269,6 +269,7 @@ mod tests {
             model: "anthropic/claude-sonnet-4.6",
             tools: &tools,
             reasoning_effort: None,
+            session_id: None,
         };
         let mut to = endpoint("anthropic", "https://api.anthropic.com", "sk-ant-api03-k");
         to.reasoning_effort = Some("xhigh".into());
@@ -328,6 +329,7 @@ mod tests {
             model: "claude-opus-4-7",
             tools: &tools,
             reasoning_effort: None,
+            session_id: None,
         };
         let to = endpoint("anthropic", "https://api.anthropic.com", "sk-ant-oat01-t");
         let w = request(&req, &to);
@@ -364,6 +366,7 @@ mod tests {
             model: "MiniMax-M2.7",
             tools: &[],
             reasoning_effort: Some("low"),
+            session_id: None,
         };
         let mut to = endpoint("custom", "http://127.0.0.1:9/v1", "k");
         to.max_tokens = Some(2000);
@@ -395,6 +398,7 @@ mod tests {
                     model: "claude-opus-4-7",
                     tools: &tools,
                     reasoning_effort: None,
+                    session_id: None,
                 },
                 &to,
             )

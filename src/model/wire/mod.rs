@@ -3,6 +3,7 @@
 
 pub mod chat;
 pub mod messages;
+pub mod responses;
 
 use super::endpoint::Endpoint;
 use super::{ModelEvent, ModelRequest, TokenUsage, ToolCall};
@@ -14,6 +15,8 @@ pub enum Wire {
     ChatCompletions,
     /// `POST /v1/messages` (Anthropic, and the proxies that speak its protocol).
     AnthropicMessages,
+    /// `POST /responses`: OpenAI's Responses API (api.openai.com, ChatGPT's Codex backend, xAI).
+    CodexResponses,
 }
 
 impl Wire {
@@ -22,6 +25,7 @@ impl Wire {
         match name.trim().to_ascii_lowercase().as_str() {
             "chat_completions" => Some(Wire::ChatCompletions),
             "anthropic_messages" => Some(Wire::AnthropicMessages),
+            "codex_responses" => Some(Wire::CodexResponses),
             _ => None,
         }
     }
@@ -31,6 +35,7 @@ impl Wire {
         match self {
             Wire::ChatCompletions => "chat_completions",
             Wire::AnthropicMessages => "anthropic_messages",
+            Wire::CodexResponses => "codex_responses",
         }
     }
 
@@ -40,6 +45,7 @@ impl Wire {
         match self {
             Wire::ChatCompletions => chat::request(req, to),
             Wire::AnthropicMessages => messages::request(req, to),
+            Wire::CodexResponses => responses::request(req, to),
         }
     }
 
@@ -48,6 +54,7 @@ impl Wire {
         match self {
             Wire::ChatCompletions => Box::<chat::ChatDecoder>::default(),
             Wire::AnthropicMessages => Box::<messages::MessagesDecoder>::default(),
+            Wire::CodexResponses => Box::<responses::ResponsesDecoder>::default(),
         }
     }
 
@@ -56,6 +63,8 @@ impl Wire {
     pub fn decoder_for(self, req: &ModelRequest<'_>, to: &Endpoint) -> Box<dyn Decoder> {
         match self {
             Wire::AnthropicMessages => Box::new(messages::decoder(req, to)),
+            // It stamps the reasoning it keeps with the endpoint that sealed it.
+            Wire::CodexResponses => Box::new(responses::ResponsesDecoder::new(to)),
             other => other.decoder(),
         }
     }
