@@ -335,3 +335,28 @@ fn every_messages_provider_is_reached_with_its_key_from_dotenv() {
         assert!(r.header("anthropic-version").is_some(), "{id}");
     }
 }
+
+#[test]
+fn xai_is_reached_on_the_responses_api_with_its_key_from_dotenv() {
+    use mockai::responses::{Answer, reply, usage};
+    let mock = MockAi::script(vec![reply(
+        Answer::new()
+            .text("msg_1", &["hi from ", "xai"])
+            .completed(usage(3, 0, 2, 0)),
+    )]);
+    let home = home_with(
+        "providers-xai",
+        "model:\n  provider: grok\n  default: grok-4\n",
+        "XAI_API_KEY=xai-key-0123\n",
+    );
+    let mut g = Gateway::builder()
+        .tag("providers-xai")
+        .home(&home.path)
+        .env("XAI_BASE_URL", &mock.base_url())
+        .start();
+    let (t, r) = one_turn(&mut g, &mock, "hello");
+    assert_eq!(t.text, "hi from xai", "{:?}", t.complete);
+    assert!(r.path.ends_with("/responses"), "{}", r.path);
+    assert_eq!(r.header("authorization"), Some("Bearer xai-key-0123"));
+    assert_eq!(t.event("session.info")["payload"]["provider"], "xai");
+}

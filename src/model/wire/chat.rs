@@ -399,6 +399,7 @@ mod tests {
             model,
             tools: &[],
             reasoning_effort: effort,
+            session_id: None,
         };
         let mut to = Endpoint::new(provider, base, None, Wire::ChatCompletions);
         to.reasoning_effort = Some("low".into());
@@ -487,6 +488,7 @@ mod tests {
             model: "gpt-5-mini",
             tools: &[],
             reasoning_effort: None,
+            session_id: None,
         };
         assert_eq!(request(&req, &to).body["max_completion_tokens"], 900);
     }
