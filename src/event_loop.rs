@@ -87,6 +87,9 @@ pub struct Gateway {
     pub(crate) provider: Box<dyn Provider>,
     /// Why the configured model could not be used, for `setup.status`.
     pub(crate) provider_warning: Option<String>,
+    /// Providers sessions switched to with `/model … --provider` (the configured one is
+    /// `provider`).
+    pub(crate) switched_providers: Vec<Box<dyn Provider>>,
     /// `$HERMES_HOME/.env` as last read (`reload.env` says how many of its variables changed).
     pub(crate) dotenv: crate::hermes_env::HermesEnv,
     pub(crate) sessions: Registry,
@@ -182,6 +185,7 @@ impl Gateway {
             persist,
             provider,
             provider_warning,
+            switched_providers: Vec::new(),
             dotenv: crate::hermes_env::HermesEnv::load(&cfg_home_for_tools).unwrap_or_default(),
             sessions: Registry::new(),
             rings,

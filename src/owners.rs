@@ -81,6 +81,16 @@ impl Gateway {
     }
 
     /// The provider's endpoint, as Hermes' `billing_base_url` records it (empty: none).
+    /// The endpoint of the provider named `name` (a session's), else of the configured one.
+    pub(crate) fn base_url_of(&self, name: &str) -> String {
+        self.switched_providers
+            .iter()
+            .find(|p| p.name() == name)
+            .map_or(self.provider.as_ref(), |p| p.as_ref())
+            .endpoint()
+            .map_or_else(String::new, |(url, _)| url.to_string())
+    }
+
     pub(crate) fn provider_base_url(&self) -> String {
         self.provider
             .endpoint()
@@ -261,7 +271,10 @@ impl TurnOwners for Gateway {
     fn model_parts(&mut self) -> ModelParts<'_> {
         ModelParts {
             sessions: &mut self.sessions,
-            provider: self.provider.as_mut(),
+            providers: crate::model::Providers {
+                default: self.provider.as_mut(),
+                switched: &mut self.switched_providers,
+            },
             registry: self.poll.registry(),
             schemas: self.tools.registry.schemas(),
             home: &self.cfg.home,

@@ -519,13 +519,75 @@ fn a_model_switch_is_what_the_next_turn_uses_and_global_persists() {
     let reqs = mock.wait_requests(3, T);
     assert_eq!(reqs[2].body["model"], "third-model");
 
-    // Another provider than the one running is refused, saying why.
+    // A provider this home has no key for is refused, saying why.
     let m = g.expect_code(
         "config.set",
         json!({"key": "model", "session_id": s.id, "value": "x --provider anthropic"}),
-        -32602,
+        4040,
     );
-    assert!(m.contains("anthropic"), "{m}");
+    assert!(m.contains("ANTHROPIC_API_KEY"), "{m}");
+}
+
+#[test]
+fn a_session_switches_between_apis_mid_session_and_back() {
+    use mockai::anthropic::{Usage, reply, text_answer};
+    let chat = mock_with_models("from chat", &["first-model"]);
+    let claude = MockAi::script(vec![reply(text_answer(
+        &["from claude"],
+        Usage(9, 0, 0, 2),
+    ))]);
+    let home = openai_home(&chat, "");
+    std::fs::write(
+        home.path.join(".env"),
+        "ANTHROPIC_API_KEY=sk-ant-api03-switch\n",
+    )
+    .unwrap();
+    let mut g = Gateway::builder()
+        .tag("config-switch")
+        .home(&home.path)
+        .env("ANTHROPIC_BASE_URL", &claude.base_url())
+        .start();
+    let s = g.create_session(json!({}));
+    assert_eq!(g.run_turn(&s.id, "one").text, "from chat");
+    // The picker's offer names the provider the key in .env makes ready.
+    let options = g.call("model.options", json!({"session_id": s.id}));
+    let slugs: Vec<&str> = options["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["slug"].as_str())
+        .collect();
+    assert!(slugs.contains(&"anthropic"), "{options}");
+    g.call(
+        "config.set",
+        json!({"key": "model", "session_id": s.id, "value": "claude-sonnet-4-5 --provider claude --session"}),
+    );
+    let info = g.wait_session_event(&s.id, "session.info", T);
+    assert_eq!(info["payload"]["provider"], "anthropic", "{info}");
+    assert_eq!(g.run_turn(&s.id, "two").text, "from claude");
+    let r = &claude.wait_requests(1, T)[0];
+    assert_eq!(r.path, "/v1/messages");
+    assert_eq!(r.header("x-api-key"), Some("sk-ant-api03-switch"));
+    // The whole conversation went along, in the Messages shape.
+    let first = &r.body["messages"][0]["content"];
+    assert!(first.to_string().contains("one"), "{}", r.body);
+    // A new session starts on the configured provider; and this one can go back.
+    let other = g.call("session.create", json!({}));
+    assert_eq!(other["info"]["provider"], "custom", "{other}");
+    g.call(
+        "config.set",
+        json!({"key": "model", "session_id": s.id, "value": "first-model --provider custom"}),
+    );
+    let t = g.run_turn(&s.id, "three");
+    assert_eq!(t.text, "from chat", "{:?}", t.complete);
+    let back = chat.wait_requests(3, T).pop().unwrap();
+    assert!(back.path.ends_with("/chat/completions"), "{}", back.path);
+    // The Messages answer went along too, in the chat shape.
+    assert!(
+        back.body.to_string().contains("from claude"),
+        "{}",
+        back.body
+    );
 }
 
 #[test]

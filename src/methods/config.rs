@@ -266,16 +266,6 @@ fn parse_model_value(value: &str) -> Result<ModelChoice, RpcError> {
 
 fn set_model(gw: &mut Gateway, p: &Params, value: &str) -> Result<Value, RpcError> {
     let choice = parse_model_value(value)?;
-    let (slug, _) = super::models::current_provider(gw);
-    if let Some(want) = &choice.provider
-        && *want != slug
-        && want != gw.provider.name()
-    {
-        return Err(RpcError::invalid_params(format!(
-            "invalid params: provider {want} is not available: this gateway runs {slug} \
-             (set model.provider in config.yaml and restart to change it)"
-        )));
-    }
     let rid = if choice.global {
         optional_session(gw, p)?
     } else {
@@ -289,29 +279,57 @@ fn set_model(gw: &mut Gateway, p: &Params, value: &str) -> Result<Value, RpcErro
             "session busy: interrupt the current turn before switching models",
         ));
     }
+    let current = rid.as_ref().map_or_else(
+        || gw.provider.name().to_string(),
+        |r| gw.sessions[r].provider.clone(),
+    );
+    let provider = match choice.provider.as_deref() {
+        Some(want) if !same_provider(want, &current) => switch_provider(gw, want, &choice)?,
+        _ => current,
+    };
     if choice.global {
         // `model: NAME` (the short form) stays short; a `model:` section gets `default`.
-        let key = if matches!(doc(gw)["model"], Yaml::String(_)) {
+        let key = if matches!(doc(gw)["model"], Yaml::String(_)) && choice.provider.is_none() {
             "model"
         } else {
             "model.default"
         };
-        persist(gw, &[(key, Some(Scalar::str(&choice.name)))])?;
+        let mut edits = vec![(key, Some(Scalar::str(&choice.name)))];
+        if choice.provider.is_some() {
+            edits.push(("model.provider", Some(Scalar::str(&provider))));
+        }
+        persist(gw, &edits)?;
+        if provider != gw.provider.name() {
+            // The configured provider from now on: the switched one becomes it.
+            if let Some(i) = gw
+                .switched_providers
+                .iter()
+                .position(|p| p.name() == provider)
+            {
+                let next = gw.switched_providers.remove(i);
+                let before = std::mem::replace(&mut gw.provider, next);
+                gw.switched_providers.push(before);
+                gw.provider_warning = None;
+            }
+        }
         gw.provider.set_default_model(&choice.name);
     }
     if let Some(rid) = rid {
         let window = gw.context_window_for(&choice.name);
+        let base_url = gw.base_url_of(&provider);
         let s = gw
             .sessions
             .get_mut(&rid)
             .ok_or_else(RpcError::session_not_found)?;
         s.model = choice.name.clone();
+        s.provider = provider.clone();
+        s.base_url = base_url;
         s.context_max = window;
         s.row_dirty = true;
         gw.mark_dirty(&rid);
         gw.emit_info(&rid);
     }
-    let warning = if gw.provider.name() == "offline" {
+    let warning = if provider == "offline" {
         "the offline model answers the same whatever the model is called"
     } else {
         ""
@@ -323,6 +341,31 @@ fn set_model(gw: &mut Gateway, p: &Params, value: &str) -> Result<Value, RpcErro
         "confirm_required": false,
         "confirm_message": "",
     }))
+}
+
+/// Whether a name the user typed is the provider a session runs on (`claude` is `anthropic`).
+fn same_provider(typed: &str, running: &str) -> bool {
+    let typed = typed.trim().to_ascii_lowercase();
+    typed == running || crate::model::providers::canonical(&typed) == running
+}
+
+/// Build the provider `want` names (as the configuration would resolve it, with the model
+/// chosen) and keep it for the sessions that switch to it; its id. One that cannot be reached
+/// is refused with the reason.
+fn switch_provider(gw: &mut Gateway, want: &str, choice: &ModelChoice) -> Result<String, RpcError> {
+    let mut cfg = gw.cfg.clone();
+    cfg.model = Some(choice.name.clone());
+    let picked = crate::model::select::choose_asking(&cfg, Some(want));
+    if picked.unreachable {
+        let why = picked.note.unwrap_or_default();
+        return Err(RpcError::new(code::NOT_SUPPORTED, why));
+    }
+    let name = picked.provider.name().to_string();
+    if name != gw.provider.name() {
+        gw.switched_providers.retain(|p| p.name() != name);
+        gw.switched_providers.push(picked.provider);
+    }
+    Ok(name)
 }
 
 fn set_yolo(gw: &mut Gateway, p: &Params, v: &str) -> Result<Value, RpcError> {
@@ -481,7 +524,7 @@ pub fn get(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     }
     let loaded = config_file::load(&gw.cfg.home);
     let d = loaded.clone().unwrap_or(Yaml::Null);
-    let (slug, _) = super::models::current_provider(gw);
+    let (slug, _) = super::models::current_provider(gw, rid.as_deref());
     let value = |v: Value| Ok(json!({ "value": v }));
     match key.as_str() {
         "full" => {

@@ -38,9 +38,10 @@ pub struct Fetches {
     next: u64,
 }
 
-/// The picker's slug and display name of the provider this gateway runs.
-pub fn current_provider(gw: &Gateway) -> (String, String) {
-    let slug = gw.provider.name();
+/// The picker's slug and display name of the provider a session runs on (`None`: the
+/// configured one).
+pub fn current_provider(gw: &Gateway, session: Option<&str>) -> (String, String) {
+    let slug = provider_of(gw, session).name();
     let name = match crate::model::providers::spec(slug) {
         Some(p) => p.name.to_string(),
         None if slug == "offline" => "Offline (built in)".into(),
@@ -85,14 +86,33 @@ fn set_models(answer: &mut Value, models: &[String], warning: Option<String>) {
     }
 }
 
+/// The provider a session runs on (`None`, or one gone: the configured one).
+fn provider_of<'a>(gw: &'a Gateway, session: Option<&str>) -> &'a dyn crate::model::Provider {
+    let name = session
+        .and_then(|rid| gw.sessions.get(rid))
+        .map(|s| s.provider.as_str());
+    gw.switched_providers
+        .iter()
+        .find(|p| Some(p.name()) == name)
+        .map_or(gw.provider.as_ref(), |p| p.as_ref())
+}
+
+/// The session a request names, when it names a live one.
+fn session_named<'a>(gw: &Gateway, p: &'a Params) -> Option<&'a str> {
+    params::opt_str(p, "session_id")
+        .ok()
+        .flatten()
+        .map(str::trim)
+        .filter(|id| gw.sessions.get(id).is_some())
+}
+
 /// `model.options {session_id?, refresh?}`: answered now, or once the endpoint answered.
 pub fn options(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: Instant) -> Reply {
     let answer = match base_answer(gw, p) {
         Ok(a) => a,
         Err(e) => return Some(Err(e)),
     };
-    let Some((url, key)) = gw
-        .provider
+    let Some((url, key)) = provider_of(gw, session_named(gw, p))
         .endpoint()
         .map(|(u, k)| (u.to_string(), k.map(str::to_string)))
     else {
@@ -149,26 +169,51 @@ fn base_answer(gw: &Gateway, p: &Params) -> Result<Value, RpcError> {
         ),
         _ => None,
     };
-    let current = session_model.unwrap_or_else(|| gw.provider.default_model().to_string());
-    let (slug, name) = current_provider(gw);
+    let provider = provider_of(gw, session_named(gw, p));
+    let current = session_model.unwrap_or_else(|| provider.default_model().to_string());
+    let (slug, name) = current_provider(gw, session_named(gw, p));
     let mut models = vec![current.clone()];
     if slug != "offline" {
-        push_unique(&mut models, [gw.provider.default_model().to_string()]);
+        push_unique(&mut models, [provider.default_model().to_string()]);
         push_unique(&mut models, configured_models(&config::doc(gw)));
     }
     let auth_type = if slug == "offline" { "none" } else { "api_key" };
+    let mut rows = vec![json!({
+        "slug": slug,
+        "name": name,
+        "models": models,
+        "total_models": models.len(),
+        "is_current": true,
+        "authenticated": true,
+        "auth_type": auth_type,
+    })];
+    // The other providers this home has a key or login for, then (when the picker asks) the
+    // rest with the variable their key goes in: `/model NAME --provider SLUG` switches.
+    let unconfigured = params::opt_bool(p, "include_unconfigured")?.unwrap_or(false);
+    let doc = config::doc(gw);
+    for other in crate::model::select::available(&gw.cfg, &doc) {
+        if other.id == slug || (!other.ready && !unconfigured) {
+            continue;
+        }
+        let models: Vec<String> = other.model.into_iter().collect();
+        let mut row = json!({
+            "slug": other.id,
+            "name": other.name,
+            "total_models": models.len(),
+            "models": models,
+            "is_current": false,
+            "authenticated": other.ready,
+            "auth_type": other.auth_type,
+        });
+        if let Some(var) = other.key_env {
+            row["key_env"] = json!(var);
+        }
+        rows.push(row);
+    }
     Ok(json!({
         "model": current,
         "provider": slug,
-        "providers": [{
-            "slug": slug,
-            "name": name,
-            "models": models,
-            "total_models": models.len(),
-            "is_current": true,
-            "authenticated": true,
-            "auth_type": auth_type,
-        }],
+        "providers": rows,
     }))
 }
 

@@ -35,6 +35,17 @@ pub fn req_id<'a>(p: &'a Params, key: &str) -> Result<&'a str, RpcError> {
     }
 }
 
+/// An optional boolean field.
+pub fn opt_bool(p: &Params, key: &str) -> Result<Option<bool>, RpcError> {
+    match p.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(RpcError::invalid_params(format!(
+            "invalid params: {key} must be a boolean"
+        ))),
+    }
+}
+
 /// An optional non-negative integer field.
 pub fn opt_u64(p: &Params, key: &str) -> Result<Option<u64>, RpcError> {
     match p.get(key) {

@@ -162,6 +162,23 @@ pub struct ModelRequest<'a> {
     pub session_id: Option<&'a str>,
 }
 
+/// The providers sessions run on, for a model call: the configured one, and those a session's
+/// `/model … --provider` chose.
+pub struct Providers<'a> {
+    pub default: &'a mut dyn Provider,
+    pub switched: &'a mut [Box<dyn Provider>],
+}
+
+impl Providers<'_> {
+    /// The provider named `name` (a session's), else the configured one.
+    pub fn of(&mut self, name: &str) -> &mut dyn Provider {
+        match self.switched.iter_mut().find(|p| p.name() == name) {
+            Some(p) => p.as_mut(),
+            None => &mut *self.default,
+        }
+    }
+}
+
 /// A model backend.
 pub trait Provider {
     /// Provider name as shown to the user (`offline`, `openai`…).

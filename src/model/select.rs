@@ -8,6 +8,7 @@ use yaml_rust2::Yaml;
 use super::Provider;
 use super::exchange::Timing;
 use super::offline::OfflineProvider;
+use super::providers::Login;
 use super::remote::RemoteProvider;
 use super::resolve::{Asked, Inputs, Resolved, resolve};
 use super::unreachable::Unreachable;
@@ -124,6 +125,66 @@ pub fn choose_asking(cfg: &Config, provider: Option<&str>) -> Choice {
             }
         }
     }
+}
+
+/// A provider the `/model` picker can offer.
+pub struct Available {
+    pub id: String,
+    pub name: String,
+    /// Its key or login is there (else the picker says where a key would go).
+    pub ready: bool,
+    pub auth_type: &'static str,
+    /// The variable its key goes in.
+    pub key_env: Option<&'static str>,
+    /// The model config.yaml names for it.
+    pub model: Option<String>,
+}
+
+/// The providers of Hermes' table that take a key or a login, ready or not, then config.yaml's
+/// `providers:` entries; in the table's order.
+pub fn available(cfg: &Config, config: &Yaml) -> Vec<Available> {
+    let env = HermesEnv::load(&cfg.home).unwrap_or_default();
+    let auth = auth_json(cfg);
+    let configured = config["model"]["provider"]
+        .as_str()
+        .map(super::providers::canonical);
+    let model_default = config["model"]["default"].as_str().map(str::to_string);
+    let mut out = Vec::new();
+    for p in super::providers::PROVIDERS {
+        let (ready, auth_type) = match p.login {
+            Login::Key => (p.key_vars.iter().any(|v| env.get(v).is_some()), "api_key"),
+            Login::Nous | Login::Codex => (!auth["providers"][p.id].is_null(), "oauth"),
+            Login::Elsewhere(_) => continue,
+        };
+        out.push(Available {
+            id: p.id.to_string(),
+            name: p.name.to_string(),
+            ready,
+            auth_type,
+            key_env: p.key_vars.first().copied(),
+            model: model_default
+                .clone()
+                .filter(|_| configured.as_deref() == Some(p.id)),
+        });
+    }
+    if let Yaml::Hash(entries) = &config["providers"] {
+        for (key, entry) in entries {
+            let Some(key) = key.as_str() else { continue };
+            let name = entry["name"].as_str().unwrap_or(key);
+            out.push(Available {
+                id: format!(
+                    "custom:{}",
+                    key.trim().to_ascii_lowercase().replace(' ', "-")
+                ),
+                name: name.to_string(),
+                ready: true,
+                auth_type: "api_key",
+                key_env: None,
+                model: entry["default_model"].as_str().map(str::to_string),
+            });
+        }
+    }
+    out
 }
 
 /// What the banner says when nothing names a provider.

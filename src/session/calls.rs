@@ -940,7 +940,10 @@ pub(crate) mod fake {
         fn model_parts(&mut self) -> ModelParts<'_> {
             ModelParts {
                 sessions: &mut self.sessions,
-                provider: &mut self.model,
+                providers: crate::model::Providers {
+                    default: &mut self.model,
+                    switched: &mut [],
+                },
                 registry: self.poll.registry(),
                 schemas: self.tools.registry.schemas(),
                 home: Path::new("/nonexistent/tuigw-calls-test"),

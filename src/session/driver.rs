@@ -11,7 +11,7 @@ use std::time::Instant;
 use mio::Token;
 use serde_json::{Value, json};
 
-use crate::model::{CallContext, ModelEvent, ModelRequest, Progress, Provider};
+use crate::model::{CallContext, ModelEvent, ModelRequest, Progress};
 use crate::session::Session;
 use crate::session::calls::CallOwners;
 use crate::session::registry::Registry;
@@ -51,7 +51,7 @@ pub(crate) trait TurnOwners: CallOwners {
 /// of their transcripts), the provider, the registry its sockets go in, what it is offered.
 pub(crate) struct ModelParts<'a> {
     pub sessions: &'a mut Registry,
-    pub provider: &'a mut dyn Provider,
+    pub providers: crate::model::Providers<'a>,
     /// The poll's registry: the call's sockets are registered under the turn's token.
     pub registry: &'a mio::Registry,
     /// The tools offered, as schemas.
@@ -161,15 +161,15 @@ fn drive(gw: &mut impl TurnOwners, rid: &str, now: Instant) -> bool {
         }
         Progress::Wait(None) => {}
         Progress::Finished => {
-            let parts = gw.model_parts();
-            let connection = parts
-                .sessions
-                .get_mut(rid)
+            let mut parts = gw.model_parts();
+            let session = parts.sessions.get_mut(rid);
+            let provider = session.as_ref().map(|s| s.provider.clone());
+            let connection = session
                 .and_then(|s| s.turn.as_mut())
                 .and_then(|t| t.call.as_mut())
                 .and_then(|c| c.take_connection());
-            if let Some(connection) = connection {
-                parts.provider.recycle(connection);
+            if let (Some(connection), Some(provider)) = (connection, provider) {
+                parts.providers.of(&provider).recycle(connection);
             }
             count_model_time(gw, rid);
             end_model_round(gw, rid, now)
@@ -196,7 +196,7 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str) {
         s.queue_dirty = true;
         gw.mark_dirty(rid);
     }
-    let parts = gw.model_parts();
+    let mut parts = gw.model_parts();
     let Some(s) = parts.sessions.get_mut(rid) else {
         return;
     };
@@ -231,7 +231,7 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str) {
         reasoning_effort: s.reasoning_effort.as_deref(),
         session_id: Some(&s.stored_id),
     };
-    turn.call = Some(parts.provider.start(req, &mut ctx));
+    turn.call = Some(parts.providers.of(&s.provider).start(req, &mut ctx));
     turn.call_started = Some(Instant::now());
     if first && !compacting {
         gw.emit(rid, "message.start", Value::Null);
