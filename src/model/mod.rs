@@ -8,6 +8,7 @@ pub mod endpoint;
 pub mod exchange;
 pub mod http;
 pub mod offline;
+pub mod pricing;
 pub mod providers;
 pub mod remote;
 pub mod resolve;
