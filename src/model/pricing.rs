@@ -146,13 +146,6 @@ pub fn price(provider: &str, base_url: &str, model: &str, usage: &TokenUsage) ->
     }
 }
 
-/// Whether the table prices `model` through `provider` at all (its calls may still be unknown
-/// when they use a kind of token the entry has no price for).
-pub fn has_price(provider: &str, base_url: &str, model: &str) -> bool {
-    let route = route(provider, base_url, model);
-    route.billing == Billing::Subscription || route.entry().is_some()
-}
-
 /// `usage` priced by `entry`: unknown as a whole when a kind of token the call used has no
 /// price (Hermes checks input, output, cache read, cache write, in that order).
 fn estimate(entry: &Entry, usage: &TokenUsage) -> Cost {
@@ -517,9 +510,7 @@ mod tests {
         ] {
             let c = price(provider, "http://10.0.0.2/v1", model, &usage(100, 10, 0, 0));
             assert_eq!(c, Cost::UNKNOWN, "{provider} {model}");
-            assert!(!has_price(provider, "http://10.0.0.2/v1", model));
         }
-        assert!(has_price("anthropic", "", "claude-opus-4.7"));
     }
 
     #[test]
