@@ -7,7 +7,8 @@
 //! (and no thinking, to a proxy); signed thinking kept on the answer, in state.db, and sent
 //! back to Anthropic's API (the mock behind `http_proxy`) in the next request — after a
 //! restart and resume too; cache breakpoints on the system prompt and the last three
-//! messages; cache reads and writes in the usage, `session.usage` and state.db; the session's
+//! messages; cache reads and writes in the usage, `session.usage` and state.db, and priced from
+//! Hermes' table (or unknown, for a name it does not list); the session's
 //! reasoning effort as thinking; an error event mid-answer; a refused key; an overloaded API
 //! retried.
 //!
@@ -499,6 +500,137 @@ fn breakpoints_on_the_system_prompt_and_the_last_three_and_cache_usage_counted()
         );
         std::thread::sleep(ms(50));
     }
+}
+
+/// Sonnet 4.5 through Anthropic's own API, priced from Hermes' table ($3 in, $15 out, $0.30 a
+/// cache read, $3.75 a cache write per million): 1,000 in, 2,000 written, 500 out is
+/// 0.003 + 0.0075 + 0.0075 = $0.018; 1,000 in, 50,000 read, 300 out is 0.003 + 0.015 + 0.0045 =
+/// $0.0225; the session $0.0405, estimated.
+#[test]
+fn claude_calls_are_priced_from_hermes_table_cache_reads_and_writes_included() {
+    let mock = MockAi::script(vec![
+        msgs::reply(msgs::text_answer(&["first"], Usage(1000, 0, 2000, 500))),
+        msgs::reply(msgs::text_answer(&["second"], Usage(1000, 50_000, 0, 300))),
+    ]);
+    let home = native_home();
+    let mut g = native_gateway(&home, &mock).start();
+    let s = g.create_session(json!({}));
+    let t1 = g.run_turn(&s.id, "one");
+    let u = &t1.complete["payload"]["usage"];
+    assert_cost(&u["cost_usd"], 0.018, u);
+    g.run_turn(&s.id, "two");
+
+    let su = g.call("session.usage", json!({"session_id": s.id}));
+    let su = su.get("usage").unwrap_or(&su).clone();
+    assert_cost(&su["cost_usd"], 0.0405, &su);
+    assert_eq!(
+        (&su["cost_status"], &su["cost_source"]),
+        (&json!("estimated"), &json!("official_docs_snapshot")),
+        "{su}"
+    );
+    let text = g.call(
+        "slash.exec",
+        json!({"command": "usage", "session_id": s.id}),
+    );
+    let text = text["output"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("~$0.0405 (estimated from anthropic-pricing-2026-05)"),
+        "{text}"
+    );
+
+    g.close_stdin();
+    assert!(g.wait_exit(T).success());
+    type Row = (f64, Option<f64>, String, String, String);
+    let row: Row = g
+        .db()
+        .query_row(
+            "SELECT estimated_cost_usd, actual_cost_usd, cost_status, cost_source, pricing_version
+             FROM sessions WHERE id = ?1",
+            [&s.stored],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .unwrap();
+    assert!((row.0 - 0.0405).abs() < 1e-9, "{row:?}");
+    assert_eq!(
+        (row.1, row.2.as_str(), row.3.as_str(), row.4.as_str()),
+        (
+            None,
+            "estimated",
+            "official_docs_snapshot",
+            "anthropic-pricing-2026-05"
+        ),
+        "nothing the provider reported: {row:?}"
+    );
+    let per_model: (String, f64, f64, String) = g
+        .db()
+        .query_row(
+            "SELECT model, estimated_cost_usd, actual_cost_usd, cost_status
+             FROM session_model_usage WHERE session_id = ?1",
+            [&s.stored],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    assert_eq!(per_model.0, MODEL);
+    assert!(
+        (per_model.1 - 0.0405).abs() < 1e-9 && per_model.2 == 0.0 && per_model.3 == "estimated",
+        "{per_model:?}"
+    );
+}
+
+/// A dated name the table does not list is priced by no prefix rule: the price is unknown, and
+/// `/usage` says so.
+#[test]
+fn a_claude_model_the_table_does_not_list_has_an_unknown_price() {
+    let mock = MockAi::script(vec![msgs::reply(msgs::text_answer(
+        &["ok"],
+        Usage(1000, 50, 20, 5),
+    ))]);
+    let home = native_home();
+    std::fs::write(
+        home.path.join("config.yaml"),
+        "model:\n  default: claude-sonnet-4-5-20250929\n  provider: anthropic\n",
+    )
+    .unwrap();
+    let mut g = native_gateway(&home, &mock).start();
+    let s = g.create_session(json!({}));
+    let t = g.run_turn(&s.id, "hi");
+    let u = &t.complete["payload"]["usage"];
+    assert_eq!(
+        (&u["cost_usd"], &u["cost_status"], &u["cache_read"]),
+        (&Value::Null, &json!("unknown"), &json!(50)),
+        "{u}"
+    );
+    let text = g.call(
+        "slash.exec",
+        json!({"command": "usage", "session_id": s.id}),
+    );
+    let text = text["output"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("n/a: no price known for claude-sonnet-4-5-20250929 on anthropic"),
+        "{text}"
+    );
+    g.close_stdin();
+    assert!(g.wait_exit(T).success());
+    let row: (Option<f64>, String) = g
+        .db()
+        .query_row(
+            "SELECT estimated_cost_usd, cost_status FROM sessions WHERE id = ?1",
+            [&s.stored],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(row, (None, "unknown".to_string()));
+}
+
+/// `cost` is `want` dollars (to a billionth: the session's sum is a float).
+fn assert_cost(cost: &Value, want: f64, context: &Value) {
+    let got = cost
+        .as_f64()
+        .unwrap_or_else(|| panic!("no cost: {context}"));
+    assert!(
+        (got - want).abs() < 1e-9,
+        "cost {got}, want {want}: {context}"
+    );
 }
 
 #[test]

@@ -215,7 +215,12 @@ fn one_task_prints_its_answer_and_a_result_record() {
     // The offline model counts words: 2 in, 6 out.
     assert_eq!(r["tokens"]["input"], 2, "{r}");
     assert_eq!(r["tokens"]["output"], 6, "{r}");
-    assert_eq!(r["cost_usd"], 0.0, "{r}");
+    // The offline model says what it cost: nothing.
+    assert_eq!(
+        (&r["cost_usd"], &r["cost_status"]),
+        (&json!(0.0), &json!("actual")),
+        "{r}"
+    );
     for key in ["wall_ms", "model_ms", "tool_ms", "overhead_ms", "cpu_ms"] {
         assert!(r[key].as_f64().is_some(), "{key}: {r}");
     }
@@ -760,6 +765,7 @@ fn a_provider_that_reports_no_price_leaves_the_cost_unknown() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let r = record_in(&out.stderr);
     assert!(r["cost_usd"].is_null(), "{r}");
+    assert_eq!(r["cost_status"], "unknown", "{r}");
     let stored = r["session_id"].as_str().unwrap().to_string();
     let (estimated, actual, status, source): (Option<f64>, Option<f64>, String, String) = e
         .db()
@@ -773,6 +779,59 @@ fn a_provider_that_reports_no_price_leaves_the_cost_unknown() {
     assert_eq!(
         (estimated, actual, status.as_str(), source.as_str()),
         (None, None, "unknown", "none")
+    );
+}
+
+/// GPT-4.1 has a price in Hermes' table: 10,000 prompt tokens of which 8,000 cached, 200 out
+/// are 2,000 × $2 + 8,000 × $0.50 + 200 × $8 per million = $0.0096, estimated.
+#[test]
+fn a_task_on_a_model_with_a_price_records_its_estimated_cost() {
+    let usage = json!({
+        "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1700000000,
+        "model": "gpt-4.1", "choices": [],
+        "usage": {"prompt_tokens": 10_000, "completion_tokens": 200, "total_tokens": 10_200,
+            "prompt_tokens_details": {"cached_tokens": 8_000}},
+    })
+    .to_string();
+    let mock = MockAi::start(move |_| {
+        let mut events = text_events(&["priced"], "stop", None);
+        events.push(usage.clone());
+        Reply::Stream(Stream::new(events))
+    });
+    let e = Exec::new("priced");
+    let out = e.run_env(
+        &["--provider", "openai", "hi"],
+        &[
+            ("OPENAI_BASE_URL", &mock.base_url()),
+            ("OPENAI_API_KEY", "sk-test"),
+            ("OPENAI_MODEL", "gpt-4.1"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = record_in(&out.stderr);
+    let cost = r["cost_usd"].as_f64().unwrap_or(f64::NAN);
+    assert!((cost - 0.0096).abs() < 1e-9, "{r}");
+    assert_eq!(r["cost_status"], "estimated", "{r}");
+    let stored = r["session_id"].as_str().unwrap().to_string();
+    type Row = (f64, Option<f64>, String, String, String);
+    let row: Row = e
+        .db()
+        .query_row(
+            "SELECT estimated_cost_usd, actual_cost_usd, cost_status, cost_source, pricing_version
+             FROM sessions WHERE id = ?1",
+            [&stored],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .unwrap();
+    assert!((row.0 - 0.0096).abs() < 1e-9, "{row:?}");
+    assert_eq!(
+        (row.1, row.2.as_str(), row.3.as_str(), row.4.as_str()),
+        (
+            None,
+            "estimated",
+            "official_docs_snapshot",
+            "openai-pricing-2026-03-16"
+        )
     );
 }
 
@@ -808,7 +867,10 @@ fn session_rows_fill_hermes_accounting_columns() {
         json!({"input": 120, "output": 30, "cache_read": 100, "cache_write": 8, "reasoning": 12}),
         "{r}"
     );
-    assert_eq!(r["cost_usd"], 0.0042);
+    assert_eq!(
+        (&r["cost_usd"], &r["cost_status"]),
+        (&json!(0.0042), &json!("actual"))
+    );
     let stored = r["session_id"].as_str().unwrap().to_string();
     let out = e.run_env(
         &["--provider", "openai", "--resume", &stored, "again"],

@@ -4,10 +4,11 @@
 //! Covered: streamed text (chunked and close-delimited bodies, events split across reads and
 //! UTF-8 characters, SSE comments and CRLF), the request the gateway sends, reasoning deltas, tool
 //! calls assembled from fragments and run for real with their result sent back, usage accounting
-//! (events, `session.usage`, `state.db`), configuration (env, flag, `config.yaml`, offline
-//! default), every failure of the issue (refused, resolve, TLS, 401/403, 429/5xx with retries and
-//! `Retry-After`, malformed stream, cut stream, connect / first-byte / idle timeouts), interrupt
-//! and shutdown mid-stream, and two sessions streaming at once while `ping` is answered.
+//! (events, `session.usage`, `state.db`) and its price (cached tokens apart; an unknown model),
+//! configuration (env, flag, `config.yaml`, offline default), every failure of the issue
+//! (refused, resolve, TLS, 401/403, 429/5xx with retries and `Retry-After`, malformed stream, cut
+//! stream, connect / first-byte / idle timeouts), interrupt and shutdown mid-stream, and two
+//! sessions streaming at once while `ping` is answered.
 //!
 //! Every wait has a deadline; nothing relies on a bare sleep for synchronisation.
 
@@ -682,6 +683,79 @@ fn usage_accounting_in_events_session_usage_and_the_store() {
         ],
         "{}",
         reqs[1].body
+    );
+}
+
+/// A streamed answer whose usage says `cached` of its `prompt` tokens came from the cache.
+fn cached_answer(text: &str, prompt: u64, cached: u64, completion: u64) -> Reply {
+    let mut events = text_events(&[text], "stop", None);
+    events.push(
+        json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1700000000,
+            "model": "gpt-4.1", "choices": [],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": cached}}})
+        .to_string(),
+    );
+    Reply::Stream(Stream::new(events))
+}
+
+/// GPT-4.1 direct ($2 in, $8 out, $0.50 a cached token per million): 10,000 prompt tokens of
+/// which 8,000 cached and 200 out are 2,000 × 2 + 8,000 × 0.5 + 200 × 8 = $0.0096 — the cached
+/// ones taken out of the prompt's count, not priced twice.
+#[test]
+fn an_openai_model_is_priced_with_its_cached_tokens_apart() {
+    let mock = MockAi::script(vec![cached_answer("priced", 10_000, 8_000, 200)]);
+    let mut g = Gateway::builder()
+        .tag("openai-price")
+        .env("OPENAI_BASE_URL", &mock.base_url())
+        .env("OPENAI_API_KEY", KEY)
+        .env("OPENAI_MODEL", "gpt-4.1")
+        .start();
+    let s = g.create_session(json!({}));
+    g.run_turn(&s.id, "what does it cost");
+    let su = g.call("session.usage", json!({"session_id": s.id}));
+    let su = su.get("usage").unwrap_or(&su).clone();
+    let cost = su["cost_usd"].as_f64().unwrap_or(f64::NAN);
+    assert!((cost - 0.0096).abs() < 1e-9, "{su}");
+    assert_eq!(su["cost_status"], "estimated", "{su}");
+    assert_eq!(
+        (&su["input"], &su["cache_read"]),
+        (&json!(10_000), &json!(8_000))
+    );
+    let text = g.call(
+        "slash.exec",
+        json!({"command": "usage", "session_id": s.id}),
+    );
+    let text = text["output"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("~$0.0096 (estimated from openai-pricing-2026-03-16)"),
+        "{text}"
+    );
+}
+
+/// A model Hermes' table does not list: its price is unknown in `session.usage` and `/usage`.
+#[test]
+fn a_model_without_a_price_shows_the_price_as_unknown() {
+    let mock = MockAi::script(vec![cached_answer("unpriced", 1_000, 100, 10)]);
+    let mut g = start_for(&mock);
+    let s = g.create_session(json!({}));
+    g.run_turn(&s.id, "what does it cost");
+    let su = g.call("session.usage", json!({"session_id": s.id}));
+    let su = su.get("usage").unwrap_or(&su).clone();
+    assert_eq!(
+        (&su["cost_usd"], &su["cost_status"], &su["cost_source"]),
+        (&Value::Null, &json!("unknown"), &json!("none")),
+        "{su}"
+    );
+    let text = g.call(
+        "slash.exec",
+        json!({"command": "usage", "session_id": s.id}),
+    );
+    let text = text["output"].as_str().unwrap_or_default();
+    assert!(
+        text.contains(&format!("n/a: no price known for {MODEL} on openai-api")),
+        "{text}"
     );
 }
 

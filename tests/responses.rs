@@ -493,4 +493,11 @@ fn the_codex_login_reaches_chatgpts_backend_with_the_codex_clients_headers() {
         "ChatGPT's backend refuses an output cap: {}",
         r.body
     );
+    // Hermes bills the login's calls to the ChatGPT subscription: included, $0.
+    let u = &t.complete["payload"]["usage"];
+    assert_eq!(
+        (&u["cost_usd"], &u["cost_status"]),
+        (&json!(0.0), &json!("included")),
+        "{u}"
+    );
 }

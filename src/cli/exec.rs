@@ -456,6 +456,7 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
         "tool_calls": sink.tool_calls,
         "tokens": sink.usage.tokens_json(),
         "cost_usd": sink.usage.cost_usd,
+        "cost_status": sink.usage.cost_status.map(crate::model::pricing::CostStatus::as_str),
     });
     for (status, n) in Status::ALL.iter().zip(sink.counts) {
         summary[status.name()] = json!(n);

@@ -86,7 +86,34 @@ fn usage(s: &Session) -> String {
         ("Output tokens", s.output_tokens.to_string()),
         ("Total", (s.input_tokens + s.output_tokens).to_string()),
         ("Model calls", s.model_calls.to_string()),
+        ("Cost", cost(s)),
     ])
+}
+
+/// The session's cost and how sure it is (the stock TUI's `/usage` panel shows no cost).
+fn cost(s: &Session) -> String {
+    use crate::model::pricing::{CostSource, CostStatus};
+    let a = &s.accounting;
+    let usd = |x: f64| format!("${x:.4}");
+    match (a.cost_status, a.cost_usd) {
+        _ if s.model_calls == 0 => "no model calls yet".to_string(),
+        (CostStatus::Included, _) => "included in the subscription".to_string(),
+        (CostStatus::Actual, Some(x)) => format!("{} (reported by the provider)", usd(x)),
+        (CostStatus::Estimated, Some(x)) => {
+            let table = a.pricing_version.unwrap_or("Hermes' price table");
+            format!("~{} (estimated from {table})", usd(x))
+        }
+        (_, known) => {
+            let why = match a.cost_source {
+                CostSource::None => format!("no price known for {} on {}", s.model, s.provider),
+                _ => "the price table lacks a kind of token the last call used".to_string(),
+            };
+            match known {
+                Some(x) if x > 0.0 => format!("n/a: {why} (earlier calls: ~{})", usd(x)),
+                _ => format!("n/a: {why}"),
+            }
+        }
+    }
 }
 
 /// The tools offered to the model, from the schema it is sent, under their toolsets (an MCP

@@ -8,6 +8,7 @@ pub mod endpoint;
 pub mod exchange;
 pub mod http;
 pub mod offline;
+pub mod pricing;
 pub mod providers;
 pub mod remote;
 pub mod resolve;
@@ -45,41 +46,46 @@ pub struct Accounting {
     pub cache_read_tokens: u64,
     pub cache_write_tokens: u64,
     pub reasoning_tokens: u64,
-    /// Sum of the prices the provider reported (`None`: it reported none).
+    /// What the calls whose price is known cost, in US dollars (Hermes'
+    /// `estimated_cost_usd`; `None`: no call's price was known).
     pub cost_usd: Option<f64>,
-    /// Model calls that came without a price: a sum above is then short of the real cost.
-    pub unpriced_calls: u64,
+    /// The part of `cost_usd` the provider itself reported (Hermes' `actual_cost_usd`).
+    pub actual_cost_usd: Option<f64>,
+    /// The last call's `cost_status` and `cost_source`: as in Hermes, the last call decides,
+    /// so an unknown last price says the sum above is short.
+    pub cost_status: pricing::CostStatus,
+    pub cost_source: pricing::CostSource,
+    /// The price table's version behind the latest estimate (`None`: none in this process).
+    #[serde(deserialize_with = "known_version")]
+    pub pricing_version: PricingVersion,
 }
 
 impl Accounting {
-    pub fn add(&mut self, u: &TokenUsage) {
+    /// Count one call that used `u` and cost `cost`.
+    pub fn add(&mut self, u: &TokenUsage, cost: &pricing::Cost) {
         self.cache_read_tokens += u.cache_read;
         self.cache_write_tokens += u.cache_write;
         self.reasoning_tokens += u.reasoning;
-        match u.cost_usd {
-            Some(c) => self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c),
-            None => self.unpriced_calls += 1,
+        if let Some(usd) = cost.usd {
+            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + usd);
+            if cost.status == pricing::CostStatus::Actual {
+                self.actual_cost_usd = Some(self.actual_cost_usd.unwrap_or(0.0) + usd);
+            }
         }
+        self.cost_status = cost.status;
+        self.cost_source = cost.source;
+        self.pricing_version = cost.pricing_version.or(self.pricing_version);
     }
+}
 
-    /// Hermes' `cost_status`: `actual` when every call was priced by the provider, `partial`
-    /// when only some were, `unknown` when none was.
-    pub fn cost_status(&self) -> &'static str {
-        match (self.cost_usd, self.unpriced_calls) {
-            (None, _) => "unknown",
-            (Some(_), 0) => "actual",
-            (Some(_), _) => "partial",
-        }
-    }
+/// A version of the price table. An alias, because serde's derive takes a `&'static str` it
+/// sees in a field for a borrow from the input, which a journal read cannot give.
+pub type PricingVersion = Option<&'static str>;
 
-    /// Hermes' `cost_source`.
-    pub fn cost_source(&self) -> &'static str {
-        if self.cost_usd.is_some() {
-            "provider_cost_api"
-        } else {
-            "none"
-        }
-    }
+/// A journalled `pricing_version`, if it is still one of the table's.
+fn known_version<'de, D: serde::Deserializer<'de>>(d: D) -> Result<PricingVersion, D::Error> {
+    let s: Option<String> = serde::Deserialize::deserialize(d)?;
+    Ok(s.as_deref().and_then(pricing::known_version))
 }
 
 /// A tool call the model asked for.
@@ -195,4 +201,81 @@ pub trait Provider {
     }
     /// Take back a connection a finished call left reusable.
     fn recycle(&mut self, _connection: Box<dyn std::any::Any>) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pricing::{self, CostSource, CostStatus};
+    use super::*;
+
+    fn call(input: u64, cache_read: u64, reported: Option<f64>) -> TokenUsage {
+        TokenUsage {
+            input,
+            output: 10,
+            cache_read,
+            cost_usd: reported,
+            ..Default::default()
+        }
+    }
+
+    /// Hermes' rule: dollars add up, the last call's status and source stand for the session.
+    #[test]
+    fn the_last_call_decides_the_status_and_known_prices_add_up() {
+        let mut a = Accounting::default();
+        let priced = call(1_000_000, 0, None);
+        a.add(
+            &priced,
+            &pricing::price("anthropic", "", "claude-haiku-4-5", &priced),
+        );
+        let reported = call(10, 0, Some(0.25));
+        a.add(
+            &reported,
+            &pricing::price("openrouter", "", "x/y", &reported),
+        );
+        // $1 a million in, $5 a million out, then the $0.25 reported.
+        let sum = 1.000_05 + 0.25;
+        assert!(a.cost_usd.is_some_and(|c| (c - sum).abs() < 1e-12), "{a:?}");
+        assert_eq!(a.actual_cost_usd, Some(0.25), "only what the provider said");
+        assert_eq!(
+            (a.cost_status, a.cost_source),
+            (CostStatus::Actual, CostSource::ProviderCostApi)
+        );
+        let unpriced = call(10, 5, None);
+        a.add(
+            &unpriced,
+            &pricing::price("deepseek", "", "deepseek-chat", &unpriced),
+        );
+        assert_eq!(
+            a.cost_status,
+            CostStatus::Unknown,
+            "the last price is unknown"
+        );
+        assert!(
+            a.cost_usd.is_some_and(|c| (c - sum).abs() < 1e-12),
+            "the rest stays: {a:?}"
+        );
+        assert_eq!(a.pricing_version, Some("anthropic-pricing-2026-05"));
+        assert_eq!(a.cache_read_tokens, 5);
+    }
+
+    /// A journal keeps the status, the source and the table's version across a restart.
+    #[test]
+    fn accounting_survives_the_journal() {
+        let mut a = Accounting::default();
+        let u = call(100, 0, None);
+        a.add(&u, &pricing::price("openai-api", "", "gpt-4.1", &u));
+        let text = serde_json::to_string(&a).unwrap();
+        let back: Accounting = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, a);
+        let gone = text.replace("openai-pricing-2026-03-16", "a-retired-version");
+        let back: Accounting = serde_json::from_str(&gone).unwrap();
+        assert_eq!(back.pricing_version, None);
+        // What an older gateway journalled still reads.
+        let old: Accounting =
+            serde_json::from_str(r#"{"cost_usd": 0.5, "unpriced_calls": 1}"#).unwrap();
+        assert_eq!(
+            (old.cost_usd, old.cost_status),
+            (Some(0.5), CostStatus::Unknown)
+        );
+    }
 }

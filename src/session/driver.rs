@@ -551,7 +551,8 @@ fn on_model_event(gw: &mut impl TurnOwners, rid: &str, ev: ModelEvent) -> bool {
         } => {
             turn.round_finish = Some((finish_reason, usage));
             s.input_tokens += usage.input;
-            s.accounting.add(&usage);
+            let cost = crate::model::pricing::price(&s.provider, &s.base_url, &s.model, &usage);
+            s.accounting.add(&usage, &cost);
             // What this call was sent is what the context window holds now.
             s.context_used = usage.input;
             s.output_tokens += usage.output;

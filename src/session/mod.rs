@@ -246,7 +246,8 @@ impl Session {
             "cache_read": self.accounting.cache_read_tokens,
             "cache_write": self.accounting.cache_write_tokens,
             "cost_usd": self.accounting.cost_usd,
-            "cost_status": self.accounting.cost_status(),
+            "cost_status": self.accounting.cost_status.as_str(),
+            "cost_source": self.accounting.cost_source.as_str(),
             "total": self.input_tokens + self.output_tokens,
             "calls": self.model_calls,
             "model_ms": self.model_time.as_millis() as u64,
@@ -374,6 +375,7 @@ impl Session {
             cache_write: a.cache_write_tokens as i64,
             reasoning: a.reasoning_tokens as i64,
             cost_usd: a.cost_usd.unwrap_or(0.0),
+            actual_cost_usd: a.actual_cost_usd.unwrap_or(0.0),
         }
     }
 

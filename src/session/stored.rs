@@ -143,6 +143,65 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// The cost columns read back as written (a resume goes on from them), and a later call
+    /// whose price is unknown keeps the dollars and the table's version stored before it.
+    #[test]
+    fn the_cost_columns_read_back_and_an_unknown_last_call_keeps_the_stored_version() {
+        use crate::model::TokenUsage;
+        use crate::model::pricing::{CostSource, CostStatus, price};
+        let dir = std::env::temp_dir().join(format!("tgw-cost-{}", crate::util::random_hex(8)));
+        let mut store = Store::open(&dir.join("state.db"), "NORMAL").unwrap();
+        let mut s = bare_session("r", "s");
+        s.provider = "anthropic".into();
+        s.model = "claude-sonnet-4-6".into();
+        let u = TokenUsage {
+            input: 53_000,
+            output: 500,
+            cache_read: 50_000,
+            cache_write: 2_000,
+            ..Default::default()
+        };
+        s.accounting.add(&u, &price(&s.provider, "", &s.model, &u));
+        s.model_calls = 1;
+        store.write(&[(s.delta(), None)]).unwrap();
+        let a = store.load("s").unwrap().unwrap().accounting;
+        assert_eq!(a, s.accounting);
+        assert_eq!(a.pricing_version, Some("anthropic-pricing-2026-05"));
+
+        // Resumed: the row's figures come back without a version in memory; the next call
+        // (a model the table lacks) is unknown.
+        let mut resumed = bare_session("r2", "s");
+        resumed.persisted.row = true;
+        resumed.accounting = crate::model::Accounting {
+            pricing_version: None,
+            ..a
+        };
+        resumed.model = "no-such-model".into();
+        resumed
+            .accounting
+            .add(&u, &price("anthropic", "", "no-such-model", &u));
+        store.write(&[(resumed.delta(), None)]).unwrap();
+        let row: (f64, String, String, String) = rusqlite::Connection::open(dir.join("state.db"))
+            .unwrap()
+            .query_row(
+                "SELECT estimated_cost_usd, cost_status, cost_source, pricing_version
+                 FROM sessions WHERE id = 's'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .unwrap();
+        assert!((row.0 - 0.033).abs() < 1e-12, "{row:?}");
+        assert_eq!(
+            (row.1.as_str(), row.2.as_str(), row.3.as_str()),
+            (
+                CostStatus::Unknown.as_str(),
+                CostSource::None.as_str(),
+                "anthropic-pricing-2026-05"
+            )
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// A commit of more new messages than one INSERT carries (64), of two sessions (one of
     /// them new in it), writes them all, each session's in order and under its own id.
     #[test]

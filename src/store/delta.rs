@@ -79,7 +79,11 @@ pub struct Usage {
     pub cache_read: i64,
     pub cache_write: i64,
     pub reasoning: i64,
+    /// Hermes' `estimated_cost_usd`: every known price.
     pub cost_usd: f64,
+    /// Hermes' `actual_cost_usd`: the prices the provider reported.
+    #[serde(default)]
+    pub actual_cost_usd: f64,
 }
 
 impl Usage {
@@ -95,6 +99,7 @@ impl Usage {
             cache_write: grew(self.cache_write, before.cache_write),
             reasoning: grew(self.reasoning, before.reasoning),
             cost_usd: (self.cost_usd - before.cost_usd).max(0.0),
+            actual_cost_usd: (self.actual_cost_usd - before.actual_cost_usd).max(0.0),
         };
         (added != Usage::default()).then_some(added)
     }
@@ -126,9 +131,11 @@ pub(super) fn write_all_but_new(
         a.cache_write_tokens as i64,
         a.reasoning_tokens as i64,
     );
+    let (cost_status, cost_source) = (a.cost_status.as_str(), a.cost_source.as_str());
+    let billing_mode = billing_mode(a);
     // The columns a commit may change, the same in both statements (after the row's own):
     // its counts, then Hermes' accounting.
-    let changing: [&dyn ToSql; 14] = [
+    let changing: [&dyn ToSql; 17] = [
         &d.message_count,
         &d.tool_call_count,
         &d.input_tokens,
@@ -139,10 +146,13 @@ pub(super) fn write_all_but_new(
         &cache_write,
         &reasoning,
         &a.cost_usd,
-        &a.cost_status(),
-        &a.cost_source(),
+        &cost_status,
+        &cost_source,
         &d.billing_provider,
         &d.billing_base_url,
+        &a.actual_cost_usd,
+        &a.pricing_version,
+        &billing_mode,
     ];
     if d.insert_row {
         let row: [&dyn ToSql; 9] = [
@@ -160,10 +170,11 @@ pub(super) fn write_all_but_new(
             "INSERT INTO sessions (id, source, model, title, cwd, parent_session_id, started_at,
                  ended_at, end_reason, message_count, tool_call_count, input_tokens,
                  output_tokens, last_activity_at, api_call_count, cache_read_tokens,
-                 cache_write_tokens, reasoning_tokens, estimated_cost_usd, actual_cost_usd,
-                 cost_status, cost_source, billing_provider, billing_base_url)
+                 cache_write_tokens, reasoning_tokens, estimated_cost_usd, cost_status,
+                 cost_source, billing_provider, billing_base_url, actual_cost_usd,
+                 pricing_version, billing_mode)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                 ?18, ?19, ?19, ?20, ?21, ?22, ?23)",
+                 ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, NULLIF(?26, ''))",
         )?
         .execute(params_from_iter(row.iter().chain(&changing)))?;
     } else if d.update_row {
@@ -173,8 +184,10 @@ pub(super) fn write_all_but_new(
                  message_count = ?6, tool_call_count = ?7, input_tokens = ?8, output_tokens = ?9,
                  last_activity_at = ?10, api_call_count = ?11, cache_read_tokens = ?12,
                  cache_write_tokens = ?13, reasoning_tokens = ?14, estimated_cost_usd = ?15,
-                 actual_cost_usd = ?15, cost_status = ?16, cost_source = ?17,
-                 billing_provider = ?18, billing_base_url = ?19
+                 cost_status = ?16, cost_source = ?17, billing_provider = ?18,
+                 billing_base_url = ?19, actual_cost_usd = ?20,
+                 pricing_version = COALESCE(?21, pricing_version),
+                 billing_mode = COALESCE(billing_mode, NULLIF(?22, ''))
              WHERE id = ?1",
         )?
         .execute(params_from_iter(row.iter().chain(&changing)))?;
@@ -315,9 +328,17 @@ fn insert_sql(n: usize) -> &'static str {
     &all[..HEAD.len() + n * ROW.len() + (n - 1) * SEP.len()]
 }
 
+/// Hermes' `billing_mode` of the session's latest call: `subscription_included` when its cost
+/// was included, else empty.
+fn billing_mode(a: &Accounting) -> &'static str {
+    match a.cost_status {
+        crate::model::pricing::CostStatus::Included => "subscription_included",
+        _ => "",
+    }
+}
+
 /// Add what a commit's calls used to the session's row of Hermes' `session_model_usage` for
-/// its model and billing route (as `hermes_state.py` sums a call's figures; our billing mode is
-/// always empty).
+/// its model and billing route (as `hermes_state.py` sums a call's figures).
 fn add_usage(tx: &rusqlite::Transaction<'_>, d: &Delta<'_>, u: &Usage) -> rusqlite::Result<()> {
     let a = &d.accounting;
     tx.prepare_cached(
@@ -325,7 +346,7 @@ fn add_usage(tx: &rusqlite::Transaction<'_>, d: &Delta<'_>, u: &Usage) -> rusqli
              billing_mode, api_call_count, input_tokens, output_tokens, cache_read_tokens,
              cache_write_tokens, reasoning_tokens, estimated_cost_usd, actual_cost_usd,
              cost_status, cost_source, first_seen, last_seen)
-         VALUES (?1, ?2, ?3, ?4, '', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13, ?14, ?14)
+         VALUES (?1, ?2, ?3, ?4, ?15, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?16, ?12, ?13, ?14, ?14)
          ON CONFLICT (session_id, model, billing_provider, billing_base_url, billing_mode)
          DO UPDATE SET
              api_call_count = api_call_count + excluded.api_call_count,
@@ -352,9 +373,11 @@ fn add_usage(tx: &rusqlite::Transaction<'_>, d: &Delta<'_>, u: &Usage) -> rusqli
         u.cache_write,
         u.reasoning,
         u.cost_usd,
-        a.cost_status(),
-        a.cost_source(),
+        a.cost_status.as_str(),
+        a.cost_source.as_str(),
         d.last_activity_at,
+        billing_mode(a),
+        u.actual_cost_usd,
     ])?;
     Ok(())
 }

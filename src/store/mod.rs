@@ -171,27 +171,38 @@ pub struct StoredSummary {
     pub end_reason: Option<String>,
 }
 
-/// The accounting columns from `first` on (cache read, cache write, reasoning, cost, cost
-/// status) of a session that made `calls` model calls.
+/// The accounting columns from `first` on: cache read, cache write, reasoning, estimated cost,
+/// actual cost, cost status, cost source, pricing version.
 fn accounting_of(
     r: &rusqlite::Row<'_>,
     first: usize,
-    calls: Option<i64>,
 ) -> rusqlite::Result<crate::model::Accounting> {
+    use crate::model::pricing::{CostSource, CostStatus};
     let count = |i: usize| -> rusqlite::Result<u64> {
         Ok(r.get::<_, Option<i64>>(first + i)?.unwrap_or(0).max(0) as u64)
     };
-    let status: Option<String> = r.get(first + 4)?;
-    let cost_usd: Option<f64> = r.get(first + 3)?;
-    // How many earlier calls went unpriced is not stored; whether any did is enough.
-    let some_unpriced =
-        status.as_deref() == Some("partial") || (cost_usd.is_none() && calls.unwrap_or(0) > 0);
+    let estimated: Option<f64> = r.get(first + 3)?;
+    let actual: Option<f64> = r.get(first + 4)?;
+    let status: Option<String> = r.get(first + 5)?;
+    let source: Option<String> = r.get(first + 6)?;
+    let version: Option<String> = r.get(first + 7)?;
     Ok(crate::model::Accounting {
         cache_read_tokens: count(0)?,
         cache_write_tokens: count(1)?,
         reasoning_tokens: count(2)?,
-        cost_usd,
-        unpriced_calls: u64::from(some_unpriced),
+        cost_usd: estimated.or(actual),
+        actual_cost_usd: actual,
+        cost_status: status
+            .as_deref()
+            .map_or_else(Default::default, CostStatus::parse),
+        cost_source: source
+            .as_deref()
+            .map_or_else(Default::default, CostSource::parse),
+        // One not of our table (Hermes' OpenRouter catalogue…) stays stored all the same: a
+        // commit writes only a newer one.
+        pricing_version: version
+            .as_deref()
+            .and_then(crate::model::pricing::known_version),
     })
 }
 
@@ -580,7 +591,8 @@ impl Store {
             .query_row(
                 "SELECT id, source, model, title, cwd, started_at, input_tokens, output_tokens,
                         tool_call_count, api_call_count, cache_read_tokens, cache_write_tokens,
-                        reasoning_tokens, COALESCE(estimated_cost_usd, actual_cost_usd), cost_status
+                        reasoning_tokens, estimated_cost_usd, actual_cost_usd, cost_status,
+                        cost_source, pricing_version
                  FROM sessions WHERE id = ?1 OR title = ?1
                  ORDER BY (id = ?1) DESC LIMIT 1",
                 [id_or_title],
@@ -596,7 +608,7 @@ impl Store {
                         output_tokens: r.get::<_, Option<i64>>(7)?.unwrap_or(0),
                         tool_call_count: r.get::<_, Option<i64>>(8)?.unwrap_or(0),
                         api_call_count: r.get::<_, Option<i64>>(9)?.unwrap_or(0),
-                        accounting: accounting_of(r, 10, r.get::<_, Option<i64>>(9)?)?,
+                        accounting: accounting_of(r, 10)?,
                         messages: Vec::new(),
                         older: None,
                     })

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::model::pricing::CostStatus;
+
 /// How a task ended. The exit code of `exec PROMPT` is the status's code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -76,6 +78,8 @@ pub struct Usage {
     pub calls: u64,
     pub model_ms: u64,
     pub cost_usd: Option<f64>,
+    /// How sure `cost_usd` is (`None`: no figure said).
+    pub cost_status: Option<CostStatus>,
 }
 
 impl Usage {
@@ -91,10 +95,14 @@ impl Usage {
             calls: n("calls"),
             model_ms: n("model_ms"),
             cost_usd: usage.get("cost_usd").and_then(Value::as_f64),
+            cost_status: usage
+                .get("cost_status")
+                .and_then(Value::as_str)
+                .map(CostStatus::parse),
         }
     }
 
-    /// What was added since `before`.
+    /// What was added since `before` (how sure the cost is: as of now).
     pub fn since(&self, before: &Usage) -> Usage {
         Usage {
             input: self.input.saturating_sub(before.input),
@@ -107,7 +115,14 @@ impl Usage {
             cost_usd: self
                 .cost_usd
                 .map(|c| (c - before.cost_usd.unwrap_or(0.0)).max(0.0)),
+            cost_status: self.cost_status,
         }
+    }
+
+    /// The cost, unless its status says it is unknown (then a sum would be short).
+    pub fn known_cost(&self) -> Option<f64> {
+        self.cost_usd
+            .filter(|_| self.cost_status != Some(CostStatus::Unknown))
     }
 
     pub fn add(&mut self, other: &Usage) {
@@ -118,9 +133,10 @@ impl Usage {
         self.reasoning += other.reasoning;
         self.calls += other.calls;
         self.model_ms += other.model_ms;
-        if let Some(c) = other.cost_usd {
+        if let Some(c) = other.known_cost() {
             self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c);
         }
+        self.cost_status = least_certain(self.cost_status, other.cost_status);
     }
 
     pub fn tokens_json(&self) -> Value {
@@ -131,6 +147,21 @@ impl Usage {
             "cache_write": self.cache_write,
             "reasoning": self.reasoning,
         })
+    }
+}
+
+/// The less certain of two statuses (a sum is only as sure as its least sure part).
+fn least_certain(a: Option<CostStatus>, b: Option<CostStatus>) -> Option<CostStatus> {
+    let rank = |s: CostStatus| match s {
+        CostStatus::Unknown => 0,
+        CostStatus::Estimated => 1,
+        CostStatus::Actual | CostStatus::Included => 2,
+    };
+    match (a, b) {
+        (Some(a), Some(b)) if a == b => Some(a),
+        (Some(a), Some(b)) if rank(a) == rank(b) => Some(CostStatus::Actual),
+        (Some(a), Some(b)) => Some(if rank(a) < rank(b) { a } else { b }),
+        (a, b) => a.or(b),
     }
 }
 
@@ -183,7 +214,8 @@ impl Outcome {
             "model_calls": self.usage.calls,
             "tool_calls": self.tool_calls,
             "tokens": self.usage.tokens_json(),
-            "cost_usd": self.usage.cost_usd,
+            "cost_usd": self.usage.known_cost(),
+            "cost_status": self.usage.cost_status.map(CostStatus::as_str),
             "approvals": {
                 "asked": self.approvals.asked,
                 "approved": self.approvals.approved,
@@ -223,6 +255,57 @@ mod tests {
         );
         assert_eq!(d.cost_usd, Some(0.25));
         assert_eq!(Usage::of(&json!({"input": 3})).cost_usd, None);
+    }
+
+    #[test]
+    fn a_record_says_how_sure_its_cost_is_and_an_unknown_one_is_no_figure() {
+        let outcome = |usage: Value| Outcome {
+            status: Status::Done,
+            stored_session_id: None,
+            turns: 1,
+            tool_calls: 0,
+            usage: Usage::of(&usage),
+            approvals: Approvals::default(),
+            wall: Duration::ZERO,
+            tool_time: Duration::ZERO,
+            answer: None,
+            error: None,
+        };
+        let estimated = outcome(json!({"cost_usd": 0.0096, "cost_status": "estimated"}));
+        let r = estimated.record(None);
+        assert_eq!(
+            (&r["cost_usd"], &r["cost_status"]),
+            (&json!(0.0096), &json!("estimated"))
+        );
+        // Earlier calls were priced, the last one not: the sum would be short, so none is given.
+        let unknown = outcome(json!({"cost_usd": 0.5, "cost_status": "unknown"}));
+        let r = unknown.record(None);
+        assert_eq!(
+            (&r["cost_usd"], &r["cost_status"]),
+            (&Value::Null, &json!("unknown"))
+        );
+        // A summary is as sure as its least sure task, and sums what is known.
+        let mut all = Usage::default();
+        for o in [
+            &estimated,
+            &unknown,
+            &outcome(json!({"cost_usd": 0.25, "cost_status": "actual"})),
+        ] {
+            all.add(&o.usage);
+        }
+        assert_eq!(all.cost_status, Some(CostStatus::Unknown));
+        assert!(
+            all.cost_usd.is_some_and(|c| (c - 0.2596).abs() < 1e-12),
+            "{all:?}"
+        );
+        let mut sure = Usage::default();
+        sure.add(&Usage::of(
+            &json!({"cost_usd": 0.1, "cost_status": "actual"}),
+        ));
+        sure.add(&Usage::of(
+            &json!({"cost_usd": 0.1, "cost_status": "estimated"}),
+        ));
+        assert_eq!(sure.cost_status, Some(CostStatus::Estimated));
     }
 
     #[test]
