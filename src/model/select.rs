@@ -7,6 +7,7 @@ use yaml_rust2::Yaml;
 
 use super::Provider;
 use super::exchange::Timing;
+use super::logins::{Files, Keeper};
 use super::offline::OfflineProvider;
 use super::remote::RemoteProvider;
 use super::resolve::{Asked, Inputs, Resolved, resolve};
@@ -96,7 +97,15 @@ pub fn choose_asking(cfg: &Config, provider: Option<&str>) -> Choice {
         Ok(env) => env,
         Err(e) => return unknown(e),
     };
-    let auth = auth_json(cfg);
+    let user_home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let shared = super::logins::store::shared_dir(
+        &cfg.home,
+        user_home.as_deref(),
+        env.get("HERMES_SHARED_AUTH_DIR").as_deref(),
+    );
+    let files = Files::of(&cfg.home, shared);
+    // Not readable as a JSON object (or a link, a FIFO): a login then reads as missing.
+    let auth = files.read().unwrap_or(serde_json::Value::Null);
     let lookup = |name: &str| env.get(name);
     let inputs = Inputs {
         asked: Asked {
@@ -114,9 +123,13 @@ pub fn choose_asking(cfg: &Config, provider: Option<&str>) -> Choice {
         Resolved::Unreachable { provider, why } => unreachable(&provider, cfg, why),
         Resolved::Remote(endpoint) => {
             let provider = endpoint.provider.clone();
+            let login = endpoint.login.clone();
             match RemoteProvider::new(*endpoint, timing(cfg)) {
                 Ok(p) => Choice {
-                    provider: Box::new(p),
+                    provider: Box::new(match login {
+                        Some(login) => p.with_login(Keeper::new(login, files, &auth)),
+                        None => p,
+                    }),
                     note: None,
                     unreachable: false,
                 },
@@ -138,19 +151,6 @@ fn unreachable(provider: &str, cfg: &Config, why: String) -> Choice {
         unreachable: true,
     }
 }
-
-/// `$HERMES_HOME/auth.json`, where Hermes' logins keep their tokens (`Null`: none, or not
-/// readable as JSON — a login then reads as missing).
-fn auth_json(cfg: &Config) -> serde_json::Value {
-    crate::util::read_regular(&cfg.home.join("auth.json"), AUTH_JSON_MAX)
-        .ok()
-        .flatten()
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or(serde_json::Value::Null)
-}
-
-/// Larger auth.json files are not read.
-const AUTH_JSON_MAX: u64 = 1024 * 1024;
 
 fn timing(cfg: &Config) -> Timing {
     Timing {
