@@ -150,3 +150,6 @@ impl Keeper {
         Refresh::new(self.clone(), now)
     }
 }
+
+#[cfg(test)]
+mod tests;

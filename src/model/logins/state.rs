@@ -137,7 +137,8 @@ pub fn nous_status(
     let Some(claims) = jwt::claims(token).filter(|c| !c.is_empty()) else {
         return Some("access_token_not_jwt");
     };
-    let has_scope = [stored_scope, &claims["scope"], &claims["scp"]]
+    let claimed = |key: &str| claims.get(key).unwrap_or(&Value::Null);
+    let has_scope = [stored_scope, claimed("scope"), claimed("scp")]
         .iter()
         .any(|s| scopes(s).any(|s| s == NOUS_INVOKE_SCOPE));
     if !has_scope {
