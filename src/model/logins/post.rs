@@ -22,7 +22,7 @@ enum Phase {
     },
     Receiving {
         transport: Transport,
-        response: Response,
+        response: Box<Response>,
         body: Vec<u8>,
     },
     Done,
@@ -144,7 +144,7 @@ impl FormPost {
                     };
                     self.phase = Phase::Receiving {
                         transport,
-                        response: Response::default(),
+                        response: Box::default(),
                         body: Vec::new(),
                     };
                 }

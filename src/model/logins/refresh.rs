@@ -23,7 +23,7 @@ const LOCK_TIMEOUT: Duration = Duration::from_secs(15);
 enum Phase {
     LockAuth { until: Instant },
     LockShared { until: Instant },
-    Post(FormPost),
+    Post(Box<FormPost>),
     Over,
 }
 
@@ -285,7 +285,7 @@ impl Refresh {
                 login.kind.name()
             )
         })?;
-        self.phase = Phase::Post(post);
+        self.phase = Phase::Post(Box::new(post));
         Ok(())
     }
 
