@@ -297,6 +297,7 @@ impl Refresh {
                 Ok(payload) => {
                     let usable =
                         state::nous_refreshed(&mut self.state, &payload, &self.portal, unix);
+                    state::sync_nous_pool(&mut self.auth, &self.state);
                     // Saved whatever the new token is worth: its refresh token is the live one.
                     if let Err(e) = self.save(unix) {
                         return Outcome::Failed(e);

@@ -471,6 +471,36 @@ pub fn select_nous_key(state: &mut Value, now: f64) {
     state["agent_key_obtained_at"] = obtained.into();
 }
 
+/// The pool entry Hermes seeded from the Nous login (`device_code`) given the login's new
+/// state, as Hermes' next pool load would: a pool read before that never holds a spent token.
+pub fn sync_nous_pool(auth: &mut Value, state: &Value) {
+    let Some(entries) = auth["credential_pool"]["nous"].as_array_mut() else {
+        return;
+    };
+    for entry in entries.iter_mut().filter(|e| e["source"] == "device_code") {
+        for key in [
+            "access_token",
+            "refresh_token",
+            "expires_at",
+            "token_type",
+            "scope",
+            "client_id",
+            "portal_base_url",
+            "inference_base_url",
+            "agent_key",
+            "agent_key_expires_at",
+            "obtained_at",
+            "expires_in",
+            "agent_key_id",
+            "agent_key_expires_in",
+            "agent_key_reused",
+            "agent_key_obtained_at",
+        ] {
+            entry[key] = state[key].clone();
+        }
+    }
+}
+
 /// Nous' state after a terminal refusal: the dead tokens and their key removed, the error
 /// kept for `hermes auth status` (Hermes' `_quarantine_nous_oauth_state`).
 pub fn nous_quarantined(state: &mut Value, refusal: &Refusal, now: f64) {

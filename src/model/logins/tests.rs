@@ -616,7 +616,9 @@ fn an_expired_nous_token_is_renewed_saved_and_not_renewed_again() {
         "token_type": "Bearer", "scope": "inference:invoke"});
     let (url, request) = token_endpoint(200, &answer.to_string());
     let auth = json!({"version": 1, "active_provider": "openai-codex",
-        "providers": {"nous": nous_state(&nous_token(now - 10.0), Some("rt-1")), "other": {"k": 1}}});
+        "providers": {"nous": nous_state(&nous_token(now - 10.0), Some("rt-1")), "other": {"k": 1}},
+        "credential_pool": {"nous": [{"id": "p1", "source": "device_code", "refresh_token": "rt-1",
+            "label": "seeded"}, {"id": "p2", "source": "manual:api_key", "access_token": "k"}]}});
     let k = keeper(d.path(), Kind::Nous, &url, &auth);
     assert_eq!(k.decide(now), Decision::Refresh);
     let (outcome, notices) = drive(&mut k.refresh(Instant::now()));
@@ -660,12 +662,28 @@ fn an_expired_nous_token_is_renewed_saved_and_not_renewed_again() {
     );
     assert_eq!(
         k.decide(unix_now()),
-        Decision::Use(new),
+        Decision::Use(new.clone()),
         "the next call sends it as it is"
     );
     assert!(
         k.files().try_lock().unwrap().is_some(),
         "the lock was let go"
+    );
+    let pool = &disk["credential_pool"]["nous"];
+    assert_eq!(
+        (
+            pool[0]["refresh_token"].as_str(),
+            pool[0]["agent_key"].as_str()
+        ),
+        (Some("rt-2"), Some(new.as_str()))
+    );
+    assert_eq!(
+        (pool[0]["label"].as_str(), pool[0]["id"].as_str()),
+        (Some("seeded"), Some("p1"))
+    );
+    assert_eq!(
+        pool[1],
+        json!({"id": "p2", "source": "manual:api_key", "access_token": "k"})
     );
 }
 
