@@ -11,6 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::*;
+use mockai::responses;
 use mockai::*;
 use serde_json::{Value, json};
 
@@ -303,71 +304,150 @@ fn a_lock_held_by_another_process_delays_the_write_not_the_gateway() {
     );
 }
 
+/// auth.json after a Codex login whose access token expired a minute ago, with the pool entry
+/// Hermes seeds from it.
+fn expired_codex_login() -> Value {
+    let old = codex_jwt(now() - 60);
+    json!({"version": 1,
+        "providers": {"openai-codex": {"tokens": {"access_token": old, "refresh_token": "rt_OLD",
+            "id_token": "idt-old", "account_id": "acc-FAKE"},
+            "last_refresh": "2026-05-01T11:00:00.123456Z", "auth_mode": "chatgpt"}},
+        "active_provider": "nous",
+        "credential_pool": {"openai-codex": [{"id": "FAKE1", "source": "device_code",
+            "access_token": old, "refresh_token": "rt_OLD", "last_status": "exhausted"}]}})
+}
+
+fn codex_gateway(tag: &str, home: &TempHome, token: &MockAi, model: &MockAi) -> Gateway {
+    Gateway::builder()
+        .tag(tag)
+        .home(&home.path)
+        .env(
+            "HERMES_CODEX_TOKEN_URL",
+            &format!("{}/oauth/token", portal_url(token)),
+        )
+        .env("HERMES_CODEX_BASE_URL", &model.base_url())
+        .start()
+}
+
 #[test]
-fn an_expired_codex_token_is_renewed_where_the_responses_api_is_spoken() {
+fn an_expired_codex_token_is_renewed_saved_and_sent_with_its_account() {
     let new = codex_jwt(now() + 3600);
     let token = token_endpoint(
         200,
         json!({"access_token": new, "refresh_token": "rt_NEW",
         "id_token": "idt"}),
     );
-    let model = MockAi::script(vec![Reply::text(&["codex"], (5, 1))]);
-    let old = codex_jwt(now() - 60);
-    let before = json!({"version": 1,
-        "providers": {"openai-codex": {"tokens": {"access_token": old, "refresh_token": "rt_OLD",
-            "id_token": "idt-old", "account_id": "acc-FAKE"},
-            "last_refresh": "2026-05-01T11:00:00.123456Z", "auth_mode": "chatgpt"}},
-        "active_provider": "nous",
-        "credential_pool": {"openai-codex": [{"id": "FAKE1", "source": "device_code",
-            "access_token": old, "refresh_token": "rt_OLD", "last_status": "exhausted"}]}});
+    let model = MockAi::script(vec![
+        responses::reply(
+            responses::Answer::new()
+                .text("msg_1", &["codex"])
+                .completed(responses::usage(5, 0, 1, 0)),
+        ),
+        responses::reply(
+            responses::Answer::new()
+                .text("msg_2", &["still"])
+                .completed(responses::usage(5, 0, 1, 0)),
+        ),
+    ]);
+    let before = expired_codex_login();
     let home = home("logins-codex", "openai-codex", "gpt-5.2-codex", &before);
-    let mut g = Gateway::builder()
-        .tag("logins-codex")
-        .home(&home.path)
-        .env(
-            "HERMES_CODEX_TOKEN_URL",
-            &format!("{}/oauth/token", portal_url(&token)),
-        )
-        .env("HERMES_CODEX_BASE_URL", &model.base_url())
-        .start();
+    let mut g = codex_gateway("logins-codex", &home, &token, &model);
     let s = g.create_session(json!({}));
     let t = g.run_turn(&s.id, "hi");
-    if tui_gateway::model::wire::Wire::from_api_mode("codex_responses").is_none() {
-        // This build does not speak the Responses API yet: the gateway says so on the prompt,
-        // and spends no single-use refresh token on a request it cannot make.
-        assert_eq!(t.complete["payload"]["status"], "error");
-        let error = t.complete["payload"]["error"].as_str().unwrap_or("");
-        assert!(
-            error.contains("codex_responses") && error.contains("not one this gateway speaks"),
-            "{error}"
-        );
-        assert_eq!(token.request_count(), 0);
-        assert_eq!(on_disk(&home.path), before);
-        return;
-    }
+    assert_eq!(t.text, "codex", "{:?}", t.complete);
     let asked = token.wait_requests(1, T).remove(0);
     assert_eq!(
         (asked.method.as_str(), asked.path.as_str()),
         ("POST", "/oauth/token")
     );
     assert_eq!(
+        asked.header("content-type"),
+        Some("application/x-www-form-urlencoded")
+    );
+    assert_eq!(
         String::from_utf8_lossy(&asked.body_raw),
         "grant_type=refresh_token&refresh_token=rt_OLD&client_id=app_EMoamEEZ73f0CkXaXp7hrann"
     );
     let r = model.wait_requests(1, T).remove(0);
+    assert_eq!(r.path, "/v1/responses");
     assert_eq!(
         r.header("authorization"),
         Some(format!("Bearer {new}").as_str())
     );
     assert_eq!(r.header("chatgpt-account-id"), Some("acc-FAKE"));
+    assert_eq!(r.header("originator"), Some("codex_cli_rs"));
+    // What Hermes saves: the tokens (others kept), last_refresh, the login active, the pool.
     let after = on_disk(&home.path);
     let c = &after["providers"]["openai-codex"];
     assert_eq!(c["tokens"]["access_token"], new.as_str());
     assert_eq!(c["tokens"]["refresh_token"], "rt_NEW");
-    assert_eq!(c["tokens"]["account_id"], "acc-FAKE");
-    assert_eq!(after["active_provider"], "openai-codex");
     assert_eq!(
-        after["credential_pool"]["openai-codex"][0]["refresh_token"],
-        "rt_NEW"
+        (
+            c["tokens"]["id_token"].as_str(),
+            c["tokens"]["account_id"].as_str()
+        ),
+        (Some("idt-old"), Some("acc-FAKE"))
     );
+    assert_ne!(
+        c["last_refresh"],
+        before["providers"]["openai-codex"]["last_refresh"]
+    );
+    assert_eq!(after["active_provider"], "openai-codex");
+    let pooled = &after["credential_pool"]["openai-codex"][0];
+    assert_eq!(
+        (
+            pooled["access_token"].as_str(),
+            pooled["refresh_token"].as_str()
+        ),
+        (Some(new.as_str()), Some("rt_NEW"))
+    );
+    assert_eq!(pooled["last_status"], Value::Null);
+    // Renewed once.
+    let t = g.run_turn(&s.id, "more");
+    assert_eq!(t.text, "still", "{:?}", t.complete);
+    assert_eq!(
+        model.wait_requests(2, T)[1].header("authorization"),
+        Some(format!("Bearer {new}").as_str())
+    );
+    assert_eq!(token.request_count(), 1);
+}
+
+#[test]
+fn a_refused_codex_refresh_ends_the_prompt_with_hermes_message() {
+    for (status, answer, said) in [
+        (
+            401,
+            json!({"error": "refresh_token_reused"}),
+            "Run `codex` in your terminal to generate fresh tokens, then run `hermes auth` to re-authenticate.",
+        ),
+        (
+            400,
+            json!({"error": "invalid_grant", "error_description": "Refresh token expired"}),
+            "Codex token refresh failed: Refresh token expired",
+        ),
+        (429, json!({}), "Codex provider quota exhausted (429)"),
+    ] {
+        let token = token_endpoint(status, answer);
+        let model = MockAi::script(vec![]);
+        let before = expired_codex_login();
+        let home = home(
+            "logins-codex-refused",
+            "openai-codex",
+            "gpt-5.2-codex",
+            &before,
+        );
+        let mut g = codex_gateway("logins-codex-refused", &home, &token, &model);
+        let s = g.create_session(json!({}));
+        let t = g.run_turn(&s.id, "hi");
+        assert_eq!(t.complete["payload"]["status"], "error", "{:?}", t.complete);
+        let error = t.complete["payload"]["error"].as_str().unwrap_or("");
+        assert!(error.contains(said), "{error}");
+        assert!(!error.contains("rt_OLD"), "{error}");
+        assert_eq!(model.request_count(), 0);
+        assert_eq!(
+            on_disk(&home.path),
+            before,
+            "Hermes keeps the Codex login as it was"
+        );
+    }
 }

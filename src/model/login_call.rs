@@ -18,6 +18,7 @@ struct KeptRequest {
     model: String,
     tools: Vec<Value>,
     reasoning_effort: Option<String>,
+    session_id: Option<String>,
 }
 
 impl KeptRequest {
@@ -28,6 +29,7 @@ impl KeptRequest {
             model: req.model.to_string(),
             tools: req.tools.to_vec(),
             reasoning_effort: req.reasoning_effort.map(str::to_string),
+            session_id: req.session_id.map(str::to_string),
         }
     }
 
@@ -38,6 +40,7 @@ impl KeptRequest {
             model: &self.model,
             tools: &self.tools,
             reasoning_effort: self.reasoning_effort.as_deref(),
+            session_id: self.session_id.as_deref(),
         }
     }
 }

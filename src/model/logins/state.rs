@@ -474,7 +474,7 @@ pub fn select_nous_key(state: &mut Value, now: f64) {
 /// The pool entry Hermes seeded from the Nous login (`device_code`) given the login's new
 /// state, as Hermes' next pool load would: a pool read before that never holds a spent token.
 pub fn sync_nous_pool(auth: &mut Value, state: &Value) {
-    let Some(entries) = auth["credential_pool"]["nous"].as_array_mut() else {
+    let Some(entries) = pool_mut(auth, "nous") else {
         return;
     };
     for entry in entries.iter_mut().filter(|e| e["source"] == "device_code") {
@@ -537,7 +537,7 @@ pub fn nous_quarantined(state: &mut Value, refusal: &Refusal, now: f64) {
 
 /// The pool entries Hermes seeded from the dead Nous login, removed.
 pub fn drop_nous_pool_entries(auth: &mut Value) {
-    if let Some(entries) = auth["credential_pool"]["nous"].as_array_mut() {
+    if let Some(entries) = pool_mut(auth, "nous") {
         entries.retain(|e| {
             !matches!(
                 e["source"].as_str(),
@@ -665,7 +665,7 @@ pub fn codex_refreshed(auth: &mut Value, access: &str, refresh: Option<&str>, no
     let refresh_now = state["tokens"]["refresh_token"].clone();
     state["last_refresh"] = last_refresh.as_str().into();
     state["auth_mode"] = "chatgpt".into();
-    let Some(entries) = auth["credential_pool"][Kind::Codex.id()].as_array_mut() else {
+    let Some(entries) = pool_mut(auth, Kind::Codex.id()) else {
         return;
     };
     for entry in entries.iter_mut().filter(|e| e.is_object()) {
@@ -719,4 +719,9 @@ pub fn refresh_token(kind: Kind, state: &Value) -> Option<&str> {
         Kind::Codex => text(&state["tokens"], "refresh_token"),
     }
     .map(str::trim)
+}
+
+/// A provider's list in auth.json's `credential_pool`, when there is one (nothing is added).
+fn pool_mut<'a>(auth: &'a mut Value, id: &str) -> Option<&'a mut Vec<Value>> {
+    auth.get_mut("credential_pool")?.get_mut(id)?.as_array_mut()
 }

@@ -334,6 +334,13 @@ fn a_codex_refresh_keeps_the_other_tokens_and_mirrors_the_pool() {
         (Some("other-account"), Some("ok"))
     );
     assert_eq!(pool[3]["access_token"], "sk-x");
+    // A file without a pool gets none.
+    let mut bare = json!({"providers": {"openai-codex": {"tokens": {"access_token": "old"}}}});
+    state::codex_refreshed(&mut bare, "new", None, unix_now());
+    assert!(bare.get("credential_pool").is_none(), "{bare}");
+    state::sync_nous_pool(&mut bare, &json!({}));
+    state::drop_nous_pool_entries(&mut bare);
+    assert!(bare.get("credential_pool").is_none(), "{bare}");
 }
 
 #[test]
