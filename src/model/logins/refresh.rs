@@ -177,7 +177,8 @@ impl Refresh {
         if !self.told_waiting {
             self.told_waiting = true;
             notices.push(format!(
-                "waiting for the lock on {what}: another Hermes process is using the {} login",
+                "waiting for the lock on {what}: another Hermes process (or another session here) \
+                 is using the {} login",
                 self.kind().name()
             ));
         }
