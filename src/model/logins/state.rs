@@ -50,7 +50,7 @@ pub fn stored_key(kind: Kind, state: &Value) -> Result<String, String> {
                 return Err(NOUS_NOT_LOGGED_IN.into());
             }
             nous_key(state)
-                .map(|(k, _)| k.to_string())
+                .map(str::to_string)
                 .ok_or_else(|| "No access token found for Nous Portal login.".into())
         }
         Kind::Codex => codex_tokens(state).map(|(access, _)| access.to_string()),
@@ -77,7 +77,7 @@ pub fn decide(kind: Kind, state: &Value, now: f64) -> Decision {
                 // Not a JWT and nothing to renew it with (a hand-written or pre-JWT file): its
                 // agent key is sent and the server judges it. Hermes refuses it.
                 Some("access_token_not_jwt") => {
-                    Decision::Use(nous_key(state).map_or(access, |(k, _)| k).to_string())
+                    Decision::Use(nous_key(state).unwrap_or(access).to_string())
                 }
                 Some(reason) => Decision::Refuse(format!(
                     "Nous Portal access token is not a usable inference JWT ({reason}) and no \
@@ -99,11 +99,9 @@ fn text<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 /// Nous' key: the agent key (Hermes keeps it a copy of the access token), else the access
-/// token; whether it is the agent key.
-fn nous_key(state: &Value) -> Option<(&str, bool)> {
-    text(state, "agent_key")
-        .map(|k| (k, true))
-        .or_else(|| text(state, "access_token").map(|k| (k, false)))
+/// token.
+fn nous_key(state: &Value) -> Option<&str> {
+    text(state, "agent_key").or_else(|| text(state, "access_token"))
 }
 
 /// Codex's access and refresh tokens, or Hermes' message for what is missing.
