@@ -34,6 +34,7 @@ mod file_safety;
 mod file_tools;
 mod hermes_schema;
 mod hostile_files;
+mod logins;
 mod mcp;
 mod mcp_http;
 mod mcp_tls;

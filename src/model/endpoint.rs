@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value};
 
+use super::logins::Login;
 use super::wire::Wire;
 
 /// One model endpoint, resolved from flags, environment, `.env`, `auth.json` and config.yaml.
@@ -25,6 +26,8 @@ pub struct Endpoint {
     pub max_tokens: Option<u64>,
     /// `agent.reasoning_effort` (a session's `/reasoning` overrides it).
     pub reasoning_effort: Option<String>,
+    /// The Hermes login in auth.json the key comes from, renewed before it expires.
+    pub login: Option<Login>,
 }
 
 impl Endpoint {
@@ -41,6 +44,7 @@ impl Endpoint {
             extra_body: Map::new(),
             max_tokens: None,
             reasoning_effort: None,
+            login: None,
         }
     }
 }

@@ -7,6 +7,8 @@ pub mod context;
 pub mod endpoint;
 pub mod exchange;
 pub mod http;
+mod login_call;
+pub mod logins;
 pub mod offline;
 pub mod pricing;
 pub mod providers;

@@ -6,6 +6,9 @@ use std::time::Instant;
 use super::endpoint::Endpoint;
 use super::exchange::{Destination, Exchange, Timing};
 use super::http::Transport;
+use super::login_call::RenewFirst;
+use super::logins::{Decision, Keeper};
+use super::unreachable::Refused;
 use super::{CallContext, ModelCall, ModelRequest, Provider};
 
 /// Idle connections kept for the next request, and how long one is trusted to stay open.
@@ -17,6 +20,8 @@ pub struct RemoteProvider {
     to: Destination,
     /// Connections whose last answer ended cleanly (HTTP/1.1 keep-alive), newest last.
     idle: Vec<(Transport, Instant)>,
+    /// The login in auth.json the key comes from (Nous, Codex): checked before each call.
+    login: Option<Keeper>,
 }
 
 impl RemoteProvider {
@@ -26,7 +31,29 @@ impl RemoteProvider {
             endpoint,
             to,
             idle: Vec::new(),
+            login: None,
         })
+    }
+
+    /// The key is a login's, renewed as Hermes renews it when it is about to expire.
+    pub fn with_login(mut self, login: Keeper) -> Self {
+        self.login = Some(login);
+        self
+    }
+
+    /// The same endpoint without connections or login, for a call to send its request once
+    /// it has its key ([`RemoteProvider::use_key`]).
+    pub(super) fn detached(&self) -> RemoteProvider {
+        RemoteProvider {
+            endpoint: self.endpoint.clone(),
+            to: self.to.clone(),
+            idle: Vec::new(),
+            login: None,
+        }
+    }
+
+    pub(super) fn use_key(&mut self, key: String) {
+        self.endpoint.api_key = Some(key);
     }
 
     /// The newest idle connection young enough to still be open.
@@ -107,6 +134,16 @@ impl Provider for RemoteProvider {
 
     fn start(&mut self, req: ModelRequest<'_>, ctx: &mut CallContext<'_>) -> Box<dyn ModelCall> {
         let now = Instant::now();
+        if let Some(login) = &self.login {
+            match login.decide(crate::util::unix_now()) {
+                Decision::Use(key) => self.endpoint.api_key = Some(key),
+                Decision::Refresh => {
+                    let refresh = login.refresh(now);
+                    return Box::new(RenewFirst::new(refresh, &req, self.detached()));
+                }
+                Decision::Refuse(why) => return Box::new(Refused(Some(why))),
+            }
+        }
         let message = self.http_message(&req);
         let reuse = self.take_idle(now);
         Box::new(Exchange::start(

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use yaml_rust2::Yaml;
 
 use super::endpoint::Endpoint;
+use super::logins::{self, Kind};
 use super::providers::{self, Login, ProviderSpec, Speaks};
 use super::wire::Wire;
 
@@ -333,6 +334,7 @@ impl Resolver<'_, '_> {
         self.endpoint(Draft {
             model,
             headers,
+            login: login_kind(p).map(|kind| logins::Login::of(kind, self.inp.env)),
             ..Draft::new(p.id, &base, key, api_mode)
         })
     }
@@ -455,28 +457,15 @@ impl Resolver<'_, '_> {
         })
     }
 
-    /// The key a login in auth.json holds for `p` (Nous' agent key, Codex's access token).
+    /// The key a login in auth.json holds for `p` (Nous' agent key, Codex's access token),
+    /// whatever its age: the call renews it when it is about to expire.
     fn login_key(&self, p: &ProviderSpec) -> Result<Key, String> {
-        let state = &self.inp.auth["providers"][p.id];
-        let (field, login_hint) = match p.login {
-            Login::Nous => (
-                state["agent_key"]
-                    .as_str()
-                    .or(state["access_token"].as_str()),
-                "Hermes is not logged into Nous Portal: run `hermes auth add nous` (or `hermes model`)",
-            ),
-            _ => (
-                state["tokens"]["access_token"].as_str(),
-                "No Codex credentials stored: run `hermes auth` to log in to OpenAI Codex",
-            ),
-        };
-        match field.filter(|k| usable(k)) {
-            Some(k) => Ok(Key {
-                value: k.to_string(),
-                from: format!("the {} login in auth.json", p.name),
-            }),
-            None => Err(login_hint.to_string()),
-        }
+        let kind = login_kind(p).ok_or("not a login")?;
+        let state = logins::state::login_state(self.inp.auth, kind);
+        logins::state::stored_key(kind, state).map(|value| Key {
+            value,
+            from: format!("the {} login in auth.json", p.name),
+        })
     }
 
     /// The endpoint a draft makes, with config.yaml's request knobs; unreachable when its
@@ -505,6 +494,7 @@ impl Resolver<'_, '_> {
         e.model = model;
         e.headers = d.headers;
         e.extra_body = d.extra_body;
+        e.login = d.login;
         if d.provider == "openrouter"
             && let Some(routing) = openrouter_routing(&self.inp.config["provider_routing"])
         {
@@ -540,6 +530,7 @@ struct Draft {
     headers: Vec<(String, String)>,
     extra_body: Map<String, Value>,
     max_tokens: Option<u64>,
+    login: Option<logins::Login>,
 }
 
 impl Draft {
@@ -553,7 +544,17 @@ impl Draft {
             headers: Vec::new(),
             extra_body: Map::new(),
             max_tokens: None,
+            login: None,
         }
+    }
+}
+
+/// The Hermes login a provider's key comes from.
+fn login_kind(p: &ProviderSpec) -> Option<Kind> {
+    match p.login {
+        Login::Nous => Some(Kind::Nous),
+        Login::Codex => Some(Kind::Codex),
+        _ => None,
     }
 }
 

@@ -7,6 +7,7 @@ use yaml_rust2::Yaml;
 
 use super::Provider;
 use super::exchange::Timing;
+use super::logins::{Files, Keeper};
 use super::offline::OfflineProvider;
 use super::providers::Login;
 use super::remote::RemoteProvider;
@@ -97,7 +98,9 @@ pub fn choose_asking(cfg: &Config, provider: Option<&str>) -> Choice {
         Ok(env) => env,
         Err(e) => return unknown(e),
     };
-    let auth = auth_json(cfg);
+    let files = login_files(cfg, &env);
+    // Not readable as a JSON object (or a link, a FIFO): a login then reads as missing.
+    let auth = files.read().unwrap_or(serde_json::Value::Null);
     let lookup = |name: &str| env.get(name);
     let inputs = Inputs {
         asked: Asked {
@@ -115,9 +118,13 @@ pub fn choose_asking(cfg: &Config, provider: Option<&str>) -> Choice {
         Resolved::Unreachable { provider, why } => unreachable(&provider, cfg, why),
         Resolved::Remote(endpoint) => {
             let provider = endpoint.provider.clone();
+            let login = endpoint.login.clone();
             match RemoteProvider::new(*endpoint, timing(cfg)) {
                 Ok(p) => Choice {
-                    provider: Box::new(p),
+                    provider: Box::new(match login {
+                        Some(login) => p.with_login(Keeper::new(login, files, &auth)),
+                        None => p,
+                    }),
                     note: None,
                     unreachable: false,
                 },
@@ -144,7 +151,9 @@ pub struct Available {
 /// `providers:` entries; in the table's order.
 pub fn available(cfg: &Config, config: &Yaml) -> Vec<Available> {
     let env = HermesEnv::load(&cfg.home).unwrap_or_default();
-    let auth = auth_json(cfg);
+    let auth = login_files(cfg, &env)
+        .read()
+        .unwrap_or(serde_json::Value::Null);
     let configured = config["model"]["provider"]
         .as_str()
         .map(super::providers::canonical);
@@ -191,6 +200,18 @@ pub fn available(cfg: &Config, config: &Yaml) -> Vec<Available> {
 const NOTHING_CONFIGURED: &str = "no provider is configured: the built-in offline model answers \
 (run `hermes model`, or put a key in ~/.hermes/.env)";
 
+/// Where Hermes' logins are kept for this home: its auth.json and lock, and the shared Nous
+/// store.
+fn login_files(cfg: &Config, env: &HermesEnv) -> Files {
+    let user_home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let shared = super::logins::store::shared_dir(
+        &cfg.home,
+        user_home.as_deref(),
+        env.get("HERMES_SHARED_AUTH_DIR").as_deref(),
+    );
+    Files::of(&cfg.home, shared)
+}
+
 fn unreachable(provider: &str, cfg: &Config, why: String) -> Choice {
     let note = format!("provider {provider} cannot be reached: {why}");
     Choice {
@@ -199,19 +220,6 @@ fn unreachable(provider: &str, cfg: &Config, why: String) -> Choice {
         unreachable: true,
     }
 }
-
-/// `$HERMES_HOME/auth.json`, where Hermes' logins keep their tokens (`Null`: none, or not
-/// readable as JSON — a login then reads as missing).
-fn auth_json(cfg: &Config) -> serde_json::Value {
-    crate::util::read_regular(&cfg.home.join("auth.json"), AUTH_JSON_MAX)
-        .ok()
-        .flatten()
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or(serde_json::Value::Null)
-}
-
-/// Larger auth.json files are not read.
-const AUTH_JSON_MAX: u64 = 1024 * 1024;
 
 fn timing(cfg: &Config) -> Timing {
     Timing {

@@ -41,7 +41,7 @@ impl Provider for Unreachable {
 }
 
 /// A call that fails on its first advance.
-struct Refused(Option<String>);
+pub(super) struct Refused(pub(super) Option<String>);
 
 impl ModelCall for Refused {
     fn advance(

@@ -1,0 +1,155 @@
+//! Hermes' own logins as the model layer uses them: Nous Portal and OpenAI Codex (a ChatGPT
+//! login), whose tokens `hermes auth` / `hermes model` keep in `$HERMES_HOME/auth.json`. This
+//! module owns that file for the model layer: it reads the tokens, tells whether the one a call
+//! would send is still good, and renews an expiring one as Hermes does, writing auth.json back
+//! under Hermes' lock. Logging in stays `hermes`'s.
+//!
+//! `state.rs` is what the file's fields mean (pure), `store.rs` the files and locks, `post.rs`
+//! the token endpoint's POST on the loop, `refresh.rs` a renewal step by step, `jwt.rs` and
+//! `clock.rs` the tokens' claims and the file's timestamps.
+
+pub mod clock;
+pub mod jwt;
+mod post;
+pub mod refresh;
+pub mod state;
+pub mod store;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub use refresh::{Outcome, Refresh};
+pub use state::Decision;
+pub use store::Files;
+
+/// Which of Hermes' logins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Nous,
+    Codex,
+}
+
+impl Kind {
+    /// Hermes' provider id, the login's key under auth.json's `providers`.
+    pub fn id(self) -> &'static str {
+        match self {
+            Kind::Nous => "nous",
+            Kind::Codex => "openai-codex",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Nous => "Nous Portal",
+            Kind::Codex => "OpenAI Codex",
+        }
+    }
+}
+
+/// What resolution decides about a login: which one, where its token is renewed, and how
+/// long a renewal may take. Plain data (an endpoint carries it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Login {
+    pub kind: Kind,
+    /// Nous: the portal the environment names (`HERMES_PORTAL_BASE_URL`,
+    /// `NOUS_PORTAL_BASE_URL`; `None`: auth.json's when Hermes trusts it, else Nous' own).
+    /// Codex: the token URL (`HERMES_CODEX_TOKEN_URL`; `None`: OpenAI's).
+    pub url: Option<String>,
+    /// The token endpoint's whole exchange (`HERMES_NOUS_TIMEOUT_SECONDS`, 15 s;
+    /// `HERMES_CODEX_REFRESH_TIMEOUT_SECONDS`, 20 s, at least 5).
+    pub timeout: Duration,
+}
+
+impl Login {
+    /// The login `kind` as the variables (`.env`'s, else the process's) set it up.
+    pub fn of(kind: Kind, env: &dyn Fn(&str) -> Option<String>) -> Login {
+        let var = |name: &str| {
+            env(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let secs = |name: &str| {
+            var(name)
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|s| s.is_finite())
+        };
+        match kind {
+            Kind::Nous => Login {
+                kind,
+                url: var("HERMES_PORTAL_BASE_URL").or_else(|| var("NOUS_PORTAL_BASE_URL")),
+                timeout: Duration::from_secs_f64(
+                    secs("HERMES_NOUS_TIMEOUT_SECONDS")
+                        .filter(|s| *s > 0.0)
+                        .unwrap_or(15.0)
+                        .min(3600.0),
+                ),
+            },
+            Kind::Codex => Login {
+                kind,
+                url: var("HERMES_CODEX_TOKEN_URL"),
+                timeout: Duration::from_secs_f64(
+                    secs("HERMES_CODEX_REFRESH_TIMEOUT_SECONDS")
+                        .unwrap_or(20.0)
+                        .clamp(5.0, 3600.0),
+                ),
+            },
+        }
+    }
+}
+
+/// A provider's hold on its login: where the files are, and the login's state as last read or
+/// written (shared by the provider and the calls that renew it, so a token renewed once is
+/// used by every later call).
+#[derive(Clone)]
+pub struct Keeper {
+    inner: Rc<Inner>,
+}
+
+struct Inner {
+    login: Login,
+    files: Files,
+    held: RefCell<Value>,
+}
+
+impl Keeper {
+    /// `auth` is auth.json as resolution read it.
+    pub fn new(login: Login, files: Files, auth: &Value) -> Keeper {
+        let held = state::login_state(auth, login.kind).clone();
+        Keeper {
+            inner: Rc::new(Inner {
+                login,
+                files,
+                held: RefCell::new(held),
+            }),
+        }
+    }
+
+    pub fn login(&self) -> &Login {
+        &self.inner.login
+    }
+
+    pub fn files(&self) -> &Files {
+        &self.inner.files
+    }
+
+    /// What a call starting at Unix time `now` does with the token.
+    pub fn decide(&self, now: f64) -> Decision {
+        state::decide(self.inner.login.kind, &self.inner.held.borrow(), now)
+    }
+
+    /// The login's state from now on (read again, or renewed).
+    fn hold(&self, state: Value) {
+        *self.inner.held.borrow_mut() = state;
+    }
+
+    /// A renewal starting now.
+    pub fn refresh(&self, now: Instant) -> Refresh {
+        Refresh::new(self.clone(), now)
+    }
+}
+
+#[cfg(test)]
+mod tests;

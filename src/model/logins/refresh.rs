@@ -1,0 +1,360 @@
+//! Renewing a login's token on the loop, as Hermes does: auth.lock taken (tried again every
+//! 50 ms while another process holds it, up to Hermes' timeout, never waited on), auth.json
+//! read again under it (another process may have renewed the token meanwhile: that one is then
+//! used as it is), for Nous the fresher tokens of the store Hermes shares between profiles
+//! adopted, the token endpoint asked, its answer saved (a rotated refresh token is written
+//! before anything else can fail: a spent one is never kept), the locks let go.
+
+use std::time::{Duration, Instant};
+
+use mio::{Registry, Token};
+use serde_json::Value;
+
+use super::post::FormPost;
+use super::state::{self, Decision, Refusal};
+use super::store::Locked;
+use super::{Keeper, Kind};
+
+/// How often a busy lock is tried again (Hermes' pause).
+const LOCK_RETRY: Duration = Duration::from_millis(50);
+/// How long auth.lock is waited for (Hermes' `AUTH_LOCK_TIMEOUT_SECONDS`).
+const LOCK_TIMEOUT: Duration = Duration::from_secs(15);
+
+enum Phase {
+    LockAuth { until: Instant },
+    LockShared { until: Instant },
+    Post(Box<FormPost>),
+    Over,
+}
+
+/// Where a renewal stands.
+#[derive(Debug, PartialEq)]
+pub enum Outcome {
+    /// Going on: advance again on readiness of its token or at this instant.
+    Wait(Option<Instant>),
+    /// Done: the key to send.
+    Key(String),
+    /// Done without a key: the message for the user (never a token).
+    Failed(String),
+}
+
+/// One renewal in flight.
+pub struct Refresh {
+    keeper: Keeper,
+    phase: Phase,
+    auth_lock: Option<Locked>,
+    shared_lock: Option<Locked>,
+    /// auth.json as read under the lock.
+    auth: Value,
+    /// The login's state being renewed.
+    state: Value,
+    /// Nous: the portal asked.
+    portal: String,
+    /// The user was told the lock is busy.
+    told_waiting: bool,
+}
+
+impl Refresh {
+    pub fn new(keeper: Keeper, now: Instant) -> Refresh {
+        let timeout = keeper.login().timeout;
+        let until = now
+            + match keeper.login().kind {
+                Kind::Nous => LOCK_TIMEOUT,
+                // The whole refresh runs under the lock: Hermes waits as long as one may take.
+                Kind::Codex => LOCK_TIMEOUT.max(timeout + Duration::from_secs(5)),
+            };
+        Refresh {
+            keeper,
+            phase: Phase::LockAuth { until },
+            auth_lock: None,
+            shared_lock: None,
+            auth: Value::Null,
+            state: Value::Null,
+            portal: String::new(),
+            told_waiting: false,
+        }
+    }
+
+    /// The kind of login renewed.
+    fn kind(&self) -> Kind {
+        self.keeper.login().kind
+    }
+
+    /// Make all the progress possible now. `notices` gets what the user should know meanwhile
+    /// (the lock is busy).
+    pub fn advance(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        now: Instant,
+        notices: &mut Vec<String>,
+    ) -> Outcome {
+        let outcome = self.step(registry, token, now, notices);
+        if !matches!(outcome, Outcome::Wait(_)) {
+            self.abort(registry);
+        }
+        outcome
+    }
+
+    /// Stop, releasing the sockets and the locks.
+    pub fn abort(&mut self, registry: &Registry) {
+        if let Phase::Post(post) = &mut self.phase {
+            post.abort(registry);
+        }
+        self.phase = Phase::Over;
+        self.shared_lock = None;
+        self.auth_lock = None;
+    }
+
+    fn step(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        now: Instant,
+        notices: &mut Vec<String>,
+    ) -> Outcome {
+        loop {
+            match &mut self.phase {
+                Phase::Over => return Outcome::Failed("the login's renewal was stopped".into()),
+                Phase::LockAuth { until } => {
+                    let until = *until;
+                    match self.keeper.files().try_lock() {
+                        Ok(Some(lock)) => self.auth_lock = Some(lock),
+                        Ok(None) if now >= until => {
+                            return Outcome::Failed("Timed out waiting for auth store lock".into());
+                        }
+                        Ok(None) => {
+                            self.tell_waiting(notices, "auth.json");
+                            return Outcome::Wait(Some((now + LOCK_RETRY).min(until)));
+                        }
+                        Err(e) => return Outcome::Failed(e),
+                    }
+                    match self.after_auth_lock(registry, token, now) {
+                        Ok(None) => {}
+                        Ok(Some(outcome)) => return outcome,
+                        Err(e) => return Outcome::Failed(e),
+                    }
+                }
+                Phase::LockShared { until } => {
+                    let until = *until;
+                    match self.keeper.files().try_lock_shared() {
+                        Ok(Some(lock)) => self.shared_lock = Some(lock),
+                        Ok(None) if now >= until => {
+                            return Outcome::Failed(
+                                "Timed out waiting for shared Nous auth lock".into(),
+                            );
+                        }
+                        Ok(None) => {
+                            self.tell_waiting(notices, "the shared Nous login");
+                            return Outcome::Wait(Some((now + LOCK_RETRY).min(until)));
+                        }
+                        Err(e) => return Outcome::Failed(e),
+                    }
+                    match self.after_shared_lock(registry, token, now) {
+                        Ok(None) => {}
+                        Ok(Some(outcome)) => return outcome,
+                        Err(e) => return Outcome::Failed(e),
+                    }
+                }
+                Phase::Post(post) => {
+                    let deadline = post.deadline();
+                    return match post.advance(registry, now) {
+                        None => Outcome::Wait(Some(deadline)),
+                        Some(Ok(answer)) => {
+                            self.answered(answer.status, answer.retry_after, &answer.body)
+                        }
+                        Some(Err(why)) => Outcome::Failed(format!(
+                            "could not renew the {} login's token: {why}",
+                            self.kind().name()
+                        )),
+                    };
+                }
+            }
+        }
+    }
+
+    fn tell_waiting(&mut self, notices: &mut Vec<String>, what: &str) {
+        if !self.told_waiting {
+            self.told_waiting = true;
+            notices.push(format!(
+                "waiting for the lock on {what}: another Hermes process (or another session here) \
+                 is using the {} login",
+                self.kind().name()
+            ));
+        }
+    }
+
+    /// auth.lock is held: read the file again and decide again.
+    fn after_auth_lock(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        now: Instant,
+    ) -> Result<Option<Outcome>, String> {
+        self.auth = self.keeper.files().read()?;
+        self.state = state::login_state(&self.auth, self.kind()).clone();
+        match state::decide(self.kind(), &self.state, crate::util::unix_now()) {
+            Decision::Use(key) => Ok(Some(self.adopted(key))),
+            Decision::Refuse(why) => Ok(Some(Outcome::Failed(why))),
+            Decision::Refresh if self.kind() == Kind::Nous => {
+                let wait = self.keeper.login().timeout + Duration::from_secs(5);
+                self.phase = Phase::LockShared {
+                    until: now + wait.max(LOCK_TIMEOUT),
+                };
+                Ok(None)
+            }
+            Decision::Refresh => self.post(registry, token, now).map(|()| None),
+        }
+    }
+
+    /// Nous, the shared lock held too: another profile's fresher tokens first.
+    fn after_shared_lock(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        now: Instant,
+    ) -> Result<Option<Outcome>, String> {
+        if let Some(shared) = self.keeper.files().read_shared()
+            && state::merge_shared_nous(&mut self.state, &shared)
+        {
+            let unix = crate::util::unix_now();
+            let decision = state::decide(Kind::Nous, &self.state, unix);
+            if let Decision::Use(_) = decision {
+                state::select_nous_key(&mut self.state, unix);
+            }
+            self.save(unix)?;
+            match decision {
+                Decision::Use(key) => return Ok(Some(self.adopted(key))),
+                Decision::Refuse(why) => return Ok(Some(Outcome::Failed(why))),
+                Decision::Refresh => {}
+            }
+        }
+        self.post(registry, token, now).map(|()| None)
+    }
+
+    /// A token that needs no renewal (another process renewed it): held from now on.
+    fn adopted(&mut self, key: String) -> Outcome {
+        self.keeper.hold(self.state.clone());
+        Outcome::Key(key)
+    }
+
+    /// Ask the token endpoint.
+    fn post(&mut self, registry: &Registry, token: Token, now: Instant) -> Result<(), String> {
+        let login = self.keeper.login().clone();
+        let refresh = state::refresh_token(login.kind, &self.state)
+            .filter(|t| header_safe(t))
+            .ok_or_else(|| {
+                format!(
+                    "the {} login's refresh token is missing or malformed. Run `hermes auth` to \
+                     log in again.",
+                    login.kind.name()
+                )
+            })?
+            .to_string();
+        let post = match login.kind {
+            Kind::Nous => {
+                self.portal = state::nous_portal(&self.state, login.url.as_deref());
+                let client_id = self.state["client_id"]
+                    .as_str()
+                    .filter(|c| !c.trim().is_empty())
+                    .unwrap_or(state::NOUS_CLIENT_ID)
+                    .trim()
+                    .to_string();
+                FormPost::start(
+                    &format!("{}/api/oauth/token", self.portal),
+                    &[("x-nous-refresh-token", &refresh)],
+                    &state::nous_form(&client_id),
+                    login.timeout,
+                    registry,
+                    token,
+                    now,
+                )
+            }
+            Kind::Codex => FormPost::start(
+                login.url.as_deref().unwrap_or(state::CODEX_TOKEN_URL),
+                &[],
+                &state::codex_form(&refresh),
+                login.timeout,
+                registry,
+                token,
+                now,
+            ),
+        }
+        .map_err(|why| {
+            format!(
+                "could not renew the {} login's token: {why}",
+                login.kind.name()
+            )
+        })?;
+        self.phase = Phase::Post(Box::new(post));
+        Ok(())
+    }
+
+    /// The token endpoint answered.
+    fn answered(&mut self, status: u16, retry_after: Option<f64>, body: &[u8]) -> Outcome {
+        let unix = crate::util::unix_now();
+        match self.kind() {
+            Kind::Nous => match state::nous_answer(status, body) {
+                Ok(payload) => {
+                    let usable =
+                        state::nous_refreshed(&mut self.state, &payload, &self.portal, unix);
+                    state::sync_nous_pool(&mut self.auth, &self.state);
+                    // Saved whatever the new token is worth: its refresh token is the live one.
+                    if let Err(e) = self.save(unix) {
+                        return Outcome::Failed(e);
+                    }
+                    if let Some(shared) = state::shared_nous(&self.state, unix) {
+                        let _ = self.keeper.files().write_shared(&shared);
+                    }
+                    match usable {
+                        Ok(()) => {
+                            let key = self.state["access_token"]
+                                .as_str()
+                                .unwrap_or("")
+                                .to_string();
+                            self.adopted(key)
+                        }
+                        Err(why) => Outcome::Failed(why),
+                    }
+                }
+                Err(refusal) => self.nous_refused(refusal, unix),
+            },
+            Kind::Codex => match state::codex_answer(status, retry_after, body) {
+                Ok((access, refresh)) => {
+                    state::codex_refreshed(&mut self.auth, &access, refresh.as_deref(), unix);
+                    self.state = state::login_state(&self.auth, Kind::Codex).clone();
+                    if let Err(e) = self.save(unix) {
+                        return Outcome::Failed(e);
+                    }
+                    self.adopted(access)
+                }
+                Err(refusal) => Outcome::Failed(refusal.message),
+            },
+        }
+    }
+
+    /// Nous refused: dead tokens are removed as Hermes removes them.
+    fn nous_refused(&mut self, refusal: Refusal, unix: f64) -> Outcome {
+        if state::nous_terminal(&refusal) {
+            state::nous_quarantined(&mut self.state, &refusal, unix);
+            state::drop_nous_pool_entries(&mut self.auth);
+            let _ = self.save(unix);
+            self.keeper.files().remove_shared();
+            self.keeper.hold(self.state.clone());
+        }
+        Outcome::Failed(refusal.message)
+    }
+
+    /// The login's state put into auth.json (the active login from now on, as Hermes makes
+    /// it) and the file written.
+    fn save(&mut self, unix: f64) -> Result<(), String> {
+        let kind = self.kind();
+        state::put_login(&mut self.auth, kind, self.state.clone());
+        self.keeper.files().save(&mut self.auth, unix)
+    }
+}
+
+/// Whether a token can go in a header as it is (no line break to smuggle another in).
+fn header_safe(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 16 * 1024 && s.bytes().all(|b| (0x21..0x7f).contains(&b))
+}
