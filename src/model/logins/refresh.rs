@@ -10,10 +10,13 @@ use std::time::{Duration, Instant};
 use mio::{Registry, Token};
 use serde_json::Value;
 
-use super::post::FormPost;
 use super::state::{self, Decision, Refusal};
 use super::store::Locked;
 use super::{Keeper, Kind};
+use crate::model::oneshot::{OneShot, Request};
+
+/// Largest token-endpoint answer read (it is a few KiB).
+const ANSWER_MAX: usize = 64 * 1024;
 
 /// How often a busy lock is tried again (Hermes' pause).
 const LOCK_RETRY: Duration = Duration::from_millis(50);
@@ -23,7 +26,7 @@ const LOCK_TIMEOUT: Duration = Duration::from_secs(15);
 enum Phase {
     LockAuth { until: Instant },
     LockShared { until: Instant },
-    Post(Box<FormPost>),
+    Post(Box<OneShot>),
     Over,
 }
 
@@ -260,20 +263,32 @@ impl Refresh {
                     .unwrap_or(state::NOUS_CLIENT_ID)
                     .trim()
                     .to_string();
-                FormPost::start(
-                    &format!("{}/api/oauth/token", self.portal),
-                    &[("x-nous-refresh-token", &refresh)],
-                    &state::nous_form(&client_id),
+                let url = format!("{}/api/oauth/token", self.portal);
+                let form = state::nous_form(&client_id);
+                OneShot::start(
+                    &Request {
+                        method: "POST",
+                        url: &url,
+                        path: "",
+                        headers: &[("x-nous-refresh-token", &refresh)],
+                        form: Some(&form),
+                        answer_max: ANSWER_MAX,
+                    },
                     login.timeout,
                     registry,
                     token,
                     now,
                 )
             }
-            Kind::Codex => FormPost::start(
-                login.url.as_deref().unwrap_or(state::CODEX_TOKEN_URL),
-                &[],
-                &state::codex_form(&refresh),
+            Kind::Codex => OneShot::start(
+                &Request {
+                    method: "POST",
+                    url: login.url.as_deref().unwrap_or(state::CODEX_TOKEN_URL),
+                    path: "",
+                    headers: &[],
+                    form: Some(&state::codex_form(&refresh)),
+                    answer_max: ANSWER_MAX,
+                },
                 login.timeout,
                 registry,
                 token,
