@@ -15,6 +15,13 @@ use super::store::Locked;
 use super::{Keeper, Kind};
 use crate::model::oneshot::{OneShot, Request};
 
+/// Which of the two locks a renewal takes.
+#[derive(Clone, Copy)]
+enum Which {
+    Auth,
+    Shared,
+}
+
 /// Largest token-endpoint answer read (it is a few KiB).
 const ANSWER_MAX: usize = 64 * 1024;
 
@@ -121,16 +128,10 @@ impl Refresh {
                 Phase::Over => return Outcome::Failed("the login's renewal was stopped".into()),
                 Phase::LockAuth { until } => {
                     let until = *until;
-                    match self.keeper.files().try_lock() {
-                        Ok(Some(lock)) => self.auth_lock = Some(lock),
-                        Ok(None) if now >= until => {
-                            return Outcome::Failed("Timed out waiting for auth store lock".into());
-                        }
-                        Ok(None) => {
-                            self.tell_waiting(notices, "auth.json");
-                            return Outcome::Wait(Some((now + LOCK_RETRY).min(until)));
-                        }
-                        Err(e) => return Outcome::Failed(e),
+                    let tried = self.keeper.files().try_lock();
+                    match self.locked(tried, until, now, notices, Which::Auth) {
+                        Ok(lock) => self.auth_lock = Some(lock),
+                        Err(outcome) => return outcome,
                     }
                     match self.after_auth_lock(registry, token, now) {
                         Ok(None) => {}
@@ -140,18 +141,10 @@ impl Refresh {
                 }
                 Phase::LockShared { until } => {
                     let until = *until;
-                    match self.keeper.files().try_lock_shared() {
-                        Ok(Some(lock)) => self.shared_lock = Some(lock),
-                        Ok(None) if now >= until => {
-                            return Outcome::Failed(
-                                "Timed out waiting for shared Nous auth lock".into(),
-                            );
-                        }
-                        Ok(None) => {
-                            self.tell_waiting(notices, "the shared Nous login");
-                            return Outcome::Wait(Some((now + LOCK_RETRY).min(until)));
-                        }
-                        Err(e) => return Outcome::Failed(e),
+                    let tried = self.keeper.files().try_lock_shared();
+                    match self.locked(tried, until, now, notices, Which::Shared) {
+                        Ok(lock) => self.shared_lock = Some(lock),
+                        Err(outcome) => return outcome,
                     }
                     match self.after_shared_lock(registry, token, now) {
                         Ok(None) => {}
@@ -173,6 +166,33 @@ impl Refresh {
                     };
                 }
             }
+        }
+    }
+
+    /// A lock tried: held, or the outcome for now (wait and retry, or give up past `until`).
+    fn locked(
+        &mut self,
+        tried: Result<Option<Locked>, String>,
+        until: Instant,
+        now: Instant,
+        notices: &mut Vec<String>,
+        which: Which,
+    ) -> Result<Locked, Outcome> {
+        let (timed_out, what) = match which {
+            Which::Auth => ("Timed out waiting for auth store lock", "auth.json"),
+            Which::Shared => (
+                "Timed out waiting for shared Nous auth lock",
+                "the shared Nous login",
+            ),
+        };
+        match tried {
+            Ok(Some(lock)) => Ok(lock),
+            Ok(None) if now >= until => Err(Outcome::Failed(timed_out.into())),
+            Ok(None) => {
+                self.tell_waiting(notices, what);
+                Err(Outcome::Wait(Some((now + LOCK_RETRY).min(until))))
+            }
+            Err(e) => Err(Outcome::Failed(e)),
         }
     }
 
