@@ -3,8 +3,12 @@
 //! ```text
 //! cargo build --release && cargo run --release --example load -- \
 //!     --sessions 10 --turns 100 [--words 8] [--pings 2000] [--cpu N|none] [--idle-sessions 10000] \
-//!     [--state-db SESSIONS] [--bin PATH]
+//!     [--state-db SESSIONS] [--bin PATH] [--ping-every MS] [--mix text|tools]
 //! ```
+//!
+//! While the turns run, a `ping` goes out every `--ping-every` milliseconds (one at a time) and
+//! its round trip is reported: how long control traffic waits behind a saturated loop. `--mix
+//! tools` makes a third of the turns run `echo` and a third `sleep 0.05` through the terminal.
 //!
 //! `--state-db 50000` starts the gateway on a long-time user's state.db (50,000 sessions of 20
 //! messages, built deterministically by `benches/common/bigdb.rs` and cached under
@@ -40,7 +44,7 @@ use measure::{
 
 const USAGE: &str = "\
 usage: load [--sessions N] [--turns M] [--words W] [--pings P] [--cpu C|none] [--idle-sessions K]
-            [--state-db SESSIONS] [--bin PATH]
+            [--state-db SESSIONS] [--bin PATH] [--ping-every MS] [--mix text|tools]
 
   --sessions N       concurrent sessions that run turns (default 10)
   --turns M          turns per session (default 100)
@@ -50,7 +54,11 @@ usage: load [--sessions N] [--turns M] [--words W] [--pings P] [--cpu C|none] [-
                      first one this process may use); none: leave them unpinned
   --idle-sessions K  sessions created without turns after the load, to measure memory (default 0)
   --state-db S       start on a state.db of S sessions x 20 messages (built once, cached)
-  --bin PATH         gateway binary (default: target/<profile>/tui-gateway)";
+  --bin PATH         gateway binary (default: target/<profile>/tui-gateway)
+  --ping-every MS    while turns run, a ping every MS milliseconds, one at a time (default 10;
+                     0: none)
+  --mix text|tools   text: every turn a plain reply (default); tools: a third of the turns run
+                     `echo`, a third `sleep 0.05` through the terminal tool";
 
 /// Requests kept in flight while creating sessions.
 const CREATE_WINDOW: usize = 128;
@@ -66,6 +74,10 @@ struct Options {
     /// Sessions of the synthetic state.db to start on (0: an empty one).
     state_db: usize,
     bin: PathBuf,
+    /// Between pings sent while the turns run; `None`: no pings then.
+    ping_every: Option<Duration>,
+    /// Whether turns also run commands.
+    tools: bool,
 }
 
 fn main() {
@@ -107,6 +119,8 @@ fn parse_options(args: Vec<String>) -> Result<Option<Options>, String> {
         idle_sessions: 0,
         state_db: 0,
         bin: default_bin(),
+        ping_every: Some(Duration::from_millis(10)),
+        tools: false,
     };
     let mut args = args.into_iter();
     while let Some(flag) = args.next() {
@@ -128,6 +142,17 @@ fn parse_options(args: Vec<String>) -> Result<Option<Options>, String> {
             "--cpu" => options.cpu = Some(number()?),
             "--idle-sessions" => options.idle_sessions = number()?,
             "--state-db" => options.state_db = number()?,
+            "--ping-every" => {
+                options.ping_every =
+                    Some(Duration::from_millis(number()? as u64)).filter(|d| !d.is_zero())
+            }
+            "--mix" => {
+                options.tools = match value.as_str() {
+                    "text" => false,
+                    "tools" => true,
+                    _ => return Err(format!("--mix: text or tools, not {value}")),
+                }
+            }
             // Absolute, because the gateway runs with its home as working directory.
             "--bin" => {
                 options.bin = std::path::absolute(&value).map_err(|e| format!("--bin: {e}"))?
@@ -323,10 +348,14 @@ fn run_turns(client: &mut Driver, options: &Options) -> Result<(), String> {
     let mut first_error = None;
     let total = ids.len() * options.turns;
     let mut finished = 0usize;
+    // The ping in flight (its id and when it left), when the next one leaves, the round trips.
+    let mut ping: Option<(u64, Instant)> = None;
+    let mut next_ping = Instant::now();
+    let mut ping_waits = Vec::new();
 
     let load_start = Instant::now();
     for (i, id) in ids.iter().enumerate() {
-        let (request, sent_at) = client.submit(id, &prompt_text(i, 0, options.words))?;
+        let (request, sent_at) = client.submit(id, &turn_text(i, 0, options))?;
         submits.insert(request, i);
         states.push(State {
             done: 0,
@@ -339,6 +368,15 @@ fn run_turns(client: &mut Driver, options: &Options) -> Result<(), String> {
         if last_sample.elapsed() >= Duration::from_millis(50) {
             client.sample_rss();
             last_sample = Instant::now();
+        }
+        if let Some(every) = options.ping_every
+            && ping.is_none()
+            && Instant::now() >= next_ping
+        {
+            let at = Instant::now();
+            let id = client.client.send_request("ping", json!({}))?;
+            ping = Some((id.as_u64().unwrap_or(0), at));
+            next_ping = at + every;
         }
         let (at, frame) = client
             .recv(Duration::from_millis(50))
@@ -371,6 +409,11 @@ fn run_turns(client: &mut Driver, options: &Options) -> Result<(), String> {
                 _ => {}
             }
         } else if let Some(id) = frame.get("id").and_then(Value::as_u64)
+            && let Some((_, sent)) = ping.filter(|(ping_id, _)| *ping_id == id)
+        {
+            ping_waits.push(at - sent);
+            ping = None;
+        } else if let Some(id) = frame.get("id").and_then(Value::as_u64)
             && let Some(i) = submits.remove(&id)
             && let Some(error) = frame.get("error")
         {
@@ -383,7 +426,7 @@ fn run_turns(client: &mut Driver, options: &Options) -> Result<(), String> {
             states[i].done += 1;
             if states[i].done < options.turns {
                 let (request, sent_at) =
-                    client.submit(&ids[i], &prompt_text(i, states[i].done, options.words))?;
+                    client.submit(&ids[i], &turn_text(i, states[i].done, options))?;
                 submits.insert(request, i);
                 states[i].sent_at = sent_at;
                 states[i].first_delta = None;
@@ -394,10 +437,15 @@ fn run_turns(client: &mut Driver, options: &Options) -> Result<(), String> {
     report(
         "turns",
         format!(
-            "{total} ({} sessions x {} turns, {} words per prompt), {errors} errors",
+            "{total} ({} sessions x {} turns, {} words per prompt{}), {errors} errors",
             ids.len(),
             options.turns,
-            options.words
+            options.words,
+            if options.tools {
+                "; a third echo, a third sleep 0.05"
+            } else {
+                ""
+            }
         ),
     );
     if let Some(error) = first_error {
@@ -411,6 +459,12 @@ fn run_turns(client: &mut Driver, options: &Options) -> Result<(), String> {
         "first delta latency",
         fmt_percentiles(&mut first_deltas, "turns"),
     );
+    if !ping_waits.is_empty() {
+        report(
+            "ping round trip during the turns",
+            fmt_percentiles(&mut ping_waits, "pings"),
+        );
+    }
     report(
         "throughput",
         format!(
@@ -420,6 +474,16 @@ fn run_turns(client: &mut Driver, options: &Options) -> Result<(), String> {
         ),
     );
     Ok(())
+}
+
+/// Turn `turn` of session `session`: a prompt, or with `--mix tools` for two thirds of the
+/// turns a command for the terminal tool.
+fn turn_text(session: usize, turn: usize, options: &Options) -> String {
+    match (options.tools, (session + turn) % 3) {
+        (true, 0) => format!("$ echo s{session}t{turn}"),
+        (true, 1) => "$ sleep 0.05".to_string(),
+        _ => prompt_text(session, turn, options.words),
+    }
 }
 
 /// A prompt of `words` words that never starts with `$ ` or `!` (those would run a command).

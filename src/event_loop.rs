@@ -16,6 +16,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use serde_json::{Value, json};
 
+use crate::budget::Budget;
 use crate::config::Config;
 use crate::model::{ModelEvent, Provider};
 use crate::persist::Persistence;
@@ -121,6 +122,8 @@ pub struct Gateway {
     signals: Option<signal_hook_mio::v1_0::Signals>,
     pub(crate) exit_code: Option<i32>,
     pub(crate) scratch: Vec<ModelEvent>,
+    /// When the last commit ran (a backlog commits in groups: `commit.rs`).
+    pub(crate) last_commit: Option<Instant>,
 }
 
 impl Gateway {
@@ -210,6 +213,7 @@ impl Gateway {
             signals,
             exit_code: None,
             scratch: Vec::new(),
+            last_commit: None,
         })
     }
 
@@ -347,14 +351,17 @@ impl Gateway {
             }
         }
         self.read_input(now);
+        // A `ping` read now is answered now, not after the turns this iteration drives.
+        self.write_urgent(now);
         self.fire_timers(now);
         crate::session::older::step(self, now);
-        if self.drive_turns(now) {
+        // Each kind of bulk work gets its own slice of the iteration (budget.rs).
+        if self.drive_turns(now, &Budget::slice(now)) {
             crate::flush::arm(self, now);
         }
         // After the turns: a tool's result is committed and released in its own iteration,
         // and the turn it wakes goes on to its next model call in the next one.
-        crate::tools::runs::pump(self, now);
+        crate::tools::runs::pump(self, now, &Budget::slice(Instant::now()));
         crate::session::calls::step_due(self, now);
         crate::mcp::pump(self, now);
         self.step_shutdown(now);
@@ -392,18 +399,20 @@ impl Gateway {
 
     fn handle_line(&mut self, line: Line<'_>) {
         match line {
+            // A refused frame's answer announces nothing: it goes ahead like a `ping`'s, in
+            // the order the frames came.
             Line::TooLong => {
                 let limit = self.client.frame_limit();
-                self.client.error(
+                self.client.push_urgent(frame::error(
                     &frame::Id::null(),
                     &frame::RpcError::new(
                         frame::code::INVALID_REQUEST,
                         format!("invalid request: frame larger than {limit} bytes"),
                     ),
-                )
+                ))
             }
             Line::Frame(bytes) => match frame::parse_line(self.client.log_in(bytes)) {
-                Incoming::Bad { id, error } => self.client.error(&id, &error),
+                Incoming::Bad { id, error } => self.client.push_urgent(frame::error(&id, &error)),
                 Incoming::Answer { id, result } => self.on_answer(id, result),
                 Incoming::Request(req) => {
                     let id = req.id.clone();
@@ -417,12 +426,12 @@ impl Gateway {
                     });
                     // `None`: answered later.
                     if let Some(reply) = reply {
-                        if quiet && self.persist.holding() {
+                        if quiet {
                             let bytes = match reply {
                                 Ok(result) => frame::response(&id, &result),
                                 Err(err) => frame::error(&id, &err),
                             };
-                            self.client.push_ahead(bytes);
+                            self.client.push_urgent(bytes);
                         } else {
                             self.client.reply(&id, reply);
                         }
@@ -448,7 +457,17 @@ impl Gateway {
     // ---- output ----
 
     fn write_output(&mut self, now: Instant) {
-        if let Err(e) = self.client.write(now) {
+        let written = self.client.write(now);
+        self.output_written(written, now);
+    }
+
+    fn write_urgent(&mut self, now: Instant) {
+        let written = self.client.write_urgent(now);
+        self.output_written(written, now);
+    }
+
+    fn output_written(&mut self, written: Result<(), String>, now: Instant) {
+        if let Err(e) = written {
             crate::diag!("[gateway] stdout write failed: {e}");
             self.begin_shutdown("stdout closed", now);
         }

@@ -2,6 +2,7 @@
 //!
 //! Embedding: build a [`Config`], then [`Gateway::new`] on an [`Io`] and [`Gateway::run`].
 
+pub mod budget;
 pub mod cli;
 pub mod client;
 mod commit;

@@ -184,8 +184,8 @@ impl Gateway {
 
     /// Drive the runnable turns (none while the client is not reading); true when one
     /// streamed text.
-    pub(crate) fn drive_turns(&mut self, now: Instant) -> bool {
-        !self.paused() && driver::drive_turns(self, now)
+    pub(crate) fn drive_turns(&mut self, now: Instant, budget: &crate::budget::Budget) -> bool {
+        !self.paused() && driver::drive_turns(self, now, budget)
     }
 
     /// Do work on behalf of `owner`'s session; a panic in it ends that turn alone.

@@ -257,6 +257,22 @@ impl ClientConn {
         self.out.push_ahead(frame);
     }
 
+    /// An answer a client waits on that announces nothing (a `ping`'s): ahead of every queued
+    /// frame, written before the iteration's other work ([`ClientConn::write_urgent`]).
+    pub fn push_urgent(&mut self, frame: Vec<u8>) {
+        self.out.push_urgent(frame);
+    }
+
+    /// Write now if a frame jumped the queue (and what is released behind it, as far as the
+    /// pipe takes it).
+    pub fn write_urgent(&mut self, now: Instant) -> Result<(), String> {
+        if self.out.has_urgent() {
+            self.write(now)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Write what is released until done or the output would block. On a write error the
     /// output is dead (its queue dropped) and the error is returned, once.
     pub fn write(&mut self, now: Instant) -> Result<(), String> {

@@ -36,6 +36,8 @@ pub struct OutQueue {
     frames: VecDeque<Queued>,
     /// How many frames at the back are held until the next release.
     held: usize,
+    /// How many frames at the front jumped the queue ([`OutQueue::push_urgent`]).
+    urgent: usize,
     /// Bytes taken from `frames` and not yet written.
     wbuf: Vec<u8>,
     wpos: usize,
@@ -64,6 +66,7 @@ impl OutQueue {
         OutQueue {
             frames: VecDeque::new(),
             held: 0,
+            urgent: 0,
             wbuf: Vec::new(),
             wpos: 0,
             bytes: 0,
@@ -124,6 +127,20 @@ impl OutQueue {
         self.frames.insert(at, Queued::Bytes(bytes));
     }
 
+    /// Queue an answer that announces nothing and that a client waits on (a `ping`'s) ahead of
+    /// every frame not yet being written, after the urgent ones before it: control traffic is
+    /// not kept behind a backlog of events.
+    pub fn push_urgent(&mut self, bytes: Vec<u8>) {
+        self.bytes += bytes.len();
+        self.frames.insert(self.urgent, Queued::Bytes(bytes));
+        self.urgent += 1;
+    }
+
+    /// Whether a frame jumped the queue and waits to be written.
+    pub fn has_urgent(&self) -> bool {
+        self.urgent > 0
+    }
+
     /// Everything queued so far may be written.
     pub fn release(&mut self) {
         self.held = 0;
@@ -182,6 +199,7 @@ impl OutQueue {
             let Some(q) = self.frames.pop_front() else {
                 break;
             };
+            self.urgent = self.urgent.saturating_sub(1);
             let queued_len = q.len();
             let bytes = match q {
                 Queued::Bytes(b) => b,
@@ -252,6 +270,38 @@ mod tests {
         q.write_to(&mut p, now).unwrap();
         assert_eq!(p.data, b"{\"a\":1}\n");
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn urgent_frames_jump_the_backlog_in_their_own_order() {
+        let mut q = OutQueue::new(Instant::now());
+        q.push(b"{\"n\":1}\n".to_vec());
+        q.push(b"{\"n\":2}\n".to_vec());
+        q.release();
+        q.push(b"{\"n\":3}\n".to_vec());
+        q.push_urgent(b"{\"pong\":1}\n".to_vec());
+        q.push_urgent(b"{\"pong\":2}\n".to_vec());
+        assert!(q.has_urgent());
+        let mut w = Pipe {
+            data: Vec::new(),
+            budget: usize::MAX,
+        };
+        q.write_to(&mut w, Instant::now()).unwrap();
+        let got = lines(&w.data);
+        assert_eq!(
+            got,
+            [
+                json!({"pong": 1}),
+                json!({"pong": 2}),
+                json!({"n": 1}),
+                json!({"n": 2})
+            ],
+            "the held frame stays held"
+        );
+        assert!(!q.has_urgent());
+        q.release();
+        q.write_to(&mut w, Instant::now()).unwrap();
+        assert_eq!(lines(&w.data).last(), Some(&json!({"n": 3})));
     }
 
     #[test]

@@ -26,6 +26,8 @@ use std::rc::Rc;
 use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
 
+use crate::budget::Budget;
+
 use capture::Capture;
 use pipe::{Drained, Pipe};
 pub use process::Streams;
@@ -539,9 +541,20 @@ impl Runner {
     }
 
     /// Read every ready run's pipes within the per-run budget.
-    pub fn pump(&mut self, now: Instant) {
-        for id in std::mem::take(&mut self.work) {
+    /// Read and reap the runs that are ready, until `budget` is spent (at least one); those
+    /// left keep their place ahead of the runs that become ready later.
+    pub fn pump(&mut self, now: Instant, budget: &Budget) {
+        let mut work = std::mem::take(&mut self.work).into_iter();
+        for id in work.by_ref() {
             self.pump_one(id, now);
+            if budget.spent() {
+                break;
+            }
+        }
+        let mut left: Vec<RunId> = work.collect();
+        if !left.is_empty() {
+            left.append(&mut self.work);
+            self.work = left;
         }
     }
 

@@ -11,6 +11,7 @@ use std::time::Instant;
 use mio::Token;
 use serde_json::{Value, json};
 
+use crate::budget::Budget;
 use crate::model::{CallContext, ModelEvent, ModelRequest, Progress};
 use crate::session::Session;
 use crate::session::calls::CallOwners;
@@ -61,15 +62,24 @@ pub(crate) struct ModelParts<'a> {
     pub events: &'a mut Vec<ModelEvent>,
 }
 
-/// Drive the runnable turns; true when one streamed text (the loop arms the flush tick that
-/// writes its partial text: the turn does not know the flush).
-pub(crate) fn drive_turns(gw: &mut impl TurnOwners, now: Instant) -> bool {
+/// Drive the runnable turns, each once, in the order they became runnable, until `budget` is
+/// spent (at least one: the rest keep their place for the next iteration, so that control
+/// traffic is not kept waiting behind a thousand sessions); true when one streamed text (the
+/// loop arms the flush tick that writes its partial text: the turn does not know the flush).
+pub(crate) fn drive_turns(gw: &mut impl TurnOwners, now: Instant, budget: &Budget) -> bool {
     let mut streamed = false;
-    let list = gw.sessions().take_runnable();
-    for rid in list {
+    // Those that become runnable while these are driven wait for the next iteration.
+    let waiting = gw.sessions().runnable_count();
+    for _ in 0..waiting {
+        let Some(rid) = gw.sessions().pop_runnable() else {
+            break;
+        };
         if let Some(turn) = gw.turn_mut(&rid) {
             turn.scheduled = false;
             isolated(gw, Some(&rid), now, |gw| streamed |= drive(gw, &rid, now));
+        }
+        if budget.spent() {
+            break;
         }
     }
     streamed
@@ -695,7 +705,25 @@ mod tests {
     fn prompted(gw: &mut Fake, prompt: &str) -> bool {
         let now = gw.now();
         submit_prompt(gw, RID, prompt.into(), now);
-        drive_turns(gw, now)
+        drive_turns(gw, now, &crate::budget::Budget::unlimited())
+    }
+
+    #[test]
+    fn a_spent_budget_drives_one_turn_and_the_others_keep_their_place() {
+        let mut gw = idle();
+        assert!(
+            gw.sessions
+                .add(crate::session::bare_session("rid-2", "s2"))
+                .is_ok()
+        );
+        let now = gw.now();
+        gw.model
+            .round(vec![ModelEvent::Text("Hello".into()), done()], Then::Finish);
+        submit_prompt(&mut gw, RID, "first".into(), now);
+        submit_prompt(&mut gw, "rid-2", "second".into(), now);
+        drive_turns(&mut gw, now, &crate::budget::Budget::spent_already());
+        assert_eq!(gw.ended.len(), 1, "one turn driven to its end");
+        assert_eq!(gw.sessions.take_runnable(), ["rid-2"], "the other waits");
     }
 
     #[test]
@@ -706,7 +734,10 @@ mod tests {
             .round(vec![ModelEvent::Text("Hello".into()), done()], Then::Finish);
         submit_prompt(&mut gw, RID, "first".into(), now);
         assert!(submit_prompt(&mut gw, RID, "second".into(), now), "queued");
-        assert!(drive_turns(&mut gw, now), "text was streamed");
+        assert!(
+            drive_turns(&mut gw, now, &crate::budget::Budget::unlimited()),
+            "text was streamed"
+        );
         let said = events(&mut gw);
         assert_eq!(
             kinds(&said),
@@ -859,7 +890,7 @@ mod tests {
         other.turn = Some(Turn::new(Token(8)));
         assert!(gw.sessions.add(other).is_ok());
         gw.sessions.mark_runnable("r2");
-        drive_turns(&mut gw, now);
+        drive_turns(&mut gw, now, &crate::budget::Budget::unlimited());
         let frames = gw.asker.said();
         let of = |kind: &str| -> Vec<&Value> {
             let kind = json!(kind);

@@ -1,7 +1,7 @@
 //! The live sessions: by runtime id, by stored id, and which have a turn to drive. The three
 //! indexes are private and kept in step here, so no caller can leave one stale.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use super::Session;
 
@@ -16,8 +16,8 @@ pub struct Registry {
     by_rid: HashMap<String, Entry>,
     /// Runtime id of each live session, by stored id.
     by_stored: HashMap<String, String>,
-    /// Sessions with a turn to drive on the next iteration, each once.
-    runnable: Vec<String>,
+    /// Sessions with a turn to drive, each once, in the order they became runnable.
+    runnable: VecDeque<String>,
     /// Sessions whose older messages are still being read from state.db (`older.rs`).
     loading: Vec<String>,
 }
@@ -125,7 +125,7 @@ impl Registry {
         };
         if !turn.scheduled {
             turn.scheduled = true;
-            self.runnable.push(rid.to_string());
+            self.runnable.push_back(rid.to_string());
         }
         true
     }
@@ -155,9 +155,22 @@ impl Registry {
         self.loading.retain(|r| r != rid);
     }
 
-    /// The runnable list, emptied; the caller clears each turn's `scheduled` as it drives it.
+    /// How many sessions have a turn to drive.
+    pub fn runnable_count(&self) -> usize {
+        self.runnable.len()
+    }
+
+    /// The first session of the runnable list, taken off it (the rest keep their place ahead
+    /// of those that become runnable later); the caller clears the turn's `scheduled` as it
+    /// drives it.
+    pub fn pop_runnable(&mut self) -> Option<String> {
+        self.runnable.pop_front()
+    }
+
+    /// The whole runnable list, emptied.
+    #[cfg(test)]
     pub fn take_runnable(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.runnable)
+        self.runnable.drain(..).collect()
     }
 }
 
@@ -276,5 +289,21 @@ mod tests {
         r.get_mut("a").unwrap().turn.as_mut().unwrap().scheduled = false;
         r.mark_runnable("a");
         assert_eq!(r.take_runnable(), vec!["a".to_string()]);
+    }
+
+    #[test]
+    fn turns_left_over_keep_their_place_ahead_of_later_ones() {
+        let mut r = Registry::new();
+        for rid in ["a", "b", "c", "d"] {
+            assert!(r.add(with_turn(rid, &format!("s-{rid}"))).is_ok());
+        }
+        for rid in ["a", "b", "c"] {
+            r.mark_runnable(rid);
+        }
+        assert_eq!(r.pop_runnable().as_deref(), Some("a"));
+        assert_eq!(r.pop_runnable().as_deref(), Some("b"));
+        r.mark_runnable("d");
+        assert_eq!(r.take_runnable(), ["c", "d"]);
+        assert!(!r.has_runnable());
     }
 }

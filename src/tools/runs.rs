@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{JobId, Tools, policy};
+use crate::budget::Budget;
 use crate::rpc::frame::{Id, code};
 use crate::rpc::{Outbox, RpcError};
 use crate::runner::{
@@ -36,8 +37,8 @@ pub(crate) trait RunControl {
     fn kill_now(&mut self, id: RunId, now: Instant);
     /// Forget a run no one will watch (killed, its end unheard).
     fn discard(&mut self, id: RunId);
-    /// Read the ready runs' pipes.
-    fn pump(&mut self, now: Instant);
+    /// Read the ready runs' pipes, until `budget` is spent.
+    fn pump(&mut self, now: Instant, budget: &Budget);
     fn on_timer(&mut self, id: RunId, what: RunTimer, now: Instant);
     fn take_events(&mut self) -> Vec<RunEvent>;
     fn take_wakes(&mut self) -> Vec<Wake>;
@@ -66,8 +67,8 @@ impl RunControl for Runner {
     fn discard(&mut self, id: RunId) {
         Runner::discard(self, id);
     }
-    fn pump(&mut self, now: Instant) {
-        Runner::pump(self, now);
+    fn pump(&mut self, now: Instant, budget: &Budget) {
+        Runner::pump(self, now, budget);
     }
     fn on_timer(&mut self, id: RunId, what: RunTimer, now: Instant) {
         Runner::on_timer(self, id, what, now);
@@ -432,11 +433,11 @@ impl Owned {
 /// Read every ready run's pipes and hand on what happened. Not while the client is not
 /// reading (the out-queue is over its cap): the pipes then fill and each command blocks on its
 /// write until the queue drains, so a flood costs no memory here (ready runs stay ready).
-pub(crate) fn pump(o: &mut impl RunOwners, now: Instant) {
+pub(crate) fn pump(o: &mut impl RunOwners, now: Instant, budget: &Budget) {
     if o.paused() {
         return;
     }
-    o.runner().pump(now);
+    o.runner().pump(now, budget);
     after_runner(o, now);
 }
 
@@ -657,7 +658,7 @@ pub(crate) mod fake {
         fn discard(&mut self, id: RunId) {
             self.stopped.push(id);
         }
-        fn pump(&mut self, _now: Instant) {
+        fn pump(&mut self, _now: Instant, _budget: &Budget) {
             self.pumps += 1;
             let read = std::mem::take(&mut self.pipes);
             self.produce(read);
@@ -840,7 +841,7 @@ mod tests {
 
         f.runner.pipes.push(output(run, "building\n"));
         f.runner.pipes.push(output(run, "step 1 done\n"));
-        pump(&mut f, t0);
+        pump(&mut f, t0, &Budget::unlimited());
         // Coalesced: nothing before the interval, one event pair after it.
         fire_live(&mut f, t0 + LIVE_INTERVAL / 2);
         assert!(f.events().is_empty());
@@ -857,7 +858,7 @@ mod tests {
         let t1 = t0 + LIVE_INTERVAL * 2;
         f.runner.pipes.push(output(run, "last words"));
         f.runner.pipes.push(RunEvent::Ended { run, end: ended(3) });
-        pump(&mut f, t1);
+        pump(&mut f, t1, &Budget::unlimited());
         let said = f.events();
         assert_eq!(said.len(), 1, "{said:?}");
         assert_eq!(said[0].1["text"], "last words");
@@ -881,7 +882,7 @@ mod tests {
         f.runner
             .pipes
             .push(output(run, &"x".repeat(LIVE_MAX + 100)));
-        pump(&mut f, t0);
+        pump(&mut f, t0, &Budget::unlimited());
         fire_live(&mut f, t0 + LIVE_INTERVAL);
         let said = f.events();
         let text = said[1].1["text"].as_str().unwrap();
@@ -900,14 +901,14 @@ mod tests {
         let run = f.runner.run_id();
         watch(&mut f, run, Owner::Job(job), t0).unwrap();
         f.runner.pipes.push(output(run, "one\n"));
-        pump(&mut f, t0);
+        pump(&mut f, t0, &Budget::unlimited());
         assert_eq!(f.runner.pumps, 1);
 
         // Over the out-queue's cap: the pipes stay unread (the command blocks on its write),
         // and live output already read waits, coalesced, for the client.
         f.paused = true;
         f.runner.pipes.push(output(run, "two\n"));
-        pump(&mut f, t0);
+        pump(&mut f, t0, &Budget::unlimited());
         assert_eq!(
             f.runner.pumps, 1,
             "a pipe was read while the client was not reading"
@@ -918,7 +919,7 @@ mod tests {
 
         // Under the cap again: the pump goes on and all of it goes out as one event.
         f.paused = false;
-        pump(&mut f, t0 + LIVE_INTERVAL);
+        pump(&mut f, t0 + LIVE_INTERVAL, &Budget::unlimited());
         assert_eq!(f.runner.pumps, 2);
         assert!(f.runner.pipes.is_empty());
         fire_live(&mut f, t0 + LIVE_INTERVAL * 2);
@@ -947,7 +948,7 @@ mod tests {
 
         f.runner.pipes.push(output(run, "a"));
         f.runner.pipes.push(output(run, "b"));
-        pump(&mut f, t0);
+        pump(&mut f, t0, &Budget::unlimited());
         // Uncoalesced, no timer, nothing to the client.
         assert_eq!(f.service, vec![output(run, "a"), output(run, "b")]);
         assert!(f.asker.due(t0 + LIVE_INTERVAL).is_empty());
@@ -959,7 +960,7 @@ mod tests {
         stop(&mut f, run, t0);
         assert_eq!(f.runner.stopped, vec![run]);
         f.runner.pipes.push(RunEvent::Ended { run, end: ended(0) });
-        pump(&mut f, t0);
+        pump(&mut f, t0, &Budget::unlimited());
         assert_eq!(f.service.len(), 3);
         assert!(matches!(f.service[2], RunEvent::Ended { .. }));
         assert!(f.watched.is_empty());
