@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::paths::{self, Target, block_device, entry_of, protected, within};
-use super::walk::{Fetched, Stdin, Walker};
+use super::walk::{Stdin, Walker};
 use super::words::Arg;
 use super::{Danger, code};
 use crate::tools::sensitive_files::{SensitiveFile, sensitive_file};
@@ -24,66 +24,7 @@ const DOWNLOADERS: &[&str] = &[
     "lwp-request",
 ];
 
-/// curl's options that take a value (the common ones: an unknown one makes its value look like
-/// a URL, which only adds a file name that nothing runs).
-const CURL_SHORT_VALUES: &str = "AbcCdDeEFHKmoPQrTuUwxXyYz";
-const CURL_LONG_VALUES: &[&str] = &[
-    "header",
-    "data",
-    "data-raw",
-    "data-binary",
-    "data-urlencode",
-    "request",
-    "user",
-    "user-agent",
-    "output",
-    "output-dir",
-    "cookie",
-    "cookie-jar",
-    "form",
-    "max-time",
-    "connect-timeout",
-    "retry",
-    "proxy",
-    "referer",
-    "upload-file",
-    "write-out",
-    "config",
-    "cert",
-    "key",
-    "cacert",
-    "range",
-    "resolve",
-    "continue-at",
-    "limit-rate",
-    "dump-header",
-];
-const WGET_SHORT_VALUES: &str = "OoaeiBtTwPUQDARIXl";
-const WGET_LONG_VALUES: &[&str] = &[
-    "output-document",
-    "output-file",
-    "append-output",
-    "execute",
-    "input-file",
-    "base",
-    "tries",
-    "timeout",
-    "wait",
-    "directory-prefix",
-    "user-agent",
-    "quota",
-    "domains",
-    "accept",
-    "reject",
-    "level",
-    "header",
-    "user",
-    "password",
-    "post-data",
-    "post-file",
-    "referer",
-];
-
+/// rsync's long options that take a value.
 const RSYNC_LONG_VALUES: &[&str] = &[
     "rsh",
     "rsync-path",
@@ -157,30 +98,8 @@ fn decodes(name: &str, rest: &[Arg]) -> bool {
     }
 }
 
-/// `dir/file`.
-fn join_path(dir: &Arg, file: &Arg) -> Arg {
-    let mut path = dir.clone();
-    path.text = format!("{}/{}", dir.text, file.text);
-    path.pattern = format!("{}/{}", dir.pattern, file.pattern);
-    path.script = format!("{}/{}", dir.script, file.script);
-    path.dynamic |= file.dynamic;
-    path
-}
-
-/// The file name a URL is saved under (`https://x/a/install.sh?v=1` → `install.sh`).
-fn url_name(url: &Arg) -> Option<Arg> {
-    if url.dynamic {
-        return None;
-    }
-    let text = url.text.split(['?', '#']).next().unwrap_or("");
-    let path = text.split_once("://").map_or(text, |(_, rest)| rest);
-    let (_, name) = path.split_once('/')?;
-    let name = name.rsplit('/').next().unwrap_or("");
-    (!name.is_empty() && name != "." && name != "..").then(|| Arg::literal(name))
-}
-
 /// The command's name as bash looks it up: the last path component (`/bin/rm` is `rm`).
-fn basename(s: &str) -> &str {
+pub(super) fn basename(s: &str) -> &str {
     s.rsplit('/').next().unwrap_or(s)
 }
 
@@ -244,7 +163,7 @@ fn options<'a>(
 
 /// Operands of a GNU-style command (options may follow operands); `with_value` as in
 /// [`options`]. Returns (flags, operands).
-fn gnu_split<'a>(
+pub(super) fn gnu_split<'a>(
     args: &'a [Arg],
     with_value: &str,
     long_with_value: &[&str],
@@ -294,7 +213,7 @@ fn long_flag(flags: &[String], full: &str) -> bool {
         .any(|f| f.len() >= 4 && f.starts_with("--") && full.starts_with(&f[2..]))
 }
 
-fn short_flag(flags: &[String], ch: char) -> bool {
+pub(super) fn short_flag(flags: &[String], ch: char) -> bool {
     flags
         .iter()
         .any(|f| f.len() == 2 && f.ends_with(ch) && !f.starts_with("--"))
@@ -739,8 +658,8 @@ impl Walker<'_> {
         }
     }
 
-    /// python, perl, node…: whether they run a download, and the trees their inline code
-    /// deletes (the rest of their code is not judged).
+    /// python, perl, node…: whether they run a download or decoded text, what their inline code
+    /// deletes or runs (`code`), the files `perl -i` rewrites.
     fn interpreter(&mut self, name: &str, rest: &[Arg], stdin: &Stdin) {
         // `-c CODE`, `-e CODE`, `-le CODE`…; `-m MODULE` runs no script operand either.
         let code_flag = |t: &str| {
@@ -750,22 +669,22 @@ impl Walker<'_> {
                     && t.strip_prefix('-')
                         .is_some_and(|f| f.chars().all(|c| c.is_ascii_alphabetic())))
         };
-        let inline: Vec<&Arg> = rest
+        // Where each piece of inline code is.
+        let code_at: Vec<usize> = rest
             .iter()
             .enumerate()
-            .filter(|(_, a)| !a.dynamic && code_flag(&a.text))
-            .filter_map(|(k, a)| rest.get(k + 1).filter(|_| a.text != "-m"))
+            .filter(|(k, a)| {
+                !a.dynamic && code_flag(&a.text) && a.text != "-m" && k + 1 < rest.len()
+            })
+            .map(|(k, _)| k + 1)
             .collect();
+        let inline: Vec<&Arg> = code_at.iter().map(|&k| &rest[k]).collect();
         let module = rest.iter().any(|a| a.text == "-m");
-        if let Some(last_code) = inline.last()
+        if let Some(&last) = code_at.last()
             && in_place(name, rest)
         {
             // `perl -pi -e CODE FILE…` rewrites each file.
-            let at = rest
-                .iter()
-                .position(|a| std::ptr::eq(a, *last_code))
-                .unwrap_or(0);
-            for file in rest[at + 1..].iter().filter(|a| !a.text.starts_with('-')) {
+            for file in rest[last + 1..].iter().filter(|a| !a.text.starts_with('-')) {
                 self.write_target(file, Danger::WriteBlockDevice);
             }
         }
@@ -875,77 +794,6 @@ impl Walker<'_> {
             out.push_str(&t);
             out.push('\n');
         }
-    }
-
-    fn download(&mut self, name: &str, rest: &[Arg]) {
-        self.downloads += 1;
-        let (short, long) = match name {
-            "wget" => ("-O", "--output-document"),
-            _ => ("-o", "--output"),
-        };
-        let output = find_value(rest, short, long);
-        if let Some(v) = &output {
-            self.write_target(v, Danger::WriteBlockDevice);
-        }
-        // The files it saves: its output, or the URLs' own names (`wget URL`, `curl -O URL`).
-        let (saved, dir): (Vec<Arg>, Option<Arg>) = match (name, output) {
-            (_, Some(v)) => (vec![v], None),
-            ("wget", None) => {
-                let (_, urls) = gnu_split(rest, WGET_SHORT_VALUES, WGET_LONG_VALUES);
-                let dir = find_value(rest, "-P", "--directory-prefix");
-                (urls.iter().filter_map(|u| url_name(u)).collect(), dir)
-            }
-            ("curl", None) => {
-                let (flags, urls) = gnu_split(rest, CURL_SHORT_VALUES, CURL_LONG_VALUES);
-                let remote_name = short_flag(&flags, 'O')
-                    || flags
-                        .iter()
-                        .any(|f| f == "--remote-name" || f == "--remote-name-all");
-                let names = match remote_name {
-                    true => urls.iter().filter_map(|u| url_name(u)).collect(),
-                    false => Vec::new(),
-                };
-                (names, find_value(rest, "", "--output-dir"))
-            }
-            _ => (Vec::new(), None),
-        };
-        for file in saved.iter().filter(|f| f.text != "-") {
-            match &dir {
-                Some(d) if !file.text.starts_with('/') => self.fetch(&join_path(d, file)),
-                _ => self.fetch(file),
-            }
-        }
-    }
-
-    // ---- downloaded files ----
-
-    /// How later commands would name the file `a` names.
-    fn fetched_key(&self, a: &Arg) -> Option<Fetched> {
-        if a.find_target.is_some() || a.script.is_empty() {
-            return None;
-        }
-        match paths::target(a, self.cwd.as_deref()) {
-            Target::Exact(p) => Some(Fetched::Path(p)),
-            Target::Unknown => Some(Fetched::Word(a.script.clone())),
-            Target::Entries(_) | Target::Some(_) => None,
-        }
-    }
-
-    /// `a` now holds a download.
-    pub(crate) fn fetch(&mut self, a: &Arg) {
-        if let Some(k) = self.fetched_key(a)
-            && !self.fetched.contains(&k)
-        {
-            self.fetched.push(k);
-        }
-    }
-
-    /// `a` names a file this command downloaded into.
-    pub(crate) fn is_fetched(&self, a: &Arg) -> bool {
-        !self.fetched.is_empty()
-            && self
-                .fetched_key(a)
-                .is_some_and(|k| self.fetched.contains(&k))
     }
 
     // ---- what destroys ----
@@ -1281,19 +1129,6 @@ impl Walker<'_> {
         }
     }
 
-    /// A download copied or moved to `dest` (a file, or a directory it goes into) is one there.
-    fn pass_fetched(&mut self, sources: &[&Arg], dest: &Arg) {
-        let fetched: Vec<&Arg> = sources
-            .iter()
-            .copied()
-            .filter(|s| self.is_fetched(s))
-            .collect();
-        for s in fetched {
-            self.fetch(dest);
-            self.fetch(&join_path(dest, &Arg::literal(basename(&s.text))));
-        }
-    }
-
     fn sed(&mut self, rest: &[Arg]) {
         let mut in_place = false;
         let mut script_given = false;
@@ -1505,7 +1340,7 @@ fn is_assignment(s: &str) -> bool {
 
 /// The value of `-x VALUE`, `-xVALUE`, `-abx VALUE`, `--long VALUE` or `--long=VALUE`,
 /// anywhere in `args` (`short` may be empty: no short form).
-fn find_value(args: &[Arg], short: &str, long: &str) -> Option<Arg> {
+pub(super) fn find_value(args: &[Arg], short: &str, long: &str) -> Option<Arg> {
     let letter = short.strip_prefix('-').filter(|l| l.chars().count() == 1);
     let attached = |a: &Arg, at: usize| {
         let mut out = a.clone();

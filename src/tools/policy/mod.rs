@@ -11,6 +11,7 @@
 
 mod code;
 mod commands;
+mod fetch;
 mod paths;
 mod walk;
 mod words;

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use brush_parser::ast;
 use brush_parser::{Parser, ParserOptions};
 
+use super::fetch::Fetched;
 use super::words::Arg;
 use super::{Danger, Findings, Place};
 
@@ -41,14 +42,6 @@ pub(crate) enum Stdin {
     Download,
     /// Text only known when it runs: a substitution's output, decoded or transformed text.
     Hidden,
-}
-
-/// A file the command downloaded into, as later commands would name it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Fetched {
-    Path(PathBuf),
-    /// Where the path is only known when it runs: the word as written (`"$F"`).
-    Word(String),
 }
 
 pub(crate) struct Walker<'p> {
