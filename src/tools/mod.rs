@@ -18,6 +18,7 @@ pub mod passthrough;
 pub mod policy;
 pub mod process;
 pub mod runs;
+pub mod sensitive_files;
 pub mod session_search;
 pub mod shell_state;
 mod stepped;

@@ -24,6 +24,7 @@ pub use read::ReadFile;
 pub use search::SearchFiles;
 pub use write::WriteFile;
 
+use super::sensitive_files::{account_files, sensitive_file};
 use super::stepped::{Advance, Stepped};
 use super::{Ask, ToolContext, ToolResult};
 
@@ -94,20 +95,6 @@ fn real(path: &Path) -> PathBuf {
     }
 }
 
-/// Shell start-up files in the home directory: writing them runs code in every new shell.
-const RC_FILES: [&str; 10] = [
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zprofile",
-    ".zshenv",
-    ".zlogin",
-    ".config/fish/config.fish",
-];
-
 /// Why a write to `path` needs the user's approval, if it does: the rule and what to say.
 pub(crate) fn write_ask(ctx: &ToolContext<'_>, path: &Path) -> Option<Ask> {
     let target = real(path);
@@ -116,14 +103,12 @@ pub(crate) fn write_ask(ctx: &ToolContext<'_>, path: &Path) -> Option<Ask> {
         target.starts_with(&root)
     };
     let user_home = std::env::var_os("HOME").map(PathBuf::from);
-    let sensitive = target.starts_with("/etc")
-        || user_home.as_ref().is_some_and(|h| {
-            under(&h.join(".ssh"))
-                || RC_FILES.iter().any(|rc| {
-                    let rc = h.join(rc);
-                    target == std::fs::canonicalize(&rc).unwrap_or(rc)
-                })
-        });
+    // The terminal's policy judges the same list; here a start-up file that is a link to a
+    // dotfiles checkout protects what it points to as well.
+    let sensitive = sensitive_file(&target, user_home.as_deref()).is_some()
+        || user_home
+            .as_ref()
+            .is_some_and(|h| account_files(h).any(|f| target.starts_with(real(&f))));
     let (rule, why) = if sensitive {
         ("file_write_sensitive", "write to a sensitive file")
     } else if under(ctx.home) {

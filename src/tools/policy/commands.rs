@@ -4,10 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::Danger;
 use super::paths::{self, Target, block_device, entry_of, protected, within};
 use super::walk::{Stdin, Walker};
 use super::words::Arg;
+use super::{Danger, code};
+use crate::tools::sensitive_files::{SensitiveFile, sensitive_file};
 
 const SHELLS: &[&str] = &[
     "sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "yash", "fish", "rbash",
@@ -23,8 +24,82 @@ const DOWNLOADERS: &[&str] = &[
     "lwp-request",
 ];
 
+/// rsync's long options that take a value.
+const RSYNC_LONG_VALUES: &[&str] = &[
+    "rsh",
+    "rsync-path",
+    "exclude",
+    "include",
+    "filter",
+    "exclude-from",
+    "include-from",
+    "files-from",
+    "chmod",
+    "chown",
+    "log-file",
+    "temp-dir",
+    "backup-dir",
+    "compare-dest",
+    "copy-dest",
+    "link-dest",
+    "partial-dir",
+    "password-file",
+    "suffix",
+    "max-size",
+    "min-size",
+    "bwlimit",
+    "timeout",
+    "port",
+    "out-format",
+];
+
+/// Perl's or Ruby's `-i`: the files named after the code are edited in place.
+fn in_place(name: &str, rest: &[Arg]) -> bool {
+    let stem = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    // Options whose value follows them in the same word (`-MFile::Path`, `-rfileutils`).
+    const TAKES_VALUE: &str = "MmIxCDdVrEeKWF";
+    matches!(stem, "perl" | "ruby")
+        && rest.iter().any(|a| {
+            let cluster = a.text.strip_prefix('-').filter(|c| !c.starts_with('-'));
+            cluster.is_some_and(|c| {
+                c.find('i').is_some_and(|k| {
+                    c[..k]
+                        .chars()
+                        .all(|l| l.is_ascii_alphabetic() && !TAKES_VALUE.contains(l))
+                })
+            })
+        })
+}
+
+/// An rsync or scp location on another host (`host:path`, `rsync://…`).
+fn remote(a: &Arg) -> bool {
+    let t = a.text.as_str();
+    t.contains("://") || t.split('/').next().is_some_and(|first| first.contains(':'))
+}
+
+/// A command that decodes its input into text only known when it runs (`base64 -d`,
+/// `xxd -r`, `openssl enc -d`, `gpg -d`).
+fn decodes(name: &str, rest: &[Arg]) -> bool {
+    let has = |opts: &[&str]| rest.iter().any(|a| opts.contains(&a.text.as_str()));
+    let short = |letter: char| {
+        rest.iter().any(|a| {
+            a.text
+                .strip_prefix('-')
+                .is_some_and(|c| !c.starts_with('-') && c.contains(letter))
+        })
+    };
+    match name {
+        "base64" | "base32" | "basenc" => short('d') || short('D') || has(&["--decode"]),
+        "xxd" => short('r') || has(&["-revert"]),
+        "openssl" => has(&["-d", "-decrypt"]),
+        "gpg" | "gpg2" => short('d') || has(&["--decrypt"]),
+        "uudecode" => true,
+        _ => false,
+    }
+}
+
 /// The command's name as bash looks it up: the last path component (`/bin/rm` is `rm`).
-fn basename(s: &str) -> &str {
+pub(super) fn basename(s: &str) -> &str {
     s.rsplit('/').next().unwrap_or(s)
 }
 
@@ -88,7 +163,7 @@ fn options<'a>(
 
 /// Operands of a GNU-style command (options may follow operands); `with_value` as in
 /// [`options`]. Returns (flags, operands).
-fn gnu_split<'a>(
+pub(super) fn gnu_split<'a>(
     args: &'a [Arg],
     with_value: &str,
     long_with_value: &[&str],
@@ -138,7 +213,7 @@ fn long_flag(flags: &[String], full: &str) -> bool {
         .any(|f| f.len() >= 4 && f.starts_with("--") && full.starts_with(&f[2..]))
 }
 
-fn short_flag(flags: &[String], ch: char) -> bool {
+pub(super) fn short_flag(flags: &[String], ch: char) -> bool {
     flags
         .iter()
         .any(|f| f.len() == 2 && f.ends_with(ch) && !f.starts_with("--"))
@@ -159,6 +234,10 @@ impl Walker<'_> {
             };
             self.flag(d);
             return;
+        }
+        if first.text.contains('/') && self.is_fetched(first) {
+            // `./install.sh` after `curl -o install.sh`
+            self.flag(Danger::PipeToShell);
         }
         let name = basename(&first.text).to_string();
         self.fork_bomb(&first.text);
@@ -251,20 +330,29 @@ impl Walker<'_> {
             "source" | "." => {
                 // The sourced file may set any variable.
                 self.vars_unknown();
-                if rest.first().is_some_and(|a| a.download) {
+                if rest
+                    .first()
+                    .is_some_and(|a| a.download || self.is_fetched(a))
+                {
                     self.flag(Danger::PipeToShell)
                 }
             }
             "read" | "mapfile" | "readarray" | "getopts" | "printf"
                 if self.sets_vars(&name, rest) => {}
             n if SHELLS.contains(&n) => self.shell(rest, stdin),
-            n if interpreter(n) => self.interpreter(rest, &stdin),
+            n if interpreter(n) => self.interpreter(n, rest, &stdin),
             "cd" | "pushd" | "popd" => self.cd(&name, rest),
-            "echo" | "printf" | "cat" => self.prints(&name, rest, &stdin),
+            "echo" | "printf" | "cat" => {
+                if name == "cat" && rest.iter().any(|a| self.is_fetched(a)) {
+                    // What it prints is a download.
+                    self.downloads += 1;
+                }
+                self.prints(&name, rest, &stdin)
+            }
             n if DOWNLOADERS.contains(&n) => self.download(n, rest),
             "rm" | "unlink" => self.rm(rest),
             "find" => self.find(rest),
-            "chmod" | "chown" | "chgrp" => self.chmod(&name, rest),
+            "chmod" | "chown" | "chgrp" | "chattr" => self.chmod(&name, rest),
             "dd" => {
                 for a in rest {
                     if let Some(of) = a.text.strip_prefix("of=") {
@@ -276,7 +364,7 @@ impl Walker<'_> {
                 }
             }
             n if n.starts_with("mkfs")
-                || matches!(n, "mke2fs" | "mkswap" | "wipefs" | "mkdosfs") =>
+                || matches!(n, "mke2fs" | "mkswap" | "wipefs" | "mkdosfs" | "blkdiscard") =>
             {
                 self.flag(Danger::Mkfs)
             }
@@ -286,6 +374,13 @@ impl Walker<'_> {
                 let (_, operands) = gnu_split(rest, "", &[]);
                 for a in operands {
                     self.write_target(a, Danger::WriteBlockDevice);
+                    if stdin == Stdin::Download {
+                        self.fetch(a);
+                    }
+                }
+                if let Stdin::Text(t) = &stdin {
+                    // It passes its input on.
+                    self.out.get_or_insert_with(String::new).push_str(t);
                 }
             }
             "truncate" => {
@@ -294,17 +389,22 @@ impl Walker<'_> {
                     self.write_target(a, Danger::WriteBlockDevice);
                 }
             }
-            "sed" => self.sed(rest),
+            "sed" => {
+                self.sed(rest);
+                self.transforms(&stdin);
+            }
+            n if decodes(n, rest) => self.hidden_outputs += 1,
+            "crontab" => self.crontab(rest),
+            "setfacl" => self.setfacl(rest),
             "shred" => {
                 let (_, operands) = gnu_split(rest, "ns", &["iterations", "size"]);
                 for a in operands {
                     let t = paths::target(a, self.cwd.as_deref());
-                    if let Target::Exact(p) = &t
-                        && block_device(p)
-                    {
-                        self.flag(Danger::WriteBlockDevice);
-                    } else if self.protected_target(&t) {
+                    let device = matches!(&t, Target::Exact(p) if block_device(p));
+                    if !device && self.protected_target(&t) {
                         self.flag(Danger::MoveProtected);
+                    } else {
+                        self.write_target(a, Danger::WriteBlockDevice);
                     }
                 }
             }
@@ -321,7 +421,14 @@ impl Walker<'_> {
             }
             "systemctl" | "loginctl" => self.systemctl(rest),
             "git" => self.git(rest),
-            _ => {}
+            _ => self.transforms(&stdin),
+        }
+    }
+
+    /// A command fed text the policy saw prints what only running it shows (`tr`, `rev`…).
+    fn transforms(&mut self, stdin: &Stdin) {
+        if matches!(stdin, Stdin::Text(_)) {
+            self.hidden_outputs += 1;
         }
     }
 
@@ -511,8 +618,11 @@ impl Walker<'_> {
             if let Some(s) = operands.first() {
                 self.shell_string(s);
             }
+            // What the script prints is only known when it runs.
+            self.hidden_outputs += 1;
         } else if read_stdin || operands.is_empty() {
             self.shell_stdin(&stdin);
+            self.transforms(&stdin);
         } else {
             self.script_operand(&operands[0]);
         }
@@ -538,31 +648,83 @@ impl Walker<'_> {
         }
     }
 
-    /// A script file operand: a file is not read, but a substitution's output is judged.
+    /// A script file operand: a file is not read, but a substitution's output and a file the
+    /// command downloaded are judged.
     fn script_operand(&mut self, a: &Arg) {
-        if a.download {
+        if a.download || self.is_fetched(a) {
             self.flag(Danger::PipeToShell);
         } else if a.substituted {
             self.flag(Danger::HiddenCommand);
         }
     }
 
-    /// python, perl, node…: only whether they run a download (their own code is not judged).
-    fn interpreter(&mut self, rest: &[Arg], stdin: &Stdin) {
-        let inline = rest
+    /// python, perl, node…: whether they run a download or decoded text, what their inline code
+    /// deletes or runs (`code`), the files `perl -i` rewrites.
+    fn interpreter(&mut self, name: &str, rest: &[Arg], stdin: &Stdin) {
+        // `-c CODE`, `-e CODE`, `-le CODE`…; `-m MODULE` runs no script operand either.
+        let code_flag = |t: &str| {
+            matches!(t, "-c" | "-e" | "-E" | "-p" | "-m" | "-r")
+                || (t.len() > 2
+                    && t.ends_with('e')
+                    && t.strip_prefix('-')
+                        .is_some_and(|f| f.chars().all(|c| c.is_ascii_alphabetic())))
+        };
+        // Where each piece of inline code is.
+        let code_at: Vec<usize> = rest
             .iter()
-            .position(|a| matches!(a.text.as_str(), "-c" | "-e" | "-E" | "-p" | "-m" | "-r"));
-        match inline {
-            Some(k) => {
-                if rest.get(k + 1).is_some_and(|a| a.download) {
+            .enumerate()
+            .filter(|(k, a)| {
+                !a.dynamic && code_flag(&a.text) && a.text != "-m" && k + 1 < rest.len()
+            })
+            .map(|(k, _)| k + 1)
+            .collect();
+        let inline: Vec<&Arg> = code_at.iter().map(|&k| &rest[k]).collect();
+        let module = rest.iter().any(|a| a.text == "-m");
+        if let Some(&last) = code_at.last()
+            && in_place(name, rest)
+        {
+            // `perl -pi -e CODE FILE…` rewrites each file.
+            for file in rest[last + 1..].iter().filter(|a| !a.text.starts_with('-')) {
+                self.write_target(file, Danger::WriteBlockDevice);
+            }
+        }
+        if !inline.is_empty() || module {
+            for code in inline {
+                if code.download {
                     self.flag(Danger::PipeToShell);
                 }
+                self.code(&code.script);
             }
-            None => match rest.iter().find(|a| a.dynamic || !a.text.starts_with('-')) {
-                Some(script) => self.script_operand(script),
-                None if *stdin == Stdin::Download => self.flag(Danger::PipeToShell),
-                None => {}
+            self.hidden_outputs += 1;
+            return;
+        }
+        match rest.iter().find(|a| a.dynamic || !a.text.starts_with('-')) {
+            Some(script) => self.script_operand(script),
+            None => match stdin {
+                Stdin::Download => self.flag(Danger::PipeToShell),
+                Stdin::Hidden => self.flag(Danger::HiddenCommand),
+                Stdin::Text(code) => {
+                    self.code(code);
+                    self.hidden_outputs += 1;
+                }
+                Stdin::Unknown => {}
             },
+        }
+    }
+
+    /// What an interpreter's code does: a tree it deletes is judged as `rm -r` of the same
+    /// path, a shell command line it runs as that script.
+    fn code(&mut self, code: &str) {
+        let effects = code::effects(code);
+        for path in effects.tree_deletes {
+            let t = match path {
+                Some(p) => paths::target(&Arg::literal(&p), self.cwd.as_deref()),
+                None => Target::Unknown,
+            };
+            self.deletion(&t);
+        }
+        for line in effects.shell_commands {
+            self.script(&line);
         }
     }
 
@@ -615,14 +777,18 @@ impl Walker<'_> {
                     let text = words.iter().map(|a| a.script.as_str()).collect::<Vec<_>>();
                     let text = text.join(sep);
                     let escapes = name == "printf" || rest.iter().any(|a| a.text == "-e");
-                    Some(if escapes {
-                        text.replace("\\n", "\n")
-                    } else {
-                        text
-                    })
+                    match escapes {
+                        false => Some(text),
+                        true => Some(text.replace("\\n", "\n"))
+                            // `\x72m`: what it prints is only known when it runs.
+                            .filter(|t| !t.contains('\\')),
+                    }
                 }
             }
         };
+        if text.is_none() && name != "cat" {
+            self.hidden_outputs += 1;
+        }
         if let Some(t) = text {
             let out = self.out.get_or_insert_with(String::new);
             out.push_str(&t);
@@ -630,29 +796,33 @@ impl Walker<'_> {
         }
     }
 
-    fn download(&mut self, name: &str, rest: &[Arg]) {
-        self.downloads += 1;
-        let (short, long) = match name {
-            "wget" => ("-O", "--output-document"),
-            _ => ("-o", "--output"),
-        };
-        if let Some(v) = find_value(rest, short, long) {
-            self.write_target(&v, Danger::WriteBlockDevice);
-        }
-    }
-
     // ---- what destroys ----
 
-    /// A file the command writes: a block device or under /etc.
+    /// A file the command writes: judged against the sensitive files (`device`: what writing
+    /// a block device is for this command).
     pub(crate) fn write_target(&mut self, a: &Arg, device: Danger) {
+        self.sensitive_target(a, Some(device));
+    }
+
+    /// A file the command deletes (a device node's removal loses no data).
+    fn delete_target(&mut self, a: &Arg) {
+        self.sensitive_target(a, None);
+    }
+
+    fn sensitive_target(&mut self, a: &Arg, device: Option<Danger>) {
         let t = paths::target(a, self.cwd.as_deref());
         let (Target::Exact(p) | Target::Entries(p) | Target::Some(p)) = t else {
             return;
         };
-        if block_device(&p) {
-            self.flag(device);
-        } else if p.starts_with("/etc") {
-            self.flag(Danger::OverwriteEtc);
+        let danger = match sensitive_file(&p, self.place.home.as_deref()) {
+            None => None,
+            Some(SensitiveFile::Device) => device,
+            Some(SensitiveFile::Kernel) => Some(Danger::WriteKernel),
+            Some(SensitiveFile::SystemConfig) => Some(Danger::OverwriteEtc),
+            Some(SensitiveFile::Account) => Some(Danger::OverwriteAccount),
+        };
+        if let Some(d) = danger {
+            self.flag(d);
         }
     }
 
@@ -697,10 +867,8 @@ impl Walker<'_> {
             let t = paths::target(a, self.cwd.as_deref());
             if recursive || a.find_target.is_some() {
                 self.deletion(&t);
-            } else if let Target::Exact(p) | Target::Entries(p) | Target::Some(p) = &t
-                && p.starts_with("/etc")
-            {
-                self.flag(Danger::OverwriteEtc);
+            } else {
+                self.delete_target(a);
             }
         }
     }
@@ -802,7 +970,12 @@ impl Walker<'_> {
     }
 
     fn chmod(&mut self, name: &str, rest: &[Arg]) {
-        // chmod's mode may look like an option (`-w`, `-x`): only R, c, f, v are its flags.
+        // A mode may look like an option (`chmod -w`, `chattr -i`): only these are flags.
+        let mode_flags = match name {
+            "chmod" => Some("Rcfv"),
+            "chattr" => Some("RVf"),
+            _ => None,
+        };
         let mut flags = Vec::new();
         let mut operands: Vec<&Arg> = Vec::new();
         let mut ended = false;
@@ -817,7 +990,7 @@ impl Walker<'_> {
                     "--{}",
                     long.split_once('=').map_or(long, |(n, _)| n)
                 ));
-            } else if name == "chmod" && !t[1..].chars().all(|c| "Rcfv".contains(c)) {
+            } else if mode_flags.is_some_and(|f| !t[1..].chars().all(|c| f.contains(c))) {
                 operands.push(a);
             } else {
                 flags.extend(t[1..].chars().map(|c| format!("-{c}")));
@@ -835,6 +1008,30 @@ impl Walker<'_> {
             return;
         }
         let world_writable = name == "chmod" && spec.is_some_and(|s| world_writable(&s.text));
+        self.recursive_change(targets, world_writable);
+    }
+
+    /// `setfacl -R`: a recursive permission change like `chmod -R`.
+    fn setfacl(&mut self, rest: &[Arg]) {
+        let (flags, targets) = gnu_split(
+            rest,
+            "mxMX",
+            &[
+                "modify",
+                "remove",
+                "set",
+                "modify-file",
+                "remove-file",
+                "set-file",
+            ],
+        );
+        if short_flag(&flags, 'R') || long_flag(&flags, "recursive") {
+            self.recursive_change(&targets, false);
+        }
+    }
+
+    /// A recursive permission, owner or attribute change of `targets`.
+    fn recursive_change(&mut self, targets: &[&Arg], world_writable: bool) {
         for a in targets {
             let t = paths::target(a, self.cwd.as_deref());
             match &t {
@@ -855,21 +1052,18 @@ impl Walker<'_> {
             "scp" => "cFiJloPS",
             _ => "tS",
         };
-        let (flags, operands) = gnu_split(
-            rest,
-            with_value,
-            &[
-                "target-directory",
-                "suffix",
-                "mode",
-                "owner",
-                "group",
-                "rsh",
-            ],
-        );
-        let target_dir = find_value(rest, "-t", "--target-directory");
+        let long_values: &[&str] = match name {
+            "rsync" => RSYNC_LONG_VALUES,
+            _ => &["target-directory", "suffix", "mode", "owner", "group"],
+        };
+        let (flags, operands) = gnu_split(rest, with_value, long_values);
+        // rsync's and scp's `-t` is another option.
+        let target_dir = matches!(name, "cp" | "install" | "ln")
+            .then(|| find_value(rest, "-t", "--target-directory"))
+            .flatten();
         if let Some(dir) = target_dir {
             self.write_target(&dir, Danger::WriteBlockDevice);
+            self.pass_fetched(&operands, &dir);
             return;
         }
         if name == "install" && short_flag(&flags, 'd') {
@@ -878,10 +1072,30 @@ impl Walker<'_> {
             }
             return;
         }
-        if operands.len() >= 2
-            && let Some(dest) = operands.last()
+        if let Some((dest, sources)) = operands.split_last()
+            && !sources.is_empty()
         {
             self.write_target(dest, Danger::WriteBlockDevice);
+            self.pass_fetched(sources, dest);
+            // `rsync --delete` deletes what the destination holds beyond the source.
+            let deletes = flags
+                .iter()
+                .any(|f| f == "--del" || f.starts_with("--delete"));
+            if name == "rsync" && deletes && !remote(dest) {
+                let t = paths::target(dest, self.cwd.as_deref());
+                self.deletion(&t);
+            }
+        }
+    }
+
+    /// `crontab -r` deletes the account's scheduled jobs; `crontab FILE` replaces them.
+    fn crontab(&mut self, rest: &[Arg]) {
+        let (flags, operands) = gnu_split(rest, "usc", &[]);
+        let reads_only = ["-l", "-e", "-T", "-n", "-V"]
+            .iter()
+            .any(|f| flags.iter().any(|g| g == f));
+        if short_flag(&flags, 'r') || (!reads_only && (!operands.is_empty() || flags.is_empty())) {
+            self.flag(Danger::OverwriteAccount);
         }
     }
 
@@ -897,7 +1111,7 @@ impl Walker<'_> {
                     _ => (Vec::new(), None),
                 },
             };
-        for s in sources {
+        for s in &sources {
             let t = paths::target(s, self.cwd.as_deref());
             if self.protected_target(&t) {
                 self.flag(Danger::MoveProtected);
@@ -911,6 +1125,7 @@ impl Walker<'_> {
         }
         if let Some(d) = dest {
             self.write_target(&d, Danger::WriteBlockDevice);
+            self.pass_fetched(&sources, &d);
         }
     }
 
@@ -1123,30 +1338,43 @@ fn is_assignment(s: &str) -> bool {
     })
 }
 
-/// The value of `-x VALUE`, `-xVALUE`, `--long VALUE` or `--long=VALUE`, anywhere in `args`.
-fn find_value(args: &[Arg], short: &str, long: &str) -> Option<Arg> {
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
+/// The value of `-x VALUE`, `-xVALUE`, `-abx VALUE`, `--long VALUE` or `--long=VALUE`,
+/// anywhere in `args` (`short` may be empty: no short form).
+pub(super) fn find_value(args: &[Arg], short: &str, long: &str) -> Option<Arg> {
+    let letter = short.strip_prefix('-').filter(|l| l.chars().count() == 1);
+    let attached = |a: &Arg, at: usize| {
+        let mut out = a.clone();
+        out.text = a.text[at..].to_string();
+        // The option letters before `at` hold no escapes.
+        out.pattern = a.pattern.get(at..).unwrap_or("").to_string();
+        out
+    };
+    for (i, a) in args.iter().enumerate() {
         let t = a.text.as_str();
         if t == "--" {
             return None;
         }
-        if t == short || t == long {
+        if a.dynamic {
+            continue;
+        }
+        if t == long {
             return args.get(i + 1).cloned();
         }
-        for prefix in [format!("{long}="), short.to_string()] {
-            if let Some(v) = t.strip_prefix(prefix.as_str())
-                && !v.is_empty()
-                && !a.dynamic
-            {
-                let mut out = a.clone();
-                out.text = v.to_string();
-                out.pattern = a.pattern.get(prefix.len()..).unwrap_or(v).to_string();
-                return Some(out);
-            }
+        if t.strip_prefix(long).is_some_and(|v| v.starts_with('=')) {
+            return Some(attached(a, long.len() + 1));
         }
-        i += 1;
+        let Some(cluster) = t.strip_prefix('-').filter(|c| !c.starts_with('-')) else {
+            continue;
+        };
+        // Letters before it are options without a value.
+        if let Some(k) = letter.and_then(|l| cluster.find(l))
+            && cluster[..k].chars().all(|c| c.is_ascii_alphabetic())
+        {
+            return match cluster.len() == k + 1 {
+                true => args.get(i + 1).cloned(),
+                false => Some(attached(a, 1 + k + 1)),
+            };
+        }
     }
     None
 }

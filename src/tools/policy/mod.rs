@@ -9,7 +9,9 @@
 //! hidden in an expansion, a command too long or too deeply nested) asks: it fails closed.
 //! README "Dangerous commands" lists what is covered.
 
+mod code;
 mod commands;
+mod fetch;
 mod paths;
 mod walk;
 mod words;
@@ -83,6 +85,8 @@ pub(crate) enum Danger {
     PipeToShell,
     Power,
     OverwriteEtc,
+    OverwriteAccount,
+    WriteKernel,
     MoveProtected,
     ChownSystem,
     KillAll,
@@ -110,6 +114,8 @@ impl Danger {
             Danger::PipeToShell => "pipe-to-shell",
             Danger::Power => "power",
             Danger::OverwriteEtc => "overwrite-etc",
+            Danger::OverwriteAccount => "overwrite-account-file",
+            Danger::WriteKernel => "write-kernel-control",
             Danger::MoveProtected => "move-or-shred-protected",
             Danger::ChownSystem => "chmod-recursive-system",
             Danger::KillAll => "kill-all",
@@ -135,12 +141,18 @@ impl Danger {
             Danger::PipeToShell => "run a downloaded script",
             Danger::Power => "shut down or reboot the machine",
             Danger::OverwriteEtc => "write to or delete a file under /etc",
+            Danger::OverwriteAccount => {
+                "write to or delete an account's keys, logins, shell start-up files or crontab"
+            }
+            Danger::WriteKernel => {
+                "write to the running kernel's controls (/proc/sysrq-trigger, /proc/sys, /sys)"
+            }
             Danger::MoveProtected => "move or shred home or a system path",
             Danger::ChownSystem => "recursive permission or owner change of a system path or home",
             Danger::KillAll => "kill every process",
             Danger::GitCleanOutside => "delete untracked files outside the working directory",
             Danger::HiddenCommand => {
-                "a command whose words are only known when it runs (an expansion or substitution)"
+                "a command whose words are only known when it runs (an expansion, a substitution, decoded text)"
             }
             Danger::Unparsed => "a command the policy cannot parse",
             Danger::TooComplex => "a command too long or too deeply nested to judge",

@@ -5,6 +5,7 @@ use std::path::{Component, Path, PathBuf};
 
 use super::Place;
 use super::words::Arg;
+pub(crate) use crate::tools::sensitive_files::block_device;
 
 /// What an operand names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,21 +176,4 @@ pub(crate) fn entry_of(dir: &Path) -> PathBuf {
 /// `p` is the working directory itself or lies below it.
 pub(crate) fn within(p: &Path, dir: &Path) -> bool {
     p.starts_with(dir)
-}
-
-/// A device node that holds a filesystem or memory (not `/dev/null`, ttys, `/dev/shm`…).
-pub(crate) fn block_device(p: &Path) -> bool {
-    let Ok(rel) = p.strip_prefix("/dev") else {
-        return false;
-    };
-    let Some(first) = rel.components().next() else {
-        return false;
-    };
-    let name = first.as_os_str().to_string_lossy();
-    const PREFIXES: &[&str] = &[
-        "sd", "hd", "vd", "xvd", "nvme", "mmcblk", "loop", "dm-", "md", "nbd", "sr", "zram", "rbd",
-        "mtd", "ram",
-    ];
-    const NAMES: &[&str] = &["mapper", "disk", "mem", "kmem", "port", "root"];
-    PREFIXES.iter().any(|pre| name.starts_with(pre)) || NAMES.contains(&name.as_ref())
 }

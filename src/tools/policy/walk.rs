@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use brush_parser::ast;
 use brush_parser::{Parser, ParserOptions};
 
+use super::fetch::Fetched;
 use super::words::Arg;
 use super::{Danger, Findings, Place};
 
@@ -39,7 +40,7 @@ pub(crate) enum Stdin {
     Text(String),
     /// A download's output.
     Download,
-    /// A substitution's output.
+    /// Text only known when it runs: a substitution's output, decoded or transformed text.
     Hidden,
 }
 
@@ -59,6 +60,11 @@ pub(crate) struct Walker<'p> {
     pub(crate) words_left: usize,
     /// Download commands seen so far (a pipeline compares before and after each element).
     pub(crate) downloads: usize,
+    /// Commands seen so far whose output is text only known when it runs (decoders, or a
+    /// transform of text the policy saw).
+    pub(crate) hidden_outputs: usize,
+    /// Files holding a download (a later command that runs one runs the download).
+    pub(crate) fetched: Vec<Fetched>,
     pub(crate) stdin: Stdin,
     /// Text the current pipeline element prints, when it is known (`echo`, `printf`, `cat`).
     pub(crate) out: Option<String>,
@@ -114,6 +120,8 @@ impl<'p> Walker<'p> {
             budget: PARSE_BUDGET,
             words_left: WORD_BUDGET,
             downloads: 0,
+            hidden_outputs: 0,
+            fetched: Vec::new(),
             stdin: Stdin::Unknown,
             out: None,
             function: None,
@@ -256,15 +264,18 @@ impl<'p> Walker<'p> {
         let first_stdin = self.stdin.clone();
         let saved_pipe = self.in_pipe;
         let mut upstream_download = false;
+        let mut upstream_hidden = false;
         let mut upstream_out: Option<String> = None;
         for (i, c) in p.seq.iter().enumerate() {
-            let stdin = match (i, upstream_download, upstream_out.take()) {
-                (0, _, _) => first_stdin.clone(),
-                (_, true, _) => Stdin::Download,
-                (_, false, Some(text)) => Stdin::Text(text),
-                (_, false, None) => Stdin::Unknown,
+            let stdin = match (i, upstream_download, upstream_hidden, upstream_out.take()) {
+                (0, ..) => first_stdin.clone(),
+                (_, true, _, _) => Stdin::Download,
+                (_, false, true, _) => Stdin::Hidden,
+                (_, false, false, Some(text)) => Stdin::Text(text),
+                (_, false, false, None) => Stdin::Unknown,
             };
             let before = self.downloads;
+            let hidden_before = self.hidden_outputs;
             // Each element is a subshell of its own.
             self.scoped(|w| {
                 w.in_pipe = true;
@@ -273,6 +284,7 @@ impl<'p> Walker<'p> {
                 upstream_out = w.out.take();
             });
             upstream_download |= self.downloads > before;
+            upstream_hidden |= self.hidden_outputs > hidden_before;
         }
         self.in_pipe = saved_pipe;
     }
@@ -284,10 +296,13 @@ impl<'p> Walker<'p> {
         match c {
             ast::Command::Simple(s) => self.simple(s),
             ast::Command::Compound(cc, redirects) => {
-                if let Some(r) = redirects {
-                    self.redirects(&r.0);
+                let mut outputs = Vec::new();
+                for r in redirects.iter().flat_map(|r| r.0.iter()) {
+                    self.redirect(r, &mut outputs);
                 }
+                let before = self.downloads;
                 self.compound(cc);
+                self.carry_download(before, &outputs);
             }
             ast::Command::Function(f) => {
                 let name = f.fname.value.clone();
@@ -296,15 +311,15 @@ impl<'p> Walker<'p> {
                     w.in_pipe = false;
                     w.in_async = false;
                     w.compound(&f.body.0);
-                    if let Some(r) = &f.body.1 {
-                        w.redirects(&r.0);
+                    for r in f.body.1.iter().flat_map(|r| r.0.iter()) {
+                        w.redirect(r, &mut Vec::new());
                     }
                 });
                 self.function = saved;
             }
             ast::Command::ExtendedTest(t, redirects) => {
-                if let Some(r) = redirects {
-                    self.redirects(&r.0);
+                for r in redirects.iter().flat_map(|r| r.0.iter()) {
+                    self.redirect(r, &mut Vec::new());
                 }
                 self.test_expr(&t.expr);
             }
@@ -390,19 +405,35 @@ impl<'p> Walker<'p> {
     fn simple(&mut self, s: &ast::SimpleCommand) {
         let mut args: Vec<Arg> = Vec::new();
         let mut stdin = self.stdin.clone();
+        let mut outputs: Vec<Arg> = Vec::new();
         for item in s.prefix.iter().flat_map(|p| p.0.iter()) {
-            self.item(item, true, &mut args, &mut stdin);
+            self.item(item, true, &mut args, &mut stdin, &mut outputs);
         }
         if let Some(name) = &s.word_or_name {
             args.extend(self.word(&name.value));
         }
         for item in s.suffix.iter().flat_map(|x| x.0.iter()) {
-            self.item(item, false, &mut args, &mut stdin);
+            self.item(item, false, &mut args, &mut stdin, &mut outputs);
         }
         if self.done() {
             return;
         }
+        let before = self.downloads;
+        if stdin == Stdin::Download {
+            // What reads a download passes it on.
+            self.downloads += 1;
+        }
         self.exec(args, stdin);
+        self.carry_download(before, &outputs);
+    }
+
+    /// The files a command's standard output went to hold a download if it downloaded.
+    fn carry_download(&mut self, downloads_before: usize, outputs: &[Arg]) {
+        if self.downloads > downloads_before {
+            for a in outputs {
+                self.fetch(a);
+            }
+        }
     }
 
     fn item(
@@ -411,12 +442,13 @@ impl<'p> Walker<'p> {
         in_prefix: bool,
         args: &mut Vec<Arg>,
         stdin: &mut Stdin,
+        outputs: &mut Vec<Arg>,
     ) {
         use ast::CommandPrefixOrSuffixItem as Item;
         match item {
             Item::Word(w) => args.extend(self.word(&w.value)),
             Item::IoRedirect(r) => {
-                if let Some(new) = self.redirect(r) {
+                if let Some(new) = self.redirect(r, outputs) {
                     *stdin = new;
                 }
             }
@@ -469,26 +501,30 @@ impl<'p> Walker<'p> {
         Arg::substituted(self.downloads > before)
     }
 
-    fn redirects(&mut self, rs: &[ast::IoRedirect]) {
-        for r in rs {
-            self.redirect(r);
-        }
-    }
-
-    /// Judge a redirection; returns the standard input it gives the command, if it sets one.
-    fn redirect(&mut self, r: &ast::IoRedirect) -> Option<Stdin> {
+    /// Judge a redirection; returns the standard input it gives the command, if it sets one,
+    /// and adds the files its standard output goes to to `outputs`.
+    fn redirect(&mut self, r: &ast::IoRedirect, outputs: &mut Vec<Arg>) -> Option<Stdin> {
         use ast::IoFileRedirectKind as K;
         use ast::IoFileRedirectTarget as T;
         let is_stdin = |fd: &Option<ast::IoFd>| fd.is_none_or(|f| f == 0);
+        let is_stdout = |fd: &Option<ast::IoFd>| fd.is_none_or(|f| f == 1);
         match r {
             ast::IoRedirect::File(fd, kind, target) => match (kind, target) {
                 (K::Read, T::Filename(w)) => {
-                    self.word(&w.value);
-                    is_stdin(fd).then_some(Stdin::Unknown)
+                    let from = self.word(&w.value);
+                    let fetched = from.iter().any(|a| self.is_fetched(a));
+                    is_stdin(fd).then_some(if fetched {
+                        Stdin::Download
+                    } else {
+                        Stdin::Unknown
+                    })
                 }
                 (K::Write | K::Append | K::Clobber | K::ReadAndWrite, T::Filename(w)) => {
                     for a in self.word(&w.value) {
                         self.write_target(&a, Danger::WriteBlockDevice);
+                        if is_stdout(fd) {
+                            outputs.push(a);
+                        }
                     }
                     None
                 }
@@ -498,6 +534,7 @@ impl<'p> Walker<'p> {
                         let fdlike = a.text == "-" || a.text.bytes().all(|b| b.is_ascii_digit());
                         if !fdlike {
                             self.write_target(&a, Danger::WriteBlockDevice);
+                            outputs.push(a);
                         }
                     }
                     None
@@ -528,6 +565,7 @@ impl<'p> Walker<'p> {
             ast::IoRedirect::OutputAndError(w, _) => {
                 for a in self.word(&w.value) {
                     self.write_target(&a, Danger::WriteBlockDevice);
+                    outputs.push(a);
                 }
                 None
             }
