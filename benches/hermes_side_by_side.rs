@@ -1,0 +1,1217 @@
+//! Side by side with Hermes' Python gateway: what each gateway sends the model for the same
+//! scripted conversation, and what a session of it costs on Claude with prompt caching.
+//!
+//! Run it through its script, which first installs the Python gateway (hermes-agent 0.18.2 from
+//! PyPI, every package pinned with its hash in `benches/hermes/requirements.txt`) into
+//! `target/hermes-venv`:
+//!
+//! ```text
+//! bash benches/hermes_side_by_side.sh                     # both wires
+//! bash benches/hermes_side_by_side.sh --wire anthropic    # anthropic | openrouter
+//! bash benches/hermes_side_by_side.sh --dump /tmp/bodies  # every request body kept as a file
+//! cargo bench --bench hermes_side_by_side -- --hermes-python PATH   # a Python of your own
+//! ```
+//!
+//! Each gateway runs in turn, spawned as the TUI spawns it (`-m tui_gateway.entry`, stdio,
+//! `HERMES_HOME`, `HERMES_CWD`), with a fresh `HERMES_HOME` holding the same `config.yaml` and
+//! `.env`, a fresh copy of the same workspace (at a path of the same length), and the same
+//! minimal environment. It is driven as the TUI drives it: `session.create`, then one
+//! `prompt.submit` per user turn, waiting for `message.complete`. Each gateway has its own fake
+//! model server (`tests/mockai`, a thread of this process) that records every request body and
+//! answers from the same script: 10 user turns, 30 model calls, 20 of them asking for tools
+//! (`terminal` and `read_file` on the workspace's files, some two at once), 10 answering. The
+//! bench checks that each gateway ran the tools (each result must carry what the file holds)
+//! and ended each turn with the scripted answer.
+//!
+//! Two wires, each a route on which Hermes puts Claude's cache breakpoints
+//! (`anthropic_prompt_cache_policy`):
+//!
+//! - `anthropic`: `provider: anthropic`, model `claude-sonnet-4-5`, the fake at
+//!   `ANTHROPIC_BASE_URL` (Messages API, "native" breakpoints);
+//! - `openrouter`: `provider: openrouter`, model `anthropic/claude-sonnet-4.5`, Chat Completions
+//!   at `OPENROUTER_BASE_URL=http://openrouter.ai/api/v1` reached through the fake as the
+//!   `http_proxy` (Hermes only marks breakpoints when the host is `openrouter.ai`; nothing
+//!   leaves the machine).
+//!
+//! Measured per model call: the request body's bytes, and its input tokens, estimated for both
+//! gateways by one rule: the prompt (the model id, every tool definition, the system prompt,
+//! every message block, in the order the API caches them: tools, system, messages) written as
+//! compact JSON without its `cache_control` markers, one token per 4 bytes, rounded up. The
+//! body's other bytes (`max_tokens`, `stream`, JSON punctuation around the prompt, the markers
+//! themselves) are not tokens.
+//!
+//! Cost: the fake simulates Anthropic's prompt cache. The prefix of the prompt up to each block
+//! that carries `cache_control` (at least 1,024 tokens, Sonnet's minimum) is a cache write the
+//! first time a request has it and a cache read when a later request repeats it byte for byte;
+//! a request reads its longest cached breakpoint prefix, writes the rest up to its last
+//! breakpoint, and pays the remainder as uncached input (the API's 20-block lookback and the
+//! 5-minute TTL are not simulated). Output tokens are the scripted answer's (its text and tool
+//! inputs, bytes / 4), the same for both. Prices are Hermes' table for `claude-sonnet-4-5`
+//! (`src/model/pricing.rs`; Anthropic's prices, which OpenRouter passes on). The fake reports
+//! these counts back in each answer's usage, as the API would.
+//!
+//! Calls outside the script (Hermes' session title, for one) are answered with a short text,
+//! measured the same way and reported apart. Results are printed as ratios ours / Hermes'.
+//! Targets: every call smaller than Hermes' matching call; the session at most half Hermes' cost.
+
+mod common;
+#[path = "../tests/mockai/mod.rs"]
+mod mockai;
+
+use std::collections::HashSet;
+use std::collections::hash_map::DefaultHasher;
+use std::fs;
+use std::hash::Hasher;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use common::{Client, TempDir, arg_string, event_type, gateway_bin};
+use mockai::anthropic as msgs;
+use mockai::{MockAi, Recorded, Reply, Stream};
+use tui_gateway::model::TokenUsage;
+use tui_gateway::model::pricing;
+
+/// How long the gateway may take to say it is ready (Hermes imports a lot).
+const READY: Duration = Duration::from_secs(180);
+/// How long one user turn may take.
+const TURN: Duration = Duration::from_secs(300);
+/// Sonnet's smallest cacheable prefix, in tokens.
+const MIN_CACHE_TOKENS: u64 = 1024;
+const MODEL_PRICED: &str = "claude-sonnet-4-5";
+
+// ---------------------------------------------------------------------------------------------
+// The script
+// ---------------------------------------------------------------------------------------------
+
+struct ToolCall {
+    id: String,
+    name: &'static str,
+    input: Value,
+    /// Text the tool's result must hold (a tool that did not run would not have it).
+    expect: Option<&'static str>,
+}
+
+/// One model answer: tool calls (after an optional short text), or the turn's final text.
+struct Call {
+    text: &'static str,
+    tools: Vec<ToolCall>,
+}
+
+impl Call {
+    /// Output tokens: the answer's text and tool calls, bytes / 4.
+    fn output_tokens(&self) -> u64 {
+        let bytes = self.text.len()
+            + self
+                .tools
+                .iter()
+                .map(|t| t.name.len() + t.input.to_string().len())
+                .sum::<usize>();
+        tokens(bytes)
+    }
+}
+
+struct Turn {
+    prompt: &'static str,
+    calls: Vec<Call>,
+}
+
+fn script() -> Vec<Turn> {
+    let mut n = 0;
+    let mut tool = |name: &'static str, input: Value, expect: Option<&'static str>| {
+        n += 1;
+        ToolCall {
+            id: format!("toolu_bench_{n:02}"),
+            name,
+            input,
+            expect,
+        }
+    };
+    let sh = |tool: &mut dyn FnMut(&'static str, Value, Option<&'static str>) -> ToolCall,
+              cmd: &str,
+              expect: Option<&'static str>| {
+        tool("terminal", json!({"command": cmd}), expect)
+    };
+    let rf = |tool: &mut dyn FnMut(&'static str, Value, Option<&'static str>) -> ToolCall,
+              path: &str,
+              expect: Option<&'static str>| {
+        tool("read_file", json!({"path": path}), expect)
+    };
+    let ask = |text: &'static str, tools: Vec<ToolCall>| Call { text, tools };
+    let say = |text: &'static str| Call {
+        text,
+        tools: Vec::new(),
+    };
+    vec![
+        Turn {
+            prompt: "Give me an overview of this project.",
+            calls: vec![
+                ask(
+                    "I'll look at the layout first.",
+                    vec![sh(&mut tool, "ls -R", Some("store.py"))],
+                ),
+                ask("", vec![rf(&mut tool, "README.md", Some("stock levels"))]),
+                say(ANSWERS[0]),
+            ],
+        },
+        Turn {
+            prompt: "How does the store keep items?",
+            calls: vec![
+                ask(
+                    "",
+                    vec![rf(&mut tool, "src/inventory/store.py", Some("class Store"))],
+                ),
+                ask(
+                    "Let me list its methods.",
+                    vec![sh(
+                        &mut tool,
+                        "grep -n 'def ' src/inventory/store.py",
+                        Some("def add"),
+                    )],
+                ),
+                say(ANSWERS[1]),
+            ],
+        },
+        Turn {
+            prompt: "Which tests cover the store?",
+            calls: vec![
+                ask(
+                    "",
+                    vec![
+                        sh(&mut tool, "ls tests", Some("test_store.py")),
+                        rf(&mut tool, "tests/test_store.py", Some("def test_add")),
+                    ],
+                ),
+                ask(
+                    "",
+                    vec![sh(
+                        &mut tool,
+                        "grep -c 'def test_' tests/test_store.py",
+                        Some("14"),
+                    )],
+                ),
+                say(ANSWERS[2]),
+            ],
+        },
+        Turn {
+            prompt: "What does the report module print?",
+            calls: vec![
+                ask(
+                    "",
+                    vec![rf(&mut tool, "src/inventory/report.py", Some("def render"))],
+                ),
+                ask(
+                    "And how large each module is:",
+                    vec![sh(&mut tool, "wc -l src/inventory/*.py", Some("total"))],
+                ),
+                say(ANSWERS[3]),
+            ],
+        },
+        Turn {
+            prompt: "Where is the configuration read?",
+            calls: vec![
+                ask(
+                    "",
+                    vec![sh(&mut tool, "grep -rn 'config' src", Some("load_config"))],
+                ),
+                ask("", vec![rf(&mut tool, "pyproject.toml", Some("[tool.inventory]"))]),
+                say(ANSWERS[4]),
+            ],
+        },
+        Turn {
+            prompt: "What changed in the last release?",
+            calls: vec![
+                ask("", vec![rf(&mut tool, "CHANGELOG.md", Some("## 2.4.0"))]),
+                ask(
+                    "",
+                    vec![sh(&mut tool, "head -n 5 CHANGELOG.md", Some("Changelog"))],
+                ),
+                say(ANSWERS[5]),
+            ],
+        },
+        Turn {
+            prompt: "Show me the app's entry point.",
+            calls: vec![
+                ask(
+                    "",
+                    vec![rf(&mut tool, "src/inventory/app.py", Some("def main"))],
+                ),
+                ask(
+                    "",
+                    vec![sh(
+                        &mut tool,
+                        "grep -n -A 3 'def main' src/inventory/app.py",
+                        Some("argv"),
+                    )],
+                ),
+                say(ANSWERS[6]),
+            ],
+        },
+        Turn {
+            prompt: "Are there any TODOs left?",
+            calls: vec![
+                ask(
+                    "I'll search the whole tree.",
+                    vec![sh(&mut tool, "grep -rn TODO src tests", Some("TODO"))],
+                ),
+                ask(
+                    "",
+                    vec![tool(
+                        "read_file",
+                        json!({"path": "src/inventory/report.py", "offset": 1, "limit": 20}),
+                        None,
+                    )],
+                ),
+                say(ANSWERS[7]),
+            ],
+        },
+        Turn {
+            prompt: "How big is the code base?",
+            calls: vec![
+                ask(
+                    "",
+                    vec![
+                        sh(&mut tool, "find . -name '*.py' | sort", Some("app.py")),
+                        sh(
+                            &mut tool,
+                            "wc -c README.md CHANGELOG.md pyproject.toml",
+                            Some("README.md"),
+                        ),
+                    ],
+                ),
+                ask(
+                    "",
+                    vec![sh(&mut tool, "cat src/inventory/__init__.py", Some("__version__"))],
+                ),
+                say(ANSWERS[8]),
+            ],
+        },
+        Turn {
+            prompt: "Summarize what we found, with the riskiest spot first.",
+            calls: vec![
+                ask(
+                    "",
+                    vec![tool(
+                        "read_file",
+                        json!({"path": "src/inventory/store.py", "offset": 1, "limit": 30}),
+                        None,
+                    )],
+                ),
+                ask(
+                    "",
+                    vec![sh(&mut tool, "grep -n 'raise' src/inventory/*.py", Some("raise"))],
+                ),
+                say(ANSWERS[9]),
+            ],
+        },
+    ]
+}
+
+const ANSWERS: [&str; 10] = [
+    "This is `inventory`, a small Python package that tracks stock levels for a warehouse. \
+     The code lives in `src/inventory/`: `store.py` holds the items, `report.py` prints \
+     summaries and `app.py` is the command-line entry point. Tests are in `tests/`, and \
+     `pyproject.toml` carries the package metadata and its settings.",
+    "`Store` keeps its items in a dict keyed by SKU, each an `Item` with a name, a quantity and \
+     a reorder level. `add` creates or tops up an item, `remove` takes stock out and raises \
+     `OutOfStock` when there is not enough, and `below_reorder` lists what needs ordering. \
+     Nothing is persisted: `save` and `load` write and read a JSON file when asked.",
+    "`tests/test_store.py` has 14 tests. They cover adding new and existing items, removing \
+     stock (including the `OutOfStock` error), the reorder list, and a save/load round trip \
+     through a temporary file. Nothing tests `report.py` or the command line yet.",
+    "`report.py` renders a fixed-width table: one row per item with its SKU, name, quantity \
+     and reorder level, items under their reorder level flagged with `!`, and a total line. \
+     `render` returns the text and `print_report` writes it to stdout. At about 80 lines it \
+     is the smallest of the three modules.",
+    "Configuration is read in `app.py` by `load_config`, which takes the `[tool.inventory]` \
+     table of `pyproject.toml`: the data file's path, the default reorder level and the \
+     report's width. Nothing else reads configuration; the store and the report get their \
+     settings as arguments.",
+    "Version 2.4.0 added the reorder list and the `--below` flag, made `remove` raise \
+     `OutOfStock` instead of going negative, and fixed the report's column widths for long \
+     names. 2.3.x were bug fixes to loading older data files.",
+    "`main(argv)` in `app.py` parses the arguments (`add`, `remove`, `report`, `--below`), \
+     loads the configuration and the store, runs the command, saves the store when it \
+     changed, and returns the exit code. `python -m inventory` calls it through `__main__`.",
+    "There are three TODOs: `report.py` wants a CSV output and a sort order option, and \
+     `tests/test_store.py` notes that concurrent saves are not tested. None of them marks a \
+     known bug.",
+    "The package is small: six Python files of a few hundred lines in all, with the README, \
+     the changelog and `pyproject.toml` beside them. `__init__.py` only exports the version \
+     and the two main classes.",
+    "Riskiest first: `Store.save` writes the data file in place, so a crash mid-write can \
+     lose the stock list (writing to a temporary file and renaming would fix it). Then: no \
+     tests for the report or the command line, and three TODOs in the report. The store \
+     itself is simple and well covered.",
+];
+
+// ---------------------------------------------------------------------------------------------
+// The workspace both gateways work in
+// ---------------------------------------------------------------------------------------------
+
+fn write_workspace(ws: &Path) {
+    let file = |rel: &str, text: String| {
+        let path = ws.join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    };
+    file(
+        "README.md",
+        "# inventory\n\nA small tool that tracks stock levels for a warehouse: items by SKU, \
+         quantities, reorder levels, and a printed report.\n\n## Use\n\n```sh\n\
+         python -m inventory add SKU-001 \"Hex bolts M6\" 500\npython -m inventory remove \
+         SKU-001 20\npython -m inventory report --below\n```\n\n## Layout\n\n\
+         - `src/inventory/store.py`: the items and their quantities\n\
+         - `src/inventory/report.py`: the printed report\n\
+         - `src/inventory/app.py`: the command line\n\
+         - `tests/`: the tests (pytest)\n\n## Configuration\n\nThe `[tool.inventory]` table \
+         of `pyproject.toml`: `data_file`, `reorder_level`, `report_width`.\n"
+            .to_string(),
+    );
+    file(
+        "pyproject.toml",
+        "[project]\nname = \"inventory\"\nversion = \"2.4.0\"\nrequires-python = \">=3.10\"\n\
+         dependencies = []\n\n[project.scripts]\ninventory = \"inventory.app:main\"\n\n\
+         [tool.inventory]\ndata_file = \"stock.json\"\nreorder_level = 10\nreport_width = 72\n\n\
+         [tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n"
+            .to_string(),
+    );
+    let mut changelog = String::from("# Changelog\n\n## 2.4.0\n\n- Reorder list and `--below`.\n- `remove` raises `OutOfStock` instead of going negative.\n- Report columns fit long names.\n");
+    for minor in (0..4).rev() {
+        changelog.push_str(&format!(
+            "\n## 2.3.{minor}\n\n- Load data files written by 2.{minor}.x.\n- Fix a crash on an empty store (case {minor}).\n"
+        ));
+    }
+    for minor in (0..3).rev() {
+        changelog.push_str(&format!(
+            "\n## 2.{minor}.0\n\n- Items gained reorder levels in step {minor}.\n- The report prints totals.\n"
+        ));
+    }
+    file("CHANGELOG.md", changelog);
+    file(
+        "src/inventory/__init__.py",
+        "\"\"\"Stock levels for a warehouse.\"\"\"\n\nfrom .store import Item, Store\n\n\
+         __version__ = \"2.4.0\"\n__all__ = [\"Item\", \"Store\", \"__version__\"]\n"
+            .to_string(),
+    );
+    file(
+        "src/inventory/__main__.py",
+        "import sys\n\nfrom .app import main\n\nsys.exit(main(sys.argv[1:]))\n".to_string(),
+    );
+    let mut store = String::from(
+        "\"\"\"The items and their quantities.\"\"\"\n\nimport json\nfrom dataclasses import dataclass, asdict\n\n\n\
+         class OutOfStock(Exception):\n    \"\"\"Raised when more is removed than is held.\"\"\"\n\n\n\
+         @dataclass\nclass Item:\n    sku: str\n    name: str\n    quantity: int = 0\n    reorder_level: int = 10\n\n\n\
+         class Store:\n    \"\"\"Items by SKU.\"\"\"\n\n    def __init__(self, reorder_level=10):\n        self.items = {}\n        self.reorder_level = reorder_level\n\n\
+             def add(self, sku, name, quantity):\n        \"\"\"Creates the item or tops it up.\"\"\"\n        item = self.items.get(sku)\n        if item is None:\n            item = Item(sku, name, 0, self.reorder_level)\n            self.items[sku] = item\n        item.quantity += quantity\n        return item\n\n\
+             def remove(self, sku, quantity):\n        item = self.items[sku]\n        if quantity > item.quantity:\n            raise OutOfStock(f\"{sku}: {item.quantity} held, {quantity} asked\")\n        item.quantity -= quantity\n        return item\n\n\
+             def below_reorder(self):\n        return sorted((i for i in self.items.values() if i.quantity < i.reorder_level), key=lambda i: i.sku)\n\n\
+             def save(self, path):\n        with open(path, \"w\") as f:\n            json.dump([asdict(i) for i in self.items.values()], f, indent=2)\n\n\
+             @classmethod\n    def load(cls, path, reorder_level=10):\n        store = cls(reorder_level)\n        with open(path) as f:\n            for row in json.load(f):\n                store.items[row[\"sku\"]] = Item(**row)\n        return store\n",
+    );
+    for (i, what) in ["count", "value", "skus", "names"].iter().enumerate() {
+        store.push_str(&format!(
+            "\n\ndef total_{what}(store):\n    \"\"\"The store's total {what} (helper {i}).\"\"\"\n    \
+             values = [getattr(item, \"quantity\") for item in store.items.values()]\n    \
+             if not values:\n        raise ValueError(\"empty store\")\n    return sum(values)\n"
+        ));
+    }
+    file("src/inventory/store.py", store);
+    let mut report = String::from(
+        "\"\"\"The printed report.\"\"\"\n\n# TODO: a CSV output.\n# TODO: a sort order option.\n\n\
+         HEADER = (\"SKU\", \"Name\", \"Qty\", \"Reorder\")\n\n\n\
+         def render(store, width=72, below_only=False):\n    \"\"\"The report as text.\"\"\"\n    items = store.below_reorder() if below_only else sorted(store.items.values(), key=lambda i: i.sku)\n    name_width = max(10, width - 32)\n    lines = [f\"{HEADER[0]:<12}{HEADER[1]:<{name_width}}{HEADER[2]:>8}{HEADER[3]:>10}\"]\n    lines.append(\"-\" * width)\n    for item in items:\n        flag = \"!\" if item.quantity < item.reorder_level else \" \"\n        lines.append(f\"{item.sku:<12}{item.name[:name_width]:<{name_width}}{item.quantity:>8}{item.reorder_level:>9}{flag}\")\n    lines.append(\"-\" * width)\n    lines.append(f\"{len(items)} items, {sum(i.quantity for i in items)} units\")\n    return \"\\n\".join(lines)\n\n\n\
+         def print_report(store, width=72, below_only=False):\n    print(render(store, width, below_only))\n",
+    );
+    for col in ["sku", "name", "quantity"] {
+        report.push_str(&format!(
+            "\n\ndef column_{col}(store):\n    return [getattr(item, \"{col}\") for item in store.items.values()]\n"
+        ));
+    }
+    file("src/inventory/report.py", report);
+    file(
+        "src/inventory/app.py",
+        "\"\"\"The command line.\"\"\"\n\nimport argparse\nimport os\nimport tomllib\n\n\
+         from .report import print_report\nfrom .store import OutOfStock, Store\n\n\n\
+         def load_config(path=\"pyproject.toml\"):\n    \"\"\"The [tool.inventory] table, with defaults.\"\"\"\n    config = {\"data_file\": \"stock.json\", \"reorder_level\": 10, \"report_width\": 72}\n    if os.path.exists(path):\n        with open(path, \"rb\") as f:\n            config.update(tomllib.load(f).get(\"tool\", {}).get(\"inventory\", {}))\n    return config\n\n\n\
+         def parser():\n    p = argparse.ArgumentParser(prog=\"inventory\")\n    sub = p.add_subparsers(dest=\"command\", required=True)\n    add = sub.add_parser(\"add\")\n    add.add_argument(\"sku\")\n    add.add_argument(\"name\")\n    add.add_argument(\"quantity\", type=int)\n    remove = sub.add_parser(\"remove\")\n    remove.add_argument(\"sku\")\n    remove.add_argument(\"quantity\", type=int)\n    report = sub.add_parser(\"report\")\n    report.add_argument(\"--below\", action=\"store_true\")\n    return p\n\n\n\
+         def main(argv):\n    args = parser().parse_args(argv)\n    config = load_config()\n    path = config[\"data_file\"]\n    store = Store.load(path, config[\"reorder_level\"]) if os.path.exists(path) else Store(config[\"reorder_level\"])\n    if args.command == \"add\":\n        store.add(args.sku, args.name, args.quantity)\n    elif args.command == \"remove\":\n        try:\n            store.remove(args.sku, args.quantity)\n        except OutOfStock as e:\n            print(f\"error: {e}\")\n            return 1\n    else:\n        print_report(store, config[\"report_width\"], args.below)\n        return 0\n    store.save(path)\n    return 0\n"
+            .to_string(),
+    );
+    let mut tests = String::from(
+        "import pytest\n\nfrom inventory.store import OutOfStock, Store\n\n# TODO: concurrent saves are not tested.\n\n\n\
+         def test_add_new():\n    s = Store()\n    assert s.add(\"A\", \"a\", 5).quantity == 5\n\n\n\
+         def test_add_existing():\n    s = Store()\n    s.add(\"A\", \"a\", 5)\n    assert s.add(\"A\", \"a\", 2).quantity == 7\n\n\n\
+         def test_remove_too_much():\n    s = Store()\n    s.add(\"A\", \"a\", 1)\n    with pytest.raises(OutOfStock):\n        s.remove(\"A\", 2)\n\n\n\
+         def test_save_load(tmp_path):\n    s = Store()\n    s.add(\"A\", \"a\", 3)\n    s.save(tmp_path / \"s.json\")\n    assert Store.load(tmp_path / \"s.json\").items[\"A\"].quantity == 3\n",
+    );
+    for i in 0..10 {
+        tests.push_str(&format!(
+            "\n\ndef test_remove_{i}():\n    s = Store()\n    s.add(\"S{i}\", \"item {i}\", {q})\n    s.remove(\"S{i}\", {i})\n    assert s.items[\"S{i}\"].quantity == {r}\n    assert (s.items[\"S{i}\"] in s.below_reorder()) == ({r} < 10)\n",
+            q = 10 + i * 3,
+            r = 10 + i * 2,
+        ));
+    }
+    file("tests/test_store.py", tests);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The prompt as the API caches it, and the cache
+// ---------------------------------------------------------------------------------------------
+
+fn tokens(bytes: usize) -> u64 {
+    (bytes as u64).div_ceil(4)
+}
+
+/// `v` without its `cache_control` key (an object), else `v`.
+fn unmarked(v: &Value) -> (Value, bool) {
+    match v {
+        Value::Object(m) if m.contains_key("cache_control") => {
+            let mut m = m.clone();
+            m.remove("cache_control");
+            (Value::Object(m), true)
+        }
+        _ => (v.clone(), false),
+    }
+}
+
+/// The prompt of a request as a list of pieces in cache order (model, tools, system, messages),
+/// each its compact JSON and whether a breakpoint closes it.
+fn prompt_pieces(body: &Value) -> Vec<(String, bool)> {
+    let mut out: Vec<(String, bool)> = Vec::new();
+    out.push((json!({"model": body["model"]}).to_string(), false));
+    for tool in body["tools"].as_array().into_iter().flatten() {
+        let (t, marked) = unmarked(tool);
+        out.push((t.to_string(), marked));
+    }
+    // A string is a single text block to the API: the same tokens, the same cache prefix.
+    let text_block = |s: &Value| json!({"type": "text", "text": s});
+    match &body["system"] {
+        Value::String(_) => out.push((json!({"system": text_block(&body["system"])}).to_string(), false)),
+        Value::Array(blocks) => {
+            for b in blocks {
+                let (b, marked) = unmarked(b);
+                out.push((json!({"system": b}).to_string(), marked));
+            }
+        }
+        _ => {}
+    }
+    for m in body["messages"].as_array().into_iter().flatten() {
+        let role = &m["role"];
+        let (_, whole_marked) = unmarked(m);
+        let mut parts: Vec<(Value, bool)> = match &m["content"] {
+            Value::Array(blocks) => blocks.iter().map(unmarked).collect(),
+            Value::Null => Vec::new(),
+            Value::String(_) => vec![(text_block(&m["content"]), false)],
+            other => vec![(other.clone(), false)],
+        };
+        // Chat Completions: the tool calls and the id a tool result answers are prompt too.
+        for call in m["tool_calls"].as_array().into_iter().flatten() {
+            parts.push(unmarked(call));
+        }
+        if parts.is_empty() {
+            parts.push((Value::Null, false));
+        }
+        if whole_marked {
+            parts.last_mut().unwrap().1 = true;
+        }
+        for (part, marked) in parts {
+            let piece = match m.get("tool_call_id") {
+                Some(id) => json!({"role": role, "tool_call_id": id, "part": part}),
+                None => json!({"role": role, "part": part}),
+            };
+            out.push((piece.to_string(), marked));
+        }
+    }
+    out
+}
+
+/// One model call as measured.
+#[derive(Clone, Debug)]
+struct Measured {
+    /// Scripted call number (0-based), `None` for a call outside the script.
+    step: Option<usize>,
+    body_bytes: usize,
+    input: u64,
+    cache_read: u64,
+    cache_write: u64,
+    uncached: u64,
+    output: u64,
+    breakpoints: usize,
+    tools: usize,
+}
+
+impl Measured {
+    fn usage(&self) -> TokenUsage {
+        TokenUsage {
+            input: self.input,
+            output: self.output,
+            cache_read: self.cache_read,
+            cache_write: self.cache_write,
+            ..TokenUsage::default()
+        }
+    }
+
+    fn usd(&self) -> f64 {
+        usd(&self.usage())
+    }
+}
+
+/// Hermes' price of `usage` for Claude Sonnet 4.5 at Anthropic.
+fn usd(usage: &TokenUsage) -> f64 {
+    pricing::price("anthropic", "https://api.anthropic.com", MODEL_PRICED, usage)
+        .usd
+        .expect("claude-sonnet-4-5 is in the price table")
+}
+
+/// The simulated prompt cache: every breakpoint prefix written so far, as (length, hash).
+#[derive(Default)]
+struct Cache {
+    seen: HashSet<(usize, u64)>,
+}
+
+impl Cache {
+    /// The request's input split into read, written and uncached tokens (the cache updated).
+    fn account(&mut self, body: &Value) -> (u64, u64, u64, u64, usize) {
+        let pieces = prompt_pieces(body);
+        let mut hasher = DefaultHasher::new();
+        let mut bytes = 0usize;
+        let mut marks = Vec::new();
+        let mut breakpoints = 0;
+        for (text, marked) in &pieces {
+            hasher.write(text.as_bytes());
+            bytes += text.len();
+            if *marked {
+                breakpoints += 1;
+                if tokens(bytes) >= MIN_CACHE_TOKENS {
+                    marks.push((bytes, hasher.finish()));
+                }
+            }
+        }
+        let read = marks
+            .iter()
+            .filter(|m| self.seen.contains(m))
+            .map(|m| m.0)
+            .max()
+            .unwrap_or(0);
+        let last = marks.iter().map(|m| m.0).max().unwrap_or(0);
+        self.seen.extend(marks);
+        let input = tokens(bytes);
+        let (read_t, last_t) = (tokens(read), tokens(last));
+        (input, read_t, last_t - read_t, input - last_t, breakpoints)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fake model
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Wire {
+    Anthropic,
+    OpenRouter,
+}
+
+impl Wire {
+    fn name(self) -> &'static str {
+        match self {
+            Wire::Anthropic => "anthropic",
+            Wire::OpenRouter => "openrouter",
+        }
+    }
+}
+
+struct FakeState {
+    next: usize,
+    cache: Cache,
+    measured: Vec<Measured>,
+}
+
+/// Every user text of a request (tool results aside).
+fn user_texts(body: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in body["messages"].as_array().into_iter().flatten() {
+        if m["role"] != "user" {
+            continue;
+        }
+        match &m["content"] {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(blocks) => {
+                for b in blocks {
+                    if b["type"] == "text" {
+                        out.push(b["text"].as_str().unwrap_or("").to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A call of the scripted conversation: it offers tools and every user text in it is one of the
+/// script's prompts.
+fn is_scripted(body: &Value, prompts: &[&str]) -> bool {
+    let has_tools = body["tools"].as_array().is_some_and(|t| !t.is_empty());
+    let texts = user_texts(body);
+    has_tools
+        && !texts.is_empty()
+        && texts
+            .iter()
+            .all(|t| prompts.iter().any(|p| t.contains(p)))
+}
+
+fn start_fake(wire: Wire, calls: Arc<Vec<Call>>, prompts: Vec<&'static str>) -> (MockAi, Arc<Mutex<FakeState>>) {
+    let state = Arc::new(Mutex::new(FakeState {
+        next: 0,
+        cache: Cache::default(),
+        measured: Vec::new(),
+    }));
+    let st = state.clone();
+    let mock = MockAi::start(move |req: &Recorded| {
+        let api = req.method == "POST"
+            && (req.path.ends_with("/v1/messages") || req.path.ends_with("/chat/completions"));
+        if !api {
+            return Reply::status(404, r#"{"error":{"message":"not here"}}"#);
+        }
+        let mut st = st.lock().unwrap();
+        let step = if is_scripted(&req.body, &prompts) {
+            let k = st.next;
+            st.next += 1;
+            Some(k)
+        } else {
+            None
+        };
+        let call = step.and_then(|k| calls.get(k));
+        if step.is_some() && call.is_none() {
+            return Reply::status(500, r#"{"error":{"message":"bench: past the script"}}"#);
+        }
+        let (input, cache_read, cache_write, uncached, breakpoints) = st.cache.account(&req.body);
+        let output = call.map_or(tokens(OTHER_ANSWER.len()), Call::output_tokens);
+        st.measured.push(Measured {
+            step,
+            body_bytes: req.body_raw.len(),
+            input,
+            cache_read,
+            cache_write,
+            uncached,
+            output,
+            breakpoints,
+            tools: req.body["tools"].as_array().map_or(0, Vec::len),
+        });
+        let streamed = req.body["stream"] == json!(true);
+        let usage = (uncached, cache_read, cache_write, output);
+        match (wire, call) {
+            (Wire::Anthropic, Some(call)) => anthropic_answer(call, usage),
+            (Wire::Anthropic, None) if streamed => {
+                msgs::reply(msgs::text_answer(&[OTHER_ANSWER], msgs::Usage(uncached, cache_read, cache_write, output)))
+            }
+            (Wire::Anthropic, None) => Reply::status(
+                200,
+                &json!({"id": "msg_other", "type": "message", "role": "assistant",
+                        "model": "claude-sonnet-4-5-20250929",
+                        "content": [{"type": "text", "text": OTHER_ANSWER}],
+                        "stop_reason": "end_turn", "stop_sequence": null,
+                        "usage": {"input_tokens": uncached, "output_tokens": output,
+                                  "cache_read_input_tokens": cache_read,
+                                  "cache_creation_input_tokens": cache_write}})
+                .to_string(),
+            ),
+            (Wire::OpenRouter, Some(call)) => chat_answer(call, input, output),
+            (Wire::OpenRouter, None) if streamed => Reply::Stream(Stream::new(
+                mockai::text_events(&[OTHER_ANSWER], "stop", Some((input, output))),
+            )),
+            (Wire::OpenRouter, None) => Reply::status(
+                200,
+                &json!({"id": "chatcmpl-other", "object": "chat.completion", "created": 1700000000,
+                        "model": "anthropic/claude-sonnet-4.5",
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": OTHER_ANSWER}}],
+                        "usage": {"prompt_tokens": input, "completion_tokens": output,
+                                  "total_tokens": input + output}})
+                .to_string(),
+            ),
+        }
+    });
+    (mock, state)
+}
+
+/// What the fake answers a call outside the script.
+const OTHER_ANSWER: &str = "Warehouse inventory overview";
+
+fn anthropic_answer(call: &Call, (uncached, read, write, output): (u64, u64, u64, u64)) -> Reply {
+    let mut ev = vec![msgs::message_start(uncached, read, write)];
+    let mut index = 0;
+    if !call.text.is_empty() {
+        ev.extend([
+            msgs::text_start(0),
+            msgs::text_delta(0, call.text),
+            msgs::block_stop(0),
+        ]);
+        index = 1;
+    }
+    for t in &call.tools {
+        ev.extend([
+            msgs::tool_use_start(index, &t.id, t.name),
+            msgs::input_delta(index, &t.input.to_string()),
+            msgs::block_stop(index),
+        ]);
+        index += 1;
+    }
+    let stop = if call.tools.is_empty() { "end_turn" } else { "tool_use" };
+    ev.extend([msgs::message_delta(stop, output), msgs::message_stop()]);
+    msgs::reply(ev)
+}
+
+fn chat_answer(call: &Call, input: u64, output: u64) -> Reply {
+    let mut ev = vec![mockai::ev_role()];
+    if !call.text.is_empty() {
+        ev.push(mockai::ev_text(call.text));
+    }
+    for (i, t) in call.tools.iter().enumerate() {
+        ev.push(mockai::ev_tool_start(i as u64, &t.id, t.name, &t.input.to_string()));
+    }
+    let finish = if call.tools.is_empty() { "stop" } else { "tool_calls" };
+    ev.push(mockai::ev_finish(finish));
+    ev.push(mockai::ev_usage(input, output));
+    Reply::Stream(Stream::new(ev))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Driving a gateway as the TUI does
+// ---------------------------------------------------------------------------------------------
+
+struct Gateway {
+    name: &'static str,
+    /// The program the TUI would spawn as `HERMES_PYTHON`.
+    program: PathBuf,
+}
+
+struct Run {
+    measured: Vec<Measured>,
+    requests: Vec<Recorded>,
+    answers: Vec<String>,
+    seconds: f64,
+}
+
+fn write_home(home: &Path, wire: Wire, mock: &MockAi) {
+    fs::create_dir_all(home).unwrap();
+    let (config, env) = match wire {
+        Wire::Anthropic => (
+            "model:\n  default: claude-sonnet-4-5\n  provider: anthropic\n".to_string(),
+            format!(
+                "ANTHROPIC_API_KEY=sk-ant-api03-bench\nANTHROPIC_BASE_URL=http://127.0.0.1:{}\n",
+                mock.port
+            ),
+        ),
+        Wire::OpenRouter => (
+            "model:\n  default: anthropic/claude-sonnet-4.5\n  provider: openrouter\n".to_string(),
+            "OPENROUTER_API_KEY=sk-or-v1-bench\nOPENROUTER_BASE_URL=http://openrouter.ai/api/v1\n"
+                .to_string(),
+        ),
+    };
+    fs::write(home.join("config.yaml"), config).unwrap();
+    fs::write(home.join(".env"), env).unwrap();
+}
+
+fn run_gateway(
+    gw: &Gateway,
+    wire: Wire,
+    dir: &Path,
+    tag: &str,
+    turns: &[Turn],
+    calls: &Arc<Vec<Call>>,
+) -> Result<Run, String> {
+    let prompts: Vec<&'static str> = turns.iter().map(|t| t.prompt).collect();
+    let (mock, state) = start_fake(wire, calls.clone(), prompts);
+    // Same-length paths for both gateways: the working directory is in Hermes' system prompt.
+    let root = dir.join(tag);
+    let (home, ws, user_home) = (root.join("home"), root.join("ws"), root.join("user"));
+    write_home(&home, wire, &mock);
+    write_workspace(&ws);
+    fs::create_dir_all(&user_home).unwrap();
+    let stderr = fs::File::create(root.join("gateway.stderr")).map_err(|e| e.to_string())?;
+    let mut cmd = Client::gateway_command(&gw.program);
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()))
+        .env("HOME", &user_home)
+        .env("LANG", "C.UTF-8")
+        .env("TZ", "UTC")
+        .env("HERMES_HOME", &home)
+        .env("HERMES_CWD", &ws)
+        .current_dir(&ws)
+        .stderr(stderr);
+    if wire == Wire::OpenRouter {
+        cmd.env("http_proxy", format!("http://127.0.0.1:{}", mock.port));
+    }
+    let started = Instant::now();
+    let mut client =
+        Client::spawn(&mut cmd).map_err(|e| format!("cannot start {}: {e}", gw.program.display()))?;
+    let fail = |what: String| {
+        format!(
+            "{} ({}): {what}; its stderr is in {}",
+            gw.name,
+            wire.name(),
+            root.join("gateway.stderr").display()
+        )
+    };
+    client
+        .wait_event("gateway.ready", Instant::now() + READY)
+        .map_err(|e| fail(format!("no gateway.ready: {e}")))?;
+    let created = client
+        .call("session.create", json!({"cols": 100}), Instant::now() + READY)
+        .map_err(|e| fail(format!("session.create: {e}")))?;
+    let sid = created["session_id"]
+        .as_str()
+        .ok_or_else(|| fail(format!("session.create answered {created}")))?
+        .to_string();
+    let mut answers = Vec::new();
+    for turn in turns {
+        let id = client
+            .send_request("prompt.submit", json!({"session_id": sid, "text": turn.prompt}))
+            .map_err(|e| fail(format!("prompt.submit: {e}")))?;
+        let deadline = Instant::now() + TURN;
+        loop {
+            let frame = client
+                .next_frame(deadline)
+                .map_err(|e| fail(format!("waiting for message.complete: {e}")))?;
+            if frame.get("id") == Some(&id) && frame.get("error").is_some() {
+                return Err(fail(format!("prompt.submit refused: {frame}")));
+            }
+            if frame.get("method").is_some() && frame.get("id").is_some() {
+                return Err(fail(format!("the gateway asked something: {frame}")));
+            }
+            match event_type(&frame) {
+                Some("approval.request" | "clarify.request" | "error") => {
+                    return Err(fail(format!("unexpected event: {frame}")));
+                }
+                Some("message.complete") if frame["params"]["session_id"] == json!(sid) => {
+                    let p = &frame["params"]["payload"];
+                    if p["status"] == json!("error") || !p["error"].is_null() {
+                        return Err(fail(format!("the turn failed: {p}")));
+                    }
+                    answers.push(p["text"].as_str().unwrap_or("").to_string());
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    if client.close(Instant::now() + Duration::from_secs(20)).is_err() {
+        eprintln!("{}: did not exit within 20 s of its stdin closing; killed", gw.name);
+    }
+    let requests = mock.requests();
+    let measured = state.lock().unwrap().measured.clone();
+    Ok(Run {
+        measured,
+        requests,
+        answers,
+        seconds,
+    })
+}
+
+/// The text of the result a request carries for tool call `id`, if any.
+fn tool_result(body: &Value, id: &str) -> Option<String> {
+    for m in body["messages"].as_array().into_iter().flatten() {
+        if m["role"] == "tool" && m["tool_call_id"] == json!(id) {
+            return Some(mockai::content_text(&m["content"]));
+        }
+        for b in m["content"].as_array().into_iter().flatten() {
+            if b["type"] == "tool_result" && b["tool_use_id"] == json!(id) {
+                return Some(match &b["content"] {
+                    Value::String(s) => s.clone(),
+                    other => mockai::content_text(other),
+                });
+            }
+        }
+    }
+    None
+}
+
+/// Checks that the gateway followed the script: 30 scripted calls, each tool's result sent back
+/// with what the tool must have found, each turn ending on the scripted answer.
+fn check(name: &str, run: &Run, turns: &[Turn], calls: &[Call], prompts: &[&str]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let scripted: Vec<&Recorded> = run
+        .requests
+        .iter()
+        .filter(|r| r.method == "POST" && is_scripted(&r.body, prompts))
+        .collect();
+    if scripted.len() != calls.len() {
+        problems.push(format!(
+            "{name}: {} scripted calls, expected {}",
+            scripted.len(),
+            calls.len()
+        ));
+    }
+    for (k, call) in calls.iter().enumerate() {
+        let Some(next) = scripted.get(k + 1) else { break };
+        for t in &call.tools {
+            match tool_result(&next.body, &t.id) {
+                None => problems.push(format!("{name}: call {} lacks the result of {}", k + 2, t.id)),
+                Some(text) => {
+                    if let Some(want) = t.expect
+                        && !text.contains(want)
+                    {
+                        problems.push(format!(
+                            "{name}: {} {} gave {:?}, without {want:?}",
+                            t.name,
+                            t.input,
+                            text.chars().take(300).collect::<String>()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    for (i, turn) in turns.iter().enumerate() {
+        let want = turn.calls.last().map_or("", |c| c.text);
+        match run.answers.get(i) {
+            // Ours also carries the turn's earlier texts ("I'll look at the layout first.").
+            Some(got) if got.trim().ends_with(want.trim()) => {}
+            got => problems.push(format!("{name}: turn {} ended with {got:?}", i + 1)),
+        }
+    }
+    problems
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+// ---------------------------------------------------------------------------------------------
+
+fn stats(v: &[f64]) -> (f64, f64, f64) {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let median = if s.is_empty() {
+        0.0
+    } else if s.len() % 2 == 1 {
+        s[s.len() / 2]
+    } else {
+        (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
+    };
+    (
+        s.first().copied().unwrap_or(0.0),
+        median,
+        s.last().copied().unwrap_or(0.0),
+    )
+}
+
+struct Totals {
+    usage: TokenUsage,
+    uncached: u64,
+    usd: f64,
+    calls: usize,
+}
+
+fn totals<'a>(ms: impl Iterator<Item = &'a Measured>) -> Totals {
+    let mut t = Totals {
+        usage: TokenUsage::default(),
+        uncached: 0,
+        usd: 0.0,
+        calls: 0,
+    };
+    for m in ms {
+        t.usage.input += m.input;
+        t.usage.output += m.output;
+        t.usage.cache_read += m.cache_read;
+        t.usage.cache_write += m.cache_write;
+        t.uncached += m.uncached;
+        t.usd += m.usd();
+        t.calls += 1;
+    }
+    t
+}
+
+fn report(wire: Wire, hermes: &Run, ours: &Run, calls: usize) -> bool {
+    let scripted = |r: &Run| -> Vec<Measured> {
+        let mut v: Vec<Measured> = r.measured.iter().filter(|m| m.step.is_some()).cloned().collect();
+        v.sort_by_key(|m| m.step);
+        v
+    };
+    let (h, o) = (scripted(hermes), scripted(ours));
+    println!("\n## wire: {} ({} scripted calls)\n", wire.name(), calls);
+    println!(
+        "time for the whole session: Hermes {:.1} s, ours {:.1} s\n",
+        hermes.seconds, ours.seconds
+    );
+    println!("| call | Hermes bytes | ours bytes | ratio | Hermes tokens | ours tokens | ratio | Hermes read/write/uncached | ours read/write/uncached | Hermes $ | ours $ |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let mut every_call_smaller = true;
+    for (a, b) in h.iter().zip(&o) {
+        if b.body_bytes >= a.body_bytes {
+            every_call_smaller = false;
+        }
+        println!(
+            "| {} | {} | {} | {:.3} | {} | {} | {:.3} | {}/{}/{} | {}/{}/{} | {:.4} | {:.4} |",
+            a.step.unwrap() + 1,
+            a.body_bytes,
+            b.body_bytes,
+            b.body_bytes as f64 / a.body_bytes as f64,
+            a.input,
+            b.input,
+            b.input as f64 / a.input as f64,
+            a.cache_read,
+            a.cache_write,
+            a.uncached,
+            b.cache_read,
+            b.cache_write,
+            b.uncached,
+            a.usd(),
+            b.usd(),
+        );
+    }
+    let col = |v: &[Measured], f: fn(&Measured) -> f64| v.iter().map(f).collect::<Vec<f64>>();
+    let ratios = |f: fn(&Measured) -> f64| -> Vec<f64> {
+        h.iter().zip(&o).map(|(a, b)| f(b) / f(a)).collect()
+    };
+    println!("\n| per call | Hermes min / median / max | ours min / median / max | ratio ours/Hermes min / median / max |");
+    println!("|---|---|---|---|");
+    for (what, f) in [
+        ("request body, bytes", (|m: &Measured| m.body_bytes as f64) as fn(&Measured) -> f64),
+        ("input tokens (prompt bytes / 4)", |m: &Measured| m.input as f64),
+        ("tools offered", |m: &Measured| m.tools as f64),
+        ("cache breakpoints", |m: &Measured| m.breakpoints as f64),
+    ] {
+        let (a, b, r) = (stats(&col(&h, f)), stats(&col(&o, f)), stats(&ratios(f)));
+        println!(
+            "| {what} | {:.0} / {:.0} / {:.0} | {:.0} / {:.0} / {:.0} | {:.3} / {:.3} / {:.3} |",
+            a.0, a.1, a.2, b.0, b.1, b.2, r.0, r.1, r.2
+        );
+    }
+    let (th, to) = (totals(h.iter()), totals(o.iter()));
+    let (xh, xo) = (
+        totals(hermes.measured.iter().filter(|m| m.step.is_none())),
+        totals(ours.measured.iter().filter(|m| m.step.is_none())),
+    );
+    println!("\n| session ({} calls) | Hermes | ours | ratio |", calls);
+    println!("|---|---|---|---|");
+    let row = |what: &str, a: f64, b: f64| {
+        println!("| {what} | {a:.0} | {b:.0} | {:.3} |", b / a);
+    };
+    row("input tokens", th.usage.input as f64, to.usage.input as f64);
+    row("  cache read", th.usage.cache_read as f64, to.usage.cache_read as f64);
+    row("  cache write", th.usage.cache_write as f64, to.usage.cache_write as f64);
+    row("  uncached", th.uncached as f64, to.uncached as f64);
+    row("output tokens", th.usage.output as f64, to.usage.output as f64);
+    println!(
+        "| **cost, USD** | **{:.4}** | **{:.4}** | **{:.3}** |",
+        th.usd,
+        to.usd,
+        to.usd / th.usd
+    );
+    println!(
+        "| calls outside the script (count, USD) | {}, {:.4} | {}, {:.4} | |",
+        xh.calls, xh.usd, xo.calls, xo.usd
+    );
+    let (all_h, all_o) = (th.usd + xh.usd, to.usd + xo.usd);
+    println!(
+        "| every call of the session, USD | {all_h:.4} | {all_o:.4} | {:.3} |",
+        all_o / all_h
+    );
+    let half = to.usd <= th.usd / 2.0 && all_o <= all_h / 2.0;
+    println!(
+        "\ntargets: every call under Hermes' size: {}; cost at most half of Hermes': {}",
+        if every_call_smaller { "met" } else { "NOT met" },
+        if half { "met" } else { "NOT met" }
+    );
+    every_call_smaller && half
+}
+
+fn dump(dir: &Path, wire: Wire, name: &str, run: &Run) {
+    let d = dir.join(wire.name()).join(name);
+    fs::create_dir_all(&d).unwrap();
+    for (i, r) in run.requests.iter().enumerate() {
+        let file = format!(
+            "{i:03}-{}.json",
+            r.path.rsplit('/').next().unwrap_or("request")
+        );
+        fs::write(d.join(file), &r.body_raw).unwrap();
+    }
+}
+
+fn main() {
+    let wires = match arg_string("--wire", "both").as_str() {
+        "anthropic" => vec![Wire::Anthropic],
+        "openrouter" => vec![Wire::OpenRouter],
+        "both" => vec![Wire::Anthropic, Wire::OpenRouter],
+        other => panic!("--wire: anthropic, openrouter or both, not {other}"),
+    };
+    let python = arg_string("--hermes-python", "target/hermes-venv/bin/python");
+    // Absolute (the gateway runs in its workspace), symlinks kept (a venv's python is one).
+    let python = std::path::absolute(PathBuf::from(python)).expect("--hermes-python");
+    let probe = Command::new(&python)
+        .args(["-c", "import tui_gateway.server"])
+        .env("HERMES_HOME", std::env::temp_dir().join("hermes-bench-probe-unused"))
+        .output();
+    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!(
+            "error: {} cannot import Hermes' tui_gateway; run `bash benches/hermes_side_by_side.sh`, \
+             which installs it (target/hermes-venv), or pass --hermes-python",
+            python.display()
+        );
+        std::process::exit(2);
+    }
+    let dump_dir = {
+        let d = arg_string("--dump", "");
+        (!d.is_empty()).then(|| PathBuf::from(d))
+    };
+    let hermes = Gateway {
+        name: "Hermes",
+        program: python,
+    };
+    let ours = Gateway {
+        name: "ours",
+        program: gateway_bin(),
+    };
+    let turns = script();
+    let prompts: Vec<&str> = turns.iter().map(|t| t.prompt).collect();
+    let calls: Arc<Vec<Call>> = Arc::new(
+        script()
+            .into_iter()
+            .flat_map(|t| t.calls)
+            .collect(),
+    );
+    println!(
+        "# Side by side with Hermes' Python gateway ({} user turns, {} model calls)",
+        turns.len(),
+        calls.len()
+    );
+    let mut all_met = true;
+    for wire in wires {
+        let dir = TempDir::new("hermes-side");
+        let hermes_run = run_gateway(&hermes, wire, dir.path(), "py", &turns, &calls);
+        let ours_run = run_gateway(&ours, wire, dir.path(), "rs", &turns, &calls);
+        let (hermes_run, ours_run) = match (hermes_run, ours_run) {
+            (Ok(h), Ok(o)) => (h, o),
+            (h, o) => {
+                for e in [h.err(), o.err()].into_iter().flatten() {
+                    eprintln!("error: {e}");
+                }
+                eprintln!("(the run's files are kept in {})", dir.keep().display());
+                std::process::exit(1);
+            }
+        };
+        if let Some(d) = &dump_dir {
+            dump(d, wire, "hermes", &hermes_run);
+            dump(d, wire, "ours", &ours_run);
+        }
+        let mut problems = check("Hermes", &hermes_run, &turns, &calls, &prompts);
+        problems.extend(check("ours", &ours_run, &turns, &calls, &prompts));
+        for p in &problems {
+            eprintln!("script not followed: {p}");
+        }
+        if !problems.is_empty() {
+            eprintln!("(the run's files are kept in {})", dir.keep().display());
+            std::process::exit(1);
+        }
+        all_met &= report(wire, &hermes_run, &ours_run, calls.len());
+    }
+    println!(
+        "\nall targets {}",
+        if all_met { "met" } else { "NOT all met" }
+    );
+}
