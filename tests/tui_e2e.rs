@@ -631,6 +631,82 @@ fn a_network_model_from_config_yaml_runs_a_tool_turn() {
     tui.quit();
 }
 
+#[test]
+fn model_moves_a_session_between_the_three_apis() {
+    // One fake per API: Chat Completions (the configured endpoint), Anthropic's Messages
+    // (ANTHROPIC_BASE_URL) and the Responses API (XAI_BASE_URL); the keys as exported values.
+    let m = marker();
+    let chat = mockai::MockAi::start(move |r| {
+        if r.path.ends_with("/models") {
+            return mockai::Reply::status(200, r#"{"object":"list","data":[{"id":"mock-model"}]}"#);
+        }
+        mockai::Reply::text(&["chat ", "answers"], (10, 2))
+    });
+    let claude = mockai::MockAi::start(|_| {
+        use mockai::anthropic::{Usage, reply, text_answer};
+        reply(text_answer(&["claude ", "answers"], Usage(10, 0, 0, 2)))
+    });
+    let grok = mockai::MockAi::start(|_| {
+        use mockai::responses::{Answer, reply, usage};
+        reply(
+            Answer::new()
+                .text("msg_1", &["grok ", "answers"])
+                .completed(usage(10, 0, 2, 0)),
+        )
+    });
+    let yaml = format!(
+        "model:\n  default: mock-model\n  provider: custom\n  base_url: {}\n",
+        chat.base_url()
+    );
+    let env = [
+        ("ANTHROPIC_API_KEY", format!("sk-ant-api03-{m}")),
+        ("ANTHROPIC_BASE_URL", claude.base_url()),
+        ("XAI_API_KEY", format!("xai-{m}")),
+        ("XAI_BASE_URL", grok.base_url()),
+    ];
+    let Some(tui) = Tui::start(
+        "switch-apis",
+        Opts {
+            config_yaml: Some(yaml),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+            ..Opts::default()
+        },
+    ) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.submit("first, on chat");
+    tui.wait_for("chat answers", T);
+    tui.wait_ready(T);
+    for (command, answer, fake) in [
+        (
+            "/model claude-sonnet-4-5 --provider anthropic",
+            "claude answers",
+            &claude,
+        ),
+        ("/model grok-4 --provider xai", "grok answers", &grok),
+    ] {
+        tui.submit(command);
+        tui.wait_call("config.set", T);
+        tui.wait_for(command.split_whitespace().nth(1).unwrap_or(""), T);
+        tui.wait_ready(T);
+        tui.submit("your turn");
+        // The answer's own line (the prompt does not hold its text).
+        tui.wait_screen(answer, T, |screen| screen.contains(answer));
+        tui.wait_ready(T);
+        let r = fake.wait_requests(1, T).pop().unwrap();
+        // The conversation so far went along in this API's shape.
+        assert!(r.body.to_string().contains("first, on chat"), "{}", r.body);
+    }
+    assert_eq!(claude.requests()[0].path, "/v1/messages");
+    assert!(grok.requests()[0].path.ends_with("/responses"));
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}
+
 /// Commands `/help` lists that this sweep does not type: they end the TUI (tested by the quit
 /// scenarios).
 const ENDS_THE_TUI: [&str; 4] = ["/quit", "/exit", "/q", "/update"];

@@ -96,18 +96,7 @@ fn parse_since(v: &str, now: f64) -> Result<f64, String> {
     if !(1970..=9999).contains(&y) || !(1..=12).contains(&m) || !(1..=31).contains(&d) {
         return Err(bad());
     }
-    Ok(days_from_civil(y, m, d) as f64 * 86_400.0)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    Ok(crate::util::days_from_civil(y, m, d) as f64 * 86_400.0)
 }
 
 pub fn run(args: &[String]) -> i32 {

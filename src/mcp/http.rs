@@ -29,9 +29,9 @@ use serde_json::Value;
 use super::config::ServerConfig;
 use super::wire::{self, Incoming};
 use super::{LINE_MAX, McpOwners};
-use crate::model::catalog::describe;
 use crate::model::connect::{self, Failure, Proxy};
 use crate::model::http::{Response, Url, tls_refusal};
+use crate::model::oneshot::describe;
 use crate::tools::Timer;
 
 /// Bytes one answer may bring (an SSE stream counts all its events, comments included).

@@ -6,6 +6,26 @@ use serde_json::{Map, Value};
 use super::logins::Login;
 use super::wire::Wire;
 
+/// Providers whose API follows the model asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ByModel {
+    /// OpenCode's gateways (`zen`: Zen's rules, else Go's).
+    OpenCode { zen: bool },
+    /// GitHub Copilot.
+    Copilot,
+}
+
+impl ByModel {
+    /// The wire `model` is asked in.
+    pub fn wire(self, model: &str) -> Wire {
+        let mode = match self {
+            ByModel::OpenCode { zen } => super::providers::api_mode_for_opencode(zen, model),
+            ByModel::Copilot => super::providers::api_mode_for_copilot(model),
+        };
+        Wire::from_api_mode(mode).unwrap_or(Wire::ChatCompletions)
+    }
+}
+
 /// One model endpoint, resolved from flags, environment, `.env`, `auth.json` and config.yaml.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Endpoint {
@@ -16,6 +36,9 @@ pub struct Endpoint {
     /// Where the key comes from (a variable's name, `model.api_key`), for a refused key's hint.
     pub key_name: String,
     pub wire: Wire,
+    /// For a provider whose API depends on the model (OpenCode's, Copilot's): the rule that
+    /// picks the wire of the model a request names, which a session's `/model` may change.
+    pub wire_by_model: Option<ByModel>,
     /// The model new sessions get.
     pub model: String,
     /// Headers every request carries (a `providers:` entry's `extra_headers`, attribution).
@@ -39,6 +62,7 @@ impl Endpoint {
             api_key,
             key_name: String::new(),
             wire,
+            wire_by_model: None,
             model: String::new(),
             headers: Vec::new(),
             extra_body: Map::new(),

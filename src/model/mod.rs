@@ -10,6 +10,7 @@ pub mod http;
 mod login_call;
 pub mod logins;
 pub mod offline;
+pub mod oneshot;
 pub mod pricing;
 pub mod providers;
 pub mod remote;

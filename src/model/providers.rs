@@ -483,6 +483,23 @@ pub fn api_mode_for_opencode(zen: bool, model: &str) -> &'static str {
     }
 }
 
+/// GitHub Copilot serves GPT-5 and later (but the mini) on Responses.
+pub fn api_mode_for_copilot(model: &str) -> &'static str {
+    let model = model.to_ascii_lowercase();
+    let major = model
+        .strip_prefix("gpt-")
+        .map(|r| {
+            r.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        })
+        .and_then(|d| d.parse::<u32>().ok());
+    match major {
+        Some(n) if n >= 5 && !model.starts_with("gpt-5-mini") => "codex_responses",
+        _ => "chat_completions",
+    }
+}
+
 /// The lower-cased host of a URL (or of a bare host).
 pub fn host_of(url: &str) -> String {
     let rest = url.trim();

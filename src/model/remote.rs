@@ -63,9 +63,16 @@ impl RemoteProvider {
         self.idle.pop().map(|(t, _)| t)
     }
 
+    /// The API a request for `model` goes out in.
+    fn wire_for(&self, model: &str) -> super::wire::Wire {
+        self.endpoint
+            .wire_by_model
+            .map_or(self.endpoint.wire, |rule| rule.wire(model))
+    }
+
     /// The whole HTTP message of a request.
     fn http_message(&self, req: &ModelRequest<'_>) -> Vec<u8> {
-        let mut wire = self.endpoint.wire.request(req, &self.endpoint);
+        let mut wire = self.wire_for(req.model).request(req, &self.endpoint);
         if let Some(body) = wire.body.as_object_mut() {
             for (k, v) in &self.endpoint.extra_body {
                 body.insert(k.clone(), v.clone());
@@ -150,7 +157,7 @@ impl Provider for RemoteProvider {
             &self.to,
             req.model,
             message,
-            self.endpoint.wire.decoder_for(&req, &self.endpoint),
+            self.wire_for(req.model).decoder_for(&req, &self.endpoint),
             reuse,
             ctx,
             now,

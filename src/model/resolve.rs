@@ -10,7 +10,7 @@
 use serde_json::{Map, Value};
 use yaml_rust2::Yaml;
 
-use super::endpoint::Endpoint;
+use super::endpoint::{ByModel, Endpoint};
 use super::logins::{self, Kind};
 use super::providers::{self, Login, ProviderSpec, Speaks};
 use super::wire::Wire;
@@ -317,15 +317,24 @@ impl Resolver<'_, '_> {
             Speaks::OpenCode { zen } => {
                 providers::api_mode_for_opencode(zen, model.as_deref().unwrap_or("")).into()
             }
-            Speaks::ByUrl if p.id == "copilot" => copilot_api_mode(model.as_deref()).into(),
+            Speaks::ByUrl if p.id == "copilot" => {
+                providers::api_mode_for_copilot(model.as_deref().unwrap_or("")).into()
+            }
             Speaks::ByUrl => self
                 .model_str("api_mode")
                 .filter(|_| self.model_str("provider").is_none() || configured_here)
                 .or_else(|| providers::api_mode_for_url(&base).map(str::to_string))
                 .unwrap_or_else(|| "chat_completions".into()),
         };
+        let wire_by_model = match p.speaks {
+            Speaks::OpenCode { zen } => Some(ByModel::OpenCode { zen }),
+            Speaks::ByUrl if p.id == "copilot" => Some(ByModel::Copilot),
+            _ => None,
+        };
+        // OpenCode's base stays Chat Completions' (`…/v1`): the Messages wire takes a base that
+        // ends `/v1` too, and a session's `/model` may move between them.
         if matches!(p.speaks, Speaks::OpenCode { .. }) {
-            base = opencode_base(&base, &api_mode);
+            base = opencode_base(&base, "chat_completions");
         }
         let headers = match p.id {
             "openrouter" => openrouter_headers(),
@@ -335,6 +344,7 @@ impl Resolver<'_, '_> {
             model,
             headers,
             login: login_kind(p).map(|kind| logins::Login::of(kind, self.inp.env)),
+            wire_by_model,
             ..Draft::new(p.id, &base, key, api_mode)
         })
     }
@@ -494,6 +504,7 @@ impl Resolver<'_, '_> {
         e.model = model;
         e.headers = d.headers;
         e.extra_body = d.extra_body;
+        e.wire_by_model = d.wire_by_model;
         e.login = d.login;
         if d.provider == "openrouter"
             && let Some(routing) = openrouter_routing(&self.inp.config["provider_routing"])
@@ -531,6 +542,7 @@ struct Draft {
     extra_body: Map<String, Value>,
     max_tokens: Option<u64>,
     login: Option<logins::Login>,
+    wire_by_model: Option<ByModel>,
 }
 
 impl Draft {
@@ -545,6 +557,7 @@ impl Draft {
             extra_body: Map::new(),
             max_tokens: None,
             login: None,
+            wire_by_model: None,
         }
     }
 }
@@ -719,23 +732,6 @@ fn opencode_base(url: &str, api_mode: &str) -> String {
     match !url.ends_with("/v1") && providers::host_within(url, "opencode.ai") {
         true => format!("{url}/v1"),
         false => url.to_string(),
-    }
-}
-
-/// GitHub Copilot serves GPT-5 and later (but the mini) on Responses.
-fn copilot_api_mode(model: Option<&str>) -> &'static str {
-    let model = model.unwrap_or("").to_ascii_lowercase();
-    let major = model
-        .strip_prefix("gpt-")
-        .map(|r| {
-            r.chars()
-                .take_while(char::is_ascii_digit)
-                .collect::<String>()
-        })
-        .and_then(|d| d.parse::<u32>().ok());
-    match major {
-        Some(n) if n >= 5 && !model.starts_with("gpt-5-mini") => "codex_responses",
-        _ => "chat_completions",
     }
 }
 
@@ -1124,6 +1120,32 @@ mod tests {
             (e.base_url.as_str(), e.wire),
             ("https://opencode.ai/zen/go/v1", Wire::ChatCompletions)
         );
+    }
+
+    #[test]
+    fn opencode_and_copilot_choose_the_api_by_the_model_asked() {
+        let e = remote(home(
+            "model:\n  provider: opencode-zen\n  default: glm-4.6\n",
+            &[("OPENCODE_ZEN_API_KEY", "oc-12345")],
+            Value::Null,
+        ));
+        assert_eq!(e.base_url, "https://opencode.ai/zen/v1");
+        let rule = e.wire_by_model.expect("by model");
+        assert_eq!(rule.wire("glm-4.6"), Wire::ChatCompletions);
+        assert_eq!(rule.wire("claude-sonnet-4-5"), Wire::AnthropicMessages);
+        assert_eq!(rule.wire("gpt-5"), Wire::CodexResponses);
+        let e = remote(home(
+            "model:\n  provider: copilot\n  default: gpt-5\n",
+            &[("GITHUB_TOKEN", "ghp_12345")],
+            Value::Null,
+        ));
+        assert_eq!(e.wire, Wire::CodexResponses);
+        assert_eq!(
+            e.wire_by_model.unwrap().wire("gpt-4.1"),
+            Wire::ChatCompletions
+        );
+        let plain = remote(home(MODEL, &[("DEEPSEEK_API_KEY", "sk-ds-1")], Value::Null));
+        assert_eq!(plain.wire_by_model, None);
     }
 
     #[test]

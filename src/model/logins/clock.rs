@@ -40,7 +40,7 @@ pub fn parse(text: &str) -> Option<f64> {
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || date.len() != 10 {
         return None;
     }
-    let days = days_from_civil(y, mo, d);
+    let days = crate::util::days_from_civil(y, mo, d);
     if rest.is_empty() {
         return Some(days as f64 * 86_400.0);
     }
@@ -78,17 +78,6 @@ pub fn parse(text: &str) -> Option<f64> {
     };
     let secs = days * 86_400 + h * 3600 + mi * 60 + s - offset_secs;
     Some(secs as f64 + fraction)
-}
-
-/// Days since 1970-01-01 of a civil date (Howard Hinnant's days-from-civil).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]

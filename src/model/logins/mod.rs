@@ -10,7 +10,6 @@
 
 pub mod clock;
 pub mod jwt;
-mod post;
 pub mod refresh;
 pub mod state;
 pub mod store;

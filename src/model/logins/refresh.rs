@@ -10,10 +10,20 @@ use std::time::{Duration, Instant};
 use mio::{Registry, Token};
 use serde_json::Value;
 
-use super::post::FormPost;
 use super::state::{self, Decision, Refusal};
 use super::store::Locked;
 use super::{Keeper, Kind};
+use crate::model::oneshot::{OneShot, Request};
+
+/// Which of the two locks a renewal takes.
+#[derive(Clone, Copy)]
+enum Which {
+    Auth,
+    Shared,
+}
+
+/// Largest token-endpoint answer read (it is a few KiB).
+const ANSWER_MAX: usize = 64 * 1024;
 
 /// How often a busy lock is tried again (Hermes' pause).
 const LOCK_RETRY: Duration = Duration::from_millis(50);
@@ -23,7 +33,7 @@ const LOCK_TIMEOUT: Duration = Duration::from_secs(15);
 enum Phase {
     LockAuth { until: Instant },
     LockShared { until: Instant },
-    Post(Box<FormPost>),
+    Post(Box<OneShot>),
     Over,
 }
 
@@ -118,16 +128,10 @@ impl Refresh {
                 Phase::Over => return Outcome::Failed("the login's renewal was stopped".into()),
                 Phase::LockAuth { until } => {
                     let until = *until;
-                    match self.keeper.files().try_lock() {
-                        Ok(Some(lock)) => self.auth_lock = Some(lock),
-                        Ok(None) if now >= until => {
-                            return Outcome::Failed("Timed out waiting for auth store lock".into());
-                        }
-                        Ok(None) => {
-                            self.tell_waiting(notices, "auth.json");
-                            return Outcome::Wait(Some((now + LOCK_RETRY).min(until)));
-                        }
-                        Err(e) => return Outcome::Failed(e),
+                    let tried = self.keeper.files().try_lock();
+                    match self.locked(tried, until, now, notices, Which::Auth) {
+                        Ok(lock) => self.auth_lock = Some(lock),
+                        Err(outcome) => return outcome,
                     }
                     match self.after_auth_lock(registry, token, now) {
                         Ok(None) => {}
@@ -137,18 +141,10 @@ impl Refresh {
                 }
                 Phase::LockShared { until } => {
                     let until = *until;
-                    match self.keeper.files().try_lock_shared() {
-                        Ok(Some(lock)) => self.shared_lock = Some(lock),
-                        Ok(None) if now >= until => {
-                            return Outcome::Failed(
-                                "Timed out waiting for shared Nous auth lock".into(),
-                            );
-                        }
-                        Ok(None) => {
-                            self.tell_waiting(notices, "the shared Nous login");
-                            return Outcome::Wait(Some((now + LOCK_RETRY).min(until)));
-                        }
-                        Err(e) => return Outcome::Failed(e),
+                    let tried = self.keeper.files().try_lock_shared();
+                    match self.locked(tried, until, now, notices, Which::Shared) {
+                        Ok(lock) => self.shared_lock = Some(lock),
+                        Err(outcome) => return outcome,
                     }
                     match self.after_shared_lock(registry, token, now) {
                         Ok(None) => {}
@@ -170,6 +166,33 @@ impl Refresh {
                     };
                 }
             }
+        }
+    }
+
+    /// A lock tried: held, or the outcome for now (wait and retry, or give up past `until`).
+    fn locked(
+        &mut self,
+        tried: Result<Option<Locked>, String>,
+        until: Instant,
+        now: Instant,
+        notices: &mut Vec<String>,
+        which: Which,
+    ) -> Result<Locked, Outcome> {
+        let (timed_out, what) = match which {
+            Which::Auth => ("Timed out waiting for auth store lock", "auth.json"),
+            Which::Shared => (
+                "Timed out waiting for shared Nous auth lock",
+                "the shared Nous login",
+            ),
+        };
+        match tried {
+            Ok(Some(lock)) => Ok(lock),
+            Ok(None) if now >= until => Err(Outcome::Failed(timed_out.into())),
+            Ok(None) => {
+                self.tell_waiting(notices, what);
+                Err(Outcome::Wait(Some((now + LOCK_RETRY).min(until))))
+            }
+            Err(e) => Err(Outcome::Failed(e)),
         }
     }
 
@@ -260,20 +283,32 @@ impl Refresh {
                     .unwrap_or(state::NOUS_CLIENT_ID)
                     .trim()
                     .to_string();
-                FormPost::start(
-                    &format!("{}/api/oauth/token", self.portal),
-                    &[("x-nous-refresh-token", &refresh)],
-                    &state::nous_form(&client_id),
+                let url = format!("{}/api/oauth/token", self.portal);
+                let form = state::nous_form(&client_id);
+                OneShot::start(
+                    &Request {
+                        method: "POST",
+                        url: &url,
+                        path: "",
+                        headers: &[("x-nous-refresh-token", &refresh)],
+                        form: Some(&form),
+                        answer_max: ANSWER_MAX,
+                    },
                     login.timeout,
                     registry,
                     token,
                     now,
                 )
             }
-            Kind::Codex => FormPost::start(
-                login.url.as_deref().unwrap_or(state::CODEX_TOKEN_URL),
-                &[],
-                &state::codex_form(&refresh),
+            Kind::Codex => OneShot::start(
+                &Request {
+                    method: "POST",
+                    url: login.url.as_deref().unwrap_or(state::CODEX_TOKEN_URL),
+                    path: "",
+                    headers: &[],
+                    form: Some(&state::codex_form(&refresh)),
+                    answer_max: ANSWER_MAX,
+                },
                 login.timeout,
                 registry,
                 token,

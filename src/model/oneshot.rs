@@ -1,18 +1,38 @@
-//! One form POST to a token endpoint, on the loop: the connection opened as the model's are
-//! (`connect.rs`: resolution off the loop, proxies, TLS), the request written and the answer
-//! read as readiness allows, bounded in size and in time.
+//! One plain HTTP request on the loop (a token endpoint's form POST, the model list's GET): the
+//! connection opened as the model's are (`connect.rs`: resolution off the loop, proxies, TLS),
+//! the request written and the whole answer read as readiness allows, bounded in size and time.
 
 use std::io;
 use std::time::{Duration, Instant};
 
 use mio::{Registry, Token};
 
-use super::super::catalog::describe;
-use super::super::connect::{Connector, Proxy, Route};
-use super::super::http::{self, Response, Transport, Url};
+use super::connect::{Connector, Failure, Proxy, Route};
+use super::http::{self, Response, Transport, Url};
 
-/// Largest answer read (a token endpoint's answer is a few KiB).
-const BODY_MAX: usize = 64 * 1024;
+/// A connection failure in words (also the MCP HTTP client's).
+pub(crate) fn describe(f: Failure) -> String {
+    match f {
+        Failure::Connect(why) => format!("cannot connect: {why}"),
+        Failure::Proxy(why) => format!("the proxy failed: {why}"),
+        Failure::Resolve(why) | Failure::Setup(why) => why,
+    }
+}
+
+/// What to send.
+pub struct Request<'a> {
+    /// `GET` or `POST`.
+    pub method: &'a str,
+    pub url: &'a str,
+    /// Below the URL's path (`/models`); empty: the URL is the whole target.
+    pub path: &'a str,
+    /// Never logged: a token may be among them.
+    pub headers: &'a [(&'a str, &'a str)],
+    /// A form (`application/x-www-form-urlencoded`) for a POST; none for a GET.
+    pub form: Option<&'a str>,
+    /// Largest answer read.
+    pub answer_max: usize,
+}
 
 enum Phase {
     Opening(Connector),
@@ -28,63 +48,72 @@ enum Phase {
     Done,
 }
 
-/// A POST in flight.
-pub struct FormPost {
+/// A request in flight.
+pub struct OneShot {
     request: Vec<u8>,
     phase: Phase,
     deadline: Instant,
     timeout: Duration,
+    answer_max: usize,
 }
 
 /// What came back.
 #[derive(Debug, PartialEq)]
 pub struct Answer {
     pub status: u16,
+    pub reason: String,
     pub retry_after: Option<f64>,
     pub body: Vec<u8>,
 }
 
-impl FormPost {
-    /// POST `form` to `url` with `headers` (never logged: a refresh token may be among them);
-    /// readiness is reported on `token`; the whole exchange may take `timeout`.
+impl OneShot {
+    /// Send `req`; readiness is reported on `token`; the whole exchange may take `timeout`.
     pub fn start(
-        url: &str,
-        headers: &[(&str, &str)],
-        form: &str,
+        req: &Request<'_>,
         timeout: Duration,
         registry: &Registry,
         token: Token,
         now: Instant,
-    ) -> Result<FormPost, String> {
-        let parsed = Url::parse(url)?;
+    ) -> Result<OneShot, String> {
+        let parsed = Url::parse(req.url)?;
         let tls = if parsed.tls {
             Some(http::tls_config()?)
         } else {
             None
         };
         let route = Route::new(parsed.clone(), Proxy::for_target(&parsed)?);
+        let target = match req.path {
+            // The URL is the whole target (`/` when it names no path).
+            "" if parsed.path.is_empty() => "/",
+            path => path,
+        };
         let mut request = format!(
-            "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tui-gateway/{}\r\nAccept: application/json\r\n\
-             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\
+            "{} {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tui-gateway/{}\r\nAccept: application/json\r\n\
              Connection: close\r\n{}",
-            // The token URL is the whole target (`/` when it names no path).
-            route.request_target(if parsed.path.is_empty() { "/" } else { "" }),
+            req.method,
+            route.request_target(target),
             parsed.authority(),
             crate::VERSION,
-            form.len(),
             route.request_headers()
         );
-        for (name, value) in headers {
+        if let Some(form) = req.form {
+            request.push_str(&format!(
+                "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
+                form.len()
+            ));
+        }
+        for (name, value) in req.headers {
             request.push_str(&format!("{name}: {value}\r\n"));
         }
         request.push_str("\r\n");
-        request.push_str(form);
+        request.push_str(req.form.unwrap_or(""));
         let connector = Connector::start(&route, tls, registry, token).map_err(describe)?;
-        Ok(FormPost {
+        Ok(OneShot {
             request: request.into_bytes(),
             phase: Phase::Opening(connector),
             deadline: now + timeout,
             timeout,
+            answer_max: req.answer_max,
         })
     }
 
@@ -180,13 +209,17 @@ impl FormPost {
             } else {
                 response.feed(&chunk[..n], body)?
             };
-            if body.len() > BODY_MAX {
-                return Err(format!("the answer is larger than {} KiB", BODY_MAX / 1024));
+            if body.len() > self.answer_max {
+                return Err(format!(
+                    "the answer is larger than {} KiB",
+                    self.answer_max / 1024
+                ));
             }
             if complete {
                 let head = response.head().ok_or("no answer")?;
                 return Ok(Some(Answer {
                     status: head.status,
+                    reason: head.reason.clone(),
                     retry_after: head.retry_after,
                     body: std::mem::take(body),
                 }));
