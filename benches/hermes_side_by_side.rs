@@ -9,6 +9,7 @@
 //! bash benches/hermes_side_by_side.sh                     # both wires
 //! bash benches/hermes_side_by_side.sh --wire anthropic    # anthropic | openrouter
 //! bash benches/hermes_side_by_side.sh --dump /tmp/bodies  # every request body kept as a file
+//! bash benches/hermes_side_by_side.sh --quiet-s 10        # the quiet period after the last turn
 //! cargo bench --bench hermes_side_by_side -- --hermes-python PATH   # a Python of your own
 //! ```
 //!
@@ -51,8 +52,12 @@
 //! (`src/model/pricing.rs`; Anthropic's prices, which OpenRouter passes on). The fake reports
 //! these counts back in each answer's usage, as the API would.
 //!
-//! Calls outside the script (Hermes' session title, for one) are answered with a short text,
-//! measured the same way and reported apart. Results are printed as ratios ours / Hermes'.
+//! Calls outside the script (Hermes' session title, its skill and memory reviews) are answered
+//! with a short text, measured the same way and reported apart. Hermes makes some of them from
+//! threads of its own after a turn has ended, with nothing to say when they are done, so after
+//! the last turn each gateway is left running until its fake has had no request for a quiet
+//! period (`--quiet-s`, default 5 s; the report gives how long after the last turn the last
+//! request came). Results are printed as ratios ours / Hermes'.
 //! Targets: every call smaller than Hermes' matching call; the session at most half Hermes' cost.
 
 mod common;
@@ -80,9 +85,8 @@ use tui_gateway::model::pricing;
 const READY: Duration = Duration::from_secs(180);
 /// How long one user turn may take.
 const TURN: Duration = Duration::from_secs(300);
-/// How long without a request the fake must stay after the last turn, and how long that may
-/// take.
-const QUIET: Duration = Duration::from_secs(5);
+/// How long the wait for a gateway's own calls after the last turn may take in all (the quiet
+/// period itself is `--quiet-s`, default 5 s).
 const QUIET_MAX: Duration = Duration::from_secs(120);
 /// Sonnet's smallest cacheable prefix, in tokens.
 const MIN_CACHE_TOKENS: u64 = 1024;
@@ -548,6 +552,9 @@ struct Measured {
     tool_sizes: Vec<(String, usize)>,
     /// Bytes of the prompt's parts: tool definitions, system prompt, messages, tool results.
     parts: Parts,
+    /// Tokens of the prompt before its first message (model, tool definitions, system prompt):
+    /// what every call of a session sends again unchanged.
+    prefix: u64,
 }
 
 impl Measured {
@@ -564,6 +571,31 @@ impl Measured {
     fn usd(&self) -> f64 {
         usd(&self.usage(&self.strict))
     }
+
+    /// What the prefix (model, tools, system prompt) cost of this call: the prompt is read,
+    /// then written, then uncached, in that order, so the prefix takes the read first.
+    fn prefix_usd(&self, split: &Split) -> f64 {
+        let read = self.prefix.min(split.read);
+        let write = (self.prefix - read).min(split.write);
+        usd(&TokenUsage {
+            input: self.prefix,
+            cache_read: read,
+            cache_write: write,
+            ..TokenUsage::default()
+        })
+    }
+}
+
+/// Bytes of the prompt before its first message, counted as [`prompt_pieces`] counts them.
+fn prefix_bytes(body: &Value) -> usize {
+    let mut head = body.clone();
+    if let Some(messages) = head.get_mut("messages").and_then(Value::as_array_mut) {
+        messages.retain(|m| m["role"] == "system");
+    }
+    prompt_pieces(&head)
+        .iter()
+        .map(|(text, _)| text.len())
+        .sum()
 }
 
 /// Where a request's prompt bytes are (compact JSON, markers removed).
@@ -816,6 +848,7 @@ fn start_fake(
             tools: req.body["tools"].as_array().map_or(0, Vec::len),
             tool_sizes: tool_sizes(&req.body),
             parts: parts(&req.body),
+            prefix: tokens(prefix_bytes(&req.body)),
         });
         let Split {
             input,
@@ -943,7 +976,10 @@ struct Run {
     measured: Vec<Measured>,
     requests: Vec<Recorded>,
     answers: Vec<String>,
+    /// Spawn to the last turn's `message.complete`.
     seconds: f64,
+    /// The last turn's `message.complete` to the gateway's last model request.
+    after_last_turn: f64,
 }
 
 fn write_home(home: &Path, wire: Wire, mock: &MockAi) {
@@ -973,6 +1009,7 @@ fn run_gateway(
     tag: &str,
     turns: &[Turn],
     calls: &Arc<Vec<Call>>,
+    quiet: Duration,
 ) -> Result<Run, String> {
     let prompts: Vec<&'static str> = turns.iter().map(|t| t.prompt).collect();
     let (mock, state) = start_fake(wire, calls.clone(), prompts);
@@ -1060,7 +1097,19 @@ fn run_gateway(
         }
     }
     let seconds = started.elapsed().as_secs_f64();
-    settle(&mock);
+    let last_turn = Instant::now();
+    if !settle(&mock, quiet) {
+        eprintln!(
+            "{} ({}): still calling the model {} s after the last turn; measured as it stands",
+            gw.name,
+            wire.name(),
+            QUIET_MAX.as_secs()
+        );
+    }
+    // How long after the last turn the gateway's last request came (the quiet period's margin).
+    let after_last_turn = mock.requests().last().map_or(0.0, |r| {
+        r.at.saturating_duration_since(last_turn).as_secs_f64()
+    });
     if client
         .close(Instant::now() + Duration::from_secs(20))
         .is_err()
@@ -1077,22 +1126,25 @@ fn run_gateway(
         requests,
         answers,
         seconds,
+        after_last_turn,
     })
 }
 
-/// Waits until the fake has had no request for [`QUIET`] (at most [`QUIET_MAX`]): the calls a
-/// gateway makes on its own after a turn (Hermes' skill and memory reviews) belong to the
-/// session too. Polls the request log; there is no event that says such work is over.
-fn settle(mock: &MockAi) {
+/// Waits until the fake has had no request for `quiet` (at most [`QUIET_MAX`] in all): the
+/// calls a gateway makes on its own after a turn (Hermes' skill and memory reviews, threads of
+/// their own that say nothing when they are done) belong to the session too. Woken by each
+/// request as it arrives. False when the requests did not stop within [`QUIET_MAX`].
+fn settle(mock: &MockAi, quiet: Duration) -> bool {
     let end = Instant::now() + QUIET_MAX;
-    let (mut count, mut since) = (mock.request_count(), Instant::now());
-    while Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(100));
-        let now = mock.request_count();
-        if now != count {
-            (count, since) = (now, Instant::now());
-        } else if since.elapsed() >= QUIET {
-            return;
+    let mut seen = mock.request_count();
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        if left < quiet {
+            return false;
+        }
+        match mock.wait_past(seen, quiet) {
+            Some(n) => seen = n,
+            None => return true,
         }
     }
 }
@@ -1193,6 +1245,8 @@ struct Totals {
     usage: TokenUsage,
     uncached: u64,
     usd: f64,
+    /// Of `usd`, what the prompts' prefixes (model, tools, system prompt) cost.
+    prefix_usd: f64,
     calls: usize,
 }
 
@@ -1201,6 +1255,7 @@ fn totals<'a>(ms: impl Iterator<Item = &'a Measured>, lookback: bool) -> Totals 
         usage: TokenUsage::default(),
         uncached: 0,
         usd: 0.0,
+        prefix_usd: 0.0,
         calls: 0,
     };
     for m in ms {
@@ -1212,6 +1267,7 @@ fn totals<'a>(ms: impl Iterator<Item = &'a Measured>, lookback: bool) -> Totals 
         t.usage.cache_write += u.cache_write;
         t.uncached += split.uncached;
         t.usd += usd(&u);
+        t.prefix_usd += m.prefix_usd(split);
         t.calls += 1;
     }
     t
@@ -1241,8 +1297,9 @@ fn report(wire: Wire, hermes: &Run, ours: &Run, calls: usize) -> bool {
     println!("\n## Wire: {} ({calls} scripted calls)\n", wire.name());
     println!(
         "Whole session, spawn to last `message.complete`: Hermes {:.1} s, ours {:.1} s \
-         (the fake answers at once).\n",
-        hermes.seconds, ours.seconds
+         (the fake answers at once). Last model request after the last turn's end: Hermes \
+         {:.1} s, ours {:.1} s.\n",
+        hermes.seconds, ours.seconds, hermes.after_last_turn, ours.after_last_turn
     );
     println!(
         "| call | bytes Hermes | bytes ours | ratio | tokens Hermes | tokens ours | ratio | \
@@ -1251,7 +1308,7 @@ fn report(wire: Wire, hermes: &Run, ours: &Run, calls: usize) -> bool {
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let mut every_call_smaller = true;
     for (a, b) in h.iter().zip(&o) {
-        every_call_smaller &= b.body_bytes < a.body_bytes;
+        every_call_smaller &= b.body_bytes < a.body_bytes && b.strict.input < a.strict.input;
         let (x, y) = (&a.strict, &b.strict);
         println!(
             "| {} | {} | {} | {} | {} | {} | {} | {}/{}/{} | {}/{}/{} | {:.4} | {:.4} |",
@@ -1386,12 +1443,30 @@ fn report(wire: Wire, hermes: &Run, ours: &Run, calls: usize) -> bool {
         th.usage.output as f64,
         to.usage.output as f64,
     );
+    // Each cost, then what of it the prefixes (model, tools, system prompt) cost and the rest.
+    let split_rows = |hermes: &Totals, ours: &Totals| {
+        for (what, a, b) in [
+            (
+                "  of which the prefixes (model, tools, system prompt)",
+                hermes.prefix_usd,
+                ours.prefix_usd,
+            ),
+            (
+                "  of which the rest (messages, output)",
+                hermes.usd - hermes.prefix_usd,
+                ours.usd - ours.prefix_usd,
+            ),
+        ] {
+            println!("| {what} | {a:.4} | {b:.4} | {} |", ratio(b, a));
+        }
+    };
     println!(
         "| **cost, USD** | **{:.4}** | **{:.4}** | **{}** |",
         th.usd,
         to.usd,
         ratio(to.usd, th.usd)
     );
+    split_rows(&th, &to);
     println!(
         "| cost, USD, with the API's 20-block lookback (read/write tokens {}/{} and {}/{}) | \
          {:.4} | {:.4} | {} |",
@@ -1403,6 +1478,7 @@ fn report(wire: Wire, hermes: &Run, ours: &Run, calls: usize) -> bool {
         lo.usd,
         ratio(lo.usd, lh.usd)
     );
+    split_rows(&lh, &lo);
     println!(
         "| calls outside the script: count, USD | {}, {:.4} | {}, {:.4} | |",
         oh.calls, oh.usd, oo.calls, oo.usd
@@ -1423,9 +1499,27 @@ fn report(wire: Wire, hermes: &Run, ours: &Run, calls: usize) -> bool {
             );
         }
     }
+    // The prefix is the same in every call, so its cost scales with its size: the size at which
+    // our session would cost half of Hermes', the rest (messages, output) as it is.
+    if let (Some(a), Some(b)) = (h.first(), o.first())
+        && to.prefix_usd > 0.0
+    {
+        let most = |hermes: &Totals, ours: &Totals| {
+            let room = hermes.usd / 2.0 - (ours.usd - ours.prefix_usd);
+            (b.prefix as f64 * room / ours.prefix_usd).max(0.0)
+        };
+        println!(
+            "\nPrefix of each call, tokens: Hermes {}, ours {}. For our session to cost half of \
+             Hermes', ours would have to be at most {:.0} tokens ({:.0} with the lookback).",
+            a.prefix,
+            b.prefix,
+            most(&th, &to),
+            most(&lh, &lo)
+        );
+    }
     let half = to.usd <= th.usd / 2.0;
     println!(
-        "\nTargets: every call smaller than Hermes': {}; a session at most half Hermes' cost: {} \
+        "\nTargets: every call smaller than Hermes' (bytes and tokens): {}; a session at most half Hermes' cost: {} \
          (ratio {}; with the lookback {}; every call of the session {}).",
         if every_call_smaller { "met" } else { "NOT met" },
         if half { "met" } else { "NOT met" },
@@ -1463,13 +1557,20 @@ fn main() {
     let python = arg_string("--hermes-python", "target/hermes-venv/bin/python");
     // Absolute (the gateway runs in its workspace), symlinks kept (a venv's python is one).
     let python = std::path::absolute(PathBuf::from(python)).expect("--hermes-python");
+    // Imported with a throwaway home, as the runs are: nothing of the user's is read or written.
+    let probe_home = TempDir::new("hermes-probe");
     let probe = Command::new(&python)
         .args(["-c", "import tui_gateway.server"])
+        .env_clear()
         .env(
-            "HERMES_HOME",
-            std::env::temp_dir().join("hermes-bench-probe-unused"),
+            "PATH",
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
         )
+        .env("HOME", probe_home.path())
+        .env("HERMES_HOME", probe_home.path().join("hermes"))
+        .current_dir(probe_home.path())
         .output();
+    drop(probe_home);
     if !probe.as_ref().is_ok_and(|o| o.status.success()) {
         eprintln!(
             "error: {} cannot import Hermes' tui_gateway; run `bash benches/hermes_side_by_side.sh`, \
@@ -1478,6 +1579,13 @@ fn main() {
         );
         std::process::exit(2);
     }
+    let quiet = Duration::from_secs_f64(
+        arg_string("--quiet-s", "5")
+            .parse::<f64>()
+            .ok()
+            .filter(|s| (0.1..=60.0).contains(s))
+            .expect("--quiet-s: seconds, 0.1 to 60"),
+    );
     let dump_dir = {
         let d = arg_string("--dump", "");
         (!d.is_empty()).then(|| PathBuf::from(d))
@@ -1501,8 +1609,8 @@ fn main() {
     let mut all_met = true;
     for wire in wires {
         let dir = TempDir::new("hermes-side");
-        let hermes_run = run_gateway(&hermes, wire, dir.path(), "py", &turns, &calls);
-        let ours_run = run_gateway(&ours, wire, dir.path(), "rs", &turns, &calls);
+        let hermes_run = run_gateway(&hermes, wire, dir.path(), "py", &turns, &calls, quiet);
+        let ours_run = run_gateway(&ours, wire, dir.path(), "rs", &turns, &calls, quiet);
         let (hermes_run, ours_run) = match (hermes_run, ours_run) {
             (Ok(h), Ok(o)) => (h, o),
             (h, o) => {

@@ -7,6 +7,7 @@
 #   bash benches/hermes_side_by_side.sh                    # both wires, 30 model calls each
 #   bash benches/hermes_side_by_side.sh --wire anthropic   # one wire (anthropic | openrouter)
 #   bash benches/hermes_side_by_side.sh --dump DIR         # also write every request body to DIR
+#   bash benches/hermes_side_by_side.sh --quiet-s 10       # wait longer for calls after the last turn
 #
 # Not run by CI. Needs python3 (3.11, with venv) and PyPI.
 set -euo pipefail
