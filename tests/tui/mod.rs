@@ -349,8 +349,9 @@ impl Tui {
         // The typed text starts the composer line; a placeholder tip may mention it
         // (`Try "/help" for commands`) without being typed.
         self.wait_screen(&format!("{typed:?} cleared from the composer"), T, |s| {
-            !composer_line(s).is_some_and(|l| {
-                l.trim_start_matches(['❯', '$'])
+            // A screen caught mid-redraw has no composer line: that is not "cleared".
+            composer_line(s).is_some_and(|l| {
+                !l.trim_start_matches(['❯', '$'])
                     .trim_start()
                     .starts_with(typed)
             })

@@ -128,28 +128,18 @@ impl Refresh {
                 Phase::Over => return Outcome::Failed("the login's renewal was stopped".into()),
                 Phase::LockAuth { until } => {
                     let until = *until;
-                    let tried = self.keeper.files().try_lock();
-                    match self.locked(tried, until, now, notices, Which::Auth) {
-                        Ok(lock) => self.auth_lock = Some(lock),
-                        Err(outcome) => return outcome,
-                    }
-                    match self.after_auth_lock(registry, token, now) {
-                        Ok(None) => {}
-                        Ok(Some(outcome)) => return outcome,
-                        Err(e) => return Outcome::Failed(e),
+                    if let Some(outcome) =
+                        self.lock_then(Which::Auth, until, registry, token, now, notices)
+                    {
+                        return outcome;
                     }
                 }
                 Phase::LockShared { until } => {
                     let until = *until;
-                    let tried = self.keeper.files().try_lock_shared();
-                    match self.locked(tried, until, now, notices, Which::Shared) {
-                        Ok(lock) => self.shared_lock = Some(lock),
-                        Err(outcome) => return outcome,
-                    }
-                    match self.after_shared_lock(registry, token, now) {
-                        Ok(None) => {}
-                        Ok(Some(outcome)) => return outcome,
-                        Err(e) => return Outcome::Failed(e),
+                    if let Some(outcome) =
+                        self.lock_then(Which::Shared, until, registry, token, now, notices)
+                    {
+                        return outcome;
                     }
                 }
                 Phase::Post(post) => {
@@ -167,6 +157,39 @@ impl Refresh {
                 }
             }
         }
+    }
+
+    /// Tries one of the two locks and, once held, takes the step that follows it; `Some` ends
+    /// the renewal's turn (waiting on the lock, done, or failed).
+    fn lock_then(
+        &mut self,
+        which: Which,
+        until: Instant,
+        registry: &Registry,
+        token: Token,
+        now: Instant,
+        notices: &mut Vec<String>,
+    ) -> Option<Outcome> {
+        let files = self.keeper.files();
+        let tried = match which {
+            Which::Auth => files.try_lock(),
+            Which::Shared => files.try_lock_shared(),
+        };
+        let lock = match self.locked(tried, until, now, notices, which) {
+            Ok(lock) => lock,
+            Err(outcome) => return Some(outcome),
+        };
+        let next = match which {
+            Which::Auth => {
+                self.auth_lock = Some(lock);
+                self.after_auth_lock(registry, token, now)
+            }
+            Which::Shared => {
+                self.shared_lock = Some(lock);
+                self.after_shared_lock(registry, token, now)
+            }
+        };
+        next.unwrap_or_else(|e| Some(Outcome::Failed(e)))
     }
 
     /// A lock tried: held, or the outcome for now (wait and retry, or give up past `until`).
