@@ -710,6 +710,15 @@ impl MockAi {
         })
     }
 
+    /// Waits until more than `seen` requests have arrived: how many there are then, or None
+    /// once `timeout` has passed without one.
+    pub fn wait_past(&self, seen: usize, timeout: Duration) -> Option<usize> {
+        self.wait_for(timeout, Duration::from_millis(50), |_| {
+            let n = self.shared.requests.lock().unwrap().len();
+            (n > seen).then_some(n)
+        })
+    }
+
     /// Waits until at least `n` connections were accepted.
     pub fn wait_conns(&self, n: usize, timeout: Duration) -> Vec<ConnLog> {
         self.wait_for(timeout, Duration::from_millis(50), |c| {
