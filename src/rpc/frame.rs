@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -141,48 +141,52 @@ impl<'de> serde::Deserialize<'de> for Envelope<'de> {
     }
 }
 
-/// Why a line that is not an object is refused: not JSON at all, or JSON of another kind.
-fn refusal(line: &[u8], error: &serde_json::Error) -> RpcError {
-    if std::str::from_utf8(line).is_err() {
-        return RpcError::new(code::PARSE, "parse error: invalid UTF-8");
-    }
-    match serde_json::from_slice::<de::IgnoredAny>(line) {
-        Ok(_) => RpcError::new(code::INVALID_REQUEST, "invalid request: not an object"),
-        Err(_) => RpcError::new(code::PARSE, format!("parse error: {error}")),
+/// Classify one line of input. A line the parse refuses is read again leniently
+/// (`refused.rs`): a lone surrogate escape becomes U+FFFD and the line is taken, and anything
+/// else wrong is answered under the line's id whenever that id can be read.
+pub fn parse_line(line: &[u8]) -> Incoming {
+    let error = match serde_json::from_slice::<Envelope>(line) {
+        Ok(Envelope { id, rest }) => return classify(id.map(RawValue::get), rest),
+        Err(e) => e,
+    };
+    let Some(mended) = super::refused::mend_surrogates(line) else {
+        return super::refused::answer(line, &error);
+    };
+    match serde_json::from_slice::<Envelope>(&mended) {
+        // The id as the client wrote it: the mend keeps every byte's place.
+        Ok(Envelope { id, rest }) => {
+            let id = id.map(|raw| {
+                let at = raw.get().as_ptr() as usize - mended.as_ptr() as usize;
+                std::str::from_utf8(&line[at..at + raw.get().len()]).unwrap_or(raw.get())
+            });
+            classify(id, rest)
+        }
+        Err(error) => super::refused::answer(&mended, &error),
     }
 }
 
-/// Classify one line of input.
-pub fn parse_line(line: &[u8]) -> Incoming {
-    let Envelope {
-        id: raw_id,
-        rest: mut obj,
-    } = match serde_json::from_slice(line) {
-        Ok(envelope) => envelope,
-        Err(e) => {
-            return Incoming::Bad {
-                id: Id::null(),
-                error: refusal(line, &e),
-            };
+impl Id {
+    /// The id whose JSON text is `text`, if an id may be that: a string, a number or `null`.
+    pub(super) fn from_json(text: &str) -> Result<Id, RpcError> {
+        match text.as_bytes().first() {
+            Some(b'"' | b'-' | b'0'..=b'9' | b'n') => Ok(Id(text.into())),
+            _ => Err(RpcError::new(
+                code::INVALID_REQUEST,
+                "invalid request: id must be a string or a number",
+            )),
         }
-    };
-    let id = match raw_id.map(RawValue::get) {
+    }
+}
+
+/// A parsed object line: a request, an answer to a server request, or why neither.
+fn classify(raw_id: Option<&str>, mut obj: Map<String, Value>) -> Incoming {
+    let id = match raw_id.map(Id::from_json) {
         None => Id::null(),
-        Some(text)
-            if matches!(
-                text.as_bytes().first(),
-                Some(b'"' | b'-' | b'0'..=b'9' | b'n')
-            ) =>
-        {
-            Id(text.into())
-        }
-        Some(_) => {
+        Some(Ok(id)) => id,
+        Some(Err(error)) => {
             return Incoming::Bad {
                 id: Id::null(),
-                error: RpcError::new(
-                    code::INVALID_REQUEST,
-                    "invalid request: id must be a string or a number",
-                ),
+                error,
             };
         }
     };
@@ -379,6 +383,83 @@ mod tests {
             Incoming::Bad { error, .. } => assert!(error.message.contains("UTF-8")),
             _ => panic!(),
         }
+    }
+
+    /// `{"id":7,"method":"m","params":{"a":{"a":…1…}}}`, `depth` levels deep in all.
+    fn nested(depth: usize) -> String {
+        format!(
+            r#"{{"id":7,"method":"m","params":{}1{}}}"#,
+            r#"{"a":"#.repeat(depth - 1),
+            "}".repeat(depth - 1)
+        )
+    }
+
+    fn refused(line: &[u8]) -> (String, i64, String) {
+        match parse_line(line) {
+            Incoming::Bad { id, error } => (id.json().to_string(), error.code, error.message),
+            other => panic!("{}: {other:?}", String::from_utf8_lossy(line)),
+        }
+    }
+
+    #[test]
+    fn what_the_parse_refuses_is_answered_under_the_id_it_can_read() {
+        use crate::rpc::refused::MAX_DEPTH;
+        // The deepest request serde_json takes, and one level more.
+        let deepest = nested(MAX_DEPTH);
+        assert!(matches!(
+            parse_line(deepest.as_bytes()),
+            Incoming::Request(_)
+        ));
+        let (id, code, message) = refused(nested(MAX_DEPTH + 1).as_bytes());
+        assert_eq!((id.as_str(), code), ("7", code::INVALID_PARAMS));
+        assert_eq!(
+            message,
+            "invalid params: params nests deeper than 127 levels"
+        );
+        let deep = format!(
+            r#"{{"x":{}{},"id":"q","method":"m"}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let (id, code, message) = refused(deep.as_bytes());
+        assert_eq!((id.as_str(), code), (r#""q""#, code::INVALID_REQUEST));
+        assert_eq!(
+            message,
+            r#"invalid request: "x" nests deeper than 127 levels"#
+        );
+        let (id, code, message) = refused(br#"{"id":8,"method":"m","params":{"n":1e400}}"#);
+        assert_eq!((id.as_str(), code), ("8", code::INVALID_PARAMS));
+        assert!(message.contains("number out of range"), "{message}");
+        let (id, code, message) =
+            refused(b"{\"id\":9,\"method\":\"m\",\"params\":{\"t\":\"\xff\"}}");
+        assert_eq!((id.as_str(), code), ("9", code::PARSE));
+        assert!(message.contains("UTF-8"), "{message}");
+        // Nothing to read an id from: not an object, not JSON, a bad id, an answer.
+        let deep_array = format!("{}{}", "[".repeat(300), "]".repeat(300));
+        assert_eq!(
+            refused(deep_array.as_bytes()),
+            (
+                "null".into(),
+                code::INVALID_REQUEST,
+                "invalid request: not an object".into()
+            )
+        );
+        assert_eq!(refused(br#"{"id":1,"method":"m""#).0, "null");
+        assert_eq!(
+            refused(br#"{"id":[1],"method":"m","params":{"n":1e400}}"#).0,
+            "null"
+        );
+        assert_eq!(refused(br#"{"id":"srq-1","result":{"n":1e400}}"#).0, "null");
+    }
+
+    #[test]
+    fn a_lone_surrogate_becomes_the_replacement_character_and_the_id_is_kept() {
+        let line = br#"{"id":"\ud800","method":"m","params":{"text":"a\udc00b\ud83d\ude00"}}"#;
+        let Incoming::Request(r) = parse_line(line) else {
+            panic!()
+        };
+        assert_eq!(r.id.json(), r#""\ud800""#);
+        assert_eq!(r.params["text"], "a\u{fffd}b\u{1f600}");
     }
 
     #[test]
