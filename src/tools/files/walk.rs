@@ -285,6 +285,39 @@ mod tests {
     }
 
     #[test]
+    fn ignore_files_are_read_without_blocking_bom_and_crlf_as_git_reads_them() {
+        let dir = crate::util::ScratchDir::new("wk-fifo");
+        let dir = dir.path();
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        for f in ["a.rs", "a.log", "sub/b.rs", "sub/b.tmp"] {
+            std::fs::write(dir.join(f), "x\n").unwrap();
+        }
+        // A FIFO where an ignore file belongs is left out, not waited on.
+        let fifo = dir.join(".gitignore");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        std::fs::write(dir.join(".ignore"), "*.log\n").unwrap();
+        std::fs::write(dir.join("sub/.gitignore"), "\u{feff}*.tmp\r\n").unwrap();
+        let (files, _) = walk_all(dir, &[]);
+        assert_eq!(files, ["a.rs", "sub/b.rs"]);
+    }
+
+    #[test]
+    fn the_excludes_file_of_a_git_config_is_found_as_the_ignore_crate_finds_it() {
+        let home = Path::new("/home/u");
+        let found = |text: &str| excludes_file(text.as_bytes(), Some(home));
+        assert_eq!(
+            found("[core]\n\texcludesFile = ~/.gitignore_global\n"),
+            Some(PathBuf::from("/home/u/.gitignore_global"))
+        );
+        assert_eq!(
+            found("[core]\nexcludesfile = \"/etc/ignore\"\n"),
+            Some(PathBuf::from("/etc/ignore"))
+        );
+        assert_eq!(found("[core]\nexcludeFile = /x\n"), None);
+        assert_eq!(found("[user]\nname = u\n"), None);
+    }
+
+    #[test]
     fn the_walk_skips_what_ripgrep_skips_in_path_order() {
         let dir = std::env::temp_dir().join(format!("tuigw-wk-{}", crate::util::random_hex(8)));
         for d in ["a", "a/deep", "b", "b/build", ".hidden", "c", ".git/info"] {
