@@ -261,4 +261,19 @@ mod tests {
         assert_ne!(dir_name("a b"), dir_name("a_b"));
         assert_eq!(dir_name("a b"), dir_name("a b"));
     }
+    #[test]
+    fn a_prompt_over_prompt_submits_limit_is_a_bad_line() {
+        let long = "z".repeat(PROMPT_MAX + 1);
+        let text = format!("{}\n", serde_json::json!({"id": "big", "prompt": long}));
+        let errors = parse(&text).unwrap_err();
+        assert_eq!(
+            errors,
+            ["line 1: \"prompt\" is longer than 1048576 bytes (1 MiB), the most a prompt may be"]
+        );
+        let fits = format!(
+            "{}\n",
+            serde_json::json!({"id": "ok", "prompt": "z".repeat(PROMPT_MAX)})
+        );
+        assert_eq!(parse(&fits).unwrap()[0].prompt.len(), PROMPT_MAX);
+    }
 }
