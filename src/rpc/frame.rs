@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -106,38 +106,99 @@ pub struct Request {
     pub params: Map<String, Value>,
 }
 
-/// One input line as an object: the id's raw text and every other member (the last of a
-/// repeated key wins, as in a parsed object).
-struct Envelope<'a> {
-    id: Option<&'a RawValue>,
-    rest: Map<String, Value>,
+/// How [`Envelope::read`] takes the members other than `id`.
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Members {
+    /// Parsed into `rest` (the request's own reading).
+    Values,
+    /// Kept as their JSON text in `raw`, read with no depth limit, any number, any escape.
+    Raw,
+    /// Skipped, their strings' bytes unchecked (a line that is not UTF-8).
+    Skipped,
 }
 
-impl<'de> serde::Deserialize<'de> for Envelope<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Members;
-        impl<'de> Visitor<'de> for Members {
-            type Value = Envelope<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
+/// One input line as an object: the id's raw text, the other members as [`Members`] asks (the
+/// last of a repeated key wins, as in a parsed object), and whether it answers a server request
+/// (a `result` or an `error` and no `method`).
+pub(super) struct Envelope<'a> {
+    pub id: Option<&'a RawValue>,
+    pub rest: Map<String, Value>,
+    pub raw: Vec<(String, &'a RawValue)>,
+    pub answer: bool,
+}
+
+impl<'a> Envelope<'a> {
+    /// `line` read as one JSON object, as `serde_json::from_slice` reads it.
+    pub(super) fn read(line: &'a [u8], members: Members) -> serde_json::Result<Envelope<'a>> {
+        let mut de = serde_json::Deserializer::from_slice(line);
+        let envelope = de.deserialize_map(Reader(members))?;
+        de.end()?;
+        Ok(envelope)
+    }
+}
+
+/// Reads an [`Envelope`].
+struct Reader(Members);
+
+impl<'de> Visitor<'de> for Reader {
+    type Value = Envelope<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope<'de>, A::Error> {
+        let mut envelope = Envelope {
+            id: None,
+            rest: Map::new(),
+            raw: Vec::new(),
+            answer: false,
+        };
+        let (mut method, mut outcome) = (false, false);
+        while let Some(Key(key)) = map.next_key()? {
+            if key == b"id" {
+                envelope.id = Some(map.next_value()?);
+                continue;
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope<'de>, A::Error> {
-                let mut envelope = Envelope {
-                    id: None,
-                    rest: Map::new(),
-                };
-                while let Some(key) = map.next_key::<String>()? {
-                    if key == "id" {
-                        envelope.id = Some(map.next_value()?);
-                    } else {
-                        let value = map.next_value()?;
-                        envelope.rest.insert(key, value);
-                    }
+            method |= key == b"method";
+            outcome |= key == b"result" || key == b"error";
+            match self.0 {
+                Members::Values => {
+                    let key = String::from_utf8(key)
+                        .map_err(|_| de::Error::custom("a member name is not UTF-8"))?;
+                    envelope.rest.insert(key, map.next_value()?);
                 }
-                Ok(envelope)
+                Members::Raw => {
+                    let key = String::from_utf8_lossy(&key).into_owned();
+                    envelope.raw.push((key, map.next_value()?));
+                }
+                Members::Skipped => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
             }
         }
-        d.deserialize_map(Members)
+        envelope.answer = outcome && !method;
+        Ok(envelope)
+    }
+}
+
+/// A member's name as bytes (serde_json reads a key as bytes without checking its UTF-8).
+struct Key(Vec<u8>);
+
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Key, D::Error> {
+        struct Bytes;
+        impl<'de> Visitor<'de> for Bytes {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Key, E> {
+                Ok(Key(v.to_vec()))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
+                Ok(Key(v.as_bytes().to_vec()))
+            }
+        }
+        d.deserialize_bytes(Bytes)
     }
 }
 
@@ -145,16 +206,16 @@ impl<'de> serde::Deserialize<'de> for Envelope<'de> {
 /// (`refused.rs`): a lone surrogate escape becomes U+FFFD and the line is taken, and anything
 /// else wrong is answered under the line's id whenever that id can be read.
 pub fn parse_line(line: &[u8]) -> Incoming {
-    let error = match serde_json::from_slice::<Envelope>(line) {
-        Ok(Envelope { id, rest }) => return classify(id.map(RawValue::get), rest),
+    let error = match Envelope::read(line, Members::Values) {
+        Ok(Envelope { id, rest, .. }) => return classify(id.map(RawValue::get), rest),
         Err(e) => e,
     };
     let Some(mended) = super::refused::mend_surrogates(line) else {
         return super::refused::answer(line, &error);
     };
-    match serde_json::from_slice::<Envelope>(&mended) {
+    match Envelope::read(&mended, Members::Values) {
         // The id as the client wrote it: the mend keeps every byte's place.
-        Ok(Envelope { id, rest }) => {
+        Ok(Envelope { id, rest, .. }) => {
             let id = id.map(|raw| {
                 let at = raw.get().as_ptr() as usize - mended.as_ptr() as usize;
                 std::str::from_utf8(&line[at..at + raw.get().len()]).unwrap_or(raw.get())
@@ -165,30 +226,34 @@ pub fn parse_line(line: &[u8]) -> Incoming {
     }
 }
 
-impl Id {
-    /// The id whose JSON text is `text`, if an id may be that: a string, a number or `null`.
-    pub(super) fn from_json(text: &str) -> Result<Id, RpcError> {
-        match text.as_bytes().first() {
-            Some(b'"' | b'-' | b'0'..=b'9' | b'n') => Ok(Id(text.into())),
-            _ => Err(RpcError::new(
+/// The id whose JSON text is `raw` (`null` when there is none), or the refusal of a line whose
+/// id cannot be one: an id is a string, a number or `null`.
+pub(super) fn id_of(raw: Option<&str>) -> Result<Id, Incoming> {
+    match raw {
+        None => Ok(Id::null()),
+        Some(text)
+            if matches!(
+                text.as_bytes().first(),
+                Some(b'"' | b'-' | b'0'..=b'9' | b'n')
+            ) =>
+        {
+            Ok(Id(text.into()))
+        }
+        Some(_) => Err(Incoming::Bad {
+            id: Id::null(),
+            error: RpcError::new(
                 code::INVALID_REQUEST,
                 "invalid request: id must be a string or a number",
-            )),
-        }
+            ),
+        }),
     }
 }
 
 /// A parsed object line: a request, an answer to a server request, or why neither.
 fn classify(raw_id: Option<&str>, mut obj: Map<String, Value>) -> Incoming {
-    let id = match raw_id.map(Id::from_json) {
-        None => Id::null(),
-        Some(Ok(id)) => id,
-        Some(Err(error)) => {
-            return Incoming::Bad {
-                id: Id::null(),
-                error,
-            };
-        }
+    let id = match id_of(raw_id) {
+        Ok(id) => id,
+        Err(refused) => return refused,
     };
     let method = match obj.remove("method") {
         Some(Value::String(m)) => m,

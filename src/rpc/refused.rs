@@ -5,12 +5,10 @@
 //! only what the strict parse refuses comes here, and the lenient one tells apart exactly its
 //! own leniencies.
 
-use std::fmt;
-
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
-use super::frame::{Id, Incoming, RpcError, code};
+use super::frame::{Envelope, Id, Incoming, Members, RpcError, code, id_of};
 
 /// The deepest nesting a request may have, its own object counted (serde_json's limit: the
 /// stack stays bounded whatever a line holds).
@@ -66,26 +64,21 @@ pub(super) fn mend_surrogates(line: &[u8]) -> Option<Vec<u8>> {
 /// The answer to a line the strict parse refused with `error`.
 pub(super) fn answer(line: &[u8], error: &serde_json::Error) -> Incoming {
     let utf8 = std::str::from_utf8(line).is_ok();
-    let Ok(skeleton) = Skeleton::read(line, utf8) else {
+    let members = if utf8 { Members::Raw } else { Members::Skipped };
+    let Ok(envelope) = Envelope::read(line, members) else {
         return Incoming::Bad {
             id: Id::null(),
             error: not_a_request(line, error),
         };
     };
-    let id = match skeleton.id.map(|raw| Id::from_json(raw.get())) {
-        None => Id::null(),
-        Some(Ok(id)) => id,
-        Some(Err(error)) => {
-            return Incoming::Bad {
-                id: Id::null(),
-                error,
-            };
-        }
+    let id = match id_of(envelope.id.map(RawValue::get)) {
+        // The id of an answer to a server request is ours, not a request's to answer under.
+        Ok(_) if envelope.answer => Id::null(),
+        Ok(id) => id,
+        Err(refused) => return refused,
     };
-    // The id of an answer to a server request is ours, not a request's to answer under.
-    let id = if skeleton.answer { Id::null() } else { id };
     let error = if utf8 {
-        why(&skeleton.members, error)
+        why(&envelope.raw, error)
     } else {
         RpcError::new(code::PARSE, "parse error: invalid UTF-8")
     };
@@ -145,88 +138,6 @@ fn depth(text: &str) -> usize {
         }
     }
     deepest
-}
-
-/// An object line read leniently: the id's JSON text, whether it answers a server request,
-/// and (when the line is UTF-8) every other member's key and JSON text.
-struct Skeleton<'a> {
-    id: Option<&'a RawValue>,
-    answer: bool,
-    members: Vec<(String, &'a RawValue)>,
-}
-
-impl<'a> Skeleton<'a> {
-    fn read(line: &'a [u8], members: bool) -> serde_json::Result<Skeleton<'a>> {
-        let mut de = serde_json::Deserializer::from_slice(line);
-        let skeleton = Lenient { members }.deserialize(&mut de)?;
-        de.end()?;
-        Ok(skeleton)
-    }
-}
-
-/// Reads a [`Skeleton`], keeping the members' text when `members`.
-struct Lenient {
-    members: bool,
-}
-
-impl<'de> DeserializeSeed<'de> for Lenient {
-    type Value = Skeleton<'de>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Skeleton<'de>, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Lenient {
-    type Value = Skeleton<'de>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skeleton<'de>, A::Error> {
-        let mut skeleton = Skeleton {
-            id: None,
-            answer: false,
-            members: Vec::new(),
-        };
-        let (mut method, mut outcome) = (false, false);
-        while let Some(Key(key)) = map.next_key()? {
-            if key == b"id" {
-                skeleton.id = Some(map.next_value()?);
-                continue;
-            }
-            method |= key == b"method";
-            outcome |= key == b"result" || key == b"error";
-            if self.members {
-                let key = String::from_utf8_lossy(&key).into_owned();
-                skeleton.members.push((key, map.next_value()?));
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        skeleton.answer = outcome && !method;
-        Ok(skeleton)
-    }
-}
-
-/// A member's name as bytes (serde_json reads a key as bytes without checking its UTF-8).
-struct Key(Vec<u8>);
-
-impl<'de> serde::Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Key, D::Error> {
-        struct Bytes;
-        impl<'de> Visitor<'de> for Bytes {
-            type Value = Key;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Key, E> {
-                Ok(Key(v.to_vec()))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
-                Ok(Key(v.as_bytes().to_vec()))
-            }
-        }
-        d.deserialize_bytes(Bytes)
-    }
 }
 
 #[cfg(test)]
