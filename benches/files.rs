@@ -15,6 +15,9 @@
 //! cargo bench --bench files
 //! ```
 
+// The bench reads and writes its own fixtures with std's plain calls (clippy.toml is for src/).
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

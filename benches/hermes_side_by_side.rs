@@ -60,6 +60,9 @@
 //! request came). Results are printed as ratios ours / Hermes'.
 //! Targets: every call smaller than Hermes' matching call; the session at most half Hermes' cost.
 
+// The bench reads and writes its own fixtures with std's plain calls (clippy.toml is for src/).
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 #[path = "../tests/mockai/mod.rs"]
 mod mockai;

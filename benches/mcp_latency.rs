@@ -26,6 +26,9 @@
 //! cargo bench --bench mcp_latency -- --calls 1000 --server everything
 //! ```
 
+// The bench reads and writes its own fixtures with std's plain calls (clippy.toml is for src/).
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::path::PathBuf;

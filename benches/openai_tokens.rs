@@ -28,6 +28,9 @@
 //! cargo bench --bench openai_tokens -- --wire responses
 //! ```
 
+// The bench reads and writes its own fixtures with std's plain calls (clippy.toml is for src/).
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 #[path = "../tests/mockai/mod.rs"]
 mod mockai;

@@ -13,6 +13,9 @@
 //! cargo bench --bench shutdown -- [--trials 5] [--sessions 1000] [--prompted 100] [--tools 50]
 //! ```
 
+// The bench reads and writes its own fixtures with std's plain calls (clippy.toml is for src/).
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::path::Path;

@@ -24,6 +24,9 @@
 //! `message.complete`, throughput); K idle sessions; the gateway's RSS along the way; and the time it
 //! takes to exit once its stdin is closed. The offline model answers every prompt with a few words.
 
+// The bench reads and writes its own fixtures with std's plain calls (clippy.toml is for src/).
+#![allow(clippy::disallowed_methods)]
+
 #[path = "../benches/common/bigdb.rs"]
 mod bigdb;
 #[path = "../benches/common/measure.rs"]

@@ -14,7 +14,13 @@ use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-const FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+/// Flags added to `util::open_file`'s own (`O_NONBLOCK`, `O_CLOEXEC`).
+const FLAGS: i32 = libc::O_NOFOLLOW;
+
+/// `options` opened through the one opener without following a link; ELOOP said in words.
+fn open(options: &mut OpenOptions, path: &Path) -> io::Result<File> {
+    crate::util::open_file(options, path, FLAGS).map_err(explain)
+}
 
 fn refused(why: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("{why}; refused"))
@@ -67,26 +73,20 @@ pub fn append(path: &Path) -> io::Result<File> {
             return Err(refused("not a regular file"));
         }
     }
-    let f = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(FLAGS)
-        .open(path)
-        .map_err(explain)?;
+    let f = open(
+        OpenOptions::new().append(true).create(true).mode(0o600),
+        path,
+    )?;
     make_private(&f)?;
     Ok(f)
 }
 
 /// Create `path` anew with `bytes`, 0600 (nothing already there, a link included, is used).
 pub fn create_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(FLAGS)
-        .open(path)
-        .map_err(explain)?;
+    let mut f = open(
+        OpenOptions::new().write(true).create_new(true).mode(0o600),
+        path,
+    )?;
     f.write_all(bytes)
 }
 
@@ -94,10 +94,10 @@ pub fn create_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// link, another user's file or a bigger one is an error (`FileTooLarge` for the size).
 pub fn read(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
     use std::io::Read;
-    let file = match OpenOptions::new().read(true).custom_flags(FLAGS).open(path) {
+    let file = match open(OpenOptions::new().read(true), path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(explain(e)),
+        Err(e) => return Err(e),
     };
     let meta = file.metadata()?;
     our_file(&meta)?;
@@ -121,10 +121,10 @@ pub fn read(path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
 /// Tighten `path` to 0600 when it exists (SQLite's `-wal`, `-shm`, `-journal`, which SQLite
 /// reuses as they are); whether it existed.
 pub fn tighten_existing(path: &Path) -> io::Result<bool> {
-    match OpenOptions::new().read(true).custom_flags(FLAGS).open(path) {
+    match open(OpenOptions::new().read(true), path) {
         Ok(f) => make_private(&f).map(|()| true),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(explain(e)),
+        Err(e) => Err(e),
     }
 }
 
@@ -134,12 +134,10 @@ pub fn tighten_existing(path: &Path) -> io::Result<bool> {
 pub fn replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let tmp = temporary_beside(path);
     let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(FLAGS)
-            .open(&tmp)?;
+        let mut f = open(
+            OpenOptions::new().write(true).create_new(true).mode(mode),
+            &tmp,
+        )?;
         // The umask may have taken bits the file had.
         f.set_permissions(std::fs::Permissions::from_mode(mode))?;
         f.write_all(bytes)?;

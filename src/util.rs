@@ -114,45 +114,106 @@ pub fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-/// Open a file we read (config, saved approvals) without ever blocking: a FIFO or device put
-/// in its place would hang `open` or `read` on the loop. `Ok(None)` when there is none; an
-/// error naming the problem when it is not a regular file.
-pub fn open_regular(path: &std::path::Path) -> std::io::Result<Option<std::fs::File>> {
+/// The one way the gateway opens a file (`clippy.toml` refuses every other): `O_NONBLOCK`, so a
+/// FIFO or a device put where a file is named is never waited on, and refused unless what was
+/// opened is a regular file (checked on the descriptor, so a name swapped meanwhile cannot
+/// slip through). `extra` adds open flags (`O_NOFOLLOW`).
+pub fn open_file(
+    options: &mut std::fs::OpenOptions,
+    path: &std::path::Path,
+    extra: i32,
+) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let f = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-    {
+    let refused = || {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file; refused",
+        )
+    };
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the opener: non-blocking, regular files only"
+    )]
+    let opened = options
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | extra)
+        .open(path);
+    let f = match opened {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // A FIFO opened for writing with no reader (or a device without its driver).
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Err(refused()),
         Err(e) => return Err(e),
     };
     if !f.metadata()?.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file; refused",
-        ));
+        return Err(refused());
     }
-    Ok(Some(f))
+    Ok(f)
 }
 
-/// The text of a file we read whole, at most `max` bytes, through [`open_regular`]. `Ok(None)`
-/// when there is none; errors say what was wrong (not a regular file, too large, not UTF-8).
-pub fn read_regular(path: &std::path::Path, max: u64) -> std::io::Result<Option<String>> {
+/// Open a file we read (config, saved approvals, what a tool or a server names) through
+/// [`open_file`]. `Ok(None)` when there is none; an error naming the problem when it is not a
+/// regular file.
+pub fn open_regular(path: &std::path::Path) -> std::io::Result<Option<std::fs::File>> {
+    match open_file(std::fs::OpenOptions::new().read(true), path, 0) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The bytes of a file we read whole, at most `max` of them, through [`open_regular`].
+/// `Ok(None)` when there is none; a bigger one is an error saying so.
+pub fn read_regular_bytes(path: &std::path::Path, max: u64) -> std::io::Result<Option<Vec<u8>>> {
     use std::io::Read;
     let Some(f) = open_regular(path)? else {
         return Ok(None);
     };
     let mut buf = Vec::new();
     f.take(max + 1).read_to_end(&mut buf)?;
-    let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
     if buf.len() as u64 > max {
-        return Err(invalid(format!("larger than {} KiB; refused", max / 1024)));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("larger than {} KiB; refused", max / 1024),
+        ));
     }
+    Ok(Some(buf))
+}
+
+/// The text of a file we read whole, at most `max` bytes, through [`open_regular`]. `Ok(None)`
+/// when there is none; errors say what was wrong (not a regular file, too large, not UTF-8).
+pub fn read_regular(path: &std::path::Path, max: u64) -> std::io::Result<Option<String>> {
+    let Some(buf) = read_regular_bytes(path, max)? else {
+        return Ok(None);
+    };
     String::from_utf8(buf)
         .map(Some)
-        .map_err(|_| invalid("not valid UTF-8".into()))
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not valid UTF-8"))
+}
+
+/// The text of a kernel file under `/proc` (they never block; bounded all the same).
+pub fn read_proc(path: &str) -> Option<String> {
+    read_regular(std::path::Path::new(path), 1 << 20)
+        .ok()
+        .flatten()
+}
+
+/// fsync the folder `dir` (so a rename or a removal in it survives a crash), opened as a
+/// folder only (`O_DIRECTORY`: anything else is refused at once, never waited on).
+pub fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = if dir.as_os_str().is_empty() {
+        std::path::Path::new(".")
+    } else {
+        dir
+    };
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "O_DIRECTORY | O_NONBLOCK: a folder or an error, at once"
+    )]
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(dir)?;
+    f.sync_all()
 }
 
 /// `s` with every control character except newline and tab written as a visible escape

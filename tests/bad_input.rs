@@ -453,3 +453,98 @@ fn ids_come_back_exactly_as_sent() {
     }
     g.ping();
 }
+
+/// A request whose `params` nest `depth` levels below the request's own object.
+fn nested_params(id: &str, depth: usize) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"ping","params":{}1{}}}"#,
+        r#"{"a":"#.repeat(depth),
+        "}".repeat(depth)
+    )
+}
+
+#[test]
+fn a_request_the_parse_refuses_is_answered_under_its_own_id() {
+    let mut g = Gateway::start();
+    let deep_member = format!(
+        r#"{{"jsonrpc":"2.0","id":"d2","method":"ping","x":{}{}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let mut bad_utf8 = br#"{"jsonrpc":"2.0","id":"u8","method":"ping","params":{"x":""#.to_vec();
+    bad_utf8.extend_from_slice(b"\xff\xfe\"}}");
+    let cases: [(Vec<u8>, &str, i64, &str); 5] = [
+        (
+            nested_params(r#""d1""#, 300).into_bytes(),
+            "d1",
+            -32602,
+            "invalid params: params nests deeper than 127 levels",
+        ),
+        (
+            deep_member.into_bytes(),
+            "d2",
+            -32600,
+            r#"invalid request: "x" nests deeper than 127 levels"#,
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":"n1","method":"ping","params":{"n":1e400}}"#.to_vec(),
+            "n1",
+            -32602,
+            "number out of range",
+        ),
+        (bad_utf8, "u8", -32700, "invalid UTF-8"),
+        (
+            br#"{"jsonrpc":"2.0","id":"i1","method":"ping","params":[1e400]}"#.to_vec(),
+            "i1",
+            -32602,
+            "number out of range",
+        ),
+    ];
+    for (line, id, code, says) in cases {
+        let mut frame = line.clone();
+        frame.push(b'\n');
+        g.send_raw(&frame);
+        let r = g.wait_response(&json!(id), T);
+        assert_eq!(r["error"]["code"], code, "{r}");
+        let message = r["error"]["message"].as_str().unwrap_or("");
+        assert!(message.contains(says), "{id}: {message}");
+        g.ping();
+    }
+    // The deepest params serde_json takes are a request like any other.
+    g.send_line(&nested_params(r#""ok""#, 126));
+    let r = g.wait_response(&json!("ok"), T);
+    assert_eq!(r["result"], json!({"pong": true}), "{r}");
+    g.assert_clean_stdout();
+}
+
+#[test]
+fn a_lone_surrogate_is_taken_as_the_replacement_character() {
+    let mut g = Gateway::start();
+    let s = g.create_session(json!({}));
+    // Node's JSON.stringify writes a lone half of a pair as an escape; Python's json.loads takes it.
+    let start = g.frames.len();
+    g.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":"p1","method":"prompt.submit","params":{{"session_id":"{}","text":"cut \ud83d here"}}}}"#,
+        s.id
+    ));
+    let r = g.wait_response(&json!("p1"), T);
+    assert_eq!(r["result"]["status"], "streaming", "{r}");
+    let turn = g.finish_turn(&s.id, start, T);
+    assert!(turn.text.contains("cut \u{fffd} here"), "{}", turn.text);
+    // An id holding one is echoed as it was written.
+    let mark = g.garbage.len();
+    g.send_line(r#"{"jsonrpc":"2.0","id":"\udc00","method":"ping"}"#);
+    let want = r#"{"jsonrpc":"2.0","id":"\udc00","result":{"pong":true}}"#;
+    let deadline = Instant::now() + T;
+    // The harness's own parse cannot hold a lone surrogate, so the line lands in `garbage`.
+    while !g.garbage[mark..].iter().any(|l| l == want.as_bytes()) {
+        assert!(
+            g.pump_until(deadline),
+            "no answer echoing the id\n{}",
+            g.diag()
+        );
+    }
+    g.garbage.truncate(mark);
+    g.ping();
+    g.assert_clean_stdout();
+}

@@ -1054,3 +1054,41 @@ fn resume_by_title_continues_that_session_and_an_unknown_title_is_refused() {
     assert_eq!(r["status"], "refused", "{r}");
     assert!(r["error"].as_str().unwrap().contains("not found"), "{r}");
 }
+
+#[test]
+fn a_prompt_over_the_limit_is_refused_while_stdin_is_still_being_written() {
+    /// `prompt.submit`'s limit, the one `exec` reads stdin up to.
+    const LIMIT: usize = 1 << 20;
+    let e = Exec::new("big-stdin");
+    let mut child = e.command(&["-"]).stdin(Stdio::piped()).spawn().unwrap();
+    let mut input = child.stdin.take().unwrap();
+    // 64 times the limit: far more than exec may read before it refuses.
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![b'x'; 64 << 10];
+        for _ in 0..(64 * LIMIT) / chunk.len() {
+            input.write_all(&chunk)?;
+        }
+        Ok::<(), std::io::Error>(())
+    });
+    let out = finish(child);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let said = text(&out.stderr);
+    assert!(
+        said.contains("the prompt on stdin is longer than 1048576 bytes (1 MiB)"),
+        "{said}"
+    );
+    // exec stopped reading and left while the writer still had data to send.
+    let written = writer.join().unwrap();
+    let refused = written.as_ref().map_err(std::io::Error::kind);
+    assert_eq!(refused, Err(std::io::ErrorKind::BrokenPipe));
+    // Words over the limit are refused the same way, before anything starts.
+    let word = "y".repeat(100 << 10);
+    let words: Vec<&str> = std::iter::repeat_n(word.as_str(), 11).collect();
+    let out = e.run(&words);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("the prompt is longer than 1048576 bytes"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -872,3 +872,40 @@ fn relative_paths_follow_the_terminals_cd_as_in_hermes() {
     b.g.finish_turn(&b.sid, start, T);
     assert!(!Path::new("/").join(&name).exists());
 }
+
+#[test]
+fn a_write_through_a_link_lands_where_the_approval_judged() {
+    let mut b = bench("links", &[]);
+    let outside = TempHome::new("links-outside");
+    // A live link: its target is written, the link stays.
+    std::fs::write(b.path("real.txt"), "old\n").unwrap();
+    std::os::unix::fs::symlink("real.txt", b.path("live")).unwrap();
+    let (_, row) = b.call("write_file", json!({"path": "live", "content": "new\n"}));
+    assert_eq!(row["bytes_written"], 4, "{row}");
+    assert!(
+        std::fs::symlink_metadata(b.path("live"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        std::fs::read_to_string(b.path("real.txt")).unwrap(),
+        "new\n"
+    );
+    // A dangling link to a file outside the working directory: written in place of the link
+    // (no approval asked, none needed), the file it named never created.
+    let planted = outside.path.join("planted.txt");
+    std::os::unix::fs::symlink(&planted, b.path("dangling")).unwrap();
+    let (_, row) = b.call(
+        "write_file",
+        json!({"path": "dangling", "content": "here\n"}),
+    );
+    assert_eq!(row["bytes_written"], 5, "{row}");
+    let meta = std::fs::symlink_metadata(b.path("dangling")).unwrap();
+    assert!(meta.file_type().is_file(), "{meta:?}");
+    assert_eq!(
+        std::fs::read_to_string(b.path("dangling")).unwrap(),
+        "here\n"
+    );
+    assert!(!planted.exists());
+}

@@ -1,10 +1,21 @@
-//! Files under HERMES_HOME that are not what they should be: a FIFO where config.yaml, the saved
-//! approvals, `.env` or state.db belongs must be refused with a reason, never hang the gateway.
+//! Files that are not what they should be: a FIFO where config.yaml, the saved approvals, `.env`
+//! or state.db belongs, files flipped to FIFOs while `search_files` walks them, FIFOs named as an
+//! MCP server's TLS files — refused with a reason, never a hang: `ping` answered throughout,
+//! SIGTERM honoured.
 
 use crate::common;
+use crate::mcp_support;
+use crate::tls_server;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use common::*;
+use mcp_support::*;
 use serde_json::json;
+use tls_server::*;
 
 fn fifo(home: &TempHome, name: &str) {
     let path = home.path.join(name);
@@ -50,4 +61,170 @@ fn a_fifo_in_place_of_state_db_ends_the_gateway_with_the_reason() {
         stderr.contains("state.db: not a regular file; refused"),
         "{stderr}"
     );
+}
+
+/// The longest a `ping` may wait while a hostile file is about: the loop never stops for a
+/// file, so anything near this is a stall (generous for 2 loaded cores; the issue's bound).
+const PING_BOUND: Duration = Duration::from_millis(100);
+
+/// Pings one at a time until `done` holds; how many and the longest wait for an answer.
+fn ping_until(g: &mut Gateway, mut done: impl FnMut(&mut Gateway) -> bool) -> (usize, Duration) {
+    let (mut count, mut longest) = (0, Duration::ZERO);
+    loop {
+        let sent = Instant::now();
+        let id = g.send_request("ping", json!({}));
+        let answer = g.wait_response(&id, T);
+        assert_eq!(answer["result"], json!({"pong": true}), "{answer}");
+        longest = longest.max(sent.elapsed());
+        count += 1;
+        if done(g) {
+            return (count, longest);
+        }
+    }
+}
+
+/// The test's own thread swapping each of `names` in a folder with a FIFO of a hidden name
+/// beside it (one atomic `renameat2(RENAME_EXCHANGE)` each), over and over, so a file the
+/// search listed as regular is often a FIFO by the time it is opened; stopped when dropped.
+struct Flipper {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Flipper {
+    fn start(dir: &Path, names: &[String]) -> Flipper {
+        let pairs: Vec<(PathBuf, PathBuf)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let fifo = dir.join(format!(".fifo{i:03}"));
+                nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
+                    .expect("mkfifo");
+                (dir.join(name), fifo)
+            })
+            .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let halt = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut swaps = 0;
+            while !halt.load(Ordering::Relaxed) {
+                for (file, fifo) in &pairs {
+                    let at = nix::fcntl::AT_FDCWD;
+                    let exchange = nix::fcntl::RenameFlags::RENAME_EXCHANGE;
+                    nix::fcntl::renameat2(at, file, at, fifo, exchange).expect("renameat2");
+                    swaps += 1;
+                }
+            }
+            swaps
+        });
+        Flipper {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the swapping; how many swaps were made.
+    fn stop(mut self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.take().map_or(0, |t| t.join().unwrap_or(0))
+    }
+}
+
+impl Drop for Flipper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn files_flipped_to_fifos_during_searches_never_stall_the_gateway() {
+    let home = TempHome::new("fifo-search");
+    let dir = home.path.join("tree");
+    std::fs::create_dir_all(&dir).unwrap();
+    const FILES: usize = 200;
+    // The files searched, and the ignore file the walk reads in each folder.
+    let mut names: Vec<String> = (0..FILES).map(|i| format!("f{i:03}.txt")).collect();
+    names.push(".gitignore".into());
+    for name in &names {
+        std::fs::write(dir.join(name), "hit\n").unwrap();
+    }
+    let mut g = Gateway::builder().home(&home.path).start();
+    let s = g.create_session(json!({"cwd": dir.to_str().unwrap()}));
+    let flipper = Flipper::start(&dir, &names);
+    let args = json!({"pattern": "hit", "path": dir.to_str().unwrap()});
+    let (mut pings, mut longest) = (0, Duration::ZERO);
+    for _ in 0..40 {
+        submit(&mut g, &s.id, &format!("%search_files {args}"));
+        // The turn is over at its `session.info` after `message.complete`.
+        let mut complete: Option<Option<u64>> = None;
+        let (n, worst) = ping_until(&mut g, |g| match complete {
+            None => {
+                complete = g
+                    .try_wait_session_event(&s.id, "message.complete", Duration::ZERO)
+                    .map(|c| c["seq"].as_u64());
+                false
+            }
+            Some(seq) => g
+                .wait_frame(
+                    |f| {
+                        event_type(f) == Some("session.info")
+                            && f["params"]["session_id"] == s.id.as_str()
+                            && f["params"]["seq"].as_u64() > seq
+                    },
+                    Duration::ZERO,
+                )
+                .is_some(),
+        });
+        pings += n;
+        longest = longest.max(worst);
+    }
+    assert!(longest <= PING_BOUND, "a ping waited {longest:?}");
+    // SIGTERM is honoured with the flipping still going.
+    g.signal(libc::SIGTERM);
+    assert_eq!(g.wait_exit(T).code(), Some(0), "{}", g.diag());
+    let swaps = flipper.stop();
+    eprintln!(
+        "search_files x40 over {FILES} files, {swaps} FIFO swaps: {pings} pings, longest wait {longest:?}"
+    );
+}
+
+#[test]
+fn fifos_named_as_an_mcp_servers_tls_files_are_refused_and_sigterm_still_exits() {
+    let home = TempHome::new("fifo-tls");
+    let dir = &home.path;
+    let server_id = Identity::self_signed(dir, "server");
+    let server = TlsServer::start(server_config(&server_id, None));
+    fifo(&home, "bundle.pem");
+    fifo(&home, "client.pem");
+    let (bundle, cert) = (dir.join("bundle.pem"), dir.join("client.pem"));
+    let yaml = format!(
+        "mcp_servers:\n  \
+           bundle:\n    url: https://127.0.0.1:{port}/mcp\n    ssl_verify: {bundle}\n  \
+           cert:\n    url: https://127.0.0.1:{port}/mcp\n    ssl_verify: false\n    client_cert: [{cert}, {key}]\n",
+        port = server.port,
+        bundle = bundle.display(),
+        cert = cert.display(),
+        key = server_id.key_pem.display(),
+    );
+    std::fs::write(dir.join("config.yaml"), yaml).unwrap();
+    let mut g = Gateway::builder().home(dir).start();
+    let (_, longest) = ping_until(&mut g, |_| true);
+    assert!(longest <= PING_BOUND, "a ping waited {longest:?}");
+    for (name, says) in [
+        ("bundle", "ssl_verify: cannot read"),
+        ("cert", "client_cert: cannot read"),
+    ] {
+        let status = wait_status(&mut g, name, |s| s["status"] == "failed");
+        let error = status["error"].as_str().unwrap_or("");
+        assert!(
+            error.contains(says) && error.contains("not a regular file"),
+            "{name}: {status}"
+        );
+    }
+    g.ping();
+    g.signal(libc::SIGTERM);
+    assert_eq!(g.wait_exit(T).code(), Some(0), "{}", g.diag());
 }

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 
 use crate::Config;
 use crate::config::{flag_value, split_flag};
+use crate::methods::params::PROMPT_MAX;
 use batch::{Approve, Batch, Settings, Sink};
 use embedded::Embedded;
 use record::{Outcome, Status, Usage, ms};
@@ -254,27 +255,36 @@ fn start_gateway(cfg: Config) -> Result<Embedded, i32> {
 
 // ---- one task ---------------------------------------------------------------------------------
 
+/// The prompt `exec -` reads: at most [`PROMPT_MAX`] bytes, refused as soon as one more comes
+/// (the rest is never read, nor held).
+fn read_prompt(input: impl Read) -> Result<String, String> {
+    let mut bytes = Vec::new();
+    input
+        .take(PROMPT_MAX as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read the prompt from stdin: {e}"))?;
+    if bytes.len() > PROMPT_MAX {
+        return Err(tasks::too_long("the prompt on stdin"));
+    }
+    String::from_utf8(bytes).map_err(|_| "the prompt on stdin is not UTF-8".to_string())
+}
+
 fn run_one(opts: &Options, cfg: Config) -> i32 {
     let prompt = if opts.prompt == ["-"] {
-        let mut text = String::new();
-        let limit = tasks::FILE_LIMIT;
-        match std::io::stdin().take(limit + 1).read_to_string(&mut text) {
-            Ok(n) if n as u64 > limit => {
-                eprint_line(&format!(
-                    "error: the prompt on stdin is over {} MiB",
-                    limit >> 20
-                ));
-                return EXIT_USAGE;
-            }
-            Ok(_) => text,
-            Err(e) => {
-                eprint_line(&format!("error: cannot read the prompt from stdin: {e}"));
+        match read_prompt(std::io::stdin().lock()) {
+            Ok(text) => text,
+            Err(why) => {
+                eprint_line(&format!("error: {why}"));
                 return EXIT_USAGE;
             }
         }
     } else {
         opts.prompt.join(" ")
     };
+    if prompt.len() > PROMPT_MAX {
+        eprint_line(&format!("error: {}", tasks::too_long("the prompt")));
+        return EXIT_USAGE;
+    }
     if prompt.trim().is_empty() {
         eprint_line("error: the prompt is empty");
         return EXIT_USAGE;

@@ -459,6 +459,11 @@ fn register_tools(o: &mut impl McpOwners, name: &str, _now: Instant) {
         let Some(tool) = t["name"].as_str() else {
             continue;
         };
+        // `mcp__<server>__` names no tool: the model could not call it by a name of its own.
+        if tool.trim().is_empty() {
+            crate::diag!("[mcp] {name}: a tool with an empty name is not offered");
+            continue;
+        }
         if !config.offers(tool) {
             continue;
         }

@@ -307,6 +307,21 @@ fn a_stdio_server_is_initialised_listed_page_by_page_and_its_tools_offered() {
 }
 
 #[test]
+fn a_tool_with_an_empty_name_is_not_offered() {
+    let mut f = Fake::new(&stdio_config(&["fs"]));
+    let t0 = f.t0();
+    pump(&mut f, t0);
+    let run = f.last_run();
+    f.handshake(
+        run,
+        &[json!({"tools": [tool(""), tool("  "), tool("ok")]})],
+        t0,
+    );
+    assert_eq!(f.tool_names(), ["mcp__fs__ok"]);
+    assert_eq!(f.status("fs")["tools"], json!(1));
+}
+
+#[test]
 fn garbage_a_ping_and_an_answer_to_an_unknown_id_leave_the_server_working() {
     let (mut f, run, t0) = connected("fs", &["echo"]);
     f.runs.runner.pipes.push(RunEvent::Output {

@@ -4,7 +4,6 @@
 //! Built by `http::open`, once per connection setup of the server; the files are read then,
 //! bounded, and a missing file or one without the PEM it needs is a clear error.
 
-use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -76,21 +75,14 @@ pub fn files_stamp(tls: &Tls) -> u64 {
     hasher.finish()
 }
 
-/// The PEM text of `path` (key `label`), at most [`PEM_MAX`] bytes.
+/// The PEM text of `path` (key `label`), at most [`PEM_MAX`] bytes, read without blocking (a
+/// FIFO or a device there is refused).
 fn read(path: &Path, label: &str) -> Result<Vec<u8>, String> {
-    let file =
-        std::fs::File::open(path).map_err(|e| format!("{label}: cannot read {path:?}: {e}"))?;
-    let mut bytes = Vec::new();
-    file.take(PEM_MAX + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("{label}: cannot read {path:?}: {e}"))?;
-    if bytes.len() as u64 > PEM_MAX {
-        return Err(format!(
-            "{label}: {path:?} is larger than {} MiB",
-            PEM_MAX >> 20
-        ));
+    match crate::util::read_regular_bytes(path, PEM_MAX) {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => Err(format!("{label}: cannot read {path:?}: no such file")),
+        Err(e) => Err(format!("{label}: cannot read {path:?}: {e}")),
     }
-    Ok(bytes)
 }
 
 /// The certificates of the PEM file `path`; none is an error.

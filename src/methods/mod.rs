@@ -8,7 +8,7 @@ mod config;
 mod gateway;
 pub(crate) mod models;
 mod ops;
-mod params;
+pub(crate) mod params;
 mod prompt;
 mod quick;
 mod reload;

@@ -151,11 +151,14 @@ fn write_new(
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = dir.join(format!(".{stem}.{}.tmp", util::random_hex(8)));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
+    let mut f = util::open_file(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600),
+        &tmp,
+        libc::O_NOFOLLOW,
+    )?;
     let written = f.write_all(bytes).and_then(|_| f.sync_all());
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);

@@ -122,8 +122,63 @@ pub fn default_roots() -> rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
     // Certificates the system store holds but rustls cannot parse are skipped.
-    let _ = roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    let _ = roots.add_parsable_certificates(native_certs());
     roots
+}
+
+/// The system's certificates: those of `SSL_CERT_FILE` and the files of each `SSL_CERT_DIR`
+/// folder when either is set (read here without blocking, as `rustls-native-certs` would read
+/// them), else the platform's store.
+fn native_certs() -> Vec<rustls::pki_types::CertificateDer<'static>> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    /// A certificate file larger than this is not read (a system bundle is a few hundred KiB).
+    const CERT_FILE_MAX: u64 = 16 << 20;
+    let file = std::env::var_os("SSL_CERT_FILE").map(std::path::PathBuf::from);
+    let dirs: Vec<std::path::PathBuf> = std::env::var_os("SSL_CERT_DIR")
+        .map(|d| {
+            std::env::split_paths(&d)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    if file.is_none() && dirs.is_empty() {
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "without SSL_CERT_FILE / SSL_CERT_DIR it reads the system's own store only"
+        )]
+        return rustls_native_certs::load_native_certs().certs;
+    }
+    let listed = dirs.iter().flat_map(|d| {
+        std::fs::read_dir(d)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+    });
+    // Each file once, however many links name it (`openssl rehash` makes two per certificate).
+    let mut seen = std::collections::HashSet::new();
+    let mut certs: Vec<_> = file
+        .into_iter()
+        .chain(listed)
+        .filter(|p| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(p).is_ok_and(|m| seen.insert((m.dev(), m.ino())))
+        })
+        .filter_map(|p| {
+            crate::util::read_regular_bytes(&p, CERT_FILE_MAX)
+                .ok()
+                .flatten()
+        })
+        .flat_map(|pem| {
+            CertificateDer::pem_slice_iter(&pem)
+                .filter_map(Result::ok)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    certs.sort_unstable_by(|a, b| a.as_ref().cmp(b.as_ref()));
+    certs.dedup();
+    certs
 }
 
 /// A client configuration on ring with the safe protocol versions, to choose how the

@@ -69,17 +69,12 @@ impl Journal {
 
     fn open(&mut self) -> io::Result<&mut File> {
         if self.file.is_none() {
-            let f = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&self.path)?;
-            let meta = f.metadata()?;
-            if !meta.is_file() {
-                return Err(io::Error::other("the journal is not a regular file"));
-            }
-            self.len = meta.len();
+            let f = crate::util::open_file(
+                OpenOptions::new().create(true).append(true).mode(0o600),
+                &self.path,
+                libc::O_NOFOLLOW,
+            )?;
+            self.len = f.metadata()?.len();
             sync_dir(&self.path)?;
             self.file = Some(f);
         }
@@ -124,12 +119,11 @@ impl Sink for Journal {
         }
         let tmp = self.path.with_extension("journal.tmp");
         let _ = std::fs::remove_file(&tmp);
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)?;
+        let mut f = crate::util::open_file(
+            OpenOptions::new().write(true).create_new(true).mode(0o600),
+            &tmp,
+            libc::O_NOFOLLOW,
+        )?;
         let done = f
             .write_all(&buf)
             .and_then(|()| f.sync_all())
@@ -168,9 +162,9 @@ fn journal_full() -> io::Error {
     )
 }
 
+/// The folder holding `path` synced.
 fn sync_dir(path: &Path) -> io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    File::open(dir.unwrap_or(Path::new(".")))?.sync_all()
+    crate::util::sync_dir(path.parent().unwrap_or(Path::new("")))
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -218,12 +212,9 @@ pub fn decode(bytes: &[u8]) -> (Vec<Record<'static>>, usize) {
 
 /// Read a journal file without following a symlink, bounded.
 pub fn read(path: &Path) -> io::Result<Vec<u8>> {
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
+    let f = crate::util::open_file(OpenOptions::new().read(true), path, libc::O_NOFOLLOW)?;
     let meta = f.metadata()?;
-    if !meta.is_file() || meta.len() > READ_MAX {
+    if meta.len() > READ_MAX {
         return Err(io::Error::other("not a journal this gateway wrote"));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);

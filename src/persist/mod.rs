@@ -863,7 +863,7 @@ fn fold_one(store: &mut Store, path: &Path, owner: &str) -> Result<usize, StoreE
     let written = store.fold(owner, &records)?;
     std::fs::remove_file(path)?;
     if let Some(dir) = path.parent() {
-        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+        let _ = crate::util::sync_dir(dir);
     }
     if written > 0 || skipped > 0 {
         crate::diag!(

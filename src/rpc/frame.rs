@@ -106,85 +106,154 @@ pub struct Request {
     pub params: Map<String, Value>,
 }
 
-/// One input line as an object: the id's raw text and every other member (the last of a
-/// repeated key wins, as in a parsed object).
-struct Envelope<'a> {
-    id: Option<&'a RawValue>,
-    rest: Map<String, Value>,
+/// How [`Envelope::read`] takes the members other than `id`.
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Members {
+    /// Parsed into `rest` (the request's own reading).
+    Values,
+    /// Kept as their JSON text in `raw`, read with no depth limit, any number, any escape.
+    Raw,
+    /// Skipped, their strings' bytes unchecked (a line that is not UTF-8).
+    Skipped,
 }
 
-impl<'de> serde::Deserialize<'de> for Envelope<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Members;
-        impl<'de> Visitor<'de> for Members {
-            type Value = Envelope<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
+/// One input line as an object: the id's raw text, the other members as [`Members`] asks (the
+/// last of a repeated key wins, as in a parsed object), and whether it answers a server request
+/// (a `result` or an `error` and no `method`).
+pub(super) struct Envelope<'a> {
+    pub id: Option<&'a RawValue>,
+    pub rest: Map<String, Value>,
+    pub raw: Vec<(String, &'a RawValue)>,
+    pub answer: bool,
+}
+
+impl<'a> Envelope<'a> {
+    /// `line` read as one JSON object, as `serde_json::from_slice` reads it.
+    pub(super) fn read(line: &'a [u8], members: Members) -> serde_json::Result<Envelope<'a>> {
+        let mut de = serde_json::Deserializer::from_slice(line);
+        let envelope = de.deserialize_map(Reader(members))?;
+        de.end()?;
+        Ok(envelope)
+    }
+}
+
+/// Reads an [`Envelope`].
+struct Reader(Members);
+
+impl<'de> Visitor<'de> for Reader {
+    type Value = Envelope<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope<'de>, A::Error> {
+        let mut envelope = Envelope {
+            id: None,
+            rest: Map::new(),
+            raw: Vec::new(),
+            answer: false,
+        };
+        let (mut method, mut outcome) = (false, false);
+        while let Some(Key(key)) = map.next_key()? {
+            if key == b"id" {
+                envelope.id = Some(map.next_value()?);
+                continue;
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope<'de>, A::Error> {
-                let mut envelope = Envelope {
-                    id: None,
-                    rest: Map::new(),
-                };
-                while let Some(key) = map.next_key::<String>()? {
-                    if key == "id" {
-                        envelope.id = Some(map.next_value()?);
-                    } else {
-                        let value = map.next_value()?;
-                        envelope.rest.insert(key, value);
-                    }
+            method |= key == b"method";
+            outcome |= key == b"result" || key == b"error";
+            match self.0 {
+                Members::Values => {
+                    let key = String::from_utf8(key)
+                        .map_err(|_| de::Error::custom("a member name is not UTF-8"))?;
+                    envelope.rest.insert(key, map.next_value()?);
                 }
-                Ok(envelope)
+                Members::Raw => {
+                    let key = String::from_utf8_lossy(&key).into_owned();
+                    envelope.raw.push((key, map.next_value()?));
+                }
+                Members::Skipped => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
             }
         }
-        d.deserialize_map(Members)
+        envelope.answer = outcome && !method;
+        Ok(envelope)
     }
 }
 
-/// Why a line that is not an object is refused: not JSON at all, or JSON of another kind.
-fn refusal(line: &[u8], error: &serde_json::Error) -> RpcError {
-    if std::str::from_utf8(line).is_err() {
-        return RpcError::new(code::PARSE, "parse error: invalid UTF-8");
-    }
-    match serde_json::from_slice::<de::IgnoredAny>(line) {
-        Ok(_) => RpcError::new(code::INVALID_REQUEST, "invalid request: not an object"),
-        Err(_) => RpcError::new(code::PARSE, format!("parse error: {error}")),
-    }
-}
+/// A member's name as bytes (serde_json reads a key as bytes without checking its UTF-8).
+struct Key(Vec<u8>);
 
-/// Classify one line of input.
-pub fn parse_line(line: &[u8]) -> Incoming {
-    let Envelope {
-        id: raw_id,
-        rest: mut obj,
-    } = match serde_json::from_slice(line) {
-        Ok(envelope) => envelope,
-        Err(e) => {
-            return Incoming::Bad {
-                id: Id::null(),
-                error: refusal(line, &e),
-            };
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Key, D::Error> {
+        struct Bytes;
+        impl<'de> Visitor<'de> for Bytes {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Key, E> {
+                Ok(Key(v.to_vec()))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
+                Ok(Key(v.as_bytes().to_vec()))
+            }
         }
+        d.deserialize_bytes(Bytes)
+    }
+}
+
+/// Classify one line of input. A line the parse refuses is read again leniently
+/// (`refused.rs`): a lone surrogate escape becomes U+FFFD and the line is taken, and anything
+/// else wrong is answered under the line's id whenever that id can be read.
+pub fn parse_line(line: &[u8]) -> Incoming {
+    let error = match Envelope::read(line, Members::Values) {
+        Ok(Envelope { id, rest, .. }) => return classify(id.map(RawValue::get), rest),
+        Err(e) => e,
     };
-    let id = match raw_id.map(RawValue::get) {
-        None => Id::null(),
+    let Some(mended) = super::refused::mend_surrogates(line) else {
+        return super::refused::answer(line, &error);
+    };
+    match Envelope::read(&mended, Members::Values) {
+        // The id as the client wrote it: the mend keeps every byte's place.
+        Ok(Envelope { id, rest, .. }) => {
+            let id = id.map(|raw| {
+                let at = raw.get().as_ptr() as usize - mended.as_ptr() as usize;
+                std::str::from_utf8(&line[at..at + raw.get().len()]).unwrap_or(raw.get())
+            });
+            classify(id, rest)
+        }
+        Err(error) => super::refused::answer(&mended, &error),
+    }
+}
+
+/// The id whose JSON text is `raw` (`null` when there is none), or the refusal of a line whose
+/// id cannot be one: an id is a string, a number or `null`.
+pub(super) fn id_of(raw: Option<&str>) -> Result<Id, Incoming> {
+    match raw {
+        None => Ok(Id::null()),
         Some(text)
             if matches!(
                 text.as_bytes().first(),
                 Some(b'"' | b'-' | b'0'..=b'9' | b'n')
             ) =>
         {
-            Id(text.into())
+            Ok(Id(text.into()))
         }
-        Some(_) => {
-            return Incoming::Bad {
-                id: Id::null(),
-                error: RpcError::new(
-                    code::INVALID_REQUEST,
-                    "invalid request: id must be a string or a number",
-                ),
-            };
-        }
+        Some(_) => Err(Incoming::Bad {
+            id: Id::null(),
+            error: RpcError::new(
+                code::INVALID_REQUEST,
+                "invalid request: id must be a string or a number",
+            ),
+        }),
+    }
+}
+
+/// A parsed object line: a request, an answer to a server request, or why neither.
+fn classify(raw_id: Option<&str>, mut obj: Map<String, Value>) -> Incoming {
+    let id = match id_of(raw_id) {
+        Ok(id) => id,
+        Err(refused) => return refused,
     };
     let method = match obj.remove("method") {
         Some(Value::String(m)) => m,
@@ -379,6 +448,83 @@ mod tests {
             Incoming::Bad { error, .. } => assert!(error.message.contains("UTF-8")),
             _ => panic!(),
         }
+    }
+
+    /// `{"id":7,"method":"m","params":{"a":{"a":…1…}}}`, `depth` levels deep in all.
+    fn nested(depth: usize) -> String {
+        format!(
+            r#"{{"id":7,"method":"m","params":{}1{}}}"#,
+            r#"{"a":"#.repeat(depth - 1),
+            "}".repeat(depth - 1)
+        )
+    }
+
+    fn refused(line: &[u8]) -> (String, i64, String) {
+        match parse_line(line) {
+            Incoming::Bad { id, error } => (id.json().to_string(), error.code, error.message),
+            other => panic!("{}: {other:?}", String::from_utf8_lossy(line)),
+        }
+    }
+
+    #[test]
+    fn what_the_parse_refuses_is_answered_under_the_id_it_can_read() {
+        use crate::rpc::refused::MAX_DEPTH;
+        // The deepest request serde_json takes, and one level more.
+        let deepest = nested(MAX_DEPTH);
+        assert!(matches!(
+            parse_line(deepest.as_bytes()),
+            Incoming::Request(_)
+        ));
+        let (id, code, message) = refused(nested(MAX_DEPTH + 1).as_bytes());
+        assert_eq!((id.as_str(), code), ("7", code::INVALID_PARAMS));
+        assert_eq!(
+            message,
+            "invalid params: params nests deeper than 127 levels"
+        );
+        let deep = format!(
+            r#"{{"x":{}{},"id":"q","method":"m"}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let (id, code, message) = refused(deep.as_bytes());
+        assert_eq!((id.as_str(), code), (r#""q""#, code::INVALID_REQUEST));
+        assert_eq!(
+            message,
+            r#"invalid request: "x" nests deeper than 127 levels"#
+        );
+        let (id, code, message) = refused(br#"{"id":8,"method":"m","params":{"n":1e400}}"#);
+        assert_eq!((id.as_str(), code), ("8", code::INVALID_PARAMS));
+        assert!(message.contains("number out of range"), "{message}");
+        let (id, code, message) =
+            refused(b"{\"id\":9,\"method\":\"m\",\"params\":{\"t\":\"\xff\"}}");
+        assert_eq!((id.as_str(), code), ("9", code::PARSE));
+        assert!(message.contains("UTF-8"), "{message}");
+        // Nothing to read an id from: not an object, not JSON, a bad id, an answer.
+        let deep_array = format!("{}{}", "[".repeat(300), "]".repeat(300));
+        assert_eq!(
+            refused(deep_array.as_bytes()),
+            (
+                "null".into(),
+                code::INVALID_REQUEST,
+                "invalid request: not an object".into()
+            )
+        );
+        assert_eq!(refused(br#"{"id":1,"method":"m""#).0, "null");
+        assert_eq!(
+            refused(br#"{"id":[1],"method":"m","params":{"n":1e400}}"#).0,
+            "null"
+        );
+        assert_eq!(refused(br#"{"id":"srq-1","result":{"n":1e400}}"#).0, "null");
+    }
+
+    #[test]
+    fn a_lone_surrogate_becomes_the_replacement_character_and_the_id_is_kept() {
+        let line = br#"{"id":"\ud800","method":"m","params":{"text":"a\udc00b\ud83d\ude00"}}"#;
+        let Incoming::Request(r) = parse_line(line) else {
+            panic!()
+        };
+        assert_eq!(r.id.json(), r#""\ud800""#);
+        assert_eq!(r.params["text"], "a\u{fffd}b\u{1f600}");
     }
 
     #[test]

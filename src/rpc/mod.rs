@@ -7,6 +7,7 @@ pub mod frame;
 pub mod line_reader;
 pub mod out_queue;
 pub mod outbox;
+pub(crate) mod refused;
 
 pub use call_log::CallLog;
 pub use frame::{Request, RpcError};

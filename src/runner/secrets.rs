@@ -184,7 +184,7 @@ pub fn redact_command_line() -> usize {
 
 /// `arg_start..arg_end` of this process, from `/proc/self/stat` (fields 48 and 49).
 fn argument_area() -> Option<Range<usize>> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let stat = crate::util::read_proc("/proc/self/stat")?;
     let after = &stat[stat.rfind(')')? + 1..];
     // The first field after the name is field 3.
     let mut fields = after.split_whitespace().skip(48 - 3);

@@ -86,18 +86,20 @@ impl Executable {
     /// The running binary (`/proc/self/exe`: its file even if already replaced or deleted).
     pub fn current() -> Executable {
         let path = std::env::current_exe().unwrap_or_else(|_| "tui-gateway".into());
-        Executable::from(std::fs::File::open("/proc/self/exe"), path)
+        Executable::from(std::path::Path::new("/proc/self/exe"), path)
     }
 
     /// The binary at `path` (a host or a bench that runs the gateway's binary as the zygote).
     pub fn open(path: std::path::PathBuf) -> Executable {
-        Executable::from(std::fs::File::open(&path), path)
+        Executable::from(&path.clone(), path)
     }
 
-    fn from(file: std::io::Result<std::fs::File>, path: std::path::PathBuf) -> Executable {
+    /// `file` opened and kept, to exec `path`.
+    fn from(file: &std::path::Path, path: std::path::PathBuf) -> Executable {
         // Above the low descriptors the zygote's start rearranges (fd 3 is its control socket).
-        let fd = file
+        let fd = crate::util::open_regular(file)
             .ok()
+            .flatten()
             .and_then(|f| nix::fcntl::fcntl(&f, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(10)).ok())
             // SAFETY: F_DUPFD_CLOEXEC just returned this new descriptor, owned by nobody else.
             .map(|raw| unsafe { OwnedFd::from_raw_fd(raw) });
@@ -563,7 +565,7 @@ fn supervise(
 
 /// The one child of process `me`, by the pid the mounted /proc shows (the gateway's).
 fn only_child(me: u32) -> Option<i32> {
-    let children = std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")).ok()?;
+    let children = crate::util::read_proc(&format!("/proc/{me}/task/{me}/children"))?;
     let mut pids = children.split_whitespace().map(str::parse::<i32>);
     match (pids.next(), pids.next()) {
         (Some(Ok(pid)), None) => Some(pid),
@@ -666,7 +668,7 @@ impl ProcessTree {
             let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else {
                 continue;
             };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            let Some(stat) = crate::util::read_proc(&format!("/proc/{pid}/stat")) else {
                 continue;
             };
             if let Some((ppid, state)) = parent_of(&stat) {

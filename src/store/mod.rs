@@ -110,7 +110,7 @@ fn commit(tx: rusqlite::Transaction<'_>, fts: &fts::Indexes) -> rusqlite::Result
 
 /// `pid:start time` of a process (the start time tells a reused pid apart), if it is alive.
 pub fn process_identity(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = crate::util::read_proc(&format!("/proc/{pid}/stat"))?;
     let after = &stat[stat.rfind(')')? + 1..];
     // Field 22 (starttime) is the 20th after the name.
     let start = after.split_whitespace().nth(19)?;

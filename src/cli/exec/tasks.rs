@@ -18,6 +18,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::record::Status;
+use crate::methods::params::PROMPT_MAX;
 
 /// Largest tasks or results file read.
 pub const FILE_LIMIT: u64 = 256 << 20;
@@ -46,6 +47,14 @@ impl Task {
             resume,
         }
     }
+}
+
+/// Why a prompt (`what`) is refused for its length: `prompt.submit`'s limit, said up front.
+pub fn too_long(what: &str) -> String {
+    format!(
+        "{what} is longer than {PROMPT_MAX} bytes ({} MiB), the most a prompt may be",
+        PROMPT_MAX >> 20
+    )
 }
 
 /// The text of a file of at most [`FILE_LIMIT`] bytes; `None` when there is none.
@@ -96,6 +105,7 @@ fn parse_line(line: &str) -> Result<Task, String> {
         None => return Err("missing \"id\"".to_string()),
     };
     let prompt = match o.get("prompt") {
+        Some(Value::String(s)) if s.len() > PROMPT_MAX => return Err(too_long("\"prompt\"")),
         Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
         Some(_) => return Err("\"prompt\" must be a non-empty string".to_string()),
         None => return Err("missing \"prompt\"".to_string()),
@@ -182,12 +192,15 @@ impl Results {
     /// Opens `path` for appending (mode 0600 when created); a last line cut short by a kill is
     /// ended first so the next record starts on its own line.
     pub fn open(path: &Path, existing: &str) -> Result<Results, String> {
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut file = crate::util::open_file(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600),
+            path,
+            0,
+        )
+        .map_err(|e| format!("{}: {e}", path.display()))?;
         if !existing.is_empty() && !existing.ends_with('\n') {
             file.write_all(b"\n")
                 .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -247,5 +260,20 @@ mod tests {
         assert!(dir_name(".hidden").starts_with("_hidden-"));
         assert_ne!(dir_name("a b"), dir_name("a_b"));
         assert_eq!(dir_name("a b"), dir_name("a b"));
+    }
+    #[test]
+    fn a_prompt_over_prompt_submits_limit_is_a_bad_line() {
+        let long = "z".repeat(PROMPT_MAX + 1);
+        let text = format!("{}\n", serde_json::json!({"id": "big", "prompt": long}));
+        let errors = parse(&text).unwrap_err();
+        assert_eq!(
+            errors,
+            ["line 1: \"prompt\" is longer than 1048576 bytes (1 MiB), the most a prompt may be"]
+        );
+        let fits = format!(
+            "{}\n",
+            serde_json::json!({"id": "ok", "prompt": "z".repeat(PROMPT_MAX)})
+        );
+        assert_eq!(parse(&fits).unwrap()[0].prompt.len(), PROMPT_MAX);
     }
 }

@@ -127,7 +127,7 @@ fn try_lock(path: &Path) -> Result<Option<Locked>, String> {
 fn replace_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     private_file::replace(path, bytes, 0o600)?;
     if let Some(dir) = path.parent() {
-        File::open(dir)?.sync_all()?;
+        crate::util::sync_dir(dir)?;
     }
     Ok(())
 }

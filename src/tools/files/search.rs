@@ -97,11 +97,14 @@ struct Scan {
 
 impl Scan {
     fn open(path: &Path, name: String) -> Option<Scan> {
-        if std::fs::metadata(path).ok()?.len() > FILE_MAX {
+        // Non-blocking and regular files only: the walk saw a file, but a FIFO may stand there
+        // by now.
+        let file = crate::util::open_regular(path).ok()??;
+        if file.metadata().ok()?.len() > FILE_MAX {
             return None;
         }
         Some(Scan {
-            file: std::fs::File::open(path).ok()?,
+            file,
             name,
             line: 1,
             partial: Vec::new(),

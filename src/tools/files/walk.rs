@@ -4,7 +4,9 @@
 //! of the whole directory). What is skipped is ripgrep's (the `ignore` crate's matchers, as its
 //! own walker applies them with `require_git(false)`): the `file_glob` override first, then
 //! `.ignore`, `.gitignore` and `.git/info/exclude` of each directory from the deepest up
-//! (those of the root's parents too) and git's global excludes, then hidden names.
+//! (those of the root's parents too) and git's global excludes, then hidden names. Every
+//! ignore file and git config is read through `util::read_regular` (the crate's own readers
+//! would block on a FIFO put there).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -17,6 +19,78 @@ use ignore::overrides::Override;
 
 /// Directory entries read (and matched) in one unit of work.
 pub(crate) const ENTRIES: usize = 512;
+/// An ignore file or git config larger than this is not read.
+const IGNORE_FILE_MAX: u64 = 1 << 20;
+
+/// The matcher of the gitignore-format `files` (rooted at `dir`), read as the `ignore` crate
+/// reads them (a line that is not UTF-8 or not a glob is left out), without blocking.
+fn gitignore(dir: &Path, files: &[PathBuf]) -> Gitignore {
+    let mut b = GitignoreBuilder::new(dir);
+    for f in files {
+        let Ok(Some(bytes)) = crate::util::read_regular_bytes(f, IGNORE_FILE_MAX) else {
+            continue;
+        };
+        for (i, line) in bytes.split(|&c| c == b'\n').enumerate() {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let Ok(mut line) = std::str::from_utf8(line) else {
+                continue;
+            };
+            if i == 0 {
+                line = line.trim_start_matches('\u{feff}');
+            }
+            let _ = b.add_line(Some(f.clone()), line);
+        }
+    }
+    b.build().unwrap_or_else(|_| Gitignore::empty())
+}
+
+/// Git's global excludes file (`core.excludesFile` of `GIT_CONFIG_GLOBAL`, else
+/// `~/.gitconfig`, the XDG git config or the system's, else `$XDG_CONFIG_HOME/git/ignore`),
+/// found and read as the `ignore` crate's `Gitignore::global` does.
+fn global_excludes() -> Gitignore {
+    let Ok(cwd) = std::env::current_dir() else {
+        return Gitignore::empty();
+    };
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let env_path = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let xdg = env_path("XDG_CONFIG_HOME").or_else(|| home.as_ref().map(|h| h.join(".config")));
+    let configs = [
+        env_path("GIT_CONFIG_GLOBAL"),
+        home.as_ref().map(|h| h.join(".gitconfig")),
+        xdg.as_ref().map(|x| x.join("git/config")),
+        Some(env_path("GIT_CONFIG_SYSTEM").unwrap_or_else(|| "/etc/gitconfig".into())),
+    ];
+    let named = configs.iter().flatten().find_map(|c| {
+        let text = crate::util::read_regular_bytes(c, IGNORE_FILE_MAX).ok()??;
+        excludes_file(&text, home.as_deref())
+    });
+    match named.or_else(|| xdg.map(|x| x.join("git/ignore"))) {
+        Some(path) => gitignore(&cwd, &[path]),
+        None => Gitignore::empty(),
+    }
+}
+
+/// `core.excludesFile` of a git config's text (the `ignore` crate's lenient reading: any
+/// `excludesfile = …` line), a leading `~` expanded.
+fn excludes_file(config: &[u8], home: Option<&Path>) -> Option<PathBuf> {
+    static LINE: std::sync::OnceLock<Option<regex::bytes::Regex>> = std::sync::OnceLock::new();
+    let line = LINE
+        .get_or_init(|| {
+            regex::bytes::Regex::new(r#"(?im-u)^\s*excludesfile\s*=\s*"?\s*(\S+?)\s*"?\s*$"#).ok()
+        })
+        .as_ref()?;
+    let value = std::str::from_utf8(line.captures(config)?.get(1)?.as_bytes()).ok()?;
+    match (value.strip_prefix('~'), home) {
+        (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
+            Some(PathBuf::from(format!("{}{rest}", home.display())))
+        }
+        _ => Some(PathBuf::from(value)),
+    }
+}
 
 /// One directory's ignore files.
 struct Level {
@@ -27,18 +101,10 @@ struct Level {
 
 impl Level {
     fn of(dir: &Path) -> Level {
-        let build = |files: &[PathBuf]| {
-            let mut b = GitignoreBuilder::new(dir);
-            for f in files.iter().filter(|f| f.is_file()) {
-                // A file that cannot be read or parsed adds what it can, as ripgrep does.
-                let _ = b.add(f);
-            }
-            b.build().unwrap_or_else(|_| Gitignore::empty())
-        };
         Level {
-            ignore: build(&[dir.join(".ignore")]),
-            git: build(&[dir.join(".gitignore")]),
-            exclude: build(&[dir.join(".git/info/exclude")]),
+            ignore: gitignore(dir, &[dir.join(".ignore")]),
+            git: gitignore(dir, &[dir.join(".gitignore")]),
+            exclude: gitignore(dir, &[dir.join(".git/info/exclude")]),
         }
     }
 }
@@ -76,7 +142,7 @@ impl Walk {
         let mut walk = Walk {
             frames: Vec::new(),
             parents: Vec::new(),
-            global: Gitignore::global().0,
+            global: global_excludes(),
             overrides,
             file: None,
         };
@@ -216,6 +282,39 @@ mod tests {
             .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
             .map(|e| e.path().strip_prefix(root).unwrap().display().to_string())
             .collect()
+    }
+
+    #[test]
+    fn ignore_files_are_read_without_blocking_bom_and_crlf_as_git_reads_them() {
+        let dir = crate::util::ScratchDir::new("wk-fifo");
+        let dir = dir.path();
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        for f in ["a.rs", "a.log", "sub/b.rs", "sub/b.tmp"] {
+            std::fs::write(dir.join(f), "x\n").unwrap();
+        }
+        // A FIFO where an ignore file belongs is left out, not waited on.
+        let fifo = dir.join(".gitignore");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        std::fs::write(dir.join(".ignore"), "*.log\n").unwrap();
+        std::fs::write(dir.join("sub/.gitignore"), "\u{feff}*.tmp\r\n").unwrap();
+        let (files, _) = walk_all(dir, &[]);
+        assert_eq!(files, ["a.rs", "sub/b.rs"]);
+    }
+
+    #[test]
+    fn the_excludes_file_of_a_git_config_is_found_as_the_ignore_crate_finds_it() {
+        let home = Path::new("/home/u");
+        let found = |text: &str| excludes_file(text.as_bytes(), Some(home));
+        assert_eq!(
+            found("[core]\n\texcludesFile = ~/.gitignore_global\n"),
+            Some(PathBuf::from("/home/u/.gitignore_global"))
+        );
+        assert_eq!(
+            found("[core]\nexcludesfile = \"/etc/ignore\"\n"),
+            Some(PathBuf::from("/etc/ignore"))
+        );
+        assert_eq!(found("[core]\nexcludeFile = /x\n"), None);
+        assert_eq!(found("[user]\nname = u\n"), None);
     }
 
     #[test]
