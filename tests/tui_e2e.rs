@@ -106,6 +106,7 @@ fn the_banner_lists_an_mcp_server_and_its_tool_call_renders() {
     tui.resize(80, 36);
     tui.wait_ready(T);
     tui.submit("/tools");
+    tui.wait_screen("the /tools pager", T, |s| s.contains("Esc/q close"));
     tui.key("G");
     let pager = tui.wait_screen("the end of the /tools pager", T, |s| {
         s.contains("Esc/q close") && s.contains("lines)")
@@ -114,7 +115,7 @@ fn the_banner_lists_an_mcp_server_and_its_tool_call_renders() {
         pager.contains("mcp-fake (3):") && pager.contains("mcp__fake__slow("),
         "the MCP toolset is not in /tools:\n{pager}"
     );
-    tui.key("q");
+    tui.close_pager();
     tui.wait_ready(T);
     tui.assert_no_errors(&[]);
     tui.quit();

@@ -315,6 +315,21 @@ impl Tui {
         self.tmux_ok(&["send-keys", "-t", "e2e", key]);
     }
 
+    /// Close the open pager with `q`. A pager is drawn a moment before it takes keys (its
+    /// input hook starts after the render), so a `q` that came in that moment is lost: `q`
+    /// again while the pager is still on screen (never once it is gone, when it would be typed).
+    pub fn close_pager(&self) {
+        let open = |s: &str| s.contains("Esc/q close");
+        let deadline = Instant::now() + T;
+        while Instant::now() < deadline {
+            self.key("q");
+            if common::procfs::poll_until(Duration::from_secs(2), || !open(&self.screen())) {
+                return;
+            }
+        }
+        panic!("the pager did not close:\n{}", self.screen());
+    }
+
     /// Type a line and submit it: wait until the composer shows it, press Enter, and wait
     /// until the composer let go of it (the submission took).
     pub fn submit(&self, text: &str) {
