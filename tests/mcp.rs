@@ -106,6 +106,46 @@ fn tools_are_listed_offered_and_called_through_turns_with_progress() {
 }
 
 #[test]
+fn a_flood_of_progress_is_paced_and_its_newest_notice_shown_before_the_result() {
+    const NOTICES: u64 = 100_000;
+    let m = marker();
+    let home = home_with(&[("fake", "good", "")], &m);
+    let mut g = Gateway::builder().home(&home.path).start();
+    wait_tools(&mut g, "fake");
+    let s = g.create_session(json!({}));
+    let start = g.frames.len();
+    let done = call_tool(&mut g, &s.id, "mcp__fake__slow", json!({"flood": NOTICES}));
+    let events = g.events_of_session_from(&s.id, start);
+    let progress = events
+        .iter()
+        .filter(|e| e["type"] == "tool.progress")
+        .count();
+    // One at once, then at most one per 100 ms interval: far fewer than the notices.
+    assert!(
+        (1..NOTICES as usize / 100).contains(&progress),
+        "{progress} tool.progress events for {NOTICES} notices"
+    );
+    let outputs = tool_output_from(&mut g, &s.id, start);
+    assert!(
+        outputs.starts_with("step 1\n"),
+        "{}",
+        &outputs[..40.min(outputs.len())]
+    );
+    assert!(
+        outputs.ends_with(&format!("step {NOTICES}\n")),
+        "the newest notice is shown before the result"
+    );
+    let complete_at = events.iter().position(|e| e["type"] == "tool.complete");
+    let last_output_at = events.iter().rposition(|e| e["type"] == "tool.output");
+    assert!(last_output_at < complete_at, "progress after the result");
+    assert_eq!(
+        stored_tool_result(&g, &s.stored, &done)["result"],
+        "slow done"
+    );
+    g.call("ping", json!({}));
+}
+
+#[test]
 fn a_server_that_exits_mid_call_fails_the_call_and_is_restarted() {
     let m = marker();
     let home = home_with(&[("fake", "good", "")], &m);

@@ -12,6 +12,7 @@
 
 pub mod config;
 pub mod http;
+pub mod progress;
 pub mod tls;
 pub mod tool;
 pub mod wire;
@@ -122,6 +123,8 @@ pub struct Mcp {
     /// The streamable HTTP servers' connections (`http.rs`).
     pub(crate) http: http::Clients,
     pub(crate) calls: tool::Shared,
+    /// The calls' progress notices, paced (`progress.rs`).
+    progress: progress::Progress,
     started: bool,
     /// Some `lazy` server waits for the first session to start it.
     lazy_waiting: bool,
@@ -327,6 +330,7 @@ pub(crate) fn on_run_event(o: &mut impl McpOwners, event: RunEvent, now: Instant
             let Some(name) = mcp.by_run.remove(&run) else {
                 return;
             };
+            mcp.progress.forget_server(&name);
             let why = mcp.servers.get(&name).and_then(|s| s.error.clone());
             let why = why.unwrap_or_else(|| exit_reason(end.status, &end.stderr));
             if let Some(s) = mcp.servers.get_mut(&name) {
@@ -348,7 +352,7 @@ fn on_line(o: &mut impl McpOwners, name: &str, line: &[u8], now: Instant) {
 fn on_message(o: &mut impl McpOwners, name: &str, message: Incoming, now: Instant) {
     match message {
         Incoming::Answer { id, result } => on_answer(o, name, id, result, now),
-        Incoming::Notice { method, params } => on_notice(o, name, &method, &params),
+        Incoming::Notice { method, params } => on_notice(o, name, &method, &params, now),
         Incoming::Request { id, method } => {
             let answer = match method.as_str() {
                 "ping" => wire::answer(&id, Ok(json!({}))),
@@ -396,6 +400,10 @@ fn on_answer(
         crate::diag!("[mcp] {name}: an answer to an unknown request {id}, ignored");
         return;
     };
+    // What its progress held goes out before its result.
+    if let Some(shown) = o.mcp().progress.end(job) {
+        show_progress(o, job, shown);
+    }
     let result = match result {
         Ok(r) => {
             let (content, summary, error) = wire::call_result(&r);
@@ -503,7 +511,7 @@ fn register_tools(o: &mut impl McpOwners, name: &str, _now: Instant) {
     );
 }
 
-fn on_notice(o: &mut impl McpOwners, name: &str, method: &str, params: &Value) {
+fn on_notice(o: &mut impl McpOwners, name: &str, method: &str, params: &Value, now: Instant) {
     match method {
         "notifications/tools/list_changed" => {
             let Some(s) = o.mcp().servers.get_mut(name) else {
@@ -522,34 +530,43 @@ fn on_notice(o: &mut impl McpOwners, name: &str, method: &str, params: &Value) {
             let Some(job) = o.mcp().calls.borrow().job_of(name, token) else {
                 return;
             };
-            let Some((rid, tool_id, tool)) = o
-                .tools()
-                .jobs
-                .get(&job)
-                .map(|j| (j.rid.clone(), j.call.id.clone(), j.call.name.clone()))
-            else {
-                return;
-            };
             let progress = params["progress"].as_f64().unwrap_or(0.0);
             let text = match (params["message"].as_str(), params["total"].as_f64()) {
-                (Some(m), _) => m.to_string(),
+                (Some(m), _) => crate::util::clip(m, 4096),
                 (None, Some(total)) => format!("{progress}/{total}"),
                 (None, None) => format!("{progress}"),
             };
-            let preview = crate::util::clip(&text, 80);
-            o.emit(
-                &rid,
-                "tool.progress",
-                json!({"tool_id": tool_id, "name": tool, "preview": preview}),
-            );
-            o.emit(
-                &rid,
-                "tool.output",
-                json!({"tool_id": tool_id, "text": format!("{text}\n")}),
-            );
+            match o.mcp().progress.notice(job, name, &text, now) {
+                progress::Notice::Show(shown) => show_progress(o, job, shown),
+                progress::Notice::Held(Some(at)) => o.set_timer(at, Timer::Mcp(name.to_string())),
+                progress::Notice::Held(None) => {}
+            }
         }
         _ => {}
     }
+}
+
+/// A call's progress, as the terminal's live output is shown: the latest notice and the lines.
+fn show_progress(o: &mut impl McpOwners, job: crate::tools::JobId, shown: progress::Shown) {
+    let Some((rid, tool_id, tool)) = o
+        .tools()
+        .jobs
+        .get(&job)
+        .map(|j| (j.rid.clone(), j.call.id.clone(), j.call.name.clone()))
+    else {
+        return;
+    };
+    let preview = crate::util::clip(&shown.preview, 80);
+    o.emit(
+        &rid,
+        "tool.progress",
+        json!({"tool_id": tool_id, "name": tool, "preview": preview}),
+    );
+    o.emit(
+        &rid,
+        "tool.output",
+        json!({"tool_id": tool_id, "text": shown.output}),
+    );
 }
 
 /// Stop a server that broke the handshake; its end reports it.
@@ -783,6 +800,16 @@ fn forget(o: &mut impl McpOwners, name: &str, now: Instant) {
 
 /// `Timer::Mcp`: a connect deadline or a restart is due.
 pub(crate) fn on_timer(o: &mut impl McpOwners, name: &str, now: Instant) {
+    let mcp = o.mcp();
+    let calls = mcp.calls.clone();
+    mcp.progress.retain(|job| calls.borrow().is_pending(job));
+    let (due, next) = mcp.progress.due(name, now);
+    for (job, shown) in due {
+        show_progress(o, job, shown);
+    }
+    if let Some(at) = next {
+        o.set_timer(at, Timer::Mcp(name.to_string()));
+    }
     stop_hung_up(o, now);
     http::on_timer(o, name, now);
     let Some(s) = o.mcp().servers.get(name) else {

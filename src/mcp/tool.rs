@@ -45,6 +45,11 @@ impl Calls {
             .map(|(job, _)| *job)
     }
 
+    /// Whether `job` still waits for its server's answer.
+    pub fn is_pending(&self, job: JobId) -> bool {
+        self.pending.contains_key(&job)
+    }
+
     /// Tell the server a call is abandoned (`notifications/cancelled`).
     fn cancel(&mut self, job: JobId, reason: &str) {
         if let Some(p) = self.pending.remove(&job) {

@@ -4,7 +4,8 @@
 // initialize), "big" (two more tools: huge_line writes a 100 MB line, huge_result answers
 // 50 MB), "polite" (exits 200 ms after its stdin closes), "stubborn" (ignores its stdin closing and
 // SIGTERM); the last two note both in the file named by the fourth argument.
-// Tools: echo, slow (sleeps; progress notifications), die (exits mid-call).
+// Tools: echo, slow (sleeps; progress notifications; `flood: N` sends N at once, then the
+// result), die (exits mid-call).
 const fs = require("fs");
 const mode = process.argv[2] || "good";
 const marker = process.argv[3] || "";
@@ -40,6 +41,9 @@ if (mode === "garbage") {
     const token = msg.params._meta && msg.params._meta.progressToken;
     if (name === "echo") {
       send({ jsonrpc: "2.0", id: msg.id, result: { content: [{ type: "text", text: "echo: " + args.text + marker }], structuredContent: { text: args.text } } });
+    } else if (name === "slow" && args.flood > 0) {
+      for (let i = 1; i <= args.flood; i++) send({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: token, progress: i, message: "step " + i } });
+      send({ jsonrpc: "2.0", id: msg.id, result: { content: [{ type: "text", text: "slow done" }] } });
     } else if (name === "slow") {
       let n = 0;
       const timer = setInterval(() => {
