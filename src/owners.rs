@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use mio::Token;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::event_loop::{Gateway, Route};
 use crate::rpc::Outbox;
@@ -23,9 +23,6 @@ use crate::timer::{TimerId, TimerWheel};
 use crate::tools::asked::Asker;
 use crate::tools::runs::{RunControl, RunOwners};
 use crate::tools::{JobId, Timer, Tools};
-
-/// The key of the status-bar notice that says yolo is on.
-const YOLO_NOTICE: &str = "tui-gateway.yolo";
 
 /// What approvals and questions ask through on the gateway: the client, the sessions' events,
 /// the timers ([`crate::tools::asked::Asker`]).
@@ -151,24 +148,6 @@ impl Gateway {
             timers: &mut self.timers,
         };
         (&mut self.tools, env)
-    }
-
-    /// The TUI's status bar has no yolo mark of its own: a sticky notice stands there while the
-    /// session the TUI shows has yolo on. Sent when yolo changes and when a session comes into
-    /// view (created, resumed, activated), since the notice belongs to the TUI, not the session.
-    pub(crate) fn emit_yolo_notice(&mut self, rid: &str) {
-        let Some(on) = self.sessions.get(rid).map(|s| s.yolo) else {
-            return;
-        };
-        if on {
-            self.emit(
-                rid,
-                "notification.show",
-                json!({"key": YOLO_NOTICE, "kind": "sticky", "level": "warn", "text": "yolo on"}),
-            );
-        } else {
-            self.emit(rid, "notification.clear", json!({ "key": YOLO_NOTICE }));
-        }
     }
 
     /// Append the user's prompt and start a turn for it.

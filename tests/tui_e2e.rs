@@ -403,8 +403,9 @@ fn shift_tab_yolo_skips_the_approval_until_turned_off() {
 
     tui.key("BTab");
     tui.wait_for("yolo on", T);
-    // The status bar says so while idle.
-    tui.wait_for("─ yolo on", T);
+    // The TUI's own line says so; the status bar still says `ready` (as with Hermes' gateway).
+    tui.wait_ready(T);
+    assert!(!tui.screen().contains("─ yolo on"), "{}", tui.screen());
     tui.submit(&format!("$ rm -rf {} ", victim.join("first").display()));
     tui.wait_for("exited with status 0", T);
     tui.wait_ready(T);

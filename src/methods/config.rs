@@ -390,7 +390,6 @@ fn set_yolo(gw: &mut Gateway, p: &Params, v: &str) -> Result<Value, RpcError> {
     };
     let (rid, on) = (s.runtime_id.clone(), s.yolo);
     gw.emit_info(&rid);
-    gw.emit_yolo_notice(&rid);
     Ok(json!({ "key": "yolo", "value": if on { "1" } else { "0" }, "scope": "session" }))
 }
 

@@ -260,7 +260,6 @@ pub fn activate(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, Rpc
     s.last_active = now;
     let status = s.status_word();
     let (key, started_at) = (s.stored_id.clone(), s.started_at);
-    gw.emit_yolo_notice(&rid);
     let mut v = opening(gw, &rid);
     v["session_key"] = json!(key);
     v["started_at"] = json!(started_at);

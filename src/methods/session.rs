@@ -133,7 +133,6 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     gw.add_session(session);
     gw.mark_dirty(&rid);
     gw.emit_info(&rid);
-    gw.emit_yolo_notice(&rid);
     Ok(opening(gw, &rid))
 }
 
@@ -227,7 +226,6 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     page(gw, &rid, total, SHOWN)?;
     gw.mark_dirty(&rid);
     gw.emit_info(&rid);
-    gw.emit_yolo_notice(&rid);
     let mut v = opening(gw, &rid);
     v["resumed"] = json!(resumed);
     Ok(v)

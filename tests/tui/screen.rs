@@ -48,11 +48,9 @@ pub fn composer_line(screen: &str) -> Option<&str> {
     lines.into_iter().rev().find(|l| l.starts_with('❯'))
 }
 
-/// The composer is up and idle. While yolo is on, its notice stands where `ready` does.
+/// The composer is up and idle.
 pub fn screen_ready(s: &str) -> bool {
-    s.lines()
-        .map(unframed)
-        .any(|l| l.starts_with("─ ready") || l.starts_with("─ yolo on"))
+    s.lines().map(unframed).any(|l| l.starts_with("─ ready"))
         && composer_line(s).is_some_and(|l| l.starts_with('❯'))
 }
 
