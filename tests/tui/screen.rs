@@ -140,8 +140,8 @@ mod tests {
     fn ready_needs_the_ready_status_and_an_open_composer() {
         assert!(screen_ready(IDLE));
         assert!(
-            screen_ready(&IDLE.replace("─ ready", "─ yolo on")),
-            "yolo's notice"
+            !screen_ready(&IDLE.replace("─ ready", "─ yolo on")),
+            "a notice where `ready` stands is not ready"
         );
         assert!(!screen_ready(BUSY), "busy");
         assert!(!screen_ready(CONFIRM), "a confirmation covers the composer");
