@@ -61,6 +61,8 @@ const CASES: &[(&str, &str, bool)] = &[
 
 /// The programs the cases run past their guard, each replaced by a stand-in.
 const STAND_INS: &[&str] = &[
+    // `sudo` resets PATH (secure_path): were it real, it would find the real `rm`.
+    "sudo",
     "rm",
     "curl",
     "wget",
