@@ -78,7 +78,7 @@ impl Gateway {
                 let payload = json!({"kind": "warn", "text": text});
                 for rid in rids {
                     let params = frame::event_params("status.update", &rid, &payload, None);
-                    self.client.push_ahead(frame::event_frame(&params));
+                    self.client.push_urgent(frame::event_frame(&params));
                 }
             }
             Notice::Saved { text } => {

@@ -251,12 +251,6 @@ impl ClientConn {
         self.out.release();
     }
 
-    /// A frame that announces nothing durable (a `ping` answer, the notice that output is
-    /// held): written ahead of the frames still held for a commit.
-    pub fn push_ahead(&mut self, frame: Vec<u8>) {
-        self.out.push_ahead(frame);
-    }
-
     /// An answer a client waits on that announces nothing (a `ping`'s): ahead of every queued
     /// frame, written before the iteration's other work ([`ClientConn::write_urgent`]).
     pub fn push_urgent(&mut self, frame: Vec<u8>) {

@@ -119,17 +119,10 @@ impl OutQueue {
         self.held += 1;
     }
 
-    /// Queue a frame that announces nothing durable (a `ping` answer, a notice about the
-    /// store) ahead of the frames still held, so it can be written now.
-    pub fn push_ahead(&mut self, bytes: Vec<u8>) {
-        self.bytes += bytes.len();
-        let at = self.frames.len() - self.held;
-        self.frames.insert(at, Queued::Bytes(bytes));
-    }
-
-    /// Queue an answer that announces nothing and that a client waits on (a `ping`'s) ahead of
-    /// every frame not yet being written, after the urgent ones before it: control traffic is
-    /// not kept behind a backlog of events.
+    /// Queue a frame that announces nothing durable and that a client waits on (a `ping`'s
+    /// answer, a refused frame's, the notice that output is held) ahead of every frame not yet
+    /// being written — held ones included — after the urgent ones before it: control traffic
+    /// is not kept behind a backlog of events, nor behind a commit that cannot happen.
     pub fn push_urgent(&mut self, bytes: Vec<u8>) {
         self.bytes += bytes.len();
         self.frames.insert(self.urgent, Queued::Bytes(bytes));
@@ -313,7 +306,7 @@ mod tests {
             budget: usize::MAX,
         };
         q.push(b"{\"held\":1}\n".to_vec());
-        q.push_ahead(b"{\"pong\":1}\n".to_vec());
+        q.push_urgent(b"{\"pong\":1}\n".to_vec());
         q.write_to(&mut p, now).unwrap();
         assert_eq!(p.data, b"{\"pong\":1}\n");
         q.release();
