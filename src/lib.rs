@@ -14,6 +14,7 @@ pub mod config_file;
 pub mod diag;
 pub mod event_loop;
 pub mod flush;
+pub mod heap;
 pub mod hermes_env;
 pub mod mcp;
 pub mod methods;

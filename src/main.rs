@@ -20,6 +20,7 @@ flags:
 ";
 
 fn main() -> ExitCode {
+    tui_gateway::heap::return_big_buffers();
     // A command's supervisor is this binary re-executed in a hidden mode.
     tui_gateway::runner::supervisor::run_if_requested();
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -128,6 +128,21 @@ pub fn tighten_existing(path: &Path) -> io::Result<bool> {
     }
 }
 
+/// Write `bytes` to `path` (created 0600, an existing one of ours emptied first), unsynced:
+/// for what is only read back soon, such as a spilled tool result.
+pub fn overwrite(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut f = open(
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600),
+        path,
+    )?;
+    make_private(&f)?;
+    f.write_all(bytes)
+}
+
 /// Replace `path` with `bytes` (mode `mode`): written to a new temporary file beside it
 /// (`O_EXCL`, so nothing planted under that name is followed or reused), fsync'd, renamed over
 /// `path` (which replaces a link there rather than writing through it).

@@ -368,3 +368,65 @@ fn a_lazy_server_waits_for_a_session_and_the_shutdown_closes_stdin_before_sigter
     );
     assert_none_left(&m, T, "after the shutdown");
 }
+
+/// Issue 30's memory case: a 15 MiB result, three times over. Hermes keeps results past 100,000
+/// characters out of the context: the whole result goes to a file, the tool message (stored,
+/// shown, resent) holds a preview and its path; and the memory each one took goes back.
+#[test]
+fn a_big_result_is_spilled_to_a_file_and_the_memory_it_took_goes_back() {
+    const ROUNDS: usize = 3;
+    let m = marker();
+    let home = home_with(&[("big", "big", "")], &m);
+    let tmp = home.path.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .env("TMPDIR", tmp.to_str().unwrap())
+        .start();
+    wait_tools(&mut g, "big");
+    let s = g.create_session(json!({}));
+    call_tool(&mut g, &s.id, "mcp__big__echo", json!({"text": "warm"}));
+    let idle_kib = rss_kib(g.pid()).unwrap();
+    for _ in 0..ROUNDS {
+        let done = call_tool(&mut g, &s.id, "mcp__big__huge_result", json!({"mb": 15}));
+        let shown = done["payload"]["result"].as_str().unwrap_or_default();
+        let call_id = done["payload"]["tool_id"].as_str().unwrap();
+        let row = message_rows(&g.db_path(), &s.stored)
+            .into_iter()
+            .find(|r| r.tool_call_id.as_deref() == Some(call_id))
+            .expect("the stored tool row");
+        let stored = row.content.as_deref().unwrap_or_default();
+        for text in [shown, stored] {
+            assert!(
+                text.starts_with("<persisted-output>\nThis tool result was too large (15,")
+                    && text.contains(&format!("head {m}xxx")),
+                "{}",
+                &text[..text.len().min(400)]
+            );
+        }
+        let path = stored
+            .lines()
+            .find_map(|l| l.strip_prefix("Full output saved to: "))
+            .expect("the file's path");
+        assert!(
+            path.starts_with(tmp.join("hermes-results").to_str().unwrap()),
+            "{path}"
+        );
+        let whole = std::fs::read_to_string(path).unwrap();
+        assert!(
+            whole.len() > 15 << 20 && whole.ends_with(" tail\"}"),
+            "{}",
+            whole.len()
+        );
+    }
+    let mut last = 0;
+    let back = poll_until(T, || {
+        last = rss_kib(g.pid()).unwrap();
+        last <= 2 * idle_kib
+    });
+    eprintln!("after {ROUNDS} results of 15 MiB: idle {idle_kib} KiB, now {last} KiB");
+    assert!(
+        back,
+        "RSS {last} KiB after the results, idle was {idle_kib} KiB"
+    );
+}

@@ -18,7 +18,7 @@ use crate::tools::approval::{Answer, Answered};
 use crate::tools::asked::Asker;
 use crate::tools::runs::{self, Owner, RunOwners};
 use crate::tools::{
-    Job, JobId, Question, Start, Timer, ToolContext, ToolResult, Tools, UserAnswer, Wake,
+    Job, JobId, Question, Start, Timer, ToolContext, ToolResult, Tools, UserAnswer, Wake, spill,
 };
 use crate::util;
 
@@ -86,7 +86,7 @@ impl<O: CallOwners> Effects for TurnEffects<'_, O> {
                 }
                 return Some(start_tool(gw, rid, call, approved, now));
             }
-            Action::Record { call, result } => record_result(gw, rid, &call, &result),
+            Action::Record { call, result } => record_result(gw, rid, &call, result),
             Action::AnswerUnrun {
                 calls,
                 output,
@@ -517,13 +517,20 @@ fn withdraw_question(gw: &mut impl CallOwners, job: JobId, reason: &str) {
 }
 
 /// Record a finished call: the tool message (committed this iteration), then `tool.complete`.
-fn record_result(gw: &mut impl CallOwners, rid: &str, call: &ToolCall, result: &ToolResult) {
+/// A result past its tool's threshold is written to a file and both carry its preview instead.
+fn record_result(gw: &mut impl CallOwners, rid: &str, call: &ToolCall, result: ToolResult) {
+    let fitted = spill::fit(
+        &std::env::temp_dir(),
+        &call.name,
+        &call.id,
+        result.content.to_string(),
+    );
+    let shown = match &fitted {
+        spill::Fitted::Whole(_) => result.content,
+        spill::Fitted::Spilled(t) | spill::Fitted::Cut(t) => Value::String(t.clone()),
+    };
     if let Some(s) = gw.sessions().get_mut(rid) {
-        let mut m = Message::new(
-            Role::Tool,
-            Some(result.content.to_string()),
-            util::unix_now(),
-        );
+        let mut m = Message::new(Role::Tool, Some(fitted.into_text()), util::unix_now());
         m.tool_call_id = Some(call.id.clone());
         m.tool_name = Some(call.name.clone());
         s.append(m);
@@ -532,7 +539,7 @@ fn record_result(gw: &mut impl CallOwners, rid: &str, call: &ToolCall, result: &
     let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
     let duration_s = result.duration.as_secs_f64();
     let mut payload = json!({"tool_id": call.id, "name": call.name, "args": args,
-           "duration_s": (duration_s * 1000.0).round() / 1000.0, "result": result.content,
+           "duration_s": (duration_s * 1000.0).round() / 1000.0, "result": shown,
            "summary": result.summary});
     if let Some(e) = &result.error {
         payload["error"] = json!(e);

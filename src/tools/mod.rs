@@ -21,6 +21,7 @@ pub mod runs;
 pub mod sensitive_files;
 pub mod session_search;
 pub mod shell_state;
+pub mod spill;
 mod stepped;
 pub mod terminal;
 pub mod timer;

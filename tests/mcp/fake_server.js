@@ -2,7 +2,7 @@
 // picks how it behaves: "good" (answers properly), "garbage" (noise on stdout and stderr,
 // an answer to an unknown id, a schema that is not JSON Schema), "mute" (never answers
 // initialize), "big" (two more tools: huge_line writes a 100 MB line, huge_result answers
-// 50 MB), "polite" (exits 200 ms after its stdin closes), "stubborn" (ignores its stdin closing and
+// `mb` MB, 50 by default), "polite" (exits 200 ms after its stdin closes), "stubborn" (ignores its stdin closing and
 // SIGTERM); the last two note both in the file named by the fourth argument.
 // Tools: echo, slow (sleeps; progress notifications; `flood: N` sends N at once, then the
 // result), die (exits mid-call).
@@ -57,7 +57,7 @@ if (mode === "garbage") {
       for (let i = 0; i < 100; i++) process.stdout.write(MB);
       process.stdout.write("\n");
     } else if (name === "huge_result") {
-      send({ jsonrpc: "2.0", id: msg.id, result: { content: [{ type: "text", text: MB.repeat(50) }] } });
+      send({ jsonrpc: "2.0", id: msg.id, result: { content: [{ type: "text", text: "head " + marker + MB.repeat(args.mb || 50) + " tail" }] } });
     } else {
       send({ jsonrpc: "2.0", id: msg.id, result: { content: [{ type: "text", text: "ok" }] } });
     }

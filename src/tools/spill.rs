@@ -1,0 +1,232 @@
+//! Oversized tool results, as Hermes keeps them out of the context: a result past its tool's
+//! threshold is written whole to `<temp dir>/hermes-results/<call id>.txt` and the tool message
+//! (the transcript, `state.db`, the model's next request, `tool.complete`) carries a preview
+//! and that path instead, so the model reads the rest with `read_file` and the gateway holds
+//! no copy of it. When the file cannot be written the preview is kept inline and says why.
+
+use std::path::{Path, PathBuf};
+
+/// Results longer than this many characters are spilled (Hermes' default threshold).
+pub const RESULT_CHARS_MAX: usize = 100_000;
+/// How much of a spilled result the message keeps (Hermes' preview size).
+const PREVIEW_CHARS: usize = 1_500;
+const OPEN_TAG: &str = "<persisted-output>";
+const CLOSE_TAG: &str = "</persisted-output>";
+/// A call id is at most this long in a file name.
+const NAME_CHARS_MAX: usize = 100;
+
+/// The tool message's content for `text`, the result of `call_id` to tool `tool`: `text`
+/// itself when it fits, else the preview block (`Err` when the file could not be written; its
+/// content then says so). Files go to `base/hermes-results/<call id>.txt`; `base` is the
+/// temporary directory.
+pub fn fit(base: &Path, tool: &str, call_id: &str, text: String) -> Fitted {
+    // `read_file` is never spilled: reading a spilled result back would spill it again.
+    if tool == "read_file" || text.len() <= RESULT_CHARS_MAX {
+        return Fitted::Whole(text);
+    }
+    let chars = text.chars().count();
+    if chars <= RESULT_CHARS_MAX {
+        return Fitted::Whole(text);
+    }
+    let (preview, more) = preview(&text);
+    match write(base, call_id, &text) {
+        Ok(path) => Fitted::Spilled(spilled_message(preview, more, chars, &path)),
+        Err(e) => Fitted::Cut(format!(
+            "{preview}\n\n[Truncated: tool response was {} chars. Full output could not be saved ({e}).]",
+            thousands(chars)
+        )),
+    }
+}
+
+/// `text` in `base/hermes-results/<call id>.txt`, private to this user; its path.
+fn write(base: &Path, call_id: &str, text: &str) -> std::io::Result<PathBuf> {
+    if !base.is_absolute() {
+        return Err(std::io::Error::other(
+            "the temporary folder is not an absolute path",
+        ));
+    }
+    let path = crate::private_file::private_dir(base, &[FOLDER])?.join(file_name(call_id));
+    crate::private_file::overwrite(&path, text.as_bytes())?;
+    Ok(path)
+}
+
+/// What [`fit`] made of a result.
+#[derive(Debug, PartialEq)]
+pub enum Fitted {
+    Whole(String),
+    Spilled(String),
+    Cut(String),
+}
+
+impl Fitted {
+    pub fn into_text(self) -> String {
+        match self {
+            Fitted::Whole(t) | Fitted::Spilled(t) | Fitted::Cut(t) => t,
+        }
+    }
+}
+
+/// The folder under the temporary directory that holds spilled results, as Hermes' local
+/// backend names it.
+const FOLDER: &str = "hermes-results";
+
+/// The first [`PREVIEW_CHARS`] characters, cut back to a line end when one is past half way.
+fn preview(text: &str) -> (&str, bool) {
+    let Some((end, _)) = text.char_indices().nth(PREVIEW_CHARS) else {
+        return (text, false);
+    };
+    let head = &text[..end];
+    match head.rfind('\n') {
+        Some(nl) if head[..nl].chars().count() > PREVIEW_CHARS / 2 => (&head[..=nl], true),
+        _ => (head, true),
+    }
+}
+
+fn spilled_message(preview: &str, more: bool, chars: usize, path: &Path) -> String {
+    let kib = chars as f64 / 1024.0;
+    let size = if kib >= 1024.0 {
+        format!("{:.1} MB", kib / 1024.0)
+    } else {
+        format!("{kib:.1} KB")
+    };
+    format!(
+        "{OPEN_TAG}\nThis tool result was too large ({} characters, {size}).\n\
+         Full output saved to: {}\n\
+         Use the read_file tool with offset and limit to access specific sections of this output.\n\n\
+         Preview (first {} chars):\n{preview}{}\n{CLOSE_TAG}",
+        thousands(chars),
+        path.display(),
+        preview.chars().count(),
+        if more { "\n..." } else { "" },
+    )
+}
+
+/// A call id as a file name: letters, digits, `-` and `_` kept, anything else `_`.
+fn file_name(call_id: &str) -> String {
+    let mut name: String = call_id
+        .chars()
+        .take(NAME_CHARS_MAX)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.is_empty() {
+        name.push_str("result");
+    }
+    name + ".txt"
+}
+
+/// `1234567` as `1,234,567`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp() -> crate::util::ScratchDir {
+        crate::util::ScratchDir::new("spill")
+    }
+
+    #[test]
+    fn a_result_within_the_threshold_is_kept_whole() {
+        let t = temp();
+        let text = "x".repeat(RESULT_CHARS_MAX);
+        assert_eq!(
+            fit(t.path(), "terminal", "c1", text.clone()),
+            Fitted::Whole(text)
+        );
+        // Characters count, not bytes: 100,000 two-byte characters fit.
+        let wide = "é".repeat(RESULT_CHARS_MAX);
+        assert_eq!(
+            fit(t.path(), "terminal", "c1", wide.clone()),
+            Fitted::Whole(wide)
+        );
+        assert!(std::fs::read_dir(t.path()).unwrap().next().is_none());
+    }
+
+    #[test]
+    fn an_oversized_result_goes_whole_to_a_private_file_and_the_message_keeps_a_preview() {
+        let t = temp();
+        let dir = t.path().join("hermes-results");
+        let text = format!("{}\n{}", "a".repeat(1_000), "b".repeat(200_000));
+        let Fitted::Spilled(msg) = fit(t.path(), "mcp__x__y", "call/../1", text.clone()) else {
+            panic!("not spilled");
+        };
+        let path = dir.join("call____1.txt");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        assert!(msg.starts_with("<persisted-output>\n"), "{msg}");
+        assert!(msg.ends_with("\n...\n</persisted-output>"), "{msg}");
+        assert!(msg.contains("(201,001 characters, 196.3 KB)"), "{msg}");
+        assert!(msg.contains(&format!("Full output saved to: {}", path.display())));
+        // The preview ends at the line end past half of its 1,500 characters.
+        assert!(msg.contains(&format!(
+            "Preview (first 1001 chars):\n{}\n",
+            "a".repeat(1_000)
+        )));
+        assert!(!msg.contains('b'), "the preview stops at the line end");
+    }
+
+    #[test]
+    fn read_file_is_never_spilled() {
+        let t = temp();
+        let text = "r".repeat(RESULT_CHARS_MAX * 2);
+        assert_eq!(
+            fit(t.path(), "read_file", "c", text.clone()),
+            Fitted::Whole(text)
+        );
+    }
+
+    #[test]
+    fn a_folder_that_cannot_hold_it_keeps_the_preview_inline_and_says_why() {
+        let t = temp();
+        let elsewhere = t.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, t.path().join(FOLDER)).unwrap();
+        let text = "z".repeat(RESULT_CHARS_MAX + 1);
+        let Fitted::Cut(msg) = fit(t.path(), "terminal", "c", text) else {
+            panic!("spilled through a link");
+        };
+        assert!(msg.starts_with(&"z".repeat(PREVIEW_CHARS)), "{msg}");
+        assert!(
+            msg.contains("tool response was 100,001 chars") && msg.contains("symbolic link"),
+            "{msg}"
+        );
+        assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
+        let Fitted::Cut(msg) = fit(Path::new("rel"), "t", "c", "q".repeat(RESULT_CHARS_MAX + 1))
+        else {
+            panic!("spilled to a relative folder");
+        };
+        assert!(msg.contains("not an absolute path"), "{msg}");
+    }
+
+    #[test]
+    fn numbers_get_thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(thousands(15_728_650), "15,728,650");
+    }
+}
