@@ -38,6 +38,8 @@ pub struct Config {
     pub event_ring: usize,
     /// Bytes of recent events kept for all sessions together.
     pub event_rings_total: usize,
+    /// Bytes of events a session keeps once its turn has ended.
+    pub event_ring_idle: usize,
     /// Largest journal (what state.db could not take yet), in bytes; past it the gateway holds
     /// its output until the store takes a commit.
     pub journal_cap: u64,
@@ -89,6 +91,7 @@ impl Default for Config {
             offline_word_delay: Duration::ZERO,
             event_ring: 1024 * 1024,
             event_rings_total: 16 * 1024 * 1024,
+            event_ring_idle: 64 * 1024,
             journal_cap: 64 * 1024 * 1024,
             synchronous: "NORMAL".into(),
             provider: None,
@@ -253,6 +256,15 @@ const KNOBS: &[Knob] = &[
         show: |c| (c.event_rings_total / 1024).to_string(),
         set: |c, v| {
             c.event_rings_total = count(v, 64, 16 * 1024 * 1024)? * 1024;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--event-ring-idle-kb",
+        env: "TUI_GATEWAY_EVENT_RING_IDLE_KB",
+        show: |c| (c.event_ring_idle / 1024).to_string(),
+        set: |c, v| {
+            c.event_ring_idle = count(v, 0, 1024 * 1024)? * 1024;
             Ok(())
         },
     },

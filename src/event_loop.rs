@@ -173,7 +173,11 @@ impl Gateway {
             .map_err(|e| crate::diag!("[gateway] no tool waker: {e}"))
             .ok();
         let kill_grace = cfg.kill_grace;
-        let rings = crate::session::ring::Rings::new(cfg.event_ring, cfg.event_rings_total);
+        let rings = crate::session::ring::Rings::new(
+            cfg.event_ring,
+            cfg.event_rings_total,
+            cfg.event_ring_idle,
+        );
         let tool_pidns = cfg.tool_pidns;
         let signals = None;
         let link_registry = poll

@@ -340,3 +340,56 @@ fn flooding_tools_with_a_slow_reader_keep_memory_bounded_and_lose_nothing() {
     }
     g.ping();
 }
+
+/// Issue 30's idle-session case: sessions that each ran a chatty command, then sit idle. Beyond
+/// what they keep by design (their transcripts, and the newest events of an ended turn up to
+/// the idle ring's cap), the memory the commands' output took goes back within 2x of idle.
+#[test]
+fn idle_sessions_after_chatty_commands_give_their_memory_back() {
+    const SESSIONS: usize = 80;
+    /// Lines each command prints (about 1.3 MB).
+    const LINES: usize = 200_000;
+    const IDLE_RING_KB: u64 = 64;
+    let mut g = Gateway::builder()
+        .env("TUI_GATEWAY_EVENT_RING_IDLE_KB", &IDLE_RING_KB.to_string())
+        .start();
+    let ids: Vec<String> = (0..SESSIONS)
+        .map(|_| g.create_session(json!({})).id)
+        .collect();
+    g.ping();
+    let idle_kib = procfs::rss_kib(g.pid()).expect("VmRSS");
+    for chunk in ids.chunks(8) {
+        for sid in chunk {
+            let command = json!({"command": format!("seq 1 {LINES}")});
+            submit(&mut g, sid, &format!("%terminal {command}"));
+        }
+        for sid in chunk {
+            g.wait_session_event(sid, "message.complete", secs(60));
+        }
+    }
+    let db = rusqlite::Connection::open(g.db_path()).unwrap();
+    let transcripts_kib: u64 = db
+        .query_row(
+            "SELECT COALESCE(SUM(LENGTH(content)), 0) FROM messages",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap() as u64
+        / 1024;
+    let kept_kib = transcripts_kib + SESSIONS as u64 * IDLE_RING_KB;
+    let mut now_kib = 0;
+    let back = poll_until(secs(10), || {
+        g.ping();
+        now_kib = procfs::rss_kib(g.pid()).expect("VmRSS");
+        now_kib <= 2 * idle_kib + kept_kib
+    });
+    eprintln!(
+        "{SESSIONS} sessions after {LINES}-line commands: idle {idle_kib} KiB, now {now_kib} KiB, \
+         kept by design {kept_kib} KiB (transcripts {transcripts_kib} KiB)"
+    );
+    assert!(
+        back,
+        "{SESSIONS} idle sessions hold {now_kib} KiB: over 2x idle ({idle_kib} KiB) plus the \
+         {kept_kib} KiB they keep by design"
+    );
+}

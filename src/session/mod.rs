@@ -306,6 +306,10 @@ impl Session {
         let params = frame::event_params(kind, &self.runtime_id, payload, Some(seq));
         self.ring.push(rings, seq, &params);
         out.event(&params);
+        // A turn's end: its transcript is stored, so its streamed events need not all stay.
+        if kind == "message.complete" {
+            self.ring.settle(rings);
+        }
     }
 
     /// [`Session::emit`] for a `message.delta`, which the outbox may merge with the one before.
@@ -379,8 +383,12 @@ impl Session {
         }
     }
 
-    pub fn append(&mut self, m: Message) {
+    pub fn append(&mut self, mut m: Message) {
         self.last_activity_at = m.timestamp;
+        // Text streamed into a growing buffer keeps up to twice its length: kept, it costs that.
+        if let Some(text) = m.content.as_mut() {
+            text.shrink_to_fit();
+        }
         self.transcript.push(m);
         self.row_dirty = true;
     }
@@ -449,7 +457,7 @@ mod tests {
     fn events_go_out_numbered_and_the_ring_keeps_the_last_ones() {
         let mut s = session();
         let mut out = crate::rpc::outbox::FakeOutbox::default();
-        let mut rings = ring::Rings::new(1 << 20, 1 << 20);
+        let mut rings = ring::Rings::new(1 << 20, 1 << 20, 1 << 20);
         s.emit(&mut out, "a", &json!({"n": 1}), &mut rings);
         s.emit_delta(&mut out, "hi", &mut rings);
         s.emit(&mut out, "b", &json!({}), &mut rings);

@@ -15,6 +15,8 @@ pub struct Rings {
     pub per_session: usize,
     /// Largest sum of all rings.
     pub total: usize,
+    /// Largest ring of a session whose turn has ended (its messages are in the store).
+    pub idle: usize,
     /// Bytes recorded since the last [`trim_total`]: the sum is looked at every so often,
     /// not at each event.
     since_trim: usize,
@@ -22,10 +24,11 @@ pub struct Rings {
 }
 
 impl Rings {
-    pub fn new(per_session: usize, total: usize) -> Rings {
+    pub fn new(per_session: usize, total: usize, idle: usize) -> Rings {
         Rings {
             per_session,
             total,
+            idle,
             since_trim: 0,
             next_stamp: 0,
         }
@@ -89,6 +92,14 @@ impl EventRing {
         self.events.push_back(entry);
     }
 
+    /// A turn ended: keep its newest events within the idle cap, and no room for the rest.
+    pub fn settle(&mut self, rings: &Rings) {
+        while self.bytes > rings.idle {
+            self.pop_oldest();
+        }
+        self.fit_capacity();
+    }
+
     pub fn since(&self, last_seen: u64) -> Since<'_> {
         Since {
             events: self
@@ -116,6 +127,15 @@ impl EventRing {
 
     fn oldest_stamp(&self) -> Option<u64> {
         self.events.front().map(|e| e.stamp)
+    }
+
+    /// Give back the slots of events gone: a ring emptied by the total keeps no room for the
+    /// thousands it once held.
+    fn fit_capacity(&mut self) {
+        if self.events.capacity() > 2 * self.events.len() + 16 {
+            self.events
+                .shrink_to(self.events.len() + self.events.len() / 2);
+        }
     }
 
     fn pop_oldest(&mut self) {
@@ -151,6 +171,9 @@ pub fn trim_total<'a>(rings: &mut Rings, all: impl Iterator<Item = &'a mut Event
             oldest.push(Reverse((stamp, i)));
         }
     }
+    for ring in all {
+        ring.fit_capacity();
+    }
 }
 
 #[cfg(test)]
@@ -172,7 +195,7 @@ mod tests {
     #[test]
     fn a_ring_keeps_the_newest_events_within_its_bytes_and_says_what_was_lost() {
         let cost = 100 + ENTRY_OVERHEAD;
-        let mut rings = Rings::new(3 * cost, usize::MAX);
+        let mut rings = Rings::new(3 * cost, usize::MAX, usize::MAX);
         let mut ring = EventRing::default();
         for seq in 1..=2 {
             ring.push(&mut rings, seq, &event(seq, 100));
@@ -195,9 +218,23 @@ mod tests {
     }
 
     #[test]
+    fn an_ended_turn_keeps_its_newest_events_within_the_idle_cap_and_no_spare_room() {
+        let cost = 100 + ENTRY_OVERHEAD;
+        let rings = &mut Rings::new(10_000 * cost, usize::MAX, 2 * cost);
+        let mut ring = EventRing::default();
+        for seq in 1..=5_000 {
+            ring.push(rings, seq, &event(seq, 100));
+        }
+        ring.settle(rings);
+        assert_eq!(seqs(&ring, 0), [4_999, 5_000]);
+        assert!(ring.since(0).truncated && !ring.since(4_998).truncated);
+        assert!(ring.events.capacity() < 100, "{}", ring.events.capacity());
+    }
+
+    #[test]
     fn the_total_gives_up_the_oldest_events_of_any_session_first() {
         let cost = 100 + ENTRY_OVERHEAD;
-        let mut rings = Rings::new(10 * cost, 4 * cost);
+        let mut rings = Rings::new(10 * cost, 4 * cost, usize::MAX);
         let (mut idle, mut busy) = (EventRing::default(), EventRing::default());
         for seq in 1..=3 {
             idle.push(&mut rings, seq, &event(seq, 100));
