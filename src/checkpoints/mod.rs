@@ -244,6 +244,14 @@ pub(crate) fn before_call(
         .any(|j| matches!(&j.waiter, Waiter::Call { rid: r } if r == rid))
 }
 
+/// A `rollback.*` request: what it asks, of which checkpoint (`hash`: a commit, or its number
+/// in the list), which file (none: the whole directory).
+pub struct Rollback<'a> {
+    pub ask: Ask,
+    pub hash: Option<&'a str>,
+    pub file: Option<&'a str>,
+}
+
 /// `rollback.list`, `rollback.diff`, `rollback.restore` for session `rid` working in `cwd`:
 /// answered now (`Some`) or when the sequence ends.
 pub(crate) fn request(
@@ -251,11 +259,14 @@ pub(crate) fn request(
     id: &Id,
     rid: &str,
     cwd: &str,
-    ask: Ask,
-    target: Option<&str>,
-    file: Option<&str>,
+    asked: Rollback<'_>,
     now: Instant,
 ) -> Option<Result<Value, RpcError>> {
+    let Rollback {
+        ask,
+        hash: target,
+        file,
+    } = asked;
     let home = o.checkpoint_home();
     let settings = Settings::load(&home, o.checkpoints().max_files);
     if ask == Ask::List && !settings.enabled {
@@ -267,19 +278,16 @@ pub(crate) fn request(
     {
         return Some(Ok(json!({"success": false, "error": e})));
     }
+    if !layout::git_on_path() {
+        return Some(refused(ask, GIT_MISSING.to_string()));
+    }
     let store = Store::of_home(&home);
     let dir = layout::normalize(Path::new(cwd));
     let t = Target::new(store.clone(), dir);
     if !store.head().exists() {
         return Some(match ask {
             Ask::List => Ok(json!({"enabled": true, "checkpoints": []})),
-            Ask::Diff => Err(RpcError::new(
-                DIFF_FAILED,
-                "No checkpoints exist for this directory",
-            )),
-            Ask::Restore => Ok(json!({
-                "success": false, "error": "No checkpoints exist for this directory",
-            })),
+            _ => refused(ask, "No checkpoints exist for this directory".into()),
         });
     }
     let work = match (ask, target) {
@@ -292,8 +300,7 @@ pub(crate) fn request(
                 file,
             },
             Err(_) => match layout::check_commit(named) {
-                Err(e) if ask == Ask::Diff => return Some(Err(RpcError::new(DIFF_FAILED, e))),
-                Err(e) => return Some(Ok(json!({"success": false, "error": e}))),
+                Err(e) => return Some(refused(ask, e)),
                 Ok(()) => then_work(&t, settings.limits, ask, named.to_string(), file),
             },
         },
@@ -317,6 +324,16 @@ pub(crate) fn request(
     });
     pump(o, now);
     None
+}
+
+/// A `rollback.*` request that cannot be done, answered as Hermes answers it: an error for a
+/// list or a diff, `{success: false, error}` for a restore.
+fn refused(ask: Ask, why: String) -> Result<Value, RpcError> {
+    match ask {
+        Ask::List => Err(RpcError::new(LIST_FAILED, why)),
+        Ask::Diff => Err(RpcError::new(DIFF_FAILED, why)),
+        Ask::Restore => Ok(json!({"success": false, "error": why})),
+    }
 }
 
 fn then_work(t: &Target, limits: Limits, ask: Ask, commit: String, file: Option<String>) -> Work {
@@ -525,7 +542,7 @@ fn answer(
             }
             Ok(json!({"stat": stat, "diff": &diff[..cut]}))
         }
-        (Ask::Diff, Ok(Ended::Diff(Err(why))) | Err(why)) => Err(RpcError::new(DIFF_FAILED, why)),
+        (_, Ok(Ended::Diff(Err(why))) | Err(why)) => refused(ask, why),
         (Ask::Restore, Ok(Ended::Restore(mut result))) => {
             let whole = result.get("file").is_none();
             if result["success"] == true && whole {
@@ -533,8 +550,6 @@ fn answer(
             }
             Ok(result)
         }
-        (Ask::Restore, Err(why)) => Ok(json!({"success": false, "error": why})),
-        (Ask::List, Err(why)) => Err(RpcError::new(LIST_FAILED, why)),
         _ => Err(RpcError::new(
             RESTORE_FAILED,
             "checkpoint sequence lost its way",

@@ -859,7 +859,7 @@ pub struct Restore {
 enum RestoreAt {
     Begin,
     Found,
-    Snapshot(Take),
+    Snapshot(Box<Take>),
     CheckedOut,
     Reason,
 }
@@ -880,42 +880,41 @@ impl Restore {
     pub fn step(&mut self, last: Option<&Outcome>) -> Step<Value> {
         let failed = |error: String| Step::Done(json!({"success": false, "error": error}));
         let short: String = self.commit.chars().take(8).collect();
-        loop {
-            match &mut self.at {
-                RestoreAt::Begin => {
-                    self.at = RestoreAt::Found;
-                    return Step::Do(self.t.git(&["cat-file", "-t", &self.commit]));
+        match &mut self.at {
+            RestoreAt::Begin => {
+                self.at = RestoreAt::Found;
+                Step::Do(self.t.git(&["cat-file", "-t", &self.commit]))
+            }
+            RestoreAt::Found => {
+                if !last.is_some_and(Outcome::ok) {
+                    return failed(format!("Checkpoint '{}' not found", self.commit));
                 }
-                RestoreAt::Found => {
-                    if !last.is_some_and(Outcome::ok) {
-                        return failed(format!("Checkpoint '{}' not found", self.commit));
-                    }
-                    let reason = format!("pre-rollback snapshot (restoring to {short})");
-                    self.at = RestoreAt::Snapshot(Take::new(self.t.clone(), self.limits, reason));
-                    return self.step_snapshot(None);
+                let reason = format!("pre-rollback snapshot (restoring to {short})");
+                self.at =
+                    RestoreAt::Snapshot(Box::new(Take::new(self.t.clone(), self.limits, reason)));
+                self.step_snapshot(None)
+            }
+            RestoreAt::Snapshot(_) => self.step_snapshot(last),
+            RestoreAt::CheckedOut => {
+                if !last.is_some_and(Outcome::ok) {
+                    let why = last.map(Outcome::why).unwrap_or_default();
+                    return failed(format!("Restore failed: {why}"));
                 }
-                RestoreAt::Snapshot(_) => return self.step_snapshot(last),
-                RestoreAt::CheckedOut => {
-                    if !last.is_some_and(Outcome::ok) {
-                        let why = last.map(Outcome::why).unwrap_or_default();
-                        return failed(format!("Restore failed: {why}"));
-                    }
-                    self.at = RestoreAt::Reason;
-                    return Step::Do(self.t.git(&["log", "--format=%s", "-1", &self.commit]));
+                self.at = RestoreAt::Reason;
+                Step::Do(self.t.git(&["log", "--format=%s", "-1", &self.commit]))
+            }
+            RestoreAt::Reason => {
+                let reason = last
+                    .filter(|o| o.ok())
+                    .map_or("unknown".to_string(), |o| o.out().to_string());
+                let mut result = json!({
+                    "success": true, "restored_to": short, "reason": reason,
+                    "directory": self.t.work_tree.display().to_string(),
+                });
+                if let Some(f) = &self.file {
+                    result["file"] = json!(f);
                 }
-                RestoreAt::Reason => {
-                    let reason = last
-                        .filter(|o| o.ok())
-                        .map_or("unknown".to_string(), |o| o.out().to_string());
-                    let mut result = json!({
-                        "success": true, "restored_to": short, "reason": reason,
-                        "directory": self.t.work_tree.display().to_string(),
-                    });
-                    if let Some(f) = &self.file {
-                        result["file"] = json!(f);
-                    }
-                    return Step::Done(result);
-                }
+                Step::Done(result)
             }
         }
     }

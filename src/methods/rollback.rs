@@ -51,14 +51,10 @@ pub fn call(gw: &mut Gateway, id: &Id, ask: Ask, p: &Params, now: Instant) -> Re
         Ok(v) => v,
         Err(e) => return Some(Err(e)),
     };
-    checkpoints::request(
-        gw,
-        id,
-        &rid,
-        &cwd,
+    let asked = checkpoints::Rollback {
         ask,
-        hash.as_deref(),
-        file.as_deref(),
-        now,
-    )
+        hash: hash.as_deref(),
+        file: file.as_deref(),
+    };
+    checkpoints::request(gw, id, &rid, &cwd, asked, now)
 }
