@@ -140,6 +140,19 @@ impl Target {
         self.git_with(args, true, &[], slow)
     }
 
+    /// Files over `bytes` out of the project's index (after `git add -A`).
+    fn drop_oversize(&self, bytes: u64) -> Cmd {
+        let index = self.store.index(&self.hash);
+        let line = layout::drop_oversize_line(&self.store, &self.work_tree, &index, bytes);
+        Cmd::Run { line, slow: 1 }
+    }
+
+    /// The project's last checkpoint (empty output when it has none).
+    fn tip(&self) -> Cmd {
+        let verify = format!("{}^{{commit}}", self.ref_name());
+        self.git(&["rev-parse", "--verify", "--quiet", &verify])
+    }
+
     fn git_with(&self, args: &[&str], index: bool, vars: &[(String, String)], slow: u32) -> Cmd {
         let index = index.then(|| self.store.index(&self.hash));
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
@@ -498,13 +511,7 @@ impl Take {
                     }
                     (TakeAt::IndexKnown, Cmd::Fs(FsOp::IndexExists))
                 }
-                TakeAt::IndexKnown if last.is_some_and(Outcome::ok) => {
-                    let verify = format!("{}^{{commit}}", t.ref_name());
-                    (
-                        TakeAt::SeedRef,
-                        t.git(&["rev-parse", "--verify", "--quiet", &verify]),
-                    )
-                }
+                TakeAt::IndexKnown if last.is_some_and(Outcome::ok) => (TakeAt::SeedRef, t.tip()),
                 TakeAt::IndexKnown => (TakeAt::Added, t.git_indexed(&["add", "-A"], 2)),
                 TakeAt::SeedRef => match last.filter(|o| o.ok() && !o.out().is_empty()) {
                     Some(o) => {
@@ -518,22 +525,9 @@ impl Take {
                     return fail("git add failed", last);
                 }
                 TakeAt::Added if self.limits.max_file_bytes > 0 => {
-                    let index = t.store.index(&t.hash);
-                    let line = layout::drop_oversize_line(
-                        &t.store,
-                        &t.work_tree,
-                        &index,
-                        self.limits.max_file_bytes,
-                    );
-                    (TakeAt::Dropped, Cmd::Run { line, slow: 1 })
+                    (TakeAt::Dropped, t.drop_oversize(self.limits.max_file_bytes))
                 }
-                TakeAt::Added | TakeAt::Dropped => {
-                    let verify = format!("{}^{{commit}}", t.ref_name());
-                    (
-                        TakeAt::ParentKnown,
-                        t.git(&["rev-parse", "--verify", "--quiet", &verify]),
-                    )
-                }
+                TakeAt::Added | TakeAt::Dropped => (TakeAt::ParentKnown, t.tip()),
                 TakeAt::ParentKnown => {
                     self.parent = last
                         .filter(|o| o.ok() && !o.out().is_empty())
@@ -799,14 +793,7 @@ impl Diff {
             }
             DiffAt::Found => (DiffAt::Added, t.git_indexed(&["add", "-A"], 2)),
             DiffAt::Added if self.limits.max_file_bytes > 0 => {
-                let index = t.store.index(&t.hash);
-                let line = layout::drop_oversize_line(
-                    &t.store,
-                    &t.work_tree,
-                    &index,
-                    self.limits.max_file_bytes,
-                );
-                (DiffAt::Dropped, Cmd::Run { line, slow: 1 })
+                (DiffAt::Dropped, t.drop_oversize(self.limits.max_file_bytes))
             }
             DiffAt::Added | DiffAt::Dropped => (
                 DiffAt::Stat,
