@@ -71,6 +71,8 @@ pub struct Config {
     pub handle_signals: bool,
     /// Append every frame read and written to this file (`--rpc-log`), one JSON line each.
     pub rpc_log: Option<PathBuf>,
+    /// A directory with more entries than this is not snapshotted (Hermes' 50,000).
+    pub checkpoint_max_files: usize,
 }
 
 impl Default for Config {
@@ -107,6 +109,7 @@ impl Default for Config {
             clarify_timeout: Duration::from_secs(300),
             handle_signals: true,
             rpc_log: None,
+            checkpoint_max_files: 50_000,
         }
     }
 }
@@ -229,6 +232,15 @@ const KNOBS: &[Knob] = &[
         show: |c| secs(c.command_timeout),
         set: |c, v| {
             c.command_timeout = seconds(v, 0.1, 604800.0)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--checkpoint-max-files",
+        env: "TUI_GATEWAY_CHECKPOINT_MAX_FILES",
+        show: |c| format!("{}", c.checkpoint_max_files),
+        set: |c, v| {
+            c.checkpoint_max_files = count(v, 1, 10_000_000)?;
             Ok(())
         },
     },

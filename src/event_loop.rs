@@ -109,6 +109,8 @@ pub struct Gateway {
     pub(crate) runner: crate::runner::Runner,
     /// The MCP servers and their calls in flight.
     pub(crate) mcp: crate::mcp::Mcp,
+    /// Snapshots and `rollback.*` under way (their git commands).
+    pub(crate) checkpoints: crate::checkpoints::Checkpoints,
     /// `model.options` requests waiting for the endpoint's model list.
     pub(crate) model_fetches: crate::methods::models::Fetches,
     pub(crate) next_token: usize,
@@ -179,6 +181,7 @@ impl Gateway {
             cfg.event_ring_idle,
         );
         let tool_pidns = cfg.tool_pidns;
+        let checkpoint_max_files = cfg.checkpoint_max_files;
         let signals = None;
         let link_registry = poll
             .registry()
@@ -208,6 +211,7 @@ impl Gateway {
             )
             .with_env_passthrough(crate::tools::passthrough::load(&cfg_home_for_tools)),
             mcp: Default::default(),
+            checkpoints: crate::checkpoints::Checkpoints::new(checkpoint_max_files),
             model_fetches: Default::default(),
             next_token: FIRST_DYNAMIC,
             client,

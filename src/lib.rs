@@ -6,6 +6,7 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod budget;
+pub mod checkpoints;
 pub mod cli;
 pub mod client;
 mod commit;

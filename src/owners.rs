@@ -235,6 +235,42 @@ impl CallOwners for Gateway {
     fn end_turn(&mut self, rid: &str, status: &str, error: Option<String>, now: Instant) {
         driver::end_turn(self, rid, status, error, now);
     }
+    fn checkpoint_first(&mut self, rid: &str, tool: &str, args: &Value, now: Instant) -> bool {
+        crate::checkpoints::before_call(self, rid, tool, args, now)
+    }
+}
+
+impl crate::checkpoints::CheckpointOwners for Gateway {
+    fn checkpoints(&mut self) -> &mut crate::checkpoints::Checkpoints {
+        &mut self.checkpoints
+    }
+    fn checkpoint_home(&self) -> std::path::PathBuf {
+        self.cfg.home.clone()
+    }
+    fn session_dir(&self, rid: &str) -> Option<String> {
+        let s = self.sessions.get(rid)?;
+        Some(crate::tools::files::session_here(
+            &self.cfg.home,
+            &s.stored_id,
+            &s.cwd,
+        ))
+    }
+    fn first_in_turn(&mut self, rid: &str, dir: &std::path::Path) -> bool {
+        let Some(turn) = self.sessions.get_mut(rid).and_then(|s| s.turn.as_mut()) else {
+            return false;
+        };
+        if turn.checkpointed.iter().any(|d| d == dir) {
+            return false;
+        }
+        turn.checkpointed.push(dir.to_path_buf());
+        true
+    }
+    fn snapshot_over(&mut self, rid: &str, now: Instant) {
+        crate::session::calls::start_deferred(self, rid, now);
+    }
+    fn drop_last_exchange(&mut self, rid: &str) -> usize {
+        crate::methods::drop_last_exchange(self, rid)
+    }
 }
 
 impl TurnOwners for Gateway {
@@ -321,7 +357,14 @@ impl RunOwners for Gateway {
         crate::session::calls::run_ended(self, job, end, now);
     }
     fn service_event(&mut self, event: RunEvent, now: Instant) {
-        crate::mcp::on_run_event(self, event, now);
+        let run = match &event {
+            RunEvent::Output { run, .. } | RunEvent::Ended { run, .. } => *run,
+        };
+        if self.checkpoints.owns(run) {
+            crate::checkpoints::on_run_event(self, event, now);
+        } else {
+            crate::mcp::on_run_event(self, event, now);
+        }
     }
     fn submit_prompt(&mut self, rid: &str, text: String, now: Instant) {
         Gateway::submit_prompt(self, rid, text, now);

@@ -288,6 +288,7 @@ impl Gateway {
                     }
                     crate::tools::runs::stop_shell_commands(self, now);
                     crate::mcp::shut_down(self, now);
+                    crate::checkpoints::shut_down(self, now);
                     crate::methods::models::answer_all(self);
                 }
                 Action::KillTools => self.runner.kill_all(),

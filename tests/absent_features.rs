@@ -13,12 +13,16 @@ fn empty_states_are_answered_as_the_tui_reads_them() {
     let r = g.call("rollback.list", json!({"session_id": s.id}));
     assert_eq!(r["enabled"], false, "{r}");
     assert_eq!(r["checkpoints"], json!([]), "{r}");
+    // Nothing was ever snapshotted: a restore says so, as Hermes does.
     let r = g.call(
         "rollback.restore",
-        json!({"session_id": s.id, "hash": "abc"}),
+        json!({"session_id": s.id, "hash": "abcd"}),
     );
     assert_eq!(r["success"], false, "{r}");
-    assert!(r["error"].as_str().unwrap().contains("not enabled"), "{r}");
+    assert!(
+        r["error"].as_str().unwrap().contains("No checkpoints"),
+        "{r}"
+    );
     let r = g.call("spawn_tree.list", json!({"session_id": s.id, "limit": 30}));
     assert_eq!(r["entries"], json!([]), "{r}");
     let r = g.call("delegation.status", json!({}));

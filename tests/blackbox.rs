@@ -25,6 +25,7 @@ mod bad_input;
 mod big_delete;
 mod big_resume;
 mod chat;
+mod checkpoints;
 mod cli;
 mod commands;
 mod config_methods;

@@ -833,3 +833,33 @@ fn an_edit_shows_its_diff_and_todo_its_list() {
     tui.assert_no_errors(&[]);
     tui.quit();
 }
+
+#[test]
+fn rollback_lists_and_restores_a_checkpoint() {
+    let opts = Opts {
+        config_yaml: Some("checkpoints:\n  enabled: true\n".into()),
+        env: vec![("TUI_GATEWAY_OFFLINE_DELAY_MS".into(), "20".into())],
+        ..Opts::default()
+    };
+    let Some(tui) = Tui::start("rollback", opts) else {
+        return;
+    };
+    tui.wait_ready(START);
+    let notes = tui.ws.join("notes.txt");
+    std::fs::write(&notes, "alpha\n").unwrap();
+    tui.submit(r#"%write_file {"path": "notes.txt", "content": "bravo\n"}"#);
+    // The harness's workspace is inside HERMES_HOME, so the write asks first.
+    tui.wait_approval(T);
+    tui.key("1");
+    tui.wait_ready(T);
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "bravo\n");
+    tui.submit("/rollback");
+    tui.wait_screen("the checkpoint list", T, |s| {
+        s.contains("Rollback checkpoints") && s.contains("before write_file")
+    });
+    tui.submit("/rollback 1 notes.txt");
+    tui.wait_for("rollback restored notes.txt", T);
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "alpha\n");
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}

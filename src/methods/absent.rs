@@ -1,6 +1,6 @@
 //! Calls for Hermes features this gateway does not have (billing, voice, images, browser,
-//! checkpoints, subagents, pets, plugins, the learning journey). Each answers in the shape the
-//! TUI reads: the empty state where that is the truth (no checkpoints, no subagents, voice off),
+//! subagents, pets, plugins, the learning journey). Each answers in the shape the
+//! TUI reads: the empty state where that is the truth (no subagents, voice off),
 //! otherwise a one-line "not supported" error naming the feature — never `-32601`.
 
 use serde_json::{Value, json};
@@ -13,9 +13,6 @@ use crate::rpc::frame::code;
 /// The answer to `method`, or `None` when it is not one of the absent features.
 pub fn call(gw: &mut Gateway, method: &str, p: &Params) -> Option<Result<Value, RpcError>> {
     let answer = match method {
-        "rollback.list" => Ok(json!({ "enabled": false, "checkpoints": [] })),
-        "rollback.diff" => Ok(json!({ "diff": "", "stat": NO_CHECKPOINTS })),
-        "rollback.restore" => Ok(json!({ "success": false, "error": NO_CHECKPOINTS })),
         "browser.manage" => browser(gw, p),
         "spawn_tree.list" => Ok(json!({ "entries": [] })),
         "spawn_tree.load" => Ok(json!({ "subagents": [] })),
@@ -67,8 +64,6 @@ pub fn call(gw: &mut Gateway, method: &str, p: &Params) -> Option<Result<Value, 
     };
     Some(answer)
 }
-
-const NO_CHECKPOINTS: &str = "checkpoints are not enabled in tui-gateway";
 
 fn not_supported(what: &str) -> Result<Value, RpcError> {
     Err(RpcError::new(

@@ -129,6 +129,14 @@ pub static COMMANDS: &[Command] = &[
         Tui("session.undo"),
     ),
     cmd(
+        "rollback",
+        &[],
+        SESSION,
+        "[list|diff N|N [file]]",
+        "List or restore filesystem checkpoints",
+        Tui("rollback.list, rollback.diff, rollback.restore"),
+    ),
+    cmd(
         "retry",
         &[],
         SESSION,

@@ -13,11 +13,14 @@ mod prompt;
 mod quick;
 mod reload;
 mod reports;
+mod rollback;
 pub(crate) mod session;
 mod slash;
 mod toolbox;
 
 use serde_json::Value;
+
+pub(crate) use ops::drop_last_exchange;
 
 use crate::event_loop::Gateway;
 use crate::rpc::{Request, RpcError};
@@ -44,6 +47,10 @@ fn dispatch(gw: &mut Gateway, req: Request) -> Reply {
     }
     if req.method == "model.options" {
         return models::options(gw, &req.id, p, now);
+    }
+    // Checkpoints are answered when their git commands end.
+    if let Some(ask) = rollback::ask_of(&req.method) {
+        return rollback::call(gw, &req.id, ask, p, now);
     }
     if req.method == "session.compress" {
         return ops::compress(gw, &req.id, p, now);

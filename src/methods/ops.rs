@@ -12,6 +12,7 @@ use crate::rpc::RpcError;
 use crate::rpc::frame::code;
 use crate::session::Background;
 use crate::session::compaction;
+use crate::session::older;
 use crate::session::transcript::{Message, Role};
 use crate::util;
 
@@ -49,14 +50,26 @@ pub fn undo(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     if s.running() {
         return Err(busy("undo"));
     }
+    let rid = s.runtime_id.clone();
+    Ok(json!({ "removed": drop_last_exchange(gw, &rid) }))
+}
+
+/// The last exchange (the last user message and what answered it) leaves `rid`'s history
+/// and state.db (`/undo`, a whole `/rollback`): how many messages went.
+pub(crate) fn drop_last_exchange(gw: &mut Gateway, rid: &str) -> usize {
+    if older::whole(gw, rid).is_err() {
+        return 0;
+    }
+    let Some(s) = gw.sessions.get_mut(rid) else {
+        return 0;
+    };
     let removed = undo_len(&s.transcript);
     if removed > 0 {
         let keep = s.transcript.len() - removed;
         s.truncate(keep);
-        let rid = s.runtime_id.clone();
-        gw.mark_dirty(&rid);
+        gw.mark_dirty(rid);
     }
-    Ok(json!({ "removed": removed }))
+    removed
 }
 
 fn utc(unix: f64) -> String {

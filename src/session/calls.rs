@@ -40,6 +40,9 @@ pub(crate) trait CallOwners: RunOwners {
     fn mark_dirty(&mut self, rid: &str);
     /// Close the turn of `rid` (`message.complete`…).
     fn end_turn(&mut self, rid: &str, status: &str, error: Option<String>, now: Instant);
+    /// Before `tool` starts: a checkpoint of what it changes is queued when due, and `true`
+    /// says the call waits for it (`src/checkpoints/`; it is started again once it is over).
+    fn checkpoint_first(&mut self, rid: &str, tool: &str, args: &Value, now: Instant) -> bool;
 
     /// The running turn of a session.
     fn turn_mut(&mut self, rid: &str) -> Option<&mut Turn> {
@@ -83,6 +86,12 @@ impl<O: CallOwners> Effects for TurnEffects<'_, O> {
                     // Nothing can be saved: the call starts when the hold ends.
                     gw.park(rid);
                     return Some(Started::Deferred { approved });
+                }
+                if !approved {
+                    let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+                    if gw.checkpoint_first(rid, &call.name, &args, now) {
+                        return Some(Started::Deferred { approved });
+                    }
                 }
                 return Some(start_tool(gw, rid, call, approved, now));
             }
@@ -931,6 +940,9 @@ pub(crate) mod fake {
         fn end_turn(&mut self, rid: &str, status: &str, error: Option<String>, now: Instant) {
             self.ended.push((rid.to_string(), status.to_string()));
             driver::end_turn(self, rid, status, error, now);
+        }
+        fn checkpoint_first(&mut self, _: &str, _: &str, _: &Value, _: Instant) -> bool {
+            false
         }
     }
 

@@ -38,6 +38,9 @@ pub struct Turn {
     pub compaction: Option<Box<crate::session::compaction::Job>>,
     /// The turn failed inside the gateway; it ends with this error however it is stopped.
     pub failure: Option<String>,
+    /// Directories snapshotted (or being snapshotted) before a call of this turn changed
+    /// them: one checkpoint per directory per turn (`src/checkpoints/`).
+    pub checkpointed: Vec<std::path::PathBuf>,
 }
 
 /// What a closed model round leaves behind.
@@ -69,6 +72,7 @@ impl Turn {
             steer: Vec::new(),
             compaction: None,
             failure: None,
+            checkpointed: Vec::new(),
         }
     }
 

@@ -65,12 +65,17 @@ pub fn resolve(cwd: &str, path: &str) -> PathBuf {
 /// Where the session's relative paths start: the directory its terminal's shell is in (a
 /// `cd` there moves them, as in Hermes), else the session's working directory.
 pub(crate) fn here(ctx: &ToolContext<'_>) -> String {
-    if ctx.session.is_empty() {
-        return ctx.cwd.clone();
+    session_here(ctx.home, ctx.session, &ctx.cwd)
+}
+
+/// [`here`] of the session stored as `session` working in `cwd`.
+pub(crate) fn session_here(home: &Path, session: &str, cwd: &str) -> String {
+    if session.is_empty() {
+        return cwd.to_string();
     }
-    super::shell_state::cwd_of(ctx.home, ctx.session)
+    super::shell_state::cwd_of(home, session)
         .filter(|d| Path::new(d).is_dir())
-        .unwrap_or_else(|| ctx.cwd.clone())
+        .unwrap_or_else(|| cwd.to_string())
 }
 
 /// What `path` really is: the existing part canonicalised (symlinks followed), the rest

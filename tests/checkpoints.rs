@@ -1,0 +1,395 @@
+//! Hermes' checkpoints and `/rollback` over the protocol: turns with `write_file`, `patch` and a
+//! destructive `terminal` command on a scratch project snapshot it first (Hermes' shared shadow
+//! store under `$HERMES_HOME/checkpoints/`), `rollback.list/diff/restore` (all, one file, and a
+//! restore undone), off by default, Hermes' own Python reading our store and we reading its,
+//! no `git` on `PATH`, a tree past the cap, and a large tree snapshotted while `ping` is
+//! answered throughout.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+
+/// A gateway whose one session works in a scratch project.
+struct Bench {
+    g: Gateway,
+    home: TempHome,
+    work: TempHome,
+    sid: String,
+}
+
+fn bench(tag: &str, config: &str, env: &[(&str, &str)]) -> Bench {
+    let home = TempHome::new(tag);
+    let work = TempHome::new(&format!("{tag}-work"));
+    std::fs::write(home.path.join("config.yaml"), config).unwrap();
+    let mut b = Gateway::builder().tag(tag).home(&home.path);
+    for (k, v) in env {
+        b = b.env(k, v);
+    }
+    let mut g = b.start();
+    let s = g.create_session(json!({"cwd": work.path.to_str().unwrap()}));
+    Bench {
+        g,
+        home,
+        work,
+        sid: s.id,
+    }
+}
+
+const ON: &str = "checkpoints:\n  enabled: true\n";
+
+impl Bench {
+    fn path(&self, name: &str) -> PathBuf {
+        self.work.path.join(name)
+    }
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name)).unwrap_or_default()
+    }
+    /// A `%tool {args}` turn that completes; its `tool.complete` payload.
+    fn tool(&mut self, tool: &str, args: Value) -> Value {
+        let turn = self.g.run_turn(&self.sid, &format!("%{tool} {args}"));
+        assert_eq!(
+            turn.complete["payload"]["status"], "complete",
+            "{:?}",
+            turn.events
+        );
+        let done = turn.event("tool.complete")["payload"].clone();
+        assert!(done.get("error").is_none(), "{done}");
+        done
+    }
+    fn list(&mut self) -> Vec<Value> {
+        let r = self
+            .g
+            .call("rollback.list", json!({"session_id": self.sid}));
+        assert_eq!(r["enabled"], true, "{r}");
+        r["checkpoints"].as_array().unwrap().clone()
+    }
+    fn restore(&mut self, hash: &str, file: Option<&str>) -> Value {
+        let mut p = json!({"session_id": self.sid, "hash": hash});
+        if let Some(f) = file {
+            p["file_path"] = json!(f);
+        }
+        self.g.call("rollback.restore", p)
+    }
+    fn warnings(&mut self) -> Vec<String> {
+        let sid = self.sid.clone();
+        self.g
+            .events_of_session(&sid)
+            .iter()
+            .filter(|e| e["type"] == "status.update" && e["payload"]["kind"] == "warn")
+            .map(|e| e["payload"]["text"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+}
+
+fn reasons(list: &[Value]) -> Vec<String> {
+    list.iter()
+        .map(|c| c["message"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn edits_are_snapshotted_first_and_rolled_back_whole_or_by_file() {
+    let mut b = bench("cp-roll", ON, &[]);
+    std::fs::write(b.path("a.txt"), "one\n").unwrap();
+    std::fs::write(b.path("b.txt"), "bee\n").unwrap();
+    b.tool("write_file", json!({"path": "a.txt", "content": "two\n"}));
+    // A second edit of the same turn's directory would not snapshot again; a new turn does.
+    b.tool(
+        "patch",
+        json!({"mode": "replace", "path": "a.txt", "old_string": "two", "new_string": "three"}),
+    );
+    b.tool("write_file", json!({"path": "b.txt", "content": "bzz\n"}));
+    assert_eq!(b.read("a.txt"), "three\n");
+    let list = b.list();
+    assert_eq!(
+        reasons(&list),
+        ["before write_file", "before patch", "before write_file"],
+        "{list:?}"
+    );
+    assert!(
+        list.iter()
+            .all(|c| c["hash"].as_str().unwrap().len() == 40 && c["timestamp"].is_string())
+    );
+    // Nothing of the store is in the project.
+    assert!(!b.path(".git").exists());
+
+    // The oldest checkpoint (number 3) against the tree now.
+    let d =
+        b.g.call("rollback.diff", json!({"session_id": b.sid, "hash": "3"}));
+    let diff = d["diff"].as_str().unwrap();
+    assert!(diff.contains("-one") && diff.contains("+three"), "{d}");
+    assert!(d["stat"].as_str().unwrap().contains("a.txt"), "{d}");
+
+    // One file back to checkpoint 2 (a.txt was "two" then); b.txt stays.
+    let r = b.restore("2", Some("a.txt"));
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(r["file"], "a.txt");
+    assert_eq!(
+        (b.read("a.txt"), b.read("b.txt")),
+        ("two\n".into(), "bzz\n".into())
+    );
+
+    // The whole directory back to the first checkpoint, by its hash; the last exchange
+    // leaves the history as in Hermes.
+    let first = b.list().last().unwrap()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = b.restore(&first, None);
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(r["reason"], "before write_file");
+    assert!(r["history_removed"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(
+        (b.read("a.txt"), b.read("b.txt")),
+        ("one\n".into(), "bee\n".into())
+    );
+
+    // Each restore was snapshotted first: the last one is undone.
+    let list = b.list();
+    assert!(
+        reasons(&list)[0].starts_with("pre-rollback snapshot (restoring to "),
+        "{list:?}"
+    );
+    let undo = list[0]["hash"].as_str().unwrap().to_string();
+    assert_eq!(b.restore(&undo, None)["success"], true);
+    assert_eq!(
+        (b.read("a.txt"), b.read("b.txt")),
+        ("two\n".into(), "bzz\n".into())
+    );
+
+    // Refusals in Hermes' words.
+    let r = b.restore("99", None);
+    assert_eq!(r["success"], false, "{r}");
+    let r = b.restore("--patch", Some("a.txt"));
+    assert!(
+        r["error"].as_str().unwrap().contains("Invalid commit hash"),
+        "{r}"
+    );
+    let r = b.restore("1", Some("../outside"));
+    assert!(r["error"].as_str().unwrap().contains("escapes"), "{r}");
+    b.g.expect_code("rollback.diff", json!({"session_id": b.sid}), 4014);
+    assert!(b.warnings().is_empty(), "{:?}", b.warnings());
+}
+
+#[test]
+fn a_destructive_command_is_snapshotted_first_and_a_harmless_one_is_not() {
+    let mut b = bench("cp-term", ON, &[]);
+    std::fs::write(b.path("gone.txt"), "keep me\n").unwrap();
+    let turn = b.g.run_turn(&b.sid, "$ ls");
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    assert!(b.list().is_empty());
+    let turn = b.g.run_turn(&b.sid, "$ rm -f gone.txt");
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    assert!(!b.path("gone.txt").exists());
+    assert_eq!(reasons(&b.list()), ["before terminal: rm -f gone.txt"]);
+    assert_eq!(b.restore("1", Some("gone.txt"))["success"], true);
+    assert_eq!(b.read("gone.txt"), "keep me\n");
+}
+
+#[test]
+fn checkpoints_are_off_unless_config_turns_them_on() {
+    let mut b = bench("cp-off", "checkpoints:\n  enabled: false\n", &[]);
+    b.tool("write_file", json!({"path": "a.txt", "content": "x\n"}));
+    let r = b.g.call("rollback.list", json!({"session_id": b.sid}));
+    assert_eq!(r, json!({"enabled": false, "checkpoints": []}));
+    assert!(!b.home.path.join("checkpoints").exists());
+    // Hermes' TUI switch turns them on whatever config.yaml says.
+    let mut b = bench("cp-env", "", &[("HERMES_TUI_CHECKPOINTS", "1")]);
+    b.tool("write_file", json!({"path": "a.txt", "content": "x\n"}));
+    assert_eq!(
+        b.list().len(),
+        0,
+        "an empty directory has nothing to snapshot"
+    );
+    b.tool("write_file", json!({"path": "a.txt", "content": "y\n"}));
+    assert_eq!(reasons(&b.list()), ["before write_file"]);
+}
+
+#[test]
+fn without_git_the_call_succeeds_and_the_user_is_told_once() {
+    // A PATH with bash and nothing else: no git.
+    let bin = TempHome::new("cp-nogit-bin");
+    std::os::unix::fs::symlink("/bin/bash", bin.path.join("bash")).unwrap();
+    let path = bin.path.to_str().unwrap().to_string();
+    let mut b = bench("cp-nogit", ON, &[("PATH", &path)]);
+    std::fs::write(b.path("a.txt"), "one\n").unwrap();
+    b.tool("write_file", json!({"path": "a.txt", "content": "two\n"}));
+    b.tool("write_file", json!({"path": "a.txt", "content": "three\n"}));
+    assert_eq!(b.read("a.txt"), "three\n");
+    let warned = b.warnings();
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(warned[0].contains("git is not on PATH"), "{warned:?}");
+    let (code, message, _) = b.g.call_err("rollback.list", json!({"session_id": b.sid}));
+    assert_eq!(code, 5020);
+    assert!(message.contains("git is not on PATH"), "{message}");
+}
+
+#[test]
+fn a_tree_past_the_cap_is_skipped_said_once_and_the_edit_made() {
+    let mut b = bench("cp-cap", ON, &[("TUI_GATEWAY_CHECKPOINT_MAX_FILES", "10")]);
+    for i in 0..20 {
+        std::fs::write(b.path(&format!("f{i}")), "x").unwrap();
+    }
+    b.tool("write_file", json!({"path": "a.txt", "content": "one\n"}));
+    b.tool("write_file", json!({"path": "a.txt", "content": "two\n"}));
+    assert_eq!(b.read("a.txt"), "two\n");
+    let warned = b.warnings();
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(warned[0].contains("more than 10 files"), "{warned:?}");
+    assert!(b.list().is_empty());
+}
+
+/// Files of the large tree (`TUI_GATEWAY_TEST_CHECKPOINT_FILES`, default 20,000).
+fn large_tree_files() -> usize {
+    std::env::var("TUI_GATEWAY_TEST_CHECKPOINT_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000)
+}
+
+#[test]
+fn a_large_tree_is_snapshotted_while_every_ping_is_answered() {
+    let files = large_tree_files();
+    let mut b = bench(
+        "cp-large",
+        ON,
+        &[(
+            "TUI_GATEWAY_CHECKPOINT_MAX_FILES",
+            &(files + 1000).to_string(),
+        )],
+    );
+    for d in 0..(files / 1000).max(1) {
+        let dir = b.path(&format!("d{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for i in 0..1000.min(files) {
+            std::fs::write(dir.join(format!("f{i}.txt")), format!("{d} {i}\n")).unwrap();
+        }
+    }
+    let start = submit(
+        &mut b.g,
+        &b.sid.clone(),
+        r#"%write_file {"path": "new.txt", "content": "hi\n"}"#,
+    );
+    let (mut pings, mut worst) = (0u32, Duration::ZERO);
+    let deadline = Instant::now() + secs(300);
+    let sid = b.sid.clone();
+    loop {
+        let asked = Instant::now();
+        let r = b.g.request("ping", json!({}));
+        assert_eq!(r["result"], json!({"pong": true}), "{r}");
+        worst = worst.max(asked.elapsed());
+        pings += 1;
+        let done = b.g.events_of_session_from(&sid, start);
+        if done.iter().any(|e| e["type"] == "message.complete") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the turn did not end");
+    }
+    eprintln!(
+        "large tree: {files} files, {pings} pings answered during the turn, longest wait {worst:?}"
+    );
+    let turn = b.g.finish_turn(&sid, start, T);
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    assert_eq!(b.read("new.txt"), "hi\n");
+    let list = b.list();
+    assert_eq!(reasons(&list), ["before write_file"]);
+    assert!(b.warnings().is_empty(), "{:?}", b.warnings());
+}
+
+// ---- Hermes' own Python on the same store ----
+
+/// Hermes' reference Python, when it is there (`../shared/hermes-reference/python`).
+fn hermes_python() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/hermes-reference/python");
+    let manager = dir.join("tools/checkpoint_manager.py");
+    let python = std::process::Command::new("python3").arg("-V").output();
+    (manager.is_file() && python.is_ok_and(|o| o.status.success())).then_some(dir)
+}
+
+/// Run Hermes' `CheckpointManager` on `work` with `HERMES_HOME=home`: `script` is Python with
+/// `m` the manager and `W` the directory; prints JSON. The two helpers the reference imports
+/// but does not ship (`utils.env_int`, `hermes_cli._subprocess_compat.windows_hide_flags`)
+/// are stood in for with their obvious one-liners.
+fn hermes(reference: &Path, home: &Path, work: &Path, script: &str) -> Value {
+    let stubs = TempHome::new("cp-py-stubs");
+    std::fs::create_dir_all(stubs.path.join("hermes_cli")).unwrap();
+    std::fs::write(
+        stubs.path.join("utils.py"),
+        "import os\ndef env_int(name, default):\n    try:\n        return int(os.environ.get(name, default))\n    except ValueError:\n        return default\n",
+    )
+    .unwrap();
+    std::fs::write(
+        stubs.path.join("hermes_cli/_subprocess_compat.py"),
+        "def windows_hide_flags():\n    return 0\n",
+    )
+    .unwrap();
+    let program = format!(
+        "import sys, json\nsys.path.insert(0, {ref:?})\nsys.path.insert(1, {stubs:?})\n\
+         from tools.checkpoint_manager import CheckpointManager\n\
+         m = CheckpointManager(enabled=True)\nW = {work:?}\n{script}\n",
+        ref = reference.to_str().unwrap(),
+        stubs = stubs.path.to_str().unwrap(),
+        work = work.to_str().unwrap(),
+    );
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(program)
+        .env("HERMES_HOME", home)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or("null")).unwrap()
+}
+
+#[test]
+fn hermes_reads_our_checkpoints_and_we_read_hermes() {
+    let Some(reference) = hermes_python() else {
+        eprintln!("skipped: no python3 or no Hermes reference next to the repository");
+        return;
+    };
+    let mut b = bench("cp-hermes", ON, &[]);
+    std::fs::write(b.path("a.txt"), "one\n").unwrap();
+    b.tool("write_file", json!({"path": "a.txt", "content": "two\n"}));
+    let ours = b.list();
+    let work = std::fs::canonicalize(&b.work.path).unwrap();
+    let theirs = hermes(
+        &reference,
+        &b.home.path,
+        &work,
+        "print(json.dumps(m.list_checkpoints(W)))",
+    );
+    assert_eq!(theirs.as_array().unwrap().len(), 1, "{theirs}");
+    assert_eq!(theirs[0]["hash"], ours[0]["hash"]);
+    assert_eq!(theirs[0]["reason"], "before write_file");
+
+    // Hermes snapshots the same directory: our list shows it on top, and we restore it.
+    let theirs = hermes(
+        &reference,
+        &b.home.path,
+        &work,
+        "print(json.dumps(m.ensure_checkpoint(W, 'taken by hermes')))",
+    );
+    assert_eq!(theirs, json!(true));
+    std::fs::write(b.path("a.txt"), "three\n").unwrap();
+    assert_eq!(reasons(&b.list()), ["taken by hermes", "before write_file"]);
+    assert_eq!(b.restore("1", Some("a.txt"))["success"], true);
+    assert_eq!(b.read("a.txt"), "two\n");
+    // And Hermes restores from a chain we added to.
+    let theirs = hermes(
+        &reference,
+        &b.home.path,
+        &work,
+        "cps = m.list_checkpoints(W)\nprint(json.dumps(m.restore(W, cps[-1]['hash'])))",
+    );
+    assert_eq!(theirs["success"], true, "{theirs}");
+    assert_eq!(b.read("a.txt"), "one\n");
+}
