@@ -14,6 +14,7 @@ mod quick;
 mod reload;
 mod reports;
 pub(crate) mod session;
+pub(crate) mod skills;
 mod slash;
 mod toolbox;
 
@@ -52,6 +53,9 @@ fn dispatch(gw: &mut Gateway, req: Request) -> Reply {
     if req.method == "slash.exec" {
         return slash::slash_exec(gw, &req.id, p, now);
     }
+    if req.method == "skills.reload" {
+        return skills::reload(gw, &req.id);
+    }
     if req.method == "command.dispatch" {
         return slash::command_dispatch(gw, &req.id, p, now);
     }
@@ -69,7 +73,7 @@ fn dispatch(gw: &mut Gateway, req: Request) -> Reply {
         "input.detect_drop" => gateway::detect_drop(p),
         "complete.slash" => commands::complete_slash(gw, p),
         "complete.path" => complete::complete_path(gw, p),
-        "skills.manage" => toolbox::skills_manage(p),
+        "skills.manage" => skills::manage(gw, p),
         "tools.configure" => toolbox::tools_configure(p, &mut gw.tools.registry),
         "tools.list" => toolbox::tools_list(p, &gw.tools.registry),
         "tools.show" => toolbox::tools_show(p, &gw.tools.registry),

@@ -82,6 +82,8 @@ fn reindent(region: &str, old: &str, new: &str) -> String {
 pub struct Replaced {
     pub content: String,
     pub count: usize,
+    /// Which matcher took (the tests read it).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub strategy: &'static str,
 }
 
