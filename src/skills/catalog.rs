@@ -422,7 +422,7 @@ mod tests {
         let none = BTreeSet::new();
         let idx = c.prompt_index(&none, &none);
         assert!(idx.starts_with("## Skills (mandatory)\n"), "{idx}");
-        assert!(idx.contains("<available_skills>\n  dev: Developer skills\n    - review: Review code carefully and thoroughly, step by step, ev...\n  top:\n    - top: The top skill.\n</available_skills>"), "{idx}");
+        assert!(idx.contains("<available_skills>\n  dev: Developer skills\n    - review: Review code carefully and thoroughly, step by step, every...\n  top:\n    - top: The top skill.\n</available_skills>"), "{idx}");
         assert!(!idx.contains("Deep_Skill"));
         let web: BTreeSet<String> = ["web".to_string()].into();
         assert!(c.prompt_index(&web, &none).contains("  a/b:\n    - Deep_Skill v2: d"));

@@ -144,7 +144,7 @@ mod tests {
         let p = parse("---\nname: a\ndescription: \"x: y\"\n---\n\n# T\nbody\n").unwrap();
         assert_eq!(p.fields["name"], "a");
         assert_eq!(p.fields["description"], "x: y");
-        assert_eq!(p.body, "\n# T\nbody\n");
+        assert_eq!(p.body, "# T\nbody\n");
         let none = parse("# Title\nfirst line\n").unwrap();
         assert!(none.fields.is_empty());
         assert_eq!(description(&none.fields, none.body), "first line");
