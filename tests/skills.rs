@@ -38,14 +38,19 @@ fn copy_tree(from: &Path, to: &Path) {
 /// this OS.
 fn valid_here(root: &Path) -> Vec<String> {
     let mut names = Vec::new();
-    let os = if cfg!(target_os = "macos") { "macos" } else { std::env::consts::OS };
+    let os = if cfg!(target_os = "macos") {
+        "macos"
+    } else {
+        std::env::consts::OS
+    };
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         let has_skill = dir.join("SKILL.md").is_file();
         for e in std::fs::read_dir(dir).unwrap().flatten() {
             let p = e.path();
             let name = e.file_name().to_string_lossy().into_owned();
             if p.is_dir() {
-                let support = ["references", "templates", "assets", "scripts"].contains(&name.as_str());
+                let support =
+                    ["references", "templates", "assets", "scripts"].contains(&name.as_str());
                 if !(has_skill && support) && !name.starts_with('.') {
                     walk(&p, out);
                 }
@@ -119,7 +124,10 @@ fn pair_names(catalog: &Value) -> Vec<String> {
 #[test]
 fn the_banner_counts_the_skills_valid_here_and_a_malformed_one_is_reported() {
     let h = Home::new("skills-banner");
-    h.write("skills/broken/bad/SKILL.md", "---\nname: [unclosed\ndescription: x\n---\nbody\n");
+    h.write(
+        "skills/broken/bad/SKILL.md",
+        "---\nname: [unclosed\ndescription: x\n---\nbody\n",
+    );
     let expected = valid_here(&reference_skills());
     assert!(expected.len() > 80, "{}", expected.len());
     let mut g = h.start("skills-banner");
@@ -128,10 +136,22 @@ fn the_banner_counts_the_skills_valid_here_and_a_malformed_one_is_reported() {
     let s = g.create_session(json!({}));
     let skills = &s.result["info"]["skills"];
     assert_eq!(count(skills), expected.len(), "{skills}");
-    assert!(skills["github"].as_array().unwrap().contains(&json!("github-code-review")));
-    assert_eq!(catalog["skill_count"], expected.len(), "no bundled skill clashes with a command");
+    assert!(
+        skills["github"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("github-code-review"))
+    );
+    assert_eq!(
+        catalog["skill_count"],
+        expected.len(),
+        "no bundled skill clashes with a command"
+    );
     let names = pair_names(&catalog);
-    assert!(names.contains(&"/github-code-review".to_string()), "{names:?}");
+    assert!(
+        names.contains(&"/github-code-review".to_string()),
+        "{names:?}"
+    );
     let warning = catalog["warning"].as_str().unwrap();
     assert!(warning.contains("broken/bad/SKILL.md"), "{warning}");
     assert!(g.stderr_with("broken/bad/SKILL.md", T).contains("[skills]"));
@@ -142,7 +162,10 @@ fn the_banner_counts_the_skills_valid_here_and_a_malformed_one_is_reported() {
         assert!(!expected.iter().any(|n| n == "apple-notes"));
         let r = g.run_turn(&s.id, r#"%skill_view {"name": "apple-notes"}"#);
         let done = r.event("tool.complete");
-        assert_eq!(done["payload"]["result"]["readiness_status"], "unsupported", "{done}");
+        assert_eq!(
+            done["payload"]["result"]["readiness_status"], "unsupported",
+            "{done}"
+        );
     }
 }
 
@@ -154,25 +177,42 @@ fn skills_list_and_skill_view_work_through_turns() {
     let turn = g.run_turn(&s.id, r#"%skills_list {"category": "github"}"#);
     let result = &turn.event("tool.complete")["payload"]["result"];
     assert_eq!(result["success"], true, "{result}");
-    let names: Vec<&str> = result["skills"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = result["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
     assert!(names.contains(&"github-code-review") && names.iter().all(|n| !n.is_empty()));
     assert_eq!(result["categories"], json!(["github"]));
 
     let turn = g.run_turn(&s.id, r#"%skill_view {"name": "github-code-review"}"#);
     let v = &turn.event("tool.complete")["payload"]["result"];
     assert_eq!(v["name"], "github-code-review", "{v}");
-    assert!(v["content"].as_str().unwrap().contains("# GitHub Code Review"));
+    assert!(
+        v["content"]
+            .as_str()
+            .unwrap()
+            .contains("# GitHub Code Review")
+    );
     assert_eq!(v["path"], "github/github-code-review/SKILL.md");
     assert_eq!(v["tags"][0], "GitHub");
     let refs = v["linked_files"]["references"].as_array().unwrap();
     let first = refs[0].as_str().unwrap().to_string();
 
-    let turn = g.run_turn(&s.id, &format!(r#"%skill_view {{"name": "github-code-review", "file_path": "{first}"}}"#));
+    let turn = g.run_turn(
+        &s.id,
+        &format!(r#"%skill_view {{"name": "github-code-review", "file_path": "{first}"}}"#),
+    );
     let f = &turn.event("tool.complete")["payload"]["result"];
-    let on_disk = std::fs::read_to_string(h.skills().join("github/github-code-review").join(&first)).unwrap();
+    let on_disk =
+        std::fs::read_to_string(h.skills().join("github/github-code-review").join(&first)).unwrap();
     assert_eq!(f["content"].as_str().unwrap(), on_disk);
 
-    let turn = g.run_turn(&s.id, r#"%skill_view {"name": "github-code-review", "file_path": "../../../config.yaml"}"#);
+    let turn = g.run_turn(
+        &s.id,
+        r#"%skill_view {"name": "github-code-review", "file_path": "../../../config.yaml"}"#,
+    );
     let bad = turn.event("tool.complete");
     assert_eq!(bad["payload"]["result"]["success"], false, "{bad}");
     let turn = g.run_turn(&s.id, r#"%skill_view {"name": "no-such-skill"}"#);
@@ -181,8 +221,16 @@ fn skills_list_and_skill_view_work_through_turns() {
     assert!(!missing["available_skills"].as_array().unwrap().is_empty());
 
     let tools = g.call("tools.list", json!({}));
-    let set = tools["toolsets"].as_array().unwrap().iter().find(|t| t["name"] == "skills").cloned();
-    assert_eq!(set.unwrap()["tools"], json!(["skill_manage", "skill_view", "skills_list"]));
+    let set = tools["toolsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "skills")
+        .cloned();
+    assert_eq!(
+        set.unwrap()["tools"],
+        json!(["skill_manage", "skill_view", "skills_list"])
+    );
     assert!(s.result["info"]["tools"]["skills"].is_array());
 }
 
@@ -206,7 +254,10 @@ fn a_skill_the_model_creates_is_in_its_next_call_and_the_commands_and_preloads_r
     let h = Home::new("skills-manage");
     let content = "---\nname: deploy-notes\ndescription: How we deploy the thing\n---\n\n1. Run make deploy\n";
     let mock = MockAi::script(vec![
-        tool_call("skill_manage", &json!({"action": "create", "name": "deploy-notes", "category": "devops", "content": content})),
+        tool_call(
+            "skill_manage",
+            &json!({"action": "create", "name": "deploy-notes", "category": "devops", "content": content}),
+        ),
         Reply::text(&["Saved."], (5, 1)),
     ]);
     let mut g = Gateway::builder()
@@ -227,12 +278,22 @@ fn a_skill_the_model_creates_is_in_its_next_call_and_the_commands_and_preloads_r
     assert_eq!(written, content);
     let reqs = mock.requests();
     let (first, second) = (system_of(&reqs[0]), system_of(&reqs[1]));
-    assert!(first.contains("## Skills (mandatory)") && first.contains("    - github-code-review: Review PRs"), "{first}");
+    assert!(
+        first.contains("## Skills (mandatory)")
+            && first.contains("    - github-code-review: Review PRs"),
+        "{first}"
+    );
     assert!(!first.contains("deploy-notes"));
-    assert!(second.contains("  devops:\n    - deploy-notes: How we deploy the thing"), "{second}");
+    assert!(
+        second.contains("  devops:\n    - deploy-notes: How we deploy the thing"),
+        "{second}"
+    );
     // The preloaded skill, once; the unknown one skipped and said.
     assert!(first.contains("[IMPORTANT: The user launched this CLI session with the \"github-code-review\" skill preloaded."));
-    assert!(g.stderr_with("no-such-skill", T).contains("HERMES_TUI_SKILLS"));
+    assert!(
+        g.stderr_with("no-such-skill", T)
+            .contains("HERMES_TUI_SKILLS")
+    );
     let names = pair_names(&g.call("commands.catalog", json!({})));
     assert!(names.contains(&"/deploy-notes".to_string()));
     let items = g.call("complete.slash", json!({"text": "/deploy-n"}));
@@ -244,7 +305,10 @@ fn a_slash_skill_answers_the_activation_message_and_several_stack() {
     let h = Home::new("skills-slash");
     let mut g = h.start("skills-slash");
     let s = g.create_session(json!({}));
-    let r = g.call("command.dispatch", json!({"name": "github-code-review", "arg": "review my branch", "session_id": s.id}));
+    let r = g.call(
+        "command.dispatch",
+        json!({"name": "github-code-review", "arg": "review my branch", "session_id": s.id}),
+    );
     assert_eq!(r["type"], "skill", "{r}");
     assert_eq!(r["name"], "github-code-review");
     let m = r["message"].as_str().unwrap();
@@ -253,16 +317,29 @@ fn a_slash_skill_answers_the_activation_message_and_several_stack() {
     assert!(m.contains(&format!("[Skill directory: {}]", dir.display())));
     assert!(m.contains("[This skill has supporting files:]"));
     assert!(m.ends_with("The user has provided the following instruction alongside the skill invocation: review my branch"));
-    let stacked = g.call("slash.exec", json!({"command": "github-code-review /github-pr-workflow ship it", "session_id": s.id}));
+    let stacked = g.call(
+        "slash.exec",
+        json!({"command": "github-code-review /github-pr-workflow ship it", "session_id": s.id}),
+    );
     let m = stacked["message"].as_str().unwrap();
-    assert!(m.contains("\"/github-code-review /github-pr-workflow\" stacked skill bundle, loading 2 skills"), "{m}");
+    assert!(
+        m.contains(
+            "\"/github-code-review /github-pr-workflow\" stacked skill bundle, loading 2 skills"
+        ),
+        "{m}"
+    );
     assert!(m.contains("User instruction: ship it"));
     // The message the TUI submits runs a turn like any prompt.
     let turn = g.run_turn(&s.id, r["message"].as_str().unwrap());
     assert_eq!(turn.complete["payload"]["status"], "complete");
     // A built-in keeps its name; an unknown command is still refused plainly.
     let unknown = g.call("slash.exec", json!({"command": "nonesuch"}));
-    assert!(unknown["output"].as_str().unwrap().contains("not supported"));
+    assert!(
+        unknown["output"]
+            .as_str()
+            .unwrap()
+            .contains("not supported")
+    );
 }
 
 #[test]
@@ -277,12 +354,22 @@ fn a_bundle_loads_its_skills_and_says_which_are_missing() {
     let catalog = g.call("commands.catalog", json!({}));
     assert!(pair_names(&catalog).contains(&"/review-kit".to_string()));
     assert!(catalog["warning"].as_str().unwrap().contains("broken.yaml"));
-    let r = g.call("command.dispatch", json!({"name": "review-kit", "arg": "check PR 7"}));
+    let r = g.call(
+        "command.dispatch",
+        json!({"name": "review-kit", "arg": "check PR 7"}),
+    );
     assert_eq!(r["type"], "send", "{r}");
-    assert!(r["notice"].as_str().unwrap().starts_with("⚡ Loading bundle: Review Kit (1 skills)"));
+    assert!(
+        r["notice"]
+            .as_str()
+            .unwrap()
+            .starts_with("⚡ Loading bundle: Review Kit (1 skills)")
+    );
     let m = r["message"].as_str().unwrap();
     assert!(m.contains("Bundle: Review Kit\nSkills loaded: github-code-review\nSkills missing (skipped): not-a-skill"), "{m}");
-    assert!(m.contains("Bundle instruction: Be brief.") && m.contains("User instruction: check PR 7"));
+    assert!(
+        m.contains("Bundle instruction: Be brief.") && m.contains("User instruction: check PR 7")
+    );
     assert!(m.contains("[Loaded as part of the \"Review Kit\" skill bundle.]"));
 }
 
@@ -292,10 +379,17 @@ fn reload_says_what_was_added_and_removed_and_the_hub_inspects() {
     let mut g = h.start("skills-reload");
     let s = g.create_session(json!({}));
     let before = count(&g.call("skills.manage", json!({"action": "list"}))["skills"]);
-    h.write("skills/mine/fresh-skill/SKILL.md", "---\nname: fresh-skill\ndescription: New here\n---\nDo it.\n");
+    h.write(
+        "skills/mine/fresh-skill/SKILL.md",
+        "---\nname: fresh-skill\ndescription: New here\n---\nDo it.\n",
+    );
     std::fs::remove_dir_all(h.skills().join("github/github-code-review")).unwrap();
     let r = g.call("skills.reload", json!({}));
-    assert_eq!(r["result"]["added"], json!([{"name": "fresh-skill", "description": "New here"}]), "{r}");
+    assert_eq!(
+        r["result"]["added"],
+        json!([{"name": "fresh-skill", "description": "New here"}]),
+        "{r}"
+    );
     assert_eq!(r["result"]["removed"][0]["name"], "github-code-review");
     assert_eq!(r["result"]["total"], before);
     let out = r["output"].as_str().unwrap();
@@ -310,7 +404,10 @@ fn reload_says_what_was_added_and_removed_and_the_hub_inspects() {
         T,
     );
     assert!(heard.is_some(), "no session.info with the new skill");
-    let inspect = g.call("skills.manage", json!({"action": "inspect", "query": "fresh-skill"}));
+    let inspect = g.call(
+        "skills.manage",
+        json!({"action": "inspect", "query": "fresh-skill"}),
+    );
     assert_eq!(inspect["info"]["name"], "fresh-skill");
     assert_eq!(inspect["info"]["category"], "mine");
     assert_eq!(inspect["info"]["description"], "New here");
@@ -318,39 +415,89 @@ fn reload_says_what_was_added_and_removed_and_the_hub_inspects() {
     assert_eq!(code, 4040, "{msg}");
     assert!(msg.contains("not supported"));
     let text = g.call("slash.exec", json!({"command": "skills"}));
-    assert!(text["output"].as_str().unwrap().contains("mine: fresh-skill"), "{text}");
+    assert!(
+        text["output"]
+            .as_str()
+            .unwrap()
+            .contains("mine: fresh-skill"),
+        "{text}"
+    );
 }
 
 #[test]
 fn skill_writes_stay_in_the_skills_folder_and_refuse_links() {
     let h = Home::new("skills-confined");
     let outside = TempHome::new("skills-outside");
-    std::os::unix::fs::symlink(&outside.path, h.skills().join("github/github-code-review/templates")).unwrap();
+    std::os::unix::fs::symlink(
+        &outside.path,
+        h.skills().join("github/github-code-review/templates"),
+    )
+    .unwrap();
     let mut g = h.start("skills-confined");
     let s = g.create_session(json!({}));
     let call = |g: &mut Gateway, args: Value| {
         let turn = g.run_turn(&s.id, &format!("%skill_manage {args}"));
         turn.event("tool.complete")["payload"]["result"].clone()
     };
-    let r = call(&mut g, json!({"action": "write_file", "name": "github-code-review", "file_path": "templates/x.md", "file_content": "pwned"}));
+    let r = call(
+        &mut g,
+        json!({"action": "write_file", "name": "github-code-review", "file_path": "templates/x.md", "file_content": "pwned"}),
+    );
     assert_eq!(r["success"], false, "{r}");
-    assert!(std::fs::read_dir(&outside.path).unwrap().next().is_none(), "nothing written through the link");
-    let r = call(&mut g, json!({"action": "write_file", "name": "github-code-review", "file_path": "references/../../../escape.md", "file_content": "x"}));
+    assert!(
+        std::fs::read_dir(&outside.path).unwrap().next().is_none(),
+        "nothing written through the link"
+    );
+    let r = call(
+        &mut g,
+        json!({"action": "write_file", "name": "github-code-review", "file_path": "references/../../../escape.md", "file_content": "x"}),
+    );
     assert_eq!(r["error"], "Path traversal ('..') is not allowed.");
-    let r = call(&mut g, json!({"action": "create", "name": "../evil", "content": "---\nname: e\ndescription: d\n---\nb"}));
-    assert!(r["error"].as_str().unwrap().starts_with("Invalid skill name"), "{r}");
-    let r = call(&mut g, json!({"action": "write_file", "name": "github-code-review", "file_path": "references/notes.md", "file_content": "hello"}));
+    let r = call(
+        &mut g,
+        json!({"action": "create", "name": "../evil", "content": "---\nname: e\ndescription: d\n---\nb"}),
+    );
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Invalid skill name"),
+        "{r}"
+    );
+    let r = call(
+        &mut g,
+        json!({"action": "write_file", "name": "github-code-review", "file_path": "references/notes.md", "file_content": "hello"}),
+    );
     assert_eq!(r["success"], true, "{r}");
-    let notes = h.skills().join("github/github-code-review/references/notes.md");
+    let notes = h
+        .skills()
+        .join("github/github-code-review/references/notes.md");
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "hello");
-    let r = call(&mut g, json!({"action": "patch", "name": "github-code-review", "old_string": "# GitHub Code Review", "new_string": "# GitHub Code Review (ours)"}));
-    assert_eq!(r["message"], "Patched SKILL.md in skill 'github-code-review' (1 replacement).", "{r}");
-    let r = call(&mut g, json!({"action": "remove_file", "name": "github-code-review", "file_path": "references/notes.md"}));
+    let r = call(
+        &mut g,
+        json!({"action": "patch", "name": "github-code-review", "old_string": "# GitHub Code Review", "new_string": "# GitHub Code Review (ours)"}),
+    );
+    assert_eq!(
+        r["message"], "Patched SKILL.md in skill 'github-code-review' (1 replacement).",
+        "{r}"
+    );
+    let r = call(
+        &mut g,
+        json!({"action": "remove_file", "name": "github-code-review", "file_path": "references/notes.md"}),
+    );
     assert_eq!(r["success"], true, "{r}");
     assert!(!notes.exists());
-    let r = call(&mut g, json!({"action": "delete", "name": "github-code-review"}));
+    let r = call(
+        &mut g,
+        json!({"action": "delete", "name": "github-code-review"}),
+    );
     assert_eq!(r["message"], "Skill 'github-code-review' deleted.");
     assert!(outside.path.is_dir(), "the link's target is left alone");
     let listed = g.call("skills.manage", json!({"action": "list"}));
-    assert!(!listed["skills"]["github"].as_array().unwrap().contains(&json!("github-code-review")));
+    assert!(
+        !listed["skills"]["github"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("github-code-review"))
+    );
 }

@@ -13,8 +13,8 @@ use super::commands;
 use super::params::{self, Params};
 use crate::budget::Budget;
 use crate::event_loop::Gateway;
-use crate::rpc::frame::{Id, Request};
 use crate::rpc::RpcError;
+use crate::rpc::frame::{Id, Request};
 use crate::skills::{bundles, invoke, view};
 
 /// Requests held at most while the first scan runs (past it they are answered at once).
@@ -181,9 +181,10 @@ pub fn dispatch(gw: &Gateway, name: &str, arg: &str, rid: Option<&str>) -> Optio
         for id in &b.skills {
             match view::load(catalog, id, home) {
                 Some(l) => loaded.push(l),
-                None if catalog.lookup(id).iter().any(|s| {
-                    s.offer == crate::skills::catalog::Offer::Disabled
-                }) =>
+                None if catalog
+                    .lookup(id)
+                    .iter()
+                    .any(|s| s.offer == crate::skills::catalog::Offer::Disabled) =>
                 {
                     disabled.push(id.clone())
                 }
@@ -215,7 +216,9 @@ pub fn dispatch(gw: &Gateway, name: &str, arg: &str, rid: Option<&str>) -> Optio
     };
     let first = by_slug(&key)?;
     let Some(first) = view::load(catalog, &first, home) else {
-        return Some(json!({"type": "exec", "output": format!("/{key}: the skill could not be read")}));
+        return Some(
+            json!({"type": "exec", "output": format!("/{key}: the skill could not be read")}),
+        );
     };
     // Further `/skill` words at the start of the line load too (Hermes: up to 5 in all).
     let mut keys = vec![format!("/{key}")];
@@ -254,7 +257,9 @@ pub fn preload(gw: &Gateway, session: &str) -> String {
     for n in &names {
         match view::load(skills.catalog(), n, &gw.cfg.home) {
             Some(l) => loaded.push(l),
-            None => crate::diag!("[skills] HERMES_TUI_SKILLS: unknown or disabled skill {n:?}, skipped"),
+            None => {
+                crate::diag!("[skills] HERMES_TUI_SKILLS: unknown or disabled skill {n:?}, skipped")
+            }
         }
     }
     invoke::preloaded(&loaded, session)
@@ -263,7 +268,7 @@ pub fn preload(gw: &Gateway, session: &str) -> String {
 /// `skills.manage {action, query?, page?}`: `list` and `inspect` from the skills found;
 /// the online hub (`search`, `browse`, `install`) is not supported.
 pub fn manage(gw: &Gateway, p: &Params) -> Result<Value, RpcError> {
-    let action = params::opt_str(p, "action")?.unwrap_or("list");
+    let action = params::req_str(p, "action")?;
     let query = params::opt_str(p, "query")?.unwrap_or("").trim();
     params::opt_u64(p, "page")?;
     match action {
@@ -331,12 +336,19 @@ fn reloaded(gw: &Gateway, before: &BTreeMap<String, String>) -> Value {
     for (title, list) in [("Added skills:", &added), ("Removed skills:", &removed)] {
         if !list.is_empty() {
             lines.push(title.into());
-            lines.extend(list.iter().map(|i| format!("  - {}", i["name"].as_str().unwrap_or(""))));
+            lines.extend(
+                list.iter()
+                    .map(|i| format!("  - {}", i["name"].as_str().unwrap_or(""))),
+            );
         }
     }
     lines.extend(warnings(gw));
     lines.push(format!("{} skill(s) available", after.len()));
-    let commands = skill_commands(gw).0.iter().filter(|c| c.bundle.is_none()).count();
+    let commands = skill_commands(gw)
+        .0
+        .iter()
+        .filter(|c| c.bundle.is_none())
+        .count();
     json!({"output": lines.join("\n"), "result": {"added": added, "removed": removed,
            "unchanged": unchanged, "total": after.len(), "commands": commands}})
 }

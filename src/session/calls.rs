@@ -953,7 +953,9 @@ pub(crate) mod fake {
         }
         fn session_info(&mut self, rid: &str) -> Option<Value> {
             let tools = self.tools.registry.toolsets();
-            self.sessions.get(rid).map(|s| s.info(tools, json!({}), json!([])))
+            self.sessions
+                .get(rid)
+                .map(|s| s.info(tools, json!({}), json!([])))
         }
         fn compaction_window(&self, _model: &str) -> u64 {
             self.window

@@ -29,10 +29,7 @@ pub fn load(home: &Path) -> (Vec<Bundle>, Vec<String>) {
     let mut files: Vec<std::path::PathBuf> = entries
         .flatten()
         .map(|e| e.path())
-        .filter(|p| {
-            p.extension()
-                .is_some_and(|e| e == "yaml" || e == "yml")
-        })
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
         .take(FILES_MAX)
         .collect();
     files.sort();
@@ -52,7 +49,11 @@ pub fn load(home: &Path) -> (Vec<Bundle>, Vec<String>) {
         };
         match parse(&text, &stem) {
             Ok(b) if bundles.iter().any(|o| o.slug == b.slug) => {
-                problems.push(format!("{}: /{} is taken by an earlier bundle", f.display(), b.slug));
+                problems.push(format!(
+                    "{}: /{} is taken by an earlier bundle",
+                    f.display(),
+                    b.slug
+                ));
             }
             Ok(b) => bundles.push(b),
             Err(why) => problems.push(format!("{}: {why}", f.display())),
@@ -101,7 +102,11 @@ mod tests {
 
     #[test]
     fn bundles_parse_as_hermes_reads_them() {
-        let b = parse("name: Backend Dev\nskills: [a, b]\ninstruction: |\n  go\n", "x").unwrap();
+        let b = parse(
+            "name: Backend Dev\nskills: [a, b]\ninstruction: |\n  go\n",
+            "x",
+        )
+        .unwrap();
         assert_eq!(b.slug, "backend-dev");
         assert_eq!(b.description, "Load 2 skills as a bundle");
         assert_eq!(b.instruction, "go");

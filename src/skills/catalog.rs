@@ -249,7 +249,10 @@ impl Catalog {
     /// Hermes writes it (empty when no skill is shown).
     pub fn prompt_index(&self, tools: &BTreeSet<String>, toolsets: &BTreeSet<String>) -> String {
         let mut by: BTreeMap<&str, BTreeMap<&str, &str>> = BTreeMap::new();
-        for s in self.offered().filter(|s| shown(&s.meta.conditions, tools, toolsets)) {
+        for s in self
+            .offered()
+            .filter(|s| shown(&s.meta.conditions, tools, toolsets))
+        {
             by.entry(&s.index_category)
                 .or_default()
                 .entry(s.name())
@@ -387,13 +390,33 @@ mod tests {
         Catalog::new(
             settings(),
             vec![
-                record(0, "/h/skills/dev/review/SKILL.md", "---\nname: review\ndescription: Review code carefully and thoroughly, step by step, every single line\n---\nbody"),
+                record(
+                    0,
+                    "/h/skills/dev/review/SKILL.md",
+                    "---\nname: review\ndescription: Review code carefully and thoroughly, step by step, every single line\n---\nbody",
+                ),
                 record(0, "/h/skills/top/SKILL.md", "# Top\nThe top skill.\n"),
-                record(0, "/h/skills/dev/off/SKILL.md", "---\nname: off\ndescription: d\n---\nb"),
-                record(0, "/h/skills/mac/m/SKILL.md", "---\nname: m\ndescription: d\nplatforms: [plan9]\n---\nb"),
+                record(
+                    0,
+                    "/h/skills/dev/off/SKILL.md",
+                    "---\nname: off\ndescription: d\n---\nb",
+                ),
+                record(
+                    0,
+                    "/h/skills/mac/m/SKILL.md",
+                    "---\nname: m\ndescription: d\nplatforms: [plan9]\n---\nb",
+                ),
                 record(0, "/h/skills/bad/SKILL.md", "---\nname: [\n---\nb"),
-                record(1, "/ext/a/b/review/SKILL.md", "---\nname: review\ndescription: other\n---\nb"),
-                record(1, "/ext/a/b/deep/SKILL.md", "---\nname: Deep_Skill v2\ndescription: d\nmetadata:\n  hermes:\n    requires_tools: [web]\n---\nb"),
+                record(
+                    1,
+                    "/ext/a/b/review/SKILL.md",
+                    "---\nname: review\ndescription: other\n---\nb",
+                ),
+                record(
+                    1,
+                    "/ext/a/b/deep/SKILL.md",
+                    "---\nname: Deep_Skill v2\ndescription: d\nmetadata:\n  hermes:\n    requires_tools: [web]\n---\nb",
+                ),
             ],
             [("dev".to_string(), "Developer skills".to_string())].into(),
             vec![],
@@ -406,7 +429,12 @@ mod tests {
         let offered: Vec<&str> = c.offered().map(|s| s.name()).collect();
         assert_eq!(offered, ["review", "top", "Deep_Skill v2"]);
         assert_eq!(c.malformed().count(), 1);
-        assert!(c.malformed().next().unwrap().starts_with("/h/skills/bad/SKILL.md: "));
+        assert!(
+            c.malformed()
+                .next()
+                .unwrap()
+                .starts_with("/h/skills/bad/SKILL.md: ")
+        );
         assert_eq!(
             c.by_category(),
             json!({"dev": ["review"], "general": ["top"], "a": ["Deep_Skill v2"]})
@@ -425,7 +453,10 @@ mod tests {
         assert!(idx.contains("<available_skills>\n  dev: Developer skills\n    - review: Review code carefully and thoroughly, step by step, every...\n  top:\n    - top: The top skill.\n</available_skills>"), "{idx}");
         assert!(!idx.contains("Deep_Skill"));
         let web: BTreeSet<String> = ["web".to_string()].into();
-        assert!(c.prompt_index(&web, &none).contains("  a/b:\n    - Deep_Skill v2: d"));
+        assert!(
+            c.prompt_index(&web, &none)
+                .contains("  a/b:\n    - Deep_Skill v2: d")
+        );
         assert_eq!(c.lookup("review").len(), 2);
         assert_eq!(c.lookup("dev/review").len(), 1);
         assert_eq!(c.lookup("dev:review").len(), 1);
@@ -437,7 +468,11 @@ mod tests {
     fn replace_puts_in_and_takes_out() {
         let mut c = catalog();
         let p = PathBuf::from("/h/skills/new/SKILL.md");
-        c.replace(0, &p, Some(Meta::read("---\nname: new\ndescription: n\n---\nb", "new")));
+        c.replace(
+            0,
+            &p,
+            Some(Meta::read("---\nname: new\ndescription: n\n---\nb", "new")),
+        );
         assert!(c.offered().any(|s| s.name() == "new"));
         c.replace(0, &p, None);
         assert!(!c.offered().any(|s| s.name() == "new"));

@@ -159,7 +159,10 @@ mod tests {
         assert_eq!(list_of(Some(&serde_json::json!(["x", 2]))), ["x", "2"]);
         assert_eq!(cut("abcdef", 5), "ab...");
         assert!(matches_platform(&[]));
-        assert_eq!(matches_platform(&["macos".into()]), cfg!(target_os = "macos"));
+        assert_eq!(
+            matches_platform(&["macos".into()]),
+            cfg!(target_os = "macos")
+        );
         assert_eq!(
             matches_platform(&["windows".into(), "linux".into()]),
             cfg!(target_os = "linux") || cfg!(target_os = "windows")

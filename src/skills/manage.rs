@@ -57,20 +57,28 @@ impl<'a> Args<'a> {
             file_content: s("file_content"),
             old_string: s("old_string"),
             new_string: s("new_string"),
-            replace_all: v.get("replace_all").and_then(Value::as_bool).unwrap_or(false),
+            replace_all: v
+                .get("replace_all")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         }
     }
 }
 
 fn fail(error: impl Into<String>) -> (Value, Change) {
-    (json!({"success": false, "error": error.into()}), Change::None)
+    (
+        json!({"success": false, "error": error.into()}),
+        Change::None,
+    )
 }
 
 /// Run one `skill_manage` call against the skills of `c`.
 pub fn run(c: &Catalog, a: &Args<'_>, matcher: Matcher<'_>) -> (Value, Change) {
     match a.action {
         "create" => match a.content.filter(|t| !t.is_empty()) {
-            None => fail("content is required for 'create'. Provide the full SKILL.md text (frontmatter + body)."),
+            None => fail(
+                "content is required for 'create'. Provide the full SKILL.md text (frontmatter + body).",
+            ),
             Some(content) => create(c, a.name, content, a.category),
         },
         "edit" => match a.content.filter(|t| !t.is_empty()) {
@@ -79,12 +87,16 @@ pub fn run(c: &Catalog, a: &Args<'_>, matcher: Matcher<'_>) -> (Value, Change) {
         },
         "patch" => match (a.old_string.filter(|t| !t.is_empty()), a.new_string) {
             (None, _) => fail("old_string is required for 'patch'. Provide the text to find."),
-            (_, None) => fail("new_string is required for 'patch'. Use empty string to delete matched text."),
+            (_, None) => {
+                fail("new_string is required for 'patch'. Use empty string to delete matched text.")
+            }
             (Some(old), Some(new)) => patch(c, a, old, new, matcher),
         },
         "delete" => delete(c, a.name),
         "write_file" => match (a.file_path.filter(|p| !p.is_empty()), a.file_content) {
-            (None, _) => fail("file_path is required for 'write_file'. Example: 'references/api-guide.md'"),
+            (None, _) => {
+                fail("file_path is required for 'write_file'. Example: 'references/api-guide.md'")
+            }
             (_, None) => fail("file_content is required for 'write_file'."),
             (Some(fp), Some(text)) => write_file(c, a.name, fp, text),
         },
@@ -152,8 +164,7 @@ pub fn frontmatter_error(content: &str) -> Option<String> {
         Ok(Some(split)) => split,
         _ => {
             return Some(
-                "SKILL.md frontmatter is not closed. Ensure you have a closing '---' line."
-                    .into(),
+                "SKILL.md frontmatter is not closed. Ensure you have a closing '---' line.".into(),
             );
         }
     };
@@ -175,8 +186,7 @@ pub fn frontmatter_error(content: &str) -> Option<String> {
         return Some(format!("Description exceeds {DESCRIPTION_MAX} characters."));
     }
     body.trim().is_empty().then(|| {
-        "SKILL.md must have content after the frontmatter (instructions, procedures, etc.)."
-            .into()
+        "SKILL.md must have content after the frontmatter (instructions, procedures, etc.).".into()
     })
 }
 
@@ -389,13 +399,7 @@ fn target(dir: &Path, file_path: &str, create: bool) -> Result<PathBuf, String> 
         .map_err(|e| format!("Path escapes the skill directory or is refused: {e}"))
 }
 
-fn patch(
-    c: &Catalog,
-    a: &Args<'_>,
-    old: &str,
-    new: &str,
-    matcher: Matcher<'_>,
-) -> (Value, Change) {
+fn patch(c: &Catalog, a: &Args<'_>, old: &str, new: &str, matcher: Matcher<'_>) -> (Value, Change) {
     let name = a.name;
     let (root, dir) = match existing(c, name) {
         Ok(found) => found,
@@ -419,7 +423,11 @@ fn patch(
         Ok(done) => done,
         Err(e) => {
             let preview: String = content.chars().take(500).collect();
-            let more = if content.chars().count() > 500 { "..." } else { "" };
+            let more = if content.chars().count() > 500 {
+                "..."
+            } else {
+                ""
+            };
             return (
                 json!({"success": false, "error": e, "file_preview": format!("{preview}{more}")}),
                 Change::None,
@@ -438,7 +446,11 @@ fn patch(
     }
     let clip = |s: &str| {
         let cut: String = s.chars().take(200).collect();
-        if s.chars().count() > 200 { format!("{cut}…") } else { cut }
+        if s.chars().count() > 200 {
+            format!("{cut}…")
+        } else {
+            cut
+        }
     };
     let v = json!({
         "success": true,
@@ -601,16 +613,40 @@ mod tests {
 
     #[test]
     fn names_paths_and_headers_are_checked_as_hermes_does() {
-        assert!(name_error("Bad Name").unwrap().contains("Invalid skill name"));
+        assert!(
+            name_error("Bad Name")
+                .unwrap()
+                .contains("Invalid skill name")
+        );
         assert!(name_error("ok-name_1.2").is_none());
         assert!(category_error("a/b").is_some());
-        assert!(frontmatter_error("no header").unwrap().contains("must start"));
-        assert!(frontmatter_error("---\nname: a\n---\nbody").unwrap().contains("'description'"));
-        assert!(frontmatter_error("---\nname: a\ndescription: d\n---\n  \n").unwrap().contains("content after"));
+        assert!(
+            frontmatter_error("no header")
+                .unwrap()
+                .contains("must start")
+        );
+        assert!(
+            frontmatter_error("---\nname: a\n---\nbody")
+                .unwrap()
+                .contains("'description'")
+        );
+        assert!(
+            frontmatter_error("---\nname: a\ndescription: d\n---\n  \n")
+                .unwrap()
+                .contains("content after")
+        );
         assert!(frontmatter_error("---\nname: a\ndescription: d\n---\nbody").is_none());
         assert!(file_path_error("../x").is_some());
-        assert!(file_path_error("notes/x.md").unwrap().contains("must be under"));
-        assert!(file_path_error("references").unwrap().contains("not just a directory"));
+        assert!(
+            file_path_error("notes/x.md")
+                .unwrap()
+                .contains("must be under")
+        );
+        assert!(
+            file_path_error("references")
+                .unwrap()
+                .contains("not just a directory")
+        );
         assert!(file_path_error("references/a/b.md").is_none());
         assert!(file_path_error("x/SKILL.md").is_none());
         assert_eq!(thousands(100000), "100,000");

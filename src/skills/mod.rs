@@ -156,10 +156,15 @@ mod tests {
 
     #[test]
     fn the_first_scan_completes_in_steps_and_a_change_moves_the_generation() {
-        let home = std::env::temp_dir().join(format!("tuigw-skills-{}", crate::util::random_hex(8)));
+        let home =
+            std::env::temp_dir().join(format!("tuigw-skills-{}", crate::util::random_hex(8)));
         let dir = home.join("skills/dev/a");
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("SKILL.md"), "---\nname: a\ndescription: A\n---\nbody").unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            "---\nname: a\ndescription: A\n---\nbody",
+        )
+        .unwrap();
         let mut s = Skills::new(&home);
         assert!(!s.ready());
         let now = Instant::now();

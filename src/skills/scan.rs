@@ -241,7 +241,8 @@ mod tests {
 
     #[test]
     fn a_scan_walks_in_steps_skipping_support_and_excluded_folders() {
-        let root = std::env::temp_dir().join(format!("tuigw-skscan-{}", crate::util::random_hex(8)));
+        let root =
+            std::env::temp_dir().join(format!("tuigw-skscan-{}", crate::util::random_hex(8)));
         let skills = root.join("skills");
         let write = |rel: &str, text: &str| {
             let p = skills.join(rel);
@@ -249,11 +250,20 @@ mod tests {
             std::fs::write(p, text).unwrap();
         };
         write("dev/a/SKILL.md", "---\nname: a\ndescription: A\n---\nbody");
-        write("dev/a/references/old/SKILL.md", "---\nname: old\ndescription: o\n---\nb");
-        write("dev/.git/x/SKILL.md", "---\nname: git\ndescription: g\n---\nb");
+        write(
+            "dev/a/references/old/SKILL.md",
+            "---\nname: old\ndescription: o\n---\nb",
+        );
+        write(
+            "dev/.git/x/SKILL.md",
+            "---\nname: git\ndescription: g\n---\nb",
+        );
         write("dev/DESCRIPTION.md", "---\ndescription: Dev things\n---\n");
         write("b/SKILL.md", "---\nname: b\n");
-        write("scripts/c/SKILL.md", "---\nname: c\ndescription: C\n---\nbody");
+        write(
+            "scripts/c/SKILL.md",
+            "---\nname: c\ndescription: C\n---\nbody",
+        );
         let settings = Settings {
             roots: vec![skills.clone(), root.join("missing")],
             ..Default::default()
@@ -270,7 +280,10 @@ mod tests {
         assert_eq!(names, ["a", "c"]);
         assert_eq!(c.malformed().count(), 1);
         let none = Default::default();
-        assert!(c.prompt_index(&none, &none).contains("  dev: Dev things\n    - a: A"));
+        assert!(
+            c.prompt_index(&none, &none)
+                .contains("  dev: Dev things\n    - a: A")
+        );
         let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -61,9 +61,9 @@ impl Settings {
             .filter(|e| !e.is_empty())
             .collect();
         tags.is_empty()
-            || tags.iter().any(|t| {
-                !KNOWN_ENVIRONMENTS.contains(&t.as_str()) || self.environments.contains(t)
-            })
+            || tags
+                .iter()
+                .any(|t| !KNOWN_ENVIRONMENTS.contains(&t.as_str()) || self.environments.contains(t))
     }
 }
 

@@ -31,7 +31,10 @@ pub fn skills_list(c: &Catalog, category: Option<&str>) -> Value {
         (a.category.as_deref().unwrap_or(""), a.name())
             .cmp(&(b.category.as_deref().unwrap_or(""), b.name()))
     });
-    let mut categories: Vec<&str> = skills.iter().filter_map(|s| s.category.as_deref()).collect();
+    let mut categories: Vec<&str> = skills
+        .iter()
+        .filter_map(|s| s.category.as_deref())
+        .collect();
     categories.dedup();
     let rows: Vec<Value> = skills
         .iter()
@@ -82,8 +85,10 @@ pub fn resolve<'a>(c: &'a Catalog, name: &str) -> Result<&'a Skill, Value> {
                     .cmp(&(b.category.as_deref().unwrap_or(""), b.name()))
             });
             let names: Vec<&str> = offered.iter().take(20).map(|s| s.name()).collect();
-            Err(json!({"success": false, "error": format!("Skill '{name}' not found."),
-                "available_skills": names, "hint": "Use skills_list to see all available skills"}))
+            Err(
+                json!({"success": false, "error": format!("Skill '{name}' not found."),
+                "available_skills": names, "hint": "Use skills_list to see all available skills"}),
+            )
         }
         many => {
             let paths: Vec<String> = many
@@ -142,7 +147,10 @@ fn view_file(s: &Skill, name: &str, file_path: &str) -> Value {
         return json!({"success": false, "error": "Path traversal ('..') is not allowed.", "hint": hint});
     }
     let target = s.dir.join(file_path);
-    let inside = match (std::fs::canonicalize(&target), std::fs::canonicalize(&s.dir)) {
+    let inside = match (
+        std::fs::canonicalize(&target),
+        std::fs::canonicalize(&s.dir),
+    ) {
         (Ok(t), Ok(d)) => t.starts_with(&d),
         // Not there: listed below.
         (Err(_), _) => true,
@@ -317,14 +325,22 @@ fn required_env(fields: &serde_json::Map<String, Value>) -> (Vec<Value>, Vec<Str
             Value::String(s) => add(s.trim(), false),
             Value::Object(o) => {
                 let n = header::text_of(o.get("name").or_else(|| o.get("env_var")));
-                add(n.as_deref().unwrap_or("").trim(), o.get("optional").is_some_and(|v| v == true));
+                add(
+                    n.as_deref().unwrap_or("").trim(),
+                    o.get("optional").is_some_and(|v| v == true),
+                );
             }
             _ => {}
         }
     }
     if let Some(Value::Array(a)) = fields.get("setup").and_then(|s| s.get("collect_secrets")) {
         for item in a {
-            add(header::text_of(item.get("env_var")).unwrap_or_default().trim(), false);
+            add(
+                header::text_of(item.get("env_var"))
+                    .unwrap_or_default()
+                    .trim(),
+                false,
+            );
         }
     }
     for n in header::list_of(fields.get("prerequisites").and_then(|p| p.get("env_vars"))) {
@@ -353,7 +369,9 @@ fn view_skill(c: &Catalog, s: &Skill) -> Value {
         Ok(t) => t,
         Err(e) => return failure(e),
     };
-    let fields = header::parse(&content).map(|p| p.fields).unwrap_or_default();
+    let fields = header::parse(&content)
+        .map(|p| p.fields)
+        .unwrap_or_default();
     let hermes = header::hermes_meta(&fields);
     let tags = header::list_of(hermes.get("tags").or_else(|| fields.get("tags")));
     let related = header::list_of(
@@ -365,7 +383,12 @@ fn view_skill(c: &Catalog, s: &Skill) -> Value {
     let linked_json = if linked.is_empty() {
         Value::Null
     } else {
-        Value::Object(linked.iter().map(|(k, v)| (k.to_string(), json!(v))).collect())
+        Value::Object(
+            linked
+                .iter()
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect(),
+        )
     };
     let (required, missing) = required_env(&fields);
     let setup_needed = !missing.is_empty();
@@ -446,7 +469,9 @@ pub fn load(c: &Catalog, identifier: &str, home: &Path) -> Option<Loaded> {
     let s = resolve(c, identifier).ok()?;
     loadable(s).ok()?;
     let content = read_skill_md(s).ok()?;
-    let fields = header::parse(&content).map(|p| p.fields).unwrap_or_default();
+    let fields = header::parse(&content)
+        .map(|p| p.fields)
+        .unwrap_or_default();
     let supporting = linked_files(&s.dir)
         .into_iter()
         .flat_map(|(_, v)| v)
@@ -479,7 +504,8 @@ fn config_values(fields: &serde_json::Map<String, Value>, home: &Path) -> Vec<(S
     let mut out: Vec<(String, String)> = Vec::new();
     for item in declared {
         let key = header::text_of(item.get("key")).unwrap_or_default();
-        let described = header::text_of(item.get("description")).is_some_and(|d| !d.trim().is_empty());
+        let described =
+            header::text_of(item.get("description")).is_some_and(|d| !d.trim().is_empty());
         if key.trim().is_empty() || !described || out.iter().any(|(k, _)| *k == key) {
             continue;
         }

@@ -47,7 +47,10 @@ impl Tool for SkillsList {
             "description": "Optional category filter to narrow results"}}, "required": []})
     }
     fn start(&mut self, _ctx: &mut ToolContext<'_>, args: &Value) -> Start {
-        let category = args.get("category").and_then(Value::as_str).filter(|c| !c.is_empty());
+        let category = args
+            .get("category")
+            .and_then(Value::as_str)
+            .filter(|c| !c.is_empty());
         let v = view::skills_list(self.0.borrow().catalog(), category);
         let n = v["count"].as_u64().unwrap_or(0);
         Start::Done(result(v, format!("{n} skill(s)")))
