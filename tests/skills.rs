@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::common::*;
 use crate::mockai::*;
 
-fn reference_skills() -> PathBuf {
+pub(crate) fn reference_skills() -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/hermes-reference/skills");
     assert!(
         p.join("github/github-code-review/SKILL.md").is_file(),
@@ -21,7 +21,7 @@ fn reference_skills() -> PathBuf {
     p
 }
 
-fn copy_tree(from: &Path, to: &Path) {
+pub(crate) fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap().flatten() {
         let (src, dst) = (e.path(), to.join(e.file_name()));
@@ -36,7 +36,7 @@ fn copy_tree(from: &Path, to: &Path) {
 /// The bundled skills valid on this platform, counted independently of the gateway: each
 /// SKILL.md not under a skill's own support folder whose `platforms:` is absent or names
 /// this OS.
-fn valid_here(root: &Path) -> Vec<String> {
+pub(crate) fn valid_here(root: &Path) -> Vec<String> {
     let mut names = Vec::new();
     let os = if cfg!(target_os = "macos") {
         "macos"
