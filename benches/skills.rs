@@ -18,7 +18,10 @@ use tui_gateway::skills::{scan::Scan, settings::Settings};
 
 const SKILLS: usize = 1000;
 
-#[allow(clippy::disallowed_methods, reason = "the bench writes its own fixtures")]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the bench writes its own fixtures"
+)]
 fn make_home() -> PathBuf {
     let home = std::env::temp_dir().join(format!("tuigw-bench-skills-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&home);
@@ -96,11 +99,19 @@ fn spawned(home: &Path) {
     // gateway.ready, then the catalog (held until the scan is done) and pings behind it.
     let _ = rx.recv_timeout(Duration::from_secs(10));
     let t0 = Instant::now();
-    writeln!(input, r#"{{"jsonrpc":"2.0","id":"cat","method":"commands.catalog","params":{{}}}}"#).unwrap();
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","id":"cat","method":"commands.catalog","params":{{}}}}"#
+    )
+    .unwrap();
     let mut sent = Vec::new();
     for i in 0..200 {
         sent.push(Instant::now());
-        writeln!(input, r#"{{"jsonrpc":"2.0","id":{i},"method":"ping","params":{{}}}}"#).unwrap();
+        writeln!(
+            input,
+            r#"{{"jsonrpc":"2.0","id":{i},"method":"ping","params":{{}}}}"#
+        )
+        .unwrap();
         std::thread::sleep(Duration::from_micros(500));
     }
     let (mut worst, mut answered, mut catalog_at) = (Duration::ZERO, 0, None);

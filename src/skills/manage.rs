@@ -478,12 +478,7 @@ fn delete(c: &Catalog, name: &str) -> (Value, Change) {
     if let Err(e) = std::fs::remove_dir_all(&dir) {
         return fail(format!("Cannot delete skill '{name}': {e}"));
     }
-    if let Some(parent) = dir.parent()
-        && parent != root_dir
-        && std::fs::read_dir(parent).is_ok_and(|mut d| d.next().is_none())
-    {
-        let _ = std::fs::remove_dir(parent);
-    }
+    remove_if_empty(dir.parent(), root_dir);
     (
         json!({"success": true, "message": format!("Skill '{name}' deleted.")}),
         Change::Removed(dir.join("SKILL.md")),
@@ -569,17 +564,23 @@ fn remove_file(c: &Catalog, name: &str, file_path: &str) -> (Value, Change) {
     if let Err(e) = std::fs::remove_file(&file) {
         return fail(format!("Cannot remove {file_path}: {e}"));
     }
-    if let Some(parent) = file.parent()
-        && parent != dir
-        && std::fs::read_dir(parent).is_ok_and(|mut d| d.next().is_none())
-    {
-        let _ = std::fs::remove_dir(parent);
-    }
+    remove_if_empty(file.parent(), &dir);
     (
         json!({"success": true,
                "message": format!("File '{file_path}' removed from skill '{name}'.")}),
         Change::None,
     )
+}
+
+/// Take away `folder` when it is empty and not `keep` (a category, a supporting folder left
+/// empty, as Hermes does).
+fn remove_if_empty(folder: Option<&Path>, keep: &Path) {
+    if let Some(f) = folder
+        && f != keep
+        && std::fs::read_dir(f).is_ok_and(|mut d| d.next().is_none())
+    {
+        let _ = std::fs::remove_dir(f);
+    }
 }
 
 /// The catalog after `change`.
