@@ -51,7 +51,8 @@ pub(crate) fn valid_here(root: &Path) -> Vec<String> {
             if p.is_dir() {
                 let support =
                     ["references", "templates", "assets", "scripts"].contains(&name.as_str());
-                if !(has_skill && support) && !name.starts_with('.') {
+                let skipped = name.starts_with('.') || (has_skill && support);
+                if !skipped {
                     walk(&p, out);
                 }
             } else if name == "SKILL.md" {

@@ -219,10 +219,9 @@ fn available_files(dir: &Path) -> Value {
             None if ext_ok && rel != "SKILL.md" => "other",
             None => continue,
         };
-        by.entry(key)
-            .or_insert_with(|| json!([]))
-            .as_array_mut()
-            .map(|a| a.push(json!(rel)));
+        if let Some(list) = by.entry(key).or_insert_with(|| json!([])).as_array_mut() {
+            list.push(json!(rel));
+        }
     }
     Value::Object(by)
 }
