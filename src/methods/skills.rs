@@ -17,6 +17,8 @@ use crate::rpc::RpcError;
 use crate::rpc::frame::{Id, Request};
 use crate::skills::{bundles, invoke, view};
 
+/// The scan's slice of an iteration: half the others', so a `ping` behind it waits less.
+const SCAN_SLICE: std::time::Duration = std::time::Duration::from_millis(2);
 /// Requests held at most while the first scan runs (past it they are answered at once).
 const HELD_MAX: usize = 4096;
 
@@ -66,7 +68,7 @@ pub fn pump(gw: &mut Gateway, now: Instant) {
         let done = gw
             .skills
             .borrow_mut()
-            .step(&Budget::slice(Instant::now()), now);
+            .step(&Budget::of(Instant::now(), SCAN_SLICE), now);
         match done {
             Some(r) if r.changed => {
                 let rids: Vec<String> = gw.sessions.keys().cloned().collect();
