@@ -20,6 +20,13 @@ impl Budget {
         Budget { until: now + SLICE }
     }
 
+    /// A slice of `length` starting at the loop's `now` (work that yields sooner).
+    pub fn of(now: Instant, length: Duration) -> Budget {
+        Budget {
+            until: now + length,
+        }
+    }
+
     /// No limit (work that must finish at once, and the unit tests).
     pub fn unlimited() -> Budget {
         Budget {

@@ -88,25 +88,30 @@ impl MarkedEventReceiver for Guard {
 
 /// The first document of `text` (`Yaml::Null` when empty), refused when hostile.
 pub fn parse(text: &str) -> Result<Yaml, String> {
+    parse_named(text, "config.yaml")
+}
+
+/// [`parse`] for any YAML text (a SKILL.md header, a skill bundle): errors name `what`.
+pub fn parse_named(text: &str, what: &str) -> Result<Yaml, String> {
     let result = std::panic::catch_unwind(|| {
         let mut guard = Guard::default();
         Parser::new_from_str(text)
             .load(&mut guard, true)
-            .map_err(|e| format!("config.yaml: {e}"))?;
+            .map_err(|e| format!("{what}: {e}"))?;
         if guard.too_deep {
             return Err(format!(
-                "config.yaml nests deeper than {MAX_DEPTH} levels; refused"
+                "{what} nests deeper than {MAX_DEPTH} levels; refused"
             ));
         }
         if guard.too_big {
             return Err(format!(
-                "config.yaml expands to more than {MAX_NODES} nodes (aliases counted); refused"
+                "{what} expands to more than {MAX_NODES} nodes (aliases counted); refused"
             ));
         }
-        let docs = YamlLoader::load_from_str(text).map_err(|e| format!("config.yaml: {e}"))?;
+        let docs = YamlLoader::load_from_str(text).map_err(|e| format!("{what}: {e}"))?;
         Ok(docs.into_iter().next().unwrap_or(Yaml::Null))
     });
-    result.unwrap_or_else(|_| Err("config.yaml could not be parsed".into()))
+    result.unwrap_or_else(|_| Err(format!("{what} could not be parsed")))
 }
 
 /// The parsed config.yaml of `home` (`Yaml::Null` when there is none).
@@ -141,6 +146,15 @@ fn is_secret_key(key: &str) -> bool {
 
 /// The document as JSON, secret values replaced by `"***"`.
 pub fn to_json(y: &Yaml) -> Value {
+    json_of(y, true)
+}
+
+/// The document as JSON, every value as written (a skill's header).
+pub fn to_json_plain(y: &Yaml) -> Value {
+    json_of(y, false)
+}
+
+fn json_of(y: &Yaml, mask: bool) -> Value {
     match y {
         Yaml::Real(r) => r
             .parse::<f64>()
@@ -150,7 +164,7 @@ pub fn to_json(y: &Yaml) -> Value {
         Yaml::Integer(i) => Value::from(*i),
         Yaml::String(s) => Value::String(s.clone()),
         Yaml::Boolean(b) => Value::Bool(*b),
-        Yaml::Array(a) => Value::Array(a.iter().map(to_json).collect()),
+        Yaml::Array(a) => Value::Array(a.iter().map(|v| json_of(v, mask)).collect()),
         Yaml::Hash(h) => {
             let mut m = serde_json::Map::new();
             for (k, v) in h {
@@ -161,10 +175,10 @@ pub fn to_json(y: &Yaml) -> Value {
                     Yaml::Real(r) => r.clone(),
                     _ => continue,
                 };
-                let value = if is_secret_key(&key) && !v.is_null() {
+                let value = if mask && is_secret_key(&key) && !v.is_null() {
                     Value::String("***".into())
                 } else {
-                    to_json(v)
+                    json_of(v, mask)
                 };
                 m.insert(key, value);
             }

@@ -111,6 +111,10 @@ pub struct Gateway {
     pub(crate) mcp: crate::mcp::Mcp,
     /// Snapshots and `rollback.*` under way (their git commands).
     pub(crate) checkpoints: crate::checkpoints::Checkpoints,
+    /// The skills found (and a scan under way), shared with the skill tools.
+    pub(crate) skills: crate::skills::Shared,
+    /// Requests waiting for the skills' first scan, and reloads waiting for theirs.
+    pub(crate) skills_waiting: crate::methods::skills::Waiting,
     /// `model.options` requests waiting for the endpoint's model list.
     pub(crate) model_fetches: crate::methods::models::Fetches,
     pub(crate) next_token: usize,
@@ -183,6 +187,9 @@ impl Gateway {
         let tool_pidns = cfg.tool_pidns;
         let checkpoint_max_files = cfg.checkpoint_max_files;
         let signals = None;
+        let skills = crate::skills::Skills::shared(&cfg.home);
+        let mut tools = crate::tools::Tools::new(&cfg_home_for_tools, tool_waker);
+        tools.add_skills(&skills);
         let link_registry = poll
             .registry()
             .try_clone()
@@ -203,7 +210,7 @@ impl Gateway {
             run_tokens: HashMap::new(),
             link_registry,
             exchange_tokens: HashMap::new(),
-            tools: crate::tools::Tools::new(&cfg_home_for_tools, tool_waker),
+            tools,
             runner: crate::runner::Runner::new(
                 crate::runner::supervisor::Executable::current(),
                 kill_grace,
@@ -212,6 +219,8 @@ impl Gateway {
             .with_env_passthrough(crate::tools::passthrough::load(&cfg_home_for_tools)),
             mcp: Default::default(),
             checkpoints: crate::checkpoints::Checkpoints::new(checkpoint_max_files),
+            skills,
+            skills_waiting: Default::default(),
             model_fetches: Default::default(),
             next_token: FIRST_DYNAMIC,
             client,
@@ -327,6 +336,7 @@ impl Gateway {
                 || self.persist.freeing()
                 || self.persist.background_due()
                 || self.runner.has_work()
+                || crate::methods::skills::busy(self)
                 || !self.tools.due.is_empty());
         if busy || self.exit_code.is_some() {
             return Some(Duration::ZERO);
@@ -372,6 +382,7 @@ impl Gateway {
         crate::tools::runs::pump(self, now, &Budget::slice(Instant::now()));
         crate::session::calls::step_due(self, now);
         crate::mcp::pump(self, now);
+        crate::methods::skills::pump(self, now);
         self.step_shutdown(now);
         self.commit(now);
         self.write_output(now);
@@ -423,29 +434,36 @@ impl Gateway {
                 Incoming::Bad { id, error } => self.client.push_urgent(frame::error(&id, &error)),
                 Incoming::Answer { id, result } => self.on_answer(id, result),
                 Incoming::Request(req) => {
-                    let id = req.id.clone();
-                    let quiet = crate::persist::announces_nothing(&req.method);
-                    let reply = catch_unwind(AssertUnwindSafe(|| crate::methods::call(self, req)));
-                    let reply = reply.unwrap_or_else(|panic| {
-                        Some(Err(frame::RpcError::new(
-                            frame::code::INTERNAL,
-                            format!("internal error: {}", util::panic_text(&panic)),
-                        )))
-                    });
-                    // `None`: answered later.
-                    if let Some(reply) = reply {
-                        if quiet {
-                            let bytes = match reply {
-                                Ok(result) => frame::response(&id, &result),
-                                Err(err) => frame::error(&id, &err),
-                            };
-                            self.client.push_urgent(bytes);
-                        } else {
-                            self.client.reply(&id, reply);
-                        }
+                    if let Some(req) = crate::methods::skills::hold(self, req) {
+                        self.handle_request(req);
                     }
                 }
             },
+        }
+    }
+
+    /// Dispatch one request and queue its answer (unless it is answered later).
+    pub(crate) fn handle_request(&mut self, req: crate::rpc::Request) {
+        let id = req.id.clone();
+        let quiet = crate::persist::announces_nothing(&req.method);
+        let reply = catch_unwind(AssertUnwindSafe(|| crate::methods::call(self, req)));
+        let reply = reply.unwrap_or_else(|panic| {
+            Some(Err(frame::RpcError::new(
+                frame::code::INTERNAL,
+                format!("internal error: {}", util::panic_text(&panic)),
+            )))
+        });
+        // `None`: answered later.
+        if let Some(reply) = reply {
+            if quiet {
+                let bytes = match reply {
+                    Ok(result) => frame::response(&id, &result),
+                    Err(err) => frame::error(&id, &err),
+                };
+                self.client.push_urgent(bytes);
+            } else {
+                self.client.reply(&id, reply);
+            }
         }
     }
 

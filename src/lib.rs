@@ -28,6 +28,7 @@ pub mod runner;
 pub mod session;
 pub mod shutdown;
 pub mod signals;
+pub mod skills;
 pub mod store;
 pub mod timer;
 pub mod tools;

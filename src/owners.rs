@@ -293,13 +293,15 @@ impl TurnOwners for Gateway {
             registry: self.poll.registry(),
             schemas: self.tools.registry.schemas(),
             home: &self.cfg.home,
+            skills: Some(&self.skills),
             events: &mut self.scratch,
         }
     }
     fn session_info(&mut self, rid: &str) -> Option<Value> {
         let tools = self.tools.registry.toolsets();
         let mcp = crate::mcp::status(&self.mcp);
-        self.sessions.get(rid).map(|s| s.info(tools, mcp))
+        let skills = crate::methods::skills::info(self);
+        self.sessions.get(rid).map(|s| s.info(tools, skills, mcp))
     }
     fn compaction_window(&self, model: &str) -> u64 {
         crate::session::compaction::context_window(&self.cfg, model)

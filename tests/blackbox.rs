@@ -54,6 +54,7 @@ mod session_ops;
 mod shell_exec;
 mod shell_state;
 mod shutdown;
+mod skills;
 mod startup;
 mod stderr;
 mod store_faults;

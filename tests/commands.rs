@@ -359,12 +359,14 @@ fn reports_and_unsupported_commands() {
     assert!(usage.contains("Input tokens"), "{usage}");
     let tools = output(&g.call("slash.exec", json!({"command": "tools list"})));
     assert!(
-        tools.contains("(10)")
+        tools.contains("(13)")
             && tools.contains("terminal(background?, command")
             && tools.contains("patch(mode"),
         "{tools}"
     );
-    assert!(output(&g.call("slash.exec", json!({"command": "skills"}))).contains("No skills"));
+    assert!(
+        output(&g.call("slash.exec", json!({"command": "skills"}))).contains("No skills found")
+    );
     let v = output(&g.call("slash.exec", json!({"command": "v"})));
     assert_eq!(v, format!("tui-gateway {}", env!("CARGO_PKG_VERSION")));
     let config = output(&g.call("slash.exec", json!({"command": "config"})));
@@ -413,7 +415,7 @@ fn reports_and_unsupported_commands() {
     assert_eq!(r["changed"], json!(["terminal"]));
     let tools = output(&g.call("slash.exec", json!({"command": "tools list"})));
     assert!(
-        tools.contains("(8)") && !tools.contains("terminal("),
+        tools.contains("(11)") && !tools.contains("terminal("),
         "{tools}"
     );
     g.call(

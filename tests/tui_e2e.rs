@@ -863,3 +863,45 @@ fn rollback_lists_and_restores_a_checkpoint() {
     tui.assert_no_errors(&[]);
     tui.quit();
 }
+
+#[test]
+fn skills_in_the_banner_in_help_and_as_a_command_that_runs_a_turn() {
+    let home = common::TempHome::new("tui-skills");
+    let reference = crate::skills::reference_skills();
+    crate::skills::copy_tree(&reference, &home.path.join("skills"));
+    let valid = crate::skills::valid_here(&reference).len();
+    let opts = Opts {
+        home: Some(home.path.clone()),
+        ..Opts::default()
+    };
+    let Some(tui) = Tui::start("skills", opts) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.wait_screen("the banner's skill count", T, |s| {
+        s.contains(&format!("{valid} skills"))
+    });
+    tui.submit("/help");
+    tui.wait_for(&format!("{valid} skill commands available"), T);
+    tui.wait_ready(T);
+    tui.type_text("/github-code-r");
+    tui.wait_screen("the skill offered in the / popup", T, |s| {
+        tui::popup_rows(s)
+            .iter()
+            .any(|r| r.starts_with("/github-code-review"))
+    });
+    tui.clear_composer("/github-code-r");
+    tui.wait_ready(T);
+    tui.submit("/github-code-review look at my branch");
+    tui.wait_for("loading skill: github-code-review", T);
+    let submitted = tui.wait_call("prompt.submit", T);
+    let text = submitted.params["text"].as_str().unwrap_or("");
+    assert!(
+        text.starts_with("[IMPORTANT: The user has invoked the \"github-code-review\" skill")
+            && text.ends_with("alongside the skill invocation: look at my branch"),
+        "{text}"
+    );
+    tui.wait_ready(T);
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}

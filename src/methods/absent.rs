@@ -33,9 +33,6 @@ pub fn call(gw: &mut Gateway, method: &str, p: &Params) -> Option<Result<Value, 
         })),
         // No path: the TUI keeps the pasted text inline.
         "paste.collapse" => Ok(json!({})),
-        "skills.reload" => {
-            Ok(json!({ "output": "tui-gateway loads no skills: nothing to re-scan" }))
-        }
         "pet.gallery" => Ok(json!({ "enabled": false, "active": "", "pets": [] })),
         "plugins.manage" => Ok(json!({ "plugins": [], "user_count": 0, "bundled_count": 0 })),
         "learning.frames" => Ok(json!({

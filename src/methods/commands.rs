@@ -291,7 +291,7 @@ pub static COMMANDS: &[Command] = &[
         &[],
         TOOLS,
         "",
-        "List skills (this gateway has none)",
+        "Browse and inspect skills (/<skill> [instruction] uses one)",
         Gw,
     ),
     cmd(
@@ -463,6 +463,17 @@ pub fn catalog(gw: &Gateway) -> Value {
         canon.insert(slash.to_ascii_lowercase(), json!(slash));
         add(USER, json!([slash, qc.description]));
     }
+    // Skills and bundles: in `pairs` (the popup) and `skill_count` (/help), as Hermes; in
+    // `canon` too, so the TUI takes `/<skill>` as itself, not as a prefix of a built-in.
+    let (skill_cmds, bundle_problems) = super::skills::skill_commands(gw);
+    for c in &skill_cmds {
+        let slash = format!("/{}", c.slug);
+        canon.insert(slash.clone(), json!(slash));
+        pairs.push(json!([slash, super::skills::short(&c.description)]));
+    }
+    let skill_count = skill_cmds.len();
+    warnings.extend(bundle_problems);
+    warnings.extend(super::skills::warnings(gw));
     let categories: Vec<Value> = categories
         .into_iter()
         .map(|(name, pairs)| json!({"name": name, "pairs": pairs}))
@@ -472,7 +483,7 @@ pub fn catalog(gw: &Gateway) -> Value {
         "categories": categories,
         "canon": canon,
         "sub": sub,
-        "skill_count": 0,
+        "skill_count": skill_count,
         "warning": warnings.join("; "),
     })
 }
@@ -519,6 +530,9 @@ pub fn complete_slash(gw: &Gateway, p: &Params) -> Result<Value, RpcError> {
     let q = quick::load(&gw.cfg.home);
     for qc in usable_quick(&q) {
         push(&qc.name, qc.description.clone());
+    }
+    for c in super::skills::skill_commands(gw).0 {
+        push(&c.slug, super::skills::short(&c.description));
     }
     // The name typed in full comes first, so Enter runs it rather than a longer name.
     items.sort_by_key(|i| !i["text"].as_str().is_some_and(|t| t.ends_with(' ')));

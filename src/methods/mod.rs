@@ -15,6 +15,7 @@ mod reload;
 mod reports;
 mod rollback;
 pub(crate) mod session;
+pub(crate) mod skills;
 mod slash;
 mod toolbox;
 
@@ -59,6 +60,9 @@ fn dispatch(gw: &mut Gateway, req: Request) -> Reply {
     if req.method == "slash.exec" {
         return slash::slash_exec(gw, &req.id, p, now);
     }
+    if req.method == "skills.reload" {
+        return skills::reload(gw, &req.id);
+    }
     if req.method == "command.dispatch" {
         return slash::command_dispatch(gw, &req.id, p, now);
     }
@@ -76,7 +80,7 @@ fn dispatch(gw: &mut Gateway, req: Request) -> Reply {
         "input.detect_drop" => gateway::detect_drop(p),
         "complete.slash" => commands::complete_slash(gw, p),
         "complete.path" => complete::complete_path(gw, p),
-        "skills.manage" => toolbox::skills_manage(p),
+        "skills.manage" => skills::manage(gw, p),
         "tools.configure" => toolbox::tools_configure(p, &mut gw.tools.registry),
         "tools.list" => toolbox::tools_list(p, &gw.tools.registry),
         "tools.show" => toolbox::tools_show(p, &gw.tools.registry),

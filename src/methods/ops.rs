@@ -313,6 +313,7 @@ pub fn compress(
         let focus = params::opt_str(p, "focus_topic")?.map(str::to_string);
         let toolsets = gw.tools.registry.toolsets();
         let mcp_servers = crate::mcp::status(&gw.mcp);
+        let skills = super::skills::info(gw);
         let s = whole_live(gw, p)?;
         if s.running() {
             return Err(busy("compress"));
@@ -335,7 +336,7 @@ pub fn compress(
                     "noop": true,
                 },
                 "usage": s.usage(),
-                "info": s.info(toolsets, mcp_servers),
+                "info": s.info(toolsets, skills, mcp_servers),
             })));
         }
         params::not_shutting_down(gw)?;

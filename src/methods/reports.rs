@@ -15,7 +15,7 @@ pub fn report(gw: &Gateway, name: &str, rid: Option<&str>) -> String {
         "status" => session.map_or_else(no_session, status),
         "usage" => session.map_or_else(no_session, usage),
         "tools" => tools(gw, session),
-        "skills" => "No skills: this gateway has no skill support.".to_string(),
+        "skills" => super::skills::report(gw),
         "version" => format!("tui-gateway {VERSION}"),
         "config" => config(gw),
         "help" => help(gw),

@@ -80,7 +80,11 @@ pub(crate) fn unique_title(gw: &Gateway, wanted: &str, stored_id: &str) -> Strin
 
 pub(crate) fn opening(gw: &Gateway, rid: &str) -> Value {
     let s = &gw.sessions[rid];
-    let mut info = s.info(gw.tools.registry.toolsets(), crate::mcp::status(&gw.mcp));
+    let mut info = s.info(
+        gw.tools.registry.toolsets(),
+        super::skills::info(gw),
+        crate::mcp::status(&gw.mcp),
+    );
     // The TUI prints this under the banner as `warning: …`.
     if let Some(w) = &gw.provider_warning {
         info["config_warning"] = json!(w);
@@ -114,7 +118,7 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     };
     let rid = new_runtime_id(gw);
     let context_max = gw.context_window_for(&model);
-    let session = Session::new(
+    let mut session = Session::new(
         NewSession {
             runtime_id: rid.clone(),
             stored_id,
@@ -130,6 +134,8 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
         },
         now,
     );
+    session.preloaded_skills = super::skills::preload(gw, &session.stored_id);
+    gw.skills.borrow_mut().rescan_if_stale(now);
     gw.add_session(session);
     gw.mark_dirty(&rid);
     gw.emit_info(&rid);

@@ -171,6 +171,9 @@ fn run(
             format!("/{name}: quick command aliases loop (or nest deeper than {ALIAS_DEPTH})"),
         )));
     }
+    if let Some(answer) = super::skills::dispatch(gw, &name, arg, rid.as_deref()) {
+        return Some(Ok(answer));
+    }
     Some(Ok(answer_text(
         shape,
         format!("/{name} is not supported by this gateway (/help lists the commands)"),

@@ -1,33 +1,11 @@
-//! What the TUI's `/skills` hub and `/tools list|enable|disable` call: `skills.manage` (we
-//! have no skills: empty lists, and a refusal to install), `tools.list`, `tools.show` and
+//! What the TUI's `/tools list|enable|disable` calls: `tools.list`, `tools.show` and
 //! `tools.configure` (turns toolsets or tools off and on; `tools/toolsets.rs` keeps it).
 
 use serde_json::{Value, json};
 
 use super::params::{self, Params};
 use crate::rpc::RpcError;
-use crate::rpc::frame::code;
 use crate::tools::Registry;
-
-/// `skills.manage {action, query?, page?}`.
-pub fn skills_manage(p: &Params) -> Result<Value, RpcError> {
-    let action = params::req_str(p, "action")?;
-    params::opt_str(p, "query")?;
-    let page = params::opt_u64(p, "page")?.unwrap_or(1).max(1);
-    match action {
-        "list" => Ok(json!({"skills": {}})),
-        "inspect" => Ok(json!({"info": {}})),
-        "search" => Ok(json!({"results": []})),
-        "browse" => Ok(json!({"items": [], "page": page, "total": 0, "total_pages": 0})),
-        "install" => Err(RpcError::new(
-            code::NOT_SUPPORTED,
-            "not supported by tui-gateway: installing skills (it has no skill support)",
-        )),
-        _ => Err(RpcError::invalid_params(
-            "invalid params: action must be list, inspect, search, browse or install",
-        )),
-    }
-}
 
 /// Turn toolsets or tools (by name) on or off: `(changed, unknown)`. Kept across restarts;
 /// the model is offered the change from its next call.
@@ -193,33 +171,10 @@ pub fn first_sentence(description: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rpc::frame::code;
 
     fn p(v: Value) -> Params {
         v.as_object().unwrap().clone()
-    }
-
-    #[test]
-    fn skills_are_empty_and_install_is_refused() {
-        assert_eq!(
-            skills_manage(&p(json!({"action": "list"}))).unwrap(),
-            json!({"skills": {}})
-        );
-        assert_eq!(
-            skills_manage(&p(json!({"action": "install", "query": "x"})))
-                .unwrap_err()
-                .code,
-            code::NOT_SUPPORTED
-        );
-        assert_eq!(
-            skills_manage(&p(json!({"action": "zap"})))
-                .unwrap_err()
-                .code,
-            code::INVALID_PARAMS
-        );
-        assert_eq!(
-            skills_manage(&p(json!({}))).unwrap_err().code,
-            code::INVALID_PARAMS
-        );
     }
 
     #[test]

@@ -966,12 +966,15 @@ pub(crate) mod fake {
                 registry: self.poll.registry(),
                 schemas: self.tools.registry.schemas(),
                 home: Path::new("/nonexistent/tuigw-calls-test"),
+                skills: None,
                 events: &mut self.events,
             }
         }
         fn session_info(&mut self, rid: &str) -> Option<Value> {
             let tools = self.tools.registry.toolsets();
-            self.sessions.get(rid).map(|s| s.info(tools, json!([])))
+            self.sessions
+                .get(rid)
+                .map(|s| s.info(tools, json!({}), json!([])))
         }
         fn compaction_window(&self, _model: &str) -> u64 {
             self.window

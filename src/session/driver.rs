@@ -58,6 +58,8 @@ pub(crate) struct ModelParts<'a> {
     /// The tools offered, as schemas.
     pub schemas: &'a [Value],
     pub home: &'a Path,
+    /// The skills, for the system prompt's index (`None`: none).
+    pub skills: Option<&'a crate::skills::Shared>,
     /// Reused for each advance's events.
     pub events: &'a mut Vec<ModelEvent>,
 }
@@ -219,13 +221,24 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str) {
         token: turn.token,
     };
     let compacting = turn.compaction.is_some();
-    if s.system_prompt.is_none() {
-        // Built once per session in memory, as Hermes freezes it (a stable prefix).
+    let generation = parts.skills.map_or(0, |k| k.borrow().generation());
+    if s.system_prompt.is_none() || s.prompt_generation != generation {
+        // Built once per session in memory, as Hermes freezes it (a stable prefix), and again
+        // when the skills offered changed (a skill the model wrote is in its next call).
+        let index = parts
+            .skills
+            .map(|k| crate::session::system_prompt::skills_index(&k.borrow(), parts.schemas))
+            .unwrap_or_default();
         s.system_prompt = Some(crate::session::system_prompt::build(
             parts.home,
             &s.cwd,
             parts.schemas,
+            &crate::session::system_prompt::Skills {
+                index: &index,
+                preloaded: &s.preloaded_skills,
+            },
         ));
+        s.prompt_generation = generation;
     }
     let req = ModelRequest {
         system: match compacting {

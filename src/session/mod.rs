@@ -101,6 +101,10 @@ pub struct Session {
     pub background: Option<Background>,
     /// The system prompt, built at the session's first model call in this process.
     pub system_prompt: Option<String>,
+    /// The skills' generation the system prompt's index was built from (a change rebuilds it).
+    pub prompt_generation: u64,
+    /// The skills `HERMES_TUI_SKILLS` preloads, for the system prompt (empty: none).
+    pub preloaded_skills: String,
     /// Resumed: the messages before `transcript` still being read from state.db (`older.rs`).
     pub older: Option<older::Older>,
 }
@@ -169,6 +173,8 @@ impl Session {
             stored_keep: None,
             background: None,
             system_prompt: None,
+            prompt_generation: 0,
+            preloaded_skills: String::new(),
             older: None,
         }
     }
@@ -264,7 +270,8 @@ impl Session {
 
     /// Everything the TUI's banner and status bar show about the session.
     /// `mcp_servers`: each MCP server's state (`mcp::status`).
-    pub fn info(&self, toolsets: Value, mcp_servers: Value) -> Value {
+    /// `skills`: `{category: [names]}` of the skills offered.
+    pub fn info(&self, toolsets: Value, skills: Value, mcp_servers: Value) -> Value {
         json!({
             "model": self.model,
             "provider": self.provider,
@@ -273,7 +280,7 @@ impl Session {
             "running": self.running(),
             "usage": self.usage(),
             "tools": toolsets,
-            "skills": {},
+            "skills": skills,
             "mcp_servers": mcp_servers,
             "stored_session_id": self.stored_id,
             "session_id": self.runtime_id,
@@ -440,7 +447,11 @@ mod tests {
 
     #[test]
     fn info_carries_what_the_banner_reads() {
-        let info = session().info(crate::tools::Registry::builtin().toolsets(), json!([]));
+        let info = session().info(
+            crate::tools::Registry::builtin().toolsets(),
+            json!({}),
+            json!([]),
+        );
         for k in ["tools", "skills"] {
             assert!(info[k].is_object(), "{k}: {info}");
         }

@@ -1,8 +1,10 @@
 //! The system prompt a session's model calls are sent, assembled as Hermes does: the
 //! identity (`$HERMES_HOME/SOUL.md`, else ours), the memory blocks (`memories/MEMORY.md`,
 //! `USER.md`), the project's context file from the working directory (`.hermes.md` /
-//! `HERMES.md`, else `AGENTS.md`, else `CLAUDE.md`, else `.cursorrules`), the tools offered and
-//! the working directory. Each file is bounded; the whole is built once per session.
+//! `HERMES.md`, else `AGENTS.md`, else `CLAUDE.md`, else `.cursorrules`), the tools offered,
+//! the skills index (when the skill tools are offered), the skills `HERMES_TUI_SKILLS`
+//! preloads and the working directory. Each file is bounded; the whole is built once per
+//! session (again when the skills offered change).
 
 use std::path::Path;
 
@@ -61,8 +63,41 @@ pub fn context_file(cwd: &Path) -> Option<(String, String)> {
     })
 }
 
+/// What skills add to the system prompt.
+#[derive(Default)]
+pub struct Skills<'a> {
+    /// The index ([`skills_index`]).
+    pub index: &'a str,
+    /// The preloaded skills' text.
+    pub preloaded: &'a str,
+}
+
+/// Hermes' guidance when the model may write skills.
+const SKILLS_GUIDANCE: &str = "After completing a complex task (5+ tool calls), fixing a \
+tricky error, or discovering a non-trivial workflow, save the approach as a skill with \
+skill_manage so you can reuse it next time.\nWhen using a skill and finding it outdated, \
+incomplete, or wrong, patch it immediately with skill_manage(action='patch') — don't wait to be \
+asked. Skills that aren't maintained become liabilities.";
+
+/// The skills index for a model offered `tools` (none unless a skill tool is among them).
+pub fn skills_index(skills: &crate::skills::Skills, tools: &[Value]) -> String {
+    let names: std::collections::BTreeSet<String> = tools
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+        .collect();
+    if !["skills_list", "skill_view", "skill_manage"]
+        .iter()
+        .any(|n| names.contains(*n))
+    {
+        return String::new();
+    }
+    // Toolsets by the tools' names Hermes conditions on (`web`, `browser`…): the tools' own.
+    let toolsets = names.clone();
+    skills.catalog().prompt_index(&names, &toolsets)
+}
+
 /// The system prompt for a session in `cwd` offered `tools` (OpenAI schemas).
-pub fn build(home: &Path, cwd: &str, tools: &[Value]) -> String {
+pub fn build(home: &Path, cwd: &str, tools: &[Value], skills: &Skills<'_>) -> String {
     let mut parts = vec![match read(&home.join("SOUL.md")) {
         Some(soul) => bounded(&soul, "SOUL.md"),
         None => DEFAULT_IDENTITY.to_string(),
@@ -74,17 +109,26 @@ pub fn build(home: &Path, cwd: &str, tools: &[Value]) -> String {
     if !names.is_empty() {
         parts.push(format!("Tools available: {}.", names.join(", ")));
     }
+    if names.contains(&"skill_manage") {
+        parts.push(SKILLS_GUIDANCE.to_string());
+    }
     let limits = memory::Limits::load(home);
     for target in [Target::Memory, Target::User] {
         if let Some(block) = memory::prompt_block(home, target, &limits) {
             parts.push(block);
         }
     }
+    if !skills.index.is_empty() {
+        parts.push(skills.index.to_string());
+    }
     if let Some((name, text)) = context_file(Path::new(cwd)) {
         parts.push(format!(
             "# Project Context\n\nThe following project context files have been loaded and \
              should be followed:\n\n## {name}\n\n{text}"
         ));
+    }
+    if !skills.preloaded.is_empty() {
+        parts.push(skills.preloaded.to_string());
     }
     parts.push(format!("Current working directory: {cwd}"));
     parts.join("\n\n")
@@ -100,7 +144,7 @@ mod tests {
         let (home, cwd) = (root.join("home"), root.join("proj"));
         std::fs::create_dir_all(home.join("memories")).unwrap();
         std::fs::create_dir_all(&cwd).unwrap();
-        let plain = build(&home, cwd.to_str().unwrap(), &[]);
+        let plain = build(&home, cwd.to_str().unwrap(), &[], &Skills::default());
         assert!(
             plain.starts_with("You are Hermes")
                 && plain.ends_with(&format!("directory: {}", cwd.display()))
@@ -114,7 +158,7 @@ mod tests {
         )
         .unwrap();
         let tools = [serde_json::json!({"function": {"name": "patch"}})];
-        let p = build(&home, cwd.to_str().unwrap(), &tools);
+        let p = build(&home, cwd.to_str().unwrap(), &tools, &Skills::default());
         assert!(p.starts_with("You are Pirate."), "{p}");
         assert!(p.contains("MEMORY (your personal notes)") && p.contains("repo uses tabs"));
         assert!(p.contains("## AGENTS.md\n\nagent rules") && !p.contains("claude rules"));

@@ -21,6 +21,7 @@ pub mod runs;
 pub mod sensitive_files;
 pub mod session_search;
 pub mod shell_state;
+pub mod skills;
 pub mod spill;
 mod stepped;
 pub mod terminal;
@@ -470,6 +471,14 @@ impl Tools {
             questions: clarify::Questions::default(),
             due: wake::Due::default(),
             wakers: wake::Shared::new(poll_waker),
+        }
+    }
+
+    /// Offer the `skills` toolset (`skills_list`, `skill_view`, `skill_manage`) on `skills`.
+    pub fn add_skills(&mut self, skills: &crate::skills::Shared) {
+        for tool in skills::tools(skills) {
+            // Their names are Hermes' and not taken by a built-in.
+            let _ = self.registry.register(tool);
         }
     }
 

@@ -5,7 +5,7 @@
 //! working directory, inside `$HERMES_HOME` and on sensitive files. Edits carry a unified
 //! diff in `tool.complete.inline_diff`.
 
-mod fuzzy;
+pub(crate) mod fuzzy;
 mod patch;
 mod read;
 mod search;

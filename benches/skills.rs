@@ -1,0 +1,150 @@
+//! Skill discovery with 1,000 skills (10 categories × 100, each SKILL.md ~2 KB): the whole scan
+//! in this process, its longest single unit (a folder listed or a file read: what an iteration
+//! can overrun its 4 ms slice by), the bytes the index adds to the system prompt, and — the
+//! gateway spawned on that home — the worst `ping` round trip while its first scan runs, and
+//! when `commands.catalog` (held until the scan is complete) is answered.
+//!
+//! ```text
+//! cargo bench --bench skills
+//! ```
+
+#![allow(clippy::disallowed_methods)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tui_gateway::budget::Budget;
+use tui_gateway::skills::{scan::Scan, settings::Settings};
+
+const SKILLS: usize = 1000;
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the bench writes its own fixtures"
+)]
+fn make_home() -> PathBuf {
+    let home = std::env::temp_dir().join(format!("tuigw-bench-skills-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    let body = "Step by step: run the checks, read the output, fix what fails.\n".repeat(30);
+    for i in 0..SKILLS {
+        let dir = home.join(format!("skills/category-{}/skill-{i:04}", i % 10));
+        std::fs::create_dir_all(dir.join("references")).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            format!(
+                "---\nname: skill-{i:04}\ndescription: Skill number {i} does a useful thing well\n\
+                 platforms: [linux, macos]\nmetadata:\n  hermes:\n    tags: [bench, x]\n---\n\n# Skill {i}\n\n{body}"
+            ),
+        )
+        .unwrap();
+        std::fs::write(dir.join("references/notes.md"), "notes").unwrap();
+    }
+    home
+}
+
+fn in_process(home: &Path) {
+    let start = Instant::now();
+    let mut scan = Scan::new(Settings::load(home));
+    assert!(scan.run(&Budget::unlimited()));
+    let whole = start.elapsed();
+    let catalog = scan.finish();
+    let mut scan = Scan::new(Settings::load(home));
+    let (mut worst, mut steps) = (Duration::ZERO, 0);
+    loop {
+        let t = Instant::now();
+        let done = scan.step();
+        worst = worst.max(t.elapsed());
+        steps += 1;
+        if done {
+            break;
+        }
+    }
+    let none = Default::default();
+    let index = catalog.prompt_index(&none, &none);
+    println!(
+        "scan of {} skills: {:.1} ms whole, {steps} units, longest unit {:.2} ms",
+        catalog.offered().count(),
+        whole.as_secs_f64() * 1e3,
+        worst.as_secs_f64() * 1e3
+    );
+    println!(
+        "index: {} bytes in the system prompt ({:.0} per skill)",
+        index.len(),
+        index.len() as f64 / SKILLS as f64
+    );
+}
+
+fn spawned(home: &Path, what: &str) {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/tui-gateway");
+    if !bin.is_file() {
+        println!("(no {}: cargo build --release first)", bin.display());
+        return;
+    }
+    let mut child = Command::new(&bin)
+        .env("HERMES_HOME", home)
+        .env("TUI_GATEWAY_PROVIDER", "offline")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send((Instant::now(), line));
+        }
+    });
+    // gateway.ready, then the catalog (held until the scan is done) and pings behind it.
+    let _ = rx.recv_timeout(Duration::from_secs(10));
+    let t0 = Instant::now();
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","id":"cat","method":"commands.catalog","params":{{}}}}"#
+    )
+    .unwrap();
+    let mut sent = Vec::new();
+    for i in 0..200 {
+        sent.push(Instant::now());
+        writeln!(
+            input,
+            r#"{{"jsonrpc":"2.0","id":{i},"method":"ping","params":{{}}}}"#
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    let (mut worst, mut answered, mut catalog_at) = (Duration::ZERO, 0, None);
+    while answered < 200 || catalog_at.is_none() {
+        let Ok((at, line)) = rx.recv_timeout(Duration::from_secs(10)) else {
+            break;
+        };
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        if v["id"] == "cat" {
+            catalog_at = Some(at.duration_since(t0));
+        } else if let Some(i) = v["id"].as_u64() {
+            worst = worst.max(at.duration_since(sent[i as usize]));
+            answered += 1;
+        }
+    }
+    println!(
+        "spawned gateway, {what}: worst ping {:.2} ms over {answered} pings; commands.catalog answered after {:.1} ms",
+        worst.as_secs_f64() * 1e3,
+        catalog_at.unwrap_or_default().as_secs_f64() * 1e3
+    );
+    drop(input);
+    let _ = child.wait();
+}
+
+fn main() {
+    let home = make_home();
+    in_process(&home);
+    // The same pings without skills: what this machine's scheduling costs alone.
+    let empty = home.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    spawned(&empty, "no skills");
+    spawned(&home, "1,000 skills, during the first scan");
+    let _ = std::fs::remove_dir_all(&home);
+}

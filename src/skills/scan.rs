@@ -1,0 +1,289 @@
+//! A scan of the skill folders, one bounded unit a step (a folder listed, or one SKILL.md
+//! read), so the loop gives it a slice of each iteration and nothing waits behind a thousand
+//! skills. Walks as Hermes' `iter_skill_index_files` does: links followed, `.git`, `.hub`,
+//! `.archive`, virtualenvs and caches skipped, and a skill's own `references/`, `templates/`,
+//! `assets/`, `scripts/` not searched for skills. Bounded: depth, folders, entries per folder,
+//! bytes per file.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+use super::catalog::{Catalog, Meta, Record};
+use super::header;
+use super::settings::Settings;
+use crate::budget::Budget;
+
+/// Folders never searched.
+pub const EXCLUDED: [&str; 14] = [
+    ".git",
+    ".github",
+    ".hub",
+    ".archive",
+    ".venv",
+    "venv",
+    "node_modules",
+    "site-packages",
+    "__pycache__",
+    ".tox",
+    ".nox",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+];
+/// A skill's supporting folders (loaded with `skill_view`'s `file_path`, not skills).
+pub const SUPPORT: [&str; 4] = ["references", "templates", "assets", "scripts"];
+/// A SKILL.md or DESCRIPTION.md larger than this is skipped.
+pub const FILE_MAX: u64 = 1024 * 1024;
+/// Deepest folder searched under a root (links can make cycles).
+const DEPTH_MAX: usize = 12;
+/// Folders listed at most in one scan.
+const FOLDERS_MAX: usize = 50_000;
+/// Entries of one folder looked at at most.
+const ENTRIES_MAX: usize = 10_000;
+
+enum Phase {
+    /// Listing folders of root `usize`.
+    Walking(usize),
+    /// Reading the files found.
+    Reading,
+    Done,
+}
+
+/// A scan in progress.
+pub struct Scan {
+    settings: Settings,
+    phase: Phase,
+    folders: Vec<(PathBuf, usize)>,
+    folders_listed: usize,
+    /// SKILL.md (`true`) and DESCRIPTION.md files of the root being walked.
+    found: Vec<(PathBuf, bool)>,
+    to_read: VecDeque<(usize, PathBuf, bool)>,
+    records: Vec<Record>,
+    descriptions: BTreeMap<String, String>,
+    problems: Vec<String>,
+}
+
+impl Scan {
+    pub fn new(settings: Settings) -> Scan {
+        let mut scan = Scan {
+            settings,
+            phase: Phase::Walking(0),
+            folders: Vec::new(),
+            folders_listed: 0,
+            found: Vec::new(),
+            to_read: VecDeque::new(),
+            records: Vec::new(),
+            descriptions: BTreeMap::new(),
+            problems: Vec::new(),
+        };
+        scan.enter_root(0);
+        scan
+    }
+
+    fn enter_root(&mut self, root: usize) {
+        match self.settings.roots.get(root) {
+            Some(dir) => {
+                self.folders = vec![(dir.clone(), 0)];
+                self.phase = Phase::Walking(root);
+            }
+            None => self.phase = Phase::Reading,
+        }
+    }
+
+    /// Work until `budget` is spent (a unit at least); true once the scan is complete.
+    pub fn run(&mut self, budget: &Budget) -> bool {
+        loop {
+            if self.step() {
+                return true;
+            }
+            if budget.spent() {
+                return false;
+            }
+        }
+    }
+
+    /// One unit of work; true once the scan is complete.
+    pub fn step(&mut self) -> bool {
+        match self.phase {
+            Phase::Walking(root) => {
+                match self.folders.pop() {
+                    Some((dir, depth)) => self.list(&dir, depth),
+                    None => {
+                        // Hermes reads a root's files in path order.
+                        let mut found = std::mem::take(&mut self.found);
+                        found.sort();
+                        self.to_read
+                            .extend(found.into_iter().map(|(p, skill)| (root, p, skill)));
+                        self.enter_root(root + 1);
+                    }
+                }
+                false
+            }
+            Phase::Reading => {
+                match self.to_read.pop_front() {
+                    Some((root, path, true)) => self.read_skill(root, path),
+                    Some((root, path, false)) => self.read_description(root, &path),
+                    None => self.phase = Phase::Done,
+                }
+                matches!(self.phase, Phase::Done)
+            }
+            Phase::Done => true,
+        }
+    }
+
+    fn list(&mut self, dir: &Path, depth: usize) {
+        if self.folders_listed >= FOLDERS_MAX {
+            if self.folders_listed == FOLDERS_MAX {
+                self.problems.push(format!(
+                    "stopped listing folders after {FOLDERS_MAX} (is a link making a cycle?)"
+                ));
+                self.folders_listed += 1;
+            }
+            return;
+        }
+        self.folders_listed += 1;
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            // A root that is not there yet is no problem.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => {
+                self.problems
+                    .push(format!("{}: cannot list it: {e}", dir.display()));
+                return;
+            }
+        };
+        let mut subdirs = Vec::new();
+        let mut has_skill = false;
+        for entry in entries.take(ENTRIES_MAX).flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            let is_dir = match entry.file_type() {
+                Ok(t) if t.is_symlink() => std::fs::metadata(&path).is_ok_and(|m| m.is_dir()),
+                Ok(t) => t.is_dir(),
+                Err(_) => false,
+            };
+            if is_dir {
+                if !EXCLUDED.contains(&name.as_str()) {
+                    subdirs.push((name, path));
+                }
+            } else if name == "SKILL.md" {
+                has_skill = true;
+                self.found.push((path, true));
+            } else if name == "DESCRIPTION.md" {
+                self.found.push((path, false));
+            }
+        }
+        if depth >= DEPTH_MAX {
+            return;
+        }
+        for (name, path) in subdirs {
+            if !(has_skill && SUPPORT.contains(&name.as_str())) {
+                self.folders.push((path, depth + 1));
+            }
+        }
+    }
+
+    fn read_skill(&mut self, root: usize, path: PathBuf) {
+        let dir_name = path
+            .parent()
+            .and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let read = match crate::util::read_regular(&path, FILE_MAX) {
+            Ok(Some(text)) => Meta::read(&text, &dir_name),
+            Ok(None) => return,
+            Err(e) => Err(format!("cannot read it: {e}")),
+        };
+        self.records.push(Record {
+            root,
+            skill_md: path,
+            read,
+        });
+    }
+
+    fn read_description(&mut self, root: usize, path: &Path) {
+        let Ok(Some(text)) = crate::util::read_regular(path, FILE_MAX) else {
+            return;
+        };
+        let Ok(parsed) = header::parse(&text) else {
+            return;
+        };
+        let Some(d) = header::text_of(parsed.fields.get("description")) else {
+            return;
+        };
+        let base = &self.settings.roots[root];
+        let category = path
+            .parent()
+            .and_then(|p| p.strip_prefix(base).ok())
+            .map(|p| p.to_string_lossy().into_owned())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "general".to_string());
+        // The local root's description wins over an external one's.
+        self.descriptions
+            .entry(category)
+            .or_insert_with(|| d.trim().trim_matches(|c| c == '"' || c == '\'').to_string());
+    }
+
+    /// The catalog of a complete scan.
+    pub fn finish(self) -> Catalog {
+        Catalog::new(
+            self.settings,
+            self.records,
+            self.descriptions,
+            self.problems,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scan_walks_in_steps_skipping_support_and_excluded_folders() {
+        let root =
+            std::env::temp_dir().join(format!("tuigw-skscan-{}", crate::util::random_hex(8)));
+        let skills = root.join("skills");
+        let write = |rel: &str, text: &str| {
+            let p = skills.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write("dev/a/SKILL.md", "---\nname: a\ndescription: A\n---\nbody");
+        write(
+            "dev/a/references/old/SKILL.md",
+            "---\nname: old\ndescription: o\n---\nb",
+        );
+        write(
+            "dev/.git/x/SKILL.md",
+            "---\nname: git\ndescription: g\n---\nb",
+        );
+        write("dev/DESCRIPTION.md", "---\ndescription: Dev things\n---\n");
+        write("b/SKILL.md", "---\nname: b\n");
+        write(
+            "scripts/c/SKILL.md",
+            "---\nname: c\ndescription: C\n---\nbody",
+        );
+        let settings = Settings {
+            roots: vec![skills.clone(), root.join("missing")],
+            ..Default::default()
+        };
+        let mut scan = Scan::new(settings);
+        let mut steps = 0;
+        while !scan.step() {
+            steps += 1;
+            assert!(steps < 100);
+        }
+        assert!(steps > 5, "one unit a step: {steps}");
+        let c = scan.finish();
+        let names: Vec<&str> = c.offered().map(|s| s.name()).collect();
+        assert_eq!(names, ["a", "c"]);
+        assert_eq!(c.malformed().count(), 1);
+        let none = Default::default();
+        assert!(
+            c.prompt_index(&none, &none)
+                .contains("  dev: Dev things\n    - a: A")
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}

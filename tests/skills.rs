@@ -1,0 +1,504 @@
+//! Hermes' skills end to end, with Hermes' 88 bundled skills (`../shared/hermes-reference/skills`)
+//! copied into a temporary `HERMES_HOME/skills`: the banner's count, the model's three tools
+//! through whole turns, what `skill_manage` writes reaching the next model call's index and
+//! the commands catalog, a malformed SKILL.md reported while the rest load, `/<skill>` and
+//! bundles as commands, `skills.reload`, and writes that a link cannot redirect.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+use crate::mockai::*;
+
+pub(crate) fn reference_skills() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/hermes-reference/skills");
+    assert!(
+        p.join("github/github-code-review/SKILL.md").is_file(),
+        "Hermes' bundled skills are not at {}",
+        p.display()
+    );
+    p
+}
+
+pub(crate) fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// The bundled skills valid on this platform, counted independently of the gateway: each
+/// SKILL.md not under a skill's own support folder whose `platforms:` is absent or names
+/// this OS.
+pub(crate) fn valid_here(root: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    let os = if cfg!(target_os = "macos") {
+        "macos"
+    } else {
+        std::env::consts::OS
+    };
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let has_skill = dir.join("SKILL.md").is_file();
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() {
+                let support =
+                    ["references", "templates", "assets", "scripts"].contains(&name.as_str());
+                let skipped = name.starts_with('.') || (has_skill && support);
+                if !skipped {
+                    walk(&p, out);
+                }
+            } else if name == "SKILL.md" {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(root, &mut files);
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let platforms = text.lines().find(|l| l.starts_with("platforms:"));
+        if platforms.is_none_or(|l| l.contains(os) || l.trim() == "platforms:") {
+            let name = text
+                .lines()
+                .find_map(|l| l.strip_prefix("name: "))
+                .unwrap()
+                .trim()
+                .to_string();
+            names.push(name);
+        }
+    }
+    names
+}
+
+struct Home {
+    home: TempHome,
+}
+
+impl Home {
+    fn new(tag: &str) -> Home {
+        let home = TempHome::new(tag);
+        copy_tree(&reference_skills(), &home.path.join("skills"));
+        Home { home }
+    }
+
+    fn skills(&self) -> PathBuf {
+        self.home.path.join("skills")
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.home.path.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    fn start(&self, tag: &str) -> Gateway {
+        Gateway::builder().home(&self.home.path).tag(tag).start()
+    }
+}
+
+fn count(by_category: &Value) -> usize {
+    by_category
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_array().unwrap().len())
+        .sum()
+}
+
+fn pair_names(catalog: &Value) -> Vec<String> {
+    catalog["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[0].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_banner_counts_the_skills_valid_here_and_a_malformed_one_is_reported() {
+    let h = Home::new("skills-banner");
+    h.write(
+        "skills/broken/bad/SKILL.md",
+        "---\nname: [unclosed\ndescription: x\n---\nbody\n",
+    );
+    let expected = valid_here(&reference_skills());
+    assert!(expected.len() > 80, "{}", expected.len());
+    let mut g = h.start("skills-banner");
+    // The catalog waits for the first scan, so the session after it has every skill.
+    let catalog = g.call("commands.catalog", json!({}));
+    let s = g.create_session(json!({}));
+    let skills = &s.result["info"]["skills"];
+    assert_eq!(count(skills), expected.len(), "{skills}");
+    assert!(
+        skills["github"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("github-code-review"))
+    );
+    assert_eq!(
+        catalog["skill_count"],
+        expected.len(),
+        "no bundled skill clashes with a command"
+    );
+    let names = pair_names(&catalog);
+    assert!(
+        names.contains(&"/github-code-review".to_string()),
+        "{names:?}"
+    );
+    let warning = catalog["warning"].as_str().unwrap();
+    assert!(warning.contains("broken/bad/SKILL.md"), "{warning}");
+    assert!(g.stderr_with("broken/bad/SKILL.md", T).contains("[skills]"));
+    // A skill for another platform is neither counted nor loadable.
+    let listed = g.call("skills.manage", json!({"action": "list"}));
+    assert_eq!(count(&listed["skills"]), expected.len());
+    if !cfg!(target_os = "macos") {
+        assert!(!expected.iter().any(|n| n == "apple-notes"));
+        let r = g.run_turn(&s.id, r#"%skill_view {"name": "apple-notes"}"#);
+        let done = r.event("tool.complete");
+        assert_eq!(
+            done["payload"]["result"]["readiness_status"], "unsupported",
+            "{done}"
+        );
+    }
+}
+
+#[test]
+fn skills_list_and_skill_view_work_through_turns() {
+    let h = Home::new("skills-view");
+    let mut g = h.start("skills-view");
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, r#"%skills_list {"category": "github"}"#);
+    let result = &turn.event("tool.complete")["payload"]["result"];
+    assert_eq!(result["success"], true, "{result}");
+    let names: Vec<&str> = result["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"github-code-review") && names.iter().all(|n| !n.is_empty()));
+    assert_eq!(result["categories"], json!(["github"]));
+
+    let turn = g.run_turn(&s.id, r#"%skill_view {"name": "github-code-review"}"#);
+    let v = &turn.event("tool.complete")["payload"]["result"];
+    assert_eq!(v["name"], "github-code-review", "{v}");
+    assert!(
+        v["content"]
+            .as_str()
+            .unwrap()
+            .contains("# GitHub Code Review")
+    );
+    assert_eq!(v["path"], "github/github-code-review/SKILL.md");
+    assert_eq!(v["tags"][0], "GitHub");
+    let refs = v["linked_files"]["references"].as_array().unwrap();
+    let first = refs[0].as_str().unwrap().to_string();
+
+    let turn = g.run_turn(
+        &s.id,
+        &format!(r#"%skill_view {{"name": "github-code-review", "file_path": "{first}"}}"#),
+    );
+    let f = &turn.event("tool.complete")["payload"]["result"];
+    let on_disk =
+        std::fs::read_to_string(h.skills().join("github/github-code-review").join(&first)).unwrap();
+    assert_eq!(f["content"].as_str().unwrap(), on_disk);
+
+    let turn = g.run_turn(
+        &s.id,
+        r#"%skill_view {"name": "github-code-review", "file_path": "../../../config.yaml"}"#,
+    );
+    let bad = turn.event("tool.complete");
+    assert_eq!(bad["payload"]["result"]["success"], false, "{bad}");
+    let turn = g.run_turn(&s.id, r#"%skill_view {"name": "no-such-skill"}"#);
+    let missing = &turn.event("tool.complete")["payload"]["result"];
+    assert_eq!(missing["error"], "Skill 'no-such-skill' not found.");
+    assert!(!missing["available_skills"].as_array().unwrap().is_empty());
+
+    let tools = g.call("tools.list", json!({}));
+    let set = tools["toolsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "skills")
+        .cloned();
+    assert_eq!(
+        set.unwrap()["tools"],
+        json!(["skill_manage", "skill_view", "skills_list"])
+    );
+    assert!(s.result["info"]["tools"]["skills"].is_array());
+}
+
+fn tool_call(name: &str, args: &Value) -> Reply {
+    Reply::Stream(Stream::new(vec![
+        ev_role(),
+        ev_tool_start(0, "call_1", name, &args.to_string()),
+        ev_finish("tool_calls"),
+        ev_usage(10, 5),
+    ]))
+}
+
+fn system_of(r: &Recorded) -> String {
+    let m = &r.body["messages"][0];
+    assert_eq!(m["role"], "system", "{m}");
+    content_text(&m["content"])
+}
+
+#[test]
+fn a_skill_the_model_creates_is_in_its_next_call_and_the_commands_and_preloads_reach_the_prompt() {
+    let h = Home::new("skills-manage");
+    let content = "---\nname: deploy-notes\ndescription: How we deploy the thing\n---\n\n1. Run make deploy\n";
+    let mock = MockAi::script(vec![
+        tool_call(
+            "skill_manage",
+            &json!({"action": "create", "name": "deploy-notes", "category": "devops", "content": content}),
+        ),
+        Reply::text(&["Saved."], (5, 1)),
+    ]);
+    let mut g = Gateway::builder()
+        .home(&h.home.path)
+        .tag("skills-manage")
+        .env("OPENAI_BASE_URL", &mock.base_url())
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_MODEL", "gpt-test")
+        .env("HERMES_TUI_SKILLS", "github-code-review, no-such-skill")
+        .start();
+    g.call("commands.catalog", json!({}));
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "remember how we deploy");
+    assert_eq!(turn.text, "Saved.");
+    let done = turn.event("tool.complete");
+    assert_eq!(done["payload"]["result"]["success"], true, "{done}");
+    let written = std::fs::read_to_string(h.skills().join("devops/deploy-notes/SKILL.md")).unwrap();
+    assert_eq!(written, content);
+    let reqs = mock.requests();
+    let (first, second) = (system_of(&reqs[0]), system_of(&reqs[1]));
+    assert!(
+        first.contains("## Skills (mandatory)")
+            && first.contains("    - github-code-review: Review PRs"),
+        "{first}"
+    );
+    assert!(!first.contains("deploy-notes"));
+    assert!(
+        second.contains("  devops:\n    - deploy-notes: How we deploy the thing"),
+        "{second}"
+    );
+    // The preloaded skill, once; the unknown one skipped and said.
+    assert!(first.contains("[IMPORTANT: The user launched this CLI session with the \"github-code-review\" skill preloaded."));
+    assert!(
+        g.stderr_with("no-such-skill", T)
+            .contains("HERMES_TUI_SKILLS")
+    );
+    let names = pair_names(&g.call("commands.catalog", json!({})));
+    assert!(names.contains(&"/deploy-notes".to_string()));
+    let items = g.call("complete.slash", json!({"text": "/deploy-n"}));
+    assert_eq!(items["items"][0]["text"], "deploy-notes", "{items}");
+}
+
+#[test]
+fn a_slash_skill_answers_the_activation_message_and_several_stack() {
+    let h = Home::new("skills-slash");
+    let mut g = h.start("skills-slash");
+    let s = g.create_session(json!({}));
+    let r = g.call(
+        "command.dispatch",
+        json!({"name": "github-code-review", "arg": "review my branch", "session_id": s.id}),
+    );
+    assert_eq!(r["type"], "skill", "{r}");
+    assert_eq!(r["name"], "github-code-review");
+    let m = r["message"].as_str().unwrap();
+    let dir = h.skills().join("github/github-code-review");
+    assert!(m.starts_with("[IMPORTANT: The user has invoked the \"github-code-review\" skill, indicating they want you to follow its instructions. The full skill content is loaded below.]\n\n---\nname: github-code-review"), "{m}");
+    assert!(m.contains(&format!("[Skill directory: {}]", dir.display())));
+    assert!(m.contains("[This skill has supporting files:]"));
+    assert!(m.ends_with("The user has provided the following instruction alongside the skill invocation: review my branch"));
+    let stacked = g.call(
+        "slash.exec",
+        json!({"command": "github-code-review /github-pr-workflow ship it", "session_id": s.id}),
+    );
+    let m = stacked["message"].as_str().unwrap();
+    assert!(
+        m.contains(
+            "\"/github-code-review /github-pr-workflow\" stacked skill bundle, loading 2 skills"
+        ),
+        "{m}"
+    );
+    assert!(m.contains("User instruction: ship it"));
+    // The message the TUI submits runs a turn like any prompt.
+    let turn = g.run_turn(&s.id, r["message"].as_str().unwrap());
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    // A built-in keeps its name; an unknown command is still refused plainly.
+    let unknown = g.call("slash.exec", json!({"command": "nonesuch"}));
+    assert!(
+        unknown["output"]
+            .as_str()
+            .unwrap()
+            .contains("not supported")
+    );
+}
+
+#[test]
+fn a_bundle_loads_its_skills_and_says_which_are_missing() {
+    let h = Home::new("skills-bundle");
+    h.write(
+        "skill-bundles/review.yaml",
+        "name: Review Kit\ndescription: Reviews\nskills: [github-code-review, not-a-skill]\ninstruction: Be brief.\n",
+    );
+    h.write("skill-bundles/broken.yaml", "name: [oops\n");
+    let mut g = h.start("skills-bundle");
+    let catalog = g.call("commands.catalog", json!({}));
+    assert!(pair_names(&catalog).contains(&"/review-kit".to_string()));
+    assert!(catalog["warning"].as_str().unwrap().contains("broken.yaml"));
+    let r = g.call(
+        "command.dispatch",
+        json!({"name": "review-kit", "arg": "check PR 7"}),
+    );
+    assert_eq!(r["type"], "send", "{r}");
+    assert!(
+        r["notice"]
+            .as_str()
+            .unwrap()
+            .starts_with("⚡ Loading bundle: Review Kit (1 skills)")
+    );
+    let m = r["message"].as_str().unwrap();
+    assert!(m.contains("Bundle: Review Kit\nSkills loaded: github-code-review\nSkills missing (skipped): not-a-skill"), "{m}");
+    assert!(
+        m.contains("Bundle instruction: Be brief.") && m.contains("User instruction: check PR 7")
+    );
+    assert!(m.contains("[Loaded as part of the \"Review Kit\" skill bundle.]"));
+}
+
+#[test]
+fn reload_says_what_was_added_and_removed_and_the_hub_inspects() {
+    let h = Home::new("skills-reload");
+    let mut g = h.start("skills-reload");
+    let s = g.create_session(json!({}));
+    let before = count(&g.call("skills.manage", json!({"action": "list"}))["skills"]);
+    h.write(
+        "skills/mine/fresh-skill/SKILL.md",
+        "---\nname: fresh-skill\ndescription: New here\n---\nDo it.\n",
+    );
+    std::fs::remove_dir_all(h.skills().join("github/github-code-review")).unwrap();
+    let r = g.call("skills.reload", json!({}));
+    assert_eq!(
+        r["result"]["added"],
+        json!([{"name": "fresh-skill", "description": "New here"}]),
+        "{r}"
+    );
+    assert_eq!(r["result"]["removed"][0]["name"], "github-code-review");
+    assert_eq!(r["result"]["total"], before);
+    let out = r["output"].as_str().unwrap();
+    assert!(out.starts_with("Reloading skills...\nAdded skills:\n  - fresh-skill\nRemoved skills:\n  - github-code-review"), "{out}");
+    // The live session's banner hears of it.
+    let heard = g.wait_frame(
+        |f| {
+            f["params"]["type"] == "session.info"
+                && f["params"]["session_id"] == s.id.as_str()
+                && f["params"]["payload"]["skills"]["mine"].is_array()
+        },
+        T,
+    );
+    assert!(heard.is_some(), "no session.info with the new skill");
+    let inspect = g.call(
+        "skills.manage",
+        json!({"action": "inspect", "query": "fresh-skill"}),
+    );
+    assert_eq!(inspect["info"]["name"], "fresh-skill");
+    assert_eq!(inspect["info"]["category"], "mine");
+    assert_eq!(inspect["info"]["description"], "New here");
+    let (code, msg, _) = g.call_err("skills.manage", json!({"action": "install", "query": "x"}));
+    assert_eq!(code, 4040, "{msg}");
+    assert!(msg.contains("not supported"));
+    let text = g.call("slash.exec", json!({"command": "skills"}));
+    assert!(
+        text["output"]
+            .as_str()
+            .unwrap()
+            .contains("mine: fresh-skill"),
+        "{text}"
+    );
+}
+
+#[test]
+fn skill_writes_stay_in_the_skills_folder_and_refuse_links() {
+    let h = Home::new("skills-confined");
+    let outside = TempHome::new("skills-outside");
+    std::os::unix::fs::symlink(
+        &outside.path,
+        h.skills().join("github/github-code-review/templates"),
+    )
+    .unwrap();
+    let mut g = h.start("skills-confined");
+    let s = g.create_session(json!({}));
+    let call = |g: &mut Gateway, args: Value| {
+        let turn = g.run_turn(&s.id, &format!("%skill_manage {args}"));
+        turn.event("tool.complete")["payload"]["result"].clone()
+    };
+    let r = call(
+        &mut g,
+        json!({"action": "write_file", "name": "github-code-review", "file_path": "templates/x.md", "file_content": "pwned"}),
+    );
+    assert_eq!(r["success"], false, "{r}");
+    assert!(
+        std::fs::read_dir(&outside.path).unwrap().next().is_none(),
+        "nothing written through the link"
+    );
+    let r = call(
+        &mut g,
+        json!({"action": "write_file", "name": "github-code-review", "file_path": "references/../../../escape.md", "file_content": "x"}),
+    );
+    assert_eq!(r["error"], "Path traversal ('..') is not allowed.");
+    let r = call(
+        &mut g,
+        json!({"action": "create", "name": "../evil", "content": "---\nname: e\ndescription: d\n---\nb"}),
+    );
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Invalid skill name"),
+        "{r}"
+    );
+    let r = call(
+        &mut g,
+        json!({"action": "write_file", "name": "github-code-review", "file_path": "references/notes.md", "file_content": "hello"}),
+    );
+    assert_eq!(r["success"], true, "{r}");
+    let notes = h
+        .skills()
+        .join("github/github-code-review/references/notes.md");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "hello");
+    let r = call(
+        &mut g,
+        json!({"action": "patch", "name": "github-code-review", "old_string": "# GitHub Code Review", "new_string": "# GitHub Code Review (ours)"}),
+    );
+    assert_eq!(
+        r["message"], "Patched SKILL.md in skill 'github-code-review' (1 replacement).",
+        "{r}"
+    );
+    let r = call(
+        &mut g,
+        json!({"action": "remove_file", "name": "github-code-review", "file_path": "references/notes.md"}),
+    );
+    assert_eq!(r["success"], true, "{r}");
+    assert!(!notes.exists());
+    let r = call(
+        &mut g,
+        json!({"action": "delete", "name": "github-code-review"}),
+    );
+    assert_eq!(r["message"], "Skill 'github-code-review' deleted.");
+    assert!(outside.path.is_dir(), "the link's target is left alone");
+    let listed = g.call("skills.manage", json!({"action": "list"}));
+    assert!(
+        !listed["skills"]["github"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("github-code-review"))
+    );
+}
