@@ -50,13 +50,7 @@ impl Bench {
     }
     /// A `%tool {args}` turn that completes; its `tool.complete` payload.
     fn tool(&mut self, tool: &str, args: Value) -> Value {
-        let turn = self.g.run_turn(&self.sid, &format!("%{tool} {args}"));
-        assert_eq!(
-            turn.complete["payload"]["status"], "complete",
-            "{:?}",
-            turn.events
-        );
-        let done = turn.event("tool.complete")["payload"].clone();
+        let done = self.g.tool_turn(&self.sid, tool, &args);
         assert!(done.get("error").is_none(), "{done}");
         done
     }

@@ -42,13 +42,7 @@ fn bench(tag: &str, args: &[&str]) -> Bench {
 impl Bench {
     /// One `%tool {args}` turn: the call's `tool.complete` payload and its stored row.
     fn call(&mut self, tool: &str, args: Value) -> (Value, Value) {
-        let turn = self.g.run_turn(&self.sid, &format!("%{tool} {args}"));
-        assert_eq!(
-            turn.complete["payload"]["status"], "complete",
-            "{:?}",
-            turn.events
-        );
-        let done = turn.event("tool.complete")["payload"].clone();
+        let done = self.g.tool_turn(&self.sid, tool, &args);
         assert_eq!(done["name"], tool, "{done}");
         let rows = message_rows(&self.g.db_path(), &self.stored);
         let row = rows

@@ -323,6 +323,19 @@ impl Turn {
 }
 
 impl Gateway {
+    /// A `%tool {args}` turn of the offline model that completes: its `tool.complete` payload.
+    pub fn tool_turn(&mut self, sid: &str, tool: &str, args: &Value) -> Value {
+        let turn = self.run_turn(sid, &format!("%{tool} {args}"));
+        assert_eq!(
+            turn.complete["payload"]["status"], "complete",
+            "{:?}",
+            turn.events
+        );
+        turn.event("tool.complete")["payload"].clone()
+    }
+}
+
+impl Gateway {
     pub fn builder() -> GatewayBuilder {
         GatewayBuilder {
             program: None,
