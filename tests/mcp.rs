@@ -370,19 +370,15 @@ fn a_lazy_server_waits_for_a_session_and_the_shutdown_closes_stdin_before_sigter
 }
 
 /// Issue 30's memory case: a 15 MiB result, three times over. Hermes keeps results past 100,000
-/// characters out of the context: the whole result goes to a file, the tool message (stored,
+/// characters out of the context: the whole result goes to a file in the home's
+/// `cache/spillover`, the tool message (stored,
 /// shown, resent) holds a preview and its path; and the memory each one took goes back.
 #[test]
 fn a_big_result_is_spilled_to_a_file_and_the_memory_it_took_goes_back() {
     const ROUNDS: usize = 3;
     let m = marker();
     let home = home_with(&[("big", "big", "")], &m);
-    let tmp = home.path.join("tmp");
-    std::fs::create_dir(&tmp).unwrap();
-    let mut g = Gateway::builder()
-        .home(&home.path)
-        .env("TMPDIR", tmp.to_str().unwrap())
-        .start();
+    let mut g = Gateway::builder().home(&home.path).start();
     wait_tools(&mut g, "big");
     let s = g.create_session(json!({}));
     call_tool(&mut g, &s.id, "mcp__big__echo", json!({"text": "warm"}));
@@ -409,7 +405,7 @@ fn a_big_result_is_spilled_to_a_file_and_the_memory_it_took_goes_back() {
             .find_map(|l| l.strip_prefix("Full output saved to: "))
             .expect("the file's path");
         assert!(
-            path.starts_with(tmp.join("hermes-results").to_str().unwrap()),
+            path.starts_with(home.path.join("cache/spillover").to_str().unwrap()),
             "{path}"
         );
         let whole = std::fs::read_to_string(path).unwrap();

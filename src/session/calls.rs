@@ -529,7 +529,7 @@ fn withdraw_question(gw: &mut impl CallOwners, job: JobId, reason: &str) {
 /// A result past its tool's threshold is written to a file and both carry its preview instead.
 fn record_result(gw: &mut impl CallOwners, rid: &str, call: &ToolCall, result: ToolResult) {
     let fitted = spill::fit(
-        &std::env::temp_dir(),
+        gw.call_parts().home,
         &call.name,
         &call.id,
         result.content.to_string(),

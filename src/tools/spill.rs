@@ -1,5 +1,5 @@
 //! Oversized tool results, as Hermes keeps them out of the context: a result past its tool's
-//! threshold is written whole to `<temp dir>/hermes-results/<call id>.txt` and the tool message
+//! threshold is written whole to `$HERMES_HOME/cache/spillover/<call id>.txt` and the tool message
 //! (the transcript, `state.db`, the model's next request, `tool.complete`) carries a preview
 //! and that path instead, so the model reads the rest with `read_file` and the gateway holds
 //! no copy of it. When the file cannot be written the preview is kept inline and says why.
@@ -17,9 +17,9 @@ const NAME_CHARS_MAX: usize = 100;
 
 /// The tool message's content for `text`, the result of `call_id` to tool `tool`: `text`
 /// itself when it fits, else the preview block (`Err` when the file could not be written; its
-/// content then says so). Files go to `base/hermes-results/<call id>.txt`; `base` is the
-/// temporary directory.
-pub fn fit(base: &Path, tool: &str, call_id: &str, text: String) -> Fitted {
+/// content then says so). Files go to `home/cache/spillover/<call id>.txt`; the first spill of
+/// the process removes those older than a day, as Hermes does.
+pub fn fit(home: &Path, tool: &str, call_id: &str, text: String) -> Fitted {
     // `read_file` is never spilled: reading a spilled result back would spill it again.
     if tool == "read_file" || text.len() <= RESULT_CHARS_MAX {
         return Fitted::Whole(text);
@@ -29,7 +29,7 @@ pub fn fit(base: &Path, tool: &str, call_id: &str, text: String) -> Fitted {
         return Fitted::Whole(text);
     }
     let (preview, more) = preview(&text);
-    match write(base, call_id, &text) {
+    match write(home, call_id, &text) {
         Ok(path) => Fitted::Spilled(spilled_message(preview, more, chars, &path)),
         Err(e) => Fitted::Cut(format!(
             "{preview}\n\n[Truncated: tool response was {} chars. Full output could not be saved ({e}).]",
@@ -38,16 +38,46 @@ pub fn fit(base: &Path, tool: &str, call_id: &str, text: String) -> Fitted {
     }
 }
 
-/// `text` in `base/hermes-results/<call id>.txt`, private to this user; its path.
-fn write(base: &Path, call_id: &str, text: &str) -> std::io::Result<PathBuf> {
-    if !base.is_absolute() {
+/// `text` in the spill folder under `home`, private to this user; its path.
+fn write(home: &Path, call_id: &str, text: &str) -> std::io::Result<PathBuf> {
+    if !home.is_absolute() {
         return Err(std::io::Error::other(
-            "the temporary folder is not an absolute path",
+            "the Hermes home is not an absolute path",
         ));
     }
-    let path = crate::private_file::private_dir(base, &[FOLDER])?.join(file_name(call_id));
+    let dir = crate::private_file::private_dir(home, &FOLDER)?;
+    if !PRUNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        prune(&dir, std::time::SystemTime::now());
+    }
+    let path = dir.join(file_name(call_id));
     crate::private_file::overwrite(&path, text.as_bytes())?;
     Ok(path)
+}
+
+/// The spill folder was pruned by this process.
+static PRUNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Remove the spilled results in `dir` last written more than [`KEPT_FOR`] before `now` (at
+/// most [`PRUNE_MAX`] entries looked at: the rest wait for the next process).
+fn prune(dir: &Path, now: std::time::SystemTime) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.take(PRUNE_MAX).flatten() {
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .is_some_and(|age| age > KEPT_FOR);
+        if meta.is_file() && old && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// What [`fit`] made of a result.
@@ -66,9 +96,12 @@ impl Fitted {
     }
 }
 
-/// The folder under the temporary directory that holds spilled results, as Hermes' local
-/// backend names it.
-const FOLDER: &str = "hermes-results";
+/// Where spilled results go under the Hermes home, as Hermes' local backend keeps them.
+const FOLDER: [&str; 2] = ["cache", "spillover"];
+/// Spilled results older than this are removed (Hermes' 24 hours).
+const KEPT_FOR: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+/// Entries one prune looks at, so a folder of millions cannot hold the loop.
+const PRUNE_MAX: usize = 10_000;
 
 /// The first [`PREVIEW_CHARS`] characters, cut back to a line end when one is past half way.
 fn preview(text: &str) -> (&str, bool) {
@@ -161,7 +194,7 @@ mod tests {
     #[test]
     fn an_oversized_result_goes_whole_to_a_private_file_and_the_message_keeps_a_preview() {
         let t = temp();
-        let dir = t.path().join("hermes-results");
+        let dir = t.path().join("cache/spillover");
         let text = format!("{}\n{}", "a".repeat(1_000), "b".repeat(200_000));
         let Fitted::Spilled(msg) = fit(t.path(), "mcp__x__y", "call/../1", text.clone()) else {
             panic!("not spilled");
@@ -186,7 +219,7 @@ mod tests {
             "Preview (first 1001 chars):\n{}\n",
             "a".repeat(1_000)
         )));
-        assert!(!msg.contains('b'), "the preview stops at the line end");
+        assert!(!msg.contains("\nbbb"), "the preview stops at the line end");
     }
 
     #[test]
@@ -204,7 +237,7 @@ mod tests {
         let t = temp();
         let elsewhere = t.path().join("elsewhere");
         std::fs::create_dir(&elsewhere).unwrap();
-        std::os::unix::fs::symlink(&elsewhere, t.path().join(FOLDER)).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, t.path().join(FOLDER[0])).unwrap();
         let text = "z".repeat(RESULT_CHARS_MAX + 1);
         let Fitted::Cut(msg) = fit(t.path(), "terminal", "c", text) else {
             panic!("spilled through a link");
@@ -220,6 +253,21 @@ mod tests {
             panic!("spilled to a relative folder");
         };
         assert!(msg.contains("not an absolute path"), "{msg}");
+    }
+
+    #[test]
+    fn a_prune_removes_only_results_older_than_a_day() {
+        let t = temp();
+        for name in ["old.txt", "new.txt"] {
+            std::fs::write(t.path().join(name), "x").unwrap();
+        }
+        let written = std::fs::metadata(t.path().join("old.txt"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(prune(t.path(), written + KEPT_FOR), 0, "a day old is kept");
+        assert_eq!(prune(t.path(), written + KEPT_FOR * 2), 2);
+        assert!(std::fs::read_dir(t.path()).unwrap().next().is_none());
     }
 
     #[test]
