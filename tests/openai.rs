@@ -2695,3 +2695,46 @@ fn a_proxy_that_refuses_the_tunnel_ends_the_turn_with_its_answer() {
     assert_err_mentions(&err, &["proxy", "407"]);
     g.ping();
 }
+
+/// Hermes' turn budget: the results of one answer's calls together stay within 200,000
+/// characters in what the model is sent next; the calls past it are spilled to files (a preview
+/// and the path sent instead), the ones before kept whole.
+#[test]
+fn one_answers_results_past_the_budget_are_spilled_and_the_rest_sent_whole() {
+    const CALLS: u64 = 5;
+    /// Characters each command prints (under the terminal's own output cap).
+    const EACH: usize = 45_000;
+    let command = format!("head -c {EACH} /dev/zero | tr '\\0' a");
+    let mut calls = vec![ev_role()];
+    for i in 0..CALLS {
+        let args = json!({ "command": command }).to_string();
+        calls.push(ev_tool_start(i, &format!("call_{i}"), "terminal", &args));
+    }
+    calls.push(ev_finish("tool_calls"));
+    let mock = MockAi::script(vec![
+        Reply::Stream(Stream::new(calls)),
+        Reply::text(&["done"], (1, 1)),
+    ]);
+    let mut g = start_for(&mock);
+    let s = g.create_session(json!({}));
+    let t = g.run_turn(&s.id, "print a lot");
+    assert_eq!(t.complete["payload"]["status"], "complete", "{:?}", t.events);
+    let second = &mock.wait_requests(2, secs(30))[1];
+    let results: Vec<String> = second
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| content_text(&m["content"]))
+        .collect();
+    assert_eq!(results.len(), CALLS as usize);
+    let total: usize = results.iter().map(|r| r.chars().count()).sum();
+    assert!(total <= 200_000, "{total} characters of results sent");
+    let spilled = results
+        .iter()
+        .filter(|r| r.starts_with("<persisted-output>"))
+        .count();
+    assert!(spilled >= 1, "none spilled of {total} characters");
+    for r in &results[..CALLS as usize - spilled] {
+        assert!(r.contains(&"a".repeat(EACH)), "an early result was not sent whole");
+    }
+}

@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 
 /// Results longer than this many characters are spilled (Hermes' default threshold).
 pub const RESULT_CHARS_MAX: usize = 100_000;
+/// The results of one model answer's calls together stay within this many characters: a result
+/// that would take them past it is spilled whatever its size (Hermes' turn budget).
+pub const ANSWER_CHARS_MAX: usize = 200_000;
 /// How much of a spilled result the message keeps (Hermes' preview size).
 const PREVIEW_CHARS: usize = 1_500;
 const OPEN_TAG: &str = "<persisted-output>";
@@ -15,17 +18,26 @@ const CLOSE_TAG: &str = "</persisted-output>";
 /// A call id is at most this long in a file name.
 const NAME_CHARS_MAX: usize = 100;
 
-/// The tool message's content for `text`, the result of `call_id` to tool `tool`: `text`
-/// itself when it fits, else the preview block (`Err` when the file could not be written; its
+/// The tool message's content for `text`, the result of `call_id` to tool `tool` after results
+/// of `already` characters to the same model answer: `text` itself when it fits, else the
+/// preview block (`Err` when the file could not be written; its
 /// content then says so). Files go to `home/cache/spillover/<call id>.txt`; the first spill of
 /// the process removes those older than a day, as Hermes does.
-pub fn fit(home: &Path, tool: &str, call_id: &str, text: String) -> Fitted {
-    // `read_file` is never spilled: reading a spilled result back would spill it again.
-    if tool == "read_file" || text.len() <= RESULT_CHARS_MAX {
+pub fn fit(home: &Path, tool: &str, call_id: &str, text: String, already: usize) -> Fitted {
+    // `read_file` is exempt from the threshold (reading a spilled result back would spill it
+    // again), not from the budget.
+    let threshold = if tool == "read_file" {
+        usize::MAX
+    } else {
+        RESULT_CHARS_MAX
+    };
+    let fits = |n: usize| n <= threshold && already.saturating_add(n) <= ANSWER_CHARS_MAX;
+    // Bytes bound characters from above: most results are settled without counting.
+    if fits(text.len()) {
         return Fitted::Whole(text);
     }
     let chars = text.chars().count();
-    if chars <= RESULT_CHARS_MAX {
+    if fits(chars) {
         return Fitted::Whole(text);
     }
     let (preview, more) = preview(&text);
@@ -179,13 +191,13 @@ mod tests {
         let t = temp();
         let text = "x".repeat(RESULT_CHARS_MAX);
         assert_eq!(
-            fit(t.path(), "terminal", "c1", text.clone()),
+            fit(t.path(), "terminal", "c1", text.clone(), 0),
             Fitted::Whole(text)
         );
         // Characters count, not bytes: 100,000 two-byte characters fit.
         let wide = "é".repeat(RESULT_CHARS_MAX);
         assert_eq!(
-            fit(t.path(), "terminal", "c1", wide.clone()),
+            fit(t.path(), "terminal", "c1", wide.clone(), 0),
             Fitted::Whole(wide)
         );
         assert!(std::fs::read_dir(t.path()).unwrap().next().is_none());
@@ -196,7 +208,7 @@ mod tests {
         let t = temp();
         let dir = t.path().join("cache/spillover");
         let text = format!("{}\n{}", "a".repeat(1_000), "b".repeat(200_000));
-        let Fitted::Spilled(msg) = fit(t.path(), "mcp__x__y", "call/../1", text.clone()) else {
+        let Fitted::Spilled(msg) = fit(t.path(), "mcp__x__y", "call/../1", text.clone(), 0) else {
             panic!("not spilled");
         };
         let path = dir.join("call____1.txt");
@@ -227,7 +239,7 @@ mod tests {
         let t = temp();
         let text = "r".repeat(RESULT_CHARS_MAX * 2);
         assert_eq!(
-            fit(t.path(), "read_file", "c", text.clone()),
+            fit(t.path(), "read_file", "c", text.clone(), 0),
             Fitted::Whole(text)
         );
     }
@@ -239,7 +251,7 @@ mod tests {
         std::fs::create_dir(&elsewhere).unwrap();
         std::os::unix::fs::symlink(&elsewhere, t.path().join(FOLDER[0])).unwrap();
         let text = "z".repeat(RESULT_CHARS_MAX + 1);
-        let Fitted::Cut(msg) = fit(t.path(), "terminal", "c", text) else {
+        let Fitted::Cut(msg) = fit(t.path(), "terminal", "c", text, 0) else {
             panic!("spilled through a link");
         };
         assert!(msg.starts_with(&"z".repeat(PREVIEW_CHARS)), "{msg}");
@@ -248,11 +260,31 @@ mod tests {
             "{msg}"
         );
         assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
-        let Fitted::Cut(msg) = fit(Path::new("rel"), "t", "c", "q".repeat(RESULT_CHARS_MAX + 1))
-        else {
+        let Fitted::Cut(msg) = fit(
+            Path::new("rel"),
+            "t",
+            "c",
+            "q".repeat(RESULT_CHARS_MAX + 1),
+            0,
+        ) else {
             panic!("spilled to a relative folder");
         };
         assert!(msg.contains("not an absolute path"), "{msg}");
+    }
+
+    #[test]
+    fn results_past_the_answers_budget_are_spilled_whatever_their_size() {
+        let t = temp();
+        let small = "s".repeat(1_000);
+        let already = ANSWER_CHARS_MAX - 1_000;
+        assert_eq!(
+            fit(t.path(), "terminal", "a", small.clone(), already),
+            Fitted::Whole(small.clone())
+        );
+        let Fitted::Spilled(msg) = fit(t.path(), "read_file", "b", small + "s", already) else {
+            panic!("not spilled past the budget");
+        };
+        assert!(msg.contains("(1,001 characters, 1.0 KB)"), "{msg}");
     }
 
     #[test]
