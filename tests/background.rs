@@ -78,6 +78,25 @@ impl Bg {
     }
 }
 
+/// The start answers the command's pid, as Hermes does: a live process of this machine whose
+/// command line is the command's; `process list` says the same pid.
+#[test]
+fn a_background_start_answers_the_commands_live_pid() {
+    let mut b = bg("bg-pid");
+    let command = format!("sleep 302.{}", b.m);
+    let r = b.tool("terminal", json!({"command": command, "background": true}));
+    let pid = r["pid"].as_i64().unwrap_or_else(|| panic!("no pid: {r}"));
+    let cmdline = proc_info(pid as i32).map(|p| p.cmdline);
+    assert!(
+        cmdline.as_deref().is_some_and(|c| c.contains(&command)),
+        "pid {pid} is {cmdline:?}: {r}"
+    );
+    let list = b.process(json!({"action": "list"}));
+    assert_eq!(list["processes"][0]["pid"], pid, "{list}");
+    b.process(json!({"action": "kill", "session_id": r["session_id"]}));
+    b.assert_none_left("the killed process");
+}
+
 #[test]
 fn a_background_command_runs_on_past_its_call_and_an_interrupt() {
     let mut b = bg("bg-basic");

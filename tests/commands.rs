@@ -516,3 +516,61 @@ fn tools_are_listed_by_toolset_in_lines_that_fit_the_terminal() {
         "the long descriptions are cut: {tools}"
     );
 }
+
+/// Argument values as Hermes' gateway offers them: `/details` modes and sections, a section's
+/// modes, `/tools enable|disable` toolsets by their state, `/reasoning` words.
+#[test]
+fn slash_completion_of_argument_values() {
+    let (_h, mut g) = with_config(QUICK);
+    let complete = |g: &mut Gateway, text: &str| {
+        let r = g.call("complete.slash", json!({"text": text}));
+        (texts(&r), r["replace_from"].as_u64().unwrap())
+    };
+    let (items, from) = complete(&mut g, "/details ");
+    assert_eq!(
+        items,
+        [
+            "hidden",
+            "collapsed",
+            "expanded",
+            "cycle",
+            "thinking",
+            "tools",
+            "subagents",
+            "activity"
+        ]
+    );
+    assert_eq!(from, 9);
+    // right after the name the values come with their leading space, spliced at the end
+    let (items, from) = complete(&mut g, "/details");
+    assert_eq!((items[0].as_str(), from), (" hidden", 8));
+    assert_eq!(complete(&mut g, "/details c").0, ["collapsed", "cycle"]);
+    let (items, from) = complete(&mut g, "/details tools ");
+    assert_eq!(items, ["hidden", "collapsed", "expanded", "reset"]);
+    assert_eq!(from, 15);
+    assert_eq!(complete(&mut g, "/details thinking co").0, ["collapsed"]);
+    // /tools: the first word, then the toolsets the action would change
+    assert_eq!(complete(&mut g, "/tools e").0, ["enable"]);
+    let on = complete(&mut g, "/tools disable ").0;
+    assert!(
+        on.contains(&"file".into()) && on.contains(&"terminal".into()),
+        "{on:?}"
+    );
+    assert!(complete(&mut g, "/tools enable ").0.is_empty());
+    g.call(
+        "tools.configure",
+        json!({"action": "disable", "names": ["file"]}),
+    );
+    assert_eq!(complete(&mut g, "/tools enable f").0, ["file"]);
+    assert!(
+        !complete(&mut g, "/tools disable ")
+            .0
+            .contains(&"file".into())
+    );
+    assert_eq!(
+        complete(&mut g, "/tools disable terminal fi").0,
+        Vec::<String>::new()
+    );
+    assert_eq!(complete(&mut g, "/reasoning x").0, ["xhigh"]);
+    assert_eq!(complete(&mut g, "/reasoning o").0, ["on", "off"]);
+}

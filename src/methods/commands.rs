@@ -226,7 +226,8 @@ pub static COMMANDS: &[Command] = &[
     ),
     Command {
         subs: &[
-            "none", "minimal", "low", "medium", "high", "xhigh", "show", "hide", "full", "clamp",
+            "none", "minimal", "low", "medium", "high", "xhigh", "show", "hide", "on", "off",
+            "full", "clamp",
         ],
         ..cmd(
             "reasoning",
@@ -501,9 +502,16 @@ pub fn complete_slash(gw: &Gateway, p: &Params) -> Result<Value, RpcError> {
     if !text.starts_with('/') || text.len() > SLASH_TEXT_MAX {
         return Ok(json!({"items": [], "replace_from": 1}));
     }
+    if let Some(items) = super::slash_args::details(text) {
+        let replace_from = text
+            .rfind(char::is_whitespace)
+            .map_or(text.len(), |i| i + 1);
+        return Ok(json!({"items": items, "replace_from": replace_from}));
+    }
     if let Some(space) = text.find(char::is_whitespace) {
         let replace_from = text.rfind(char::is_whitespace).map_or(space, |i| i + 1);
-        return Ok(json!({"items": complete_sub(text, space), "replace_from": replace_from}));
+        let items = complete_sub(gw, text, space);
+        return Ok(json!({"items": items, "replace_from": replace_from}));
     }
     let word = text[1..].to_ascii_lowercase();
     let mut items = Vec::new();
@@ -539,12 +547,23 @@ pub fn complete_slash(gw: &Gateway, p: &Params) -> Result<Value, RpcError> {
     Ok(json!({"items": items, "replace_from": 1}))
 }
 
-/// The second word of a command with fixed words (`/mouse wh` → `wheel`).
-fn complete_sub(text: &str, space: usize) -> Vec<Value> {
+/// The words after a command: the toolsets of `/tools enable|disable`, else the second word
+/// of a command with fixed words (`/mouse wh` → `wheel`).
+fn complete_sub(gw: &Gateway, text: &str, space: usize) -> Vec<Value> {
     let Some(c) = find(&text[..space]) else {
         return Vec::new();
     };
     let rest = text[space..].trim_start();
+    if c.name == "tools" {
+        let states = super::toolbox::toolset_states(&gw.tools.registry);
+        if let Some(items) = super::slash_args::tools(rest, &states) {
+            return items;
+        }
+    }
+    fixed_words(c, rest)
+}
+
+fn fixed_words(c: &Command, rest: &str) -> Vec<Value> {
     if rest.contains(char::is_whitespace) {
         return Vec::new();
     }
@@ -579,13 +598,12 @@ mod tests {
 
     #[test]
     fn sub_words_complete_after_a_space() {
-        let items = complete_sub("/mouse wh", 6);
+        let mouse = find("mouse").unwrap();
         assert_eq!(
-            items,
+            fixed_words(mouse, "wh"),
             vec![json!({"text": "wheel", "display": "wheel", "meta": ""})]
         );
-        assert!(complete_sub("/mouse wheel x", 6).is_empty());
-        assert!(complete_sub("/nonesuch a", 9).is_empty());
-        assert_eq!(complete_sub("/sb ", 3).len(), 5);
+        assert!(fixed_words(mouse, "wheel x").is_empty());
+        assert_eq!(fixed_words(find("sb").unwrap(), "").len(), 5);
     }
 }

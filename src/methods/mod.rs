@@ -17,6 +17,7 @@ mod rollback;
 pub(crate) mod session;
 pub(crate) mod skills;
 mod slash;
+mod slash_args;
 mod toolbox;
 
 use serde_json::Value;

@@ -34,6 +34,14 @@ fn toolsets(registry: &Registry, offered: bool) -> Vec<&str> {
         .collect()
 }
 
+/// Every toolset, sorted, with whether the model is offered any of its tools.
+pub fn toolset_states(registry: &Registry) -> Vec<(&str, bool)> {
+    sections(registry, false)
+        .into_iter()
+        .map(|(toolset, tools)| (toolset, tools.iter().any(|(n, _)| registry.is_offered(n))))
+        .collect()
+}
+
 /// `tools.configure {action, names, session_id?}`: Hermes' shape `{changed, enabled_toolsets,
 /// unknown, missing_servers, reset}`; names are toolsets (`file`) or tools (`patch`).
 pub fn tools_configure(p: &Params, registry: &mut Registry) -> Result<Value, RpcError> {

@@ -160,7 +160,23 @@ pub struct Terminal {
     swept: bool,
     /// `$HERMES_HOME/shell` could not be used (said once).
     said_no_dir: bool,
+    /// Background starts waiting for their process's pid, by call.
+    starting: BTreeMap<JobId, Starting>,
 }
+
+/// A background start's answer, held until the pid of `process` is known or `until`.
+struct Starting {
+    result: ToolResult,
+    process: String,
+    until: std::time::Instant,
+}
+
+/// How long a background start waits for its supervisor to report the command's pid (it
+/// takes milliseconds; a supervisor slower than this is answered `pid: null`, as Hermes
+/// says before it knows).
+const PID_WAIT: Duration = Duration::from_secs(2);
+/// How often a waiting background start looks for the pid.
+const PID_POLL: Duration = Duration::from_millis(2);
 
 impl Tool for Terminal {
     fn name(&self) -> &str {
@@ -290,7 +306,22 @@ impl Tool for Terminal {
                     output.push_str(note);
                 }
             }
-            return Start::Done(result);
+            // Hermes answers the process's pid: the supervisor reports it shortly after.
+            let id = result.content["session_id"].as_str().map(str::to_string);
+            let Some(process) = id.filter(|_| result.content["pid"].is_null()) else {
+                return Start::Done(result);
+            };
+            let until = ctx.now + PID_WAIT;
+            self.starting.insert(
+                ctx.job,
+                Starting {
+                    result,
+                    process,
+                    until,
+                },
+            );
+            ctx.wake_at(ctx.now + PID_POLL);
+            return Start::Later;
         }
         if call.workdir.is_some() && !Path::new(&cwd).is_dir() {
             return Start::Done(ToolResult::failed(format!(
@@ -352,6 +383,35 @@ impl Tool for Terminal {
                     "could not start the command: {e}"
                 )))
             }
+        }
+    }
+
+    /// A background start waiting for its process's pid: answered once the runner knows it
+    /// (or its run ended), or at `PID_WAIT` without one.
+    fn step(&mut self, ctx: &mut ToolContext<'_>, _args: &Value) -> Option<ToolResult> {
+        let starting = self.starting.get(&ctx.job)?;
+        let runner = &*ctx.runner;
+        ctx.processes.registry.learn_pids(|run| runner.pid(run));
+        let owner = ctx.processes.owner;
+        let pid = ctx
+            .processes
+            .registry
+            .get_mut(owner, &starting.process)
+            .and_then(|e| e.pid);
+        if pid.is_none() && ctx.now < starting.until {
+            ctx.wake_at((ctx.now + PID_POLL).min(starting.until));
+            return None;
+        }
+        let mut result = self.starting.remove(&ctx.job)?.result;
+        result.content["pid"] = json!(pid);
+        Some(result)
+    }
+
+    /// The process of a background start runs on: its answer, without a pid if not known yet.
+    fn cancel(&mut self, job: JobId) -> Option<ToolResult> {
+        match self.starting.remove(&job) {
+            Some(s) => Some(s.result),
+            None => Some(ToolResult::failed("interrupted")),
         }
     }
 
