@@ -2718,7 +2718,11 @@ fn one_answers_results_past_the_budget_are_spilled_and_the_rest_sent_whole() {
     let mut g = start_for(&mock);
     let s = g.create_session(json!({}));
     let t = g.run_turn(&s.id, "print a lot");
-    assert_eq!(t.complete["payload"]["status"], "complete", "{:?}", t.events);
+    assert_eq!(
+        t.complete["payload"]["status"], "complete",
+        "{:?}",
+        t.events
+    );
     let second = &mock.wait_requests(2, secs(30))[1];
     let results: Vec<String> = second
         .messages()
@@ -2735,6 +2739,9 @@ fn one_answers_results_past_the_budget_are_spilled_and_the_rest_sent_whole() {
         .count();
     assert!(spilled >= 1, "none spilled of {total} characters");
     for r in &results[..CALLS as usize - spilled] {
-        assert!(r.contains(&"a".repeat(EACH)), "an early result was not sent whole");
+        assert!(
+            r.contains(&"a".repeat(EACH)),
+            "an early result was not sent whole"
+        );
     }
 }
