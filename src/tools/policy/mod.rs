@@ -7,7 +7,7 @@
 //! danger has a stable key: approving "for the session" or "always" approves that key, not just
 //! that exact command. What the policy cannot see (a command it cannot parse, a command name
 //! hidden in an expansion, a command too long or too deeply nested) asks: it fails closed.
-//! README "Dangerous commands" lists what is covered.
+//! docs/FEATURES.md "Dangerous commands" lists what is covered.
 
 mod code;
 mod commands;
