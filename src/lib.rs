@@ -31,6 +31,7 @@ pub mod signals;
 pub mod skills;
 pub mod store;
 pub mod timer;
+pub mod tool_label;
 pub mod tools;
 pub mod transcript;
 pub mod util;

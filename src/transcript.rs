@@ -152,22 +152,21 @@ impl Message {
     }
 }
 
-/// A one-line description of a tool call: its command line, else the path, pattern or
-/// question it is about, else its first text argument (an MCP tool's `message`, `query`…),
-/// else `Calling NAME`. A person reads it (`tool.start`, a resumed transcript), so the model's
+/// A one-line description of a tool call: Hermes' label (`tool_label`), else its first text
+/// argument (an MCP tool's `message`…), else `Calling NAME`. A person reads it (`tool.start`, a resumed transcript), so the model's
 /// control characters are escaped visibly.
 pub fn tool_context(name: &str, args: &Value) -> String {
-    let about = ["command", "path", "pattern", "question"]
-        .iter()
-        .find_map(|k| args.get(*k).and_then(Value::as_str))
-        .or_else(|| {
-            let text = args.as_object()?.values().filter_map(Value::as_str);
-            text.map(str::trim).find(|t| !t.is_empty())
-        });
-    let line = match about {
-        Some(text) => crate::util::clip(text.lines().next().unwrap_or(""), 80),
-        None => format!("Calling {name}"),
-    };
+    let line = crate::tool_label::label(name, args).unwrap_or_else(|| {
+        let text = args.as_object().into_iter().flat_map(|o| o.values());
+        let about = text
+            .filter_map(Value::as_str)
+            .map(str::trim)
+            .find(|t| !t.is_empty());
+        match about {
+            Some(text) => crate::util::clip(text.lines().next().unwrap_or(""), 80),
+            None => format!("Calling {name}"),
+        }
+    });
     crate::util::printable(&line)
 }
 
@@ -221,7 +220,7 @@ mod tests {
         let ctx = |args| tool_context("mcp__everything__echo", &args);
         assert_eq!(
             ctx(json!({"command": "ls -la\nmore", "path": "/x"})),
-            "ls -la"
+            "ls -la more"
         );
         assert_eq!(ctx(json!({"path": "/srv", "message": "hi"})), "/srv");
         // No known key: the first text argument, as an MCP tool's.

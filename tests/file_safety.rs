@@ -195,7 +195,7 @@ fn a_tools_context_and_live_preview_show_control_characters_instead_of_obeying_t
     let started = g.wait_session_event(&s.id, "tool.start", T);
     let context = started["payload"]["context"].as_str().unwrap().to_string();
     assert!(
-        context.starts_with("printf '\\x1b]52;c;aGk=\\x07\\x1b[2Jok-"),
+        context.starts_with("Running printf '\\x1b]52;c;aGk=\\x07\\x1b[2Jok-"),
         "{context:?}"
     );
     let progress = g.wait_session_event(&s.id, "tool.progress", T);

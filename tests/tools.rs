@@ -109,7 +109,12 @@ fn tool_round_trip_events_and_transcript_rows() {
     let tool_id = payload_str(&tstart, "tool_id").to_string();
     assert!(!tool_id.is_empty());
     assert_eq!(payload_str(&tstart, "name"), "terminal", "{tstart}");
-    assert_eq!(payload_str(&tstart, "context"), cmd, "{tstart}");
+    // Labelled as Hermes labels it: the verb, the first command, how many follow.
+    assert_eq!(
+        payload_str(&tstart, "context"),
+        format!("Running echo out-{m} + 2 commands"),
+        "{tstart}"
+    );
     // tool.output: live text of this tool
     let mut live = String::new();
     for e in &ev[3..ci] {

@@ -603,7 +603,7 @@ fn a_network_model_from_config_yaml_runs_a_tool_turn() {
     tui.wait_ready(START);
     tui.wait_for("mock-model", T);
     tui.submit("run something for me");
-    tui.wait_for(&format!("Terminal(\"echo net-{m}\")"), T);
+    tui.wait_for(&format!("Terminal(\"Running echo net-{m}\")"), T);
     tui.wait_for("the network model saw it", T);
     tui.wait_ready(T);
     let requests: Vec<_> = mock
