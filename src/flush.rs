@@ -42,7 +42,14 @@ fn write_partials(gw: &mut Gateway) {
     let mut items = Vec::new();
     let now_unix = crate::util::unix_now();
     for (rid, s) in gw.sessions.iter() {
-        if let Some(turn) = s.turn.as_ref().filter(|t| t.partial_pending()) {
+        // Not ahead of the session's own messages: a tool result still waiting for the group
+        // commit must get its row before the reply that follows it.
+        let stored_all = s.persisted.messages >= s.transcript.len();
+        if let Some(turn) = s
+            .turn
+            .as_ref()
+            .filter(|t| stored_all && t.partial_pending())
+        {
             rids.push(rid.clone());
             items.push((
                 s.stored_id.as_str(),
