@@ -217,37 +217,43 @@ const SILENT: [&str; 11] = [
 /// Commands that only trim what the one before printed, after a pipe.
 const PIPE_TAILS: [&str; 5] = ["head", "tail", "wc", "sort", "uniq"];
 
+/// `text` cut where `separator` (given the characters and a position outside quotes) says a
+/// separator of that many characters starts; the quotes are kept in the pieces, empty pieces
+/// left out.
+fn split_outside_quotes(text: &str, separator: impl Fn(&[char], usize) -> usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut pieces = Vec::new();
+    let mut piece = String::new();
+    let mut quote: Option<char> = None;
+    let mut i = 0;
+    while i < chars.len() {
+        let ch = chars[i];
+        let cut = if quote.is_none() {
+            separator(&chars, i)
+        } else {
+            0
+        };
+        if cut > 0 {
+            pieces.extend((!piece.trim().is_empty()).then(|| std::mem::take(&mut piece)));
+            piece.clear();
+            i += cut;
+            continue;
+        }
+        match quote {
+            Some(q) if ch == q && (i == 0 || chars[i - 1] != '\\') => quote = None,
+            None if ch == '\'' || ch == '"' => quote = Some(ch),
+            _ => {}
+        }
+        piece.push(ch);
+        i += 1;
+    }
+    pieces.extend((!piece.trim().is_empty()).then_some(piece));
+    pieces
+}
+
 /// Words split on blanks outside quotes (the quotes kept).
 fn words(segment: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut word = String::new();
-    let mut quote: Option<char> = None;
-    let mut prev = '\0';
-    for ch in segment.chars() {
-        match quote {
-            Some(q) => {
-                word.push(ch);
-                if ch == q && prev != '\\' {
-                    quote = None;
-                }
-            }
-            None if ch == '\'' || ch == '"' => {
-                quote = Some(ch);
-                word.push(ch);
-            }
-            None if ch.is_whitespace() => {
-                if !word.is_empty() {
-                    out.push(std::mem::take(&mut word));
-                }
-            }
-            None => word.push(ch),
-        }
-        prev = ch;
-    }
-    if !word.is_empty() {
-        out.push(word);
-    }
-    out
+    split_outside_quotes(segment, |c, i| usize::from(c[i].is_whitespace()))
 }
 
 fn basename(word: &str) -> &str {
@@ -267,54 +273,19 @@ fn strip_pipe_tail(segment: &str) -> String {
     w[..end].join(" ").trim().to_string()
 }
 
-/// The command split at `&&`, `||`, `;` and newlines outside quotes.
+/// The command split at `&&`, `||`, `;` and newlines outside quotes, each without a trailing
+/// `| head`-like pipe.
 fn split_compound(command: &str) -> Vec<String> {
-    let chars: Vec<char> = command.chars().collect();
-    let mut segments = Vec::new();
-    let mut buf = String::new();
-    let mut quote: Option<char> = None;
-    let push = |buf: &mut String, segments: &mut Vec<String>| {
-        let s = strip_pipe_tail(buf.trim());
-        if !s.is_empty() {
-            segments.push(s);
-        }
-        buf.clear();
+    let operator = |c: &[char], i: usize| match (c[i], c.get(i + 1)) {
+        ('&', Some('&')) | ('|', Some('|')) => 2,
+        (';' | '\n', _) => 1,
+        _ => 0,
     };
-    let mut i = 0;
-    while i < chars.len() {
-        let ch = chars[i];
-        if let Some(q) = quote {
-            buf.push(ch);
-            if ch == q && (i == 0 || chars[i - 1] != '\\') {
-                quote = None;
-            }
-            i += 1;
-            continue;
-        }
-        if ch == '\'' || ch == '"' {
-            quote = Some(ch);
-            buf.push(ch);
-            i += 1;
-            continue;
-        }
-        let pair = chars
-            .get(i + 1)
-            .is_some_and(|&n| (ch, n) == ('&', '&') || (ch, n) == ('|', '|'));
-        let op = if pair {
-            2
-        } else {
-            usize::from(ch == ';' || ch == '\n')
-        };
-        if op > 0 {
-            push(&mut buf, &mut segments);
-            i += op;
-            continue;
-        }
-        buf.push(ch);
-        i += 1;
-    }
-    push(&mut buf, &mut segments);
-    segments
+    split_outside_quotes(command, operator)
+        .iter()
+        .map(|segment| strip_pipe_tail(segment.trim()))
+        .filter(|segment| !segment.is_empty())
+        .collect()
 }
 
 /// The command word, past `NAME=value` assignments.
