@@ -528,16 +528,17 @@ fn withdraw_question(gw: &mut impl CallOwners, job: JobId, reason: &str) {
 /// Record a finished call: the tool message (committed this iteration), then `tool.complete`.
 /// A result past its tool's threshold is written to a file and both carry its preview instead.
 fn record_result(gw: &mut impl CallOwners, rid: &str, call: &ToolCall, result: ToolResult) {
-    let already = gw
-        .sessions()
+    let parts = gw.call_parts();
+    let earlier = parts
+        .sessions
         .get(rid)
-        .map_or(0, |s| answer_results_chars(&s.transcript));
+        .map(|s| answer_results(&s.transcript));
     let fitted = spill::fit(
-        gw.call_parts().home,
+        parts.home,
         &call.name,
         &call.id,
         result.content.to_string(),
-        already,
+        earlier.into_iter().flatten(),
     );
     let shown = match &fitted {
         spill::Fitted::Whole(_) => result.content,
@@ -564,15 +565,13 @@ fn record_result(gw: &mut impl CallOwners, rid: &str, call: &ToolCall, result: T
     gw.emit(rid, "tool.complete", payload);
 }
 
-/// Characters of the results recorded so far for the calls of the transcript's last answer.
-fn answer_results_chars(transcript: &[Message]) -> usize {
+/// The results recorded so far for the calls of the transcript's last answer.
+fn answer_results(transcript: &[Message]) -> impl Iterator<Item = &str> + Clone {
     transcript
         .iter()
         .rev()
         .take_while(|m| m.role == Role::Tool)
         .filter_map(|m| m.content.as_deref())
-        .map(|c| c.chars().count())
-        .sum()
 }
 
 /// Give each call a result saying it was not run (no events: the calls never started).

@@ -18,12 +18,18 @@ const CLOSE_TAG: &str = "</persisted-output>";
 /// A call id is at most this long in a file name.
 const NAME_CHARS_MAX: usize = 100;
 
-/// The tool message's content for `text`, the result of `call_id` to tool `tool` after results
-/// of `already` characters to the same model answer: `text` itself when it fits, else the
-/// preview block (`Err` when the file could not be written; its
-/// content then says so). Files go to `home/cache/spillover/<call id>.txt`; the first spill of
-/// the process removes those older than a day, as Hermes does.
-pub fn fit(home: &Path, tool: &str, call_id: &str, text: String, already: usize) -> Fitted {
+/// The tool message's content for `text`, the result of `call_id` to tool `tool`, given the
+/// results `earlier` recorded for the same model answer: `text` itself when it fits, else the
+/// preview block ([`Fitted::Cut`], saying why, when the file could not be written). Files go to
+/// `home/cache/spillover/<call id>.txt`; the first spill of the process removes those older
+/// than a day, as Hermes does.
+pub fn fit<'a>(
+    home: &Path,
+    tool: &str,
+    call_id: &str,
+    text: String,
+    earlier: impl Iterator<Item = &'a str> + Clone,
+) -> Fitted {
     // `read_file` is exempt from the threshold (reading a spilled result back would spill it
     // again), not from the budget.
     let threshold = if tool == "read_file" {
@@ -31,13 +37,14 @@ pub fn fit(home: &Path, tool: &str, call_id: &str, text: String, already: usize)
     } else {
         RESULT_CHARS_MAX
     };
-    let fits = |n: usize| n <= threshold && already.saturating_add(n) <= ANSWER_CHARS_MAX;
+    let fits =
+        |n: usize, before: usize| n <= threshold && before.saturating_add(n) <= ANSWER_CHARS_MAX;
     // Bytes bound characters from above: most results are settled without counting.
-    if fits(text.len()) {
+    if fits(text.len(), earlier.clone().map(str::len).sum()) {
         return Fitted::Whole(text);
     }
     let chars = text.chars().count();
-    if fits(chars) {
+    if fits(chars, earlier.map(|t| t.chars().count()).sum()) {
         return Fitted::Whole(text);
     }
     let (preview, more) = preview(&text);
@@ -191,13 +198,13 @@ mod tests {
         let t = temp();
         let text = "x".repeat(RESULT_CHARS_MAX);
         assert_eq!(
-            fit(t.path(), "terminal", "c1", text.clone(), 0),
+            fit(t.path(), "terminal", "c1", text.clone(), std::iter::empty()),
             Fitted::Whole(text)
         );
         // Characters count, not bytes: 100,000 two-byte characters fit.
         let wide = "é".repeat(RESULT_CHARS_MAX);
         assert_eq!(
-            fit(t.path(), "terminal", "c1", wide.clone(), 0),
+            fit(t.path(), "terminal", "c1", wide.clone(), std::iter::empty()),
             Fitted::Whole(wide)
         );
         assert!(std::fs::read_dir(t.path()).unwrap().next().is_none());
@@ -208,7 +215,13 @@ mod tests {
         let t = temp();
         let dir = t.path().join("cache/spillover");
         let text = format!("{}\n{}", "a".repeat(1_000), "b".repeat(200_000));
-        let Fitted::Spilled(msg) = fit(t.path(), "mcp__x__y", "call/../1", text.clone(), 0) else {
+        let Fitted::Spilled(msg) = fit(
+            t.path(),
+            "mcp__x__y",
+            "call/../1",
+            text.clone(),
+            std::iter::empty(),
+        ) else {
             panic!("not spilled");
         };
         let path = dir.join("call____1.txt");
@@ -239,7 +252,7 @@ mod tests {
         let t = temp();
         let text = "r".repeat(RESULT_CHARS_MAX * 2);
         assert_eq!(
-            fit(t.path(), "read_file", "c", text.clone(), 0),
+            fit(t.path(), "read_file", "c", text.clone(), std::iter::empty()),
             Fitted::Whole(text)
         );
     }
@@ -251,7 +264,7 @@ mod tests {
         std::fs::create_dir(&elsewhere).unwrap();
         std::os::unix::fs::symlink(&elsewhere, t.path().join(FOLDER[0])).unwrap();
         let text = "z".repeat(RESULT_CHARS_MAX + 1);
-        let Fitted::Cut(msg) = fit(t.path(), "terminal", "c", text, 0) else {
+        let Fitted::Cut(msg) = fit(t.path(), "terminal", "c", text, std::iter::empty()) else {
             panic!("spilled through a link");
         };
         assert!(msg.starts_with(&"z".repeat(PREVIEW_CHARS)), "{msg}");
@@ -265,7 +278,7 @@ mod tests {
             "t",
             "c",
             "q".repeat(RESULT_CHARS_MAX + 1),
-            0,
+            std::iter::empty(),
         ) else {
             panic!("spilled to a relative folder");
         };
@@ -276,12 +289,14 @@ mod tests {
     fn results_past_the_answers_budget_are_spilled_whatever_their_size() {
         let t = temp();
         let small = "s".repeat(1_000);
-        let already = ANSWER_CHARS_MAX - 1_000;
+        // Two earlier results of 99,500 characters (twice the bytes: counted as characters).
+        let earlier = "é".repeat(99_500);
+        let earlier = || [earlier.as_str(), earlier.as_str()].into_iter();
         assert_eq!(
-            fit(t.path(), "terminal", "a", small.clone(), already),
+            fit(t.path(), "terminal", "a", small.clone(), earlier()),
             Fitted::Whole(small.clone())
         );
-        let Fitted::Spilled(msg) = fit(t.path(), "read_file", "b", small + "s", already) else {
+        let Fitted::Spilled(msg) = fit(t.path(), "read_file", "b", small + "s", earlier()) else {
             panic!("not spilled past the budget");
         };
         assert!(msg.contains("(1,001 characters, 1.0 KB)"), "{msg}");
