@@ -242,6 +242,19 @@ pub fn push_printable(out: &mut String, s: &str) {
     }
 }
 
+/// `n` with its thousands separated by commas (Python's `{:,}`, which Hermes' messages use).
+pub fn grouped(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
+}
+
 /// A folder of a unit test's own under the temporary directory, removed when dropped.
 #[cfg(test)]
 pub(crate) struct ScratchDir(std::path::PathBuf);
@@ -280,6 +293,14 @@ pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_get_thousands_separators() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1_000), "1,000");
+        assert_eq!(grouped(15_728_650), "15,728,650");
+    }
 
     #[test]
     fn civil_dates() {

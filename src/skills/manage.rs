@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::catalog::{Catalog, Meta};
 use super::header::{self, DESCRIPTION_MAX, NAME_MAX};
+use crate::util::grouped;
 
 /// Characters of SKILL.md (or a supporting file) a model may write.
 pub const CONTENT_MAX: usize = 100_000;
@@ -196,22 +197,10 @@ fn size_error(content: &str, label: &str) -> Option<String> {
         format!(
             "{label} content is {} characters (limit: {}). Consider splitting into a smaller \
              SKILL.md with supporting files in references/ or templates/.",
-            thousands(n),
-            thousands(CONTENT_MAX)
+            grouped(n),
+            grouped(CONTENT_MAX)
         )
     })
-}
-
-fn thousands(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn not_found(name: &str, suffix: &str) -> String {
@@ -493,8 +482,8 @@ fn write_file(c: &Catalog, name: &str, file_path: &str, text: &str) -> (Value, C
         return fail(format!(
             "File content is {} bytes (limit: {} bytes / 1 MiB). Consider splitting into \
              smaller files.",
-            thousands(text.len()),
-            thousands(FILE_BYTES_MAX)
+            grouped(text.len()),
+            grouped(FILE_BYTES_MAX)
         ));
     }
     if let Some(e) = size_error(text, file_path) {
@@ -650,7 +639,7 @@ mod tests {
         );
         assert!(file_path_error("references/a/b.md").is_none());
         assert!(file_path_error("x/SKILL.md").is_none());
-        assert_eq!(thousands(100000), "100,000");
+        assert_eq!(grouped(100000), "100,000");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::{Start, Tool, ToolContext, ToolResult};
+use crate::util::grouped;
 
 pub const ENTRY_DELIMITER: &str = "\n§\n";
 /// Hermes' default limits, in characters.
@@ -84,18 +85,6 @@ impl Limits {
     }
 }
 
-/// `{:,}` of Python: thousands separated by commas.
-fn grouped(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
 /// A memory file larger than this is not read (it was not written by a memory tool).
 const FILE_MAX: u64 = 256 * 1024;
 

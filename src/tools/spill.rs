@@ -4,6 +4,7 @@
 //! and that path instead, so the model reads the rest with `read_file` and the gateway holds
 //! no copy of it. When the file cannot be written the preview is kept inline and says why.
 
+use crate::util::grouped;
 use std::path::{Path, PathBuf};
 
 /// Results longer than this many characters are spilled (Hermes' default threshold).
@@ -52,7 +53,7 @@ pub fn fit<'a>(
         Ok(path) => Fitted::Spilled(spilled_message(preview, more, chars, &path)),
         Err(e) => Fitted::Cut(format!(
             "{preview}\n\n[Truncated: tool response was {} chars. Full output could not be saved ({e}).]",
-            thousands(chars)
+            grouped(chars)
         )),
     }
 }
@@ -146,7 +147,7 @@ fn spilled_message(preview: &str, more: bool, chars: usize, path: &Path) -> Stri
          Full output saved to: {}\n\
          Use the read_file tool with offset and limit to access specific sections of this output.\n\n\
          Preview (first {} chars):\n{preview}{}\n{CLOSE_TAG}",
-        thousands(chars),
+        grouped(chars),
         path.display(),
         preview.chars().count(),
         if more { "\n..." } else { "" },
@@ -170,19 +171,6 @@ fn file_name(call_id: &str) -> String {
         name.push_str("result");
     }
     name + ".txt"
-}
-
-/// `1234567` as `1,234,567`.
-fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(d);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -315,13 +303,5 @@ mod tests {
         assert_eq!(prune(t.path(), written + KEPT_FOR), 0, "a day old is kept");
         assert_eq!(prune(t.path(), written + KEPT_FOR * 2), 2);
         assert!(std::fs::read_dir(t.path()).unwrap().next().is_none());
-    }
-
-    #[test]
-    fn numbers_get_thousands_separators() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1_000), "1,000");
-        assert_eq!(thousands(15_728_650), "15,728,650");
     }
 }
