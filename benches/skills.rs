@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tui_gateway::budget::Budget;
+use tui_gateway::clock::Budget;
 use tui_gateway::skills::{scan::Scan, settings::Settings};
 
 const SKILLS: usize = 1000;

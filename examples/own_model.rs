@@ -41,7 +41,12 @@ impl Provider for HostModel {
     fn default_model(&self) -> &str {
         "host-model"
     }
-    fn start(&mut self, req: ModelRequest<'_>, ctx: &mut CallContext<'_>) -> Box<dyn ModelCall> {
+    fn start(
+        &mut self,
+        req: ModelRequest<'_>,
+        ctx: &mut CallContext<'_>,
+        now: Instant,
+    ) -> Box<dyn ModelCall> {
         let asked = req
             .messages
             .iter()
@@ -52,7 +57,7 @@ impl Provider for HostModel {
         if asked.contains("panic-now") {
             return Box::new(Faulty);
         }
-        self.inner.start(req, ctx)
+        self.inner.start(req, ctx, now)
     }
 }
 

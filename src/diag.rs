@@ -8,7 +8,9 @@
 
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::Budget;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
@@ -48,12 +50,11 @@ pub fn flush() {
     with_log(|log| write_some(log, std::io::stderr().as_fd(), PollTimeout::ZERO));
 }
 
-/// Before exiting: wait up to `budget` for stderr to take what waits.
-pub fn flush_for(budget: Duration) {
-    let until = Instant::now() + budget;
+/// Before exiting: wait within `budget` for stderr to take what waits.
+pub fn flush_for(budget: &Budget) {
     with_log(|log| {
         while !log.gone && (!log.pending.is_empty() || log.dropped > 0) {
-            let left = until.saturating_duration_since(Instant::now());
+            let left = budget.left().unwrap_or(Duration::MAX);
             if left.is_zero() {
                 return;
             }

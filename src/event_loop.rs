@@ -16,7 +16,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use serde_json::{Value, json};
 
-use crate::budget::Budget;
+use crate::clock::{Budget, Clock};
 use crate::config::Config;
 use crate::model::{ModelEvent, Provider};
 use crate::persist::Persistence;
@@ -130,12 +130,19 @@ pub struct Gateway {
     pub(crate) scratch: Vec<ModelEvent>,
     /// When the last commit ran (a backlog commits in groups: `commit.rs`).
     pub(crate) last_commit: Option<Instant>,
+    /// The only clock the gateway reads: once per wake-up, and for budgets (clock.rs).
+    pub(crate) clock: Clock,
 }
 
 impl Gateway {
     /// Set up the loop on `io`, write `gateway.ready`, then open the store.
     pub fn new(cfg: Config, io: Io) -> Result<Gateway, String> {
-        let now = Instant::now();
+        Gateway::with_clock(cfg, io, Clock::SYSTEM)
+    }
+
+    /// [`Gateway::new`] on `clock`: the only clock the gateway reads.
+    pub fn with_clock(cfg: Config, io: Io, clock: Clock) -> Result<Gateway, String> {
+        let now = clock.now();
         let poll = Poll::new().map_err(|e| format!("cannot create the poll: {e}"))?;
         let limits = Limits {
             frame_limit: cfg.frame_limit,
@@ -164,7 +171,7 @@ impl Gateway {
         ));
         client.release();
         let _ = client.write(now);
-        let persist = Persistence::open(&cfg)?;
+        let persist = Persistence::open(&cfg, clock)?;
         let crate::model::select::Choice {
             provider,
             note: provider_warning,
@@ -196,6 +203,7 @@ impl Gateway {
             .map(Rc::new)
             .map_err(|e| format!("cannot share the poll: {e}"))?;
         Ok(Gateway {
+            clock,
             timers: TimerWheel::new(now),
             cfg,
             poll,
@@ -261,7 +269,7 @@ impl Gateway {
     /// Run until the gateway exits; returns the exit status.
     pub fn run(mut self) -> i32 {
         let mut events = Events::with_capacity(256);
-        let now = Instant::now();
+        let now = self.clock.now();
         self.timers.insert(
             now + crate::flush::reaper_period(self.cfg.session_ttl),
             Timer::ReaperTick,
@@ -276,7 +284,7 @@ impl Gateway {
     /// One loop iteration: wait for readiness (at most `max_wait` beyond what the loop itself
     /// needs), then do the work. Returns the exit status once the gateway is done.
     pub fn step(&mut self, events: &mut Events, max_wait: Option<Duration>) -> Option<i32> {
-        let mut timeout = self.poll_timeout(Instant::now());
+        let mut timeout = self.poll_timeout(self.clock.now());
         if let Some(cap) = max_wait {
             timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
         }
@@ -284,20 +292,21 @@ impl Gateway {
             && e.kind() != io::ErrorKind::Interrupted
         {
             crate::diag!("[gateway-crash] poll failed: {e}");
-            self.begin_shutdown("poll failed", Instant::now());
+            self.begin_shutdown("poll failed", self.clock.now());
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| self.iteration(events)));
         if let Err(panic) = outcome {
             crate::diag!("[gateway-crash] {}", util::panic_text(&panic));
             if self.shutdown.is_some() {
-                self.shutdown_again(Again::Crash, Instant::now());
+                self.shutdown_again(Again::Crash, self.clock.now());
             } else {
-                self.begin_shutdown("crash", Instant::now());
+                self.begin_shutdown("crash", self.clock.now());
             }
         }
         let code = self.exit_code?;
         // Last words for a reader that is slow but there; a stderr nobody reads costs this once.
-        crate::diag::flush_for(EXIT_DIAG_BUDGET);
+        let now = self.clock.now();
+        crate::diag::flush_for(&Budget::of(self.clock, now, EXIT_DIAG_BUDGET));
         self.client.restore_flags();
         Some(code)
     }
@@ -305,7 +314,8 @@ impl Gateway {
     /// Handle one input line as if it had been read from the input (benches, tests); its
     /// answer is queued for output.
     pub fn handle_frame(&mut self, line: &[u8]) {
-        self.handle_line(Line::Frame(line));
+        let now = self.clock.now();
+        self.handle_line(Line::Frame(line), now);
     }
 
     /// Bytes waiting in the out-queue.
@@ -315,7 +325,7 @@ impl Gateway {
 
     /// Forget queued output (benches that do not read it).
     pub fn discard_output(&mut self) {
-        self.client.discard_output(Instant::now());
+        self.client.discard_output(self.clock.now());
     }
 
     /// Where answers, errors, events and server requests to the client go.
@@ -352,7 +362,7 @@ impl Gateway {
     }
 
     fn iteration(&mut self, events: &Events) {
-        let now = Instant::now();
+        let now = self.clock.now();
         for ev in events.iter() {
             match ev.token() {
                 STDIN => self.client.input_readable(),
@@ -365,7 +375,7 @@ impl Gateway {
                 SIGNALS => self.on_signals(now),
                 // The woken jobs are listed with the wakers; stepping them takes the list.
                 TOOL_WAKER => {}
-                token => self.on_source_ready(token),
+                token => self.on_source_ready(token, now),
             }
         }
         self.read_input(now);
@@ -374,12 +384,13 @@ impl Gateway {
         self.fire_timers(now);
         crate::session::older::step(self, now);
         // Each kind of bulk work gets its own slice of the iteration (budget.rs).
-        if self.drive_turns(now, &Budget::slice(now)) {
+        if self.drive_turns(now, &Budget::slice(self.clock, now)) {
             crate::flush::arm(self, now);
         }
         // After the turns: a tool's result is committed and released in its own iteration,
         // and the turn it wakes goes on to its next model call in the next one.
-        crate::tools::runs::pump(self, now, &Budget::slice(Instant::now()));
+        let pumped = self.clock.now();
+        crate::tools::runs::pump(self, pumped, &Budget::slice(self.clock, pumped));
         crate::session::calls::step_due(self, now);
         crate::mcp::pump(self, now);
         crate::methods::skills::pump(self, now);
@@ -399,7 +410,7 @@ impl Gateway {
                 return;
             }
             let mut chunk = self.client.read();
-            chunk.lines(|line| self.handle_line(line));
+            chunk.lines(|line| self.handle_line(line, now));
             let read = std::mem::replace(&mut chunk.read, Read::Again);
             self.client.done(chunk);
             match read {
@@ -416,7 +427,7 @@ impl Gateway {
         }
     }
 
-    fn handle_line(&mut self, line: Line<'_>) {
+    fn handle_line(&mut self, line: Line<'_>, now: Instant) {
         match line {
             // A refused frame's answer announces nothing: it goes ahead like a `ping`'s, in
             // the order the frames came.
@@ -432,10 +443,10 @@ impl Gateway {
             }
             Line::Frame(bytes) => match frame::parse_line(self.client.log_in(bytes)) {
                 Incoming::Bad { id, error } => self.client.push_urgent(frame::error(&id, &error)),
-                Incoming::Answer { id, result } => self.on_answer(id, result),
+                Incoming::Answer { id, result } => self.on_answer(id, result, now),
                 Incoming::Request(req) => {
                     if let Some(req) = crate::methods::skills::hold(self, req) {
-                        self.handle_request(req);
+                        self.handle_request(req, now);
                     }
                 }
             },
@@ -443,10 +454,10 @@ impl Gateway {
     }
 
     /// Dispatch one request and queue its answer (unless it is answered later).
-    pub(crate) fn handle_request(&mut self, req: crate::rpc::Request) {
+    pub(crate) fn handle_request(&mut self, req: crate::rpc::Request, now: Instant) {
         let id = req.id.clone();
         let quiet = crate::persist::announces_nothing(&req.method);
-        let reply = catch_unwind(AssertUnwindSafe(|| crate::methods::call(self, req)));
+        let reply = catch_unwind(AssertUnwindSafe(|| crate::methods::call(self, req, now)));
         let reply = reply.unwrap_or_else(|panic| {
             Some(Err(frame::RpcError::new(
                 frame::code::INTERNAL,
@@ -468,8 +479,7 @@ impl Gateway {
     }
 
     /// An answer to a server request: resolve what asked, or log (boundedly) and drop it.
-    fn on_answer(&mut self, id: Value, result: Result<Value, Value>) {
-        let now = Instant::now();
+    fn on_answer(&mut self, id: Value, result: Result<Value, Value>, now: Instant) {
         let (tools, mut env) = self.asking();
         if let Some((job, answer)) = tools.questions.on_answer(&mut env, &id, &result) {
             return crate::session::calls::question_answered(self, job, answer, now);
@@ -502,7 +512,7 @@ impl Gateway {
     /// Try to write everything released, waiting for writability up to `until`.
     pub(crate) fn drain_output(&mut self, until: Instant) {
         loop {
-            let now = Instant::now();
+            let now = self.clock.now();
             if !self.persist.holding() {
                 self.client.release();
             }
@@ -510,7 +520,8 @@ impl Gateway {
             if !self.client.has_released() || now >= until {
                 return;
             }
-            self.client.wait_writable(until);
+            self.client
+                .wait_writable(until.saturating_duration_since(now));
         }
     }
 
@@ -652,12 +663,12 @@ impl Gateway {
         }
     }
 
-    fn on_source_ready(&mut self, token: Token) {
+    fn on_source_ready(&mut self, token: Token, now: Instant) {
         match self.by_token.get(&token).cloned() {
             Some(Route::Turn(rid)) => self.schedule(&rid),
             Some(Route::Run(id)) => self.runner.mark_ready(id),
-            Some(Route::ModelList(id)) => crate::methods::models::on_ready(self, id),
-            Some(Route::McpHttp(id)) => crate::mcp::http::on_ready(self, id, Instant::now()),
+            Some(Route::ModelList(id)) => crate::methods::models::on_ready(self, id, now),
+            Some(Route::McpHttp(id)) => crate::mcp::http::on_ready(self, id, now),
             None => {}
         }
     }

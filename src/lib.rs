@@ -5,10 +5,10 @@
 // Unit tests read and write their own scratch files with std's plain calls.
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
-pub mod budget;
 pub mod checkpoints;
 pub mod cli;
 pub mod client;
+pub mod clock;
 mod commit;
 pub mod config;
 pub mod config_file;

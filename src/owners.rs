@@ -163,7 +163,7 @@ impl Gateway {
 
     /// Drive the runnable turns (none while the client is not reading); true when one
     /// streamed text.
-    pub(crate) fn drive_turns(&mut self, now: Instant, budget: &crate::budget::Budget) -> bool {
+    pub(crate) fn drive_turns(&mut self, now: Instant, budget: &crate::clock::Budget) -> bool {
         !self.paused() && driver::drive_turns(self, now, budget)
     }
 
@@ -221,6 +221,7 @@ impl CallOwners for Gateway {
             approval_timeout: self.cfg.approval_timeout,
             clarify_timeout: self.cfg.clarify_timeout,
             shutting_down: self.shutdown.is_some(),
+            clock: self.clock,
         }
     }
     fn holding(&self) -> bool {
@@ -268,8 +269,8 @@ impl crate::checkpoints::CheckpointOwners for Gateway {
     fn snapshot_over(&mut self, rid: &str, now: Instant) {
         crate::session::calls::start_deferred(self, rid, now);
     }
-    fn drop_last_exchange(&mut self, rid: &str) -> usize {
-        crate::methods::drop_last_exchange(self, rid)
+    fn drop_last_exchange(&mut self, rid: &str, now: Instant) -> usize {
+        crate::methods::drop_last_exchange(self, rid, now)
     }
 }
 

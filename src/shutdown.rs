@@ -299,7 +299,7 @@ impl Gateway {
                     self.persist.checkpoint_if_due();
                 }
                 Action::Drain { until, at_most } => {
-                    self.drain_output(until.min(Instant::now() + at_most));
+                    self.drain_output(until.min(self.clock.now() + at_most));
                 }
                 Action::Exit { code, reason } => {
                     crate::diag!("[gateway-exit] {reason}");

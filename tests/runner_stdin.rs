@@ -37,7 +37,7 @@ fn pump_until(
     let (mut out, mut end) = (String::new(), None);
     loop {
         runner.mark_ready(id);
-        runner.pump(Instant::now(), &tui_gateway::budget::Budget::unlimited());
+        runner.pump(Instant::now(), &tui_gateway::clock::Budget::unlimited());
         for wake in runner.take_wakes() {
             if wake.at <= Instant::now() + Duration::from_millis(250) {
                 std::thread::sleep(wake.at.saturating_duration_since(Instant::now()));

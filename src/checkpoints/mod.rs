@@ -191,7 +191,7 @@ pub(crate) trait CheckpointOwners: RunOwners {
     /// The call of `rid` that waited for its snapshot starts now.
     fn snapshot_over(&mut self, rid: &str, now: Instant);
     /// A full restore took the directory back: the last exchange leaves `rid`'s history.
-    fn drop_last_exchange(&mut self, rid: &str) -> usize;
+    fn drop_last_exchange(&mut self, rid: &str, now: Instant) -> usize;
 }
 
 /// Before a tool call starts: when it changes files and its directory has no checkpoint yet
@@ -508,7 +508,7 @@ fn finish(o: &mut impl CheckpointOwners, ended: Result<Ended, String>, now: Inst
             queue_sweep(o, &job.target);
         }
         Waiter::Request { id, rid, ask } => {
-            let reply = answer(o, &rid, ask, ended);
+            let reply = answer(o, &rid, ask, ended, now);
             o.outbox().reply(&id, reply);
         }
         Waiter::Nobody => match ended {
@@ -529,6 +529,7 @@ fn answer(
     rid: &str,
     ask: Ask,
     ended: Result<Ended, String>,
+    now: Instant,
 ) -> Result<Value, RpcError> {
     match (ask, ended) {
         (Ask::List, Ok(Ended::List(entries))) => Ok(json!({
@@ -546,7 +547,7 @@ fn answer(
         (Ask::Restore, Ok(Ended::Restore(mut result))) => {
             let whole = result.get("file").is_none();
             if result["success"] == true && whole {
-                result["history_removed"] = json!(o.drop_last_exchange(rid));
+                result["history_removed"] = json!(o.drop_last_exchange(rid, now));
             }
             Ok(result)
         }

@@ -128,7 +128,7 @@ pub fn run(args: &[String]) -> i32 {
     let store = match Store::open(&path, &cfg.synchronous) {
         Ok(mut s) => {
             // What a killed gateway left in its journal is part of the sessions.
-            crate::persist::fold_dead_journals(&mut s);
+            crate::persist::fold_dead_journals(&mut s, crate::clock::Clock::SYSTEM);
             s
         }
         Err(e) => {

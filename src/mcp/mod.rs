@@ -268,21 +268,22 @@ fn handshake(o: &mut impl McpOwners, name: &str, now: Instant) {
         o,
         name,
         wire::request(id, "initialize", wire::initialize_params()),
+        now,
     );
 }
 
 /// Write a line to a server (a refusal means it is not reading: it is restarted); an HTTP
 /// server gets it as a POST.
-fn send(o: &mut impl McpOwners, name: &str, line: Vec<u8>) {
+fn send(o: &mut impl McpOwners, name: &str, line: Vec<u8>, now: Instant) {
     if o.mcp().http.has(name) {
-        return http::post(o, name, line, Instant::now());
+        return http::post(o, name, line, now);
     }
     let Some(run) = o.mcp().servers.get(name).and_then(|s| s.run) else {
         return;
     };
     if let Err(e) = runs::write_stdin(o, run, &line) {
         crate::diag!("[mcp] {name}: {e}");
-        runs::stop(o, run, Instant::now());
+        runs::stop(o, run, now);
     }
 }
 
@@ -294,7 +295,7 @@ pub(crate) fn pump(o: &mut impl McpOwners, now: Instant) {
     }
     let outgoing = std::mem::take(&mut o.mcp().calls.borrow_mut().outgoing);
     for (name, line) in outgoing {
-        send(o, &name, line);
+        send(o, &name, line, now);
     }
 }
 
@@ -358,7 +359,7 @@ fn on_message(o: &mut impl McpOwners, name: &str, message: Incoming, now: Instan
                 "ping" => wire::answer(&id, Ok(json!({}))),
                 _ => wire::answer(&id, Err((-32601, "method not found"))),
             };
-            send(o, name, answer);
+            send(o, name, answer, now);
         }
         Incoming::Garbage(what) => crate::diag!("[mcp] {name}: not JSON-RPC, ignored: {what}"),
     }
@@ -385,8 +386,9 @@ fn on_answer(
                         o,
                         name,
                         wire::notification("notifications/initialized", json!({})),
+                        now,
                     );
-                    list(o, name, None);
+                    list(o, name, None, now);
                     if o.mcp().http.has(name) {
                         http::listen(o, name, now);
                     }
@@ -420,7 +422,7 @@ fn on_answer(
     o.tools().due.add(job);
 }
 
-fn list(o: &mut impl McpOwners, name: &str, cursor: Option<&str>) {
+fn list(o: &mut impl McpOwners, name: &str, cursor: Option<&str>, now: Instant) {
     let mcp = o.mcp();
     let id = mcp.calls.borrow_mut().request_id();
     if let Some(s) = mcp.servers.get_mut(name) {
@@ -431,7 +433,7 @@ fn list(o: &mut impl McpOwners, name: &str, cursor: Option<&str>) {
         Some(c) => json!({"cursor": c}),
         None => json!({}),
     };
-    send(o, name, wire::request(id, "tools/list", params));
+    send(o, name, wire::request(id, "tools/list", params), now);
 }
 
 fn on_list_page(o: &mut impl McpOwners, name: &str, page: Value, now: Instant) {
@@ -444,7 +446,7 @@ fn on_list_page(o: &mut impl McpOwners, name: &str, page: Value, now: Instant) {
         && s.pages < LIST_PAGES
     {
         let cursor = cursor.to_string();
-        return list(o, name, Some(&cursor));
+        return list(o, name, Some(&cursor), now);
     }
     register_tools(o, name, now);
 }
@@ -520,7 +522,7 @@ fn on_notice(o: &mut impl McpOwners, name: &str, method: &str, params: &Value, n
             if s.phase == Phase::Connected {
                 s.listed.clear();
                 s.pages = 0;
-                list(o, name, None);
+                list(o, name, None, now);
             }
         }
         "notifications/progress" => {

@@ -81,13 +81,13 @@ impl Fake {
             bytes.push(b'\n');
         }
         self.runs.runner.pipes.push(RunEvent::Output { run, bytes });
-        runs::pump(self, now, &crate::budget::Budget::unlimited());
+        runs::pump(self, now, &crate::clock::Budget::unlimited());
     }
 
     fn server_exits(&mut self, run: RunId, status: i32, now: Instant) {
         let end = ended(status);
         self.runs.runner.pipes.push(RunEvent::Ended { run, end });
-        runs::pump(self, now, &crate::budget::Budget::unlimited());
+        runs::pump(self, now, &crate::clock::Budget::unlimited());
     }
 
     /// The last run started.
@@ -328,7 +328,7 @@ fn garbage_a_ping_and_an_answer_to_an_unknown_id_leave_the_server_working() {
         run,
         bytes: b"not json at all\n\n".to_vec(),
     });
-    runs::pump(&mut f, t0, &crate::budget::Budget::unlimited());
+    runs::pump(&mut f, t0, &crate::clock::Budget::unlimited());
     f.server_says(
         run,
         &[

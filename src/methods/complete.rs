@@ -6,6 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::clock::Budget;
+
 use serde_json::{Value, json};
 
 use super::params::{self, Params};
@@ -21,7 +23,7 @@ const ITEMS_MAX: usize = 30;
 /// Longer words complete to nothing.
 const WORD_MAX: usize = 4096;
 
-pub fn complete_path(gw: &Gateway, p: &Params) -> Result<Value, RpcError> {
+pub fn complete_path(gw: &Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
     let word = params::opt_str(p, "word")?.unwrap_or("");
     let cwd = params::opt_str(p, "cwd")?;
     let sid = params::opt_str(p, "session_id")?;
@@ -33,7 +35,8 @@ pub fn complete_path(gw: &Gateway, p: &Params) -> Result<Value, RpcError> {
         .or_else(|| sid.and_then(|s| gw.sessions.get(s)).map(|s| s.cwd.clone()))
         .unwrap_or_else(crate::util::default_cwd);
     let home = std::env::var("HOME").ok().filter(|h| !h.is_empty());
-    let items = complete(word, Path::new(&root), home.as_deref());
+    let budget = Budget::of(gw.clock, now, TIME_MAX);
+    let items = complete(word, Path::new(&root), home.as_deref(), &budget);
     Ok(json!({"items": items}))
 }
 
@@ -51,7 +54,7 @@ enum Kind {
 }
 
 /// Pure completion of `word` against `root` (the cwd) and `home` (for `~/`).
-fn complete(word: &str, root: &Path, home: Option<&str>) -> Vec<Value> {
+fn complete(word: &str, root: &Path, home: Option<&str>, budget: &Budget) -> Vec<Value> {
     let (lead, word) = match word.strip_prefix(['"', '\'']) {
         Some(rest) => (&word[..1], rest),
         None => ("", word),
@@ -88,7 +91,7 @@ fn complete(word: &str, root: &Path, home: Option<&str>) -> Vec<Value> {
             .collect(),
         _ => Vec::new(),
     };
-    let mut found = list(&dir, prefix, kind);
+    let mut found = list(&dir, prefix, kind, budget);
     found.sort_by(|a, b| a.0.cmp(&b.0));
     let entries = found
         .into_iter()
@@ -135,16 +138,15 @@ fn expand(typed_dir: &str, root: &Path, home: Option<&str>) -> Option<PathBuf> {
 
 /// Entries of `dir` starting with `prefix` (any case), within the entry and time budgets.
 /// Hidden entries only when the prefix starts with a dot.
-fn list(dir: &Path, prefix: &str, kind: Kind) -> Vec<(String, bool)> {
+fn list(dir: &Path, prefix: &str, kind: Kind, budget: &Budget) -> Vec<(String, bool)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let started = Instant::now();
     let want = prefix.to_lowercase();
     let hidden = prefix.starts_with('.');
     let mut out = Vec::new();
     for (n, entry) in entries.enumerate() {
-        if n >= ENTRIES_MAX || (n % 256 == 255 && started.elapsed() > TIME_MAX) {
+        if n >= ENTRIES_MAX || (n % 256 == 255 && budget.spent()) {
             break;
         }
         let Ok(entry) = entry else { continue };
@@ -194,47 +196,82 @@ mod tests {
     #[test]
     fn relative_absolute_home_and_hints() {
         let d = tree("forms");
-        assert_eq!(texts(&complete("sr", &d, None)), ["src/"]);
         assert_eq!(
-            texts(&complete("src/", &d, None)),
+            texts(&complete("sr", &d, None, &Budget::unlimited())),
+            ["src/"]
+        );
+        assert_eq!(
+            texts(&complete("src/", &d, None, &Budget::unlimited())),
             ["src/deep/", "src/lib.rs", "src/main.rs"]
         );
-        assert_eq!(texts(&complete("./src/m", &d, None)), ["./src/main.rs"]);
         assert_eq!(
-            texts(&complete("re", &d, None)),
+            texts(&complete("./src/m", &d, None, &Budget::unlimited())),
+            ["./src/main.rs"]
+        );
+        assert_eq!(
+            texts(&complete("re", &d, None, &Budget::unlimited())),
             ["README.md", "Readme.txt"]
         );
         let abs = format!("{}/src/l", d.display());
         assert_eq!(
-            texts(&complete(&abs, Path::new("/"), None)),
+            texts(&complete(&abs, Path::new("/"), None, &Budget::unlimited())),
             [format!("{abs}ib.rs")]
         );
         let home = d.to_str().unwrap();
         assert_eq!(
-            texts(&complete("~/src/d", Path::new("/"), Some(home))),
+            texts(&complete(
+                "~/src/d",
+                Path::new("/"),
+                Some(home),
+                &Budget::unlimited()
+            )),
             ["~/src/deep/"]
         );
-        assert!(complete("~/x", Path::new("/"), None).is_empty());
-        assert_eq!(texts(&complete("@", &d, None)), ["@file:", "@folder:"]);
-        assert_eq!(texts(&complete("@folder:", &d, None)), ["@folder:src/"]);
+        assert!(complete("~/x", Path::new("/"), None, &Budget::unlimited()).is_empty());
         assert_eq!(
-            texts(&complete("@file:src/", &d, None)),
+            texts(&complete("@", &d, None, &Budget::unlimited())),
+            ["@file:", "@folder:"]
+        );
+        assert_eq!(
+            texts(&complete("@folder:", &d, None, &Budget::unlimited())),
+            ["@folder:src/"]
+        );
+        assert_eq!(
+            texts(&complete("@file:src/", &d, None, &Budget::unlimited())),
             ["@file:src/deep/", "@file:src/lib.rs", "@file:src/main.rs"]
         );
-        assert_eq!(texts(&complete("@sr", &d, None)), ["@folder:src/"]);
-        assert_eq!(texts(&complete("@fi", &d, None)), ["@file:"]);
-        assert_eq!(texts(&complete("@f", &d, None)), ["@file:", "@folder:"]);
-        assert_eq!(texts(&complete("'README.m", &d, None)), ["'README.md"]);
+        assert_eq!(
+            texts(&complete("@sr", &d, None, &Budget::unlimited())),
+            ["@folder:src/"]
+        );
+        assert_eq!(
+            texts(&complete("@fi", &d, None, &Budget::unlimited())),
+            ["@file:"]
+        );
+        assert_eq!(
+            texts(&complete("@f", &d, None, &Budget::unlimited())),
+            ["@file:", "@folder:"]
+        );
+        assert_eq!(
+            texts(&complete("'README.m", &d, None, &Budget::unlimited())),
+            ["'README.md"]
+        );
         let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn hidden_only_on_a_leading_dot_and_missing_dirs_are_empty() {
         let d = tree("hidden");
-        assert!(!texts(&complete("src/../", &d, None)).contains(&"src/../.hidden"));
-        assert_eq!(texts(&complete(".h", &d, None)), [".hidden"]);
-        assert!(complete("nope/x", &d, None).is_empty());
-        assert!(complete("README.md/", &d, None).is_empty());
+        assert!(
+            !texts(&complete("src/../", &d, None, &Budget::unlimited()))
+                .contains(&"src/../.hidden")
+        );
+        assert_eq!(
+            texts(&complete(".h", &d, None, &Budget::unlimited())),
+            [".hidden"]
+        );
+        assert!(complete("nope/x", &d, None, &Budget::unlimited()).is_empty());
+        assert!(complete("README.md/", &d, None, &Budget::unlimited()).is_empty());
         let _ = std::fs::remove_dir_all(&d);
     }
 }

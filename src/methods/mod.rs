@@ -20,6 +20,8 @@ mod slash;
 mod slash_args;
 mod toolbox;
 
+use std::time::Instant;
+
 use serde_json::Value;
 
 pub(crate) use ops::drop_last_exchange;
@@ -29,8 +31,8 @@ use crate::rpc::{Request, RpcError};
 
 pub type Reply = Option<Result<Value, RpcError>>;
 
-pub fn call(gw: &mut Gateway, req: Request) -> Reply {
-    let reply = dispatch(gw, req);
+pub fn call(gw: &mut Gateway, req: Request, now: Instant) -> Reply {
+    let reply = dispatch(gw, req, now);
     // The shutdown ends idle sessions while tools die: a call naming one is told why it is gone.
     if let Some(Err(e)) = &reply
         && e.code == crate::rpc::frame::code::SESSION_NOT_FOUND
@@ -41,9 +43,8 @@ pub fn call(gw: &mut Gateway, req: Request) -> Reply {
     reply
 }
 
-fn dispatch(gw: &mut Gateway, req: Request) -> Reply {
+fn dispatch(gw: &mut Gateway, req: Request, now: Instant) -> Reply {
     let p = &req.params;
-    let now = std::time::Instant::now();
     if req.method == "shell.exec" {
         return prompt::shell_exec(gw, &req.id, p, now);
     }
@@ -80,7 +81,7 @@ fn dispatch(gw: &mut Gateway, req: Request) -> Reply {
         "pet.cells" => Ok(serde_json::json!({"enabled": false})),
         "input.detect_drop" => gateway::detect_drop(p),
         "complete.slash" => commands::complete_slash(gw, p),
-        "complete.path" => complete::complete_path(gw, p),
+        "complete.path" => complete::complete_path(gw, p, now),
         "skills.manage" => skills::manage(gw, p),
         "tools.configure" => toolbox::tools_configure(p, &mut gw.tools.registry),
         "tools.list" => toolbox::tools_list(p, &gw.tools.registry),
@@ -90,7 +91,7 @@ fn dispatch(gw: &mut Gateway, req: Request) -> Reply {
         "session.list" => session::list(gw, p),
         "session.most_recent" => session::most_recent(gw),
         "session.resume" => session::resume(gw, p, now),
-        "session.history" => session::history(gw, p),
+        "session.history" => session::history(gw, p, now),
         "session.title" => session::title(gw, p),
         "session.usage" => session::usage(gw, p),
         "session.close" => session::close(gw, p, now),
@@ -101,9 +102,9 @@ fn dispatch(gw: &mut Gateway, req: Request) -> Reply {
         "session.interrupt" => prompt::interrupt(gw, p, now),
         "approval.respond" => prompt::approval_respond(gw, p, now),
         "clarify.respond" => prompt::clarify_respond(gw, p, now),
-        "session.undo" => ops::undo(gw, p),
-        "session.status" => ops::status(gw, p),
-        "session.save" => ops::save(gw, p),
+        "session.undo" => ops::undo(gw, p, now),
+        "session.status" => ops::status(gw, p, now),
+        "session.save" => ops::save(gw, p, now),
         "session.branch" => ops::branch(gw, p, now),
         "session.activate" => ops::activate(gw, p, now),
         "session.steer" => ops::steer(gw, p),

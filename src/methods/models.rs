@@ -121,7 +121,7 @@ pub fn options(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: In
     let fetch_id = gw.model_fetches.next;
     gw.model_fetches.next += 1;
     let token = gw.alloc_token(Route::ModelList(fetch_id));
-    match ModelsFetch::start(&url, key.as_deref(), gw.poll.registry(), token) {
+    match ModelsFetch::start(&url, key.as_deref(), gw.poll.registry(), token, now) {
         Ok(fetch) => {
             let timer = gw
                 .timers
@@ -138,7 +138,7 @@ pub fn options(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: In
                 },
             );
             // A literal address may already be connected: look at once.
-            on_ready(gw, fetch_id);
+            on_ready(gw, fetch_id, now);
             None
         }
         Err(e) => {
@@ -218,11 +218,11 @@ fn base_answer(gw: &Gateway, p: &Params) -> Result<Value, RpcError> {
 }
 
 /// A source of the fetch is ready (or it just started): make progress, answer when done.
-pub fn on_ready(gw: &mut Gateway, fetch_id: u64) {
+pub fn on_ready(gw: &mut Gateway, fetch_id: u64, now: Instant) {
     let Some(p) = gw.model_fetches.pending.get_mut(&fetch_id) else {
         return;
     };
-    if let Fetched::Done(result) = p.fetch.advance(gw.poll.registry()) {
+    if let Fetched::Done(result) = p.fetch.advance(gw.poll.registry(), now) {
         finish(gw, fetch_id, result);
     }
 }

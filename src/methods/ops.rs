@@ -45,19 +45,19 @@ fn undo_len(t: &[Message]) -> usize {
     t.len() - n
 }
 
-pub fn undo(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
-    let s = whole_live(gw, p)?;
+pub fn undo(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
+    let s = whole_live(gw, p, now)?;
     if s.running() {
         return Err(busy("undo"));
     }
     let rid = s.runtime_id.clone();
-    Ok(json!({ "removed": drop_last_exchange(gw, &rid) }))
+    Ok(json!({ "removed": drop_last_exchange(gw, &rid, now) }))
 }
 
 /// The last exchange (the last user message and what answered it) leaves `rid`'s history
 /// and state.db (`/undo`, a whole `/rollback`): how many messages went.
-pub(crate) fn drop_last_exchange(gw: &mut Gateway, rid: &str) -> usize {
-    if older::whole(gw, rid).is_err() {
+pub(crate) fn drop_last_exchange(gw: &mut Gateway, rid: &str, now: Instant) -> usize {
+    if older::whole(gw, rid, now).is_err() {
         return 0;
     }
     let Some(s) = gw.sessions.get_mut(rid) else {
@@ -77,9 +77,9 @@ fn utc(unix: f64) -> String {
     format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02} UTC")
 }
 
-pub fn status(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+pub fn status(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
     let home = gw.cfg.home.display().to_string();
-    let model = whole_live(gw, p)?.model.clone();
+    let model = whole_live(gw, p, now)?.model.clone();
     let window = compaction::context_window(&gw.cfg, &model);
     let s = live(gw, p)?;
     let mut lines = vec![
@@ -128,10 +128,10 @@ fn export_message(m: &Message) -> Value {
     v
 }
 
-pub fn save(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+pub fn save(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
     let home = gw.cfg.home.clone();
     let dir = home.join("sessions").join("saved");
-    let s = whole_live(gw, p)?;
+    let s = whole_live(gw, p, now)?;
     let doc = json!({
         "model": s.model,
         "session_id": s.stored_id,
@@ -206,7 +206,7 @@ pub fn branch(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
         .filter(|n| !n.is_empty())
         .map(str::to_string);
     let (rid, parent) = {
-        let s = whole_live(gw, p)?;
+        let s = whole_live(gw, p, now)?;
         (s.runtime_id.clone(), s.stored_id.clone())
     };
     params::not_shutting_down(gw)?;
@@ -314,7 +314,7 @@ pub fn compress(
         let toolsets = gw.tools.registry.toolsets();
         let mcp_servers = crate::mcp::status(&gw.mcp);
         let skills = super::skills::info(gw);
-        let s = whole_live(gw, p)?;
+        let s = whole_live(gw, p, now)?;
         if s.running() {
             return Err(busy("compress"));
         }

@@ -19,7 +19,7 @@ pub fn submit(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     // A step's read of the older messages failed: retry it now (its end runs the prompts
     // queued behind it), or say why, rather than queue this one behind a read nobody runs.
     if live(gw, p)?.loading() && !gw.sessions.is_loading(&rid) {
-        older::whole(gw, &rid).map_err(unreadable)?;
+        older::whole(gw, &rid, now).map_err(unreadable)?;
     }
     let status = match gw.submit_prompt(&rid, text.to_string(), now) {
         true => "queued",

@@ -30,9 +30,13 @@ pub fn live<'a>(gw: &'a mut Gateway, p: &Params) -> Result<&'a mut Session, RpcE
 
 /// [`live`], with the older messages a resume left in state.db read first (`session/older.rs`):
 /// for calls that read or change the whole transcript.
-pub fn whole_live<'a>(gw: &'a mut Gateway, p: &Params) -> Result<&'a mut Session, RpcError> {
+pub fn whole_live<'a>(
+    gw: &'a mut Gateway,
+    p: &Params,
+    now: Instant,
+) -> Result<&'a mut Session, RpcError> {
     let rid = live(gw, p)?.runtime_id.clone();
-    older::whole(gw, &rid).map_err(unreadable)?;
+    older::whole(gw, &rid, now).map_err(unreadable)?;
     live(gw, p)
 }
 
@@ -44,6 +48,7 @@ fn page(
     rid: &str,
     before: usize,
     page: transcript::Page,
+    now: Instant,
 ) -> Result<(Vec<Value>, usize), RpcError> {
     loop {
         let s = &gw.sessions[rid];
@@ -55,7 +60,7 @@ fn page(
                 return Ok((rows, first + older));
             }
         }
-        older::whole(gw, rid).map_err(unreadable)?;
+        older::whole(gw, rid, now).map_err(unreadable)?;
     }
 }
 
@@ -229,7 +234,7 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     let total = session.message_total();
     gw.add_session(session);
     // What the answer shows is read now; the older rest a step per iteration (`older.rs`).
-    page(gw, &rid, total, SHOWN)?;
+    page(gw, &rid, total, SHOWN, now)?;
     gw.mark_dirty(&rid);
     gw.emit_info(&rid);
     let mut v = opening(gw, &rid);
@@ -373,7 +378,7 @@ pub fn most_recent(gw: &mut Gateway) -> Result<Value, RpcError> {
 /// The newest display rows of a live session (at most `limit`, default and cap [`SHOWN`]),
 /// or those before message `before`; `first` is the `before` of the page preceding this one
 /// (0: none), `total` the session's message count.
-pub fn history(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+pub fn history(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
     let limit =
         params::opt_u64(p, "limit")?.map_or(SHOWN.rows, |n| (n as usize).clamp(1, SHOWN.rows));
     let before = params::opt_u64(p, "before")?;
@@ -384,7 +389,7 @@ pub fn history(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
         rows: limit,
         ..SHOWN
     };
-    let (messages, first) = page(gw, &rid, before, rows)?;
+    let (messages, first) = page(gw, &rid, before, rows, now)?;
     // Reading the older messages may have corrected their count.
     let total = gw.sessions[&rid].message_total();
     Ok(json!({ "count": messages.len(), "messages": messages, "first": first, "total": total }))

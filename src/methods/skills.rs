@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::commands;
 use super::params::{self, Params};
-use crate::budget::Budget;
+use crate::clock::Budget;
 use crate::event_loop::Gateway;
 use crate::rpc::RpcError;
 use crate::rpc::frame::{Id, Request};
@@ -68,7 +68,7 @@ pub fn pump(gw: &mut Gateway, now: Instant) {
         let done = gw
             .skills
             .borrow_mut()
-            .step(&Budget::of(Instant::now(), SCAN_SLICE), now);
+            .step(&Budget::of(gw.clock, now, SCAN_SLICE), now);
         match done {
             Some(r) if r.changed => {
                 let rids: Vec<String> = gw.sessions.keys().cloned().collect();
@@ -87,7 +87,7 @@ pub fn pump(gw: &mut Gateway, now: Instant) {
     }
     if gw.skills.borrow().ready() {
         while let Some(req) = gw.skills_waiting.held.pop_front() {
-            gw.handle_request(req);
+            gw.handle_request(req, now);
         }
     }
 }

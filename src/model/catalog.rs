@@ -34,6 +34,7 @@ impl ModelsFetch {
         api_key: Option<&str>,
         registry: &Registry,
         token: Token,
+        now: Instant,
     ) -> Result<ModelsFetch, String> {
         let bearer = api_key
             .filter(|k| !k.is_empty())
@@ -54,7 +55,7 @@ impl ModelsFetch {
             FETCH_MAX,
             registry,
             token,
-            Instant::now(),
+            now,
         )?;
         Ok(ModelsFetch { shot })
     }
@@ -65,8 +66,8 @@ impl ModelsFetch {
     }
 
     /// Make all the progress possible now (sources are edge-triggered: read to `WouldBlock`).
-    pub fn advance(&mut self, registry: &Registry) -> Fetched {
-        match self.shot.advance(registry, Instant::now()) {
+    pub fn advance(&mut self, registry: &Registry, now: Instant) -> Fetched {
+        match self.shot.advance(registry, now) {
             None => Fetched::Pending,
             Some(Err(e)) => Fetched::Done(Err(e)),
             Some(Ok(a)) if a.status != 200 => Fetched::Done(Err(format!(

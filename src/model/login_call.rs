@@ -88,7 +88,9 @@ impl ModelCall for RenewFirst {
             }
             Outcome::Key(key) => {
                 self.to.use_key(key);
-                let ask = self.ask.insert(self.to.start(self.request.view(), ctx));
+                let ask = self
+                    .ask
+                    .insert(self.to.start(self.request.view(), ctx, now));
                 ask.advance(ctx, now, out)
             }
         }

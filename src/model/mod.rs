@@ -195,15 +195,20 @@ pub trait Provider {
     /// Model name used when a session names none.
     fn default_model(&self) -> &str;
     /// Begin a call. Failures to start are reported as a `Failed` event by the call.
-    fn start(&mut self, req: ModelRequest<'_>, ctx: &mut CallContext<'_>) -> Box<dyn ModelCall>;
+    fn start(
+        &mut self,
+        req: ModelRequest<'_>,
+        ctx: &mut CallContext<'_>,
+        now: Instant,
+    ) -> Box<dyn ModelCall>;
     /// The model new sessions get from now on (`config.set model --global`).
     fn set_default_model(&mut self, _model: &str) {}
     /// The OpenAI-compatible endpoint and its key, for listing models.
     fn endpoint(&self) -> Option<(&str, Option<&str>)> {
         None
     }
-    /// Take back a connection a finished call left reusable.
-    fn recycle(&mut self, _connection: Box<dyn std::any::Any>) {}
+    /// Take back a connection a finished call left reusable (`now`: when it went idle).
+    fn recycle(&mut self, _connection: Box<dyn std::any::Any>, _now: Instant) {}
 }
 
 #[cfg(test)]

@@ -182,7 +182,12 @@ impl Provider for OfflineProvider {
         "offline"
     }
 
-    fn start(&mut self, req: ModelRequest<'_>, _ctx: &mut CallContext<'_>) -> Box<dyn ModelCall> {
+    fn start(
+        &mut self,
+        req: ModelRequest<'_>,
+        _ctx: &mut CallContext<'_>,
+        _now: Instant,
+    ) -> Box<dyn ModelCall> {
         let input: u64 = req
             .messages
             .iter()

@@ -114,9 +114,9 @@ impl RemoteProvider {
 }
 
 impl Provider for RemoteProvider {
-    fn recycle(&mut self, connection: Box<dyn std::any::Any>) {
+    fn recycle(&mut self, connection: Box<dyn std::any::Any>, now: Instant) {
         if let Ok(t) = connection.downcast::<Transport>() {
-            self.idle.push((*t, Instant::now()));
+            self.idle.push((*t, now));
             if self.idle.len() > IDLE_MAX {
                 self.idle.remove(0);
             }
@@ -139,8 +139,12 @@ impl Provider for RemoteProvider {
         Some((&self.endpoint.base_url, self.endpoint.api_key.as_deref()))
     }
 
-    fn start(&mut self, req: ModelRequest<'_>, ctx: &mut CallContext<'_>) -> Box<dyn ModelCall> {
-        let now = Instant::now();
+    fn start(
+        &mut self,
+        req: ModelRequest<'_>,
+        ctx: &mut CallContext<'_>,
+        now: Instant,
+    ) -> Box<dyn ModelCall> {
         if let Some(login) = &self.login {
             match login.decide(crate::util::unix_now()) {
                 Decision::Use(key) => self.endpoint.api_key = Some(key),

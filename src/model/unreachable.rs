@@ -35,7 +35,12 @@ impl Provider for Unreachable {
         self.model = model.to_string();
     }
 
-    fn start(&mut self, _req: ModelRequest<'_>, _ctx: &mut CallContext<'_>) -> Box<dyn ModelCall> {
+    fn start(
+        &mut self,
+        _req: ModelRequest<'_>,
+        _ctx: &mut CallContext<'_>,
+        _now: Instant,
+    ) -> Box<dyn ModelCall> {
         Box::new(Refused(Some(self.why.clone())))
     }
 }

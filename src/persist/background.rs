@@ -5,8 +5,6 @@
 //! of new messages for the full-text indexes. Each batch aims at [`paced::TARGET`]; no
 //! iteration carries more than one step.
 
-use std::time::Instant;
-
 use super::{Persistence, Unit, journal::Journal, paced};
 use crate::store::Store;
 
@@ -182,22 +180,28 @@ impl<U: Unit> Persistence<U, Store, Journal> {
 
     /// Remove one batch of a deleted session's messages; a failure waits for the flush tick.
     fn purge_step(&mut self) {
-        let started = Instant::now();
+        let started = self.clock.now();
         let batch = self.bg.purge.batch();
         match self.counted(true, |store| store.purge_step(batch)) {
             Ok(None) => self.bg.purge.finished(),
-            Ok(Some(done)) => self.bg.purge.removed(done.removed, started.elapsed()),
+            Ok(Some(done)) => self.bg.purge.removed(
+                done.removed,
+                self.clock.now().saturating_duration_since(started),
+            ),
             Err(e) => step_failed(&mut self.bg.purge, &e, "deleted messages not removed yet"),
         }
     }
 
     /// Index one batch of new messages.
     fn index_step(&mut self) {
-        let started = Instant::now();
+        let started = self.clock.now();
         let batch = self.bg.indexing.batch();
         match self.counted(true, |store| store.index_step(batch)) {
             Ok(rows) if rows < batch => self.bg.indexing.finished(),
-            Ok(rows) => self.bg.indexing.removed(rows, started.elapsed()),
+            Ok(rows) => self
+                .bg
+                .indexing
+                .removed(rows, self.clock.now().saturating_duration_since(started)),
             Err(e) => step_failed(
                 &mut self.bg.indexing,
                 &e,
@@ -209,12 +213,14 @@ impl<U: Unit> Persistence<U, Store, Journal> {
     /// One step of FTS5's merges, within what the batches left; none left: nothing until a
     /// batch leaves more.
     fn merge_step(&mut self) {
-        let started = Instant::now();
+        let started = self.clock.now();
         let pages = self.bg.merging.batch().min(self.bg.merge_budget);
         match self.counted(false, |store| store.merge_step(pages)) {
             Ok(true) => {
                 self.bg.merge_budget -= pages;
-                self.bg.merging.removed(pages, started.elapsed());
+                self.bg
+                    .merging
+                    .removed(pages, self.clock.now().saturating_duration_since(started));
             }
             Ok(false) => self.bg.merge_budget = 0,
             Err(e) => step_failed(

@@ -19,6 +19,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::clock::{Budget, Clock};
 use crate::store::{Delta, Store, StoreError};
 use crate::timer::Throttle;
 use journal::{Journal, Record, Sink};
@@ -49,14 +50,14 @@ pub trait Backend {
     /// Write these deltas (with the journal seq each covers) in one transaction.
     fn write(&mut self, deltas: &[(Delta<'_>, Option<u64>)]) -> Result<(), StoreError>;
     /// Until when a write may wait for another process's lock (`None`: not at all).
-    fn wait_until(&mut self, deadline: Option<Instant>);
+    fn wait_until(&mut self, deadline: Option<Budget>);
 }
 
 impl Backend for Store {
     fn write(&mut self, deltas: &[(Delta<'_>, Option<u64>)]) -> Result<(), StoreError> {
         Store::write(self, deltas)
     }
-    fn wait_until(&mut self, deadline: Option<Instant>) {
+    fn wait_until(&mut self, deadline: Option<Budget>) {
         Store::wait_until(self, deadline)
     }
 }
@@ -183,16 +184,18 @@ pub struct Persistence<U, S = Store, J = Journal> {
     interval: Duration,
     /// The journal file has records (so it is removed once nothing needs them).
     journal_used: bool,
+    /// The loop's clock, for lock waits and timing background work.
+    clock: Clock,
 }
 
 impl<U: Unit> Persistence<U, Store, Journal> {
     /// Open `state.db`, fold what killed gateways left in their journals (before anything
     /// reads it), then repair the sessions they left open.
-    pub fn open(cfg: &crate::config::Config) -> Result<Persistence<U>, String> {
+    pub fn open(cfg: &crate::config::Config, clock: Clock) -> Result<Persistence<U>, String> {
         let db = cfg.db_path();
         let mut store = Store::open(&db, &cfg.synchronous)?;
-        let unfolded = fold_dead_journals(&mut store);
-        store.wait_until(Some(Instant::now() + FOLD_WAIT));
+        let unfolded = fold_dead_journals(&mut store, clock);
+        store.wait_until(Some(Budget::of(clock, clock.now(), FOLD_WAIT)));
         let repaired = store.repair_killed();
         store.wait_until(None);
         match repaired {
@@ -211,6 +214,7 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         let journal = Journal::new(&db, store.owner(), cfg.journal_cap);
         let purging = store.purge_pending().unwrap_or(true);
         let mut p = Persistence::new(store, journal, cfg.flush_interval);
+        p.clock = clock;
         p.unfolded = unfolded;
         // What a killed gateway left unindexed is caught up from the first iteration.
         p.bg = background::Background::new(purging, true);
@@ -303,6 +307,7 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
             unfolded: Vec::new(),
             interval: flush_interval,
             journal_used: false,
+            clock: Clock::SYSTEM,
         }
     }
 
@@ -420,7 +425,8 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
     ) -> Publish {
         self.retries.make_due(now);
         self.journal_retry_at = None;
-        self.store.wait_until(Some(deadline));
+        self.store
+            .wait_until(Some(Budget::until(self.clock, deadline)));
         let publish = self.commit(sessions, now);
         self.store.wait_until(None);
         publish
@@ -803,11 +809,11 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
 
 /// Fold every journal beside state.db whose gateway is gone; returns the ones that could not
 /// be folded yet. Used at start-up (and by `sessions` in the CLI) before anything reads.
-pub fn fold_dead_journals(store: &mut Store) -> Vec<Unfolded> {
+pub fn fold_dead_journals(store: &mut Store, clock: Clock) -> Vec<Unfolded> {
     let db = store.path().to_path_buf();
     let me = store.owner().to_string();
     let mut unfolded = Vec::new();
-    store.wait_until(Some(Instant::now() + FOLD_WAIT));
+    store.wait_until(Some(Budget::of(clock, clock.now(), FOLD_WAIT)));
     for (path, owner) in journal::beside(&db) {
         if owner == me || crate::store::owner_alive(&owner) {
             continue;

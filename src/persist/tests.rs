@@ -54,7 +54,7 @@ impl Backend for FakeStore {
         }
         Ok(())
     }
-    fn wait_until(&mut self, _: Option<Instant>) {}
+    fn wait_until(&mut self, _: Option<crate::clock::Budget>) {}
 }
 
 impl Sink for FakeJournal {

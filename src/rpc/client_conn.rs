@@ -288,13 +288,10 @@ impl ClientConn {
         !self.output_dead && self.out.has_released()
     }
 
-    /// Block until the output is writable, at most until `until` (and a second).
-    pub fn wait_writable(&self, until: Instant) {
+    /// Block until the output is writable, at most `at_most` (and a second).
+    pub fn wait_writable(&self, at_most: Duration) {
         use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-        let ms = until
-            .saturating_duration_since(Instant::now())
-            .as_millis()
-            .min(1000) as u16;
+        let ms = at_most.as_millis().min(1000) as u16;
         let mut fds = [PollFd::new(self.output.as_fd(), PollFlags::POLLOUT)];
         let _ = poll(&mut fds, PollTimeout::from(ms.max(1)));
     }

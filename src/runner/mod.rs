@@ -26,7 +26,7 @@ use std::rc::Rc;
 use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
 
-use crate::budget::Budget;
+use crate::clock::Budget;
 
 use capture::Capture;
 use pipe::{Drained, Pipe};

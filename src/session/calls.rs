@@ -62,6 +62,8 @@ pub(crate) struct CallParts<'a> {
     pub approval_timeout: Duration,
     pub clarify_timeout: Duration,
     pub shutting_down: bool,
+    /// The loop's clock, for the step's budget.
+    pub clock: crate::clock::Clock,
 }
 
 struct TurnEffects<'a, O: CallOwners> {
@@ -298,7 +300,7 @@ fn with_tool<R>(
         approved,
         shutting_down: parts.shutting_down,
         now,
-        deadline: now + crate::tools::STEP_BUDGET,
+        budget: crate::clock::Budget::of(parts.clock, now, crate::tools::STEP_BUDGET),
         answer,
         runner: parts.runner,
         runs: Vec::new(),
@@ -745,6 +747,7 @@ pub(crate) mod fake {
             &mut self,
             _req: ModelRequest<'_>,
             _ctx: &mut CallContext<'_>,
+            _now: Instant,
         ) -> Box<dyn ModelCall> {
             self.started += 1;
             let (events, then) = self
@@ -941,6 +944,7 @@ pub(crate) mod fake {
                 approval_timeout: Duration::from_secs(5),
                 clarify_timeout: Duration::from_secs(5),
                 shutting_down: false,
+                clock: crate::clock::Clock::SYSTEM,
             }
         }
         fn holding(&self) -> bool {

@@ -447,7 +447,7 @@ mod tests {
             vec![ModelEvent::Text("they talked".into()), done()],
             Then::Finish,
         );
-        crate::session::driver::drive_turns(&mut gw, now, &crate::budget::Budget::unlimited());
+        crate::session::driver::drive_turns(&mut gw, now, &crate::clock::Budget::unlimited());
         let said = gw.said();
         let texts: Vec<(&str, &str)> = said
             .iter()

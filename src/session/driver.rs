@@ -11,7 +11,7 @@ use std::time::Instant;
 use mio::Token;
 use serde_json::{Value, json};
 
-use crate::budget::Budget;
+use crate::clock::Budget;
 use crate::model::{CallContext, ModelEvent, ModelRequest, Progress};
 use crate::session::Session;
 use crate::session::calls::CallOwners;
@@ -136,7 +136,7 @@ fn drive(gw: &mut impl TurnOwners, rid: &str, now: Instant) -> bool {
             gw.park(rid);
             return false;
         }
-        start_model_call(gw, rid);
+        start_model_call(gw, rid, now);
     }
     let parts = gw.model_parts();
     let mut evs = std::mem::take(parts.events);
@@ -181,9 +181,9 @@ fn drive(gw: &mut impl TurnOwners, rid: &str, now: Instant) -> bool {
                 .and_then(|t| t.call.as_mut())
                 .and_then(|c| c.take_connection());
             if let (Some(connection), Some(provider)) = (connection, provider) {
-                parts.providers.of(&provider).recycle(connection);
+                parts.providers.of(&provider).recycle(connection, now);
             }
-            count_model_time(gw, rid);
+            count_model_time(gw, rid, now);
             end_model_round(gw, rid, now)
         }
     }
@@ -191,7 +191,7 @@ fn drive(gw: &mut impl TurnOwners, rid: &str, now: Instant) -> bool {
 }
 
 /// Start the turn's next model call (the steering first, as a user note).
-fn start_model_call(gw: &mut impl TurnOwners, rid: &str) {
+fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
     let Some(s) = gw.sessions().get_mut(rid) else {
         return;
     };
@@ -254,8 +254,8 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str) {
         reasoning_effort: s.reasoning_effort.as_deref(),
         session_id: Some(&s.stored_id),
     };
-    turn.call = Some(parts.providers.of(&s.provider).start(req, &mut ctx));
-    turn.call_started = Some(Instant::now());
+    turn.call = Some(parts.providers.of(&s.provider).start(req, &mut ctx, now));
+    turn.call_started = Some(now);
     if first && !compacting {
         gw.emit(rid, "message.start", Value::Null);
     }
@@ -426,7 +426,7 @@ pub(crate) fn interrupt_turn(gw: &mut impl TurnOwners, rid: &str, now: Instant) 
         };
         call.abort(&mut ctx);
         if let Some(started) = turn.call_started.take() {
-            s.model_time += started.elapsed();
+            s.model_time += now.saturating_duration_since(started);
         }
         let round = turn.close_round(true, util::unix_now());
         // A summary cut short is dropped, not kept as a reply.
@@ -528,11 +528,11 @@ pub(crate) fn run_next_queued(gw: &mut impl TurnOwners, rid: &str, now: Instant)
 }
 
 /// The call in flight is over: its time counts to the session's model time.
-fn count_model_time(gw: &mut impl CallOwners, rid: &str) {
+fn count_model_time(gw: &mut impl CallOwners, rid: &str, now: Instant) {
     if let Some(s) = gw.sessions().get_mut(rid)
         && let Some(started) = s.turn.as_mut().and_then(|t| t.call_started.take())
     {
-        s.model_time += started.elapsed();
+        s.model_time += now.saturating_duration_since(started);
     }
 }
 
@@ -718,7 +718,7 @@ mod tests {
     fn prompted(gw: &mut Fake, prompt: &str) -> bool {
         let now = gw.now();
         submit_prompt(gw, RID, prompt.into(), now);
-        drive_turns(gw, now, &crate::budget::Budget::unlimited())
+        drive_turns(gw, now, &crate::clock::Budget::unlimited())
     }
 
     #[test]
@@ -734,7 +734,7 @@ mod tests {
             .round(vec![ModelEvent::Text("Hello".into()), done()], Then::Finish);
         submit_prompt(&mut gw, RID, "first".into(), now);
         submit_prompt(&mut gw, "rid-2", "second".into(), now);
-        drive_turns(&mut gw, now, &crate::budget::Budget::spent_already());
+        drive_turns(&mut gw, now, &crate::clock::Budget::spent_already());
         assert_eq!(gw.ended.len(), 1, "one turn driven to its end");
         assert_eq!(gw.sessions.take_runnable(), ["rid-2"], "the other waits");
     }
@@ -748,7 +748,7 @@ mod tests {
         submit_prompt(&mut gw, RID, "first".into(), now);
         assert!(submit_prompt(&mut gw, RID, "second".into(), now), "queued");
         assert!(
-            drive_turns(&mut gw, now, &crate::budget::Budget::unlimited()),
+            drive_turns(&mut gw, now, &crate::clock::Budget::unlimited()),
             "text was streamed"
         );
         let said = events(&mut gw);
@@ -903,7 +903,7 @@ mod tests {
         other.turn = Some(Turn::new(Token(8)));
         assert!(gw.sessions.add(other).is_ok());
         gw.sessions.mark_runnable("r2");
-        drive_turns(&mut gw, now, &crate::budget::Budget::unlimited());
+        drive_turns(&mut gw, now, &crate::clock::Budget::unlimited());
         let frames = gw.asker.said();
         let of = |kind: &str| -> Vec<&Value> {
             let kind = json!(kind);

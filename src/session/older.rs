@@ -65,9 +65,9 @@ pub(crate) fn step(gw: &mut impl TurnOwners, now: Instant) {
 }
 
 /// Read everything still stored before the session's transcript, now.
-pub(crate) fn whole(gw: &mut impl TurnOwners, rid: &str) -> Result<(), StoreError> {
+pub(crate) fn whole(gw: &mut impl TurnOwners, rid: &str, now: Instant) -> Result<(), StoreError> {
     while gw.sessions().get(rid).is_some_and(|s| s.older.is_some()) {
-        read(gw, rid, STEP * 16, Instant::now())?;
+        read(gw, rid, STEP * 16, now)?;
     }
     Ok(())
 }

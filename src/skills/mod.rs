@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use crate::budget::Budget;
+use crate::clock::Budget;
 pub use catalog::Catalog;
 
 /// A catalog older than this is scanned again when a session starts (Hermes' 30 s).

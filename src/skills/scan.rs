@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use super::catalog::{Catalog, Meta, Record};
 use super::header;
 use super::settings::Settings;
-use crate::budget::Budget;
+use crate::clock::Budget;
 
 /// Folders never searched.
 pub const EXCLUDED: [&str; 14] = [

@@ -13,10 +13,11 @@ mod search;
 mod wal;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::clock::Budget;
 use crate::transcript::{Message, Role};
 
 pub use delta::{Delta, LiveChange, Usage};
@@ -76,7 +77,7 @@ pub struct Store {
     owner: String,
     /// How long a write may wait for another process's lock: until this instant, measured
     /// when each transaction begins; `None`: not at all (the loop retries on its timer).
-    wait_until: Option<Instant>,
+    wait_until: Option<Budget>,
     /// How Hermes' full-text indexes are kept on this connection (by triggers, or here).
     fts: fts::Indexes,
     /// What the WAL holds past the last checkpoint.
@@ -90,11 +91,9 @@ pub struct Store {
 fn begin<'c>(
     conn: &'c mut Connection,
     fts: &mut fts::Indexes,
-    wait_until: Option<Instant>,
+    wait_until: Option<Budget>,
 ) -> rusqlite::Result<rusqlite::Transaction<'c>> {
-    let wait = wait_until.map_or(Duration::ZERO, |d| {
-        d.saturating_duration_since(Instant::now())
-    });
+    let wait = wait_until.and_then(|b| b.left()).unwrap_or(Duration::ZERO);
     conn.busy_timeout(wait)?;
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     fts.refresh(&tx)?;
@@ -326,7 +325,7 @@ impl Store {
 
     /// How long the next writes may wait for another process's lock: until `deadline`
     /// (re-measured as each begins), or not at all.
-    pub fn wait_until(&mut self, deadline: Option<Instant>) {
+    pub fn wait_until(&mut self, deadline: Option<Budget>) {
         self.wait_until = deadline;
     }
 

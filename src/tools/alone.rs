@@ -3,11 +3,12 @@
 //! for a wake from another thread cannot end here and is answered with an error.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use super::{JobId, Start, Tool, ToolContext, ToolResult, Wake, wake};
+use crate::clock::{Budget, Clock};
 use crate::runner::{Runner, supervisor::Executable};
 
 /// How a call run alone went.
@@ -30,8 +31,10 @@ pub fn run(tool: &mut dyn Tool, cwd: &str, home: &Path, args: &Value, budget: Du
     let mut steps = 0;
     let mut worst_step = Duration::ZERO;
     let (mut approved, mut started) = (false, false);
+    // Outside a gateway this is the loop: it reads the clock.
+    let clock = Clock::SYSTEM;
     loop {
-        let now = Instant::now();
+        let now = clock.now();
         let mut ctx = ToolContext {
             job: JobId(1),
             cwd: cwd.to_string(),
@@ -43,7 +46,7 @@ pub fn run(tool: &mut dyn Tool, cwd: &str, home: &Path, args: &Value, budget: Du
             approved,
             shutting_down: false,
             now,
-            deadline: now + budget,
+            budget: Budget::of(clock, now, budget),
             answer: None,
             runner: &mut runner,
             runs: Vec::new(),
@@ -55,7 +58,7 @@ pub fn run(tool: &mut dyn Tool, cwd: &str, home: &Path, args: &Value, budget: Du
                 owner: "",
             },
         };
-        let step_began = Instant::now();
+        let step_began = clock.now();
         let done = if started {
             tool.step(&mut ctx, args)
         } else {
@@ -72,7 +75,7 @@ pub fn run(tool: &mut dyn Tool, cwd: &str, home: &Path, args: &Value, budget: Du
                 }
             }
         };
-        worst_step = worst_step.max(step_began.elapsed());
+        worst_step = worst_step.max(clock.now().saturating_duration_since(step_began));
         let (runs, wake, question) = (std::mem::take(&mut ctx.runs), ctx.wake, ctx.question.take());
         for run in runs {
             runner.discard(run);
@@ -89,7 +92,7 @@ pub fn run(tool: &mut dyn Tool, cwd: &str, home: &Path, args: &Value, budget: Du
             (_, Some(_)) => return stuck(tool, steps, worst_step, "it asks the user"),
             (Some(Wake::Again), None) => {}
             (Some(Wake::At(when)), None) => {
-                std::thread::sleep(when.saturating_duration_since(Instant::now()))
+                std::thread::sleep(when.saturating_duration_since(clock.now()))
             }
             (None, None) => return stuck(tool, steps, worst_step, "it waits for a run or a wake"),
         }

@@ -186,9 +186,9 @@ pub struct ToolContext<'a> {
     /// The gateway is exiting: start nothing that outlives the call.
     pub shutting_down: bool,
     pub now: Instant,
-    /// Work of this start or step ends by then ([`STEP_BUDGET`] from `now`); what is left
+    /// Work of this start or step ends with it ([`STEP_BUDGET`] from `now`); what is left
     /// goes on in the next step ([`ToolContext::again`]).
-    pub deadline: Instant,
+    pub budget: crate::clock::Budget,
     /// The user's answer to [`ToolContext::ask_user`], on the step that delivers it.
     pub answer: Option<UserAnswer>,
     pub(crate) runner: &'a mut Runner,
@@ -235,7 +235,7 @@ impl ToolContext<'_> {
 
     /// The budget of this start or step is spent.
     pub fn out_of_time(&self) -> bool {
-        Instant::now() >= self.deadline
+        self.budget.spent()
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{JobId, Tools, policy};
-use crate::budget::Budget;
+use crate::clock::Budget;
 use crate::rpc::frame::{Id, code};
 use crate::rpc::{Outbox, RpcError};
 use crate::runner::{

@@ -8,13 +8,12 @@
 //! A discovery runs in steps within the loop's budget ([`Discovery`]); the other shapes are a
 //! few bounded reads and answer at their start.
 
-use std::time::Instant;
-
 use serde_json::{Map, Value, json};
 
 use super::files::int_arg;
 use super::stepped::{Advance, Stepped};
 use super::{JobId, Start, Tool, ToolContext, ToolResult};
+use crate::clock::Budget;
 use crate::store::{SearchHit, SearchQuery, SessionMeta, Store, StoreError, StoredRow};
 
 /// Sources left out of searches and lists (delegates and third-party tools).
@@ -179,7 +178,7 @@ impl Tool for SessionSearch {
 impl Advance for Discovery {
     fn advance(&mut self, ctx: &ToolContext<'_>) -> Option<ToolResult> {
         match ctx.store {
-            Some(store) => self.advance_until(store, ctx.deadline),
+            Some(store) => self.advance_until(store, &ctx.budget),
             None => Some(ToolResult::unsuccessful(NO_STORE)),
         }
     }
@@ -197,7 +196,7 @@ pub fn call(store: &Store, current: &str, args: &Value) -> ToolResult {
     match begin(store, current, args) {
         Begun::Done(result) => result,
         Begun::Discovery(mut d) => loop {
-            if let Some(result) = d.advance_until(store, Instant::now()) {
+            if let Some(result) = d.advance_until(store, &Budget::unlimited()) {
                 break result;
             }
         },
@@ -454,13 +453,11 @@ impl Discovery {
         }
     }
 
-    /// Work until `deadline` (at least one unit): the answer once it is complete.
-    fn advance_until(&mut self, store: &Store, deadline: Instant) -> Option<ToolResult> {
+    /// Work within `budget` (at least one unit): the answer once it is complete.
+    fn advance_until(&mut self, store: &Store, budget: &Budget) -> Option<ToolResult> {
         let mut units = 0;
         loop {
-            if units > 0
-                && (Instant::now() >= deadline || matches!(self.stage, Stage::Search { .. }))
-            {
+            if units > 0 && (budget.spent() || matches!(self.stage, Stage::Search { .. })) {
                 return None;
             }
             units += 1;
@@ -645,13 +642,17 @@ mod tests {
         let args = json!({"query": "quokkas", "limit": 10});
         let whole = call(&store, "", &args);
         assert_eq!(whole.content["count"], 10, "{}", whole.content);
+        let budget_of = |length| {
+            let clock = crate::clock::Clock::SYSTEM;
+            Budget::of(clock, clock.now(), length)
+        };
         let steps_with = |budget: std::time::Duration| {
             let Begun::Discovery(mut d) = begin(&store, "", &args) else {
                 panic!("not a discovery");
             };
             let mut steps = 1;
             loop {
-                if let Some(r) = d.advance_until(&store, Instant::now() + budget) {
+                if let Some(r) = d.advance_until(&store, &budget_of(budget)) {
                     return (steps, r);
                 }
                 steps += 1;

@@ -255,6 +255,6 @@ mod tests {
     }
 
     fn pump(f: &mut FakeRuns, now: Instant) {
-        runs::pump(f, now, &crate::budget::Budget::unlimited());
+        runs::pump(f, now, &crate::clock::Budget::unlimited());
     }
 }
