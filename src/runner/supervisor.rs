@@ -24,7 +24,7 @@
 //! command of another uid (or without CAP_SYS_PTRACE) cannot trace them either. Where the
 //! kernel refuses a namespace (an unprivileged user), the fallback is the subreaper tree, with
 //! the gateway itself finding and killing what a stopped or killed supervisor left
-//! (`Runner`'s sweep, see docs/ARCHITECTURE.md "Supervision").
+//! (`Runner`'s sweep, see docs/SUPERVISION.md).
 //!
 //! Forking a small single-threaded process per command instead of exec'ing the gateway binary
 //! for each one keeps the cost of supervision to a fork (see docs/PERFORMANCE.md). The zygote
