@@ -383,7 +383,7 @@ impl Gateway {
         self.write_urgent(now);
         self.fire_timers(now);
         crate::session::older::step(self, now);
-        // Each kind of bulk work gets its own slice of the iteration (budget.rs).
+        // Each kind of bulk work gets its own slice of the iteration (clock.rs).
         if self.drive_turns(now, &Budget::slice(self.clock, now)) {
             crate::flush::arm(self, now);
         }

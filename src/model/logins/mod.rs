@@ -4,11 +4,11 @@
 //! would send is still good, and renews an expiring one as Hermes does, writing auth.json back
 //! under Hermes' lock. Logging in stays `hermes`'s.
 //!
-//! `state.rs` is what the file's fields mean (pure), `store.rs` the files and locks, `post.rs`
-//! the token endpoint's POST on the loop, `refresh.rs` a renewal step by step, `jwt.rs` and
-//! `clock.rs` the tokens' claims and the file's timestamps.
+//! `state.rs` is what the file's fields mean (pure), `store.rs` the files and locks,
+//! `refresh.rs` a renewal step by step (its POST through the model layer's one-shot exchange),
+//! `jwt.rs` and `iso_time.rs` the tokens' claims and the file's timestamps.
 
-pub mod clock;
+pub mod iso_time;
 pub mod jwt;
 pub mod refresh;
 pub mod state;

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Kind, clock, jwt};
+use super::{Kind, iso_time, jwt};
 
 /// Renew a token this close to its expiry (Hermes' `ACCESS_TOKEN_REFRESH_SKEW_SECONDS` and
 /// `CODEX_ACCESS_TOKEN_REFRESH_SKEW_SECONDS`).
@@ -145,7 +145,7 @@ pub fn nous_status(
     match claims.get("exp").and_then(Value::as_f64) {
         Some(exp) if exp <= now + SKEW_SECS => Some("invoke_jwt_expiring"),
         Some(_) => None,
-        None => match expires_at.and_then(clock::parse) {
+        None => match expires_at.and_then(iso_time::parse) {
             Some(at) if at > now + SKEW_SECS => None,
             _ => Some("invoke_jwt_expiry_unknown_or_expiring"),
         },
@@ -207,7 +207,11 @@ pub fn merge_shared_nous(state: &mut Value, shared: &Value) -> bool {
     else {
         return false;
     };
-    let expiry = |v: &Value| text(v, "expires_at").and_then(clock::parse).unwrap_or(0.0);
+    let expiry = |v: &Value| {
+        text(v, "expires_at")
+            .and_then(iso_time::parse)
+            .unwrap_or(0.0)
+    };
     let changed = shared_refresh.trim() != text(state, "refresh_token").unwrap_or("").trim();
     if !changed && expiry(shared) <= expiry(state) {
         return false;
@@ -253,7 +257,7 @@ pub fn shared_nous(state: &Value, now: f64) -> Option<Value> {
         "inference_base_url": or("inference_base_url", NOUS_INFERENCE),
         "obtained_at": state["obtained_at"],
         "expires_at": state["expires_at"],
-        "updated_at": clock::iso(now),
+        "updated_at": iso_time::iso(now),
     }))
 }
 
@@ -415,9 +419,9 @@ pub fn nous_refreshed(
         .and_then(trusted_inference_url)
         .unwrap_or_else(|| NOUS_INFERENCE.into());
     map.insert("inference_base_url".into(), inference.into());
-    map.insert("obtained_at".into(), clock::iso(now).into());
+    map.insert("obtained_at".into(), iso_time::iso(now).into());
     map.insert("expires_in".into(), json!(ttl as u64));
-    map.insert("expires_at".into(), clock::iso(now + ttl).into());
+    map.insert("expires_at".into(), iso_time::iso(now + ttl).into());
     map.insert("portal_base_url".into(), portal.into());
     if text(state, "client_id").is_none() {
         state["client_id"] = NOUS_CLIENT_ID.into();
@@ -444,9 +448,9 @@ pub fn select_nous_key(state: &mut Value, now: f64) {
         return;
     };
     let expires_at = jwt::expiry(&token)
-        .map(clock::iso)
+        .map(iso_time::iso)
         .or_else(|| text(state, "expires_at").map(str::to_string));
-    let expires_in = match expires_at.as_deref().and_then(clock::parse) {
+    let expires_in = match expires_at.as_deref().and_then(iso_time::parse) {
         Some(at) => (at - now).max(0.0) as u64,
         None => state["expires_in"].as_u64().unwrap_or(0),
     };
@@ -455,7 +459,7 @@ pub fn select_nous_key(state: &mut Value, now: f64) {
         text(state, "agent_key_obtained_at"),
     ) {
         (Some(k), Some(at)) if k == token => at.to_string(),
-        _ => clock::iso(now),
+        _ => iso_time::iso(now),
     };
     if let Some(at) = &expires_at {
         state["expires_at"] = at.as_str().into();
@@ -528,7 +532,7 @@ pub fn nous_quarantined(state: &mut Value, refusal: &Refusal, now: f64) {
             "message": refusal.message,
             "reason": "runtime_access_refresh_failure",
             "relogin_required": true,
-            "at": clock::iso(now),
+            "at": iso_time::iso(now),
         }),
     );
 }
@@ -647,7 +651,7 @@ Codex CLI or VS Code extension). Run `codex` in your terminal to generate fresh 
 /// of `tokens` kept), `last_refresh`, `auth_mode`; and the pool entries that mirror this login
 /// given the same tokens (`_sync_codex_pool_entries`).
 pub fn codex_refreshed(auth: &mut Value, access: &str, refresh: Option<&str>, now: f64) {
-    let last_refresh = clock::iso_z(now);
+    let last_refresh = iso_time::iso_z(now);
     let state = &mut auth["providers"][Kind::Codex.id()];
     if !state.is_object() {
         *state = json!({});

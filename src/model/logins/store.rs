@@ -11,7 +11,7 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use serde_json::{Value, json};
 
-use super::clock;
+use super::iso_time;
 use crate::private_file;
 
 /// Larger files are not read: no login holds that much.
@@ -63,7 +63,7 @@ impl Files {
             *auth = json!({"providers": {}});
         }
         auth["version"] = 1.into();
-        auth["updated_at"] = clock::iso(now).into();
+        auth["updated_at"] = iso_time::iso(now).into();
         let mut text = hermes_json(auth);
         text.push('\n');
         replace_synced(&self.auth, text.as_bytes())

@@ -66,7 +66,7 @@ fn a_nous_token_is_used_until_two_minutes_before_it_expires() {
     let no_exp = token_with(&json!({"scp": ["inference:invoke"]}));
     let mut s = nous_state(&no_exp, Some("rt"));
     assert_eq!(state::decide(Kind::Nous, &s, now), Decision::Refresh);
-    s["expires_at"] = clock::iso(now + HOUR).into();
+    s["expires_at"] = iso_time::iso(now + HOUR).into();
     assert_eq!(state::decide(Kind::Nous, &s, now), Decision::Use(no_exp));
 }
 
@@ -274,7 +274,10 @@ fn a_nous_refresh_rotates_the_tokens_and_makes_the_new_one_the_key() {
         state::NOUS_INFERENCE,
         "an untrusted URL is not kept"
     );
-    assert_eq!(s["agent_key_expires_at"], clock::iso((now + HOUR).trunc()));
+    assert_eq!(
+        s["agent_key_expires_at"],
+        iso_time::iso((now + HOUR).trunc())
+    );
     assert_eq!(
         (s["label"].as_str(), s["agent_key_reused"].as_bool()),
         (Some("mine"), Some(false))
@@ -372,12 +375,12 @@ fn the_portal_asked_is_one_hermes_trusts() {
 #[test]
 fn shared_nous_tokens_are_adopted_only_when_fresher() {
     let mut s = nous_state("a1", Some("rt-1"));
-    s["expires_at"] = clock::iso(2000.0).into();
+    s["expires_at"] = iso_time::iso(2000.0).into();
     let same =
-        json!({"access_token": "a0", "refresh_token": "rt-1", "expires_at": clock::iso(1000.0)});
+        json!({"access_token": "a0", "refresh_token": "rt-1", "expires_at": iso_time::iso(1000.0)});
     assert!(!state::merge_shared_nous(&mut s, &same));
     assert_eq!(s["access_token"], "a1");
-    let rotated = json!({"access_token": "a2", "refresh_token": "rt-2", "expires_at": clock::iso(3000.0),
+    let rotated = json!({"access_token": "a2", "refresh_token": "rt-2", "expires_at": iso_time::iso(3000.0),
         "client_id": ""});
     assert!(state::merge_shared_nous(&mut s, &rotated));
     assert_eq!(
