@@ -20,11 +20,11 @@ use crate::clock::{Budget, Clock};
 use crate::config::Config;
 use crate::model::{ModelEvent, Provider};
 use crate::persist::Persistence;
-use crate::rpc::client_conn::{ClientConn, Limits, Read};
+use crate::rpc::client_conn::{ClientConn, ClientLimits, Read};
 use crate::rpc::frame::{self, Incoming};
 use crate::rpc::{Line, Outbox};
 use crate::session::VERSION;
-use crate::session::registry::Registry;
+use crate::session::table::SessionTable;
 use crate::shutdown::{Again, Shutdown};
 use crate::timer::TimerWheel;
 use crate::util;
@@ -44,11 +44,11 @@ const EXIT_DIAG_BUDGET: Duration = Duration::from_millis(20);
 const READS_PER_ITERATION: usize = 8;
 
 /// What a timer does when it fires: the sessions' work's (turns, tools, runs, approvals,
-/// questions, MCP: [`crate::tools::Timer`], set below the loop) or the gateway's own.
+/// questions, MCP: [`crate::tools::WorkTimer`], set below the loop) or the gateway's own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Timer {
     /// A timer of the sessions' work.
-    Work(crate::tools::Timer),
+    Work(crate::tools::WorkTimer),
     /// Retry failed commits and write the partial text of streaming replies.
     FlushTick,
     /// Evict sessions idle past the TTL.
@@ -59,15 +59,15 @@ pub enum Timer {
     ModelList(u64),
 }
 
-impl From<crate::tools::Timer> for Timer {
-    fn from(work: crate::tools::Timer) -> Timer {
+impl From<crate::tools::WorkTimer> for Timer {
+    fn from(work: crate::tools::WorkTimer) -> Timer {
         Timer::Work(work)
     }
 }
 
 /// Who owns a dynamic token's source.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
+pub enum TokenOwner {
     /// A model call of this session's turn.
     Turn(String),
     /// A pipe or exit descriptor of a run of the process runner.
@@ -93,11 +93,11 @@ pub struct Gateway {
     pub(crate) switched_providers: Vec<Box<dyn Provider>>,
     /// `$HERMES_HOME/.env` as last read (`reload.env` says how many of its variables changed).
     pub(crate) dotenv: crate::hermes_env::HermesEnv,
-    pub(crate) sessions: Registry,
+    pub(crate) sessions: SessionTable,
     /// The caps of the sessions' event rings.
     pub(crate) rings: crate::session::ring::Rings,
     /// Who a dynamic token belongs to.
-    pub(crate) by_token: HashMap<Token, Route>,
+    pub(crate) by_token: HashMap<Token, TokenOwner>,
     /// The token of each run of the runner whose descriptors are in the poll.
     run_tokens: HashMap<crate::runner::RunId, Token>,
     /// The poll's registry as MCP HTTP connections keep it, and each exchange's token.
@@ -144,7 +144,7 @@ impl Gateway {
     pub fn with_clock(cfg: Config, io: Io, clock: Clock) -> Result<Gateway, String> {
         let now = clock.now();
         let poll = Poll::new().map_err(|e| format!("cannot create the poll: {e}"))?;
-        let limits = Limits {
+        let limits = ClientLimits {
             frame_limit: cfg.frame_limit,
             queue_cap: cfg.out_queue_cap,
             stall: cfg.stdout_stall,
@@ -212,7 +212,7 @@ impl Gateway {
             provider_warning,
             switched_providers: Vec::new(),
             dotenv: crate::hermes_env::HermesEnv::load(&cfg_home_for_tools).unwrap_or_default(),
-            sessions: Registry::new(),
+            sessions: SessionTable::new(),
             rings,
             by_token: HashMap::new(),
             run_tokens: HashMap::new(),
@@ -257,7 +257,7 @@ impl Gateway {
     /// Offer `tool` to the model from the next model call on: an embedding host's own tool.
     /// Refused when its name is taken or is not one a model API accepts.
     pub fn register_tool(&mut self, tool: Box<dyn crate::tools::Tool>) -> Result<(), String> {
-        self.tools.registry.register(tool)
+        self.tools.set.register(tool)
     }
 
     /// Use `provider` for every model call from now on: an embedding host's own model.
@@ -580,23 +580,23 @@ impl Gateway {
     }
 
     /// A timer of the sessions' work fired: back to its owner.
-    fn fire_work_timer(&mut self, timer: crate::tools::Timer, now: Instant) {
-        use crate::tools::Timer;
+    fn fire_work_timer(&mut self, timer: crate::tools::WorkTimer, now: Instant) {
+        use crate::tools::WorkTimer;
         match timer {
-            Timer::TurnWake(rid) => {
+            WorkTimer::TurnWake(rid) => {
                 if let Some(turn) = self.sessions.get_mut(&rid).and_then(|s| s.turn.as_mut()) {
                     turn.wake = None;
                 }
                 self.schedule(&rid);
             }
-            Timer::Run(id, what) => crate::tools::runs::on_run_timer(self, id, what, now),
-            Timer::LiveOutput(id) => {
+            WorkTimer::Run(id, what) => crate::tools::runs::on_run_timer(self, id, what, now),
+            WorkTimer::LiveOutput(id) => {
                 let owner = self.tools.run_session(id);
                 self.isolated(owner.as_deref(), now, |gw| {
                     crate::tools::runs::flush_live(gw, id, now)
                 });
             }
-            Timer::ApprovalTimeout(request_id) => {
+            WorkTimer::ApprovalTimeout(request_id) => {
                 let owner = self.tools.approvals.owner_session(&request_id);
                 self.isolated(owner.as_deref(), now, |gw| {
                     let (tools, mut env) = gw.asking();
@@ -605,9 +605,9 @@ impl Gateway {
                     }
                 });
             }
-            Timer::ToolWake(job) => self.tools.due.add(job),
-            Timer::Mcp(name) => crate::mcp::on_timer(self, &name, now),
-            Timer::ClarifyTimeout(request_id) => {
+            WorkTimer::ToolWake(job) => self.tools.due.add(job),
+            WorkTimer::Mcp(name) => crate::mcp::on_timer(self, &name, now),
+            WorkTimer::ClarifyTimeout(request_id) => {
                 let owner = self.tools.questions.owner_session(&request_id);
                 self.isolated(owner.as_deref(), now, |gw| {
                     let (tools, mut env) = gw.asking();
@@ -622,7 +622,7 @@ impl Gateway {
     /// Put a started run's descriptors in the poll (their readiness marks the run ready); a
     /// run that cannot be watched is killed and forgotten.
     pub(crate) fn watch_run(&mut self, id: crate::runner::RunId) -> io::Result<()> {
-        let token = self.alloc_token(Route::Run(id));
+        let token = self.alloc_token(TokenOwner::Run(id));
         let readable = self
             .runner
             .fds(id)
@@ -665,20 +665,20 @@ impl Gateway {
 
     fn on_source_ready(&mut self, token: Token, now: Instant) {
         match self.by_token.get(&token).cloned() {
-            Some(Route::Turn(rid)) => self.schedule(&rid),
-            Some(Route::Run(id)) => self.runner.mark_ready(id),
-            Some(Route::ModelList(id)) => crate::methods::models::on_ready(self, id, now),
-            Some(Route::McpHttp(id)) => crate::mcp::http::on_ready(self, id, now),
+            Some(TokenOwner::Turn(rid)) => self.schedule(&rid),
+            Some(TokenOwner::Run(id)) => self.runner.mark_ready(id),
+            Some(TokenOwner::ModelList(id)) => crate::methods::models::on_ready(self, id, now),
+            Some(TokenOwner::McpHttp(id)) => crate::mcp::http::on_ready(self, id, now),
             None => {}
         }
     }
 }
 
 /// The loop's sockets lent to MCP HTTP exchanges: each connection under a token of its own,
-/// routed to its exchange ([`Route::McpHttp`]).
+/// routed to its exchange ([`TokenOwner::McpHttp`]).
 pub(crate) struct ExchangeSockets<'a> {
     registry: &'a Rc<mio::Registry>,
-    by_token: &'a mut HashMap<Token, Route>,
+    by_token: &'a mut HashMap<Token, TokenOwner>,
     next_token: &'a mut usize,
     exchange_tokens: &'a mut HashMap<u64, Token>,
 }
@@ -704,7 +704,7 @@ impl crate::mcp::http::Sockets for ExchangeSockets<'_> {
         let token = Token(*self.next_token);
         let connector = crate::model::connect::Connector::start(route, tls, self.registry, token)?;
         *self.next_token += 1;
-        self.by_token.insert(token, Route::McpHttp(exchange));
+        self.by_token.insert(token, TokenOwner::McpHttp(exchange));
         self.exchange_tokens.insert(exchange, token);
         Ok(Box::new(SocketLink {
             registry: self.registry.clone(),

@@ -11,24 +11,24 @@ use std::time::Instant;
 use mio::Token;
 use serde_json::Value;
 
-use crate::event_loop::{Gateway, Route};
+use crate::event_loop::{Gateway, TokenOwner};
 use crate::rpc::Outbox;
 use crate::runner::{Closed, RunEnd, RunEvent, RunId};
 use crate::session::Session;
 use crate::session::calls::{CallOwners, CallParts};
 use crate::session::driver::{self, ModelParts, TurnOwners};
-use crate::session::registry::Registry;
 use crate::session::ring::Rings;
+use crate::session::table::SessionTable;
 use crate::timer::{TimerId, TimerWheel};
 use crate::tools::asked::Asker;
 use crate::tools::runs::{RunControl, RunOwners};
-use crate::tools::{JobId, Timer, Tools};
+use crate::tools::{JobId, Tools, WorkTimer};
 
 /// What approvals and questions ask through on the gateway: the client, the sessions' events,
 /// the timers ([`crate::tools::asked::Asker`]).
 pub(crate) struct Asking<'a> {
     client: &'a mut crate::rpc::client_conn::ClientConn,
-    sessions: &'a mut Registry,
+    sessions: &'a mut SessionTable,
     rings: &'a mut Rings,
     timers: &'a mut TimerWheel<crate::event_loop::Timer>,
 }
@@ -43,7 +43,7 @@ impl Asker for Asking<'_> {
         }
         trim_rings(self.sessions, self.rings);
     }
-    fn set_timer(&mut self, at: Instant, timer: Timer) -> TimerId {
+    fn set_timer(&mut self, at: Instant, timer: WorkTimer) -> TimerId {
         self.timers.insert(at, timer)
     }
     fn cancel_timer(&mut self, id: TimerId) {
@@ -52,7 +52,7 @@ impl Asker for Asking<'_> {
 }
 
 /// Keep every session's event ring together under the total, now and then.
-fn trim_rings(sessions: &mut Registry, rings: &mut Rings) {
+fn trim_rings(sessions: &mut SessionTable, rings: &mut Rings) {
     if rings.trim_due() {
         let all = sessions.values_mut().map(|s| &mut s.ring);
         crate::session::ring::trim_total(rings, all);
@@ -110,7 +110,7 @@ impl Gateway {
         self.sessions.get_mut(rid).and_then(|s| s.turn.as_mut())
     }
 
-    pub(crate) fn alloc_token(&mut self, route: Route) -> Token {
+    pub(crate) fn alloc_token(&mut self, route: TokenOwner) -> Token {
         let t = Token(self.next_token);
         self.next_token += 1;
         self.by_token.insert(t, route);
@@ -204,7 +204,7 @@ impl Gateway {
 }
 
 impl CallOwners for Gateway {
-    fn sessions(&mut self) -> &mut Registry {
+    fn sessions(&mut self) -> &mut SessionTable {
         &mut self.sessions
     }
     fn asking(&mut self) -> (&mut Tools, impl Asker + '_) {
@@ -279,7 +279,7 @@ impl TurnOwners for Gateway {
         Gateway::emit_delta(self, rid, text);
     }
     fn turn_token(&mut self, rid: &str) -> Token {
-        self.alloc_token(Route::Turn(rid.to_string()))
+        self.alloc_token(TokenOwner::Turn(rid.to_string()))
     }
     fn release_token(&mut self, token: Token) {
         self.by_token.remove(&token);
@@ -292,14 +292,14 @@ impl TurnOwners for Gateway {
                 switched: &mut self.switched_providers,
             },
             registry: self.poll.registry(),
-            schemas: self.tools.registry.schemas(),
+            schemas: self.tools.set.schemas(),
             home: &self.cfg.home,
             skills: Some(&self.skills),
             events: &mut self.scratch,
         }
     }
     fn session_info(&mut self, rid: &str) -> Option<Value> {
-        let tools = self.tools.registry.toolsets();
+        let tools = self.tools.set.toolsets();
         let mcp = crate::mcp::status(&self.mcp);
         let skills = crate::methods::skills::info(self);
         self.sessions.get(rid).map(|s| s.info(tools, skills, mcp))
@@ -335,7 +335,7 @@ impl RunOwners for Gateway {
     fn unwatch_run(&mut self, closed: Closed) {
         Gateway::unwatch_run(self, closed);
     }
-    fn set_timer(&mut self, at: Instant, timer: Timer) {
+    fn set_timer(&mut self, at: Instant, timer: WorkTimer) {
         self.timers.insert(at, timer);
     }
     fn emit(&mut self, rid: &str, kind: &str, payload: Value) {

@@ -11,7 +11,7 @@
 //!    so does a second signal, or a crash during the sequence.
 //!
 //! [`Shutdown`] only decides: given the time and a [`View`] of what is still alive, it returns
-//! the [`Action`]s due. The gateway does them ([`Gateway::step_shutdown`]) and asks again until
+//! the [`ShutdownAction`]s due. The gateway does them ([`Gateway::step_shutdown`]) and asks again until
 //! nothing is due. The loop keeps running during the sequence (it answers `ping`, reaps
 //! children) and steps the shutdown every iteration.
 
@@ -57,7 +57,7 @@ pub struct View {
 
 /// Something for the gateway to do, in the order given.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub enum ShutdownAction {
     /// Step the sequence again at this time.
     WakeAt(Instant),
     /// Commit everything, letting SQLite wait for another process's lock until `until`.
@@ -120,7 +120,7 @@ pub struct Shutdown {
 impl Shutdown {
     /// The sequence, started at `now` (the fence is up from here); with the first actions:
     /// wake at once and at the hard deadline.
-    pub fn begin(reason: &str, now: Instant, timing: Timing) -> (Shutdown, Vec<Action>) {
+    pub fn begin(reason: &str, now: Instant, timing: Timing) -> (Shutdown, Vec<ShutdownAction>) {
         let sd = Shutdown {
             reason: reason.to_string(),
             hard_deadline: now + timing.grace,
@@ -128,7 +128,10 @@ impl Shutdown {
             kill_grace: timing.kill_grace,
             phase: Phase::Begin,
         };
-        let actions = vec![Action::WakeAt(now), Action::WakeAt(sd.hard_deadline)];
+        let actions = vec![
+            ShutdownAction::WakeAt(now),
+            ShutdownAction::WakeAt(sd.hard_deadline),
+        ];
         (sd, actions)
     }
 
@@ -138,7 +141,7 @@ impl Shutdown {
 
     /// What is due now. Do the actions, then ask again with a fresh view until this returns
     /// none: the world they change may make more due at once.
-    pub fn step(&mut self, now: Instant, view: &View) -> Vec<Action> {
+    pub fn step(&mut self, now: Instant, view: &View) -> Vec<ShutdownAction> {
         if self.phase == Phase::Done {
             return Vec::new();
         }
@@ -154,12 +157,12 @@ impl Shutdown {
                         killed: false,
                     };
                     return vec![
-                        Action::Flush {
+                        ShutdownAction::Flush {
                             until: self.flush_deadline,
                         },
-                        Action::Interrupt,
-                        Action::EndIdleSessions,
-                        Action::WakeAt(kill_at.min(self.hard_deadline)),
+                        ShutdownAction::Interrupt,
+                        ShutdownAction::EndIdleSessions,
+                        ShutdownAction::WakeAt(kill_at.min(self.hard_deadline)),
                     ];
                 }
                 Phase::Killing { kill_at, killed } => {
@@ -170,7 +173,7 @@ impl Shutdown {
                             kill_at,
                             killed: true,
                         };
-                        return vec![Action::KillTools];
+                        return vec![ShutdownAction::KillTools];
                     } else {
                         // The dying tools' pipes and the kill timer wake the loop.
                         return Vec::new();
@@ -183,17 +186,17 @@ impl Shutdown {
                         .checked_sub(DRAIN_MARGIN)
                         .map_or(now, |d| d.max(now));
                     return vec![
-                        Action::EndSessions,
-                        Action::Flush {
+                        ShutdownAction::EndSessions,
+                        ShutdownAction::Flush {
                             until: commit_until,
                         },
-                        Action::ReportUnpersisted,
-                        Action::Checkpoint,
-                        Action::Drain {
+                        ShutdownAction::ReportUnpersisted,
+                        ShutdownAction::Checkpoint,
+                        ShutdownAction::Drain {
                             until: self.hard_deadline,
                             at_most: DRAIN_AT_MOST,
                         },
-                        Action::Exit {
+                        ShutdownAction::Exit {
                             code: 0,
                             reason: self.reason.clone(),
                         },
@@ -205,7 +208,7 @@ impl Shutdown {
     }
 
     /// Another trigger while the sequence runs.
-    pub fn again(&mut self, cause: Again) -> Vec<Action> {
+    pub fn again(&mut self, cause: Again) -> Vec<ShutdownAction> {
         match cause {
             _ if self.phase == Phase::Done => Vec::new(),
             Again::Signal => self.hard_exit("second signal"),
@@ -215,12 +218,12 @@ impl Shutdown {
     }
 
     /// Leave now: SIGKILL every live tool group, say what is lost, exit.
-    fn hard_exit(&mut self, reason: &str) -> Vec<Action> {
+    fn hard_exit(&mut self, reason: &str) -> Vec<ShutdownAction> {
         self.phase = Phase::Done;
         vec![
-            Action::KillTools,
-            Action::ReportUnpersisted,
-            Action::Exit {
+            ShutdownAction::KillTools,
+            ShutdownAction::ReportUnpersisted,
+            ShutdownAction::Exit {
                 code: 0,
                 reason: reason.to_string(),
             },
@@ -269,14 +272,14 @@ impl Gateway {
         }
     }
 
-    fn do_shutdown_actions(&mut self, actions: Vec<Action>, now: Instant) {
+    fn do_shutdown_actions(&mut self, actions: Vec<ShutdownAction>, now: Instant) {
         for action in actions {
             match action {
-                Action::WakeAt(at) => {
+                ShutdownAction::WakeAt(at) => {
                     self.timers.insert(at, Timer::ShutdownStep);
                 }
-                Action::Flush { until } => flush_within(self, until, now),
-                Action::Interrupt => {
+                ShutdownAction::Flush { until } => flush_within(self, until, now),
+                ShutdownAction::Interrupt => {
                     let running: Vec<String> = self
                         .sessions
                         .iter()
@@ -291,17 +294,17 @@ impl Gateway {
                     crate::checkpoints::shut_down(self, now);
                     crate::methods::models::answer_all(self);
                 }
-                Action::KillTools => self.runner.kill_all(),
-                Action::EndIdleSessions => self.end_sessions(true, now),
-                Action::EndSessions => self.end_sessions(false, now),
-                Action::ReportUnpersisted => report_unpersisted(self),
-                Action::Checkpoint => {
+                ShutdownAction::KillTools => self.runner.kill_all(),
+                ShutdownAction::EndIdleSessions => self.end_sessions(true, now),
+                ShutdownAction::EndSessions => self.end_sessions(false, now),
+                ShutdownAction::ReportUnpersisted => report_unpersisted(self),
+                ShutdownAction::Checkpoint => {
                     self.persist.checkpoint_if_due();
                 }
-                Action::Drain { until, at_most } => {
+                ShutdownAction::Drain { until, at_most } => {
                     self.drain_output(until.min(self.clock.now() + at_most));
                 }
-                Action::Exit { code, reason } => {
+                ShutdownAction::Exit { code, reason } => {
                     crate::diag!("[gateway-exit] {reason}");
                     self.exit_code = Some(code);
                 }
@@ -356,31 +359,31 @@ mod tests {
         View { tools_alive }
     }
 
-    fn finalize(t0: Instant, reason: &str) -> Vec<Action> {
+    fn finalize(t0: Instant, reason: &str) -> Vec<ShutdownAction> {
         let hard = t0 + timing().grace;
         vec![
-            Action::EndSessions,
-            Action::Flush {
+            ShutdownAction::EndSessions,
+            ShutdownAction::Flush {
                 until: hard - DRAIN_MARGIN,
             },
-            Action::ReportUnpersisted,
-            Action::Checkpoint,
-            Action::Drain {
+            ShutdownAction::ReportUnpersisted,
+            ShutdownAction::Checkpoint,
+            ShutdownAction::Drain {
                 until: hard,
                 at_most: DRAIN_AT_MOST,
             },
-            Action::Exit {
+            ShutdownAction::Exit {
                 code: 0,
                 reason: reason.into(),
             },
         ]
     }
 
-    fn hard_exit(reason: &str) -> Vec<Action> {
+    fn hard_exit(reason: &str) -> Vec<ShutdownAction> {
         vec![
-            Action::KillTools,
-            Action::ReportUnpersisted,
-            Action::Exit {
+            ShutdownAction::KillTools,
+            ShutdownAction::ReportUnpersisted,
+            ShutdownAction::Exit {
                 code: 0,
                 reason: reason.into(),
             },
@@ -388,12 +391,12 @@ mod tests {
     }
 
     /// Flush until `flush_until`, interrupt, end the idle sessions, step again at `kill_wake`.
-    fn steps_2_and_3(flush_until: Instant, kill_wake: Instant) -> Vec<Action> {
+    fn steps_2_and_3(flush_until: Instant, kill_wake: Instant) -> Vec<ShutdownAction> {
         vec![
-            Action::Flush { until: flush_until },
-            Action::Interrupt,
-            Action::EndIdleSessions,
-            Action::WakeAt(kill_wake),
+            ShutdownAction::Flush { until: flush_until },
+            ShutdownAction::Interrupt,
+            ShutdownAction::EndIdleSessions,
+            ShutdownAction::WakeAt(kill_wake),
         ]
     }
 
@@ -402,7 +405,10 @@ mod tests {
         let (mut sd, wakes) = Shutdown::begin(reason, t0, timing());
         assert_eq!(
             wakes,
-            vec![Action::WakeAt(t0), Action::WakeAt(t0 + 10 * SEC)]
+            vec![
+                ShutdownAction::WakeAt(t0),
+                ShutdownAction::WakeAt(t0 + 10 * SEC)
+            ]
         );
         assert_eq!(
             sd.step(t0, &alive(true)),
@@ -445,7 +451,10 @@ mod tests {
             sd.step(kill_at - Duration::from_millis(1), &alive(true)),
             vec![]
         );
-        assert_eq!(sd.step(kill_at, &alive(true)), vec![Action::KillTools]);
+        assert_eq!(
+            sd.step(kill_at, &alive(true)),
+            vec![ShutdownAction::KillTools]
+        );
         assert_eq!(sd.step(kill_at, &alive(true)), vec![]);
         assert_eq!(sd.step(kill_at + SEC, &alive(true)), vec![], "killed once");
         assert_eq!(
@@ -459,7 +468,10 @@ mod tests {
         let t0 = Instant::now();
         let hard = t0 + 10 * SEC;
         let mut sd = interrupted("SIGTERM", t0);
-        assert_eq!(sd.step(t0 + 3 * SEC, &alive(true)), vec![Action::KillTools]);
+        assert_eq!(
+            sd.step(t0 + 3 * SEC, &alive(true)),
+            vec![ShutdownAction::KillTools]
+        );
         assert_eq!(
             sd.step(hard, &alive(true)),
             hard_exit("shutdown grace exceeded")
@@ -472,8 +484,8 @@ mod tests {
         let mut sd = interrupted("SIGTERM", t0);
         let late = hard - DRAIN_MARGIN / 2;
         let actions = sd.step(late, &alive(false));
-        assert_eq!(actions[1], Action::Flush { until: late });
-        assert!(matches!(actions[4], Action::Drain { until, .. } if until == hard));
+        assert_eq!(actions[1], ShutdownAction::Flush { until: late });
+        assert!(matches!(actions[4], ShutdownAction::Drain { until, .. } if until == hard));
 
         // Limits longer than the grace are cut to it.
         let long = Timing {
@@ -516,7 +528,7 @@ mod tests {
             let actions = sd.step(t0, &alive(false));
             assert_eq!(
                 actions.last(),
-                Some(&Action::Exit {
+                Some(&ShutdownAction::Exit {
                     code: 0,
                     reason: reason.into()
                 })

@@ -281,7 +281,7 @@ fn path_completion_in_the_composer() {
         s.lines()
             .any(|l| l.starts_with(" ║") && l.contains("notes-e2e.txt"))
     });
-    tui.clear_composer("@file:no");
+    tui.clear_composer("look at @file:no");
     tui.type_text("cat ./");
     tui.wait_screen("both entries offered for ./", T, |s| {
         s.contains("notes-e2e.txt") && s.contains("subdir-e2e/")

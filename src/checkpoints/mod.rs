@@ -24,7 +24,7 @@ use crate::rpc::frame::{Id, code};
 use crate::runner::{RunEnd, RunEvent, RunId, Spec, Stdin, Streams};
 use crate::tools::runs::{self, RunOwners};
 use layout::Store;
-use seq::{Cmd, FsOp, Limits, Outcome, Step, TakeEnd, Target};
+use seq::{Cmd, FsOp, Outcome, SnapshotLimits, Step, TakeEnd, Target};
 
 /// What the user reads when `git` cannot be found.
 pub const GIT_MISSING: &str =
@@ -40,7 +40,7 @@ const DIFF_FAILED: i64 = 5022;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     pub enabled: bool,
-    pub limits: Limits,
+    pub limits: SnapshotLimits,
     pub auto_prune: bool,
     pub retention_days: u64,
     pub min_interval_hours: u64,
@@ -76,7 +76,7 @@ impl Settings {
         let mb = 1024 * 1024;
         Settings {
             enabled,
-            limits: Limits {
+            limits: SnapshotLimits {
                 max_snapshots: int("max_snapshots", 20).max(1) as usize,
                 max_file_bytes: int("max_file_size_mb", 10).saturating_mul(mb),
                 max_total_bytes: int("max_total_size_mb", 500).saturating_mul(mb),
@@ -136,7 +136,7 @@ struct Job {
     work: Work,
     waiter: Waiter,
     target: Target,
-    limits: Limits,
+    limits: SnapshotLimits,
 }
 
 /// The checkpoints' side of the gateway: the sequences waiting and the one running.
@@ -336,7 +336,13 @@ fn refused(ask: Ask, why: String) -> Result<Value, RpcError> {
     }
 }
 
-fn then_work(t: &Target, limits: Limits, ask: Ask, commit: String, file: Option<String>) -> Work {
+fn then_work(
+    t: &Target,
+    limits: SnapshotLimits,
+    ask: Ask,
+    commit: String,
+    file: Option<String>,
+) -> Work {
     match ask {
         Ask::Diff => Work::Diff(seq::Diff::new(t.clone(), limits, commit)),
         _ => Work::Restore(seq::Restore::new(t.clone(), limits, commit, file)),

@@ -99,7 +99,7 @@ impl<T> Step<T> {
 
 /// The limits of a snapshot (config.yaml's `checkpoints:` section).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct SnapshotLimits {
     pub max_snapshots: usize,
     /// A file larger than this is left out of a snapshot (0: none is).
     pub max_file_bytes: u64,
@@ -426,7 +426,7 @@ enum TakeAt {
 #[derive(Debug)]
 pub struct Take {
     t: Target,
-    limits: Limits,
+    limits: SnapshotLimits,
     reason: String,
     at: TakeAt,
     parent: Option<String>,
@@ -443,7 +443,7 @@ const STORE_CONFIG: [[&str; 2]; 5] = [
 ];
 
 impl Take {
-    pub fn new(t: Target, limits: Limits, reason: String) -> Take {
+    pub fn new(t: Target, limits: SnapshotLimits, reason: String) -> Take {
         Take {
             t,
             limits,
@@ -751,7 +751,7 @@ fn parse_entries(out: &str) -> Vec<Entry> {
 #[derive(Debug)]
 pub struct Diff {
     t: Target,
-    limits: Limits,
+    limits: SnapshotLimits,
     commit: String,
     at: DiffAt,
     stat: String,
@@ -773,7 +773,7 @@ enum DiffAt {
 pub type DiffEnd = Result<(String, String), String>;
 
 impl Diff {
-    pub fn new(t: Target, limits: Limits, commit: String) -> Diff {
+    pub fn new(t: Target, limits: SnapshotLimits, commit: String) -> Diff {
         Diff {
             t,
             limits,
@@ -836,7 +836,7 @@ impl Diff {
 #[derive(Debug)]
 pub struct Restore {
     t: Target,
-    limits: Limits,
+    limits: SnapshotLimits,
     commit: String,
     file: Option<String>,
     at: RestoreAt,
@@ -852,7 +852,7 @@ enum RestoreAt {
 }
 
 impl Restore {
-    pub fn new(t: Target, limits: Limits, commit: String, file: Option<String>) -> Restore {
+    pub fn new(t: Target, limits: SnapshotLimits, commit: String, file: Option<String>) -> Restore {
         Restore {
             t,
             limits,

@@ -32,7 +32,7 @@ use super::{LINE_MAX, McpOwners};
 use crate::model::connect::{self, Failure, Proxy};
 use crate::model::http::{Response, Url, tls_refusal};
 use crate::model::oneshot::describe;
-use crate::tools::Timer;
+use crate::tools::WorkTimer;
 
 /// Bytes one answer may bring (an SSE stream counts all its events, comments included).
 pub const ANSWER_MAX: usize = 4 * LINE_MAX;
@@ -623,7 +623,7 @@ fn begin(
         c.listen = Listen::Open(id);
     }
     if let Some(at) = deadline {
-        o.set_timer(at, Timer::Mcp(name.to_string()));
+        o.set_timer(at, WorkTimer::Mcp(name.to_string()));
     }
     // A literal address may already be connected: look at once.
     on_ready(o, id, now);
@@ -765,7 +765,7 @@ pub(crate) fn on_ready(o: &mut impl McpOwners, id: u64, now: Instant) {
                     if let Some(c) = o.mcp().http.servers.get_mut(&name) {
                         c.resumes_due.push((at, sending));
                     }
-                    o.set_timer(at, Timer::Mcp(name.clone()));
+                    o.set_timer(at, WorkTimer::Mcp(name.clone()));
                 }
             }
         }
@@ -816,7 +816,7 @@ fn listen_ended(
     let wait = listen_wait(c.retry, c.listen_failures);
     let at = now + wait;
     c.listen = Listen::Reopen(at);
-    o.set_timer(at, Timer::Mcp(name.to_string()));
+    o.set_timer(at, WorkTimer::Mcp(name.to_string()));
     crate::diag!(
         "[mcp] {name}: the listening stream ended ({why}); reopening it in {} ms",
         wait.as_millis()
@@ -966,7 +966,7 @@ pub(crate) fn end_session(o: &mut impl McpOwners, name: &str, now: Instant) {
     o.mcp().http.servers.remove(name);
 }
 
-/// `Timer::Mcp`: exchanges of `name` past their deadline are dropped; a listening stream and
+/// `WorkTimer::Mcp`: exchanges of `name` past their deadline are dropped; a listening stream and
 /// cut answers due are opened again.
 pub(crate) fn on_timer(o: &mut impl McpOwners, name: &str, now: Instant) {
     let ids: Vec<u64> = o

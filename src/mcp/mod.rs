@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::runner::{NO_TIMEOUT, RunEvent, RunId, Spec, Stdin, Streams};
-use crate::tools::Timer;
 use crate::tools::ToolResult;
+use crate::tools::WorkTimer;
 use crate::tools::runs::{self, RunOwners};
 use config::ServerConfig;
 use wire::Incoming;
@@ -263,7 +263,7 @@ fn handshake(o: &mut impl McpOwners, name: &str, now: Instant) {
     s.pages = 0;
     let deadline = now + s.config.connect_timeout;
     s.connect_deadline = Some(deadline);
-    o.set_timer(deadline, Timer::Mcp(name.to_string()));
+    o.set_timer(deadline, WorkTimer::Mcp(name.to_string()));
     send(
         o,
         name,
@@ -460,7 +460,7 @@ fn register_tools(o: &mut impl McpOwners, name: &str, _now: Instant) {
     let listed = std::mem::take(&mut s.listed);
     let config = s.config.clone();
     let calls = mcp.calls.clone();
-    let registry = &mut o.tools().registry;
+    let registry = &mut o.tools().set;
     for t in &old {
         registry.unregister(t);
     }
@@ -540,7 +540,9 @@ fn on_notice(o: &mut impl McpOwners, name: &str, method: &str, params: &Value, n
             };
             match o.mcp().progress.notice(job, name, &text, now) {
                 progress::Notice::Show(shown) => show_progress(o, job, shown),
-                progress::Notice::Held(Some(at)) => o.set_timer(at, Timer::Mcp(name.to_string())),
+                progress::Notice::Held(Some(at)) => {
+                    o.set_timer(at, WorkTimer::Mcp(name.to_string()))
+                }
                 progress::Notice::Held(None) => {}
             }
         }
@@ -590,7 +592,7 @@ fn hang_up(o: &mut impl McpOwners, name: &str, run: RunId, now: Instant) {
     runs::close_stdin(o, run);
     let at = now + o.kill_grace() / 2;
     o.mcp().hanging.push((run, at));
-    o.set_timer(at, Timer::Mcp(name.to_string()));
+    o.set_timer(at, WorkTimer::Mcp(name.to_string()));
 }
 
 /// SIGTERM the servers hung up on that are still running when their wait is over.
@@ -683,7 +685,7 @@ fn fail(o: &mut impl McpOwners, name: &str, why: String, restart: bool, now: Ins
             format!("MCP server '{name}' cannot be used: {why}; it starts again on /reload-mcp")
         }
         Some(at) => {
-            o.set_timer(at, Timer::Mcp(name.to_string()));
+            o.set_timer(at, WorkTimer::Mcp(name.to_string()));
             let wait = at - now;
             format!(
                 "MCP server '{name}' {why}; restarting in {}s",
@@ -790,7 +792,7 @@ fn forget(o: &mut impl McpOwners, name: &str, now: Instant) {
         return;
     };
     for t in &s.tools {
-        o.tools().registry.unregister(t);
+        o.tools().set.unregister(t);
     }
     if let Some(run) = s.run {
         o.mcp().by_run.remove(&run);
@@ -800,7 +802,7 @@ fn forget(o: &mut impl McpOwners, name: &str, now: Instant) {
     end_calls_in_flight(o, name, "was reloaded");
 }
 
-/// `Timer::Mcp`: a connect deadline or a restart is due.
+/// `WorkTimer::Mcp`: a connect deadline or a restart is due.
 pub(crate) fn on_timer(o: &mut impl McpOwners, name: &str, now: Instant) {
     let mcp = o.mcp();
     let calls = mcp.calls.clone();
@@ -810,7 +812,7 @@ pub(crate) fn on_timer(o: &mut impl McpOwners, name: &str, now: Instant) {
         show_progress(o, job, shown);
     }
     if let Some(at) = next {
-        o.set_timer(at, Timer::Mcp(name.to_string()));
+        o.set_timer(at, WorkTimer::Mcp(name.to_string()));
     }
     stop_hung_up(o, now);
     http::on_timer(o, name, now);

@@ -103,7 +103,7 @@ impl Fake {
     /// Fire the MCP timers due by `at`.
     fn fire(&mut self, at: Instant) {
         for timer in self.runs.asker.due(at) {
-            if let Timer::Mcp(name) = timer {
+            if let WorkTimer::Mcp(name) = timer {
                 on_timer(self, &name, at);
             }
         }
@@ -141,7 +141,7 @@ impl Fake {
         let mut names: Vec<String> = self
             .runs
             .tools
-            .registry
+            .set
             .tools()
             .map(|t| t.name().to_string())
             .filter(|n| n.starts_with("mcp__"))
@@ -220,7 +220,7 @@ impl RunOwners for Fake {
     fn unwatch_run(&mut self, closed: Closed) {
         self.runs.unwatch_run(closed)
     }
-    fn set_timer(&mut self, at: Instant, timer: Timer) {
+    fn set_timer(&mut self, at: Instant, timer: WorkTimer) {
         self.runs.set_timer(at, timer)
     }
     fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
@@ -429,7 +429,7 @@ fn a_server_whose_tls_files_cannot_be_read_is_reported_once_and_not_restarted() 
     // No restart was planned: an hour later nothing was tried again.
     let timers = f.runs.asker.due(t0 + Duration::from_secs(3600));
     assert!(
-        !timers.iter().any(|t| matches!(t, Timer::Mcp(_))),
+        !timers.iter().any(|t| matches!(t, WorkTimer::Mcp(_))),
         "{timers:?}"
     );
     assert_eq!(f.status("web")["status"], "failed");

@@ -555,7 +555,7 @@ fn complete_sub(gw: &Gateway, text: &str, space: usize) -> Vec<Value> {
     };
     let rest = text[space..].trim_start();
     if c.name == "tools" {
-        let states = super::toolbox::toolset_states(&gw.tools.registry);
+        let states = super::toolbox::toolset_states(&gw.tools.set);
         if let Some(items) = super::slash_args::tools(rest, &states) {
             return items;
         }

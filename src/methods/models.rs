@@ -12,7 +12,7 @@ use yaml_rust2::Yaml;
 
 use super::params::{self, Params};
 use super::{Reply, config};
-use crate::event_loop::{Gateway, Route, Timer};
+use crate::event_loop::{Gateway, Timer, TokenOwner};
 use crate::model::catalog::{Fetched, ModelsFetch};
 use crate::rpc::RpcError;
 use crate::rpc::frame::code;
@@ -120,7 +120,7 @@ pub fn options(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: In
     };
     let fetch_id = gw.model_fetches.next;
     gw.model_fetches.next += 1;
-    let token = gw.alloc_token(Route::ModelList(fetch_id));
+    let token = gw.alloc_token(TokenOwner::ModelList(fetch_id));
     match ModelsFetch::start(&url, key.as_deref(), gw.poll.registry(), token, now) {
         Ok(fetch) => {
             let timer = gw

@@ -311,7 +311,7 @@ pub fn compress(
 ) -> super::Reply {
     let answer = (|| {
         let focus = params::opt_str(p, "focus_topic")?.map(str::to_string);
-        let toolsets = gw.tools.registry.toolsets();
+        let toolsets = gw.tools.set.toolsets();
         let mcp_servers = crate::mcp::status(&gw.mcp);
         let skills = super::skills::info(gw);
         let s = whole_live(gw, p, now)?;

@@ -18,7 +18,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 const TIMEOUT_MAX: f64 = 600.0;
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Action {
+pub enum QuickAction {
     /// Run this shell command.
     Exec { command: String, timeout: Duration },
     /// Dispatch this command line instead (no leading slash).
@@ -29,7 +29,7 @@ pub enum Action {
 pub struct QuickCommand {
     pub name: String,
     pub description: String,
-    pub action: Action,
+    pub action: QuickAction,
 }
 
 /// What config.yaml holds: the usable quick commands (sorted by name) and, when some entry or
@@ -142,7 +142,7 @@ fn entry(name: &str, v: &Yaml) -> Result<QuickCommand, String> {
                     Duration::from_secs_f64(secs.min(TIMEOUT_MAX))
                 }
             };
-            Action::Exec {
+            QuickAction::Exec {
                 command: command.to_string(),
                 timeout,
             }
@@ -152,14 +152,14 @@ fn entry(name: &str, v: &Yaml) -> Result<QuickCommand, String> {
                 .map(|t| t.trim_start_matches('/').trim().to_string())
                 .filter(|t| !t.is_empty())
                 .ok_or_else(|| format!("{name}: alias needs a target"))?;
-            Action::Alias { target }
+            QuickAction::Alias { target }
         }
         Some(other) => return Err(format!("{name}: unknown type {other:?}")),
         None => return Err(format!("{name}: type (exec or alias) is missing")),
     };
     let description = description.unwrap_or_else(|| match &action {
-        Action::Exec { command, .. } => crate::util::clip(&format!("exec: {command}"), 120),
-        Action::Alias { target } => crate::util::clip(&format!("alias → /{target}"), 120),
+        QuickAction::Exec { command, .. } => crate::util::clip(&format!("exec: {command}"), 120),
+        QuickAction::Alias { target } => crate::util::clip(&format!("alias → /{target}"), 120),
     });
     Ok(QuickCommand {
         name: name.to_string(),
@@ -181,7 +181,7 @@ mod tests {
         assert_eq!(q.commands.len(), 2);
         assert_eq!(
             q.find("GS").unwrap().action,
-            Action::Exec {
+            QuickAction::Exec {
                 command: "git status".into(),
                 timeout: Duration::from_secs(2)
             }
@@ -189,7 +189,7 @@ mod tests {
         let st = q.find("st").unwrap();
         assert_eq!(
             st.action,
-            Action::Alias {
+            QuickAction::Alias {
                 target: "status".into()
             }
         );
@@ -223,7 +223,7 @@ mod tests {
     #[test]
     fn timeouts_are_capped() {
         let q = parse("quick_commands:\n  a: {type: exec, command: x, timeout: 99999}\n");
-        let Action::Exec { timeout, .. } = &q.commands[0].action else {
+        let QuickAction::Exec { timeout, .. } = &q.commands[0].action else {
             panic!()
         };
         assert_eq!(timeout.as_secs(), 600);

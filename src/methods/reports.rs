@@ -123,7 +123,7 @@ fn tools(gw: &Gateway, session: Option<&Session>) -> String {
     // The pager takes 8 columns (a margin, its border, two paddings, the transcript's
     // scrollbar), the indent 2, the `…` 1.
     let width = session.map_or(80, |s| s.cols as usize).max(40) - 11;
-    let registry = &gw.tools.registry;
+    let registry = &gw.tools.set;
     let mut out = format!("Tools offered to the model ({}):", registry.schemas().len());
     for (toolset, schemas) in registry.offered_by_toolset() {
         out.push_str(&format!("\n{toolset} ({}):", schemas.len()));

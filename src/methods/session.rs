@@ -86,7 +86,7 @@ pub(crate) fn unique_title(gw: &Gateway, wanted: &str, stored_id: &str) -> Strin
 pub(crate) fn opening(gw: &Gateway, rid: &str) -> Value {
     let s = &gw.sessions[rid];
     let mut info = s.info(
-        gw.tools.registry.toolsets(),
+        gw.tools.set.toolsets(),
         super::skills::info(gw),
         crate::mcp::status(&gw.mcp),
     );

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::commands::{self, Runner};
 use super::params::{self, Params};
-use super::quick::{self, Action};
+use super::quick::{self, QuickAction};
 use super::reports;
 use crate::event_loop::Gateway;
 use crate::rpc::RpcError;
@@ -114,7 +114,7 @@ fn run(
         let text = match c.runner {
             Runner::Gateway if c.name == "tools" && matches!(sub, "enable" | "disable") => {
                 let names: Vec<&str> = words.collect();
-                super::toolbox::tools_command(&mut gw.tools.registry, sub, &names)
+                super::toolbox::tools_command(&mut gw.tools.set, sub, &names)
             }
             Runner::Gateway => reports::report(gw, c.name, rid.as_deref()),
             Runner::Tui(via) => format!(
@@ -131,7 +131,7 @@ fn run(
             break;
         };
         match &qc.action {
-            Action::Exec { command, timeout } => {
+            QuickAction::Exec { command, timeout } => {
                 let cwd = rid
                     .as_deref()
                     .and_then(|r| gw.sessions.get(r))
@@ -155,7 +155,7 @@ fn run(
                     Err(why) => Some(Ok(answer_text(shape, format!("/{}: {why}", qc.name)))),
                 };
             }
-            Action::Alias { target } => {
+            QuickAction::Alias { target } => {
                 let target_name = target.split_whitespace().next().unwrap_or("");
                 if q.find(target_name).is_some() && commands::find(target_name).is_none() {
                     current = target_name.to_ascii_lowercase();

@@ -5,12 +5,12 @@ use serde_json::{Value, json};
 
 use super::params::{self, Params};
 use crate::rpc::RpcError;
-use crate::tools::Registry;
+use crate::tools::ToolSet;
 
 /// Turn toolsets or tools (by name) on or off: `(changed, unknown)`. Kept across restarts;
 /// the model is offered the change from its next call.
 pub fn configure(
-    registry: &mut Registry,
+    registry: &mut ToolSet,
     names: &[&str],
     enable: bool,
 ) -> (Vec<String>, Vec<String>) {
@@ -27,7 +27,7 @@ pub fn configure(
 }
 
 /// The toolsets, sorted (only those with a tool offered with `offered`).
-fn toolsets(registry: &Registry, offered: bool) -> Vec<&str> {
+fn toolsets(registry: &ToolSet, offered: bool) -> Vec<&str> {
     sections(registry, offered)
         .into_iter()
         .map(|(toolset, _)| toolset)
@@ -35,7 +35,7 @@ fn toolsets(registry: &Registry, offered: bool) -> Vec<&str> {
 }
 
 /// Every toolset, sorted, with whether the model is offered any of its tools.
-pub fn toolset_states(registry: &Registry) -> Vec<(&str, bool)> {
+pub fn toolset_states(registry: &ToolSet) -> Vec<(&str, bool)> {
     sections(registry, false)
         .into_iter()
         .map(|(toolset, tools)| (toolset, tools.iter().any(|(n, _)| registry.is_offered(n))))
@@ -44,7 +44,7 @@ pub fn toolset_states(registry: &Registry) -> Vec<(&str, bool)> {
 
 /// `tools.configure {action, names, session_id?}`: Hermes' shape `{changed, enabled_toolsets,
 /// unknown, missing_servers, reset}`; names are toolsets (`file`) or tools (`patch`).
-pub fn tools_configure(p: &Params, registry: &mut Registry) -> Result<Value, RpcError> {
+pub fn tools_configure(p: &Params, registry: &mut ToolSet) -> Result<Value, RpcError> {
     let action = params::req_str(p, "action")?;
     if !matches!(action, "enable" | "disable") {
         return Err(RpcError::invalid_params(
@@ -73,7 +73,7 @@ pub fn tools_configure(p: &Params, registry: &mut Registry) -> Result<Value, Rpc
 }
 
 /// `/tools enable|disable NAME…` typed into slash.exec: the change and what is offered now.
-pub fn tools_command(registry: &mut Registry, sub: &str, names: &[&str]) -> String {
+pub fn tools_command(registry: &mut ToolSet, sub: &str, names: &[&str]) -> String {
     if names.is_empty() {
         return format!(
             "usage: /tools {sub} NAME… (toolsets: {})",
@@ -104,13 +104,13 @@ pub fn tools_command(registry: &mut Registry, sub: &str, names: &[&str]) -> Stri
     out.join(" ")
 }
 
-fn toolset_names(registry: &Registry) -> String {
+fn toolset_names(registry: &ToolSet) -> String {
     toolsets(registry, false).join(", ")
 }
 
 /// `tools.list {session_id?}`: every toolset registered, each with its tools, `enabled` when
 /// the model is offered them.
-pub fn tools_list(p: &Params, registry: &Registry) -> Result<Value, RpcError> {
+pub fn tools_list(p: &Params, registry: &ToolSet) -> Result<Value, RpcError> {
     params::opt_str(p, "session_id")?;
     let toolsets: Vec<Value> = sections(registry, false)
         .into_iter()
@@ -126,7 +126,7 @@ pub fn tools_list(p: &Params, registry: &Registry) -> Result<Value, RpcError> {
 
 /// `tools.show {session_id?}`: every tool offered with the first sentence of its description,
 /// grouped by toolset.
-pub fn tools_show(p: &Params, registry: &Registry) -> Result<Value, RpcError> {
+pub fn tools_show(p: &Params, registry: &ToolSet) -> Result<Value, RpcError> {
     params::opt_str(p, "session_id")?;
     let groups = sections(registry, true);
     let total: usize = groups.iter().map(|(_, tools)| tools.len()).sum();
@@ -147,7 +147,7 @@ pub fn tools_show(p: &Params, registry: &Registry) -> Result<Value, RpcError> {
 
 /// Tools by toolset, both sorted by name: `(toolset, [(name, description)])` (only those
 /// offered with `offered`).
-fn sections(registry: &Registry, offered: bool) -> Vec<(&str, Vec<(&str, &str)>)> {
+fn sections(registry: &ToolSet, offered: bool) -> Vec<(&str, Vec<(&str, &str)>)> {
     let mut groups: std::collections::BTreeMap<&str, Vec<(&str, &str)>> = Default::default();
     for tool in registry
         .tools()
@@ -187,7 +187,7 @@ mod tests {
 
     #[test]
     fn tools_list_and_show_name_the_registered_tools() {
-        let builtin = Registry::builtin();
+        let builtin = ToolSet::builtin();
         let list = tools_list(&p(json!({})), &builtin).unwrap();
         let names: Vec<&str> = list["toolsets"]
             .as_array()
@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn tools_configure_turns_toolsets_and_tools_off_and_on() {
-        let mut r = Registry::builtin();
+        let mut r = ToolSet::builtin();
         let off = tools_configure(
             &p(json!({"action": "disable", "names": ["web", "file", "todo"]})),
             &mut r,

@@ -194,14 +194,14 @@ enum Billing {
 
 /// The (provider, model) pair Hermes looks prices up by.
 #[derive(Debug, PartialEq, Eq)]
-struct Route {
+struct PriceKey {
     provider: String,
     model: String,
     billing: Billing,
 }
 
 /// Hermes' `resolve_billing_route`.
-fn route(provider: &str, base_url: &str, model: &str) -> Route {
+fn route(provider: &str, base_url: &str, model: &str) -> PriceKey {
     let mut provider = provider.trim().to_ascii_lowercase();
     let mut model = model.trim();
     // A bare model named `vendor/model` says its vendor when the provider does not.
@@ -213,7 +213,7 @@ fn route(provider: &str, base_url: &str, model: &str) -> Route {
         model = bare;
     }
     let last_segment = model.rsplit('/').next().unwrap_or(model);
-    let to = |provider: &str, model: &str, billing| Route {
+    let to = |provider: &str, model: &str, billing| PriceKey {
         provider: provider.to_string(),
         model: model.to_string(),
         billing,
@@ -258,7 +258,7 @@ fn route(provider: &str, base_url: &str, model: &str) -> Route {
     to(provider, last_segment, Billing::Table)
 }
 
-impl Route {
+impl PriceKey {
     /// Hermes' `_lookup_official_docs_pricing`: the exact (provider, lower-cased model), then
     /// Anthropic's and Bedrock's spelling variants. No prefix matching, no date stripping.
     fn entry(&self) -> Option<&'static Entry> {

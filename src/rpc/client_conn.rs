@@ -38,7 +38,7 @@ impl Io {
 }
 
 /// The bounds the connection keeps.
-pub struct Limits {
+pub struct ClientLimits {
     /// Longest input line accepted.
     pub frame_limit: usize,
     /// Queued output bytes past which the gateway stops reading and driving turns.
@@ -87,7 +87,7 @@ pub struct ClientConn {
     /// The line reader and read buffer; out while a [`Chunk`] is handed out.
     inbox: Option<(LineReader, Vec<u8>)>,
     out: OutQueue,
-    limits: Limits,
+    limits: ClientLimits,
     /// Readiness was reported and no `WouldBlock` seen since (or the fd cannot be polled).
     input_ready: bool,
     input_open: bool,
@@ -120,7 +120,7 @@ impl ClientConn {
     /// Take over `io` (made non-blocking until [`ClientConn::restore_flags`]).
     pub fn new(
         io: Io,
-        limits: Limits,
+        limits: ClientLimits,
         rpc_log: Option<&Path>,
         now: Instant,
     ) -> Result<ClientConn, String> {
@@ -369,7 +369,7 @@ mod tests {
     fn conn(queue_cap: usize) -> (ClientConn, OwnedFd, OwnedFd) {
         let (in_r, in_w) = pipe();
         let (out_r, out_w) = pipe();
-        let limits = Limits {
+        let limits = ClientLimits {
             frame_limit: 64,
             queue_cap,
             stall: Duration::from_secs(5),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::machine::{self, Action, Effects, Started, TurnMachine};
-use super::registry::Registry;
+use super::table::SessionTable;
 use super::turn::Turn;
 use crate::model::ToolCall;
 use crate::runner::{RunEnd, Runner};
@@ -18,7 +18,7 @@ use crate::tools::approval::{Answer, Answered};
 use crate::tools::asked::Asker;
 use crate::tools::runs::{self, Owner, RunOwners};
 use crate::tools::{
-    Job, JobId, Question, Start, Timer, ToolContext, ToolResult, Tools, UserAnswer, Wake, spill,
+    Job, JobId, Question, Start, ToolContext, ToolResult, Tools, UserAnswer, Wake, WorkTimer, spill,
 };
 use crate::util;
 
@@ -27,7 +27,7 @@ use crate::util;
 /// timers approvals ask through (an [`Asker`]), persistence's hold and dirty marks — and the
 /// turn's end, which only the driver takes.
 pub(crate) trait CallOwners: RunOwners {
-    fn sessions(&mut self) -> &mut Registry;
+    fn sessions(&mut self) -> &mut SessionTable;
     /// The tools, and the client and timers their approvals and questions ask through.
     fn asking(&mut self) -> (&mut Tools, impl Asker + '_);
     /// What a tool's context is made of, lent together.
@@ -52,7 +52,7 @@ pub(crate) trait CallOwners: RunOwners {
 
 /// What a tool call's context is built of, borrowed from the owners at once.
 pub(crate) struct CallParts<'a> {
-    pub sessions: &'a Registry,
+    pub sessions: &'a SessionTable,
     pub tools: &'a mut Tools,
     pub runner: &'a mut Runner,
     /// `state.db`, for a tool's reads (`None` in unit tests).
@@ -179,7 +179,7 @@ pub(crate) fn run_ended<O: CallOwners>(gw: &mut O, job: JobId, end: RunEnd, now:
         return;
     };
     let (name, args) = (j.call.name.clone(), j.args.clone());
-    let Some(tool) = gw.tools().registry.get_mut(&name) else {
+    let Some(tool) = gw.tools().set.get_mut(&name) else {
         return;
     };
     if let Some(result) = tool.run_ended(job, &args, end) {
@@ -288,7 +288,7 @@ fn with_tool<R>(
         Some(s) => (s.cwd.clone(), s.stored_id.as_str(), s.transcript.as_slice()),
         None => (String::new(), "", &[][..]),
     };
-    let tool = parts.tools.registry.get_mut(name)?;
+    let tool = parts.tools.set.get_mut(name)?;
     let mut ctx = ToolContext {
         job,
         cwd,
@@ -333,7 +333,7 @@ fn schedule_wakes(
     match asked.wake {
         Some(Wake::Again) => gw.tools().due.add(job),
         Some(Wake::At(when)) => {
-            gw.asking().1.set_timer(when, Timer::ToolWake(job));
+            gw.asking().1.set_timer(when, WorkTimer::ToolWake(job));
         }
         None => {}
     }
@@ -366,7 +366,7 @@ fn start_tool(
         .sessions()
         .get(rid)
         .is_some_and(|s| s.background.is_some());
-    let offered = gw.tools().registry.is_offered(&call.name);
+    let offered = gw.tools().set.is_offered(&call.name);
     let started = offered
         .then(|| {
             let how = Invocation {
@@ -382,7 +382,7 @@ fn start_tool(
     let (start, mut asked) = match started {
         Some(started) => started,
         None => {
-            let why = if gw.tools().registry.contains(&call.name) {
+            let why = if gw.tools().set.contains(&call.name) {
                 format!("tool {} is disabled (/tools enable it)", call.name)
             } else {
                 format!("unknown tool: {}", call.name)
@@ -516,7 +516,7 @@ fn stop_job(gw: &mut impl CallOwners, job: JobId, now: Instant) -> Option<ToolRe
     }
     withdraw_question(gw, job, "interrupted");
     let name = gw.tools().jobs.get(&job)?.call.name.clone();
-    let result = gw.tools().registry.get_mut(&name)?.cancel(job)?;
+    let result = gw.tools().set.get_mut(&name)?.cancel(job)?;
     gw.tools().jobs.remove(&job);
     Some(result)
 }
@@ -763,7 +763,7 @@ pub(crate) mod fake {
     }
 
     pub struct Fake {
-        pub sessions: Registry,
+        pub sessions: SessionTable,
         pub tools: Tools,
         pub runner: Runner,
         pub asker: FakeAsker,
@@ -799,7 +799,7 @@ pub(crate) mod fake {
             ];
             for (name, script) in scripts {
                 tools
-                    .registry
+                    .set
                     .register(Box::new(Scripted { name, script }))
                     .unwrap();
             }
@@ -807,7 +807,7 @@ pub(crate) mod fake {
             let mut turn = Turn::new(mio::Token(99));
             turn.machine.model_call_started();
             session.turn = Some(turn);
-            let mut sessions = Registry::new();
+            let mut sessions = SessionTable::new();
             assert!(sessions.add(session).is_ok());
             let exe = crate::runner::supervisor::Executable::current();
             Fake {
@@ -870,8 +870,8 @@ pub(crate) mod fake {
         pub fn fire(&mut self, at: Instant) {
             for timer in self.asker.due(at) {
                 match timer {
-                    Timer::ToolWake(job) => self.tools.due.add(job),
-                    Timer::ApprovalTimeout(id) => {
+                    WorkTimer::ToolWake(job) => self.tools.due.add(job),
+                    WorkTimer::ApprovalTimeout(id) => {
                         let answered = self.tools.approvals.expire(&mut self.asker, &id);
                         if let Some(answered) = answered {
                             approval_answered(self, answered, at);
@@ -894,7 +894,7 @@ pub(crate) mod fake {
             panic!("no scripted tool starts a run")
         }
         fn unwatch_run(&mut self, _closed: Closed) {}
-        fn set_timer(&mut self, at: Instant, timer: Timer) {
+        fn set_timer(&mut self, at: Instant, timer: WorkTimer) {
             self.asker.set_timer(at, timer);
         }
         fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
@@ -927,7 +927,7 @@ pub(crate) mod fake {
     }
 
     impl CallOwners for Fake {
-        fn sessions(&mut self) -> &mut Registry {
+        fn sessions(&mut self) -> &mut SessionTable {
             &mut self.sessions
         }
         fn asking(&mut self) -> (&mut Tools, impl Asker + '_) {
@@ -983,14 +983,14 @@ pub(crate) mod fake {
                     switched: &mut [],
                 },
                 registry: self.poll.registry(),
-                schemas: self.tools.registry.schemas(),
+                schemas: self.tools.set.schemas(),
                 home: Path::new("/nonexistent/tuigw-calls-test"),
                 skills: None,
                 events: &mut self.events,
             }
         }
         fn session_info(&mut self, rid: &str) -> Option<Value> {
-            let tools = self.tools.registry.toolsets();
+            let tools = self.tools.set.toolsets();
             self.sessions
                 .get(rid)
                 .map(|s| s.info(tools, json!({}), json!([])))

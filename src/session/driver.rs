@@ -15,10 +15,10 @@ use crate::clock::Budget;
 use crate::model::{CallContext, ModelEvent, ModelRequest, Progress};
 use crate::session::Session;
 use crate::session::calls::CallOwners;
-use crate::session::registry::Registry;
+use crate::session::table::SessionTable;
 use crate::session::transcript::{Message, Role};
 use crate::session::turn::Turn;
-use crate::tools::Timer;
+use crate::tools::WorkTimer;
 use crate::tools::asked::Asker;
 use crate::util;
 
@@ -51,7 +51,7 @@ pub(crate) trait TurnOwners: CallOwners {
 /// What a model call is started, advanced and aborted with: the sessions (its request is one
 /// of their transcripts), the provider, the registry its sockets go in, what it is offered.
 pub(crate) struct ModelParts<'a> {
-    pub sessions: &'a mut Registry,
+    pub sessions: &'a mut SessionTable,
     pub providers: crate::model::Providers<'a>,
     /// The poll's registry: the call's sockets are registered under the turn's token.
     pub registry: &'a mio::Registry,
@@ -166,7 +166,7 @@ fn drive(gw: &mut impl TurnOwners, rid: &str, now: Instant) -> bool {
             let id = gw
                 .asking()
                 .1
-                .set_timer(at, Timer::TurnWake(rid.to_string()));
+                .set_timer(at, WorkTimer::TurnWake(rid.to_string()));
             if let Some(old) = gw.turn_mut(rid).and_then(|t| t.wake.replace(id)) {
                 gw.asking().1.cancel_timer(old);
             }

@@ -17,14 +17,14 @@ pub const MAX_CALLS_PER_ANSWER: usize = 128;
 pub const NOT_RUN_INTERRUPTED: &str = "[Command not run: the turn was interrupted]";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct TurnLimits {
     pub max_rounds: u32,
     pub max_calls_per_answer: usize,
 }
 
-impl Default for Limits {
+impl Default for TurnLimits {
     fn default() -> Self {
-        Limits {
+        TurnLimits {
             max_rounds: MAX_ROUNDS,
             max_calls_per_answer: MAX_CALLS_PER_ANSWER,
         }
@@ -118,19 +118,19 @@ pub struct TurnMachine {
     interrupting: bool,
     /// Model calls started in this turn.
     rounds: u32,
-    limits: Limits,
+    limits: TurnLimits,
     /// The current call's start waits for the hold to end (`approved`, as it was started).
     deferred: Option<bool>,
 }
 
 impl Default for TurnMachine {
     fn default() -> Self {
-        TurnMachine::new(Limits::default())
+        TurnMachine::new(TurnLimits::default())
     }
 }
 
 impl TurnMachine {
-    pub fn new(limits: Limits) -> Self {
+    pub fn new(limits: TurnLimits) -> Self {
         TurnMachine {
             state: State::AwaitingModel,
             pending: VecDeque::new(),
@@ -444,7 +444,7 @@ mod tests {
             }
         }
 
-        fn with(mut self, limits: Limits) -> Fake {
+        fn with(mut self, limits: TurnLimits) -> Fake {
             self.machine = Some(TurnMachine::new(limits));
             self
         }
@@ -516,7 +516,7 @@ mod tests {
         let worker = std::thread::Builder::new()
             .stack_size(128 * 1024)
             .spawn(|| {
-                let unlimited = Limits {
+                let unlimited = TurnLimits {
                     max_rounds: MAX_ROUNDS,
                     max_calls_per_answer: usize::MAX,
                 };
@@ -568,7 +568,7 @@ mod tests {
 
     #[test]
     fn the_round_limit_ends_the_turn_after_its_tools() {
-        let limits = Limits {
+        let limits = TurnLimits {
             max_rounds: 1,
             max_calls_per_answer: 8,
         };

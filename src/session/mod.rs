@@ -6,10 +6,10 @@ pub(crate) mod driver;
 pub mod machine;
 pub mod naming;
 pub(crate) mod older;
-pub mod registry;
 pub mod ring;
 mod stored;
 pub mod system_prompt;
+pub mod table;
 pub mod turn;
 
 use std::collections::VecDeque;
@@ -448,7 +448,7 @@ mod tests {
     #[test]
     fn info_carries_what_the_banner_reads() {
         let info = session().info(
-            crate::tools::Registry::builtin().toolsets(),
+            crate::tools::ToolSet::builtin().toolsets(),
             json!({}),
             json!([]),
         );

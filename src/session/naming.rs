@@ -4,7 +4,7 @@
 
 use crate::persist::Persistence;
 use crate::session::Session;
-use crate::session::registry::Registry;
+use crate::session::table::SessionTable;
 use crate::store::Store;
 use crate::util;
 
@@ -13,7 +13,7 @@ const TITLE_MAX: usize = 200;
 
 /// A stored id no live, closing or stored session has (the random part is only 24 bits).
 pub fn new_stored_id(
-    sessions: &Registry,
+    sessions: &SessionTable,
     persist: &Persistence<Session>,
     started_at: f64,
 ) -> String {
@@ -31,7 +31,12 @@ pub fn new_stored_id(
 /// `wanted`, or else `wanted #N` with `N` one past the highest any other session has (live
 /// or stored, as Hermes numbers a lineage), so that no other session has it. One indexed query
 /// of the store, whatever the number of titles.
-pub fn unique_title(sessions: &Registry, store: &Store, wanted: &str, stored_id: &str) -> String {
+pub fn unique_title(
+    sessions: &SessionTable,
+    store: &Store,
+    wanted: &str,
+    stored_id: &str,
+) -> String {
     let base = util::clip(wanted.trim(), TITLE_MAX);
     let stored = store
         .title_family(&base, stored_id)

@@ -112,7 +112,7 @@ pub fn build(home: &Path, cwd: &str, tools: &[Value], skills: &Skills<'_>) -> St
     if names.contains(&"skill_manage") {
         parts.push(SKILLS_GUIDANCE.to_string());
     }
-    let limits = memory::Limits::load(home);
+    let limits = memory::MemoryLimits::load(home);
     for target in [Target::Memory, Target::User] {
         if let Some(block) = memory::prompt_block(home, target, &limits) {
             parts.push(block);

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::asked::{self, Asker};
 use super::{Ask, ToolResult};
-use crate::tools::Timer;
+use crate::tools::WorkTimer;
 use crate::util;
 
 pub const CHOICES: [&str; 4] = ["once", "session", "always", "deny"];
@@ -37,7 +37,7 @@ const FORM: asked::Form = asked::Form {
     method: "approval",
     event: "approval.request",
     prefix: "apr",
-    timeout: Timer::ApprovalTimeout,
+    timeout: WorkTimer::ApprovalTimeout,
 };
 
 /// Bound on the saved "always" list we read at start.
@@ -277,7 +277,7 @@ mod tests {
         env.said();
         assert!(env.due(t0 + WAIT / 2).is_empty());
         let due = env.due(t0 + WAIT);
-        assert_eq!(due, vec![Timer::ApprovalTimeout(id.clone())]);
+        assert_eq!(due, vec![WorkTimer::ApprovalTimeout(id.clone())]);
         let answered = a.expire(&mut env, &id).unwrap();
         assert_eq!(answered.rid, "s1");
         assert_eq!(

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::rpc::Outbox;
 use crate::timer::TimerId;
-use crate::tools::Timer;
+use crate::tools::WorkTimer;
 use crate::util;
 
 /// What asking needs of the rest of the gateway: the client and the timers.
@@ -22,7 +22,7 @@ pub trait Asker {
     /// An event of session `rid` (its next seq, into its ring, out through the outbox).
     fn emit(&mut self, rid: &str, kind: &str, payload: Value);
     /// `timer` fires at `at`.
-    fn set_timer(&mut self, at: Instant, timer: Timer) -> TimerId;
+    fn set_timer(&mut self, at: Instant, timer: WorkTimer) -> TimerId;
     fn cancel_timer(&mut self, id: TimerId);
 }
 
@@ -34,7 +34,7 @@ impl<A: Asker + ?Sized> Asker for &mut A {
     fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
         (**self).emit(rid, kind, payload);
     }
-    fn set_timer(&mut self, at: Instant, timer: Timer) -> TimerId {
+    fn set_timer(&mut self, at: Instant, timer: WorkTimer) -> TimerId {
         (**self).set_timer(at, timer)
     }
     fn cancel_timer(&mut self, id: TimerId) {
@@ -51,7 +51,7 @@ pub(crate) struct Form {
     /// Request ids start with it.
     pub prefix: &'static str,
     /// The timer that expires a request.
-    pub timeout: fn(String) -> Timer,
+    pub timeout: fn(String) -> WorkTimer,
 }
 
 /// A request awaiting the user's answer.
@@ -167,7 +167,7 @@ pub(crate) mod fake {
 
     pub struct FakeAsker {
         pub out: FakeOutbox,
-        pub timers: TimerWheel<Timer>,
+        pub timers: TimerWheel<WorkTimer>,
         pub start: Instant,
     }
 
@@ -185,7 +185,7 @@ pub(crate) mod fake {
         }
 
         /// The timers due by `at`.
-        pub fn due(&mut self, at: Instant) -> Vec<Timer> {
+        pub fn due(&mut self, at: Instant) -> Vec<WorkTimer> {
             let mut due = Vec::new();
             self.timers.expire(at, &mut due);
             due
@@ -205,7 +205,7 @@ pub(crate) mod fake {
             self.out
                 .event(&frame::event_params(kind, rid, &payload, None));
         }
-        fn set_timer(&mut self, at: Instant, timer: Timer) -> TimerId {
+        fn set_timer(&mut self, at: Instant, timer: WorkTimer) -> TimerId {
             self.timers.insert(at, timer)
         }
         fn cancel_timer(&mut self, id: TimerId) {

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::asked::{self, Asker};
 use super::{JobId, Question, Start, Tool, ToolContext, ToolResult, UserAnswer};
-use crate::tools::Timer;
+use crate::tools::WorkTimer;
 use crate::util;
 
 /// Hermes offers at most this many choices (the TUI adds "Other").
@@ -21,7 +21,7 @@ const FORM: asked::Form = asked::Form {
     method: "clarify",
     event: "clarify.request",
     prefix: "clr",
-    timeout: Timer::ClarifyTimeout,
+    timeout: WorkTimer::ClarifyTimeout,
 };
 
 /// The questions awaiting an answer, each with the job its answer steps.
@@ -290,7 +290,7 @@ mod asking_tests {
             })
             .collect();
         let due = env.due(t0 + WAIT);
-        assert_eq!(due, vec![Timer::ClarifyTimeout(ids[0].clone())]);
+        assert_eq!(due, vec![WorkTimer::ClarifyTimeout(ids[0].clone())]);
         assert!(matches!(
             qs.expire(&mut env, &ids[0]),
             Some((JobId(1), UserAnswer::Timeout))

@@ -19,29 +19,29 @@ const USER_LIMIT: usize = 1375;
 /// `memory.user_char_limit`, read as Hermes reads them (`int()` of the value; a value that is
 /// not a number leaves that one and those after it at their defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct MemoryLimits {
     pub memory: usize,
     pub user: usize,
 }
 
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
+impl Default for MemoryLimits {
+    fn default() -> MemoryLimits {
+        MemoryLimits {
             memory: MEMORY_LIMIT,
             user: USER_LIMIT,
         }
     }
 }
 
-impl Limits {
-    pub fn load(home: &Path) -> Limits {
+impl MemoryLimits {
+    pub fn load(home: &Path) -> MemoryLimits {
         match crate::config_file::load(home) {
-            Ok(doc) => Limits::from_doc(&doc),
-            Err(_) => Limits::default(),
+            Ok(doc) => MemoryLimits::from_doc(&doc),
+            Err(_) => MemoryLimits::default(),
         }
     }
 
-    pub fn from_doc(doc: &yaml_rust2::Yaml) -> Limits {
+    pub fn from_doc(doc: &yaml_rust2::Yaml) -> MemoryLimits {
         use yaml_rust2::Yaml;
         // Python's int(): an integer, a float cut toward zero, a numeral string, a bool.
         let int = |y: &Yaml| -> Option<i64> {
@@ -57,7 +57,7 @@ impl Limits {
                 _ => None,
             }
         };
-        let mut limits = Limits::default();
+        let mut limits = MemoryLimits::default();
         let at = |key: &str| crate::config_file::lookup(doc, &format!("memory.{key}"));
         let absent = |y: &Yaml| matches!(y, Yaml::BadValue);
         for (key, slot) in [
@@ -138,7 +138,7 @@ fn usage(limit: usize, entries: &[String]) -> (String, String, usize) {
 }
 
 /// The system prompt block of a target, as Hermes renders it; `None` when it is empty.
-pub fn prompt_block(home: &Path, target: Target, limits: &Limits) -> Option<String> {
+pub fn prompt_block(home: &Path, target: Target, limits: &MemoryLimits) -> Option<String> {
     let entries = entries(home, target);
     if entries.is_empty() {
         return None;
@@ -273,11 +273,11 @@ impl Tool for Memory {
     }
 
     fn start(&mut self, ctx: &mut ToolContext<'_>, args: &Value) -> Start {
-        Start::Done(call(ctx.home, Limits::load(ctx.home), args))
+        Start::Done(call(ctx.home, MemoryLimits::load(ctx.home), args))
     }
 }
 
-fn call(home: &Path, limits: Limits, args: &Value) -> ToolResult {
+fn call(home: &Path, limits: MemoryLimits, args: &Value) -> ToolResult {
     let target = match args.get("target") {
         None | Some(Value::Null) => Target::Memory,
         Some(v) if v == "memory" => Target::Memory,
@@ -400,7 +400,7 @@ mod tests {
         let add = |c: &str| {
             call(
                 &home,
-                Limits::default(),
+                MemoryLimits::default(),
                 &json!({"target": "user", "action": "add", "content": c}),
             )
         };
@@ -411,7 +411,7 @@ mod tests {
         assert_eq!(text, "likes tea\n§\nworks on rust");
         let r = call(
             &home,
-            Limits::default(),
+            MemoryLimits::default(),
             &json!({"target": "user", "operations": [
                 {"action": "replace", "old_text": "tea", "content": "likes coffee"},
                 {"action": "remove", "old_text": "rust"}]}),
@@ -420,14 +420,14 @@ mod tests {
         assert_eq!(entries(&home, Target::User), ["likes coffee"]);
         let miss = call(
             &home,
-            Limits::default(),
+            MemoryLimits::default(),
             &json!({"target": "user", "action": "remove", "old_text": "zzz"}),
         );
         assert!(miss.error.unwrap().contains("no entry matched"));
         assert_eq!(miss.content["current_entries"], json!(["likes coffee"]));
         let big = call(
             &home,
-            Limits::default(),
+            MemoryLimits::default(),
             &json!({"target": "user", "action": "add", "content": "x".repeat(2000)}),
         );
         assert!(big.error.unwrap().starts_with(
@@ -437,32 +437,32 @@ mod tests {
         assert!(
             call(
                 &home,
-                Limits::default(),
+                MemoryLimits::default(),
                 &json!({"target": "nope", "action": "add"})
             )
             .error
             .is_some()
         );
         assert!(
-            call(&home, Limits::default(), &json!({"target": "memory"}))
+            call(&home, MemoryLimits::default(), &json!({"target": "memory"}))
                 .error
                 .is_some()
         );
-        let block = prompt_block(&home, Target::User, &Limits::default()).unwrap();
+        let block = prompt_block(&home, Target::User, &MemoryLimits::default()).unwrap();
         assert!(
             block.contains("USER PROFILE (who the user is) [") && block.ends_with("likes coffee")
         );
-        assert!(prompt_block(&home, Target::Memory, &Limits::default()).is_none());
+        assert!(prompt_block(&home, Target::Memory, &MemoryLimits::default()).is_none());
         let _ = std::fs::remove_dir_all(&home);
     }
 
     #[test]
     fn limits_come_from_config_as_hermes_reads_them() {
-        let doc = |t: &str| Limits::from_doc(&crate::config_file::parse(t).unwrap());
-        assert_eq!(doc(""), Limits::default());
+        let doc = |t: &str| MemoryLimits::from_doc(&crate::config_file::parse(t).unwrap());
+        assert_eq!(doc(""), MemoryLimits::default());
         assert_eq!(
             doc("memory:\n  memory_char_limit: 3000\n  user_char_limit: '500'\n"),
-            Limits {
+            MemoryLimits {
                 memory: 3000,
                 user: 500
             }
@@ -471,14 +471,14 @@ mod tests {
         // int() fails: this one and the next keep their defaults.
         assert_eq!(
             doc("memory:\n  memory_char_limit: lots\n  user_char_limit: 10\n"),
-            Limits::default()
+            MemoryLimits::default()
         );
         assert_eq!(grouped(2200), "2,200");
         assert_eq!(grouped(1234567), "1,234,567");
         assert_eq!(grouped(999), "999");
 
         let home = std::env::temp_dir().join(format!("tuigw-meml-{}", crate::util::random_hex(8)));
-        let small = Limits {
+        let small = MemoryLimits {
             memory: 20,
             user: 10,
         };

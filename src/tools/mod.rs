@@ -1,4 +1,4 @@
-//! Tools the model can call, behind one [`Tool`] trait, and the [`Registry`] of what is
+//! Tools the model can call, behind one [`Tool`] trait, and the [`ToolSet`] of what is
 //! offered: the built-in tools (`terminal.rs`, `files/`, `todo.rs`, `clarify.rs`,
 //! `memory.rs`, `session_search.rs`, `process/`) and whatever an embedding host registers. Commands run through the process
 //! runner (`src/runner/`); `runs.rs` knows who waits for each run (a tool call, `shell.exec`,
@@ -42,7 +42,7 @@ use crate::runner::{RunEnd, RunId, Runner, Spec};
 use crate::transcript::Message;
 use crate::util;
 pub use runs::Outcome;
-pub use timer::Timer;
+pub use timer::WorkTimer;
 pub use wake::JobWaker;
 
 /// How long one start or step of a call may work before it yields to the loop.
@@ -272,7 +272,7 @@ pub trait Tool {
 }
 
 /// The tools offered to the model.
-pub struct Registry {
+pub struct ToolSet {
     tools: Vec<Box<dyn Tool>>,
     /// Their schemas (OpenAI shape), in registration order.
     every_schema: Vec<Value>,
@@ -282,9 +282,9 @@ pub struct Registry {
     offered: Vec<Value>,
 }
 
-impl Registry {
-    pub fn empty() -> Registry {
-        Registry {
+impl ToolSet {
+    pub fn empty() -> ToolSet {
+        ToolSet {
             tools: Vec::new(),
             every_schema: Vec::new(),
             rule: Default::default(),
@@ -307,7 +307,7 @@ impl Registry {
             .map(|(t, s)| (t.as_ref(), s))
     }
 
-    /// The rule of what is offered (to change it: [`Registry::set_rule`]).
+    /// The rule of what is offered (to change it: [`ToolSet::set_rule`]).
     pub fn rule(&self) -> &toolsets::Offered {
         &self.rule
     }
@@ -324,8 +324,8 @@ impl Registry {
     }
 
     /// The built-in tools, in the order Hermes lists them.
-    pub fn builtin() -> Registry {
-        let mut r = Registry::empty();
+    pub fn builtin() -> ToolSet {
+        let mut r = ToolSet::empty();
         let tools: [Box<dyn Tool>; 10] = [
             Box::new(terminal::Terminal::default()),
             Box::new(process::ProcessTool::default()),
@@ -443,7 +443,7 @@ pub(crate) struct Job {
 /// The tools side of the gateway: the registry, calls running past their start, who waits
 /// for each run, approvals.
 pub struct Tools {
-    pub registry: Registry,
+    pub set: ToolSet,
     pub(crate) jobs: HashMap<JobId, Job>,
     next_job: u64,
     pub(crate) runs: runs::Runs,
@@ -459,10 +459,10 @@ pub struct Tools {
 
 impl Tools {
     pub fn new(home: &Path, poll_waker: Option<mio::Waker>) -> Tools {
-        let mut registry = Registry::builtin();
+        let mut registry = ToolSet::builtin();
         registry.set_rule(toolsets::Offered::load(home));
         Tools {
-            registry,
+            set: registry,
             jobs: HashMap::new(),
             next_job: 1,
             runs: runs::Runs::default(),
@@ -478,7 +478,7 @@ impl Tools {
     pub fn add_skills(&mut self, skills: &crate::skills::Shared) {
         for tool in skills::tools(skills) {
             // Their names are Hermes' and not taken by a built-in.
-            let _ = self.registry.register(tool);
+            let _ = self.set.register(tool);
         }
     }
 
@@ -562,7 +562,7 @@ mod tests {
 
     #[test]
     fn the_registry_offers_what_is_registered_once() {
-        let mut r = Registry::builtin();
+        let mut r = ToolSet::builtin();
         let builtin = json!({"terminal": ["terminal", "process"],
             "file": ["read_file", "write_file", "patch", "search_files"],
             "todo": ["todo"], "memory": ["memory"], "session_search": ["session_search"],

@@ -19,7 +19,7 @@ use crate::runner::{
     Closed, Ending, RunEnd, RunEvent, RunId, RunTimer, Runner, Spec, Stdin, StdinRefused, Streams,
     Wake,
 };
-use crate::tools::Timer;
+use crate::tools::WorkTimer;
 use crate::util;
 
 /// Live `tool.output` events: at most one per interval per tool, at most this much text each.
@@ -96,7 +96,7 @@ pub(crate) trait RunOwners {
     /// Descriptors the runner is done with leave the poll (the token with the run's last).
     fn unwatch_run(&mut self, closed: Closed);
     /// `timer` fires at `at` (back to [`on_run_timer`] / [`flush_live`]).
-    fn set_timer(&mut self, at: Instant, timer: Timer);
+    fn set_timer(&mut self, at: Instant, timer: WorkTimer);
     /// An event of session `rid`.
     fn emit(&mut self, rid: &str, kind: &str, payload: Value);
     /// Where answers to requests go.
@@ -357,7 +357,7 @@ pub(crate) fn stop(o: &mut impl RunOwners, id: RunId, now: Instant) {
 /// The runner's timers into the wheel, the descriptors it is done with out of the poll.
 fn settle(o: &mut impl RunOwners) {
     for wake in o.runner().take_wakes() {
-        o.set_timer(wake.at, Timer::Run(wake.run, wake.what));
+        o.set_timer(wake.at, WorkTimer::Run(wake.run, wake.what));
     }
     for closed in o.runner().take_closed() {
         o.unwatch_run(closed);
@@ -396,7 +396,7 @@ fn on_run_event(o: &mut impl RunOwners, run: RunId, event: RunEvent, now: Instan
         }
         (_, RunEvent::Output { bytes, .. }) => {
             if owned.take_live(&bytes) {
-                o.set_timer(now + LIVE_INTERVAL, Timer::LiveOutput(run));
+                o.set_timer(now + LIVE_INTERVAL, WorkTimer::LiveOutput(run));
             }
         }
         (_, RunEvent::Ended { end, .. }) => {
@@ -455,7 +455,7 @@ pub(crate) fn flush_live(o: &mut impl RunOwners, id: RunId, now: Instant) {
     if o.paused() {
         // The client is not reading: what is pending stays one coalesced event (bounded, the
         // rest counted), sent once the queue drains.
-        o.set_timer(now + LIVE_INTERVAL, Timer::LiveOutput(id));
+        o.set_timer(now + LIVE_INTERVAL, WorkTimer::LiveOutput(id));
         return;
     }
     let tools = o.tools();
@@ -773,7 +773,7 @@ pub(crate) mod fake {
         fn unwatch_run(&mut self, closed: Closed) {
             assert!(self.watched.remove(&closed.run), "unwatched twice");
         }
-        fn set_timer(&mut self, at: Instant, timer: Timer) {
+        fn set_timer(&mut self, at: Instant, timer: WorkTimer) {
             self.asker.set_timer(at, timer);
         }
         fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
@@ -822,7 +822,7 @@ mod tests {
     /// The live-output timers due by `at`, fired.
     fn fire_live(f: &mut FakeRuns, at: Instant) {
         for timer in f.asker.due(at) {
-            if let Timer::LiveOutput(run) = timer {
+            if let WorkTimer::LiveOutput(run) = timer {
                 flush_live(f, run, at);
             }
         }

@@ -7,7 +7,7 @@ use crate::tools::JobId;
 
 /// What a timer of the sessions' work does when it fires.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Timer {
+pub enum WorkTimer {
     /// A turn asked to be driven again at this time.
     TurnWake(String),
     /// Something about a run of the process runner is due.

@@ -31,7 +31,7 @@ fn drive<T>(t: &Target, mut step: impl FnMut(Option<&Outcome>) -> Step<T>) -> T 
     panic!("the sequence did not end");
 }
 
-const LIMITS: Limits = Limits {
+const LIMITS: SnapshotLimits = SnapshotLimits {
     max_snapshots: 20,
     max_file_bytes: 1024,
     max_total_bytes: 0,
@@ -56,7 +56,7 @@ fn bench(tag: &str) -> Bench {
 }
 
 impl Bench {
-    fn take(&self, limits: Limits, reason: &str) -> TakeEnd {
+    fn take(&self, limits: SnapshotLimits, reason: &str) -> TakeEnd {
         let mut take = Take::new(self.t.clone(), limits, reason.into());
         drive(&self.t, |last| take.step(last))
     }
@@ -152,7 +152,7 @@ fn snapshots_list_diff_and_restore_through_the_shared_store() {
 #[test]
 fn a_chain_is_cut_to_max_snapshots_keeping_dates_and_reasons() {
     let b = bench("cp-trim");
-    let limits = Limits {
+    let limits = SnapshotLimits {
         max_snapshots: 2,
         ..LIMITS
     };
@@ -178,7 +178,7 @@ fn a_tree_past_the_cap_is_skipped_and_a_stale_project_swept() {
     for i in 0..5 {
         b.write(&format!("f{i}"), "x");
     }
-    let few = Limits {
+    let few = SnapshotLimits {
         max_files: 3,
         ..LIMITS
     };

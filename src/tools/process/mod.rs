@@ -8,15 +8,15 @@
 //! session that started it (queued behind a running turn), as Hermes' TUI gateway does.
 
 mod buffer;
-pub mod registry;
+pub mod table;
 mod tool;
 
 use std::time::Instant;
 
 use serde_json::json;
 
-pub use registry::Processes;
-use registry::{Exit, Notice};
+pub use table::Processes;
+use table::{Exit, Notice};
 pub use tool::{Launch, ProcessTool, start_background};
 
 use super::runs::{self, Owner, RunOwners};
@@ -137,7 +137,7 @@ pub(crate) fn session_gone(o: &mut impl RunOwners, rid: &str, now: Instant) {
 
 #[cfg(test)]
 mod tests {
-    use super::registry::NewProcess;
+    use super::table::NewProcess;
     use super::*;
     use crate::runner::RunEvent;
     use crate::tools::runs::fake::{FakeRuns, ended};

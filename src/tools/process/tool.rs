@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::registry::{self, Exit, NewProcess, SharedOutput};
+use super::table::{self, Exit, NewProcess, SharedOutput};
 use crate::runner::{Ending, NO_TIMEOUT, Spec, Stdin, Streams};
 use crate::tools::{JobId, Start, Tool, ToolContext, ToolResult};
 
@@ -189,7 +189,7 @@ impl Tool for ProcessTool {
     fn cancel(&mut self, job: JobId) -> Option<ToolResult> {
         let wait = self.waits.remove(&job)?;
         // Hermes' answer: the output so far, and that the process runs on.
-        let mut result = registry::not_ended("interrupted", &wait.command, &wait.output);
+        let mut result = table::not_ended("interrupted", &wait.command, &wait.output);
         result["note"] =
             json!("The turn was interrupted -- wait interrupted (the process keeps running)");
         Some(answer(result))
@@ -234,7 +234,7 @@ pub fn start_background(ctx: &mut ToolContext<'_>, launch: Launch<'_>) -> ToolRe
     if !ctx.processes.registry.has_room(ctx.now) {
         return failed(format!(
             "{} background processes are running already; kill or wait for one first",
-            registry::MAX_PROCESSES
+            table::MAX_PROCESSES
         ));
     }
     let spec = Spec {

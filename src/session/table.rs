@@ -6,13 +6,13 @@ use std::collections::{HashMap, VecDeque};
 use super::Session;
 
 struct Entry {
-    /// The stored id `by_stored` holds this session under (see [`Registry::reindex`]).
+    /// The stored id `by_stored` holds this session under (see [`SessionTable::reindex`]).
     indexed_as: String,
     session: Session,
 }
 
 #[derive(Default)]
-pub struct Registry {
+pub struct SessionTable {
     by_rid: HashMap<String, Entry>,
     /// Runtime id of each live session, by stored id.
     by_stored: HashMap<String, String>,
@@ -22,9 +22,9 @@ pub struct Registry {
     loading: Vec<String>,
 }
 
-impl Registry {
-    pub fn new() -> Registry {
-        Registry::default()
+impl SessionTable {
+    pub fn new() -> SessionTable {
+        SessionTable::default()
     }
 
     /// Put a session in; refused (handed back) when its runtime or stored id is already live.
@@ -175,16 +175,16 @@ impl Registry {
 }
 
 /// Persistence reads and marks the live sessions through this.
-impl crate::persist::Sessions<Session> for Registry {
+impl crate::persist::Sessions<Session> for SessionTable {
     fn get(&self, rid: &str) -> Option<&Session> {
-        Registry::get(self, rid)
+        SessionTable::get(self, rid)
     }
     fn get_mut(&mut self, rid: &str) -> Option<&mut Session> {
-        Registry::get_mut(self, rid)
+        SessionTable::get_mut(self, rid)
     }
 }
 
-impl std::ops::Index<&str> for Registry {
+impl std::ops::Index<&str> for SessionTable {
     type Output = Session;
 
     fn index(&self, rid: &str) -> &Session {
@@ -192,7 +192,7 @@ impl std::ops::Index<&str> for Registry {
     }
 }
 
-impl std::ops::Index<&String> for Registry {
+impl std::ops::Index<&String> for SessionTable {
     type Output = Session;
 
     fn index(&self, rid: &String) -> &Session {
@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn add_and_take_keep_the_stored_index() {
-        let mut r = Registry::new();
+        let mut r = SessionTable::new();
         assert!(r.add(session("a", "s1")).is_ok());
         assert!(r.add(session("b", "s2")).is_ok());
         assert_eq!(r.by_stored("s1"), Some("a"));
@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn duplicates_are_refused_and_change_nothing() {
-        let mut r = Registry::new();
+        let mut r = SessionTable::new();
         assert!(r.add(session("a", "s1")).is_ok());
         let back = r.add(session("a", "s9")).err().unwrap();
         assert_eq!(back.stored_id, "s9");
@@ -251,7 +251,7 @@ mod tests {
 
     #[test]
     fn reindex_follows_a_changed_stored_id() {
-        let mut r = Registry::new();
+        let mut r = SessionTable::new();
         assert!(r.add(session("a", "old")).is_ok());
         assert!(r.add(session("b", "taken")).is_ok());
         r.get_mut("a").unwrap().stored_id = "new".into();
@@ -271,7 +271,7 @@ mod tests {
 
     #[test]
     fn runnable_lists_each_turn_once_and_never_an_absent_session() {
-        let mut r = Registry::new();
+        let mut r = SessionTable::new();
         assert!(r.add(with_turn("a", "s1")).is_ok());
         assert!(r.add(with_turn("b", "s2")).is_ok());
         assert!(r.add(session("idle", "s3")).is_ok());
@@ -293,7 +293,7 @@ mod tests {
 
     #[test]
     fn turns_left_over_keep_their_place_ahead_of_later_ones() {
-        let mut r = Registry::new();
+        let mut r = SessionTable::new();
         for rid in ["a", "b", "c", "d"] {
             assert!(r.add(with_turn(rid, &format!("s-{rid}"))).is_ok());
         }
