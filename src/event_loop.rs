@@ -4,22 +4,21 @@
 //! everything appended (`commit.rs`, `persist/`: state.db, else the journal), and only then
 //! releases and writes the frames that announce it (held while nothing can be written).
 
-use std::collections::HashMap;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Token};
 use serde_json::{Value, json};
 
 use crate::clock::{Budget, Clock};
 use crate::config::Config;
 use crate::model::{ModelEvent, Provider};
 use crate::persist::Persistence;
+use crate::reactor::{Reactor, Slot};
 use crate::rpc::client_conn::{ClientConn, ClientLimits, Read};
 use crate::rpc::frame::{self, Incoming};
 use crate::rpc::{Line, Outbox};
@@ -66,7 +65,7 @@ impl From<crate::tools::WorkTimer> for Timer {
 }
 
 /// Who owns a dynamic token's source.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum TokenOwner {
     /// A model call of this session's turn.
     Turn(String),
@@ -82,7 +81,8 @@ pub use crate::rpc::client_conn::Io;
 
 pub struct Gateway {
     pub(crate) cfg: Config,
-    pub(crate) poll: Poll,
+    /// The poll and who owns each token (`reactor.rs`): nothing else sees either.
+    pub(crate) reactor: Reactor<TokenOwner>,
     /// state.db, the journal, what is dirty, retries, WAL checkpoints.
     pub(crate) persist: Persistence<crate::session::Session>,
     pub(crate) provider: Box<dyn Provider>,
@@ -96,13 +96,6 @@ pub struct Gateway {
     pub(crate) sessions: SessionTable,
     /// The caps of the sessions' event rings.
     pub(crate) rings: crate::session::ring::Rings,
-    /// Who a dynamic token belongs to.
-    pub(crate) by_token: HashMap<Token, TokenOwner>,
-    /// The token of each run of the runner whose descriptors are in the poll.
-    run_tokens: HashMap<crate::runner::RunId, Token>,
-    /// The poll's registry as MCP HTTP connections keep it, and each exchange's token.
-    link_registry: Rc<mio::Registry>,
-    exchange_tokens: HashMap<u64, Token>,
     /// Who waits for each run, approvals.
     pub(crate) tools: crate::tools::Tools,
     /// Running commands.
@@ -117,7 +110,6 @@ pub struct Gateway {
     pub(crate) skills_waiting: crate::methods::skills::Waiting,
     /// `model.options` requests waiting for the endpoint's model list.
     pub(crate) model_fetches: crate::methods::models::Fetches,
-    pub(crate) next_token: usize,
     pub(crate) timers: TimerWheel<Timer>,
     /// The client: everything said to it goes through its [`Outbox`] ([`Gateway::outbox`]).
     pub(crate) client: ClientConn,
@@ -143,7 +135,8 @@ impl Gateway {
     /// [`Gateway::new`] on `clock`: the only clock the gateway reads.
     pub fn with_clock(cfg: Config, io: Io, clock: Clock) -> Result<Gateway, String> {
         let now = clock.now();
-        let poll = Poll::new().map_err(|e| format!("cannot create the poll: {e}"))?;
+        let reactor =
+            Reactor::new(FIRST_DYNAMIC).map_err(|e| format!("cannot create the poll: {e}"))?;
         let limits = ClientLimits {
             frame_limit: cfg.frame_limit,
             queue_cap: cfg.out_queue_cap,
@@ -152,11 +145,9 @@ impl Gateway {
         let mut client = ClientConn::new(io, limits, cfg.rpc_log.as_deref(), now)?;
         // Regular files and /dev/null cannot be polled (EPERM); they are always ready.
         let _ =
-            poll.registry()
-                .register(&mut SourceFd(&client.input_fd()), STDIN, Interest::READABLE);
-        let output_polled = poll
-            .registry()
-            .register(
+            reactor.register_fixed(&mut SourceFd(&client.input_fd()), STDIN, Interest::READABLE);
+        let output_polled = reactor
+            .register_fixed(
                 &mut SourceFd(&client.output_fd()),
                 STDOUT,
                 Interest::WRITABLE,
@@ -182,7 +173,8 @@ impl Gateway {
         }
         let cfg_home_for_tools = cfg.home.clone();
         // Without it, a call woken from another thread waits for the loop's next wake-up.
-        let tool_waker = mio::Waker::new(poll.registry(), TOOL_WAKER)
+        let tool_waker = reactor
+            .waker(TOOL_WAKER)
             .map_err(|e| crate::diag!("[gateway] no tool waker: {e}"))
             .ok();
         let kill_grace = cfg.kill_grace;
@@ -197,16 +189,11 @@ impl Gateway {
         let skills = crate::skills::Skills::shared(&cfg.home);
         let mut tools = crate::tools::Tools::new(&cfg_home_for_tools, tool_waker);
         tools.add_skills(&skills);
-        let link_registry = poll
-            .registry()
-            .try_clone()
-            .map(Rc::new)
-            .map_err(|e| format!("cannot share the poll: {e}"))?;
         Ok(Gateway {
             clock,
             timers: TimerWheel::new(now),
             cfg,
-            poll,
+            reactor,
             persist,
             provider,
             provider_warning,
@@ -214,10 +201,6 @@ impl Gateway {
             dotenv: crate::hermes_env::HermesEnv::load(&cfg_home_for_tools).unwrap_or_default(),
             sessions: SessionTable::new(),
             rings,
-            by_token: HashMap::new(),
-            run_tokens: HashMap::new(),
-            link_registry,
-            exchange_tokens: HashMap::new(),
             tools,
             runner: crate::runner::Runner::new(
                 crate::runner::supervisor::Executable::current(),
@@ -230,7 +213,6 @@ impl Gateway {
             skills,
             skills_waiting: Default::default(),
             model_fetches: Default::default(),
-            next_token: FIRST_DYNAMIC,
             client,
             output_polled,
             shutdown: None,
@@ -246,9 +228,8 @@ impl Gateway {
     pub fn install_signals(&mut self, handle_sigint: bool) -> Result<(), String> {
         let mut signals = crate::signals::install(&crate::signals::Plan { handle_sigint })
             .map_err(|e| format!("cannot install signal handlers: {e}"))?;
-        self.poll
-            .registry()
-            .register(&mut signals, SIGNALS, Interest::READABLE)
+        self.reactor
+            .register_fixed(&mut signals, SIGNALS, Interest::READABLE)
             .map_err(|e| format!("cannot watch signals: {e}"))?;
         self.signals = Some(signals);
         Ok(())
@@ -288,7 +269,7 @@ impl Gateway {
         if let Some(cap) = max_wait {
             timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
         }
-        if let Err(e) = self.poll.poll(events, timeout)
+        if let Err(e) = self.reactor.poll(events, timeout)
             && e.kind() != io::ErrorKind::Interrupted
         {
             crate::diag!("[gateway-crash] poll failed: {e}");
@@ -416,9 +397,7 @@ impl Gateway {
             match read {
                 Read::Data | Read::Again => {}
                 Read::Eof => {
-                    let _ = self
-                        .poll
-                        .registry()
+                    self.reactor
                         .deregister(&mut SourceFd(&self.client.input_fd()));
                     self.begin_shutdown("stdin closed", now);
                 }
@@ -622,7 +601,7 @@ impl Gateway {
     /// Put a started run's descriptors in the poll (their readiness marks the run ready); a
     /// run that cannot be watched is killed and forgotten.
     pub(crate) fn watch_run(&mut self, id: crate::runner::RunId) -> io::Result<()> {
-        let token = self.alloc_token(TokenOwner::Run(id));
+        let slot = self.reactor.slot(TokenOwner::Run(id));
         let readable = self
             .runner
             .fds(id)
@@ -630,20 +609,17 @@ impl Gateway {
             .map(|fd| (fd, Interest::READABLE));
         let writable = self.runner.stdin_fd(id).map(|fd| (fd, Interest::WRITABLE));
         let fds: Vec<_> = readable.chain(writable).collect();
-        let registered = fds.iter().try_for_each(|(fd, interest)| {
-            self.poll
-                .registry()
-                .register(&mut SourceFd(fd), token, *interest)
-        });
+        let registered = fds
+            .iter()
+            .try_for_each(|(fd, interest)| slot.register(&mut SourceFd(fd), *interest));
         if let Err(e) = registered {
             for (fd, _) in &fds {
-                let _ = self.poll.registry().deregister(&mut SourceFd(fd));
+                self.reactor.deregister(&mut SourceFd(fd));
             }
             self.runner.discard(id);
-            self.by_token.remove(&token);
+            self.reactor.release(&TokenOwner::Run(id));
             return Err(e);
         }
-        self.run_tokens.insert(id, token);
         Ok(())
     }
 
@@ -651,20 +627,15 @@ impl Gateway {
     /// close (the run's token with the last of them).
     pub(crate) fn unwatch_run(&mut self, closed: crate::runner::Closed) {
         for fd in &closed.fds {
-            let _ = self
-                .poll
-                .registry()
-                .deregister(&mut SourceFd(&fd.as_raw_fd()));
+            self.reactor.deregister(&mut SourceFd(&fd.as_raw_fd()));
         }
-        if closed.run_over
-            && let Some(token) = self.run_tokens.remove(&closed.run)
-        {
-            self.by_token.remove(&token);
+        if closed.run_over {
+            self.reactor.release(&TokenOwner::Run(closed.run));
         }
     }
 
     fn on_source_ready(&mut self, token: Token, now: Instant) {
-        match self.by_token.get(&token).cloned() {
+        match self.reactor.owner(token).cloned() {
             Some(TokenOwner::Turn(rid)) => self.schedule(&rid),
             Some(TokenOwner::Run(id)) => self.runner.mark_ready(id),
             Some(TokenOwner::ModelList(id)) => crate::methods::models::on_ready(self, id, now),
@@ -677,19 +648,13 @@ impl Gateway {
 /// The loop's sockets lent to MCP HTTP exchanges: each connection under a token of its own,
 /// routed to its exchange ([`TokenOwner::McpHttp`]).
 pub(crate) struct ExchangeSockets<'a> {
-    registry: &'a Rc<mio::Registry>,
-    by_token: &'a mut HashMap<Token, TokenOwner>,
-    next_token: &'a mut usize,
-    exchange_tokens: &'a mut HashMap<u64, Token>,
+    reactor: &'a mut Reactor<TokenOwner>,
 }
 
 impl Gateway {
     pub(crate) fn exchange_sockets(&mut self) -> ExchangeSockets<'_> {
         ExchangeSockets {
-            registry: &self.link_registry,
-            by_token: &mut self.by_token,
-            next_token: &mut self.next_token,
-            exchange_tokens: &mut self.exchange_tokens,
+            reactor: &mut self.reactor,
         }
     }
 }
@@ -701,28 +666,29 @@ impl crate::mcp::http::Sockets for ExchangeSockets<'_> {
         route: &crate::model::connect::Route,
         tls: Option<Arc<rustls::ClientConfig>>,
     ) -> Result<Box<dyn crate::mcp::http::Link>, crate::model::connect::Failure> {
-        let token = Token(*self.next_token);
-        let connector = crate::model::connect::Connector::start(route, tls, self.registry, token)?;
-        *self.next_token += 1;
-        self.by_token.insert(token, TokenOwner::McpHttp(exchange));
-        self.exchange_tokens.insert(exchange, token);
-        Ok(Box::new(SocketLink {
-            registry: self.registry.clone(),
-            phase: LinkPhase::Opening(Box::new(connector)),
-        }))
+        let owner = TokenOwner::McpHttp(exchange);
+        let slot = self.reactor.slot(owner.clone());
+        match crate::model::connect::Connector::start(route, tls, &slot) {
+            Ok(connector) => Ok(Box::new(SocketLink {
+                slot,
+                phase: LinkPhase::Opening(Box::new(connector)),
+            })),
+            Err(e) => {
+                self.reactor.release(&owner);
+                Err(e)
+            }
+        }
     }
 
     fn release(&mut self, exchange: u64, link: Box<dyn crate::mcp::http::Link>) {
         drop(link);
-        if let Some(token) = self.exchange_tokens.remove(&exchange) {
-            self.by_token.remove(&token);
-        }
+        self.reactor.release(&TokenOwner::McpHttp(exchange));
     }
 }
 
 /// An MCP exchange's connection: opening, then open; out of the poll when dropped.
 struct SocketLink {
-    registry: Rc<mio::Registry>,
+    slot: Slot,
     phase: LinkPhase,
 }
 
@@ -743,7 +709,7 @@ impl SocketLink {
 impl crate::mcp::http::Link for SocketLink {
     fn open(&mut self) -> Result<bool, crate::model::connect::Failure> {
         if let LinkPhase::Opening(c) = &mut self.phase {
-            match c.advance(&self.registry)? {
+            match c.advance(&self.slot)? {
                 Some(t) => self.phase = LinkPhase::Open(Box::new(t)),
                 None => return Ok(false),
             }
@@ -767,9 +733,9 @@ impl crate::mcp::http::Link for SocketLink {
 impl Drop for SocketLink {
     fn drop(&mut self) {
         match &mut self.phase {
-            LinkPhase::Opening(c) => c.release(&self.registry),
+            LinkPhase::Opening(c) => c.release(&self.slot),
             LinkPhase::Open(t) => {
-                let _ = self.registry.deregister(&mut t.socket);
+                let _ = self.slot.deregister(&mut t.socket);
             }
         }
     }

@@ -23,6 +23,7 @@ pub mod model;
 mod owners;
 pub mod persist;
 pub mod private_file;
+pub mod reactor;
 pub mod rpc;
 pub mod runner;
 pub mod session;

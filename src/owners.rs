@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use mio::Token;
+use crate::reactor::Slot;
 use serde_json::Value;
 
 use crate::event_loop::{Gateway, TokenOwner};
@@ -108,13 +108,6 @@ impl Gateway {
     /// The running turn of a session.
     pub(crate) fn turn_mut(&mut self, rid: &str) -> Option<&mut crate::session::turn::Turn> {
         self.sessions.get_mut(rid).and_then(|s| s.turn.as_mut())
-    }
-
-    pub(crate) fn alloc_token(&mut self, route: TokenOwner) -> Token {
-        let t = Token(self.next_token);
-        self.next_token += 1;
-        self.by_token.insert(t, route);
-        t
     }
 
     pub(crate) fn mark_dirty(&mut self, rid: &str) {
@@ -278,11 +271,11 @@ impl TurnOwners for Gateway {
     fn emit_delta(&mut self, rid: &str, text: &str) {
         Gateway::emit_delta(self, rid, text);
     }
-    fn turn_token(&mut self, rid: &str) -> Token {
-        self.alloc_token(TokenOwner::Turn(rid.to_string()))
+    fn turn_slot(&mut self, rid: &str) -> Slot {
+        self.reactor.slot(TokenOwner::Turn(rid.to_string()))
     }
-    fn release_token(&mut self, token: Token) {
-        self.by_token.remove(&token);
+    fn release_turn_slot(&mut self, rid: &str) {
+        self.reactor.release(&TokenOwner::Turn(rid.to_string()));
     }
     fn model_parts(&mut self) -> ModelParts<'_> {
         ModelParts {
@@ -291,7 +284,6 @@ impl TurnOwners for Gateway {
                 default: self.provider.as_mut(),
                 switched: &mut self.switched_providers,
             },
-            registry: self.poll.registry(),
             schemas: self.tools.set.schemas(),
             home: &self.cfg.home,
             skills: Some(&self.skills),

@@ -51,32 +51,68 @@ fn non_test(text: &str) -> Vec<(usize, &str)> {
     kept
 }
 
-#[test]
-fn nothing_below_the_loop_reads_a_clock_of_its_own() {
+/// The non-test lines of the gateway's source outside `exempt` that contain one of `words`,
+/// as `file:line: text`.
+fn lines_naming(words: &[&str], exempt: &[&str]) -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
-    let mut readers = Vec::new();
+    assert!(files.len() > 100, "the source was not found");
+    let mut found = Vec::new();
     for file in &files {
         let name = file
             .strip_prefix(root)
             .unwrap()
             .to_string_lossy()
             .into_owned();
-        if OWN_CLOCK.iter().any(|own| name.starts_with(own)) || name.ends_with("tests.rs") {
+        if exempt.iter().any(|own| name.starts_with(own)) || name.ends_with("tests.rs") {
             continue;
         }
         let text = std::fs::read_to_string(file).unwrap();
         for (n, line) in non_test(&text) {
-            if line.contains("Instant::now()") || line.contains(".elapsed()") {
-                readers.push(format!("{name}:{n}: {}", line.trim()));
+            if words.iter().any(|w| line.contains(w)) {
+                found.push(format!("{name}:{n}: {}", line.trim()));
             }
         }
     }
-    assert!(files.len() > 100, "the source was not found");
+    found
+}
+
+#[test]
+fn nothing_below_the_loop_reads_a_clock_of_its_own() {
+    let readers = lines_naming(&["Instant::now()", ".elapsed()"], OWN_CLOCK);
     assert!(
         readers.is_empty(),
         "time must come from the loop (`now`, or a Budget on its clock):\n{}",
         readers.join("\n")
+    );
+}
+
+#[test]
+fn only_the_reactor_knows_the_poll_and_its_tokens() {
+    // The loop names its fixed tokens; the programs outside the gateway have their own polls.
+    let exempt = [
+        "src/reactor.rs",
+        "src/event_loop.rs",
+        "src/cli/",
+        "src/client/",
+    ];
+    let words = [
+        "Poll",
+        "Registry",
+        "Token(",
+        "mio::Token",
+        "by_token",
+        ".poll.",
+    ];
+    let found: Vec<String> = lines_naming(&words, &exempt)
+        .into_iter()
+        // poll(2) on one descriptor (stderr, stdout at exit) is not the loop's poll.
+        .filter(|l| !l.contains("PollFd") && !l.contains("PollTimeout") && !l.contains("PollFlags"))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "a source is watched through a reactor Slot, never the poll or a token:\n{}",
+        found.join("\n")
     );
 }

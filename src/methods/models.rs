@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use mio::Token;
 use serde_json::{Value, json};
 use yaml_rust2::Yaml;
 
@@ -14,6 +13,7 @@ use super::params::{self, Params};
 use super::{Reply, config};
 use crate::event_loop::{Gateway, Timer, TokenOwner};
 use crate::model::catalog::{Fetched, ModelsFetch};
+use crate::reactor::Slot;
 use crate::rpc::RpcError;
 use crate::rpc::frame::code;
 use crate::timer::TimerId;
@@ -24,7 +24,8 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 struct Pending {
     request_id: crate::rpc::frame::Id,
     fetch: ModelsFetch,
-    token: Token,
+    /// Where the fetch's sources are watched.
+    slot: Slot,
     timer: TimerId,
     /// The answer without the fetched models.
     answer: Value,
@@ -120,8 +121,8 @@ pub fn options(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: In
     };
     let fetch_id = gw.model_fetches.next;
     gw.model_fetches.next += 1;
-    let token = gw.alloc_token(TokenOwner::ModelList(fetch_id));
-    match ModelsFetch::start(&url, key.as_deref(), gw.poll.registry(), token, now) {
+    let slot = gw.reactor.slot(TokenOwner::ModelList(fetch_id));
+    match ModelsFetch::start(&url, key.as_deref(), &slot, now) {
         Ok(fetch) => {
             let timer = gw
                 .timers
@@ -131,7 +132,7 @@ pub fn options(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: In
                 Pending {
                     request_id: id.clone(),
                     fetch,
-                    token,
+                    slot,
                     timer,
                     answer,
                     url,
@@ -142,7 +143,7 @@ pub fn options(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: In
             None
         }
         Err(e) => {
-            gw.by_token.remove(&token);
+            gw.reactor.release(&TokenOwner::ModelList(fetch_id));
             let mut answer = answer;
             let models: Vec<String> =
                 serde_json::from_value(answer["providers"][0]["models"].clone())
@@ -222,7 +223,7 @@ pub fn on_ready(gw: &mut Gateway, fetch_id: u64, now: Instant) {
     let Some(p) = gw.model_fetches.pending.get_mut(&fetch_id) else {
         return;
     };
-    if let Fetched::Done(result) = p.fetch.advance(gw.poll.registry(), now) {
+    if let Fetched::Done(result) = p.fetch.advance(&p.slot, now) {
         finish(gw, fetch_id, result);
     }
 }
@@ -230,7 +231,7 @@ pub fn on_ready(gw: &mut Gateway, fetch_id: u64, now: Instant) {
 /// The endpoint took too long: answer with what config.yaml lists.
 pub fn on_timeout(gw: &mut Gateway, fetch_id: u64) {
     if let Some(p) = gw.model_fetches.pending.get_mut(&fetch_id) {
-        p.fetch.abort(gw.poll.registry());
+        p.fetch.abort(&p.slot);
         let why = format!("no answer within {}s", FETCH_TIMEOUT.as_secs());
         finish(gw, fetch_id, Err(why));
     }
@@ -241,7 +242,7 @@ pub fn answer_all(gw: &mut Gateway) {
     let ids: Vec<u64> = gw.model_fetches.pending.keys().copied().collect();
     for id in ids {
         if let Some(p) = gw.model_fetches.pending.get_mut(&id) {
-            p.fetch.abort(gw.poll.registry());
+            p.fetch.abort(&p.slot);
         }
         finish(gw, id, Err("the gateway is shutting down".into()));
     }
@@ -252,7 +253,7 @@ fn finish(gw: &mut Gateway, fetch_id: u64, result: Result<Vec<String>, String>) 
         return;
     };
     gw.timers.cancel(p.timer);
-    gw.by_token.remove(&p.token);
+    gw.reactor.release(&TokenOwner::ModelList(fetch_id));
     let mut models: Vec<String> =
         serde_json::from_value(p.answer["providers"][0]["models"].clone()).unwrap_or_default();
     let warning = match result {

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use mio::{Registry, Token};
+use crate::reactor::Slot;
 use serde_json::Value;
 
 use super::oneshot::{OneShot, Request};
@@ -32,8 +32,7 @@ impl ModelsFetch {
     pub fn start(
         base_url: &str,
         api_key: Option<&str>,
-        registry: &Registry,
-        token: Token,
+        slot: &Slot,
         now: Instant,
     ) -> Result<ModelsFetch, String> {
         let bearer = api_key
@@ -53,21 +52,20 @@ impl ModelsFetch {
                 answer_max: BODY_MAX,
             },
             FETCH_MAX,
-            registry,
-            token,
+            slot,
             now,
         )?;
         Ok(ModelsFetch { shot })
     }
 
     /// Stop and release every source.
-    pub fn abort(&mut self, registry: &Registry) {
-        self.shot.abort(registry);
+    pub fn abort(&mut self, slot: &Slot) {
+        self.shot.abort(slot);
     }
 
     /// Make all the progress possible now (sources are edge-triggered: read to `WouldBlock`).
-    pub fn advance(&mut self, registry: &Registry, now: Instant) -> Fetched {
-        match self.shot.advance(registry, now) {
+    pub fn advance(&mut self, slot: &Slot, now: Instant) -> Fetched {
+        match self.shot.advance(slot, now) {
             None => Fetched::Pending,
             Some(Err(e)) => Fetched::Done(Err(e)),
             Some(Ok(a)) if a.status != 200 => Fetched::Done(Err(format!(

@@ -7,8 +7,10 @@ use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 
+use mio::Interest;
 use mio::net::{TcpStream, UnixStream};
-use mio::{Interest, Registry, Token};
+
+use crate::reactor::Slot;
 
 use super::http::{self, Transport, Url};
 
@@ -240,11 +242,10 @@ enum Phase {
     Done,
 }
 
-/// One connection being opened; readiness of its sources is reported on its token.
+/// One connection being opened; readiness of its sources is reported on its slot.
 pub struct Connector {
     route: Route,
     tls: Option<Arc<rustls::ClientConfig>>,
-    token: Token,
     phase: Phase,
     tunnel_request: Vec<u8>,
 }
@@ -253,8 +254,7 @@ impl Connector {
     pub fn start(
         route: &Route,
         tls: Option<Arc<rustls::ClientConfig>>,
-        registry: &Registry,
-        token: Token,
+        slot: &Slot,
     ) -> Result<Connector, Failure> {
         let tunnel_request = match &route.proxy {
             Some(p) if route.target.tls => {
@@ -270,19 +270,17 @@ impl Connector {
         let mut c = Connector {
             route: route.clone(),
             tls,
-            token,
             phase: Phase::Done,
             tunnel_request,
         };
         let (host, port) = c.route.first_hop();
         if let Ok(ip) = host.parse::<IpAddr>() {
-            c.connect(registry, vec![SocketAddr::new(ip, port)], 0)?;
+            c.connect(slot, vec![SocketAddr::new(ip, port)], 0)?;
         } else {
             let what = host.to_string();
             let mut rx = spawn_resolver(host, port)
                 .map_err(|e| Failure::Resolve(format!("cannot resolve {what:?}: {e}")))?;
-            registry
-                .register(&mut rx, token, Interest::READABLE)
+            slot.register(&mut rx, Interest::READABLE)
                 .map_err(|e| Failure::Setup(format!("cannot watch name resolution: {e}")))?;
             c.phase = Phase::Resolving {
                 rx,
@@ -300,21 +298,14 @@ impl Connector {
         )
     }
 
-    fn connect(
-        &mut self,
-        registry: &Registry,
-        addrs: Vec<SocketAddr>,
-        from: usize,
-    ) -> Result<(), Failure> {
+    fn connect(&mut self, slot: &Slot, addrs: Vec<SocketAddr>, from: usize) -> Result<(), Failure> {
         let mut last = String::from("no address");
         for (i, addr) in addrs.iter().enumerate().skip(from) {
             match TcpStream::connect(*addr) {
                 Ok(mut socket) => {
-                    if let Err(e) = registry.register(
-                        &mut socket,
-                        self.token,
-                        Interest::READABLE | Interest::WRITABLE,
-                    ) {
+                    if let Err(e) =
+                        slot.register(&mut socket, Interest::READABLE | Interest::WRITABLE)
+                    {
                         last = e.to_string();
                         continue;
                     }
@@ -342,13 +333,13 @@ impl Connector {
     }
 
     /// Stop and release every source.
-    pub fn release(&mut self, registry: &Registry) {
+    pub fn release(&mut self, slot: &Slot) {
         match &mut self.phase {
             Phase::Resolving { rx, .. } => {
-                let _ = registry.deregister(rx);
+                let _ = slot.deregister(rx);
             }
             Phase::Connecting { socket, .. } | Phase::Tunneling { socket, .. } => {
-                let _ = registry.deregister(socket);
+                let _ = slot.deregister(socket);
             }
             Phase::Done => {}
         }
@@ -356,16 +347,16 @@ impl Connector {
     }
 
     /// Make all the progress possible now; `Some` once the connection is open (its socket
-    /// stays registered on the token).
-    pub fn advance(&mut self, registry: &Registry) -> Result<Option<Transport>, Failure> {
-        let result = self.step(registry);
+    /// stays registered on the slot).
+    pub fn advance(&mut self, slot: &Slot) -> Result<Option<Transport>, Failure> {
+        let result = self.step(slot);
         if result.is_err() {
-            self.release(registry);
+            self.release(slot);
         }
         result
     }
 
-    fn step(&mut self, registry: &Registry) -> Result<Option<Transport>, Failure> {
+    fn step(&mut self, slot: &Slot) -> Result<Option<Transport>, Failure> {
         loop {
             match &mut self.phase {
                 Phase::Done => return Err(Failure::Setup("the connection was stopped".into())),
@@ -386,7 +377,7 @@ impl Connector {
                         }
                     }
                     let text = String::from_utf8_lossy(text).into_owned();
-                    let _ = registry.deregister(rx);
+                    let _ = slot.deregister(rx);
                     self.phase = Phase::Done;
                     let addrs: Vec<SocketAddr> = text
                         .lines()
@@ -400,7 +391,7 @@ impl Connector {
                         let (host, _) = self.route.first_hop();
                         return Err(Failure::Resolve(format!("cannot resolve {host:?}: {why}")));
                     }
-                    self.connect(registry, addrs, 0)?;
+                    self.connect(slot, addrs, 0)?;
                 }
                 Phase::Connecting {
                     socket,
@@ -416,11 +407,11 @@ impl Connector {
                         },
                     };
                     if let Some(why) = failed {
-                        let _ = registry.deregister(socket);
+                        let _ = slot.deregister(socket);
                         let (addrs, next) = (std::mem::take(addrs), *next);
                         self.phase = Phase::Done;
                         if next < addrs.len() {
-                            self.connect(registry, addrs, next)?;
+                            self.connect(slot, addrs, next)?;
                             continue;
                         }
                         return Err(self.connect_failure(&why));

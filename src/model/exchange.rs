@@ -168,10 +168,9 @@ impl Exchange {
         self.reused = false;
         if let Some(mut transport) = self.reuse.take()
             && ctx
-                .registry
+                .slot
                 .register(
                     &mut transport.socket,
-                    ctx.token,
                     Interest::READABLE | Interest::WRITABLE,
                 )
                 .is_ok()
@@ -180,7 +179,7 @@ impl Exchange {
             self.phase = Phase::Sending { transport, sent: 0 };
             return;
         }
-        match Connector::start(&self.to.route, self.to.tls.clone(), ctx.registry, ctx.token) {
+        match Connector::start(&self.to.route, self.to.tls.clone(), ctx.slot) {
             Ok(c) => self.phase = Phase::Opening(c),
             Err(f) => self.fail_now(self.describe_failure(f)),
         }
@@ -219,9 +218,9 @@ impl Exchange {
 
     fn release(&mut self, ctx: &mut CallContext<'_>) {
         match &mut self.phase {
-            Phase::Opening(c) => c.release(ctx.registry),
+            Phase::Opening(c) => c.release(ctx.slot),
             Phase::Sending { transport, .. } | Phase::Receiving { transport, .. } => {
-                let _ = ctx.registry.deregister(&mut transport.socket);
+                let _ = ctx.slot.deregister(&mut transport.socket);
             }
             _ => {}
         }
@@ -247,7 +246,7 @@ impl Exchange {
                 self.phase = Phase::Idle;
                 Ok(Step::Continue)
             }
-            Phase::Opening(connector) => match connector.advance(ctx.registry) {
+            Phase::Opening(connector) => match connector.advance(ctx.slot) {
                 Ok(None) => Ok(Step::Wait),
                 Ok(Some(transport)) => {
                     self.phase = Phase::Sending { transport, sent: 0 };

@@ -76,9 +76,7 @@ impl ModelCall for RenewFirst {
             return ask.advance(ctx, now, out);
         }
         let mut notices = Vec::new();
-        let outcome = self
-            .refresh
-            .advance(ctx.registry, ctx.token, now, &mut notices);
+        let outcome = self.refresh.advance(ctx.slot, now, &mut notices);
         out.extend(notices.into_iter().map(ModelEvent::Notice));
         match outcome {
             Outcome::Wait(deadline) => Progress::Wait(deadline),
@@ -97,7 +95,7 @@ impl ModelCall for RenewFirst {
     }
 
     fn abort(&mut self, ctx: &mut CallContext<'_>) {
-        self.refresh.abort(ctx.registry);
+        self.refresh.abort(ctx.slot);
         if let Some(ask) = &mut self.ask {
             ask.abort(ctx);
         }

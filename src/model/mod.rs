@@ -132,11 +132,10 @@ pub enum Progress {
     Finished,
 }
 
-/// What a call may use from the loop: the registry for its sockets and the token the loop
-/// routes their readiness with.
+/// What a call may use from the loop: the slot its sockets are watched in.
 pub struct CallContext<'a> {
-    pub registry: &'a mio::Registry,
-    pub token: mio::Token,
+    /// Where the call's sockets are watched: their readiness comes back to its session.
+    pub slot: &'a crate::reactor::Slot,
 }
 
 /// One request in flight. The loop calls `advance` when the call's token is ready, when its

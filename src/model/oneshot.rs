@@ -5,7 +5,7 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use mio::{Registry, Token};
+use crate::reactor::Slot;
 
 use super::connect::{Connector, Failure, Proxy, Route};
 use super::http::{self, Response, Transport, Url};
@@ -71,8 +71,7 @@ impl OneShot {
     pub fn start(
         req: &Request<'_>,
         timeout: Duration,
-        registry: &Registry,
-        token: Token,
+        slot: &Slot,
         now: Instant,
     ) -> Result<OneShot, String> {
         let parsed = Url::parse(req.url)?;
@@ -107,7 +106,7 @@ impl OneShot {
         }
         request.push_str("\r\n");
         request.push_str(req.form.unwrap_or(""));
-        let connector = Connector::start(&route, tls, registry, token).map_err(describe)?;
+        let connector = Connector::start(&route, tls, slot).map_err(describe)?;
         Ok(OneShot {
             request: request.into_bytes(),
             phase: Phase::Opening(connector),
@@ -123,11 +122,11 @@ impl OneShot {
     }
 
     /// Stop and release every source.
-    pub fn abort(&mut self, registry: &Registry) {
+    pub fn abort(&mut self, slot: &Slot) {
         match &mut self.phase {
-            Phase::Opening(c) => c.release(registry),
+            Phase::Opening(c) => c.release(slot),
             Phase::Sending { transport, .. } | Phase::Receiving { transport, .. } => {
-                let _ = registry.deregister(&mut transport.socket);
+                let _ = slot.deregister(&mut transport.socket);
             }
             Phase::Done => {}
         }
@@ -136,23 +135,23 @@ impl OneShot {
 
     /// All the progress possible now: `None` while it goes on; the answer, or why there is
     /// none, once it is over (its sources released).
-    pub fn advance(&mut self, registry: &Registry, now: Instant) -> Option<Result<Answer, String>> {
-        let result = match self.step(registry) {
+    pub fn advance(&mut self, slot: &Slot, now: Instant) -> Option<Result<Answer, String>> {
+        let result = match self.step(slot) {
             Ok(None) if now >= self.deadline => {
                 Err(format!("no answer within {}s", self.timeout.as_secs()))
             }
             Ok(None) => return None,
             other => other.and_then(|a| a.ok_or_else(|| "no answer".into())),
         };
-        self.abort(registry);
+        self.abort(slot);
         Some(result)
     }
 
-    fn step(&mut self, registry: &Registry) -> Result<Option<Answer>, String> {
+    fn step(&mut self, slot: &Slot) -> Result<Option<Answer>, String> {
         loop {
             match &mut self.phase {
                 Phase::Done => return Err("the request was stopped".into()),
-                Phase::Opening(connector) => match connector.advance(registry) {
+                Phase::Opening(connector) => match connector.advance(slot) {
                     Ok(None) => return Ok(None),
                     Ok(Some(transport)) => self.phase = Phase::Sending { transport, sent: 0 },
                     Err(f) => return Err(describe(f)),

@@ -774,10 +774,10 @@ pub(crate) mod fake {
         pub ended: Vec<(String, String)>,
         pub model: ScriptedModel,
         /// Only for the model calls' registry argument: the scripted calls register nothing.
-        pub poll: mio::Poll,
         pub events: Vec<ModelEvent>,
         /// The turns' tokens given back.
-        pub released: Vec<mio::Token>,
+        /// The sessions whose turn gave its slot back.
+        pub released: Vec<String>,
         /// The context window compaction works against.
         pub window: u64,
         /// The sessions whose background processes were stopped.
@@ -804,7 +804,7 @@ pub(crate) mod fake {
                     .unwrap();
             }
             let mut session = bare_session(RID, "s1");
-            let mut turn = Turn::new(mio::Token(99));
+            let mut turn = Turn::new(crate::reactor::Slot::detached(99));
             turn.machine.model_call_started();
             session.turn = Some(turn);
             let mut sessions = SessionTable::new();
@@ -820,7 +820,6 @@ pub(crate) mod fake {
                 dirty: Vec::new(),
                 ended: Vec::new(),
                 model: ScriptedModel::default(),
-                poll: mio::Poll::new().expect("a poll"),
                 events: Vec::new(),
                 released: Vec::new(),
                 window: 1 << 20,
@@ -969,11 +968,11 @@ pub(crate) mod fake {
         fn emit_delta(&mut self, rid: &str, text: &str) {
             self.asker.out.delta(rid, 0, text);
         }
-        fn turn_token(&mut self, _rid: &str) -> mio::Token {
-            mio::Token(7)
+        fn turn_slot(&mut self, _rid: &str) -> crate::reactor::Slot {
+            crate::reactor::Slot::detached(7)
         }
-        fn release_token(&mut self, token: mio::Token) {
-            self.released.push(token);
+        fn release_turn_slot(&mut self, rid: &str) {
+            self.released.push(rid.to_string());
         }
         fn model_parts(&mut self) -> ModelParts<'_> {
             ModelParts {
@@ -982,7 +981,6 @@ pub(crate) mod fake {
                     default: &mut self.model,
                     switched: &mut [],
                 },
-                registry: self.poll.registry(),
                 schemas: self.tools.set.schemas(),
                 home: Path::new("/nonexistent/tuigw-calls-test"),
                 skills: None,
@@ -1160,7 +1158,7 @@ mod tests {
         let s = gw.sessions.get(RID).unwrap();
         assert_eq!(s.approved_rules, ["scripted"]);
         // The next call of the rule runs without asking.
-        let mut turn = Turn::new(mio::Token(100));
+        let mut turn = Turn::new(crate::reactor::Slot::detached(100));
         turn.machine.model_call_started();
         gw.sessions.get_mut(RID).unwrap().turn = Some(turn);
         model_answered(&mut gw, RID, vec![call("c2", "asks")], None, now);

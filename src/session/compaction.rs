@@ -127,13 +127,13 @@ pub(crate) fn start(
     focus: Option<&str>,
     now: Instant,
 ) -> bool {
-    let token = gw.turn_token(rid);
+    let slot = gw.turn_slot(rid);
     let Some(s) = gw.sessions().get_mut(rid) else {
-        gw.release_token(token);
+        gw.release_turn_slot(rid);
         return false;
     };
     let Some(split) = split_point(&s.transcript) else {
-        gw.release_token(token);
+        gw.release_turn_slot(rid);
         return false;
     };
     let job = Job {
@@ -147,7 +147,7 @@ pub(crate) fn start(
         "⠋ compressing {} messages (~{} tok)…",
         job.before_messages, job.before_tokens
     );
-    let mut turn = Turn::new(token);
+    let mut turn = Turn::new(slot);
     turn.compaction = Some(Box::new(job));
     s.turn = Some(turn);
     s.last_active = now;

@@ -8,7 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::time::Instant;
 
-use mio::Token;
+use crate::reactor::Slot;
 use serde_json::{Value, json};
 
 use crate::clock::Budget;
@@ -31,9 +31,9 @@ pub(crate) trait TurnOwners: CallOwners {
     /// A `message.delta` of session `rid`.
     fn emit_delta(&mut self, rid: &str, text: &str);
     /// The token the turn of `rid`'s model call is known by in the poll.
-    fn turn_token(&mut self, rid: &str) -> Token;
-    /// The turn that had `token` is over: its token routes nothing any more.
-    fn release_token(&mut self, token: Token);
+    fn turn_slot(&mut self, rid: &str) -> Slot;
+    /// `rid`'s turn is over: its slot routes nothing any more.
+    fn release_turn_slot(&mut self, rid: &str);
     /// What a model call is made with, lent together.
     fn model_parts(&mut self) -> ModelParts<'_>;
     /// The `session.info` payload of `rid`'s session.
@@ -53,8 +53,6 @@ pub(crate) trait TurnOwners: CallOwners {
 pub(crate) struct ModelParts<'a> {
     pub sessions: &'a mut SessionTable,
     pub providers: crate::model::Providers<'a>,
-    /// The poll's registry: the call's sockets are registered under the turn's token.
-    pub registry: &'a mio::Registry,
     /// The tools offered, as schemas.
     pub schemas: &'a [Value],
     pub home: &'a Path,
@@ -108,8 +106,13 @@ pub(crate) fn isolated<O: TurnOwners>(
     if failed.is_err() {
         // Failing the turn cleanly failed too: drop it (its model call and tools with it).
         crate::session::calls::abandon(gw, rid, now);
-        if let Some(turn) = gw.sessions().get_mut(rid).and_then(|s| s.turn.take()) {
-            gw.release_token(turn.token);
+        if gw
+            .sessions()
+            .get_mut(rid)
+            .and_then(|s| s.turn.take())
+            .is_some()
+        {
+            gw.release_turn_slot(rid);
         }
     }
 }
@@ -147,10 +150,7 @@ fn drive(gw: &mut impl TurnOwners, rid: &str, now: Instant) -> bool {
         let Some(call) = turn.call.as_mut() else {
             return false;
         };
-        let mut ctx = CallContext {
-            registry: parts.registry,
-            token: turn.token,
-        };
+        let mut ctx = CallContext { slot: &turn.slot };
         call.advance(&mut ctx, now, &mut evs)
     };
     let mut streamed = false;
@@ -216,10 +216,7 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
         return;
     };
     turn.machine.model_call_started();
-    let mut ctx = CallContext {
-        registry: parts.registry,
-        token: turn.token,
-    };
+    let mut ctx = CallContext { slot: &turn.slot };
     let compacting = turn.compaction.is_some();
     let generation = parts.skills.map_or(0, |k| k.borrow().generation());
     if s.system_prompt.is_none() || s.prompt_generation != generation {
@@ -326,7 +323,7 @@ pub(crate) fn end_turn(
     if let Some(id) = turn.wake {
         gw.asking().1.cancel_timer(id);
     }
-    gw.release_token(turn.token);
+    gw.release_turn_slot(rid);
     let mut payload = json!({
         "text": (!turn.text.is_empty()).then_some(turn.text),
         "usage": usage,
@@ -374,7 +371,7 @@ fn close_compaction(
     if let Some(id) = turn.wake {
         gw.asking().1.cancel_timer(id);
     }
-    gw.release_token(turn.token);
+    gw.release_turn_slot(rid);
     if let Some(job) = turn.compaction {
         crate::session::compaction::finish(gw, rid, *job, result, now);
     }
@@ -420,10 +417,7 @@ pub(crate) fn interrupt_turn(gw: &mut impl TurnOwners, rid: &str, now: Instant) 
         return false;
     };
     if let Some(mut call) = turn.call.take() {
-        let mut ctx = CallContext {
-            registry: parts.registry,
-            token: turn.token,
-        };
+        let mut ctx = CallContext { slot: &turn.slot };
         call.abort(&mut ctx);
         if let Some(started) = turn.call_started.take() {
             s.model_time += now.saturating_duration_since(started);
@@ -479,13 +473,13 @@ pub(crate) fn retire(gw: &mut impl TurnOwners, rid: &str, reason: &str, now: Ins
 
 /// Append the user's prompt and start a turn for it.
 pub(crate) fn start_prompt(gw: &mut impl TurnOwners, rid: &str, text: String, now: Instant) {
-    let token = gw.turn_token(rid);
+    let slot = gw.turn_slot(rid);
     let Some(s) = gw.sessions().get_mut(rid) else {
         return;
     };
     s.append(Message::new(Role::User, Some(text), util::unix_now()));
     s.last_active = now;
-    s.turn = Some(Turn::new(token));
+    s.turn = Some(Turn::new(slot));
     gw.mark_dirty(rid);
     gw.sessions().mark_runnable(rid);
 }
@@ -768,7 +762,7 @@ mod tests {
         );
         assert_eq!(
             gw.released,
-            [Token(7)],
+            [RID],
             "the finished turn's token is given back"
         );
         let s = gw.sessions.get(RID).unwrap();
@@ -900,7 +894,7 @@ mod tests {
         submit_prompt(&mut gw, RID, "hi".into(), now);
         // Another session with a turn, driven after the one that fails.
         let mut other = crate::session::bare_session("r2", "s2");
-        other.turn = Some(Turn::new(Token(8)));
+        other.turn = Some(Turn::new(crate::reactor::Slot::detached(8)));
         assert!(gw.sessions.add(other).is_ok());
         gw.sessions.mark_runnable("r2");
         drive_turns(&mut gw, now, &crate::clock::Budget::unlimited());
@@ -930,7 +924,7 @@ mod tests {
             (Some(INTERNAL_ERROR), Some("error")),
             "the transcript says what happened"
         );
-        assert_eq!(gw.released, [Token(7)]);
+        assert_eq!(gw.released, [RID]);
         assert!(gw.sessions.get("r2").unwrap().turn.is_some());
     }
 }

@@ -132,7 +132,7 @@ mod tests {
             .write_partials(&[("s", None, "streamed so far", 2.0)])
             .unwrap();
         assert_eq!(count(&store), 2);
-        let mut turn = Turn::new(mio::Token(1));
+        let mut turn = Turn::new(crate::reactor::Slot::detached(1));
         turn.partial_row = Some(rows[0]);
         s.turn = Some(turn);
         // Renamed while the reply streams: the row is written again, the count with it.

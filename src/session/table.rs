@@ -212,7 +212,7 @@ mod tests {
 
     fn with_turn(rid: &str, stored: &str) -> Session {
         let mut s = session(rid, stored);
-        s.turn = Some(Turn::new(mio::Token(99)));
+        s.turn = Some(Turn::new(crate::reactor::Slot::detached(99)));
         s
     }
 

@@ -9,8 +9,8 @@ pub struct Turn {
     pub call: Option<Box<dyn ModelCall>>,
     /// When the call in flight started (for the session's model time).
     pub call_started: Option<std::time::Instant>,
-    /// Token that routes the call's readiness to this session.
-    pub token: mio::Token,
+    /// Where the call's sockets are watched: their readiness comes back to this session.
+    pub slot: crate::reactor::Slot,
     /// Text of the current model call so far.
     pub round_text: String,
     pub round_reasoning: String,
@@ -52,11 +52,11 @@ pub struct RoundEnd {
 }
 
 impl Turn {
-    pub fn new(token: mio::Token) -> Self {
+    pub fn new(slot: crate::reactor::Slot) -> Self {
         Turn {
             call: None,
             call_started: None,
-            token,
+            slot,
             round_text: String::new(),
             round_reasoning: String::new(),
             round_replay: Default::default(),

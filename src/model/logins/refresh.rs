@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use mio::{Registry, Token};
+use crate::reactor::Slot;
 use serde_json::Value;
 
 use super::state::{self, Decision, Refusal};
@@ -92,59 +92,44 @@ impl Refresh {
 
     /// Make all the progress possible now. `notices` gets what the user should know meanwhile
     /// (the lock is busy).
-    pub fn advance(
-        &mut self,
-        registry: &Registry,
-        token: Token,
-        now: Instant,
-        notices: &mut Vec<String>,
-    ) -> Outcome {
-        let outcome = self.step(registry, token, now, notices);
+    pub fn advance(&mut self, slot: &Slot, now: Instant, notices: &mut Vec<String>) -> Outcome {
+        let outcome = self.step(slot, now, notices);
         if !matches!(outcome, Outcome::Wait(_)) {
-            self.abort(registry);
+            self.abort(slot);
         }
         outcome
     }
 
     /// Stop, releasing the sockets and the locks.
-    pub fn abort(&mut self, registry: &Registry) {
+    pub fn abort(&mut self, slot: &Slot) {
         if let Phase::Post(post) = &mut self.phase {
-            post.abort(registry);
+            post.abort(slot);
         }
         self.phase = Phase::Over;
         self.shared_lock = None;
         self.auth_lock = None;
     }
 
-    fn step(
-        &mut self,
-        registry: &Registry,
-        token: Token,
-        now: Instant,
-        notices: &mut Vec<String>,
-    ) -> Outcome {
+    fn step(&mut self, slot: &Slot, now: Instant, notices: &mut Vec<String>) -> Outcome {
         loop {
             match &mut self.phase {
                 Phase::Over => return Outcome::Failed("the login's renewal was stopped".into()),
                 Phase::LockAuth { until } => {
                     let until = *until;
-                    if let Some(outcome) =
-                        self.lock_then(Which::Auth, until, registry, token, now, notices)
-                    {
+                    if let Some(outcome) = self.lock_then(Which::Auth, until, slot, now, notices) {
                         return outcome;
                     }
                 }
                 Phase::LockShared { until } => {
                     let until = *until;
-                    if let Some(outcome) =
-                        self.lock_then(Which::Shared, until, registry, token, now, notices)
+                    if let Some(outcome) = self.lock_then(Which::Shared, until, slot, now, notices)
                     {
                         return outcome;
                     }
                 }
                 Phase::Post(post) => {
                     let deadline = post.deadline();
-                    return match post.advance(registry, now) {
+                    return match post.advance(slot, now) {
                         None => Outcome::Wait(Some(deadline)),
                         Some(Ok(answer)) => {
                             self.answered(answer.status, answer.retry_after, &answer.body)
@@ -165,8 +150,7 @@ impl Refresh {
         &mut self,
         which: Which,
         until: Instant,
-        registry: &Registry,
-        token: Token,
+        slot: &Slot,
         now: Instant,
         notices: &mut Vec<String>,
     ) -> Option<Outcome> {
@@ -182,11 +166,11 @@ impl Refresh {
         let next = match which {
             Which::Auth => {
                 self.auth_lock = Some(lock);
-                self.after_auth_lock(registry, token, now)
+                self.after_auth_lock(slot, now)
             }
             Which::Shared => {
                 self.shared_lock = Some(lock);
-                self.after_shared_lock(registry, token, now)
+                self.after_shared_lock(slot, now)
             }
         };
         next.unwrap_or_else(|e| Some(Outcome::Failed(e)))
@@ -231,12 +215,7 @@ impl Refresh {
     }
 
     /// auth.lock is held: read the file again and decide again.
-    fn after_auth_lock(
-        &mut self,
-        registry: &Registry,
-        token: Token,
-        now: Instant,
-    ) -> Result<Option<Outcome>, String> {
+    fn after_auth_lock(&mut self, slot: &Slot, now: Instant) -> Result<Option<Outcome>, String> {
         self.auth = self.keeper.files().read()?;
         self.state = state::login_state(&self.auth, self.kind()).clone();
         match state::decide(self.kind(), &self.state, crate::util::unix_now()) {
@@ -249,17 +228,12 @@ impl Refresh {
                 };
                 Ok(None)
             }
-            Decision::Refresh => self.post(registry, token, now).map(|()| None),
+            Decision::Refresh => self.post(slot, now).map(|()| None),
         }
     }
 
     /// Nous, the shared lock held too: another profile's fresher tokens first.
-    fn after_shared_lock(
-        &mut self,
-        registry: &Registry,
-        token: Token,
-        now: Instant,
-    ) -> Result<Option<Outcome>, String> {
+    fn after_shared_lock(&mut self, slot: &Slot, now: Instant) -> Result<Option<Outcome>, String> {
         if let Some(shared) = self.keeper.files().read_shared()
             && state::merge_shared_nous(&mut self.state, &shared)
         {
@@ -275,7 +249,7 @@ impl Refresh {
                 Decision::Refresh => {}
             }
         }
-        self.post(registry, token, now).map(|()| None)
+        self.post(slot, now).map(|()| None)
     }
 
     /// A token that needs no renewal (another process renewed it): held from now on.
@@ -285,7 +259,7 @@ impl Refresh {
     }
 
     /// Ask the token endpoint.
-    fn post(&mut self, registry: &Registry, token: Token, now: Instant) -> Result<(), String> {
+    fn post(&mut self, slot: &Slot, now: Instant) -> Result<(), String> {
         let login = self.keeper.login().clone();
         let refresh = state::refresh_token(login.kind, &self.state)
             .filter(|t| header_safe(t))
@@ -318,8 +292,7 @@ impl Refresh {
                         answer_max: ANSWER_MAX,
                     },
                     login.timeout,
-                    registry,
-                    token,
+                    slot,
                     now,
                 )
             }
@@ -333,8 +306,7 @@ impl Refresh {
                     answer_max: ANSWER_MAX,
                 },
                 login.timeout,
-                registry,
-                token,
+                slot,
                 now,
             ),
         }

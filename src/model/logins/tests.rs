@@ -580,13 +580,14 @@ fn nowhere() -> String {
 /// Drive `r` on a real poll until it ends (10 s at most); its outcome and notices.
 fn drive(r: &mut Refresh) -> (Outcome, Vec<String>) {
     let mut poll = mio::Poll::new().unwrap();
+    let slot = crate::reactor::Slot::on(&poll, mio::Token(1)).unwrap();
     let mut events = mio::Events::with_capacity(8);
     let mut notices = Vec::new();
     let give_up = Instant::now() + Duration::from_secs(10);
     loop {
         let now = Instant::now();
         assert!(now < give_up, "the renewal never ended");
-        match r.advance(poll.registry(), mio::Token(1), now, &mut notices) {
+        match r.advance(&slot, now, &mut notices) {
             Outcome::Wait(at) => {
                 let wait = at.map_or(Duration::from_millis(100), |at| {
                     at.saturating_duration_since(now)
@@ -709,9 +710,10 @@ fn a_held_lock_delays_the_renewal_without_blocking() {
     let mut r = k.refresh(Instant::now());
     let mut notices = Vec::new();
     let poll = mio::Poll::new().unwrap();
+    let slot = crate::reactor::Slot::on(&poll, mio::Token(1)).unwrap();
     for _ in 0..3 {
         let started = Instant::now();
-        match r.advance(poll.registry(), mio::Token(1), started, &mut notices) {
+        match r.advance(&slot, started, &mut notices) {
             Outcome::Wait(Some(at)) => assert!(
                 at <= started + Duration::from_millis(50),
                 "tried again soon"
@@ -759,14 +761,15 @@ fn a_lock_held_past_hermes_timeout_ends_the_renewal() {
     let start = Instant::now();
     let mut r = k.refresh(start);
     let poll = mio::Poll::new().unwrap();
+    let slot = crate::reactor::Slot::on(&poll, mio::Token(1)).unwrap();
     let mut notices = Vec::new();
     assert!(matches!(
-        r.advance(poll.registry(), mio::Token(1), start, &mut notices),
+        r.advance(&slot, start, &mut notices),
         Outcome::Wait(_)
     ));
     let later = start + Duration::from_secs(15);
     assert_eq!(
-        r.advance(poll.registry(), mio::Token(1), later, &mut notices),
+        r.advance(&slot, later, &mut notices),
         Outcome::Failed("Timed out waiting for auth store lock".into())
     );
     assert_eq!(on_disk(d.path()), auth);
