@@ -299,6 +299,12 @@ impl Gateway {
         self.handle_line(Line::Frame(line), now);
     }
 
+    /// How long the loop may sleep from now: zero when it has work, `None` when only input
+    /// can wake it (a host driving it with its own clock moves that clock this far).
+    pub fn next_wake(&mut self) -> Option<Duration> {
+        self.poll_timeout(self.clock.now())
+    }
+
     /// Bytes waiting in the out-queue.
     pub fn queued_output(&self) -> usize {
         self.client.queued_bytes()

@@ -9,8 +9,9 @@ use std::io;
 use std::rc::Rc;
 use std::time::Duration;
 
+pub use mio::Events;
 use mio::event::Source;
-use mio::{Events, Interest, Poll, Registry, Token};
+use mio::{Interest, Poll, Registry, Token};
 
 /// A place in the poll lent to one owner: its sources' readiness comes back as that owner.
 #[derive(Clone)]

@@ -55,6 +55,7 @@ mod session_ops;
 mod shell_exec;
 mod shell_state;
 mod shutdown;
+mod sim;
 mod skills;
 mod startup;
 mod stderr;

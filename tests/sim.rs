@@ -1,0 +1,553 @@
+//! The whole gateway in this process on a fake clock, driven by a seeded random client:
+//! sessions created, prompts (replies and in-process tool calls), interrupts, closes,
+//! resumes, history pages and clean restarts. After every step it checks what the project
+//! promises a client: every request answered once, under its id, never with an internal
+//! error; every reply the client saw complete is what a later resume shows, across restarts;
+//! a closed input ends the gateway. A failing seed prints the line that replays it.
+//!
+//! Seeds: `TUIGW_SIM_SEEDS` (how many, from `TUIGW_SIM_FIRST`), one seed alone with
+//! `TUIGW_SIM_SEED`.
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::fcntl::OFlag;
+use serde_json::{Value, json};
+use tui_gateway::client::{Lines, parse_frame, request};
+use tui_gateway::clock::Clock;
+use tui_gateway::model::offline::OfflineProvider;
+use tui_gateway::reactor::Events;
+use tui_gateway::{Config, Gateway, Io};
+
+/// Seeds run when `TUIGW_SIM_SEEDS` is not set.
+const SEEDS_DEFAULT: u64 = 200;
+/// Client steps per seed.
+const STEPS: usize = 60;
+/// Loop iterations a step may take to settle before it counts as a hang.
+const SETTLE_MAX: usize = 20_000;
+/// The fake time between offline reply words: turns take fake time, so interrupts land.
+const WORD_DELAY: Duration = Duration::from_millis(20);
+
+thread_local! {
+    static NOW: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// The simulation's clock: starts at the real time once, then moves only when told.
+fn fake_now() -> Instant {
+    NOW.with(|n| match n.get() {
+        Some(t) => t,
+        None => {
+            let t = Instant::now();
+            n.set(Some(t));
+            t
+        }
+    })
+}
+
+fn advance(by: Duration) {
+    let t = fake_now() + by;
+    NOW.with(|n| n.set(Some(t)));
+}
+
+/// xorshift64*: the one source of the workload's choices.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// One gateway "process": its loop, its input held open, its output read back.
+struct Running {
+    gateway: Option<Gateway>,
+    events: Events,
+    _input: Option<OwnedFd>,
+    output: Lines<File>,
+}
+
+impl Running {
+    fn start(home: &Path) -> Running {
+        let pipe = || nix::unistd::pipe2(OFlag::O_CLOEXEC).expect("a pipe");
+        let (input_read, input_write) = pipe();
+        let (output_read, output_write) = pipe();
+        let cfg = Config {
+            home: home.to_path_buf(),
+            handle_signals: false,
+            offline_word_delay: WORD_DELAY,
+            // Durability across a clean exit needs no fsync; a power cut is not simulated.
+            synchronous: "OFF".into(),
+            ..Config::default()
+        };
+        let io = Io {
+            input: input_read,
+            output: output_write,
+        };
+        let mut gateway =
+            Gateway::with_clock(cfg, io, Clock::from_fn(fake_now)).expect("the gateway starts");
+        gateway.set_provider(Box::new(OfflineProvider::new(WORD_DELAY)));
+        Running {
+            gateway: Some(gateway),
+            events: Events::with_capacity(256),
+            _input: Some(input_write),
+            output: Lines::new(File::from(output_read)),
+        }
+    }
+
+    /// One iteration without waiting; the frames it wrote. `Some(code)` once it exited.
+    fn step(&mut self, frames: &mut Vec<Value>) -> Option<i32> {
+        let mut exited = None;
+        if let Some(g) = self.gateway.as_mut()
+            && let Some(code) = g.step(&mut self.events, Some(Duration::ZERO))
+        {
+            exited = Some(code);
+            self.gateway = None;
+        }
+        loop {
+            while let Some(line) = self.output.buffered_line() {
+                frames.extend(parse_frame(line));
+            }
+            if self.output.at_eof() || !matches!(self.output.fill(Instant::now()), Ok(true)) {
+                break;
+            }
+        }
+        exited
+    }
+}
+
+/// What the client knows, and checks the gateway against.
+struct Client {
+    next_id: u64,
+    /// Requests sent and not answered yet: id → method.
+    waiting: HashMap<String, String>,
+    /// Live sessions: runtime id → stored id.
+    live: BTreeMap<String, String>,
+    /// Sessions with a turn running (seen `message.start`, no `message.complete` yet).
+    busy: BTreeMap<String, ()>,
+    /// Every reply seen complete, by stored session: the user's prompt and the reply's text.
+    seen: BTreeMap<String, Vec<(String, String)>>,
+    /// The prompt each live session's running turn answers.
+    asked: HashMap<String, String>,
+    /// Answers to check once they come: id → what they must show.
+    expect: HashMap<String, Expect>,
+}
+
+enum Expect {
+    /// A resume or history of this stored session: every exchange seen complete is shown.
+    Shows(String),
+    /// A create: the runtime and stored ids go in `live`.
+    Created,
+}
+
+/// What a seed's workload did, so a run that checked nothing fails.
+#[derive(Default, Debug)]
+struct Covered {
+    exchanges_seen: usize,
+    exchanges_checked: usize,
+    interrupts: usize,
+    restarts: usize,
+    tool_calls: usize,
+}
+
+struct World {
+    seed: u64,
+    covered: Covered,
+    rng: Rng,
+    home: PathBuf,
+    run: Running,
+    client: Client,
+    log: Vec<String>,
+}
+
+impl World {
+    fn new(seed: u64) -> World {
+        let home = std::env::temp_dir().join(format!(
+            "tuigw-sim-{}-{seed}-{}",
+            std::process::id(),
+            tui_gateway::util::random_hex(4)
+        ));
+        std::fs::create_dir_all(&home).unwrap();
+        let run = Running::start(&home);
+        World {
+            seed,
+            covered: Covered::default(),
+            rng: Rng::new(seed),
+            home,
+            run,
+            client: Client {
+                next_id: 0,
+                waiting: HashMap::new(),
+                live: BTreeMap::new(),
+                busy: BTreeMap::new(),
+                seen: BTreeMap::new(),
+                asked: HashMap::new(),
+                expect: HashMap::new(),
+            },
+            log: Vec::new(),
+        }
+    }
+
+    fn fail(&self, why: &str) -> ! {
+        panic!(
+            "sim seed {} failed: {why}\nsteps:\n  {}\nreplay: TUIGW_SIM_SEED={} cargo test --release --test blackbox sim::",
+            self.seed,
+            self.log.join("\n  "),
+            self.seed
+        );
+    }
+
+    fn send(&mut self, method: &str, params: Value) -> String {
+        self.client.next_id += 1;
+        let id = format!("s{}", self.client.next_id);
+        self.log.push(format!("{id} {method} {params}"));
+        self.client.waiting.insert(id.clone(), method.to_string());
+        let frame = request(&Value::String(id.clone()), method, params);
+        if let Some(g) = self.run.gateway.as_mut() {
+            g.handle_frame(frame.to_string().as_bytes());
+        }
+        id
+    }
+
+    /// Run the loop until nothing is left to do now, moving the fake clock to each wake-up.
+    fn settle(&mut self) {
+        let mut quiet = 0;
+        for _ in 0..SETTLE_MAX {
+            let mut frames = Vec::new();
+            if let Some(code) = self.run.step(&mut frames) {
+                self.fail(&format!(
+                    "the gateway exited ({code}) while its input was open"
+                ));
+            }
+            let got = !frames.is_empty();
+            for f in frames {
+                self.on_frame(f);
+            }
+            if got {
+                quiet = 0;
+                continue;
+            }
+            let wake = self.run.gateway.as_mut().and_then(Gateway::next_wake);
+            match wake {
+                Some(d) if d.is_zero() => quiet = 0,
+                Some(d) => {
+                    // Timers far off (the reaper, flush ticks) are not worth waiting for.
+                    if self.client.waiting.is_empty() && self.client.busy.is_empty() {
+                        return;
+                    }
+                    advance(d.min(Duration::from_secs(1)));
+                }
+                None => {
+                    quiet += 1;
+                    if quiet > 2 {
+                        if self.client.busy.is_empty() && self.client.waiting.is_empty() {
+                            return;
+                        }
+                        self.fail(&format!(
+                            "nothing to wake the loop, but {:?} unanswered and {:?} busy",
+                            self.client.waiting, self.client.busy
+                        ));
+                    }
+                }
+            }
+        }
+        self.fail("the loop did not settle (a hang)");
+    }
+
+    fn on_frame(&mut self, f: Value) {
+        if f.get("method").and_then(Value::as_str) == Some("event") {
+            return self.on_event(&f["params"]);
+        }
+        if f.get("method").is_some() {
+            // A server request (approval, clarify): the workload starts none.
+            self.fail(&format!("unexpected server request {f}"));
+        }
+        let Some(id) = f["id"].as_str().map(str::to_string) else {
+            self.fail(&format!("an answer without our id: {f}"));
+        };
+        let Some(method) = self.client.waiting.remove(&id) else {
+            self.fail(&format!("an answer to {id} twice, or never asked: {f}"));
+        };
+        if let Some(e) = f.get("error") {
+            if e["code"] == -32603 {
+                self.fail(&format!("{method} ({id}) hit an internal error: {e}"));
+            }
+            self.log.push(format!("  {id} refused: {}", e["message"]));
+            self.client.expect.remove(&id);
+            return;
+        }
+        let result = &f["result"];
+        match self.client.expect.remove(&id) {
+            Some(Expect::Created) => {
+                let rid = result["session_id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let stored = result["stored_session_id"]
+                    .as_str()
+                    .or_else(|| result["info"]["stored_session_id"].as_str())
+                    .unwrap_or_default()
+                    .to_string();
+                if rid.is_empty() || stored.is_empty() {
+                    self.fail(&format!("session.create without ids: {result}"));
+                }
+                self.client.live.insert(rid, stored);
+            }
+            Some(Expect::Shows(stored)) => {
+                if method == "session.resume"
+                    && let Some(rid) = result["session_id"].as_str()
+                {
+                    self.client.live.insert(rid.to_string(), stored.clone());
+                }
+                self.check_shows(&stored, result);
+            }
+            None => {}
+        }
+    }
+
+    fn on_event(&mut self, p: &Value) {
+        let rid = p["session_id"].as_str().unwrap_or_default().to_string();
+        match p["type"].as_str() {
+            Some("message.start") => {
+                self.client.busy.insert(rid, ());
+            }
+            Some("tool.complete") => self.covered.tool_calls += 1,
+            Some("message.complete") => {
+                self.client.busy.remove(&rid);
+                let asked = self.client.asked.remove(&rid);
+                let status = p["payload"]["status"].as_str().unwrap_or("complete");
+                let text = p["payload"]["text"].as_str().unwrap_or_default();
+                if status == "complete"
+                    && let (Some(asked), Some(stored)) = (asked, self.client.live.get(&rid))
+                {
+                    self.client
+                        .seen
+                        .entry(stored.clone())
+                        .or_default()
+                        .push((asked, text.to_string()));
+                    self.covered.exchanges_seen += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Every exchange the client saw complete in `stored` is in what the gateway shows.
+    fn check_shows(&mut self, stored: &str, result: &Value) {
+        let rows = result["messages"].as_array().cloned().unwrap_or_default();
+        let texts: Vec<(&str, &str)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r["role"].as_str().unwrap_or(""),
+                    r["text"].as_str().unwrap_or(""),
+                )
+            })
+            .collect();
+        for (asked, reply) in self.client.seen.get(stored).into_iter().flatten() {
+            let at = texts
+                .iter()
+                .position(|(role, t)| *role == "user" && t == asked);
+            let replied = at.is_some_and(|i| {
+                texts[i + 1..]
+                    .iter()
+                    .any(|(role, t)| *role == "assistant" && t == reply)
+            });
+            if !replied {
+                self.fail(&format!(
+                    "{stored} shows {texts:?}, which lacks the exchange seen complete: {asked:?} → {reply:?}"
+                ));
+            }
+        }
+        self.covered.exchanges_checked += self.client.seen.get(stored).map_or(0, Vec::len);
+    }
+
+    fn any_live(&mut self) -> Option<String> {
+        let n = self.client.live.len();
+        (n > 0).then(|| {
+            let i = self.rng.below(n);
+            self.client.live.keys().nth(i).cloned().unwrap()
+        })
+    }
+
+    /// One random client action, then the loop settles and the checks run.
+    fn act(&mut self) {
+        match self.rng.below(10) {
+            0 | 1 if self.client.live.len() < 4 => {
+                let id = self.send("session.create", json!({"cols": 80}));
+                self.client.expect.insert(id, Expect::Created);
+            }
+            2..=5 => {
+                let Some(rid) = self.any_live() else { return };
+                if self.client.busy.contains_key(&rid) || self.client.asked.contains_key(&rid) {
+                    return;
+                }
+                let words = 1 + self.rng.below(12);
+                let text = match self.rng.below(4) {
+                    0 => format!(
+                        "%todo {{\"todos\": [{{\"id\": \"t{words}\", \"content\": \"task {words}\", \"status\": \"pending\"}}]}}"
+                    ),
+                    _ => (0..words)
+                        .map(|w| format!("w{w}-{}", self.rng.below(100)))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                };
+                self.client.asked.insert(rid.clone(), text.clone());
+                self.send("prompt.submit", json!({"session_id": rid, "text": text}));
+                // Part of the turn goes by before the next action.
+                let steps = self.rng.below(6);
+                for _ in 0..steps {
+                    let mut frames = Vec::new();
+                    self.run.step(&mut frames);
+                    for f in frames {
+                        self.on_frame(f);
+                    }
+                    advance(WORD_DELAY);
+                }
+                if self.rng.below(3) == 0 {
+                    self.covered.interrupts += 1;
+                    self.send("session.interrupt", json!({"session_id": rid}));
+                }
+            }
+            6 => {
+                let Some(rid) = self.any_live() else { return };
+                let stored = self.client.live[&rid].clone();
+                let id = self.send("session.history", json!({"session_id": rid}));
+                self.client.expect.insert(id, Expect::Shows(stored));
+            }
+            7 => {
+                let Some(rid) = self.any_live() else { return };
+                self.send("session.close", json!({"session_id": rid}));
+                self.client.live.remove(&rid);
+                self.client.busy.remove(&rid);
+                self.client.asked.remove(&rid);
+            }
+            8 => {
+                let stored: Vec<String> = self.client.seen.keys().cloned().collect();
+                if stored.is_empty()
+                    || self.client.live.values().any(|s| stored.contains(s))
+                        && self.rng.below(2) == 0
+                {
+                    return;
+                }
+                let s = stored[self.rng.below(stored.len())].clone();
+                if self.client.live.values().any(|l| *l == s) {
+                    return;
+                }
+                let id = self.send("session.resume", json!({"session_id": s, "cols": 80}));
+                self.client.expect.insert(id, Expect::Shows(s));
+            }
+            _ => self.restart(),
+        }
+        self.settle();
+    }
+
+    /// Close the input: the gateway finishes what it must and exits; a new one starts on the
+    /// same home and every stored session still shows what was seen.
+    fn restart(&mut self) {
+        self.log.push("restart".into());
+        self.covered.restarts += 1;
+        self.run._input = None;
+        let mut exited = None;
+        for _ in 0..SETTLE_MAX {
+            let mut frames = Vec::new();
+            exited = self.run.step(&mut frames);
+            for f in frames {
+                self.on_frame(f);
+            }
+            if exited.is_some() {
+                break;
+            }
+            let wake = self.run.gateway.as_mut().and_then(Gateway::next_wake);
+            advance(
+                wake.unwrap_or(Duration::from_millis(1))
+                    .min(Duration::from_secs(1)),
+            );
+        }
+        match exited {
+            Some(0) => {}
+            Some(code) => self.fail(&format!("the gateway exited {code} at the end of input")),
+            None => self.fail("the gateway did not exit at the end of its input"),
+        }
+        // Whatever was asked of the old one is gone with it.
+        self.client.waiting.clear();
+        self.client.expect.clear();
+        self.client.live.clear();
+        self.client.busy.clear();
+        self.client.asked.clear();
+        self.run = Running::start(&self.home);
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if let Some(g) = self.run.gateway.take() {
+            drop(g);
+        }
+        // Only the home this world made.
+        if self.home.starts_with(std::env::temp_dir())
+            && self.home.to_string_lossy().contains("tuigw-sim-")
+        {
+            let _ = std::fs::remove_dir_all(&self.home);
+        }
+    }
+}
+
+fn run_seed(seed: u64, total: &mut Covered) {
+    let mut w = World::new(seed);
+    w.settle();
+    for _ in 0..STEPS {
+        w.act();
+    }
+    // At the end, everything seen is shown by a fresh gateway.
+    w.restart();
+    let stored: Vec<String> = w.client.seen.keys().cloned().collect();
+    for s in stored {
+        let id = w.send("session.resume", json!({"session_id": s, "cols": 80}));
+        w.client.expect.insert(id, Expect::Shows(s));
+        w.settle();
+    }
+    let c = &w.covered;
+    total.exchanges_seen += c.exchanges_seen;
+    total.exchanges_checked += c.exchanges_checked;
+    total.interrupts += c.interrupts;
+    total.restarts += c.restarts;
+    total.tool_calls += c.tool_calls;
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn random_workloads_keep_every_promise() {
+    let mut total = Covered::default();
+    let seeds = match env_u64("TUIGW_SIM_SEED") {
+        Some(seed) => seed..seed + 1,
+        None => {
+            let first = env_u64("TUIGW_SIM_FIRST").unwrap_or(1);
+            first..first + env_u64("TUIGW_SIM_SEEDS").unwrap_or(SEEDS_DEFAULT)
+        }
+    };
+    for seed in seeds {
+        run_seed(seed, &mut total);
+    }
+    eprintln!("[sim] {total:?}");
+    // The workload reached what it is there to check.
+    assert!(
+        total.exchanges_checked > 0 && total.restarts > 0 && total.interrupts > 0,
+        "the workload checked nothing: {total:?}"
+    );
+}
