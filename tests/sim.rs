@@ -1,6 +1,7 @@
 //! The whole gateway in this process on a fake clock, driven by a seeded random client:
 //! sessions created, prompts (replies and in-process tool calls), interrupts, closes,
-//! resumes, history pages and clean restarts. After every step it checks what the project
+//! resumes, history pages, clean restarts and crashes (the gateway dropped at once, a new one
+//! started from what is on disk). After every step it checks what the project
 //! promises a client: every request answered once, under its id, never with an internal
 //! error; every reply the client saw complete is what a later resume shows, across restarts;
 //! a closed input ends the gateway. A failing seed prints the line that replays it.
@@ -159,6 +160,7 @@ struct Covered {
     exchanges_checked: usize,
     interrupts: usize,
     restarts: usize,
+    crashes: usize,
     tool_calls: usize,
 }
 
@@ -449,9 +451,28 @@ impl World {
                 let id = self.send("session.resume", json!({"session_id": s, "cols": 80}));
                 self.client.expect.insert(id, Expect::Shows(s));
             }
+            9 if self.rng.below(2) == 0 => self.crash(),
             _ => self.restart(),
         }
         self.settle();
+    }
+
+    /// The gateway is gone at once, as if killed: nothing it held in memory survives, nothing
+    /// it would do at exit is done. A new one starts from what is on disk.
+    fn crash(&mut self) {
+        self.log.push("crash".into());
+        self.covered.crashes += 1;
+        self.forget_the_old();
+        self.run = Running::start(&self.home);
+    }
+
+    /// What the client asked of a gateway that is gone is gone with it.
+    fn forget_the_old(&mut self) {
+        self.client.waiting.clear();
+        self.client.expect.clear();
+        self.client.live.clear();
+        self.client.busy.clear();
+        self.client.asked.clear();
     }
 
     /// Close the input: the gateway finishes what it must and exits; a new one starts on the
@@ -481,12 +502,7 @@ impl World {
             Some(code) => self.fail(&format!("the gateway exited {code} at the end of input")),
             None => self.fail("the gateway did not exit at the end of its input"),
         }
-        // Whatever was asked of the old one is gone with it.
-        self.client.waiting.clear();
-        self.client.expect.clear();
-        self.client.live.clear();
-        self.client.busy.clear();
-        self.client.asked.clear();
+        self.forget_the_old();
         self.run = Running::start(&self.home);
     }
 }
@@ -524,6 +540,7 @@ fn run_seed(seed: u64, total: &mut Covered) {
     total.exchanges_checked += c.exchanges_checked;
     total.interrupts += c.interrupts;
     total.restarts += c.restarts;
+    total.crashes += c.crashes;
     total.tool_calls += c.tool_calls;
 }
 
@@ -547,7 +564,10 @@ fn random_workloads_keep_every_promise() {
     eprintln!("[sim] {total:?}");
     // The workload reached what it is there to check.
     assert!(
-        total.exchanges_checked > 0 && total.restarts > 0 && total.interrupts > 0,
+        total.exchanges_checked > 0
+            && total.restarts > 0
+            && total.crashes > 0
+            && total.interrupts > 0,
         "the workload checked nothing: {total:?}"
     );
 }

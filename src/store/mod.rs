@@ -73,8 +73,11 @@ impl ListFilter<'_> {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
-    /// This process, as recorded in `tui_gateway_live`: `pid:start time`.
+    /// This process, as recorded in `tui_gateway_live`: `pid:start time` (`+N` for a later
+    /// store of the same process).
     owner: String,
+    /// This process's count of stores opened before this one ([`owner_alive`]).
+    instance: u64,
     /// How long a write may wait for another process's lock: until this instant, measured
     /// when each transaction begins; `None`: not at all (the loop retries on its timer).
     wait_until: Option<Budget>,
@@ -116,12 +119,55 @@ pub fn process_identity(pid: u32) -> Option<String> {
     Some(format!("{pid}:{start}"))
 }
 
+/// The stores open in this process, by instance: the first store a process opens is instance
+/// 0 and its owner is `pid:start`; a later one (a gateway restarted in the same process: the
+/// simulator, an embedding host) is `pid:start+N`. Once a store is dropped its instance is
+/// dead, as a killed process is, so what it left open is repaired and its journal folded.
+static OPEN_INSTANCES: std::sync::Mutex<std::collections::BTreeSet<u64>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+static NEXT_INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A new instance of this process's stores, open until [`instance_closed`].
+fn instance_opened() -> (u64, String) {
+    let n = NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let base =
+        process_identity(std::process::id()).unwrap_or_else(|| std::process::id().to_string());
+    if let Ok(mut open) = OPEN_INSTANCES.lock() {
+        open.insert(n);
+    }
+    let owner = match n {
+        0 => base,
+        n => format!("{base}+{n}"),
+    };
+    (n, owner)
+}
+
+fn instance_closed(n: u64) {
+    if let Ok(mut open) = OPEN_INSTANCES.lock() {
+        open.remove(&n);
+    }
+}
+
 pub fn owner_alive(owner: &str) -> bool {
-    owner
+    let (base, instance) = match owner.split_once('+') {
+        Some((base, n)) => match n.parse::<u64>() {
+            Ok(n) => (base, n),
+            Err(_) => return false,
+        },
+        None => (owner, 0),
+    };
+    let alive = base
         .split_once(':')
         .and_then(|(pid, _)| pid.parse::<u32>().ok())
         .and_then(process_identity)
-        .is_some_and(|now| now == owner)
+        .is_some_and(|now| now == base);
+    // In this process, a store that was dropped is as dead as a killed process.
+    if alive && process_identity(std::process::id()).as_deref() == Some(base) {
+        return OPEN_INSTANCES
+            .lock()
+            .map_or(true, |open| open.contains(&instance));
+    }
+    alive
 }
 
 /// Who holds a stored session open.
@@ -308,11 +354,12 @@ impl Store {
         // `wait_until` allows.
         conn.busy_timeout(Duration::ZERO)
             .map_err(|e| fail("cannot configure", &e))?;
+        let (instance, owner) = instance_opened();
         Ok(Store {
             conn,
             path: path.to_path_buf(),
-            owner: process_identity(std::process::id())
-                .unwrap_or_else(|| std::process::id().to_string()),
+            owner,
+            instance,
             wait_until: None,
             fts,
             wal,
@@ -909,6 +956,12 @@ impl Store {
 }
 
 /// The name a journal of `owner` (`pid:start`) goes by in `tui_gateway_folded`.
+impl Drop for Store {
+    fn drop(&mut self) {
+        instance_closed(self.instance);
+    }
+}
+
 pub fn journal_name_of(owner: &str) -> String {
     owner.replacen(':', "-", 1)
 }
