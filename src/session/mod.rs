@@ -297,7 +297,7 @@ impl Session {
             .iter()
             .find(|m| m.role == transcript::Role::User)
             .and_then(|m| m.content.as_deref())
-            .map(|t| crate::util::clip(t, 60))
+            .map(|t| crate::util::clip(&transcript::plain_text(t), 60))
             .unwrap_or_default()
     }
 
