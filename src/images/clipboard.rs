@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 /// The file a paste saves to: `$HERMES_HOME/images/clip_<UTC time>_<n>.png` (Hermes' name).
 pub fn target(home: &Path, unix: f64, n: usize) -> PathBuf {
     let (y, mo, d, h, mi, s) = crate::util::utc_parts(unix);
-    home.join("images")
-        .join(format!("clip_{y:04}{mo:02}{d:02}_{h:02}{mi:02}{s:02}_{n}.png"))
+    home.join("images").join(format!(
+        "clip_{y:04}{mo:02}{d:02}_{h:02}{mi:02}{s:02}_{n}.png"
+    ))
 }
 
 /// Whether `path` is a clipboard paste's file (kept in the attached list before it exists).
@@ -68,7 +69,7 @@ pub fn outcome(output: &str) -> Option<Said> {
     let count = head.next()?.parse().ok()?;
     let max = head.next()?.parse().ok()?;
     let path = PathBuf::from(head.next()?);
-    let saved = match lines.last().and_then(|l| l.split_once(' ')) {
+    let saved = match lines.next_back().and_then(|l| l.split_once(' ')) {
         Some(("saved", tool)) => Ok(tool.trim().to_string()),
         Some(("none", why)) => Err(why.trim().to_string()),
         _ => Err(format!(

@@ -194,7 +194,8 @@ pub fn native_prompt(text: &str, paths: &[PathBuf], max: u64) -> (String, Vec<St
         "" => DEFAULT_QUESTION,
         t => t,
     };
-    let mut parts = vec![json!({"type": "text", "text": format!("{base}\n\n{}", hints.join("\n"))})];
+    let mut parts =
+        vec![json!({"type": "text", "text": format!("{base}\n\n{}", hints.join("\n"))})];
     parts.extend(images);
     (crate::transcript::encode_parts(&parts), skipped)
 }
@@ -256,9 +257,24 @@ pub mod tests {
         let (content, skipped) = native_prompt("", &[p.clone(), dir.join("gone.png")], 1 << 20);
         assert_eq!(skipped.len(), 1, "{skipped:?}");
         let parts = crate::transcript::parts_of(&content).unwrap();
-        assert!(parts[0]["text"].as_str().unwrap().contains(DEFAULT_QUESTION));
-        assert!(parts[0]["text"].as_str().unwrap().contains("[Image attached at:"));
-        assert!(parts[1]["image_url"]["url"].as_str().unwrap().starts_with("data:image/png;base64,"));
+        assert!(
+            parts[0]["text"]
+                .as_str()
+                .unwrap()
+                .contains(DEFAULT_QUESTION)
+        );
+        assert!(
+            parts[0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("[Image attached at:")
+        );
+        assert!(
+            parts[1]["image_url"]["url"]
+                .as_str()
+                .unwrap()
+                .starts_with("data:image/png;base64,")
+        );
         // Too large: refused with the reason.
         let err = load(&p, 8).err().unwrap();
         assert!(err.contains("too large"), "{err}");

@@ -34,11 +34,36 @@ fn family_sees(model: &str) -> bool {
     let m = model.to_ascii_lowercase();
     let m = m.rsplit('/').next().unwrap_or(&m);
     const SEEING: &[&str] = &[
-        "claude-3", "claude-sonnet-4", "claude-opus-4", "claude-haiku-4", "claude-4",
-        "gpt-4o", "gpt-4.1", "gpt-4-turbo", "gpt-5", "o1", "o3", "o4", "chatgpt-4o",
-        "gemini", "gemma-3", "grok-4", "grok-2-vision", "pixtral", "llava", "qwen-vl",
-        "qwen2-vl", "qwen2.5-vl", "qwen3-vl", "llama-4", "llama-3.2-11b-vision",
-        "llama-3.2-90b-vision", "kimi-k2.5", "glm-4.5v", "glm-4.6v", "minicpm-v",
+        "claude-3",
+        "claude-sonnet-4",
+        "claude-opus-4",
+        "claude-haiku-4",
+        "claude-4",
+        "gpt-4o",
+        "gpt-4.1",
+        "gpt-4-turbo",
+        "gpt-5",
+        "o1",
+        "o3",
+        "o4",
+        "chatgpt-4o",
+        "gemini",
+        "gemma-3",
+        "grok-4",
+        "grok-2-vision",
+        "pixtral",
+        "llava",
+        "qwen-vl",
+        "qwen2-vl",
+        "qwen2.5-vl",
+        "qwen3-vl",
+        "llama-4",
+        "llama-3.2-11b-vision",
+        "llama-3.2-90b-vision",
+        "kimi-k2.5",
+        "glm-4.5v",
+        "glm-4.6v",
+        "minicpm-v",
     ];
     SEEING.iter().any(|f| m.starts_with(f))
 }
@@ -77,12 +102,20 @@ mod tests {
     #[test]
     fn the_mode_the_config_and_the_model_decide() {
         let none = Yaml::Null;
-        assert_eq!(decide(&none, "anthropic", "claude-sonnet-4-5"), Mode::Native);
-        assert_eq!(decide(&none, "openrouter", "openai/gpt-4o-mini"), Mode::Native);
+        assert_eq!(
+            decide(&none, "anthropic", "claude-sonnet-4-5"),
+            Mode::Native
+        );
+        assert_eq!(
+            decide(&none, "openrouter", "openai/gpt-4o-mini"),
+            Mode::Native
+        );
         assert_eq!(decide(&none, "custom", "deepseek-chat"), Mode::Text);
         let off = cfg("model:\n  supports_vision: 'false'\n");
         assert_eq!(decide(&off, "anthropic", "claude-sonnet-4-5"), Mode::Text);
-        let on = cfg("providers:\n  mine:\n    models:\n      local-7b:\n        supports_vision: true\n");
+        let on = cfg(
+            "providers:\n  mine:\n    models:\n      local-7b:\n        supports_vision: true\n",
+        );
         assert_eq!(decide(&on, "mine", "local-7b"), Mode::Native);
         let text = cfg("agent:\n  image_input_mode: text\nmodel:\n  supports_vision: true\n");
         assert_eq!(decide(&text, "x", "gpt-4o"), Mode::Text);

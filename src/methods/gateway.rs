@@ -48,4 +48,3 @@ pub fn setup_status(gw: &Gateway) -> Value {
         "warning": gw.provider_warning,
     })
 }
-

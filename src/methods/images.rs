@@ -40,10 +40,17 @@ fn attach(gw: &mut Gateway, p: &Params, image: &Path) -> Result<Value, RpcError>
     let max = gw.cfg.image_max_bytes;
     if !path::has_image_extension(image) {
         let name = image.file_name().unwrap_or_default().to_string_lossy();
-        return Err(RpcError::new(NOT_AN_IMAGE, format!("unsupported image: {name}")));
+        return Err(RpcError::new(
+            NOT_AN_IMAGE,
+            format!("unsupported image: {name}"),
+        ));
     }
     let img = images::load(image, max).map_err(|why| {
-        let code = if why.contains("too large") { TOO_LARGE } else { NOT_AN_IMAGE };
+        let code = if why.contains("too large") {
+            TOO_LARGE
+        } else {
+            NOT_AN_IMAGE
+        };
         RpcError::new(code, why)
     })?;
     let s = live(gw, p)?;
@@ -51,7 +58,10 @@ fn attach(gw: &mut Gateway, p: &Params, image: &Path) -> Result<Value, RpcError>
     if list.len() >= images::MAX_PER_PROMPT {
         return Err(RpcError::new(
             TOO_LARGE,
-            format!("at most {} images go with one prompt", images::MAX_PER_PROMPT),
+            format!(
+                "at most {} images go with one prompt",
+                images::MAX_PER_PROMPT
+            ),
         ));
     }
     list.push(image.to_path_buf());
@@ -213,7 +223,11 @@ pub fn prompt_with_images(gw: &mut Gateway, rid: &str, text: &str) -> String {
         route::Mode::Native => {
             let (content, skipped) = images::native_prompt(text, &paths, max);
             for why in skipped {
-                gw.emit(rid, "status.update", json!({"kind": "warn", "text": format!("image not sent: {why}")}));
+                gw.emit(
+                    rid,
+                    "status.update",
+                    json!({"kind": "warn", "text": format!("image not sent: {why}")}),
+                );
             }
             content
         }

@@ -45,7 +45,10 @@ pub fn estimate_tokens(messages: &[Message]) -> u64 {
     messages
         .iter()
         .map(|m| {
-            let chars = m.content.as_deref().map_or(0, crate::transcript::weight_chars)
+            let chars = m
+                .content
+                .as_deref()
+                .map_or(0, crate::transcript::weight_chars)
                 + m.tool_calls.as_deref().map_or(0, str::len);
             chars.div_ceil(4) as u64 + 4
         })

@@ -84,7 +84,10 @@ mod tests {
 
     #[test]
     fn each_api_gets_the_image_in_its_own_shape() {
-        assert_eq!(chat(&parts())[1]["image_url"]["url"], "data:image/png;base64,iVBOR");
+        assert_eq!(
+            chat(&parts())[1]["image_url"]["url"],
+            "data:image/png;base64,iVBOR"
+        );
         let blocks = anthropic(&parts());
         assert_eq!(
             blocks[1],
