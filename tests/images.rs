@@ -490,3 +490,137 @@ fn clipboard_paste_without_a_clipboard_tool_says_so() {
     );
     assert_eq!(r["count"], 0, "{r}");
 }
+
+/// A streamed answer that calls `vision_analyze` with `args`.
+fn vision_call(args: Value) -> Reply {
+    use mockai::*;
+    Reply::Stream(Stream::new(vec![
+        ev_role(),
+        ev_tool_start(0, "call_v1", "vision_analyze", &args.to_string()),
+        ev_finish("tool_calls"),
+        ev_usage(5, 5),
+    ]))
+}
+
+/// A one-request HTTP server on 127.0.0.1 answering `bytes` as a PNG: its URL, and how many
+/// connections it took (read after the test's turn).
+fn image_server(bytes: Vec<u8>) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let taken = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = taken.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut c) = conn else { return };
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut head = Vec::new();
+            let mut b = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && c.read(&mut b).unwrap_or(0) == 1 {
+                head.push(b[0]);
+            }
+            let _ = write!(
+                c,
+                "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                bytes.len()
+            );
+            let _ = c.write_all(&bytes);
+        }
+    });
+    (format!("http://127.0.0.1:{port}/shot.png"), taken)
+}
+
+/// The content of the last tool message of a Chat Completions request, as JSON.
+fn tool_result(body: &Value) -> Value {
+    let m = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .cloned()
+        .unwrap_or_else(|| panic!("no tool message: {body}"));
+    serde_json::from_str(m["content"].as_str().unwrap()).unwrap()
+}
+
+#[test]
+fn vision_analyze_reads_a_file_and_a_local_servers_url() {
+    let home = TempHome::new("images-vision");
+    let (file, file_bytes) = image_file(&home, "card.png", png(20, 10, 40));
+    let served = png(30, 30, 77);
+    let (url, _) = image_server(served.clone());
+    let mock = MockAi::script(vec![
+        vision_call(json!({"image_url": file.to_string_lossy(), "question": "what colour?"})),
+        Reply::text(&["A red ", "square."], (50, 4)),
+        Reply::text(&["It is red."], (20, 3)),
+        vision_call(json!({"image_url": url, "question": "what shape?"})),
+        Reply::text(&["A blue circle."], (50, 4)),
+        Reply::text(&["A circle."], (20, 3)),
+    ]);
+    chat_config(
+        &home.path,
+        &mock,
+        "gpt-4o",
+        "security:\n  allow_private_urls: true\n",
+    );
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+
+    let turn = g.run_turn(&s.id, "look at the card");
+    assert_eq!(turn.text, "It is red.", "{:?}", turn.events);
+    let reqs = mock.wait_requests(3, T);
+    // The vision request: the question and the file's pixels, no tools.
+    let ask = last_user(&reqs[1].body);
+    let parts = ask["content"].as_array().expect("parts");
+    assert!(parts[0]["text"].as_str().unwrap().contains("what colour?"));
+    assert_eq!(
+        parts[1]["image_url"]["url"],
+        format!("data:image/png;base64,{}", b64(&file_bytes)).as_str()
+    );
+    assert!(reqs[1].body.get("tools").is_none(), "{}", reqs[1].body);
+    // Hermes' result shape, read by the model.
+    assert_eq!(
+        tool_result(&reqs[2].body),
+        json!({"success": true, "analysis": "A red square."})
+    );
+
+    let turn = g.run_turn(&s.id, "and the one online?");
+    assert_eq!(turn.text, "A circle.", "{:?}", turn.events);
+    let reqs = mock.wait_requests(6, T);
+    let ask = last_user(&reqs[4].body);
+    assert_eq!(
+        ask["content"][1]["image_url"]["url"],
+        format!("data:image/png;base64,{}", b64(&served)).as_str(),
+        "the served bytes"
+    );
+    assert_eq!(tool_result(&reqs[5].body)["analysis"], "A blue circle.");
+}
+
+#[test]
+fn vision_analyze_refuses_a_private_address() {
+    let home = TempHome::new("images-ssrf");
+    let (url, taken) = image_server(png(4, 4, 4));
+    let mock = MockAi::script(vec![
+        vision_call(json!({"image_url": url, "question": "what is it?"})),
+        Reply::text(&["Could not look."], (20, 3)),
+    ]);
+    chat_config(&home.path, &mock, "gpt-4o", "");
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "look at my local server");
+    assert_eq!(turn.text, "Could not look.", "{:?}", turn.events);
+    let reqs = mock.wait_requests(2, T);
+    let result = tool_result(&reqs[1].body);
+    assert_eq!(result["success"], false, "{result}");
+    let error = result["error"].as_str().unwrap();
+    assert!(
+        error.contains("refused") && error.contains("127.0.0.1"),
+        "{error}"
+    );
+    assert_eq!(
+        taken.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "no connection was made"
+    );
+    assert_eq!(reqs.len(), 2, "no vision request either");
+}

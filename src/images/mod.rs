@@ -5,6 +5,7 @@
 //! clipboard; `methods/images.rs` answers the calls.
 
 pub mod clipboard;
+pub mod fetch;
 pub mod path;
 pub mod route;
 

@@ -28,6 +28,7 @@ pub mod terminal;
 pub mod timer;
 pub mod todo;
 pub mod toolsets;
+pub mod vision;
 pub mod wake;
 
 use std::collections::{BTreeMap, HashMap};
@@ -326,7 +327,7 @@ impl Registry {
     /// The built-in tools, in the order Hermes lists them.
     pub fn builtin() -> Registry {
         let mut r = Registry::empty();
-        let tools: [Box<dyn Tool>; 10] = [
+        let tools: [Box<dyn Tool>; 11] = [
             Box::new(terminal::Terminal::default()),
             Box::new(process::ProcessTool::default()),
             Box::new(files::ReadFile::default()),
@@ -337,6 +338,7 @@ impl Registry {
             Box::new(memory::Memory),
             Box::new(session_search::SessionSearch::default()),
             Box::new(clarify::Clarify),
+            Box::new(vision::VisionAnalyze::default()),
         ];
         for tool in tools {
             // A fresh registry has no name to clash with.
