@@ -416,7 +416,7 @@ fn reports_and_unsupported_commands() {
     assert_eq!(r["changed"], json!(["terminal"]));
     let tools = output(&g.call("slash.exec", json!({"command": "tools list"})));
     assert!(
-        tools.contains("(11)") && !tools.contains("terminal("),
+        tools.contains("(12)") && !tools.contains("terminal("),
         "{tools}"
     );
     g.call(

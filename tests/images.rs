@@ -95,6 +95,15 @@ fn last_user(body: &Value) -> Value {
         .unwrap()
 }
 
+/// Whether any message of a Chat Completions request carries the image at `url`.
+fn carries(body: &Value, url: &str) -> bool {
+    body["messages"].as_array().unwrap().iter().any(|m| {
+        m["content"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["image_url"]["url"] == url))
+    })
+}
+
 #[test]
 fn an_attached_image_goes_as_a_data_url_and_again_after_a_resume() {
     let mock = MockAi::script(vec![
@@ -151,13 +160,8 @@ fn an_attached_image_goes_as_a_data_url_and_again_after_a_resume() {
     assert_eq!(turn.text, "Still a card.");
     let req = &mock.wait_requests(2, T)[1];
     assert_eq!(last_user(&req.body)["content"], "and now?");
-    let sent_again = req.body["messages"].as_array().unwrap().iter().any(|m| {
-        m["content"]
-            .as_array()
-            .is_some_and(|p| p.iter().any(|p| p["image_url"]["url"] == want_url.as_str()))
-    });
     assert!(
-        sent_again,
+        carries(&req.body, &want_url),
         "the earlier image is in the history: {}",
         req.body
     );
@@ -196,11 +200,7 @@ fn an_attached_image_goes_as_a_data_url_and_again_after_a_resume() {
     let turn = g.run_turn(&sid, "still there?");
     assert_eq!(turn.text, "Yes, the card.");
     let req = &mock.wait_requests(3, T)[2];
-    let resent = req.body["messages"].as_array().unwrap().iter().any(|m| {
-        m["content"]
-            .as_array()
-            .is_some_and(|p| p.iter().any(|p| p["image_url"]["url"] == want_url.as_str()))
-    });
+    let resent = carries(&req.body, &want_url);
     assert!(resent, "resumed, the image is sent again: {}", req.body);
 }
 

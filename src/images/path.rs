@@ -49,7 +49,7 @@ pub fn resolve(token: &str, cwd: &Path, home: Option<&Path>) -> PathBuf {
     let decoded;
     let token = match token.strip_prefix("file://") {
         Some(rest) => {
-            decoded = percent_decode(rest);
+            decoded = crate::model::connect::percent_decode(rest);
             decoded.as_str()
         }
         None => token,
@@ -64,27 +64,6 @@ pub fn resolve(token: &str, cwd: &Path, home: Option<&Path>) -> PathBuf {
     } else {
         cwd.join(path)
     }
-}
-
-/// `%XX` escapes decoded (a malformed one kept as it is).
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
-        {
-            out.push((h * 16 + l) as u8);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Where the image in `raw` is and the text after it: the whole of `raw` when it names an

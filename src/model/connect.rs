@@ -120,7 +120,8 @@ fn bypasses(list: &str, host: &str, port: u16) -> bool {
     })
 }
 
-fn percent_decode(s: &str) -> String {
+/// `%XX` escapes decoded (a malformed one kept as it is; also `file://` paths).
+pub(crate) fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -568,7 +568,7 @@ mod tests {
         let builtin = json!({"terminal": ["terminal", "process"],
             "file": ["read_file", "write_file", "patch", "search_files"],
             "todo": ["todo"], "memory": ["memory"], "session_search": ["session_search"],
-            "clarify": ["clarify"]});
+            "clarify": ["clarify"], "vision": ["vision_analyze"]});
         assert_eq!(r.toolsets(), builtin);
         r.register(Box::new(Echo)).unwrap();
         assert_eq!(r.toolsets()["host"], json!(["echo"]));
@@ -579,14 +579,14 @@ mod tests {
             .collect();
         assert_eq!(names.first(), Some(&"terminal"));
         assert_eq!(names.last(), Some(&"echo"));
-        assert_eq!(r.schemas()[10]["function"]["description"], "Say it back.");
+        assert_eq!(r.schemas()[11]["function"]["description"], "Say it back.");
         assert!(r.register(Box::new(Echo)).unwrap_err().contains("already"));
-        assert_eq!(r.schemas().len(), 11);
+        assert_eq!(r.schemas().len(), 12);
         // A toolset turned off leaves the schemas and the banner, and is refused by name.
         let mut rule = toolsets::Offered::default();
         rule.set(&["file", "echo"], false).unwrap();
         r.set_rule(rule);
-        assert_eq!(r.schemas().len(), 6);
+        assert_eq!(r.schemas().len(), 7);
         assert!(r.toolsets().get("file").is_none() && !r.is_offered("patch"));
         assert!(r.contains("patch") && r.is_offered("todo"));
     }
