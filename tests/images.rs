@@ -624,3 +624,30 @@ fn vision_analyze_refuses_a_private_address() {
     );
     assert_eq!(reqs.len(), 2, "no vision request either");
 }
+
+#[test]
+fn an_attached_image_can_be_detached_before_the_prompt() {
+    let home = TempHome::new("images-detach");
+    let (a, _) = image_file(&home, "a.png", png(2, 2, 2));
+    let (b, _) = image_file(&home, "b.png", png(3, 3, 3));
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    for p in [&a, &b] {
+        g.call(
+            "image.attach",
+            json!({"session_id": s.id, "path": p.to_string_lossy()}),
+        );
+    }
+    let r = g.call(
+        "image.detach",
+        json!({"session_id": s.id, "path": a.to_string_lossy()}),
+    );
+    assert_eq!(r, json!({"detached": true, "count": 1}));
+    let r = g.call(
+        "image.detach",
+        json!({"session_id": s.id, "path": a.to_string_lossy()}),
+    );
+    assert_eq!(r, json!({"detached": false, "count": 1}));
+    let (code, _, _) = g.call_err("image.detach", json!({"session_id": s.id}));
+    assert_eq!(code, 4015);
+}

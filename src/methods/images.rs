@@ -211,7 +211,6 @@ fn paste_answer(outcome: &crate::tools::runs::Outcome) -> Value {
 /// the model sees images, else a note naming each (the user told once a session).
 pub fn prompt_with_images(gw: &mut Gateway, rid: &str, text: &str) -> String {
     let max = gw.cfg.image_max_bytes;
-    let config = crate::config_file::load(&gw.cfg.home).unwrap_or(yaml_rust2::Yaml::Null);
     let Some(s) = gw.sessions.get_mut(rid) else {
         return text.to_string();
     };
@@ -219,6 +218,11 @@ pub fn prompt_with_images(gw: &mut Gateway, rid: &str, text: &str) -> String {
     if paths.is_empty() {
         return text.to_string();
     }
+    // Read only for a prompt with images: config.yaml's routing keys.
+    let config = crate::config_file::load(&gw.cfg.home).unwrap_or(yaml_rust2::Yaml::Null);
+    let Some(s) = gw.sessions.get_mut(rid) else {
+        return text.to_string();
+    };
     match route::decide(&config, &s.provider, &s.model) {
         route::Mode::Native => {
             let (content, skipped) = images::native_prompt(text, &paths, max);
