@@ -73,6 +73,9 @@ pub struct Config {
     pub rpc_log: Option<PathBuf>,
     /// A directory with more entries than this is not snapshotted (Hermes' 50,000).
     pub checkpoint_max_files: usize,
+    /// Largest image attached to a prompt or read by `vision_analyze` (Hermes' 20 MB ceiling
+    /// on the base64 it sends: 15 MiB of bytes).
+    pub image_max_bytes: u64,
 }
 
 impl Default for Config {
@@ -110,6 +113,7 @@ impl Default for Config {
             handle_signals: true,
             rpc_log: None,
             checkpoint_max_files: 50_000,
+            image_max_bytes: 15 * 1024 * 1024,
         }
     }
 }
@@ -241,6 +245,15 @@ const KNOBS: &[Knob] = &[
         show: |c| format!("{}", c.checkpoint_max_files),
         set: |c, v| {
             c.checkpoint_max_files = count(v, 1, 10_000_000)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--image-max-kb",
+        env: "TUI_GATEWAY_IMAGE_MAX_KB",
+        show: |c| (c.image_max_bytes / 1024).to_string(),
+        set: |c, v| {
+            c.image_max_bytes = count(v, 1, 1024 * 1024)? as u64 * 1024;
             Ok(())
         },
     },

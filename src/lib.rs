@@ -17,6 +17,7 @@ pub mod event_loop;
 pub mod flush;
 pub mod heap;
 pub mod hermes_env;
+pub mod images;
 pub mod mcp;
 pub mod methods;
 pub mod model;

@@ -14,6 +14,66 @@ is still open. Be concise; keep names, paths and numbers exactly.";
 /// How a stored summary starts; the id of the session holding the full history follows.
 pub const SUMMARY_PREFIX: &str = "[Summary of the earlier conversation; full history in session ";
 
+/// How Hermes stores content made of parts (a prompt with images): this prefix, then the JSON
+/// array of OpenAI-style parts (`text`, `image_url` with a data URL). NUL never starts typed text.
+pub const PARTS_PREFIX: &str = "\u{0}json:";
+/// What an image part weighs in the rough token count (about Anthropic's largest image).
+const IMAGE_PART_CHARS: usize = 6_400;
+
+/// The parts of stored content, when it is made of parts.
+pub fn parts_of(content: &str) -> Option<Vec<Value>> {
+    match serde_json::from_str(content.strip_prefix(PARTS_PREFIX)?) {
+        Ok(Value::Array(parts)) => Some(parts),
+        _ => None,
+    }
+}
+
+/// Content made of `parts`, as Hermes stores it.
+pub fn encode_parts(parts: &[Value]) -> String {
+    format!("{PARTS_PREFIX}{}", Value::Array(parts.to_vec()))
+}
+
+/// Whether a part is an image (in any dialect's naming).
+pub fn is_image_part(part: &Value) -> bool {
+    matches!(
+        part["type"].as_str(),
+        Some("image_url" | "input_image" | "image")
+    )
+}
+
+/// Content as a person reads it: the parts' text, each image as `[image]`.
+pub fn plain_text(content: &str) -> std::borrow::Cow<'_, str> {
+    let Some(parts) = parts_of(content) else {
+        return content.into();
+    };
+    let shown: Vec<&str> = parts
+        .iter()
+        .map(|p| match p["text"].as_str() {
+            Some(text) => text,
+            None if is_image_part(p) => "[image]",
+            None => "",
+        })
+        .filter(|t| !t.is_empty())
+        .collect();
+    shown.join("\n").into()
+}
+
+/// Characters content counts as in the rough token count: an image as a fixed weight, not its
+/// base64 text.
+pub fn weight_chars(content: &str) -> usize {
+    match parts_of(content) {
+        Some(parts) => parts
+            .iter()
+            .map(|p| match p["text"].as_str() {
+                Some(text) => text.len(),
+                None if is_image_part(p) => IMAGE_PART_CHARS,
+                None => 0,
+            })
+            .sum(),
+        None => content.len(),
+    }
+}
+
 /// A steering note the user added while a turn ran.
 pub fn is_steer(m: &Message) -> bool {
     m.role == Role::User
@@ -105,7 +165,8 @@ impl Message {
     pub fn display(&self) -> Vec<Value> {
         match self.role {
             Role::User => {
-                vec![json!({"role": "user", "text": self.content.as_deref().unwrap_or("")})]
+                let text = plain_text(self.content.as_deref().unwrap_or(""));
+                vec![json!({"role": "user", "text": text})]
             }
             Role::Assistant => {
                 let mut out = Vec::new();
@@ -194,10 +255,8 @@ pub fn display_tail(messages: &[Message], before: usize, page: Page) -> (Vec<Val
     let mut first = before;
     for (i, m) in messages[..before].iter().enumerate().rev() {
         let shown = m.display();
-        let size: usize = [&m.content, &m.tool_calls]
-            .iter()
-            .filter_map(|t| t.as_deref().map(str::len))
-            .sum();
+        let size = m.content.as_deref().map_or(0, weight_chars)
+            + m.tool_calls.as_deref().map_or(0, str::len);
         let full = rows.len() + shown.len() > page.rows || bytes + size > page.bytes;
         if !rows.is_empty() && !shown.is_empty() && full {
             break;
@@ -214,6 +273,19 @@ pub fn display_tail(messages: &[Message], before: usize, page: Page) -> (Vec<Val
 mod tests {
     use super::tool_context;
     use serde_json::json;
+
+    #[test]
+    fn content_with_an_image_reads_as_its_text_and_weighs_little() {
+        use super::{encode_parts, plain_text, weight_chars};
+        let big = format!("data:image/png;base64,{}", "A".repeat(100_000));
+        let stored = encode_parts(&[
+            json!({"type": "text", "text": "look"}),
+            json!({"type": "image_url", "image_url": {"url": big}}),
+        ]);
+        assert_eq!(plain_text(&stored), "look\n[image]");
+        assert!(weight_chars(&stored) < 10_000, "{}", weight_chars(&stored));
+        assert_eq!(plain_text("plain"), "plain");
+    }
 
     #[test]
     fn a_call_is_described_by_what_it_is_about() {

@@ -67,7 +67,7 @@ fn features_we_lack_are_refused_by_name_not_as_unknown_methods() {
     for (method, feature) in [
         ("credits.view", "billing"),
         ("billing.state", "billing"),
-        ("image.attach", "attachments"),
+        ("pdf.attach", "attachments"),
         ("voice.record", "voice"),
         ("learning.detail", "learning"),
     ] {

@@ -38,6 +38,7 @@ mod file_safety;
 mod file_tools;
 mod hermes_schema;
 mod hostile_files;
+mod images;
 mod layers;
 mod logins;
 mod mcp;

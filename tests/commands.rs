@@ -359,7 +359,8 @@ fn reports_and_unsupported_commands() {
     assert!(usage.contains("Input tokens"), "{usage}");
     let tools = output(&g.call("slash.exec", json!({"command": "tools list"})));
     assert!(
-        tools.contains("(13)")
+        tools.contains("(14)")
+            && tools.contains("vision_analyze(image_url")
             && tools.contains("terminal(background?, command")
             && tools.contains("patch(mode"),
         "{tools}"
@@ -415,7 +416,7 @@ fn reports_and_unsupported_commands() {
     assert_eq!(r["changed"], json!(["terminal"]));
     let tools = output(&g.call("slash.exec", json!({"command": "tools list"})));
     assert!(
-        tools.contains("(11)") && !tools.contains("terminal("),
+        tools.contains("(12)") && !tools.contains("terminal("),
         "{tools}"
     );
     g.call(

@@ -906,3 +906,101 @@ fn skills_in_the_banner_in_help_and_as_a_command_that_runs_a_turn() {
     tui.assert_no_errors(&[]);
     tui.quit();
 }
+
+/// Images in the real TUI: `/paste` reads the clipboard through a stand-in `wl-paste` first on
+/// `PATH` (it prints a PNG and notes that it ran), `/image <path>` attaches a file, and the next
+/// prompt's request carries both images to a vision model.
+#[test]
+fn paste_and_attach_an_image_then_send_it() {
+    let m = marker();
+    let mock = mockai::MockAi::start(move |r| {
+        if r.path.ends_with("/models") {
+            return mockai::Reply::status(200, r#"{"object":"list","data":[{"id":"gpt-4o"}]}"#);
+        }
+        let events = mockai::text_events(&["I see ", "two cards"], "stop", Some((30, 6)));
+        mockai::Reply::Stream(mockai::Stream::new(events))
+    });
+    let yaml = format!(
+        "model:\n  default: gpt-4o\n  provider: custom\n  base_url: {}\n  api_key: sk-e2e-{m}\n",
+        mock.base_url()
+    );
+    let stage = common::TempHome::new("tui-images");
+    let png = |w: u32, h: u32| {
+        let mut b = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+        b.extend(w.to_be_bytes());
+        b.extend(h.to_be_bytes());
+        b.extend([8, 6, 0, 0, 0]);
+        b
+    };
+    let clip = stage.path.join("clip.png");
+    std::fs::write(&clip, png(100, 50)).unwrap();
+    let card = stage.path.join("card.png");
+    std::fs::write(&card, png(20, 10)).unwrap();
+    let bin = stage.path.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let ran = stage.path.join("wl-paste-ran");
+    let tool = bin.join("wl-paste");
+    std::fs::write(
+        &tool,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> '{}'\ncase \"$*\" in\n  *--list-types*) echo image/png ;;\n  *image/png*) cat '{}' ;;\n  *) exit 1 ;;\nesac\n",
+            ran.display(),
+            clip.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let Some(tui) = Tui::start(
+        "images",
+        Opts {
+            config_yaml: Some(yaml),
+            env: vec![("PATH".into(), path)],
+            ..Opts::default()
+        },
+    ) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.submit("/paste");
+    tui.wait_for("Image #1 attached from clipboard · 100x50", T);
+    let log = std::fs::read_to_string(&ran).unwrap_or_default();
+    assert!(log.contains("--type image/png"), "the stand-in ran: {log}");
+    tui.wait_ready(T);
+    tui.submit(&format!("/image {}", card.display()));
+    tui.wait_for("Attached image: card.png · 20x10", T);
+    tui.wait_ready(T);
+    tui.submit("what are these?");
+    tui.wait_for("I see two cards", T);
+    tui.wait_ready(T);
+    let request = mock
+        .requests()
+        .into_iter()
+        .find(|r| r.path.ends_with("/chat/completions"))
+        .expect("a model request");
+    let user = request
+        .messages()
+        .into_iter()
+        .rev()
+        .find(|msg| msg["role"] == "user")
+        .unwrap();
+    let images: Vec<String> = user["content"]
+        .as_array()
+        .expect("the prompt as parts")
+        .iter()
+        .filter_map(|p| p["image_url"]["url"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(images.len(), 2, "{user}");
+    assert!(
+        images
+            .iter()
+            .all(|u| u.starts_with("data:image/png;base64,"))
+    );
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}

@@ -1,4 +1,4 @@
-//! Calls for Hermes features this gateway does not have (billing, voice, images, browser,
+//! Calls for Hermes features this gateway does not have (billing, voice, uploads, browser,
 //! subagents, pets, plugins, the learning journey). Each answers in the shape the
 //! TUI reads: the empty state where that is the truth (no subagents, voice off),
 //! otherwise a one-line "not supported" error naming the feature — never `-32601`.
@@ -27,10 +27,6 @@ pub fn call(gw: &mut Gateway, method: &str, p: &Params) -> Option<Result<Value, 
             "audio_available": false, "stt_available": false,
             "details": "tui-gateway has no voice input or speech output",
         })),
-        "clipboard.paste" => Ok(json!({
-            "attached": false,
-            "message": "tui-gateway does not attach images; paste text with your terminal",
-        })),
         // No path: the TUI keeps the pasted text inline.
         "paste.collapse" => Ok(json!({})),
         "pet.gallery" => Ok(json!({ "enabled": false, "active": "", "pets": [] })),
@@ -48,8 +44,8 @@ pub fn call(gw: &mut Gateway, method: &str, p: &Params) -> Option<Result<Value, 
         | "billing.auto_reload"
         | "billing.step_up" => not_supported("Nous Portal billing"),
         "voice.record" | "voice.tts" => not_supported("voice input and speech output"),
-        "image.attach" | "image.attach_bytes" | "image.detach" | "pdf.attach" | "file.attach" => {
-            not_supported("attachments (models are sent text only)")
+        "image.attach_bytes" | "pdf.attach" | "file.attach" => {
+            not_supported("attachments other than image files and the clipboard's image")
         }
         "pet.select" | "pet.info" | "pet.remove" | "pet.generate" | "pet.hatch" => {
             not_supported("pets")

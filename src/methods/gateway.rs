@@ -48,10 +48,3 @@ pub fn setup_status(gw: &Gateway) -> Value {
         "warning": gw.provider_warning,
     })
 }
-
-/// `input.detect_drop {session_id, text}`: we recognise no dropped files.
-pub fn detect_drop(p: &Params) -> Result<Value, RpcError> {
-    super::params::opt_str(p, "text")?;
-    super::params::opt_str(p, "session_id")?;
-    Ok(json!({ "matched": false }))
-}

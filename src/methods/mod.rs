@@ -6,6 +6,7 @@ mod commands;
 mod complete;
 mod config;
 mod gateway;
+mod images;
 pub(crate) mod models;
 mod ops;
 pub(crate) mod params;
@@ -45,6 +46,9 @@ pub fn call(gw: &mut Gateway, req: Request, now: Instant) -> Reply {
 
 fn dispatch(gw: &mut Gateway, req: Request, now: Instant) -> Reply {
     let p = &req.params;
+    if req.method == "clipboard.paste" {
+        return images::clipboard_paste(gw, &req.id, p, now);
+    }
     if req.method == "shell.exec" {
         return prompt::shell_exec(gw, &req.id, p, now);
     }
@@ -79,7 +83,9 @@ fn dispatch(gw: &mut Gateway, req: Request, now: Instant) -> Reply {
         "model.save_key" => models::save_key(p),
         "model.disconnect" => models::disconnect(p),
         "pet.cells" => Ok(serde_json::json!({"enabled": false})),
-        "input.detect_drop" => gateway::detect_drop(p),
+        "input.detect_drop" => images::detect_drop(gw, p),
+        "image.attach" => images::image_attach(gw, p),
+        "image.detach" => images::image_detach(gw, p),
         "complete.slash" => commands::complete_slash(gw, p),
         "complete.path" => complete::complete_path(gw, p, now),
         "skills.manage" => skills::manage(gw, p),

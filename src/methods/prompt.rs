@@ -21,7 +21,8 @@ pub fn submit(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     if live(gw, p)?.loading() && !gw.sessions.is_loading(&rid) {
         older::whole(gw, &rid, now).map_err(unreadable)?;
     }
-    let status = match gw.submit_prompt(&rid, text.to_string(), now) {
+    let prompt = super::images::prompt_with_images(gw, &rid, text);
+    let status = match gw.submit_prompt(&rid, prompt, now) {
         true => "queued",
         false => "streaming",
     };

@@ -203,7 +203,8 @@ mod tests {
                 "memory",
                 "session_search",
                 "terminal",
-                "todo"
+                "todo",
+                "vision"
             ]
         );
         assert_eq!(
@@ -211,7 +212,7 @@ mod tests {
             json!(["patch", "read_file", "search_files", "write_file"])
         );
         let show = tools_show(&p(json!({})), &builtin).unwrap();
-        assert_eq!(show["total"], 10);
+        assert_eq!(show["total"], 11);
         assert_eq!(first_sentence("Run it. Then more.\nsecond"), "Run it.");
     }
 
@@ -227,9 +228,9 @@ mod tests {
         assert_eq!(off["changed"], json!(["file", "todo"]));
         assert_eq!(
             off["enabled_toolsets"],
-            json!(["clarify", "memory", "session_search", "terminal"])
+            json!(["clarify", "memory", "session_search", "terminal", "vision"])
         );
-        assert_eq!(tools_show(&p(json!({})), &r).unwrap()["total"], 5);
+        assert_eq!(tools_show(&p(json!({})), &r).unwrap()["total"], 6);
         let list = tools_list(&p(json!({})), &r).unwrap();
         assert_eq!(list["toolsets"][1]["enabled"], false);
         tools_configure(&p(json!({"action": "enable", "names": ["file"]})), &mut r).unwrap();

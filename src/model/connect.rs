@@ -122,7 +122,8 @@ fn bypasses(list: &str, host: &str, port: u16) -> bool {
     })
 }
 
-fn percent_decode(s: &str) -> String {
+/// `%XX` escapes decoded (a malformed one kept as it is; also `file://` paths).
+pub(crate) fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -144,7 +145,8 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn base64(input: &[u8]) -> String {
+/// Standard base64 with padding (also images' data URLs).
+pub(crate) fn base64(input: &[u8]) -> String {
     const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
     for chunk in input.chunks(3) {

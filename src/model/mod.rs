@@ -1,5 +1,6 @@
 //! Model providers: the small trait the loop drives, and the built-in offline model.
 
+pub mod blocking;
 pub mod caching;
 pub mod catalog;
 pub mod connect;
@@ -18,6 +19,7 @@ pub mod resolve;
 pub mod select;
 pub mod sse;
 pub mod unreachable;
+pub mod vision;
 pub mod wire;
 
 use std::time::Instant;

@@ -88,31 +88,17 @@ pub fn choose_asking(cfg: &Config, provider: Option<&str>) -> Choice {
     if provider == Some("offline") {
         return offline(None);
     }
-    // Without its files, which provider the home names is not known.
-    let unknown = |e: String| unreachable(provider.unwrap_or("unknown"), cfg, e);
-    let config = match crate::config_file::load(&cfg.home) {
-        Ok(doc) => doc,
-        Err(e) => return unknown(e),
+    let asked = Asked {
+        provider,
+        model: cfg.model.as_deref(),
+        base_url: cfg.base_url.as_deref(),
     };
-    let env = match HermesEnv::load(&cfg.home) {
-        Ok(env) => env,
-        Err(e) => return unknown(e),
+    let (resolved, files, auth) = match resolve_home(cfg, asked) {
+        Ok(r) => r,
+        // Without its files, which provider the home names is not known.
+        Err(e) => return unreachable(provider.unwrap_or("unknown"), cfg, e),
     };
-    let files = login_files(cfg, &env);
-    // Not readable as a JSON object (or a link, a FIFO): a login then reads as missing.
-    let auth = files.read().unwrap_or(serde_json::Value::Null);
-    let lookup = |name: &str| env.get(name);
-    let inputs = Inputs {
-        asked: Asked {
-            provider,
-            model: cfg.model.as_deref(),
-            base_url: cfg.base_url.as_deref(),
-        },
-        config: &config,
-        env: &lookup,
-        auth: &auth,
-    };
-    match resolve(&inputs) {
+    match resolved {
         Resolved::Offline { asked: false } => offline(Some(NOTHING_CONFIGURED.to_string())),
         Resolved::Offline { asked: true } => offline(None),
         Resolved::Unreachable { provider, why } => unreachable(&provider, cfg, why),
@@ -130,6 +116,39 @@ pub fn choose_asking(cfg: &Config, provider: Option<&str>) -> Choice {
                 },
                 Err(e) => unreachable(&provider, cfg, e),
             }
+        }
+    }
+}
+
+/// What `cfg`'s home resolves to when `asked` is asked for, with the login files and auth.json
+/// read for it.
+fn resolve_home(
+    cfg: &Config,
+    asked: Asked<'_>,
+) -> Result<(Resolved, Files, serde_json::Value), String> {
+    let config = crate::config_file::load(&cfg.home)?;
+    let env = HermesEnv::load(&cfg.home)?;
+    let files = login_files(cfg, &env);
+    // Not readable as a JSON object (or a link, a FIFO): a login then reads as missing.
+    let auth = files.read().unwrap_or(serde_json::Value::Null);
+    let lookup = |name: &str| env.get(name);
+    let inputs = Inputs {
+        asked,
+        config: &config,
+        env: &lookup,
+        auth: &auth,
+    };
+    Ok((resolve(&inputs), files, auth))
+}
+
+/// The endpoint `cfg`'s home reaches when `asked` is asked for (a side call's: the vision
+/// model's), or why there is none.
+pub fn endpoint(cfg: &Config, asked: Asked<'_>) -> Result<super::endpoint::Endpoint, String> {
+    match resolve_home(cfg, asked)?.0 {
+        Resolved::Remote(e) => Ok(*e),
+        Resolved::Offline { .. } => Err("no model provider is configured".into()),
+        Resolved::Unreachable { provider, why } => {
+            Err(format!("provider {provider} cannot be reached: {why}"))
         }
     }
 }

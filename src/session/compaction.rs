@@ -45,7 +45,10 @@ pub fn estimate_tokens(messages: &[Message]) -> u64 {
     messages
         .iter()
         .map(|m| {
-            let chars = m.content.as_deref().map_or(0, str::len)
+            let chars = m
+                .content
+                .as_deref()
+                .map_or(0, crate::transcript::weight_chars)
                 + m.tool_calls.as_deref().map_or(0, str::len);
             chars.div_ceil(4) as u64 + 4
         })
@@ -82,7 +85,8 @@ pub fn build_request(older: &[Message], focus: Option<&str>) -> Vec<Message> {
     let mut dump = String::new();
     for m in older {
         let flat = |t: &str| util::clip(&t.replace('\n', " "), MESSAGE_CLIP);
-        if let Some(text) = m.content.as_deref().filter(|t| !t.trim().is_empty()) {
+        let text = m.content.as_deref().map(crate::transcript::plain_text);
+        if let Some(text) = text.as_deref().filter(|t| !t.trim().is_empty()) {
             let who = match m.role {
                 Role::Tool => "tool result",
                 other => other.as_str(),

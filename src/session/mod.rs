@@ -82,6 +82,10 @@ pub struct Session {
     /// Prompts submitted while a turn ran; each runs after it. Committed with the session
     /// (`tui_gateway_queue`) so an acknowledged prompt survives a crash.
     pub queued: VecDeque<String>,
+    /// Images attached (`image.attach`, `clipboard.paste`) for the next prompt: their paths.
+    pub attached_images: Vec<std::path::PathBuf>,
+    /// The user was told this session's model gets images as a note, not their pixels.
+    pub told_no_vision: bool,
     /// `queued` changed since the last commit.
     pub queue_dirty: bool,
     /// Dangerous-command rules the user approved for this session.
@@ -164,6 +168,8 @@ impl Session {
             ring: ring::EventRing::default(),
             turn: None,
             queued: VecDeque::new(),
+            attached_images: Vec::new(),
+            told_no_vision: false,
             queue_dirty: false,
             approved_rules: Vec::new(),
             yolo: false,
@@ -297,7 +303,7 @@ impl Session {
             .iter()
             .find(|m| m.role == transcript::Role::User)
             .and_then(|m| m.content.as_deref())
-            .map(|t| crate::util::clip(t, 60))
+            .map(|t| crate::util::clip(&transcript::plain_text(t), 60))
             .unwrap_or_default()
     }
 

@@ -28,6 +28,7 @@ pub mod terminal;
 pub mod timer;
 pub mod todo;
 pub mod toolsets;
+pub mod vision;
 pub mod wake;
 
 use std::collections::{BTreeMap, HashMap};
@@ -326,7 +327,7 @@ impl ToolSet {
     /// The built-in tools, in the order Hermes lists them.
     pub fn builtin() -> ToolSet {
         let mut r = ToolSet::empty();
-        let tools: [Box<dyn Tool>; 10] = [
+        let tools: [Box<dyn Tool>; 11] = [
             Box::new(terminal::Terminal::default()),
             Box::new(process::ProcessTool::default()),
             Box::new(files::ReadFile::default()),
@@ -337,6 +338,7 @@ impl ToolSet {
             Box::new(memory::Memory),
             Box::new(session_search::SessionSearch::default()),
             Box::new(clarify::Clarify),
+            Box::new(vision::VisionAnalyze::default()),
         ];
         for tool in tools {
             // A fresh registry has no name to clash with.
@@ -566,7 +568,7 @@ mod tests {
         let builtin = json!({"terminal": ["terminal", "process"],
             "file": ["read_file", "write_file", "patch", "search_files"],
             "todo": ["todo"], "memory": ["memory"], "session_search": ["session_search"],
-            "clarify": ["clarify"]});
+            "clarify": ["clarify"], "vision": ["vision_analyze"]});
         assert_eq!(r.toolsets(), builtin);
         r.register(Box::new(Echo)).unwrap();
         assert_eq!(r.toolsets()["host"], json!(["echo"]));
@@ -577,14 +579,14 @@ mod tests {
             .collect();
         assert_eq!(names.first(), Some(&"terminal"));
         assert_eq!(names.last(), Some(&"echo"));
-        assert_eq!(r.schemas()[10]["function"]["description"], "Say it back.");
+        assert_eq!(r.schemas()[11]["function"]["description"], "Say it back.");
         assert!(r.register(Box::new(Echo)).unwrap_err().contains("already"));
-        assert_eq!(r.schemas().len(), 11);
+        assert_eq!(r.schemas().len(), 12);
         // A toolset turned off leaves the schemas and the banner, and is refused by name.
         let mut rule = toolsets::Offered::default();
         rule.set(&["file", "echo"], false).unwrap();
         r.set_rule(rule);
-        assert_eq!(r.schemas().len(), 6);
+        assert_eq!(r.schemas().len(), 7);
         assert!(r.toolsets().get("file").is_none() && !r.is_offered("patch"));
         assert!(r.contains("patch") && r.is_offered("todo"));
     }

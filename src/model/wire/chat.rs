@@ -149,6 +149,9 @@ pub fn request_messages(system: Option<&str>, transcript: &[Message]) -> Vec<Val
     let mut out = vec![json!({"role": "system", "content": system.unwrap_or(SYSTEM_PROMPT)})];
     for m in transcript {
         let v = match m.role {
+            Role::User if let Some(parts) = super::parts::of(m) => {
+                json!({"role": "user", "content": super::parts::chat(&parts)})
+            }
             Role::User | Role::System => {
                 json!({"role": m.role.as_str(), "content": m.content.as_deref().unwrap_or("")})
             }

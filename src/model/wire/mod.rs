@@ -3,6 +3,7 @@
 
 pub mod chat;
 pub mod messages;
+pub mod parts;
 pub mod responses;
 
 use super::endpoint::Endpoint;

@@ -247,6 +247,19 @@ pub fn messages(transcript: &[Message], target: Target) -> Vec<Value> {
 }
 
 fn user(m: &Message, mark: bool) -> Turn {
+    if let Some(parts) = crate::model::wire::parts::of(m) {
+        let mut blocks = crate::model::wire::parts::anthropic(&parts);
+        if let Some(last) = blocks.last_mut().filter(|_| mark) {
+            last["cache_control"] = caching::marker();
+        }
+        if !blocks.is_empty() {
+            return Turn {
+                assistant: false,
+                content: Content::Blocks(blocks),
+                signature_void: false,
+            };
+        }
+    }
     let text = m
         .content
         .as_deref()

@@ -20,7 +20,12 @@ pub fn items(transcript: &[Message], github: bool, issuer: &str) -> Vec<Value> {
     for m in transcript {
         let text = m.content.as_deref().unwrap_or("");
         match m.role {
-            Role::User => items.push(json!({"role": "user", "content": text})),
+            Role::User => match crate::model::wire::parts::of(m) {
+                Some(parts) => items.push(
+                    json!({"role": "user", "content": crate::model::wire::parts::responses(&parts)}),
+                ),
+                None => items.push(json!({"role": "user", "content": text})),
+            },
             // Notes within the conversation (a summary of earlier turns, the request for one):
             // the system prompt itself travels as `instructions`.
             Role::System => items.push(json!({"role": "developer", "content": text})),

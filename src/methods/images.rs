@@ -1,0 +1,252 @@
+//! Image calls: `image.attach`, `image.detach`, `input.detect_drop` (a dropped image),
+//! `clipboard.paste` (answered when its command ends), and the prompt's images at
+//! `prompt.submit`. The images themselves are `crate::images`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::params::{self, Params};
+use super::session::live;
+use crate::event_loop::Gateway;
+use crate::images::{self, clipboard, path, route};
+use crate::rpc::RpcError;
+use crate::session::Session;
+
+/// Hermes' codes: no path (4015), not an image or not there (4016), too large (4018).
+const PATH_REQUIRED: i64 = 4015;
+const NOT_AN_IMAGE: i64 = 4016;
+const TOO_LARGE: i64 = 4018;
+/// How long a clipboard tool may take.
+const PASTE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+fn home_dir() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The session's attached images, a paste whose command failed left out.
+fn attached(s: &mut Session) -> &mut Vec<PathBuf> {
+    s.attached_images
+        .retain(|p| !clipboard::is_paste(p) || p.exists());
+    &mut s.attached_images
+}
+
+/// Check the image at `image` and attach it to the session's next prompt: its meta, with the
+/// count.
+fn attach(gw: &mut Gateway, p: &Params, image: &Path) -> Result<Value, RpcError> {
+    let max = gw.cfg.image_max_bytes;
+    if !path::has_image_extension(image) {
+        let name = image.file_name().unwrap_or_default().to_string_lossy();
+        return Err(RpcError::new(
+            NOT_AN_IMAGE,
+            format!("unsupported image: {name}"),
+        ));
+    }
+    let img = images::load(image, max).map_err(|why| {
+        let code = if why.contains("too large") {
+            TOO_LARGE
+        } else {
+            NOT_AN_IMAGE
+        };
+        RpcError::new(code, why)
+    })?;
+    let s = live(gw, p)?;
+    let list = attached(s);
+    if list.len() >= images::MAX_PER_PROMPT {
+        return Err(RpcError::new(
+            TOO_LARGE,
+            format!(
+                "at most {} images go with one prompt",
+                images::MAX_PER_PROMPT
+            ),
+        ));
+    }
+    list.push(image.to_path_buf());
+    let mut v = images::meta(image, &img.bytes);
+    v["attached"] = json!(true);
+    v["path"] = json!(image.to_string_lossy());
+    v["count"] = json!(list.len());
+    Ok(v)
+}
+
+/// `image.attach {session_id, path}`: a path as the TUI sends it (quoted, `~`, `file://`, text
+/// after it), attached to the next prompt.
+pub fn image_attach(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let raw = params::opt_str(p, "path")?.unwrap_or("").trim().to_string();
+    if raw.is_empty() {
+        return Err(RpcError::new(PATH_REQUIRED, "path required"));
+    }
+    let cwd = PathBuf::from(&live(gw, p)?.cwd);
+    let (image, remainder) = path::locate(&raw, &cwd, home_dir().as_deref(), |p| p.exists());
+    if !image.exists() {
+        return Err(RpcError::new(
+            NOT_AN_IMAGE,
+            format!("image not found: {}", image.display()),
+        ));
+    }
+    let mut v = attach(gw, p, &image)?;
+    let name = v["name"].as_str().unwrap_or("").to_string();
+    v["text"] = json!(match remainder.as_str() {
+        "" => format!("[User attached image: {name}]"),
+        r => r.to_string(),
+    });
+    v["remainder"] = json!(remainder);
+    Ok(v)
+}
+
+/// `image.detach {session_id, path}`.
+pub fn image_detach(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let raw = params::opt_str(p, "path")?.unwrap_or("").trim().to_string();
+    if raw.is_empty() {
+        return Err(RpcError::new(PATH_REQUIRED, "path required"));
+    }
+    let list = attached(live(gw, p)?);
+    let before = list.len();
+    list.retain(|p| p != Path::new(&raw));
+    Ok(json!({ "detached": list.len() != before, "count": list.len() }))
+}
+
+/// `input.detect_drop {session_id, text}`: a submitted text that is the path of an image
+/// (maybe with words after it) attaches it; anything else is not a drop.
+pub fn detect_drop(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let text = params::opt_str(p, "text")?.unwrap_or("").trim().to_string();
+    params::opt_str(p, "session_id")?;
+    let no = || Ok(json!({ "matched": false }));
+    let path_like = ["/", "~/", "./", "../", "'", "\"", "file://"];
+    if text.contains('\n') || !path_like.iter().any(|s| text.starts_with(s)) {
+        return no();
+    }
+    let Ok(s) = live(gw, p) else {
+        return no();
+    };
+    let cwd = PathBuf::from(&s.cwd);
+    let (image, remainder) = path::locate(&text, &cwd, home_dir().as_deref(), |p| p.is_file());
+    if !image.is_file() || !path::has_image_extension(&image) {
+        return no();
+    }
+    let mut v = attach(gw, p, &image)?;
+    let name = v["name"].as_str().unwrap_or("").to_string();
+    v["matched"] = json!(true);
+    v["is_image"] = json!(true);
+    v["text"] = json!(match remainder.as_str() {
+        "" => format!("[User attached image: {name}]"),
+        r => r.to_string(),
+    });
+    Ok(v)
+}
+
+/// `clipboard.paste {session_id}`: the clipboard's image saved under `$HERMES_HOME/images/` and
+/// attached; answered when the clipboard tool ends (`None` now).
+pub fn clipboard_paste(
+    gw: &mut Gateway,
+    id: &crate::rpc::frame::Id,
+    p: &Params,
+    now: Instant,
+) -> Option<Result<Value, RpcError>> {
+    let max = gw.cfg.image_max_bytes;
+    let home = gw.cfg.home.clone();
+    let s = match live(gw, p) {
+        Ok(s) => s,
+        Err(e) => return Some(Err(e)),
+    };
+    let cwd = PathBuf::from(&s.cwd);
+    let list = attached(s);
+    let out = clipboard::target(&home, crate::util::unix_now(), list.len() + 1);
+    // Listed now, as the answer cannot reach the session; a failed paste leaves no file and
+    // drops out of the list (`attached`).
+    list.push(out.clone());
+    let command = clipboard::command(&out, max, list.len());
+    let started = crate::tools::runs::run_for_request(
+        gw,
+        id.clone(),
+        &command,
+        &cwd,
+        PASTE_TIMEOUT,
+        paste_answer,
+        now,
+    );
+    match started {
+        Ok(()) => None,
+        Err(why) => {
+            if let Ok(s) = live(gw, p) {
+                s.attached_images.retain(|p| p != &out);
+            }
+            Some(Ok(json!({ "attached": false, "message": why })))
+        }
+    }
+}
+
+/// The answer to `clipboard.paste` from what its command printed.
+fn paste_answer(outcome: &crate::tools::runs::Outcome) -> Value {
+    let Some(said) = clipboard::outcome(&outcome.output) else {
+        let why = outcome
+            .start_error
+            .clone()
+            .unwrap_or_else(|| crate::util::clip(outcome.output.trim(), 200));
+        return json!({ "attached": false, "message": format!("could not read the clipboard: {why}") });
+    };
+    let refuse = |why: String| {
+        let _ = std::fs::remove_file(&said.path);
+        json!({ "attached": false, "message": why })
+    };
+    if let Err(why) = said.saved {
+        return refuse(why);
+    }
+    match images::load(&said.path, said.max) {
+        Ok(img) => {
+            let mut v = images::meta(&said.path, &img.bytes);
+            v["attached"] = json!(true);
+            v["path"] = json!(said.path.to_string_lossy());
+            v["count"] = json!(said.count);
+            v
+        }
+        Err(why) => refuse(why),
+    }
+}
+
+/// The prompt to run for `text` with the session's attached images (taken): image parts when
+/// the model sees images, else a note naming each (the user told once a session).
+pub fn prompt_with_images(gw: &mut Gateway, rid: &str, text: &str) -> String {
+    let max = gw.cfg.image_max_bytes;
+    let Some(s) = gw.sessions.get_mut(rid) else {
+        return text.to_string();
+    };
+    let paths = std::mem::take(attached(s));
+    if paths.is_empty() {
+        return text.to_string();
+    }
+    // Read only for a prompt with images: config.yaml's routing keys.
+    let config = crate::config_file::load(&gw.cfg.home).unwrap_or(yaml_rust2::Yaml::Null);
+    let Some(s) = gw.sessions.get_mut(rid) else {
+        return text.to_string();
+    };
+    match route::decide(&config, &s.provider, &s.model) {
+        route::Mode::Native => {
+            let (content, skipped) = images::native_prompt(text, &paths, max);
+            for why in skipped {
+                gw.emit(
+                    rid,
+                    "status.update",
+                    json!({"kind": "warn", "text": format!("image not sent: {why}")}),
+                );
+            }
+            content
+        }
+        route::Mode::Text => {
+            if !std::mem::replace(&mut s.told_no_vision, true) {
+                let model = s.model.clone();
+                gw.emit(
+                    rid,
+                    "status.update",
+                    json!({"kind": "warn", "text": format!(
+                        "{model} does not take images: it gets each image's path and describes it with vision_analyze"
+                    )}),
+                );
+            }
+            images::text_prompt(text, &paths)
+        }
+    }
+}

@@ -1,0 +1,653 @@
+//! Images, black-box: the real binary against the mock model servers (`tests/mockai`).
+//!
+//! Covered: `image.attach` with a quoted path and words after it, `~`, `input.detect_drop` of
+//! a dropped image; the attached image in the next request of each API (Chat Completions'
+//! `image_url` data URL, the Messages API's `image` block, the Responses API's `input_image`),
+//! stored as Hermes stores it and sent again after a restart and resume (shown as `[image]`);
+//! an image over the size bound refused with the reason; a model without vision given the
+//! image's path and `vision_analyze` instead, and told once; `clipboard.paste` through a
+//! stand-in `wl-paste` first on `PATH` (checked to be the one run), and a clear answer when no
+//! clipboard tool is there.
+//!
+//! Every wait has a deadline; nothing relies on a bare sleep for synchronisation.
+
+use crate::common;
+use crate::mockai;
+
+use common::*;
+use mockai::{MockAi, Reply};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+const KEY: &str = "sk-test";
+
+/// A PNG's header of `w` x `h` and some bytes after it (what the gateway reads and sends).
+fn png(w: u32, h: u32, filler: usize) -> Vec<u8> {
+    let mut b = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    b.extend(w.to_be_bytes());
+    b.extend(h.to_be_bytes());
+    b.extend([8, 6, 0, 0, 0]);
+    b.extend((0..filler).map(|i| (i % 251) as u8));
+    b
+}
+
+/// Standard base64, to compare what was sent with the file.
+fn b64(input: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in input.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            out.push(if i <= chunk.len() {
+                ABC[(n >> shift) as usize & 63] as char
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}
+
+fn write_config(home: &Path, text: &str) {
+    std::fs::write(home.join("config.yaml"), text).unwrap();
+}
+
+/// A Chat Completions endpoint at the mock, with `model`.
+fn chat_config(home: &Path, mock: &MockAi, model: &str, extra: &str) {
+    write_config(
+        home,
+        &format!(
+            "model:\n  default: {model}\n  base_url: {}\n  api_key: {KEY}\n{extra}",
+            mock.base_url()
+        ),
+    );
+}
+
+fn gateway(home: &TempHome) -> GatewayBuilder {
+    Gateway::builder()
+        .tag("images")
+        .home(&home.path)
+        .env("HOME", &home.path.to_string_lossy())
+        .env("TUI_GATEWAY_MODEL_RETRIES", "0")
+}
+
+/// An image file in the home: its path and bytes.
+fn image_file(home: &TempHome, name: &str, bytes: Vec<u8>) -> (PathBuf, Vec<u8>) {
+    let p = home.path.join(name);
+    std::fs::write(&p, &bytes).unwrap();
+    (p, bytes)
+}
+
+/// The last user message of a Chat Completions request.
+fn last_user(body: &Value) -> Value {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .cloned()
+        .unwrap()
+}
+
+/// Whether any message of a Chat Completions request carries the image at `url`.
+fn carries(body: &Value, url: &str) -> bool {
+    body["messages"].as_array().unwrap().iter().any(|m| {
+        m["content"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["image_url"]["url"] == url))
+    })
+}
+
+#[test]
+fn an_attached_image_goes_as_a_data_url_and_again_after_a_resume() {
+    let mock = MockAi::script(vec![
+        Reply::text(&["A test card."], (10, 3)),
+        Reply::text(&["Still a card."], (10, 3)),
+        Reply::text(&["Yes, the card."], (10, 3)),
+    ]);
+    let home = TempHome::new("images-chat");
+    chat_config(&home.path, &mock, "gpt-4o", "");
+    let (path, bytes) = image_file(&home, "my shot.png", png(640, 480, 300));
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+
+    // As the TUI sends a dropped path: quoted, words after it.
+    let r = g.call(
+        "image.attach",
+        json!({"session_id": s.id, "path": format!("'{}' what is this", path.display())}),
+    );
+    assert_eq!(r["attached"], true, "{r}");
+    assert_eq!(r["name"], "my shot.png");
+    assert_eq!(
+        (r["width"].as_u64(), r["height"].as_u64()),
+        (Some(640), Some(480))
+    );
+    assert_eq!(
+        r["token_estimate"],
+        2 * 85,
+        "two 512-pixel tiles by one: {r}"
+    );
+    assert_eq!(r["count"], 1);
+    assert_eq!(r["remainder"], "what is this");
+
+    let turn = g.run_turn(&s.id, "what is this");
+    assert_eq!(turn.text, "A test card.", "{}", turn.complete);
+    let want_url = format!("data:image/png;base64,{}", b64(&bytes));
+    let req = &mock.wait_requests(1, T)[0];
+    let user = last_user(&req.body);
+    let parts = user["content"].as_array().expect("content as parts");
+    let text = parts[0]["text"].as_str().unwrap();
+    assert!(text.starts_with("what is this"), "{text}");
+    assert!(
+        text.contains(&format!("[Image attached at: {}]", path.display())),
+        "{text}"
+    );
+    assert_eq!(parts[1]["type"], "image_url");
+    assert_eq!(
+        parts[1]["image_url"]["url"],
+        want_url.as_str(),
+        "the file's bytes"
+    );
+
+    // The image went with that prompt only; the next carries it in the history.
+    let turn = g.run_turn(&s.id, "and now?");
+    assert_eq!(turn.text, "Still a card.");
+    let req = &mock.wait_requests(2, T)[1];
+    assert_eq!(last_user(&req.body)["content"], "and now?");
+    assert!(
+        carries(&req.body, &want_url),
+        "the earlier image is in the history: {}",
+        req.body
+    );
+
+    // Stored as Hermes stores content made of parts.
+    let content: String = g
+        .db()
+        .query_row(
+            "SELECT content FROM messages WHERE session_id = ?1 AND role = 'user' ORDER BY id LIMIT 1",
+            [&s.stored],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        content.starts_with("\u{0}json:["),
+        "{}",
+        &content[..40.min(content.len())]
+    );
+
+    // A new gateway resumes it: the image shows as `[image]` and goes to the model again.
+    g.close_stdin();
+    assert!(g.wait_exit(secs(10)).success(), "{}", g.diag());
+    let mut g = gateway(&home).start();
+    let r = g.call("session.resume", json!({"session_id": s.stored}));
+    let shown = r["messages"].as_array().expect("messages").clone();
+    let first_user = shown.iter().find(|m| m["role"] == "user").unwrap();
+    assert!(
+        first_user["text"].as_str().unwrap().contains("[image]"),
+        "{first_user}"
+    );
+    assert!(
+        !first_user["text"].as_str().unwrap().contains("base64"),
+        "{first_user}"
+    );
+    let sid = r["session_id"].as_str().unwrap().to_string();
+    let turn = g.run_turn(&sid, "still there?");
+    assert_eq!(turn.text, "Yes, the card.");
+    let req = &mock.wait_requests(3, T)[2];
+    let resent = carries(&req.body, &want_url);
+    assert!(resent, "resumed, the image is sent again: {}", req.body);
+}
+
+#[test]
+fn anthropic_gets_an_image_block_and_responses_an_input_image() {
+    use mockai::anthropic::{self as msgs, Usage};
+    use mockai::responses::{self as resp, Answer};
+
+    let claude = MockAi::script(vec![msgs::reply(msgs::text_answer(
+        &["Seen."],
+        Usage(9, 0, 0, 2),
+    ))]);
+    let home = TempHome::new("images-anthropic");
+    write_config(
+        &home.path,
+        &format!(
+            "model:\n  default: claude-sonnet-4-5\n  base_url: {}\n  api_mode: anthropic_messages\n  api_key: {KEY}\n",
+            claude.base_url()
+        ),
+    );
+    let (path, bytes) = image_file(&home, "a.png", png(32, 32, 50));
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    g.call(
+        "image.attach",
+        json!({"session_id": s.id, "path": path.to_string_lossy()}),
+    );
+    assert_eq!(g.run_turn(&s.id, "describe").text, "Seen.");
+    let req = &claude.wait_requests(1, T)[0];
+    let user = req.body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    let blocks = user["content"].as_array().expect("blocks");
+    assert_eq!(blocks[0]["type"], "text");
+    assert_eq!(blocks[1]["type"], "image", "{user}");
+    assert_eq!(
+        blocks[1]["source"],
+        json!({"type": "base64", "media_type": "image/png", "data": b64(&bytes)}),
+        "{user}"
+    );
+
+    let codex = MockAi::script(vec![resp::reply(
+        Answer::new()
+            .text("msg_1", &["Seen too."])
+            .completed(resp::usage(9, 0, 2, 0)),
+    )]);
+    let home = TempHome::new("images-responses");
+    write_config(
+        &home.path,
+        &format!(
+            "model:\n  provider: mock-lab\n  default: gpt-5\nproviders:\n  mock-lab:\n    \
+             base_url: {}\n    api_key: {KEY}\n    api_mode: codex_responses\n",
+            codex.base_url()
+        ),
+    );
+    let (path, bytes) = image_file(&home, "b.png", png(16, 16, 20));
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    g.call(
+        "image.attach",
+        json!({"session_id": s.id, "path": path.to_string_lossy()}),
+    );
+    assert_eq!(g.run_turn(&s.id, "describe").text, "Seen too.");
+    let req = &codex.wait_requests(1, T)[0];
+    let items = resp::input_items(&req.body);
+    let user = items.iter().rev().find(|i| i["role"] == "user").unwrap();
+    let parts = user["content"].as_array().expect("parts");
+    assert_eq!(parts[0]["type"], "input_text");
+    assert_eq!(
+        parts[1],
+        json!({"type": "input_image", "image_url": format!("data:image/png;base64,{}", b64(&bytes))})
+    );
+}
+
+#[test]
+fn an_image_over_the_bound_or_not_an_image_is_refused_with_the_reason() {
+    let home = TempHome::new("images-big");
+    let mut g = gateway(&home).env("TUI_GATEWAY_IMAGE_MAX_KB", "4").start();
+    let s = g.create_session(json!({}));
+    let (big, _) = image_file(&home, "big.png", png(4000, 4000, 8 * 1024));
+    let (code, msg, _) = g.call_err(
+        "image.attach",
+        json!({"session_id": s.id, "path": big.to_string_lossy()}),
+    );
+    assert_eq!(code, 4018, "{msg}");
+    assert!(msg.contains("too large") && msg.contains("4 KiB"), "{msg}");
+    let (fake, _) = image_file(&home, "text.png", b"just text".to_vec());
+    let (code, msg, _) = g.call_err(
+        "image.attach",
+        json!({"session_id": s.id, "path": fake.to_string_lossy()}),
+    );
+    assert_eq!(code, 4016, "{msg}");
+    assert!(msg.contains("not an image"), "{msg}");
+    let (code, msg, _) = g.call_err(
+        "image.attach",
+        json!({"session_id": s.id, "path": "/proc/self/environ.png"}),
+    );
+    assert_eq!(code, 4016, "{msg}");
+    // A FIFO named like an image is refused at once, never waited on.
+    let fifo = home.path.join("pipe.png");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (code, msg, _) = g.call_err(
+        "image.attach",
+        json!({"session_id": s.id, "path": fifo.to_string_lossy()}),
+    );
+    assert_eq!(code, 4016, "{msg}");
+    assert!(msg.contains("not a regular file"), "{msg}");
+    g.ping();
+}
+
+#[test]
+fn a_model_without_vision_gets_the_path_and_vision_analyze_said_once() {
+    let mock = MockAi::script(vec![
+        Reply::text(&["ok"], (5, 1)),
+        Reply::text(&["ok again"], (5, 1)),
+    ]);
+    let home = TempHome::new("images-text");
+    chat_config(&home.path, &mock, "deepseek-chat", "");
+    let (path, _) = image_file(&home, "shot.png", png(8, 8, 10));
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    // A dropped image as the TUI submits it, through `~`.
+    let r = g.call(
+        "input.detect_drop",
+        json!({"session_id": s.id, "text": "~/shot.png what is it"}),
+    );
+    assert_eq!(
+        (r["matched"].as_bool(), r["is_image"].as_bool()),
+        (Some(true), Some(true)),
+        "{r}"
+    );
+    assert_eq!(r["text"], "what is it");
+    assert_eq!(r["count"], 1);
+    let r = g.call(
+        "input.detect_drop",
+        json!({"session_id": s.id, "text": "/help me"}),
+    );
+    assert_eq!(r["matched"], false, "not a file: no drop");
+
+    let turn = g.run_turn(&s.id, "what is it");
+    let req = &mock.wait_requests(1, T)[0];
+    let text = last_user(&req.body)["content"]
+        .as_str()
+        .expect("text only")
+        .to_string();
+    assert!(
+        text.contains(&format!(
+            "vision_analyze using image_url: {}",
+            path.display()
+        )),
+        "{text}"
+    );
+    assert!(text.ends_with("what is it"), "{text}");
+    let told = |t: &Turn| {
+        t.events
+            .iter()
+            .filter(|e| e["type"] == "status.update")
+            .filter(|e| {
+                e["payload"]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("does not take images"))
+            })
+            .count()
+    };
+    let first = told(&turn);
+    g.call(
+        "image.attach",
+        json!({"session_id": s.id, "path": path.to_string_lossy()}),
+    );
+    let turn = g.run_turn(&s.id, "and this?");
+    let frames_told = g
+        .frames
+        .iter()
+        .filter(|f| f["params"]["type"] == "status.update")
+        .filter(|f| {
+            f["params"]["payload"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("does not take images"))
+        })
+        .count();
+    assert_eq!(
+        frames_told,
+        1,
+        "said once (first turn saw {first}, second {})",
+        told(&turn)
+    );
+}
+
+/// A stand-in `wl-paste` (it prints the image and notes that it ran) in a folder put first on
+/// `PATH`.
+fn fake_wl_paste(home: &TempHome, image: &Path) -> (PathBuf, PathBuf) {
+    let bin = home.path.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let ran = home.path.join("wl-paste-ran");
+    let script = format!(
+        "#!/bin/sh\necho \"$@\" >> '{}'\nif [ \"$1\" = --list-types ]; then echo image/png; echo text/plain; exit 0; fi\ncat '{}'\n",
+        ran.display(),
+        image.display()
+    );
+    let tool = bin.join("wl-paste");
+    std::fs::write(&tool, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (bin, ran)
+}
+
+#[test]
+fn clipboard_paste_saves_the_clipboard_image_and_sends_it() {
+    let mock = MockAi::script(vec![Reply::text(&["A pasted card."], (10, 3))]);
+    let home = TempHome::new("images-paste");
+    chat_config(&home.path, &mock, "gpt-4o", "");
+    let (source, bytes) = image_file(&home, "clip-source.png", png(100, 50, 64));
+    let (bin, ran) = fake_wl_paste(&home, &source);
+    let path_env = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut g = gateway(&home).env("PATH", &path_env).start();
+    let s = g.create_session(json!({}));
+    let r = g.call("clipboard.paste", json!({"session_id": s.id}));
+    assert_eq!(r["attached"], true, "{r}");
+    assert!(
+        std::fs::read_to_string(&ran)
+            .unwrap()
+            .contains("--type image/png"),
+        "the stand-in ran"
+    );
+    let saved = PathBuf::from(r["path"].as_str().unwrap());
+    assert!(saved.starts_with(home.path.join("images")), "{r}");
+    assert_eq!(std::fs::read(&saved).unwrap(), bytes);
+    assert_eq!(
+        (
+            r["width"].as_u64(),
+            r["height"].as_u64(),
+            r["count"].as_u64()
+        ),
+        (Some(100), Some(50), Some(1))
+    );
+
+    assert_eq!(
+        g.run_turn(&s.id, "what did I paste?").text,
+        "A pasted card."
+    );
+    let req = &mock.wait_requests(1, T)[0];
+    let parts = last_user(&req.body)["content"].as_array().unwrap().clone();
+    assert_eq!(
+        parts[1]["image_url"]["url"],
+        format!("data:image/png;base64,{}", b64(&bytes)).as_str()
+    );
+}
+
+#[test]
+fn clipboard_paste_without_a_clipboard_tool_says_so() {
+    let home = TempHome::new("images-noclip");
+    // Only what the paste's own command line needs; no clipboard tool.
+    let bin = home.path.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for tool in ["bash", "sh", "mkdir", "dirname", "head", "grep"] {
+        let found = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(tool))
+            .find(|p| p.exists())
+            .unwrap();
+        std::os::unix::fs::symlink(found, bin.join(tool)).unwrap();
+    }
+    let mut g = gateway(&home).env("PATH", &bin.to_string_lossy()).start();
+    let s = g.create_session(json!({}));
+    let r = g.call("clipboard.paste", json!({"session_id": s.id}));
+    assert_eq!(r["attached"], false, "{r}");
+    assert!(
+        r["message"]
+            .as_str()
+            .unwrap()
+            .contains("No clipboard tool found"),
+        "{r}"
+    );
+    // Nothing is left attached.
+    let r = g.call(
+        "image.detach",
+        json!({"session_id": s.id, "path": "/nowhere.png"}),
+    );
+    assert_eq!(r["count"], 0, "{r}");
+}
+
+/// A streamed answer that calls `vision_analyze` with `args`.
+fn vision_call(args: Value) -> Reply {
+    use mockai::*;
+    Reply::Stream(Stream::new(vec![
+        ev_role(),
+        ev_tool_start(0, "call_v1", "vision_analyze", &args.to_string()),
+        ev_finish("tool_calls"),
+        ev_usage(5, 5),
+    ]))
+}
+
+/// A one-request HTTP server on 127.0.0.1 answering `bytes` as a PNG: its URL, and how many
+/// connections it took (read after the test's turn).
+fn image_server(bytes: Vec<u8>) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let taken = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = taken.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut c) = conn else { return };
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut head = Vec::new();
+            let mut b = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && c.read(&mut b).unwrap_or(0) == 1 {
+                head.push(b[0]);
+            }
+            let _ = write!(
+                c,
+                "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                bytes.len()
+            );
+            let _ = c.write_all(&bytes);
+        }
+    });
+    (format!("http://127.0.0.1:{port}/shot.png"), taken)
+}
+
+/// The content of the last tool message of a Chat Completions request, as JSON.
+fn tool_result(body: &Value) -> Value {
+    let m = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .cloned()
+        .unwrap_or_else(|| panic!("no tool message: {body}"));
+    serde_json::from_str(m["content"].as_str().unwrap()).unwrap()
+}
+
+#[test]
+fn vision_analyze_reads_a_file_and_a_local_servers_url() {
+    let home = TempHome::new("images-vision");
+    let (file, file_bytes) = image_file(&home, "card.png", png(20, 10, 40));
+    let served = png(30, 30, 77);
+    let (url, _) = image_server(served.clone());
+    let mock = MockAi::script(vec![
+        vision_call(json!({"image_url": file.to_string_lossy(), "question": "what colour?"})),
+        Reply::text(&["A red ", "square."], (50, 4)),
+        Reply::text(&["It is red."], (20, 3)),
+        vision_call(json!({"image_url": url, "question": "what shape?"})),
+        Reply::text(&["A blue circle."], (50, 4)),
+        Reply::text(&["A circle."], (20, 3)),
+    ]);
+    chat_config(
+        &home.path,
+        &mock,
+        "gpt-4o",
+        "security:\n  allow_private_urls: true\n",
+    );
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+
+    let turn = g.run_turn(&s.id, "look at the card");
+    assert_eq!(turn.text, "It is red.", "{:?}", turn.events);
+    let reqs = mock.wait_requests(3, T);
+    // The vision request: the question and the file's pixels, no tools.
+    let ask = last_user(&reqs[1].body);
+    let parts = ask["content"].as_array().expect("parts");
+    assert!(parts[0]["text"].as_str().unwrap().contains("what colour?"));
+    assert_eq!(
+        parts[1]["image_url"]["url"],
+        format!("data:image/png;base64,{}", b64(&file_bytes)).as_str()
+    );
+    assert!(reqs[1].body.get("tools").is_none(), "{}", reqs[1].body);
+    // Hermes' result shape, read by the model.
+    assert_eq!(
+        tool_result(&reqs[2].body),
+        json!({"success": true, "analysis": "A red square."})
+    );
+
+    let turn = g.run_turn(&s.id, "and the one online?");
+    assert_eq!(turn.text, "A circle.", "{:?}", turn.events);
+    let reqs = mock.wait_requests(6, T);
+    let ask = last_user(&reqs[4].body);
+    assert_eq!(
+        ask["content"][1]["image_url"]["url"],
+        format!("data:image/png;base64,{}", b64(&served)).as_str(),
+        "the served bytes"
+    );
+    assert_eq!(tool_result(&reqs[5].body)["analysis"], "A blue circle.");
+}
+
+#[test]
+fn vision_analyze_refuses_a_private_address() {
+    let home = TempHome::new("images-ssrf");
+    let (url, taken) = image_server(png(4, 4, 4));
+    let mock = MockAi::script(vec![
+        vision_call(json!({"image_url": url, "question": "what is it?"})),
+        Reply::text(&["Could not look."], (20, 3)),
+    ]);
+    chat_config(&home.path, &mock, "gpt-4o", "");
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "look at my local server");
+    assert_eq!(turn.text, "Could not look.", "{:?}", turn.events);
+    let reqs = mock.wait_requests(2, T);
+    let result = tool_result(&reqs[1].body);
+    assert_eq!(result["success"], false, "{result}");
+    let error = result["error"].as_str().unwrap();
+    assert!(
+        error.contains("refused") && error.contains("127.0.0.1"),
+        "{error}"
+    );
+    assert_eq!(
+        taken.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "no connection was made"
+    );
+    assert_eq!(reqs.len(), 2, "no vision request either");
+}
+
+#[test]
+fn an_attached_image_can_be_detached_before_the_prompt() {
+    let home = TempHome::new("images-detach");
+    let (a, _) = image_file(&home, "a.png", png(2, 2, 2));
+    let (b, _) = image_file(&home, "b.png", png(3, 3, 3));
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    for p in [&a, &b] {
+        g.call(
+            "image.attach",
+            json!({"session_id": s.id, "path": p.to_string_lossy()}),
+        );
+    }
+    let r = g.call(
+        "image.detach",
+        json!({"session_id": s.id, "path": a.to_string_lossy()}),
+    );
+    assert_eq!(r, json!({"detached": true, "count": 1}));
+    let r = g.call(
+        "image.detach",
+        json!({"session_id": s.id, "path": a.to_string_lossy()}),
+    );
+    assert_eq!(r, json!({"detached": false, "count": 1}));
+    let (code, _, _) = g.call_err("image.detach", json!({"session_id": s.id}));
+    assert_eq!(code, 4015);
+}
