@@ -379,7 +379,9 @@ impl Gateway {
         let pumped = self.clock.now();
         crate::tools::runs::pump(self, pumped, &Budget::slice(self.clock, pumped));
         crate::session::calls::step_due(self, now);
-        crate::mcp::pump(self, now);
+        for rid in crate::mcp::pump(self, now) {
+            self.schedule(&rid);
+        }
         crate::methods::skills::pump(self, now);
         self.step_shutdown(now);
         self.commit(now);

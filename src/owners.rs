@@ -274,6 +274,11 @@ impl TurnOwners for Gateway {
     fn turn_slot(&mut self, rid: &str) -> Slot {
         self.reactor.slot(TokenOwner::Turn(rid.to_string()))
     }
+    fn hold_for_mcp(&mut self, rid: &str) -> Option<Vec<String>> {
+        let servers = crate::mcp::pending(&self.mcp)?;
+        crate::mcp::hold_turn(&mut self.mcp, rid);
+        Some(servers)
+    }
     fn release_turn_slot(&mut self, rid: &str) {
         self.reactor.release(&TokenOwner::Turn(rid.to_string()));
     }

@@ -106,6 +106,39 @@ fn tools_are_listed_offered_and_called_through_turns_with_progress() {
 }
 
 #[test]
+fn a_prompt_sent_before_a_slow_server_is_connected_waits_and_gets_its_tools() {
+    let m = marker();
+    let home = home_with(
+        &[
+            ("slow", "slow_start", "    connect_timeout: 30\n"),
+            ("mute", "mute", "    connect_timeout: 0.5\n"),
+        ],
+        &m,
+    );
+    let mut g = Gateway::builder().home(&home.path).start();
+    let s = g.create_session(json!({}));
+    // At once, while the server is still in its handshake: the first model call waits.
+    let done = call_tool(&mut g, &s.id, "mcp__slow__echo", json!({"text": "early"}));
+    assert_eq!(tool_error(&done), "", "{done}");
+    let waited = g.events_of_session_from(&s.id, 0);
+    let said: Vec<&str> = waited
+        .iter()
+        .filter(|e| e["type"] == "status.update" && e["payload"]["kind"] == "mcp")
+        .filter_map(|e| e["payload"]["text"].as_str())
+        .collect();
+    assert!(
+        said.iter().any(|t| t.contains("'slow'")),
+        "no word of waiting for the slow server: {said:?}"
+    );
+    let stored = stored_tool_result(&g, &s.stored, &done);
+    assert_eq!(stored["result"], format!("echo: early{m}"), "{stored}");
+    // A server whose handshake fails is waited for no longer than its connect_timeout: the
+    // next prompt's first call does not wait at all.
+    let next = g.run_turn(&s.id, "after");
+    assert!(next.text.contains("after"), "{}", next.text);
+}
+
+#[test]
 fn a_flood_of_progress_is_paced_and_its_newest_notice_shown_before_the_result() {
     const NOTICES: u64 = 100_000;
     let m = marker();

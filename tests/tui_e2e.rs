@@ -71,6 +71,32 @@ fn chat_then_a_tool_then_an_interrupted_tool_then_quit() {
     tui.quit();
 }
 
+/// A prompt typed right after start, while a slow MCP server (3 s to answer `initialize`) is
+/// still connecting: its first model call waits for the handshake, so the model is offered the
+/// server's tool and the call works, with no error on screen.
+#[test]
+fn a_prompt_typed_at_once_gets_a_slow_mcp_servers_tools() {
+    let m = marker();
+    let yaml = format!(
+        "mcp_servers:\n  slow:\n    command: node\n    args: [\"{}/tests/mcp/fake_server.js\", \"slow_start\", \"{m}\"]\n    connect_timeout: 30\n",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let opts = Opts {
+        config_yaml: Some(yaml),
+        ..Opts::default()
+    };
+    let Some(tui) = Tui::start("mcp-slow", opts) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.submit(&format!("%mcp__slow__echo {{\"text\": \"early-{m}\"}}"));
+    tui.wait_for(&format!("echo: early-{m}{m}"), T);
+    tui.wait_ready(T);
+    tui.assert_no_errors(&[]);
+    tui.quit();
+    procfs::assert_none_left(&m, T, "the MCP server after /quit");
+}
+
 /// An MCP server (the Node fake of tests/mcp.rs): the banner lists it and its tools once it
 /// connects (a connect refreshes the banner with a `session.info`), and a call of one of its
 /// tools renders as a tool row with its result; quitting leaves no server behind.

@@ -133,6 +133,8 @@ pub struct Mcp {
     stopping: bool,
     /// Bumped whenever the servers or their tools change (`config.get mtime` → `mcp_rev`).
     pub(crate) rev: u64,
+    /// Sessions whose turn's first model call waits for the servers' handshakes ([`pending`]).
+    turns_held: Vec<String>,
 }
 
 /// What MCP works on besides its own state ([`Mcp`]): its servers are service runs
@@ -287,8 +289,9 @@ fn send(o: &mut impl McpOwners, name: &str, line: Vec<u8>, now: Instant) {
     }
 }
 
-/// Write what the MCP tools queued (calls, cancellations).
-pub(crate) fn pump(o: &mut impl McpOwners, now: Instant) {
+/// Write what the MCP tools queued (calls, cancellations). Returns the sessions whose held
+/// turn may call its model now: no server is connecting any more.
+pub(crate) fn pump(o: &mut impl McpOwners, now: Instant) -> Vec<String> {
     start_once(o, now);
     if o.mcp().lazy_waiting && o.session_open() {
         start_due(o, now);
@@ -296,6 +299,38 @@ pub(crate) fn pump(o: &mut impl McpOwners, now: Instant) {
     let outgoing = std::mem::take(&mut o.mcp().calls.borrow_mut().outgoing);
     for (name, line) in outgoing {
         send(o, &name, line, now);
+    }
+    let mcp = o.mcp();
+    match pending(mcp) {
+        Some(_) => Vec::new(),
+        None => std::mem::take(&mut mcp.turns_held),
+    }
+}
+
+/// The servers a turn's first model call waits for, so the model is offered every tool that
+/// is coming: those in their handshake or about to start (config.yaml not read yet: none
+/// named). A server's `connect_timeout` bounds its handshake; one that failed or is disabled
+/// is not waited for. `None`: nothing to wait for.
+pub(crate) fn pending(mcp: &Mcp) -> Option<Vec<String>> {
+    if mcp.stopping {
+        return None;
+    }
+    if !mcp.started {
+        return Some(Vec::new());
+    }
+    let names: Vec<String> = mcp
+        .servers
+        .iter()
+        .filter(|(_, s)| matches!(s.phase, Phase::Connecting | Phase::Configured))
+        .map(|(name, _)| name.clone())
+        .collect();
+    (!names.is_empty()).then_some(names)
+}
+
+/// Hold `rid`'s turn until no server is [`pending`] (`pump` hands it back).
+pub(crate) fn hold_turn(mcp: &mut Mcp, rid: &str) {
+    if !mcp.turns_held.iter().any(|r| r == rid) {
+        mcp.turns_held.push(rid.to_string());
     }
 }
 

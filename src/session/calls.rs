@@ -971,6 +971,9 @@ pub(crate) mod fake {
         fn turn_slot(&mut self, _rid: &str) -> crate::reactor::Slot {
             crate::reactor::Slot::detached(7)
         }
+        fn hold_for_mcp(&mut self, _rid: &str) -> Option<Vec<String>> {
+            None
+        }
         fn release_turn_slot(&mut self, rid: &str) {
             self.released.push(rid.to_string());
         }

@@ -32,6 +32,9 @@ pub(crate) trait TurnOwners: CallOwners {
     fn emit_delta(&mut self, rid: &str, text: &str);
     /// The token the turn of `rid`'s model call is known by in the poll.
     fn turn_slot(&mut self, rid: &str) -> Slot;
+    /// The MCP servers `rid`'s first model call must wait for (its turn is held until their
+    /// handshakes are over; none named while config.yaml is not read yet), or `None`.
+    fn hold_for_mcp(&mut self, rid: &str) -> Option<Vec<String>>;
     /// `rid`'s turn is over: its slot routes nothing any more.
     fn release_turn_slot(&mut self, rid: &str);
     /// What a model call is made with, lent together.
@@ -133,10 +136,23 @@ fn drive(gw: &mut impl TurnOwners, rid: &str, now: Instant) -> bool {
     let Some(turn) = gw.turn_mut(rid) else {
         return false;
     };
+    let first_call = turn.machine.rounds() == 0 && turn.compaction.is_none();
     if turn.call.is_none() {
         if gw.holding() {
             // Nothing can be saved: the next model call waits for the store.
             gw.park(rid);
+            return false;
+        }
+        if first_call && let Some(servers) = gw.hold_for_mcp(rid) {
+            if !servers.is_empty() {
+                let quoted: Vec<String> = servers.iter().map(|s| format!("'{s}'")).collect();
+                let plural = if servers.len() > 1 { "s" } else { "" };
+                let text = format!(
+                    "waiting for MCP server{plural} {} to connect…",
+                    quoted.join(", ")
+                );
+                gw.emit(rid, "status.update", json!({"kind": "mcp", "text": text}));
+            }
             return false;
         }
         start_model_call(gw, rid, now);

@@ -2,7 +2,8 @@
 // picks how it behaves: "good" (answers properly), "garbage" (noise on stdout and stderr,
 // an answer to an unknown id, a schema that is not JSON Schema), "mute" (never answers
 // initialize), "big" (two more tools: huge_line writes a 100 MB line, huge_result answers
-// `mb` MB, 50 by default), "polite" (exits 200 ms after its stdin closes), "stubborn" (ignores its stdin closing and
+// `mb` MB, 50 by default), "slow_start" (answers initialize after 3 s), "polite" (exits 200 ms
+// after its stdin closes), "stubborn" (ignores its stdin closing and
 // SIGTERM); the last two note both in the file named by the fourth argument.
 // Tools: echo, slow (sleeps; progress notifications; `flood: N` sends N at once, then the
 // result), die (exits mid-call).
@@ -25,6 +26,10 @@ if (mode === "big") tools.push(
 const MB = "x".repeat(1 << 20);
 function handle(msg) {
   if (mode === "mute") return;
+  if (msg.method === "initialize" && mode === "slow_start" && !msg.delayed) {
+    setTimeout(() => handle({ ...msg, delayed: true }), 3000);
+    return;
+  }
   if (msg.method === "initialize") {
     if (mode === "stubborn") setInterval(() => {}, 1000);
 if (mode === "garbage") {
