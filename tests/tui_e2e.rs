@@ -279,6 +279,17 @@ fn help_and_the_slash_completion_popup() {
     tui.clear_composer("/he");
     tui.wait_ready(T);
 
+    // `/details ` offers its argument values, as the Python gateway does.
+    tui.type_text("/details ");
+    tui.wait_screen("/details' modes offered", T, |s| {
+        ["hidden", "collapsed", "expanded"].iter().all(|mode| {
+            s.lines()
+                .any(|l| l.starts_with(" ║") && l.contains(&format!("{mode} global mode")))
+        })
+    });
+    tui.clear_composer("/details");
+    tui.wait_ready(T);
+
     tui.submit("/help");
     tui.wait_for("Hotkeys", T);
     let catalog = tui.wait_call("commands.catalog", T);
