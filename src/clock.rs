@@ -26,6 +26,11 @@ impl Clock {
     pub fn now(self) -> Instant {
         (self.0)()
     }
+
+    /// How long since `then`, on this clock (work timed as it goes).
+    pub fn since(self, then: Instant) -> Duration {
+        self.now().saturating_duration_since(then)
+    }
 }
 
 impl Default for Clock {
@@ -84,11 +89,6 @@ impl Budget {
         Budget::until(Clock::SYSTEM, Instant::now())
     }
 
-    /// When the budget ends (`None`: never).
-    pub fn deadline(&self) -> Option<Instant> {
-        self.until
-    }
-
     /// Whether the slice is spent: the work stops after the unit it is in.
     pub fn spent(&self) -> bool {
         self.until.is_some_and(|until| self.clock.now() >= until)
@@ -98,10 +98,5 @@ impl Budget {
     pub fn left(&self) -> Option<Duration> {
         self.until
             .map(|until| until.saturating_duration_since(self.clock.now()))
-    }
-
-    /// The time now, on the clock the budget is measured by.
-    pub fn now(&self) -> Instant {
-        self.clock.now()
     }
 }

@@ -376,8 +376,9 @@ impl Gateway {
         }
         // After the turns: a tool's result is committed and released in its own iteration,
         // and the turn it wakes goes on to its next model call in the next one.
-        let pumped = self.clock.now();
-        crate::tools::runs::pump(self, pumped, &Budget::slice(self.clock, pumped));
+        // Its slice starts when it does, not at the wake-up the turns' slice spent.
+        let slice = Budget::slice(self.clock, self.clock.now());
+        crate::tools::runs::pump(self, now, &slice);
         crate::session::calls::step_due(self, now);
         for rid in crate::mcp::pump(self, now) {
             self.schedule(&rid);

@@ -76,7 +76,7 @@ impl Rng {
 struct Running {
     gateway: Option<Gateway>,
     events: Events,
-    _input: Option<OwnedFd>,
+    input: Option<OwnedFd>,
     output: Lines<File>,
 }
 
@@ -103,7 +103,7 @@ impl Running {
         Running {
             gateway: Some(gateway),
             events: Events::with_capacity(256),
-            _input: Some(input_write),
+            input: Some(input_write),
             output: Lines::new(File::from(output_read)),
         }
     }
@@ -223,19 +223,27 @@ impl World {
         id
     }
 
+    /// One loop iteration, its frames taken in: whether there were any, and the exit status
+    /// once the gateway exited.
+    fn step_once(&mut self) -> (bool, Option<i32>) {
+        let mut frames = Vec::new();
+        let exited = self.run.step(&mut frames);
+        let got = !frames.is_empty();
+        for f in frames {
+            self.on_frame(f);
+        }
+        (got, exited)
+    }
+
     /// Run the loop until nothing is left to do now, moving the fake clock to each wake-up.
     fn settle(&mut self) {
         let mut quiet = 0;
         for _ in 0..SETTLE_MAX {
-            let mut frames = Vec::new();
-            if let Some(code) = self.run.step(&mut frames) {
+            let (got, exited) = self.step_once();
+            if let Some(code) = exited {
                 self.fail(&format!(
                     "the gateway exited ({code}) while its input was open"
                 ));
-            }
-            let got = !frames.is_empty();
-            for f in frames {
-                self.on_frame(f);
             }
             if got {
                 quiet = 0;
@@ -411,11 +419,7 @@ impl World {
                 // Part of the turn goes by before the next action.
                 let steps = self.rng.below(6);
                 for _ in 0..steps {
-                    let mut frames = Vec::new();
-                    self.run.step(&mut frames);
-                    for f in frames {
-                        self.on_frame(f);
-                    }
+                    self.step_once();
                     advance(WORD_DELAY);
                 }
                 if self.rng.below(3) == 0 {
@@ -437,17 +441,15 @@ impl World {
                 self.client.asked.remove(&rid);
             }
             8 => {
-                let stored: Vec<String> = self.client.seen.keys().cloned().collect();
-                if stored.is_empty()
-                    || self.client.live.values().any(|s| stored.contains(s))
-                        && self.rng.below(2) == 0
-                {
+                // A stored session that is not live here.
+                let closed: Vec<String> = (self.client.seen.keys())
+                    .filter(|s| !self.client.live.values().any(|l| l == *s))
+                    .cloned()
+                    .collect();
+                if closed.is_empty() {
                     return;
                 }
-                let s = stored[self.rng.below(stored.len())].clone();
-                if self.client.live.values().any(|l| *l == s) {
-                    return;
-                }
+                let s = closed[self.rng.below(closed.len())].clone();
                 let id = self.send("session.resume", json!({"session_id": s, "cols": 80}));
                 self.client.expect.insert(id, Expect::Shows(s));
             }
@@ -480,14 +482,10 @@ impl World {
     fn restart(&mut self) {
         self.log.push("restart".into());
         self.covered.restarts += 1;
-        self.run._input = None;
+        self.run.input = None;
         let mut exited = None;
         for _ in 0..SETTLE_MAX {
-            let mut frames = Vec::new();
-            exited = self.run.step(&mut frames);
-            for f in frames {
-                self.on_frame(f);
-            }
+            exited = self.step_once().1;
             if exited.is_some() {
                 break;
             }
@@ -509,9 +507,8 @@ impl World {
 
 impl Drop for World {
     fn drop(&mut self) {
-        if let Some(g) = self.run.gateway.take() {
-            drop(g);
-        }
+        // The gateway closes its files before its home goes.
+        self.run.gateway = None;
         // Only the home this world made.
         if self.home.starts_with(std::env::temp_dir())
             && self.home.to_string_lossy().contains("tuigw-sim-")

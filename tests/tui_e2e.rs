@@ -71,21 +71,28 @@ fn chat_then_a_tool_then_an_interrupted_tool_then_quit() {
     tui.quit();
 }
 
-/// A prompt typed right after start, while a slow MCP server (3 s to answer `initialize`) is
-/// still connecting: its first model call waits for the handshake, so the model is offered the
-/// server's tool and the call works, with no error on screen.
-#[test]
-fn a_prompt_typed_at_once_gets_a_slow_mcp_servers_tools() {
-    let m = marker();
+/// The stock TUI with one server of tests/mcp/fake_server.js in config.yaml: `mode`, the
+/// marker `m` (its processes are found by it), and `extra` lines of the server's yaml.
+fn with_fake_mcp(scenario: &str, server: &str, mode: &str, m: &str, extra: &str) -> Option<Tui> {
     let yaml = format!(
-        "mcp_servers:\n  slow:\n    command: node\n    args: [\"{}/tests/mcp/fake_server.js\", \"slow_start\", \"{m}\"]\n    connect_timeout: 30\n",
+        "mcp_servers:\n  {server}:\n    command: node\n    args: [\"{}/tests/mcp/fake_server.js\", \"{mode}\", \"{m}\"]\n{extra}",
         env!("CARGO_MANIFEST_DIR")
     );
     let opts = Opts {
         config_yaml: Some(yaml),
         ..Opts::default()
     };
-    let Some(tui) = Tui::start("mcp-slow", opts) else {
+    Tui::start(scenario, opts)
+}
+
+/// A prompt typed right after start, while a slow MCP server (3 s to answer `initialize`) is
+/// still connecting: its first model call waits for the handshake, so the model is offered the
+/// server's tool and the call works, with no error on screen.
+#[test]
+fn a_prompt_typed_at_once_gets_a_slow_mcp_servers_tools() {
+    let m = marker();
+    let extra = "    connect_timeout: 30\n";
+    let Some(tui) = with_fake_mcp("mcp-slow", "slow", "slow_start", &m, extra) else {
         return;
     };
     tui.wait_ready(START);
@@ -103,15 +110,8 @@ fn a_prompt_typed_at_once_gets_a_slow_mcp_servers_tools() {
 #[test]
 fn the_banner_lists_an_mcp_server_and_its_tool_call_renders() {
     let m = marker();
-    let yaml = format!(
-        "mcp_servers:\n  fake:\n    command: node\n    args: [\"{}/tests/mcp/fake_server.js\", \"good\", \"{m}\"]\n    tools:\n      exclude: [weird]\n",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let opts = Opts {
-        config_yaml: Some(yaml),
-        ..Opts::default()
-    };
-    let Some(tui) = Tui::start("mcp", opts) else {
+    let extra = "    tools:\n      exclude: [weird]\n";
+    let Some(tui) = with_fake_mcp("mcp", "fake", "good", &m, extra) else {
         return;
     };
     tui.wait_ready(START);

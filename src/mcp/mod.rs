@@ -301,10 +301,11 @@ pub(crate) fn pump(o: &mut impl McpOwners, now: Instant) -> Vec<String> {
         send(o, &name, line, now);
     }
     let mcp = o.mcp();
-    match pending(mcp) {
-        Some(_) => Vec::new(),
-        None => std::mem::take(&mut mcp.turns_held),
+    // Each iteration: looked at only while a turn is held.
+    if mcp.turns_held.is_empty() || pending(mcp).is_some() {
+        return Vec::new();
     }
+    std::mem::take(&mut mcp.turns_held)
 }
 
 /// The servers a turn's first model call waits for, so the model is offered every tool that

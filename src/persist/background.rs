@@ -184,10 +184,10 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         let batch = self.bg.purge.batch();
         match self.counted(true, |store| store.purge_step(batch)) {
             Ok(None) => self.bg.purge.finished(),
-            Ok(Some(done)) => self.bg.purge.removed(
-                done.removed,
-                self.clock.now().saturating_duration_since(started),
-            ),
+            Ok(Some(done)) => self
+                .bg
+                .purge
+                .removed(done.removed, self.clock.since(started)),
             Err(e) => step_failed(&mut self.bg.purge, &e, "deleted messages not removed yet"),
         }
     }
@@ -198,10 +198,7 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         let batch = self.bg.indexing.batch();
         match self.counted(true, |store| store.index_step(batch)) {
             Ok(rows) if rows < batch => self.bg.indexing.finished(),
-            Ok(rows) => self
-                .bg
-                .indexing
-                .removed(rows, self.clock.now().saturating_duration_since(started)),
+            Ok(rows) => self.bg.indexing.removed(rows, self.clock.since(started)),
             Err(e) => step_failed(
                 &mut self.bg.indexing,
                 &e,
@@ -218,9 +215,7 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         match self.counted(false, |store| store.merge_step(pages)) {
             Ok(true) => {
                 self.bg.merge_budget -= pages;
-                self.bg
-                    .merging
-                    .removed(pages, self.clock.now().saturating_duration_since(started));
+                self.bg.merging.removed(pages, self.clock.since(started));
             }
             Ok(false) => self.bg.merge_budget = 0,
             Err(e) => step_failed(

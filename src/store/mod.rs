@@ -127,11 +127,17 @@ static OPEN_INSTANCES: std::sync::Mutex<std::collections::BTreeSet<u64>> =
     std::sync::Mutex::new(std::collections::BTreeSet::new());
 static NEXT_INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// This process's `pid:start`, read once.
+fn this_process() -> Option<&'static str> {
+    static ME: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    ME.get_or_init(|| process_identity(std::process::id()))
+        .as_deref()
+}
+
 /// A new instance of this process's stores, open until [`instance_closed`].
 fn instance_opened() -> (u64, String) {
     let n = NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let base =
-        process_identity(std::process::id()).unwrap_or_else(|| std::process::id().to_string());
+    let base = this_process().map_or_else(|| std::process::id().to_string(), str::to_string);
     if let Ok(mut open) = OPEN_INSTANCES.lock() {
         open.insert(n);
     }
@@ -156,18 +162,16 @@ pub fn owner_alive(owner: &str) -> bool {
         },
         None => (owner, 0),
     };
-    let alive = base
-        .split_once(':')
-        .and_then(|(pid, _)| pid.parse::<u32>().ok())
-        .and_then(process_identity)
-        .is_some_and(|now| now == base);
     // In this process, a store that was dropped is as dead as a killed process.
-    if alive && process_identity(std::process::id()).as_deref() == Some(base) {
+    if this_process() == Some(base) {
         return OPEN_INSTANCES
             .lock()
             .map_or(true, |open| open.contains(&instance));
     }
-    alive
+    base.split_once(':')
+        .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        .and_then(process_identity)
+        .is_some_and(|now| now == base)
 }
 
 /// Who holds a stored session open.

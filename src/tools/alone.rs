@@ -75,7 +75,7 @@ pub fn run(tool: &mut dyn Tool, cwd: &str, home: &Path, args: &Value, budget: Du
                 }
             }
         };
-        worst_step = worst_step.max(clock.now().saturating_duration_since(step_began));
+        worst_step = worst_step.max(clock.since(step_began));
         let (runs, wake, question) = (std::mem::take(&mut ctx.runs), ctx.wake, ctx.question.take());
         for run in runs {
             runner.discard(run);
