@@ -7,6 +7,9 @@
 
 use std::collections::VecDeque;
 
+use serde_json::Value;
+
+use crate::rpc::frame::Id;
 use crate::runner::{RunEnd, RunEvent};
 use crate::tools::JobId;
 
@@ -19,6 +22,17 @@ pub(crate) enum Effect {
     ServiceEvent(RunEvent),
     /// Run `text` as session `rid`'s next prompt (a background process's notice).
     SubmitPrompt { rid: String, text: String },
+    /// The snapshot a tool call of `rid` waited for is over: the call starts.
+    SnapshotOver { rid: String },
+    /// A full `rollback.restore` took `rid`'s directory back: its last exchange leaves the
+    /// history too, and request `reply_to` is answered `result` with how many messages went.
+    UndoExchange {
+        rid: String,
+        reply_to: Id,
+        result: Value,
+    },
+    /// Session `rid`'s `session.info` changed (an MCP server's tools): send it again.
+    SessionInfo { rid: String },
 }
 
 /// The effects pushed and not yet dispatched, oldest first.

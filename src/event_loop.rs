@@ -433,6 +433,21 @@ impl Gateway {
                         gw.submit_prompt(&rid, text, now);
                     });
                 }
+                Effect::SnapshotOver { rid } => {
+                    self.isolated(Some(&rid), now, |gw| {
+                        crate::session::calls::start_deferred(gw, &rid, now);
+                    });
+                }
+                Effect::UndoExchange {
+                    rid,
+                    reply_to,
+                    mut result,
+                } => {
+                    let removed = crate::methods::drop_last_exchange(self, &rid, now);
+                    result["history_removed"] = json!(removed);
+                    self.client.reply(&reply_to, Ok(result));
+                }
+                Effect::SessionInfo { rid } => self.emit_info(&rid),
             }
         }
     }

@@ -259,12 +259,6 @@ impl crate::checkpoints::CheckpointOwners for Gateway {
         turn.checkpointed.push(dir.to_path_buf());
         true
     }
-    fn snapshot_over(&mut self, rid: &str, now: Instant) {
-        crate::session::calls::start_deferred(self, rid, now);
-    }
-    fn drop_last_exchange(&mut self, rid: &str, now: Instant) -> usize {
-        crate::methods::drop_last_exchange(self, rid, now)
-    }
 }
 
 impl TurnOwners for Gateway {
@@ -373,9 +367,6 @@ impl crate::mcp::McpOwners for Gateway {
             .values()
             .map(|s| (s.runtime_id.clone(), !s.running()))
             .collect()
-    }
-    fn emit_info(&mut self, rid: &str) {
-        Gateway::emit_info(self, rid);
     }
     fn sockets(&mut self) -> impl crate::mcp::http::Sockets + '_ {
         self.exchange_sockets()

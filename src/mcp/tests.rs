@@ -88,9 +88,15 @@ impl Fake {
     /// The loop reads the servers' pipes; their events reach MCP as the dispatcher routes them.
     fn pump(&mut self, now: Instant) {
         runs::pump(self, now, &crate::clock::Budget::unlimited());
+        self.dispatch(now);
+    }
+
+    /// Route what MCP and its servers' runs asked of the loop, as the loop's dispatcher does.
+    fn dispatch(&mut self, now: Instant) {
         while let Some(effect) = self.runs.effects.pop() {
             match effect {
                 Effect::ServiceEvent(event) => on_run_event(self, event, now),
+                Effect::SessionInfo { rid } => self.infos.push(rid),
                 other => panic!("MCP's servers asked for {other:?}"),
             }
         }
@@ -119,6 +125,7 @@ impl Fake {
                 on_timer(self, &name, at);
             }
         }
+        self.dispatch(at);
     }
 
     /// The status of server `name` as the banner reads it.
@@ -274,9 +281,6 @@ impl McpOwners for Fake {
             .iter()
             .map(|r| (r.clone(), true))
             .collect()
-    }
-    fn emit_info(&mut self, rid: &str) {
-        self.infos.push(rid.to_string());
     }
     fn sockets(&mut self) -> impl http::Sockets + '_ {
         NoSockets
