@@ -777,7 +777,9 @@ fn a_key_typed_into_the_model_picker_reaches_its_provider() {
     // before it takes keys: its first letter again until the filter shows it.
     let took = (0..5).any(|_| {
         tui.type_text("d");
-        procfs::poll_until(Duration::from_secs(2), || tui.screen().contains("filter: d"))
+        procfs::poll_until(Duration::from_secs(2), || {
+            tui.screen().contains("filter: d")
+        })
     });
     assert!(took, "the picker took no key:\n{}", tui.screen());
     tui.type_text("eepseek");
