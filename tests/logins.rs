@@ -404,11 +404,23 @@ fn an_expired_codex_token_is_renewed_saved_and_sent_with_its_account() {
     );
     assert_eq!(pooled["last_status"], Value::Null);
     // Renewed once.
-    let t = g.run_turn(&s.id, "more");
-    assert_eq!(t.text, "still", "{:?}", t.complete);
+    next_prompt_sends_without_renewal(&mut g, &s.id, (&model, 2, "still"), &new, &token);
+}
+
+/// The next prompt is answered `answer`, its request (the `n`th the model got) sent with
+/// `bearer` at once: the token endpoint was asked once in all.
+fn next_prompt_sends_without_renewal(
+    g: &mut Gateway,
+    sid: &str,
+    (model, n, answer): (&MockAi, usize, &str),
+    bearer: &str,
+    token: &MockAi,
+) {
+    let t = g.run_turn(sid, "more");
+    assert_eq!(t.text, answer, "{:?}", t.complete);
     assert_eq!(
-        model.wait_requests(2, T)[1].header("authorization"),
-        Some(format!("Bearer {new}").as_str())
+        model.wait_requests(n, T)[n - 1].header("authorization"),
+        Some(format!("Bearer {bearer}").as_str())
     );
     assert_eq!(token.request_count(), 1);
 }
@@ -516,14 +528,7 @@ fn a_codex_token_refused_mid_session_is_renewed_once_and_the_call_sent_again() {
         (c["access_token"].as_str(), c["refresh_token"].as_str()),
         (Some(new.as_str()), Some("rt_NEW"))
     );
-    // The next prompt goes out with the renewed token at once.
-    let t = g.run_turn(&s.id, "more");
-    assert_eq!(t.text, "no renewal now", "{:?}", t.complete);
-    assert_eq!(
-        model.wait_requests(3, T)[2].header("authorization"),
-        Some(format!("Bearer {new}").as_str())
-    );
-    assert_eq!(token.request_count(), 1);
+    next_prompt_sends_without_renewal(&mut g, &s.id, (&model, 3, "no renewal now"), &new, &token);
 }
 
 #[test]
