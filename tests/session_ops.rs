@@ -807,3 +807,65 @@ fn resuming_a_long_session_shows_its_newest_messages_and_history_pages_back() {
     let want: Vec<String> = (0..total).map(|i| format!("m{i}")).collect();
     assert_eq!(seen, want);
 }
+
+/// The leases of `home`'s registry of open sessions (Hermes' `active_sessions.json`).
+fn leases(home: &Path) -> Vec<Value> {
+    let path = home.join("runtime/active_sessions.json");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Vec::new();
+    };
+    let v: Value = serde_json::from_str(&text).unwrap();
+    v["entries"].as_array().cloned().unwrap_or_default()
+}
+
+/// Hermes' `max_concurrent_sessions` counts the open sessions of every process on the home:
+/// at the cap a new or resumed session is refused with Hermes' 4090, a closed one gives its
+/// place back, and a killed process's places are reclaimed.
+#[test]
+fn the_cap_on_open_sessions_holds_across_processes() {
+    let home = TempHome::new("ops-cap");
+    std::fs::write(
+        home.path.join("config.yaml"),
+        "max_concurrent_sessions: 2\n",
+    )
+    .unwrap();
+    let mut a = Gateway::builder().home(&home.path).start();
+    let s1 = a.create_session(json!({}));
+    let s2 = a.create_session(json!({}));
+    let held: Vec<String> = leases(&home.path)
+        .iter()
+        .map(|e| e["session_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(held, [s1.stored.clone(), s2.stored.clone()]);
+    assert!(
+        leases(&home.path)
+            .iter()
+            .all(|e| e["pid"] == a.pid() && e["process_start_time"].is_f64()),
+        "{:?}",
+        leases(&home.path)
+    );
+    let (code, message, _) = a.call_err("session.create", json!({}));
+    assert_eq!(code, 4090);
+    assert!(message.contains("active session limit (2/2)"), "{message}");
+
+    // Another process on the same home counts the same places.
+    let mut b = Gateway::builder().home(&home.path).start();
+    assert_eq!(b.call_err("session.create", json!({})).0, 4090);
+
+    // A closed session's place goes back, and a resume takes one like a new session.
+    a.call("session.close", json!({"session_id": s1.id}));
+    assert_eq!(leases(&home.path).len(), 1);
+    let again = b.call("session.resume", json!({"session_id": s1.stored}));
+    assert_eq!(again["resumed"], s1.stored.as_str());
+    assert_eq!(b.call_err("session.create", json!({})).0, 4090);
+
+    // A killed gateway's places are reclaimed by the next claim.
+    a.signal(libc::SIGKILL);
+    a.wait_exit(secs(10));
+    b.create_session(json!({}));
+    let owners: Vec<Value> = leases(&home.path)
+        .iter()
+        .map(|e| e["pid"].clone())
+        .collect();
+    assert_eq!(owners, [json!(b.pid()), json!(b.pid())]);
+}

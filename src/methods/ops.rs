@@ -230,6 +230,8 @@ pub fn branch(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     });
     let title = unique_title(gw, &wanted, &stored_id);
     let new_rid = new_runtime_id(gw);
+    let source = gw.sessions[&rid].source.clone();
+    let lease = super::session::claim_lease(gw, &stored_id, &new_rid, &source)?;
     let s = &gw.sessions[&rid];
     let mut branch = s.like(
         new_rid.clone(),
@@ -245,6 +247,7 @@ pub fn branch(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     branch.last_activity_at = s.last_activity_at;
     branch.approved_rules = s.approved_rules.clone();
     branch.parent_session_id = Some(parent.clone());
+    branch.lease = lease;
     crate::tools::shell_state::inherit(&gw.cfg.home, &parent, &stored_id);
     gw.add_session(branch);
     gw.mark_dirty(&new_rid);

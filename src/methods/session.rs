@@ -122,6 +122,7 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
         _ => None,
     };
     let rid = new_runtime_id(gw);
+    let lease = claim_lease(gw, &stored_id, &rid, &source)?;
     let context_max = gw.context_window_for(&model);
     let mut session = Session::new(
         NewSession {
@@ -139,6 +140,7 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
         },
         now,
     );
+    session.lease = lease;
     session.preloaded_skills = super::skills::preload(gw, &session.stored_id);
     gw.skills.borrow_mut().rescan_if_stale(now);
     gw.add_session(session);
@@ -177,9 +179,11 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
             ),
         ));
     }
+    let rid = new_runtime_id(gw);
+    // Claimed before anything is taken, so a refusal leaves everything where it was.
+    let lease = claim_lease(gw, &wanted, &rid, "tui")?;
     // A session closed this iteration may still wait for its commit; resume that copy.
     let stored = gw.persist.take_retired(&wanted);
-    let rid = new_runtime_id(gw);
     let mut session = match stored {
         Some(mut s) => {
             s.runtime_id = rid.clone();
@@ -226,6 +230,12 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
         }
     };
     session.cols = cols.unwrap_or(session.cols);
+    if let Some(lease) = &lease
+        && session.stored_id != wanted
+    {
+        lease.transfer(&session.stored_id);
+    }
+    session.lease = lease;
     // Reopen the row: it is live again.
     session.ended = None;
     session.row_dirty = true;
@@ -240,6 +250,24 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     let mut v = opening(gw, &rid);
     v["resumed"] = json!(resumed);
     Ok(v)
+}
+
+/// A place for stored session `stored_id` under Hermes' cap on open sessions
+/// (`max_concurrent_sessions`), or Hermes' 4090 refusal at the cap.
+pub(super) fn claim_lease(
+    gw: &Gateway,
+    stored_id: &str,
+    rid: &str,
+    source: &str,
+) -> Result<Option<crate::session::leases::Lease>, RpcError> {
+    use crate::session::leases::{self, Claim};
+    let config = crate::config_file::load(&gw.cfg.home).unwrap_or(yaml_rust2::Yaml::Null);
+    let cap = leases::cap(&config);
+    match leases::claim(&gw.cfg.home, cap, stored_id, rid, source, gw.clock) {
+        Claim::Held(lease) => Ok(Some(lease)),
+        Claim::Uncounted => Ok(None),
+        Claim::Refused(message) => Err(RpcError::new(leases::LIMIT_CODE, message)),
+    }
 }
 
 /// A read of state.db that failed, as the client is told.

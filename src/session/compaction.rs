@@ -272,6 +272,9 @@ fn rotate(gw: &mut impl TurnOwners, rid: &str, job: &Job, summary: &str) -> Valu
     }
     s.transcript = kept;
     s.stored_id = new_id.clone();
+    if let Some(lease) = &s.lease {
+        lease.transfer(&new_id);
+    }
     s.parent_session_id = Some(old_id.clone());
     s.title = new_title;
     s.started_at = started_at;

@@ -482,6 +482,8 @@ pub(crate) fn retire(gw: &mut impl TurnOwners, rid: &str, reason: &str, now: Ins
         }
         s.ended = Some((util::unix_now(), reason.to_string()));
         s.row_dirty = true;
+        // Out of memory: its place under the cap on open sessions goes now, not at its commit.
+        s.lease = None;
         // Its turn's token went with the turn.
         gw.retire_session(s);
     }

@@ -3,6 +3,7 @@
 pub(crate) mod calls;
 pub mod compaction;
 pub(crate) mod driver;
+pub mod leases;
 pub mod machine;
 pub mod naming;
 pub(crate) mod older;
@@ -111,6 +112,8 @@ pub struct Session {
     pub preloaded_skills: String,
     /// Resumed: the messages before `transcript` still being read from state.db (`older.rs`).
     pub older: Option<older::Older>,
+    /// Its place under Hermes' cap on open sessions (`leases.rs`), given back when dropped.
+    pub lease: Option<leases::Lease>,
 }
 
 /// Who waits for a background session's answer.
@@ -182,6 +185,7 @@ impl Session {
             prompt_generation: 0,
             preloaded_skills: String::new(),
             older: None,
+            lease: None,
         }
     }
 
