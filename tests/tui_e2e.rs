@@ -1041,3 +1041,63 @@ fn paste_and_attach_an_image_then_send_it() {
     tui.assert_no_errors(&[]);
     tui.quit();
 }
+
+#[test]
+fn a_new_session_gets_the_title_its_model_writes_in_the_picker() {
+    let m = marker();
+    let title = format!("Greeting number {m}");
+    let answer = title.clone();
+    let mock = mockai::MockAi::start(move |r| {
+        let asks_title = r.messages().first().is_some_and(|msg| {
+            mockai::content_text(&msg["content"]).starts_with("Generate a short, descriptive title")
+        });
+        let text = if asks_title {
+            answer.as_str()
+        } else {
+            "hello back"
+        };
+        mockai::Reply::Stream(mockai::Stream::new(mockai::text_events(
+            &[text],
+            "stop",
+            Some((9, 3)),
+        )))
+    });
+    let yaml = format!(
+        "model:\n  default: mock-model\n  provider: custom\n  base_url: {}\n  api_key: sk-e2e-{m}\n",
+        mock.base_url()
+    );
+    let Some(tui) = Tui::start(
+        "title",
+        Opts {
+            config_yaml: Some(yaml),
+            env: vec![("TUI_GATEWAY_AUTO_TITLE".into(), "on".into())],
+            ..Opts::default()
+        },
+    ) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.submit("hello there");
+    tui.wait_for("hello back", T);
+    tui.wait_ready(T);
+    // The picker lists the session under the title its model wrote.
+    let deadline = std::time::Instant::now() + T;
+    loop {
+        tui.key("C-x");
+        tui.wait_for("Sessions", T);
+        if tui.screen().contains(&title) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the picker never showed {title:?}:\n{}",
+            tui.screen()
+        );
+        tui.key("Escape");
+        tui.wait_ready(T);
+    }
+    tui.key("Escape");
+    tui.wait_ready(T);
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}
