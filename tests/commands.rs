@@ -38,6 +38,13 @@ fn with_config(yaml: &str) -> (TempHome, Gateway) {
     (home, g)
 }
 
+/// `complete.slash`'s answer to `text`, and its `replace_from`.
+fn complete_slash(g: &mut Gateway, text: &str) -> (Value, u64) {
+    let r = g.call("complete.slash", json!({"text": text}));
+    let from = r["replace_from"].as_u64().unwrap();
+    (r, from)
+}
+
 fn texts(r: &Value) -> Vec<String> {
     r["items"]
         .as_array()
@@ -524,8 +531,8 @@ fn tools_are_listed_by_toolset_in_lines_that_fit_the_terminal() {
 fn slash_completion_of_argument_values() {
     let (_h, mut g) = with_config(QUICK);
     let complete = |g: &mut Gateway, text: &str| {
-        let r = g.call("complete.slash", json!({"text": text}));
-        (texts(&r), r["replace_from"].as_u64().unwrap())
+        let (r, from) = complete_slash(g, text);
+        (texts(&r), from)
     };
     let (items, from) = complete(&mut g, "/details ");
     assert_eq!(
@@ -596,8 +603,8 @@ fn skin_and_personality_names_complete() {
     .unwrap();
     std::fs::write(home.path.join("skins/broken.yaml"), "name: [unclosed\n").unwrap();
     let complete = |g: &mut Gateway, text: &str| {
-        let r = g.call("complete.slash", json!({"text": text}));
-        (r["items"].clone(), r["replace_from"].as_u64().unwrap())
+        let (r, from) = complete_slash(g, text);
+        (r["items"].clone(), from)
     };
     let (items, from) = complete(&mut g, "/skin ");
     let names: Vec<&str> = items
