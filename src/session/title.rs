@@ -206,6 +206,41 @@ mod tests {
     }
 
     #[test]
+    fn only_an_untitled_first_exchange_that_ended_on_an_answer_is_titled() {
+        let say = |s: &mut Session, role: Role, text: &str| {
+            s.append(Message::new(role, Some(text.to_string()), 1.0));
+        };
+        let mut s = crate::session::bare_session("r", "s");
+        say(&mut s, Role::User, "hi");
+        assert_eq!(exchange(&s), None, "no answer yet");
+        say(&mut s, Role::Assistant, "hello");
+        assert_eq!(exchange(&s), Some(("hi".into(), "hello".into())));
+        // Hermes' second chance: the second exchange, when the first got no title.
+        say(&mut s, Role::User, "and?");
+        say(&mut s, Role::Assistant, "more");
+        assert_eq!(exchange(&s), Some(("and?".into(), "more".into())));
+        say(&mut s, Role::User, "third");
+        say(&mut s, Role::Assistant, "late");
+        assert_eq!(exchange(&s), None, "past the first exchanges");
+
+        let mut fresh = crate::session::bare_session("r", "s");
+        say(&mut fresh, Role::User, "hi");
+        say(&mut fresh, Role::Assistant, "hello");
+        let mut titled = crate::session::bare_session("r", "s");
+        titled.transcript = fresh.transcript.clone();
+        titled.title = Some("mine".into());
+        assert_eq!(exchange(&titled), None, "the user's title stays");
+        let mut continued = crate::session::bare_session("r", "s");
+        continued.transcript = fresh.transcript.clone();
+        continued.parent_session_id = Some("old".into());
+        assert_eq!(
+            exchange(&continued),
+            None,
+            "a compaction's continuation or a branch"
+        );
+    }
+
+    #[test]
     fn settings_come_from_auxiliary_title_generation() {
         let doc = crate::config_file::parse(
             "auxiliary:\n  title_generation:\n    enabled: false\n    timeout: 2.5\n    language: French\n",
