@@ -22,6 +22,7 @@ use crate::reactor::{Reactor, Slot};
 use crate::rpc::client_conn::{ClientConn, ClientLimits, Read};
 use crate::rpc::frame::{self, Incoming};
 use crate::rpc::{Line, Outbox};
+use crate::runner::RunEvent;
 use crate::session::VERSION;
 use crate::session::table::SessionTable;
 use crate::shutdown::{Again, Shutdown};
@@ -130,6 +131,8 @@ pub struct Gateway {
     pub(crate) last_commit: Option<Instant>,
     /// The only clock the gateway reads: once per wake-up, and for budgets (clock.rs).
     pub(crate) clock: Clock,
+    /// What the layers asked of each other, waiting for [`Gateway::dispatch`].
+    pub(crate) effects: crate::effects::Effects,
 }
 
 impl Gateway {
@@ -228,6 +231,7 @@ impl Gateway {
             exit_code: None,
             scratch: Vec::new(),
             last_commit: None,
+            effects: Default::default(),
         })
     }
 
@@ -304,6 +308,7 @@ impl Gateway {
     pub fn handle_frame(&mut self, line: &[u8]) {
         let now = self.clock.now();
         self.handle_line(Line::Frame(line), now);
+        self.dispatch(now);
     }
 
     /// How long the loop may sleep from now: zero when it has work, `None` when only input
@@ -341,7 +346,8 @@ impl Gateway {
                 || self.persist.background_due()
                 || self.runner.has_work()
                 || crate::methods::skills::busy(self)
-                || !self.tools.due.is_empty());
+                || !self.tools.due.is_empty()
+                || !self.effects.is_empty());
         if busy || self.exit_code.is_some() {
             return Some(Duration::ZERO);
         }
@@ -386,17 +392,71 @@ impl Gateway {
         // Its slice starts when it does, not at the wake-up the turns' slice spent.
         let slice = Budget::slice(self.clock, self.clock.now());
         crate::tools::runs::pump(self, now, &slice);
-        crate::session::calls::step_due(self, now);
+        // The jobs that are due go on within their budgets, each for its session.
+        for (rid, job) in crate::session::calls::due_jobs(self) {
+            self.isolated(Some(&rid), now, |gw| {
+                crate::session::calls::step_job(gw, job, None, now);
+            });
+        }
+        self.dispatch(now);
         for rid in crate::mcp::pump(self, now) {
             self.schedule(&rid);
         }
         crate::methods::skills::pump(self, now);
         self.step_shutdown(now);
+        self.dispatch(now);
         self.commit(now);
         self.write_output(now);
         self.background_step(now);
         self.check_stall(now);
         crate::diag::flush();
+    }
+
+    /// Carry out what the layers asked of each other ([`crate::effects`]), oldest first, until
+    /// none is left (an effect's work may push more). Each is done for the session it concerns:
+    /// a panic in it ends that session's turn alone.
+    fn dispatch(&mut self, now: Instant) {
+        use crate::effects::Effect;
+        while let Some(effect) = self.effects.pop() {
+            match effect {
+                Effect::RunEnded { job, end } => {
+                    let owner = self.tools.jobs.get(&job).map(|j| j.rid.clone());
+                    self.isolated(owner.as_deref(), now, |gw| {
+                        crate::session::calls::run_ended(gw, job, end, now);
+                    });
+                }
+                Effect::ServiceEvent(event) => {
+                    let run = match &event {
+                        RunEvent::Output { run, .. } | RunEvent::Ended { run, .. } => *run,
+                    };
+                    if self.checkpoints.owns(run) {
+                        crate::checkpoints::on_run_event(self, event, now);
+                    } else {
+                        crate::mcp::on_run_event(self, event, now);
+                    }
+                }
+                Effect::SubmitPrompt { rid, text } => {
+                    self.isolated(Some(&rid), now, |gw| {
+                        gw.submit_prompt(&rid, text, now);
+                    });
+                }
+                Effect::SnapshotOver { rid } => {
+                    self.isolated(Some(&rid), now, |gw| {
+                        crate::session::calls::start_deferred(gw, &rid, now);
+                    });
+                }
+                Effect::UndoExchange {
+                    rid,
+                    reply_to,
+                    mut result,
+                } => {
+                    let removed = crate::methods::drop_last_exchange(self, &rid, now);
+                    result["history_removed"] = json!(removed);
+                    self.client.reply(&reply_to, Ok(result));
+                }
+                Effect::SessionInfo { rid } => self.emit_info(&rid),
+            }
+        }
     }
 
     // ---- input ----

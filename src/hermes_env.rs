@@ -86,6 +86,62 @@ impl HermesEnv {
     }
 }
 
+/// `text` with `name` set to `value` as Hermes' `save_env_value` sets it: its first assignment
+/// replaced in place (later ones of the same name dropped, since the last would win), else a
+/// line appended; every other line kept as written. `value` is printable ASCII without spaces
+/// (the caller checks): bare when that reads back the same, else single-quoted.
+pub fn with_value(text: &str, name: &str, value: &str) -> String {
+    let plain = value
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-_.~+/=:@%,".contains(&b));
+    let line = match plain {
+        true => format!("{name}={value}\n"),
+        false => format!(
+            "{name}='{}'\n",
+            value.replace('\\', "\\\\").replace('\'', "\\'")
+        ),
+    };
+    let mut out = String::with_capacity(text.len() + line.len() + 1);
+    let mut copied = 0;
+    let mut placed = false;
+    for a in assignments(text).into_iter().filter(|a| a.key == name) {
+        out.push_str(&text[copied..a.span.start]);
+        if !placed {
+            out.push_str(&line);
+            placed = true;
+        }
+        copied = a.span.end;
+    }
+    out.push_str(&text[copied..]);
+    if !placed {
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&line);
+    }
+    out
+}
+
+/// Set `name` to `value` in `$home/.env` ([`with_value`]): replaced atomically (a link's
+/// target, as Hermes' `hermes setup` leaves it), made 0600. Errors name the file, never the
+/// value.
+pub fn save(home: &Path, name: &str, value: &str) -> Result<(), String> {
+    let path = home.join(".env");
+    let failed = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    let text = crate::util::read_regular(&path, DOTENV_MAX)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+        .unwrap_or_default();
+    let next = with_value(&text, name, value);
+    if next.len() as u64 > DOTENV_MAX {
+        return Err(format!(
+            "{} would grow past {} KiB; refused",
+            path.display(),
+            DOTENV_MAX / 1024
+        ));
+    }
+    crate::private_file::replace_private(&path, next.as_bytes()).map_err(failed)
+}
+
 /// A value as written: expanded (`${…}`) unless single-quoted.
 #[derive(Debug, PartialEq)]
 enum Value {
@@ -95,9 +151,24 @@ enum Value {
 
 /// The assignments of a dotenv text, in order; lines that are not assignments are skipped.
 fn parse_dotenv(text: &str) -> Vec<(String, Value)> {
+    assignments(text)
+        .into_iter()
+        .map(|a| (a.key, a.value))
+        .collect()
+}
+
+/// One assignment and the bytes of the text it spans (its lines, through the last newline).
+struct Assignment {
+    key: String,
+    value: Value,
+    span: std::ops::Range<usize>,
+}
+
+fn assignments(text: &str) -> Vec<Assignment> {
     let mut out = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
+        let start = text.len() - rest.len();
         let (line_end, next) = match rest.find('\n') {
             Some(i) => (i, i + 1),
             None => (rest.len(), rest.len()),
@@ -115,7 +186,8 @@ fn parse_dotenv(text: &str) -> Vec<(String, Value)> {
             let offset = after.as_ptr() as usize - rest.as_ptr() as usize;
             if let Some((value, used)) = read_value(&rest[offset..]) {
                 consumed = offset + used;
-                out.push((key, value));
+                let span = start..start + consumed.min(rest.len());
+                out.push(Assignment { key, value, span });
             }
         }
         rest = &rest[consumed.min(rest.len())..];
@@ -276,6 +348,23 @@ mod tests {
         // A value whose quote never closes is skipped; the next line is read as usual.
         let e = env("A=\"open\nB=2\n");
         assert_eq!((get(&e, "A"), get(&e, "B")), (None, Some("2")));
+    }
+
+    #[test]
+    fn a_saved_value_replaces_its_line_keeps_the_others_and_reads_back() {
+        let text = "# keys\nexport A_KEY=old # note\nB=\"two\nlines\"\nA_KEY=older\nC=3";
+        let next = with_value(text, "A_KEY", "sk-new_1.2");
+        assert_eq!(next, "# keys\nA_KEY=sk-new_1.2\nB=\"two\nlines\"\nC=3");
+        let next = with_value(&next, "D_KEY", "it's\\#${x} ");
+        assert!(next.starts_with("# keys\nA_KEY=sk-new_1.2\n"), "{next}");
+        let e = env(&next);
+        assert_eq!(get(&e, "D_KEY"), Some("it's\\#${x} "));
+        assert_eq!(get(&e, "B"), Some("two\nlines"));
+        assert_eq!(get(&e, "C"), Some("3"));
+        assert_eq!(with_value("", "K", "v"), "K=v\n");
+        // A line inside a quoted value is not an assignment.
+        let text = "Q=\"a\nK=inside\"\n";
+        assert_eq!(with_value(text, "K", "v"), format!("{text}K=v\n"));
     }
 
     #[test]

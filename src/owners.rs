@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::event_loop::{Gateway, TokenOwner};
 use crate::rpc::Outbox;
-use crate::runner::{Closed, RunEnd, RunEvent, RunId};
+use crate::runner::{Closed, RunId};
 use crate::session::Session;
 use crate::session::calls::{CallOwners, CallParts};
 use crate::session::driver::{self, ModelParts, TurnOwners};
@@ -22,7 +22,7 @@ use crate::session::table::SessionTable;
 use crate::timer::{TimerId, TimerWheel};
 use crate::tools::asked::Asker;
 use crate::tools::runs::{RunControl, RunOwners};
-use crate::tools::{JobId, Tools, WorkTimer};
+use crate::tools::{Tools, WorkTimer};
 
 /// What approvals and questions ask through on the gateway: the client, the sessions' events,
 /// the timers ([`crate::tools::asked::Asker`]).
@@ -259,12 +259,6 @@ impl crate::checkpoints::CheckpointOwners for Gateway {
         turn.checkpointed.push(dir.to_path_buf());
         true
     }
-    fn snapshot_over(&mut self, rid: &str, now: Instant) {
-        crate::session::calls::start_deferred(self, rid, now);
-    }
-    fn drop_last_exchange(&mut self, rid: &str, now: Instant) -> usize {
-        crate::methods::drop_last_exchange(self, rid, now)
-    }
 }
 
 impl TurnOwners for Gateway {
@@ -354,24 +348,8 @@ impl RunOwners for Gateway {
     fn has_session(&self, rid: &str) -> bool {
         self.sessions.contains_key(rid)
     }
-    fn isolated(&mut self, owner: Option<&str>, now: Instant, work: impl FnOnce(&mut Self)) {
-        driver::isolated(self, owner, now, work);
-    }
-    fn run_ended(&mut self, job: JobId, end: RunEnd, now: Instant) {
-        crate::session::calls::run_ended(self, job, end, now);
-    }
-    fn service_event(&mut self, event: RunEvent, now: Instant) {
-        let run = match &event {
-            RunEvent::Output { run, .. } | RunEvent::Ended { run, .. } => *run,
-        };
-        if self.checkpoints.owns(run) {
-            crate::checkpoints::on_run_event(self, event, now);
-        } else {
-            crate::mcp::on_run_event(self, event, now);
-        }
-    }
-    fn submit_prompt(&mut self, rid: &str, text: String, now: Instant) {
-        Gateway::submit_prompt(self, rid, text, now);
+    fn effects(&mut self) -> &mut crate::effects::Effects {
+        &mut self.effects
     }
 }
 
@@ -393,9 +371,6 @@ impl crate::mcp::McpOwners for Gateway {
             .values()
             .map(|s| (s.runtime_id.clone(), !s.running()))
             .collect()
-    }
-    fn emit_info(&mut self, rid: &str) {
-        Gateway::emit_info(self, rid);
     }
     fn sockets(&mut self) -> impl crate::mcp::http::Sockets + '_ {
         self.exchange_sockets()

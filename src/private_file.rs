@@ -169,11 +169,22 @@ pub fn replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 /// files the tools edit): the link's target is replaced, its mode kept (`new_mode` for a new
 /// file).
 pub fn replace_keeping_mode(file: &Path, bytes: &[u8], new_mode: u32) -> io::Result<()> {
-    let target = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    let target = link_target(file);
     let mode = std::fs::metadata(&target)
         .map(|m| m.permissions().mode() & 0o7777)
         .unwrap_or(new_mode);
     replace(&target, bytes, mode)
+}
+
+/// [`replace`] of a file of secrets that may be a symbolic link into someone's dotfiles
+/// (`$HERMES_HOME/.env`): the link's target is replaced, 0600 whatever it was.
+pub fn replace_private(file: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(&link_target(file), bytes, 0o600)
+}
+
+/// What `file` names once links are followed (itself when it does not exist yet).
+fn link_target(file: &Path) -> PathBuf {
+    std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf())
 }
 
 /// `base/parts…`, each folder created 0700 when absent, refused when one is a symbolic link,

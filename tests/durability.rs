@@ -3,6 +3,7 @@
 
 use crate::common;
 
+use common::procfs::poll_until;
 use common::*;
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
@@ -279,4 +280,42 @@ fn eof_with_a_running_turn_keeps_the_prompt_and_exits_zero() {
         row.ended_at.is_some() && row.end_reason.is_some(),
         "{row:?}"
     );
+}
+
+/// Another process holding state.db's write lock for a moment (a second gateway starting on
+/// the same home, Hermes writing) is routine: the turn goes on, its work waits in the journal,
+/// lands once the lock goes, and the user is not told anything failed (issue 35 item 5).
+#[test]
+fn a_lock_held_for_a_moment_is_retried_quietly() {
+    let mut g = Gateway::builder()
+        .tag("dur-brief-lock")
+        // A moment is anything under the flush interval.
+        .env("HERMES_TUI_SESSION_FLUSH_INTERVAL_S", "60")
+        .start();
+    let s = g.create_session(json!({}));
+    g.run_turn(&s.id, "before the lock");
+    let mut lock = crate::crashkit::DbLock::take(&g.db_path());
+    let during = g.run_turn(&s.id, "while another process writes");
+    assert_eq!(during.complete["payload"]["status"], "complete");
+    // Really refused by the store: a reader sees only the first turn.
+    assert_eq!(message_rows(&g.db_path(), &s.stored).len(), 2);
+    lock.release();
+    let landed = poll_until(secs(10), || {
+        message_rows(&g.db_path(), &s.stored).len() == 4
+    });
+    assert!(
+        landed,
+        "the second turn never reached state.db\n{}",
+        g.diag()
+    );
+    // Said nowhere: no warning to the session, nothing on stderr.
+    g.drain_available();
+    let warned: Vec<_> = g
+        .events_of_session(&s.id)
+        .into_iter()
+        .filter(|e| e["type"] == "status.update" && e["payload"]["kind"] == "warn")
+        .collect();
+    assert!(warned.is_empty(), "{warned:?}");
+    let err = g.stderr_text();
+    assert!(!err.contains("could not save"), "{err}");
 }

@@ -404,11 +404,23 @@ fn an_expired_codex_token_is_renewed_saved_and_sent_with_its_account() {
     );
     assert_eq!(pooled["last_status"], Value::Null);
     // Renewed once.
-    let t = g.run_turn(&s.id, "more");
-    assert_eq!(t.text, "still", "{:?}", t.complete);
+    next_prompt_sends_without_renewal(&mut g, &s.id, (&model, 2, "still"), &new, &token);
+}
+
+/// The next prompt is answered `answer`, its request (the `n`th the model got) sent with
+/// `bearer` at once: the token endpoint was asked once in all.
+fn next_prompt_sends_without_renewal(
+    g: &mut Gateway,
+    sid: &str,
+    (model, n, answer): (&MockAi, usize, &str),
+    bearer: &str,
+    token: &MockAi,
+) {
+    let t = g.run_turn(sid, "more");
+    assert_eq!(t.text, answer, "{:?}", t.complete);
     assert_eq!(
-        model.wait_requests(2, T)[1].header("authorization"),
-        Some(format!("Bearer {new}").as_str())
+        model.wait_requests(n, T)[n - 1].header("authorization"),
+        Some(format!("Bearer {bearer}").as_str())
     );
     assert_eq!(token.request_count(), 1);
 }
@@ -451,4 +463,113 @@ fn a_refused_codex_refresh_ends_the_prompt_with_hermes_message() {
             "Hermes keeps the Codex login as it was"
         );
     }
+}
+
+/// `login` with its tokens replaced by `access` (good for an hour by its claims): a token the
+/// server may still refuse (revoked, or expired before its time).
+fn live_login(mut login: Value, kind: &str, access: &str) -> Value {
+    match kind {
+        "nous" => {
+            let n = &mut login["providers"]["nous"];
+            n["access_token"] = json!(access);
+            n["agent_key"] = json!(access);
+            n["expires_at"] = json!("2099-01-01T00:00:00+00:00");
+            n["agent_key_expires_at"] = json!("2099-01-01T00:00:00+00:00");
+        }
+        _ => login["providers"]["openai-codex"]["tokens"]["access_token"] = json!(access),
+    }
+    login
+}
+
+fn refused_key() -> Reply {
+    Reply::status(401, r#"{"error":{"message":"token revoked"}}"#)
+}
+
+#[test]
+fn a_codex_token_refused_mid_session_is_renewed_once_and_the_call_sent_again() {
+    let revoked = codex_jwt(now() + 3600);
+    let new = codex_jwt(now() + 7200);
+    let token = token_endpoint(200, json!({"access_token": new, "refresh_token": "rt_NEW"}));
+    let answer = |id: &str, text: &str| {
+        responses::reply(
+            responses::Answer::new()
+                .text(id, &[text])
+                .completed(responses::usage(5, 0, 1, 0)),
+        )
+    };
+    let model = MockAi::script(vec![
+        refused_key(),
+        answer("msg_1", "renewed after 401"),
+        answer("msg_2", "no renewal now"),
+    ]);
+    let home = home(
+        "logins-codex-401",
+        "openai-codex",
+        "gpt-5.2-codex",
+        &live_login(expired_codex_login(), "openai-codex", &revoked),
+    );
+    let mut g = codex_gateway("logins-codex-401", &home, &token, &model);
+    let s = g.create_session(json!({}));
+    let t = g.run_turn(&s.id, "hi");
+    assert_eq!(t.text, "renewed after 401", "{:?}", t.complete);
+    let sent = model.wait_requests(2, T);
+    assert_eq!(
+        sent[0].header("authorization"),
+        Some(format!("Bearer {revoked}").as_str())
+    );
+    assert_eq!(
+        sent[1].header("authorization"),
+        Some(format!("Bearer {new}").as_str())
+    );
+    assert_eq!(sent[0].body, sent[1].body, "the same request, sent again");
+    assert_eq!(token.request_count(), 1);
+    let c = &on_disk(&home.path)["providers"]["openai-codex"]["tokens"];
+    assert_eq!(
+        (c["access_token"].as_str(), c["refresh_token"].as_str()),
+        (Some(new.as_str()), Some("rt_NEW"))
+    );
+    next_prompt_sends_without_renewal(&mut g, &s.id, (&model, 3, "no renewal now"), &new, &token);
+}
+
+#[test]
+fn a_nous_token_refused_again_after_its_renewal_ends_the_prompt() {
+    let revoked = nous_jwt(now() + 3600);
+    let new = nous_jwt(now() + 7200);
+    let portal = token_endpoint(
+        200,
+        json!({"access_token": new, "refresh_token": "nrt_NEW_9876543210",
+        "token_type": "Bearer", "scope": "inference:invoke", "expires_in": 3600}),
+    );
+    // Refused before and after the renewal: one renewal, one retry, then the error.
+    let model = MockAi::script(vec![refused_key(), refused_key(), refused_key()]);
+    let home = home(
+        "logins-nous-401",
+        "nous",
+        "Hermes-4-405B",
+        &live_login(expired_nous_login(), "nous", &revoked),
+    );
+    let mut g = nous_gateway("logins-nous-401", &home, &portal, &model);
+    let s = g.create_session(json!({}));
+    let t = g.run_turn(&s.id, "hi");
+    assert_eq!(t.complete["payload"]["status"], "error", "{:?}", t.complete);
+    let error = t.complete["payload"]["error"].as_str().unwrap_or("");
+    assert!(error.contains("HTTP 401"), "{error}");
+    assert!(!error.contains(&new) && !error.contains("nrt_"), "{error}");
+    let sent = model.wait_requests(2, T);
+    assert_eq!(
+        sent[1].header("authorization"),
+        Some(format!("Bearer {new}").as_str())
+    );
+    let asked = portal.wait_requests(1, T).remove(0);
+    assert_eq!(
+        asked.header("x-nous-refresh-token"),
+        Some("nrt_OLD_0123456789")
+    );
+    assert_eq!(
+        on_disk(&home.path)["providers"]["nous"]["refresh_token"],
+        "nrt_NEW_9876543210",
+        "the rotated refresh token is kept"
+    );
+    // Settled: exactly two calls and one renewal for the prompt.
+    assert_eq!((model.request_count(), portal.request_count()), (2, 1));
 }

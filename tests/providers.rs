@@ -360,3 +360,145 @@ fn xai_is_reached_on_the_responses_api_with_its_key_from_dotenv() {
     assert_eq!(r.header("authorization"), Some("Bearer xai-key-0123"));
     assert_eq!(t.event("session.info")["payload"]["provider"], "xai");
 }
+
+/// A fake provider that lists `models` on `GET /models` and answers every prompt with `text`.
+fn listing_fake(text: &'static str, models: &'static [&'static str]) -> MockAi {
+    MockAi::start(move |r| {
+        if r.method == "GET" {
+            let data: Vec<Value> = models.iter().map(|m| json!({"id": m})).collect();
+            return Reply::status(200, &json!({"object": "list", "data": data}).to_string());
+        }
+        Reply::text(&[text], (3, 1))
+    })
+}
+
+#[test]
+fn a_key_saved_from_the_picker_reaches_its_provider_at_once() {
+    let key = "sk-ds-picker-5151";
+    let mock = listing_fake("from deepseek", &["deepseek-chat", "deepseek-reasoner"]);
+    let home = home_with(
+        "providers-save-key",
+        "model:\n  default: deepseek-chat\n",
+        "# mine\nexport OTHER_API_KEY=keep-me # note\nDEEPSEEK_API_KEY=\n",
+    );
+    let env_file = home.path.join(".env");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&env_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let log = home.path.join("rpc.log");
+    let mut g = Gateway::builder()
+        .tag("providers-save-key")
+        .home(&home.path)
+        .env("DEEPSEEK_BASE_URL", &mock.base_url())
+        .env("TUI_GATEWAY_RPC_LOG", log.to_str().unwrap())
+        .start();
+    let s = g.create_session(json!({}));
+    // The picker offers DeepSeek without a key, with the variable it goes in.
+    let o = g.call("model.options", json!({"include_unconfigured": true}));
+    let row = |o: &Value| {
+        o["providers"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["slug"] == "deepseek"))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(
+        (&row(&o)["authenticated"], &row(&o)["key_env"]),
+        (&json!(false), &json!("DEEPSEEK_API_KEY")),
+        "{o}"
+    );
+    let r = g.call(
+        "model.save_key",
+        json!({"slug": "deepseek", "api_key": format!(" {key}\n"), "session_id": s.id}),
+    );
+    let p = &r["provider"];
+    assert_eq!(
+        (&p["slug"], &p["authenticated"], &p["auth_type"]),
+        (&json!("deepseek"), &json!(true), &json!("api_key")),
+        "{r}"
+    );
+    let models = p["models"].as_array().cloned().unwrap_or_default();
+    assert!(models.contains(&json!("deepseek-reasoner")), "{r}");
+    assert_eq!(p["total_models"], models.len(), "{r}");
+    // Saved as Hermes saves it: its line replaced, the others kept, private.
+    let text = std::fs::read_to_string(&env_file).unwrap();
+    assert_eq!(
+        text,
+        format!("# mine\nexport OTHER_API_KEY=keep-me # note\nDEEPSEEK_API_KEY={key}\n")
+    );
+    let mode = std::fs::metadata(&env_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // The picker shows it authenticated from now on, and the session's next prompt is
+    // answered by DeepSeek with that key (`auto` now finds it).
+    let o = g.call("model.options", json!({"include_unconfigured": true}));
+    assert_eq!(row(&o)["authenticated"], true, "{o}");
+    let t = g.run_turn(&s.id, "hi");
+    assert_eq!(t.text, "from deepseek", "{:?}", t.complete);
+    assert_eq!(mock.first_post_bearer(), Some(format!("Bearer {key}")));
+    // The key is in no log, no stderr line, no transcript.
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("model.save_key"), "the call is logged");
+    assert!(!logged.contains(key), "the key is in the call log");
+    assert!(!g.stderr_text().contains(key), "{}", g.stderr_text());
+    let rows = g.db().query_row(
+        "SELECT count(*) FROM messages WHERE content LIKE ?1",
+        [format!("%{key}%")],
+        |r| r.get::<_, i64>(0),
+    );
+    assert_eq!(rows.unwrap(), 0, "the key is in the transcript");
+}
+
+#[test]
+fn a_key_the_picker_cannot_save_is_refused_without_repeating_it() {
+    let home = home_with("providers-save-refused", "model:\n  default: m\n", "A=1\n");
+    let mut g = Gateway::builder()
+        .tag("providers-save-refused")
+        .home(&home.path)
+        .start();
+    let secret = "sk-never-shown-7272";
+    let long = format!("{secret}{}", "x".repeat(9000));
+    for (params, code, why) in [
+        (
+            json!({"slug": "deepseek", "api_key": "  "}),
+            4001,
+            "required",
+        ),
+        (json!({"api_key": secret}), 4001, "required"),
+        (
+            json!({"slug": "deepseek", "api_key": format!("{secret}\nEVIL=1")}),
+            4001,
+            "line breaks",
+        ),
+        (
+            json!({"slug": "deepseek", "api_key": format!("{secret} x")}),
+            4001,
+            "spaces",
+        ),
+        (
+            json!({"slug": "deepseek", "api_key": long}),
+            4001,
+            "longer than",
+        ),
+        (
+            json!({"slug": "no-such", "api_key": secret}),
+            4002,
+            "unknown provider",
+        ),
+        (
+            json!({"slug": "nous", "api_key": secret}),
+            4003,
+            "hermes model",
+        ),
+        (json!({"slug": "deepseek", "api_key": 7}), -32602, "string"),
+    ] {
+        let (got, message, _) = g.call_err("model.save_key", params.clone());
+        assert_eq!(got, code, "{params}: {message}");
+        assert!(message.contains(why), "{params}: {message}");
+        assert!(!message.contains(secret), "{params}: {message}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(home.path.join(".env")).unwrap(),
+        "A=1\n",
+        "nothing refused was written"
+    );
+    assert!(!g.stderr_text().contains(secret));
+}

@@ -223,3 +223,33 @@ fn env_passthrough_lets_named_variables_through_but_never_the_gateway_key() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_key_saved_from_the_model_picker_reaches_no_tool_and_no_log() {
+    let m = marker();
+    let key = format!("sk-or-{m}abcdefghijklmnop");
+    let home = TempHome::new("saved-key");
+    let log = home.path.join("calls.jsonl");
+    let mut g =
+        unprivileged(
+            Gateway::builder()
+                .home(&home.path)
+                .args(&["serve", "--provider", "offline"]),
+        )
+        .env("TUI_GATEWAY_RPC_LOG", log.to_str().unwrap())
+        .start();
+    let r = g.call(
+        "model.save_key",
+        json!({"slug": "openrouter", "api_key": key}),
+    );
+    assert_eq!(r["provider"]["authenticated"], true, "{r}");
+    let saved = std::fs::read_to_string(home.path.join(".env")).unwrap();
+    assert_eq!(saved, format!("OPENROUTER_API_KEY={key}\n"));
+    let out = run_tool(&mut g, "env");
+    assert!(out.lines().any(|l| l.starts_with("PATH=")), "{out}");
+    assert!(!out.contains(&key), "the saved key reached a tool:\n{out}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("(not logged)"), "{logged}");
+    assert!(!logged.contains(&key), "the saved key is in the call log");
+    assert!(!g.stderr_text().contains(&key));
+}

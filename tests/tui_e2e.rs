@@ -746,6 +746,82 @@ fn model_moves_a_session_between_the_three_apis() {
     tui.quit();
 }
 
+#[test]
+fn a_key_typed_into_the_model_picker_reaches_its_provider() {
+    // DeepSeek's fake lists two models; no key anywhere, so the offline model answers first.
+    let m = marker();
+    let key = format!("sk-ds-{m}");
+    let deepseek = mockai::MockAi::start(|r| {
+        if r.path.ends_with("/models") {
+            return mockai::Reply::status(
+                200,
+                r#"{"object":"list","data":[{"id":"deepseek-chat"},{"id":"deepseek-reasoner"}]}"#,
+            );
+        }
+        mockai::Reply::text(&["deepseek ", "answers"], (10, 2))
+    });
+    let Some(tui) = Tui::start(
+        "picker-key",
+        Opts {
+            config_yaml: Some("model:\n  default: deepseek-chat\n".into()),
+            env: vec![("DEEPSEEK_BASE_URL".into(), deepseek.base_url())],
+            ..Opts::default()
+        },
+    ) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.submit("/model");
+    tui.wait_for("Select provider", T);
+    // Filter to DeepSeek (no key yet), choose it, type the key. The filter takes one
+    // character per key (a chunk of several is dropped), and the picker is drawn a moment
+    // before it takes keys: its first letter again until the filter shows it.
+    let took = (0..5).any(|_| {
+        tui.type_text("d");
+        procfs::poll_until(Duration::from_secs(2), || {
+            tui.screen().contains("filter: d▎")
+        })
+    });
+    assert!(took, "the picker took no key:\n{}", tui.screen());
+    for (at, c) in "eepseek".char_indices() {
+        tui.type_text(&c.to_string());
+        tui.wait_for(&format!("filter: d{}▎", &"eepseek"[..=at]), T);
+    }
+    tui.wait_for("DeepSeek · (no key)", T);
+    tui.key("Enter");
+    tui.wait_for("DEEPSEEK_API_KEY:", T);
+    tui.type_text(&key);
+    // The picker shows a dot per character typed: all of it is in before Enter.
+    let dots = "•".repeat(key.len().min(40));
+    tui.wait_screen("the key typed", T, |s| s.contains(&dots));
+    tui.key("Enter");
+    // Saved: the picker moves on to the provider's models, as the endpoint lists them.
+    tui.wait_for("Select model", T);
+    tui.wait_for("deepseek-reasoner", T);
+    tui.key("Enter");
+    tui.wait_call("config.set", T);
+    tui.wait_ready(T);
+    tui.submit("hello deepseek");
+    tui.wait_screen("deepseek answers", T, |s| s.contains("deepseek answers"));
+    tui.wait_ready(T);
+    assert_eq!(deepseek.first_post_bearer(), Some(format!("Bearer {key}")));
+    let sent = deepseek.requests().into_iter().find(|r| r.method == "POST");
+    assert_eq!(sent.map(|r| r.body["model"] == "deepseek-chat"), Some(true));
+    let saved = std::fs::read_to_string(tui.home.join(".env")).unwrap_or_default();
+    assert!(
+        saved.contains(&format!("DEEPSEEK_API_KEY={key}")),
+        "{saved}"
+    );
+    let log = std::fs::read_to_string(&tui.log_path).unwrap_or_default();
+    assert!(
+        log.contains("model.save_key") && !log.contains(&key),
+        "the key was logged"
+    );
+    assert!(!tui.screen().contains(&key), "the key is on screen");
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}
+
 /// Commands `/help` lists that this sweep does not type: they end the TUI (tested by the quit
 /// scenarios).
 const ENDS_THE_TUI: [&str; 4] = ["/quit", "/exit", "/q", "/update"];

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::effects::Effect;
 use crate::rpc::RpcError;
 use crate::rpc::frame::{Id, code};
 use crate::runner::{RunEnd, RunEvent, RunId, Spec, Stdin, Streams};
@@ -188,15 +189,11 @@ pub(crate) trait CheckpointOwners: RunOwners {
     fn session_dir(&self, rid: &str) -> Option<String>;
     /// Mark `dir` snapshotted in `rid`'s running turn: false when it was already.
     fn first_in_turn(&mut self, rid: &str, dir: &Path) -> bool;
-    /// The call of `rid` that waited for its snapshot starts now.
-    fn snapshot_over(&mut self, rid: &str, now: Instant);
-    /// A full restore took the directory back: the last exchange leaves `rid`'s history.
-    fn drop_last_exchange(&mut self, rid: &str, now: Instant) -> usize;
 }
 
 /// Before a tool call starts: when it changes files and its directory has no checkpoint yet
 /// in this turn, queue the snapshot and say `true` (the call waits for
-/// [`CheckpointOwners::snapshot_over`]).
+/// [`Effect::SnapshotOver`]).
 pub(crate) fn before_call(
     o: &mut impl CheckpointOwners,
     rid: &str,
@@ -397,7 +394,7 @@ fn pump(o: &mut impl CheckpointOwners, now: Instant) {
             };
             cp.current = Some(job);
             if !layout::git_on_path() {
-                finish(o, Err(GIT_MISSING.to_string()), now);
+                finish(o, Err(GIT_MISSING.to_string()));
                 continue;
             }
             advance(o, None, now);
@@ -409,7 +406,7 @@ fn pump(o: &mut impl CheckpointOwners, now: Instant) {
 fn advance(o: &mut impl CheckpointOwners, mut last: Option<Outcome>, now: Instant) {
     loop {
         if last.as_ref().is_some_and(Outcome::git_missing) {
-            return finish(o, Err(GIT_MISSING.to_string()), now);
+            return finish(o, Err(GIT_MISSING.to_string()));
         }
         let Some(job) = o.checkpoints().current.as_mut() else {
             return;
@@ -469,7 +466,7 @@ fn advance(o: &mut impl CheckpointOwners, mut last: Option<Outcome>, now: Instan
                     .and_then(|i| entries.get(i));
                 let Some(entry) = picked else {
                     let why = format!("Invalid checkpoint number. Use 1-{}.", entries.len());
-                    return finish(o, Err(why), now);
+                    return finish(o, Err(why));
                 };
                 let Some(job) = o.checkpoints().current.as_mut() else {
                     return;
@@ -477,7 +474,7 @@ fn advance(o: &mut impl CheckpointOwners, mut last: Option<Outcome>, now: Instan
                 job.work = then_work(&job.target, job.limits, then, entry.hash.clone(), file);
                 last = None;
             }
-            Step::Done(ended) => return finish(o, Ok(ended), now),
+            Step::Done(ended) => return finish(o, Ok(ended)),
         }
     }
 }
@@ -493,7 +490,7 @@ enum Ended {
 }
 
 /// The current sequence is over (`Err`: it could not go on): tell whoever waits.
-fn finish(o: &mut impl CheckpointOwners, ended: Result<Ended, String>, now: Instant) {
+fn finish(o: &mut impl CheckpointOwners, ended: Result<Ended, String>) {
     let Some(job) = o.checkpoints().current.take() else {
         return;
     };
@@ -510,13 +507,25 @@ fn finish(o: &mut impl CheckpointOwners, ended: Result<Ended, String>, now: Inst
             if let Some(text) = problem {
                 report(o, Some(&rid), &text);
             }
-            o.snapshot_over(&rid, now);
+            o.effects().push(Effect::SnapshotOver { rid: rid.clone() });
             queue_sweep(o, &job.target);
         }
-        Waiter::Request { id, rid, ask } => {
-            let reply = answer(o, &rid, ask, ended, now);
-            o.outbox().reply(&id, reply);
-        }
+        Waiter::Request { id, rid, ask } => match answer(ask, ended) {
+            // The history follows the directory back; the loop answers once it has.
+            Ok(result)
+                if ask == Ask::Restore
+                    && result["success"] == true
+                    && result.get("file").is_none() =>
+            {
+                let reply_to = id;
+                o.effects().push(Effect::UndoExchange {
+                    rid,
+                    reply_to,
+                    result,
+                });
+            }
+            reply => o.outbox().reply(&id, reply),
+        },
         Waiter::Nobody => match ended {
             Err(why) => report(o, None, &format!("checkpoint sweep: {why}")),
             Ok(Ended::Sweep(n)) if n > 0 => {
@@ -530,13 +539,7 @@ fn finish(o: &mut impl CheckpointOwners, ended: Result<Ended, String>, now: Inst
 }
 
 /// The answer to a `rollback.*` request.
-fn answer(
-    o: &mut impl CheckpointOwners,
-    rid: &str,
-    ask: Ask,
-    ended: Result<Ended, String>,
-    now: Instant,
-) -> Result<Value, RpcError> {
+fn answer(ask: Ask, ended: Result<Ended, String>) -> Result<Value, RpcError> {
     match (ask, ended) {
         (Ask::List, Ok(Ended::List(entries))) => Ok(json!({
             "enabled": true,
@@ -550,13 +553,7 @@ fn answer(
             Ok(json!({"stat": stat, "diff": &diff[..cut]}))
         }
         (_, Ok(Ended::Diff(Err(why))) | Err(why)) => refused(ask, why),
-        (Ask::Restore, Ok(Ended::Restore(mut result))) => {
-            let whole = result.get("file").is_none();
-            if result["success"] == true && whole {
-                result["history_removed"] = json!(o.drop_last_exchange(rid, now));
-            }
-            Ok(result)
-        }
+        (Ask::Restore, Ok(Ended::Restore(result))) => Ok(result),
         _ => Err(RpcError::new(
             RESTORE_FAILED,
             "checkpoint sequence lost its way",

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::effects::Effect;
 use crate::runner::{NO_TIMEOUT, RunEvent, RunId, Spec, Stdin, Streams};
 use crate::tools::ToolResult;
 use crate::tools::WorkTimer;
@@ -152,8 +153,6 @@ pub(crate) trait McpOwners: RunOwners {
     fn session_open(&self) -> bool;
     /// The live sessions, each with whether it is idle (no turn running).
     fn sessions_idle(&self) -> Vec<(String, bool)>;
-    /// A fresh `session.info` to session `rid`.
-    fn emit_info(&mut self, rid: &str);
     /// The loop's sockets, as HTTP exchanges open and release connections.
     fn sockets(&mut self) -> impl http::Sockets + '_;
 }
@@ -765,7 +764,7 @@ fn tell(o: &mut impl McpOwners, kind: &str, text: String) {
     for (rid, idle) in o.sessions_idle() {
         o.emit(&rid, "status.update", json!({"kind": kind, "text": text}));
         if idle {
-            o.emit_info(&rid);
+            o.effects().push(Effect::SessionInfo { rid });
         }
     }
 }

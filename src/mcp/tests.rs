@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::effects::Effect;
 use crate::model::connect::{Failure, Route};
 use crate::rpc::outbox::Outbox;
-use crate::runner::{Closed, RunEnd};
+use crate::runner::Closed;
+use crate::tools::Tools;
 use crate::tools::runs::RunControl;
 use crate::tools::runs::fake::{FakeRuns, ended};
-use crate::tools::{JobId, Tools};
 use crate::util::ScratchDir;
 
 /// The gateway as MCP sees it, with a `config.yaml` of the test's own.
@@ -81,13 +82,30 @@ impl Fake {
             bytes.push(b'\n');
         }
         self.runs.runner.pipes.push(RunEvent::Output { run, bytes });
+        self.pump(now);
+    }
+
+    /// The loop reads the servers' pipes; their events reach MCP as the dispatcher routes them.
+    fn pump(&mut self, now: Instant) {
         runs::pump(self, now, &crate::clock::Budget::unlimited());
+        self.dispatch(now);
+    }
+
+    /// Route what MCP and its servers' runs asked of the loop, as the loop's dispatcher does.
+    fn dispatch(&mut self, now: Instant) {
+        while let Some(effect) = self.runs.effects.pop() {
+            match effect {
+                Effect::ServiceEvent(event) => on_run_event(self, event, now),
+                Effect::SessionInfo { rid } => self.infos.push(rid),
+                other => panic!("MCP's servers asked for {other:?}"),
+            }
+        }
     }
 
     fn server_exits(&mut self, run: RunId, status: i32, now: Instant) {
         let end = ended(status);
         self.runs.runner.pipes.push(RunEvent::Ended { run, end });
-        runs::pump(self, now, &crate::clock::Budget::unlimited());
+        self.pump(now);
     }
 
     /// The last run started.
@@ -107,6 +125,7 @@ impl Fake {
                 on_timer(self, &name, at);
             }
         }
+        self.dispatch(at);
     }
 
     /// The status of server `name` as the banner reads it.
@@ -238,17 +257,8 @@ impl RunOwners for Fake {
     fn has_session(&self, rid: &str) -> bool {
         self.runs.has_session(rid)
     }
-    fn isolated(&mut self, _owner: Option<&str>, _now: Instant, work: impl FnOnce(&mut Self)) {
-        work(self);
-    }
-    fn run_ended(&mut self, job: JobId, end: RunEnd, now: Instant) {
-        self.runs.run_ended(job, end, now)
-    }
-    fn service_event(&mut self, event: RunEvent, now: Instant) {
-        on_run_event(self, event, now);
-    }
-    fn submit_prompt(&mut self, rid: &str, text: String, now: Instant) {
-        self.runs.submit_prompt(rid, text, now)
+    fn effects(&mut self) -> &mut crate::effects::Effects {
+        self.runs.effects()
     }
 }
 
@@ -271,9 +281,6 @@ impl McpOwners for Fake {
             .iter()
             .map(|r| (r.clone(), true))
             .collect()
-    }
-    fn emit_info(&mut self, rid: &str) {
-        self.infos.push(rid.to_string());
     }
     fn sockets(&mut self) -> impl http::Sockets + '_ {
         NoSockets
@@ -328,7 +335,7 @@ fn garbage_a_ping_and_an_answer_to_an_unknown_id_leave_the_server_working() {
         run,
         bytes: b"not json at all\n\n".to_vec(),
     });
-    runs::pump(&mut f, t0, &crate::clock::Budget::unlimited());
+    f.pump(t0);
     f.server_says(
         run,
         &[

@@ -66,6 +66,9 @@ fn dispatch(gw: &mut Gateway, req: Request, now: Instant) -> Reply {
     if req.method == "slash.exec" {
         return slash::slash_exec(gw, &req.id, p, now);
     }
+    if req.method == "model.save_key" {
+        return models::save_key(gw, &req.id, p, now);
+    }
     if req.method == "skills.reload" {
         return skills::reload(gw, &req.id);
     }
@@ -80,7 +83,6 @@ fn dispatch(gw: &mut Gateway, req: Request, now: Instant) -> Reply {
         "commands.catalog" => Ok(commands::catalog(gw)),
         "config.get" => config::get(gw, p),
         "config.set" => config::set(gw, p),
-        "model.save_key" => models::save_key(p),
         "model.disconnect" => models::disconnect(p),
         "pet.cells" => Ok(serde_json::json!({"enabled": false})),
         "input.detect_drop" => images::detect_drop(gw, p),

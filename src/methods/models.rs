@@ -23,6 +23,8 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
 struct Pending {
     request_id: crate::rpc::frame::Id,
+    /// Where in `answer` the provider's row is (a JSON pointer).
+    row: &'static str,
     fetch: ModelsFetch,
     /// Where the fetch's sources are watched.
     slot: Slot,
@@ -78,8 +80,23 @@ fn push_unique(list: &mut Vec<String>, items: impl IntoIterator<Item = String>) 
     }
 }
 
-fn set_models(answer: &mut Value, models: &[String], warning: Option<String>) {
-    let row = &mut answer["providers"][0];
+/// `model.options`' row of the running provider.
+const CURRENT_ROW: &str = "/providers/0";
+/// `model.save_key`'s row.
+const SAVED_ROW: &str = "/provider";
+
+/// The models already in the row at `row`.
+fn models_at(answer: &Value, row: &str) -> Vec<String> {
+    answer
+        .pointer(row)
+        .and_then(|r| serde_json::from_value(r["models"].clone()).ok())
+        .unwrap_or_default()
+}
+
+fn set_models(answer: &mut Value, row: &str, models: &[String], warning: Option<String>) {
+    let Some(row) = answer.pointer_mut(row) else {
+        return;
+    };
     row["models"] = json!(models);
     row["total_models"] = json!(models.len());
     if let Some(w) = warning {
@@ -119,6 +136,19 @@ pub fn options(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: In
     else {
         return Some(Ok(answer));
     };
+    answer_with_models(gw, id, answer, CURRENT_ROW, (url, key), now)
+}
+
+/// Answer `answer` once the models at `endpoint` (base URL, key) are added to its row at `row`
+/// (within `FETCH_TIMEOUT`; a failure answers with a warning in the row).
+fn answer_with_models(
+    gw: &mut Gateway,
+    id: &crate::rpc::frame::Id,
+    answer: Value,
+    row: &'static str,
+    (url, key): (String, Option<String>),
+    now: Instant,
+) -> Reply {
     let fetch_id = gw.model_fetches.next;
     gw.model_fetches.next += 1;
     let slot = gw.reactor.slot(TokenOwner::ModelList(fetch_id));
@@ -131,6 +161,7 @@ pub fn options(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: In
                 fetch_id,
                 Pending {
                     request_id: id.clone(),
+                    row,
                     fetch,
                     slot,
                     timer,
@@ -145,10 +176,8 @@ pub fn options(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: In
         Err(e) => {
             gw.reactor.release(&TokenOwner::ModelList(fetch_id));
             let mut answer = answer;
-            let models: Vec<String> =
-                serde_json::from_value(answer["providers"][0]["models"].clone())
-                    .unwrap_or_default();
-            set_models(&mut answer, &models, Some(list_warning(&url, &e)));
+            let models = models_at(&answer, row);
+            set_models(&mut answer, row, &models, Some(list_warning(&url, &e)));
             Some(Ok(answer))
         }
     }
@@ -196,26 +225,31 @@ fn base_answer(gw: &Gateway, p: &Params) -> Result<Value, RpcError> {
         if other.id == slug || (!other.ready && !unconfigured) {
             continue;
         }
-        let models: Vec<String> = other.model.into_iter().collect();
-        let mut row = json!({
-            "slug": other.id,
-            "name": other.name,
-            "total_models": models.len(),
-            "models": models,
-            "is_current": false,
-            "authenticated": other.ready,
-            "auth_type": other.auth_type,
-        });
-        if let Some(var) = other.key_env {
-            row["key_env"] = json!(var);
-        }
-        rows.push(row);
+        rows.push(picker_row(other, false));
     }
     Ok(json!({
         "model": current,
         "provider": slug,
         "providers": rows,
     }))
+}
+
+/// The picker's row of a provider this home could reach (`is_current`: the session runs on it).
+fn picker_row(p: crate::model::select::Available, is_current: bool) -> Value {
+    let models: Vec<String> = p.model.into_iter().collect();
+    let mut row = json!({
+        "slug": p.id,
+        "name": p.name,
+        "total_models": models.len(),
+        "models": models,
+        "is_current": is_current,
+        "authenticated": p.ready,
+        "auth_type": p.auth_type,
+    });
+    if let Some(var) = p.key_env {
+        row["key_env"] = json!(var);
+    }
+    row
 }
 
 /// A source of the fetch is ready (or it just started): make progress, answer when done.
@@ -254,8 +288,7 @@ fn finish(gw: &mut Gateway, fetch_id: u64, result: Result<Vec<String>, String>) 
     };
     gw.timers.cancel(p.timer);
     gw.reactor.release(&TokenOwner::ModelList(fetch_id));
-    let mut models: Vec<String> =
-        serde_json::from_value(p.answer["providers"][0]["models"].clone()).unwrap_or_default();
+    let mut models = models_at(&p.answer, p.row);
     let warning = match result {
         Ok(ids) => {
             push_unique(&mut models, ids);
@@ -263,20 +296,105 @@ fn finish(gw: &mut Gateway, fetch_id: u64, result: Result<Vec<String>, String>) 
         }
         Err(why) => Some(list_warning(&p.url, &why)),
     };
-    set_models(&mut p.answer, &models, warning);
+    set_models(&mut p.answer, p.row, &models, warning);
     gw.outbox().answer(&p.request_id, &p.answer);
 }
 
-/// `model.save_key`: keys live in config.yaml or the environment here, not in a store the
-/// picker writes.
-pub fn save_key(p: &Params) -> Result<Value, RpcError> {
-    params::opt_str(p, "slug")?;
-    params::opt_str(p, "api_key")?;
-    Err(RpcError::new(
-        code::NOT_SUPPORTED,
-        "not supported by tui-gateway: saving keys from the picker; set model.api_key (or \
-         model.api_key_env) in config.yaml, or OPENAI_API_KEY, and restart",
-    ))
+/// Longest key `model.save_key` takes (an OAuth-sized token fits).
+const KEY_MAX: usize = 8192;
+
+/// `model.save_key {slug, api_key, session_id?}`, as Hermes answers it: the key saved in
+/// `$HERMES_HOME/.env` under the provider's first key variable, the credentials read again
+/// (`reload.env`), and `{provider: ROW}` answered, the row authenticated and holding the
+/// models its endpoint lists. The key appears in no answer, error or log line.
+pub fn save_key(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: Instant) -> Reply {
+    let (spec, var, key) = match key_to_save(p) {
+        Ok(k) => k,
+        Err(e) => return Some(Err(e)),
+    };
+    if let Err(e) = crate::hermes_env::save(&gw.cfg.home, var, &key) {
+        return Some(Err(RpcError::new(5034, e)));
+    }
+    // The key is saved whatever this says: a running turn only postpones the configured
+    // provider's change (`/reload`), and a switch to this provider reads `.env` itself.
+    let _ = super::reload::reload_env(gw);
+    let current = current_provider(gw, session_named(gw, p)).0;
+    let doc = config::doc(gw);
+    let row = crate::model::select::available(&gw.cfg, &doc)
+        .into_iter()
+        .find(|a| a.id == spec.id)
+        .map_or_else(
+            || json!({"slug": spec.id, "name": spec.name, "models": [], "total_models": 0}),
+            |a| picker_row(a, spec.id == current),
+        );
+    let mut answer = json!({ "provider": row });
+    answer["provider"]["authenticated"] = json!(true);
+    let asked = crate::model::resolve::Asked {
+        provider: Some(spec.id),
+        // Only the endpoint is wanted here; the model does not change it.
+        model: Some(gw.cfg.model.as_deref().unwrap_or("any")),
+        base_url: gw.cfg.base_url.as_deref(),
+    };
+    match crate::model::select::endpoint(&gw.cfg, asked) {
+        Ok(e) => answer_with_models(gw, id, answer, SAVED_ROW, (e.base_url, e.api_key), now),
+        Err(why) => {
+            answer["provider"]["warning"] = json!(why);
+            Some(Ok(answer))
+        }
+    }
+}
+
+/// The provider, its variable and the key a `model.save_key` asks to save, or a bounded
+/// refusal that never repeats the key.
+fn key_to_save(
+    p: &Params,
+) -> Result<
+    (
+        &'static crate::model::providers::ProviderSpec,
+        &'static str,
+        String,
+    ),
+    RpcError,
+> {
+    use crate::model::providers::{Login, spec};
+    let slug = params::opt_str(p, "slug")?.unwrap_or("").trim();
+    let key = params::opt_str(p, "api_key")?.unwrap_or("").trim();
+    params::opt_str(p, "session_id")?;
+    if slug.is_empty() || key.is_empty() {
+        return Err(RpcError::new(4001, "slug and api_key are required"));
+    }
+    if key.len() > KEY_MAX {
+        return Err(RpcError::new(
+            4001,
+            format!("the key is longer than {KEY_MAX} bytes; refused"),
+        ));
+    }
+    if !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(RpcError::new(
+            4001,
+            "the key must be printable ASCII, without spaces or line breaks; refused",
+        ));
+    }
+    let Some(spec) = spec(slug) else {
+        let shown: String = slug.chars().take(64).collect();
+        return Err(RpcError::new(4002, format!("unknown provider: {shown:?}")));
+    };
+    if spec.login != Login::Key {
+        return Err(RpcError::new(
+            4003,
+            format!(
+                "{} is reached through a login, not a key — run `hermes model` to configure",
+                spec.name
+            ),
+        ));
+    }
+    let Some(var) = spec.key_vars.first() else {
+        return Err(RpcError::new(
+            4004,
+            format!("no variable holds a key for {}", spec.name),
+        ));
+    };
+    Ok((spec, var, key.to_string()))
 }
 
 /// `model.disconnect`: nothing to disconnect, for the same reason.
@@ -285,6 +403,6 @@ pub fn disconnect(p: &Params) -> Result<Value, RpcError> {
     Err(RpcError::new(
         code::NOT_SUPPORTED,
         "not supported by tui-gateway: disconnecting from the picker; remove the key from \
-         config.yaml or the environment and restart",
+         $HERMES_HOME/.env, config.yaml or the environment and run /reload",
     ))
 }

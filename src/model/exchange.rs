@@ -116,6 +116,8 @@ pub struct Exchange {
     reused: bool,
     /// The connection, once the answer ended cleanly, for the provider to keep.
     reusable: Option<Transport>,
+    /// The call ended on HTTP 401: the server refused the key.
+    key_refused: bool,
 }
 
 /// How a step of the state machine ended.
@@ -157,6 +159,7 @@ impl Exchange {
             reuse,
             reused: false,
             reusable: None,
+            key_refused: false,
         };
         exchange.begin(ctx, now);
         exchange
@@ -496,6 +499,7 @@ impl Exchange {
             )));
             return Ok(Step::Wait);
         }
+        self.key_refused = status == 401;
         let tries = if retryable {
             format!(" after {} attempts", self.attempt + 1)
         } else {
@@ -640,6 +644,10 @@ impl ModelCall for Exchange {
         self.reusable
             .take()
             .map(|t| Box::new(t) as Box<dyn std::any::Any>)
+    }
+
+    fn key_refused(&self) -> bool {
+        self.key_refused
     }
 
     fn abort(&mut self, ctx: &mut CallContext<'_>) {

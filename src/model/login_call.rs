@@ -1,17 +1,18 @@
-//! A model call whose login's token must be renewed first (`logins::Refresh`), then sent with
-//! the new key: both on the call's own token of the loop, so a renewal blocks nothing else.
+//! A model call on a login's token: renewed first (`logins::Refresh`) when it expires, or
+//! renewed once after the server refused it (HTTP 401), then the request sent with the new
+//! key: all on the call's own token of the loop, so a renewal blocks nothing else.
 
 use std::time::Instant;
 
 use serde_json::Value;
 
-use super::logins::{Outcome, Refresh};
+use super::logins::{Keeper, Outcome, Refresh};
 use super::remote::RemoteProvider;
 use super::{CallContext, ModelCall, ModelEvent, ModelRequest, Progress, Provider};
 use crate::transcript::Message;
 
-/// The request kept while the token is renewed (a renewal comes once per token's life, so the
-/// copy is rare).
+/// The request kept for a renewal: sent again with the new key (a copy per call on a login's
+/// token, small beside the request's own serialisation).
 struct KeptRequest {
     system: Option<String>,
     messages: Vec<Message>,
@@ -45,63 +46,122 @@ impl KeptRequest {
     }
 }
 
-pub struct RenewFirst {
-    refresh: Refresh,
-    request: KeptRequest,
-    /// The endpoint the request goes to once the key is had.
-    to: RemoteProvider,
-    /// The model's call, once the key is had.
-    ask: Option<Box<dyn ModelCall>>,
+enum Phase {
+    /// The login's token being renewed; the request goes out once it is had.
+    Renewing(Refresh),
+    /// The request sent. `may_renew`: the key it carries, when a refusal (HTTP 401) may renew
+    /// the token once and send it again.
+    Asking {
+        call: Box<dyn ModelCall>,
+        may_renew: Option<(Keeper, String)>,
+    },
 }
 
-impl RenewFirst {
-    pub fn new(refresh: Refresh, req: &ModelRequest<'_>, to: RemoteProvider) -> RenewFirst {
-        RenewFirst {
-            refresh,
+/// A model call on a login's token: renewed first when it is about to expire, or renewed once
+/// and sent again when the server refuses it early (revoked, expired before its time), as
+/// Hermes' agent retries a 401 after a forced refresh.
+pub struct LoginCall {
+    phase: Phase,
+    request: KeptRequest,
+    /// The endpoint the request goes to with a renewed key.
+    to: RemoteProvider,
+}
+
+impl LoginCall {
+    /// Renew the token, then send the request.
+    pub fn renewing_first(refresh: Refresh, req: &ModelRequest<'_>, to: RemoteProvider) -> Self {
+        LoginCall {
+            phase: Phase::Renewing(refresh),
             request: KeptRequest::of(req),
             to,
-            ask: None,
+        }
+    }
+
+    /// `first` carries `key`, `login`'s token; a refusal renews it once.
+    pub fn renewing_on_refusal(
+        first: Box<dyn ModelCall>,
+        login: Keeper,
+        key: String,
+        req: &ModelRequest<'_>,
+        to: RemoteProvider,
+    ) -> Self {
+        LoginCall {
+            phase: Phase::Asking {
+                call: first,
+                may_renew: Some((login, key)),
+            },
+            request: KeptRequest::of(req),
+            to,
         }
     }
 }
 
-impl ModelCall for RenewFirst {
+impl ModelCall for LoginCall {
     fn advance(
         &mut self,
         ctx: &mut CallContext<'_>,
         now: Instant,
         out: &mut Vec<ModelEvent>,
     ) -> Progress {
-        if let Some(ask) = &mut self.ask {
-            return ask.advance(ctx, now, out);
-        }
-        let mut notices = Vec::new();
-        let outcome = self.refresh.advance(ctx.slot, now, &mut notices);
-        out.extend(notices.into_iter().map(ModelEvent::Notice));
-        match outcome {
-            Outcome::Wait(deadline) => Progress::Wait(deadline),
-            Outcome::Failed(why) => {
-                out.push(ModelEvent::Failed(why));
-                Progress::Finished
-            }
-            Outcome::Key(key) => {
-                self.to.use_key(key);
-                let ask = self
-                    .ask
-                    .insert(self.to.start(self.request.view(), ctx, now));
-                ask.advance(ctx, now, out)
+        loop {
+            match &mut self.phase {
+                Phase::Asking { call, may_renew } => {
+                    let mut events = Vec::new();
+                    let progress = call.advance(ctx, now, &mut events);
+                    let refused = progress == Progress::Finished && call.key_refused();
+                    match may_renew.take_if(|_| refused) {
+                        Some((login, key)) => {
+                            // The refusal's message gives way to the renewal's outcome.
+                            events.retain(|e| !matches!(e, ModelEvent::Failed(_)));
+                            out.extend(events);
+                            out.push(ModelEvent::Notice(format!(
+                                "the {} login's token was refused (HTTP 401); renewing it and \
+                                 sending the request again",
+                                login.login().kind.name()
+                            )));
+                            self.phase = Phase::Renewing(login.renew_refused(key, now));
+                        }
+                        None => {
+                            out.extend(events);
+                            return progress;
+                        }
+                    }
+                }
+                Phase::Renewing(refresh) => {
+                    let mut notices = Vec::new();
+                    let outcome = refresh.advance(ctx.slot, now, &mut notices);
+                    out.extend(notices.into_iter().map(ModelEvent::Notice));
+                    match outcome {
+                        Outcome::Wait(deadline) => return Progress::Wait(deadline),
+                        Outcome::Failed(why) => {
+                            out.push(ModelEvent::Failed(why));
+                            return Progress::Finished;
+                        }
+                        Outcome::Key(key) => {
+                            self.to.use_key(key);
+                            let call = self.to.start(self.request.view(), ctx, now);
+                            self.phase = Phase::Asking {
+                                call,
+                                may_renew: None,
+                            };
+                        }
+                    }
+                }
             }
         }
     }
 
     fn abort(&mut self, ctx: &mut CallContext<'_>) {
-        self.refresh.abort(ctx.slot);
-        if let Some(ask) = &mut self.ask {
-            ask.abort(ctx);
+        match &mut self.phase {
+            Phase::Renewing(refresh) => refresh.abort(ctx.slot),
+            Phase::Asking { call, .. } => call.abort(ctx),
         }
     }
 
     fn take_connection(&mut self) -> Option<Box<dyn std::any::Any>> {
-        self.ask.as_mut().and_then(|a| a.take_connection())
+        match &mut self.phase {
+            Phase::Asking { call, .. } => call.take_connection(),
+            Phase::Renewing(_) => None,
+        }
     }
 }

@@ -155,6 +155,10 @@ pub trait ModelCall {
     fn take_connection(&mut self) -> Option<Box<dyn std::any::Any>> {
         None
     }
+    /// After `Finished`: the server refused the key (HTTP 401) before answering anything.
+    fn key_refused(&self) -> bool {
+        false
+    }
 }
 
 /// What the model is asked.

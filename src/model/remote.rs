@@ -6,7 +6,7 @@ use std::time::Instant;
 use super::endpoint::Endpoint;
 use super::exchange::{Destination, Exchange, Timing};
 use super::http::Transport;
-use super::login_call::RenewFirst;
+use super::login_call::LoginCall;
 use super::logins::{Decision, Keeper};
 use super::unreachable::Refused;
 use super::{CallContext, ModelCall, ModelRequest, Provider};
@@ -145,23 +145,45 @@ impl Provider for RemoteProvider {
         ctx: &mut CallContext<'_>,
         now: Instant,
     ) -> Box<dyn ModelCall> {
-        if let Some(login) = &self.login {
+        if let Some(login) = self.login.clone() {
             match login.decide(crate::util::unix_now()) {
-                Decision::Use(key) => self.endpoint.api_key = Some(key),
+                Decision::Use(key) => {
+                    self.endpoint.api_key = Some(key.clone());
+                    let first = self.exchange(&req, ctx, now);
+                    return Box::new(LoginCall::renewing_on_refusal(
+                        first,
+                        login,
+                        key,
+                        &req,
+                        self.detached(),
+                    ));
+                }
                 Decision::Refresh => {
                     let refresh = login.refresh(now);
-                    return Box::new(RenewFirst::new(refresh, &req, self.detached()));
+                    return Box::new(LoginCall::renewing_first(refresh, &req, self.detached()));
                 }
                 Decision::Refuse(why) => return Box::new(Refused(Some(why))),
             }
         }
-        let message = self.http_message(&req);
+        self.exchange(&req, ctx, now)
+    }
+}
+
+impl RemoteProvider {
+    /// The request sent with the endpoint's key as it is.
+    fn exchange(
+        &mut self,
+        req: &ModelRequest<'_>,
+        ctx: &mut CallContext<'_>,
+        now: Instant,
+    ) -> Box<dyn ModelCall> {
+        let message = self.http_message(req);
         let reuse = self.take_idle(now);
         Box::new(Exchange::start(
             &self.to,
             req.model,
             message,
-            self.wire_for(req.model).decoder_for(&req, &self.endpoint),
+            self.wire_for(req.model).decoder_for(req, &self.endpoint),
             reuse,
             ctx,
             now,

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::clock::{Budget, Clock};
-use crate::store::{Delta, Store, StoreError};
+use crate::store::{Delta, ErrorKind, Store, StoreError};
 use crate::timer::Throttle;
 use journal::{Journal, Record, Sink};
 use retry::Retries;
@@ -640,7 +640,7 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
     }
 
     fn store_failed(&mut self, e: StoreError, now: Instant) {
-        if self.retries.store_failed(now) {
+        if self.retries.store_failed(now, e.kind == ErrorKind::Busy) {
             crate::diag!(
                 "[gateway] could not save to state.db ({e}); keeping it in the journal and retrying"
             );

@@ -82,6 +82,10 @@ fn render(dir: Dir, t: f64, frame: &[u8]) -> Vec<u8> {
         Dir::Out => "out",
     };
     let mut line = format!("{{\"dir\":\"{dir}\",\"t\":{t:.3},").into_bytes();
+    if let Some(redacted) = without_saved_key(frame) {
+        line.extend_from_slice(format!("\"frame\":{redacted}}}\n").as_bytes());
+        return line;
+    }
     if frame.len() > MAX_FRAME {
         let prefix = String::from_utf8_lossy(&frame[..TRUNCATED_PREFIX]);
         let text = serde_json::to_string(&prefix).unwrap_or_default();
@@ -105,6 +109,28 @@ fn render(dir: Dir, t: f64, frame: &[u8]) -> Vec<u8> {
     line
 }
 
+/// A frame that may carry a key `model.save_key` saves, as logged: the key replaced (a frame
+/// that names the method but is not JSON, by its length alone). `None`: any other frame.
+fn without_saved_key(frame: &[u8]) -> Option<String> {
+    frame
+        .windows(14)
+        .any(|w| w == b"model.save_key")
+        .then_some(())?;
+    let parsed = (frame.len() <= MAX_FRAME)
+        .then(|| serde_json::from_slice::<serde_json::Value>(frame).ok())
+        .flatten();
+    let Some(mut v) = parsed else {
+        return Some(format!(
+            "\"(a frame naming model.save_key, {} bytes)\"",
+            frame.len()
+        ));
+    };
+    if let Some(key) = v.pointer_mut("/params/api_key") {
+        *key = serde_json::Value::String("(not logged)".into());
+    }
+    Some(v.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,6 +139,20 @@ mod tests {
     fn parse(line: &[u8]) -> Value {
         assert_eq!(line.last(), Some(&b'\n'));
         serde_json::from_slice(line).unwrap()
+    }
+
+    #[test]
+    fn a_saved_key_is_never_logged() {
+        let frame = br#"{"id":3,"method":"model.save_key","params":{"slug":"x","api_key":"sk-9"}}"#;
+        let v = parse(&render(Dir::In, 1.0, frame));
+        assert_eq!(v["frame"]["params"]["api_key"], "(not logged)");
+        assert_eq!(v["frame"]["params"]["slug"], "x");
+        let line = render(
+            Dir::In,
+            1.0,
+            br#"{"method":"model.save_key","api_key":"sk-9""#,
+        );
+        assert!(!String::from_utf8_lossy(&line).contains("sk-9"));
     }
 
     #[test]

@@ -250,6 +250,10 @@ pub(crate) fn abandon(gw: &mut impl CallOwners, rid: &str, now: Instant) {
             gw.runner().kill_now(run, now);
         }
         runs::after_runner(gw, now);
+        // Recorded now, not when the loop dispatches them: the session is leaving.
+        for end in gw.effects().take_run_ends(job) {
+            run_ended(gw, job, end, now);
+        }
     }
 }
 
@@ -456,19 +460,14 @@ fn pre_approved(gw: &mut impl CallOwners, rid: &str, rule: &str) -> bool {
     parts.tools.approvals.pre_approved(rule, yolo, rules)
 }
 
-/// Step the jobs that are due (woken in the loop or from another thread): each tool goes on
-/// within its budget, and a call it finishes is recorded.
-pub(crate) fn step_due(gw: &mut impl CallOwners, now: Instant) {
-    let due = {
-        let tools = gw.tools();
-        tools.due.take(&tools.wakers)
-    };
-    for job in due {
-        let Some(rid) = gw.tools().jobs.get(&job).map(|j| j.rid.clone()) else {
-            continue;
-        };
-        gw.isolated(Some(&rid), now, |gw| step_job(gw, job, None, now));
-    }
+/// The jobs that are due (woken in the loop or from another thread), each with its session:
+/// the loop steps each ([`step_job`]) for its session.
+pub(crate) fn due_jobs(gw: &mut impl CallOwners) -> Vec<(String, JobId)> {
+    let tools = gw.tools();
+    let due = tools.due.take(&tools.wakers);
+    due.into_iter()
+        .filter_map(|job| Some((tools.jobs.get(&job)?.rid.clone(), job)))
+        .collect()
 }
 
 /// Step one job now (`answer`: the user's answer to its question).
@@ -611,7 +610,7 @@ pub(crate) mod fake {
     use super::*;
     use crate::model::{CallContext, ModelCall, ModelEvent, ModelRequest, Progress, Provider};
     use crate::rpc::Outbox;
-    use crate::runner::{Closed, RunEvent, RunId};
+    use crate::runner::{Closed, RunId};
     use crate::session::driver::{self, ModelParts, TurnOwners};
     use crate::session::{Session, bare_session};
     use crate::tools::Ask;
@@ -784,6 +783,8 @@ pub(crate) mod fake {
         pub gone: Vec<String>,
         /// The sessions handed to persistence as they left memory.
         pub retired: Vec<Session>,
+        /// What the tool side asked of the loop (no scripted tool starts a run: nothing).
+        pub effects: crate::effects::Effects,
     }
 
     impl Fake {
@@ -825,7 +826,16 @@ pub(crate) mod fake {
                 window: 1 << 20,
                 gone: Vec::new(),
                 retired: Vec::new(),
+                effects: Default::default(),
             }
+        }
+
+        /// Step the due jobs, each for its session, as the loop does.
+        pub fn step_due(&mut self, now: Instant) {
+            for (rid, job) in due_jobs(self) {
+                driver::isolated(self, Some(&rid), now, |gw| step_job(gw, job, None, now));
+            }
+            assert!(self.effects.is_empty(), "no scripted tool starts a run");
         }
 
         pub fn now(&self) -> Instant {
@@ -911,17 +921,8 @@ pub(crate) mod fake {
         fn has_session(&self, rid: &str) -> bool {
             self.sessions.contains_key(rid)
         }
-        fn isolated(&mut self, owner: Option<&str>, now: Instant, work: impl FnOnce(&mut Self)) {
-            driver::isolated(self, owner, now, work);
-        }
-        fn run_ended(&mut self, job: JobId, end: RunEnd, now: Instant) {
-            run_ended(self, job, end, now);
-        }
-        fn service_event(&mut self, _event: RunEvent, _now: Instant) {
-            panic!("no scripted tool runs a service")
-        }
-        fn submit_prompt(&mut self, _rid: &str, _text: String, _now: Instant) {
-            panic!("no scripted tool notifies")
+        fn effects(&mut self) -> &mut crate::effects::Effects {
+            &mut self.effects
         }
     }
 
@@ -1091,10 +1092,10 @@ mod tests {
         model_answered(&mut gw, RID, vec![call("c1", "wakes")], None, start);
         assert_eq!(gw.kinds(), ["tool.start"]);
         gw.fire(start + Duration::from_millis(49));
-        step_due(&mut gw, start + Duration::from_millis(49));
+        gw.step_due(start + Duration::from_millis(49));
         assert!(gw.said().is_empty(), "not stepped before its wake");
         gw.fire(start + Duration::from_millis(50));
-        step_due(&mut gw, start + Duration::from_millis(50));
+        gw.step_due(start + Duration::from_millis(50));
         let said = gw.said();
         assert_eq!(said[0].0, "tool.complete");
         assert_eq!(said[0].1["summary"], "woken");

@@ -3,7 +3,8 @@
 //! of the gateway that keeps a process running for itself (an MCP server); their descriptors
 //! in the poll, their live output, their results. Everything here works on [`RunOwners`] —
 //! the owners it uses and the few steps only the gateway takes, lent by the gateway
-//! (`src/owners.rs`) or by the unit tests' fakes — never on the gateway itself.
+//! (`src/owners.rs`) or by the unit tests' fakes — never on the gateway itself. What a run's
+//! end means to a turn, a service or a session's next prompt leaves as an [`Effect`].
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use serde_json::{Value, json};
 
 use super::{JobId, Tools, policy};
 use crate::clock::Budget;
+use crate::effects::{Effect, Effects};
 use crate::rpc::frame::{Id, code};
 use crate::rpc::{Outbox, RpcError};
 use crate::runner::{
@@ -85,8 +87,8 @@ impl RunControl for Runner {
 }
 
 /// What the runs work on: the tools (who waits, jobs, background processes), the runner, the
-/// client, timers, a run-watch view of the poll — and where a run's events end up that is not
-/// theirs to handle (the turn's tool, a service, a session's next prompt).
+/// client, timers, a run-watch view of the poll — and the effects queue, where a run's events
+/// go that are not theirs to handle (the turn's tool, a service, a session's next prompt).
 pub(crate) trait RunOwners {
     fn tools(&mut self) -> &mut Tools;
     fn runner(&mut self) -> &mut dyn RunControl;
@@ -105,14 +107,8 @@ pub(crate) trait RunOwners {
     fn paused(&self) -> bool;
     fn shutting_down(&self) -> bool;
     fn has_session(&self, rid: &str) -> bool;
-    /// Do `work` for `owner`'s session: a panic in it ends that turn alone.
-    fn isolated(&mut self, owner: Option<&str>, now: Instant, work: impl FnOnce(&mut Self));
-    /// A run of `job` ended: the turn's tool makes the call's result of it.
-    fn run_ended(&mut self, job: JobId, end: RunEnd, now: Instant);
-    /// An event of a service's run ([`Owner::Service`]), as it happens.
-    fn service_event(&mut self, event: RunEvent, now: Instant);
-    /// Run `text` as session `rid`'s next prompt (a background process's notice).
-    fn submit_prompt(&mut self, rid: &str, text: String, now: Instant);
+    /// Where what the runs ask of the layers above goes (the loop dispatches it).
+    fn effects(&mut self) -> &mut Effects;
 }
 
 /// Who waits for a run.
@@ -132,7 +128,7 @@ pub enum Owner {
     /// A background process (`process/`): it outlives the call that started it.
     Background(String),
     /// A process a part of the gateway runs for itself, not for a turn (an MCP server): each
-    /// event of the run goes to [`RunOwners::service_event`] as it happens (live output
+    /// event of the run goes to it as it happens ([`Effect::ServiceEvent`]: live output
     /// uncoalesced, the end); it is stopped by its owner, not by an interrupt.
     Service,
 }
@@ -321,7 +317,7 @@ pub(crate) fn watch(
 }
 
 /// Start a process for a service of the gateway (`Owner::Service`), watched by the poll; its
-/// events go to [`RunOwners::service_event`].
+/// events go out as [`Effect::ServiceEvent`].
 pub(crate) fn start_service(
     o: &mut impl RunOwners,
     spec: &Spec<'_>,
@@ -365,15 +361,14 @@ fn settle(o: &mut impl RunOwners) {
 }
 
 /// Take what the runner produced: its timers into the wheel, the descriptors of ended runs
-/// out of the poll, its events to their owners (each isolated for its session).
+/// out of the poll, its events to their owners (those above the runs as effects).
 pub(crate) fn after_runner(o: &mut impl RunOwners, now: Instant) {
     settle(o);
     for event in o.runner().take_events() {
         let run = match &event {
             RunEvent::Output { run, .. } | RunEvent::Ended { run, .. } => *run,
         };
-        let owner = o.tools().run_session(run);
-        o.isolated(owner.as_deref(), now, |o| on_run_event(o, run, event, now));
+        on_run_event(o, run, event, now);
     }
 }
 
@@ -388,7 +383,7 @@ fn on_run_event(o: &mut impl RunOwners, run: RunId, event: RunEvent, now: Instan
             if matches!(event, RunEvent::Ended { .. }) {
                 runs.owned.remove(&run);
             }
-            o.service_event(event, now);
+            o.effects().push(Effect::ServiceEvent(event));
         }
         // Kept in its bounded buffer; nothing goes to the client live.
         (Owner::Background(_), RunEvent::Output { bytes, .. }) => {
@@ -505,7 +500,7 @@ fn deliver(o: &mut impl RunOwners, run: RunId, owned: Owned, end: RunEnd, now: I
                     json!({"tool_id": tool_id, "text": owned.live}),
                 );
             }
-            o.run_ended(job, end, now);
+            o.effects().push(Effect::RunEnded { job, end });
         }
         Owner::Shell { request_id } => {
             let code = end.code();
@@ -685,10 +680,8 @@ pub(crate) mod fake {
         pub sessions: HashSet<String>,
         /// Runs whose descriptors are in the poll.
         pub watched: HashSet<RunId>,
-        /// What reached the turns' tools, the services, the sessions' prompts.
-        pub ended: Vec<(JobId, RunEnd)>,
-        pub service: Vec<RunEvent>,
-        pub prompts: Vec<(String, String)>,
+        /// What the runs asked of the turns' tools, the services, the sessions' prompts.
+        pub effects: Effects,
     }
 
     impl FakeRuns {
@@ -701,9 +694,7 @@ pub(crate) mod fake {
                 shutting_down: false,
                 sessions: HashSet::from(["r1".to_string(), "r2".to_string()]),
                 watched: HashSet::new(),
-                ended: Vec::new(),
-                service: Vec::new(),
-                prompts: Vec::new(),
+                effects: Effects::default(),
             }
         }
 
@@ -727,6 +718,33 @@ pub(crate) mod fake {
                 },
             );
             job
+        }
+
+        /// The runs' ends a turn's tool was asked to take, so far.
+        pub fn ended(&self) -> Vec<(JobId, RunEnd)> {
+            let ends = self.effects.iter().filter_map(|e| match e {
+                Effect::RunEnded { job, end } => Some((*job, end.clone())),
+                _ => None,
+            });
+            ends.collect()
+        }
+
+        /// The services' events handed on, so far.
+        pub fn service(&self) -> Vec<RunEvent> {
+            let events = self.effects.iter().filter_map(|e| match e {
+                Effect::ServiceEvent(event) => Some(event.clone()),
+                _ => None,
+            });
+            events.collect()
+        }
+
+        /// The prompts submitted to sessions, so far: `(rid, text)`.
+        pub fn prompts(&self) -> Vec<(String, String)> {
+            let prompts = self.effects.iter().filter_map(|e| match e {
+                Effect::SubmitPrompt { rid, text } => Some((rid.clone(), text.clone())),
+                _ => None,
+            });
+            prompts.collect()
         }
 
         /// The events said so far (kind, payload), and forget them.
@@ -791,17 +809,8 @@ pub(crate) mod fake {
         fn has_session(&self, rid: &str) -> bool {
             self.sessions.contains(rid)
         }
-        fn isolated(&mut self, _owner: Option<&str>, _now: Instant, work: impl FnOnce(&mut Self)) {
-            work(self);
-        }
-        fn run_ended(&mut self, job: JobId, end: RunEnd, _now: Instant) {
-            self.ended.push((job, end));
-        }
-        fn service_event(&mut self, event: RunEvent, _now: Instant) {
-            self.service.push(event);
-        }
-        fn submit_prompt(&mut self, rid: &str, text: String, _now: Instant) {
-            self.prompts.push((rid.to_string(), text));
+        fn effects(&mut self) -> &mut Effects {
+            &mut self.effects
         }
     }
 }
@@ -862,9 +871,9 @@ mod tests {
         let said = f.events();
         assert_eq!(said.len(), 1, "{said:?}");
         assert_eq!(said[0].1["text"], "last words");
-        assert_eq!(f.ended.len(), 1);
-        assert_eq!(f.ended[0].0, job);
-        assert_eq!(f.ended[0].1.status, 3);
+        assert_eq!(f.ended().len(), 1);
+        assert_eq!(f.ended()[0].0, job);
+        assert_eq!(f.ended()[0].1.status, 3);
         // Out of the poll and forgotten: its pending live timer sends nothing.
         assert!(f.watched.is_empty());
         assert!(f.tools.runs_of(job).is_empty());
@@ -950,7 +959,7 @@ mod tests {
         f.runner.pipes.push(output(run, "b"));
         pump(&mut f, t0, &Budget::unlimited());
         // Uncoalesced, no timer, nothing to the client.
-        assert_eq!(f.service, vec![output(run, "a"), output(run, "b")]);
+        assert_eq!(f.service(), vec![output(run, "a"), output(run, "b")]);
         assert!(f.asker.due(t0 + LIVE_INTERVAL).is_empty());
         assert!(f.events().is_empty());
 
@@ -961,10 +970,10 @@ mod tests {
         assert_eq!(f.runner.stopped, vec![run]);
         f.runner.pipes.push(RunEvent::Ended { run, end: ended(0) });
         pump(&mut f, t0, &Budget::unlimited());
-        assert_eq!(f.service.len(), 3);
-        assert!(matches!(f.service[2], RunEvent::Ended { .. }));
+        assert_eq!(f.service().len(), 3);
+        assert!(matches!(f.service()[2], RunEvent::Ended { .. }));
         assert!(f.watched.is_empty());
-        assert!(f.ended.is_empty());
+        assert!(f.ended().is_empty());
     }
 
     #[test]

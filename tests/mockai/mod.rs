@@ -656,6 +656,14 @@ impl MockAi {
         self.shared.requests.lock().unwrap().clone()
     }
 
+    /// The `Authorization` header of the first POST it got (a prompt, not a model list).
+    pub fn first_post_bearer(&self) -> Option<String> {
+        self.requests()
+            .into_iter()
+            .find(|r| r.method == "POST")
+            .and_then(|r| r.header("authorization").map(str::to_string))
+    }
+
     pub fn request_count(&self) -> usize {
         self.shared.requests.lock().unwrap().len()
     }

@@ -146,7 +146,13 @@ impl Keeper {
 
     /// A renewal starting now.
     pub fn refresh(&self, now: Instant) -> Refresh {
-        Refresh::new(self.clone(), now)
+        Refresh::new(self.clone(), None, now)
+    }
+
+    /// A renewal of `refused`, a token the server refused before its time (Hermes'
+    /// `force_refresh`): renewed even if it looks good, unless auth.json holds another by then.
+    pub fn renew_refused(&self, refused: String, now: Instant) -> Refresh {
+        Refresh::new(self.clone(), Some(refused), now)
     }
 }
 

@@ -62,10 +62,12 @@ pub struct Refresh {
     portal: String,
     /// The user was told the lock is busy.
     told_waiting: bool,
+    /// A token the server refused: renewed whatever its expiry says.
+    refused: Option<String>,
 }
 
 impl Refresh {
-    pub fn new(keeper: Keeper, now: Instant) -> Refresh {
+    pub fn new(keeper: Keeper, refused: Option<String>, now: Instant) -> Refresh {
         let timeout = keeper.login().timeout;
         let until = now
             + match keeper.login().kind {
@@ -82,6 +84,16 @@ impl Refresh {
             state: Value::Null,
             portal: String::new(),
             told_waiting: false,
+            refused,
+        }
+    }
+
+    /// What to do with the login's state as now read: a token the server refused is renewed
+    /// even when it looks good.
+    fn decide(&self, unix: f64) -> Decision {
+        match state::decide(self.kind(), &self.state, unix) {
+            Decision::Use(key) if self.refused.as_ref() == Some(&key) => Decision::Refresh,
+            decision => decision,
         }
     }
 
@@ -218,7 +230,7 @@ impl Refresh {
     fn after_auth_lock(&mut self, slot: &Slot, now: Instant) -> Result<Option<Outcome>, String> {
         self.auth = self.keeper.files().read()?;
         self.state = state::login_state(&self.auth, self.kind()).clone();
-        match state::decide(self.kind(), &self.state, crate::util::unix_now()) {
+        match self.decide(crate::util::unix_now()) {
             Decision::Use(key) => Ok(Some(self.adopted(key))),
             Decision::Refuse(why) => Ok(Some(Outcome::Failed(why))),
             Decision::Refresh if self.kind() == Kind::Nous => {
@@ -238,7 +250,7 @@ impl Refresh {
             && state::merge_shared_nous(&mut self.state, &shared)
         {
             let unix = crate::util::unix_now();
-            let decision = state::decide(Kind::Nous, &self.state, unix);
+            let decision = self.decide(unix);
             if let Decision::Use(_) = decision {
                 state::select_nous_key(&mut self.state, unix);
             }

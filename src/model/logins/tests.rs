@@ -793,6 +793,29 @@ fn a_token_another_process_renewed_is_taken_without_asking() {
 }
 
 #[test]
+fn a_refused_token_is_renewed_though_fresh_unless_another_one_is_there_by_then() {
+    let d = ScratchDir::new("logins-refused");
+    let now = unix_now();
+    let refused = codex_token(now + HOUR);
+    let login = |access: &str| json!({"providers": {"openai-codex": {"tokens": {"access_token": access, "refresh_token": "rt-1"}}}});
+    // auth.json still holds the refused token: renewed, though its expiry is an hour away.
+    let new = codex_token(now + 2.0 * HOUR);
+    let (url, request) = token_endpoint(200, &json!({"access_token": new}).to_string());
+    let k = keeper(d.path(), Kind::Codex, &url, &login(&refused));
+    assert_eq!(k.decide(now), Decision::Use(refused.clone()));
+    let (outcome, _) = drive(&mut k.renew_refused(refused.clone(), Instant::now()));
+    assert_eq!(outcome, Outcome::Key(new.clone()));
+    assert!(request.recv_timeout(Duration::from_secs(5)).is_ok());
+    assert_eq!(k.decide(now), Decision::Use(new.clone()));
+    // Another process put a different token there meanwhile: that one is taken, nothing asked.
+    let k = keeper(d.path(), Kind::Codex, &nowhere(), &login(&refused));
+    let other = codex_token(now + 3.0 * HOUR);
+    std::fs::write(d.path().join("auth.json"), login(&other).to_string()).unwrap();
+    let (outcome, _) = drive(&mut k.renew_refused(refused, Instant::now()));
+    assert_eq!(outcome, Outcome::Key(other));
+}
+
+#[test]
 fn a_spent_nous_refresh_token_ends_the_login_as_hermes_ends_it() {
     let d = ScratchDir::new("logins-reused");
     let (url, _request) = token_endpoint(400, r#"{"error":"refresh_token_reused"}"#);

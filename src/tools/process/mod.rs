@@ -20,6 +20,7 @@ use table::{Exit, Notice};
 pub use tool::{Launch, ProcessTool, start_background};
 
 use super::runs::{self, Owner, RunOwners};
+use crate::effects::Effect;
 use crate::runner::{Ending, RunEnd, RunId};
 
 /// What a tool call sees of the background processes: those of its session.
@@ -44,10 +45,10 @@ pub(crate) fn after_tool(o: &mut impl RunOwners, now: Instant) {
                 source: "",
             };
             let notice = processes.mark_exited(&id, exit, now);
-            deliver(o, notice, now);
+            deliver(o, notice);
         }
     }
-    deliver(o, None, now);
+    deliver(o, None);
     runs::after_runner(o, now);
 }
 
@@ -64,7 +65,7 @@ pub(crate) fn on_end(o: &mut impl RunOwners, run: RunId, end: RunEnd, now: Insta
         return;
     };
     let notice = processes.mark_exited(&id, exit_of(&end), now);
-    deliver(o, notice, now);
+    deliver(o, notice);
 }
 
 /// The shell state's restore file of a run that ended goes.
@@ -90,7 +91,7 @@ fn exit_of(end: &RunEnd) -> Exit {
 }
 
 /// Step the waits that ended; start the turn a notice asks for.
-fn deliver(o: &mut impl RunOwners, notice: Option<Notice>, now: Instant) {
+fn deliver(o: &mut impl RunOwners, notice: Option<Notice>) {
     let tools = o.tools();
     for job in tools.processes.take_woken() {
         tools.due.add(job);
@@ -106,7 +107,7 @@ fn deliver(o: &mut impl RunOwners, notice: Option<Notice>, now: Instant) {
         "status.update",
         json!({"kind": "process", "text": text}),
     );
-    o.submit_prompt(&owner, text, now);
+    o.effects().push(Effect::SubmitPrompt { rid: owner, text });
 }
 
 /// `process.stop`: kill the running background processes (of session `owner`, or of all);
@@ -121,7 +122,7 @@ pub(crate) fn kill_all(o: &mut impl RunOwners, owner: Option<&str>, now: Instant
             source: "kill_all",
         };
         let notice = o.tools().processes.mark_exited(id, exit, now);
-        deliver(o, notice, now);
+        deliver(o, notice);
     }
     runs::after_runner(o, now);
     running.len()
@@ -174,7 +175,7 @@ mod tests {
         pump(&mut f, t0);
         // Its output is kept for `process`, not shown live.
         assert!(f.events().is_empty());
-        assert!(f.prompts.is_empty());
+        assert!(f.prompts().is_empty());
 
         f.runner.pipes.push(RunEvent::Ended { run, end: ended(0) });
         f.runner.pipes.push(RunEvent::Ended {
@@ -182,8 +183,8 @@ mod tests {
             end: ended(0),
         });
         pump(&mut f, t0);
-        assert_eq!(f.prompts.len(), 1, "{:?}", f.prompts);
-        let (rid, text) = &f.prompts[0];
+        assert_eq!(f.prompts().len(), 1, "{:?}", f.prompts());
+        let (rid, text) = &f.prompts()[0];
         assert_eq!(rid, "r1");
         assert!(
             text.contains(&id) && text.contains("completed normally"),
@@ -216,7 +217,7 @@ mod tests {
             end: ended(0),
         });
         pump(&mut f, t0);
-        assert!(f.prompts.is_empty());
+        assert!(f.prompts().is_empty());
         assert!(f.events().is_empty());
     }
 
@@ -231,8 +232,8 @@ mod tests {
         let mut stopped = f.runner.stopped.clone();
         stopped.sort();
         assert_eq!(stopped, vec![a, b]);
-        assert_eq!(f.prompts.len(), 1);
-        assert!(f.prompts[0].1.contains(&told) && f.prompts[0].1.contains("kill_all"));
+        assert_eq!(f.prompts().len(), 1);
+        assert!(f.prompts()[0].1.contains(&told) && f.prompts()[0].1.contains("kill_all"));
         assert_eq!(
             f.tools.processes.running(None),
             vec![(f.tools.processes.running(Some("r2"))[0].0.clone(), other)]
@@ -245,7 +246,7 @@ mod tests {
             f.runner.pipes.push(RunEvent::Ended { run, end });
         }
         pump(&mut f, t0);
-        assert_eq!(f.prompts.len(), 1);
+        assert_eq!(f.prompts().len(), 1);
         assert_eq!(f.watched.len(), 1);
 
         // Closing the other session stops and forgets its processes.

@@ -1,0 +1,74 @@
+//! What a layer below the loop asks of the parts above it. Instead of calling back up (a run's
+//! end into the turn that waits, a service's event into its owner, a notice into the next
+//! prompt) it finishes its own bookkeeping and pushes an [`Effect`]; the loop's one dispatcher
+//! (`Gateway::dispatch` in `event_loop.rs`) drains the queue and routes each, so a layer's
+//! state is never half-changed by a call re-entering it, and unit tests read the effects a
+//! step produced instead of faking the parts above.
+
+use std::collections::VecDeque;
+
+use serde_json::Value;
+
+use crate::rpc::frame::Id;
+use crate::runner::{RunEnd, RunEvent};
+use crate::tools::JobId;
+
+/// One thing a layer wants done by another.
+#[derive(Debug)]
+pub(crate) enum Effect {
+    /// A run of a turn's tool call ended: the tool makes the call's result of it.
+    RunEnded { job: JobId, end: RunEnd },
+    /// An event of a service's run (an MCP server, a checkpoint's git command), as it happened.
+    ServiceEvent(RunEvent),
+    /// Run `text` as session `rid`'s next prompt (a background process's notice).
+    SubmitPrompt { rid: String, text: String },
+    /// The snapshot a tool call of `rid` waited for is over: the call starts.
+    SnapshotOver { rid: String },
+    /// A full `rollback.restore` took `rid`'s directory back: its last exchange leaves the
+    /// history too, and request `reply_to` is answered `result` with how many messages went.
+    UndoExchange {
+        rid: String,
+        reply_to: Id,
+        result: Value,
+    },
+    /// Session `rid`'s `session.info` changed (an MCP server's tools): send it again.
+    SessionInfo { rid: String },
+}
+
+/// The effects pushed and not yet dispatched, oldest first.
+#[derive(Debug, Default)]
+pub(crate) struct Effects {
+    queue: VecDeque<Effect>,
+}
+
+impl Effects {
+    pub(crate) fn push(&mut self, effect: Effect) {
+        self.queue.push_back(effect);
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<Effect> {
+        self.queue.pop_front()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Take the ends of `job`'s runs out of the queue (a caller that must record them now).
+    pub(crate) fn take_run_ends(&mut self, job: JobId) -> Vec<RunEnd> {
+        let mut ends = Vec::new();
+        for effect in std::mem::take(&mut self.queue) {
+            match effect {
+                Effect::RunEnded { job: j, end } if j == job => ends.push(end),
+                other => self.queue.push_back(other),
+            }
+        }
+        ends
+    }
+
+    /// Everything pushed and not dispatched, in order (unit tests read what a step produced).
+    #[cfg(test)]
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Effect> {
+        self.queue.iter()
+    }
+}
