@@ -18,6 +18,9 @@ pub struct Config {
     pub kill_grace: Duration,
     /// Run each command in a pid namespace of its own where the kernel allows it (`--tool-pidns`).
     pub tool_pidns: bool,
+    /// After a session's first exchange, ask its model for a title (`--auto-title`; config.yaml's
+    /// `auxiliary.title_generation.enabled: false` also turns it off).
+    pub auto_title: bool,
     /// Hard deadline of the whole shutdown sequence.
     pub shutdown_grace: Duration,
     /// Sessions idle longer than this are flushed, ended and evicted from memory.
@@ -86,6 +89,7 @@ impl Default for Config {
             exit_flush_budget: Duration::from_secs(2),
             kill_grace: Duration::from_millis(500),
             tool_pidns: true,
+            auto_title: true,
             shutdown_grace: Duration::from_secs(3),
             session_ttl: Duration::from_secs(6 * 3600),
             command_timeout: Duration::from_secs(180),
@@ -136,6 +140,15 @@ struct Knob {
 
 fn secs(d: Duration) -> String {
     format!("{}s", d.as_secs_f64())
+}
+
+/// `on` or `off`.
+fn on_off(v: &str) -> Result<bool, String> {
+    match v.trim() {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(format!("expected on or off, got {other:?}")),
+    }
 }
 
 /// A number of seconds between `lo` and `hi`: a knob outside a sane range is refused, not
@@ -466,11 +479,16 @@ const KNOBS: &[Knob] = &[
         env: "TUI_GATEWAY_TOOL_PIDNS",
         show: |c| if c.tool_pidns { "on" } else { "off" }.into(),
         set: |c, v| {
-            c.tool_pidns = match v.trim() {
-                "on" => true,
-                "off" => false,
-                other => return Err(format!("expected on or off, got {other:?}")),
-            };
+            c.tool_pidns = on_off(v)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--auto-title",
+        env: "TUI_GATEWAY_AUTO_TITLE",
+        show: |c| if c.auto_title { "on" } else { "off" }.into(),
+        set: |c, v| {
+            c.auto_title = on_off(v)?;
             Ok(())
         },
     },

@@ -57,6 +57,8 @@ pub enum Timer {
     ShutdownStep,
     /// A `model.options` fetch of the endpoint's model list waited too long.
     ModelList(u64),
+    /// A session title's model call waits for this time, or for its deadline.
+    Title(u64),
 }
 
 impl From<crate::tools::WorkTimer> for Timer {
@@ -74,6 +76,8 @@ pub enum TokenOwner {
     Run(crate::runner::RunId),
     /// The socket (or resolver) of a `model.options` fetch.
     ModelList(u64),
+    /// The socket of a session title's model call (`titles.rs`).
+    Title(u64),
     /// An exchange with a streamable HTTP MCP server (`mcp::http`).
     McpHttp(u64),
 }
@@ -111,6 +115,8 @@ pub struct Gateway {
     pub(crate) skills_waiting: crate::methods::skills::Waiting,
     /// `model.options` requests waiting for the endpoint's model list.
     pub(crate) model_fetches: crate::methods::models::Fetches,
+    /// Session titles being written by the sessions' models.
+    pub(crate) titles: crate::titles::Titles,
     pub(crate) timers: TimerWheel<Timer>,
     /// The client: everything said to it goes through its [`Outbox`] ([`Gateway::outbox`]).
     pub(crate) client: ClientConn,
@@ -216,6 +222,7 @@ impl Gateway {
             skills,
             skills_waiting: Default::default(),
             model_fetches: Default::default(),
+            titles: Default::default(),
             client,
             output_polled,
             shutdown: None,
@@ -623,6 +630,7 @@ impl Gateway {
                 Timer::ReaperTick => crate::flush::reap_idle(self, now),
                 Timer::ShutdownStep => {}
                 Timer::ModelList(id) => crate::methods::models::on_timeout(self, id),
+                Timer::Title(id) => crate::titles::advance(self, id, now),
             }
         }
     }
@@ -708,6 +716,7 @@ impl Gateway {
             Some(TokenOwner::Turn(rid)) => self.schedule(&rid),
             Some(TokenOwner::Run(id)) => self.runner.mark_ready(id),
             Some(TokenOwner::ModelList(id)) => crate::methods::models::on_ready(self, id, now),
+            Some(TokenOwner::Title(id)) => crate::titles::advance(self, id, now),
             Some(TokenOwner::McpHttp(id)) => crate::mcp::http::on_ready(self, id, now),
             None => {}
         }

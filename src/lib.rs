@@ -34,6 +34,7 @@ pub mod signals;
 pub mod skills;
 pub mod store;
 pub mod timer;
+mod titles;
 pub mod tool_label;
 pub mod tools;
 pub mod transcript;

@@ -242,6 +242,8 @@ impl Gateway {
         }
         let (sd, actions) = Shutdown::begin(reason, now, Timing::of(&self.cfg));
         self.shutdown = Some(sd);
+        // No title is set once the gateway is on its way out.
+        crate::titles::drop_all(self);
         self.do_shutdown_actions(actions, now);
     }
 

@@ -38,6 +38,13 @@ fn with_config(yaml: &str) -> (TempHome, Gateway) {
     (home, g)
 }
 
+/// `complete.slash`'s answer to `text`, and its `replace_from`.
+fn complete_slash(g: &mut Gateway, text: &str) -> (Value, u64) {
+    let r = g.call("complete.slash", json!({"text": text}));
+    let from = r["replace_from"].as_u64().unwrap();
+    (r, from)
+}
+
 fn texts(r: &Value) -> Vec<String> {
     r["items"]
         .as_array()
@@ -526,8 +533,8 @@ fn tools_are_listed_by_toolset_in_lines_that_fit_the_terminal() {
 fn slash_completion_of_argument_values() {
     let (_h, mut g) = with_config(QUICK);
     let complete = |g: &mut Gateway, text: &str| {
-        let r = g.call("complete.slash", json!({"text": text}));
-        (texts(&r), r["replace_from"].as_u64().unwrap())
+        let (r, from) = complete_slash(g, text);
+        (texts(&r), from)
     };
     let (items, from) = complete(&mut g, "/details ");
     assert_eq!(
@@ -575,5 +582,85 @@ fn slash_completion_of_argument_values() {
         Vec::<String>::new()
     );
     assert_eq!(complete(&mut g, "/reasoning x").0, ["xhigh"]);
+    assert_eq!(
+        complete(&mut g, "/reasoning m").0,
+        ["minimal", "medium", "max"]
+    );
+    assert_eq!(complete(&mut g, "/reasoning u").0, ["ultra"]);
     assert_eq!(complete(&mut g, "/reasoning o").0, ["on", "off"]);
+}
+
+/// `/skin` offers Hermes' built-in skins and the user's (`$HERMES_HOME/skins/*.yaml`),
+/// `/personality` `none` and config.yaml's `agent.personalities`, as Hermes' gateway does; `none`
+/// is the one personality `config.set` takes here.
+#[test]
+fn skin_and_personality_names_complete() {
+    let yaml = "model:\n  provider: offline\nagent:\n  personalities:\n    pirate: Talk like a pirate at all times\n    teacher:\n      description: Patient explanations\n      system_prompt: You teach.\n";
+    let (home, mut g) = with_config(yaml);
+    std::fs::create_dir_all(home.path.join("skins")).unwrap();
+    std::fs::write(
+        home.path.join("skins/ocean.yaml"),
+        "name: ocean\ndescription: Deep blue\ncolors: {banner_title: '#00f'}\n",
+    )
+    .unwrap();
+    std::fs::write(home.path.join("skins/broken.yaml"), "name: [unclosed\n").unwrap();
+    let complete = |g: &mut Gateway, text: &str| {
+        let (r, from) = complete_slash(g, text);
+        (r["items"].clone(), from)
+    };
+    let (items, from) = complete(&mut g, "/skin ");
+    let names: Vec<&str> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "default",
+            "ares",
+            "mono",
+            "slate",
+            "daylight",
+            "warm-lightmode",
+            "poseidon",
+            "sisyphus",
+            "charizard",
+            "ocean"
+        ]
+    );
+    assert_eq!(from, 6);
+    let (items, from) = complete(&mut g, "/skin oc");
+    assert_eq!(
+        items,
+        json!([{"text": "ocean", "display": "ocean", "meta": "Deep blue"}])
+    );
+    assert_eq!(from, 6);
+    let (items, _) = complete(&mut g, "/personality ");
+    let names: Vec<(&str, &str)> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["text"].as_str().unwrap(), i["meta"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("none", "clear personality overlay"),
+            ("pirate", "Talk like a pirate at all times"),
+            ("teacher", "Patient explanations")
+        ]
+    );
+    let (items, from) = complete(&mut g, "/personality te");
+    assert_eq!(items[0]["text"], "teacher");
+    assert_eq!(from, 13);
+    let r = g.call("config.set", json!({"key": "personality", "value": "none"}));
+    assert_eq!(r["value"], "none", "{r}");
+    let m = g.expect_code(
+        "config.set",
+        json!({"key": "personality", "value": "pirate"}),
+        4040,
+    );
+    assert!(m.contains("personality"), "{m}");
 }

@@ -501,3 +501,28 @@ fn the_codex_login_reaches_chatgpts_backend_with_the_codex_clients_headers() {
         "{u}"
     );
 }
+
+#[test]
+fn hermes_top_levels_max_and_ultra_are_taken_and_sent_as_the_model_takes_them() {
+    let mock = MockAi::start(|_| {
+        reply(
+            Answer::new()
+                .text("msg_1", &["ok"])
+                .completed(usage(3, 0, 1, 0)),
+        )
+    });
+    let home = home_for(&mock);
+    let mut g = start_in(&home.path);
+    let s = g.create_session(json!({}));
+    // gpt-5 takes up to `xhigh`: a stronger level is clamped to it, never refused.
+    for (n, level) in ["max", "ultra"].into_iter().enumerate() {
+        let r = g.call(
+            "config.set",
+            json!({"key": "reasoning", "session_id": s.id, "value": level}),
+        );
+        assert_eq!(r["value"], level, "{r}");
+        g.run_turn(&s.id, level);
+        let r = &mock.wait_requests(n + 1, T)[n];
+        assert_eq!(r.body["reasoning"]["effort"], "xhigh", "{}", r.body);
+    }
+}

@@ -19,6 +19,12 @@ fn secs(s: u64) -> Duration {
 }
 
 /// A screen line that is exactly `text` once trimmed (a tool's output, not the prompt echo).
+/// config.yaml naming a fake OpenAI-compatible endpoint as the `custom` provider.
+fn custom_endpoint(model: &str, base_url: &str, key: Option<&str>) -> String {
+    let key = key.map_or(String::new(), |k| format!("  api_key: {k}\n"));
+    format!("model:\n  default: {model}\n  provider: custom\n  base_url: {base_url}\n{key}")
+}
+
 fn has_line(screen: &str, text: &str) -> bool {
     screen
         .lines()
@@ -624,10 +630,7 @@ fn a_network_model_from_config_yaml_runs_a_tool_turn() {
         };
         mockai::Reply::Stream(mockai::Stream::new(events))
     });
-    let yaml = format!(
-        "model:\n  default: mock-model\n  provider: custom\n  base_url: {}\n  api_key: sk-e2e-{m}\n",
-        mock.base_url()
-    );
+    let yaml = custom_endpoint("mock-model", &mock.base_url(), Some(&format!("sk-e2e-{m}")));
     let Some(tui) = Tui::start(
         "network",
         Opts {
@@ -693,10 +696,7 @@ fn model_moves_a_session_between_the_three_apis() {
                 .completed(usage(10, 0, 2, 0)),
         )
     });
-    let yaml = format!(
-        "model:\n  default: mock-model\n  provider: custom\n  base_url: {}\n",
-        chat.base_url()
-    );
+    let yaml = custom_endpoint("mock-model", &chat.base_url(), None);
     let env = [
         ("ANTHROPIC_API_KEY", format!("sk-ant-api03-{m}")),
         ("ANTHROPIC_BASE_URL", claude.base_url()),
@@ -1033,10 +1033,7 @@ fn paste_and_attach_an_image_then_send_it() {
         let events = mockai::text_events(&["I see ", "two cards"], "stop", Some((30, 6)));
         mockai::Reply::Stream(mockai::Stream::new(events))
     });
-    let yaml = format!(
-        "model:\n  default: gpt-4o\n  provider: custom\n  base_url: {}\n  api_key: sk-e2e-{m}\n",
-        mock.base_url()
-    );
+    let yaml = custom_endpoint("gpt-4o", &mock.base_url(), Some(&format!("sk-e2e-{m}")));
     let stage = common::TempHome::new("tui-images");
     let png = |w: u32, h: u32| {
         let mut b = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
@@ -1114,6 +1111,63 @@ fn paste_and_attach_an_image_then_send_it() {
             .iter()
             .all(|u| u.starts_with("data:image/png;base64,"))
     );
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}
+
+#[test]
+fn a_new_session_gets_the_title_its_model_writes_in_the_picker() {
+    let m = marker();
+    let title = format!("Greeting number {m}");
+    let answer = title.clone();
+    let mock = mockai::MockAi::start(move |r| {
+        let asks_title = r.messages().first().is_some_and(|msg| {
+            mockai::content_text(&msg["content"]).starts_with("Generate a short, descriptive title")
+        });
+        let text = if asks_title {
+            answer.as_str()
+        } else {
+            "hello back"
+        };
+        mockai::Reply::Stream(mockai::Stream::new(mockai::text_events(
+            &[text],
+            "stop",
+            Some((9, 3)),
+        )))
+    });
+    let yaml = custom_endpoint("mock-model", &mock.base_url(), Some(&format!("sk-e2e-{m}")));
+    let Some(tui) = Tui::start(
+        "title",
+        Opts {
+            config_yaml: Some(yaml),
+            env: vec![("TUI_GATEWAY_AUTO_TITLE".into(), "on".into())],
+            ..Opts::default()
+        },
+    ) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.submit("hello there");
+    tui.wait_for("hello back", T);
+    tui.wait_ready(T);
+    // The picker lists the session under the title its model wrote.
+    let deadline = std::time::Instant::now() + T;
+    loop {
+        tui.key("C-x");
+        tui.wait_for("Sessions", T);
+        if tui.screen().contains(&title) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the picker never showed {title:?}:\n{}",
+            tui.screen()
+        );
+        tui.key("Escape");
+        tui.wait_ready(T);
+    }
+    tui.key("Escape");
+    tui.wait_ready(T);
     tui.assert_no_errors(&[]);
     tui.quit();
 }

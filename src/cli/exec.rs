@@ -132,6 +132,8 @@ pub fn run(args: &[String]) -> i32 {
             return EXIT_USAGE;
         }
     }
+    // A headless run ends with its turn: a title call would be cut short, or paid for nothing.
+    cfg.auto_title = false;
     match &opts.tasks {
         Some(file) => run_tasks(&opts, file.clone(), cfg),
         None => run_one(&opts, cfg),

@@ -226,8 +226,8 @@ pub static COMMANDS: &[Command] = &[
     ),
     Command {
         subs: &[
-            "none", "minimal", "low", "medium", "high", "xhigh", "show", "hide", "on", "off",
-            "full", "clamp",
+            "none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra", "show", "hide",
+            "on", "off", "full", "clamp",
         ],
         ..cmd(
             "reasoning",
@@ -547,13 +547,22 @@ pub fn complete_slash(gw: &Gateway, p: &Params) -> Result<Value, RpcError> {
     Ok(json!({"items": items, "replace_from": 1}))
 }
 
-/// The words after a command: the toolsets of `/tools enable|disable`, else the second word
-/// of a command with fixed words (`/mouse wh` → `wheel`).
+/// The words after a command: the toolsets of `/tools enable|disable`, the skins and the
+/// personalities, else the second word of a command with fixed words (`/mouse wh` → `wheel`).
 fn complete_sub(gw: &Gateway, text: &str, space: usize) -> Vec<Value> {
+    let rest = text[space..].trim_start();
+    let one_word = !rest.contains(char::is_whitespace);
+    // Not a command of the catalog (the TUI runs it), but Hermes completes its names.
+    if text[..space].eq_ignore_ascii_case("/personality") && one_word {
+        let configured = super::config::personalities(&super::config::doc(gw));
+        return super::slash_args::personalities(rest, &configured);
+    }
     let Some(c) = find(&text[..space]) else {
         return Vec::new();
     };
-    let rest = text[space..].trim_start();
+    if c.name == "skin" && one_word {
+        return super::slash_args::skins(rest, &super::config::user_skins(&gw.cfg.home));
+    }
     if c.name == "tools" {
         let states = super::toolbox::toolset_states(&gw.tools.set);
         if let Some(items) = super::slash_args::tools(rest, &states) {

@@ -19,7 +19,10 @@ const BUSY_MODES: [&str; 3] = ["queue", "steer", "interrupt"];
 const INDICATORS: [&str; 4] = ["ascii", "emoji", "kaomoji", "unicode"];
 const STATUSBAR: [&str; 3] = ["off", "top", "bottom"];
 const THINKING_MODES: [&str; 3] = ["collapsed", "truncated", "full"];
-const EFFORTS: [&str; 6] = ["none", "minimal", "low", "medium", "high", "xhigh"];
+/// Hermes' levels (`VALID_REASONING_EFFORTS` and `none`); each wire maps them to what its API takes.
+const EFFORTS: [&str; 8] = [
+    "none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra",
+];
 /// Longest model name accepted.
 const MODEL_NAME_MAX: usize = 256;
 
@@ -207,9 +210,13 @@ pub fn set(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
             "fast",
             "no priority tier for this gateway's models",
         )),
+        // No personality overlays here: `none` (what `config.get` says) is the one there is.
+        "personality" if matches!(v.as_str(), "" | "none" | "default" | "neutral") => Ok(json!({
+            "key": "personality", "value": "none", "history_reset": false,
+        })),
         "personality" => Err(unsupported(
             "personality",
-            "no personalities are configured",
+            "no personality overlays; `none` only",
         )),
         "prompt" => Err(unsupported(
             "prompt",
@@ -617,6 +624,59 @@ pub fn get(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
         // Keys we hold nothing for answer an empty value rather than an error.
         other => Ok(json!({ "key": other, "value": null })),
     }
+}
+
+/// User skins read for `/skin` completion at most (Hermes reads every one).
+const USER_SKINS_MAX: usize = 200;
+/// Largest skin file read (their banners are the bulk of them).
+const SKIN_FILE_MAX: u64 = 256 * 1024;
+/// Characters of a personality's prompt its completion shows (Hermes' 50).
+const PERSONALITY_META_CHARS: usize = 50;
+
+/// `(name, description)` of the user's skins, `$HERMES_HOME/skins/*.yaml` in name order, as
+/// Hermes lists them: a file that does not parse or names no skin is left out.
+pub(super) fn user_skins(home: &std::path::Path) -> Vec<(String, String)> {
+    let Ok(entries) = std::fs::read_dir(home.join("skins")) else {
+        return Vec::new();
+    };
+    let mut files: Vec<std::path::PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .take(USER_SKINS_MAX)
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .filter_map(|path| {
+            let text = crate::util::read_regular(path, SKIN_FILE_MAX).ok()??;
+            let doc = config_file::parse_named(&text, "skin").ok()?;
+            let name = doc["name"].as_str()?.trim().to_string();
+            let about = doc["description"].as_str().unwrap_or("").trim().to_string();
+            (!name.is_empty()).then_some((name, about))
+        })
+        .collect()
+}
+
+/// `(name, meta)` of config.yaml's `agent.personalities`: a mapping's `description` (else
+/// the start of its `system_prompt`), a plain prompt's start.
+pub(super) fn personalities(doc: &Yaml) -> Vec<(String, String)> {
+    let Yaml::Hash(map) = &doc["agent"]["personalities"] else {
+        return Vec::new();
+    };
+    let head = |t: &str| t.chars().take(PERSONALITY_META_CHARS).collect::<String>();
+    map.iter()
+        .filter_map(|(k, v)| {
+            let name = k.as_str()?.to_string();
+            let meta = match v {
+                Yaml::Hash(_) => v["description"]
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| head(v["system_prompt"].as_str().unwrap_or(""))),
+                other => head(other.as_str().unwrap_or("")),
+            };
+            Some((name, meta))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -425,27 +425,33 @@ pub fn history(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcE
 
 pub fn title(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let new_title = params::opt_str(p, "title")?;
-    let (rid, stored_id) = {
-        let s = live(gw, p)?;
-        (s.runtime_id.clone(), s.stored_id.clone())
-    };
+    let rid = live(gw, p)?.runtime_id.clone();
     if let Some(t) = new_title.filter(|t| !t.trim().is_empty()) {
         let current = gw.sessions[&rid].title.clone();
         if current.as_deref() != Some(t.trim()) {
-            let unique = unique_title(gw, t, &stored_id);
-            if let Some(s) = gw.sessions.get_mut(&rid) {
-                s.title = Some(unique.clone());
-                s.row_dirty = true;
-            }
-            gw.mark_dirty(&rid);
-            gw.emit(
-                &rid,
-                "session.title",
-                json!({"session_id": stored_id, "title": unique}),
-            );
+            set_title(gw, &rid, t);
         }
     }
     Ok(json!({ "title": gw.sessions[&rid].title }))
+}
+
+/// Title the live session `rid` `wanted` (made unique), stored with the next commit and said
+/// to the client as `session.title` (the user's `/title`, or the one its model wrote).
+pub(crate) fn set_title(gw: &mut Gateway, rid: &str, wanted: &str) {
+    let Some(stored_id) = gw.sessions.get(rid).map(|s| s.stored_id.clone()) else {
+        return;
+    };
+    let unique = unique_title(gw, wanted, &stored_id);
+    if let Some(s) = gw.sessions.get_mut(rid) {
+        s.title = Some(unique.clone());
+        s.row_dirty = true;
+    }
+    gw.mark_dirty(rid);
+    gw.emit(
+        rid,
+        "session.title",
+        json!({"session_id": stored_id, "title": unique}),
+    );
 }
 
 /// `session.usage`: the flat figures the TUI's `/usage` reads.

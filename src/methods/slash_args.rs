@@ -1,7 +1,8 @@
 //! Argument completions of `complete.slash` that Hermes' Python gateway builds itself rather
-//! than from a fixed word list: `/details` (modes, sections, then a section's modes) and
-//! `/tools enable|disable` (the toolsets that the action would change). Pure: each takes the
-//! typed text (and the toolsets' state) and returns the items.
+//! than from a fixed word list: `/details` (modes, sections, then a section's modes),
+//! `/tools enable|disable` (the toolsets that the action would change), `/skin` (the skins) and
+//! `/personality` (the personalities). Pure: each takes the typed text (and what it chooses
+//! from) and returns the items.
 
 use serde_json::{Value, json};
 
@@ -111,6 +112,60 @@ pub fn tools(rest: &str, toolsets: &[(&str, bool)]) -> Option<Vec<Value>> {
     )
 }
 
+/// Hermes' built-in skins (`hermes_cli/skin_engine.py`), with what each looks like.
+const BUILTIN_SKINS: [(&str, &str); 9] = [
+    ("default", "Classic Hermes gold/kawaii"),
+    (
+        "ares",
+        "Crimson/bronze war-god theme with custom spinner wings",
+    ),
+    ("mono", "Clean grayscale monochrome"),
+    ("slate", "Cool blue developer-focused theme"),
+    (
+        "daylight",
+        "Light background theme with dark text and blue accents",
+    ),
+    (
+        "warm-lightmode",
+        "Warm brown/gold text for light terminal backgrounds",
+    ),
+    ("poseidon", "Ocean-god theme: deep blue and seafoam"),
+    ("sisyphus", "Sisyphean theme: austere grayscale"),
+    ("charizard", "Volcanic theme: burnt orange and ember"),
+];
+
+/// The `(name, meta)` pairs that complete `partial` (any case; not the name typed in full).
+fn matching<'a>(partial: &str, names: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<Value> {
+    let partial = partial.to_ascii_lowercase();
+    names
+        .filter(|(name, _)| name.starts_with(&partial) && *name != partial)
+        .map(|(name, meta)| item(name, meta))
+        .collect()
+}
+
+/// `/skin NAME`: Hermes' built-in skins, then the user's (`(name, description)` of each
+/// `$HERMES_HOME/skins/*.yaml`) that no built-in shadows; meta: the description, else where
+/// it comes from.
+pub fn skins(partial: &str, user: &[(String, String)]) -> Vec<Value> {
+    let builtin = BUILTIN_SKINS.iter().copied();
+    let user = user
+        .iter()
+        .filter(|(name, _)| !BUILTIN_SKINS.iter().any(|(b, _)| b == name))
+        .map(|(name, about)| match about.as_str() {
+            "" => (name.as_str(), "user"),
+            about => (name.as_str(), about),
+        });
+    matching(partial, builtin.chain(user))
+}
+
+/// `/personality NAME`: `none`, then the configured personalities (`(name, meta)` of
+/// config.yaml's `agent.personalities`).
+pub fn personalities(partial: &str, configured: &[(String, String)]) -> Vec<Value> {
+    let none = std::iter::once(("none", "clear personality overlay"));
+    let named = configured.iter().map(|(n, m)| (n.as_str(), m.as_str()));
+    matching(partial, none.chain(named))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,6 +199,26 @@ mod tests {
         assert!(details("/details hidden x").unwrap().is_empty());
         assert!(details("/detailsx").is_none());
         assert!(details("/det").is_none());
+    }
+
+    #[test]
+    fn skins_and_personalities_as_hermes_offers_them() {
+        let user = [
+            ("ocean".to_string(), String::new()),
+            ("mono".to_string(), "mine".to_string()),
+        ];
+        let all = skins("", &user);
+        assert_eq!(
+            all.len(),
+            10,
+            "nine built in, one of the user's; a shadowing one left out"
+        );
+        assert_eq!(all[9], item("ocean", "user"));
+        assert_eq!(texts(&skins("Da", &user)), ["daylight"]);
+        assert!(skins("mono", &user).is_empty(), "typed in full");
+        let mine = [("pirate".to_string(), "Arr".to_string())];
+        assert_eq!(texts(&personalities("", &mine)), ["none", "pirate"]);
+        assert_eq!(personalities("p", &mine), [item("pirate", "Arr")]);
     }
 
     #[test]

@@ -49,6 +49,8 @@ pub(crate) trait TurnOwners: CallOwners {
     fn retire_session(&mut self, s: Session);
     /// A fresh stored id, and `title` made unique for it (a compaction's new session).
     fn fresh_names(&mut self, title: Option<&str>, started_at: f64) -> (String, Option<String>);
+    /// A turn of `rid` completed (its session may get a title).
+    fn turn_completed(&mut self, _rid: &str, _now: Instant) {}
 }
 
 /// What a model call is started, advanced and aborted with: the sessions (its request is one
@@ -359,6 +361,9 @@ pub(crate) fn end_turn(
     if gw.call_parts().shutting_down {
         return;
     }
+    if status == "complete" {
+        gw.turn_completed(rid, now);
+    }
     let model = (status == "complete")
         .then(|| gw.sessions().get(rid).map(|s| s.model.clone()))
         .flatten();
@@ -585,14 +590,9 @@ fn on_model_event(gw: &mut impl TurnOwners, rid: &str, ev: ModelEvent) -> bool {
             usage,
         } => {
             turn.round_finish = Some((finish_reason, usage));
-            s.input_tokens += usage.input;
-            let cost = crate::model::pricing::price(&s.provider, &s.base_url, &s.model, &usage);
-            s.accounting.add(&usage, &cost);
+            s.count_call(&usage);
             // What this call was sent is what the context window holds now.
             s.context_used = usage.input;
-            s.output_tokens += usage.output;
-            s.model_calls += 1;
-            s.row_dirty = true;
             gw.mark_dirty(rid);
         }
         ModelEvent::Failed(e) => turn.round_error = Some(e),

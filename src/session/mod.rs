@@ -11,6 +11,7 @@ pub mod ring;
 mod stored;
 pub mod system_prompt;
 pub mod table;
+pub mod title;
 pub mod turn;
 
 use std::collections::VecDeque;
@@ -384,7 +385,16 @@ impl Session {
         self.row_dirty = true;
     }
 
-    /// Append a message to the transcript (committed at the end of this loop iteration).
+    /// Count one model call it made: tokens, price, the call (stored with the next commit).
+    pub fn count_call(&mut self, usage: &crate::model::TokenUsage) {
+        self.input_tokens += usage.input;
+        let cost = crate::model::pricing::price(&self.provider, &self.base_url, &self.model, usage);
+        self.accounting.add(usage, &cost);
+        self.output_tokens += usage.output;
+        self.model_calls += 1;
+        self.row_dirty = true;
+    }
+
     /// This session's figures as `session_model_usage` sums them.
     pub fn usage_totals(&self) -> crate::store::Usage {
         let a = &self.accounting;

@@ -262,6 +262,9 @@ pub fn scrub_env(cmd: &mut Command) {
             cmd.env_remove(&k);
         }
     }
+    // A title call after the first turn would take replies the tests script for their turns:
+    // a test that wants one turns it back on.
+    cmd.env("TUI_GATEWAY_AUTO_TITLE", "off");
 }
 
 // ---------------------------------------------------------------------------------------------
