@@ -484,21 +484,28 @@ impl World {
         self.covered.restarts += 1;
         self.run.input = None;
         let mut exited = None;
+        // Said if it does not exit: whether it kept busy (a wake-up of zero: the fake clock
+        // stood still) or kept waiting for time that passed.
+        let (mut busy, mut moved) = (0usize, Duration::ZERO);
         for _ in 0..SETTLE_MAX {
             exited = self.step_once().1;
             if exited.is_some() {
                 break;
             }
             let wake = self.run.gateway.as_mut().and_then(Gateway::next_wake);
-            advance(
-                wake.unwrap_or(Duration::from_millis(1))
-                    .min(Duration::from_secs(1)),
-            );
+            busy += usize::from(wake == Some(Duration::ZERO));
+            let step = wake
+                .unwrap_or(Duration::from_millis(1))
+                .min(Duration::from_secs(1));
+            moved += step;
+            advance(step);
         }
         match exited {
             Some(0) => {}
             Some(code) => self.fail(&format!("the gateway exited {code} at the end of input")),
-            None => self.fail("the gateway did not exit at the end of its input"),
+            None => self.fail(&format!(
+                "the gateway did not exit at the end of its input ({SETTLE_MAX} steps, {busy} of them busy, {moved:?} of fake time)"
+            )),
         }
         self.forget_the_old();
         self.run = Running::start(&self.home);
