@@ -591,8 +591,7 @@ fn slash_completion_of_argument_values() {
 }
 
 /// `/skin` offers Hermes' built-in skins and the user's (`$HERMES_HOME/skins/*.yaml`),
-/// `/personality` `none` and config.yaml's `agent.personalities`, as Hermes' gateway does; `none`
-/// is the one personality `config.set` takes here.
+/// `/personality` `none` and config.yaml's `agent.personalities`, as Hermes' gateway does.
 #[test]
 fn skin_and_personality_names_complete() {
     let yaml = "model:\n  provider: offline\nagent:\n  personalities:\n    pirate: Talk like a pirate at all times\n    teacher:\n      description: Patient explanations\n      system_prompt: You teach.\n";
@@ -659,8 +658,11 @@ fn skin_and_personality_names_complete() {
     assert_eq!(r["value"], "none", "{r}");
     let m = g.expect_code(
         "config.set",
-        json!({"key": "personality", "value": "pirate"}),
-        4040,
+        json!({"key": "personality", "value": "ninja"}),
+        5001,
     );
-    assert!(m.contains("personality"), "{m}");
+    assert_eq!(
+        m,
+        "Unknown personality: `ninja`.\n\nAvailable: `none`, `pirate`, `teacher`"
+    );
 }

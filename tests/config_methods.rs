@@ -706,9 +706,9 @@ fn offline_lists_the_offline_model_and_disconnect_answers_clearly() {
     let m = g.expect_code(
         "config.set",
         json!({"key": "personality", "value": "pirate"}),
-        4040,
+        5001,
     );
-    assert!(m.contains("personality"), "{m}");
+    assert!(m.ends_with("No personalities configured."), "{m}");
     g.expect_code("model.options", json!({"session_id": "nope"}), 4001);
 }
 
@@ -732,4 +732,68 @@ fn context_length_from_config_yaml_and_a_switch_updates_the_gauge() {
     );
     let info = g.wait_session_event(&s.id, "session.info", T);
     assert_eq!(info["payload"]["usage"]["context_max"], 128_000, "{info}");
+}
+
+/// A personality chosen with `/personality` is the last part of the session's system prompt from
+/// its next model call on, with a note in its history, and is saved for the next sessions as
+/// Hermes saves it; `none` clears it.
+#[test]
+fn a_personality_reaches_the_model_and_none_clears_it() {
+    let mock = mock_with_models("ok", &[]);
+    let extra = "agent:\n  personalities:\n    teacher:\n      system_prompt: You teach.\n      tone: warm\n";
+    let home = openai_home(&mock, extra);
+    let mut g = Gateway::builder()
+        .tag("config-persona")
+        .home(&home.path)
+        .start();
+    let s = g.create_session(json!({}));
+    g.run_turn(&s.id, "one");
+    let r = g.call(
+        "config.set",
+        json!({"key": "personality", "session_id": s.id, "value": "Teacher"}),
+    );
+    assert_eq!(
+        (&r["value"], &r["history_reset"]),
+        (&json!("Teacher"), &json!(false)),
+        "{r}"
+    );
+    let saved = read_config(&home);
+    assert!(saved.contains("personality: teacher"), "{saved}");
+    assert!(saved.contains("You teach."), "{saved}");
+    assert_eq!(
+        g.call("config.get", json!({"key": "personality"}))["value"],
+        "teacher"
+    );
+    g.run_turn(&s.id, "two");
+    let system = |req: &mockai::Recorded| {
+        let msgs = req.body["messages"].as_array().unwrap().clone();
+        (msgs[0]["content"].as_str().unwrap_or("").to_string(), msgs)
+    };
+    let posts: Vec<_> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .collect();
+    let (first, _) = system(&posts[0]);
+    let (second, msgs) = system(&posts[1]);
+    assert!(!first.contains("You teach."), "{first}");
+    assert!(second.ends_with("You teach.\nTone: warm"), "{second}");
+    let note = msgs
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .find(|c| c.starts_with("[System: The user has changed the assistant's personality."));
+    assert!(note.is_some_and(|n| n.contains("You teach.")), "{msgs:?}");
+
+    g.call(
+        "config.set",
+        json!({"key": "personality", "session_id": s.id, "value": "none"}),
+    );
+    g.run_turn(&s.id, "three");
+    let posts: Vec<_> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .collect();
+    let (third, _) = system(&posts[2]);
+    assert!(!third.contains("You teach."), "{third}");
 }

@@ -30,6 +30,8 @@ const SEEDS_DEFAULT: u64 = 200;
 const STEPS: usize = 60;
 /// Loop iterations a step may take to settle before it counts as a hang.
 const SETTLE_MAX: usize = 20_000;
+/// Real time a step waits for input when nothing else can wake the gateway (the end of input).
+const INPUT_WAIT: Duration = Duration::from_millis(5);
 /// The fake time between offline reply words: turns take fake time, so interrupts land.
 const WORD_DELAY: Duration = Duration::from_millis(20);
 
@@ -108,11 +110,12 @@ impl Running {
         }
     }
 
-    /// One iteration without waiting; the frames it wrote. `Some(code)` once it exited.
-    fn step(&mut self, frames: &mut Vec<Value>) -> Option<i32> {
+    /// One iteration, waiting at most `wait` (real time) for input; the frames it wrote.
+    /// `Some(code)` once it exited.
+    fn step(&mut self, frames: &mut Vec<Value>, wait: Duration) -> Option<i32> {
         let mut exited = None;
         if let Some(g) = self.gateway.as_mut()
-            && let Some(code) = g.step(&mut self.events, Some(Duration::ZERO))
+            && let Some(code) = g.step(&mut self.events, Some(wait))
         {
             exited = Some(code);
             self.gateway = None;
@@ -226,8 +229,13 @@ impl World {
     /// One loop iteration, its frames taken in: whether there were any, and the exit status
     /// once the gateway exited.
     fn step_once(&mut self) -> (bool, Option<i32>) {
+        self.step_waiting(Duration::ZERO)
+    }
+
+    /// [`World::step_once`], the poll waiting up to `wait` of real time for input.
+    fn step_waiting(&mut self, wait: Duration) -> (bool, Option<i32>) {
         let mut frames = Vec::new();
-        let exited = self.run.step(&mut frames);
+        let exited = self.run.step(&mut frames, wait);
         let got = !frames.is_empty();
         for f in frames {
             self.on_frame(f);
@@ -485,26 +493,35 @@ impl World {
         self.run.input = None;
         let mut exited = None;
         // Said if it does not exit: whether it kept busy (a wake-up of zero: the fake clock
-        // stood still) or kept waiting for time that passed.
-        let (mut busy, mut moved) = (0usize, Duration::ZERO);
+        // stood still), kept waiting for time that passed, or for its input's end.
+        let (mut busy, mut moved, mut idle) = (0usize, Duration::ZERO, 0usize);
+        let mut wait = Duration::ZERO;
         for _ in 0..SETTLE_MAX {
-            exited = self.step_once().1;
+            exited = self.step_waiting(wait).1;
             if exited.is_some() {
                 break;
             }
-            let wake = self.run.gateway.as_mut().and_then(Gateway::next_wake);
-            busy += usize::from(wake == Some(Duration::ZERO));
-            let step = wake
-                .unwrap_or(Duration::from_millis(1))
-                .min(Duration::from_secs(1));
-            moved += step;
-            advance(step);
+            wait = Duration::ZERO;
+            match self.run.gateway.as_mut().and_then(Gateway::next_wake) {
+                // Only its input can wake it: the end of input is real I/O, which a process
+                // another test forks meanwhile can hold back (it shares the pipe until its exec).
+                None => {
+                    idle += 1;
+                    wait = INPUT_WAIT;
+                }
+                Some(wake) => {
+                    busy += usize::from(wake.is_zero());
+                    let step = wake.min(Duration::from_secs(1));
+                    moved += step;
+                    advance(step);
+                }
+            }
         }
         match exited {
             Some(0) => {}
             Some(code) => self.fail(&format!("the gateway exited {code} at the end of input")),
             None => self.fail(&format!(
-                "the gateway did not exit at the end of its input ({SETTLE_MAX} steps, {busy} of them busy, {moved:?} of fake time)"
+                "the gateway did not exit at the end of its input ({SETTLE_MAX} steps, {busy} of them busy, {idle} waiting for input, {moved:?} of fake time)"
             )),
         }
         self.forget_the_old();

@@ -210,14 +210,7 @@ pub fn set(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
             "fast",
             "no priority tier for this gateway's models",
         )),
-        // No personality overlays here: `none` (what `config.get` says) is the one there is.
-        "personality" if matches!(v.as_str(), "" | "none" | "default" | "neutral") => Ok(json!({
-            "key": "personality", "value": "none", "history_reset": false,
-        })),
-        "personality" => Err(unsupported(
-            "personality",
-            "no personality overlays; `none` only",
-        )),
+        "personality" => set_personality(gw, p, &value),
         "prompt" => Err(unsupported(
             "prompt",
             "custom system prompts are not implemented",
@@ -613,7 +606,11 @@ pub fn get(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
         "skin" => value(json!(
             config_file::string_at(&d, "display.skin").unwrap_or_else(|| "default".into())
         )),
-        "personality" => value(json!("none")),
+        "personality" => value(json!(
+            config_file::string_at(&d, "display.personality")
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "none".into())
+        )),
         "fast" => value(json!("normal")),
         "approval_mode" | "approvals.mode" => value(json!(
             config_file::string_at(&d, "approvals.mode").unwrap_or_else(|| "manual".into())
@@ -655,6 +652,106 @@ pub(super) fn user_skins(home: &std::path::Path) -> Vec<(String, String)> {
             (!name.is_empty()).then_some((name, about))
         })
         .collect()
+}
+
+/// Hermes' code for a personality it cannot set.
+const PERSONALITY_FAILED: i64 = 5001;
+
+/// `/personality NAME` as Hermes does: NAME from config.yaml's `agent.personalities` (`none`
+/// clears it), saved as `display.personality` and `agent.system_prompt`; the session named gets
+/// it as its system prompt's last part from its next model call, with a note in its history
+/// that the persona changed (so the model does not go on in the tone of what came before).
+fn set_personality(gw: &mut Gateway, p: &Params, value: &str) -> Result<Value, RpcError> {
+    let raw = value.trim();
+    let wanted = raw.to_ascii_lowercase();
+    let (name, prompt) = if matches!(wanted.as_str(), "" | "none" | "default" | "neutral") {
+        (String::new(), String::new())
+    } else {
+        let d = doc(gw);
+        match personality_prompt(&d, &wanted) {
+            Some(prompt) => (wanted, prompt),
+            None => {
+                let names: Vec<String> = personalities(&d)
+                    .into_iter()
+                    .map(|(n, _)| format!("`{n}`"))
+                    .collect();
+                let mut text = format!("Unknown personality: `{raw}`.");
+                match names.is_empty() {
+                    true => text.push_str("\n\nNo personalities configured."),
+                    false => text.push_str(&format!("\n\nAvailable: `none`, {}", names.join(", "))),
+                }
+                return Err(RpcError::new(PERSONALITY_FAILED, text));
+            }
+        }
+    };
+    let rid = match params::opt_str(p, "session_id")? {
+        Some(id) if gw.sessions.contains_key(id) => Some(id.to_string()),
+        _ => None,
+    };
+    if let Some(rid) = &rid
+        && gw.sessions[rid].running()
+    {
+        return Err(super::ops::busy("personality"));
+    }
+    persist(
+        gw,
+        &[
+            ("display.personality", Some(Scalar::str(&name))),
+            ("agent.system_prompt", Some(Scalar::str(&prompt))),
+        ],
+    )?;
+    let shown = if raw.is_empty() { "none" } else { raw };
+    let mut answer = json!({"key": "personality", "value": shown, "history_reset": false});
+    if let Some(rid) = rid {
+        let note = match prompt.is_empty() {
+            true => "[System: The user has cleared the personality overlay. From this point forward, respond in your normal default style.]".to_string(),
+            false => format!("[System: The user has changed the assistant's personality. From this point forward, adopt the following persona and respond accordingly: {prompt}]"),
+        };
+        if let Some(s) = gw.sessions.get_mut(&rid) {
+            s.overlay = Some(prompt);
+            // Built again at the next model call, with the new last part.
+            s.system_prompt = None;
+            let at = crate::util::unix_now();
+            s.append(crate::session::transcript::Message::new(
+                crate::session::transcript::Role::User,
+                Some(note),
+                at,
+            ));
+        }
+        gw.mark_dirty(&rid);
+        gw.emit_info(&rid);
+        if let Some(info) = crate::session::driver::TurnOwners::session_info(gw, &rid) {
+            answer["info"] = info;
+        }
+    }
+    Ok(answer)
+}
+
+/// The prompt of config.yaml's personality `name`, rendered as Hermes renders it: a mapping's
+/// `system_prompt`, then its `tone` and `style`; text as it is.
+fn personality_prompt(doc: &Yaml, name: &str) -> Option<String> {
+    let Yaml::Hash(map) = &doc["agent"]["personalities"] else {
+        return None;
+    };
+    let value = map
+        .iter()
+        .find(|(k, _)| k.as_str().is_some_and(|k| k.eq_ignore_ascii_case(name)))?
+        .1;
+    Some(match value {
+        Yaml::Hash(_) => {
+            let mut parts = vec![value["system_prompt"].as_str().unwrap_or("").to_string()];
+            if let Some(tone) = value["tone"].as_str().filter(|t| !t.is_empty()) {
+                parts.push(format!("Tone: {tone}"));
+            }
+            if let Some(style) = value["style"].as_str().filter(|t| !t.is_empty()) {
+                parts.push(format!("Style: {style}"));
+            }
+            parts.retain(|p| !p.is_empty());
+            parts.join("\n")
+        }
+        Yaml::String(text) => text.clone(),
+        _ => return None,
+    })
 }
 
 /// `(name, meta)` of config.yaml's `agent.personalities`: a mapping's `description` (else

@@ -22,7 +22,7 @@ const SAVE_FAILED: i64 = 5011;
 /// Nothing to branch from (Hermes' code).
 const NOTHING_TO_BRANCH: i64 = 4008;
 
-fn busy(what: &str) -> RpcError {
+pub(super) fn busy(what: &str) -> RpcError {
     RpcError::new(
         code::BUSY,
         format!("session busy — /interrupt the current turn before /{what}"),

@@ -240,6 +240,11 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
     if s.system_prompt.is_none() || s.prompt_generation != generation {
         // Built once per session in memory, as Hermes freezes it (a stable prefix), and again
         // when the skills offered changed (a skill the model wrote is in its next call).
+        // A personality chosen in this session, else config.yaml's (Hermes' ephemeral prompt).
+        let overlay = s
+            .overlay
+            .clone()
+            .unwrap_or_else(|| crate::session::system_prompt::configured_overlay(parts.home));
         let index = parts
             .skills
             .map(|k| crate::session::system_prompt::skills_index(&k.borrow(), parts.schemas))
@@ -251,6 +256,7 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
             &crate::session::system_prompt::Skills {
                 index: &index,
                 preloaded: &s.preloaded_skills,
+                overlay: &overlay,
             },
         ));
         s.prompt_generation = generation;

@@ -115,6 +115,9 @@ pub struct Session {
     pub older: Option<older::Older>,
     /// Its place under Hermes' cap on open sessions (`leases.rs`), given back when dropped.
     pub lease: Option<leases::Lease>,
+    /// The personality chosen in this session (`/personality`): the system prompt's last
+    /// part in place of config.yaml's `agent.system_prompt` (`Some("")`: cleared).
+    pub overlay: Option<String>,
 }
 
 /// Who waits for a background session's answer.
@@ -187,6 +190,7 @@ impl Session {
             preloaded_skills: String::new(),
             older: None,
             lease: None,
+            overlay: None,
         }
     }
 

@@ -70,6 +70,24 @@ pub struct Skills<'a> {
     pub index: &'a str,
     /// The preloaded skills' text.
     pub preloaded: &'a str,
+    /// Hermes' ephemeral system prompt (config.yaml's `agent.system_prompt`, or a session's
+    /// personality), last (empty: none).
+    pub overlay: &'a str,
+}
+
+/// config.yaml's `agent.system_prompt` as Hermes reads it: text trimmed, a list's items one
+/// per line (empty: none).
+pub fn configured_overlay(home: &Path) -> String {
+    let doc = crate::config_file::load(home).unwrap_or(yaml_rust2::Yaml::Null);
+    match &doc["agent"]["system_prompt"] {
+        yaml_rust2::Yaml::String(s) => s.trim().to_string(),
+        yaml_rust2::Yaml::Array(items) => items
+            .iter()
+            .filter_map(|i| i.as_str().map(str::trim).filter(|t| !t.is_empty()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
 }
 
 /// Hermes' guidance when the model may write skills.
@@ -131,6 +149,9 @@ pub fn build(home: &Path, cwd: &str, tools: &[Value], skills: &Skills<'_>) -> St
         parts.push(skills.preloaded.to_string());
     }
     parts.push(format!("Current working directory: {cwd}"));
+    if !skills.overlay.is_empty() {
+        parts.push(skills.overlay.to_string());
+    }
     parts.join("\n\n")
 }
 
