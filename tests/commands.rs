@@ -142,7 +142,7 @@ fn slash_completion_from_the_catalog() {
     assert!(texts(&g.call("complete.slash", json!({"text": "/fo"}))).contains(&"fork".into()));
     let all = texts(&g.call("complete.slash", json!({"text": "/"})));
     assert!(
-        all.contains(&"help".into()) && !all.contains(&"fork".into()),
+        all.contains(&"new".into()) && !all.contains(&"fork".into()),
         "{all:?}"
     );
     assert_eq!(

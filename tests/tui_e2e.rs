@@ -1171,3 +1171,29 @@ fn a_new_session_gets_the_title_its_model_writes_in_the_picker() {
     tui.assert_no_errors(&[]);
     tui.quit();
 }
+
+#[test]
+fn a_personality_chosen_in_the_tui_is_saved_and_goes_with_the_next_turn() {
+    let yaml = "model:\n  provider: offline\nagent:\n  personalities:\n    teacher:\n      system_prompt: You teach.\n".to_string();
+    let opts = Opts {
+        config_yaml: Some(yaml),
+        ..Opts::default()
+    };
+    let Some(tui) = Tui::start("personality", opts) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.submit("/personality teacher");
+    tui.wait_for("personality: teacher", T);
+    tui.wait_ready(T);
+    let saved = std::fs::read_to_string(tui.home.join("config.yaml")).unwrap();
+    assert!(saved.contains("personality: teacher"), "{saved}");
+    tui.submit("a turn in the new persona");
+    tui.wait_for("You said: a turn in the new persona", T);
+    tui.wait_ready(T);
+    tui.submit("/personality none");
+    tui.wait_for("personality: none", T);
+    tui.wait_ready(T);
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}

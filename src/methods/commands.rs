@@ -276,6 +276,14 @@ pub static COMMANDS: &[Command] = &[
         "Show or change the display skin",
         Tui("config.get, config.set"),
     ),
+    cmd(
+        "personality",
+        &[],
+        CONFIG,
+        "[name|none]",
+        "Switch the personality for this session (config.yaml's agent.personalities)",
+        Tui("config.set"),
+    ),
     Command {
         subs: &["list", "enable", "disable"],
         ..cmd(
