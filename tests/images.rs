@@ -651,3 +651,70 @@ fn an_attached_image_can_be_detached_before_the_prompt() {
     let (code, _, _) = g.call_err("image.detach", json!({"session_id": s.id}));
     assert_eq!(code, 4015);
 }
+
+/// `image.attach_bytes`: an image uploaded as base64 by a client on another machine is saved
+/// under the home's images and goes with the next prompt like an attached file; bad uploads
+/// are refused with Hermes' codes.
+#[test]
+fn uploaded_image_bytes_are_saved_and_sent_with_the_next_prompt() {
+    let mock = MockAi::script(vec![Reply::text(&["An upload."], (10, 3))]);
+    let home = TempHome::new("images-upload");
+    chat_config(&home.path, &mock, "gpt-4o", "");
+    let mut g = gateway(&home).env("TUI_GATEWAY_IMAGE_MAX_KB", "64").start();
+    let s = g.create_session(json!({}));
+    let bytes = png(320, 200, 100);
+    let url = format!("data:image/png;base64,{}", b64(&bytes));
+    // Wrapped as a data URL and broken over lines, as uploads come.
+    let wrapped: String = url
+        .as_bytes()
+        .chunks(60)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let r = g.call(
+        "image.attach_bytes",
+        json!({"session_id": s.id, "content_base64": wrapped}),
+    );
+    assert_eq!(
+        (&r["attached"], &r["count"]),
+        (&json!(true), &json!(1)),
+        "{r}"
+    );
+    assert_eq!(r["bytes"], bytes.len());
+    assert_eq!(
+        (r["width"].as_u64(), r["height"].as_u64()),
+        (Some(320), Some(200))
+    );
+    let saved = PathBuf::from(r["path"].as_str().unwrap());
+    assert!(
+        saved.starts_with(home.path.join("images")),
+        "{}",
+        saved.display()
+    );
+    assert_eq!(std::fs::read(&saved).unwrap(), bytes);
+    let turn = g.run_turn(&s.id, "what did I upload");
+    assert_eq!(turn.text, "An upload.");
+    let posts: Vec<_> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .collect();
+    assert!(
+        carries(&posts[0].body, &url),
+        "the upload goes as a data URL"
+    );
+
+    let refused = |g: &mut Gateway, params: Value| g.call_err("image.attach_bytes", params).0;
+    assert_eq!(refused(&mut g, json!({"session_id": s.id})), 4015);
+    let not_b64 = json!({"session_id": s.id, "data": "not base64 at all!"});
+    assert_eq!(refused(&mut g, not_b64), 4017);
+    let text = json!({"session_id": s.id, "data": b64(b"just some text")});
+    assert_eq!(refused(&mut g, text), 4016);
+    let big = json!({"session_id": s.id, "data": b64(&png(10, 10, 70 * 1024))});
+    assert_eq!(refused(&mut g, big), 4018);
+    assert_eq!(
+        std::fs::read_dir(home.path.join("images")).unwrap().count(),
+        1,
+        "nothing refused was kept"
+    );
+}

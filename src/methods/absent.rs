@@ -44,8 +44,8 @@ pub fn call(gw: &mut Gateway, method: &str, p: &Params) -> Option<Result<Value, 
         | "billing.auto_reload"
         | "billing.step_up" => not_supported("Nous Portal billing"),
         "voice.record" | "voice.tts" => not_supported("voice input and speech output"),
-        "image.attach_bytes" | "pdf.attach" | "file.attach" => {
-            not_supported("attachments other than image files and the clipboard's image")
+        "pdf.attach" | "file.attach" => {
+            not_supported("attachments other than images (files, uploads, the clipboard's)")
         }
         "pet.select" | "pet.info" | "pet.remove" | "pet.generate" | "pet.hatch" => {
             not_supported("pets")

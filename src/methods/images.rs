@@ -97,6 +97,83 @@ pub fn image_attach(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     Ok(v)
 }
 
+/// Hermes' codes for uploaded bytes that are not base64 (4017) and a write that failed (5027).
+const NOT_BASE64: i64 = 4017;
+const WRITE_FAILED: i64 = 5027;
+
+/// `image.attach_bytes {session_id, content_base64 | data}`: an image a client on another
+/// machine uploads (base64, a `data:image/…;base64,` URL's prefix and whitespace allowed),
+/// saved as `$HERMES_HOME/images/upload_<UTC time>_<n>.<type>` and attached as `image.attach`
+/// attaches a file; its type is read from its bytes.
+pub fn image_attach_bytes(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let raw = match params::opt_str(p, "content_base64")? {
+        Some(text) if !text.trim().is_empty() => text,
+        _ => params::opt_str(p, "data")?.unwrap_or(""),
+    };
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Err(RpcError::new(PATH_REQUIRED, "content_base64 required"));
+    }
+    let max = gw.cfg.image_max_bytes;
+    // Checked before decoding: base64 is 4 characters for 3 bytes.
+    if raw.len() as u64 / 4 * 3 > max + 3 {
+        let why = format!("image too large (over {})", images::size_words(max));
+        return Err(RpcError::new(TOO_LARGE, why));
+    }
+    let body = match raw
+        .strip_prefix("data:image/")
+        .and_then(|r| r.split_once(";base64,"))
+    {
+        Some((_, b64)) => b64,
+        None => raw,
+    };
+    let compact: String = body.chars().filter(|c| !c.is_whitespace()).collect();
+    let Some(bytes) = crate::model::connect::base64_decode(&compact) else {
+        return Err(RpcError::new(NOT_BASE64, "data is not valid base64"));
+    };
+    if bytes.is_empty() {
+        return Err(RpcError::new(NOT_BASE64, "image is empty"));
+    }
+    if bytes.len() as u64 > max {
+        let why = format!(
+            "image too large ({} bytes; cap is {})",
+            bytes.len(),
+            images::size_words(max)
+        );
+        return Err(RpcError::new(TOO_LARGE, why));
+    }
+    let ext = match images::sniff(&bytes) {
+        Some((mime, true)) => mime.trim_start_matches("image/").replace("jpeg", "jpg"),
+        _ => {
+            let why = images::from_bytes(bytes).err().unwrap_or_default();
+            return Err(RpcError::new(NOT_AN_IMAGE, why));
+        }
+    };
+    let count = live(gw, p)?.attached_images.len();
+    let home = gw.cfg.home.clone();
+    let written = crate::private_file::private_dir(&home, &["images"]).and_then(|dir| {
+        let (y, mo, d, h, mi, s) = crate::util::utc_parts(crate::util::unix_now());
+        let name = format!(
+            "upload_{y:04}{mo:02}{d:02}_{h:02}{mi:02}{s:02}_{}_{}.{ext}",
+            count + 1,
+            crate::util::random_hex(6)
+        );
+        let file = dir.join(name);
+        crate::private_file::create_new(&file, &bytes).map(|()| file)
+    });
+    let file = written.map_err(|e| RpcError::new(WRITE_FAILED, format!("write failed: {e}")))?;
+    let attached = attach(gw, p, &file);
+    if attached.is_err() {
+        let _ = std::fs::remove_file(&file);
+    }
+    let mut v = attached?;
+    let name = v["name"].as_str().unwrap_or("").to_string();
+    v["text"] = json!(format!("[User attached image: {name}]"));
+    v["remainder"] = json!("");
+    v["bytes"] = json!(bytes.len());
+    Ok(v)
+}
+
 /// `image.detach {session_id, path}`.
 pub fn image_detach(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let raw = params::opt_str(p, "path")?.unwrap_or("").trim().to_string();

@@ -87,6 +87,7 @@ fn dispatch(gw: &mut Gateway, req: Request, now: Instant) -> Reply {
         "pet.cells" => Ok(serde_json::json!({"enabled": false})),
         "input.detect_drop" => images::detect_drop(gw, p),
         "image.attach" => images::image_attach(gw, p),
+        "image.attach_bytes" => images::image_attach_bytes(gw, p),
         "image.detach" => images::image_detach(gw, p),
         "complete.slash" => commands::complete_slash(gw, p),
         "complete.path" => complete::complete_path(gw, p, now),

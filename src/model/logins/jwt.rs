@@ -13,7 +13,7 @@ pub fn claims(token: &str) -> Option<Map<String, Value>> {
         return None;
     }
     let payload = token.split('.').nth(1)?;
-    match serde_json::from_slice(&base64url(payload)?).ok()? {
+    match serde_json::from_slice(&crate::model::connect::base64_decode(payload)?).ok()? {
         Value::Object(map) => Some(map),
         _ => None,
     }
@@ -22,34 +22,6 @@ pub fn claims(token: &str) -> Option<Map<String, Value>> {
 /// The `exp` claim in Unix seconds (`None`: no claims, or no numeric `exp`).
 pub fn expiry(token: &str) -> Option<f64> {
     claims(token)?.get("exp")?.as_f64()
-}
-
-/// Base64url, padding optional (standard alphabet's `+` and `/` taken too, as Python's decoder
-/// does); `None` on any other character or a dangling sextet.
-fn base64url(text: &str) -> Option<Vec<u8>> {
-    let text = text.trim_end_matches('=');
-    if text.len() % 4 == 1 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in text.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'-' | b'+' => 62,
-            b'_' | b'/' => 63,
-            _ => return None,
-        };
-        acc = ((acc << 6) | u32::from(v)) & 0xff_ffff;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Some(out)
 }
 
 /// A token whose claims are `claims` (for tests: header and signature are placeholders).
