@@ -123,9 +123,9 @@ impl Default for Config {
 }
 
 fn default_home() -> PathBuf {
-    match std::env::var_os("HOME") {
-        Some(h) if !h.is_empty() => PathBuf::from(h).join(".hermes"),
-        _ => PathBuf::from(".hermes"),
+    match crate::util::user_home() {
+        Some(h) => h.join(".hermes"),
+        None => PathBuf::from(".hermes"),
     }
 }
 

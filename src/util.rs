@@ -190,6 +190,14 @@ pub fn read_regular(path: &std::path::Path, max: u64) -> std::io::Result<Option<
 }
 
 /// The text of a kernel file under `/proc` (they never block; bounded all the same).
+/// The user's home (`$HOME`), when it is set to an absolute path: an empty or relative one is
+/// none, so nothing joined to it lands in the working directory.
+pub fn user_home() -> Option<std::path::PathBuf> {
+    std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .filter(|h| h.is_absolute())
+}
+
 pub fn read_proc(path: &str) -> Option<String> {
     read_regular(std::path::Path::new(path), 1 << 20)
         .ok()

@@ -115,7 +115,7 @@ impl Store {
 /// A directory as Hermes names it: absolute, `~` expanded, links resolved (what does not
 /// exist yet is kept as written).
 pub fn normalize(path: &Path) -> PathBuf {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let home = crate::util::user_home();
     let expanded = match (path.strip_prefix("~"), home) {
         (Ok(rest), Some(h)) => h.join(rest),
         _ => path.to_path_buf(),

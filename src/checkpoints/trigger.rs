@@ -103,7 +103,7 @@ pub fn project_of(file: &Path) -> PathBuf {
 
 /// A directory too broad to snapshot (Hermes skips `/` and the user's home).
 pub fn too_broad(dir: &Path) -> bool {
-    dir == Path::new("/") || std::env::var_os("HOME").is_some_and(|h| Path::new(&h) == dir)
+    dir == Path::new("/") || crate::util::user_home().is_some_and(|h| h == dir)
 }
 
 #[cfg(test)]

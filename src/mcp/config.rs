@@ -279,8 +279,8 @@ fn path(v: &Value, label: &str) -> Result<PathBuf, String> {
     if text.is_empty() {
         return Err(format!("{label} must be a non-empty path, not {v}"));
     }
-    match (text.strip_prefix("~/"), std::env::var_os("HOME")) {
-        (Some(rest), Some(home)) => Ok(PathBuf::from(home).join(rest)),
+    match (text.strip_prefix("~/"), crate::util::user_home()) {
+        (Some(rest), Some(home)) => Ok(home.join(rest)),
         _ => Ok(PathBuf::from(text)),
     }
 }

@@ -34,7 +34,7 @@ pub fn complete_path(gw: &Gateway, p: &Params, now: Instant) -> Result<Value, Rp
         .map(str::to_string)
         .or_else(|| sid.and_then(|s| gw.sessions.get(s)).map(|s| s.cwd.clone()))
         .unwrap_or_else(crate::util::default_cwd);
-    let home = std::env::var("HOME").ok().filter(|h| !h.is_empty());
+    let home = crate::util::user_home().map(|h| h.to_string_lossy().into_owned());
     let budget = Budget::of(gw.clock, now, TIME_MAX);
     let items = complete(word, Path::new(&root), home.as_deref(), &budget);
     Ok(json!({"items": items}))

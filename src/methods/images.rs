@@ -21,12 +21,6 @@ const TOO_LARGE: i64 = 4018;
 /// How long a clipboard tool may take.
 const PASTE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-fn home_dir() -> Option<PathBuf> {
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-}
-
 /// The session's attached images, a paste whose command failed left out.
 fn attached(s: &mut Session) -> &mut Vec<PathBuf> {
     s.attached_images
@@ -80,7 +74,9 @@ pub fn image_attach(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
         return Err(RpcError::new(PATH_REQUIRED, "path required"));
     }
     let cwd = PathBuf::from(&live(gw, p)?.cwd);
-    let (image, remainder) = path::locate(&raw, &cwd, home_dir().as_deref(), |p| p.exists());
+    let (image, remainder) = path::locate(&raw, &cwd, crate::util::user_home().as_deref(), |p| {
+        p.exists()
+    });
     if !image.exists() {
         return Err(RpcError::new(
             NOT_AN_IMAGE,
@@ -200,7 +196,9 @@ pub fn detect_drop(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
         return no();
     };
     let cwd = PathBuf::from(&s.cwd);
-    let (image, remainder) = path::locate(&text, &cwd, home_dir().as_deref(), |p| p.is_file());
+    let (image, remainder) = path::locate(&text, &cwd, crate::util::user_home().as_deref(), |p| {
+        p.is_file()
+    });
     if !image.is_file() || !path::has_image_extension(&image) {
         return no();
     }

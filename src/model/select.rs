@@ -222,7 +222,7 @@ const NOTHING_CONFIGURED: &str = "no provider is configured: the built-in offlin
 /// Where Hermes' logins are kept for this home: its auth.json and lock, and the shared Nous
 /// store.
 fn login_files(cfg: &Config, env: &HermesEnv) -> Files {
-    let user_home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let user_home = crate::util::user_home();
     let shared = super::logins::store::shared_dir(
         &cfg.home,
         user_home.as_deref(),

@@ -81,9 +81,9 @@ fn expand(entry: &str, home: &Path) -> PathBuf {
     let mut s = entry.to_string();
     if let Some(rest) = s.strip_prefix('~')
         && (rest.is_empty() || rest.starts_with('/'))
-        && let Some(h) = std::env::var_os("HOME")
+        && let Some(h) = crate::util::user_home()
     {
-        s = format!("{}{rest}", h.to_string_lossy());
+        s = format!("{}{rest}", h.display());
     }
     let vars = regex::Regex::new(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
         .expect("a valid pattern");

@@ -595,15 +595,14 @@ fn same_dir(a: &str, b: &str) -> bool {
         )
 }
 
-/// `workdir` as a directory: `~` is `$HOME`, a relative path is taken from `base`.
+/// `workdir` as a directory: `~` is `$HOME` (without one, a plain name taken from `base`: never
+/// `/`), a relative path is taken from `base`.
 fn resolve_dir(workdir: &str, base: &str) -> String {
-    let home = || std::env::var("HOME").unwrap_or_default();
-    let path = if workdir == "~" {
-        home()
-    } else if let Some(rest) = workdir.strip_prefix("~/") {
-        format!("{}/{rest}", home())
-    } else {
-        workdir.to_string()
+    let home = crate::util::user_home().map(|h| h.to_string_lossy().into_owned());
+    let path = match (workdir, workdir.strip_prefix("~/"), home) {
+        ("~", _, Some(h)) => h,
+        (_, Some(rest), Some(h)) => format!("{h}/{rest}"),
+        _ => workdir.to_string(),
     };
     if Path::new(&path).is_absolute() {
         path
@@ -649,7 +648,8 @@ mod tests {
     fn workdir_is_taken_from_the_session_directory_when_relative() {
         assert_eq!(resolve_dir("/abs", "/base"), "/abs");
         assert_eq!(resolve_dir("sub/dir", "/base"), "/base/sub/dir");
-        let home = std::env::var("HOME").unwrap_or_default();
-        assert_eq!(resolve_dir("~/x", "/base"), format!("{home}/x"));
+        if let Some(home) = crate::util::user_home() {
+            assert_eq!(resolve_dir("~/x", "/base"), format!("{}/x", home.display()));
+        }
     }
 }

@@ -44,7 +44,7 @@ fn source(raw: &str, cwd: &str) -> Source {
     if raw.starts_with("data:") {
         return Source::DataUrl(raw.to_string());
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let home = crate::util::user_home();
     let (path, _) = images::path::locate(raw, cwd.as_ref(), home.as_deref(), |_| true);
     Source::File(path)
 }

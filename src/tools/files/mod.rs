@@ -43,7 +43,7 @@ pub fn write_atomic(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// `path` as the session means it: `~` is the user's home, relative is against `cwd`;
 /// `.` and `..` are folded (without touching the disk).
 pub fn resolve(cwd: &str, path: &str) -> PathBuf {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let home = crate::util::user_home();
     let joined = match (path.strip_prefix('~'), home) {
         (Some(""), Some(h)) => h,
         (Some(rest), Some(h)) if rest.starts_with('/') => h.join(rest.trim_start_matches('/')),
@@ -107,7 +107,7 @@ pub(crate) fn write_ask(ctx: &ToolContext<'_>, path: &Path) -> Option<Ask> {
         let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
         target.starts_with(&root)
     };
-    let user_home = std::env::var_os("HOME").map(PathBuf::from);
+    let user_home = crate::util::user_home();
     // The terminal's policy judges the same list; here a start-up file that is a link to a
     // dotfiles checkout protects what it points to as well.
     let sensitive = sensitive_file(&target, user_home.as_deref()).is_some()
@@ -268,8 +268,8 @@ mod tests {
         assert_eq!(resolve("/w", "a/../b.txt"), PathBuf::from("/w/b.txt"));
         assert_eq!(resolve("/w", "/etc/./x"), PathBuf::from("/etc/x"));
         assert_eq!(resolve("/w", "../../.."), PathBuf::from("/"));
-        if let Some(h) = std::env::var_os("HOME") {
-            assert_eq!(resolve("/w", "~/.ssh/k"), PathBuf::from(h).join(".ssh/k"));
+        if let Some(h) = crate::util::user_home() {
+            assert_eq!(resolve("/w", "~/.ssh/k"), h.join(".ssh/k"));
         }
         assert_eq!(shown("/w", Path::new("/w/a/b")), "a/b");
         assert_eq!(shown("/w", Path::new("/x")), "/x");

@@ -51,7 +51,7 @@ fn global_excludes() -> Gitignore {
     let Ok(cwd) = std::env::current_dir() else {
         return Gitignore::empty();
     };
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let home = crate::util::user_home();
     let env_path = |name: &str| {
         std::env::var_os(name)
             .filter(|v| !v.is_empty())

@@ -55,10 +55,7 @@ pub fn check(command: &str, cwd: &Path) -> Verdict {
             .unwrap_or_else(|_| PathBuf::from("/"))
             .join(cwd)
     };
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .filter(|h| h.is_absolute());
+    let home = crate::util::user_home();
     judge(command, &Place { cwd, home })
 }
 
