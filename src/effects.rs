@@ -33,6 +33,8 @@ pub(crate) enum Effect {
     },
     /// Session `rid`'s `session.info` changed (an MCP server's tools): send it again.
     SessionInfo { rid: String },
+    /// A turn of `rid` completed: its session may get a title.
+    TurnCompleted { rid: String },
 }
 
 /// The effects pushed and not yet dispatched, oldest first.

@@ -22,7 +22,6 @@ use crate::reactor::{Reactor, Slot};
 use crate::rpc::client_conn::{ClientConn, ClientLimits, Read};
 use crate::rpc::frame::{self, Incoming};
 use crate::rpc::{Line, Outbox};
-use crate::runner::RunEvent;
 use crate::session::VERSION;
 use crate::session::table::SessionTable;
 use crate::shutdown::{Again, Shutdown};
@@ -426,10 +425,7 @@ impl Gateway {
                     });
                 }
                 Effect::ServiceEvent(event) => {
-                    let run = match &event {
-                        RunEvent::Output { run, .. } | RunEvent::Ended { run, .. } => *run,
-                    };
-                    if self.checkpoints.owns(run) {
+                    if self.checkpoints.owns(event.run()) {
                         crate::checkpoints::on_run_event(self, event, now);
                     } else {
                         crate::mcp::on_run_event(self, event, now);
@@ -455,6 +451,7 @@ impl Gateway {
                     self.client.reply(&reply_to, Ok(result));
                 }
                 Effect::SessionInfo { rid } => self.emit_info(&rid),
+                Effect::TurnCompleted { rid } => crate::titles::after_turn(self, &rid, now),
             }
         }
     }

@@ -302,9 +302,6 @@ impl TurnOwners for Gateway {
         crate::tools::process::session_gone(self, rid, now);
         crate::titles::session_gone(self, rid);
     }
-    fn turn_completed(&mut self, rid: &str, now: Instant) {
-        crate::titles::after_turn(self, rid, now);
-    }
     fn retire_session(&mut self, s: Session) {
         self.persist.retire(s);
     }

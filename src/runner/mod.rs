@@ -140,6 +140,15 @@ pub enum RunEvent {
     Ended { run: RunId, end: RunEnd },
 }
 
+impl RunEvent {
+    /// The run it is of.
+    pub fn run(&self) -> RunId {
+        match self {
+            RunEvent::Output { run, .. } | RunEvent::Ended { run, .. } => *run,
+        }
+    }
+}
+
 /// Descriptors of a run that are done with, for the loop to deregister before they close:
 /// all of them when the run ended (`run_over`), else its stdin pipe alone.
 pub struct Closed {

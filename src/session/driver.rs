@@ -49,8 +49,6 @@ pub(crate) trait TurnOwners: CallOwners {
     fn retire_session(&mut self, s: Session);
     /// A fresh stored id, and `title` made unique for it (a compaction's new session).
     fn fresh_names(&mut self, title: Option<&str>, started_at: f64) -> (String, Option<String>);
-    /// A turn of `rid` completed (its session may get a title).
-    fn turn_completed(&mut self, _rid: &str, _now: Instant) {}
 }
 
 /// What a model call is started, advanced and aborted with: the sessions (its request is one
@@ -368,7 +366,10 @@ pub(crate) fn end_turn(
         return;
     }
     if status == "complete" {
-        gw.turn_completed(rid, now);
+        // Its session may get a title (`titles.rs`, routed by the loop).
+        let rid = rid.to_string();
+        gw.effects()
+            .push(crate::effects::Effect::TurnCompleted { rid });
     }
     let model = (status == "complete")
         .then(|| gw.sessions().get(rid).map(|s| s.model.clone()))

@@ -365,10 +365,7 @@ fn settle(o: &mut impl RunOwners) {
 pub(crate) fn after_runner(o: &mut impl RunOwners, now: Instant) {
     settle(o);
     for event in o.runner().take_events() {
-        let run = match &event {
-            RunEvent::Output { run, .. } | RunEvent::Ended { run, .. } => *run,
-        };
-        on_run_event(o, run, event, now);
+        on_run_event(o, event.run(), event, now);
     }
 }
 
