@@ -452,6 +452,29 @@ impl Gateway {
                 }
                 Effect::SessionInfo { rid } => self.emit_info(&rid),
                 Effect::TurnCompleted { rid } => crate::titles::after_turn(self, &rid, now),
+                Effect::Delegate { rid, job } => {
+                    self.isolated(Some(&rid), now, |gw| {
+                        crate::delegation::spawn(gw, &rid, job, now);
+                    });
+                }
+                Effect::SubagentEnded {
+                    child_rid,
+                    parent_rid,
+                    job,
+                    task_index,
+                    ended,
+                } => {
+                    let end = crate::delegation::End {
+                        child_rid,
+                        job,
+                        task_index,
+                        ended,
+                    };
+                    self.isolated(Some(&parent_rid.clone()), now, |gw| {
+                        crate::delegation::subagent_ended(gw, &parent_rid, end, now);
+                    });
+                }
+                Effect::SubagentsCancelled { job } => crate::delegation::cancelled(self, job, now),
             }
         }
     }

@@ -12,6 +12,7 @@ pub mod clock;
 mod commit;
 pub mod config;
 pub mod config_file;
+mod delegation;
 pub mod diag;
 mod effects;
 pub mod event_loop;

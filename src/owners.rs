@@ -38,8 +38,15 @@ impl Asker for Asking<'_> {
         self.client
     }
     fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
-        if let Some(s) = self.sessions.get_mut(rid) {
-            s.emit(self.client, kind, &payload, self.rings);
+        let Some(s) = self.sessions.get_mut(rid) else {
+            return;
+        };
+        s.emit(self.client, kind, &payload, self.rings);
+        // A subagent's parent hears of it as `subagent.*` (and its parent, up the tree).
+        if let Some((parent, events)) = s.relay_to_parent(kind, &payload) {
+            for (kind, payload) in events {
+                self.emit(&parent, &kind, payload);
+            }
         }
         trim_rings(self.sessions, self.rings);
     }
@@ -283,7 +290,7 @@ impl TurnOwners for Gateway {
                 default: self.provider.as_mut(),
                 switched: &mut self.switched_providers,
             },
-            schemas: self.tools.set.schemas(),
+            tools: &self.tools.set,
             home: &self.cfg.home,
             skills: Some(&self.skills),
             events: &mut self.scratch,

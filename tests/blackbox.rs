@@ -62,6 +62,7 @@ mod startup;
 mod stderr;
 mod store_faults;
 mod store_shared;
+mod subagents;
 mod titles;
 mod tools;
 mod tui_e2e;

@@ -1,6 +1,6 @@
 //! Calls for Hermes features this gateway does not have (billing, voice, uploads, browser,
-//! subagents, pets, plugins, the learning journey). Each answers in the shape the
-//! TUI reads: the empty state where that is the truth (no subagents, voice off),
+//! pets, plugins, the learning journey). Each answers in the shape the
+//! TUI reads: the empty state where that is the truth (voice off, no plugins),
 //! otherwise a one-line "not supported" error naming the feature — never `-32601`.
 
 use serde_json::{Value, json};
@@ -14,14 +14,6 @@ use crate::rpc::frame::code;
 pub fn call(gw: &mut Gateway, method: &str, p: &Params) -> Option<Result<Value, RpcError>> {
     let answer = match method {
         "browser.manage" => browser(gw, p),
-        "spawn_tree.list" => Ok(json!({ "entries": [] })),
-        "spawn_tree.load" => Ok(json!({ "subagents": [] })),
-        "spawn_tree.save" => Ok(json!({ "saved": false })),
-        "delegation.status" => Ok(json!({
-            "active": [], "paused": false, "max_spawn_depth": 0, "max_concurrent_children": 0,
-        })),
-        "delegation.pause" => delegation_pause(p),
-        "subagent.interrupt" => Ok(json!({ "found": false })),
         "voice.toggle" => Ok(json!({
             "enabled": false, "tts": false, "available": false,
             "audio_available": false, "stt_available": false,
@@ -82,15 +74,4 @@ fn browser(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
         );
     }
     Ok(json!({ "connected": false, "messages": [why] }))
-}
-
-/// `delegation.pause {paused}`: there are no subagents, so any state holds trivially.
-fn delegation_pause(p: &Params) -> Result<Value, RpcError> {
-    match p.get("paused") {
-        None | Some(Value::Null) => Ok(json!({ "paused": false })),
-        Some(Value::Bool(b)) => Ok(json!({ "paused": b })),
-        Some(_) => Err(RpcError::invalid_params(
-            "invalid params: paused must be a boolean",
-        )),
-    }
 }

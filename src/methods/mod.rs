@@ -5,6 +5,7 @@ mod absent;
 mod commands;
 mod complete;
 mod config;
+mod delegation;
 mod gateway;
 mod images;
 pub(crate) mod models;
@@ -84,6 +85,12 @@ fn dispatch(gw: &mut Gateway, req: Request, now: Instant) -> Reply {
         "config.get" => config::get(gw, p),
         "config.set" => config::set(gw, p),
         "model.disconnect" => models::disconnect(p),
+        "delegation.status" => Ok(delegation::status(gw)),
+        "delegation.pause" => delegation::pause(gw, p),
+        "subagent.interrupt" => delegation::interrupt(gw, p, now),
+        "spawn_tree.save" => delegation::save(gw, p),
+        "spawn_tree.list" => delegation::list(gw, p),
+        "spawn_tree.load" => delegation::load(gw, p),
         "pet.cells" => Ok(serde_json::json!({"enabled": false})),
         "input.detect_drop" => images::detect_drop(gw, p),
         "image.attach" => images::image_attach(gw, p),

@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::Session;
 use super::machine::{self, Action, Effects, Started, TurnMachine};
 use super::table::SessionTable;
 use super::turn::Turn;
+use crate::effects::Effect;
 use crate::model::ToolCall;
 use crate::runner::{RunEnd, Runner};
 use crate::session::transcript::{Message, Role, tool_context};
@@ -262,6 +264,8 @@ struct Asked {
     runs: Vec<crate::runner::RunId>,
     wake: Option<Wake>,
     question: Option<Question>,
+    /// Subagents to spawn for the call (`delegate_task`).
+    spawn: bool,
 }
 
 /// Which call a start or step is of, and what it is given.
@@ -292,6 +296,9 @@ fn with_tool<R>(
         Some(s) => (s.cwd.clone(), s.stored_id.as_str(), s.transcript.as_slice()),
         None => (String::new(), "", &[][..]),
     };
+    let subagent_depth = session
+        .and_then(|s| s.delegated.as_ref())
+        .map_or(0, |d| d.depth);
     let tool = parts.tools.set.get_mut(name)?;
     let mut ctx = ToolContext {
         job,
@@ -315,12 +322,15 @@ fn with_tool<R>(
             registry: &mut parts.tools.processes,
             owner: rid,
         },
+        subagent_depth,
+        spawn: false,
     };
     let r = f(tool.as_mut(), &mut ctx);
     let asked = Asked {
         runs: ctx.runs,
         wake: ctx.wake,
         question: ctx.question,
+        spawn: ctx.spawn,
     };
     crate::tools::process::after_tool(gw, now);
     Some((r, asked))
@@ -366,11 +376,14 @@ fn start_tool(
         );
     }
     let job = gw.tools().new_job_id();
-    let background = gw
-        .sessions()
-        .get(rid)
-        .is_some_and(|s| s.background.is_some());
-    let offered = gw.tools().set.is_offered(&call.name);
+    let session = gw.sessions().get(rid);
+    let background = session.is_some_and(|s| s.background.is_some());
+    let reach = session.map_or(crate::tools::Reach::Full, Session::reach);
+    // A subagent's commands that need approval: nobody is asked (`delegation.subagent_auto_approve`).
+    let subagent_approves = session
+        .and_then(|s| s.delegated.as_ref())
+        .map(|d| d.auto_approve);
+    let offered = gw.tools().set.is_offered(&call.name) && reach.allows(&call.name);
     let started = offered
         .then(|| {
             let how = Invocation {
@@ -386,7 +399,9 @@ fn start_tool(
     let (start, mut asked) = match started {
         Some(started) => started,
         None => {
-            let why = if gw.tools().set.contains(&call.name) {
+            let why = if !reach.allows(&call.name) {
+                format!("tool {} is not available to a subagent", call.name)
+            } else if gw.tools().set.contains(&call.name) {
                 format!("tool {} is disabled (/tools enable it)", call.name)
             } else {
                 format!("unknown tool: {}", call.name)
@@ -411,8 +426,13 @@ fn start_tool(
                     call,
                     args,
                     started: now,
+                    subagents: asked.spawn,
                 },
             );
+            if asked.spawn {
+                let rid = rid.to_string();
+                gw.effects().push(Effect::Delegate { rid, job });
+            }
             for (i, run) in started_runs.iter().enumerate() {
                 if let Err(e) = runs::watch(gw, *run, Owner::Job(job), now) {
                     for rest in &started_runs[i + 1..] {
@@ -442,6 +462,14 @@ fn start_tool(
             )))
         }
         Start::Ask(ask) if pre_approved(gw, rid, ask.rule) => start_tool(gw, rid, call, true, now),
+        Start::Ask(_) if subagent_approves == Some(true) => start_tool(gw, rid, call, true, now),
+        Start::Ask(ask) if subagent_approves == Some(false) => {
+            Started::Finished(ToolResult::failed(format!(
+                "denied: {} (a subagent's command that needs approval is denied; \
+                 delegation.subagent_auto_approve: true in config.yaml allows it)",
+                ask.description
+            )))
+        }
         Start::Ask(ask) => {
             let deadline = now + gw.call_parts().approval_timeout;
             let (tools, mut env) = gw.asking();
@@ -514,9 +542,14 @@ fn stop_job(gw: &mut impl CallOwners, job: JobId, now: Instant) -> Option<ToolRe
         return None;
     }
     withdraw_question(gw, job, "interrupted");
-    let name = gw.tools().jobs.get(&job)?.call.name.clone();
+    let j = gw.tools().jobs.get(&job)?;
+    let (name, subagents) = (j.call.name.clone(), j.subagents);
     let result = gw.tools().set.get_mut(&name)?.cancel(job)?;
     gw.tools().jobs.remove(&job);
+    if subagents {
+        // Its children stop too (`delegation.rs`); the call's result says who was cut off.
+        gw.effects().push(Effect::SubagentsCancelled { job });
+    }
     Some(result)
 }
 
@@ -985,7 +1018,7 @@ pub(crate) mod fake {
                     default: &mut self.model,
                     switched: &mut [],
                 },
-                schemas: self.tools.set.schemas(),
+                tools: &self.tools.set,
                 home: Path::new("/nonexistent/tuigw-calls-test"),
                 skills: None,
                 events: &mut self.events,

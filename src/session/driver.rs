@@ -56,8 +56,8 @@ pub(crate) trait TurnOwners: CallOwners {
 pub(crate) struct ModelParts<'a> {
     pub sessions: &'a mut SessionTable,
     pub providers: crate::model::Providers<'a>,
-    /// The tools offered, as schemas.
-    pub schemas: &'a [Value],
+    /// The tools offered (each session is sent the schemas of its reach).
+    pub tools: &'a crate::tools::ToolSet,
     pub home: &'a Path,
     /// The skills, for the system prompt's index (`None`: none).
     pub skills: Option<&'a crate::skills::Shared>,
@@ -228,6 +228,7 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
     let Some(s) = parts.sessions.get_mut(rid) else {
         return;
     };
+    let schemas = parts.tools.schemas_for(s.reach());
     let Some(turn) = s.turn.as_mut() else {
         return;
     };
@@ -235,7 +236,10 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
     let mut ctx = CallContext { slot: &turn.slot };
     let compacting = turn.compaction.is_some();
     let generation = parts.skills.map_or(0, |k| k.borrow().generation());
-    if s.system_prompt.is_none() || s.prompt_generation != generation {
+    // A subagent's system prompt is its task's, set when it was spawned.
+    let rebuild =
+        s.system_prompt.is_none() || (s.prompt_generation != generation && s.delegated.is_none());
+    if rebuild {
         // Built once per session in memory, as Hermes freezes it (a stable prefix), and again
         // when the skills offered changed (a skill the model wrote is in its next call).
         // A personality chosen in this session, else config.yaml's (Hermes' ephemeral prompt).
@@ -245,12 +249,12 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
             .unwrap_or_else(|| crate::session::system_prompt::configured_overlay(parts.home));
         let index = parts
             .skills
-            .map(|k| crate::session::system_prompt::skills_index(&k.borrow(), parts.schemas))
+            .map(|k| crate::session::system_prompt::skills_index(&k.borrow(), schemas))
             .unwrap_or_default();
         s.system_prompt = Some(crate::session::system_prompt::build(
             parts.home,
             &s.cwd,
-            parts.schemas,
+            schemas,
             &crate::session::system_prompt::Skills {
                 index: &index,
                 preloaded: &s.preloaded_skills,
@@ -269,7 +273,7 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
             None => &s.transcript,
         },
         model: &s.model,
-        tools: parts.schemas,
+        tools: schemas,
         reasoning_effort: s.reasoning_effort.as_deref(),
         session_id: Some(&s.stored_id),
     };
@@ -351,6 +355,7 @@ pub(crate) fn end_turn(
         "usage": usage,
         "status": status,
     });
+    let error_text = error.clone();
     if let Some(e) = error {
         payload["error"] = json!(e);
     }
@@ -360,6 +365,22 @@ pub(crate) fn end_turn(
     let background = gw.sessions().get_mut(rid).and_then(|s| s.background.take());
     if let Some(bg) = background {
         finish_background(gw, rid, bg, now);
+        return;
+    }
+    if let Some(s) = gw.sessions().get(rid)
+        && let Some(d) = &s.delegated
+    {
+        // A subagent's one turn is its whole task: what it did goes to the parent's call.
+        let ended = crate::session::subagent::ended(s, d, status, error_text.as_deref(), now);
+        let (child_rid, parent_rid, job, task_index) =
+            (rid.to_string(), d.parent_rid.clone(), d.job, d.task_index);
+        gw.effects().push(crate::effects::Effect::SubagentEnded {
+            child_rid,
+            parent_rid,
+            job,
+            task_index,
+            ended,
+        });
         return;
     }
     if gw.call_parts().shutting_down {
@@ -509,7 +530,12 @@ pub(crate) fn start_prompt(gw: &mut impl TurnOwners, rid: &str, text: String, no
     };
     s.append(Message::new(Role::User, Some(text), util::unix_now()));
     s.last_active = now;
-    s.turn = Some(Turn::new(slot));
+    let mut turn = Turn::new(slot);
+    if let Some(d) = &s.delegated {
+        // A subagent's budget of model calls (`delegation.max_iterations`).
+        turn.machine.limit_rounds(d.max_rounds);
+    }
+    s.turn = Some(turn);
     gw.mark_dirty(rid);
     gw.sessions().mark_runnable(rid);
 }

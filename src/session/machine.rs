@@ -150,6 +150,11 @@ impl TurnMachine {
         self.rounds
     }
 
+    /// Stop the turn after `max` model calls instead of the default.
+    pub fn limit_rounds(&mut self, max: u32) {
+        self.limits.max_rounds = max.max(1);
+    }
+
     pub fn interrupting(&self) -> bool {
         self.interrupting
     }

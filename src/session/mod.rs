@@ -9,6 +9,7 @@ pub mod naming;
 pub(crate) mod older;
 pub mod ring;
 mod stored;
+pub mod subagent;
 pub mod system_prompt;
 pub mod table;
 pub mod title;
@@ -118,6 +119,8 @@ pub struct Session {
     /// The personality chosen in this session (`/personality`): the system prompt's last
     /// part in place of config.yaml's `agent.system_prompt` (`Some("")`: cleared).
     pub overlay: Option<String>,
+    /// A subagent: the `delegate_task` call it works for, and what its parent's client heard.
+    pub delegated: Option<subagent::Delegated>,
 }
 
 /// Who waits for a background session's answer.
@@ -191,6 +194,7 @@ impl Session {
             older: None,
             lease: None,
             overlay: None,
+            delegated: None,
         }
     }
 

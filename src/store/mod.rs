@@ -35,6 +35,8 @@ const LIST_SQL: &str =
      FROM sessions s
      WHERE (?1 IS NULL OR instr(lower(coalesce(s.title, '')), lower(?1)) > 0)
        AND (?2 IS NULL OR s.source = ?2)
+       -- subagents' runs stay out of pickers unless asked for by source (as Hermes does)
+       AND (?2 IS NOT NULL OR coalesce(s.source, '') <> 'subagent')
        AND (?3 IS NULL OR coalesce(s.last_activity_at, s.started_at) >= ?3)
        -- a compacted session is listed as its continuation (as Hermes does)
        AND NOT (s.end_reason = 'compression' AND EXISTS (

@@ -57,6 +57,8 @@ pub fn run(tool: &mut dyn Tool, cwd: &str, home: &Path, args: &Value, budget: Du
                 registry: &mut processes,
                 owner: "",
             },
+            subagent_depth: 0,
+            spawn: false,
         };
         let step_began = clock.now();
         let done = if started {

@@ -11,6 +11,7 @@ pub mod alone;
 pub mod approval;
 pub mod asked;
 pub mod clarify;
+pub mod delegate;
 mod export_listing;
 pub mod files;
 pub mod memory;
@@ -200,6 +201,10 @@ pub struct ToolContext<'a> {
     pub(crate) wakers: &'a wake::Shared,
     /// The calling session's background processes.
     pub(crate) processes: process::Scope<'a>,
+    /// How deep the calling session is in a delegation tree (0: not a subagent).
+    pub subagent_depth: u32,
+    /// This start asked for its call's subagents to be spawned (`delegate_task`).
+    pub(crate) spawn: bool,
 }
 
 impl ToolContext<'_> {
@@ -232,6 +237,12 @@ impl ToolContext<'_> {
     /// the timeout, comes as [`ToolContext::answer`] on a later step.
     pub fn ask_user(&mut self, question: Question) {
         self.question = Some(question);
+    }
+
+    /// Spawn the children this call's batch on the delegation board names (`delegate.rs`);
+    /// their ends finish the call.
+    pub(crate) fn spawn_subagents(&mut self) {
+        self.spawn = true;
     }
 
     /// The budget of this start or step is spent.
@@ -281,6 +292,34 @@ pub struct ToolSet {
     rule: toolsets::Offered,
     /// The schemas of the tools offered: what the model is sent.
     offered: Vec<Value>,
+    /// The same without what a subagent is never offered (`delegate::BLOCKED_FOR_CHILDREN`),
+    /// and that with `delegate_task` kept (an orchestrator's).
+    offered_leaf: Vec<Value>,
+    offered_orchestrator: Vec<Value>,
+}
+
+/// Which of the offered tools a session is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// A session the user talks to: everything offered.
+    Full,
+    /// A subagent: nothing of `delegate::BLOCKED_FOR_CHILDREN`.
+    Leaf,
+    /// A subagent that may delegate in turn: `delegate_task` kept.
+    Orchestrator,
+}
+
+impl Reach {
+    /// Whether a session of this reach may call `name`.
+    pub fn allows(self, name: &str) -> bool {
+        match self {
+            Reach::Full => true,
+            Reach::Leaf => !delegate::BLOCKED_FOR_CHILDREN.contains(&name),
+            Reach::Orchestrator => {
+                name == "delegate_task" || !delegate::BLOCKED_FOR_CHILDREN.contains(&name)
+            }
+        }
+    }
 }
 
 impl ToolSet {
@@ -290,13 +329,27 @@ impl ToolSet {
             every_schema: Vec::new(),
             rule: Default::default(),
             offered: Vec::new(),
+            offered_leaf: Vec::new(),
+            offered_orchestrator: Vec::new(),
         }
     }
 
     /// Offer what `rule` offers from the next model call on.
     pub fn set_rule(&mut self, rule: toolsets::Offered) {
         self.rule = rule;
-        self.offered = self.offered_tools().map(|(_, s)| s.clone()).collect();
+        self.refresh_offered();
+    }
+
+    /// The schemas sent, for each reach, from the tools and the rule.
+    fn refresh_offered(&mut self) {
+        let of = |reach: Reach| -> Vec<Value> {
+            self.offered_tools()
+                .filter(|(t, _)| reach.allows(t.name()))
+                .map(|(_, s)| s.clone())
+                .collect()
+        };
+        (self.offered, self.offered_leaf, self.offered_orchestrator) =
+            (of(Reach::Full), of(Reach::Leaf), of(Reach::Orchestrator));
     }
 
     /// The tools the rule offers, with their schemas, in registration order.
@@ -371,11 +424,9 @@ impl ToolSet {
                 "parameters": tool.parameters(),
             }
         });
-        if self.rule.offers(name, tool.toolset()) {
-            self.offered.push(schema.clone());
-        }
         self.every_schema.push(schema);
         self.tools.push(tool);
+        self.refresh_offered();
         Ok(())
     }
 
@@ -414,6 +465,15 @@ impl ToolSet {
         &self.offered
     }
 
+    /// The schemas a session of `reach` is sent.
+    pub fn schemas_for(&self, reach: Reach) -> &[Value] {
+        match reach {
+            Reach::Full => &self.offered,
+            Reach::Leaf => &self.offered_leaf,
+            Reach::Orchestrator => &self.offered_orchestrator,
+        }
+    }
+
     /// The schemas of the tools offered under their toolsets (in name order; each toolset's
     /// tools in registration order): the banner's `toolsets` and `/tools`.
     pub fn offered_by_toolset(&self) -> BTreeMap<&str, Vec<&Value>> {
@@ -440,6 +500,8 @@ pub(crate) struct Job {
     pub call: ToolCall,
     pub args: Value,
     pub started: Instant,
+    /// Subagents work for it (`delegate_task`): stopping it stops them.
+    pub subagents: bool,
 }
 
 /// The tools side of the gateway: the registry, calls running past their start, who waits
@@ -457,11 +519,16 @@ pub struct Tools {
     /// Jobs to step on the next iteration.
     pub(crate) due: wake::Due,
     pub(crate) wakers: wake::Shared,
+    /// `delegate_task` calls whose children run, shared with the loop's delegation.
+    pub(crate) delegations: delegate::Shared,
 }
 
 impl Tools {
     pub fn new(home: &Path, poll_waker: Option<mio::Waker>) -> Tools {
         let mut registry = ToolSet::builtin();
+        let delegations = delegate::Shared::default();
+        // Its name is Hermes' and not taken by another built-in.
+        let _ = registry.register(Box::new(delegate::DelegateTask::new(delegations.clone())));
         registry.set_rule(toolsets::Offered::load(home));
         Tools {
             set: registry,
@@ -473,6 +540,7 @@ impl Tools {
             questions: clarify::Questions::default(),
             due: wake::Due::default(),
             wakers: wake::Shared::new(poll_waker),
+            delegations,
         }
     }
 

@@ -712,6 +712,7 @@ pub(crate) mod fake {
                     call,
                     args,
                     started,
+                    subagents: false,
                 },
             );
             job

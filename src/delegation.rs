@@ -1,0 +1,168 @@
+//! Subagents in the loop: a `delegate_task` call's children are sessions of their own, driven
+//! like any other. This spawns them (a child of the caller per task: its system prompt from the
+//! goal, its tools without those a child never gets, the caller's shell state as its start),
+//! takes each child's end (`subagent.complete` to the parent's client, its entry into the call's
+//! batch, the child out of memory; the last one finishes the call), stops them with their call,
+//! and answers the agents overlay (`delegation.status`, `subagent.interrupt`). The tool's side
+//! and the limits: `tools/delegate.rs`; a child's identity, relay and result: `session/subagent.rs`.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::event_loop::Gateway;
+use crate::session::subagent::{self, Delegated};
+use crate::tools::JobId;
+use crate::util;
+
+/// Why a subagent's stored session ended.
+const END_REASON: &str = "subagent_complete";
+
+/// A subagent's end, as its turn left it.
+pub(crate) struct End {
+    pub child_rid: String,
+    pub job: JobId,
+    pub task_index: usize,
+    pub ended: subagent::Ended,
+}
+
+/// Spawn the children of call `job` of session `parent_rid`, one per task, all at once (a
+/// batch is within `max_concurrent_children`).
+pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant) {
+    let board = gw.tools.delegations.clone();
+    let Some((tasks, child_depth, limits)) = board
+        .borrow()
+        .batches
+        .get(&job)
+        .map(|b| (b.tasks.clone(), b.child_depth, b.limits.clone()))
+    else {
+        return;
+    };
+    let Some(parent) = gw.sessions.get(parent_rid) else {
+        return;
+    };
+    let parent_stored = parent.stored_id.clone();
+    let parent_subagent = parent.delegated.as_ref().map(|d| d.subagent_id.clone());
+    let workspace = crate::tools::shell_state::cwd_of(&gw.cfg.home, &parent_stored)
+        .unwrap_or_else(|| parent.cwd.clone());
+    let count = tasks.len();
+    for (index, task) in tasks.into_iter().enumerate() {
+        let started_at = util::unix_now();
+        let rid = crate::methods::session::new_runtime_id(gw);
+        let stored = crate::methods::session::new_stored_id(gw, started_at);
+        let parent = &gw.sessions[parent_rid];
+        let mut child = parent.like(rid.clone(), stored.clone(), None, started_at, now);
+        child.reasoning_effort = parent.reasoning_effort.clone();
+        // Hermes' source for delegated runs: pickers and session_search leave them out.
+        child.source = "subagent".into();
+        child.parent_session_id = Some(parent_stored.clone());
+        crate::tools::shell_state::inherit(&gw.cfg.home, &parent_stored, &stored);
+        let orchestrating = task.orchestrator.then_some((child_depth, limits.max_depth));
+        child.system_prompt = Some(subagent::system_prompt(
+            &task.goal,
+            task.context.as_deref(),
+            &workspace,
+            orchestrating,
+        ));
+        let d = Delegated::new(
+            parent_rid.to_string(),
+            job,
+            format!("sa-{index}-{}", util::random_hex(4)),
+            parent_subagent.clone(),
+            (index, count),
+            task.goal.clone(),
+            (child_depth, task.orchestrator),
+            &limits,
+            now,
+        );
+        let mut start = Value::Object(d.identity(&child.model, &stored));
+        start["text"] = json!(task.goal);
+        child.delegated = Some(d);
+        gw.add_session(child);
+        gw.mark_dirty(&rid);
+        gw.emit(parent_rid, "subagent.start", start);
+        gw.start_prompt(&rid, task.goal, now);
+    }
+}
+
+/// A child's turn ended: its parent's client hears it, the child leaves memory (its stored
+/// session stays), and its entry joins the call's result; the last one finishes the call.
+pub(crate) fn subagent_ended(gw: &mut Gateway, parent_rid: &str, end: End, now: Instant) {
+    let End {
+        child_rid,
+        job,
+        task_index,
+        ended,
+    } = end;
+    gw.emit(parent_rid, "subagent.complete", ended.complete);
+    gw.retire(&child_rid, END_REASON, now);
+    let board = gw.tools.delegations.clone();
+    let finished = {
+        let mut board = board.borrow_mut();
+        let Some(batch) = board.batches.get_mut(&job) else {
+            // The call was stopped first: its result already says this child was cut off.
+            return;
+        };
+        if let Some(slot) = batch.entries.get_mut(task_index) {
+            *slot = Some(ended.entry);
+        }
+        if !batch.done() {
+            return;
+        }
+        board.batches.remove(&job)
+    };
+    if let Some(batch) = finished {
+        crate::session::calls::finish_job(gw, job, batch.result(now), now);
+    }
+}
+
+/// Call `job` was stopped (its turn interrupted, its session closed): the children still
+/// running are interrupted; each one's end still reaches the parent's client.
+pub(crate) fn cancelled(gw: &mut Gateway, job: JobId, now: Instant) {
+    let children: Vec<String> = gw
+        .sessions
+        .values()
+        .filter(|s| s.delegated.as_ref().is_some_and(|d| d.job == job))
+        .map(|s| s.runtime_id.clone())
+        .collect();
+    for rid in children {
+        gw.interrupt_turn(&rid, now);
+    }
+}
+
+/// `subagent.interrupt`: stop the child `subagent_id` alone; whether it was running.
+pub(crate) fn interrupt(gw: &mut Gateway, subagent_id: &str, now: Instant) -> bool {
+    let rid = gw
+        .sessions
+        .values()
+        .find(|s| {
+            s.delegated
+                .as_ref()
+                .is_some_and(|d| d.subagent_id == subagent_id)
+        })
+        .map(|s| s.runtime_id.clone());
+    match rid {
+        Some(rid) => gw.interrupt_turn(&rid, now),
+        None => false,
+    }
+}
+
+/// `delegation.status`: the children running, whether spawning is paused, the limits.
+pub(crate) fn status(gw: &Gateway) -> Value {
+    let limits = crate::tools::delegate::Limits::load(&gw.cfg.home);
+    let mut active: Vec<(f64, Value)> = gw
+        .sessions
+        .values()
+        .filter_map(|s| {
+            let d = s.delegated.as_ref()?;
+            Some((d.started_unix, d.record(&s.model)))
+        })
+        .collect();
+    active.sort_by(|a, b| a.0.total_cmp(&b.0));
+    json!({
+        "active": active.into_iter().map(|(_, r)| r).collect::<Vec<_>>(),
+        "paused": gw.tools.delegations.borrow().paused,
+        "max_spawn_depth": limits.max_depth,
+        "max_concurrent_children": limits.max_children,
+    })
+}

@@ -1,0 +1,480 @@
+//! `delegate_task`: the model hands goals to subagents, each a child session of its own run by
+//! the same loop (`src/delegation.rs` spawns them and collects their ends). This part is the
+//! tool's side: Hermes' limits read from `config.yaml`'s `delegation:` section, the request
+//! checked against them, and each call's [`Batch`] — the tasks and each child's result entry —
+//! until every child has ended (the result is then Hermes' `{results, total_duration_seconds}`)
+//! or the call is cancelled (children not done count as interrupted).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use yaml_rust2::Yaml;
+
+use super::{JobId, Start, Tool, ToolContext, ToolResult};
+
+/// Tools a child is never offered (Hermes' list): no recursion unless it is an orchestrator,
+/// no questions to the user, no writes to the shared memory, nothing in the user's name.
+pub const BLOCKED_FOR_CHILDREN: [&str; 6] = [
+    "delegate_task",
+    "clarify",
+    "memory",
+    "send_message",
+    "execute_code",
+    "cronjob",
+];
+
+/// However `max_concurrent_children` is set, a call starts at most this many children: a
+/// bounded refusal rather than a thousand sessions from one answer.
+pub const HARD_MAX_CHILDREN: usize = 64;
+
+/// A summary longer than this is clipped before it enters the parent's context (Hermes'
+/// default budget); the whole text stays in the child's stored session.
+const MAX_SUMMARY_CHARS: usize = 24_000;
+
+/// `config.yaml`'s `delegation:` section, with Hermes' defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Children one call may start (`max_concurrent_children`, default 3, at least 1).
+    pub max_children: usize,
+    /// Depth a child may reach (`max_spawn_depth`, default 1: children cannot delegate).
+    pub max_depth: u32,
+    /// Model calls in a child's turn (`max_iterations`, default 50).
+    pub max_iterations: u32,
+    /// A child's command that needs approval runs (`subagent_auto_approve`); else it is denied.
+    pub auto_approve: bool,
+    /// `role: orchestrator` is honoured (`orchestrator_enabled`, default true).
+    pub orchestrators: bool,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_children: 3,
+            max_depth: 1,
+            max_iterations: 50,
+            auto_approve: false,
+            orchestrators: true,
+        }
+    }
+}
+
+impl Limits {
+    /// The limits `$HERMES_HOME/config.yaml` sets (defaults where it is absent or unreadable).
+    pub fn load(home: &Path) -> Limits {
+        let doc = crate::config_file::load(home).unwrap_or(Yaml::Null);
+        Limits::from_config(&doc)
+    }
+
+    pub fn from_config(doc: &Yaml) -> Limits {
+        let at = |key: &str| crate::config_file::lookup(doc, &format!("delegation.{key}"));
+        let number = |key: &str| match at(key) {
+            Yaml::Integer(n) => Some(*n),
+            Yaml::String(s) => s.trim().parse().ok(),
+            _ => None,
+        };
+        let flag = |key: &str, default: bool| match at(key) {
+            Yaml::Boolean(b) => *b,
+            Yaml::String(s) => matches!(
+                s.trim().to_ascii_lowercase().as_str(),
+                "true" | "yes" | "on" | "1"
+            ),
+            Yaml::Integer(n) => *n != 0,
+            _ => default,
+        };
+        let d = Limits::default();
+        Limits {
+            max_children: number("max_concurrent_children").map_or(d.max_children, |n| {
+                n.clamp(1, HARD_MAX_CHILDREN as i64) as usize
+            }),
+            max_depth: number("max_spawn_depth").map_or(d.max_depth, |n| n.clamp(1, 16) as u32),
+            max_iterations: number("max_iterations")
+                .map_or(d.max_iterations, |n| n.clamp(1, 10_000) as u32),
+            auto_approve: flag("subagent_auto_approve", false),
+            orchestrators: flag("orchestrator_enabled", true),
+        }
+    }
+}
+
+/// One goal handed to a child.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Task {
+    pub goal: String,
+    pub context: Option<String>,
+    /// It may delegate in turn (`role: orchestrator`, within the depth limit).
+    pub orchestrator: bool,
+}
+
+/// Read a call's arguments as Hermes does: `tasks` (a batch; a JSON string of one is read
+/// too), else `goal` with `context`; each task needs a goal; no more than `max_children`.
+/// `child_depth` is the depth the children would have; an orchestrator at the last level
+/// becomes a leaf.
+pub fn tasks_of(args: &Value, limits: &Limits, child_depth: u32) -> Result<Vec<Task>, String> {
+    let text = |v: &Value| {
+        v.as_str()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let may_orchestrate = limits.orchestrators && child_depth < limits.max_depth;
+    let role_of = |v: &Value| may_orchestrate && v.as_str() == Some("orchestrator");
+    let top_role = role_of(&args["role"]);
+    let tasks = match &args["tasks"] {
+        Value::String(s) if !s.trim().is_empty() => match serde_json::from_str::<Value>(s) {
+            Ok(v @ Value::Array(_)) => v,
+            _ => return Err("'tasks' must be an array of {goal, context, role} objects.".into()),
+        },
+        v => v.clone(),
+    };
+    let list: Vec<Task> = match tasks {
+        Value::Array(items) if !items.is_empty() => {
+            if items.len() > limits.max_children {
+                return Err(format!(
+                    "Too many tasks: {} provided, but max_concurrent_children is {}. Send fewer \
+                     tasks, split them over several delegate_task calls, or raise \
+                     delegation.max_concurrent_children in config.yaml.",
+                    items.len(),
+                    limits.max_children
+                ));
+            }
+            let mut list = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                if !item.is_object() {
+                    return Err(format!("Task {i} must be an object."));
+                }
+                let Some(goal) = text(&item["goal"]) else {
+                    return Err(format!("Task {i} is missing a 'goal'."));
+                };
+                let orchestrator = match item.get("role") {
+                    Some(r) if !r.is_null() => role_of(r),
+                    _ => top_role,
+                };
+                list.push(Task {
+                    goal,
+                    context: text(&item["context"]),
+                    orchestrator,
+                });
+            }
+            list
+        }
+        _ => match text(&args["goal"]) {
+            Some(goal) => vec![Task {
+                goal,
+                context: text(&args["context"]),
+                orchestrator: top_role,
+            }],
+            None => return Err("Provide either 'goal' (one task) or 'tasks' (a batch).".into()),
+        },
+    };
+    Ok(list)
+}
+
+/// The children of one `delegate_task` call and what each returned so far.
+#[derive(Debug)]
+pub struct Batch {
+    pub tasks: Vec<Task>,
+    /// Each child's result entry, once it ended (Hermes' shape: status, summary, tokens…).
+    pub entries: Vec<Option<Value>>,
+    pub started: Instant,
+    /// The depth of these children (1: children of a top-level session).
+    pub child_depth: u32,
+    pub limits: Limits,
+}
+
+impl Batch {
+    pub fn done(&self) -> bool {
+        self.entries.iter().all(Option::is_some)
+    }
+
+    /// The call's result: every entry in task order (those missing were cut off).
+    pub fn result(self, now: Instant) -> ToolResult {
+        let total = now.saturating_duration_since(self.started).as_secs_f64();
+        let mut results = Vec::with_capacity(self.entries.len());
+        for (i, entry) in self.entries.into_iter().enumerate() {
+            results.push(entry.unwrap_or_else(|| {
+                json!({
+                    "task_index": i,
+                    "status": "interrupted",
+                    "summary": null,
+                    "error": "The parent's turn was interrupted before this subagent finished.",
+                    "api_calls": 0,
+                    "duration_seconds": 0,
+                })
+            }));
+        }
+        let count = |status: &str| results.iter().filter(|r| r["status"] == status).count();
+        let (completed, interrupted) = (count("completed"), count("interrupted"));
+        let failed = results.len() - completed - interrupted;
+        let mut said = vec![format!("{completed} completed")];
+        if failed > 0 {
+            said.push(format!("{failed} failed"));
+        }
+        if interrupted > 0 {
+            said.push(format!("{interrupted} interrupted"));
+        }
+        let n = results.len();
+        let summary = format!(
+            "{n} subagent{} · {}",
+            if n == 1 { "" } else { "s" },
+            said.join(", ")
+        );
+        let content = json!({
+            "results": results,
+            "total_duration_seconds": (total * 100.0).round() / 100.0,
+        });
+        ToolResult::new(content, summary)
+    }
+}
+
+/// A summary as it enters the parent's context: clipped to the budget, saying where the rest is.
+pub fn clip_summary(summary: &str, child_session: &str) -> String {
+    if summary.chars().count() <= MAX_SUMMARY_CHARS {
+        return summary.to_string();
+    }
+    let head: String = summary.chars().take(MAX_SUMMARY_CHARS).collect();
+    format!("{head}\n[summary clipped; the whole text is in session {child_session}]")
+}
+
+/// The calls whose children are running, and whether new ones may start.
+#[derive(Debug, Default)]
+pub struct Board {
+    /// `delegation.pause`: new calls are refused; running children go on.
+    pub paused: bool,
+    pub batches: HashMap<JobId, Batch>,
+}
+
+/// The board, shared by the tool and the loop's delegation.
+pub type Shared = Rc<RefCell<Board>>;
+
+/// The `delegate_task` tool.
+pub struct DelegateTask {
+    board: Shared,
+}
+
+impl DelegateTask {
+    pub fn new(board: Shared) -> DelegateTask {
+        DelegateTask { board }
+    }
+}
+
+impl Tool for DelegateTask {
+    fn name(&self) -> &str {
+        "delegate_task"
+    }
+
+    fn toolset(&self) -> &str {
+        "delegation"
+    }
+
+    fn description(&self) -> &str {
+        "Hand one goal, or a batch of independent goals, to subagents. Each subagent is a fresh \
+         conversation with its own terminal session and the same tools minus delegate_task, \
+         clarify and memory; it knows nothing of this conversation, so put every fact it needs \
+         (paths, errors, constraints, the language to answer in) in 'context'. The children of \
+         a batch run at the same time; this call returns when all of them are done, with one \
+         entry per task: status, a summary written by the child, tokens and duration. Only the \
+         summaries enter your context. Summaries are the children's own reports: check claims \
+         about side effects yourself. Limits come from config.yaml's delegation section \
+         (max_concurrent_children, default 3 per call; max_spawn_depth, default 1: children \
+         cannot delegate; max_iterations, default 50 model calls per child)."
+    }
+
+    fn parameters(&self) -> Value {
+        let role = json!({
+            "type": "string",
+            "enum": ["leaf", "orchestrator"],
+            "description": "'leaf' (default) cannot delegate; 'orchestrator' may call \
+                            delegate_task itself when delegation.max_spawn_depth allows it."
+        });
+        json!({
+            "type": "object",
+            "properties": {
+                "goal": {"type": "string", "description": "What the subagent should achieve, self-contained."},
+                "context": {"type": "string", "description": "What the subagent needs to know: paths, errors, constraints."},
+                "tasks": {
+                    "type": "array",
+                    "description": "A batch run in parallel (at most delegation.max_concurrent_children); when given, goal and context are ignored.",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "goal": {"type": "string", "description": "This task's goal."},
+                            "context": {"type": "string", "description": "This task's context."},
+                            "role": role.clone(),
+                        },
+                        "required": ["goal"]
+                    }
+                },
+                "role": role,
+            },
+            "required": []
+        })
+    }
+
+    fn start(&mut self, ctx: &mut ToolContext<'_>, args: &Value) -> Start {
+        if self.board.borrow().paused {
+            return Start::Done(ToolResult::error(
+                "Delegation is paused: clear the pause (`p` in /agents, or the \
+                 delegation.pause call) before delegating again.",
+            ));
+        }
+        let limits = Limits::load(ctx.home);
+        let depth = ctx.subagent_depth;
+        if depth >= limits.max_depth {
+            return Start::Done(ToolResult::error(format!(
+                "Delegation depth limit reached (depth={depth}, max_spawn_depth={}). Raise \
+                 delegation.max_spawn_depth in config.yaml for deeper nesting.",
+                limits.max_depth
+            )));
+        }
+        let tasks = match tasks_of(args, &limits, depth + 1) {
+            Ok(tasks) => tasks,
+            Err(why) => return Start::Done(ToolResult::error(why)),
+        };
+        if ctx.shutting_down {
+            return Start::Done(ToolResult::error("the gateway is shutting down"));
+        }
+        let n = tasks.len();
+        self.board.borrow_mut().batches.insert(
+            ctx.job,
+            Batch {
+                tasks,
+                entries: vec![None; n],
+                started: ctx.now,
+                child_depth: depth + 1,
+                limits,
+            },
+        );
+        ctx.spawn_subagents();
+        Start::Later
+    }
+
+    fn cancel(&mut self, job: JobId) -> Option<ToolResult> {
+        // The clock is not at hand here; what ran is in each finished child's own duration.
+        let batch = self.board.borrow_mut().batches.remove(&job)?;
+        let started = batch.started;
+        Some(batch.result(started))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits::default()
+    }
+
+    #[test]
+    fn one_goal_or_a_batch_within_the_limit() {
+        let one = tasks_of(
+            &json!({"goal": " find it ", "context": "in src"}),
+            &limits(),
+            1,
+        )
+        .unwrap();
+        assert_eq!(
+            one,
+            vec![Task {
+                goal: "find it".into(),
+                context: Some("in src".into()),
+                orchestrator: false
+            }]
+        );
+        let three =
+            json!({"goal": "ignored", "tasks": [{"goal": "a"}, {"goal": "b"}, {"goal": "c"}]});
+        let tasks = tasks_of(&three, &limits(), 1).unwrap();
+        assert_eq!(
+            tasks.iter().map(|t| t.goal.as_str()).collect::<Vec<_>>(),
+            ["a", "b", "c"]
+        );
+        // A batch sent as a JSON string is read too (models do that).
+        let text = json!({"tasks": "[{\"goal\": \"x\"}]"});
+        assert_eq!(tasks_of(&text, &limits(), 1).unwrap()[0].goal, "x");
+    }
+
+    #[test]
+    fn requests_outside_the_limits_are_refused_with_the_reason() {
+        let many: Vec<Value> = (0..1000)
+            .map(|i| json!({"goal": format!("g{i}")}))
+            .collect();
+        let err = tasks_of(&json!({"tasks": many}), &limits(), 1).unwrap_err();
+        assert!(
+            err.contains("1000 provided") && err.contains("max_concurrent_children is 3"),
+            "{err}"
+        );
+        let err = tasks_of(
+            &json!({"tasks": [{"goal": "a"}, {"context": "x"}]}),
+            &limits(),
+            1,
+        )
+        .unwrap_err();
+        assert_eq!(err, "Task 1 is missing a 'goal'.");
+        assert!(tasks_of(&json!({}), &limits(), 1).is_err());
+        assert!(tasks_of(&json!({"tasks": [1]}), &limits(), 1).is_err());
+    }
+
+    #[test]
+    fn an_orchestrator_needs_room_below_it() {
+        let args = json!({"goal": "g", "role": "orchestrator"});
+        assert!(!tasks_of(&args, &limits(), 1).unwrap()[0].orchestrator);
+        let deeper = Limits {
+            max_depth: 2,
+            ..limits()
+        };
+        assert!(tasks_of(&args, &deeper, 1).unwrap()[0].orchestrator);
+        assert!(!tasks_of(&args, &deeper, 2).unwrap()[0].orchestrator);
+        let off = Limits {
+            orchestrators: false,
+            ..deeper
+        };
+        assert!(!tasks_of(&args, &off, 1).unwrap()[0].orchestrator);
+    }
+
+    #[test]
+    fn limits_come_from_config_with_hermes_defaults_and_bounds() {
+        let doc = crate::config_file::parse(
+            "delegation:\n  max_concurrent_children: 100000\n  max_spawn_depth: 0\n  \
+             max_iterations: '7'\n  subagent_auto_approve: true\n",
+        )
+        .unwrap();
+        let l = Limits::from_config(&doc);
+        assert_eq!(l.max_children, HARD_MAX_CHILDREN);
+        assert_eq!(l.max_depth, 1);
+        assert_eq!(l.max_iterations, 7);
+        assert!(l.auto_approve && l.orchestrators);
+        assert_eq!(Limits::from_config(&Yaml::Null), Limits::default());
+    }
+
+    #[test]
+    fn a_batch_result_lists_every_task_and_says_who_was_cut_off() {
+        let now = Instant::now();
+        let mut batch = Batch {
+            tasks: vec![],
+            entries: vec![
+                Some(json!({"task_index": 0, "status": "completed", "summary": "ok"})),
+                None,
+            ],
+            started: now,
+            child_depth: 1,
+            limits: limits(),
+        };
+        assert!(!batch.done());
+        batch.entries[1] = None;
+        let r = batch.result(now + std::time::Duration::from_millis(1500));
+        assert_eq!(r.content["results"][0]["summary"], "ok");
+        assert_eq!(r.content["results"][1]["status"], "interrupted");
+        assert_eq!(r.content["total_duration_seconds"], 1.5);
+        assert_eq!(r.summary, "2 subagents · 1 completed, 1 interrupted");
+    }
+
+    #[test]
+    fn a_long_summary_is_clipped_and_points_at_the_whole() {
+        let long = "x".repeat(MAX_SUMMARY_CHARS + 10);
+        let clipped = clip_summary(&long, "s1");
+        assert!(clipped.ends_with("whole text is in session s1]"));
+        assert_eq!(clip_summary("short", "s1"), "short");
+    }
+}

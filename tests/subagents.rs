@@ -1,0 +1,435 @@
+//! Subagents through the binary: `delegate_task` (the offline model's `%delegate_task {…}`;
+//! each child's goal is its own prompt, so a goal `$ CMD` makes the child run CMD) spawns
+//! child sessions driven by the same loop; their progress reaches the parent's client as
+//! `subagent.*`, their summaries come back as the call's result, they are stored as Hermes
+//! stores children, and an interrupt, a close or a kill leaves none of them or their commands
+//! running. Commands carry a marker only this test's processes have; every wait polls with a
+//! deadline.
+
+use crate::common;
+use crate::procs;
+
+use common::*;
+use procs::*;
+use serde_json::{Value, json};
+
+/// A parent session on a gateway, and a marker only this test's processes carry.
+struct Tree {
+    g: Gateway,
+    sid: String,
+    stored: String,
+    m: String,
+    _reaper: Reaper,
+}
+
+fn tree_in(home: &TempHome, tag: &str) -> Tree {
+    let m = marker();
+    let _reaper = Reaper(format!(".{m}"));
+    // A private HOME: `~/…` in a child's command names the test's own folder.
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .env("HOME", home.path.to_str().unwrap())
+        .tag(tag)
+        .own_process_group()
+        .start();
+    let s = g.create_session(json!({}));
+    Tree {
+        g,
+        sid: s.id,
+        stored: s.stored,
+        m,
+        _reaper,
+    }
+}
+
+fn delegate_prompt(args: Value) -> String {
+    format!("%delegate_task {args}")
+}
+
+impl Tree {
+    /// Goal text for a child that runs `command` (`{m}` stands for the marker).
+    fn runs(&self, command: &str) -> String {
+        format!("$ {}", command.replace("{m}", &self.m))
+    }
+
+    /// Run a delegating turn to its end; the turn and the call's result.
+    fn delegate(&mut self, args: Value) -> (Turn, Value) {
+        let turn = self.g.run_turn(&self.sid, &delegate_prompt(args));
+        let done = turn
+            .events
+            .iter()
+            .find(|e| e["type"] == "tool.complete" && e["payload"]["name"] == "delegate_task")
+            .unwrap_or_else(|| panic!("no delegate_task tool.complete: {:?}", types(&turn.events)))
+            .clone();
+        (turn, done["payload"]["result"].clone())
+    }
+
+    /// The stored children of the parent session: (id, source, end_reason).
+    fn stored_children(&self) -> Vec<(String, String, Option<String>)> {
+        let db = self.g.db();
+        let mut stmt = db
+            .prepare(
+                "SELECT id, source, end_reason FROM sessions WHERE parent_session_id = ?1
+                 ORDER BY started_at, id",
+            )
+            .unwrap();
+        stmt.query_map([&self.stored], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    fn active(&mut self) -> Vec<Value> {
+        let st = self.g.call("delegation.status", json!({}));
+        st["active"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+fn of_type<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == ty).collect()
+}
+
+#[test]
+fn one_child_runs_its_goal_and_its_summary_comes_back() {
+    let home = TempHome::new("sub-one");
+    let mut t = tree_in(&home, "sub-one");
+    let goal = t.runs("echo child-says-{m}");
+    let (turn, result) = t.delegate(json!({"goal": goal, "context": "just run it"}));
+    assert_eq!(
+        turn.complete["payload"]["status"], "complete",
+        "{:?}",
+        turn.events
+    );
+
+    let entry = &result["results"][0];
+    assert_eq!(entry["status"], "completed", "{result}");
+    assert_eq!(entry["exit_reason"], "completed");
+    let summary = entry["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(&format!("child-says-{}", t.m)),
+        "{summary}"
+    );
+    assert_eq!(entry["tool_trace"][0]["tool"], "terminal", "{entry}");
+    assert!(entry["api_calls"].as_u64().unwrap() >= 2, "{entry}");
+    assert!(result["total_duration_seconds"].is_number(), "{result}");
+
+    // The parent's client heard the child start, use its tool and end.
+    let start = of_type(&turn.events, "subagent.start");
+    assert_eq!(start.len(), 1, "{:?}", types(&turn.events));
+    let p = &start[0]["payload"];
+    assert_eq!(p["goal"], goal.as_str());
+    assert_eq!(p["task_index"], 0);
+    assert_eq!(p["depth"], 0);
+    let subagent_id = p["subagent_id"].as_str().unwrap().to_string();
+    let tool = of_type(&turn.events, "subagent.tool");
+    assert_eq!(tool[0]["payload"]["tool_name"], "terminal");
+    assert_eq!(tool[0]["payload"]["subagent_id"], subagent_id.as_str());
+    let complete = of_type(&turn.events, "subagent.complete");
+    assert_eq!(complete.len(), 1);
+    assert_eq!(complete[0]["payload"]["status"], "completed");
+    assert!(
+        complete[0]["payload"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("child-says"),
+        "{}",
+        complete[0]
+    );
+
+    // Stored as Hermes stores a delegated run, and ended; nothing of it is still live.
+    let children = t.stored_children();
+    assert_eq!(children.len(), 1, "{children:?}");
+    assert_eq!(children[0].1, "subagent");
+    assert_eq!(children[0].2.as_deref(), Some("subagent_complete"));
+    let rows = message_rows(&t.g.db_path(), &children[0].0);
+    assert_eq!(rows[0].role, "user");
+    assert_eq!(rows[0].content.as_deref(), Some(goal.as_str()));
+    assert!(rows.iter().any(|r| r.role == "tool"), "{rows:?}");
+    assert!(t.active().is_empty());
+    // Pickers list the parent, not its subagent's run.
+    let list = t.g.call("session.list", json!({"limit": 50}));
+    let ids = listed_ids(&list);
+    assert!(!ids.contains(&children[0].0.as_str()), "{list}");
+}
+
+#[test]
+fn a_batch_runs_its_children_at_the_same_time() {
+    let home = TempHome::new("sub-batch");
+    let mut t = tree_in(&home, "sub-batch");
+    // Each child waits until all three have started: only concurrent children finish.
+    let dir = home.path.join("meet");
+    std::fs::create_dir_all(&dir).unwrap();
+    let meet = |i: usize| {
+        format!(
+            "touch {d}/{i} && for n in $(seq 1 600); do [ $(ls {d} | wc -l) -ge 3 ] && break; \
+             sleep 0.05; done; echo met-$(ls {d} | wc -l)-{{m}}",
+            d = dir.display()
+        )
+    };
+    let tasks: Vec<Value> = (0..3).map(|i| json!({"goal": t.runs(&meet(i))})).collect();
+    let (turn, result) = t.delegate(json!({"tasks": tasks}));
+    let results = result["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3, "{result}");
+    for (i, r) in results.iter().enumerate() {
+        assert_eq!(r["task_index"], i);
+        assert_eq!(r["status"], "completed", "{r}");
+        assert!(r["summary"].as_str().unwrap().contains("met-3-"), "{r}");
+    }
+    assert_eq!(of_type(&turn.events, "subagent.start").len(), 3);
+    assert_eq!(of_type(&turn.events, "subagent.complete").len(), 3);
+    assert_eq!(t.stored_children().len(), 3);
+}
+
+#[test]
+fn limits_and_the_pause_refuse_with_the_reason() {
+    let home = TempHome::new("sub-limits");
+    let mut t = tree_in(&home, "sub-limits");
+    let many: Vec<Value> = (0..1000)
+        .map(|i| json!({"goal": format!("g{i}")}))
+        .collect();
+    let (_, result) = t.delegate(json!({"tasks": many}));
+    let err = result["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{result}"));
+    assert!(
+        err.contains("1000 provided") && err.contains("is 3"),
+        "{err}"
+    );
+    assert!(t.stored_children().is_empty());
+
+    let paused = t.g.call("delegation.pause", json!({"paused": true}));
+    assert_eq!(paused["paused"], true);
+    let st = t.g.call("delegation.status", json!({}));
+    assert_eq!(st["paused"], true);
+    assert_eq!(st["max_concurrent_children"], 3);
+    assert_eq!(st["max_spawn_depth"], 1);
+    let (_, result) = t.delegate(json!({"goal": "anything"}));
+    assert!(
+        result["error"].as_str().unwrap().contains("paused"),
+        "{result}"
+    );
+    t.g.call("delegation.pause", json!({"paused": false}));
+
+    // A child cannot delegate (depth 1 of 1) or ask the user: it is not offered either.
+    let inner = delegate_prompt(json!({"goal": "deeper"}));
+    let (_, result) = t.delegate(json!({"goal": inner}));
+    let trace = &result["results"][0]["tool_trace"][0];
+    assert_eq!(trace["tool"], "delegate_task", "{result}");
+    assert_eq!(trace["status"], "error", "{result}");
+}
+
+#[test]
+fn a_childs_command_that_needs_approval_is_denied_unless_the_config_allows() {
+    let home = TempHome::new("sub-approve");
+    let mut t = tree_in(&home, "sub-approve");
+    // Dangerous in form, harmless in fact: `rm -rf ~/…` of a folder of the test's private HOME.
+    let name = format!("scratch-{}", t.m);
+    let scratch = home.path.join(&name);
+    make_dir_with_file(&scratch);
+    let goal = format!("$ rm -rf ~/{name}");
+    let (turn, result) = t.delegate(json!({"goal": goal}));
+    assert!(
+        of_type(&turn.events, "approval.request").is_empty(),
+        "nobody is asked"
+    );
+    let entry = &result["results"][0];
+    assert_eq!(entry["tool_trace"][0]["status"], "error", "{result}");
+    assert!(scratch.exists(), "the denied command did not run");
+    let child = &t.stored_children()[0].0;
+    let rows = message_rows(&t.g.db_path(), child);
+    let denial = rows.iter().find(|r| r.role == "tool").unwrap();
+    assert!(
+        denial
+            .content
+            .as_deref()
+            .unwrap()
+            .contains("subagent_auto_approve"),
+        "{denial:?}"
+    );
+
+    // With `delegation.subagent_auto_approve: true` it runs, still without asking.
+    std::fs::write(
+        home.path.join("config.yaml"),
+        "delegation:\n  subagent_auto_approve: true\n",
+    )
+    .unwrap();
+    let (turn, result) = t.delegate(json!({"goal": goal}));
+    assert!(of_type(&turn.events, "approval.request").is_empty());
+    assert_eq!(
+        result["results"][0]["tool_trace"][0]["status"], "ok",
+        "{result}"
+    );
+    assert!(!scratch.exists(), "the approved command ran");
+}
+
+#[test]
+fn interrupting_the_parent_stops_every_child_and_its_command() {
+    let home = TempHome::new("sub-interrupt");
+    let mut t = tree_in(&home, "sub-interrupt");
+    let tasks: Vec<Value> = (0..2)
+        .map(|i| json!({"goal": t.runs(&format!("sleep 30{i}.{{m}}"))}))
+        .collect();
+    let start = submit(
+        &mut t.g,
+        &t.sid.clone(),
+        &delegate_prompt(json!({"tasks": tasks})),
+    );
+    wait_for_proc("sleep", &format!("300.{}", t.m), T);
+    wait_for_proc("sleep", &format!("301.{}", t.m), T);
+    assert_eq!(t.active().len(), 2);
+    t.g.call("session.interrupt", json!({"session_id": t.sid}));
+    let turn = t.g.finish_turn(&t.sid.clone(), start, T);
+    assert_eq!(turn.complete["payload"]["status"], "interrupted");
+    let done = of_type(&turn.events, "tool.complete");
+    let result = &done[0]["payload"]["result"];
+    for r in result["results"].as_array().unwrap() {
+        assert_eq!(r["status"], "interrupted", "{result}");
+    }
+    assert_none_left(
+        &format!(".{}", t.m),
+        T,
+        "children's commands after the interrupt",
+    );
+    poll_until(T, || t.active().is_empty());
+    // Each child's end still reached the parent's client.
+    let sid = t.sid.clone();
+    poll_until(T, || {
+        of_type(&t.g.events_of_session(&sid), "subagent.complete").len() == 2
+    });
+    // The parent goes on: its next turn runs.
+    let next = t.g.run_turn(&t.sid.clone(), "hello again");
+    assert_eq!(next.complete["payload"]["status"], "complete");
+}
+
+#[test]
+fn one_child_can_be_interrupted_alone() {
+    let home = TempHome::new("sub-one-stop");
+    let mut t = tree_in(&home, "sub-one-stop");
+    let tasks = vec![
+        json!({"goal": t.runs("sleep 310.{m}")}),
+        json!({"goal": t.runs("sleep 2.{m}; echo second-done")}),
+    ];
+    let start = submit(
+        &mut t.g,
+        &t.sid.clone(),
+        &delegate_prompt(json!({"tasks": tasks})),
+    );
+    wait_for_proc("sleep", &format!("310.{}", t.m), T);
+    let first = t
+        .active()
+        .into_iter()
+        .find(|a| a["goal"].as_str().unwrap().contains("310"))
+        .unwrap();
+    let id = first["subagent_id"].as_str().unwrap();
+    let r = t.g.call("subagent.interrupt", json!({"subagent_id": id}));
+    assert_eq!(r["found"], true, "{r}");
+    let turn = t.g.finish_turn(&t.sid.clone(), start, T);
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    let done = of_type(&turn.events, "tool.complete");
+    let results = &done[0]["payload"]["result"]["results"];
+    assert_eq!(results[0]["status"], "interrupted", "{results}");
+    assert_eq!(results[1]["status"], "completed", "{results}");
+    assert!(
+        results[1]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("second-done")
+    );
+    let again = t.g.call("subagent.interrupt", json!({"subagent_id": id}));
+    assert_eq!(again["found"], false);
+    assert_eq!(
+        t.g.expect_code("subagent.interrupt", json!({}), 4000),
+        "subagent_id required"
+    );
+}
+
+#[test]
+fn a_kill_mid_batch_leaves_nothing_running_and_valid_transcripts() {
+    let home = TempHome::new("sub-kill");
+    let mut t = tree_in(&home, "sub-kill");
+    let tasks: Vec<Value> = (0..2)
+        .map(|i| json!({"goal": t.runs(&format!("sleep 32{i}.{{m}}"))}))
+        .collect();
+    submit(
+        &mut t.g,
+        &t.sid.clone(),
+        &delegate_prompt(json!({"tasks": tasks})),
+    );
+    wait_for_proc("sleep", &format!("320.{}", t.m), T);
+    wait_for_proc("sleep", &format!("321.{}", t.m), T);
+    t.g.signal(libc::SIGKILL);
+    t.g.wait_exit(T);
+    assert_none_left(&format!(".{}", t.m), T, "children's commands after SIGKILL");
+
+    // A new gateway on the same home: the parent resumes with a result for its call.
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .tag("sub-kill-2")
+        .start();
+    let r = g.call("session.resume", json!({"session_id": t.stored}));
+    let sid = r["session_id"].as_str().unwrap().to_string();
+    let rows = message_rows(&g.db_path(), &t.stored);
+    let calls: Vec<String> = rows.iter().flat_map(|r| r.call_ids()).collect();
+    for id in &calls {
+        assert!(
+            rows.iter()
+                .any(|r| r.role == "tool" && r.tool_call_id.as_deref() == Some(id)),
+            "call {id} has a result: {rows:?}"
+        );
+    }
+    let turn = g.run_turn(&sid, "still there?");
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    // Every child is ended and its transcript holds its goal.
+    let db = g.db();
+    let mut stmt = db
+        .prepare("SELECT id, end_reason FROM sessions WHERE parent_session_id = ?1")
+        .unwrap();
+    let children: Vec<(String, Option<String>)> = stmt
+        .query_map([&t.stored], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(children.len(), 2, "{children:?}");
+    for (id, end) in &children {
+        assert!(end.is_some(), "child {id} ended");
+        let rows = message_rows(&g.db_path(), id);
+        assert_eq!(rows[0].role, "user", "{rows:?}");
+    }
+}
+
+#[test]
+fn spawn_trees_saved_by_the_tui_are_listed_and_loaded_after_a_restart() {
+    let home = TempHome::new("sub-trees");
+    let mut g = Gateway::builder().home(&home.path).tag("sub-trees").start();
+    let tree = json!([{"id": "sa-0-x", "goal": "look", "status": "completed"}]);
+    let saved = g.call(
+        "spawn_tree.save",
+        json!({"session_id": "s/1", "subagents": tree, "label": "look", "finished_at": 1.8e9}),
+    );
+    let path = saved["path"].as_str().unwrap().to_string();
+    assert!(path.contains("spawn-trees/s_1/"), "{path}");
+    assert_eq!(
+        g.expect_code(
+            "spawn_tree.save",
+            json!({"session_id": "s", "subagents": []}),
+            4000
+        ),
+        "subagents list required"
+    );
+    drop(g);
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .tag("sub-trees-2")
+        .start();
+    let list = g.call("spawn_tree.list", json!({"session_id": "s/1"}));
+    assert_eq!(list["entries"][0]["path"], path.as_str(), "{list}");
+    assert_eq!(list["entries"][0]["count"], 1);
+    let all = g.call("spawn_tree.list", json!({"cross_session": true}));
+    assert_eq!(all["entries"].as_array().unwrap().len(), 1);
+    let loaded = g.call("spawn_tree.load", json!({"path": path}));
+    assert_eq!(loaded["subagents"], tree);
+    let outside = home.path.join("config.yaml");
+    std::fs::write(&outside, "x: 1\n").unwrap();
+    let (code, msg, _) = g.call_err("spawn_tree.load", json!({"path": outside}));
+    assert_eq!(code, 4030, "{msg}");
+}
