@@ -132,6 +132,20 @@ fn preview(tool: &str, args: &Value) -> Option<String> {
                 other => other.to_string(),
             });
         }
+        // A batch: how many and each goal, short (one task shows its goal, below).
+        "delegate_task" if args["tasks"].as_array().is_some_and(|t| !t.is_empty()) => {
+            let tasks = args["tasks"].as_array().map_or(&[][..], Vec::as_slice);
+            let goals: Vec<String> = tasks
+                .iter()
+                .map(|t| {
+                    let goal = one_line(t["goal"].as_str().unwrap_or("?"));
+                    let short: String = goal.chars().take(40).collect();
+                    let more = if goal.chars().count() > 40 { "..." } else { "" };
+                    format!("{short}{more}")
+                })
+                .collect();
+            format!("{} tasks: {}", tasks.len(), goals.join(" | "))
+        }
         "skill_view" => {
             let name = one_line(text("name").unwrap_or(""));
             match text("file_path").map(one_line) {
@@ -406,6 +420,17 @@ mod tests {
         assert_eq!(
             l("clarify", json!({"question": "which\none?"})),
             "Asking which one?"
+        );
+        assert_eq!(
+            l(
+                "delegate_task",
+                json!({"tasks": [{"goal": "a"}, {"goal": "b\nc"}]})
+            ),
+            "Delegating 2 tasks: a | b c"
+        );
+        assert_eq!(
+            l("delegate_task", json!({"goal": "fix it"})),
+            "Delegating fix it"
         );
     }
 

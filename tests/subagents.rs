@@ -433,3 +433,51 @@ fn spawn_trees_saved_by_the_tui_are_listed_and_loaded_after_a_restart() {
     let (code, msg, _) = g.call_err("spawn_tree.load", json!({"path": outside}));
     assert_eq!(code, 4030, "{msg}");
 }
+
+/// Every delegate_task call in the parent's stored transcript has its result.
+fn assert_calls_answered(db: &std::path::Path, stored: &str) {
+    let rows = message_rows(db, stored);
+    let calls: Vec<String> = rows.iter().flat_map(|r| r.call_ids()).collect();
+    assert!(!calls.is_empty(), "{rows:?}");
+    for id in &calls {
+        assert!(
+            rows.iter()
+                .any(|r| r.role == "tool" && r.tool_call_id.as_deref() == Some(id)),
+            "call {id} has a result: {rows:?}"
+        );
+    }
+}
+
+#[test]
+fn closing_the_parent_or_sigterm_mid_batch_ends_every_child() {
+    let home = TempHome::new("sub-close");
+    let mut t = tree_in(&home, "sub-close");
+    let goal = t.runs("sleep 340.{m}");
+    submit(&mut t.g, &t.sid.clone(), &delegate_prompt(json!({"goal": goal})));
+    wait_for_proc("sleep", &format!("340.{}", t.m), T);
+    t.g.call("session.close", json!({"session_id": t.sid}));
+    assert_none_left(&format!("340.{}", t.m), T, "the child's command after session.close");
+    poll_until(T, || t.active().is_empty());
+    assert_calls_answered(&t.g.db_path(), &t.stored);
+
+    // SIGTERM with a batch running: the ordered shutdown ends the children with the parent.
+    let s = t.g.create_session(json!({}));
+    let tasks: Vec<Value> = (0..2)
+        .map(|i| json!({"goal": t.runs(&format!("sleep 35{i}.{{m}}"))}))
+        .collect();
+    submit(&mut t.g, &s.id, &delegate_prompt(json!({"tasks": tasks})));
+    wait_for_proc("sleep", &format!("351.{}", t.m), T);
+    t.g.signal(libc::SIGTERM);
+    t.g.wait_exit(T);
+    assert_none_left(&format!(".{}", t.m), T, "children's commands after SIGTERM");
+    assert_calls_answered(&t.g.db_path(), &s.stored);
+    let db = t.g.db();
+    let open: i64 = db
+        .query_row(
+            "SELECT count(*) FROM sessions WHERE source = 'subagent' AND ended_at IS NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(open, 0, "every child's row is ended");
+}
