@@ -1092,3 +1092,28 @@ fn a_prompt_over_the_limit_is_refused_while_stdin_is_still_being_written() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_delegating_task_counts_its_subagents() {
+    let e = Exec::new("delegate");
+    let prompt = r#"%delegate_task {"tasks": [{"goal": "$ echo one"}, {"goal": "$ echo two"}]}"#;
+    let out = e.run(&[prompt]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = record_in(&out.stderr);
+    let subs = &r["subagents"];
+    assert_eq!(subs["count"], 2, "{r}");
+    // Each child: the goal, a terminal call, its report — two model calls of its own.
+    assert_eq!(subs["model_calls"], 4, "{r}");
+    assert!(subs["tokens"]["output"].as_u64().unwrap() > 0, "{r}");
+    // The task's own figures are its session's: one delegating call and the report.
+    assert_eq!(r["model_calls"], 2, "{r}");
+    let children: i64 = e
+        .db()
+        .query_row(
+            "SELECT count(*) FROM sessions WHERE parent_session_id = ?1 AND source = 'subagent'",
+            [r["session_id"].as_str().unwrap()],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(children, 2);
+}

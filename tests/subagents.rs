@@ -453,10 +453,18 @@ fn closing_the_parent_or_sigterm_mid_batch_ends_every_child() {
     let home = TempHome::new("sub-close");
     let mut t = tree_in(&home, "sub-close");
     let goal = t.runs("sleep 340.{m}");
-    submit(&mut t.g, &t.sid.clone(), &delegate_prompt(json!({"goal": goal})));
+    submit(
+        &mut t.g,
+        &t.sid.clone(),
+        &delegate_prompt(json!({"goal": goal})),
+    );
     wait_for_proc("sleep", &format!("340.{}", t.m), T);
     t.g.call("session.close", json!({"session_id": t.sid}));
-    assert_none_left(&format!("340.{}", t.m), T, "the child's command after session.close");
+    assert_none_left(
+        &format!("340.{}", t.m),
+        T,
+        "the child's command after session.close",
+    );
     poll_until(T, || t.active().is_empty());
     assert_calls_answered(&t.g.db_path(), &t.stored);
 

@@ -440,6 +440,7 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
         json: opts.json,
         counts: [0; Status::ALL.len()],
         usage: Usage::default(),
+        subagents: 0,
         tool_calls: 0,
         write_error: None,
         progress: std::io::stderr()
@@ -465,6 +466,7 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
         "cpu_s": cpu.as_secs_f64(),
         "cpu_ms_per_task": if ran == 0 { 0.0 } else { ms(cpu) / ran as f64 },
         "model_calls": sink.usage.calls,
+        "subagents": sink.subagents,
         "tool_calls": sink.tool_calls,
         "tokens": sink.usage.tokens_json(),
         "cost_usd": sink.usage.cost_usd,
@@ -502,7 +504,10 @@ struct TasksSink<'t> {
     json: bool,
     /// Tasks ended, by status (in [`Status::ALL`]'s order).
     counts: [usize; Status::ALL.len()],
+    /// The tasks' usage, their subagents' included.
     usage: Usage,
+    /// Subagents the tasks' delegations ran.
+    subagents: u64,
     tool_calls: u64,
     write_error: Option<String>,
     progress: Option<Progress>,
@@ -528,6 +533,8 @@ impl Sink for TasksSink<'_> {
             self.counts[slot] += 1;
         }
         self.usage.add(&outcome.usage);
+        self.usage.add(&outcome.subagents.usage);
+        self.subagents += outcome.subagents.count;
         self.tool_calls += outcome.tool_calls;
         if let Some(p) = &mut self.progress {
             p.update(&self.counts);

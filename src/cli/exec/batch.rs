@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::embedded::Embedded;
-use super::record::{Approvals, Outcome, Status, Usage};
+use super::record::{Approvals, Outcome, Status, Subagents, Usage};
 use super::tasks::Task;
 use crate::client::{Frame, classify};
 
@@ -88,6 +88,7 @@ struct Run {
     tools_since: Option<Instant>,
     tool_time: Duration,
     approvals: Approvals,
+    subagents: Subagents,
 }
 
 impl Run {
@@ -103,6 +104,7 @@ impl Run {
             tool_calls: self.tool_calls,
             usage,
             approvals: self.approvals,
+            subagents: self.subagents,
             wall: now.saturating_duration_since(self.started),
             tool_time,
             answer: None,
@@ -195,6 +197,7 @@ impl<'t> Batch<'t> {
                 tools_since: None,
                 tool_time: Duration::ZERO,
                 approvals: Approvals::default(),
+                subagents: Subagents::default(),
             },
         );
         if let Some(cwd) = task.cwd.as_ref().filter(|d| !d.is_dir()) {
@@ -367,6 +370,7 @@ impl<'t> Batch<'t> {
                     run.tool_time += now.saturating_duration_since(since);
                 }
             }
+            "subagent.complete" => run.subagents.add(payload),
             "approval.request" => {
                 run.approvals.asked += 1;
                 let choice = match self.settings.approve {

@@ -178,6 +178,40 @@ pub struct Approvals {
     pub denied: u64,
 }
 
+/// The subagents a task's delegations ran (every level below it), and what they used.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Subagents {
+    pub count: u64,
+    pub usage: Usage,
+}
+
+impl Subagents {
+    /// Count one `subagent.complete` (its figures are the child's own session's).
+    pub fn add(&mut self, complete: &Value) {
+        let n = |key: &str| complete.get(key).and_then(Value::as_u64).unwrap_or(0);
+        let cost = complete.get("cost_usd").and_then(Value::as_f64);
+        self.count += 1;
+        self.usage.add(&Usage {
+            input: n("input_tokens"),
+            output: n("output_tokens"),
+            reasoning: n("reasoning_tokens"),
+            calls: n("api_calls"),
+            cost_usd: cost,
+            cost_status: cost.map(|_| CostStatus::Estimated),
+            ..Usage::default()
+        });
+    }
+
+    pub fn json(&self) -> Value {
+        json!({
+            "count": self.count,
+            "model_calls": self.usage.calls,
+            "tokens": self.usage.tokens_json(),
+            "cost_usd": self.usage.known_cost(),
+        })
+    }
+}
+
 /// Everything a result record says about one task.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -187,6 +221,8 @@ pub struct Outcome {
     pub tool_calls: u64,
     pub usage: Usage,
     pub approvals: Approvals,
+    /// What its subagents ran (not in `usage`, which is the task's own session's).
+    pub subagents: Subagents,
     pub wall: Duration,
     /// Time at least one of the task's tools was running.
     pub tool_time: Duration,
@@ -221,6 +257,7 @@ impl Outcome {
                 "approved": self.approvals.approved,
                 "denied": self.approvals.denied,
             },
+            "subagents": self.subagents.json(),
             "wall_ms": ms(self.wall),
             "model_ms": self.usage.model_ms,
             "tool_ms": ms(self.tool_time),
@@ -266,6 +303,7 @@ mod tests {
             tool_calls: 0,
             usage: Usage::of(&usage),
             approvals: Approvals::default(),
+            subagents: Subagents::default(),
             wall: Duration::ZERO,
             tool_time: Duration::ZERO,
             answer: None,
@@ -333,6 +371,7 @@ mod tests {
                 ..Usage::default()
             },
             approvals: Approvals::default(),
+            subagents: Subagents::default(),
             wall: Duration::from_millis(100),
             tool_time: Duration::from_millis(50),
             answer: None,
