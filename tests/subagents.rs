@@ -7,6 +7,7 @@
 //! deadline.
 
 use crate::common;
+use crate::mockai;
 use crate::procs;
 
 use common::*;
@@ -488,4 +489,78 @@ fn closing_the_parent_or_sigterm_mid_batch_ends_every_child() {
         )
         .unwrap();
     assert_eq!(open, 0, "every child's row is ended");
+}
+
+/// A model call of the mock: one tool call `name(args)`.
+fn call_reply(name: &str, args: &Value, id: &str) -> mockai::Reply {
+    let events = vec![
+        mockai::ev_role(),
+        mockai::ev_tool_start(0, id, name, &args.to_string()),
+        mockai::ev_finish("tool_calls"),
+        mockai::ev_usage(10, 5),
+    ];
+    mockai::Reply::Stream(mockai::Stream::new(events))
+}
+
+#[test]
+fn a_child_that_never_stops_ends_at_its_budget_with_only_a_childs_tools() {
+    let home = TempHome::new("sub-budget");
+    std::fs::write(
+        home.path.join("config.yaml"),
+        "delegation:\n  max_iterations: 3\n",
+    )
+    .unwrap();
+    // The parent delegates once, then reports; the child calls `terminal` forever.
+    let mock = mockai::MockAi::start(|r| {
+        let messages = r.messages();
+        let system = messages[0]["content"].as_str().unwrap_or("").to_string();
+        let last = messages.last().cloned().unwrap_or_default();
+        if system.contains("YOUR TASK:") {
+            let n = messages.len();
+            return call_reply("terminal", &json!({"command": "true"}), &format!("c{n}"));
+        }
+        if last["role"] == "tool" {
+            return mockai::Reply::text(&["parent done"], (10, 2));
+        }
+        call_reply("delegate_task", &json!({"goal": "loop forever"}), "d1")
+    });
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .openai_mock(&mock.base_url())
+        .tag("sub-budget")
+        .start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "split the work");
+    assert_eq!(turn.text, "parent done", "{:?}", turn.events);
+    let done = of_type(&turn.events, "tool.complete");
+    let entry = &done[0]["payload"]["result"]["results"][0];
+    assert_eq!(entry["status"], "failed", "{entry}");
+    assert_eq!(entry["exit_reason"], "max_iterations", "{entry}");
+    assert_eq!(entry["api_calls"], 3, "{entry}");
+
+    let requests = mock.requests();
+    let child: Vec<_> = requests
+        .iter()
+        .filter(|r| {
+            r.messages()[0]["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("YOUR TASK:\nloop forever"))
+        })
+        .collect();
+    assert_eq!(child.len(), 3, "three model calls, then the budget");
+    let offered: Vec<&str> = child[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(offered.contains(&"terminal"), "{offered:?}");
+    for blocked in ["delegate_task", "clarify", "memory"] {
+        assert!(
+            !offered.contains(&blocked),
+            "{blocked} offered to a child: {offered:?}"
+        );
+    }
+    let parent_tools = requests[0].body["tools"].to_string();
+    assert!(parent_tools.contains("delegate_task"));
 }
