@@ -1,10 +1,10 @@
 //! The whole gateway in this process on a fake clock, driven by a seeded random client:
-//! sessions created, prompts (replies and in-process tool calls), interrupts, closes,
-//! resumes, history pages, clean restarts and crashes (the gateway dropped at once, a new one
-//! started from what is on disk). After every step it checks what the project
-//! promises a client: every request answered once, under its id, never with an internal
-//! error; every reply the client saw complete is what a later resume shows, across restarts;
-//! a closed input ends the gateway. A failing seed prints the line that replays it.
+//! sessions created, prompts (replies, in-process tool calls, delegations to subagents),
+//! interrupts, closes, resumes, history pages, clean restarts and crashes (the gateway dropped
+//! at once, a new one started from what is on disk). After every step it checks what the
+//! project promises a client: every request answered once, under its id, never with an
+//! internal error; every reply the client saw complete is what a later resume shows, across
+//! restarts; no subagent runs once no turn does; a closed input ends the gateway. A failing seed prints the line that replays it.
 //!
 //! Seeds: `TUIGW_SIM_SEEDS` (how many, from `TUIGW_SIM_FIRST`), one seed alone with
 //! `TUIGW_SIM_SEED`.
@@ -154,6 +154,8 @@ enum Expect {
     Shows(String),
     /// A create: the runtime and stored ids go in `live`.
     Created,
+    /// `delegation.status` with no turn running: no subagent may be active.
+    NoSubagents,
 }
 
 /// What a seed's workload did, so a run that checked nothing fails.
@@ -165,6 +167,7 @@ struct Covered {
     restarts: usize,
     crashes: usize,
     tool_calls: usize,
+    subagents_ended: usize,
 }
 
 struct World {
@@ -323,6 +326,11 @@ impl World {
                 }
                 self.client.live.insert(rid, stored);
             }
+            Some(Expect::NoSubagents) => {
+                if result["active"].as_array().is_some_and(|a| !a.is_empty()) {
+                    self.fail(&format!("subagents run with no turn running: {result}"));
+                }
+            }
             Some(Expect::Shows(stored)) => {
                 if method == "session.resume"
                     && let Some(rid) = result["session_id"].as_str()
@@ -342,6 +350,7 @@ impl World {
                 self.client.busy.insert(rid, ());
             }
             Some("tool.complete") => self.covered.tool_calls += 1,
+            Some("subagent.complete") => self.covered.subagents_ended += 1,
             Some("message.complete") => {
                 self.client.busy.remove(&rid);
                 let asked = self.client.asked.remove(&rid);
@@ -413,10 +422,17 @@ impl World {
                     return;
                 }
                 let words = 1 + self.rng.below(12);
-                let text = match self.rng.below(4) {
+                let text = match self.rng.below(5) {
                     0 => format!(
                         "%todo {{\"todos\": [{{\"id\": \"t{words}\", \"content\": \"task {words}\", \"status\": \"pending\"}}]}}"
                     ),
+                    // Children that answer in words (their goal is their prompt), one or a batch.
+                    1 => {
+                        let goals: Vec<Value> = (0..1 + self.rng.below(3))
+                            .map(|g| json!({"goal": format!("g{g} w{}", self.rng.below(100))}))
+                            .collect();
+                        format!("%delegate_task {}", json!({"tasks": goals}))
+                    }
                     _ => (0..words)
                         .map(|w| format!("w{w}-{}", self.rng.below(100)))
                         .collect::<Vec<_>>()
@@ -465,6 +481,11 @@ impl World {
             _ => self.restart(),
         }
         self.settle();
+        if self.client.busy.is_empty() && self.run.gateway.is_some() {
+            let id = self.send("delegation.status", json!({}));
+            self.client.expect.insert(id, Expect::NoSubagents);
+            self.settle();
+        }
     }
 
     /// The gateway is gone at once, as if killed: nothing it held in memory survives, nothing
@@ -563,6 +584,7 @@ fn run_seed(seed: u64, total: &mut Covered) {
     total.restarts += c.restarts;
     total.crashes += c.crashes;
     total.tool_calls += c.tool_calls;
+    total.subagents_ended += c.subagents_ended;
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -588,7 +610,8 @@ fn random_workloads_keep_every_promise() {
         total.exchanges_checked > 0
             && total.restarts > 0
             && total.crashes > 0
-            && total.interrupts > 0,
+            && total.interrupts > 0
+            && total.subagents_ended > 0,
         "the workload checked nothing: {total:?}"
     );
 }
