@@ -1,7 +1,10 @@
 //! In-process dispatch: a `ping` through `Gateway::handle_frame`, a `ping` through the loop's
 //! pipes, and a whole turn on the offline model (read `prompt.submit` from the input pipe, run the
 //! turn, commit its messages to `state.db`, write every frame through the output pipe until
-//! `message.complete`): the gateway's overhead per turn.
+//! `message.complete`): the gateway's overhead per turn. And subagents: a turn whose one tool
+//! call delegates to one child (against the same turn with a `todo` call in its place: the
+//! difference is what a child adds, spawn to retire), and 50 children of one call against 50
+//! sessions' turns at once.
 //!
 //! ```text
 //! cargo bench --bench dispatch -- --warm-up-time 1 --measurement-time 3
@@ -64,7 +67,15 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 
 impl InProcess {
     fn new() -> InProcess {
+        InProcess::with_config("")
+    }
+
+    /// A gateway whose home's config.yaml is `config_yaml`.
+    fn with_config(config_yaml: &str) -> InProcess {
         let home = TempDir::new("dispatch");
+        if !config_yaml.is_empty() {
+            std::fs::write(home.path().join("config.yaml"), config_yaml).expect("config.yaml");
+        }
         let cfg = Config {
             home: home.path().to_path_buf(),
             handle_signals: false,
@@ -132,12 +143,16 @@ impl InProcess {
         self.read_output();
     }
 
-    /// Steps until the output holds a complete line containing `needle`; returns its end offset.
+    /// Steps until the output holds a complete line containing `needle` (it may hold one
+    /// already); returns its end offset.
     fn step_until(&mut self, needle: &[u8]) -> usize {
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut searched = 0usize;
+        let mut first = true;
         loop {
-            self.step();
+            if !std::mem::take(&mut first) {
+                self.step();
+            }
             let from = searched.saturating_sub(needle.len());
             if let Some(at) = find(&self.buf[from..], needle)
                 && let Some(nl) = self.buf[from + at..].iter().position(|&b| b == b'\n')
@@ -253,5 +268,112 @@ fn dispatch(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, dispatch);
+/// One turn of `session` on `text`, from writing `prompt.submit` to reading its
+/// `message.complete`; `session` is replaced by a fresh one every [`TURNS_PER_SESSION`] turns.
+fn timed_turn(gp: &mut InProcess, session: &mut String, turns: &mut usize, text: &str) -> Duration {
+    if *turns == TURNS_PER_SESSION {
+        gp.call("session.close", json!({"session_id": session}));
+        *session = gp.create_session();
+        *turns = 0;
+    }
+    gp.next_id += 1;
+    let params = json!({"session_id": session, "text": text});
+    let line = request_line(gp.next_id, "prompt.submit", params);
+    let needle = format!("\"session_id\":\"{session}\"");
+    gp.buf.clear();
+    let start = Instant::now();
+    gp.write_line(line.as_bytes());
+    // The parent's own `message.complete` (its children's carry their own ids).
+    loop {
+        let end = gp.step_until(b"\"message.complete\"");
+        let done = gp.buf[..end]
+            .split(|&b| b == b'\n')
+            .any(|l| contains(l, b"\"message.complete\"") && contains(l, needle.as_bytes()));
+        if done {
+            break;
+        }
+        gp.buf.drain(..end);
+    }
+    *turns += 1;
+    start.elapsed()
+}
+
+fn subagents(c: &mut Criterion) {
+    let mut group = c.benchmark_group("subagents");
+    group.throughput(Throughput::Elements(1));
+    let todo = r#"%todo {"todos": [{"id": "a", "content": "look", "status": "pending"}]}"#;
+    let delegate = r#"%delegate_task {"goal": "look around please"}"#;
+    for (name, text) in [
+        ("turn/todo_call", todo),
+        ("turn/delegate_one_child", delegate),
+    ] {
+        group.bench_function(name, |b| {
+            let mut gp = InProcess::new();
+            let mut session = gp.create_session();
+            let mut turns = 0usize;
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| timed_turn(&mut gp, &mut session, &mut turns, text))
+                    .sum()
+            });
+        });
+    }
+
+    // 50 children of one call, against 50 sessions each running one turn at once.
+    const N: usize = 50;
+    group.throughput(Throughput::Elements(N as u64));
+    group.bench_function("batch/50_children", |b| {
+        let mut gp = InProcess::with_config("delegation:\n  max_concurrent_children: 50\n");
+        let mut session = gp.create_session();
+        let mut turns = 0usize;
+        let goals: Vec<Value> = (0..N)
+            .map(|i| json!({"goal": format!("task {i} look")}))
+            .collect();
+        let text = format!("%delegate_task {}", json!({"tasks": goals}));
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| timed_turn(&mut gp, &mut session, &mut turns, &text))
+                .sum()
+        });
+    });
+    group.bench_function("batch/50_sessions", |b| {
+        let mut gp = InProcess::new();
+        let sessions: Vec<String> = (0..N).map(|_| gp.create_session()).collect();
+        let mut turn = 0usize;
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                if turn == TURNS_PER_SESSION {
+                    // Long transcripts would change what is measured: clear them.
+                    for s in &sessions {
+                        gp.call("session.undo", json!({"session_id": s}));
+                    }
+                    turn = 0;
+                }
+                gp.buf.clear();
+                let start = Instant::now();
+                for s in &sessions {
+                    gp.next_id += 1;
+                    let params = json!({"session_id": s, "text": format!("task {turn} look")});
+                    gp.write_line(request_line(gp.next_id, "prompt.submit", params).as_bytes());
+                }
+                let mut done = 0;
+                while done < N {
+                    let end = gp.step_until(b"\"message.complete\"");
+                    done += gp.buf[..end]
+                        .split(|&b| b == b'\n')
+                        .filter(|l| contains(l, b"\"message.complete\""))
+                        .count();
+                    gp.buf.drain(..end);
+                }
+                total += start.elapsed();
+                turn += 1;
+            }
+            total
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, dispatch, subagents);
 criterion_main!(benches);
