@@ -74,7 +74,9 @@ impl InProcess {
     fn with_config(config_yaml: &str) -> InProcess {
         let home = TempDir::new("dispatch");
         if !config_yaml.is_empty() {
-            std::fs::write(home.path().join("config.yaml"), config_yaml).expect("config.yaml");
+            let path = home.path().join("config.yaml");
+            tui_gateway::private_file::replace_private(&path, config_yaml.as_bytes())
+                .expect("config.yaml");
         }
         let cfg = Config {
             home: home.path().to_path_buf(),
