@@ -326,10 +326,10 @@ impl World {
                 }
                 self.client.live.insert(rid, stored);
             }
-            Some(Expect::NoSubagents) => {
-                if result["active"].as_array().is_some_and(|a| !a.is_empty()) {
-                    self.fail(&format!("subagents run with no turn running: {result}"));
-                }
+            Some(Expect::NoSubagents)
+                if result["active"].as_array().is_some_and(|a| !a.is_empty()) =>
+            {
+                self.fail(&format!("subagents run with no turn running: {result}"));
             }
             Some(Expect::Shows(stored)) => {
                 if method == "session.resume"
