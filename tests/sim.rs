@@ -339,7 +339,7 @@ impl World {
                 }
                 self.check_shows(&stored, result);
             }
-            None => {}
+            Some(Expect::NoSubagents) | None => {}
         }
     }
 
