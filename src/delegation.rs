@@ -58,7 +58,8 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
         child.parent_session_id = Some(parent_stored.clone());
         crate::tools::shell_state::inherit(&gw.cfg.home, &parent_stored, &stored);
         let orchestrating = task.orchestrator.then_some((child_depth, limits.max_depth));
-        child.system_prompt = Some(subagent::system_prompt(
+        // The task is the last part of its system prompt (Hermes' ephemeral prompt).
+        child.overlay = Some(subagent::system_prompt(
             &task.goal,
             task.context.as_deref(),
             &workspace,

@@ -510,6 +510,8 @@ fn a_child_that_never_stops_ends_at_its_budget_with_only_a_childs_tools() {
         "delegation:\n  max_iterations: 3\n",
     )
     .unwrap();
+    std::fs::create_dir_all(home.path.join("memories")).unwrap();
+    std::fs::write(home.path.join("memories/MEMORY.md"), "user-note-7f3").unwrap();
     // The parent delegates once, then reports; the child calls `terminal` forever.
     let mock = mockai::MockAi::start(|r| {
         let messages = r.messages();
@@ -563,4 +565,15 @@ fn a_child_that_never_stops_ends_at_its_budget_with_only_a_childs_tools() {
     }
     let parent_tools = requests[0].body["tools"].to_string();
     assert!(parent_tools.contains("delegate_task"));
+    // The user's memory is the parent's, not the child's (Hermes' `skip_memory`).
+    let system = |r: &mockai::Recorded| {
+        r.messages()[0]["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(system(&requests[0]).contains("user-note-7f3"));
+    let child_system = system(child[0]);
+    assert!(!child_system.contains("user-note-7f3"), "{child_system}");
+    assert!(child_system.starts_with("You are Hermes"), "{child_system}");
 }

@@ -259,6 +259,7 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
                 index: &index,
                 preloaded: &s.preloaded_skills,
                 overlay: &overlay,
+                subagent: s.delegated.is_some(),
             },
         ));
         s.prompt_generation = generation;

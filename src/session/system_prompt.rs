@@ -70,9 +70,12 @@ pub struct Skills<'a> {
     pub index: &'a str,
     /// The preloaded skills' text.
     pub preloaded: &'a str,
-    /// Hermes' ephemeral system prompt (config.yaml's `agent.system_prompt`, or a session's
-    /// personality), last (empty: none).
+    /// Hermes' ephemeral system prompt (config.yaml's `agent.system_prompt`, a session's
+    /// personality, a subagent's task), last (empty: none).
     pub overlay: &'a str,
+    /// A subagent's: without the user's memory or the project's context files (Hermes'
+    /// `skip_memory`, `skip_context_files`), which its task's context stands in for.
+    pub subagent: bool,
 }
 
 /// config.yaml's `agent.system_prompt` as Hermes reads it: text trimmed, a list's items one
@@ -131,7 +134,10 @@ pub fn build(home: &Path, cwd: &str, tools: &[Value], skills: &Skills<'_>) -> St
         parts.push(SKILLS_GUIDANCE.to_string());
     }
     let limits = memory::MemoryLimits::load(home);
-    for target in [Target::Memory, Target::User] {
+    for target in [Target::Memory, Target::User]
+        .into_iter()
+        .filter(|_| !skills.subagent)
+    {
         if let Some(block) = memory::prompt_block(home, target, &limits) {
             parts.push(block);
         }
@@ -139,7 +145,8 @@ pub fn build(home: &Path, cwd: &str, tools: &[Value], skills: &Skills<'_>) -> St
     if !skills.index.is_empty() {
         parts.push(skills.index.to_string());
     }
-    if let Some((name, text)) = context_file(Path::new(cwd)) {
+    let context = context_file(Path::new(cwd)).filter(|_| !skills.subagent);
+    if let Some((name, text)) = context {
         parts.push(format!(
             "# Project Context\n\nThe following project context files have been loaded and \
              should be followed:\n\n## {name}\n\n{text}"
