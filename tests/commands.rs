@@ -368,7 +368,8 @@ fn reports_and_unsupported_commands() {
     assert!(usage.contains("Input tokens"), "{usage}");
     let tools = output(&g.call("slash.exec", json!({"command": "tools list"})));
     assert!(
-        tools.contains("(14)")
+        tools.contains("(15)")
+            && tools.contains("delegate_task(context?, goal?")
             && tools.contains("vision_analyze(image_url")
             && tools.contains("terminal(background?, command")
             && tools.contains("patch(mode"),
@@ -425,7 +426,7 @@ fn reports_and_unsupported_commands() {
     assert_eq!(r["changed"], json!(["terminal"]));
     let tools = output(&g.call("slash.exec", json!({"command": "tools list"})));
     assert!(
-        tools.contains("(12)") && !tools.contains("terminal("),
+        tools.contains("(13)") && !tools.contains("terminal("),
         "{tools}"
     );
     g.call(
