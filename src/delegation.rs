@@ -41,6 +41,28 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
     let Some(parent) = gw.sessions.get(parent_rid) else {
         return;
     };
+    let (parent_model, parent_provider) = (parent.model.clone(), parent.provider.clone());
+    // config.yaml's `delegation.model` / `delegation.provider`, else the parent's.
+    let model = limits.model.clone().unwrap_or(parent_model);
+    let provider = match limits.provider.as_deref() {
+        Some(want) if !crate::methods::config::same_provider(want, &parent_provider) => {
+            match crate::methods::config::switch_provider(gw, want, &model) {
+                Ok(name) => name,
+                Err(e) => {
+                    board.borrow_mut().batches.remove(&job);
+                    let why = format!("delegation.provider {want:?}: {}", e.message);
+                    let result = crate::tools::ToolResult::error(why);
+                    crate::session::calls::finish_job(gw, job, result, now);
+                    return;
+                }
+            }
+        }
+        _ => parent_provider,
+    };
+    let (base_url, window) = (gw.base_url_of(&provider), gw.context_window_for(&model));
+    let Some(parent) = gw.sessions.get(parent_rid) else {
+        return;
+    };
     let parent_stored = parent.stored_id.clone();
     let parent_subagent = parent.delegated.as_ref().map(|d| d.subagent_id.clone());
     let workspace = crate::tools::shell_state::cwd_of(&gw.cfg.home, &parent_stored)
@@ -53,6 +75,8 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
         let parent = &gw.sessions[parent_rid];
         let mut child = parent.like(rid.clone(), stored.clone(), None, started_at, now);
         child.reasoning_effort = parent.reasoning_effort.clone();
+        (child.model, child.provider) = (model.clone(), provider.clone());
+        (child.base_url, child.context_max) = (base_url.clone(), window);
         // Hermes' source for delegated runs: pickers and session_search leave them out.
         child.source = "subagent".into();
         child.parent_session_id = Some(parent_stored.clone());

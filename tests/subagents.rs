@@ -577,3 +577,60 @@ fn a_child_that_never_stops_ends_at_its_budget_with_only_a_childs_tools() {
     assert!(!child_system.contains("user-note-7f3"), "{child_system}");
     assert!(child_system.starts_with("You are Hermes"), "{child_system}");
 }
+
+#[test]
+fn children_run_on_the_model_delegation_names_and_a_provider_it_cannot_reach_is_said() {
+    let home = TempHome::new("sub-model");
+    std::fs::write(
+        home.path.join("config.yaml"),
+        "delegation:\n  model: small-child-model\n",
+    )
+    .unwrap();
+    let mock = mockai::MockAi::start(|r| {
+        let messages = r.messages();
+        let system = messages[0]["content"].as_str().unwrap_or("");
+        let last = messages.last().cloned().unwrap_or_default();
+        if system.contains("YOUR TASK:") || last["role"] == "tool" {
+            return mockai::Reply::text(&["done"], (10, 2));
+        }
+        call_reply("delegate_task", &json!({"goal": "look"}), "d1")
+    });
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .openai_mock(&mock.base_url())
+        .tag("sub-model")
+        .start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "split the work");
+    let done = of_type(&turn.events, "tool.complete");
+    assert_eq!(
+        done[0]["payload"]["result"]["results"][0]["model"],
+        "small-child-model"
+    );
+    let models: Vec<String> = mock
+        .requests()
+        .iter()
+        .map(|r| r.body["model"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        models,
+        ["mock-model", "small-child-model", "mock-model"],
+        "{models:?}"
+    );
+
+    std::fs::write(
+        home.path.join("config.yaml"),
+        "delegation:\n  provider: no-such-provider\n",
+    )
+    .unwrap();
+    let turn = g.run_turn(&s.id, "again");
+    let done = of_type(&turn.events, "tool.complete");
+    let err = done[0]["payload"]["result"]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        err.contains("delegation.provider \"no-such-provider\""),
+        "{}",
+        done[0]
+    );
+}

@@ -284,7 +284,7 @@ fn set_model(gw: &mut Gateway, p: &Params, value: &str) -> Result<Value, RpcErro
         |r| gw.sessions[r].provider.clone(),
     );
     let provider = match choice.provider.as_deref() {
-        Some(want) if !same_provider(want, &current) => switch_provider(gw, want, &choice)?,
+        Some(want) if !same_provider(want, &current) => switch_provider(gw, want, &choice.name)?,
         _ => current,
     };
     if choice.global {
@@ -344,7 +344,7 @@ fn set_model(gw: &mut Gateway, p: &Params, value: &str) -> Result<Value, RpcErro
 }
 
 /// Whether a name the user typed is the provider a session runs on (`claude` is `anthropic`).
-fn same_provider(typed: &str, running: &str) -> bool {
+pub(crate) fn same_provider(typed: &str, running: &str) -> bool {
     let typed = typed.trim().to_ascii_lowercase();
     typed == running || crate::model::providers::canonical(&typed) == running
 }
@@ -352,9 +352,13 @@ fn same_provider(typed: &str, running: &str) -> bool {
 /// Build the provider `want` names (as the configuration would resolve it, with the model
 /// chosen) and keep it for the sessions that switch to it; its id. One that cannot be reached
 /// is refused with the reason.
-fn switch_provider(gw: &mut Gateway, want: &str, choice: &ModelChoice) -> Result<String, RpcError> {
+pub(crate) fn switch_provider(
+    gw: &mut Gateway,
+    want: &str,
+    model: &str,
+) -> Result<String, RpcError> {
     let mut cfg = gw.cfg.clone();
-    cfg.model = Some(choice.name.clone());
+    cfg.model = Some(model.to_string());
     let picked = crate::model::select::choose_asking(&cfg, Some(want));
     if picked.unreachable {
         let why = picked.note.unwrap_or_default();

@@ -4,7 +4,7 @@
 mod absent;
 mod commands;
 mod complete;
-mod config;
+pub(crate) mod config;
 mod delegation;
 mod gateway;
 mod images;

@@ -48,6 +48,9 @@ pub struct Limits {
     pub auto_approve: bool,
     /// `role: orchestrator` is honoured (`orchestrator_enabled`, default true).
     pub orchestrators: bool,
+    /// The model and provider children run on (`model`, `provider`; unset: the parent's).
+    pub model: Option<String>,
+    pub provider: Option<String>,
 }
 
 impl Default for Limits {
@@ -58,6 +61,8 @@ impl Default for Limits {
             max_iterations: 50,
             auto_approve: false,
             orchestrators: true,
+            model: None,
+            provider: None,
         }
     }
 }
@@ -95,6 +100,12 @@ impl Limits {
                 .map_or(d.max_iterations, |n| n.clamp(1, 10_000) as u32),
             auto_approve: flag("subagent_auto_approve", false),
             orchestrators: flag("orchestrator_enabled", true),
+            model: crate::config_file::string_at(doc, "delegation.model")
+                .map(|m| m.trim().to_string())
+                .filter(|m| !m.is_empty()),
+            provider: crate::config_file::string_at(doc, "delegation.provider")
+                .map(|p| p.trim().to_string())
+                .filter(|p| !p.is_empty()),
         }
     }
 }
