@@ -83,7 +83,7 @@ fn dispatch(gw: &mut Gateway, req: Request, now: Instant) -> Reply {
         "commands.catalog" => Ok(commands::catalog(gw)),
         "config.get" => config::get(gw, p),
         "config.set" => config::set(gw, p),
-        "model.disconnect" => models::disconnect(p),
+        "model.disconnect" => models::disconnect(gw, p),
         "pet.cells" => Ok(serde_json::json!({"enabled": false})),
         "input.detect_drop" => images::detect_drop(gw, p),
         "image.attach" => images::image_attach(gw, p),

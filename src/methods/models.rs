@@ -308,7 +308,7 @@ const KEY_MAX: usize = 8192;
 /// (`reload.env`), and `{provider: ROW}` answered, the row authenticated and holding the
 /// models its endpoint lists. The key appears in no answer, error or log line.
 pub fn save_key(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: Instant) -> Reply {
-    let (spec, var, key) = match key_to_save(p) {
+    let (spec, var, key) = match key_to_save(gw, p) {
         Ok(k) => k,
         Err(e) => return Some(Err(e)),
     };
@@ -347,6 +347,7 @@ pub fn save_key(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: I
 /// The provider, its variable and the key a `model.save_key` asks to save, or a bounded
 /// refusal that never repeats the key.
 fn key_to_save(
+    gw: &Gateway,
     p: &Params,
 ) -> Result<
     (
@@ -363,6 +364,7 @@ fn key_to_save(
     if slug.is_empty() || key.is_empty() {
         return Err(RpcError::new(4001, "slug and api_key are required"));
     }
+    refuse_if_managed(gw)?;
     if key.len() > KEY_MAX {
         return Err(RpcError::new(
             4001,
@@ -397,12 +399,53 @@ fn key_to_save(
     Ok((spec, var, key.to_string()))
 }
 
-/// `model.disconnect`: nothing to disconnect, for the same reason.
-pub fn disconnect(p: &Params) -> Result<Value, RpcError> {
-    params::opt_str(p, "slug")?;
-    Err(RpcError::new(
-        code::NOT_SUPPORTED,
-        "not supported by tui-gateway: disconnecting from the picker; remove the key from \
-         $HERMES_HOME/.env, config.yaml or the environment and run /reload",
-    ))
+/// `model.disconnect {slug}`, as Hermes answers it: the provider's key variables taken out of
+/// `$HERMES_HOME/.env` (and from the exported environment, as far as this gateway reads it), its login and
+/// credential-pool entry out of auth.json, the credentials read again at once (the configured
+/// provider and those sessions switched to), and `{slug, name, disconnected: true}` answered.
+/// Refused while a turn runs, so the turn's provider is never changed under it.
+pub fn disconnect(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let slug = params::opt_str(p, "slug")?.unwrap_or("").trim();
+    if slug.is_empty() {
+        return Err(RpcError::new(4001, "slug is required"));
+    }
+    refuse_if_managed(gw)?;
+    if gw.sessions.values().any(|s| s.running()) {
+        return Err(RpcError::new(
+            code::BUSY,
+            "a turn is running; disconnect after it ends (or /interrupt it)",
+        ));
+    }
+    let shown: String = slug.chars().take(64).collect();
+    let spec = crate::model::providers::spec(slug);
+    let failed = |e: String| RpcError::new(5035, e);
+    let forgot_login = crate::model::select::forget_login(&gw.cfg, slug).map_err(failed)?;
+    let vars = spec.map_or(&[][..], |s| s.key_vars);
+    let removed = crate::hermes_env::remove(&gw.cfg.home, vars).map_err(failed)?;
+    if !forgot_login && removed.is_empty() {
+        return Err(RpcError::new(
+            4005,
+            format!("no credentials found for {shown}"),
+        ));
+    }
+    crate::hermes_env::withdraw(vars);
+    super::reload::reload_env(gw)?;
+    super::reload::rebuild_switched(gw);
+    Ok(json!({
+        "slug": slug,
+        "name": spec.map_or(slug, |s| s.name),
+        "disconnected": true,
+    }))
+}
+
+/// Hermes' 4006: a package manager's install keeps its credentials as they are.
+fn refuse_if_managed(gw: &Gateway) -> Result<(), RpcError> {
+    let env = crate::hermes_env::HermesEnv::load(&gw.cfg.home).unwrap_or_default();
+    match crate::managed_install::is_managed(&gw.cfg.home, &env) {
+        true => Err(RpcError::new(
+            4006,
+            "managed install — credentials are read-only",
+        )),
+        false => Ok(()),
+    }
 }
