@@ -196,7 +196,7 @@ pub fn withdraw(names: &[&str]) {
 
 /// The process's own non-empty value of `name`, unless withdrawn.
 fn exported(name: &str) -> Option<String> {
-    let withdrawn = WITHDRAWN.lock().map_or(false, |n| n.contains(name));
+    let withdrawn = WITHDRAWN.lock().is_ok_and(|n| n.contains(name));
     (!withdrawn)
         .then(|| std::env::var(name).ok())
         .flatten()
@@ -431,7 +431,10 @@ mod tests {
     #[test]
     fn a_removed_name_leaves_every_assignment_and_nothing_else() {
         let text = "# keys\nexport A_KEY=old # note\nB=\"two\nA_KEY=inside\"\nA_KEY='x'\nC=3";
-        assert_eq!(without(text, &["A_KEY"]), "# keys\nB=\"two\nA_KEY=inside\"\nC=3");
+        assert_eq!(
+            without(text, &["A_KEY"]),
+            "# keys\nB=\"two\nA_KEY=inside\"\nC=3"
+        );
         assert_eq!(without(text, &["A_KEY", "C", "B"]), "# keys\n");
         assert_eq!(without(text, &["NONE"]), text);
         let e = env(&without(text, &["A_KEY"]));

@@ -33,8 +33,9 @@ fn managed(from_env: Option<&str>, from_file: impl FnOnce() -> Option<String>) -
     let from_env = from_env
         .map(|v| v.trim().to_ascii_lowercase())
         .filter(|v| !v.is_empty());
-    let Some(marker) = from_env.or_else(|| from_file().map(|t| t.trim_start_matches('\u{feff}').trim().to_ascii_lowercase()))
-    else {
+    let Some(marker) = from_env.or_else(|| {
+        from_file().map(|t| t.trim_start_matches('\u{feff}').trim().to_ascii_lowercase())
+    }) else {
         return false;
     };
     !matches!(

@@ -208,20 +208,27 @@ fn base_answer(gw: &Gateway, p: &Params) -> Result<Value, RpcError> {
         push_unique(&mut models, configured_models(&config::doc(gw)));
     }
     let auth_type = if slug == "offline" { "none" } else { "api_key" };
+    let doc = config::doc(gw);
+    let available = crate::model::select::available(&gw.cfg, &doc);
+    // A provider of the table is authenticated while its key or login is there (not after
+    // `model.disconnect`); the others (offline, `custom:`) always are.
+    let authenticated = available
+        .iter()
+        .find(|a| a.id == slug)
+        .is_none_or(|a| a.ready);
     let mut rows = vec![json!({
         "slug": slug,
         "name": name,
         "models": models,
         "total_models": models.len(),
         "is_current": true,
-        "authenticated": true,
+        "authenticated": authenticated,
         "auth_type": auth_type,
     })];
     // The other providers this home has a key or login for, then (when the picker asks) the
     // rest with the variable their key goes in: `/model NAME --provider SLUG` switches.
     let unconfigured = params::opt_bool(p, "include_unconfigured")?.unwrap_or(false);
-    let doc = config::doc(gw);
-    for other in crate::model::select::available(&gw.cfg, &doc) {
+    for other in available {
         if other.id == slug || (!other.ready && !unconfigured) {
             continue;
         }

@@ -79,7 +79,9 @@ pub fn rebuild_switched(gw: &mut Gateway) {
             false => Box::new(crate::model::unreachable::Unreachable::new(
                 &name,
                 Some(&model),
-                &picked.note.unwrap_or_else(|| format!("provider {name} cannot be reached")),
+                &picked
+                    .note
+                    .unwrap_or_else(|| format!("provider {name} cannot be reached")),
             )),
         };
     }
