@@ -13,6 +13,7 @@ use super::params::{self, Params};
 use super::{Reply, config};
 use crate::event_loop::{Gateway, Timer, TokenOwner};
 use crate::model::catalog::{Fetched, ModelsFetch};
+use crate::model::endpoint::Endpoint;
 use crate::reactor::Slot;
 use crate::rpc::RpcError;
 use crate::rpc::frame::code;
@@ -130,29 +131,27 @@ pub fn options(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: In
         Ok(a) => a,
         Err(e) => return Some(Err(e)),
     };
-    let Some((url, key)) = provider_of(gw, session_named(gw, p))
-        .endpoint()
-        .map(|(u, k)| (u.to_string(), k.map(str::to_string)))
-    else {
+    let Some(endpoint) = provider_of(gw, session_named(gw, p)).endpoint().cloned() else {
         return Some(Ok(answer));
     };
-    answer_with_models(gw, id, answer, CURRENT_ROW, (url, key), now)
+    answer_with_models(gw, id, answer, CURRENT_ROW, &endpoint, now)
 }
 
-/// Answer `answer` once the models at `endpoint` (base URL, key) are added to its row at `row`
-/// (within `FETCH_TIMEOUT`; a failure answers with a warning in the row).
+/// Answer `answer` once the models `endpoint` lists are added to its row at `row` (within
+/// `FETCH_TIMEOUT`; a failure answers with a warning in the row).
 fn answer_with_models(
     gw: &mut Gateway,
     id: &crate::rpc::frame::Id,
     answer: Value,
     row: &'static str,
-    (url, key): (String, Option<String>),
+    endpoint: &Endpoint,
     now: Instant,
 ) -> Reply {
+    let url = endpoint.base_url.clone();
     let fetch_id = gw.model_fetches.next;
     gw.model_fetches.next += 1;
     let slot = gw.reactor.slot(TokenOwner::ModelList(fetch_id));
-    match ModelsFetch::start(&url, key.as_deref(), &slot, now) {
+    match ModelsFetch::start(endpoint, &slot, now) {
         Ok(fetch) => {
             let timer = gw
                 .timers
@@ -343,7 +342,7 @@ pub fn save_key(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: I
         base_url: gw.cfg.base_url.as_deref(),
     };
     match crate::model::select::endpoint(&gw.cfg, asked) {
-        Ok(e) => answer_with_models(gw, id, answer, SAVED_ROW, (e.base_url, e.api_key), now),
+        Ok(e) => answer_with_models(gw, id, answer, SAVED_ROW, &e, now),
         Err(why) => {
             answer["provider"]["warning"] = json!(why);
             Some(Ok(answer))
