@@ -503,6 +503,13 @@ fn a_key_the_picker_cannot_save_is_refused_without_repeating_it() {
     assert!(!g.stderr_text().contains(secret));
 }
 
+/// The prompts a fake got (not its model lists).
+fn posts(mock: &MockAi) -> Vec<Recorded> {
+    let mut sent = mock.requests();
+    sent.retain(|r| r.method == "POST");
+    sent
+}
+
 /// The DeepSeek row of a `model.options` answer.
 fn deepseek_row(o: &Value) -> Value {
     o["providers"]
@@ -557,24 +564,22 @@ fn a_disconnected_key_is_gone_from_dotenv_and_no_longer_sent() {
     // At once: the picker shows it without a key, and the next prompt sends neither key.
     let o = g.call("model.options", json!({"include_unconfigured": true}));
     assert_eq!(deepseek_row(&o)["authenticated"], false, "{o}");
-    let posts_before = mock
-        .requests()
-        .iter()
-        .filter(|r| r.method == "POST")
-        .count();
+    let sent_before = posts(&mock).len();
     let t = g.run_turn(&s.id, "again");
     assert_eq!(t.complete["payload"]["status"], "error", "{:?}", t.complete);
     let error = t.complete["payload"]["error"].as_str().unwrap_or("");
     assert!(error.contains("DEEPSEEK_API_KEY"), "{error}");
-    let after: Vec<_> = mock
-        .requests()
-        .into_iter()
-        .filter(|r| r.method == "POST")
-        .skip(posts_before)
-        .collect();
-    for r in &after {
+    assert_eq!(
+        posts(&mock).len(),
+        sent_before,
+        "a prompt went out without its key"
+    );
+    for r in posts(&mock) {
         let auth = r.header("authorization").unwrap_or("");
-        assert!(!auth.contains(saved) && !auth.contains(exported), "{auth}");
+        assert!(
+            !auth.contains(exported),
+            "the exported key was sent: {auth}"
+        );
     }
     // Nothing left to disconnect; neither key in an answer, the call log or stderr.
     let m = g.expect_code("model.disconnect", json!({"slug": "deepseek"}), 4005);
@@ -698,12 +703,14 @@ fn a_session_switched_to_a_disconnected_provider_no_longer_sends_its_key() {
     g.call("model.disconnect", json!({"slug": "openrouter"}));
     let t = g.run_turn(&s.id, "again");
     assert_eq!(t.complete["payload"]["status"], "error", "{:?}", t.complete);
-    let posts = |m: &MockAi| m.requests().iter().filter(|r| r.method == "POST").count();
-    assert_eq!(posts(&openrouter), 1, "the switched session sent again");
     assert_eq!(
-        posts(&deepseek),
-        0,
-        "nor did it fall back to another provider"
+        posts(&openrouter).len(),
+        1,
+        "the switched session sent again"
+    );
+    assert!(
+        posts(&deepseek).is_empty(),
+        "it fell back to another provider"
     );
     // The other provider's key is untouched.
     let other = g.create_session(json!({}));

@@ -412,6 +412,7 @@ fn key_to_save(
 /// Refused while a turn runs, so the turn's provider is never changed under it.
 pub fn disconnect(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let slug = params::opt_str(p, "slug")?.unwrap_or("").trim();
+    params::opt_str(p, "session_id")?;
     if slug.is_empty() {
         return Err(RpcError::new(4001, "slug is required"));
     }
