@@ -720,3 +720,34 @@ fn a_session_switched_to_a_disconnected_provider_no_longer_sends_its_key() {
         "DEEPSEEK_API_KEY=sk-ds-stays\n"
     );
 }
+
+#[test]
+fn disconnect_waits_for_the_running_turn() {
+    let mock = MockAi::script(vec![Reply::Stream(
+        Stream::new(text_events(&["still "], "stop", None)).end(End::Stall),
+    )]);
+    let dotenv = "DEEPSEEK_API_KEY=sk-ds-in-use\n";
+    let home = home_with(
+        "providers-disconnect-busy",
+        "model:\n  provider: deepseek\n  default: deepseek-chat\n",
+        dotenv,
+    );
+    let mut g = Gateway::builder()
+        .tag("providers-disconnect-busy")
+        .home(&home.path)
+        .env("DEEPSEEK_BASE_URL", &mock.base_url())
+        .start();
+    let s = g.create_session(json!({}));
+    submit(&mut g, &s.id, "hi");
+    g.wait_session_event(&s.id, "message.delta", T);
+    let m = g.expect_code("model.disconnect", json!({"slug": "deepseek"}), 4009);
+    assert!(m.contains("a turn is running"), "{m}");
+    assert_eq!(
+        std::fs::read_to_string(home.path.join(".env")).unwrap(),
+        dotenv
+    );
+    g.call("session.interrupt", json!({"session_id": s.id}));
+    g.wait_session_event(&s.id, "message.complete", T);
+    g.call("model.disconnect", json!({"slug": "deepseek"}));
+    assert_eq!(std::fs::read_to_string(home.path.join(".env")).unwrap(), "");
+}

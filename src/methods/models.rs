@@ -406,7 +406,7 @@ fn key_to_save(
 }
 
 /// `model.disconnect {slug}`, as Hermes answers it: the provider's key variables taken out of
-/// `$HERMES_HOME/.env` (and from the exported environment, as far as this gateway reads it), its login and
+/// `$HERMES_HOME/.env` (their exported values no longer read either), its login and
 /// credential-pool entry out of auth.json, the credentials read again at once (the configured
 /// provider and those sessions switched to), and `{slug, name, disconnected: true}` answered.
 /// Refused while a turn runs, so the turn's provider is never changed under it.
@@ -428,16 +428,19 @@ pub fn disconnect(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let failed = |e: String| RpcError::new(5035, e);
     let forgot_login = crate::model::select::forget_login(&gw.cfg, slug).map_err(failed)?;
     let vars = spec.map_or(&[][..], |s| s.key_vars);
-    let removed = crate::hermes_env::remove(&gw.cfg.home, vars).map_err(failed)?;
-    if !forgot_login && removed.is_empty() {
+    let removed = crate::hermes_env::remove(&gw.cfg.home, vars);
+    // Whatever was removed is no longer used, even when the rest failed.
+    if forgot_login || removed.as_ref().is_ok_and(|r| !r.is_empty()) {
+        crate::hermes_env::withdraw(vars);
+        super::reload::reload_env(gw)?;
+        super::reload::rebuild_switched(gw);
+    }
+    if removed.map_err(failed)?.is_empty() && !forgot_login {
         return Err(RpcError::new(
             4005,
             format!("no credentials found for {shown}"),
         ));
     }
-    crate::hermes_env::withdraw(vars);
-    super::reload::reload_env(gw)?;
-    super::reload::rebuild_switched(gw);
     Ok(json!({
         "slug": slug,
         "name": spec.map_or(slug, |s| s.name),
