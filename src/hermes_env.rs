@@ -7,7 +7,7 @@
 //! ones after whitespace), single quotes (literal), double quotes (with escapes), quoted values
 //! over several lines, `${NAME}` and `${NAME:-default}`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
 /// Larger files are refused rather than read into memory.
@@ -45,14 +45,15 @@ impl HermesEnv {
         HermesEnv { file }
     }
 
-    /// `name`: its non-empty `.env` value, else the process's non-empty one. A secret's
+    /// `name`: its non-empty `.env` value, else the process's non-empty one (unless
+    /// [`withdraw`]n). A secret's
     /// name (`*_API_KEY`, `*_TOKEN`, `*_SECRET`, `*_KEY`) loses any non-ASCII characters, as
     /// Hermes strips them (a pasted key with a stray quote mark still works).
     pub fn get(&self, name: &str) -> Option<String> {
         let value = self
             .file_value(name)
             .map(str::to_string)
-            .or_else(|| std::env::var(name).ok().filter(|v| !v.trim().is_empty()))?;
+            .or_else(|| exported(name))?;
         let secret = ["_API_KEY", "_TOKEN", "_SECRET", "_KEY"]
             .iter()
             .any(|s| name.ends_with(s));
@@ -122,16 +123,55 @@ pub fn with_value(text: &str, name: &str, value: &str) -> String {
     out
 }
 
-/// Set `name` to `value` in `$home/.env` ([`with_value`]): replaced atomically (a link's
-/// target, as Hermes' `hermes setup` leaves it), made 0600. Errors name the file, never the
+/// Set `name` to `value` in `$home/.env` ([`with_value`]). Errors name the file, never the
 /// value.
 pub fn save(home: &Path, name: &str, value: &str) -> Result<(), String> {
+    rewrite(home, |text| Some(with_value(text, name, value))).map(|_| ())
+}
+
+/// `text` without any assignment of a name in `names` (each line it spans, a quoted value's
+/// later lines too), every other line kept as written: Hermes' `remove_env_value`.
+pub fn without(text: &str, names: &[&str]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    for a in assignments(text)
+        .into_iter()
+        .filter(|a| names.contains(&a.key.as_str()))
+    {
+        out.push_str(&text[copied..a.span.start]);
+        copied = a.span.end;
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+/// Remove every assignment of `names` from `$home/.env` ([`without`]); the names it assigned
+/// (none: the file, if any, is left untouched).
+pub fn remove<'a>(home: &Path, names: &[&'a str]) -> Result<Vec<&'a str>, String> {
+    let mut removed = Vec::new();
+    rewrite(home, |text| {
+        let set: Vec<String> = assignments(text).into_iter().map(|a| a.key).collect();
+        removed = names
+            .iter()
+            .copied()
+            .filter(|n| set.iter().any(|k| k == n))
+            .collect();
+        (!removed.is_empty()).then(|| without(text, names))
+    })?;
+    Ok(removed)
+}
+
+/// `$home/.env` replaced by what `edit` makes of its text (`None`: left as it is): atomically
+/// (a link's target, as Hermes' `hermes setup` leaves it), made 0600. Whether it was written.
+fn rewrite(home: &Path, edit: impl FnOnce(&str) -> Option<String>) -> Result<bool, String> {
     let path = home.join(".env");
     let failed = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
     let text = crate::util::read_regular(&path, DOTENV_MAX)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?
         .unwrap_or_default();
-    let next = with_value(&text, name, value);
+    let Some(next) = edit(&text) else {
+        return Ok(false);
+    };
     if next.len() as u64 > DOTENV_MAX {
         return Err(format!(
             "{} would grow past {} KiB; refused",
@@ -139,7 +179,28 @@ pub fn save(home: &Path, name: &str, value: &str) -> Result<(), String> {
             DOTENV_MAX / 1024
         ));
     }
-    crate::private_file::replace_private(&path, next.as_bytes()).map_err(failed)
+    crate::private_file::replace_private(&path, next.as_bytes()).map_err(failed)?;
+    Ok(true)
+}
+
+/// Names whose exported value no longer counts (Hermes popped them from its environment).
+static WITHDRAWN: std::sync::Mutex<BTreeSet<String>> = std::sync::Mutex::new(BTreeSet::new());
+
+/// From now on the exported values of `names` are not read ([`HermesEnv::get`]), as Hermes'
+/// `remove_env_value` pops them from its own environment.
+pub fn withdraw(names: &[&str]) {
+    if let Ok(mut withdrawn) = WITHDRAWN.lock() {
+        withdrawn.extend(names.iter().map(|n| n.to_string()));
+    }
+}
+
+/// The process's own non-empty value of `name`, unless withdrawn.
+fn exported(name: &str) -> Option<String> {
+    let withdrawn = WITHDRAWN.lock().is_ok_and(|n| n.contains(name));
+    (!withdrawn)
+        .then(|| std::env::var(name).ok())
+        .flatten()
+        .filter(|v| !v.trim().is_empty())
 }
 
 /// A value as written: expanded (`${…}`) unless single-quoted.
@@ -365,6 +426,19 @@ mod tests {
         // A line inside a quoted value is not an assignment.
         let text = "Q=\"a\nK=inside\"\n";
         assert_eq!(with_value(text, "K", "v"), format!("{text}K=v\n"));
+    }
+
+    #[test]
+    fn a_removed_name_leaves_every_assignment_and_nothing_else() {
+        let text = "# keys\nexport A_KEY=old # note\nB=\"two\nA_KEY=inside\"\nA_KEY='x'\nC=3";
+        assert_eq!(
+            without(text, &["A_KEY"]),
+            "# keys\nB=\"two\nA_KEY=inside\"\nC=3"
+        );
+        assert_eq!(without(text, &["A_KEY", "C", "B"]), "# keys\n");
+        assert_eq!(without(text, &["NONE"]), text);
+        let e = env(&without(text, &["A_KEY"]));
+        assert_eq!((get(&e, "A_KEY"), get(&e, "C")), (None, Some("3")));
     }
 
     #[test]

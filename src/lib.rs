@@ -20,6 +20,7 @@ pub mod flush;
 pub mod heap;
 pub mod hermes_env;
 pub mod images;
+pub mod managed_install;
 pub mod mcp;
 pub mod methods;
 pub mod model;

@@ -92,13 +92,13 @@ impl Gateway {
             .find(|p| p.name() == name)
             .map_or(self.provider.as_ref(), |p| p.as_ref())
             .endpoint()
-            .map_or_else(String::new, |(url, _)| url.to_string())
+            .map_or_else(String::new, |e| e.base_url.clone())
     }
 
     pub(crate) fn provider_base_url(&self) -> String {
         self.provider
             .endpoint()
-            .map_or_else(String::new, |(url, _)| url.to_string())
+            .map_or_else(String::new, |e| e.base_url.clone())
     }
 
     /// The context window of `model` in tokens.

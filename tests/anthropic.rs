@@ -735,3 +735,54 @@ fn an_overloaded_api_is_retried() {
     let reqs = mock.wait_requests(2, T);
     assert_eq!(reqs[0].body, reqs[1].body, "the same request again");
 }
+
+/// An endpoint that lists `ids` on `GET …/models` to a request carrying the key as Anthropic
+/// wants it (`x-api-key`, `anthropic-version`), and refuses any other.
+fn anthropic_listing(ids: &'static [&'static str]) -> MockAi {
+    MockAi::start(move |r| {
+        let asked_right = r.header("x-api-key") == Some(KEY)
+            && r.header("anthropic-version") == Some("2023-06-01");
+        if r.method != "GET" || !asked_right {
+            let body = msgs::error_body("authentication_error", "invalid x-api-key");
+            return Reply::status(401, &body);
+        }
+        let data: Vec<Value> = ids
+            .iter()
+            .map(|id| json!({"type": "model", "id": id, "display_name": id}))
+            .collect();
+        Reply::status(200, &json!({"data": data, "has_more": false}).to_string())
+    })
+}
+
+#[test]
+fn the_picker_lists_the_models_of_a_messages_endpoint() {
+    // Anthropic's own API (the mock as proxy), then a gateway speaking its protocol.
+    for native in [true, false] {
+        let mock = anthropic_listing(&["claude-opus-4-1", "claude-haiku-4-5"]);
+        let home = if native {
+            native_home()
+        } else {
+            home_for(&mock)
+        };
+        let builder = match native {
+            true => native_gateway(&home, &mock),
+            false => gateway(&home),
+        };
+        let mut g = builder.start();
+        let o = g.call("model.options", json!({}));
+        let row = &o["providers"][0];
+        assert_eq!(
+            row["models"],
+            json!([MODEL, "claude-opus-4-1", "claude-haiku-4-5"]),
+            "native {native}: {o}"
+        );
+        assert!(row.get("warning").is_none(), "native {native}: {o}");
+        let r = mock.wait_requests(1, T).remove(0);
+        let path = match native {
+            true => "http://api.anthropic.com/v1/models",
+            false => "/v1/models",
+        };
+        assert_eq!((r.method.as_str(), r.path.as_str()), ("GET", path));
+        assert_eq!(r.header("authorization"), None, "one credential header");
+    }
+}

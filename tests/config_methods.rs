@@ -697,12 +697,12 @@ fn a_slow_model_list_does_not_hold_up_the_loop_and_times_out() {
 }
 
 #[test]
-fn offline_lists_the_offline_model_and_disconnect_answers_clearly() {
+fn offline_lists_the_offline_model_and_disconnect_finds_nothing() {
     let mut g = Gateway::builder().tag("config-offline").start();
     let r = g.call("model.options", json!({}));
     assert_eq!(r["provider"], "offline", "{r}");
     assert_eq!(r["providers"][0]["models"], json!(["offline"]), "{r}");
-    g.expect_code("model.disconnect", json!({"slug": "openai"}), 4040);
+    g.expect_code("model.disconnect", json!({"slug": "openai-api"}), 4005);
     let m = g.expect_code(
         "config.set",
         json!({"key": "personality", "value": "pirate"}),

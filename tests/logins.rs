@@ -573,3 +573,67 @@ fn a_nous_token_refused_again_after_its_renewal_ends_the_prompt() {
     // Settled: exactly two calls and one renewal for the prompt.
     assert_eq!((model.request_count(), portal.request_count()), (2, 1));
 }
+
+#[test]
+fn a_disconnected_login_leaves_auth_json_and_is_no_longer_sent() {
+    let key = nous_jwt(now() + 3600);
+    let portal = token_endpoint(500, json!({}));
+    let model = MockAi::script(vec![Reply::text(&["logged in"], (5, 1))]);
+    let mut before = live_login(expired_nous_login(), "nous", &key);
+    before["credential_pool"]["nous"] = json!([{"id": "p1", "source": "device_code"}]);
+    let home = home("logins-disconnect", "nous", "Hermes-4-405B", &before);
+    let mut g = nous_gateway("logins-disconnect", &home, &portal, &model);
+    let s = g.create_session(json!({}));
+    let t = g.run_turn(&s.id, "hi");
+    assert_eq!(t.text, "logged in", "{:?}", t.complete);
+
+    // Another Hermes process writing auth.json: refused, nothing changed, try again.
+    let lock = || {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(home.path.join("auth.lock"))
+            .unwrap();
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, e)| e)
+            .unwrap()
+    };
+    let held = lock();
+    let m = g.expect_code("model.disconnect", json!({"slug": "nous"}), 5035);
+    assert!(m.contains("another Hermes process"), "{m}");
+    assert_eq!(on_disk(&home.path), before);
+    drop(held);
+
+    let r = g.call("model.disconnect", json!({"slug": "nous"}));
+    assert_eq!(
+        r,
+        json!({"slug": "nous", "name": "Nous Portal", "disconnected": true})
+    );
+    // As `hermes logout nous`: its login, pool entry and active mark gone, the rest kept.
+    let after = on_disk(&home.path);
+    let mut expected = before.clone();
+    expected["providers"]
+        .as_object_mut()
+        .unwrap()
+        .remove("nous");
+    expected["credential_pool"]
+        .as_object_mut()
+        .unwrap()
+        .remove("nous");
+    expected["active_provider"] = Value::Null;
+    expected["updated_at"] = after["updated_at"].clone();
+    assert_eq!(after, expected);
+    let mode = std::fs::metadata(home.path.join("auth.json"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // The next prompt ends with the login Hermes asks for; the model is not called again.
+    let t = g.run_turn(&s.id, "again");
+    assert_eq!(t.complete["payload"]["status"], "error", "{:?}", t.complete);
+    let error = t.complete["payload"]["error"].as_str().unwrap_or("");
+    assert!(error.contains("not logged into Nous Portal"), "{error}");
+    assert_eq!(model.requests().len(), 1);
+    assert!(!g.stderr_text().contains(&key));
+    g.expect_code("model.disconnect", json!({"slug": "nous"}), 4005);
+}

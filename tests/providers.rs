@@ -502,3 +502,252 @@ fn a_key_the_picker_cannot_save_is_refused_without_repeating_it() {
     );
     assert!(!g.stderr_text().contains(secret));
 }
+
+/// The prompts a fake got (not its model lists).
+fn posts(mock: &MockAi) -> Vec<Recorded> {
+    let mut sent = mock.requests();
+    sent.retain(|r| r.method == "POST");
+    sent
+}
+
+/// The DeepSeek row of a `model.options` answer.
+fn deepseek_row(o: &Value) -> Value {
+    o["providers"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["slug"] == "deepseek"))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[test]
+fn a_disconnected_key_is_gone_from_dotenv_and_no_longer_sent() {
+    let saved = "sk-ds-saved-6161";
+    let exported = "sk-ds-exported-6262";
+    let mock = listing_fake("from deepseek", &["deepseek-chat"]);
+    let home = home_with(
+        "providers-disconnect",
+        "model:\n  provider: deepseek\n  default: deepseek-chat\n",
+        "# mine\nexport OTHER_API_KEY=keep-me # note\nDEEPSEEK_API_KEY=old\n",
+    );
+    let env_file = home.path.join(".env");
+    let log = home.path.join("rpc.log");
+    let mut g = Gateway::builder()
+        .tag("providers-disconnect")
+        .home(&home.path)
+        .env("DEEPSEEK_BASE_URL", &mock.base_url())
+        // Also exported: Hermes drops it from its environment when it disconnects.
+        .env("DEEPSEEK_API_KEY", exported)
+        .env("TUI_GATEWAY_RPC_LOG", log.to_str().unwrap())
+        .start();
+    let s = g.create_session(json!({}));
+    g.call(
+        "model.save_key",
+        json!({"slug": "deepseek", "api_key": saved, "session_id": s.id}),
+    );
+    let t = g.run_turn(&s.id, "hi");
+    assert_eq!(t.text, "from deepseek", "{:?}", t.complete);
+    assert_eq!(mock.first_post_bearer(), Some(format!("Bearer {saved}")));
+
+    let r = g.call("model.disconnect", json!({"slug": " deepseek "}));
+    assert_eq!(
+        r,
+        json!({"slug": "deepseek", "name": "DeepSeek", "disconnected": true})
+    );
+    // Its line is gone, the others kept as written, the file still private.
+    assert_eq!(
+        std::fs::read_to_string(&env_file).unwrap(),
+        "# mine\nexport OTHER_API_KEY=keep-me # note\n"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&env_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // At once: the picker shows it without a key, and the next prompt sends neither key.
+    let o = g.call("model.options", json!({"include_unconfigured": true}));
+    assert_eq!(deepseek_row(&o)["authenticated"], false, "{o}");
+    let sent_before = posts(&mock).len();
+    let t = g.run_turn(&s.id, "again");
+    assert_eq!(t.complete["payload"]["status"], "error", "{:?}", t.complete);
+    let error = t.complete["payload"]["error"].as_str().unwrap_or("");
+    assert!(error.contains("DEEPSEEK_API_KEY"), "{error}");
+    assert_eq!(
+        posts(&mock).len(),
+        sent_before,
+        "a prompt went out without its key"
+    );
+    for r in posts(&mock) {
+        let auth = r.header("authorization").unwrap_or("");
+        assert!(
+            !auth.contains(exported),
+            "the exported key was sent: {auth}"
+        );
+    }
+    // Nothing left to disconnect; neither key in an answer, the call log or stderr.
+    let m = g.expect_code("model.disconnect", json!({"slug": "deepseek"}), 4005);
+    assert!(m.contains("no credentials found for deepseek"), "{m}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("model.disconnect"), "the call is logged");
+    for key in [saved, exported] {
+        assert!(!logged.contains(key), "the key is in the call log");
+        assert!(!g.stderr_text().contains(key), "{}", g.stderr_text());
+    }
+}
+
+#[test]
+fn disconnect_refuses_as_hermes_does() {
+    let home = home_with(
+        "providers-disconnect-refused",
+        "model:\n  default: m\n",
+        "A=1\n",
+    );
+    let mut g = Gateway::builder()
+        .tag("providers-disconnect-refused")
+        .home(&home.path)
+        .start();
+    for (params, code, why) in [
+        (json!({}), 4001, "slug is required"),
+        (json!({"slug": "  "}), 4001, "slug is required"),
+        (json!({"slug": 7}), -32602, "string"),
+        (
+            json!({"slug": "deepseek"}),
+            4005,
+            "no credentials found for deepseek",
+        ),
+        (
+            json!({"slug": "no-such"}),
+            4005,
+            "no credentials found for no-such",
+        ),
+    ] {
+        let (got, message, _) = g.call_err("model.disconnect", params.clone());
+        assert_eq!(got, code, "{params}: {message}");
+        assert!(message.contains(why), "{params}: {message}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(home.path.join(".env")).unwrap(),
+        "A=1\n"
+    );
+}
+
+#[test]
+fn a_managed_install_keeps_its_credentials() {
+    let secret = "sk-ds-managed-7373";
+    let dotenv = "DEEPSEEK_API_KEY=kept-as-is\n";
+    // The marker file of NixOS' activation script, then the service's variable.
+    for (marker, var) in [
+        (Some(""), None),
+        (Some("nixos\n"), None),
+        (None, Some("true")),
+    ] {
+        let home = home_with("providers-managed", "model:\n  default: m\n", dotenv);
+        if let Some(text) = marker {
+            std::fs::write(home.path.join(".managed"), text).unwrap();
+        }
+        let mut b = Gateway::builder().tag("providers-managed").home(&home.path);
+        if let Some(v) = var {
+            b = b.env("HERMES_MANAGED", v);
+        }
+        let mut g = b.start();
+        let m = g.expect_code(
+            "model.save_key",
+            json!({"slug": "deepseek", "api_key": secret}),
+            4006,
+        );
+        assert_eq!(m, "managed install — credentials are read-only");
+        let m = g.expect_code("model.disconnect", json!({"slug": "deepseek"}), 4006);
+        assert_eq!(m, "managed install — credentials are read-only");
+        assert_eq!(
+            std::fs::read_to_string(home.path.join(".env")).unwrap(),
+            dotenv,
+            "{marker:?} {var:?}"
+        );
+        assert!(!g.stderr_text().contains(secret));
+    }
+    // Hermes' opt-out: the variable says it is not managed, whatever the file says.
+    let home = home_with("providers-managed-off", "model:\n  default: m\n", dotenv);
+    std::fs::write(home.path.join(".managed"), "nixos").unwrap();
+    let mut g = Gateway::builder()
+        .tag("providers-managed-off")
+        .home(&home.path)
+        .env("HERMES_MANAGED", "false")
+        .start();
+    g.call("model.disconnect", json!({"slug": "deepseek"}));
+    assert_eq!(std::fs::read_to_string(home.path.join(".env")).unwrap(), "");
+}
+
+#[test]
+fn a_session_switched_to_a_disconnected_provider_no_longer_sends_its_key() {
+    let key = "sk-or-switched-8484";
+    let deepseek = listing_fake("from deepseek", &[]);
+    let openrouter = listing_fake("from openrouter", &[]);
+    let home = home_with(
+        "providers-disconnect-switched",
+        "model:\n  provider: deepseek\n  default: deepseek-chat\n",
+        &format!("DEEPSEEK_API_KEY=sk-ds-stays\nOPENROUTER_API_KEY={key}\n"),
+    );
+    let mut g = Gateway::builder()
+        .tag("providers-disconnect-switched")
+        .home(&home.path)
+        .env("DEEPSEEK_BASE_URL", &deepseek.base_url())
+        .env("OPENROUTER_BASE_URL", &openrouter.base_url())
+        .start();
+    let s = g.create_session(json!({}));
+    g.call(
+        "config.set",
+        json!({"key": "model", "session_id": s.id, "value": "m --provider openrouter --session"}),
+    );
+    assert_eq!(g.run_turn(&s.id, "hi").text, "from openrouter");
+    assert_eq!(
+        openrouter.first_post_bearer(),
+        Some(format!("Bearer {key}"))
+    );
+    g.call("model.disconnect", json!({"slug": "openrouter"}));
+    let t = g.run_turn(&s.id, "again");
+    assert_eq!(t.complete["payload"]["status"], "error", "{:?}", t.complete);
+    assert_eq!(
+        posts(&openrouter).len(),
+        1,
+        "the switched session sent again"
+    );
+    assert!(
+        posts(&deepseek).is_empty(),
+        "it fell back to another provider"
+    );
+    // The other provider's key is untouched.
+    let other = g.create_session(json!({}));
+    assert_eq!(g.run_turn(&other.id, "hi").text, "from deepseek");
+    assert_eq!(
+        std::fs::read_to_string(home.path.join(".env")).unwrap(),
+        "DEEPSEEK_API_KEY=sk-ds-stays\n"
+    );
+}
+
+#[test]
+fn disconnect_waits_for_the_running_turn() {
+    let mock = MockAi::script(vec![Reply::Stream(
+        Stream::new(text_events(&["still "], "stop", None)).end(End::Stall),
+    )]);
+    let dotenv = "DEEPSEEK_API_KEY=sk-ds-in-use\n";
+    let home = home_with(
+        "providers-disconnect-busy",
+        "model:\n  provider: deepseek\n  default: deepseek-chat\n",
+        dotenv,
+    );
+    let mut g = Gateway::builder()
+        .tag("providers-disconnect-busy")
+        .home(&home.path)
+        .env("DEEPSEEK_BASE_URL", &mock.base_url())
+        .start();
+    let s = g.create_session(json!({}));
+    submit(&mut g, &s.id, "hi");
+    g.wait_session_event(&s.id, "message.delta", T);
+    let m = g.expect_code("model.disconnect", json!({"slug": "deepseek"}), 4009);
+    assert!(m.contains("a turn is running"), "{m}");
+    assert_eq!(
+        std::fs::read_to_string(home.path.join(".env")).unwrap(),
+        dotenv
+    );
+    g.call("session.interrupt", json!({"session_id": s.id}));
+    g.wait_session_event(&s.id, "message.complete", T);
+    g.call("model.disconnect", json!({"slug": "deepseek"}));
+    assert_eq!(std::fs::read_to_string(home.path.join(".env")).unwrap(), "");
+}

@@ -549,7 +549,8 @@ fn the_session_picker_switches_deletes_and_refuses() {
         .clone()
         .unwrap_or_else(|| panic!("deleting the live session was not refused: {refused:?}"));
     assert_eq!(err["code"], 4023, "{err}");
-    tui.key("Escape");
+    tui.key("q");
+    tui.wait_screen("the picker closed", T, |s| !s.contains("Select provider"));
     tui.wait_ready(T);
     tui.submit("still alive");
     tui.wait_for("You said: still alive", T);
@@ -819,6 +820,76 @@ fn a_key_typed_into_the_model_picker_reaches_its_provider() {
     );
     assert!(!tui.screen().contains(&key), "the key is on screen");
     tui.assert_no_errors(&[]);
+    tui.quit();
+}
+
+#[test]
+fn a_provider_disconnected_from_the_model_picker_loses_its_key() {
+    let key = format!("sk-ds-{}", marker());
+    let deepseek = mockai::MockAi::start(|_| mockai::Reply::text(&["never asked"], (1, 1)));
+    let home = common::TempHome::new("tui-picker-disconnect");
+    std::fs::write(
+        home.path.join(".env"),
+        format!("# mine\nDEEPSEEK_API_KEY={key}\n"),
+    )
+    .unwrap();
+    let Some(tui) = Tui::start(
+        "picker-disconnect",
+        Opts {
+            config_yaml: Some("model:\n  provider: deepseek\n  default: deepseek-chat\n".into()),
+            env: vec![("DEEPSEEK_BASE_URL".into(), deepseek.base_url())],
+            home: Some(home.path.clone()),
+        },
+    ) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.submit("/model");
+    tui.wait_for("Select provider", T);
+    // Ctrl+D on the current provider (the first row); the picker is drawn a moment before it
+    // takes keys: again until it asks.
+    let asked = (0..5).any(|_| {
+        tui.key("C-d");
+        procfs::poll_until(Duration::from_secs(2), || {
+            tui.screen().contains("Disconnect DeepSeek?")
+        })
+    });
+    assert!(asked, "the picker took no Ctrl+D:\n{}", tui.screen());
+    tui.key("y");
+    let call = tui.wait_call("model.disconnect", T);
+    assert_eq!(
+        call.result.as_ref().map(|r| r["disconnected"] == true),
+        Some(true),
+        "{call:?}"
+    );
+    tui.wait_for("Select provider", T);
+    assert_eq!(
+        std::fs::read_to_string(home.path.join(".env")).unwrap_or_default(),
+        "# mine\n"
+    );
+    tui.key("q");
+    tui.wait_screen("the picker closed", T, |s| !s.contains("Select provider"));
+    tui.wait_ready(T);
+    tui.submit("hello deepseek");
+    let ended_naming_the_key = || {
+        tui.events().iter().any(|(ty, p)| {
+            ty == "message.complete"
+                && p["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("DEEPSEEK_API_KEY"))
+        })
+    };
+    assert!(
+        procfs::poll_until(T, ended_naming_the_key),
+        "the prompt did not end naming the missing key:\n{}",
+        tui.screen()
+    );
+    let prompts = deepseek
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST");
+    assert_eq!(prompts.count(), 0, "a prompt went to DeepSeek");
+    assert!(!tui.screen().contains(&key), "the key is on screen");
     tui.quit();
 }
 
@@ -1166,7 +1237,8 @@ fn a_new_session_gets_the_title_its_model_writes_in_the_picker() {
         tui.key("Escape");
         tui.wait_ready(T);
     }
-    tui.key("Escape");
+    tui.key("q");
+    tui.wait_screen("the picker closed", T, |s| !s.contains("Select provider"));
     tui.wait_ready(T);
     tui.assert_no_errors(&[]);
     tui.quit();

@@ -84,7 +84,7 @@ fn dispatch(gw: &mut Gateway, req: Request, now: Instant) -> Reply {
         "commands.catalog" => Ok(commands::catalog(gw)),
         "config.get" => config::get(gw, p),
         "config.set" => config::set(gw, p),
-        "model.disconnect" => models::disconnect(p),
+        "model.disconnect" => models::disconnect(gw, p),
         "delegation.status" => Ok(delegation::status(gw)),
         "delegation.pause" => delegation::pause(gw, p),
         "subagent.interrupt" => delegation::interrupt(gw, p, now),

@@ -13,6 +13,7 @@ use super::params::{self, Params};
 use super::{Reply, config};
 use crate::event_loop::{Gateway, Timer, TokenOwner};
 use crate::model::catalog::{Fetched, ModelsFetch};
+use crate::model::endpoint::Endpoint;
 use crate::reactor::Slot;
 use crate::rpc::RpcError;
 use crate::rpc::frame::code;
@@ -130,29 +131,27 @@ pub fn options(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: In
         Ok(a) => a,
         Err(e) => return Some(Err(e)),
     };
-    let Some((url, key)) = provider_of(gw, session_named(gw, p))
-        .endpoint()
-        .map(|(u, k)| (u.to_string(), k.map(str::to_string)))
-    else {
+    let Some(endpoint) = provider_of(gw, session_named(gw, p)).endpoint().cloned() else {
         return Some(Ok(answer));
     };
-    answer_with_models(gw, id, answer, CURRENT_ROW, (url, key), now)
+    answer_with_models(gw, id, answer, CURRENT_ROW, &endpoint, now)
 }
 
-/// Answer `answer` once the models at `endpoint` (base URL, key) are added to its row at `row`
-/// (within `FETCH_TIMEOUT`; a failure answers with a warning in the row).
+/// Answer `answer` once the models `endpoint` lists are added to its row at `row` (within
+/// `FETCH_TIMEOUT`; a failure answers with a warning in the row).
 fn answer_with_models(
     gw: &mut Gateway,
     id: &crate::rpc::frame::Id,
     answer: Value,
     row: &'static str,
-    (url, key): (String, Option<String>),
+    endpoint: &Endpoint,
     now: Instant,
 ) -> Reply {
+    let url = endpoint.base_url.clone();
     let fetch_id = gw.model_fetches.next;
     gw.model_fetches.next += 1;
     let slot = gw.reactor.slot(TokenOwner::ModelList(fetch_id));
-    match ModelsFetch::start(&url, key.as_deref(), &slot, now) {
+    match ModelsFetch::start(endpoint, &slot, now) {
         Ok(fetch) => {
             let timer = gw
                 .timers
@@ -208,20 +207,27 @@ fn base_answer(gw: &Gateway, p: &Params) -> Result<Value, RpcError> {
         push_unique(&mut models, configured_models(&config::doc(gw)));
     }
     let auth_type = if slug == "offline" { "none" } else { "api_key" };
+    let doc = config::doc(gw);
+    let available = crate::model::select::available(&gw.cfg, &doc);
+    // A provider of the table is authenticated while its key or login is there (not after
+    // `model.disconnect`); the others (offline, `custom:`) always are.
+    let authenticated = available
+        .iter()
+        .find(|a| a.id == slug)
+        .is_none_or(|a| a.ready);
     let mut rows = vec![json!({
         "slug": slug,
         "name": name,
         "models": models,
         "total_models": models.len(),
         "is_current": true,
-        "authenticated": true,
+        "authenticated": authenticated,
         "auth_type": auth_type,
     })];
     // The other providers this home has a key or login for, then (when the picker asks) the
     // rest with the variable their key goes in: `/model NAME --provider SLUG` switches.
     let unconfigured = params::opt_bool(p, "include_unconfigured")?.unwrap_or(false);
-    let doc = config::doc(gw);
-    for other in crate::model::select::available(&gw.cfg, &doc) {
+    for other in available {
         if other.id == slug || (!other.ready && !unconfigured) {
             continue;
         }
@@ -308,7 +314,7 @@ const KEY_MAX: usize = 8192;
 /// (`reload.env`), and `{provider: ROW}` answered, the row authenticated and holding the
 /// models its endpoint lists. The key appears in no answer, error or log line.
 pub fn save_key(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: Instant) -> Reply {
-    let (spec, var, key) = match key_to_save(p) {
+    let (spec, var, key) = match key_to_save(gw, p) {
         Ok(k) => k,
         Err(e) => return Some(Err(e)),
     };
@@ -336,7 +342,7 @@ pub fn save_key(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: I
         base_url: gw.cfg.base_url.as_deref(),
     };
     match crate::model::select::endpoint(&gw.cfg, asked) {
-        Ok(e) => answer_with_models(gw, id, answer, SAVED_ROW, (e.base_url, e.api_key), now),
+        Ok(e) => answer_with_models(gw, id, answer, SAVED_ROW, &e, now),
         Err(why) => {
             answer["provider"]["warning"] = json!(why);
             Some(Ok(answer))
@@ -347,6 +353,7 @@ pub fn save_key(gw: &mut Gateway, id: &crate::rpc::frame::Id, p: &Params, now: I
 /// The provider, its variable and the key a `model.save_key` asks to save, or a bounded
 /// refusal that never repeats the key.
 fn key_to_save(
+    gw: &Gateway,
     p: &Params,
 ) -> Result<
     (
@@ -363,6 +370,7 @@ fn key_to_save(
     if slug.is_empty() || key.is_empty() {
         return Err(RpcError::new(4001, "slug and api_key are required"));
     }
+    refuse_if_managed(gw)?;
     if key.len() > KEY_MAX {
         return Err(RpcError::new(
             4001,
@@ -397,12 +405,57 @@ fn key_to_save(
     Ok((spec, var, key.to_string()))
 }
 
-/// `model.disconnect`: nothing to disconnect, for the same reason.
-pub fn disconnect(p: &Params) -> Result<Value, RpcError> {
-    params::opt_str(p, "slug")?;
-    Err(RpcError::new(
-        code::NOT_SUPPORTED,
-        "not supported by tui-gateway: disconnecting from the picker; remove the key from \
-         $HERMES_HOME/.env, config.yaml or the environment and run /reload",
-    ))
+/// `model.disconnect {slug}`, as Hermes answers it: the provider's key variables taken out of
+/// `$HERMES_HOME/.env` (their exported values no longer read either), its login and
+/// credential-pool entry out of auth.json, the credentials read again at once (the configured
+/// provider and those sessions switched to), and `{slug, name, disconnected: true}` answered.
+/// Refused while a turn runs, so the turn's provider is never changed under it.
+pub fn disconnect(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+    let slug = params::opt_str(p, "slug")?.unwrap_or("").trim();
+    params::opt_str(p, "session_id")?;
+    if slug.is_empty() {
+        return Err(RpcError::new(4001, "slug is required"));
+    }
+    refuse_if_managed(gw)?;
+    if gw.sessions.values().any(|s| s.running()) {
+        return Err(RpcError::new(
+            code::BUSY,
+            "a turn is running; disconnect after it ends (or /interrupt it)",
+        ));
+    }
+    let shown: String = slug.chars().take(64).collect();
+    let spec = crate::model::providers::spec(slug);
+    let failed = |e: String| RpcError::new(5035, e);
+    let forgot_login = crate::model::select::forget_login(&gw.cfg, slug).map_err(failed)?;
+    let vars = spec.map_or(&[][..], |s| s.key_vars);
+    let removed = crate::hermes_env::remove(&gw.cfg.home, vars);
+    // Whatever was removed is no longer used, even when the rest failed.
+    if forgot_login || removed.as_ref().is_ok_and(|r| !r.is_empty()) {
+        crate::hermes_env::withdraw(vars);
+        super::reload::reload_env(gw)?;
+        super::reload::rebuild_switched(gw);
+    }
+    if removed.map_err(failed)?.is_empty() && !forgot_login {
+        return Err(RpcError::new(
+            4005,
+            format!("no credentials found for {shown}"),
+        ));
+    }
+    Ok(json!({
+        "slug": slug,
+        "name": spec.map_or(slug, |s| s.name),
+        "disconnected": true,
+    }))
+}
+
+/// Hermes' 4006: a package manager's install keeps its credentials as they are.
+fn refuse_if_managed(gw: &Gateway) -> Result<(), RpcError> {
+    let env = crate::hermes_env::HermesEnv::load(&gw.cfg.home).unwrap_or_default();
+    match crate::managed_install::is_managed(&gw.cfg.home, &env) {
+        true => Err(RpcError::new(
+            4006,
+            "managed install — credentials are read-only",
+        )),
+        false => Ok(()),
+    }
 }

@@ -64,3 +64,25 @@ pub fn reload_env(gw: &mut Gateway) -> Result<Value, RpcError> {
     }
     Ok(json!({ "updated": updated, "provider": gw.provider.name() }))
 }
+
+/// The providers sessions switched to (`/model … --provider`), built again from the home as it
+/// is now, each keeping its name (sessions find theirs by it) and model: a key or login gone
+/// is no longer sent.
+pub fn rebuild_switched(gw: &mut Gateway) {
+    for p in gw.switched_providers.iter_mut() {
+        let (name, model) = (p.name().to_string(), p.default_model().to_string());
+        let mut cfg = gw.cfg.clone();
+        cfg.model = Some(model.clone());
+        let picked = crate::model::select::choose_asking(&cfg, Some(&name));
+        *p = match picked.provider.name() == name {
+            true => picked.provider,
+            false => Box::new(crate::model::unreachable::Unreachable::new(
+                &name,
+                Some(&model),
+                &picked
+                    .note
+                    .unwrap_or_else(|| format!("provider {name} cannot be reached")),
+            )),
+        };
+    }
+}

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use crate::reactor::Slot;
 use serde_json::Value;
 
+use super::endpoint::Endpoint;
 use super::oneshot::{OneShot, Request};
+use super::wire::{Wire, messages};
 
 /// Largest answer read; a longer one is cut off and reported.
 const BODY_MAX: usize = 4 * 1024 * 1024;
@@ -28,25 +30,18 @@ pub enum Fetched {
 }
 
 impl ModelsFetch {
-    /// Start fetching; readiness of its sources is reported on `token`.
-    pub fn start(
-        base_url: &str,
-        api_key: Option<&str>,
-        slot: &Slot,
-        now: Instant,
-    ) -> Result<ModelsFetch, String> {
-        let bearer = api_key
-            .filter(|k| !k.is_empty())
-            .map(|k| format!("Bearer {k}"));
-        let headers: Vec<(&str, &str)> = bearer
+    /// Start fetching `to`'s list; readiness of its sources is reported on `slot`.
+    pub fn start(to: &Endpoint, slot: &Slot, now: Instant) -> Result<ModelsFetch, String> {
+        let (path, headers) = list_request(to);
+        let headers: Vec<(&str, &str)> = headers
             .iter()
-            .map(|b| ("Authorization", b.as_str()))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         let shot = OneShot::start(
             &Request {
                 method: "GET",
-                url: base_url,
-                path: "/models",
+                url: &to.base_url,
+                path,
                 headers: &headers,
                 form: None,
                 answer_max: BODY_MAX,
@@ -75,6 +70,17 @@ impl ModelsFetch {
             Some(Ok(a)) => Fetched::Done(parse_ids(&a.body)),
         }
     }
+}
+
+/// Where below the base URL the list is and the headers asking for it: what the endpoint's
+/// wire wants (Anthropic's `x-api-key` and `anthropic-version`), else the key as a bearer token.
+fn list_request(to: &Endpoint) -> (&'static str, Vec<(String, String)>) {
+    if to.wire == Wire::AnthropicMessages {
+        return messages::models_request(to);
+    }
+    let bearer = to.api_key.as_deref().filter(|k| !k.is_empty());
+    let headers = bearer.map(|k| ("Authorization".to_string(), format!("Bearer {k}")));
+    ("/models", headers.into_iter().collect())
 }
 
 /// Model ids of an OpenAI-style `{"data": [{"id": …}]}` answer (or Ollama's

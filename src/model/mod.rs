@@ -208,8 +208,8 @@ pub trait Provider {
     ) -> Box<dyn ModelCall>;
     /// The model new sessions get from now on (`config.set model --global`).
     fn set_default_model(&mut self, _model: &str) {}
-    /// The OpenAI-compatible endpoint and its key, for listing models.
-    fn endpoint(&self) -> Option<(&str, Option<&str>)> {
+    /// The endpoint calls go to (its key included): for listing its models.
+    fn endpoint(&self) -> Option<&endpoint::Endpoint> {
         None
     }
     /// Take back a connection a finished call left reusable (`now`: when it went idle).

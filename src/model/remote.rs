@@ -135,8 +135,8 @@ impl Provider for RemoteProvider {
         self.endpoint.model = model.to_string();
     }
 
-    fn endpoint(&self) -> Option<(&str, Option<&str>)> {
-        Some((&self.endpoint.base_url, self.endpoint.api_key.as_deref()))
+    fn endpoint(&self) -> Option<&Endpoint> {
+        Some(&self.endpoint)
     }
 
     fn start(

@@ -215,6 +215,12 @@ pub fn available(cfg: &Config, config: &Yaml) -> Vec<Available> {
     out
 }
 
+/// Forget `provider`'s login in this home's auth.json ([`super::logins::forget`]).
+pub fn forget_login(cfg: &Config, provider: &str) -> Result<bool, String> {
+    let env = HermesEnv::load(&cfg.home).unwrap_or_default();
+    super::logins::forget(&login_files(cfg, &env), provider)
+}
+
 /// What the banner says when nothing names a provider.
 const NOTHING_CONFIGURED: &str = "no provider is configured: the built-in offline model answers \
 (run `hermes model`, or put a key in ~/.hermes/.env)";

@@ -24,6 +24,29 @@ pub use refresh::{Outcome, Refresh};
 pub use state::Decision;
 pub use store::Files;
 
+/// Drop `provider`'s login and credential-pool entry from auth.json, as `hermes logout` does,
+/// under auth.json's lock (tried once: busy is an error to try again, never a wait). Whether
+/// it held anything (if not, the file is left untouched).
+pub fn forget(files: &Files, provider: &str) -> Result<bool, String> {
+    let holds = |auth: &Value| state::forget(&mut auth.clone(), provider);
+    // An unreadable file holds no login of ours (resolution reads it as missing too).
+    if !files.read().is_ok_and(|auth| holds(&auth)) {
+        return Ok(false);
+    }
+    let Some(_lock) = files.try_lock()? else {
+        return Err(format!(
+            "{} is being written by another Hermes process (its lock is held); try again",
+            files.auth.display()
+        ));
+    };
+    let mut auth = files.read()?;
+    if !state::forget(&mut auth, provider) {
+        return Ok(false);
+    }
+    files.save(&mut auth, crate::util::unix_now())?;
+    Ok(true)
+}
+
 /// Which of Hermes' logins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

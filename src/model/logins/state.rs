@@ -41,6 +41,22 @@ pub fn login_state(auth: &Value, kind: Kind) -> &Value {
     &auth["providers"][kind.id()]
 }
 
+/// Hermes' `clear_provider_auth(provider)` on `auth`: the login under `providers`, the
+/// `credential_pool` entry and the `active_provider` mark dropped; whether anything was.
+pub fn forget(auth: &mut Value, provider: &str) -> bool {
+    let mut cleared = false;
+    for section in ["providers", "credential_pool"] {
+        if let Some(map) = auth.get_mut(section).and_then(Value::as_object_mut) {
+            cleared |= map.remove(provider).is_some();
+        }
+    }
+    if auth["active_provider"].as_str() == Some(provider) {
+        auth["active_provider"] = Value::Null;
+        cleared = true;
+    }
+    cleared
+}
+
 /// The key a login holds, whatever its age (resolution: is there a login at all?), or
 /// Hermes' message for what is missing.
 pub fn stored_key(kind: Kind, state: &Value) -> Result<String, String> {

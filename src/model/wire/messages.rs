@@ -69,11 +69,21 @@ pub fn request(req: &ModelRequest<'_>, to: &Endpoint) -> WireRequest {
     let effort = req.reasoning_effort.or(to.reasoning_effort.as_deref());
     let thinking = models::thinking(effort, &model, hosts::is_kimi_family(base, req.model));
     models::limits_and_thinking(&mut body, to.max_tokens, &thinking, &model);
+    let mut headers = vec![("Accept".to_string(), "text/event-stream".to_string())];
+    headers.extend(auth_headers(to));
     WireRequest {
         path: path(base),
-        headers: headers(to),
+        headers,
         body: Value::Object(body),
     }
+}
+
+/// `GET {base}/v1/models` (`/models` when the base ends in `/v1`) with the key's header, the
+/// API version and the endpoint's betas, as the SDK's `models.list()` asks.
+pub fn models_request(to: &Endpoint) -> (&'static str, Vec<(String, String)>) {
+    let has_v1 = to.base_url.trim().trim_end_matches('/').ends_with("/v1");
+    let path = if has_v1 { "/models" } else { "/v1/models" };
+    (path, auth_headers(to))
 }
 
 /// Below the base URL: `/v1/messages`, or `/messages` when the base already ends in `/v1`
@@ -93,14 +103,11 @@ fn path(base_url: &str) -> &'static str {
 /// The key's header and the endpoint's others, in Hermes' order of precedence: Kimi's
 /// `/coding` (Claude Code's user agent), Bearer endpoints (MiniMax, Azure), other proxies,
 /// an OAuth token on Anthropic, an API key.
-fn headers(to: &Endpoint) -> Vec<(String, String)> {
+fn auth_headers(to: &Endpoint) -> Vec<(String, String)> {
     let base = to.base_url.as_str();
     let key = to.api_key.as_deref().filter(|k| !k.is_empty());
     let mut betas = hosts::common_betas(base);
-    let mut h: Vec<(String, String)> = vec![
-        ("Accept".into(), "text/event-stream".into()),
-        ("anthropic-version".into(), API_VERSION.into()),
-    ];
+    let mut h: Vec<(String, String)> = vec![("anthropic-version".into(), API_VERSION.into())];
     let auth = |bearer: bool| {
         key.map(|k| match bearer {
             true => ("Authorization".to_string(), format!("Bearer {k}")),
@@ -173,7 +180,7 @@ mod tests {
 
     #[test]
     fn auth_and_beta_headers_per_endpoint() {
-        let h = headers(&endpoint(
+        let h = auth_headers(&endpoint(
             "anthropic",
             "https://api.anthropic.com",
             "sk-ant-api03-k",
@@ -185,7 +192,7 @@ mod tests {
             header(&h, "anthropic-beta"),
             Some("interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14")
         );
-        let h = headers(&endpoint(
+        let h = auth_headers(&endpoint(
             "anthropic",
             "https://api.anthropic.com",
             "sk-ant-oat01-t",
@@ -204,13 +211,13 @@ mod tests {
         );
         assert_eq!(header(&h, "x-app"), Some("cli"));
         // A proxy's key looks like an OAuth token sometimes: still x-api-key.
-        let h = headers(&endpoint(
+        let h = auth_headers(&endpoint(
             "custom",
             "http://127.0.0.1:9/v1",
             "sk-ant-oat01-t",
         ));
         assert_eq!(header(&h, "x-api-key"), Some("sk-ant-oat01-t"));
-        let h = headers(&endpoint(
+        let h = auth_headers(&endpoint(
             "minimax",
             "https://api.minimax.io/anthropic",
             "mm",
@@ -220,7 +227,7 @@ mod tests {
             header(&h, "anthropic-beta"),
             Some("interleaved-thinking-2025-05-14")
         );
-        let h = headers(&endpoint(
+        let h = auth_headers(&endpoint(
             "kimi-coding",
             "https://api.kimi.com/coding",
             "sk-kimi-1",
@@ -229,7 +236,7 @@ mod tests {
         assert_eq!(header(&h, "user-agent"), Some("claude-code/0.1.0"));
         let mut none = endpoint("custom", "http://127.0.0.1:9", "");
         none.api_key = None;
-        let h = headers(&none);
+        let h = auth_headers(&none);
         assert!(header(&h, "x-api-key").is_none() && header(&h, "authorization").is_none());
     }
 
