@@ -67,23 +67,30 @@ impl Tree {
 
     /// The stored children of the parent session: (id, source, end_reason).
     fn stored_children(&self) -> Vec<(String, String, Option<String>)> {
-        let db = self.g.db();
-        let mut stmt = db
-            .prepare(
-                "SELECT id, source, end_reason FROM sessions WHERE parent_session_id = ?1
-                 ORDER BY started_at, id",
-            )
-            .unwrap();
-        stmt.query_map([&self.stored], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect()
+        stored_children(&self.g.db(), &self.stored)
     }
 
     fn active(&mut self) -> Vec<Value> {
         let st = self.g.call("delegation.status", json!({}));
         st["active"].as_array().cloned().unwrap_or_default()
     }
+}
+
+/// The stored children of session `parent`: (id, source, end_reason), oldest first.
+fn stored_children(
+    db: &rusqlite::Connection,
+    parent: &str,
+) -> Vec<(String, String, Option<String>)> {
+    let mut stmt = db
+        .prepare(
+            "SELECT id, source, end_reason FROM sessions WHERE parent_session_id = ?1
+             ORDER BY started_at, id",
+        )
+        .unwrap();
+    stmt.query_map([parent], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
 }
 
 fn of_type<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
@@ -381,17 +388,9 @@ fn a_kill_mid_batch_leaves_nothing_running_and_valid_transcripts() {
     let turn = g.run_turn(&sid, "still there?");
     assert_eq!(turn.complete["payload"]["status"], "complete");
     // Every child is ended and its transcript holds its goal.
-    let db = g.db();
-    let mut stmt = db
-        .prepare("SELECT id, end_reason FROM sessions WHERE parent_session_id = ?1")
-        .unwrap();
-    let children: Vec<(String, Option<String>)> = stmt
-        .query_map([&t.stored], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let children = stored_children(&g.db(), &t.stored);
     assert_eq!(children.len(), 2, "{children:?}");
-    for (id, end) in &children {
+    for (id, _, end) in &children {
         assert!(end.is_some(), "child {id} ended");
         let rows = message_rows(&g.db_path(), id);
         assert_eq!(rows[0].role, "user", "{rows:?}");
@@ -502,6 +501,38 @@ fn call_reply(name: &str, args: &Value, id: &str) -> mockai::Reply {
     mockai::Reply::Stream(mockai::Stream::new(events))
 }
 
+/// A mock model: a subagent's calls (its system prompt holds its task) are answered by
+/// `child` (given how many messages it was sent); the parent delegates `goal` once, then
+/// says "parent done".
+fn delegating_model(
+    goal: &'static str,
+    child: impl Fn(usize) -> mockai::Reply + Send + Sync + 'static,
+) -> mockai::MockAi {
+    mockai::MockAi::start(move |r| {
+        let messages = r.messages();
+        let system = messages[0]["content"].as_str().unwrap_or("");
+        if system.contains("YOUR TASK:") {
+            return child(messages.len());
+        }
+        if messages.last().is_some_and(|m| m["role"] == "tool") {
+            return mockai::Reply::text(&["parent done"], (10, 2));
+        }
+        call_reply("delegate_task", &json!({"goal": goal}), "d1")
+    })
+}
+
+/// A gateway on `home` against `mock`, a session, and its first turn's `tool.complete`s.
+fn delegating_turn(home: &TempHome, mock: &mockai::MockAi, tag: &str) -> (Gateway, String, Turn) {
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .openai_mock(&mock.base_url())
+        .tag(tag)
+        .start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "split the work");
+    (g, s.id, turn)
+}
+
 #[test]
 fn a_child_that_never_stops_ends_at_its_budget_with_only_a_childs_tools() {
     let home = TempHome::new("sub-budget");
@@ -513,26 +544,10 @@ fn a_child_that_never_stops_ends_at_its_budget_with_only_a_childs_tools() {
     std::fs::create_dir_all(home.path.join("memories")).unwrap();
     std::fs::write(home.path.join("memories/MEMORY.md"), "user-note-7f3").unwrap();
     // The parent delegates once, then reports; the child calls `terminal` forever.
-    let mock = mockai::MockAi::start(|r| {
-        let messages = r.messages();
-        let system = messages[0]["content"].as_str().unwrap_or("").to_string();
-        let last = messages.last().cloned().unwrap_or_default();
-        if system.contains("YOUR TASK:") {
-            let n = messages.len();
-            return call_reply("terminal", &json!({"command": "true"}), &format!("c{n}"));
-        }
-        if last["role"] == "tool" {
-            return mockai::Reply::text(&["parent done"], (10, 2));
-        }
-        call_reply("delegate_task", &json!({"goal": "loop forever"}), "d1")
+    let mock = delegating_model("loop forever", |n| {
+        call_reply("terminal", &json!({"command": "true"}), &format!("c{n}"))
     });
-    let mut g = Gateway::builder()
-        .home(&home.path)
-        .openai_mock(&mock.base_url())
-        .tag("sub-budget")
-        .start();
-    let s = g.create_session(json!({}));
-    let turn = g.run_turn(&s.id, "split the work");
+    let (_g, _, turn) = delegating_turn(&home, &mock, "sub-budget");
     assert_eq!(turn.text, "parent done", "{:?}", turn.events);
     let done = of_type(&turn.events, "tool.complete");
     let entry = &done[0]["payload"]["result"]["results"][0];
@@ -586,22 +601,8 @@ fn children_run_on_the_model_delegation_names_and_a_provider_it_cannot_reach_is_
         "delegation:\n  model: small-child-model\n",
     )
     .unwrap();
-    let mock = mockai::MockAi::start(|r| {
-        let messages = r.messages();
-        let system = messages[0]["content"].as_str().unwrap_or("");
-        let last = messages.last().cloned().unwrap_or_default();
-        if system.contains("YOUR TASK:") || last["role"] == "tool" {
-            return mockai::Reply::text(&["done"], (10, 2));
-        }
-        call_reply("delegate_task", &json!({"goal": "look"}), "d1")
-    });
-    let mut g = Gateway::builder()
-        .home(&home.path)
-        .openai_mock(&mock.base_url())
-        .tag("sub-model")
-        .start();
-    let s = g.create_session(json!({}));
-    let turn = g.run_turn(&s.id, "split the work");
+    let mock = delegating_model("look", |_| mockai::Reply::text(&["done"], (10, 2)));
+    let (mut g, sid, turn) = delegating_turn(&home, &mock, "sub-model");
     let done = of_type(&turn.events, "tool.complete");
     assert_eq!(
         done[0]["payload"]["result"]["results"][0]["model"],
@@ -623,7 +624,7 @@ fn children_run_on_the_model_delegation_names_and_a_provider_it_cannot_reach_is_
         "delegation:\n  provider: no-such-provider\n",
     )
     .unwrap();
-    let turn = g.run_turn(&s.id, "again");
+    let turn = g.run_turn(&sid, "again");
     let done = of_type(&turn.events, "tool.complete");
     let err = done[0]["payload"]["result"]["error"]
         .as_str()
