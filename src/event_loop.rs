@@ -470,7 +470,7 @@ impl Gateway {
                         task_index,
                         ended,
                     };
-                    self.isolated(Some(&parent_rid.clone()), now, |gw| {
+                    self.isolated(Some(&parent_rid), now, |gw| {
                         crate::delegation::subagent_ended(gw, &parent_rid, end, now);
                     });
                 }

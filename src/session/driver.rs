@@ -236,13 +236,11 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
     let mut ctx = CallContext { slot: &turn.slot };
     let compacting = turn.compaction.is_some();
     let generation = parts.skills.map_or(0, |k| k.borrow().generation());
-    // A subagent's system prompt is its task's, set when it was spawned.
-    let rebuild =
-        s.system_prompt.is_none() || (s.prompt_generation != generation && s.delegated.is_none());
-    if rebuild {
+    if s.system_prompt.is_none() || s.prompt_generation != generation {
         // Built once per session in memory, as Hermes freezes it (a stable prefix), and again
         // when the skills offered changed (a skill the model wrote is in its next call).
-        // A personality chosen in this session, else config.yaml's (Hermes' ephemeral prompt).
+        // A personality chosen in this session or a subagent's task, else config.yaml's
+        // (Hermes' ephemeral prompt).
         let overlay = s
             .overlay
             .clone()
