@@ -285,6 +285,9 @@ fn interrupting_the_parent_stops_every_child_and_its_command() {
     wait_for_proc("sleep", &format!("300.{}", t.m), T);
     wait_for_proc("sleep", &format!("301.{}", t.m), T);
     assert_eq!(t.active().len(), 2);
+    // Subagents are not sessions the user switches to: the picker lists the parent alone.
+    let live = t.g.call("session.active_list", json!({}));
+    assert_eq!(listed_ids(&live), [t.sid.as_str()], "{live}");
     t.g.call("session.interrupt", json!({"session_id": t.sid}));
     let turn = t.g.finish_turn(&t.sid.clone(), start, T);
     assert_eq!(turn.complete["payload"]["status"], "interrupted");

@@ -328,11 +328,11 @@ pub fn active_list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let current = params::opt_str(p, "current_session_id")?;
     let limit = params::opt_u64(p, "limit")?
         .map_or(ACTIVE_LIST_DEFAULT, |n| (n as usize).min(ACTIVE_LIST_MAX));
-    // Background tasks are not sessions the user switches to.
+    // Background tasks and subagents are not sessions the user switches to.
     let mut live: Vec<&Session> = gw
         .sessions
         .values()
-        .filter(|s| s.background.is_none())
+        .filter(|s| s.background.is_none() && s.delegated.is_none())
         .collect();
     let total = live.len();
     // The most recently active `limit`, without sorting all of them; the current one always.
