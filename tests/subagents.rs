@@ -638,3 +638,32 @@ fn children_run_on_the_model_delegation_names_and_a_provider_it_cannot_reach_is_
         done[0]
     );
 }
+
+#[test]
+fn a_delegation_journaled_under_a_lock_survives_a_kill() {
+    let home = TempHome::new("sub-journal");
+    let mut t = tree_in(&home, "sub-journal");
+    let mut lock = crate::crashkit::DbLock::take(&t.g.db_path());
+    let (turn, result) = t.delegate(json!({"tasks": [{"goal": "g0 w50"}, {"goal": "g1 w83"}]}));
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    assert_eq!(result["results"][1]["status"], "completed", "{result}");
+    lock.release();
+    t.g.signal(libc::SIGKILL);
+    t.g.wait_exit(T);
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .tag("sub-journal-2")
+        .start();
+    let r = g.call("session.resume", json!({"session_id": t.stored}));
+    let texts: Vec<String> = r["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(
+        texts.iter().any(|t| t.contains("delegate_task returned")),
+        "{texts:?}\n{}",
+        g.stderr_text()
+    );
+}
