@@ -138,6 +138,21 @@ pub fn string_at(doc: &Yaml, dotted: &str) -> Option<String> {
     }
 }
 
+/// A YAML value read as a boolean the way Hermes reads one (`"false"` is false).
+pub fn flag(v: &Yaml) -> Option<bool> {
+    match v {
+        Yaml::Boolean(b) => Some(*b),
+        Yaml::Integer(0) => Some(false),
+        Yaml::Integer(1) => Some(true),
+        Yaml::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" | "1" => Some(true),
+            "false" | "no" | "off" | "0" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Keys whose values are never shown back (`config.get full`).
 fn is_secret_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase();

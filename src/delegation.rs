@@ -18,14 +18,6 @@ use crate::util;
 /// Why a subagent's stored session ended.
 const END_REASON: &str = "subagent_complete";
 
-/// A subagent's end, as its turn left it.
-pub(crate) struct End {
-    pub child_rid: String,
-    pub job: JobId,
-    pub task_index: usize,
-    pub ended: subagent::Ended,
-}
-
 /// Spawn the children of call `job` of session `parent_rid`, one per task, all at once (a
 /// batch is within `max_concurrent_children`).
 pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant) {
@@ -41,11 +33,14 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
     let Some(parent) = gw.sessions.get(parent_rid) else {
         return;
     };
-    let (parent_model, parent_provider) = (parent.model.clone(), parent.provider.clone());
+    let parent_stored = parent.stored_id.clone();
+    let parent_subagent = parent.delegated.as_ref().map(|d| d.subagent_id.clone());
+    let workspace = crate::tools::shell_state::cwd_of(&gw.cfg.home, &parent_stored)
+        .unwrap_or_else(|| parent.cwd.clone());
     // config.yaml's `delegation.model` / `delegation.provider`, else the parent's.
-    let model = limits.model.clone().unwrap_or(parent_model);
+    let model = limits.model.clone().unwrap_or_else(|| parent.model.clone());
     let provider = match limits.provider.as_deref() {
-        Some(want) if !crate::methods::config::same_provider(want, &parent_provider) => {
+        Some(want) if !crate::methods::config::same_provider(want, &parent.provider) => {
             match crate::methods::config::switch_provider(gw, want, &model) {
                 Ok(name) => name,
                 Err(e) => {
@@ -57,16 +52,9 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
                 }
             }
         }
-        _ => parent_provider,
+        _ => parent.provider.clone(),
     };
     let (base_url, window) = (gw.base_url_of(&provider), gw.context_window_for(&model));
-    let Some(parent) = gw.sessions.get(parent_rid) else {
-        return;
-    };
-    let parent_stored = parent.stored_id.clone();
-    let parent_subagent = parent.delegated.as_ref().map(|d| d.subagent_id.clone());
-    let workspace = crate::tools::shell_state::cwd_of(&gw.cfg.home, &parent_stored)
-        .unwrap_or_else(|| parent.cwd.clone());
     let count = tasks.len();
     for (index, task) in tasks.into_iter().enumerate() {
         let started_at = util::unix_now();
@@ -89,17 +77,22 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
             &workspace,
             orchestrating,
         ));
-        let d = Delegated::new(
-            parent_rid.to_string(),
+        let d = Delegated {
+            parent_rid: parent_rid.to_string(),
             job,
-            format!("sa-{index}-{}", util::random_hex(4)),
-            parent_subagent.clone(),
-            (index, count),
-            task.goal.clone(),
-            (child_depth, task.orchestrator),
-            &limits,
-            now,
-        );
+            subagent_id: format!("sa-{index}-{}", util::random_hex(4)),
+            parent_subagent_id: parent_subagent.clone(),
+            task_index: index,
+            task_count: count,
+            goal: task.goal.clone(),
+            depth: child_depth,
+            orchestrator: task.orchestrator,
+            max_rounds: limits.max_iterations,
+            auto_approve: limits.auto_approve,
+            started: now,
+            started_unix: util::unix_now(),
+            heard: Default::default(),
+        };
         let mut start = Value::Object(d.identity(&child.model, &stored));
         start["text"] = json!(task.goal);
         child.delegated = Some(d);
@@ -112,14 +105,15 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
 
 /// A child's turn ended: its parent's client hears it, the child leaves memory (its stored
 /// session stays), and its entry joins the call's result; the last one finishes the call.
-pub(crate) fn subagent_ended(gw: &mut Gateway, parent_rid: &str, end: End, now: Instant) {
-    let End {
+pub(crate) fn subagent_ended(gw: &mut Gateway, end: subagent::End, now: Instant) {
+    let subagent::End {
         child_rid,
+        parent_rid,
         job,
         task_index,
         ended,
     } = end;
-    gw.emit(parent_rid, "subagent.complete", ended.complete);
+    gw.emit(&parent_rid, "subagent.complete", ended.complete);
     gw.retire(&child_rid, END_REASON, now);
     let board = gw.tools.delegations.clone();
     let finished = {

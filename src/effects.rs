@@ -37,15 +37,9 @@ pub(crate) enum Effect {
     TurnCompleted { rid: String },
     /// `delegate_task` call `job` of `rid` started: its subagents are spawned.
     Delegate { rid: String, job: JobId },
-    /// Subagent `child_rid`'s turn ended: its parent hears it, its entry joins the call's
-    /// result, and the session leaves memory.
-    SubagentEnded {
-        child_rid: String,
-        parent_rid: String,
-        job: JobId,
-        task_index: usize,
-        ended: crate::session::subagent::Ended,
-    },
+    /// A subagent's turn ended: its parent hears it, its entry joins the call's result, and
+    /// the session leaves memory.
+    SubagentEnded(crate::session::subagent::End),
     /// `delegate_task` call `job` was stopped: its subagents still running stop too.
     SubagentsCancelled { job: JobId },
 }

@@ -457,21 +457,10 @@ impl Gateway {
                         crate::delegation::spawn(gw, &rid, job, now);
                     });
                 }
-                Effect::SubagentEnded {
-                    child_rid,
-                    parent_rid,
-                    job,
-                    task_index,
-                    ended,
-                } => {
-                    let end = crate::delegation::End {
-                        child_rid,
-                        job,
-                        task_index,
-                        ended,
-                    };
-                    self.isolated(Some(&parent_rid), now, |gw| {
-                        crate::delegation::subagent_ended(gw, &parent_rid, end, now);
+                Effect::SubagentEnded(end) => {
+                    let parent = end.parent_rid.clone();
+                    self.isolated(Some(&parent), now, |gw| {
+                        crate::delegation::subagent_ended(gw, end, now);
                     });
                 }
                 Effect::SubagentsCancelled { job } => crate::delegation::cancelled(self, job, now),

@@ -24,22 +24,6 @@ fn kill_and_restart(g: &mut Gateway, home: &Path, envs: &[(&str, &str)]) -> Gate
     g
 }
 
-/// (role, text) of a display transcript (`messages` of resume/activate/compress).
-fn shown(messages: &Value) -> Vec<(String, String)> {
-    messages
-        .as_array()
-        .unwrap_or_else(|| panic!("messages is not an array: {messages}"))
-        .iter()
-        .map(|m| {
-            let text = m["text"].as_str().or(m["context"].as_str()).unwrap_or("");
-            (
-                m["role"].as_str().unwrap_or("").to_string(),
-                text.to_string(),
-            )
-        })
-        .collect()
-}
-
 fn roles(db: &rusqlite::Connection, stored: &str) -> Vec<String> {
     rows_of(db, stored).into_iter().map(|r| r.role).collect()
 }

@@ -655,14 +655,11 @@ fn a_delegation_journaled_under_a_lock_survives_a_kill() {
         .tag("sub-journal-2")
         .start();
     let r = g.call("session.resume", json!({"session_id": t.stored}));
-    let texts: Vec<String> = r["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["text"].as_str().unwrap_or("").to_string())
-        .collect();
+    let texts = shown(&r["messages"]);
     assert!(
-        texts.iter().any(|t| t.contains("delegate_task returned")),
+        texts
+            .iter()
+            .any(|(_, t)| t.contains("delegate_task returned")),
         "{texts:?}\n{}",
         g.stderr_text()
     );

@@ -14,21 +14,6 @@ pub enum Mode {
     Text,
 }
 
-/// A YAML value read as a boolean the way Hermes reads one (`"false"` is false).
-fn flag(v: &Yaml) -> Option<bool> {
-    match v {
-        Yaml::Boolean(b) => Some(*b),
-        Yaml::Integer(0) => Some(false),
-        Yaml::Integer(1) => Some(true),
-        Yaml::String(s) => match s.trim().to_ascii_lowercase().as_str() {
-            "true" | "yes" | "on" | "1" => Some(true),
-            "false" | "no" | "off" | "0" => Some(false),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
 /// Model families known to take images (in place of Hermes' models.dev lookup).
 fn family_sees(model: &str) -> bool {
     let m = model.to_ascii_lowercase();
@@ -78,12 +63,16 @@ pub fn decide(config: &Yaml, provider: &str, model: &str) -> Mode {
         Some("text") => return Mode::Text,
         _ => {}
     }
-    let declared = flag(&config["model"]["supports_vision"]).or_else(|| {
+    let declared = crate::config_file::flag(&config["model"]["supports_vision"]).or_else(|| {
         let configured = config["model"]["provider"].as_str().unwrap_or("");
         [provider, configured]
             .into_iter()
             .filter(|p| !p.is_empty())
-            .find_map(|p| flag(&config["providers"][p]["models"][model]["supports_vision"]))
+            .find_map(|p| {
+                crate::config_file::flag(
+                    &config["providers"][p]["models"][model]["supports_vision"],
+                )
+            })
     });
     match declared.unwrap_or_else(|| family_sees(model)) {
         true => Mode::Native,

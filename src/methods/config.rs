@@ -357,9 +357,7 @@ pub(crate) fn switch_provider(
     want: &str,
     model: &str,
 ) -> Result<String, RpcError> {
-    let mut cfg = gw.cfg.clone();
-    cfg.model = Some(model.to_string());
-    let picked = crate::model::select::choose_asking(&cfg, Some(want));
+    let picked = crate::model::select::choose_for(&gw.cfg, want, model);
     if picked.unreachable {
         let why = picked.note.unwrap_or_default();
         return Err(RpcError::new(code::NOT_SUPPORTED, why));

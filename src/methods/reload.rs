@@ -71,9 +71,7 @@ pub fn reload_env(gw: &mut Gateway) -> Result<Value, RpcError> {
 pub fn rebuild_switched(gw: &mut Gateway) {
     for p in gw.switched_providers.iter_mut() {
         let (name, model) = (p.name().to_string(), p.default_model().to_string());
-        let mut cfg = gw.cfg.clone();
-        cfg.model = Some(model.clone());
-        let picked = crate::model::select::choose_asking(&cfg, Some(&name));
+        let picked = crate::model::select::choose_for(&gw.cfg, &name, &model);
         *p = match picked.provider.name() == name {
             true => picked.provider,
             false => Box::new(crate::model::unreachable::Unreachable::new(

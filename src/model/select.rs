@@ -78,6 +78,14 @@ pub fn choose(cfg: &Config) -> Choice {
     choose_asking(cfg, cfg.provider.as_deref())
 }
 
+/// Provider `provider` built for `model`, as the configuration would resolve it (a session's
+/// `/model … --provider`, one rebuilt after its key went).
+pub fn choose_for(cfg: &Config, provider: &str, model: &str) -> Choice {
+    let mut cfg = cfg.clone();
+    cfg.model = Some(model.to_string());
+    choose_asking(&cfg, Some(provider))
+}
+
 /// As [`choose`], with `provider` asked for instead of `cfg`'s (`/model … --provider`).
 pub fn choose_asking(cfg: &Config, provider: Option<&str>) -> Choice {
     let offline = |note: Option<String>| Choice {

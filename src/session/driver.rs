@@ -370,16 +370,15 @@ pub(crate) fn end_turn(
         && let Some(d) = &s.delegated
     {
         // A subagent's one turn is its whole task: what it did goes to the parent's call.
-        let ended = crate::session::subagent::ended(s, d, status, error_text.as_deref(), now);
-        let (child_rid, parent_rid, job, task_index) =
-            (rid.to_string(), d.parent_rid.clone(), d.job, d.task_index);
-        gw.effects().push(crate::effects::Effect::SubagentEnded {
-            child_rid,
-            parent_rid,
-            job,
-            task_index,
-            ended,
-        });
+        let end = crate::session::subagent::End {
+            child_rid: rid.to_string(),
+            parent_rid: d.parent_rid.clone(),
+            job: d.job,
+            task_index: d.task_index,
+            ended: crate::session::subagent::ended(s, d, status, error_text.as_deref(), now),
+        };
+        gw.effects()
+            .push(crate::effects::Effect::SubagentEnded(end));
         return;
     }
     if gw.call_parts().shutting_down {

@@ -44,6 +44,13 @@ pub struct Delegated {
     pub auto_approve: bool,
     pub started: Instant,
     pub started_unix: f64,
+    /// What its parent's client heard of it so far.
+    pub heard: Heard,
+}
+
+/// A subagent's relay state: tools started, and what waits for the next note.
+#[derive(Debug, Clone, Default)]
+pub struct Heard {
     /// Tool calls it started.
     pub tool_count: u64,
     /// Tool names since the last progress note.
@@ -53,38 +60,6 @@ pub struct Delegated {
 }
 
 impl Delegated {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        parent_rid: String,
-        job: JobId,
-        subagent_id: String,
-        parent_subagent_id: Option<String>,
-        (task_index, task_count): (usize, usize),
-        goal: String,
-        (depth, orchestrator): (u32, bool),
-        limits: &crate::tools::delegate::Limits,
-        now: Instant,
-    ) -> Delegated {
-        Delegated {
-            parent_rid,
-            job,
-            subagent_id,
-            parent_subagent_id,
-            task_index,
-            task_count,
-            goal,
-            depth,
-            orchestrator,
-            max_rounds: limits.max_iterations,
-            auto_approve: limits.auto_approve,
-            started: now,
-            started_unix: util::unix_now(),
-            tool_count: 0,
-            batch: Vec::new(),
-            thinking: String::new(),
-        }
-    }
-
     /// The fields every `subagent.*` event carries: who it is and where in the tree.
     pub fn identity(&self, model: &str, child_session: &str) -> Map<String, Value> {
         let mut m = Map::new();
@@ -99,7 +74,7 @@ impl Delegated {
         m.insert("depth".into(), json!(self.depth.saturating_sub(1)));
         m.insert("model".into(), json!(model));
         m.insert("child_session_id".into(), json!(child_session));
-        m.insert("tool_count".into(), json!(self.tool_count));
+        m.insert("tool_count".into(), json!(self.heard.tool_count));
         m
     }
 
@@ -112,7 +87,7 @@ impl Delegated {
             "goal": self.goal,
             "model": model,
             "started_at": self.started_unix,
-            "tool_count": self.tool_count,
+            "tool_count": self.heard.tool_count,
             "status": "running",
         })
     }
@@ -134,13 +109,13 @@ impl Delegated {
         match kind {
             "reasoning.delta" => {
                 let text = payload["text"].as_str().unwrap_or("");
-                if self.thinking.len() + text.len() <= THINKING_MAX {
-                    self.thinking.push_str(text);
+                if self.heard.thinking.len() + text.len() <= THINKING_MAX {
+                    self.heard.thinking.push_str(text);
                 }
             }
             "tool.start" => {
                 self.flush_thinking(model, child_session, &mut out);
-                self.tool_count += 1;
+                self.heard.tool_count += 1;
                 let name = payload["name"].as_str().unwrap_or("tool").to_string();
                 let preview = payload["context"].as_str().unwrap_or("").to_string();
                 let mut p = self.identity(model, child_session);
@@ -148,8 +123,8 @@ impl Delegated {
                 p.insert("tool_preview".into(), json!(preview));
                 p.insert("text".into(), json!(preview));
                 out.push(("subagent.tool".to_string(), Value::Object(p)));
-                self.batch.push(name);
-                if self.batch.len() >= PROGRESS_BATCH {
+                self.heard.batch.push(name);
+                if self.heard.batch.len() >= PROGRESS_BATCH {
                     self.flush_progress(model, child_session, &mut out);
                 }
             }
@@ -163,7 +138,7 @@ impl Delegated {
     }
 
     fn flush_thinking(&mut self, model: &str, child: &str, out: &mut Vec<(String, Value)>) {
-        let text = std::mem::take(&mut self.thinking);
+        let text = std::mem::take(&mut self.heard.thinking);
         let text = text.trim();
         if text.is_empty() {
             return;
@@ -174,7 +149,7 @@ impl Delegated {
     }
 
     fn flush_progress(&mut self, model: &str, child: &str, out: &mut Vec<(String, Value)>) {
-        if self.batch.is_empty() {
+        if self.heard.batch.is_empty() {
             return;
         }
         let prefix = match self.task_count {
@@ -182,7 +157,7 @@ impl Delegated {
             _ => format!("[{}] ", self.task_index + 1),
         };
         let mut p = self.identity(model, child);
-        let names = std::mem::take(&mut self.batch).join(", ");
+        let names = std::mem::take(&mut self.heard.batch).join(", ");
         p.insert("text".into(), json!(format!("🔀 {prefix}{names}")));
         out.push(("subagent.progress".to_string(), Value::Object(p)));
     }
@@ -203,6 +178,16 @@ pub enum Outcome {
 pub struct Ended {
     pub entry: Value,
     pub complete: Value,
+}
+
+/// A subagent's turn ended (`Effect::SubagentEnded`): whose it was, and what it hands back.
+#[derive(Debug)]
+pub struct End {
+    pub child_rid: String,
+    pub parent_rid: String,
+    pub job: JobId,
+    pub task_index: usize,
+    pub ended: Ended,
 }
 
 /// The end of subagent `s`'s turn (`status` and `error` as `message.complete` says them).
@@ -386,9 +371,9 @@ impl Session {
         kind: &str,
         payload: &Value,
     ) -> Option<(String, Vec<(String, Value)>)> {
-        let (model, stored) = (self.model.clone(), self.stored_id.clone());
+        // Every session's every event passes here: nothing is copied unless it is a subagent's.
         let d = self.delegated.as_mut()?;
-        let events = d.relay(kind, payload, &model, &stored);
+        let events = d.relay(kind, payload, &self.model, &self.stored_id);
         (!events.is_empty()).then(|| (d.parent_rid.clone(), events))
     }
 }
@@ -399,17 +384,22 @@ mod tests {
     use crate::session::transcript::Message;
 
     fn delegated(now: Instant) -> Delegated {
-        Delegated::new(
-            "parent".into(),
-            JobId(7),
-            "sa-1-abc".into(),
-            None,
-            (1, 3),
-            "count the files".into(),
-            (1, false),
-            &Default::default(),
-            now,
-        )
+        Delegated {
+            parent_rid: "parent".into(),
+            job: JobId(7),
+            subagent_id: "sa-1-abc".into(),
+            parent_subagent_id: None,
+            task_index: 1,
+            task_count: 3,
+            goal: "count the files".into(),
+            depth: 1,
+            orchestrator: false,
+            max_rounds: 50,
+            auto_approve: false,
+            started: now,
+            started_unix: 0.0,
+            heard: Heard::default(),
+        }
     }
 
     #[test]

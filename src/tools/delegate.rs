@@ -81,15 +81,7 @@ impl Limits {
             Yaml::String(s) => s.trim().parse().ok(),
             _ => None,
         };
-        let flag = |key: &str, default: bool| match at(key) {
-            Yaml::Boolean(b) => *b,
-            Yaml::String(s) => matches!(
-                s.trim().to_ascii_lowercase().as_str(),
-                "true" | "yes" | "on" | "1"
-            ),
-            Yaml::Integer(n) => *n != 0,
-            _ => default,
-        };
+        let flag = |key: &str, default: bool| crate::config_file::flag(at(key)).unwrap_or(default);
         let d = Limits::default();
         Limits {
             max_children: number("max_concurrent_children").map_or(d.max_children, |n| {
@@ -100,12 +92,8 @@ impl Limits {
                 .map_or(d.max_iterations, |n| n.clamp(1, 10_000) as u32),
             auto_approve: flag("subagent_auto_approve", false),
             orchestrators: flag("orchestrator_enabled", true),
-            model: crate::config_file::string_at(doc, "delegation.model")
-                .map(|m| m.trim().to_string())
-                .filter(|m| !m.is_empty()),
-            provider: crate::config_file::string_at(doc, "delegation.provider")
-                .map(|p| p.trim().to_string())
-                .filter(|p| !p.is_empty()),
+            model: crate::config_file::string_at(doc, "delegation.model"),
+            provider: crate::config_file::string_at(doc, "delegation.provider"),
         }
     }
 }

@@ -424,9 +424,20 @@ impl ToolSet {
                 "parameters": tool.parameters(),
             }
         });
+        // Each list it is offered in grows by it (not rebuilt: MCP servers register many).
+        if self.rule.offers(name, tool.toolset()) {
+            for (reach, list) in [
+                (Reach::Full, &mut self.offered),
+                (Reach::Leaf, &mut self.offered_leaf),
+                (Reach::Orchestrator, &mut self.offered_orchestrator),
+            ] {
+                if reach.allows(name) {
+                    list.push(schema.clone());
+                }
+            }
+        }
         self.every_schema.push(schema);
         self.tools.push(tool);
-        self.refresh_offered();
         Ok(())
     }
 

@@ -1048,6 +1048,22 @@ fn session_params(frames: &[Value], sid: &str) -> Vec<Value> {
         .collect()
 }
 
+/// (role, text) of a display transcript (`messages` of resume/activate/compress).
+pub fn shown(messages: &Value) -> Vec<(String, String)> {
+    messages
+        .as_array()
+        .unwrap_or_else(|| panic!("messages is not an array: {messages}"))
+        .iter()
+        .map(|m| {
+            let text = m["text"].as_str().or(m["context"].as_str()).unwrap_or("");
+            (
+                m["role"].as_str().unwrap_or("").to_string(),
+                text.to_string(),
+            )
+        })
+        .collect()
+}
+
 /// Event types (in order) of a list of event params.
 pub fn types(events: &[Value]) -> Vec<String> {
     events
