@@ -43,6 +43,15 @@ impl Gateway {
         }
     }
 
+    /// Fold the journals of gateways that died while this one ran, before their sessions are
+    /// listed or resumed; one state.db cannot take yet is retried on the flush tick.
+    pub(crate) fn adopt_dead_journals(&mut self, now: Instant) {
+        self.persist.adopt_dead_journals();
+        if self.persist.wants_tick() {
+            crate::flush::arm(self, now);
+        }
+    }
+
     /// The final commit of the shutdown, waiting for another process's lock until `deadline`.
     pub(crate) fn commit_final(&mut self, deadline: Instant, now: Instant) {
         let publish = self.persist.commit_final(&mut self.sessions, deadline, now);

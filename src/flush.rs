@@ -77,8 +77,9 @@ fn write_partials(gw: &mut Gateway) {
     }
 }
 
-/// The reaper tick: sessions idle past the TTL are flushed, ended and evicted from memory;
-/// not one whose background processes still run (evicting it would kill them).
+/// The reaper tick: sessions idle past the TTL are flushed, ended and evicted from memory
+/// (not one whose background processes still run: evicting it would kill them), and the
+/// journals of gateways that died meanwhile folded.
 pub fn reap_idle(gw: &mut Gateway, now: Instant) {
     let ttl = gw.cfg.session_ttl;
     let processes = &gw.tools.processes;
@@ -92,6 +93,8 @@ pub fn reap_idle(gw: &mut Gateway, now: Instant) {
     for rid in idle {
         gw.retire(&rid, "session_ttl", now);
     }
+    // Housekeeping's other half: what a gateway that died beside this one left in its journal.
+    gw.adopt_dead_journals(now);
     gw.timers
         .insert(now + reaper_period(ttl), Timer::ReaperTick);
 }

@@ -1,7 +1,8 @@
 //! The whole gateway in this process on a fake clock, driven by a seeded random client:
 //! sessions created, prompts (replies, in-process tool calls, delegations to subagents),
 //! interrupts, closes, resumes, history pages, clean restarts and crashes (the gateway dropped
-//! at once, a new one started from what is on disk). After every step it checks what the
+//! at once, a new one started from what is on disk), and state.db's write lock held at times by
+//! another connection (as a second gateway or Hermes would), so commits go to the journal. After every step it checks what the
 //! project promises a client: every request answered once, under its id, never with an
 //! internal error; every reply the client saw complete is what a later resume shows, across
 //! restarts; no subagent runs once no turn does; a closed input ends the gateway. A failing seed prints the line that replays it.
@@ -168,6 +169,8 @@ struct Covered {
     crashes: usize,
     tool_calls: usize,
     subagents_ended: usize,
+    /// Times another connection took state.db's write lock.
+    store_locks: usize,
 }
 
 struct World {
@@ -178,6 +181,8 @@ struct World {
     run: Running,
     client: Client,
     log: Vec<String>,
+    /// Another connection holding state.db's write lock (an open `BEGIN IMMEDIATE`).
+    store_lock: Option<rusqlite::Connection>,
 }
 
 impl World {
@@ -205,6 +210,34 @@ impl World {
                 expect: HashMap::new(),
             },
             log: Vec::new(),
+            store_lock: None,
+        }
+    }
+
+    /// Take state.db's write lock from another connection, or give it back.
+    fn toggle_store_lock(&mut self) {
+        match self.store_lock.take() {
+            Some(c) => {
+                self.log.push("store unlocked".into());
+                c.execute_batch("ROLLBACK").expect("the lock is given back");
+            }
+            None => {
+                self.log.push("store locked".into());
+                self.covered.store_locks += 1;
+                let c =
+                    rusqlite::Connection::open(self.home.join("state.db")).expect("state.db opens");
+                c.execute_batch("BEGIN IMMEDIATE")
+                    .expect("the write lock is free");
+                self.store_lock = Some(c);
+            }
+        }
+    }
+
+    /// A gateway starting waits for the lock (on the clock, which stands still here): the
+    /// lock is given back first.
+    fn unlock_store(&mut self) {
+        if self.store_lock.is_some() {
+            self.toggle_store_lock();
         }
     }
 
@@ -411,6 +444,9 @@ impl World {
 
     /// One random client action, then the loop settles and the checks run.
     fn act(&mut self) {
+        if self.rng.below(8) == 0 {
+            self.toggle_store_lock();
+        }
         match self.rng.below(10) {
             0 | 1 if self.client.live.len() < 4 => {
                 let id = self.send("session.create", json!({"cols": 80}));
@@ -493,6 +529,7 @@ impl World {
     fn crash(&mut self) {
         self.log.push("crash".into());
         self.covered.crashes += 1;
+        self.unlock_store();
         self.forget_the_old();
         self.run = Running::start(&self.home);
     }
@@ -511,6 +548,7 @@ impl World {
     fn restart(&mut self) {
         self.log.push("restart".into());
         self.covered.restarts += 1;
+        self.unlock_store();
         self.run.input = None;
         let mut exited = None;
         // Said if it does not exit: whether it kept busy (a wake-up of zero: the fake clock
@@ -585,6 +623,7 @@ fn run_seed(seed: u64, total: &mut Covered) {
     total.crashes += c.crashes;
     total.tool_calls += c.tool_calls;
     total.subagents_ended += c.subagents_ended;
+    total.store_locks += c.store_locks;
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -611,7 +650,8 @@ fn random_workloads_keep_every_promise() {
             && total.restarts > 0
             && total.crashes > 0
             && total.interrupts > 0
-            && total.subagents_ended > 0,
+            && total.subagents_ended > 0
+            && total.store_locks > 0,
         "the workload checked nothing: {total:?}"
     );
 }

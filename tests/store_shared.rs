@@ -306,6 +306,68 @@ fn a_session_another_running_gateway_holds_is_refused_and_a_dead_ones_is_resumab
     assert_counts_true(&db, "after resuming a dead gateway's session");
 }
 
+#[test]
+fn a_gateway_that_dies_beside_another_leaves_its_journal_to_the_live_one() {
+    // c saves only to its journal (another process holds state.db's write lock), then is
+    // killed while b runs: b, not only the next start, folds what c journaled.
+    let home = TempHome::new("ss-adopt");
+    let db = home.db_path();
+    let mut b = Gateway::builder().home(&home.path).start();
+    let mut c = Gateway::builder().home(&home.path).start();
+    b.ping();
+    let mut lock = DbLock::take(&db);
+    let s = c.create_session(json!({"title": "only in a journal"}));
+    let turn = c.run_turn(&s.id, "said while state.db was locked");
+    wait_stderr(&mut c, "could not save to state.db", secs(5));
+    c.signal(libc::SIGKILL);
+    c.wait_exit(secs(10));
+    assert!(
+        message_rows(&db, &s.stored).is_empty(),
+        "the lock did not hold?"
+    );
+
+    // Still locked: b says to try again rather than that the session does not exist.
+    let (code, msg, _) = b.call_err("session.resume", json!({"session_id": s.stored}));
+    assert!(code != 4007 && msg.contains("try again"), "{code} {msg}");
+    lock.release();
+    let listed = b.call("session.list", json!({}));
+    let ids = listed_ids(&listed);
+    assert!(
+        ids.contains(&s.stored.as_str()),
+        "b lists the journal's session: {listed}"
+    );
+    let r = b.call("session.resume", json!({"session_id": s.stored}));
+    let texts: Vec<&str> = r["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        texts,
+        ["said while state.db was locked", turn.text.as_str()],
+        "{r}"
+    );
+    assert_counts_true(&db, "after b folded c's journal");
+    assert!(
+        poll_until(secs(10), || !journal_files(&home.path)
+            .iter()
+            .any(|f| f.contains(&c.pid().to_string()))),
+        "c's journal is gone once folded: {:?}",
+        journal_files(&home.path)
+    );
+}
+
+/// The journal files beside state.db in `home`.
+fn journal_files(home: &Path) -> Vec<String> {
+    std::fs::read_dir(home)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".journal"))
+        .collect()
+}
+
 /// Wait until `want` messages of `stored` are in state.db itself (not only in a journal), and
 /// no more than that.
 fn wait_rows_in_db(db: &Path, stored: &str, want: usize) {

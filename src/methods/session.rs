@@ -171,6 +171,7 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
         return Ok(v);
     }
     params::not_shutting_down(gw)?;
+    gw.adopt_dead_journals(now);
     if gw.persist.unfolded(&wanted) {
         return Err(RpcError::new(
             code::INTERNAL,
@@ -378,6 +379,7 @@ pub fn list(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
         offset,
         ..ListFilter::default()
     };
+    gw.adopt_dead_journals(gw.clock.now());
     let rows = gw.persist.store().list(&filter).map_err(unreadable)?;
     let sessions: Vec<Value> = rows
         .into_iter()

@@ -248,22 +248,23 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         Ok(deleted || was_retired)
     }
 
-    /// Fold the journals start-up could not (state.db was locked then).
+    /// Fold the journals of gateways that are gone: those start-up could not (state.db was
+    /// locked then) and those of gateways that died while this one ran (a second gateway on
+    /// the same home), so their sessions are whole before anyone resumes or lists them. One
+    /// state.db cannot take yet is kept for the flush tick's retries. Never waits for a lock.
+    pub fn adopt_dead_journals(&mut self) {
+        let me = self.store.owner().to_string();
+        self.unfolded = journal::beside(self.store.path())
+            .into_iter()
+            .filter(|(_, owner)| *owner != me && !crate::store::owner_alive(owner))
+            .filter_map(|(path, owner)| fold_or_keep(&mut self.store, path, owner))
+            .collect();
+    }
+
+    /// The flush tick's retry of the journals state.db could not take yet.
     pub fn retry_folds(&mut self) {
-        if self.unfolded.is_empty() || !self.store_healthy() {
-            return;
-        }
-        let pending = std::mem::take(&mut self.unfolded);
-        for u in pending {
-            match fold_one(&mut self.store, &u.path, &u.owner) {
-                Ok(_) => {}
-                Err(e) => {
-                    if e.kind != crate::store::ErrorKind::Busy {
-                        crate::diag!("[gateway] cannot fold {} yet: {e}", u.path.display());
-                    }
-                    self.unfolded.push(u);
-                }
-            }
+        if !self.unfolded.is_empty() {
+            self.adopt_dead_journals();
         }
     }
 }
@@ -812,27 +813,12 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
 pub fn fold_dead_journals(store: &mut Store, clock: Clock) -> Vec<Unfolded> {
     let db = store.path().to_path_buf();
     let me = store.owner().to_string();
-    let mut unfolded = Vec::new();
     store.wait_until(Some(Budget::of(clock, clock.now(), FOLD_WAIT)));
-    for (path, owner) in journal::beside(&db) {
-        if owner == me || crate::store::owner_alive(&owner) {
-            continue;
-        }
-        if let Err(e) = fold_one(store, &path, &owner) {
-            crate::diag!("[gateway] cannot fold {} yet: {e}", path.display());
-            let sessions = journal::read(&path)
-                .map(|b| journal::decode(&b).0)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|r| r.delta.id.into_owned())
-                .collect();
-            unfolded.push(Unfolded {
-                path,
-                owner,
-                sessions,
-            });
-        }
-    }
+    let unfolded = journal::beside(&db)
+        .into_iter()
+        .filter(|(_, owner)| *owner != me && !crate::store::owner_alive(owner))
+        .filter_map(|(path, owner)| fold_or_keep(store, path, owner))
+        .collect();
     // Marks of a journal are needed while its file may still be folded: its gateway is alive
     // (it may write the file again) or the file is there.
     let files: Vec<String> = journal::beside(&db)
@@ -855,6 +841,25 @@ pub fn fold_dead_journals(store: &mut Store, clock: Clock) -> Vec<Unfolded> {
     }
     store.wait_until(None);
     unfolded
+}
+
+/// Fold a dead gateway's journal, or say what it holds when state.db cannot take it yet.
+fn fold_or_keep(store: &mut Store, path: PathBuf, owner: String) -> Option<Unfolded> {
+    let e = fold_one(store, &path, &owner).err()?;
+    if e.kind != crate::store::ErrorKind::Busy {
+        crate::diag!("[gateway] cannot fold {} yet: {e}", path.display());
+    }
+    let sessions = journal::read(&path)
+        .map(|b| journal::decode(&b).0)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.delta.id.into_owned())
+        .collect();
+    Some(Unfolded {
+        path,
+        owner,
+        sessions,
+    })
 }
 
 /// Fold one dead gateway's journal into state.db, then remove it.
