@@ -145,8 +145,7 @@ struct Retired<U> {
 
 /// A killed gateway's journal that could not be folded yet (state.db locked at start-up).
 pub struct Unfolded {
-    path: PathBuf,
-    owner: String,
+    /// The stored sessions it has records of.
     sessions: Vec<String>,
 }
 
@@ -855,11 +854,7 @@ fn fold_or_keep(store: &mut Store, path: PathBuf, owner: String) -> Option<Unfol
         .into_iter()
         .map(|r| r.delta.id.into_owned())
         .collect();
-    Some(Unfolded {
-        path,
-        owner,
-        sessions,
-    })
+    Some(Unfolded { sessions })
 }
 
 /// Fold one dead gateway's journal into state.db, then remove it.
