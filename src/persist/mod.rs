@@ -256,7 +256,7 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         self.unfolded = journal::beside(self.store.path())
             .into_iter()
             .filter(|(_, owner)| *owner != me && !crate::store::owner_alive(owner))
-            .filter_map(|(path, owner)| fold_or_keep(&mut self.store, path, owner))
+            .filter_map(|(path, owner)| fold_or_keep(&mut self.store, &path, &owner))
             .collect();
     }
 
@@ -816,7 +816,7 @@ pub fn fold_dead_journals(store: &mut Store, clock: Clock) -> Vec<Unfolded> {
     let unfolded = journal::beside(&db)
         .into_iter()
         .filter(|(_, owner)| *owner != me && !crate::store::owner_alive(owner))
-        .filter_map(|(path, owner)| fold_or_keep(store, path, owner))
+        .filter_map(|(path, owner)| fold_or_keep(store, &path, &owner))
         .collect();
     // Marks of a journal are needed while its file may still be folded: its gateway is alive
     // (it may write the file again) or the file is there.
@@ -843,12 +843,12 @@ pub fn fold_dead_journals(store: &mut Store, clock: Clock) -> Vec<Unfolded> {
 }
 
 /// Fold a dead gateway's journal, or say what it holds when state.db cannot take it yet.
-fn fold_or_keep(store: &mut Store, path: PathBuf, owner: String) -> Option<Unfolded> {
-    let e = fold_one(store, &path, &owner).err()?;
+fn fold_or_keep(store: &mut Store, path: &Path, owner: &str) -> Option<Unfolded> {
+    let e = fold_one(store, path, owner).err()?;
     if e.kind != crate::store::ErrorKind::Busy {
         crate::diag!("[gateway] cannot fold {} yet: {e}", path.display());
     }
-    let sessions = journal::read(&path)
+    let sessions = journal::read(path)
         .map(|b| journal::decode(&b).0)
         .unwrap_or_default()
         .into_iter()
