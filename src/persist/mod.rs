@@ -16,7 +16,7 @@ mod paced;
 pub mod retry;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::clock::{Budget, Clock};
