@@ -6,6 +6,7 @@ use crate::session::Session;
 use crate::store::ErrorKind;
 use crate::transcript::{Message, Role};
 use std::cell::RefCell;
+use std::path::PathBuf;
 use std::rc::Rc;
 
 const SEC: Duration = Duration::from_secs(1);
