@@ -76,6 +76,14 @@ pub struct Config {
     pub rpc_log: Option<PathBuf>,
     /// A directory with more entries than this is not snapshotted (Hermes' 50,000).
     pub checkpoint_max_files: usize,
+    /// Run as a relay to the home's persistent gateway (started when absent), so sessions
+    /// outlive the client (`--persistent`; unset: config.yaml's `tui_gateway.persistent`).
+    pub persistent: Option<bool>,
+    /// How long a persistent gateway with no client, no turn and no background process waits
+    /// before it ends.
+    pub idle_exit: Duration,
+    /// How long a relay waits for the persistent gateway it started to listen.
+    pub relay_start: Duration,
     /// Largest image attached to a prompt or read by `vision_analyze` (Hermes' 20 MB ceiling
     /// on the base64 it sends: 15 MiB of bytes).
     pub image_max_bytes: u64,
@@ -118,6 +126,9 @@ impl Default for Config {
             rpc_log: None,
             checkpoint_max_files: 50_000,
             image_max_bytes: 15 * 1024 * 1024,
+            persistent: None,
+            idle_exit: Duration::from_secs(600),
+            relay_start: Duration::from_secs(10),
         }
     }
 }
@@ -145,8 +156,8 @@ fn secs(d: Duration) -> String {
 /// `on` or `off`.
 fn on_off(v: &str) -> Result<bool, String> {
     match v.trim() {
-        "on" => Ok(true),
-        "off" => Ok(false),
+        "on" | "1" | "true" => Ok(true),
+        "off" | "0" | "false" => Ok(false),
         other => Err(format!("expected on or off, got {other:?}")),
     }
 }
@@ -484,6 +495,40 @@ const KNOBS: &[Knob] = &[
         },
     },
     Knob {
+        flag: "--persistent",
+        env: "HERMES_TUI_GATEWAY_PERSISTENT",
+        show: |c| {
+            match c.persistent {
+                Some(true) => "on",
+                Some(false) => "off",
+                None => "config.yaml",
+            }
+            .into()
+        },
+        set: |c, v| {
+            c.persistent = Some(on_off(v)?);
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--idle-exit",
+        env: "TUI_GATEWAY_IDLE_EXIT_S",
+        show: |c| secs(c.idle_exit),
+        set: |c, v| {
+            c.idle_exit = seconds(v, 0.01, 30.0 * 86400.0)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--relay-start",
+        env: "TUI_GATEWAY_RELAY_START_S",
+        show: |c| secs(c.relay_start),
+        set: |c, v| {
+            c.relay_start = seconds(v, 0.1, 600.0)?;
+            Ok(())
+        },
+    },
+    Knob {
         flag: "--auto-title",
         env: "TUI_GATEWAY_AUTO_TITLE",
         show: |c| if c.auto_title { "on" } else { "off" }.into(),
@@ -596,6 +641,17 @@ impl Config {
 
     pub fn db_path(&self) -> PathBuf {
         self.home.join("state.db")
+    }
+
+    /// Whether the TUI's gateway is a relay to a persistent one: the flag or environment,
+    /// else config.yaml's `tui_gateway.persistent`.
+    pub fn is_persistent(&self) -> bool {
+        self.persistent.unwrap_or_else(|| {
+            crate::config_file::load(&self.home)
+                .ok()
+                .and_then(|c| crate::config_file::flag(&c["tui_gateway"]["persistent"]))
+                .unwrap_or(false)
+        })
     }
 }
 

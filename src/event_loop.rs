@@ -28,11 +28,13 @@ use crate::shutdown::{Again, Shutdown};
 use crate::timer::TimerWheel;
 use crate::util;
 
-const STDIN: Token = Token(0);
-const STDOUT: Token = Token(1);
+pub(crate) const STDIN: Token = Token(0);
+pub(crate) const STDOUT: Token = Token(1);
 const SIGNALS: Token = Token(2);
 /// A tool call woken from another thread ([`crate::tools::JobWaker`]).
 const TOOL_WAKER: Token = Token(3);
+/// A persistent gateway's socket (`detach.rs`).
+pub(crate) const LISTENER: Token = Token(4);
 /// Tokens from here on are handed out to model calls (and later tool pipes).
 const FIRST_DYNAMIC: usize = 16;
 
@@ -58,6 +60,8 @@ pub enum Timer {
     ModelList(u64),
     /// A session title's model call waits for this time, or for its deadline.
     Title(u64),
+    /// A persistent gateway with no client looks whether it has been idle long enough to end.
+    IdleExit,
 }
 
 impl From<crate::tools::WorkTimer> for Timer {
@@ -119,8 +123,10 @@ pub struct Gateway {
     pub(crate) timers: TimerWheel<Timer>,
     /// The client: everything said to it goes through its [`Outbox`] ([`Gateway::outbox`]).
     pub(crate) client: ClientConn,
+    /// A persistent gateway's socket and client state (`detach.rs`); `None` on stdin/stdout.
+    pub(crate) serving: Option<crate::detach::Serving>,
     /// The output descriptor is registered with the poll (regular files and /dev/null are not).
-    output_polled: bool,
+    pub(crate) output_polled: bool,
     pub(crate) shutdown: Option<Shutdown>,
     pub(crate) replay_epoch: String,
     signals: Option<signal_hook_mio::v1_0::Signals>,
@@ -162,14 +168,7 @@ impl Gateway {
             )
             .is_ok();
         let replay_epoch = util::random_hex(16);
-        client.event(&frame::event_params(
-            "gateway.ready",
-            "",
-            &json!({"change_events": false, "replay_epoch": replay_epoch, "version": VERSION}),
-            None,
-        ));
-        client.release();
-        let _ = client.write(now);
+        greet(&mut client, &replay_epoch, now);
         let persist = Persistence::open(&cfg, clock)?;
         let crate::model::select::Choice {
             provider,
@@ -223,6 +222,7 @@ impl Gateway {
             model_fetches: Default::default(),
             titles: Default::default(),
             client,
+            serving: None,
             output_polled,
             shutdown: None,
             replay_epoch,
@@ -232,6 +232,11 @@ impl Gateway {
             last_commit: None,
             effects: Default::default(),
         })
+    }
+
+    /// Say `gateway.ready` to a client that just came (the same replay epoch for every one).
+    pub(crate) fn greet(&mut self, now: Instant) {
+        greet(&mut self.client, &self.replay_epoch, now);
     }
 
     /// Take SIGTERM, SIGHUP (and SIGINT when `handle_sigint`) through the loop.
@@ -368,8 +373,9 @@ impl Gateway {
                 // The reader went away: noticed now, not at a next write that may never come.
                 STDOUT if ev.is_error() || ev.is_write_closed() => {
                     crate::diag!("[gateway] stdout closed by the reader");
-                    self.begin_shutdown("stdout closed", now);
+                    self.client_gone("stdout closed", now);
                 }
+                LISTENER => self.accept_clients(now),
                 STDOUT => {}
                 SIGNALS => self.on_signals(now),
                 // The woken jobs are listed with the wakers; stepping them takes the list.
@@ -484,9 +490,9 @@ impl Gateway {
                 Read::Eof => {
                     self.reactor
                         .deregister(&mut SourceFd(&self.client.input_fd()));
-                    self.begin_shutdown("stdin closed", now);
+                    self.client_gone("stdin closed", now);
                 }
-                Read::Failed(e) => self.begin_shutdown(&format!("stdin read failed: {e}"), now),
+                Read::Failed(e) => self.client_gone(&format!("stdin read failed: {e}"), now),
             }
         }
     }
@@ -569,7 +575,7 @@ impl Gateway {
     fn output_written(&mut self, written: Result<(), String>, now: Instant) {
         if let Err(e) = written {
             crate::diag!("[gateway] stdout write failed: {e}");
-            self.begin_shutdown("stdout closed", now);
+            self.client_gone("stdout closed", now);
         }
     }
 
@@ -602,7 +608,7 @@ impl Gateway {
                 self.cfg.stdout_stall.as_secs_f64(),
                 self.client.queued_bytes()
             );
-            self.begin_shutdown("stdout stalled", now);
+            self.client_gone("stdout stalled", now);
         }
     }
 
@@ -637,6 +643,7 @@ impl Gateway {
                 Timer::Work(work) => self.fire_work_timer(work, now),
                 Timer::FlushTick => crate::flush::tick(self, now),
                 Timer::ReaperTick => crate::flush::reap_idle(self, now),
+                Timer::IdleExit => self.idle_exit_due(now),
                 Timer::ShutdownStep => {}
                 Timer::ModelList(id) => crate::methods::models::on_timeout(self, id),
                 Timer::Title(id) => crate::titles::advance(self, id, now),
@@ -826,4 +833,16 @@ impl Drop for SocketLink {
             }
         }
     }
+}
+
+/// The first frame a client reads, written at once.
+fn greet(client: &mut ClientConn, replay_epoch: &str, now: Instant) {
+    client.event(&frame::event_params(
+        "gateway.ready",
+        "",
+        &json!({"change_events": false, "replay_epoch": replay_epoch, "version": VERSION}),
+        None,
+    ));
+    client.release();
+    let _ = client.write(now);
 }

@@ -13,6 +13,7 @@ mod commit;
 pub mod config;
 pub mod config_file;
 mod delegation;
+mod detach;
 pub mod diag;
 mod effects;
 pub mod event_loop;

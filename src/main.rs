@@ -3,10 +3,13 @@
 use std::process::ExitCode;
 
 use tui_gateway::cli::out::write_stdout;
+use tui_gateway::rpc::listener::{Bind, Listener};
 use tui_gateway::{Config, Gateway, Io};
 
 const USAGE: &str = "usage:
-  tui-gateway [serve] [FLAGS]        speak JSON-RPC on stdin/stdout (what the TUI spawns)
+  tui-gateway [serve] [FLAGS]        speak JSON-RPC on stdin/stdout (what the TUI spawns); with
+                                     --persistent on, relay them to the home's persistent gateway
+  tui-gateway daemon [FLAGS]         the home's persistent gateway, on $HERMES_HOME/tui-gateway.sock
   tui-gateway chat [--resume ID]     a line-mode chat through a gateway child
   tui-gateway exec PROMPT | --tasks FILE.jsonl   run tasks headless (see exec --help)
   tui-gateway sessions list          stored sessions, most recent first
@@ -29,14 +32,15 @@ fn main() -> ExitCode {
     tui_gateway::runner::secrets::forbid_inspection();
     tui_gateway::runner::secrets::redact_command_line();
     let code = match args.first().map(String::as_str) {
-        None | Some("serve") => serve(args.get(1..).unwrap_or_default()),
+        None | Some("serve") => serve(args.get(1..).unwrap_or_default(), Mode::Stdio),
         // How the TUI launches its Python gateway: `<program> -m tui_gateway.entry`.
-        Some("-m") => serve(args.get(2..).unwrap_or_default()),
+        Some("-m") => serve(args.get(2..).unwrap_or_default(), Mode::Stdio),
+        Some("daemon") => serve(&args[1..], Mode::Daemon),
         Some("chat") => tui_gateway::cli::chat::run(&args[1..]),
         Some("exec") => tui_gateway::cli::exec::run(&args[1..]),
         Some("sessions") => tui_gateway::cli::sessions::run(&args[1..]),
         Some("-h" | "--help" | "help") => write_stdout(&format!("{USAGE}{}", Config::help())),
-        Some(a) if a.starts_with("--") => serve(&args),
+        Some(a) if a.starts_with("--") => serve(&args, Mode::Stdio),
         Some(other) => {
             eprintln!("unknown command {other:?}\n{USAGE}{}", Config::help());
             2
@@ -45,7 +49,14 @@ fn main() -> ExitCode {
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
-fn serve(args: &[String]) -> i32 {
+enum Mode {
+    /// The client on stdin/stdout (or a relay to the persistent gateway, when it is on).
+    Stdio,
+    /// The home's persistent gateway, its clients on its socket.
+    Daemon,
+}
+
+fn serve(args: &[String], mode: Mode) -> i32 {
     if args.iter().any(|a| a == "-h" || a == "--help") {
         return write_stdout(&format!("{SERVE_USAGE}{}", Config::help()));
     }
@@ -70,6 +81,26 @@ fn serve(args: &[String]) -> i32 {
             return 2;
         }
     }
+    let listener = match mode {
+        Mode::Stdio if cfg.is_persistent() => return tui_gateway::cli::relay::run(&cfg, args),
+        Mode::Stdio => None,
+        Mode::Daemon => match Listener::bind(&cfg.home) {
+            Ok(Bind::Bound(l)) => Some(l),
+            Ok(Bind::Taken) => {
+                // The relay that started this one connects to the one that serves.
+                println!("taken");
+                eprintln!(
+                    "[gateway-exit] a persistent gateway already serves {}",
+                    cfg.home.display()
+                );
+                return 0;
+            }
+            Err(e) => {
+                eprintln!("[gateway-exit] {e}");
+                return 1;
+            }
+        },
+    };
     let io = match Io::stdio() {
         Ok(io) => io,
         Err(e) => {
@@ -96,6 +127,12 @@ fn serve(args: &[String]) -> i32 {
         }
     };
     if handle_signals && let Err(e) = gw.install_signals(stdin_is_tty) {
+        eprintln!("[gateway-exit] {e}");
+        return 1;
+    }
+    if let Some(listener) = listener
+        && let Err(e) = gw.listen(listener)
+    {
         eprintln!("[gateway-exit] {e}");
         return 1;
     }

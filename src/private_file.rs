@@ -37,8 +37,13 @@ fn explain(e: io::Error) -> io::Error {
 
 /// Whether what `meta` describes is our user's.
 fn is_ours(meta: &std::fs::Metadata) -> bool {
+    meta.uid() == our_uid()
+}
+
+/// The user this process acts as.
+pub fn our_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and touches no memory.
-    meta.uid() == unsafe { libc::geteuid() }
+    unsafe { libc::geteuid() }
 }
 
 /// A regular file of ours, or why not.

@@ -30,6 +30,7 @@ mod cli;
 mod commands;
 mod config_methods;
 mod crash;
+mod detach;
 mod durability;
 mod embedding;
 mod exec;

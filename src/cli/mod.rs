@@ -1,4 +1,5 @@
 pub mod chat;
 pub mod exec;
 pub mod out;
+pub mod relay;
 pub mod sessions;

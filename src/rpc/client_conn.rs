@@ -149,6 +149,50 @@ impl ClientConn {
         })
     }
 
+    /// Let the client go (a persistent gateway's client closed or stalled): its descriptors
+    /// are closed, what was queued for it dropped, and nothing more is queued until
+    /// [`ClientConn::attach`]. The loop deregisters the descriptors first.
+    pub fn detach(&mut self, now: Instant) -> io::Result<()> {
+        // Stand-ins no one reads or writes: a pipe each, its other end closed at once.
+        let (closed_input, _) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        let (_, closed_output) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        self.input = closed_input;
+        self.output = closed_output;
+        self.saved_flags.clear();
+        self.input_open = false;
+        self.input_ready = false;
+        self.output_dead = true;
+        self.out.clear(now);
+        self.server_requests = false;
+        Ok(())
+    }
+
+    /// Serve a new client on `io` (after [`ClientConn::detach`]): it starts as a new
+    /// process's client would, with nothing queued and no capability declared.
+    pub fn attach(&mut self, io: Io, now: Instant) -> io::Result<()> {
+        for fd in [&io.input, &io.output] {
+            set_nonblocking(fd)?;
+        }
+        self.out.clear(now);
+        self.input = io.input;
+        self.output = io.output;
+        self.inbox = Some((
+            LineReader::new(self.limits.frame_limit),
+            vec![0; READ_CHUNK],
+        ));
+        self.input_open = true;
+        self.input_ready = true;
+        self.output_dead = false;
+        self.server_requests = false;
+        self.stray_answers = 0;
+        Ok(())
+    }
+
+    /// Whether a client is there to read what is queued.
+    pub fn attached(&self) -> bool {
+        !self.output_dead
+    }
+
     /// The descriptors, for the loop to register.
     pub fn input_fd(&self) -> RawFd {
         self.input.as_raw_fd()
@@ -254,7 +298,9 @@ impl ClientConn {
     /// An answer a client waits on that announces nothing (a `ping`'s): ahead of every queued
     /// frame, written before the iteration's other work ([`ClientConn::write_urgent`]).
     pub fn push_urgent(&mut self, frame: Vec<u8>) {
-        self.out.push_urgent(frame);
+        if self.attached() {
+            self.out.push_urgent(frame);
+        }
     }
 
     /// Write now if a frame jumped the queue (and what is released behind it, as far as the
@@ -277,7 +323,7 @@ impl ClientConn {
             Ok(Flush::Drained | Flush::Blocked) => Ok(()),
             Err(e) => {
                 self.output_dead = true;
-                self.out = OutQueue::new(now);
+                self.out.clear(now);
                 Err(e.to_string())
             }
         }
@@ -335,24 +381,35 @@ impl ClientConn {
     }
 }
 
+// With no client to read them (its output dead, or detached), frames are dropped, not queued.
 impl Outbox for ClientConn {
     fn answer(&mut self, id: &frame::Id, result: &Value) {
-        self.out.push(frame::response(id, result));
+        if self.attached() {
+            self.out.push(frame::response(id, result));
+        }
     }
     fn error(&mut self, id: &frame::Id, err: &RpcError) {
-        self.out.push(frame::error(id, err));
+        if self.attached() {
+            self.out.push(frame::error(id, err));
+        }
     }
     fn event(&mut self, params: &str) {
-        self.out.push(frame::event_frame(params));
+        if self.attached() {
+            self.out.push(frame::event_frame(params));
+        }
     }
     fn delta(&mut self, session_id: &str, seq: u64, text: &str) {
-        self.out.push_delta(session_id, seq, text);
+        if self.attached() {
+            self.out.push_delta(session_id, seq, text);
+        }
     }
     fn takes_server_requests(&self) -> bool {
         self.server_requests
     }
     fn server_request(&mut self, id: &str, method: &str, params: &Value) {
-        self.out.push(frame::server_request(id, method, params));
+        if self.attached() {
+            self.out.push(frame::server_request(id, method, params));
+        }
     }
 }
 

@@ -5,6 +5,7 @@ pub mod call_log;
 pub mod client_conn;
 pub mod frame;
 pub mod line_reader;
+pub mod listener;
 pub mod out_queue;
 pub mod outbox;
 pub(crate) mod refused;

@@ -76,6 +76,13 @@ impl OutQueue {
         }
     }
 
+    /// Forget every queued frame (and a frame half written); the call log stays.
+    pub fn clear(&mut self, now: Instant) {
+        let log = std::mem::take(&mut self.log);
+        *self = OutQueue::new(now);
+        self.log = log;
+    }
+
     /// Log every frame written from now on (`--rpc-log`).
     pub fn set_call_log(&mut self, log: CallLog) {
         self.log = log;

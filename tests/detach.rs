@@ -1,0 +1,181 @@
+//! Detach and reattach (issue 35): with `--persistent` on, the gateway the TUI spawns is a
+//! relay to the home's persistent gateway, which it starts when absent. A client that leaves
+//! (EOF, a killed relay) leaves its sessions and their turns running; the next client sees them
+//! live and attaches. One persistent gateway serves a home; it ends by itself once idle with no
+//! client.
+
+use crate::common::procfs::{Reaper, marker, poll_until};
+use crate::common::*;
+use serde_json::json;
+use std::path::Path;
+
+/// The home's persistent gateway, ended (SIGTERM, then SIGKILL) when the test ends.
+struct Daemon {
+    pid: i32,
+}
+
+impl Daemon {
+    /// The one serving `home`: its pid from the lock file, checked to be our daemon.
+    fn of(home: &Path) -> Daemon {
+        let pid = daemon_pid(home).expect("a persistent gateway serves the home");
+        Daemon { pid }
+    }
+
+    fn alive(&self) -> bool {
+        is_our_daemon(self.pid)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if !self.alive() {
+            return;
+        }
+        crate::common::procfs::kill(self.pid, libc::SIGTERM);
+        if !poll_until(secs(10), || !self.alive()) && self.alive() {
+            crate::common::procfs::kill(self.pid, libc::SIGKILL);
+        }
+    }
+}
+
+fn daemon_pid(home: &Path) -> Option<i32> {
+    let text = std::fs::read_to_string(home.join("tui-gateway.lock")).ok()?;
+    let pid: i32 = text.trim().parse().ok()?;
+    is_our_daemon(pid).then_some(pid)
+}
+
+/// A live `tui-gateway daemon` process (not a reused pid).
+fn is_our_daemon(pid: i32) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let zombie = stat
+        .rsplit(')')
+        .next()
+        .is_some_and(|rest| rest.trim_start().starts_with('Z'));
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    !zombie && args.get(1) == Some(&&b"daemon"[..])
+}
+
+/// A client of `home`'s persistent gateway, as the TUI spawns it.
+fn client(home: &Path) -> Gateway {
+    Gateway::builder()
+        .home(home)
+        .env("HERMES_TUI_GATEWAY_PERSISTENT", "on")
+        .start()
+}
+
+fn assistant_says(db: &Path, stored: &str, needle: &str) -> bool {
+    message_rows(db, stored)
+        .iter()
+        .any(|r| r.role == "assistant" && r.content.as_deref().unwrap_or("").contains(needle))
+}
+
+#[test]
+fn a_turn_goes_on_after_its_client_leaves_and_the_next_client_attaches_to_it() {
+    let home = TempHome::new("dt-on");
+    let m = marker();
+    let _reaper = Reaper(m.clone());
+    let db = home.db_path();
+    for leave in ["eof", "sigkill"] {
+        let mut a = client(&home.path);
+        let daemon = Daemon::of(&home.path);
+        let s = a.create_session(json!({}));
+        let done = format!("finished-{leave}-{m}");
+        let r = a.call(
+            "prompt.submit",
+            json!({"session_id": s.id, "text": format!("$ sleep 1.{m}; echo {done}")}),
+        );
+        assert_eq!(r["status"], "streaming", "{r}");
+        a.wait_session_event(&s.id, "tool.start", T);
+        match leave {
+            "eof" => {
+                a.close_stdin();
+                assert_eq!(a.wait_exit(T).code(), Some(0), "{}", a.diag());
+            }
+            _ => {
+                a.signal(libc::SIGKILL);
+                a.wait_exit(T);
+            }
+        }
+        // The turn finishes in the persistent gateway with no client.
+        assert!(
+            poll_until(secs(30), || assistant_says(&db, &s.stored, &done)),
+            "the turn did not finish after its client left ({leave}): {:#?}",
+            message_rows(&db, &s.stored)
+        );
+        assert!(
+            daemon.alive(),
+            "the persistent gateway went with its client"
+        );
+
+        let mut b = client(&home.path);
+        assert_eq!(
+            daemon_pid(&home.path),
+            Some(daemon.pid),
+            "one gateway serves the home"
+        );
+        let live = b.call("session.active_list", json!({}));
+        let row = live["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == s.id.as_str())
+            .unwrap_or_else(|| panic!("the session is live for the next client: {live}"));
+        assert_eq!(row["status"], "idle", "{row}");
+        let attached = b.call("session.activate", json!({"session_id": s.id}));
+        let shown = attached["messages"].to_string();
+        assert!(
+            shown.contains(&done),
+            "the reply is shown on attach: {attached}"
+        );
+        // The attached session goes on in the new client.
+        let t = b.run_turn(&s.id, "and now");
+        assert_eq!(t.complete["payload"]["status"], "complete");
+        b.close_stdin();
+        b.wait_exit(T);
+        drop(daemon);
+    }
+}
+
+#[test]
+fn one_persistent_gateway_serves_a_home_and_it_ends_when_idle_with_no_client() {
+    let home = TempHome::new("dt-one");
+    let mut a = Gateway::builder()
+        .home(&home.path)
+        .env("HERMES_TUI_GATEWAY_PERSISTENT", "on")
+        .env("TUI_GATEWAY_IDLE_EXIT_S", "0.5")
+        .start();
+    let daemon = Daemon::of(&home.path);
+    a.ping();
+    // A second one for the same home is refused, the first untouched.
+    let out = std::process::Command::new(BIN)
+        .arg("daemon")
+        .env("HERMES_HOME", &home.path)
+        .output()
+        .expect("run a second daemon");
+    assert_eq!(out.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("already serves"), "{said}");
+    a.ping();
+    // While a client is attached it stays, however long that is.
+    assert!(daemon.alive());
+    a.close_stdin();
+    a.wait_exit(T);
+    assert!(
+        poll_until(secs(20), || !daemon.alive()),
+        "the idle persistent gateway never ended"
+    );
+    assert!(
+        !home.path.join("tui-gateway.sock").exists(),
+        "its socket is removed at exit"
+    );
+    // The next client starts a new one.
+    let mut b = client(&home.path);
+    let next = Daemon::of(&home.path);
+    assert_ne!(next.pid, daemon.pid);
+    b.ping();
+    b.close_stdin();
+    b.wait_exit(T);
+}
