@@ -104,14 +104,18 @@ pub fn choose_asking(cfg: &Config, provider: Option<&str>) -> Choice {
     let (resolved, files, auth) = match resolve_home(cfg, asked) {
         Ok(r) => r,
         // Without its files, which provider the home names is not known.
-        Err(e) => return unreachable(provider.unwrap_or("unknown"), cfg, e),
+        Err(e) => return unreachable(provider.unwrap_or("unknown"), cfg.model.as_deref(), e),
     };
     match resolved {
         Resolved::Offline { asked: false } => offline(Some(NOTHING_CONFIGURED.to_string())),
         Resolved::Offline { asked: true } => offline(None),
-        Resolved::Unreachable { provider, why } => unreachable(&provider, cfg, why),
+        Resolved::Unreachable {
+            provider,
+            why,
+            model,
+        } => unreachable(&provider, model.as_deref(), why),
         Resolved::Remote(endpoint) => {
-            let provider = endpoint.provider.clone();
+            let (provider, model) = (endpoint.provider.clone(), endpoint.model.clone());
             let login = endpoint.login.clone();
             match RemoteProvider::new(*endpoint, timing(cfg)) {
                 Ok(p) => Choice {
@@ -122,7 +126,7 @@ pub fn choose_asking(cfg: &Config, provider: Option<&str>) -> Choice {
                     note: None,
                     unreachable: false,
                 },
-                Err(e) => unreachable(&provider, cfg, e),
+                Err(e) => unreachable(&provider, Some(&model), e),
             }
         }
     }
@@ -155,7 +159,7 @@ pub fn endpoint(cfg: &Config, asked: Asked<'_>) -> Result<super::endpoint::Endpo
     match resolve_home(cfg, asked)?.0 {
         Resolved::Remote(e) => Ok(*e),
         Resolved::Offline { .. } => Err("no model provider is configured".into()),
-        Resolved::Unreachable { provider, why } => {
+        Resolved::Unreachable { provider, why, .. } => {
             Err(format!("provider {provider} cannot be reached: {why}"))
         }
     }
@@ -245,10 +249,10 @@ fn login_files(cfg: &Config, env: &HermesEnv) -> Files {
     Files::of(&cfg.home, shared)
 }
 
-fn unreachable(provider: &str, cfg: &Config, why: String) -> Choice {
+fn unreachable(provider: &str, model: Option<&str>, why: String) -> Choice {
     let note = format!("provider {provider} cannot be reached: {why}");
     Choice {
-        provider: Box::new(Unreachable::new(provider, cfg.model.as_deref(), &note)),
+        provider: Box::new(Unreachable::new(provider, model, &note)),
         note: Some(note),
         unreachable: true,
     }
