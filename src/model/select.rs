@@ -116,13 +116,9 @@ pub fn choose_asking(cfg: &Config, provider: Option<&str>) -> Choice {
         } => unreachable(&provider, model.as_deref(), why),
         Resolved::Remote(endpoint) => {
             let (provider, model) = (endpoint.provider.clone(), endpoint.model.clone());
-            let login = endpoint.login.clone();
-            match RemoteProvider::new(*endpoint, timing(cfg)) {
+            match remote(cfg, *endpoint, files, &auth) {
                 Ok(p) => Choice {
-                    provider: Box::new(match login {
-                        Some(login) => p.with_login(Keeper::new(login, files, &auth)),
-                        None => p,
-                    }),
+                    provider: p,
                     note: None,
                     unreachable: false,
                 },
@@ -130,6 +126,42 @@ pub fn choose_asking(cfg: &Config, provider: Option<&str>) -> Choice {
             }
         }
     }
+}
+
+/// The provider of `endpoint`, its login (if its key is one) renewed from `files`.
+fn remote(
+    cfg: &Config,
+    endpoint: super::endpoint::Endpoint,
+    files: Files,
+    auth: &serde_json::Value,
+) -> Result<Box<dyn Provider>, String> {
+    let login = endpoint.login.clone();
+    let p = RemoteProvider::new(endpoint, timing(cfg))?;
+    Ok(Box::new(match login {
+        Some(login) => p.with_login(Keeper::new(login, files, auth)),
+        None => p,
+    }))
+}
+
+/// The provider and model `auxiliary.<task>` of `config` names (a title call's), built as the
+/// configured one is; why it cannot be had.
+pub fn side_provider(
+    cfg: &Config,
+    config: &Yaml,
+    task: &str,
+) -> Result<(Box<dyn Provider>, String), String> {
+    let side = super::auxiliary::side(cfg, config, task);
+    let (resolved, files, auth) = resolve_home(cfg, side.asked)?;
+    let mut endpoint = reached(resolved)?;
+    if let Some(key) = side.api_key {
+        // The key given replaces a login's.
+        endpoint.api_key = Some(key.to_string());
+        endpoint.login = None;
+    }
+    let model = side
+        .model
+        .map_or_else(|| endpoint.model.clone(), str::to_string);
+    Ok((remote(cfg, endpoint, files, &auth)?, model))
 }
 
 /// What `cfg`'s home resolves to when `asked` is asked for, with the login files and auth.json
@@ -156,7 +188,12 @@ fn resolve_home(
 /// The endpoint `cfg`'s home reaches when `asked` is asked for (a side call's: the vision
 /// model's), or why there is none.
 pub fn endpoint(cfg: &Config, asked: Asked<'_>) -> Result<super::endpoint::Endpoint, String> {
-    match resolve_home(cfg, asked)?.0 {
+    reached(resolve_home(cfg, asked)?.0)
+}
+
+/// The endpoint resolution reached, or why there is none.
+fn reached(resolved: Resolved) -> Result<super::endpoint::Endpoint, String> {
+    match resolved {
         Resolved::Remote(e) => Ok(*e),
         Resolved::Offline { .. } => Err("no model provider is configured".into()),
         Resolved::Unreachable { provider, why, .. } => {

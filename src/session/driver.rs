@@ -275,6 +275,7 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
         tools: schemas,
         reasoning_effort: s.reasoning_effort.as_deref(),
         session_id: Some(&s.stored_id),
+        limits: Default::default(),
     };
     let provider = parts.providers.of(&s.provider);
     turn.provider_refused = provider.refusal().is_some();
