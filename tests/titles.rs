@@ -282,36 +282,44 @@ fn the_title_call_goes_where_auxiliary_title_generation_says() {
     let title_requests = |m: &MockAi| -> Vec<Recorded> {
         m.requests().into_iter().filter(is_title_request).collect()
     };
-    let titled = |g: &mut Gateway, aux: &str, expected: &str| {
-        std::fs::write(&config, format!("auxiliary:\n  title_generation:\n{aux}")).unwrap();
-        let s = g.create_session(json!({}));
-        let turn = g.run_turn(&s.id, "how do I share a value in rust?");
-        assert_eq!(turn.text, "Use a borrow.");
-        let said = g.wait_session_event(&s.id, "session.title", T);
-        assert_eq!(said["payload"]["title"], expected, "{aux}");
-    };
+    // config.yaml's section `aux`, a new session's first exchange: its title is `expected`,
+    // from one request to `mock` for `model` with the key `bearer`.
+    let titled =
+        |g: &mut Gateway, aux: &str, expected: &str, mock: &MockAi, model: &str, bearer: &str| {
+            std::fs::write(&config, format!("auxiliary:\n  title_generation:\n{aux}")).unwrap();
+            let s = g.create_session(json!({}));
+            let turn = g.run_turn(&s.id, "how do I share a value in rust?");
+            assert_eq!(turn.text, "Use a borrow.");
+            let said = g.wait_session_event(&s.id, "session.title", T);
+            assert_eq!(said["payload"]["title"], expected, "{aux}");
+            let asked = title_requests(mock);
+            assert_eq!(asked.len(), 1, "{aux}");
+            assert_hermes_parameters(&asked[0], model);
+            assert_eq!(
+                asked[0].header("authorization"),
+                Some(format!("Bearer {bearer}").as_str()),
+                "{aux}"
+            );
+        };
 
-    // A model named alone: the session's provider, that model.
+    // A model named alone: the session's provider (its key), that model.
     titled(
         &mut g,
         "    model: title-small\n",
         "From the session's provider",
+        &session_side,
+        "title-small",
+        "sk-test",
     );
-    let asked = title_requests(&session_side);
-    assert_eq!(asked.len(), 1);
-    assert_hermes_parameters(&asked[0], "title-small");
-
     // A provider of Hermes' table: its endpoint and key, the model named.
     titled(
         &mut g,
         "    provider: deepseek\n    model: deepseek-chat\n",
         "From DeepSeek",
+        &deepseek,
+        "deepseek-chat",
+        "sk-ds-title",
     );
-    let asked = title_requests(&deepseek);
-    assert_eq!(asked.len(), 1);
-    assert_hermes_parameters(&asked[0], "deepseek-chat");
-    assert_eq!(asked[0].header("authorization"), Some("Bearer sk-ds-title"));
-
     // An endpoint of its own with its key.
     titled(
         &mut g,
@@ -320,13 +328,9 @@ fn the_title_call_goes_where_auxiliary_title_generation_says() {
             own.base_url()
         ),
         "From its own endpoint",
-    );
-    let asked = title_requests(&own);
-    assert_eq!(asked.len(), 1);
-    assert_hermes_parameters(&asked[0], "titler");
-    assert_eq!(
-        asked[0].header("authorization"),
-        Some("Bearer sk-own-title")
+        &own,
+        "titler",
+        "sk-own-title",
     );
     // Neither went to the session's provider.
     assert_eq!(title_requests(&session_side).len(), 1);
