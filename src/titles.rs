@@ -1,11 +1,12 @@
 //! The loop's side of session titles (`session/title.rs` decides and cleans): after a session's
-//! first exchange, one model call to its provider, on the loop like a turn's — its socket under
+//! first exchange, one model call to its provider (or the one `auxiliary.title_generation`
+//! names), on the loop like a turn's — its socket under
 //! its own token ([`TokenOwner::Title`]), a timer for its waits and its deadline. It never holds
 //! up a turn; a failure is a diagnostic line; the call is dropped when its session leaves memory
 //! or the gateway shuts down, so nothing is said of a session after it is closed.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::event_loop::{Gateway, Timer, TokenOwner};
 use crate::model::{CallContext, ModelCall, ModelEvent, ModelRequest, Progress, TokenUsage};
@@ -23,9 +24,16 @@ struct Pending {
     call: Box<dyn ModelCall>,
     slot: Slot,
     timer: Option<TimerId>,
-    deadline: Instant,
-    timeout_s: f64,
+    started: Instant,
+    /// `auxiliary.title_generation.timeout`: the whole call's.
+    timeout: Duration,
     answer: String,
+}
+
+impl Pending {
+    fn deadline(&self) -> Instant {
+        self.started + self.timeout
+    }
 }
 
 /// Title calls in flight, at most one per session.
@@ -65,7 +73,24 @@ pub(crate) fn after_turn(gw: &mut Gateway, rid: &str, now: Instant) {
         return;
     }
     let (system, message) = title::request(&user, &answer, &settings, crate::util::unix_now());
-    let (stored_id, model, provider) = (s.stored_id.clone(), s.model.clone(), s.provider.clone());
+    let stored_id = s.stored_id.clone();
+    // `auxiliary.title_generation` may name its own provider or endpoint; else the session's
+    // provider answers, with the model it names or the session's.
+    let (mut own, model) = match crate::model::auxiliary::names_endpoint(&doc, title::TASK) {
+        true => match crate::model::select::side_provider(&gw.cfg, &doc, title::TASK) {
+            Ok((p, model)) => (Some(p), model),
+            Err(why) => {
+                crate::diag!("[title] session {stored_id}: no title: {why}");
+                return;
+            }
+        },
+        false => (
+            None,
+            crate::model::auxiliary::setting(&doc, title::TASK, "model")
+                .map_or_else(|| s.model.clone(), str::to_string),
+        ),
+    };
+    let provider = s.provider.clone();
     let id = gw.titles.next;
     gw.titles.next += 1;
     let slot = gw.reactor.slot(TokenOwner::Title(id));
@@ -76,14 +101,18 @@ pub(crate) fn after_turn(gw: &mut Gateway, rid: &str, now: Instant) {
         tools: &[],
         reasoning_effort: None,
         session_id: None,
+        limits: title::LIMITS,
     };
-    let mut providers = crate::model::Providers {
-        default: gw.provider.as_mut(),
-        switched: &mut gw.switched_providers,
-    };
-    let call = providers
+    let mut ctx = CallContext { slot: &slot };
+    let call = match own.as_mut() {
+        Some(p) => p.start(req, &mut ctx, now),
+        None => crate::model::Providers {
+            default: gw.provider.as_mut(),
+            switched: &mut gw.switched_providers,
+        }
         .of(&provider)
-        .start(req, &mut CallContext { slot: &slot }, now);
+        .start(req, &mut ctx, now),
+    };
     gw.titles.pending.insert(
         id,
         Pending {
@@ -92,8 +121,8 @@ pub(crate) fn after_turn(gw: &mut Gateway, rid: &str, now: Instant) {
             call,
             slot,
             timer: None,
-            deadline: now + settings.timeout,
-            timeout_s: settings.timeout.as_secs_f64(),
+            started: now,
+            timeout: settings.timeout,
             answer: String::new(),
         },
     );
@@ -133,16 +162,19 @@ pub(crate) fn advance(gw: &mut Gateway, id: u64, now: Instant) {
     if outcome.is_none() && progress == Progress::Finished {
         outcome = Some(Err("the call ended without an answer".into()));
     }
-    if outcome.is_none() && now >= p.deadline {
-        outcome = Some(Err(format!("no answer within {}s", p.timeout_s)));
+    if outcome.is_none() && now >= p.deadline() {
+        outcome = Some(Err(format!(
+            "no answer within {}s",
+            p.timeout.as_secs_f64()
+        )));
     }
     if let Some(outcome) = outcome {
         return finish(gw, id, outcome);
     }
     let wake = match progress {
         Progress::Ready => now,
-        Progress::Wait(Some(at)) => at.min(p.deadline),
-        Progress::Wait(None) | Progress::Finished => p.deadline,
+        Progress::Wait(Some(at)) => at.min(p.deadline()),
+        Progress::Wait(None) | Progress::Finished => p.deadline(),
     };
     if let Some(old) = p.timer.take() {
         gw.timers.cancel(old);

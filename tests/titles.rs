@@ -41,6 +41,13 @@ fn start_titled(mock: &MockAi, title_config: &str) -> (TempHome, Gateway) {
     (home, g)
 }
 
+/// The title request went to `model` with Hermes' answer cap and temperature.
+fn assert_hermes_parameters(r: &Recorded, model: &str) {
+    assert_eq!(r.body["model"], model, "{}", r.body);
+    assert_eq!(r.body["max_tokens"], 500, "{}", r.body);
+    assert_eq!(r.body["temperature"], 0.3, "{}", r.body);
+}
+
 /// The stored title of a session, as `session.list` lists it.
 fn listed_title(g: &mut Gateway, stored: &str) -> Value {
     let list = g.call("session.list", json!({}));
@@ -111,6 +118,8 @@ fn the_first_exchange_gets_the_title_the_model_writes_in_the_list_and_the_store(
         "{}",
         asked[0].body
     );
+    // Hermes' parameters, to the session's model.
+    assert_hermes_parameters(&asked[0], "mock-model");
     // Its cost is the session's: the turn's 12 + 5 tokens and the title's 40 + 6.
     let u = g.call("session.usage", json!({"session_id": s.id}));
     let u = u.get("usage").unwrap_or(&u).clone();
@@ -246,4 +255,100 @@ fn titles_are_off_when_config_yaml_turns_them_off() {
     g.run_turn(&s.id, "two");
     assert!(!mock.requests().iter().any(is_title_request));
     assert_eq!(listed_title(&mut g, &s.stored), Value::Null);
+}
+
+#[test]
+fn the_title_call_goes_where_auxiliary_title_generation_says() {
+    // The sessions run on `session_side`; the title goes to DeepSeek's endpoint or to one of its
+    // own when config.yaml says so.
+    let session_side = answering("From the session's provider");
+    let title_only = |title: &'static str| {
+        MockAi::start(move |r| match is_title_request(r) {
+            true => Reply::text(&[title], (20, 4)),
+            false => Reply::status(500, r#"{"error":{"message":"titles only"}}"#),
+        })
+    };
+    let deepseek = title_only("From DeepSeek");
+    let own = title_only("From its own endpoint");
+    let home = TempHome::new("titles-aux");
+    let config = home.path.join("config.yaml");
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .openai_mock(&session_side.base_url())
+        .env("TUI_GATEWAY_AUTO_TITLE", "on")
+        .env("DEEPSEEK_API_KEY", "sk-ds-title")
+        .env("DEEPSEEK_BASE_URL", &deepseek.base_url())
+        .start();
+    let title_requests = |m: &MockAi| -> Vec<Recorded> {
+        m.requests().into_iter().filter(is_title_request).collect()
+    };
+    // config.yaml's section `aux`, a new session's first exchange: its title is `expected`,
+    // from one request to `mock` for `model` with the key `bearer`.
+    let titled =
+        |g: &mut Gateway, aux: &str, expected: &str, mock: &MockAi, model: &str, bearer: &str| {
+            std::fs::write(&config, format!("auxiliary:\n  title_generation:\n{aux}")).unwrap();
+            let s = g.create_session(json!({}));
+            let turn = g.run_turn(&s.id, "how do I share a value in rust?");
+            assert_eq!(turn.text, "Use a borrow.");
+            let said = g.wait_session_event(&s.id, "session.title", T);
+            assert_eq!(said["payload"]["title"], expected, "{aux}");
+            let asked = title_requests(mock);
+            assert_eq!(asked.len(), 1, "{aux}");
+            assert_hermes_parameters(&asked[0], model);
+            assert_eq!(
+                asked[0].header("authorization"),
+                Some(format!("Bearer {bearer}").as_str()),
+                "{aux}"
+            );
+        };
+
+    // A model named alone: the session's provider (its key), that model.
+    titled(
+        &mut g,
+        "    model: title-small\n",
+        "From the session's provider",
+        &session_side,
+        "title-small",
+        "sk-test",
+    );
+    // A provider of Hermes' table: its endpoint and key, the model named.
+    titled(
+        &mut g,
+        "    provider: deepseek\n    model: deepseek-chat\n",
+        "From DeepSeek",
+        &deepseek,
+        "deepseek-chat",
+        "sk-ds-title",
+    );
+    // An endpoint of its own with its key.
+    titled(
+        &mut g,
+        &format!(
+            "    base_url: {}\n    api_key: sk-own-title\n    model: titler\n",
+            own.base_url()
+        ),
+        "From its own endpoint",
+        &own,
+        "titler",
+        "sk-own-title",
+    );
+    // Neither went to the session's provider.
+    assert_eq!(title_requests(&session_side).len(), 1);
+
+    // A provider that cannot be reached: no title, a diagnostic line, the turn unaffected.
+    std::fs::write(
+        &config,
+        "auxiliary:\n  title_generation:\n    provider: anthropic\n",
+    )
+    .unwrap();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "untitled?");
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    let said = g.stderr_with("[title]", T);
+    assert!(
+        said.lines()
+            .any(|l| l.contains("[title]") && l.contains("anthropic")),
+        "{said}"
+    );
+    assert_eq!(stored_title(&g, &s.stored), None);
 }

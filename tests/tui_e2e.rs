@@ -877,7 +877,40 @@ fn a_provider_disconnected_from_the_model_picker_loses_its_key() {
     tui.key("q");
     tui.wait_screen("the picker closed", T, |s| !s.contains("Select provider"));
     tui.wait_ready(T);
+    // The session still names its model, as Hermes' does (its session.info was sent again
+    // after the disconnect, naming the same model).
+    let infos_after = || {
+        let events = tui.events();
+        let at = events
+            .iter()
+            .rposition(|(ty, _)| ty == "session.info")
+            .unwrap_or(0);
+        events[at].1["model"].as_str().map(str::to_string)
+    };
+    assert_eq!(infos_after(), Some("deepseek-chat".to_string()));
+    let bar = |s: &str| {
+        s.lines()
+            .find(|l| l.contains("─ ready │"))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(
+        bar(&tui.screen()).contains("deepseek chat"),
+        "the status bar lost the model name:\n{}",
+        tui.screen()
+    );
     tui.submit("hello deepseek");
+    // The failed prompt's reason is on screen, as the TUI shows a gateway's error.
+    let shown = tui.wait_screen("the missing key named on screen", T, |s| {
+        s.contains("error: provider deepseek cannot be reached") && s.contains("DEEPSEEK_API_KEY")
+    });
+    tui.wait_ready(T);
+    let errors = tui::screen::error_lines_after_echo(&shown, "hello deepseek");
+    assert_eq!(
+        errors.len(),
+        1,
+        "one error line, the reason: {errors:?}\n{shown}"
+    );
     let ended_naming_the_key = || {
         tui.events().iter().any(|(ty, p)| {
             ty == "message.complete"
@@ -889,6 +922,11 @@ fn a_provider_disconnected_from_the_model_picker_loses_its_key() {
     assert!(
         procfs::poll_until(T, ended_naming_the_key),
         "the prompt did not end naming the missing key:\n{}",
+        tui.screen()
+    );
+    assert!(
+        bar(&tui.screen()).contains("deepseek chat"),
+        "the status bar lost the model name after the turn:\n{}",
         tui.screen()
     );
     let prompts = deepseek

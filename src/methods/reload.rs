@@ -42,9 +42,10 @@ pub fn reload_env(gw: &mut Gateway) -> Result<Value, RpcError> {
             crate::diag!("[gateway] {w}");
         }
         gw.cfg = next;
-        gw.provider = choice.provider;
+        let before = std::mem::replace(&mut gw.provider, choice.provider);
         gw.provider_warning = choice.note;
-        // Live sessions follow the new provider (their model name is the provider's).
+        // Live sessions follow the new provider; one that chose its own model keeps it while
+        // the provider is the same one (a key added or taken away), as Hermes' agent does.
         let (name, model, base_url) = (
             gw.provider.name().to_string(),
             gw.provider.default_model().to_string(),
@@ -53,9 +54,15 @@ pub fn reload_env(gw: &mut Gateway) -> Result<Value, RpcError> {
         let rids: Vec<String> = gw.sessions.keys().cloned().collect();
         for rid in rids {
             if let Some(s) = gw.sessions.get_mut(&rid) {
+                let own_model = s.provider == name
+                    && name == before.name()
+                    && !s.model.is_empty()
+                    && s.model != before.default_model();
+                if !own_model {
+                    s.model = model.clone();
+                }
                 s.provider = name.clone();
                 s.base_url = base_url.clone();
-                s.model = model.clone();
                 s.row_dirty = true;
             }
             gw.mark_dirty(&rid);

@@ -20,6 +20,7 @@ struct KeptRequest {
     tools: Vec<Value>,
     reasoning_effort: Option<String>,
     session_id: Option<String>,
+    limits: super::CallLimits,
 }
 
 impl KeptRequest {
@@ -31,6 +32,7 @@ impl KeptRequest {
             tools: req.tools.to_vec(),
             reasoning_effort: req.reasoning_effort.map(str::to_string),
             session_id: req.session_id.map(str::to_string),
+            limits: req.limits,
         }
     }
 
@@ -42,6 +44,7 @@ impl KeptRequest {
             tools: &self.tools,
             reasoning_effort: self.reasoning_effort.as_deref(),
             session_id: self.session_id.as_deref(),
+            limits: self.limits,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Model providers: the small trait the loop drives, and the built-in offline model.
 
+pub mod auxiliary;
 pub mod blocking;
 pub mod caching;
 pub mod catalog;
@@ -174,6 +175,16 @@ pub struct ModelRequest<'a> {
     /// The stored session id (Hermes' `session_id`): what some APIs key their prompt cache
     /// and routing on (`None`: no session).
     pub session_id: Option<&'a str>,
+    /// A side call's own answer cap and temperature (a title's: Hermes' 500 and 0.3); `None`:
+    /// the endpoint's.
+    pub limits: CallLimits,
+}
+
+/// What a side call asks of the answer beside the endpoint's settings.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct CallLimits {
+    pub max_tokens: Option<u64>,
+    pub temperature: Option<f64>,
 }
 
 /// The providers sessions run on, for a model call: the configured one, and those a session's
@@ -214,6 +225,10 @@ pub trait Provider {
     }
     /// Take back a connection a finished call left reusable (`now`: when it went idle).
     fn recycle(&mut self, _connection: Box<dyn std::any::Any>, _now: Instant) {}
+    /// Why no call can be made at all (a provider that cannot be reached: no key, no login).
+    fn refusal(&self) -> Option<&str> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -33,10 +33,12 @@ pub enum Resolved {
         asked: bool,
     },
     Remote(Box<Endpoint>),
-    /// A provider was asked for (or found) that cannot be reached; `why` is for the user.
+    /// A provider was asked for (or found) that cannot be reached; `why` is for the user,
+    /// `model` the one it would have been asked for (what the session shows).
     Unreachable {
         provider: String,
         why: String,
+        model: Option<String>,
     },
 }
 
@@ -77,7 +79,14 @@ fn usable(secret: &str) -> bool {
 
 pub fn resolve(inp: &Inputs<'_>) -> Resolved {
     let r = Resolver { inp };
-    r.resolve()
+    match r.resolve() {
+        Resolved::Unreachable { provider, why, .. } => Resolved::Unreachable {
+            provider,
+            why,
+            model: r.model(None),
+        },
+        resolved => resolved,
+    }
 }
 
 struct Resolver<'a, 'b> {
@@ -575,6 +584,7 @@ fn unreachable(provider: &str, why: &str) -> Resolved {
     Resolved::Unreachable {
         provider: provider.to_string(),
         why: why.to_string(),
+        model: None,
     }
 }
 
@@ -807,7 +817,7 @@ mod tests {
 
     fn refused(r: Resolved) -> (String, String) {
         match r {
-            Resolved::Unreachable { provider, why } => (provider, why),
+            Resolved::Unreachable { provider, why, .. } => (provider, why),
             other => panic!("reachable: {other:?}"),
         }
     }

@@ -104,28 +104,64 @@ pub fn choose_asking(cfg: &Config, provider: Option<&str>) -> Choice {
     let (resolved, files, auth) = match resolve_home(cfg, asked) {
         Ok(r) => r,
         // Without its files, which provider the home names is not known.
-        Err(e) => return unreachable(provider.unwrap_or("unknown"), cfg, e),
+        Err(e) => return unreachable(provider.unwrap_or("unknown"), cfg.model.as_deref(), e),
     };
     match resolved {
         Resolved::Offline { asked: false } => offline(Some(NOTHING_CONFIGURED.to_string())),
         Resolved::Offline { asked: true } => offline(None),
-        Resolved::Unreachable { provider, why } => unreachable(&provider, cfg, why),
+        Resolved::Unreachable {
+            provider,
+            why,
+            model,
+        } => unreachable(&provider, model.as_deref(), why),
         Resolved::Remote(endpoint) => {
-            let provider = endpoint.provider.clone();
-            let login = endpoint.login.clone();
-            match RemoteProvider::new(*endpoint, timing(cfg)) {
+            let (provider, model) = (endpoint.provider.clone(), endpoint.model.clone());
+            match remote(cfg, *endpoint, files, &auth) {
                 Ok(p) => Choice {
-                    provider: Box::new(match login {
-                        Some(login) => p.with_login(Keeper::new(login, files, &auth)),
-                        None => p,
-                    }),
+                    provider: p,
                     note: None,
                     unreachable: false,
                 },
-                Err(e) => unreachable(&provider, cfg, e),
+                Err(e) => unreachable(&provider, Some(&model), e),
             }
         }
     }
+}
+
+/// The provider of `endpoint`, its login (if its key is one) renewed from `files`.
+fn remote(
+    cfg: &Config,
+    endpoint: super::endpoint::Endpoint,
+    files: Files,
+    auth: &serde_json::Value,
+) -> Result<Box<dyn Provider>, String> {
+    let login = endpoint.login.clone();
+    let p = RemoteProvider::new(endpoint, timing(cfg))?;
+    Ok(Box::new(match login {
+        Some(login) => p.with_login(Keeper::new(login, files, auth)),
+        None => p,
+    }))
+}
+
+/// The provider and model `auxiliary.<task>` of `config` names (a title call's), built as the
+/// configured one is; why it cannot be had.
+pub fn side_provider(
+    cfg: &Config,
+    config: &Yaml,
+    task: &str,
+) -> Result<(Box<dyn Provider>, String), String> {
+    let side = super::auxiliary::side(cfg, config, task);
+    let (resolved, files, auth) = resolve_home(cfg, side.asked)?;
+    let mut endpoint = reached(resolved)?;
+    if let Some(key) = side.api_key {
+        // The key given replaces a login's.
+        endpoint.api_key = Some(key.to_string());
+        endpoint.login = None;
+    }
+    let model = side
+        .model
+        .map_or_else(|| endpoint.model.clone(), str::to_string);
+    Ok((remote(cfg, endpoint, files, &auth)?, model))
 }
 
 /// What `cfg`'s home resolves to when `asked` is asked for, with the login files and auth.json
@@ -152,10 +188,15 @@ fn resolve_home(
 /// The endpoint `cfg`'s home reaches when `asked` is asked for (a side call's: the vision
 /// model's), or why there is none.
 pub fn endpoint(cfg: &Config, asked: Asked<'_>) -> Result<super::endpoint::Endpoint, String> {
-    match resolve_home(cfg, asked)?.0 {
+    reached(resolve_home(cfg, asked)?.0)
+}
+
+/// The endpoint resolution reached, or why there is none.
+fn reached(resolved: Resolved) -> Result<super::endpoint::Endpoint, String> {
+    match resolved {
         Resolved::Remote(e) => Ok(*e),
         Resolved::Offline { .. } => Err("no model provider is configured".into()),
-        Resolved::Unreachable { provider, why } => {
+        Resolved::Unreachable { provider, why, .. } => {
             Err(format!("provider {provider} cannot be reached: {why}"))
         }
     }
@@ -245,10 +286,10 @@ fn login_files(cfg: &Config, env: &HermesEnv) -> Files {
     Files::of(&cfg.home, shared)
 }
 
-fn unreachable(provider: &str, cfg: &Config, why: String) -> Choice {
+fn unreachable(provider: &str, model: Option<&str>, why: String) -> Choice {
     let note = format!("provider {provider} cannot be reached: {why}");
     Choice {
-        provider: Box::new(Unreachable::new(provider, cfg.model.as_deref(), &note)),
+        provider: Box::new(Unreachable::new(provider, model, &note)),
         note: Some(note),
         unreachable: true,
     }

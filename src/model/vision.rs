@@ -10,7 +10,6 @@ use yaml_rust2::Yaml;
 
 use super::blocking::{self, Exchange};
 use super::endpoint::Endpoint;
-use super::resolve::Asked;
 use super::sse::SseParser;
 use super::{ModelEvent, ModelRequest};
 use crate::config::Config;
@@ -27,26 +26,14 @@ pub struct Vision {
 
 /// The vision model of the home `cfg` names, as `config` (its config.yaml) says.
 pub fn vision_model(cfg: &Config, config: &Yaml) -> Result<Vision, String> {
-    let aux = &config["auxiliary"]["vision"];
-    let text = |key: &str| {
-        aux[key]
-            .as_str()
-            .map(str::trim)
-            .filter(|s| !s.is_empty() && *s != "auto")
-    };
-    let asked = Asked {
-        provider: text("provider").or(cfg.provider.as_deref()),
-        model: text("model").or(cfg.model.as_deref()),
-        base_url: text("base_url").or(cfg.base_url.as_deref()),
-    };
-    let mut endpoint = super::select::endpoint(cfg, asked)?;
-    if let Some(key) = text("api_key") {
+    let side = super::auxiliary::side(cfg, config, "vision");
+    let mut endpoint = super::select::endpoint(cfg, side.asked)?;
+    if let Some(key) = side.api_key {
         endpoint.api_key = Some(key.to_string());
     }
-    let model = match text("model") {
-        Some(m) => m.to_string(),
-        None => endpoint.model.clone(),
-    };
+    let model = side
+        .model
+        .map_or_else(|| endpoint.model.clone(), str::to_string);
     Ok(Vision { endpoint, model })
 }
 
@@ -69,6 +56,7 @@ impl Vision {
             tools: &[],
             reasoning_effort: None,
             session_id: None,
+            limits: Default::default(),
         };
         let wire = self
             .endpoint

@@ -275,8 +275,11 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
         tools: schemas,
         reasoning_effort: s.reasoning_effort.as_deref(),
         session_id: Some(&s.stored_id),
+        limits: Default::default(),
     };
-    turn.call = Some(parts.providers.of(&s.provider).start(req, &mut ctx, now));
+    let provider = parts.providers.of(&s.provider);
+    turn.provider_refused = provider.refusal().is_some();
+    turn.call = Some(provider.start(req, &mut ctx, now));
     turn.call_started = Some(now);
     if first && !compacting {
         gw.emit(rid, "message.start", Value::Null);
@@ -356,6 +359,10 @@ pub(crate) fn end_turn(
     });
     let error_text = error.clone();
     if let Some(e) = error {
+        if turn.provider_refused && status == "error" {
+            // The TUI shows an `error` event (`error: …`); it reads no error off the end.
+            gw.emit(rid, "error", json!({ "message": e }));
+        }
         payload["error"] = json!(e);
     }
     gw.emit(rid, "message.complete", payload);

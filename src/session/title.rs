@@ -31,6 +31,14 @@ pub const ANSWER_MAX: usize = 4096;
 const FIRST_EXCHANGES: usize = 2;
 /// How long the call may take when config.yaml says nothing (Hermes' default for auxiliary tasks).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The `auxiliary.<task>` of config.yaml the call follows (`provider`, `model`, `base_url`,
+/// `api_key`, `timeout`, `language`, `enabled`).
+pub const TASK: &str = "title_generation";
+/// Hermes' answer cap and temperature for the call (`generate_title`).
+pub const LIMITS: crate::model::CallLimits = crate::model::CallLimits {
+    max_tokens: Some(500),
+    temperature: Some(0.3),
+};
 
 /// config.yaml's `auxiliary.title_generation`.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,7 +53,7 @@ pub struct Settings {
 
 impl Settings {
     pub fn read(doc: &Yaml) -> Settings {
-        let aux = &doc["auxiliary"]["title_generation"];
+        let aux = &doc["auxiliary"][TASK];
         let timeout = match aux["timeout"] {
             Yaml::Integer(n) => Some(n as f64),
             Yaml::Real(_) => aux["timeout"].as_f64(),

@@ -54,8 +54,10 @@ fn add_knobs(body: &mut Value, req: &ModelRequest<'_>, to: &Endpoint) {
         || ["gpt-4o", "gpt-4.1", "gpt-5", "o1", "o3", "o4"]
             .iter()
             .any(|p| family.starts_with(p));
-    let limit = to
+    let limit = req
+        .limits
         .max_tokens
+        .or(to.max_tokens)
         .or((to.provider == "nvidia").then_some(16_384))
         .or_else(|| super::messages::models::known_output_limit(&model));
     if let Some(n) = limit {
@@ -65,6 +67,9 @@ fn add_knobs(body: &mut Value, req: &ModelRequest<'_>, to: &Endpoint) {
             "max_tokens"
         };
         body[field] = json!(n);
+    }
+    if let Some(t) = req.limits.temperature {
+        body["temperature"] = json!(t);
     }
     let effort = req
         .reasoning_effort
@@ -359,6 +364,7 @@ mod tests {
             tools: &[],
             reasoning_effort: None,
             session_id: None,
+            limits: Default::default(),
         };
         let to = Endpoint::new(
             "openrouter",
@@ -403,6 +409,7 @@ mod tests {
             tools: &[],
             reasoning_effort: effort,
             session_id: None,
+            limits: Default::default(),
         };
         let mut to = Endpoint::new(provider, base, None, Wire::ChatCompletions);
         to.reasoning_effort = Some("low".into());
@@ -492,6 +499,7 @@ mod tests {
             tools: &[],
             reasoning_effort: None,
             session_id: None,
+            limits: Default::default(),
         };
         assert_eq!(request(&req, &to).body["max_completion_tokens"], 900);
     }

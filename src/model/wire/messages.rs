@@ -68,7 +68,12 @@ pub fn request(req: &ModelRequest<'_>, to: &Endpoint) -> WireRequest {
     }
     let effort = req.reasoning_effort.or(to.reasoning_effort.as_deref());
     let thinking = models::thinking(effort, &model, hosts::is_kimi_family(base, req.model));
-    models::limits_and_thinking(&mut body, to.max_tokens, &thinking, &model);
+    if let Some(t) = req.limits.temperature {
+        // Thinking, when on, sets its own (the API takes only 1 with it).
+        body.insert("temperature".into(), json!(t));
+    }
+    let max_tokens = req.limits.max_tokens.or(to.max_tokens);
+    models::limits_and_thinking(&mut body, max_tokens, &thinking, &model);
     let mut headers = vec![("Accept".to_string(), "text/event-stream".to_string())];
     headers.extend(auth_headers(to));
     WireRequest {
@@ -277,6 +282,7 @@ mod tests {
             tools: &tools,
             reasoning_effort: None,
             session_id: None,
+            limits: Default::default(),
         };
         let mut to = endpoint("anthropic", "https://api.anthropic.com", "sk-ant-api03-k");
         to.reasoning_effort = Some("xhigh".into());
@@ -337,6 +343,7 @@ mod tests {
             tools: &tools,
             reasoning_effort: None,
             session_id: None,
+            limits: Default::default(),
         };
         let to = endpoint("anthropic", "https://api.anthropic.com", "sk-ant-oat01-t");
         let w = request(&req, &to);
@@ -374,6 +381,7 @@ mod tests {
             tools: &[],
             reasoning_effort: Some("low"),
             session_id: None,
+            limits: Default::default(),
         };
         let mut to = endpoint("custom", "http://127.0.0.1:9/v1", "k");
         to.max_tokens = Some(2000);
@@ -390,6 +398,21 @@ mod tests {
             json!({"type": "enabled", "budget_tokens": 4000})
         );
         assert_eq!(w.body["max_tokens"], 8096, "raised for the thinking budget");
+        // A side call's cap and temperature (a title's) win over the endpoint's, thinking off.
+        let req = ModelRequest {
+            reasoning_effort: Some("none"),
+            limits: crate::model::CallLimits {
+                max_tokens: Some(500),
+                temperature: Some(0.3),
+            },
+            ..req
+        };
+        let w = request(&req, &to);
+        assert_eq!(
+            (&w.body["max_tokens"], &w.body["temperature"]),
+            (&json!(500), &json!(0.3))
+        );
+        assert!(w.body.get("thinking").is_none(), "{}", w.body);
     }
 
     #[test]
@@ -406,6 +429,7 @@ mod tests {
                     tools: &tools,
                     reasoning_effort: None,
                     session_id: None,
+                    limits: Default::default(),
                 },
                 &to,
             )

@@ -124,9 +124,14 @@ pub fn request(req: &ModelRequest<'_>, to: &Endpoint) -> WireRequest {
         body.insert("parallel_tool_calls".into(), json!(true));
     }
     reasoning_fields(&mut body, backend, req, to);
-    // The Codex backend refuses an output cap.
-    if let Some(max) = to.max_tokens.filter(|_| backend != Backend::Codex) {
-        body.insert("max_output_tokens".into(), json!(max));
+    // The Codex backend refuses an output cap; a side call's temperature is kept from it too.
+    if backend != Backend::Codex {
+        if let Some(max) = req.limits.max_tokens.or(to.max_tokens) {
+            body.insert("max_output_tokens".into(), json!(max));
+        }
+        if let Some(t) = req.limits.temperature {
+            body.insert("temperature".into(), json!(t));
+        }
     }
     body.insert("stream".into(), json!(true));
     WireRequest {

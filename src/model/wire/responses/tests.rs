@@ -80,6 +80,7 @@ fn ask<'a>(messages: &'a [Message], tools: &'a [Value], model: &'a str) -> Model
         tools,
         reasoning_effort: None,
         session_id: Some("20260501_101500_ab12cd"),
+        limits: Default::default(),
     }
 }
 
@@ -197,6 +198,27 @@ fn api_openai_com_gets_the_output_cap_the_levels_it_takes_and_no_codex_headers()
     let w = request(&req, &to);
     assert!(w.body.get("reasoning").is_none(), "{}", w.body);
     assert_eq!(w.body["include"], json!([]));
+    // A side call's own cap and temperature (a title's) win; the Codex backend gets neither.
+    req.limits = crate::model::CallLimits {
+        max_tokens: Some(500),
+        temperature: Some(0.3),
+    };
+    let w = request(&req, &to);
+    assert_eq!(
+        (&w.body["max_output_tokens"], &w.body["temperature"]),
+        (&json!(500), &json!(0.3))
+    );
+    let codex = endpoint(
+        "openai-codex",
+        "https://chatgpt.com/backend-api/codex",
+        CODEX_TOKEN,
+    );
+    let w = request(&req, &codex);
+    assert!(
+        w.body.get("max_output_tokens").is_none() && w.body.get("temperature").is_none(),
+        "{}",
+        w.body
+    );
 }
 
 #[test]
