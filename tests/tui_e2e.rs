@@ -1344,3 +1344,75 @@ fn agents_overlay_shows_running_subagents_and_kills_one() {
     tui.quit();
     procfs::assert_none_left(&m, T, "subagents' commands after /quit");
 }
+
+#[test]
+fn a_turn_goes_on_after_quit_and_the_next_tui_attaches_to_it() {
+    let persistent = || Opts {
+        env: vec![("HERMES_TUI_GATEWAY_PERSISTENT".into(), "on".into())],
+        ..Opts::default()
+    };
+    let Some(first) = Tui::start("detach-1", persistent()) else {
+        return;
+    };
+    first.wait_ready(START);
+    let m = marker();
+    let _reaper = procfs::Reaper(m.clone());
+    first.submit(&format!("$ sleep 2.{m}; echo detached-{m}"));
+    procfs::wait_for_proc("sleep", &format!("2.{m}"), T);
+    first.wait_for("Ctrl+C to interrupt", T);
+    first.submit("/quit");
+    first.wait_exit(T);
+    let db = first.home.join("state.db");
+    // The turn finishes in the persistent gateway after the TUI is gone.
+    let finished = procfs::poll_until(secs(30), || {
+        rusqlite::Connection::open(&db)
+            .and_then(|c| {
+                c.query_row(
+                    "SELECT COUNT(*) FROM messages WHERE role = 'assistant' AND content LIKE ?1",
+                    [format!("%detached-{m}%")],
+                    |r| r.get::<_, i64>(0),
+                )
+            })
+            .is_ok_and(|n| n > 0)
+    });
+    assert!(finished, "the turn did not finish after /quit");
+
+    let mut opts = persistent();
+    opts.home = Some(first.home.clone());
+    let second = Tui::start("detach-2", opts).unwrap();
+    second.wait_ready(START);
+    // Its own new session and the first TUI's, live in the picker.
+    second.key("C-x");
+    second.wait_for("2 live", T);
+    let rows = tui::picker_rows(&second.screen());
+    let target = rows
+        .iter()
+        .position(|r| r.contains(&format!("2.{m}")) && !r.contains("today"))
+        .unwrap_or_else(|| panic!("no live row for the first TUI's session in {rows:#?}"));
+    second.picker_select(target);
+    second.key("Enter");
+    second.wait_screen("the finished reply on attach", T, |s| {
+        s.contains(&format!("detached-{m}")) && !s.contains("Ctrl+R refresh")
+    });
+    second.wait_ready(T);
+    second.submit("still there");
+    second.wait_for("You said: still there", T);
+    second.wait_ready(T);
+    second.assert_no_errors(&[]);
+    second.submit("/quit");
+    second.wait_exit(T);
+    // The persistent gateway outlives its clients: end it, then nothing is left.
+    let pid: i32 = std::fs::read_to_string(first.home.join("tui-gateway.lock"))
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .expect("the persistent gateway's pid in its lock file");
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    assert!(
+        cmdline.split(|b| *b == 0).nth(1) == Some(&b"daemon"[..]),
+        "pid {pid} is not the persistent gateway"
+    );
+    procfs::kill(pid, libc::SIGTERM);
+    second.assert_nothing_left();
+    drop(second);
+    drop(first);
+}

@@ -13,7 +13,9 @@ use std::time::Instant;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::Config;
+use crate::rpc::call_log::{CallLog, Dir};
 use crate::rpc::listener::socket_path;
+use crate::rpc::{Line, LineReader};
 
 /// Bytes moved per read in each direction.
 const CHUNK: usize = 64 * 1024;
@@ -28,7 +30,8 @@ pub fn run(cfg: &Config, flags: &[String]) -> i32 {
             return 1;
         }
     };
-    match copy_both_ways(&stream) {
+    let log = Watch::new(cfg);
+    match copy_both_ways(&stream, log) {
         Ok(End::ClientClosed) => 0,
         Ok(End::GatewayClosed) => {
             eprintln!(
@@ -54,8 +57,10 @@ fn connect_or_start(cfg: &Config, flags: &[String]) -> Result<UnixStream, String
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let mut cmd = Command::new(exe);
     cmd.arg("daemon")
-        .args(flags)
+        .args(without_call_log(flags))
         .env("HERMES_HOME", &cfg.home)
+        // Each relay logs its own client's frames; the gateway serves many.
+        .env_remove("TUI_GATEWAY_RPC_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(log));
@@ -87,6 +92,54 @@ fn connect_or_start(cfg: &Config, flags: &[String]) -> Result<UnixStream, String
             // Another relay's gateway won the lock and is still binding: a moment.
             Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
         }
+    }
+}
+
+/// `flags` without `--rpc-log` (and its value).
+fn without_call_log(flags: &[String]) -> Vec<String> {
+    let mut kept = Vec::new();
+    let mut skip = false;
+    for f in flags {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        match f.as_str() {
+            "--rpc-log" => skip = true,
+            _ if f.starts_with("--rpc-log=") => {}
+            _ => kept.push(f.clone()),
+        }
+    }
+    kept
+}
+
+/// The relay's call log (`--rpc-log`): the frames of its one client, split into lines as they
+/// pass each way.
+struct Watch {
+    log: CallLog,
+    lines: [LineReader; 2],
+}
+
+impl Watch {
+    fn new(cfg: &Config) -> Watch {
+        Watch {
+            log: cfg.rpc_log.as_deref().map(CallLog::open).unwrap_or_default(),
+            lines: [
+                LineReader::new(cfg.frame_limit),
+                LineReader::new(cfg.frame_limit),
+            ],
+        }
+    }
+
+    fn saw(&mut self, dir: Dir, bytes: &[u8]) {
+        if !self.log.is_on() {
+            return;
+        }
+        let Watch { log, lines } = self;
+        lines[dir as usize].push(bytes, |line| {
+            if let Line::Frame(frame) = line {
+                log.record(dir, frame);
+            }
+        });
     }
 }
 
@@ -180,7 +233,7 @@ impl Pipe {
 /// Copy stdin to the socket and the socket to stdout, neither direction waiting on the other:
 /// a side is read again only once what it gave last was written on, so each side's
 /// backpressure reaches the other.
-fn copy_both_ways(stream: &UnixStream) -> io::Result<End> {
+fn copy_both_ways(stream: &UnixStream, mut watch: Watch) -> io::Result<End> {
     stream.set_nonblocking(true)?;
     // SAFETY: stdin and stdout stay open for the whole process.
     let (input, output) = unsafe { (BorrowedFd::borrow_raw(0), BorrowedFd::borrow_raw(1)) };
@@ -204,11 +257,17 @@ fn copy_both_ways(stream: &UnixStream) -> io::Result<End> {
             .iter()
             .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
             .collect();
-        if ready[0] && !up.pending() && matches!(up.fill(input)?, Moved::Ended) {
-            return Ok(End::ClientClosed);
+        if ready[0] && !up.pending() {
+            if matches!(up.fill(input)?, Moved::Ended) {
+                return Ok(End::ClientClosed);
+            }
+            watch.saw(Dir::In, &up.buf);
         }
-        if ready[1] && !down.pending() && matches!(down.fill(socket)?, Moved::Ended) {
-            return Ok(End::GatewayClosed);
+        if ready[1] && !down.pending() {
+            if matches!(down.fill(socket)?, Moved::Ended) {
+                return Ok(End::GatewayClosed);
+            }
+            watch.saw(Dir::Out, &down.buf);
         }
         if up.pending() && matches!(up.drain(socket)?, Moved::Ended) {
             return Ok(End::GatewayClosed);
