@@ -122,7 +122,11 @@ struct Watch {
 impl Watch {
     fn new(cfg: &Config) -> Watch {
         Watch {
-            log: cfg.rpc_log.as_deref().map(CallLog::open).unwrap_or_default(),
+            log: cfg
+                .rpc_log
+                .as_deref()
+                .map(CallLog::open)
+                .unwrap_or_default(),
             lines: [
                 LineReader::new(cfg.frame_limit),
                 LineReader::new(cfg.frame_limit),
