@@ -4,7 +4,9 @@
 //! live and attaches. One persistent gateway serves a home; it ends by itself once idle with no
 //! client.
 
-use crate::common::procfs::{Reaper, marker, poll_until};
+use crate::common::procfs::{
+    Reaper, is_our_daemon, marker, persistent_gateway as daemon_pid, poll_until,
+};
 use crate::common::*;
 use serde_json::json;
 use std::path::Path;
@@ -36,26 +38,6 @@ impl Drop for Daemon {
             crate::common::procfs::kill(self.pid, libc::SIGKILL);
         }
     }
-}
-
-fn daemon_pid(home: &Path) -> Option<i32> {
-    let text = std::fs::read_to_string(home.join("tui-gateway.lock")).ok()?;
-    let pid: i32 = text.trim().parse().ok()?;
-    is_our_daemon(pid).then_some(pid)
-}
-
-/// A live `tui-gateway daemon` process (not a reused pid).
-fn is_our_daemon(pid: i32) -> bool {
-    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-        return false;
-    };
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let zombie = stat
-        .rsplit(')')
-        .next()
-        .is_some_and(|rest| rest.trim_start().starts_with('Z'));
-    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-    !zombie && args.get(1) == Some(&&b"daemon"[..])
 }
 
 /// A client of `home`'s persistent gateway, as the TUI spawns it.
@@ -176,6 +158,58 @@ fn one_persistent_gateway_serves_a_home_and_it_ends_when_idle_with_no_client() {
     let next = Daemon::of(&home.path);
     assert_ne!(next.pid, daemon.pid);
     b.ping();
+    b.close_stdin();
+    b.wait_exit(T);
+}
+
+#[test]
+fn an_approval_left_unanswered_by_a_client_that_left_is_asked_of_the_next_one() {
+    // The command is harmless: `~` is the test's own home, the scratch folder its own.
+    let home = TempHome::new("dt-ask");
+    let scratch = home.path.join("scratch-dt");
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::write(scratch.join("f"), "x").unwrap();
+    let home_str = home.path.to_str().unwrap();
+    let start = || {
+        Gateway::builder()
+            .home(&home.path)
+            .env("HOME", home_str)
+            .env("HERMES_TUI_GATEWAY_PERSISTENT", "on")
+            .start()
+    };
+    let mut a = start();
+    let _daemon = Daemon::of(&home.path);
+    let s = a.create_session(json!({}));
+    a.call(
+        "prompt.submit",
+        json!({"session_id": s.id, "text": "$ rm -rf ~/scratch-dt"}),
+    );
+    let asked = a.wait_session_event(&s.id, "approval.request", T);
+    let request_id = asked["payload"]["request_id"].clone();
+    a.close_stdin();
+    a.wait_exit(T);
+
+    let mut b = start();
+    b.call("session.activate", json!({"session_id": s.id}));
+    let again = b.wait_session_event(&s.id, "approval.request", T);
+    assert_eq!(again["payload"]["request_id"], request_id, "{again}");
+    assert!(scratch.exists(), "nothing ran before an answer");
+    // Attaching once more to the client that was asked does not ask again.
+    b.call("session.activate", json!({"session_id": s.id}));
+    let r = b.call(
+        "approval.respond",
+        json!({"session_id": s.id, "choice": "once", "request_id": request_id}),
+    );
+    assert_eq!(r["resolved"], 1, "{r}");
+    let done = b.wait_session_event(&s.id, "message.complete", T);
+    assert_eq!(done["payload"]["status"], "complete", "{done}");
+    assert!(!scratch.exists(), "the approved command ran");
+    let asks = b
+        .events_of_session(&s.id)
+        .iter()
+        .filter(|e| e["type"] == "approval.request")
+        .count();
+    assert_eq!(asks, 1, "asked once of the new client");
     b.close_stdin();
     b.wait_exit(T);
 }

@@ -1402,15 +1402,7 @@ fn a_turn_goes_on_after_quit_and_the_next_tui_attaches_to_it() {
     second.submit("/quit");
     second.wait_exit(T);
     // The persistent gateway outlives its clients: end it, then nothing is left.
-    let pid: i32 = std::fs::read_to_string(first.home.join("tui-gateway.lock"))
-        .ok()
-        .and_then(|t| t.trim().parse().ok())
-        .expect("the persistent gateway's pid in its lock file");
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    assert!(
-        cmdline.split(|b| *b == 0).nth(1) == Some(&b"daemon"[..]),
-        "pid {pid} is not the persistent gateway"
-    );
+    let pid = procfs::persistent_gateway(&first.home).expect("the persistent gateway runs");
     procfs::kill(pid, libc::SIGTERM);
     second.assert_nothing_left();
     drop(second);

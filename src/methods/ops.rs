@@ -276,6 +276,10 @@ pub fn activate(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, Rpc
     s.last_active = now;
     let status = s.status_word();
     let (key, started_at) = (s.stored_id.clone(), s.started_at);
+    // A persistent gateway's new client attaching: what the session waits on is asked of it.
+    let (tools, mut env) = gw.asking();
+    tools.approvals.put_again(&mut env, &rid);
+    tools.questions.put_again(&mut env, &rid);
     let mut v = opening(gw, &rid);
     v["session_key"] = json!(key);
     v["started_at"] = json!(started_at);

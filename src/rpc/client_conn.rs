@@ -95,6 +95,8 @@ pub struct ClientConn {
     /// The client declared it answers `approval` server requests.
     server_requests: bool,
     stray_answers: u64,
+    /// Clients attached before this one (`attach`).
+    number: u64,
 }
 
 fn set_nonblocking(fd: &OwnedFd) -> io::Result<i32> {
@@ -146,6 +148,7 @@ impl ClientConn {
             output_dead: false,
             server_requests: false,
             stray_answers: 0,
+            number: 0,
         })
     }
 
@@ -185,6 +188,7 @@ impl ClientConn {
         self.output_dead = false;
         self.server_requests = false;
         self.stray_answers = 0;
+        self.number += 1;
         Ok(())
     }
 
@@ -410,6 +414,9 @@ impl Outbox for ClientConn {
         if self.attached() {
             self.out.push(frame::server_request(id, method, params));
         }
+    }
+    fn client_number(&self) -> u64 {
+        self.number
     }
 }
 

@@ -30,6 +30,11 @@ pub trait Outbox {
     fn takes_server_requests(&self) -> bool;
     /// A request to the client (`approval`); its answer comes back as an input frame.
     fn server_request(&mut self, id: &str, method: &str, params: &Value);
+    /// Which client this is: a persistent gateway's next client has a higher number (a
+    /// request put to one that left is put again to the next).
+    fn client_number(&self) -> u64 {
+        0
+    }
 }
 
 /// An outbox that records every frame as the JSON it would have written, for unit tests.
@@ -38,6 +43,7 @@ pub trait Outbox {
 pub struct FakeOutbox {
     pub frames: Vec<Value>,
     pub server_requests: bool,
+    pub client: u64,
 }
 
 #[cfg(test)]
@@ -82,6 +88,9 @@ impl Outbox for FakeOutbox {
     }
     fn server_request(&mut self, id: &str, method: &str, params: &Value) {
         self.record(frame::server_request(id, method, params));
+    }
+    fn client_number(&self) -> u64 {
+        self.client
     }
 }
 

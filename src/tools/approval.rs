@@ -99,6 +99,11 @@ impl Approvals {
             .put(env, &FORM, rid, payload, deadline, ask.rule)
     }
 
+    /// Put session `rid`'s waiting approvals to a client that attached since they were asked.
+    pub fn put_again(&mut self, env: &mut dyn Asker, rid: &str) {
+        self.pending.put_again(env, &FORM, rid);
+    }
+
     /// `approval.respond`: resolve the session's pending approvals (the named one, if given).
     pub fn respond(
         &mut self,
@@ -236,6 +241,34 @@ mod tests {
         match &a.answer {
             Answer::Deny(r) => r.content["output"].as_str().unwrap().to_string(),
             Answer::Allow => panic!("allowed"),
+        }
+    }
+
+    #[test]
+    fn a_waiting_approval_is_put_again_only_to_a_client_that_came_since() {
+        for server_requests in [false, true] {
+            let (_home, mut a, mut env, id) = asked(server_requests);
+            let first = env.said();
+            a.put_again(&mut env, "s1");
+            assert!(env.said().is_empty(), "the client asked is not asked twice");
+            env.out.client = 1;
+            a.put_again(&mut env, "s2");
+            assert!(env.said().is_empty(), "another session's approval");
+            a.put_again(&mut env, "s1");
+            let again = env.said();
+            assert_eq!(again.len(), 1, "{again:?}");
+            // The same request (and server-request id): either client's answer resolves it.
+            assert_eq!(again[0]["id"], first[0]["id"]);
+            let payload = |f: &serde_json::Value| {
+                f["params"]
+                    .get("payload")
+                    .cloned()
+                    .unwrap_or(f["params"].clone())
+            };
+            assert_eq!(payload(&again[0])["request_id"], id.as_str());
+            a.put_again(&mut env, "s1");
+            assert!(env.said().is_empty(), "asked once of each client");
+            assert_eq!(a.respond(&mut env, "s1", "once", Some(&id)).len(), 1);
         }
     }
 

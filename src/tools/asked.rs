@@ -61,8 +61,30 @@ pub(crate) struct Request<T> {
     /// The server-request id when asked in that form.
     srq_id: Option<String>,
     timer: TimerId,
+    /// What the client was shown, to show a client that attaches later.
+    payload: Value,
+    /// The client it was put to ([`crate::rpc::Outbox::client_number`]).
+    asked_of: u64,
     /// What the kind keeps of it (the approval's rule, the question's job).
     pub about: T,
+}
+
+impl<T> Request<T> {
+    /// Say it to the client in the form it takes: a server request or an event.
+    fn put_to_client(&mut self, env: &mut dyn Asker, form: &Form) {
+        self.asked_of = env.outbox().client_number();
+        if env.outbox().takes_server_requests() {
+            let id = self
+                .srq_id
+                .get_or_insert_with(|| format!("srq-{}", util::random_hex(12)))
+                .clone();
+            let mut payload = self.payload.clone();
+            payload["session_id"] = json!(self.rid);
+            env.outbox().server_request(&id, form.method, &payload);
+        } else {
+            env.emit(&self.rid, form.event, self.payload.clone());
+        }
+    }
 }
 
 /// The requests of one kind awaiting an answer, by request id.
@@ -113,24 +135,29 @@ impl<T> Asked<T> {
     ) -> String {
         let request_id = format!("{}-{}", form.prefix, util::random_hex(12));
         payload["request_id"] = json!(request_id);
-        let srq_id = if env.outbox().takes_server_requests() {
-            let id = format!("srq-{}", util::random_hex(12));
-            payload["session_id"] = json!(rid);
-            env.outbox().server_request(&id, form.method, &payload);
-            Some(id)
-        } else {
-            env.emit(rid, form.event, payload);
-            None
-        };
         let timer = env.set_timer(deadline, (form.timeout)(request_id.clone()));
-        let request = Request {
+        let mut request = Request {
             rid: rid.to_string(),
-            srq_id,
+            srq_id: None,
             timer,
+            payload,
+            asked_of: 0,
             about,
         };
+        request.put_to_client(env, form);
         self.pending.insert(request_id.clone(), request);
         request_id
+    }
+
+    /// Put the requests of session `rid` again to a client that attached after they were put
+    /// (the one they were put to left: a persistent gateway's next client).
+    pub(crate) fn put_again(&mut self, env: &mut dyn Asker, form: &Form, rid: &str) {
+        let now_serving = env.outbox().client_number();
+        for r in self.pending.values_mut() {
+            if r.rid == rid && r.asked_of != now_serving {
+                r.put_to_client(env, form);
+            }
+        }
     }
 
     /// The request answered: no longer waiting, its timer cancelled.

@@ -45,6 +45,11 @@ impl Questions {
         self.pending.put(env, &FORM, rid, payload, deadline, job);
     }
 
+    /// Put session `rid`'s waiting questions to a client that attached since they were asked.
+    pub fn put_again(&mut self, env: &mut dyn Asker, rid: &str) {
+        self.pending.put_again(env, &FORM, rid);
+    }
+
     /// `clarify.respond {request_id, answer}`: the job to step with the answer; `None` when
     /// no such question waits.
     pub fn respond(

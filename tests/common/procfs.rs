@@ -242,3 +242,19 @@ pub fn rss_hwm_kib(pid: u32) -> Option<(u64, u64)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     Some((status_kib(&s, "VmRSS:")?, status_kib(&s, "VmHWM:")?))
 }
+
+/// The pid of the persistent gateway serving `home` (from its lock file), if one runs.
+pub fn persistent_gateway(home: &std::path::Path) -> Option<i32> {
+    let text = std::fs::read_to_string(home.join("tui-gateway.lock")).ok()?;
+    let pid: i32 = text.trim().parse().ok()?;
+    is_our_daemon(pid).then_some(pid)
+}
+
+/// A live `tui-gateway daemon` process (not a reused pid, not a zombie).
+pub fn is_our_daemon(pid: i32) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    !is_gone(pid) && args.get(1) == Some(&&b"daemon"[..])
+}
