@@ -12,7 +12,9 @@
 mod batch;
 mod embedded;
 mod record;
+mod stream;
 mod tasks;
+mod trajectories;
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -26,7 +28,9 @@ use crate::methods::params::PROMPT_MAX;
 use batch::{Approve, Batch, Settings, Sink};
 use embedded::Embedded;
 use record::{Outcome, Status, Usage, ms};
+use stream::Stream;
 use tasks::{Results, Task};
+use trajectories::Wanted;
 
 /// Longest per-task timeout accepted (a week).
 pub(crate) const TIMEOUT_MAX_S: f64 = 7.0 * 24.0 * 3600.0;
@@ -58,6 +62,11 @@ not end done.
 
 exec flags:
   --json                 stdout: events and the record as JSON lines
+  --output-format FMT    text | stream-json: stdout gets Claude Code's stream-json lines
+                         (init, assistant text and tool use, tool results, the result)
+  --atif DIR             write each task's ATIF trajectory (Harbor's ATIF-v1.4) to
+                         DIR/trajectory.json (one task) or DIR/<task id>/trajectory.json
+  --max-turns N          model calls per task's turn (the gateway's --max-turns)
   --resume ID|TITLE      continue a stored session (one task)
   --cwd DIR              working directory of the one task          default .
   --approve MODE         never | always | ask-fails: how approvals are answered
@@ -78,6 +87,9 @@ gateway flags (as for serve):
 #[derive(Debug, Clone, PartialEq)]
 struct Options {
     json: bool,
+    /// `--output-format stream-json`.
+    stream_json: bool,
+    atif: Option<PathBuf>,
     prompt: Vec<String>,
     resume: Option<String>,
     cwd: Option<PathBuf>,
@@ -143,6 +155,8 @@ pub fn run(args: &[String]) -> i32 {
 fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Args, String> {
     let mut o = Options {
         json: false,
+        stream_json: false,
+        atif: None,
         prompt: Vec::new(),
         resume: None,
         cwd: None,
@@ -180,6 +194,18 @@ fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<A
             "-h" | "--help" => return Ok(Args::Help),
             "--" => prompt_only = true,
             "--json" => o.json = true,
+            "--output-format" => {
+                o.stream_json = match value()?.as_str() {
+                    "text" => false,
+                    "stream-json" => true,
+                    other => {
+                        return Err(format!(
+                            "--output-format: {other:?} is not text or stream-json"
+                        ));
+                    }
+                }
+            }
+            "--atif" => o.atif = Some(PathBuf::from(value()?)),
             "--continue" => o.resume_run = true,
             "--resume" | "-r" => {
                 let v = value()?;
@@ -210,6 +236,9 @@ fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<A
         }
     }
     match &o.tasks {
+        _ if o.json && o.stream_json => {
+            Err("--json and --output-format stream-json both write stdout: give one".into())
+        }
         Some(_) if !o.prompt.is_empty() => Err("give a PROMPT or --tasks FILE, not both".into()),
         Some(_) if o.resume.is_some() || o.cwd.is_some() => {
             Err("--resume and --cwd are for one task; a tasks file sets them per task".into())
@@ -298,15 +327,29 @@ fn run_one(opts: &Options, cfg: Config) -> i32 {
     let task = [Task::single(prompt, cwd, opts.resume.clone())];
     let settings = settings(opts, &cfg, 1);
     let cpu = cpu_time();
+    let store = StoreAt::of(&cfg);
     let gw = match start_gateway(cfg) {
         Ok(gw) => gw,
         Err(code) => return code,
     };
     let mut sink = OneSink {
         json: opts.json,
+        stream: opts.stream_json.then(|| Stream::new(store.max_turns)),
+        permission_mode: opts.approve.name(),
         outcome: None,
     };
     let end = Batch::new(gw, &task, settings).run(&mut sink);
+    if let (Some(dir), Some(outcome)) = (&opts.atif, &sink.outcome) {
+        let wanted: Vec<Wanted> = (outcome.stored_session_id.iter())
+            .map(|id| Wanted {
+                file: dir.join("trajectory.json"),
+                session_id: id.clone(),
+            })
+            .collect();
+        if let Err(code) = store.write(&wanted) {
+            return code;
+        }
+    }
     let Some(outcome) = sink.outcome else {
         eprint_line("error: the task did not run");
         return if end.stopped {
@@ -317,7 +360,9 @@ fn run_one(opts: &Options, cfg: Config) -> i32 {
     };
     let mut record = outcome.record(None);
     record["cpu_ms"] = json!(ms(cpu_time().saturating_sub(cpu)));
-    if opts.json {
+    if opts.stream_json {
+        eprint_line(&record.to_string());
+    } else if opts.json {
         print_out(&format!("{record}\n"));
     } else {
         if let Some(answer) = &outcome.answer {
@@ -339,17 +384,67 @@ fn run_one(opts: &Options, cfg: Config) -> i32 {
 
 struct OneSink {
     json: bool,
+    stream: Option<Stream>,
+    permission_mode: &'static str,
     outcome: Option<Outcome>,
 }
 
 impl Sink for OneSink {
     fn event(&mut self, params: &Value) {
-        if self.json {
-            print_out(&format!("{params}\n"));
-        }
+        show_event(self.json, self.stream.as_mut(), params);
+    }
+    fn opened(&mut self, _index: usize, result: &Value) {
+        show_opened(self.stream.as_mut(), result, self.permission_mode);
     }
     fn finished(&mut self, _index: usize, outcome: &Outcome) {
+        if let Some(stream) = &mut self.stream {
+            print_out(&format!("{}\n", stream.result(outcome, None)));
+        }
         self.outcome = Some(outcome.clone());
+    }
+}
+
+/// An event on stdout as `--json` or `--output-format stream-json` wants it.
+fn show_event(json: bool, stream: Option<&mut Stream>, params: &Value) {
+    if json {
+        print_out(&format!("{params}\n"));
+    }
+    if let Some(stream) = stream {
+        for line in stream.event(params) {
+            print_out(&format!("{line}\n"));
+        }
+    }
+}
+
+fn show_opened(stream: Option<&mut Stream>, result: &Value, permission_mode: &str) {
+    if let Some(line) = stream.and_then(|s| s.opened(result, permission_mode)) {
+        print_out(&format!("{line}\n"));
+    }
+}
+
+/// state.db as the gateway was configured to open it, for the trajectories read back after it
+/// exited.
+struct StoreAt {
+    db: PathBuf,
+    synchronous: String,
+    max_turns: u32,
+}
+
+impl StoreAt {
+    fn of(cfg: &Config) -> StoreAt {
+        StoreAt {
+            db: cfg.db_path(),
+            synchronous: cfg.synchronous.clone(),
+            max_turns: cfg.max_turns,
+        }
+    }
+
+    /// Writes the trajectories; the exit code when they could not be written.
+    fn write(&self, wanted: &[Wanted]) -> Result<(), i32> {
+        trajectories::write_all(&self.db, &self.synchronous, wanted).map_err(|e| {
+            eprint_line(&format!("error: trajectories: {e}"));
+            EXIT_GATEWAY
+        })
     }
 }
 
@@ -430,6 +525,7 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
     let settings = settings(opts, &cfg, opts.parallel);
     let cpu = cpu_time();
     let started = Instant::now();
+    let store = StoreAt::of(&cfg);
     let gw = match start_gateway(cfg) {
         Ok(gw) => gw,
         Err(code) => return code,
@@ -438,6 +534,10 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
         tasks: &todo,
         results,
         json: opts.json,
+        stream: opts.stream_json.then(|| Stream::new(store.max_turns)),
+        permission_mode: opts.approve.name(),
+        atif: opts.atif.clone(),
+        trajectories: Vec::new(),
         counts: [0; Status::ALL.len()],
         usage: Usage::default(),
         subagents: 0,
@@ -451,6 +551,7 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
     if let Some(p) = &mut sink.progress {
         p.clear();
     }
+    let wrote_trajectories = store.write(&sink.trajectories);
     let wall = started.elapsed();
     let cpu = cpu_time().saturating_sub(cpu);
     let ran: usize = sink.counts.iter().sum();
@@ -480,6 +581,9 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
         eprint_line(&format!("error: records could not be written: {e}"));
         return EXIT_GATEWAY;
     }
+    if let Err(code) = wrote_trajectories {
+        return code;
+    }
     if end.stopped {
         Status::Interrupted.exit_code()
     } else if sink.counts[0] == ran {
@@ -502,6 +606,11 @@ struct TasksSink<'t> {
     tasks: &'t [Task],
     results: Results,
     json: bool,
+    stream: Option<Stream>,
+    permission_mode: &'static str,
+    /// `--atif DIR`, and the trajectories to write there once the gateway exited.
+    atif: Option<PathBuf>,
+    trajectories: Vec<Wanted>,
     /// Tasks ended, by status (in [`Status::ALL`]'s order).
     counts: [usize; Status::ALL.len()],
     /// The tasks' usage, their subagents' included.
@@ -515,13 +624,24 @@ struct TasksSink<'t> {
 
 impl Sink for TasksSink<'_> {
     fn event(&mut self, params: &Value) {
-        if self.json {
-            print_out(&format!("{params}\n"));
-        }
+        show_event(self.json, self.stream.as_mut(), params);
+    }
+
+    fn opened(&mut self, _index: usize, result: &Value) {
+        show_opened(self.stream.as_mut(), result, self.permission_mode);
     }
 
     fn finished(&mut self, index: usize, outcome: &Outcome) {
         let task = &self.tasks[index];
+        if let Some(stream) = &mut self.stream {
+            print_out(&format!("{}\n", stream.result(outcome, Some(&task.id))));
+        }
+        if let (Some(dir), Some(id)) = (&self.atif, &outcome.stored_session_id) {
+            self.trajectories.push(Wanted {
+                file: dir.join(tasks::dir_name(&task.id)).join("trajectory.json"),
+                session_id: id.clone(),
+            });
+        }
         let record = outcome.record(Some(&task.id));
         if let Err(e) = self.results.write(&record)
             && self.write_error.is_none()
