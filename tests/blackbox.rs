@@ -33,6 +33,7 @@ mod crash;
 mod durability;
 mod embedding;
 mod exec;
+mod exec_formats;
 mod fault_isolation;
 mod file_safety;
 mod file_tools;

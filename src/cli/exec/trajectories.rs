@@ -1,7 +1,7 @@
 //! `--atif DIR`: each task's session, read back from state.db once the gateway has committed
 //! it and exited, written as an ATIF trajectory ([`crate::cli::atif`]) to `DIR/trajectory.json`
 //! (one task) or `DIR/<task dir>/trajectory.json` (a tasks file), each file whole or not at all
-//! (written beside, then renamed).
+//! (written beside, then renamed), 0600.
 
 use std::path::{Path, PathBuf};
 
@@ -32,11 +32,10 @@ pub fn write_all(db: &Path, synchronous: &str, wanted: &[Wanted]) -> Result<(), 
     Ok(())
 }
 
+/// Mode 0600, as state.db's: a transcript may hold what a tool printed.
 fn write_whole(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let partial = file.with_extension("json.partial");
-    std::fs::write(&partial, bytes)?;
-    std::fs::rename(&partial, file)
+    crate::private_file::replace(file, bytes, 0o600)
 }

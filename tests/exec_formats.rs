@@ -1,0 +1,446 @@
+//! What harnesses read from `exec`, through the binary on a real state.db: ATIF trajectories
+//! (`exec --atif DIR`, `sessions export ID --format atif`), every file validated by Harbor's own
+//! models (`tests/atif/harbor-venv.sh` installs them, pinned, under target/); Hermes' JSONL
+//! export; `--output-format stream-json` in Claude Code's shape, ending with a result line
+//! also when a signal stops the run; `--max-turns`.
+
+use crate::common::*;
+use crate::exec::*;
+use crate::mockai::*;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::{Value, json};
+
+/// The python of the venv with Harbor's models (made once per test run, cached across runs).
+fn harbor_python() -> &'static Path {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/atif/harbor-venv.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tests/atif/harbor-venv.sh");
+        assert!(
+            out.status.success(),
+            "tests/atif/harbor-venv.sh failed: {}",
+            text(&out.stderr)
+        );
+        PathBuf::from(text(&out.stdout).trim())
+    })
+}
+
+/// Runs Harbor's own validator (`harbor.utils.trajectory_validator`) on `path`: whether it
+/// accepts it, and what it said.
+fn harbor_validates(path: &Path) -> (bool, String) {
+    let child = Command::new(harbor_python())
+        .args(["-m", "harbor.utils.trajectory_validator"])
+        .arg(path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run Harbor's validator");
+    let out = finish(child);
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    (out.status.success(), said)
+}
+
+/// The trajectory at `path`, which Harbor's models accept.
+fn valid_atif(path: &Path) -> Value {
+    let (ok, said) = harbor_validates(path);
+    assert!(ok, "Harbor refuses {}: {said}", path.display());
+    let doc: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    assert_eq!(doc["schema_version"], "ATIF-v1.4", "{doc}");
+    assert_eq!(doc["agent"]["name"], "tui-gateway", "{doc}");
+    assert!(doc["agent"]["version"].is_string(), "{doc}");
+    doc
+}
+
+fn sources(t: &Value) -> Vec<&str> {
+    t["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["source"].as_str().unwrap())
+        .collect()
+}
+
+fn json_lines(stdout: &[u8]) -> Vec<Value> {
+    text(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+fn row_i64(e: &Exec, column: &str, id: &str) -> i64 {
+    e.db()
+        .query_row(
+            &format!("SELECT {column} FROM sessions WHERE id = ?1"),
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+#[test]
+fn sessions_export_gives_hermes_jsonl_and_a_trajectory_harbor_accepts() {
+    let e = Exec::new("export");
+    let out = e.run(&["--approve", "always", "$ echo exported-marker"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let id = record_in(&out.stderr)["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // Hermes' JSONL: one line, every column of the row and of each message row.
+    let out = e.sessions(&["export", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines = json_lines(&out.stdout);
+    assert_eq!(lines.len(), 1, "{}", text(&out.stdout));
+    let s = &lines[0];
+    let columns = |table: &str| -> Vec<String> {
+        let db = e.db();
+        let mut stmt = db
+            .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    for c in columns("sessions") {
+        assert!(s.get(&c).is_some(), "sessions.{c} missing: {s}");
+    }
+    assert_eq!((&s["id"], &s["source"]), (&json!(id), &json!("exec")));
+    let messages = s["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"], "{s}");
+    for c in columns("messages") {
+        assert!(messages[0].get(&c).is_some(), "messages.{c} missing: {s}");
+    }
+    // tool_calls decoded, as Hermes' get_messages returns them.
+    let call = &messages[1]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "terminal", "{s}");
+    assert_eq!(messages[2]["tool_call_id"], call["id"], "{s}");
+
+    // ATIF, accepted by Harbor.
+    let out = e.sessions(&["export", &id, "--format=atif"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let path = e.write("exported.json", &text(&out.stdout));
+    let t = valid_atif(&path);
+    assert_eq!(t["session_id"], json!(id));
+    assert_eq!(t["agent"]["model_name"], "offline");
+    assert_eq!(sources(&t), ["user", "agent", "agent"], "{t}");
+    let acting = &t["steps"][1];
+    let atif_call = &acting["tool_calls"][0];
+    assert_eq!(atif_call["function_name"], "terminal", "{t}");
+    assert_eq!(
+        atif_call["arguments"]["command"], "echo exported-marker",
+        "{t}"
+    );
+    let result = &acting["observation"]["results"][0];
+    assert_eq!(result["source_call_id"], atif_call["tool_call_id"], "{t}");
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap()
+            .contains("exported-marker"),
+        "{t}"
+    );
+    assert_eq!(
+        acting["metrics"]["completion_tokens"], messages[1]["token_count"],
+        "{t}"
+    );
+    let f = &t["final_metrics"];
+    assert_eq!(f["total_prompt_tokens"], row_i64(&e, "input_tokens", &id));
+    assert_eq!(
+        f["total_completion_tokens"],
+        row_i64(&e, "output_tokens", &id)
+    );
+    assert_eq!(f["total_steps"], 3);
+    assert_eq!(f["extra"]["api_call_count"], 2);
+
+    // The validator is not a formality: a trajectory out of order is refused.
+    let mut broken = t.clone();
+    broken["steps"][0]["step_id"] = json!(2);
+    let (ok, said) = harbor_validates(&e.write("broken.json", &broken.to_string()));
+    assert!(
+        !ok,
+        "Harbor accepted a trajectory whose steps start at 2: {said}"
+    );
+
+    let out = e.sessions(&["export", "no-such-session", "--format", "atif"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let out = e.sessions(&["export", &id, "--format", "yaml"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("jsonl or atif"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn exec_atif_writes_a_trajectory_per_task_that_harbor_accepts() {
+    let e = Exec::new("atif-tasks");
+    let tasks = e.write(
+        "bench.jsonl",
+        &tasks_file(&[
+            json!({"id": "tool", "prompt": "$ echo from-a-task"}),
+            json!({"id": "talk", "prompt": "hello there"}),
+            json!({"id": "nested/id", "prompt": "$ exit 3"}),
+        ]),
+    );
+    let dir = e.dir().join("trajectories");
+    let out = e.run(&[
+        "--tasks",
+        tasks.to_str().unwrap(),
+        "--approve",
+        "always",
+        "--atif",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let records = records(&e.dir().join("bench.results.jsonl"));
+    assert_eq!(records.len(), 3);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|d| d.unwrap().path().join("trajectory.json"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 3, "{files:?}");
+    for file in &files {
+        let t = valid_atif(file);
+        let record = records
+            .iter()
+            .find(|r| r["session_id"] == t["session_id"])
+            .unwrap_or_else(|| panic!("no record for {}", file.display()));
+        let task = record["task_id"].as_str().unwrap();
+        let want: &[&str] = if task == "talk" {
+            &["user", "agent"]
+        } else {
+            &["user", "agent", "agent"]
+        };
+        assert_eq!(sources(&t), want, "{task}: {t}");
+        assert_eq!(
+            t["final_metrics"]["extra"]["api_call_count"], record["model_calls"],
+            "{task}"
+        );
+    }
+    assert!(dir.join("tool/trajectory.json").is_file(), "{files:?}");
+}
+
+/// A model with a price, tool calls and usage (the scripted mock): each answer's output tokens
+/// are its step's metrics, the session's tokens and estimated cost the final metrics.
+#[test]
+fn a_scripted_model_s_calls_and_cost_reach_the_trajectory() {
+    let mock = MockAi::script(vec![
+        Reply::Stream(Stream::new(tool_call_events(
+            "call_1",
+            "echo scripted",
+            5,
+            (20, 9),
+        ))),
+        Reply::text(&["It printed ", "scripted."], (40, 6)),
+    ]);
+    let e = Exec::new("atif-mock");
+    let dir = e.dir().join("t");
+    let out = e.run_env(
+        &[
+            "--provider",
+            "openai",
+            "--approve",
+            "always",
+            "--atif",
+            dir.to_str().unwrap(),
+            "run it",
+        ],
+        &[
+            ("OPENAI_BASE_URL", &mock.base_url()),
+            ("OPENAI_API_KEY", "sk-test"),
+            ("OPENAI_MODEL", "gpt-4.1"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let id = record_in(&out.stderr)["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let t = valid_atif(&dir.join("trajectory.json"));
+    assert_eq!(t["agent"]["model_name"], "gpt-4.1");
+    assert_eq!(sources(&t), ["user", "agent", "agent"], "{t}");
+    assert_eq!(t["steps"][1]["metrics"]["completion_tokens"], 9, "{t}");
+    assert_eq!(t["steps"][2]["metrics"]["completion_tokens"], 6, "{t}");
+    assert_eq!(t["steps"][2]["message"], "It printed scripted.", "{t}");
+    let f = &t["final_metrics"];
+    assert_eq!(
+        (&f["total_prompt_tokens"], &f["total_completion_tokens"]),
+        (&json!(60), &json!(15)),
+        "{t}"
+    );
+    let cost: f64 = e
+        .db()
+        .query_row(
+            "SELECT estimated_cost_usd FROM sessions WHERE id = ?1",
+            [&id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(cost > 0.0);
+    let written = f["total_cost_usd"].as_f64().unwrap_or(f64::NAN);
+    assert!((written - cost).abs() < 1e-12, "{cost}: {t}");
+    assert_eq!(f["extra"]["cost_status"], "estimated", "{t}");
+}
+
+#[test]
+fn stream_json_reads_as_claude_code_s_lines() {
+    let e = Exec::new("stream");
+    let out = e.run(&[
+        "--output-format",
+        "stream-json",
+        "--approve",
+        "always",
+        "$ echo streamed-marker",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let record = record_in(&out.stderr);
+    let lines = json_lines(&out.stdout);
+    let kinds: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|l| {
+            let block = l["message"]["content"][0]["type"].as_str();
+            (
+                l["type"].as_str().unwrap(),
+                l["subtype"].as_str().or(block).unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("system", "init"),
+            ("assistant", "tool_use"),
+            ("user", "tool_result"),
+            ("assistant", "text"),
+            ("result", "success"),
+        ],
+        "{}",
+        text(&out.stdout)
+    );
+    for l in &lines {
+        assert_eq!(l["session_id"], record["session_id"], "{l}");
+    }
+    assert!(
+        lines[0]["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("terminal"))
+    );
+    let tool_use = &lines[1]["message"]["content"][0];
+    assert_eq!(tool_use["name"], "terminal");
+    assert_eq!(tool_use["input"]["command"], "echo streamed-marker");
+    let tool_result = &lines[2]["message"]["content"][0];
+    assert_eq!(tool_result["tool_use_id"], tool_use["id"]);
+    assert!(
+        tool_result["content"]
+            .as_str()
+            .unwrap()
+            .contains("streamed-marker")
+    );
+    let result = &lines[4];
+    assert_eq!(result["is_error"], false);
+    assert_eq!(result["num_turns"], record["model_calls"]);
+    assert_eq!(result["result"], record["answer"]);
+    assert_eq!(result["usage"]["output_tokens"], record["tokens"]["output"]);
+
+    let out = e.run(&["--output-format", "stream-json", "--json", "hi"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+#[test]
+fn max_turns_stops_a_task_and_its_result_says_so() {
+    let e = Exec::new("max-turns");
+    // `$ cmd` takes two model calls with the offline model: one to call, one to answer.
+    for (args, env) in [
+        (&["--max-turns", "1"][..], &[][..]),
+        (&[][..], &[("HERMES_TUI_MAX_TURNS", "1")][..]),
+    ] {
+        let mut all = vec!["--output-format", "stream-json", "--approve", "always"];
+        all.extend_from_slice(args);
+        all.push("$ echo capped");
+        let out = e.run_env(&all, env);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        let last = json_lines(&out.stdout).pop().unwrap();
+        assert_eq!(
+            (
+                &last["type"],
+                &last["subtype"],
+                &last["is_error"],
+                &last["num_turns"]
+            ),
+            (
+                &json!("result"),
+                &json!("error_max_turns"),
+                &json!(true),
+                &json!(1)
+            ),
+            "{last}"
+        );
+        assert_eq!(record_in(&out.stderr)["model_calls"], 1);
+    }
+}
+
+#[test]
+fn a_signal_mid_task_ends_the_stream_with_a_result_and_keeps_the_trajectory() {
+    let e = Exec::new("stream-sigint");
+    let (sleep, marker) = marked_sleep(30);
+    let _reaper = procfs::Reaper(marker.clone());
+    let dir = e.dir().join("t");
+    let child = e.spawn(
+        &[
+            "--output-format",
+            "stream-json",
+            "--approve",
+            "always",
+            "--atif",
+            dir.to_str().unwrap(),
+            &sleep,
+        ],
+        &[],
+    );
+    procfs::wait_for_proc("sleep", &marker, T);
+    sigint(&child);
+    let out = finish(child);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let lines = json_lines(&out.stdout);
+    let last = lines.last().unwrap();
+    assert_eq!(
+        (&last["type"], &last["subtype"], &last["status"]),
+        (
+            &json!("result"),
+            &json!("error_during_execution"),
+            &json!("interrupted")
+        ),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(lines[0]["subtype"], "init");
+    assert_nothing_left(&marker);
+    let t = valid_atif(&dir.join("trajectory.json"));
+    assert_eq!(t["steps"][0]["message"], json!(sleep), "{t}");
+    // The call that was running when the signal came, and what became of it.
+    let acting = &t["steps"][1];
+    assert_eq!(acting["tool_calls"][0]["function_name"], "terminal", "{t}");
+    assert_eq!(
+        acting["observation"]["results"][0]["source_call_id"],
+        acting["tool_calls"][0]["tool_call_id"],
+        "{t}"
+    );
+}
