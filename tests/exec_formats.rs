@@ -444,3 +444,133 @@ fn a_signal_mid_task_ends_the_stream_with_a_result_and_keeps_the_trajectory() {
         "{t}"
     );
 }
+
+/// Hermes' reference Python, when it is there (`../shared/hermes-reference/python`).
+fn hermes_reference() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/hermes-reference/python");
+    dir.join("hermes_state.py").is_file().then_some(dir)
+}
+
+/// Hermes' own `SessionDB.import_sessions` takes the JSONL export, and its `export_session`
+/// gives back the same session (the one helper the reference imports but does not ship,
+/// `agent.memory_manager.sanitize_context`, is stood in for; this import never calls it).
+#[test]
+fn hermes_reads_the_jsonl_export_back() {
+    let Some(reference) = hermes_reference() else {
+        eprintln!("skipped: no Hermes reference Python beside the repository");
+        return;
+    };
+    let e = Exec::new("export-hermes");
+    let out = e.run(&["--approve", "always", "$ echo round-trip"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let id = record_in(&out.stderr)["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = e.sessions(&["export", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let ours: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let export = e.write("export.jsonl", &text(&out.stdout));
+    let stubs = e.dir().join("py-stubs");
+    std::fs::create_dir_all(stubs.join("agent")).unwrap();
+    std::fs::write(
+        stubs.join("agent/memory_manager.py"),
+        "def sanitize_context(text, *args, **kwargs):\n    return text\n",
+    )
+    .unwrap();
+    let program = format!(
+        "import sys, json, pathlib\nsys.path[:0] = [{reference:?}, {stubs:?}]\n\
+         import hermes_state\n\
+         db = hermes_state.SessionDB(pathlib.Path({db:?}))\n\
+         rows = [json.loads(l) for l in open({export:?})]\n\
+         print(json.dumps(db.import_sessions(rows)))\n\
+         print(json.dumps(db.export_session(rows[0]['id'])))\n",
+        reference = reference.to_str().unwrap(),
+        stubs = stubs.to_str().unwrap(),
+        db = e.dir().join("hermes-state.db").to_str().unwrap(),
+        export = export.to_str().unwrap(),
+    );
+    let child = Command::new("python3")
+        .arg("-c")
+        .arg(program)
+        .env("HERMES_HOME", e.dir().join("hermes-home"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = finish(child);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = json_lines(&out.stdout);
+    assert_eq!(said[0]["imported"], 1, "{}", said[0]);
+    let theirs = &said[1];
+    for key in [
+        "id",
+        "source",
+        "model",
+        "cwd",
+        "input_tokens",
+        "output_tokens",
+        "api_call_count",
+        "estimated_cost_usd",
+        "cost_status",
+        "billing_provider",
+    ] {
+        assert_eq!(theirs[key], ours[key], "{key}: {theirs}");
+    }
+    let fields = |s: &Value| -> Vec<Value> {
+        s["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                json!([
+                    m["role"],
+                    m["content"],
+                    m["tool_calls"],
+                    m["tool_call_id"],
+                    m["token_count"]
+                ])
+            })
+            .collect()
+    };
+    assert_eq!(fields(theirs), fields(&ours));
+    assert_eq!(fields(&ours).len(), 4);
+}
+
+/// A session compacted through the TUI's `session.compress`: both the old session and the one
+/// that goes on from it export as trajectories Harbor accepts.
+#[test]
+fn a_compacted_session_exports_as_valid_trajectories() {
+    let e = Exec::new("atif-compacted");
+    let mut g = Gateway::builder().home(e.dir()).tag("atif-compact").start();
+    let s = g.create_session(json!({}));
+    g.run_turn(&s.id, "$ echo before-compaction");
+    g.run_turn(&s.id, "tell me about otters");
+    let r = g.call("session.compress", json!({"session_id": s.id}));
+    assert_eq!(r["status"], "compressed", "{r}");
+    let new_stored = r["session_key"].as_str().unwrap().to_string();
+    g.run_turn(&s.id, "$ echo after-compaction");
+    g.close_stdin();
+    g.wait_exit(T);
+    let parent: String = e
+        .db()
+        .query_row(
+            "SELECT parent_session_id FROM sessions WHERE id = ?1",
+            [&new_stored],
+            |r| r.get(0),
+        )
+        .unwrap();
+    for (marker, id) in [
+        ("before-compaction", &parent),
+        ("after-compaction", &new_stored),
+    ] {
+        let out = e.sessions(&["export", id, "--format", "atif"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let t = valid_atif(&e.write(&format!("{marker}.json"), &text(&out.stdout)));
+        assert!(t.to_string().contains(marker), "{marker}: {t}");
+    }
+    let out = e.sessions(&["export", &new_stored, "--format", "atif"]);
+    let t: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(t["extra"]["parent_session_id"], json!(parent), "{t}");
+}
