@@ -1,8 +1,9 @@
 //! What harnesses read from `exec`, through the binary on a real state.db: ATIF trajectories
 //! (`exec --atif DIR`, `sessions export ID --format atif`), every file validated by Harbor's own
-//! models (`tests/atif/harbor-venv.sh` installs them, pinned, under target/); Hermes' JSONL
-//! export; `--output-format stream-json` in Claude Code's shape, ending with a result line
-//! also when a signal stops the run; `--max-turns`.
+//! models (`tests/atif/harbor-venv.sh` installs them, pinned, under target/), a compacted
+//! session's too; Hermes' JSONL export, read back by Hermes' own `hermes_state.py`;
+//! `--output-format stream-json` in Claude Code's shape, ending with a result line also when a
+//! signal stops the run; `--max-turns`.
 
 use crate::common::*;
 use crate::exec::*;
