@@ -46,7 +46,7 @@ impl Exec {
         )
     }
 
-    fn subcommand(&self, sub: &str, args: &[&str]) -> Command {
+    pub(crate) fn subcommand(&self, sub: &str, args: &[&str]) -> Command {
         let mut cmd = Command::new(BIN);
         scrub_env(&mut cmd);
         cmd.arg(sub)
@@ -143,7 +143,7 @@ pub(crate) fn records(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn summary_in(stdout: &[u8]) -> Value {
+pub(crate) fn summary_in(stdout: &[u8]) -> Value {
     let t = text(stdout);
     let line = t
         .lines()

@@ -575,3 +575,184 @@ fn a_compacted_session_exports_as_valid_trajectories() {
     let t: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(t["extra"]["parent_session_id"], json!(parent), "{t}");
 }
+
+// ---- shards ------------------------------------------------------------------------------------
+
+/// The figures of a summary that a merge of shards must give as one run does.
+fn figures(s: &Value) -> Value {
+    let keys = [
+        "tasks",
+        "done",
+        "model_error",
+        "interrupted",
+        "refused",
+        "timeout",
+        "model_calls",
+        "tool_calls",
+        "tokens",
+        "cost_usd",
+        "cost_status",
+        "subagents",
+    ];
+    Value::Object(
+        keys.iter()
+            .map(|k| (k.to_string(), s[*k].clone()))
+            .collect(),
+    )
+}
+
+/// Four shards of one tasks file run as separate processes (by `--shard`, a Kubernetes
+/// Indexed Job's environment and a Slurm array's), one SIGKILLed mid-task and continued:
+/// `exec merge` of their results gives the figures one run of the whole file gives.
+#[test]
+fn four_shards_one_killed_and_continued_merge_to_one_run_s_figures() {
+    let e = Exec::new("shards");
+    let marker = procfs::marker();
+    let _reaper = procfs::Reaper(marker.clone());
+    let go = e.dir().join("GO");
+    let mut lines: Vec<Value> = (0..120)
+        .map(|n| match n % 3 {
+            0 => json!({"id": format!("t{n}"), "prompt": format!("$ echo t{n}")}),
+            1 => json!({"id": format!("t{n}"), "prompt": format!("say t{n}")}),
+            // A number for an id, and a command that fails (the turn still completes).
+            _ => json!({"id": n, "prompt": "$ exit 3"}),
+        })
+        .collect();
+    // One task waits for a file the test creates: its shard is killed while it waits.
+    let gate = format!(
+        "$ until [ -e {} ]; do sleep 0.02; done; echo gated # {marker}",
+        go.display()
+    );
+    lines.push(json!({"id": "gate", "prompt": gate}));
+    let tasks = e.write("bench.jsonl", &tasks_file(&lines));
+    let tasks = tasks.to_str().unwrap();
+    let common = ["--tasks", tasks, "--approve", "always", "--parallel", "4"];
+    let shard_env = |i: usize| -> Vec<(&str, String)> {
+        match i {
+            1 => vec![
+                ("JOB_COMPLETION_INDEX", "1".into()),
+                ("TUI_GATEWAY_EXEC_SHARDS", "4".into()),
+            ],
+            2 => vec![
+                ("SLURM_ARRAY_TASK_ID", "7".into()),
+                ("SLURM_ARRAY_TASK_MIN", "5".into()),
+                ("SLURM_ARRAY_TASK_COUNT", "4".into()),
+            ],
+            _ => Vec::new(),
+        }
+    };
+    let spawn_shard = |i: usize, more: &[&str]| {
+        let flag = format!("{i}/4");
+        let mut args = common.to_vec();
+        if shard_env(i).is_empty() {
+            args.extend(["--shard", &flag]);
+        }
+        args.extend_from_slice(more);
+        let env = shard_env(i);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        e.spawn(&args, &env)
+    };
+    let mut shards: Vec<Option<std::process::Child>> =
+        (0..4).map(|i| Some(spawn_shard(i, &[]))).collect();
+    // The shard running the gate is the one whose working directories its shell is in.
+    let waiting = procfs::wait_for_proc("bash", &marker, T);
+    let cwd = std::fs::read_link(format!("/proc/{}/cwd", waiting.pid)).unwrap();
+    let killed = (0..4)
+        .find(|i| cwd.to_string_lossy().contains(&format!("shard-{i}-of-4")))
+        .unwrap_or_else(|| panic!("the gate runs in {}", cwd.display()));
+    let mut victim = shards[killed].take().unwrap();
+    victim.kill().unwrap();
+    let _ = victim.wait();
+    for child in shards.into_iter().flatten() {
+        let out = finish(child);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    std::fs::write(&go, "").unwrap();
+    let out = finish(spawn_shard(killed, &["--continue"]));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let continued = summary_in(&out.stdout);
+    assert_eq!(
+        continued["shard"],
+        json!(format!("{killed}/4")),
+        "{continued}"
+    );
+
+    let results: Vec<PathBuf> = (0..4)
+        .map(|i| e.dir().join(format!("bench.shard-{i}-of-4.results.jsonl")))
+        .collect();
+    for (i, file) in results.iter().enumerate() {
+        let recs = records(file);
+        assert!(!recs.is_empty(), "shard {i} ran nothing");
+        for r in &recs {
+            assert_eq!(r["shard"], json!(format!("{i}/4")), "{r}");
+            assert!(r["host"].is_string(), "{r}");
+        }
+    }
+    let mut merge_args = vec!["merge"];
+    merge_args.extend(results.iter().map(|p| p.to_str().unwrap()));
+    let out = finish(e.subcommand("exec", &merge_args).spawn().unwrap());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let merged = summary_in(&out.stdout);
+    assert_eq!(
+        merged["shards"].as_array().map(Vec::len),
+        Some(4),
+        "{merged}"
+    );
+
+    let out = e.run(&[
+        "--tasks",
+        tasks,
+        "--approve",
+        "always",
+        "--results",
+        "one.jsonl",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let one = summary_in(&out.stdout);
+    assert_eq!(
+        figures(&merged),
+        figures(&one),
+        "merged {merged}\none run {one}"
+    );
+    assert_eq!(
+        (one["tasks"].as_u64(), one["done"].as_u64()),
+        (Some(121), Some(121)),
+        "{one}"
+    );
+}
+
+#[test]
+fn merge_names_every_line_that_is_not_a_record_and_skips_one_cut_short() {
+    let e = Exec::new("merge-bad");
+    let record = json!({"type": "exec.result", "task_id": "a", "status": "done",
+        "model_calls": 1, "tool_calls": 0, "tokens": {"input": 3, "output": 2},
+        "cost_usd": 0.0, "cost_status": "actual", "subagents": {"count": 0}});
+    let good = e.write("good.jsonl", &format!("{record}\n{{\"type\":\"exec.res"));
+    let bad = e.write("bad.jsonl", &format!("{record}\nnot json\n{record}\n[1]\n"));
+    let out = finish(
+        e.subcommand("exec", &["merge", good.to_str().unwrap()])
+            .spawn()
+            .unwrap(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = summary_in(&out.stdout);
+    assert_eq!(
+        (&s["tasks"], &s["done"], &s["cut_short"]),
+        (&json!(1), &json!(1), &json!(1)),
+        "{s}"
+    );
+    let out = finish(
+        e.subcommand(
+            "exec",
+            &["merge", good.to_str().unwrap(), bad.to_str().unwrap()],
+        )
+        .spawn()
+        .unwrap(),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let said = text(&out.stderr);
+    for line in [":2:", ":4:"] {
+        assert!(said.contains(&format!("bad.jsonl{line}")), "{said}");
+    }
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+}

@@ -11,7 +11,9 @@
 
 mod batch;
 mod embedded;
+mod merge;
 mod record;
+mod shard;
 mod stream;
 mod tasks;
 mod trajectories;
@@ -27,7 +29,8 @@ use crate::config::{flag_value, split_flag};
 use crate::methods::params::PROMPT_MAX;
 use batch::{Approve, Batch, Settings, Sink};
 use embedded::Embedded;
-use record::{Outcome, Status, Usage, ms};
+use record::{Outcome, Status, Totals, ms};
+use shard::Shard;
 use stream::Stream;
 use tasks::{Results, Task};
 use trajectories::Wanted;
@@ -48,6 +51,7 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 const USAGE: &str = "\
 usage: tui-gateway exec [FLAGS] PROMPT...      one task; `-` reads the prompt from stdin
        tui-gateway exec [FLAGS] --tasks FILE.jsonl [--parallel N] [--results FILE] [--continue]
+       tui-gateway exec merge RESULTS.jsonl...  one summary of many results files (shards)
 
 Runs tasks headless with the configured provider and tools, in this process (no UI, no
 second gateway). One task prints its answer on stdout and its result record (one JSON line)
@@ -80,6 +84,10 @@ exec flags:
   --workdir DIR          each task without a cwd runs in DIR/<id>
                          env TUI_GATEWAY_EXEC_WORKDIR               default results FILE with .work
   --continue             append to the results file, skipping tasks it records as finished
+  --shard I/N            run only shard I (0..N-1) of the tasks, picked by a hash of each id;
+                         default results FILE.shard-I-of-N.results.jsonl. Without it:
+                         JOB_COMPLETION_INDEX with TUI_GATEWAY_EXEC_SHARDS (a Kubernetes
+                         Indexed Job), or SLURM_ARRAY_TASK_ID with SLURM_ARRAY_TASK_COUNT
   -h, --help             this help
 gateway flags (as for serve):
 ";
@@ -100,6 +108,8 @@ struct Options {
     results: Option<PathBuf>,
     workdir: Option<PathBuf>,
     resume_run: bool,
+    /// `--shard I/N` (or the scheduler's environment): run only the tasks of shard I.
+    shard: Option<Shard>,
     /// Everything else: the gateway's own flags.
     gateway: Vec<String>,
 }
@@ -112,6 +122,9 @@ enum Args {
 
 /// Runs `exec`; `args` are the arguments after `exec`. Returns the exit code.
 pub fn run(args: &[String]) -> i32 {
+    if args.first().is_some_and(|a| a == "merge") {
+        return merge::run(&args[1..]);
+    }
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
     let opts = match parse_args(args, &env) {
         Ok(Args::Help) => {
@@ -167,6 +180,7 @@ fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<A
         results: None,
         workdir: None,
         resume_run: false,
+        shard: None,
         gateway: Vec::new(),
     };
     if let Some(v) = env("TUI_GATEWAY_EXEC_APPROVE") {
@@ -207,6 +221,9 @@ fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<A
             }
             "--atif" => o.atif = Some(PathBuf::from(value()?)),
             "--continue" => o.resume_run = true,
+            "--shard" => {
+                o.shard = Some(Shard::parse(&value()?).map_err(|e| format!("--shard: {e}"))?)
+            }
             "--resume" | "-r" => {
                 let v = value()?;
                 if v.trim().is_empty() {
@@ -235,6 +252,9 @@ fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<A
             }
         }
     }
+    if o.shard.is_none() && o.tasks.is_some() {
+        o.shard = Shard::from_env(env)?;
+    }
     match &o.tasks {
         _ if o.json && o.stream_json => {
             Err("--json and --output-format stream-json both write stdout: give one".into())
@@ -247,6 +267,7 @@ fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<A
             Err("no prompt: give PROMPT, `-` (stdin) or --tasks FILE".into())
         }
         None if o.resume_run => Err("--continue is for --tasks".into()),
+        None if o.shard.is_some() => Err("--shard is for --tasks".into()),
         _ => Ok(Args::Run(Box::new(o))),
     }
 }
@@ -473,10 +494,19 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
             return EXIT_USAGE;
         }
     };
+    let all: Vec<Task> = match opts.shard {
+        Some(shard) => all.into_iter().filter(|t| shard.holds(&t.id)).collect(),
+        None => all,
+    };
+    // Shards sharing a file system each get their own results (and working directories).
+    let results_name = match opts.shard {
+        Some(s) => format!("shard-{}-of-{}.results.jsonl", s.index, s.count),
+        None => "results.jsonl".to_string(),
+    };
     let results_path = opts
         .results
         .clone()
-        .unwrap_or_else(|| beside(&file, "results.jsonl"));
+        .unwrap_or_else(|| beside(&file, &results_name));
     let existing = match tasks::read_limited(&results_path) {
         Ok(text) => text.unwrap_or_default(),
         Err(e) => {
@@ -538,10 +568,9 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
         permission_mode: opts.approve.name(),
         atif: opts.atif.clone(),
         trajectories: Vec::new(),
-        counts: [0; Status::ALL.len()],
-        usage: Usage::default(),
-        subagents: 0,
-        tool_calls: 0,
+        totals: Totals::default(),
+        shard: opts.shard,
+        host: host_name(),
         write_error: None,
         progress: std::io::stderr()
             .is_terminal()
@@ -554,7 +583,7 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
     let wrote_trajectories = store.write(&sink.trajectories);
     let wall = started.elapsed();
     let cpu = cpu_time().saturating_sub(cpu);
-    let ran: usize = sink.counts.iter().sum();
+    let ran = sink.totals.ended();
     let mut summary = json!({
         "type": "exec.summary",
         "tasks": all.len(),
@@ -566,15 +595,10 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
         "tasks_per_s": if wall.is_zero() { 0.0 } else { ran as f64 / wall.as_secs_f64() },
         "cpu_s": cpu.as_secs_f64(),
         "cpu_ms_per_task": if ran == 0 { 0.0 } else { ms(cpu) / ran as f64 },
-        "model_calls": sink.usage.calls,
-        "subagents": sink.subagents,
-        "tool_calls": sink.tool_calls,
-        "tokens": sink.usage.tokens_json(),
-        "cost_usd": sink.usage.cost_usd,
-        "cost_status": sink.usage.cost_status.map(crate::model::pricing::CostStatus::as_str),
     });
-    for (status, n) in Status::ALL.iter().zip(sink.counts) {
-        summary[status.name()] = json!(n);
+    merge_into(&mut summary, sink.totals.json());
+    if let Some(shard) = opts.shard {
+        summary["shard"] = json!(shard.name());
     }
     print_out(&format!("{summary}\n"));
     if let Some(e) = &sink.write_error {
@@ -586,7 +610,7 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
     }
     if end.stopped {
         Status::Interrupted.exit_code()
-    } else if sink.counts[0] == ran {
+    } else if sink.totals.counts[0] == ran {
         0
     } else {
         EXIT_SOME_FAILED
@@ -611,13 +635,10 @@ struct TasksSink<'t> {
     /// `--atif DIR`, and the trajectories to write there once the gateway exited.
     atif: Option<PathBuf>,
     trajectories: Vec<Wanted>,
-    /// Tasks ended, by status (in [`Status::ALL`]'s order).
-    counts: [usize; Status::ALL.len()],
-    /// The tasks' usage, their subagents' included.
-    usage: Usage,
-    /// Subagents the tasks' delegations ran.
-    subagents: u64,
-    tool_calls: u64,
+    totals: Totals,
+    /// Written into each record: which shard and machine ran the task.
+    shard: Option<Shard>,
+    host: String,
     write_error: Option<String>,
     progress: Option<Progress>,
 }
@@ -642,22 +663,25 @@ impl Sink for TasksSink<'_> {
                 session_id: id.clone(),
             });
         }
-        let record = outcome.record(Some(&task.id));
+        let mut record = outcome.record(Some(&task.id));
+        if let Some(shard) = self.shard {
+            record["shard"] = json!(shard.name());
+        }
+        record["host"] = json!(self.host);
         if let Err(e) = self.results.write(&record)
             && self.write_error.is_none()
         {
             eprint_line(&format!("error: cannot write a record: {e}"));
             self.write_error = Some(e.to_string());
         }
-        if let Some(slot) = Status::ALL.iter().position(|s| *s == outcome.status) {
-            self.counts[slot] += 1;
-        }
-        self.usage.add(&outcome.usage);
-        self.usage.add(&outcome.subagents.usage);
-        self.subagents += outcome.subagents.count;
-        self.tool_calls += outcome.tool_calls;
+        self.totals.add(
+            outcome.status,
+            &outcome.usage,
+            &outcome.subagents,
+            outcome.tool_calls,
+        );
         if let Some(p) = &mut self.progress {
-            p.update(&self.counts);
+            p.update(&self.totals.counts);
         }
     }
 }
@@ -711,6 +735,20 @@ fn progress_line(counts: &[usize], total: usize, elapsed: Duration) -> String {
 }
 
 // ---- small things -----------------------------------------------------------------------------
+
+/// `extra`'s fields set in `into` (both objects).
+fn merge_into(into: &mut Value, extra: Value) {
+    if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
+        into.extend(extra);
+    }
+}
+
+/// This machine's name, for the records (empty when it has none).
+fn host_name() -> String {
+    crate::util::read_proc("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
+}
 
 /// User + system CPU time of this process (the gateway and `exec` together; not the tools).
 fn cpu_time() -> Duration {

@@ -159,13 +159,17 @@ pub fn dir_name(id: &str) -> String {
         name.replace_range(..1, "_");
     }
     if name != id {
-        // FNV-1a: stable across runs and builds, which a continuation relies on.
-        let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-        name.push_str(&format!("-{:08x}", hash as u32));
+        name.push_str(&format!("-{:08x}", stable_hash(id) as u32));
     }
     name
+}
+
+/// FNV-1a of a task id: the same across runs, builds and machines, which a continuation and
+/// the shards' assignment rely on.
+pub fn stable_hash(id: &str) -> u64 {
+    id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// The ids a results file records as finished.
