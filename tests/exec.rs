@@ -156,7 +156,7 @@ pub(crate) fn tasks_file(lines: &[Value]) -> String {
     lines.iter().map(|l| format!("{l}\n")).collect()
 }
 
-fn wait_records(path: &Path, at_least: usize) -> Vec<Value> {
+pub(crate) fn wait_records(path: &Path, at_least: usize) -> Vec<Value> {
     let deadline = Instant::now() + T;
     loop {
         let r = records(path);

@@ -34,31 +34,54 @@ fn harbor_python() -> &'static Path {
     })
 }
 
-/// Runs Harbor's own validator (`harbor.utils.trajectory_validator`) on `path`: whether it
-/// accepts it, and what it said.
-fn harbor_validates(path: &Path) -> (bool, String) {
+/// Harbor's own validator (`harbor.utils.trajectory_validator.TrajectoryValidator`) on each
+/// file, in one Python process: whether it accepts each, and its errors.
+fn harbor_validates(paths: &[PathBuf]) -> Vec<(bool, String)> {
+    let program = "import sys, json\n\
+        from harbor.utils.trajectory_validator import TrajectoryValidator\n\
+        for p in sys.argv[1:]:\n    v = TrajectoryValidator()\n    \
+        print(json.dumps([v.validate(p), v.errors]), flush=True)\n";
     let child = Command::new(harbor_python())
-        .args(["-m", "harbor.utils.trajectory_validator"])
-        .arg(path)
+        .arg("-c")
+        .arg(program)
+        .args(paths)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("run Harbor's validator");
     let out = finish(child);
-    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
-    (out.status.success(), said)
+    assert!(
+        out.status.success(),
+        "Harbor's validator: {}",
+        text(&out.stderr)
+    );
+    let said = json_lines(&out.stdout);
+    assert_eq!(said.len(), paths.len(), "{}", text(&out.stdout));
+    said.iter()
+        .map(|v| (v[0] == true, v[1].to_string()))
+        .collect()
 }
 
-/// The trajectory at `path`, which Harbor's models accept.
+/// The trajectories at `paths`, each of which Harbor's models accept.
+fn valid_atifs(paths: &[PathBuf]) -> Vec<Value> {
+    let verdicts = harbor_validates(paths);
+    paths
+        .iter()
+        .zip(verdicts)
+        .map(|(path, (ok, said))| {
+            assert!(ok, "Harbor refuses {}: {said}", path.display());
+            let doc: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+            assert_eq!(doc["schema_version"], "ATIF-v1.4", "{doc}");
+            assert_eq!(doc["agent"]["name"], "tui-gateway", "{doc}");
+            assert!(doc["agent"]["version"].is_string(), "{doc}");
+            doc
+        })
+        .collect()
+}
+
 fn valid_atif(path: &Path) -> Value {
-    let (ok, said) = harbor_validates(path);
-    assert!(ok, "Harbor refuses {}: {said}", path.display());
-    let doc: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    assert_eq!(doc["schema_version"], "ATIF-v1.4", "{doc}");
-    assert_eq!(doc["agent"]["name"], "tui-gateway", "{doc}");
-    assert!(doc["agent"]["version"].is_string(), "{doc}");
-    doc
+    valid_atifs(&[path.to_path_buf()]).remove(0)
 }
 
 fn sources(t: &Value) -> Vec<&str> {
@@ -171,7 +194,7 @@ fn sessions_export_gives_hermes_jsonl_and_a_trajectory_harbor_accepts() {
     // The validator is not a formality: a trajectory out of order is refused.
     let mut broken = t.clone();
     broken["steps"][0]["step_id"] = json!(2);
-    let (ok, said) = harbor_validates(&e.write("broken.json", &broken.to_string()));
+    let (ok, said) = harbor_validates(&[e.write("broken.json", &broken.to_string())]).remove(0);
     assert!(
         !ok,
         "Harbor accepted a trajectory whose steps start at 2: {said}"
@@ -217,8 +240,7 @@ fn exec_atif_writes_a_trajectory_per_task_that_harbor_accepts() {
         .collect();
     files.sort();
     assert_eq!(files.len(), 3, "{files:?}");
-    for file in &files {
-        let t = valid_atif(file);
+    for (file, t) in files.iter().zip(valid_atifs(&files)) {
         let record = records
             .iter()
             .find(|r| r["session_id"] == t["session_id"])
@@ -626,7 +648,18 @@ fn four_shards_one_killed_and_continued_merge_to_one_run_s_figures() {
     lines.push(json!({"id": "gate", "prompt": gate}));
     let tasks = e.write("bench.jsonl", &tasks_file(&lines));
     let tasks = tasks.to_str().unwrap();
-    let common = ["--tasks", tasks, "--approve", "always", "--parallel", "4"];
+    let atif = e.dir().join("trajectories");
+    let atif = atif.to_str().unwrap();
+    let common = [
+        "--tasks",
+        tasks,
+        "--approve",
+        "always",
+        "--parallel",
+        "4",
+        "--atif",
+        atif,
+    ];
     let shard_env = |i: usize| -> Vec<(&str, String)> {
         match i {
             1 => vec![
@@ -660,6 +693,11 @@ fn four_shards_one_killed_and_continued_merge_to_one_run_s_figures() {
     let killed = (0..4)
         .find(|i| cwd.to_string_lossy().contains(&format!("shard-{i}-of-4")))
         .unwrap_or_else(|| panic!("the gate runs in {}", cwd.display()));
+    // Killed once it has finished tasks whose trajectories it has not written yet.
+    let victim_results = e
+        .dir()
+        .join(format!("bench.shard-{killed}-of-4.results.jsonl"));
+    wait_records(&victim_results, 5);
     let mut victim = shards[killed].take().unwrap();
     victim.kill().unwrap();
     let _ = victim.wait();
@@ -676,6 +714,7 @@ fn four_shards_one_killed_and_continued_merge_to_one_run_s_figures() {
         json!(format!("{killed}/4")),
         "{continued}"
     );
+    assert!(continued["skipped"].as_u64() >= Some(5), "{continued}");
 
     let results: Vec<PathBuf> = (0..4)
         .map(|i| e.dir().join(format!("bench.shard-{i}-of-4.results.jsonl")))
@@ -688,6 +727,18 @@ fn four_shards_one_killed_and_continued_merge_to_one_run_s_figures() {
             assert!(r["host"].is_string(), "{r}");
         }
     }
+    // Every task's trajectory, those the killed shard finished before the kill included
+    // (its continuation wrote them).
+    let files: Vec<PathBuf> = std::fs::read_dir(atif)
+        .unwrap()
+        .map(|d| d.unwrap().path().join("trajectory.json"))
+        .collect();
+    assert_eq!(files.len(), 121);
+    let sessions: std::collections::HashSet<String> = valid_atifs(&files)
+        .iter()
+        .map(|t| t["session_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(sessions.len(), 121);
     let mut merge_args = vec!["merge"];
     merge_args.extend(results.iter().map(|p| p.to_str().unwrap()));
     let out = finish(e.subcommand("exec", &merge_args).spawn().unwrap());

@@ -521,14 +521,14 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
         ));
         return EXIT_USAGE;
     }
-    let finished = tasks::finished_ids(&existing);
+    let finished = tasks::finished(&existing);
     let workdir = opts
         .workdir
         .clone()
         .unwrap_or_else(|| beside(&results_path, "work"));
     let mut todo: Vec<Task> = all
         .iter()
-        .filter(|t| !finished.contains(&t.id))
+        .filter(|t| !finished.contains_key(&t.id))
         .cloned()
         .collect();
     for task in &mut todo {
@@ -567,7 +567,12 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
         stream: opts.stream_json.then(|| Stream::new(store.max_turns)),
         permission_mode: opts.approve.name(),
         atif: opts.atif.clone(),
-        trajectories: Vec::new(),
+        // A continuation writes the trajectories a killed run did not get to.
+        trajectories: opts
+            .atif
+            .as_ref()
+            .map(|dir| missing_trajectories(dir, &all, &finished))
+            .unwrap_or_default(),
         totals: Totals::default(),
         shard: opts.shard,
         host: host_name(),
@@ -617,6 +622,28 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
     }
 }
 
+fn trajectory_file(dir: &Path, task_id: &str) -> PathBuf {
+    dir.join(tasks::dir_name(task_id)).join("trajectory.json")
+}
+
+/// The trajectories of the tasks a results file records as finished that are not in `dir`.
+fn missing_trajectories(
+    dir: &Path,
+    all: &[Task],
+    finished: &std::collections::HashMap<String, Option<String>>,
+) -> Vec<Wanted> {
+    all.iter()
+        .filter_map(|t| {
+            let session = finished.get(&t.id)?.clone()?;
+            let file = trajectory_file(dir, &t.id);
+            (!file.exists()).then_some(Wanted {
+                file,
+                session_id: session,
+            })
+        })
+        .collect()
+}
+
 /// `dir/stem.<suffix>` for `dir/stem.ext`.
 fn beside(path: &Path, suffix: &str) -> PathBuf {
     let stem = path
@@ -659,7 +686,7 @@ impl Sink for TasksSink<'_> {
         }
         if let (Some(dir), Some(id)) = (&self.atif, &outcome.stored_session_id) {
             self.trajectories.push(Wanted {
-                file: dir.join(tasks::dir_name(&task.id)).join("trajectory.json"),
+                file: trajectory_file(dir, &task.id),
                 session_id: id.clone(),
             });
         }
