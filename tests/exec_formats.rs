@@ -100,6 +100,16 @@ fn json_lines(stdout: &[u8]) -> Vec<Value> {
         .collect()
 }
 
+/// Runs one task to `done` (approvals granted); its stored session id.
+fn stored_run(e: &Exec, prompt: &str) -> String {
+    let out = e.run(&["--approve", "always", prompt]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    record_in(&out.stderr)["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 fn row_i64(e: &Exec, column: &str, id: &str) -> i64 {
     e.db()
         .query_row(
@@ -113,12 +123,7 @@ fn row_i64(e: &Exec, column: &str, id: &str) -> i64 {
 #[test]
 fn sessions_export_gives_hermes_jsonl_and_a_trajectory_harbor_accepts() {
     let e = Exec::new("export");
-    let out = e.run(&["--approve", "always", "$ echo exported-marker"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let id = record_in(&out.stderr)["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = stored_run(&e, "$ echo exported-marker");
 
     // Hermes' JSONL: one line, every column of the row and of each message row.
     let out = e.sessions(&["export", &id]);
@@ -484,12 +489,7 @@ fn hermes_reads_the_jsonl_export_back() {
         return;
     };
     let e = Exec::new("export-hermes");
-    let out = e.run(&["--approve", "always", "$ echo round-trip"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let id = record_in(&out.stderr)["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = stored_run(&e, "$ echo round-trip");
     let out = e.sessions(&["export", &id]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let ours: Value = serde_json::from_slice(&out.stdout).unwrap();

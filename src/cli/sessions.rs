@@ -290,17 +290,25 @@ fn list(store: &Store, picked: &Picked) -> i32 {
     }
 }
 
-fn export(store: &Store, id: &str, format: Format) -> i32 {
-    let session = match store.export(id) {
-        Ok(Some(s)) => s,
+/// The stored session `id` read, or the exit code after saying why there is none.
+fn found<T>(id: &str, read: Result<Option<T>, crate::store::StoreError>) -> Result<T, i32> {
+    match read {
+        Ok(Some(s)) => Ok(s),
         Ok(None) => {
             eprintln!("no stored session {:?}", printable(id));
-            return 1;
+            Err(1)
         }
         Err(e) => {
             eprintln!("error: {e}");
-            return 1;
+            Err(1)
         }
+    }
+}
+
+fn export(store: &Store, id: &str, format: Format) -> i32 {
+    let session = match found(id, store.export(id)) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     let doc = match format {
         Format::Jsonl => session,
@@ -310,16 +318,9 @@ fn export(store: &Store, id: &str, format: Format) -> i32 {
 }
 
 fn show(store: &Store, id: &str) -> i32 {
-    let s = match store.load(id) {
-        Ok(Some(s)) => s,
-        Ok(None) => {
-            eprintln!("no stored session {:?}", printable(id));
-            return 1;
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 1;
-        }
+    let s = match found(id, store.load(id)) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     let mut out = Out::new();
     out.foreign(&format!(
