@@ -61,6 +61,9 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// Retries of a model request answered 429 or 5xx.
     pub model_retries: u32,
+    /// Model calls in one turn before it is stopped (Hermes' `max_turns`; a subagent's own
+    /// `delegation.max_iterations` applies to it instead).
+    pub max_turns: u32,
     /// First backoff between retries (doubling), unless the server says `Retry-After`.
     pub retry_base: Duration,
     /// Longest wait between retries, whatever `Retry-After` says.
@@ -118,6 +121,7 @@ impl Default for Config {
             first_byte_timeout: Duration::from_secs(120),
             idle_timeout: Duration::from_secs(120),
             model_retries: 2,
+            max_turns: crate::session::machine::MAX_ROUNDS,
             retry_base: Duration::from_millis(500),
             retry_cap: Duration::from_secs(30),
             approval_timeout: Duration::from_secs(300),
@@ -451,6 +455,15 @@ const KNOBS: &[Knob] = &[
                 .ok()
                 .filter(|n| *n <= 20)
                 .ok_or(format!("expected a whole number up to 20, got {v:?}"))?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--max-turns",
+        env: "HERMES_TUI_MAX_TURNS",
+        show: |c| c.max_turns.to_string(),
+        set: |c, v| {
+            c.max_turns = count(v, 1, 10_000)? as u32;
             Ok(())
         },
     },

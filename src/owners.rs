@@ -220,6 +220,7 @@ impl CallOwners for Gateway {
             command_timeout: self.cfg.command_timeout,
             approval_timeout: self.cfg.approval_timeout,
             clarify_timeout: self.cfg.clarify_timeout,
+            max_turns: self.cfg.max_turns,
             shutting_down: self.shutdown.is_some(),
             clock: self.clock,
         }

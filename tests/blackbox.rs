@@ -34,6 +34,7 @@ mod detach;
 mod durability;
 mod embedding;
 mod exec;
+mod exec_formats;
 mod fault_isolation;
 mod file_safety;
 mod file_tools;

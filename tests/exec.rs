@@ -18,25 +18,38 @@ use mockai::*;
 use serde_json::{Value, json};
 
 /// A prepared `tui-gateway exec` in a private home (and working directory).
-struct Exec {
-    home: TempHome,
+pub(crate) struct Exec {
+    pub(crate) home: TempHome,
 }
 
 impl Exec {
-    fn new(tag: &str) -> Exec {
+    pub(crate) fn new(tag: &str) -> Exec {
         Exec {
             home: TempHome::new(&format!("exec-{tag}")),
         }
     }
 
-    fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.home.path
     }
 
     fn command(&self, args: &[&str]) -> Command {
+        self.subcommand("exec", args)
+    }
+
+    /// `tui-gateway sessions ARGS` on this home, to its end.
+    pub(crate) fn sessions(&self, args: &[&str]) -> Output {
+        finish(
+            self.subcommand("sessions", args)
+                .spawn()
+                .expect("spawn sessions"),
+        )
+    }
+
+    pub(crate) fn subcommand(&self, sub: &str, args: &[&str]) -> Command {
         let mut cmd = Command::new(BIN);
         scrub_env(&mut cmd);
-        cmd.arg("exec")
+        cmd.arg(sub)
             .args(args)
             .current_dir(self.dir())
             .env("HERMES_HOME", self.dir())
@@ -56,7 +69,7 @@ impl Exec {
         cmd
     }
 
-    fn spawn(&self, args: &[&str], env: &[(&str, &str)]) -> Child {
+    pub(crate) fn spawn(&self, args: &[&str], env: &[(&str, &str)]) -> Child {
         let mut cmd = self.command(args);
         for (k, v) in env {
             cmd.env(k, v);
@@ -65,34 +78,34 @@ impl Exec {
     }
 
     /// Runs to the end (killed and failed past the test deadline).
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.run_env(args, &[])
     }
 
-    fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+    pub(crate) fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         finish(self.spawn(args, env))
     }
 
-    fn write(&self, name: &str, text: &str) -> PathBuf {
+    pub(crate) fn write(&self, name: &str, text: &str) -> PathBuf {
         let path = self.dir().join(name);
         std::fs::write(&path, text).unwrap();
         path
     }
 
-    fn db(&self) -> rusqlite::Connection {
+    pub(crate) fn db(&self) -> rusqlite::Connection {
         rusqlite::Connection::open(self.home.db_path()).unwrap()
     }
 }
 
 /// Ctrl-C, as a terminal sends it to `exec`.
-fn sigint(child: &Child) {
+pub(crate) fn sigint(child: &Child) {
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
 }
 
 /// Waits for `child` with a deadline; its output. Its pipes are read while it runs, so a
 /// chatty `--json` never blocks on a full pipe.
-fn finish(child: Child) -> Output {
+pub(crate) fn finish(child: Child) -> Output {
     // Unreaped until the waiter returns, so the pid cannot be reused meanwhile.
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let (ended, output) = std::sync::mpsc::channel();
@@ -107,12 +120,12 @@ fn finish(child: Child) -> Output {
     }
 }
 
-fn text(b: &[u8]) -> String {
+pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
 /// The record `exec PROMPT` prints last on stderr (or stdout with `--json`).
-fn record_in(stream: &[u8]) -> Value {
+pub(crate) fn record_in(stream: &[u8]) -> Value {
     let t = text(stream);
     let line = t
         .lines()
@@ -122,7 +135,7 @@ fn record_in(stream: &[u8]) -> Value {
     serde_json::from_str(line).unwrap()
 }
 
-fn records(path: &Path) -> Vec<Value> {
+pub(crate) fn records(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
@@ -130,7 +143,7 @@ fn records(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn summary_in(stdout: &[u8]) -> Value {
+pub(crate) fn summary_in(stdout: &[u8]) -> Value {
     let t = text(stdout);
     let line = t
         .lines()
@@ -139,11 +152,11 @@ fn summary_in(stdout: &[u8]) -> Value {
     serde_json::from_str(line).unwrap()
 }
 
-fn tasks_file(lines: &[Value]) -> String {
+pub(crate) fn tasks_file(lines: &[Value]) -> String {
     lines.iter().map(|l| format!("{l}\n")).collect()
 }
 
-fn wait_records(path: &Path, at_least: usize) -> Vec<Value> {
+pub(crate) fn wait_records(path: &Path, at_least: usize) -> Vec<Value> {
     let deadline = Instant::now() + T;
     loop {
         let r = records(path);
@@ -156,12 +169,12 @@ fn wait_records(path: &Path, at_least: usize) -> Vec<Value> {
 }
 
 /// A `sleep` command whose every process (supervisor, shell, sleep) carries a marker.
-fn marked_sleep(secs: u64) -> (String, String) {
+pub(crate) fn marked_sleep(secs: u64) -> (String, String) {
     let marker = common::procfs::marker();
     (format!("$ sleep {secs}.{marker}"), marker)
 }
 
-fn assert_nothing_left(marker: &str) {
+pub(crate) fn assert_nothing_left(marker: &str) {
     common::procfs::assert_none_left(marker, T, "exec's tools");
 }
 

@@ -11,8 +11,12 @@
 
 mod batch;
 mod embedded;
+mod merge;
 mod record;
+mod shard;
+mod stream;
 mod tasks;
+mod trajectories;
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -25,8 +29,11 @@ use crate::config::{flag_value, split_flag};
 use crate::methods::params::PROMPT_MAX;
 use batch::{Approve, Batch, Settings, Sink};
 use embedded::Embedded;
-use record::{Outcome, Status, Usage, ms};
+use record::{Outcome, Status, Totals, ms};
+use shard::Shard;
+use stream::Stream;
 use tasks::{Results, Task};
+use trajectories::Wanted;
 
 /// Longest per-task timeout accepted (a week).
 pub(crate) const TIMEOUT_MAX_S: f64 = 7.0 * 24.0 * 3600.0;
@@ -44,6 +51,7 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 const USAGE: &str = "\
 usage: tui-gateway exec [FLAGS] PROMPT...      one task; `-` reads the prompt from stdin
        tui-gateway exec [FLAGS] --tasks FILE.jsonl [--parallel N] [--results FILE] [--continue]
+       tui-gateway exec merge RESULTS.jsonl...  one summary of many results files (shards)
 
 Runs tasks headless with the configured provider and tools, in this process (no UI, no
 second gateway). One task prints its answer on stdout and its result record (one JSON line)
@@ -58,6 +66,11 @@ not end done.
 
 exec flags:
   --json                 stdout: events and the record as JSON lines
+  --output-format FMT    text | stream-json: stdout gets Claude Code's stream-json lines
+                         (init, assistant text and tool use, tool results, the result)
+  --atif DIR             write each task's ATIF trajectory (Harbor's ATIF-v1.4) to
+                         DIR/trajectory.json (one task) or DIR/<task id>/trajectory.json
+  --max-turns N          model calls per task's turn (the gateway's --max-turns)
   --resume ID|TITLE      continue a stored session (one task)
   --cwd DIR              working directory of the one task          default .
   --approve MODE         never | always | ask-fails: how approvals are answered
@@ -71,6 +84,10 @@ exec flags:
   --workdir DIR          each task without a cwd runs in DIR/<id>
                          env TUI_GATEWAY_EXEC_WORKDIR               default results FILE with .work
   --continue             append to the results file, skipping tasks it records as finished
+  --shard I/N            run only shard I (0..N-1) of the tasks, picked by a hash of each id;
+                         default results FILE.shard-I-of-N.results.jsonl. Without it:
+                         JOB_COMPLETION_INDEX with TUI_GATEWAY_EXEC_SHARDS (a Kubernetes
+                         Indexed Job), or SLURM_ARRAY_TASK_ID with SLURM_ARRAY_TASK_COUNT
   -h, --help             this help
 gateway flags (as for serve):
 ";
@@ -78,6 +95,9 @@ gateway flags (as for serve):
 #[derive(Debug, Clone, PartialEq)]
 struct Options {
     json: bool,
+    /// `--output-format stream-json`.
+    stream_json: bool,
+    atif: Option<PathBuf>,
     prompt: Vec<String>,
     resume: Option<String>,
     cwd: Option<PathBuf>,
@@ -88,6 +108,8 @@ struct Options {
     results: Option<PathBuf>,
     workdir: Option<PathBuf>,
     resume_run: bool,
+    /// `--shard I/N` (or the scheduler's environment): run only the tasks of shard I.
+    shard: Option<Shard>,
     /// Everything else: the gateway's own flags.
     gateway: Vec<String>,
 }
@@ -100,6 +122,9 @@ enum Args {
 
 /// Runs `exec`; `args` are the arguments after `exec`. Returns the exit code.
 pub fn run(args: &[String]) -> i32 {
+    if args.first().is_some_and(|a| a == "merge") {
+        return merge::run(&args[1..]);
+    }
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
     let opts = match parse_args(args, &env) {
         Ok(Args::Help) => {
@@ -143,6 +168,8 @@ pub fn run(args: &[String]) -> i32 {
 fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Args, String> {
     let mut o = Options {
         json: false,
+        stream_json: false,
+        atif: None,
         prompt: Vec::new(),
         resume: None,
         cwd: None,
@@ -153,6 +180,7 @@ fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<A
         results: None,
         workdir: None,
         resume_run: false,
+        shard: None,
         gateway: Vec::new(),
     };
     if let Some(v) = env("TUI_GATEWAY_EXEC_APPROVE") {
@@ -180,7 +208,22 @@ fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<A
             "-h" | "--help" => return Ok(Args::Help),
             "--" => prompt_only = true,
             "--json" => o.json = true,
+            "--output-format" => {
+                o.stream_json = match value()?.as_str() {
+                    "text" => false,
+                    "stream-json" => true,
+                    other => {
+                        return Err(format!(
+                            "--output-format: {other:?} is not text or stream-json"
+                        ));
+                    }
+                }
+            }
+            "--atif" => o.atif = Some(PathBuf::from(value()?)),
             "--continue" => o.resume_run = true,
+            "--shard" => {
+                o.shard = Some(Shard::parse(&value()?).map_err(|e| format!("--shard: {e}"))?)
+            }
             "--resume" | "-r" => {
                 let v = value()?;
                 if v.trim().is_empty() {
@@ -209,7 +252,13 @@ fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<A
             }
         }
     }
+    if o.shard.is_none() && o.tasks.is_some() {
+        o.shard = Shard::from_env(env)?;
+    }
     match &o.tasks {
+        _ if o.json && o.stream_json => {
+            Err("--json and --output-format stream-json both write stdout: give one".into())
+        }
         Some(_) if !o.prompt.is_empty() => Err("give a PROMPT or --tasks FILE, not both".into()),
         Some(_) if o.resume.is_some() || o.cwd.is_some() => {
             Err("--resume and --cwd are for one task; a tasks file sets them per task".into())
@@ -218,6 +267,7 @@ fn parse_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<A
             Err("no prompt: give PROMPT, `-` (stdin) or --tasks FILE".into())
         }
         None if o.resume_run => Err("--continue is for --tasks".into()),
+        None if o.shard.is_some() => Err("--shard is for --tasks".into()),
         _ => Ok(Args::Run(Box::new(o))),
     }
 }
@@ -298,15 +348,29 @@ fn run_one(opts: &Options, cfg: Config) -> i32 {
     let task = [Task::single(prompt, cwd, opts.resume.clone())];
     let settings = settings(opts, &cfg, 1);
     let cpu = cpu_time();
+    let store = StoreAt::of(&cfg);
     let gw = match start_gateway(cfg) {
         Ok(gw) => gw,
         Err(code) => return code,
     };
     let mut sink = OneSink {
         json: opts.json,
+        stream: opts.stream_json.then(|| Stream::new(store.max_turns)),
+        permission_mode: opts.approve.name(),
         outcome: None,
     };
     let end = Batch::new(gw, &task, settings).run(&mut sink);
+    if let (Some(dir), Some(outcome)) = (&opts.atif, &sink.outcome) {
+        let wanted: Vec<Wanted> = (outcome.stored_session_id.iter())
+            .map(|id| Wanted {
+                file: dir.join("trajectory.json"),
+                session_id: id.clone(),
+            })
+            .collect();
+        if let Err(code) = store.write(&wanted) {
+            return code;
+        }
+    }
     let Some(outcome) = sink.outcome else {
         eprint_line("error: the task did not run");
         return if end.stopped {
@@ -317,7 +381,9 @@ fn run_one(opts: &Options, cfg: Config) -> i32 {
     };
     let mut record = outcome.record(None);
     record["cpu_ms"] = json!(ms(cpu_time().saturating_sub(cpu)));
-    if opts.json {
+    if opts.stream_json {
+        eprint_line(&record.to_string());
+    } else if opts.json {
         print_out(&format!("{record}\n"));
     } else {
         if let Some(answer) = &outcome.answer {
@@ -339,17 +405,67 @@ fn run_one(opts: &Options, cfg: Config) -> i32 {
 
 struct OneSink {
     json: bool,
+    stream: Option<Stream>,
+    permission_mode: &'static str,
     outcome: Option<Outcome>,
 }
 
 impl Sink for OneSink {
     fn event(&mut self, params: &Value) {
-        if self.json {
-            print_out(&format!("{params}\n"));
-        }
+        show_event(self.json, self.stream.as_mut(), params);
+    }
+    fn opened(&mut self, _index: usize, result: &Value) {
+        show_opened(self.stream.as_mut(), result, self.permission_mode);
     }
     fn finished(&mut self, _index: usize, outcome: &Outcome) {
+        if let Some(stream) = &mut self.stream {
+            print_out(&format!("{}\n", stream.result(outcome, None)));
+        }
         self.outcome = Some(outcome.clone());
+    }
+}
+
+/// An event on stdout as `--json` or `--output-format stream-json` wants it.
+fn show_event(json: bool, stream: Option<&mut Stream>, params: &Value) {
+    if json {
+        print_out(&format!("{params}\n"));
+    }
+    if let Some(stream) = stream {
+        for line in stream.event(params) {
+            print_out(&format!("{line}\n"));
+        }
+    }
+}
+
+fn show_opened(stream: Option<&mut Stream>, result: &Value, permission_mode: &str) {
+    if let Some(line) = stream.and_then(|s| s.opened(result, permission_mode)) {
+        print_out(&format!("{line}\n"));
+    }
+}
+
+/// state.db as the gateway was configured to open it, for the trajectories read back after it
+/// exited.
+struct StoreAt {
+    db: PathBuf,
+    synchronous: String,
+    max_turns: u32,
+}
+
+impl StoreAt {
+    fn of(cfg: &Config) -> StoreAt {
+        StoreAt {
+            db: cfg.db_path(),
+            synchronous: cfg.synchronous.clone(),
+            max_turns: cfg.max_turns,
+        }
+    }
+
+    /// Writes the trajectories; the exit code when they could not be written.
+    fn write(&self, wanted: &[Wanted]) -> Result<(), i32> {
+        trajectories::write_all(&self.db, &self.synchronous, wanted).map_err(|e| {
+            eprint_line(&format!("error: trajectories: {e}"));
+            EXIT_GATEWAY
+        })
     }
 }
 
@@ -378,10 +494,19 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
             return EXIT_USAGE;
         }
     };
+    let all: Vec<Task> = match opts.shard {
+        Some(shard) => all.into_iter().filter(|t| shard.holds(&t.id)).collect(),
+        None => all,
+    };
+    // Shards sharing a file system each get their own results (and working directories).
+    let results_name = match opts.shard {
+        Some(s) => format!("shard-{}-of-{}.results.jsonl", s.index, s.count),
+        None => "results.jsonl".to_string(),
+    };
     let results_path = opts
         .results
         .clone()
-        .unwrap_or_else(|| beside(&file, "results.jsonl"));
+        .unwrap_or_else(|| beside(&file, &results_name));
     let existing = match tasks::read_limited(&results_path) {
         Ok(text) => text.unwrap_or_default(),
         Err(e) => {
@@ -396,14 +521,14 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
         ));
         return EXIT_USAGE;
     }
-    let finished = tasks::finished_ids(&existing);
+    let finished = tasks::finished(&existing);
     let workdir = opts
         .workdir
         .clone()
         .unwrap_or_else(|| beside(&results_path, "work"));
     let mut todo: Vec<Task> = all
         .iter()
-        .filter(|t| !finished.contains(&t.id))
+        .filter(|t| !finished.contains_key(&t.id))
         .cloned()
         .collect();
     for task in &mut todo {
@@ -430,6 +555,7 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
     let settings = settings(opts, &cfg, opts.parallel);
     let cpu = cpu_time();
     let started = Instant::now();
+    let store = StoreAt::of(&cfg);
     let gw = match start_gateway(cfg) {
         Ok(gw) => gw,
         Err(code) => return code,
@@ -438,10 +564,18 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
         tasks: &todo,
         results,
         json: opts.json,
-        counts: [0; Status::ALL.len()],
-        usage: Usage::default(),
-        subagents: 0,
-        tool_calls: 0,
+        stream: opts.stream_json.then(|| Stream::new(store.max_turns)),
+        permission_mode: opts.approve.name(),
+        atif: opts.atif.clone(),
+        // A continuation writes the trajectories a killed run did not get to.
+        trajectories: opts
+            .atif
+            .as_ref()
+            .map(|dir| missing_trajectories(dir, &all, &finished))
+            .unwrap_or_default(),
+        totals: Totals::default(),
+        shard: opts.shard,
+        host: host_name(),
         write_error: None,
         progress: std::io::stderr()
             .is_terminal()
@@ -451,9 +585,10 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
     if let Some(p) = &mut sink.progress {
         p.clear();
     }
+    let wrote_trajectories = store.write(&sink.trajectories);
     let wall = started.elapsed();
     let cpu = cpu_time().saturating_sub(cpu);
-    let ran: usize = sink.counts.iter().sum();
+    let ran = sink.totals.ended();
     let mut summary = json!({
         "type": "exec.summary",
         "tasks": all.len(),
@@ -465,28 +600,48 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
         "tasks_per_s": if wall.is_zero() { 0.0 } else { ran as f64 / wall.as_secs_f64() },
         "cpu_s": cpu.as_secs_f64(),
         "cpu_ms_per_task": if ran == 0 { 0.0 } else { ms(cpu) / ran as f64 },
-        "model_calls": sink.usage.calls,
-        "subagents": sink.subagents,
-        "tool_calls": sink.tool_calls,
-        "tokens": sink.usage.tokens_json(),
-        "cost_usd": sink.usage.cost_usd,
-        "cost_status": sink.usage.cost_status.map(crate::model::pricing::CostStatus::as_str),
     });
-    for (status, n) in Status::ALL.iter().zip(sink.counts) {
-        summary[status.name()] = json!(n);
+    merge_into(&mut summary, sink.totals.json());
+    if let Some(shard) = opts.shard {
+        summary["shard"] = json!(shard.name());
     }
     print_out(&format!("{summary}\n"));
     if let Some(e) = &sink.write_error {
         eprint_line(&format!("error: records could not be written: {e}"));
         return EXIT_GATEWAY;
     }
+    if let Err(code) = wrote_trajectories {
+        return code;
+    }
     if end.stopped {
         Status::Interrupted.exit_code()
-    } else if sink.counts[0] == ran {
+    } else if sink.totals.counts[0] == ran {
         0
     } else {
         EXIT_SOME_FAILED
     }
+}
+
+fn trajectory_file(dir: &Path, task_id: &str) -> PathBuf {
+    dir.join(tasks::dir_name(task_id)).join("trajectory.json")
+}
+
+/// The trajectories of the tasks a results file records as finished that are not in `dir`.
+fn missing_trajectories(
+    dir: &Path,
+    all: &[Task],
+    finished: &std::collections::HashMap<String, Option<String>>,
+) -> Vec<Wanted> {
+    all.iter()
+        .filter_map(|t| {
+            let session = finished.get(&t.id)?.clone()?;
+            let file = trajectory_file(dir, &t.id);
+            (!file.exists()).then_some(Wanted {
+                file,
+                session_id: session,
+            })
+        })
+        .collect()
 }
 
 /// `dir/stem.<suffix>` for `dir/stem.ext`.
@@ -502,42 +657,58 @@ struct TasksSink<'t> {
     tasks: &'t [Task],
     results: Results,
     json: bool,
-    /// Tasks ended, by status (in [`Status::ALL`]'s order).
-    counts: [usize; Status::ALL.len()],
-    /// The tasks' usage, their subagents' included.
-    usage: Usage,
-    /// Subagents the tasks' delegations ran.
-    subagents: u64,
-    tool_calls: u64,
+    stream: Option<Stream>,
+    permission_mode: &'static str,
+    /// `--atif DIR`, and the trajectories to write there once the gateway exited.
+    atif: Option<PathBuf>,
+    trajectories: Vec<Wanted>,
+    totals: Totals,
+    /// Written into each record: which shard and machine ran the task.
+    shard: Option<Shard>,
+    host: String,
     write_error: Option<String>,
     progress: Option<Progress>,
 }
 
 impl Sink for TasksSink<'_> {
     fn event(&mut self, params: &Value) {
-        if self.json {
-            print_out(&format!("{params}\n"));
-        }
+        show_event(self.json, self.stream.as_mut(), params);
+    }
+
+    fn opened(&mut self, _index: usize, result: &Value) {
+        show_opened(self.stream.as_mut(), result, self.permission_mode);
     }
 
     fn finished(&mut self, index: usize, outcome: &Outcome) {
         let task = &self.tasks[index];
-        let record = outcome.record(Some(&task.id));
+        if let Some(stream) = &mut self.stream {
+            print_out(&format!("{}\n", stream.result(outcome, Some(&task.id))));
+        }
+        if let (Some(dir), Some(id)) = (&self.atif, &outcome.stored_session_id) {
+            self.trajectories.push(Wanted {
+                file: trajectory_file(dir, &task.id),
+                session_id: id.clone(),
+            });
+        }
+        let mut record = outcome.record(Some(&task.id));
+        if let Some(shard) = self.shard {
+            record["shard"] = json!(shard.name());
+        }
+        record["host"] = json!(self.host);
         if let Err(e) = self.results.write(&record)
             && self.write_error.is_none()
         {
             eprint_line(&format!("error: cannot write a record: {e}"));
             self.write_error = Some(e.to_string());
         }
-        if let Some(slot) = Status::ALL.iter().position(|s| *s == outcome.status) {
-            self.counts[slot] += 1;
-        }
-        self.usage.add(&outcome.usage);
-        self.usage.add(&outcome.subagents.usage);
-        self.subagents += outcome.subagents.count;
-        self.tool_calls += outcome.tool_calls;
+        self.totals.add(
+            outcome.status,
+            &outcome.usage,
+            &outcome.subagents,
+            outcome.tool_calls,
+        );
         if let Some(p) = &mut self.progress {
-            p.update(&self.counts);
+            p.update(&self.totals.counts);
         }
     }
 }
@@ -591,6 +762,20 @@ fn progress_line(counts: &[usize], total: usize, elapsed: Duration) -> String {
 }
 
 // ---- small things -----------------------------------------------------------------------------
+
+/// `extra`'s fields set in `into` (both objects).
+fn merge_into(into: &mut Value, extra: Value) {
+    if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
+        into.extend(extra);
+    }
+}
+
+/// This machine's name, for the records (empty when it has none).
+fn host_name() -> String {
+    crate::util::read_proc("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
+}
 
 /// User + system CPU time of this process (the gateway and `exec` together; not the tools).
 fn cpu_time() -> Duration {

@@ -1,3 +1,4 @@
+pub mod atif;
 pub mod chat;
 pub mod exec;
 pub mod out;

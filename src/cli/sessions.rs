@@ -1,4 +1,5 @@
-//! `tui-gateway sessions list|show|search`: read the store directly, for people.
+//! `tui-gateway sessions list|show|search|export`: read the store directly, for people (and,
+//! `export`, for harnesses: Hermes' JSONL or an ATIF trajectory).
 
 use std::io::IsTerminal;
 
@@ -15,6 +16,11 @@ const USAGE: &str = "usage:
                                                        sessions whose messages hold every word of
                                                        TEXT (`word*`: a prefix; \"a phrase\"), best
                                                        match first, with a snippet
+  tui-gateway sessions export ID [--format jsonl|atif] [FLAGS]
+                                                       a stored session (ID or title) on stdout:
+                                                       jsonl (default): one line, Hermes' export
+                                                       (its sessions columns and messages);
+                                                       atif: an ATIF-v1.4 trajectory (Harbor's)
 list flags:
   --source NAME   only sessions of this source (tui, cli, telegram…)
   --since WHEN    only sessions active since WHEN: YYYY-MM-DD (UTC), or 30m, 12h, 7d, 4w ago
@@ -39,7 +45,15 @@ struct Picked {
     since: Option<f64>,
     limit: Option<usize>,
     page: Option<usize>,
+    format: Option<Format>,
     words: Vec<String>,
+}
+
+/// What `sessions export` writes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Format {
+    Jsonl,
+    Atif,
 }
 
 fn pick_flags(args: &[String], now: f64) -> Result<Picked, String> {
@@ -48,7 +62,10 @@ fn pick_flags(args: &[String], now: f64) -> Result<Picked, String> {
     while let Some(arg) = args.get(i) {
         i += 1;
         let (name, inline) = split_flag(arg);
-        if !matches!(name, "--source" | "--since" | "--limit" | "--page") {
+        if !matches!(
+            name,
+            "--source" | "--since" | "--limit" | "--page" | "--format"
+        ) {
             p.words.push(arg.clone());
             continue;
         }
@@ -65,6 +82,13 @@ fn pick_flags(args: &[String], now: f64) -> Result<Picked, String> {
             "--source" => p.source = Some(value),
             "--since" => p.since = Some(parse_since(&value, now)?),
             "--limit" => p.limit = Some(count(&value)?),
+            "--format" => {
+                p.format = Some(match value.as_str() {
+                    "jsonl" => Format::Jsonl,
+                    "atif" => Format::Atif,
+                    other => return Err(format!("--format: {other:?} is not jsonl or atif")),
+                })
+            }
             _ => p.page = Some(count(&value)?),
         }
     }
@@ -145,7 +169,7 @@ pub fn run(args: &[String]) -> i32 {
     };
     let words: Vec<&str> = picked.words.iter().map(String::as_str).collect();
     match words.as_slice() {
-        ["list"] | [] => list(&store, &picked),
+        ["list"] | [] if picked.format.is_none() => list(&store, &picked),
         ["show", id]
             if picked
                 == Picked {
@@ -155,8 +179,21 @@ pub fn run(args: &[String]) -> i32 {
         {
             show(&store, id)
         }
+        ["export", id]
+            if picked
+                == Picked {
+                    words: picked.words.clone(),
+                    format: picked.format,
+                    ..Picked::default()
+                } =>
+        {
+            export(&store, id, picked.format.unwrap_or(Format::Jsonl))
+        }
         ["search", text @ ..]
-            if !text.is_empty() && picked.since.is_none() && picked.page.is_none() =>
+            if !text.is_empty()
+                && picked.since.is_none()
+                && picked.page.is_none()
+                && picked.format.is_none() =>
         {
             search(&store, &text.join(" "), &picked)
         }
@@ -253,17 +290,37 @@ fn list(store: &Store, picked: &Picked) -> i32 {
     }
 }
 
-fn show(store: &Store, id: &str) -> i32 {
-    let s = match store.load(id) {
-        Ok(Some(s)) => s,
+/// The stored session `id` read, or the exit code after saying why there is none.
+fn found<T>(id: &str, read: Result<Option<T>, crate::store::StoreError>) -> Result<T, i32> {
+    match read {
+        Ok(Some(s)) => Ok(s),
         Ok(None) => {
             eprintln!("no stored session {:?}", printable(id));
-            return 1;
+            Err(1)
         }
         Err(e) => {
             eprintln!("error: {e}");
-            return 1;
+            Err(1)
         }
+    }
+}
+
+fn export(store: &Store, id: &str, format: Format) -> i32 {
+    let session = match found(id, store.export(id)) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let doc = match format {
+        Format::Jsonl => session,
+        Format::Atif => crate::cli::atif::trajectory(&session),
+    };
+    crate::cli::out::write_stdout(&format!("{doc}\n"))
+}
+
+fn show(store: &Store, id: &str) -> i32 {
+    let s = match found(id, store.load(id)) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     let mut out = Out::new();
     out.foreign(&format!(

@@ -63,6 +63,8 @@ pub(crate) struct CallParts<'a> {
     pub command_timeout: Duration,
     pub approval_timeout: Duration,
     pub clarify_timeout: Duration,
+    /// Model calls in one turn of a session that is not a subagent.
+    pub max_turns: u32,
     pub shutting_down: bool,
     /// The loop's clock, for the step's budget.
     pub clock: crate::clock::Clock,
@@ -980,6 +982,7 @@ pub(crate) mod fake {
                 command_timeout: Duration::from_secs(60),
                 approval_timeout: Duration::from_secs(5),
                 clarify_timeout: Duration::from_secs(5),
+                max_turns: crate::session::machine::MAX_ROUNDS,
                 shutting_down: false,
                 clock: crate::clock::Clock::SYSTEM,
             }

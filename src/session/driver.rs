@@ -530,16 +530,16 @@ pub(crate) fn retire(gw: &mut impl TurnOwners, rid: &str, reason: &str, now: Ins
 /// Append the user's prompt and start a turn for it.
 pub(crate) fn start_prompt(gw: &mut impl TurnOwners, rid: &str, text: String, now: Instant) {
     let slot = gw.turn_slot(rid);
+    let max_turns = gw.call_parts().max_turns;
     let Some(s) = gw.sessions().get_mut(rid) else {
         return;
     };
     s.append(Message::new(Role::User, Some(text), util::unix_now()));
     s.last_active = now;
     let mut turn = Turn::new(slot);
-    if let Some(d) = &s.delegated {
-        // A subagent's budget of model calls (`delegation.max_iterations`).
-        turn.machine.limit_rounds(d.max_rounds);
-    }
+    // A subagent's budget of model calls is its own (`delegation.max_iterations`).
+    turn.machine
+        .limit_rounds(s.delegated.as_ref().map_or(max_turns, |d| d.max_rounds));
     s.turn = Some(turn);
     gw.mark_dirty(rid);
     gw.sessions().mark_runnable(rid);

@@ -6,6 +6,7 @@
 
 mod delta;
 mod error;
+mod export;
 mod fts;
 mod recall;
 mod schema;

@@ -27,13 +27,19 @@ pub enum Approve {
 
 impl Approve {
     pub fn parse(text: &str) -> Result<Approve, String> {
-        match text {
-            "never" => Ok(Approve::Never),
-            "always" => Ok(Approve::Always),
-            "ask-fails" => Ok(Approve::AskFails),
-            other => Err(format!(
-                "--approve: {other:?} is not one of never, always, ask-fails"
-            )),
+        [Approve::Never, Approve::Always, Approve::AskFails]
+            .into_iter()
+            .find(|a| a.name() == text)
+            .ok_or(format!(
+                "--approve: {text:?} is not one of never, always, ask-fails"
+            ))
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Approve::Never => "never",
+            Approve::Always => "always",
+            Approve::AskFails => "ask-fails",
         }
     }
 }
@@ -53,6 +59,8 @@ pub struct Settings {
 pub trait Sink {
     /// An event frame's `params`, as the gateway sent it.
     fn event(&mut self, _params: &Value) {}
+    /// Task `index`'s session opened: `session.create`'s (or `session.resume`'s) result.
+    fn opened(&mut self, _index: usize, _result: &Value) {}
     /// Task `index` ended.
     fn finished(&mut self, index: usize, outcome: &Outcome);
 }
@@ -305,7 +313,10 @@ impl<'t> Batch<'t> {
                     return;
                 };
                 match (purpose, outcome) {
-                    (Purpose::Open, Ok(result)) => self.opened(index, result),
+                    (Purpose::Open, Ok(result)) => {
+                        sink.opened(index, result);
+                        self.opened(index, result)
+                    }
                     (Purpose::Open | Purpose::Submit, Err(message)) => {
                         // Refused because a signal is stopping the gateway: not the task's fault,
                         // and a continuation runs it again.

@@ -212,6 +212,81 @@ impl Subagents {
     }
 }
 
+/// What many tasks came to: counts by status and the usage summed, their subagents' included
+/// (a run's summary, and `exec merge`'s of many results files).
+#[derive(Debug, Default, Clone)]
+pub struct Totals {
+    /// Tasks ended, by status (in [`Status::ALL`]'s order).
+    pub counts: [usize; Status::ALL.len()],
+    pub usage: Usage,
+    /// Subagents the tasks' delegations ran.
+    pub subagents: u64,
+    pub tool_calls: u64,
+}
+
+impl Totals {
+    pub fn add(&mut self, status: Status, usage: &Usage, subagents: &Subagents, tool_calls: u64) {
+        if let Some(slot) = Status::ALL.iter().position(|s| *s == status) {
+            self.counts[slot] += 1;
+        }
+        self.usage.add(usage);
+        self.usage.add(&subagents.usage);
+        self.subagents += subagents.count;
+        self.tool_calls += tool_calls;
+    }
+
+    /// Counts one result record (as [`Outcome::record`] writes it); `false` when it is not one.
+    pub fn add_record(&mut self, r: &Value) -> bool {
+        let Some(status) = r["status"].as_str().and_then(Status::from_name) else {
+            return false;
+        };
+        let mut usage = r["tokens"].clone();
+        if !usage.is_object() {
+            return false;
+        }
+        usage["calls"] = r["model_calls"].clone();
+        usage["cost_usd"] = r["cost_usd"].clone();
+        usage["cost_status"] = r["cost_status"].clone();
+        // The record's subagent figures are their sum: counted as one, then their number.
+        let sub = &r["subagents"];
+        let mut subagents = Subagents::default();
+        let count = sub["count"].as_u64().unwrap_or(0);
+        if count > 0 {
+            subagents.add(&json!({
+                "input_tokens": sub["tokens"]["input"],
+                "output_tokens": sub["tokens"]["output"],
+                "reasoning_tokens": sub["tokens"]["reasoning"],
+                "api_calls": sub["model_calls"],
+                "cost_usd": sub["cost_usd"],
+            }));
+            subagents.count = count;
+        }
+        let tool_calls = r["tool_calls"].as_u64().unwrap_or(0);
+        self.add(status, &Usage::of(&usage), &subagents, tool_calls);
+        true
+    }
+
+    pub fn ended(&self) -> usize {
+        self.counts.iter().sum()
+    }
+
+    /// The summary's figures: counts by status name, calls, tokens, cost and how sure it is.
+    pub fn json(&self) -> Value {
+        let mut v = json!({
+            "model_calls": self.usage.calls,
+            "subagents": self.subagents,
+            "tool_calls": self.tool_calls,
+            "tokens": self.usage.tokens_json(),
+            "cost_usd": self.usage.cost_usd,
+            "cost_status": self.usage.cost_status.map(CostStatus::as_str),
+        });
+        for (status, n) in Status::ALL.iter().zip(self.counts) {
+            v[status.name()] = json!(n);
+        }
+        v
+    }
+}
+
 /// Everything a result record says about one task.
 #[derive(Debug, Clone)]
 pub struct Outcome {

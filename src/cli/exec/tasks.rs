@@ -9,7 +9,7 @@
 //! reads it back and skips every task whose record says it finished (any status but
 //! `interrupted`); a last line cut short by a kill is ignored.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -159,17 +159,21 @@ pub fn dir_name(id: &str) -> String {
         name.replace_range(..1, "_");
     }
     if name != id {
-        // FNV-1a: stable across runs and builds, which a continuation relies on.
-        let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-        name.push_str(&format!("-{:08x}", hash as u32));
+        name.push_str(&format!("-{:08x}", stable_hash(id) as u32));
     }
     name
 }
 
-/// The ids a results file records as finished.
-pub fn finished_ids(text: &str) -> HashSet<String> {
+/// FNV-1a of a task id: the same across runs, builds and machines, which a continuation and
+/// the shards' assignment rely on.
+pub fn stable_hash(id: &str) -> u64 {
+    id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The tasks a results file records as finished, with their stored session ids.
+pub fn finished(text: &str) -> HashMap<String, Option<String>> {
     text.lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .filter(|r| {
@@ -178,7 +182,10 @@ pub fn finished_ids(text: &str) -> HashSet<String> {
                 .and_then(Status::from_name)
                 .is_some_and(|s| s != Status::Interrupted)
         })
-        .filter_map(|r| r["task_id"].as_str().map(str::to_string))
+        .filter_map(|r| {
+            let session = r["session_id"].as_str().map(str::to_string);
+            r["task_id"].as_str().map(|id| (id.to_string(), session))
+        })
         .collect()
 }
 
@@ -248,9 +255,9 @@ mod tests {
     #[test]
     fn finished_tasks_are_those_with_a_final_record() {
         let text = "{\"task_id\":\"a\",\"status\":\"done\"}\n{\"task_id\":\"b\",\"status\":\"interrupted\"}\n{\"task_id\":\"c\",\"status\":\"timeout\"}\n{\"task_id\":\"d\",\"sta";
-        let ids = finished_ids(text);
+        let ids = finished(text);
         assert_eq!(ids.len(), 2);
-        assert!(ids.contains("a") && ids.contains("c"));
+        assert!(ids.contains_key("a") && ids.contains_key("c"));
     }
 
     #[test]
