@@ -213,3 +213,50 @@ fn an_approval_left_unanswered_by_a_client_that_left_is_asked_of_the_next_one() 
     b.close_stdin();
     b.wait_exit(T);
 }
+
+#[test]
+fn a_killed_persistent_gateway_leaves_no_tool_and_its_session_resumes_repaired() {
+    // SIGKILL of the persistent gateway is the same crash as a stdio gateway's: its tool dies
+    // with it, its relay ends saying so, and the next client's gateway repairs the session.
+    let home = TempHome::new("dt-kill");
+    let m = marker();
+    let _reaper = Reaper(m.clone());
+    let mut a = client(&home.path);
+    let daemon = Daemon::of(&home.path);
+    let s = a.create_session(json!({}));
+    a.call(
+        "prompt.submit",
+        json!({"session_id": s.id, "text": format!("$ sleep 300.{m}")}),
+    );
+    let tool = crate::common::procfs::wait_for_proc("sleep", &format!("300.{m}"), T);
+    a.wait_session_event(&s.id, "tool.start", T);
+    crate::common::procfs::kill(daemon.pid, libc::SIGKILL);
+    crate::common::procfs::wait_gone(&[tool.pid], secs(10), "the killed gateway's tool");
+    assert_eq!(
+        a.wait_exit(T).code(),
+        Some(1),
+        "the relay says its gateway is gone"
+    );
+    assert!(
+        a.stderr_text().contains("closed the connection"),
+        "{}",
+        a.stderr_text()
+    );
+
+    let mut b = client(&home.path);
+    let next = Daemon::of(&home.path);
+    assert_ne!(next.pid, daemon.pid, "a new gateway serves the home");
+    let r = b.call("session.resume", json!({"session_id": s.stored}));
+    let roles: Vec<&str> = r["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or_default())
+        .collect();
+    assert!(
+        roles.first() == Some(&"user") && roles.contains(&"tool"),
+        "the prompt, and the cut-off call's result the repair added: {r}"
+    );
+    b.close_stdin();
+    b.wait_exit(T);
+}

@@ -221,7 +221,7 @@ fn lease_alive(entry: &Value) -> bool {
     let Some(pid) = pid.and_then(|p| u32::try_from(p).ok()).filter(|p| *p > 0) else {
         return false;
     };
-    if !Path::new(&format!("/proc/{pid}")).exists() {
+    if !Path::new(&format!("/proc/{pid}")).exists() || crate::store::exited(pid) {
         return false;
     }
     let expected = match &entry["process_start_time"] {

@@ -173,8 +173,18 @@ pub fn owner_alive(owner: &str) -> bool {
     }
     base.split_once(':')
         .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        .filter(|pid| !exited(*pid))
         .and_then(process_identity)
         .is_some_and(|now| now == base)
+}
+
+/// Whether process `pid` has exited and waits to be reaped (a zombie holds nothing open).
+pub(crate) fn exited(pid: u32) -> bool {
+    crate::util::read_proc(&format!("/proc/{pid}/stat")).is_some_and(|stat| {
+        stat.rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next())
+            .is_some_and(|state| matches!(state, "Z" | "X" | "x"))
+    })
 }
 
 /// Who holds a stored session open.
