@@ -48,6 +48,7 @@ use measure::{
 const USAGE: &str = "\
 usage: load [--sessions N] [--turns M] [--words W] [--pings P] [--cpu C|none] [--idle-sessions K]
             [--state-db SESSIONS] [--bin PATH] [--ping-every MS] [--mix text|tools]
+            [--relay on|off]
 
   --sessions N       concurrent sessions that run turns (default 10)
   --turns M          turns per session (default 100)
@@ -61,7 +62,9 @@ usage: load [--sessions N] [--turns M] [--words W] [--pings P] [--cpu C|none] [-
   --ping-every MS    while turns run, a ping every MS milliseconds, one at a time (default 10;
                      0: none)
   --mix text|tools   text: every turn a plain reply (default); tools: a third of the turns run
-                     `echo`, a third `sleep 0.05` through the terminal tool";
+                     `echo`, a third `sleep 0.05` through the terminal tool
+  --relay on|off     also ping a persistent gateway through the relay the TUI would spawn
+                     (driver, relay and gateway on the same CPU), against the direct pings";
 
 /// Requests kept in flight while creating sessions.
 const CREATE_WINDOW: usize = 128;
@@ -81,6 +84,8 @@ struct Options {
     ping_every: Option<Duration>,
     /// Whether turns also run commands.
     tools: bool,
+    /// Whether pings also go through a relay to a persistent gateway.
+    relay: bool,
 }
 
 fn main() {
@@ -124,6 +129,7 @@ fn parse_options(args: Vec<String>) -> Result<Option<Options>, String> {
         bin: default_bin(),
         ping_every: Some(Duration::from_millis(10)),
         tools: false,
+        relay: false,
     };
     let mut args = args.into_iter();
     while let Some(flag) = args.next() {
@@ -149,6 +155,7 @@ fn parse_options(args: Vec<String>) -> Result<Option<Options>, String> {
                 options.ping_every =
                     Some(Duration::from_millis(number()? as u64)).filter(|d| !d.is_zero())
             }
+            "--relay" => options.relay = value == "on",
             "--mix" => {
                 options.tools = match value.as_str() {
                     "text" => false,
@@ -322,7 +329,63 @@ fn round_trips(client: &mut Client, pid: u32, options: &Options) -> Result<(), S
         "ping / bare pipe",
         format!("p50 {:.2}x  p99 {:.2}x", ratio(50.0), ratio(99.0)),
     );
+    if options.relay {
+        let mut relayed = relay_round_trips(options, warmup)?;
+        report(
+            "ping through the relay",
+            fmt_percentiles(&mut relayed, "pings"),
+        );
+        let ratio = |p| {
+            percentile(&relayed, p).as_secs_f64() / percentile(&pings, p).as_secs_f64().max(1e-9)
+        };
+        report(
+            "relay / direct ping",
+            format!("p50 {:.2}x  p99 {:.2}x", ratio(50.0), ratio(99.0)),
+        );
+    }
     Ok(())
+}
+
+/// Pings through a relay to a persistent gateway of a home of its own, the driver, the relay
+/// and the gateway pinned as the direct pings were; the gateway is ended after.
+fn relay_round_trips(options: &Options, warmup: usize) -> Result<Vec<Duration>, String> {
+    let home = temp_home();
+    fs::create_dir_all(&home).map_err(|e| e.to_string())?;
+    let mut client = measure::spawn_gateway_with(
+        &options.bin,
+        &home,
+        &[("HERMES_TUI_GATEWAY_PERSISTENT", "on")],
+    )?;
+    let relay = client.pid().ok_or("no relay process")?;
+    let daemon: u32 = fs::read_to_string(home.join("tui-gateway.lock"))
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .ok_or("no persistent gateway pid in tui-gateway.lock")?;
+    let pinned = match options.cpu {
+        Some(cpu) => Some((
+            pin_to_cpu(0, cpu)?,
+            pin_to_cpu(relay, cpu)?,
+            pin_to_cpu(daemon, cpu)?,
+        )),
+        None => None,
+    };
+    let pings = ping_round_trips(&mut client, warmup, options.pings, |_| {});
+    if let Some((driver, relay_set, daemon_set)) = &pinned {
+        unpin(0, driver)?;
+        unpin(relay, relay_set)?;
+        unpin(daemon, daemon_set)?;
+    }
+    let _ = client.close(Instant::now() + Duration::from_secs(10));
+    // SAFETY: kill(2) of the gateway this run started, named by its home's lock file.
+    unsafe {
+        libc::kill(daemon as i32, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Path::new(&format!("/proc/{daemon}")).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = fs::remove_dir_all(&home);
+    pings
 }
 
 fn run_turns(client: &mut Driver, options: &Options) -> Result<(), String> {

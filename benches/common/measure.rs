@@ -22,15 +22,23 @@ pub const STALL: Duration = Duration::from_secs(30);
 /// Spawns `bin` as the TUI does (`-m tui_gateway.entry`) with `HERMES_HOME=home`, working
 /// directory `home`, stderr into `home/gateway.stderr`, and waits for `gateway.ready`.
 pub fn spawn_gateway(bin: &Path, home: &Path) -> Result<Client, String> {
+    spawn_gateway_with(bin, home, &[])
+}
+
+/// [`spawn_gateway`] with `env` added to the gateway's environment.
+pub fn spawn_gateway_with(bin: &Path, home: &Path, env: &[(&str, &str)]) -> Result<Client, String> {
     let stderr = fs::File::create(home.join("gateway.stderr")).map_err(|e| e.to_string())?;
     let spawned = Instant::now();
-    let mut client = Client::spawn(
-        Client::gateway_command(bin)
-            .env("HERMES_HOME", home)
-            .current_dir(home)
-            .stderr(stderr),
-    )
-    .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+    let mut command = Client::gateway_command(bin);
+    command
+        .env("HERMES_HOME", home)
+        .current_dir(home)
+        .stderr(stderr);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut client =
+        Client::spawn(&mut command).map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
     client.wait_event("gateway.ready", spawned + STALL)?;
     Ok(client)
 }
