@@ -35,6 +35,10 @@ const SIGNALS: Token = Token(2);
 const TOOL_WAKER: Token = Token(3);
 /// A persistent gateway's socket (`detach.rs`).
 pub(crate) const LISTENER: Token = Token(4);
+/// The connection of the relay a persistent gateway serves.
+pub(crate) const RELAY: Token = Token(5);
+/// A new relay's connection, before its hello.
+pub(crate) const PENDING: Token = Token(6);
 /// Tokens from here on are handed out to model calls (and later tool pipes).
 const FIRST_DYNAMIC: usize = 16;
 
@@ -376,6 +380,8 @@ impl Gateway {
                     self.client_gone("stdout closed", now);
                 }
                 LISTENER => self.accept_clients(now),
+                RELAY => self.relay_readable(now),
+                PENDING => self.hello_readable(now),
                 STDOUT => {}
                 SIGNALS => self.on_signals(now),
                 // The woken jobs are listed with the wakers; stepping them takes the list.

@@ -260,3 +260,40 @@ fn a_killed_persistent_gateway_leaves_no_tool_and_its_session_resumes_repaired()
     b.close_stdin();
     b.wait_exit(T);
 }
+
+#[test]
+fn a_connection_that_is_not_a_relay_is_closed_and_a_relay_takes_over() {
+    let home = TempHome::new("dt-junk");
+    let mut a = client(&home.path);
+    let _daemon = Daemon::of(&home.path);
+    let s = a.create_session(json!({}));
+    // No hello (no pipes handed over): closed at once, whatever it sends.
+    let mut junk = std::os::unix::net::UnixStream::connect(home.path.join("tui-gateway.sock"))
+        .expect("connect to the socket");
+    use std::io::{Read, Write};
+    junk.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
+        .unwrap();
+    junk.set_read_timeout(Some(T)).unwrap();
+    let mut got = Vec::new();
+    let n = junk.read_to_end(&mut got).expect("the gateway closes it");
+    assert_eq!(
+        n,
+        0,
+        "nothing is said to it: {:?}",
+        String::from_utf8_lossy(&got)
+    );
+    // The attached client was not let go for it.
+    let t = a.run_turn(&s.id, "still here");
+    assert_eq!(t.complete["payload"]["status"], "complete");
+    // A relay's hello takes over: the client before it is let go and told why.
+    let mut b = client(&home.path);
+    assert_eq!(a.wait_exit(T).code(), Some(1));
+    assert!(
+        a.stderr_text().contains("a new client took over"),
+        "{}",
+        a.stderr_text()
+    );
+    b.call("session.activate", json!({"session_id": s.id}));
+    b.close_stdin();
+    assert_eq!(b.wait_exit(T).code(), Some(0));
+}

@@ -172,11 +172,15 @@ impl ClientConn {
 
     /// Serve a new client on `io` (after [`ClientConn::detach`]): it starts as a new
     /// process's client would, with nothing queued and no capability declared.
-    pub fn attach(&mut self, io: Io, now: Instant) -> io::Result<()> {
+    /// Its frames go to `rpc_log` when given (each client's own call log).
+    pub fn attach(&mut self, io: Io, rpc_log: Option<&Path>, now: Instant) -> io::Result<()> {
         for fd in [&io.input, &io.output] {
             set_nonblocking(fd)?;
         }
         self.out.clear(now);
+        if let Some(path) = rpc_log {
+            self.out.set_call_log(CallLog::open(path));
+        }
         self.input = io.input;
         self.output = io.output;
         self.inbox = Some((

@@ -2,12 +2,16 @@
 //! TUI spawns) connect to. One gateway serves a home: the socket is bound only under the
 //! exclusive `flock` of the lock file beside it, held for the gateway's life. The socket is
 //! owner-only and each peer's uid is checked (`SO_PEERCRED`) before it is served.
+//!
+//! A relay's first message (its hello) carries its stdin and stdout (`SCM_RIGHTS`): the gateway
+//! then reads and writes the TUI's own pipes, so a frame takes no extra hop; the connection
+//! stays open as the attachment itself (either side closing it ends the attachment).
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::os::unix::net::UnixListener;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
@@ -90,9 +94,9 @@ impl Listener {
         self.socket.as_raw_fd()
     }
 
-    /// The next waiting connection of this user, as a client's descriptors; `None` when no
-    /// connection waits. Another user's connection is closed unserved.
-    pub fn accept(&self) -> io::Result<Option<Io>> {
+    /// The next waiting connection of this user (non-blocking); `None` when no connection
+    /// waits. Another user's connection is closed unserved.
+    pub fn accept(&self) -> io::Result<Option<UnixStream>> {
         loop {
             let stream = match self.socket.accept() {
                 Ok((stream, _)) => stream,
@@ -102,9 +106,8 @@ impl Listener {
                 Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => continue,
                 Err(e) => return Err(e),
             };
-            let input = OwnedFd::from(stream);
             let peer =
-                nix::sys::socket::getsockopt(&input, nix::sys::socket::sockopt::PeerCredentials)
+                nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials)
                     .map_err(io::Error::from)?;
             if peer.uid() != crate::private_file::our_uid() {
                 crate::diag!(
@@ -114,10 +117,97 @@ impl Listener {
                 );
                 continue;
             }
-            let output = input.try_clone()?;
-            return Ok(Some(Io { input, output }));
+            stream.set_nonblocking(true)?;
+            return Ok(Some(stream));
         }
     }
+}
+
+/// A relay's hello: the client's pipes, and where to log its frames (`--rpc-log`).
+pub struct Hello {
+    pub io: Io,
+    pub rpc_log: Option<PathBuf>,
+}
+
+/// How the gateway's last line to an attached relay starts: the client was let go (not a crash).
+pub const DETACHED: &str = "detached: ";
+
+/// Longest hello line.
+const HELLO_MAX: usize = 4096;
+
+/// Send the hello on `conn`: this process's stdin and stdout, and its call log's path.
+pub fn send_hello(conn: &UnixStream, rpc_log: Option<&Path>) -> io::Result<()> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let line = format!(
+        "{}\n",
+        serde_json::json!({"attach": 1, "rpc_log": rpc_log.map(|p| p.display().to_string())})
+    );
+    if line.len() > HELLO_MAX {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the call log's path is too long",
+        ));
+    }
+    let fds = [0, 1];
+    sendmsg::<()>(
+        conn.as_raw_fd(),
+        &[io::IoSlice::new(line.as_bytes())],
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        None,
+    )?;
+    Ok(())
+}
+
+/// Take a relay's hello from `conn` if it came: `Ok(None)` while it has not; an error for
+/// anything but a hello with two descriptors.
+pub fn receive_hello(conn: &UnixStream) -> io::Result<Option<Hello>> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::os::fd::FromRawFd;
+    let mut buf = [0u8; HELLO_MAX];
+    let mut space = nix::cmsg_space!([RawFd; 2]);
+    let mut iov = [io::IoSliceMut::new(&mut buf)];
+    let flags = MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT;
+    let msg = match recvmsg::<()>(conn.as_raw_fd(), &mut iov, Some(&mut space), flags) {
+        Ok(m) => m,
+        Err(Errno::EAGAIN | Errno::EINTR) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let mut fds: Vec<OwnedFd> = Vec::new();
+    if let Ok(cmsgs) = msg.cmsgs() {
+        for c in cmsgs {
+            if let ControlMessageOwned::ScmRights(raw) = c {
+                // SAFETY: the kernel just put these descriptors in our table for us alone.
+                fds.extend(
+                    raw.into_iter()
+                        .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+                );
+            }
+        }
+    }
+    let bytes = msg.bytes;
+    if bytes == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "closed before its hello",
+        ));
+    }
+    let hello: serde_json::Value = std::str::from_utf8(&buf[..bytes])
+        .ok()
+        .and_then(|t| serde_json::from_str(t.trim_end()).ok())
+        .filter(|v: &serde_json::Value| v["attach"] == 1)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not a relay's hello"))?;
+    let mut fds = fds.into_iter();
+    let (Some(input), Some(output), None) = (fds.next(), fds.next(), fds.next()) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "a hello without the client's two pipes",
+        ));
+    };
+    Ok(Some(Hello {
+        io: Io { input, output },
+        rpc_log: hello["rpc_log"].as_str().map(PathBuf::from),
+    }))
 }
 
 impl Drop for Listener {
