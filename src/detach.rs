@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 
-use crate::event_loop::{Gateway, LISTENER, PENDING, RELAY, STDIN, STDOUT, Timer};
+use crate::event_loop::{Gateway, LISTENER, PENDING, RELAY, Timer};
 use crate::rpc::listener::{self, Listener};
 
 /// What a persistent gateway holds beside its client: the socket, the connection of the
@@ -152,19 +152,7 @@ impl Gateway {
             serving.detached_since = None;
             serving.relay = Some(conn);
         }
-        let _ = self.reactor.register_fixed(
-            &mut SourceFd(&self.client.input_fd()),
-            STDIN,
-            Interest::READABLE,
-        );
-        self.output_polled = self
-            .reactor
-            .register_fixed(
-                &mut SourceFd(&self.client.output_fd()),
-                STDOUT,
-                Interest::WRITABLE,
-            )
-            .is_ok();
+        self.output_polled = crate::event_loop::register_client(&self.reactor, &self.client);
         self.greet(now);
     }
 

@@ -161,16 +161,7 @@ impl Gateway {
             stall: cfg.stdout_stall,
         };
         let mut client = ClientConn::new(io, limits, cfg.rpc_log.as_deref(), now)?;
-        // Regular files and /dev/null cannot be polled (EPERM); they are always ready.
-        let _ =
-            reactor.register_fixed(&mut SourceFd(&client.input_fd()), STDIN, Interest::READABLE);
-        let output_polled = reactor
-            .register_fixed(
-                &mut SourceFd(&client.output_fd()),
-                STDOUT,
-                Interest::WRITABLE,
-            )
-            .is_ok();
+        let output_polled = register_client(&reactor, &client);
         let replay_epoch = util::random_hex(16);
         greet(&mut client, &replay_epoch, now);
         let persist = Persistence::open(&cfg, clock)?;
@@ -851,4 +842,17 @@ fn greet(client: &mut ClientConn, replay_epoch: &str, now: Instant) {
     ));
     client.release();
     let _ = client.write(now);
+}
+
+/// Watch the client's descriptors; whether its output could be (regular files and /dev/null
+/// cannot be polled, EPERM: they are always ready).
+pub(crate) fn register_client(reactor: &Reactor<TokenOwner>, client: &ClientConn) -> bool {
+    let _ = reactor.register_fixed(&mut SourceFd(&client.input_fd()), STDIN, Interest::READABLE);
+    reactor
+        .register_fixed(
+            &mut SourceFd(&client.output_fd()),
+            STDOUT,
+            Interest::WRITABLE,
+        )
+        .is_ok()
 }
