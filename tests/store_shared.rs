@@ -313,8 +313,10 @@ fn a_gateway_that_dies_beside_another_leaves_its_journal_to_the_live_one() {
     let home = TempHome::new("ss-adopt");
     let db = home.db_path();
     let mut b = Gateway::builder().home(&home.path).start();
-    let mut c = Gateway::builder().home(&home.path).start();
+    // b's start-up is over (its store open) before c starts: two at once is another test's.
     b.ping();
+    let mut c = Gateway::builder().home(&home.path).start();
+    c.ping();
     let mut lock = DbLock::take(&db);
     let s = c.create_session(json!({"title": "only in a journal"}));
     let turn = c.run_turn(&s.id, "said while state.db was locked");
