@@ -4,14 +4,13 @@
 //! while the sessions and their turns go on; the next connection takes over; and the gateway
 //! ends once it has sat idle with no client.
 
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::time::Instant;
 
 use mio::Interest;
 use mio::unix::SourceFd;
-
-use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
 
 use crate::event_loop::{Gateway, LISTENER, PENDING, RELAY, Timer};
 use crate::rpc::listener::{self, Listener};

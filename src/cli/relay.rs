@@ -5,13 +5,10 @@
 //! only ends the attachment: the persistent gateway lets the client go and its sessions go on.
 
 use std::io::{self, Read};
-use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Instant;
-
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::Config;
 use crate::rpc::listener::{DETACHED, send_hello, socket_path};
@@ -78,7 +75,11 @@ fn connect_or_start(cfg: &Config, flags: &[String]) -> Result<UnixStream, String
     let said = child
         .stdout
         .take()
-        .map(|out| first_line(out, deadline))
+        .and_then(|out| {
+            let mut lines = crate::client::Lines::new(out);
+            let line = lines.next_line(deadline).ok()?;
+            Some(String::from_utf8_lossy(line).into_owned())
+        })
         .unwrap_or_default();
     loop {
         match UnixStream::connect(&path) {
@@ -115,23 +116,4 @@ fn without_call_log(flags: &[String]) -> Vec<String> {
 
 fn exited(child: &mut std::process::Child) -> bool {
     matches!(child.try_wait(), Ok(Some(_)))
-}
-
-/// The first line `out` gives before `deadline` (empty at its end or the deadline).
-fn first_line(mut out: std::process::ChildStdout, deadline: Instant) -> String {
-    let mut got = Vec::new();
-    let mut buf = [0u8; 512];
-    while !got.contains(&b'\n') && got.len() < 4096 {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let ms = left.as_millis().min(u16::MAX as u128) as u16;
-        let mut fds = [PollFd::new(out.as_fd(), PollFlags::POLLIN)];
-        if ms == 0 || !matches!(poll(&mut fds, PollTimeout::from(ms)), Ok(n) if n > 0) {
-            break;
-        }
-        match out.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-        }
-    }
-    String::from_utf8_lossy(&got).into_owned()
 }
