@@ -159,11 +159,8 @@ fn secs(d: Duration) -> String {
 
 /// `on` or `off`.
 fn on_off(v: &str) -> Result<bool, String> {
-    match v.trim() {
-        "on" | "1" | "true" => Ok(true),
-        "off" | "0" | "false" => Ok(false),
-        other => Err(format!("expected on or off, got {other:?}")),
-    }
+    crate::config_file::flag_text(v)
+        .ok_or_else(|| format!("expected on or off, got {:?}", v.trim()))
 }
 
 /// A number of seconds between `lo` and `hi`: a knob outside a sane range is refused, not

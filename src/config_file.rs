@@ -144,11 +144,17 @@ pub fn flag(v: &Yaml) -> Option<bool> {
         Yaml::Boolean(b) => Some(*b),
         Yaml::Integer(0) => Some(false),
         Yaml::Integer(1) => Some(true),
-        Yaml::String(s) => match s.trim().to_ascii_lowercase().as_str() {
-            "true" | "yes" | "on" | "1" => Some(true),
-            "false" | "no" | "off" | "0" => Some(false),
-            _ => None,
-        },
+        Yaml::String(s) => flag_text(s),
+        _ => None,
+    }
+}
+
+/// A yes/no written as text (`true`, `yes`, `on`, `1` and their opposites, any case): config.yaml's
+/// quoted flags and the on/off knobs alike.
+pub fn flag_text(s: &str) -> Option<bool> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Some(true),
+        "false" | "no" | "off" | "0" => Some(false),
         _ => None,
     }
 }
