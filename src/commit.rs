@@ -63,7 +63,7 @@ impl Gateway {
             self.tell(notice);
         }
         if publish == Publish::Release {
-            self.client.release();
+            self.clients.release();
         }
         for rid in self.persist.take_resumed() {
             self.resume_parked(&rid, now);
@@ -87,7 +87,7 @@ impl Gateway {
                 let payload = json!({"kind": "warn", "text": text});
                 for rid in rids {
                     let params = frame::event_params("status.update", &rid, &payload, None);
-                    self.client.push_urgent(frame::event_frame(&params));
+                    self.clients.urgent_event(&rid, &params);
                 }
             }
             Notice::Saved { text } => {

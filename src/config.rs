@@ -328,6 +328,15 @@ const KNOBS: &[Knob] = &[
         },
     },
     Knob {
+        flag: "--out-queue",
+        env: "TUI_GATEWAY_OUT_QUEUE",
+        show: |c| c.out_queue_cap.to_string(),
+        set: |c, v| {
+            c.out_queue_cap = count(v, 4096, 1 << 30)?;
+            Ok(())
+        },
+    },
+    Knob {
         flag: "--stdout-stall",
         env: "TUI_GATEWAY_STDOUT_STALL_S",
         show: |c| secs(c.stdout_stall),

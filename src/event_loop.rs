@@ -20,6 +20,7 @@ use crate::model::{ModelEvent, Provider};
 use crate::persist::Persistence;
 use crate::reactor::{Reactor, Slot};
 use crate::rpc::client_conn::{ClientConn, ClientLimits, Read};
+use crate::rpc::clients::{Client, Clients};
 use crate::rpc::frame::{self, Incoming};
 use crate::rpc::{Line, Outbox};
 use crate::session::VERSION;
@@ -28,17 +29,11 @@ use crate::shutdown::{Again, Shutdown};
 use crate::timer::TimerWheel;
 use crate::util;
 
-pub(crate) const STDIN: Token = Token(0);
-pub(crate) const STDOUT: Token = Token(1);
 const SIGNALS: Token = Token(2);
 /// A tool call woken from another thread ([`crate::tools::JobWaker`]).
 const TOOL_WAKER: Token = Token(3);
 /// A persistent gateway's socket (`detach.rs`).
 pub(crate) const LISTENER: Token = Token(4);
-/// The connection of the relay a persistent gateway serves.
-pub(crate) const RELAY: Token = Token(5);
-/// A new relay's connection, before its hello.
-pub(crate) const PENDING: Token = Token(6);
 /// Tokens from here on are handed out to model calls (and later tool pipes).
 const FIRST_DYNAMIC: usize = 16;
 
@@ -87,6 +82,14 @@ pub enum TokenOwner {
     Title(u64),
     /// An exchange with a streamable HTTP MCP server (`mcp::http`).
     McpHttp(u64),
+    /// The input of client `n` ([`crate::rpc::clients::Clients`]).
+    ClientInput(u64),
+    /// The output of client `n`.
+    ClientOutput(u64),
+    /// The connection of the relay that brought client `n` (`detach.rs`).
+    Relay(u64),
+    /// A new relay's connection, before its hello (`detach.rs`).
+    Hello(u64),
 }
 
 pub use crate::rpc::client_conn::Io;
@@ -125,12 +128,14 @@ pub struct Gateway {
     /// Session titles being written by the sessions' models.
     pub(crate) titles: crate::titles::Titles,
     pub(crate) timers: TimerWheel<Timer>,
-    /// The client: everything said to it goes through its [`Outbox`] ([`Gateway::outbox`]).
-    pub(crate) client: ClientConn,
-    /// A persistent gateway's socket and client state (`detach.rs`); `None` on stdin/stdout.
+    /// The clients: everything said to them goes through their [`Outbox`] ([`Gateway::outbox`]),
+    /// which routes each frame.
+    pub(crate) clients: Clients,
+    /// The one buffer every client's input is read into (out while a read's lines are handled).
+    read_buf: Vec<u8>,
+    /// A persistent gateway's socket and connections before their hello (`detach.rs`); `None`
+    /// on stdin/stdout.
     pub(crate) serving: Option<crate::detach::Serving>,
-    /// The output descriptor is registered with the poll (regular files and /dev/null are not).
-    pub(crate) output_polled: bool,
     pub(crate) shutdown: Option<Shutdown>,
     pub(crate) replay_epoch: String,
     signals: Option<signal_hook_mio::v1_0::Signals>,
@@ -153,17 +158,14 @@ impl Gateway {
     /// [`Gateway::new`] on `clock`: the only clock the gateway reads.
     pub fn with_clock(cfg: Config, io: Io, clock: Clock) -> Result<Gateway, String> {
         let now = clock.now();
-        let reactor =
+        let mut reactor =
             Reactor::new(FIRST_DYNAMIC).map_err(|e| format!("cannot create the poll: {e}"))?;
-        let limits = ClientLimits {
-            frame_limit: cfg.frame_limit,
-            queue_cap: cfg.out_queue_cap,
-            stall: cfg.stdout_stall,
-        };
-        let mut client = ClientConn::new(io, limits, cfg.rpc_log.as_deref(), now)?;
-        let output_polled = register_client(&reactor, &client);
+        let mut clients = Clients::default();
+        let client = ClientConn::new(io, client_limits(&cfg), cfg.rpc_log.as_deref(), now)?;
+        let number = clients.add(client, true, None);
+        register_client(&mut reactor, &mut clients, number);
         let replay_epoch = util::random_hex(16);
-        greet(&mut client, &replay_epoch, now);
+        greet(&mut clients, number, &replay_epoch, now);
         let persist = Persistence::open(&cfg, clock)?;
         let crate::model::select::Choice {
             provider,
@@ -216,9 +218,9 @@ impl Gateway {
             skills_waiting: Default::default(),
             model_fetches: Default::default(),
             titles: Default::default(),
-            client,
+            clients,
+            read_buf: crate::rpc::client_conn::read_buffer(),
             serving: None,
-            output_polled,
             shutdown: None,
             replay_epoch,
             signals,
@@ -229,9 +231,10 @@ impl Gateway {
         })
     }
 
-    /// Say `gateway.ready` to a client that just came (the same replay epoch for every one).
-    pub(crate) fn greet(&mut self, now: Instant) {
-        greet(&mut self.client, &self.replay_epoch, now);
+    /// Say `gateway.ready` to client `number`, which just came (the same replay epoch for
+    /// every one).
+    pub(crate) fn greet(&mut self, number: u64, now: Instant) {
+        greet(&mut self.clients, number, &self.replay_epoch, now);
     }
 
     /// Take SIGTERM, SIGHUP (and SIGINT when `handle_sigint`) through the loop.
@@ -298,7 +301,7 @@ impl Gateway {
         // Last words for a reader that is slow but there; a stderr nobody reads costs this once.
         let now = self.clock.now();
         crate::diag::flush_for(&Budget::of(self.clock, now, EXIT_DIAG_BUDGET));
-        self.client.restore_flags();
+        self.clients.restore_flags();
         Some(code)
     }
 
@@ -306,7 +309,8 @@ impl Gateway {
     /// answer is queued for output.
     pub fn handle_frame(&mut self, line: &[u8]) {
         let now = self.clock.now();
-        self.handle_line(Line::Frame(line), now);
+        let first = self.clients.numbers().first().copied().unwrap_or(0);
+        self.handle_line(Line::Frame(line), first, now);
         self.dispatch(now);
     }
 
@@ -318,27 +322,27 @@ impl Gateway {
 
     /// Bytes waiting in the out-queue.
     pub fn queued_output(&self) -> usize {
-        self.client.queued_bytes()
+        self.clients.queued_bytes()
     }
 
     /// Forget queued output (benches that do not read it).
     pub fn discard_output(&mut self) {
-        self.client.discard_output(self.clock.now());
+        self.clients.discard_output(self.clock.now());
     }
 
-    /// Where answers, errors, events and server requests to the client go.
+    /// Where answers, errors, events and server requests to the clients go.
     pub(crate) fn outbox(&mut self) -> &mut dyn Outbox {
-        &mut self.client
+        &mut self.clients
     }
 
-    /// The client is not reading: produce nothing more until it does.
+    /// No client is reading: produce nothing more until one does.
     pub(crate) fn paused(&self) -> bool {
-        self.client.paused()
+        self.clients.paused()
     }
 
     fn poll_timeout(&mut self, now: Instant) -> Option<Duration> {
         let busy = !self.paused()
-            && (self.client.wants_read()
+            && (self.clients.wants_read()
                 || self.sessions.has_runnable()
                 || self.sessions.has_loading()
                 || self.persist.freeing()
@@ -351,10 +355,10 @@ impl Gateway {
             return Some(Duration::ZERO);
         }
         let mut deadline = self.timers.next_deadline();
-        if let Some(stall) = self.client.stall_deadline() {
+        if let Some(stall) = self.clients.stall_deadline() {
             deadline = Some(deadline.map_or(stall, |d| d.min(stall)));
         }
-        if !self.output_polled && self.client.has_released() {
+        if self.clients.unpolled_released() {
             deadline = Some(now + Duration::from_millis(1));
         }
         deadline.map(|d| d.saturating_duration_since(now))
@@ -364,20 +368,11 @@ impl Gateway {
         let now = self.clock.now();
         for ev in events.iter() {
             match ev.token() {
-                STDIN => self.client.input_readable(),
-                // The reader went away: noticed now, not at a next write that may never come.
-                STDOUT if ev.is_error() || ev.is_write_closed() => {
-                    crate::diag!("[gateway] stdout closed by the reader");
-                    self.client_gone("stdout closed", now);
-                }
                 LISTENER => self.accept_clients(now),
-                RELAY => self.relay_readable(now),
-                PENDING => self.hello_readable(now),
-                STDOUT => {}
                 SIGNALS => self.on_signals(now),
                 // The woken jobs are listed with the wakers; stepping them takes the list.
                 TOOL_WAKER => {}
-                token => self.on_source_ready(token, now),
+                token => self.on_source_ready(token, ev.is_error() || ev.is_write_closed(), now),
             }
         }
         self.read_input(now);
@@ -451,7 +446,7 @@ impl Gateway {
                 } => {
                     let removed = crate::methods::drop_last_exchange(self, &rid, now);
                     result["history_removed"] = json!(removed);
-                    self.client.reply(&reply_to, Ok(result));
+                    self.clients.reply(&reply_to, Ok(result));
                 }
                 Effect::SessionInfo { rid } => self.emit_info(&rid),
                 Effect::TurnCompleted { rid } => crate::titles::after_turn(self, &rid, now),
@@ -473,34 +468,51 @@ impl Gateway {
 
     // ---- input ----
 
+    /// Each client's input in turn, a bounded number of reads each; a client whose queue is
+    /// past its cap is not read until it reads.
     fn read_input(&mut self, now: Instant) {
-        for _ in 0..READS_PER_ITERATION {
-            if !self.client.wants_read() || self.paused() {
-                return;
-            }
-            let mut chunk = self.client.read();
-            chunk.lines(|line| self.handle_line(line, now));
-            let read = std::mem::replace(&mut chunk.read, Read::Again);
-            self.client.done(chunk);
-            match read {
-                Read::Data | Read::Again => {}
-                Read::Eof => {
-                    self.reactor
-                        .deregister(&mut SourceFd(&self.client.input_fd()));
-                    self.client_gone("stdin closed", now);
+        for number in self.clients.numbers() {
+            for _ in 0..READS_PER_ITERATION {
+                let paused = self.paused();
+                let Some(c) = self.clients.get_mut(number) else {
+                    break;
+                };
+                if paused || !c.conn.wants_read() || c.conn.paused() {
+                    break;
                 }
-                Read::Failed(e) => self.client_gone(&format!("stdin read failed: {e}"), now),
+                let buf = std::mem::take(&mut self.read_buf);
+                let mut chunk = c.conn.read(buf);
+                chunk.lines(|line| self.handle_line(line, number, now));
+                let read = std::mem::replace(&mut chunk.read, Read::Again);
+                let Some(c) = self.clients.get_mut(number) else {
+                    break;
+                };
+                self.read_buf = c.conn.done(chunk);
+                match read {
+                    Read::Data | Read::Again => {}
+                    Read::Eof => {
+                        self.reactor.deregister(&mut SourceFd(&c.conn.input_fd()));
+                        self.client_gone(number, "stdin closed", now);
+                    }
+                    Read::Failed(e) => {
+                        self.client_gone(number, &format!("stdin read failed: {e}"), now)
+                    }
+                }
             }
         }
     }
 
-    fn handle_line(&mut self, line: Line<'_>, now: Instant) {
+    /// One line from client `from`.
+    fn handle_line(&mut self, line: Line<'_>, from: u64, now: Instant) {
+        let Some(c) = self.clients.get_mut(from) else {
+            return;
+        };
         match line {
             // A refused frame's answer announces nothing: it goes ahead like a `ping`'s, in
             // the order the frames came.
             Line::TooLong => {
-                let limit = self.client.frame_limit();
-                self.client.push_urgent(frame::error(
+                let limit = c.conn.frame_limit();
+                c.conn.push_urgent(frame::error(
                     &frame::Id::null(),
                     &frame::RpcError::new(
                         frame::code::INVALID_REQUEST,
@@ -508,10 +520,15 @@ impl Gateway {
                     ),
                 ))
             }
-            Line::Frame(bytes) => match frame::parse_line(self.client.log_in(bytes)) {
-                Incoming::Bad { id, error } => self.client.push_urgent(frame::error(&id, &error)),
-                Incoming::Answer { id, result } => self.on_answer(id, result, now),
-                Incoming::Request(req) => {
+            Line::Frame(bytes) => match frame::parse_line(c.conn.log_in(bytes)) {
+                Incoming::Bad { id, error } => c.conn.push_urgent(frame::error(&id, &error)),
+                Incoming::Answer { id, result } => self.on_answer(id, result, from, now),
+                Incoming::Request(mut req) => {
+                    req.id = req.id.from_client(from);
+                    // A client that names a session hears it from now on.
+                    if let Some(sid) = req.params.get("session_id").and_then(Value::as_str) {
+                        self.clients.watch(from, sid);
+                    }
                     if let Some(req) = crate::methods::skills::hold(self, req) {
                         self.handle_request(req, now);
                     }
@@ -524,7 +541,9 @@ impl Gateway {
     pub(crate) fn handle_request(&mut self, req: crate::rpc::Request, now: Instant) {
         let id = req.id.clone();
         let quiet = crate::persist::announces_nothing(&req.method);
+        self.clients.serving(Some(id.client()));
         let reply = catch_unwind(AssertUnwindSafe(|| crate::methods::call(self, req, now)));
+        self.clients.serving(None);
         let reply = reply.unwrap_or_else(|panic| {
             Some(Err(frame::RpcError::new(
                 frame::code::INTERNAL,
@@ -538,15 +557,15 @@ impl Gateway {
                     Ok(result) => frame::response(&id, &result),
                     Err(err) => frame::error(&id, &err),
                 };
-                self.client.push_urgent(bytes);
+                self.clients.push_urgent(id.client(), bytes);
             } else {
-                self.client.reply(&id, reply);
+                self.clients.reply(&id, reply);
             }
         }
     }
 
     /// An answer to a server request: resolve what asked, or log (boundedly) and drop it.
-    fn on_answer(&mut self, id: Value, result: Result<Value, Value>, now: Instant) {
+    fn on_answer(&mut self, id: Value, result: Result<Value, Value>, from: u64, now: Instant) {
         let (tools, mut env) = self.asking();
         if let Some((job, answer)) = tools.questions.on_answer(&mut env, &id, &result) {
             return crate::session::calls::question_answered(self, job, answer, now);
@@ -554,25 +573,35 @@ impl Gateway {
         if let Some(answered) = tools.approvals.on_answer(&mut env, &id, &result) {
             return crate::session::calls::approval_answered(self, answered, now);
         }
-        self.client.stray_answer(&id);
+        if let Some(c) = self.clients.get_mut(from) {
+            c.conn.stray_answer(&id);
+        }
     }
 
     // ---- output ----
 
     fn write_output(&mut self, now: Instant) {
-        let written = self.client.write(now);
-        self.output_written(written, now);
+        self.write_each(now, |conn, now| conn.write(now));
     }
 
     fn write_urgent(&mut self, now: Instant) {
-        let written = self.client.write_urgent(now);
-        self.output_written(written, now);
+        self.write_each(now, |conn, now| conn.write_urgent(now));
     }
 
-    fn output_written(&mut self, written: Result<(), String>, now: Instant) {
-        if let Err(e) = written {
+    /// `write` on each client's connection; a client whose output failed is gone.
+    fn write_each(
+        &mut self,
+        now: Instant,
+        write: impl Fn(&mut ClientConn, Instant) -> Result<(), String>,
+    ) {
+        let failed: Vec<(u64, String)> = self
+            .clients
+            .iter_mut()
+            .filter_map(|c| write(&mut c.conn, now).err().map(|e| (c.number, e)))
+            .collect();
+        for (number, e) in failed {
             crate::diag!("[gateway] stdout write failed: {e}");
-            self.client_gone("stdout closed", now);
+            self.client_gone(number, "stdout closed", now);
         }
     }
 
@@ -581,31 +610,40 @@ impl Gateway {
         loop {
             let now = self.clock.now();
             if !self.persist.holding() {
-                self.client.release();
+                self.clients.release();
             }
             self.write_output(now);
-            if !self.client.has_released() || now >= until {
+            let Some(waiting) = self.clients.iter().find(|c| c.conn.has_released()) else {
+                return;
+            };
+            if now >= until {
                 return;
             }
-            self.client
+            waiting
+                .conn
                 .wait_writable(until.saturating_duration_since(now));
         }
     }
 
-    /// A peer that stopped reading while the queue is full is gone past the stall deadline.
+    /// A client that stopped reading while its queue is full is gone past the stall deadline
+    /// (or at once, one of several past the hard cap: [`Clients::over_hard_cap`]).
     fn check_stall(&mut self, now: Instant) {
         if self.shutdown.is_some() {
             return;
         }
-        if let Some(deadline) = self.client.stall_deadline()
-            && now >= deadline
-        {
+        for number in self.clients.stalled(now) {
+            let queued = self
+                .clients
+                .get(number)
+                .map_or(0, |c| c.conn.queued_bytes());
             crate::diag!(
-                "[gateway] stdout made no progress for {:.1}s with {} bytes queued",
+                "[gateway] stdout made no progress for {:.1}s with {queued} bytes queued",
                 self.cfg.stdout_stall.as_secs_f64(),
-                self.client.queued_bytes()
             );
-            self.client_gone("stdout stalled", now);
+            self.client_gone(number, "stdout stalled", now);
+        }
+        for number in self.clients.over_hard_cap() {
+            self.client_gone(number, "it reads too slowly", now);
         }
     }
 
@@ -724,8 +762,22 @@ impl Gateway {
         }
     }
 
-    fn on_source_ready(&mut self, token: Token, now: Instant) {
+    /// A dynamic token is ready (`closed`: the peer of an output hung up).
+    fn on_source_ready(&mut self, token: Token, closed: bool, now: Instant) {
         match self.reactor.owner(token).cloned() {
+            Some(TokenOwner::ClientInput(n)) => {
+                if let Some(c) = self.clients.get_mut(n) {
+                    c.conn.input_readable();
+                }
+            }
+            // The reader went away: noticed now, not at a next write that may never come.
+            Some(TokenOwner::ClientOutput(n)) if closed => {
+                crate::diag!("[gateway] stdout closed by the reader");
+                self.client_gone(n, "stdout closed", now);
+            }
+            Some(TokenOwner::ClientOutput(_)) => {}
+            Some(TokenOwner::Relay(n)) => self.relay_readable(n, now),
+            Some(TokenOwner::Hello(k)) => self.hello_readable(k, now),
             Some(TokenOwner::Turn(rid)) => self.schedule(&rid),
             Some(TokenOwner::Run(id)) => self.runner.mark_ready(id),
             Some(TokenOwner::ModelList(id)) => crate::methods::models::on_ready(self, id, now),
@@ -833,26 +885,62 @@ impl Drop for SocketLink {
 }
 
 /// The first frame a client reads, written at once.
-fn greet(client: &mut ClientConn, replay_epoch: &str, now: Instant) {
-    client.event(&frame::event_params(
-        "gateway.ready",
+fn greet(clients: &mut Clients, number: u64, replay_epoch: &str, now: Instant) {
+    let Some(c) = clients.get_mut(number) else {
+        return;
+    };
+    c.conn.event(
         "",
-        &json!({"change_events": false, "replay_epoch": replay_epoch, "version": VERSION}),
-        None,
-    ));
-    client.release();
-    let _ = client.write(now);
+        &frame::event_params(
+            "gateway.ready",
+            "",
+            &json!({"change_events": false, "replay_epoch": replay_epoch, "version": VERSION}),
+            None,
+        ),
+    );
+    c.conn.release();
+    let _ = c.conn.write(now);
 }
 
-/// Watch the client's descriptors; whether its output could be (regular files and /dev/null
-/// cannot be polled, EPERM: they are always ready).
-pub(crate) fn register_client(reactor: &Reactor<TokenOwner>, client: &ClientConn) -> bool {
-    let _ = reactor.register_fixed(&mut SourceFd(&client.input_fd()), STDIN, Interest::READABLE);
-    reactor
-        .register_fixed(
-            &mut SourceFd(&client.output_fd()),
-            STDOUT,
-            Interest::WRITABLE,
-        )
-        .is_ok()
+/// What a client's connection is bounded by.
+pub(crate) fn client_limits(cfg: &Config) -> ClientLimits {
+    ClientLimits {
+        frame_limit: cfg.frame_limit,
+        queue_cap: cfg.out_queue_cap,
+        stall: cfg.stdout_stall,
+    }
+}
+
+/// Watch client `number`'s descriptors, and note whether its output could be (regular files
+/// and /dev/null cannot be polled, EPERM: they are always ready).
+pub(crate) fn register_client(
+    reactor: &mut Reactor<TokenOwner>,
+    clients: &mut Clients,
+    number: u64,
+) {
+    let Some(c) = clients.get_mut(number) else {
+        return;
+    };
+    let input = reactor.slot(TokenOwner::ClientInput(number));
+    let _ = input.register(&mut SourceFd(&c.conn.input_fd()), Interest::READABLE);
+    let output = reactor.slot(TokenOwner::ClientOutput(number));
+    c.output_polled = output
+        .register(&mut SourceFd(&c.conn.output_fd()), Interest::WRITABLE)
+        .is_ok();
+}
+
+/// Take client `number`'s descriptors (and its relay's connection) out of the poll.
+pub(crate) fn unregister_client(reactor: &mut Reactor<TokenOwner>, client: &Client) {
+    reactor.deregister(&mut SourceFd(&client.conn.input_fd()));
+    reactor.deregister(&mut SourceFd(&client.conn.output_fd()));
+    if let Some(relay) = &client.relay {
+        reactor.deregister(&mut SourceFd(&relay.as_raw_fd()));
+    }
+    for owner in [
+        TokenOwner::ClientInput(client.number),
+        TokenOwner::ClientOutput(client.number),
+        TokenOwner::Relay(client.number),
+    ] {
+        reactor.release(&owner);
+    }
 }

@@ -85,7 +85,11 @@ fn serve(args: &[String], mode: Mode) -> i32 {
         Mode::Stdio if cfg.is_persistent() => return tui_gateway::cli::relay::run(&cfg, args),
         Mode::Stdio => None,
         Mode::Daemon => match Listener::bind(&cfg.home) {
-            Ok(Bind::Bound(l)) => Some(l),
+            Ok(Bind::Bound(l)) => {
+                // Each client holds three descriptors (its two pipes and its relay's socket).
+                raise_descriptor_limit();
+                Some(l)
+            }
             Ok(Bind::Taken) => {
                 // The relay that started this one connects to the one that serves.
                 println!("taken");
@@ -137,4 +141,16 @@ fn serve(args: &[String], mode: Mode) -> i32 {
         return 1;
     }
     gw.run()
+}
+
+/// The soft limit on open descriptors up to the hard one: a persistent gateway's clients each
+/// hold three, and the default soft limit (often 1,024) would refuse the 342nd.
+fn raise_descriptor_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+        && let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard)
+    {
+        eprintln!("[gateway] cannot raise the open-file limit from {soft}: {e}");
+    }
 }

@@ -27,7 +27,7 @@ use crate::tools::{Tools, WorkTimer};
 /// What approvals and questions ask through on the gateway: the client, the sessions' events,
 /// the timers ([`crate::tools::asked::Asker`]).
 pub(crate) struct Asking<'a> {
-    client: &'a mut crate::rpc::client_conn::ClientConn,
+    clients: &'a mut crate::rpc::clients::Clients,
     sessions: &'a mut SessionTable,
     rings: &'a mut Rings,
     timers: &'a mut TimerWheel<crate::event_loop::Timer>,
@@ -35,13 +35,13 @@ pub(crate) struct Asking<'a> {
 
 impl Asker for Asking<'_> {
     fn outbox(&mut self) -> &mut dyn Outbox {
-        self.client
+        self.clients
     }
     fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
         let Some(s) = self.sessions.get_mut(rid) else {
             return;
         };
-        s.emit(self.client, kind, &payload, self.rings);
+        s.emit(self.clients, kind, &payload, self.rings);
         // A subagent's parent hears of it as `subagent.*` (and its parent, up the tree).
         if let Some((parent, events)) = s.relay_to_parent(kind, &payload) {
             for (kind, payload) in events {
@@ -134,7 +134,7 @@ impl Gateway {
 
     pub(crate) fn emit_delta(&mut self, rid: &str, text: &str) {
         if let Some(s) = self.sessions.get_mut(rid) {
-            s.emit_delta(&mut self.client, text, &mut self.rings);
+            s.emit_delta(&mut self.clients, text, &mut self.rings);
         }
         trim_rings(&mut self.sessions, &mut self.rings);
     }
@@ -142,7 +142,7 @@ impl Gateway {
     /// The tools (their approvals and questions), and the client and timers they ask through.
     pub(crate) fn asking(&mut self) -> (&mut Tools, Asking<'_>) {
         let env = Asking {
-            client: &mut self.client,
+            clients: &mut self.clients,
             sessions: &mut self.sessions,
             rings: &mut self.rings,
             timers: &mut self.timers,

@@ -262,7 +262,7 @@ fn a_killed_persistent_gateway_leaves_no_tool_and_its_session_resumes_repaired()
 }
 
 #[test]
-fn a_connection_that_is_not_a_relay_is_closed_and_a_relay_takes_over() {
+fn a_connection_that_is_not_a_relay_is_closed_and_a_second_relay_is_served_beside_the_first() {
     let home = TempHome::new("dt-junk");
     let mut a = client(&home.path);
     let _daemon = Daemon::of(&home.path);
@@ -285,15 +285,223 @@ fn a_connection_that_is_not_a_relay_is_closed_and_a_relay_takes_over() {
     // The attached client was not let go for it.
     let t = a.run_turn(&s.id, "still here");
     assert_eq!(t.complete["payload"]["status"], "complete");
-    // A relay's hello takes over: the client before it is let go and told why.
+    // A second relay is a second client: the first one stays.
     let mut b = client(&home.path);
-    assert_eq!(a.wait_exit(T).code(), Some(1));
+    let other = b.create_session(json!({}));
+    let t = a.run_turn(&s.id, "both here");
+    assert_eq!(t.complete["payload"]["status"], "complete");
     assert!(
-        a.stderr_text().contains("a new client took over"),
-        "{}",
-        a.stderr_text()
+        a.try_exit().is_none(),
+        "the first client stays: {}",
+        a.diag()
     );
-    b.call("session.activate", json!({"session_id": s.id}));
+    // Each hears its own session only.
+    let t = b.run_turn(&other.id, "mine");
+    assert_eq!(t.complete["payload"]["status"], "complete");
+    assert!(
+        a.events_of_session(&other.id).is_empty(),
+        "a client hears only the sessions it names"
+    );
     b.close_stdin();
     assert_eq!(b.wait_exit(T).code(), Some(0));
+    a.close_stdin();
+    assert_eq!(a.wait_exit(T).code(), Some(0));
+}
+
+#[test]
+fn two_clients_on_one_session_see_each_others_prompts_and_replies() {
+    let home = TempHome::new("dt-two");
+    let mut a = client(&home.path);
+    let _daemon = Daemon::of(&home.path);
+    let s = a.create_session(json!({}));
+    let mut b = client(&home.path);
+    b.call("session.activate", json!({"session_id": s.id}));
+    let mut clients = [a, b];
+    for (asker, watcher, text) in [(1, 0, "hello from b"), (0, 1, "and from a")] {
+        let t = clients[asker].run_turn(&s.id, text);
+        assert_eq!(t.complete["payload"]["status"], "complete");
+        let reply = t.complete["payload"]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(reply.contains(text), "{reply}");
+        // The other client sees the prompt (the turn's input) and the same reply.
+        let watcher = &mut clients[watcher];
+        let start = watcher.wait_frame(
+            |f| {
+                f["params"]["session_id"] == s.id.as_str()
+                    && f["params"]["type"] == "message.start"
+                    && f["params"]["payload"]["input"] == text
+            },
+            T,
+        );
+        assert!(start.is_some(), "{text:?} not seen by the other client");
+        let done = watcher.wait_session_event(&s.id, "message.complete", T);
+        assert_eq!(done["payload"]["text"].as_str(), Some(reply.as_str()));
+    }
+    // The stored transcript has both exchanges once.
+    let rows = message_rows(&home.db_path(), &s.stored);
+    let users: Vec<_> = rows
+        .iter()
+        .filter(|r| r.role == "user")
+        .filter_map(|r| r.content.clone())
+        .collect();
+    assert_eq!(users, ["hello from b", "and from a"]);
+    for c in &mut clients {
+        c.close_stdin();
+        assert_eq!(c.wait_exit(T).code(), Some(0));
+    }
+}
+
+#[test]
+fn an_approval_goes_to_every_client_of_its_session_and_the_first_answer_wins() {
+    // The command is harmless: `~` is the test's own home, the scratch folder its own.
+    let home = TempHome::new("dt-both");
+    let scratch = home.path.join("scratch-both");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let home_str = home.path.to_str().unwrap();
+    let start = || {
+        Gateway::builder()
+            .home(&home.path)
+            .env("HOME", home_str)
+            .env("HERMES_TUI_GATEWAY_PERSISTENT", "on")
+            .start()
+    };
+    let mut a = start();
+    let _daemon = Daemon::of(&home.path);
+    let s = a.create_session(json!({}));
+    let mut b = start();
+    b.call("session.activate", json!({"session_id": s.id}));
+    a.call(
+        "prompt.submit",
+        json!({"session_id": s.id, "text": "$ rm -rf ~/scratch-both"}),
+    );
+    let to_a = a.wait_session_event(&s.id, "approval.request", T);
+    let to_b = b.wait_session_event(&s.id, "approval.request", T);
+    assert_eq!(to_a["payload"]["request_id"], to_b["payload"]["request_id"]);
+    let request_id = to_a["payload"]["request_id"].clone();
+    let r = b.call(
+        "approval.respond",
+        json!({"session_id": s.id, "choice": "deny", "request_id": request_id}),
+    );
+    assert_eq!(r["resolved"], 1, "{r}");
+    // The other client's answer comes too late: answered, not an error, and nothing changes.
+    let r = a.call(
+        "approval.respond",
+        json!({"session_id": s.id, "choice": "once", "request_id": request_id}),
+    );
+    assert_eq!(r["resolved"], 0, "{r}");
+    for c in [&mut a, &mut b] {
+        let done = c.wait_session_event(&s.id, "message.complete", T);
+        assert_eq!(done["payload"]["status"], "complete", "{done}");
+    }
+    assert!(scratch.exists(), "the denied command did not run");
+    for c in [&mut a, &mut b] {
+        c.close_stdin();
+        assert_eq!(c.wait_exit(T).code(), Some(0));
+    }
+}
+
+#[test]
+fn a_client_that_stops_reading_is_let_go_and_the_others_go_on() {
+    let home = TempHome::new("dt-slow");
+    let start = || {
+        Gateway::builder()
+            .home(&home.path)
+            .env("HERMES_TUI_GATEWAY_PERSISTENT", "on")
+            .env("TUI_GATEWAY_STDOUT_STALL_S", "1")
+            .env("TUI_GATEWAY_OUT_QUEUE", "65536")
+            .start()
+    };
+    let mut a = start();
+    let _daemon = Daemon::of(&home.path);
+    let s = a.create_session(json!({}));
+    let mut slow = start();
+    slow.call("session.activate", json!({"session_id": s.id}));
+    slow.pause_reading();
+    // Turns that say far more than the slow client's queue holds.
+    let long = "x".repeat(4000);
+    let mut turns = 0;
+    let gone = poll_until(secs(60), || {
+        let t = a.run_turn(&s.id, &long);
+        assert_eq!(t.complete["payload"]["status"], "complete");
+        turns += 1;
+        slow.try_exit().is_some()
+    });
+    assert!(gone, "the slow client is let go ({turns} turns)");
+    assert_eq!(slow.wait_exit(T).code(), Some(1));
+    assert!(
+        slow.stderr_text().contains("let this client go"),
+        "its relay says why: {}",
+        slow.stderr_text()
+    );
+    // The reading client never waited for it.
+    let t = a.run_turn(&s.id, "still going");
+    assert_eq!(t.complete["payload"]["status"], "complete");
+    a.close_stdin();
+    assert_eq!(a.wait_exit(T).code(), Some(0));
+}
+
+#[test]
+fn a_thousand_clients_at_once_are_each_answered_their_own_requests() {
+    use std::os::fd::AsRawFd;
+    use tui_gateway::client::Client;
+    let home = TempHome::new("dt-1k");
+    let mut a = client(&home.path);
+    let daemon = Daemon::of(&home.path);
+    // This test holds five descriptors per client.
+    if let Ok((_, hard)) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+    {
+        let _ =
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, hard, hard);
+    }
+    let idle_kib = crate::common::procfs::rss_kib(daemon.pid as u32).unwrap_or(0);
+    let clients = 1000;
+    let sock = home.path.join("tui-gateway.sock");
+    let mut conns = Vec::new();
+    for _ in 0..clients {
+        // What a relay does: connect and hand over the two ends the gateway serves.
+        let (in_r, in_w) = nix::unistd::pipe().expect("pipe");
+        let (out_r, out_w) = nix::unistd::pipe().expect("pipe");
+        let conn = std::os::unix::net::UnixStream::connect(&sock).expect("connect");
+        tui_gateway::rpc::listener::send_hello(&conn, [in_r.as_raw_fd(), out_w.as_raw_fd()], None)
+            .expect("hello");
+        conns.push((conn, Client::from_fds(in_w, out_r).expect("client")));
+    }
+    let deadline = std::time::Instant::now() + secs(60);
+    for (_, c) in &mut conns {
+        c.wait_event("gateway.ready", deadline)
+            .expect("each client is greeted");
+    }
+    // Every client asks at once; each is answered its own request, and only that.
+    let ids: Vec<_> = conns
+        .iter_mut()
+        .map(|(_, c)| c.send_request("session.create", json!({})).expect("send"))
+        .collect();
+    let mut sessions = Vec::new();
+    for ((_, c), id) in conns.iter_mut().zip(&ids) {
+        let mut others = 0;
+        let answer = c
+            .wait_response(id, deadline, |_, f| {
+                others += usize::from(f.get("id").is_some());
+            })
+            .expect("answered");
+        assert_eq!(others, 0, "a client got another's answer");
+        sessions.push(answer["result"]["session_id"].as_str().unwrap().to_string());
+    }
+    let unique: std::collections::HashSet<_> = sessions.iter().collect();
+    assert_eq!(unique.len(), clients, "a session each");
+    let peak_kib = crate::common::procfs::rss_kib(daemon.pid as u32).unwrap_or(0);
+    eprintln!(
+        "{clients} clients with a session each: RSS {idle_kib} -> {peak_kib} KiB ({:.1} KiB per client)",
+        (peak_kib.saturating_sub(idle_kib)) as f64 / clients as f64
+    );
+    // They all leave; the first client is still served.
+    drop(conns);
+    let s = a.create_session(json!({}));
+    let t = a.run_turn(&s.id, "after the crowd");
+    assert_eq!(t.complete["payload"]["status"], "complete");
+    a.close_stdin();
+    assert_eq!(a.wait_exit(T).code(), Some(0));
 }

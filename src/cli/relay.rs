@@ -17,7 +17,7 @@ use crate::rpc::listener::{DETACHED, send_hello, socket_path};
 /// are passed to it when this relay starts it.
 pub fn run(cfg: &Config, flags: &[String]) -> i32 {
     let stream = match connect_or_start(cfg, flags).and_then(|s| {
-        send_hello(&s, cfg.rpc_log.as_deref())
+        send_hello(&s, [0, 1], cfg.rpc_log.as_deref())
             .map(|()| s)
             .map_err(|e| format!("cannot attach: {e}"))
     }) {

@@ -8,7 +8,11 @@ use crate::rpc::RpcError;
 
 /// `client.capabilities {server_requests?}`: `true` or a list naming `approval` turns on the
 /// server-request form of approvals.
-pub fn client_capabilities(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
+pub fn client_capabilities(
+    gw: &mut Gateway,
+    id: &crate::rpc::frame::Id,
+    p: &Params,
+) -> Result<Value, RpcError> {
     let wants = match p.get("server_requests") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -19,7 +23,9 @@ pub fn client_capabilities(gw: &mut Gateway, p: &Params) -> Result<Value, RpcErr
             ));
         }
     };
-    gw.client.set_server_requests(wants);
+    if let Some(c) = gw.clients.get_mut(id.client()) {
+        c.conn.set_server_requests(wants);
+    }
     let list: Vec<&str> = if wants { vec!["approval"] } else { vec![] };
     Ok(json!({ "server_requests": list }))
 }

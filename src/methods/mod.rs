@@ -78,7 +78,7 @@ fn dispatch(gw: &mut Gateway, req: Request, now: Instant) -> Reply {
     }
     let answer = match req.method.as_str() {
         "ping" => Ok(serde_json::json!({"pong": true})),
-        "client.capabilities" => gateway::client_capabilities(gw, p),
+        "client.capabilities" => gateway::client_capabilities(gw, &req.id, p),
         "gateway.capabilities" => Ok(gateway::capabilities()),
         "setup.status" => Ok(gateway::setup_status(gw)),
         "commands.catalog" => Ok(commands::catalog(gw)),
@@ -122,7 +122,7 @@ fn dispatch(gw: &mut Gateway, req: Request, now: Instant) -> Reply {
         "session.status" => ops::status(gw, p, now),
         "session.save" => ops::save(gw, p, now),
         "session.branch" => ops::branch(gw, p, now),
-        "session.activate" => ops::activate(gw, p, now),
+        "session.activate" => ops::activate(gw, req.id.client(), p, now),
         "session.steer" => ops::steer(gw, p),
         "prompt.background" => ops::background(gw, p, now),
         "process.stop" => ops::process_stop(gw, p, now),

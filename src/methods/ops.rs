@@ -260,7 +260,12 @@ pub fn branch(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     }))
 }
 
-pub fn activate(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
+pub fn activate(
+    gw: &mut Gateway,
+    client: u64,
+    p: &Params,
+    now: Instant,
+) -> Result<Value, RpcError> {
     let wanted = params::req_id(p, "session_id")?;
     let rid = if gw.sessions.contains_key(wanted) {
         wanted.to_string()
@@ -276,10 +281,11 @@ pub fn activate(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, Rpc
     s.last_active = now;
     let status = s.status_word();
     let (key, started_at) = (s.stored_id.clone(), s.started_at);
-    // A persistent gateway's new client attaching: what the session waits on is asked of it.
+    // A client attaching (a persistent gateway's next one, or another beside the first): what
+    // the session waits on is asked of it too.
     let (tools, mut env) = gw.asking();
-    tools.approvals.put_again(&mut env, &rid);
-    tools.questions.put_again(&mut env, &rid);
+    tools.approvals.put_again(&mut env, &rid, client);
+    tools.questions.put_again(&mut env, &rid, client);
     let mut v = opening(gw, &rid);
     v["session_key"] = json!(key);
     v["started_at"] = json!(started_at);

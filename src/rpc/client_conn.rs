@@ -21,6 +21,12 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Stray answers logged before the rest are only counted.
 const STRAY_ANSWERS_LOGGED: u64 = 10;
 
+/// A buffer for [`ClientConn::read`]: one serves every client, which keeps only its partial
+/// line between reads (a thousand clients do not hold 64 KiB each).
+pub fn read_buffer() -> Vec<u8> {
+    vec![0; READ_CHUNK]
+}
+
 /// Where the protocol flows: the process's stdin/stdout, or descriptors the host gives us.
 pub struct Io {
     pub input: OwnedFd,
@@ -84,8 +90,8 @@ pub struct ClientConn {
     input: OwnedFd,
     output: OwnedFd,
     saved_flags: Vec<(RawFd, i32)>,
-    /// The line reader and read buffer; out while a [`Chunk`] is handed out.
-    inbox: Option<(LineReader, Vec<u8>)>,
+    /// The line reader (a partial line); out while a [`Chunk`] is handed out.
+    inbox: Option<LineReader>,
     out: OutQueue,
     limits: ClientLimits,
     /// Readiness was reported and no `WouldBlock` seen since (or the fd cannot be polled).
@@ -95,8 +101,6 @@ pub struct ClientConn {
     /// The client declared it answers `approval` server requests.
     server_requests: bool,
     stray_answers: u64,
-    /// Clients attached before this one (`attach`).
-    number: u64,
 }
 
 fn set_nonblocking(fd: &OwnedFd) -> io::Result<i32> {
@@ -137,7 +141,7 @@ impl ClientConn {
             out.set_call_log(CallLog::open(path));
         }
         Ok(ClientConn {
-            inbox: Some((LineReader::new(limits.frame_limit), vec![0; READ_CHUNK])),
+            inbox: Some(LineReader::new(limits.frame_limit)),
             input: io.input,
             output: io.output,
             saved_flags,
@@ -148,56 +152,11 @@ impl ClientConn {
             output_dead: false,
             server_requests: false,
             stray_answers: 0,
-            number: 0,
         })
     }
 
-    /// Let the client go (a persistent gateway's client closed or stalled): its descriptors
-    /// are closed, what was queued for it dropped, and nothing more is queued until
-    /// [`ClientConn::attach`]. The loop deregisters the descriptors first.
-    pub fn detach(&mut self, now: Instant) -> io::Result<()> {
-        // Stand-ins no one reads or writes: a pipe each, its other end closed at once.
-        let (closed_input, _) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-        let (_, closed_output) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-        self.input = closed_input;
-        self.output = closed_output;
-        self.saved_flags.clear();
-        self.input_open = false;
-        self.input_ready = false;
-        self.output_dead = true;
-        self.out.clear(now);
-        self.server_requests = false;
-        Ok(())
-    }
-
-    /// Serve a new client on `io` (after [`ClientConn::detach`]): it starts as a new
-    /// process's client would, with nothing queued and no capability declared.
-    /// Its frames go to `rpc_log` when given (each client's own call log).
-    pub fn attach(&mut self, io: Io, rpc_log: Option<&Path>, now: Instant) -> io::Result<()> {
-        for fd in [&io.input, &io.output] {
-            set_nonblocking(fd)?;
-        }
-        self.out.clear(now);
-        if let Some(path) = rpc_log {
-            self.out.set_call_log(CallLog::open(path));
-        }
-        self.input = io.input;
-        self.output = io.output;
-        self.inbox = Some((
-            LineReader::new(self.limits.frame_limit),
-            vec![0; READ_CHUNK],
-        ));
-        self.input_open = true;
-        self.input_ready = true;
-        self.output_dead = false;
-        self.server_requests = false;
-        self.stray_answers = 0;
-        self.number += 1;
-        Ok(())
-    }
-
     /// Whether a client is there to read what is queued.
-    pub fn attached(&self) -> bool {
+    fn attached(&self) -> bool {
         !self.output_dead
     }
 
@@ -230,18 +189,17 @@ impl ClientConn {
         self.input_open && self.input_ready
     }
 
-    /// Read once. Handle the chunk's lines, then give it back with [`ClientConn::done`].
-    pub fn read(&mut self) -> Chunk {
-        let (reader, mut buf) = self
+    /// Read once into `buf` (every client's one buffer: [`read_buffer`]). Handle the chunk's
+    /// lines, then give it back with [`ClientConn::done`], which returns the buffer.
+    pub fn read(&mut self, mut buf: Vec<u8>) -> Chunk {
+        let reader = self
             .inbox
             .take()
             // Lost only if a line handler panicked; start clean rather than refuse input.
-            .unwrap_or_else(|| {
-                (
-                    LineReader::new(self.limits.frame_limit),
-                    vec![0; READ_CHUNK],
-                )
-            });
+            .unwrap_or_else(|| LineReader::new(self.limits.frame_limit));
+        if buf.len() < READ_CHUNK {
+            buf = read_buffer();
+        }
         let mut filled = 0;
         let read = match nix::unistd::read(&self.input, &mut buf) {
             Ok(0) => {
@@ -270,8 +228,9 @@ impl ClientConn {
         }
     }
 
-    pub fn done(&mut self, chunk: Chunk) {
-        self.inbox = Some((chunk.reader, chunk.buf));
+    pub fn done(&mut self, chunk: Chunk) -> Vec<u8> {
+        self.inbox = Some(chunk.reader);
+        chunk.buf
     }
 
     /// The frame, after the call log saw it.
@@ -355,6 +314,11 @@ impl ClientConn {
         self.out.bytes()
     }
 
+    /// Queued bytes past which the client's queue is paused.
+    pub fn queue_cap(&self) -> usize {
+        self.limits.queue_cap
+    }
+
     /// The queue is past its cap: stop producing until the client reads.
     pub fn paused(&self) -> bool {
         self.out.bytes() > self.limits.queue_cap
@@ -389,7 +353,7 @@ impl ClientConn {
     }
 }
 
-// With no client to read them (its output dead, or detached), frames are dropped, not queued.
+// With no client to read them (its output dead), frames are dropped, not queued.
 impl Outbox for ClientConn {
     fn answer(&mut self, id: &frame::Id, result: &Value) {
         if self.attached() {
@@ -401,7 +365,7 @@ impl Outbox for ClientConn {
             self.out.push(frame::error(id, err));
         }
     }
-    fn event(&mut self, params: &str) {
+    fn event(&mut self, _session_id: &str, params: &str) {
         if self.attached() {
             self.out.push(frame::event_frame(params));
         }
@@ -418,9 +382,6 @@ impl Outbox for ClientConn {
         if self.attached() {
             self.out.push(frame::server_request(id, method, params));
         }
-    }
-    fn client_number(&self) -> u64 {
-        self.number
     }
 }
 
@@ -454,7 +415,7 @@ mod tests {
     fn read_all(c: &mut ClientConn) -> (Vec<Option<String>>, Read) {
         let mut lines = Vec::new();
         loop {
-            let mut chunk = c.read();
+            let mut chunk = c.read(read_buffer());
             chunk.lines(|l| {
                 lines.push(match l {
                     Line::Frame(b) => Some(String::from_utf8_lossy(b).into_owned()),
@@ -535,7 +496,7 @@ mod tests {
         let (mut c, _in_w, out_r) = conn(1 << 20);
         drop(out_r);
         let now = Instant::now();
-        c.event("{\"type\":\"x\",\"session_id\":\"\",\"payload\":{}}");
+        c.event("", "{\"type\":\"x\",\"session_id\":\"\",\"payload\":{}}");
         c.release();
         assert!(c.write(now).is_err());
         assert!(!c.has_released());

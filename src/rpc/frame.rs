@@ -50,35 +50,54 @@ impl RpcError {
 }
 
 /// A request's id exactly as the client wrote it: its JSON text (a string, a number or `null`),
-/// echoed byte for byte, so a 30-digit integer, `-0`, `1.50` or `"\u0041"` come back as sent.
+/// echoed byte for byte, so a 30-digit integer, `-0`, `1.50` or `"\u0041"` come back as sent;
+/// and the client that sent it, whom its answer goes to (`rpc/clients.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Id(Box<str>);
+pub struct Id {
+    json: Box<str>,
+    client: u64,
+}
 
 impl Id {
+    fn new(json: Box<str>) -> Id {
+        Id { json, client: 0 }
+    }
+
     /// The id of a request that had none (or one that could not be read).
     pub fn null() -> Id {
-        Id("null".into())
+        Id::new("null".into())
     }
 
     /// The id whose JSON text is `value`'s (ids built in code, tests).
     pub fn of(value: &Value) -> Id {
-        Id(value.to_string().into())
+        Id::new(value.to_string().into())
+    }
+
+    /// The same id, sent by client `number`.
+    pub fn from_client(mut self, number: u64) -> Id {
+        self.client = number;
+        self
+    }
+
+    /// The client that sent it.
+    pub fn client(&self) -> u64 {
+        self.client
     }
 
     /// The JSON text, as the client sent it.
     pub fn json(&self) -> &str {
-        &self.0
+        &self.json
     }
 
     /// The id as a JSON value (a huge number may lose precision here, never on the wire).
     pub fn value(&self) -> Value {
-        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+        serde_json::from_str(&self.json).unwrap_or(Value::Null)
     }
 }
 
 impl fmt::Display for Id {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.json)
     }
 }
 
@@ -237,7 +256,7 @@ pub(super) fn id_of(raw: Option<&str>) -> Result<Id, Incoming> {
                 Some(b'"' | b'-' | b'0'..=b'9' | b'n')
             ) =>
         {
-            Ok(Id(text.into()))
+            Ok(Id::new(text.into()))
         }
         Some(_) => Err(Incoming::Bad {
             id: Id::null(),

@@ -136,8 +136,9 @@ pub const DETACHED: &str = "detached: ";
 /// Longest hello line.
 const HELLO_MAX: usize = 4096;
 
-/// Send the hello on `conn`: this process's stdin and stdout, and its call log's path.
-pub fn send_hello(conn: &UnixStream, rpc_log: Option<&Path>) -> io::Result<()> {
+/// Send the hello on `conn`: the client's input and output (a relay's own stdin and stdout:
+/// `[0, 1]`), and its call log's path.
+pub fn send_hello(conn: &UnixStream, fds: [RawFd; 2], rpc_log: Option<&Path>) -> io::Result<()> {
     use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
     let line = format!(
         "{}\n",
@@ -149,7 +150,6 @@ pub fn send_hello(conn: &UnixStream, rpc_log: Option<&Path>) -> io::Result<()> {
             "the call log's path is too long",
         ));
     }
-    let fds = [0, 1];
     sendmsg::<()>(
         conn.as_raw_fd(),
         &[io::IoSlice::new(line.as_bytes())],

@@ -3,6 +3,7 @@
 
 pub mod call_log;
 pub mod client_conn;
+pub mod clients;
 pub mod frame;
 pub mod line_reader;
 pub mod listener;

@@ -1,6 +1,6 @@
-//! What the rest of the gateway says to its client, whatever carries it: the stdio connection
-//! ([`super::client_conn::ClientConn`]) today; another transport or dialect is another
-//! implementation. Frames said here are held until the loop releases them (commit before
+//! What the rest of the gateway says to its clients, whatever carries it: one connection
+//! ([`super::client_conn::ClientConn`]), or every client with each frame routed
+//! ([`super::clients::Clients`]); another transport or dialect is another implementation. Frames said here are held until the loop releases them (commit before
 //! publish), so a caller never decides when they leave.
 
 use serde_json::Value;
@@ -15,8 +15,9 @@ pub trait Outbox {
     fn answer(&mut self, id: &Id, result: &Value);
     /// The error answer to request `id` (`null` when the request had no readable id).
     fn error(&mut self, id: &Id, err: &RpcError);
-    /// An event, `params` as [`frame::event_params`] builds them.
-    fn event(&mut self, params: &str);
+    /// An event of session `session_id` (empty: the gateway's own), `params` as
+    /// [`frame::event_params`] builds them.
+    fn event(&mut self, session_id: &str, params: &str);
     /// A `message.delta` event of session `session_id` (may merge with the one before it).
     fn delta(&mut self, session_id: &str, seq: u64, text: &str);
     /// [`Outbox::answer`] or [`Outbox::error`], whichever `reply` is.
@@ -30,10 +31,10 @@ pub trait Outbox {
     fn takes_server_requests(&self) -> bool;
     /// A request to the client (`approval`); its answer comes back as an input frame.
     fn server_request(&mut self, id: &str, method: &str, params: &Value);
-    /// Which client this is: a persistent gateway's next client has a higher number (a
-    /// request put to one that left is put again to the next).
-    fn client_number(&self) -> u64 {
-        0
+    /// The clients that hear session `session_id` now (a request put to them is put again to
+    /// a client that attaches later).
+    fn audience(&self, _session_id: &str) -> Vec<u64> {
+        vec![0]
     }
 }
 
@@ -43,7 +44,8 @@ pub trait Outbox {
 pub struct FakeOutbox {
     pub frames: Vec<Value>,
     pub server_requests: bool,
-    pub client: u64,
+    /// The clients hearing every session.
+    pub audience: Vec<u64>,
 }
 
 #[cfg(test)]
@@ -71,7 +73,7 @@ impl Outbox for FakeOutbox {
     fn error(&mut self, id: &Id, err: &RpcError) {
         self.record(frame::error(id, err));
     }
-    fn event(&mut self, params: &str) {
+    fn event(&mut self, _session_id: &str, params: &str) {
         self.record(frame::event_frame(params));
     }
     fn delta(&mut self, session_id: &str, seq: u64, text: &str) {
@@ -89,8 +91,8 @@ impl Outbox for FakeOutbox {
     fn server_request(&mut self, id: &str, method: &str, params: &Value) {
         self.record(frame::server_request(id, method, params));
     }
-    fn client_number(&self) -> u64 {
-        self.client
+    fn audience(&self, _session_id: &str) -> Vec<u64> {
+        self.audience.clone()
     }
 }
 
@@ -104,7 +106,7 @@ mod tests {
         let mut out = FakeOutbox::default();
         out.reply(&Id::of(&json!(1)), Ok(json!({"a": 1})));
         out.reply(&Id::of(&json!(2)), Err(RpcError::new(4001, "bad")));
-        out.event(&frame::event_params("x", "s", &json!({}), Some(3)));
+        out.event("s", &frame::event_params("x", "s", &json!({}), Some(3)));
         out.server_request("srq-1", "approval", &json!({"session_id": "s"}));
         assert_eq!(out.frames[0]["result"]["a"], 1);
         assert_eq!(out.frames[1]["error"]["code"], 4001);

@@ -282,7 +282,16 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
     turn.call = Some(provider.start(req, &mut ctx, now));
     turn.call_started = Some(now);
     if first && !compacting {
-        gw.emit(rid, "message.start", Value::Null);
+        // The turn's input, so a client beside the one that sent it sees the prompt too.
+        let input = s
+            .transcript
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .and_then(|m| m.content.as_deref())
+            .map(|t| crate::transcript::plain_text(t).into_owned())
+            .unwrap_or_default();
+        gw.emit(rid, "message.start", json!({ "input": input }));
     }
 }
 

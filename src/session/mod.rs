@@ -331,7 +331,7 @@ impl Session {
         let seq = self.next_seq();
         let params = frame::event_params(kind, &self.runtime_id, payload, Some(seq));
         self.ring.push(rings, seq, &params);
-        out.event(&params);
+        out.event(&self.runtime_id, &params);
         // A turn's end: its transcript is stored, so its streamed events need not all stay.
         if kind == "message.complete" {
             self.ring.settle(rings);

@@ -100,8 +100,8 @@ impl Approvals {
     }
 
     /// Put session `rid`'s waiting approvals to a client that attached since they were asked.
-    pub fn put_again(&mut self, env: &mut dyn Asker, rid: &str) {
-        self.pending.put_again(env, &FORM, rid);
+    pub fn put_again(&mut self, env: &mut dyn Asker, rid: &str, client: u64) {
+        self.pending.put_again(env, &FORM, rid, client);
     }
 
     /// `approval.respond`: resolve the session's pending approvals (the named one, if given).
@@ -249,12 +249,12 @@ mod tests {
         for server_requests in [false, true] {
             let (_home, mut a, mut env, id) = asked(server_requests);
             let first = env.said();
-            a.put_again(&mut env, "s1");
+            a.put_again(&mut env, "s1", 0);
             assert!(env.said().is_empty(), "the client asked is not asked twice");
-            env.out.client = 1;
-            a.put_again(&mut env, "s2");
+            env.out.audience = vec![0, 1];
+            a.put_again(&mut env, "s2", 1);
             assert!(env.said().is_empty(), "another session's approval");
-            a.put_again(&mut env, "s1");
+            a.put_again(&mut env, "s1", 1);
             let again = env.said();
             assert_eq!(again.len(), 1, "{again:?}");
             // The same request (and server-request id): either client's answer resolves it.
@@ -266,7 +266,7 @@ mod tests {
                     .unwrap_or(f["params"].clone())
             };
             assert_eq!(payload(&again[0])["request_id"], id.as_str());
-            a.put_again(&mut env, "s1");
+            a.put_again(&mut env, "s1", 1);
             assert!(env.said().is_empty(), "asked once of each client");
             assert_eq!(a.respond(&mut env, "s1", "once", Some(&id)).len(), 1);
         }

@@ -63,8 +63,8 @@ pub(crate) struct Request<T> {
     timer: TimerId,
     /// What the client was shown, to show a client that attaches later.
     payload: Value,
-    /// The client it was put to ([`crate::rpc::Outbox::client_number`]).
-    asked_of: u64,
+    /// The clients it was put to ([`crate::rpc::Outbox::audience`]).
+    asked_of: Vec<u64>,
     /// What the kind keeps of it (the approval's rule, the question's job).
     pub about: T,
 }
@@ -72,7 +72,7 @@ pub(crate) struct Request<T> {
 impl<T> Request<T> {
     /// Say it to the client in the form it takes: a server request or an event.
     fn put_to_client(&mut self, env: &mut dyn Asker, form: &Form) {
-        self.asked_of = env.outbox().client_number();
+        self.asked_of = env.outbox().audience(&self.rid);
         if env.outbox().takes_server_requests() {
             let id = self
                 .srq_id
@@ -141,7 +141,7 @@ impl<T> Asked<T> {
             srq_id: None,
             timer,
             payload,
-            asked_of: 0,
+            asked_of: Vec::new(),
             about,
         };
         request.put_to_client(env, form);
@@ -149,12 +149,11 @@ impl<T> Asked<T> {
         request_id
     }
 
-    /// Put the requests of session `rid` again to a client that attached after they were put
-    /// (the one they were put to left: a persistent gateway's next client).
-    pub(crate) fn put_again(&mut self, env: &mut dyn Asker, form: &Form, rid: &str) {
-        let now_serving = env.outbox().client_number();
+    /// Put the requests of session `rid` again when `client`, which was not among those they
+    /// were put to, attaches to it (a persistent gateway's next client, or another one).
+    pub(crate) fn put_again(&mut self, env: &mut dyn Asker, form: &Form, rid: &str, client: u64) {
         for r in self.pending.values_mut() {
-            if r.rid == rid && r.asked_of != now_serving {
+            if r.rid == rid && !r.asked_of.contains(&client) {
                 r.put_to_client(env, form);
             }
         }
@@ -204,6 +203,7 @@ pub(crate) mod fake {
             FakeAsker {
                 out: FakeOutbox {
                     server_requests,
+                    audience: vec![0],
                     ..Default::default()
                 },
                 timers: TimerWheel::new(start),
@@ -230,7 +230,7 @@ pub(crate) mod fake {
         }
         fn emit(&mut self, rid: &str, kind: &str, payload: Value) {
             self.out
-                .event(&frame::event_params(kind, rid, &payload, None));
+                .event(rid, &frame::event_params(kind, rid, &payload, None));
         }
         fn set_timer(&mut self, at: Instant, timer: WorkTimer) -> TimerId {
             self.timers.insert(at, timer)

@@ -46,8 +46,8 @@ impl Questions {
     }
 
     /// Put session `rid`'s waiting questions to a client that attached since they were asked.
-    pub fn put_again(&mut self, env: &mut dyn Asker, rid: &str) {
-        self.pending.put_again(env, &FORM, rid);
+    pub fn put_again(&mut self, env: &mut dyn Asker, rid: &str, client: u64) {
+        self.pending.put_again(env, &FORM, rid, client);
     }
 
     /// `clarify.respond {request_id, answer}`: the job to step with the answer; `None` when
