@@ -396,6 +396,35 @@ fn an_approval_goes_to_every_client_of_its_session_and_the_first_answer_wins() {
         assert_eq!(done["payload"]["status"], "complete", "{done}");
     }
     assert!(scratch.exists(), "the denied command did not run");
+    // A question likewise: the first answer is the one the model reads.
+    a.call(
+        "prompt.submit",
+        json!({"session_id": s.id, "text": r#"%clarify {"question": "Which one?"}"#}),
+    );
+    let asked = a.wait_session_event(&s.id, "clarify.request", T);
+    b.wait_session_event(&s.id, "clarify.request", T);
+    let request_id = asked["payload"]["request_id"].clone();
+    let r = a.call(
+        "clarify.respond",
+        json!({"request_id": request_id, "answer": "the first"}),
+    );
+    assert_eq!(r["status"], "ok", "{r}");
+    let r = b.call(
+        "clarify.respond",
+        json!({"request_id": request_id, "answer": "the second"}),
+    );
+    assert_eq!(r["answered"], "elsewhere", "{r}");
+    let cancel = b.wait_session_event(&s.id, "request.cancel", T);
+    assert_eq!(cancel["payload"]["reason"], "answered", "{cancel}");
+    let done = b.wait_frame(
+        |f| f["params"]["type"] == "tool.complete" && f["params"]["payload"]["name"] == "clarify",
+        T,
+    );
+    let done = done.expect("the question's tool completes");
+    assert_eq!(
+        done["params"]["payload"]["result"]["user_response"], "the first",
+        "{done}"
+    );
     for c in [&mut a, &mut b] {
         c.close_stdin();
         assert_eq!(c.wait_exit(T).code(), Some(0));

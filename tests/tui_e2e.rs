@@ -1408,3 +1408,87 @@ fn a_turn_goes_on_after_quit_and_the_next_tui_attaches_to_it() {
     drop(second);
     drop(first);
 }
+
+#[test]
+fn two_tuis_on_one_session_see_each_others_turns_and_one_answers_an_approval_for_both() {
+    // A model with latency per word, as in the approval scenario.
+    let persistent = || Opts {
+        env: vec![
+            ("HERMES_TUI_GATEWAY_PERSISTENT".into(), "on".into()),
+            ("TUI_GATEWAY_OFFLINE_DELAY_MS".into(), "20".into()),
+        ],
+        ..Opts::default()
+    };
+    let Some(first) = Tui::start("shared-1", persistent()) else {
+        return;
+    };
+    first.wait_ready(START);
+    let m = marker();
+    first.submit(&format!("opening {m}"));
+    first.wait_for(&format!("You said: opening {m}"), T);
+    first.wait_ready(T);
+
+    let mut opts = persistent();
+    opts.home = Some(first.home.clone());
+    let second = Tui::start("shared-2", opts).unwrap();
+    second.wait_ready(START);
+    second.key("C-x");
+    second.wait_for("2 live", T);
+    let rows = tui::picker_rows(&second.screen());
+    let target = rows
+        .iter()
+        .position(|r| r.contains(&format!("opening {m}")))
+        .unwrap_or_else(|| panic!("no live row for the first TUI's session in {rows:#?}"));
+    second.picker_select(target);
+    second.key("Enter");
+    second.wait_for(&format!("You said: opening {m}"), T);
+    second.wait_ready(T);
+
+    // Each TUI's turn streams into the other one too.
+    first.submit(&format!("from the first {m}"));
+    second.wait_for(&format!("You said: from the first {m}"), T);
+    first.wait_ready(T);
+    second.wait_ready(T);
+    second.submit(&format!("from the second {m}"));
+    first.wait_for(&format!("You said: from the second {m}"), T);
+    first.wait_ready(T);
+    second.wait_ready(T);
+
+    // An approval is asked of both; the second TUI denies it and the command never runs.
+    let victim = first.home.join("victim-shared");
+    std::fs::create_dir_all(&victim).unwrap();
+    first.submit(&format!("$ rm -rf {} ", victim.display()));
+    first.wait_approval(T);
+    second.wait_approval(T);
+    second.key("Escape");
+    second.wait_for("denied", T);
+    second.wait_ready(T);
+    // The prompt leaves the first TUI without a key: the turn it waited in went on to its end.
+    first.wait_screen("the approval gone", T, |s| {
+        !s.contains("approval required") && !s.contains("quick pick")
+    });
+    first.wait_ready(T);
+    assert!(victim.exists(), "denied, yet deleted");
+    let answered_by_first = first
+        .calls()
+        .iter()
+        .filter(|c| c.method == "approval.respond")
+        .count();
+    assert_eq!(
+        answered_by_first,
+        0,
+        "the first TUI was not asked to answer: {}",
+        first.calls_summary()
+    );
+    first.assert_no_errors(&[]);
+    second.assert_no_errors(&[]);
+    second.submit("/quit");
+    second.wait_exit(T);
+    first.submit("/quit");
+    first.wait_exit(T);
+    let pid = procfs::persistent_gateway(&first.home).expect("the persistent gateway runs");
+    procfs::kill(pid, libc::SIGTERM);
+    first.assert_nothing_left();
+    drop(second);
+    drop(first);
+}

@@ -61,6 +61,10 @@ pub fn clarify_respond(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Val
     let answer = params::opt_str(p, "answer")?.unwrap_or("");
     let (tools, mut env) = gw.asking();
     let Some((job, answer)) = tools.questions.respond(&mut env, request_id, answer) else {
+        // Another client of the session answered first: this one's answer is not an error.
+        if tools.questions.was_answered(request_id) {
+            return Ok(json!({ "status": "ok", "answered": "elsewhere" }));
+        }
         return Err(RpcError::new(
             crate::rpc::frame::code::BUSY,
             "no pending answer request",

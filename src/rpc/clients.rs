@@ -298,6 +298,12 @@ mod tests {
     fn conn(queue_cap: usize) -> (ClientConn, OwnedFd) {
         let (in_r, _) = pipe();
         let (out_r, out_w) = pipe();
+        // What a test reads is there already: an empty pipe answers at once.
+        nix::fcntl::fcntl(
+            &out_r,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )
+        .expect("non-blocking");
         let limits = ClientLimits {
             frame_limit: 1024,
             queue_cap,

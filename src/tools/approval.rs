@@ -169,7 +169,7 @@ impl Approvals {
             "deny" => Some("denied by the user".to_string()),
             other => Some(format!("unknown choice {other:?}")),
         };
-        let p = self.pending.take(env, request_id)?;
+        let p = self.pending.answered(env, &FORM, request_id)?;
         if let Some(why) = why {
             return Some(denied(p.rid, &why));
         }
@@ -270,6 +270,25 @@ mod tests {
             assert!(env.said().is_empty(), "asked once of each client");
             assert_eq!(a.respond(&mut env, "s1", "once", Some(&id)).len(), 1);
         }
+    }
+
+    #[test]
+    fn an_approval_put_to_two_clients_is_withdrawn_from_the_other_once_answered() {
+        let home = ScratchDir::new("approval");
+        let mut a = Approvals::load(home.path());
+        let mut env = FakeAsker::new(false);
+        env.out.audience = vec![0, 1];
+        let deadline = env.start + WAIT;
+        let id = a.ask(&mut env, "s1", &rm(), deadline);
+        env.said();
+        assert_eq!(a.respond(&mut env, "s1", "deny", Some(&id)).len(), 1);
+        let said = env.said();
+        let cancel = &said[0]["params"];
+        assert_eq!(cancel["type"], "request.cancel", "{said:?}");
+        assert_eq!(cancel["payload"]["id"], id.as_str());
+        assert_eq!(cancel["payload"]["reason"], "answered");
+        // The late answer resolves nothing.
+        assert!(a.respond(&mut env, "s1", "once", Some(&id)).is_empty());
     }
 
     #[test]

@@ -90,12 +90,19 @@ impl<T> Request<T> {
 /// The requests of one kind awaiting an answer, by request id.
 pub struct Asked<T> {
     pending: HashMap<String, Request<T>>,
+    /// The last requests answered that were put to several clients, newest last: a second
+    /// client's late answer to one is not an error (the first answer won).
+    answered: std::collections::VecDeque<String>,
 }
+
+/// Answered request ids remembered.
+const ANSWERED_KEPT: usize = 64;
 
 impl<T> Default for Asked<T> {
     fn default() -> Self {
         Asked {
             pending: HashMap::new(),
+            answered: Default::default(),
         }
     }
 }
@@ -164,6 +171,32 @@ impl<T> Asked<T> {
         let r = self.pending.remove(request_id)?;
         env.cancel_timer(r.timer);
         Some(r)
+    }
+
+    /// The request answered by one client: taken as [`Asked::take`] does, and withdrawn from the
+    /// other clients it was put to (`request.cancel`, reason `answered`).
+    pub(crate) fn answered(
+        &mut self,
+        env: &mut dyn Asker,
+        form: &Form,
+        request_id: &str,
+    ) -> Option<Request<T>> {
+        let r = self.take(env, request_id)?;
+        if r.asked_of.len() > 1 {
+            if self.answered.len() == ANSWERED_KEPT {
+                self.answered.pop_front();
+            }
+            self.answered.push_back(request_id.to_string());
+            let id = r.srq_id.as_deref().unwrap_or(request_id);
+            let cancel = json!({"id": id, "method": form.method, "reason": "answered"});
+            env.emit(&r.rid, "request.cancel", cancel);
+        }
+        Some(r)
+    }
+
+    /// Whether `request_id`, put to several clients, was answered lately by one of them.
+    pub(crate) fn was_answered(&self, request_id: &str) -> bool {
+        self.answered.iter().any(|id| id == request_id)
     }
 
     /// Withdraw an unanswered request: the client is told (`request.cancel`) why.

@@ -58,8 +58,13 @@ impl Questions {
         request_id: &str,
         answer: &str,
     ) -> Option<(JobId, UserAnswer)> {
-        let p = self.pending.take(env, request_id)?;
+        let p = self.pending.answered(env, &FORM, request_id)?;
         Some((p.about, UserAnswer::Text(answer.into())))
+    }
+
+    /// Whether question `request_id` was answered lately (a second client's answer came late).
+    pub fn was_answered(&self, request_id: &str) -> bool {
+        self.pending.was_answered(request_id)
     }
 
     /// An answer to a `clarify` server request; `None` if no question was asked with that id.
