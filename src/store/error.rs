@@ -54,20 +54,24 @@ impl fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
+/// What kind of failure SQLite's error is.
+pub fn kind_of(e: &rusqlite::Error) -> ErrorKind {
+    use rusqlite::ErrorCode as C;
+    match e.sqlite_error_code() {
+        Some(C::DatabaseBusy | C::DatabaseLocked) => ErrorKind::Busy,
+        Some(C::DiskFull) => ErrorKind::Full,
+        Some(C::ReadOnly | C::CannotOpen | C::PermissionDenied) => ErrorKind::ReadOnly,
+        Some(C::DatabaseCorrupt | C::NotADatabase) => ErrorKind::Corrupt,
+        Some(C::ConstraintViolation) => ErrorKind::Conflict,
+        // A failed write of the file (a full tmpfs can report it as an I/O error).
+        Some(C::SystemIoFailure) if full_disk_io(e) => ErrorKind::Full,
+        _ => ErrorKind::Other,
+    }
+}
+
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> StoreError {
-        use rusqlite::ErrorCode as C;
-        let kind = match e.sqlite_error_code() {
-            Some(C::DatabaseBusy | C::DatabaseLocked) => ErrorKind::Busy,
-            Some(C::DiskFull) => ErrorKind::Full,
-            Some(C::ReadOnly | C::CannotOpen | C::PermissionDenied) => ErrorKind::ReadOnly,
-            Some(C::DatabaseCorrupt | C::NotADatabase) => ErrorKind::Corrupt,
-            Some(C::ConstraintViolation) => ErrorKind::Conflict,
-            // A failed write of the file (a full tmpfs can report it as an I/O error).
-            Some(C::SystemIoFailure) if full_disk_io(&e) => ErrorKind::Full,
-            _ => ErrorKind::Other,
-        };
-        StoreError::new(kind, e.to_string())
+        StoreError::new(kind_of(&e), e.to_string())
     }
 }
 

@@ -319,6 +319,25 @@ pub struct OlderRows {
     pub count: usize,
 }
 
+/// How long opening waits for another process's hold on state.db.
+const OPEN_WAIT: Duration = Duration::from_secs(2);
+
+/// WAL, `synchronous`, the schema and the full-text indexes: the journal mode SQLite ended in
+/// and the indexes; on failure, what failed.
+fn prepare(
+    conn: &Connection,
+    synchronous: &str,
+) -> Result<(String, fts::Indexes), (&'static str, rusqlite::Error)> {
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+        .map_err(|e| ("cannot switch to WAL", e))?;
+    conn.execute_batch(&format!("PRAGMA synchronous={synchronous}"))
+        .map_err(|e| ("cannot configure", e))?;
+    schema::ensure(conn).map_err(|e| ("cannot prepare the schema of", e))?;
+    let fts = fts::Indexes::open(conn).map_err(|e| ("cannot prepare the full-text index of", e))?;
+    Ok((mode, fts))
+}
+
 /// SQLite's connection to `path`, refused when `path` is a symlink: the check above and
 /// SQLite's own open are two opens, and a link planted between them must not redirect it.
 fn connect(path: &Path) -> rusqlite::Result<Connection> {
@@ -347,22 +366,30 @@ impl Store {
                 .map_err(|e| fail(&format!("cannot open the {side} file of"), &e))?;
         }
         let mut conn = connect(path).map_err(|e| fail("cannot open", &e))?;
-        conn.busy_timeout(Duration::from_secs(2))
+        conn.busy_timeout(OPEN_WAIT)
             .map_err(|e| fail("cannot configure", &e))?;
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(|e| fail("cannot switch to WAL", &e))?;
+        // Another gateway preparing the same database at once can make a step fail busy at
+        // once, without SQLite's busy wait (the switch to WAL, a read that must become a
+        // write): the preparation is tried again, as the busy wait would, up to its time.
+        let deadline = std::time::Instant::now() + OPEN_WAIT;
+        let (mode, fts) = loop {
+            match prepare(&conn, synchronous) {
+                Ok(prepared) => break prepared,
+                Err((_, e))
+                    if error::kind_of(&e) == ErrorKind::Busy
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err((what, e)) => return Err(fail(what, &e)),
+            }
+        };
         if !mode.eq_ignore_ascii_case("wal") {
             crate::diag!(
                 "[gateway] warning: {} stays in journal mode {mode}",
                 path.display()
             );
         }
-        conn.execute_batch(&format!("PRAGMA synchronous={synchronous}"))
-            .map_err(|e| fail("cannot configure", &e))?;
-        schema::ensure(&conn).map_err(|e| fail("cannot prepare the schema of", &e))?;
-        let fts = fts::Indexes::open(&conn)
-            .map_err(|e| fail("cannot prepare the full-text index of", &e))?;
         // In place of SQLite's own checkpoint at commits: the loop checkpoints when the WAL's
         // backlog is worth it, between requests (`persist/`), the hook only as a backstop.
         let wal = wal::WalWatch::install(&mut conn).map_err(|e| fail("cannot configure", &e))?;
@@ -1136,6 +1163,32 @@ mod tests {
         assert!(connect(&link).is_err(), "opened through a symlink");
         assert!(connect(&dir.join("plain.db")).is_ok());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Gateways starting at once on one home (two TUIs, a relay and its daemon) each prepare
+    /// the schema and the indexes: none of them fails on the other's write lock.
+    #[test]
+    fn stores_opened_at_once_on_a_fresh_database_all_open() {
+        for round in 0..40 {
+            let dir = std::env::temp_dir()
+                .join(format!("tuigw-race-{}-{round}", crate::util::random_hex(8)));
+            let path = dir.join("state.db");
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+            let openers: Vec<_> = (0..4)
+                .map(|_| {
+                    let (path, barrier) = (path.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        Store::open(&path, "NORMAL").map(drop)
+                    })
+                })
+                .collect();
+            for opener in openers {
+                let opened = opener.join().expect("no panic");
+                assert!(opened.is_ok(), "round {round}: {opened:?}");
+            }
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
     }
 
     /// The plan SQLite chooses for `sql`, one line per step.
