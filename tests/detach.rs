@@ -534,3 +534,89 @@ fn a_thousand_clients_at_once_are_each_answered_their_own_requests() {
     a.close_stdin();
     assert_eq!(a.wait_exit(T).code(), Some(0));
 }
+
+#[test]
+fn a_client_that_comes_back_replays_what_it_missed_and_the_cli_works_beside_the_gateway() {
+    let home = TempHome::new("dt-replay");
+    let mut a = client(&home.path);
+    let daemon = Daemon::of(&home.path);
+    let s = a.create_session(json!({}));
+    let seen = a.run_turn(&s.id, "seen live");
+    let last_seen = seen.complete["seq"]
+        .as_u64()
+        .expect("a seq on message.complete");
+    a.close_stdin();
+    a.wait_exit(T);
+    // A turn the absent client misses, run by another client.
+    let mut b = client(&home.path);
+    b.call("session.activate", json!({"session_id": s.id}));
+    let missed = b.run_turn(&s.id, "missed while away");
+    assert_eq!(missed.complete["payload"]["status"], "complete");
+    b.close_stdin();
+    b.wait_exit(T);
+
+    let mut back = client(&home.path);
+    back.call("session.activate", json!({"session_id": s.id}));
+    let replay = back.call(
+        "session.events.since",
+        json!({"session_id": s.id, "last_seen": last_seen}),
+    );
+    assert_eq!(replay["truncated"], false, "{replay}");
+    let events = replay["events"].as_array().unwrap();
+    assert!(
+        events.iter().all(|e| e["seq"].as_u64() > Some(last_seen)),
+        "only what it had not seen: {replay}"
+    );
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert!(kinds.contains(&"message.complete"), "{kinds:?}");
+    let start = events
+        .iter()
+        .find(|e| e["type"] == "message.start")
+        .expect("the missed turn's start");
+    assert_eq!(start["payload"]["input"], "missed while away");
+
+    // The command line beside the persistent gateway: the live session is listed, and a chat
+    // goes through a relay of its own and leaves the gateway serving.
+    let listed = std::process::Command::new(BIN)
+        .args(["sessions", "list"])
+        .env("HERMES_HOME", &home.path)
+        .output()
+        .expect("sessions list");
+    assert!(listed.status.success(), "{listed:?}");
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains(&s.stored),
+        "{}",
+        String::from_utf8_lossy(&listed.stdout)
+    );
+    let mut chat = std::process::Command::new(BIN);
+    scrub_env(&mut chat);
+    let chat = chat
+        .arg("chat")
+        .env("HERMES_HOME", &home.path)
+        .env("HERMES_TUI_GATEWAY_PERSISTENT", "on")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("chat");
+    use std::io::Write;
+    let mut chat = chat;
+    chat.stdin
+        .take()
+        .unwrap()
+        .write_all(b"beside the daemon\n")
+        .unwrap();
+    let out = chat.wait_with_output().expect("chat output");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        "(offline model) You said: beside the daemon",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(daemon.alive(), "the persistent gateway still serves");
+    let t = back.run_turn(&s.id, "still here");
+    assert_eq!(t.complete["payload"]["status"], "complete");
+    back.close_stdin();
+    back.wait_exit(T);
+}
