@@ -241,6 +241,20 @@ fn measure(db: &Path, shape: &Shape, repeat: usize) -> Result<Figures, String> {
         call(&mut c, "session.close", json!({"session_id": rid}))?;
     }
     add("worst ping behind that resume, 0.5 s", (worst, worst));
+    // Attaching to that session while it is live (a persistent gateway's next client, or a
+    // second one, calls session.activate): its newest rows, however long the session.
+    let live = call(&mut c, "session.resume", json!({"session_id": long}))?;
+    let rid = live["session_id"]
+        .as_str()
+        .ok_or("no session_id")?
+        .to_string();
+    add(
+        "session.activate, live 100,000-message session",
+        timed(repeat, |_| {
+            call(&mut c, "session.activate", json!({"session_id": rid})).map(drop)
+        })?,
+    );
+    call(&mut c, "session.close", json!({"session_id": rid}))?;
     // Search, as `sessions search` and the session_search tool call it.
     let store = Store::open(&home.path().join("state.db"), "NORMAL")
         .map_err(|e| format!("the bench's own store: {e}"))?;
