@@ -1347,11 +1347,30 @@ fn agents_overlay_shows_running_subagents_and_kills_one() {
 
 #[test]
 fn a_turn_goes_on_after_quit_and_the_next_tui_attaches_to_it() {
+    detach_then_attach("detach", Leave::Quit);
+}
+
+#[test]
+fn a_turn_goes_on_after_its_relay_is_killed_and_the_next_tui_attaches_to_it() {
+    detach_then_attach("relaykill", Leave::KillRelay);
+}
+
+/// How the first TUI lets go of its running turn.
+enum Leave {
+    /// `/quit` (the TUI's SIGTERM and EOF to its gateway, a relay here).
+    Quit,
+    /// SIGKILL of the relay the TUI spawned; the TUI then quits.
+    KillRelay,
+}
+
+/// A long tool turn in a TUI on a persistent gateway, which then lets go of it (`leave`): the
+/// turn finishes with no TUI, and the next TUI finds the session live and attaches to it.
+fn detach_then_attach(name: &str, leave: Leave) {
     let persistent = || Opts {
         env: vec![("HERMES_TUI_GATEWAY_PERSISTENT".into(), "on".into())],
         ..Opts::default()
     };
-    let Some(first) = Tui::start("detach-1", persistent()) else {
+    let Some(first) = Tui::start(&format!("{name}-1"), persistent()) else {
         return;
     };
     first.wait_ready(START);
@@ -1360,6 +1379,11 @@ fn a_turn_goes_on_after_quit_and_the_next_tui_attaches_to_it() {
     first.submit(&format!("$ sleep 2.{m}; echo detached-{m}"));
     procfs::wait_for_proc("sleep", &format!("2.{m}"), T);
     first.wait_for("Ctrl+C to interrupt", T);
+    if let Leave::KillRelay = leave {
+        procfs::kill(first.gateway_pid(), libc::SIGKILL);
+        // The TUI says so (docs/TUI-COMPAT.md); the tool runs on in the persistent gateway.
+        first.wait_for("gateway exited", T);
+    }
     first.submit("/quit");
     first.wait_exit(T);
     let db = first.home.join("state.db");
@@ -1375,11 +1399,14 @@ fn a_turn_goes_on_after_quit_and_the_next_tui_attaches_to_it() {
             })
             .is_ok_and(|n| n > 0)
     });
-    assert!(finished, "the turn did not finish after /quit");
+    assert!(
+        finished,
+        "the turn did not finish after the first TUI let go"
+    );
 
     let mut opts = persistent();
     opts.home = Some(first.home.clone());
-    let second = Tui::start("detach-2", opts).unwrap();
+    let second = Tui::start(&format!("{name}-2"), opts).unwrap();
     second.wait_ready(START);
     // Its own new session and the first TUI's, live in the picker.
     second.key("C-x");
