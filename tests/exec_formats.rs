@@ -3,7 +3,8 @@
 //! models (`tests/atif/harbor-venv.sh` installs them, pinned, under target/), a compacted
 //! session's too; Hermes' JSONL export, read back by Hermes' own `hermes_state.py`;
 //! `--output-format stream-json` in Claude Code's shape, ending with a result line also when a
-//! signal stops the run; `--max-turns`.
+//! signal stops the run; `--max-turns`; `integrations/harbor`'s agent in a Harbor trial on a
+//! test double of Harbor's environment.
 
 use crate::common::*;
 use crate::exec::*;
@@ -806,4 +807,138 @@ fn merge_names_every_line_that_is_not_a_record_and_skips_one_cut_short() {
         assert!(said.contains(&format!("bad.jsonl{line}")), "{said}");
     }
     assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+}
+
+/// One Harbor trial of `integrations/harbor`'s installed agent (`tests/atif/harbor_agent_trial.py`:
+/// Harbor's own agent classes, driven as its `Trial` drives them, on a test double of its
+/// environment that runs the agent's commands on this machine under `root`); its printed JSON.
+/// `None` when the venv's Python cannot import Harbor's agent classes (they need Python 3.12).
+fn harbor_trial(root: &Path, spec: &Value) -> Option<Value> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = harbor_python();
+    let mut probe = Command::new(python);
+    probe.args(["-c", "import harbor.agents.installed.base"]);
+    if !probe.output().is_ok_and(|o| o.status.success()) {
+        eprintln!(
+            "SKIPPED: Harbor's agent classes need Python 3.12, which tests/atif/harbor-venv.sh did not find"
+        );
+        return None;
+    }
+    std::fs::create_dir_all(root).unwrap();
+    let mut cmd = Command::new(python);
+    scrub_env(&mut cmd);
+    let child = cmd
+        .arg(manifest.join("tests/atif/harbor_agent_trial.py"))
+        .arg(root)
+        .arg(spec.to_string())
+        .env("PYTHONPATH", manifest.join("integrations/harbor"))
+        // No __pycache__ left in the source tree.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the Harbor trial");
+    let out = finish(child);
+    assert!(out.status.success(), "the trial: {}", text(&out.stderr));
+    Some(json_lines(&out.stdout).remove(0))
+}
+
+/// `integrations/harbor`'s agent, through Harbor's agent interface on a double of its
+/// environment: the binary installed, `exec` run with the instruction and the model (the
+/// offline one) in the task's working directory, a key passed by Hermes' name to that run
+/// alone, and the trajectory it collected into Harbor's logs directory valid for Harbor, its
+/// figures in Harbor's context.
+#[test]
+fn harbor_s_installed_agent_runs_exec_and_collects_a_valid_trajectory() {
+    let e = Exec::new("harbor-agent");
+    let root = e.dir().join("trial");
+    let secret = "sk-or-harbor-trial-not-a-real-key";
+    let instruction = "$ echo made-in-the-trial > proof.txt && pwd";
+    let spec = json!({
+        "binary": BIN,
+        "model": "offline/offline",
+        "instruction": instruction,
+        "extra_env": {"OPENROUTER_API_KEY": secret},
+        "kwargs": {"max_turns": 5},
+    });
+    let Some(trial) = harbor_trial(&root, &spec) else {
+        return;
+    };
+    assert!(trial.get("error").is_none(), "{trial:#}");
+    // Installed where the environment keeps installed agents, and run there.
+    assert!(root.join("installed-agent/tui-gateway").is_file());
+    let proof = std::fs::read_to_string(root.join("app/proof.txt")).unwrap();
+    assert_eq!(proof, "made-in-the-trial\n");
+    let logs = root.join("host-logs");
+    let t = valid_atif(&logs.join("trajectory.json"));
+    assert_eq!(t["steps"][0]["source"], "user", "{t}");
+    assert_eq!(t["steps"][0]["message"], instruction, "{t}");
+    assert_eq!(t["steps"][1]["tool_calls"][0]["function_name"], "terminal");
+    assert_eq!(t["extra"]["cwd"], root.join("app").to_str().unwrap());
+    // Harbor's context gets the trajectory's figures and the binary's version.
+    let context = &trial["context"];
+    let totals = &t["final_metrics"];
+    assert!(totals["total_completion_tokens"].as_i64() > Some(0), "{t}");
+    assert_eq!(
+        context["n_output_tokens"],
+        totals["total_completion_tokens"]
+    );
+    assert_eq!(context["n_input_tokens"], totals["total_prompt_tokens"]);
+    assert_eq!(context["cost_usd"], totals["total_cost_usd"]);
+    assert_eq!(trial["version"], t["agent"]["version"]);
+    // stream-json and the result record beside the trajectory.
+    let stream = std::fs::read(logs.join("tui-gateway.stream.jsonl")).unwrap();
+    let lines = json_lines(&stream);
+    assert_eq!(lines[0]["subtype"], "init");
+    let last = lines.last().unwrap();
+    assert_eq!(
+        (&last["type"], &last["subtype"]),
+        (&json!("result"), &json!("success"))
+    );
+    assert_eq!(last["session_id"], t["session_id"]);
+    let stderr = std::fs::read(logs.join("tui-gateway.stderr.txt")).unwrap();
+    assert_eq!(record_in(&stderr)["status"], "done");
+    // The key went to the run's environment by its Hermes name, and nowhere it was written.
+    let commands = trial["commands"].as_array().unwrap();
+    let run = commands
+        .iter()
+        .find(|c| c["command"].as_str().unwrap().contains(" exec - "))
+        .expect("the exec command");
+    assert!(
+        run["env"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("OPENROUTER_API_KEY")),
+        "{run}"
+    );
+    assert!(!run["command"].as_str().unwrap().contains(secret));
+    for entry in std::fs::read_dir(&logs).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(!text(&bytes).contains(secret), "{}", path.display());
+        }
+    }
+}
+
+/// What Harbor records when the agent cannot run: no binary named refuses the setup with how
+/// to give one; a provider the gateway does not know fails the run with the gateway's reason
+/// (Harbor's `NonZeroAgentExitCodeError`), after which the logs still come back.
+#[test]
+fn harbor_s_installed_agent_says_why_it_cannot_run() {
+    let e = Exec::new("harbor-agent-fails");
+    let spec = json!({"model": "offline/offline", "instruction": "hello"});
+    let Some(trial) = harbor_trial(&e.dir().join("no-binary"), &spec) else {
+        return;
+    };
+    let error = trial["error"].as_str().unwrap_or_default();
+    assert!(error.contains("--ak binary=PATH"), "{trial:#}");
+    let root = e.dir().join("bad-provider");
+    let spec = json!({"binary": BIN, "model": "no-such-provider/m", "instruction": "hello"});
+    let trial = harbor_trial(&root, &spec).unwrap();
+    let error = trial["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("NonZeroAgentExitCodeError"), "{trial:#}");
+    assert!(error.contains("no-such-provider"), "{trial:#}");
+    assert!(root.join("host-logs/tui-gateway.stderr.txt").is_file());
 }
