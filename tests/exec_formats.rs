@@ -942,3 +942,141 @@ fn harbor_s_installed_agent_says_why_it_cannot_run() {
     assert!(error.contains("no-such-provider"), "{trial:#}");
     assert!(root.join("host-logs/tui-gateway.stderr.txt").is_file());
 }
+
+/// `exec merge --sessions` joins the shards' session stores: two shards, each with its own
+/// home, merged into one state.db that `tui-gateway sessions` lists and searches and Hermes'
+/// own `hermes_state.py` reads (when the reference is there); merging again copies nothing.
+#[test]
+fn merge_joins_the_shards_session_stores_into_one_state_db() {
+    let e = Exec::new("merge-sessions");
+    let mut lines: Vec<Value> = (0..6)
+        .map(|n| json!({"id": format!("t{n}"), "prompt": format!("hello number {n}")}))
+        .collect();
+    lines.push(json!({"id": "tool", "prompt": "$ echo tooled-in-a-shard"}));
+    let tasks = e.write("m.jsonl", &tasks_file(&lines));
+    let mut stored = Vec::new();
+    let mut tool_session = String::new();
+    for shard in 0..2 {
+        let home = e.dir().join(format!("home-{shard}"));
+        let shard_arg = format!("{shard}/2");
+        let args = [
+            "--tasks",
+            tasks.to_str().unwrap(),
+            "--shard",
+            &shard_arg,
+            "--approve",
+            "always",
+        ];
+        let out = e.run_env(&args, &[("HERMES_HOME", home.to_str().unwrap())]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let results = e.dir().join(format!("m.shard-{shard}-of-2.results.jsonl"));
+        for r in records(&results) {
+            assert_eq!(
+                r["state_db"],
+                home.join("state.db").to_str().unwrap(),
+                "{r}"
+            );
+            stored.push(r["session_id"].as_str().unwrap().to_string());
+            if r["task_id"] == "tool" {
+                tool_session = stored.last().unwrap().clone();
+            }
+        }
+    }
+    stored.sort();
+    assert_eq!(stored.len(), 7);
+    let shard_messages: i64 = (0..2)
+        .map(|s| {
+            let db =
+                rusqlite::Connection::open(e.dir().join(format!("home-{s}/state.db"))).unwrap();
+            db.query_row("SELECT count(*) FROM messages", [], |r| r.get::<_, i64>(0))
+                .unwrap()
+        })
+        .sum();
+    let merged_home = e.dir().join("merged");
+    let merged = merged_home.join("state.db");
+    let merge = |extra: &[&str]| {
+        let mut args = vec!["merge", "--sessions", merged.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        args.extend([
+            "m.shard-0-of-2.results.jsonl",
+            "m.shard-1-of-2.results.jsonl",
+        ]);
+        let out = finish(e.subcommand("exec", &args).spawn().unwrap());
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        summary_in(&out.stdout)["sessions"].clone()
+    };
+    let joined = merge(&[]);
+    assert_eq!(joined["copied"], 7, "{joined}");
+    assert_eq!(joined["messages"], shard_messages, "{joined}");
+    assert_eq!(joined["already"], 0, "{joined}");
+    // The merged store reads as any state.db: every session listed, its messages searchable.
+    let list = finish(
+        e.subcommand("sessions", &["list", "--limit", "100"])
+            .env("HERMES_HOME", &merged_home)
+            .spawn()
+            .unwrap(),
+    );
+    assert_eq!(list.status.code(), Some(0), "{}", text(&list.stderr));
+    let listed = text(&list.stdout);
+    for id in &stored {
+        assert!(listed.contains(id.as_str()), "{id} not in {listed}");
+    }
+    let search = finish(
+        e.subcommand("sessions", &["search", "tooled-in-a-shard"])
+            .env("HERMES_HOME", &merged_home)
+            .spawn()
+            .unwrap(),
+    );
+    assert_eq!(search.status.code(), Some(0), "{}", text(&search.stderr));
+    let found = text(&search.stdout);
+    assert!(found.contains(&tool_session), "{found}");
+    assert_eq!(found.matches("\n").count(), 3, "one hit: {found}");
+    // Again, naming the homes: nothing new to copy.
+    let again = merge(&[
+        "--from",
+        e.dir().join("home-0").to_str().unwrap(),
+        "--from",
+        e.dir().join("home-1").to_str().unwrap(),
+    ]);
+    assert_eq!(
+        (&again["copied"], &again["already"]),
+        (&json!(0), &json!(7)),
+        "{again}"
+    );
+    let Some(reference) = hermes_reference() else {
+        eprintln!("skipped the Hermes part: no Hermes reference Python beside the repository");
+        return;
+    };
+    let stubs = e.dir().join("py-stubs");
+    std::fs::create_dir_all(stubs.join("agent")).unwrap();
+    std::fs::write(
+        stubs.join("agent/memory_manager.py"),
+        "def sanitize_context(text, *args, **kwargs):\n    return text\n",
+    )
+    .unwrap();
+    let program = format!(
+        "import sys, json, pathlib\nsys.path[:0] = [{reference:?}, {stubs:?}]\n\
+         import hermes_state\n\
+         db = hermes_state.SessionDB(pathlib.Path({db:?}))\n\
+         rows = db.list_sessions_rich(limit=100)\n\
+         print(json.dumps(sorted(r['id'] for r in rows)))\n\
+         print(json.dumps(sum(len(db.get_messages(r['id'])) for r in rows)))\n",
+        reference = reference.to_str().unwrap(),
+        stubs = stubs.to_str().unwrap(),
+        db = merged.to_str().unwrap(),
+    );
+    let child = Command::new("python3")
+        .arg("-c")
+        .arg(program)
+        .env("HERMES_HOME", e.dir().join("hermes-home"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = finish(child);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = json_lines(&out.stdout);
+    assert_eq!(said[0], json!(stored));
+    assert_eq!(said[1], shard_messages);
+}

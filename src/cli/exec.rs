@@ -53,7 +53,8 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 const USAGE: &str = "\
 usage: tui-gateway exec [FLAGS] PROMPT...      one task; `-` reads the prompt from stdin
        tui-gateway exec [FLAGS] --tasks FILE.jsonl [--parallel N] [--results FILE] [--continue]
-       tui-gateway exec merge RESULTS.jsonl...  one summary of many results files (shards)
+       tui-gateway exec merge [--sessions OUT.db] RESULTS.jsonl...  one summary of many
+                                                results files (shards), their sessions joined
 
 Runs tasks headless with the configured provider and tools, in this process (no UI, no
 second gateway). One task prints its answer on stdout and its result record (one JSON line)
@@ -569,6 +570,10 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
         totals: Totals::default(),
         shard: opts.shard,
         host: host_name(),
+        state_db: std::path::absolute(&store.db)
+            .unwrap_or(store.db.clone())
+            .to_string_lossy()
+            .into_owned(),
         write_error: None,
         progress: std::io::stderr()
             .is_terminal()
@@ -664,6 +669,8 @@ struct TasksSink {
     /// Written into each record: which shard and machine ran the task.
     shard: Option<Shard>,
     host: String,
+    /// The state.db holding the task's session, for `exec merge --sessions`.
+    state_db: String,
     write_error: Option<String>,
     progress: Option<Progress>,
 }
@@ -692,6 +699,7 @@ impl Sink for TasksSink {
             record["shard"] = json!(shard.name());
         }
         record["host"] = json!(self.host);
+        record["state_db"] = json!(self.state_db);
         if let Err(e) = self.results.write(&record)
             && self.write_error.is_none()
         {
