@@ -1,7 +1,7 @@
 //! What harnesses read from `exec`, through the binary on a real state.db: ATIF trajectories
 //! (`exec --atif DIR`, `sessions export ID --format atif`), every file validated by Harbor's own
 //! models (`tests/atif/harbor-venv.sh` installs them, pinned, under target/), a compacted
-//! session's too; Hermes' JSONL export, read back by Hermes' own `hermes_state.py`;
+//! session's and a delegating session's and its subagents' too; Hermes' JSONL export, read back by Hermes' own `hermes_state.py`;
 //! `--output-format stream-json` in Claude Code's shape, ending with a result line also when a
 //! signal stops the run; `--max-turns`; `integrations/harbor`'s agent in a Harbor trial on a
 //! test double of Harbor's environment.
@@ -1079,4 +1079,87 @@ fn merge_joins_the_shards_session_stores_into_one_state_db() {
     let said = json_lines(&out.stdout);
     assert_eq!(said[0], json!(stored));
     assert_eq!(said[1], shard_messages);
+}
+
+/// A task that delegates (the offline model's `%delegate_task`, two subagents each running a
+/// command): its trajectory and each subagent's session exported as ATIF are valid for
+/// Harbor; the parent's step holds the delegate_task call and its result, each child's names
+/// its parent and holds its own command.
+#[test]
+fn a_session_with_subagents_exports_as_trajectories_harbor_accepts() {
+    let e = Exec::new("atif-subagents");
+    let dir = e.dir().join("atif");
+    let prompt =
+        r#"%delegate_task {"tasks": [{"goal": "$ echo sub-one"}, {"goal": "$ echo sub-two"}]}"#;
+    let out = e.run(&["--atif", dir.to_str().unwrap(), prompt]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = record_in(&out.stderr);
+    assert_eq!(r["subagents"]["count"], 2, "{r}");
+    let parent_id = r["session_id"].as_str().unwrap().to_string();
+    let children: Vec<String> = {
+        let db = e.db();
+        let mut stmt = db
+            .prepare("SELECT id FROM sessions WHERE parent_session_id = ?1 ORDER BY started_at")
+            .unwrap();
+        stmt.query_map([&parent_id], |row| row.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(children.len(), 2);
+    let mut files = vec![dir.join("trajectory.json")];
+    for (n, child) in children.iter().enumerate() {
+        let out = e.sessions(&["export", child, "--format", "atif"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        files.push(e.write(&format!("child-{n}.json"), &text(&out.stdout)));
+    }
+    let docs = valid_atifs(&files);
+    let parent = &docs[0];
+    assert_eq!(parent["session_id"], parent_id.as_str());
+    let call_step = parent["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["tool_calls"][0]["function_name"] == "delegate_task")
+        .unwrap_or_else(|| panic!("no delegate_task step: {parent}"));
+    let call = &call_step["tool_calls"][0];
+    assert_eq!(
+        call["arguments"]["tasks"][1]["goal"], "$ echo sub-two",
+        "{call}"
+    );
+    let result = &call_step["observation"]["results"][0];
+    assert_eq!(
+        result["source_call_id"], call["tool_call_id"],
+        "{call_step}"
+    );
+    let said = result["content"].as_str().unwrap();
+    assert!(
+        said.contains("sub-one") && said.contains("sub-two"),
+        "{said}"
+    );
+    let mut echoed = Vec::new();
+    for child in &docs[1..] {
+        assert_eq!(
+            child["extra"]["parent_session_id"],
+            parent_id.as_str(),
+            "{child}"
+        );
+        let commands: Vec<&Value> = child["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s.get("tool_calls"))
+            .flat_map(|c| c.as_array().unwrap())
+            .collect();
+        assert_eq!(commands.len(), 1, "{child}");
+        assert_eq!(commands[0]["function_name"], "terminal");
+        echoed.push(
+            commands[0]["arguments"]["command"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    echoed.sort();
+    assert_eq!(echoed, ["echo sub-one", "echo sub-two"]);
 }
