@@ -1,10 +1,11 @@
 //! What harnesses read from `exec`, through the binary on a real state.db: ATIF trajectories
 //! (`exec --atif DIR`, `sessions export ID --format atif`), every file validated by Harbor's own
 //! models (`tests/atif/harbor-venv.sh` installs them, pinned, under target/), a compacted
-//! session's and a delegating session's and its subagents' too; Hermes' JSONL export, read back by Hermes' own `hermes_state.py`;
-//! `--output-format stream-json` in Claude Code's shape, ending with a result line also when a
-//! signal stops the run; `--max-turns`; `integrations/harbor`'s agent in a Harbor trial on a
-//! test double of Harbor's environment.
+//! session's and a delegating session's and its subagents' too; Hermes' JSONL export, read
+//! back by Hermes' own `hermes_state.py`; `--output-format stream-json` in Claude Code's shape,
+//! ending with a result line also when a signal stops the run; `--max-turns`; shards merged,
+//! their session stores joined; `integrations/harbor`'s agent in a Harbor trial on a test
+//! double of Harbor's environment.
 
 use crate::common::*;
 use crate::exec::*;

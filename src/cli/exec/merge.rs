@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use super::lines::{Line, Lines, Text};
 use super::record::Totals;
-use super::tasks::read_limited;
+use super::tasks::{IdKey, id_key};
 use super::{EXIT_GATEWAY, EXIT_SOME_FAILED, EXIT_USAGE, eprint_line, print_out};
 use crate::config::{flag_value, split_flag};
 
@@ -74,43 +75,24 @@ pub fn run(args: &[String]) -> i32 {
         return EXIT_USAGE;
     }
     let args = &files[..];
-    let mut last: HashMap<String, Value> = HashMap::new();
-    let mut order: Vec<String> = Vec::new();
+    // Two readings, a line at a time: which line holds each task's last record (a few bytes
+    // a task), then the figures of those lines — never every record at once.
+    let mut last: HashMap<IdKey, (usize, usize)> = HashMap::new();
     let mut errors = Vec::new();
     let mut cut_short = 0;
-    for file in args {
-        let path = Path::new(file);
-        let text = match read_limited(path) {
-            Ok(Some(t)) => t,
-            Ok(None) => {
-                errors.push(format!("{file}: no such file"));
-                continue;
+    for (f, file) in args.iter().enumerate() {
+        let failed = each_record(file, |line, record| match record {
+            Some((id, _)) => {
+                last.insert(id_key(id), (f, line.number));
             }
-            Err(e) => {
-                errors.push(e);
-                continue;
-            }
-        };
-        let lines: Vec<&str> = text.lines().collect();
-        for (n, line) in lines.iter().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let record = serde_json::from_str::<Value>(line)
-                .ok()
-                .filter(|r| r["type"] == "exec.result" && r["status"].is_string());
-            let id = record.as_ref().and_then(|r| r["task_id"].as_str());
-            match (&record, id) {
-                (Some(r), Some(id)) => {
-                    if last.insert(id.to_string(), r.clone()).is_none() {
-                        order.push(id.to_string());
-                    }
-                }
-                // What a SIGKILL cut off mid-write: the task reruns under --continue.
-                _ if n + 1 == lines.len() && !text.ends_with('\n') => cut_short += 1,
-                _ => errors.push(format!("{file}:{}: not a result record of a task", n + 1)),
-            }
-        }
+            // What a SIGKILL cut off mid-write: the task reruns under --continue.
+            None if !line.ended => cut_short += 1,
+            None => errors.push(format!(
+                "{file}:{}: not a result record of a task",
+                line.number
+            )),
+        });
+        errors.extend(failed);
     }
     if !errors.is_empty() {
         eprint_line(&format!(
@@ -127,20 +109,34 @@ pub fn run(args: &[String]) -> i32 {
     let mut shards = BTreeSet::new();
     let mut hosts = BTreeSet::new();
     let mut stores = BTreeSet::new();
-    for id in &order {
-        let r = &last[id];
-        stores.extend(r["state_db"].as_str().map(PathBuf::from));
-        if !totals.add_record(r) {
-            eprint_line(&format!("error: the record of task {id:?} has no figures"));
+    let mut no_figures = None;
+    for (f, file) in args.iter().enumerate() {
+        let failed = each_record(file, |line, record| {
+            let Some((id, r)) = record else { return };
+            if last.get(&id_key(id)) != Some(&(f, line.number)) {
+                return;
+            }
+            if !totals.add_record(r) {
+                no_figures.get_or_insert_with(|| id.to_string());
+            }
+            stores.extend(r["state_db"].as_str().map(PathBuf::from));
+            shards.extend(r["shard"].as_str().map(str::to_string));
+            hosts.extend(r["host"].as_str().map(str::to_string));
+        });
+        if let Some(e) = failed {
+            eprint_line(&format!("error: {e}\nnothing was merged"));
             return EXIT_USAGE;
         }
-        shards.extend(r["shard"].as_str().map(str::to_string));
-        hosts.extend(r["host"].as_str().map(str::to_string));
     }
+    if let Some(id) = no_figures {
+        eprint_line(&format!("error: the record of task {id:?} has no figures"));
+        return EXIT_USAGE;
+    }
+    let tasks = last.len();
     let mut summary = json!({
         "type": "exec.summary",
         "merged": args,
-        "tasks": order.len(),
+        "tasks": tasks,
         "shards": shards,
         "hosts": hosts,
         "cut_short": cut_short,
@@ -161,7 +157,7 @@ pub fn run(args: &[String]) -> i32 {
         }
     }
     print_out(&format!("{summary}\n"));
-    if totals.counts[0] == order.len() {
+    if totals.counts[0] == tasks {
         0
     } else {
         EXIT_SOME_FAILED
@@ -211,4 +207,33 @@ fn join_sessions(into: &Path, sources: &[PathBuf]) -> Result<Value, String> {
         "messages": messages,
         "already": already,
     }))
+}
+
+/// Calls `f` with each non-blank line of the results file `file` and the task record it holds,
+/// if any (`(task id, record)`); an error when the file cannot be read.
+fn each_record(file: &str, mut f: impl FnMut(&Line, Option<(&str, &Value)>)) -> Option<String> {
+    let mut lines = match Lines::open(Path::new(file)) {
+        Ok(Some(lines)) => lines,
+        Ok(None) => return Some(format!("{file}: no such file")),
+        Err(e) => return Some(e),
+    };
+    loop {
+        let line = match lines.next_line() {
+            Ok(Some(line)) => line,
+            Ok(None) => return None,
+            Err(e) => return Some(format!("{file}: cannot read: {e}")),
+        };
+        let record = match &line.text {
+            Text::Line(text) if text.trim().is_empty() => continue,
+            Text::Line(text) => serde_json::from_str::<Value>(text)
+                .ok()
+                .filter(|r| r["type"] == "exec.result" && r["status"].is_string()),
+            _ => None,
+        };
+        let id = record.as_ref().and_then(|r| r["task_id"].as_str());
+        match (id, &record) {
+            (Some(id), Some(r)) => f(&line, Some((id, r))),
+            _ => f(&line, None),
+        }
+    }
 }

@@ -27,8 +27,6 @@ use super::record::Status;
 use super::shard::Shard;
 use crate::methods::params::PROMPT_MAX;
 
-/// Largest tasks or results file read.
-pub const FILE_LIMIT: u64 = 256 << 20;
 /// Bad lines named before the rest are only counted.
 const ERRORS_SHOWN: usize = 20;
 
@@ -62,11 +60,6 @@ pub fn too_long(what: &str) -> String {
         "{what} is longer than {PROMPT_MAX} bytes ({} MiB), the most a prompt may be",
         PROMPT_MAX >> 20
     )
-}
-
-/// The text of a file of at most [`FILE_LIMIT`] bytes; `None` when there is none.
-pub fn read_limited(path: &Path) -> Result<Option<String>, String> {
-    crate::util::read_regular(path, FILE_LIMIT).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Bad lines found by [`scan`]: the first [`ERRORS_SHOWN`] named, the rest counted.
