@@ -733,7 +733,7 @@ fn a_progress_bar_shows_on_a_terminal() {
 }
 
 #[test]
-fn continue_ignores_a_record_cut_short_and_reruns_its_task() {
+fn continue_cuts_off_a_record_cut_short_and_reruns_its_task() {
     let e = Exec::new("cut");
     let lines: Vec<Value> = ["a", "b", "c"]
         .iter()
@@ -761,6 +761,33 @@ fn continue_ignores_a_record_cut_short_and_reruns_its_task() {
         .collect();
     assert_eq!(ids.len(), 3, "every whole line parses: {recs:?}");
     assert!(ids.contains(&"b") && ids.contains(&"c"), "{ids:?}");
+    // Repaired: the cut-short text is gone from the file, every line of it a record.
+    let after = std::fs::read_to_string(e.dir().join("c.results.jsonl")).unwrap();
+    assert_eq!(after.lines().count(), 3, "{after}");
+    assert!(after.starts_with(&format!("{whole}\n{{")), "{after}");
+}
+
+/// A results file with a line that is not a record anywhere but at its cut-short end (a
+/// file edited or mixed up, not a kill) is refused on `--continue`, the line named, nothing run.
+#[test]
+fn continue_refuses_a_results_file_with_a_bad_line_naming_it() {
+    let e = Exec::new("badresults");
+    let lines: Vec<Value> = ["a", "b"]
+        .iter()
+        .map(|id| json!({"id": id, "prompt": "hello"}))
+        .collect();
+    let file = e.write("t.jsonl", &tasks_file(&lines));
+    let whole = json!({"type": "exec.result", "task_id": "a", "status": "done"});
+    let results = format!("{whole}\n{{\"type\":\"exec.result\",\"task_id\":\"b\",\"sta\n{whole}\n");
+    let path = e.write("t.results.jsonl", &results);
+    let out = e.run(&["--tasks", file.to_str().unwrap(), "--continue"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    let want = format!("{}:2: not a result record of a task", path.display());
+    assert!(err.contains(&want), "{err}");
+    assert!(err.contains("nothing was run"), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), results);
+    assert!(!e.home.db_path().exists(), "the gateway started");
 }
 
 #[test]
@@ -1129,4 +1156,88 @@ fn a_delegating_task_counts_its_subagents() {
         )
         .unwrap();
     assert_eq!(children, 2);
+}
+
+/// Runs `cmd` (stdout and stderr to files in `dir`) to its end, with a deadline; its exit code,
+/// stdout, stderr and peak resident memory in KiB — the kernel's figure for that child alone
+/// (`wait4`'s `ru_maxrss`), not the test process's other children.
+#[allow(
+    clippy::zombie_processes,
+    reason = "reaped by wait4, which also gives its peak memory"
+)]
+fn run_measuring_memory(mut cmd: Command, dir: &Path) -> (Option<i32>, String, String, i64) {
+    let (out, err) = (dir.join("measured.out"), dir.join("measured.err"));
+    cmd.stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap());
+    let child = cmd.spawn().expect("spawn exec");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: rusage is a plain struct we own, written by the kernel.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let ended = common::procfs::poll_until(std::time::Duration::from_secs(120), || {
+        // SAFETY: waits (without blocking) for our own child; the pointers are to locals.
+        unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) == pid }
+    });
+    if !ended {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        panic!(
+            "exec did not end: {}",
+            std::fs::read_to_string(&err).unwrap()
+        );
+    }
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+    (code, read(&out), read(&err), usage.ru_maxrss)
+}
+
+/// A tasks file of a million lines (114 MB) streams: checked and dispatched a line at a time,
+/// a shard's thousand tasks run, then `--continue` skips them all, each run in a few MiB —
+/// far below the file, which reading it whole would hold (and its tasks several times over).
+#[test]
+fn a_million_line_tasks_file_streams_in_bounded_memory() {
+    let e = Exec::new("million");
+    let path = e.dir().join("big.jsonl");
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    for i in 0..1_000_000 {
+        let prompt =
+            format!("hello there, this is task number {i} of a long benchmark file that streams");
+        writeln!(
+            w,
+            "{}",
+            json!({"id": format!("task-{i:07}"), "prompt": prompt})
+        )
+        .unwrap();
+    }
+    w.into_inner().unwrap().sync_all().unwrap();
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(size > 100 << 20, "{size}");
+    // Generous: the process itself is a few MiB; reading the file whole needs more than it.
+    const BOUND_KIB: i64 = 64 << 10;
+    let args = ["--tasks", path.to_str().unwrap(), "--shard", "0/1000"];
+    let (code, stdout, stderr, rss) = run_measuring_memory(e.subcommand("exec", &args), e.dir());
+    assert_eq!(code, Some(0), "{stderr}");
+    let s = summary_in(stdout.as_bytes());
+    let shard_tasks = s["tasks"].as_u64().unwrap();
+    assert!((800..1200).contains(&shard_tasks), "{s}");
+    assert_eq!(
+        (s["ran"].as_u64(), s["done"].as_u64()),
+        (Some(shard_tasks), Some(shard_tasks))
+    );
+    let results = e.dir().join("big.shard-0-of-1000.results.jsonl");
+    assert_eq!(records(&results).len() as u64, shard_tasks);
+    assert!(rss < BOUND_KIB, "peak RSS {rss} KiB for a {size}-byte file");
+    // A continuation reads the results and the file again, a line at a time: nothing to run.
+    let args = [&args[..], &["--continue"]].concat();
+    let (code, stdout, stderr, rss) = run_measuring_memory(e.subcommand("exec", &args), e.dir());
+    assert_eq!(code, Some(0), "{stderr}");
+    let s = summary_in(stdout.as_bytes());
+    assert_eq!(
+        (s["skipped"].as_u64(), s["ran"].as_u64()),
+        (Some(shard_tasks), Some(0)),
+        "{s}"
+    );
+    assert!(rss < BOUND_KIB, "peak RSS {rss} KiB on --continue");
 }

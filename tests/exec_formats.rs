@@ -1,9 +1,11 @@
 //! What harnesses read from `exec`, through the binary on a real state.db: ATIF trajectories
 //! (`exec --atif DIR`, `sessions export ID --format atif`), every file validated by Harbor's own
 //! models (`tests/atif/harbor-venv.sh` installs them, pinned, under target/), a compacted
-//! session's too; Hermes' JSONL export, read back by Hermes' own `hermes_state.py`;
-//! `--output-format stream-json` in Claude Code's shape, ending with a result line also when a
-//! signal stops the run; `--max-turns`.
+//! session's and a delegating session's and its subagents' too; Hermes' JSONL export, read
+//! back by Hermes' own `hermes_state.py`; `--output-format stream-json` in Claude Code's shape,
+//! ending with a result line also when a signal stops the run; `--max-turns`; shards merged,
+//! their session stores joined; `integrations/harbor`'s agent in a Harbor trial on a test
+//! double of Harbor's environment.
 
 use crate::common::*;
 use crate::exec::*;
@@ -806,4 +808,359 @@ fn merge_names_every_line_that_is_not_a_record_and_skips_one_cut_short() {
         assert!(said.contains(&format!("bad.jsonl{line}")), "{said}");
     }
     assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+}
+
+/// One Harbor trial of `integrations/harbor`'s installed agent (`tests/atif/harbor_agent_trial.py`:
+/// Harbor's own agent classes, driven as its `Trial` drives them, on a test double of its
+/// environment that runs the agent's commands on this machine under `root`); its printed JSON.
+/// `None` when the venv's Python cannot import Harbor's agent classes (they need Python 3.12).
+fn harbor_trial(root: &Path, spec: &Value) -> Option<Value> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = harbor_python();
+    let mut probe = Command::new(python);
+    probe.args(["-c", "import harbor.agents.installed.base"]);
+    if !probe.output().is_ok_and(|o| o.status.success()) {
+        eprintln!(
+            "SKIPPED: Harbor's agent classes need Python 3.12, which tests/atif/harbor-venv.sh did not find"
+        );
+        return None;
+    }
+    std::fs::create_dir_all(root).unwrap();
+    let mut cmd = Command::new(python);
+    scrub_env(&mut cmd);
+    let child = cmd
+        .arg(manifest.join("tests/atif/harbor_agent_trial.py"))
+        .arg(root)
+        .arg(spec.to_string())
+        .env("PYTHONPATH", manifest.join("integrations/harbor"))
+        // No __pycache__ left in the source tree.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the Harbor trial");
+    let out = finish(child);
+    assert!(out.status.success(), "the trial: {}", text(&out.stderr));
+    Some(json_lines(&out.stdout).remove(0))
+}
+
+/// `integrations/harbor`'s agent, through Harbor's agent interface on a double of its
+/// environment: the binary installed, `exec` run with the instruction and the model (the
+/// offline one) in the task's working directory, a key passed by Hermes' name to that run
+/// alone, and the trajectory it collected into Harbor's logs directory valid for Harbor, its
+/// figures in Harbor's context.
+#[test]
+fn harbor_s_installed_agent_runs_exec_and_collects_a_valid_trajectory() {
+    let e = Exec::new("harbor-agent");
+    let root = e.dir().join("trial");
+    let secret = "sk-or-harbor-trial-not-a-real-key";
+    let instruction = "$ echo made-in-the-trial > proof.txt && pwd";
+    let spec = json!({
+        "binary": BIN,
+        "model": "offline/offline",
+        "instruction": instruction,
+        "extra_env": {"OPENROUTER_API_KEY": secret},
+        "kwargs": {"max_turns": 5},
+    });
+    let Some(trial) = harbor_trial(&root, &spec) else {
+        return;
+    };
+    assert!(trial.get("error").is_none(), "{trial:#}");
+    // Installed where the environment keeps installed agents, and run there.
+    assert!(root.join("installed-agent/tui-gateway").is_file());
+    let proof = std::fs::read_to_string(root.join("app/proof.txt")).unwrap();
+    assert_eq!(proof, "made-in-the-trial\n");
+    let logs = root.join("host-logs");
+    let t = valid_atif(&logs.join("trajectory.json"));
+    assert_eq!(t["steps"][0]["source"], "user", "{t}");
+    assert_eq!(t["steps"][0]["message"], instruction, "{t}");
+    assert_eq!(t["steps"][1]["tool_calls"][0]["function_name"], "terminal");
+    assert_eq!(t["extra"]["cwd"], root.join("app").to_str().unwrap());
+    // Harbor's context gets the trajectory's figures and the binary's version.
+    let context = &trial["context"];
+    let totals = &t["final_metrics"];
+    assert!(totals["total_completion_tokens"].as_i64() > Some(0), "{t}");
+    assert_eq!(
+        context["n_output_tokens"],
+        totals["total_completion_tokens"]
+    );
+    assert_eq!(context["n_input_tokens"], totals["total_prompt_tokens"]);
+    assert_eq!(context["cost_usd"], totals["total_cost_usd"]);
+    assert_eq!(trial["version"], t["agent"]["version"]);
+    // stream-json and the result record beside the trajectory.
+    let stream = std::fs::read(logs.join("tui-gateway.stream.jsonl")).unwrap();
+    let lines = json_lines(&stream);
+    assert_eq!(lines[0]["subtype"], "init");
+    let last = lines.last().unwrap();
+    assert_eq!(
+        (&last["type"], &last["subtype"]),
+        (&json!("result"), &json!("success"))
+    );
+    assert_eq!(last["session_id"], t["session_id"]);
+    let stderr = std::fs::read(logs.join("tui-gateway.stderr.txt")).unwrap();
+    assert_eq!(record_in(&stderr)["status"], "done");
+    // The key went to the run's environment by its Hermes name, and nowhere it was written.
+    let commands = trial["commands"].as_array().unwrap();
+    let run = commands
+        .iter()
+        .find(|c| c["command"].as_str().unwrap().contains(" exec - "))
+        .expect("the exec command");
+    assert!(
+        run["env"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("OPENROUTER_API_KEY")),
+        "{run}"
+    );
+    assert!(!run["command"].as_str().unwrap().contains(secret));
+    for entry in std::fs::read_dir(&logs).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(!text(&bytes).contains(secret), "{}", path.display());
+        }
+    }
+}
+
+/// What Harbor records when the agent cannot run: no binary named refuses the setup with how
+/// to give one; a provider the gateway does not know fails the run with the gateway's reason
+/// (Harbor's `NonZeroAgentExitCodeError`), after which the logs still come back.
+#[test]
+fn harbor_s_installed_agent_says_why_it_cannot_run() {
+    let e = Exec::new("harbor-agent-fails");
+    let spec = json!({"model": "offline/offline", "instruction": "hello"});
+    let Some(trial) = harbor_trial(&e.dir().join("no-binary"), &spec) else {
+        return;
+    };
+    let error = trial["error"].as_str().unwrap_or_default();
+    assert!(error.contains("--ak binary=PATH"), "{trial:#}");
+    let root = e.dir().join("bad-provider");
+    let spec = json!({"binary": BIN, "model": "no-such-provider/m", "instruction": "hello"});
+    let trial = harbor_trial(&root, &spec).unwrap();
+    let error = trial["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("NonZeroAgentExitCodeError"), "{trial:#}");
+    assert!(error.contains("no-such-provider"), "{trial:#}");
+    assert!(root.join("host-logs/tui-gateway.stderr.txt").is_file());
+}
+
+/// `exec merge --sessions` joins the shards' session stores: two shards, each with its own
+/// home, merged into one state.db that `tui-gateway sessions` lists and searches and Hermes'
+/// own `hermes_state.py` reads (when the reference is there); merging again copies nothing.
+#[test]
+fn merge_joins_the_shards_session_stores_into_one_state_db() {
+    let e = Exec::new("merge-sessions");
+    let mut lines: Vec<Value> = (0..6)
+        .map(|n| json!({"id": format!("t{n}"), "prompt": format!("hello number {n}")}))
+        .collect();
+    lines.push(json!({"id": "tool", "prompt": "$ echo tooled-in-a-shard"}));
+    let tasks = e.write("m.jsonl", &tasks_file(&lines));
+    let mut stored = Vec::new();
+    let mut tool_session = String::new();
+    for shard in 0..2 {
+        let home = e.dir().join(format!("home-{shard}"));
+        let shard_arg = format!("{shard}/2");
+        let args = [
+            "--tasks",
+            tasks.to_str().unwrap(),
+            "--shard",
+            &shard_arg,
+            "--approve",
+            "always",
+        ];
+        let out = e.run_env(&args, &[("HERMES_HOME", home.to_str().unwrap())]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let results = e.dir().join(format!("m.shard-{shard}-of-2.results.jsonl"));
+        for r in records(&results) {
+            assert_eq!(
+                r["state_db"],
+                home.join("state.db").to_str().unwrap(),
+                "{r}"
+            );
+            stored.push(r["session_id"].as_str().unwrap().to_string());
+            if r["task_id"] == "tool" {
+                tool_session = stored.last().unwrap().clone();
+            }
+        }
+    }
+    stored.sort();
+    assert_eq!(stored.len(), 7);
+    let shard_messages: i64 = (0..2)
+        .map(|s| {
+            let db =
+                rusqlite::Connection::open(e.dir().join(format!("home-{s}/state.db"))).unwrap();
+            db.query_row("SELECT count(*) FROM messages", [], |r| r.get::<_, i64>(0))
+                .unwrap()
+        })
+        .sum();
+    let merged_home = e.dir().join("merged");
+    let merged = merged_home.join("state.db");
+    let merge = |extra: &[&str]| {
+        let mut args = vec!["merge", "--sessions", merged.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        args.extend([
+            "m.shard-0-of-2.results.jsonl",
+            "m.shard-1-of-2.results.jsonl",
+        ]);
+        let out = finish(e.subcommand("exec", &args).spawn().unwrap());
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        summary_in(&out.stdout)["sessions"].clone()
+    };
+    let joined = merge(&[]);
+    assert_eq!(joined["copied"], 7, "{joined}");
+    assert_eq!(joined["messages"], shard_messages, "{joined}");
+    assert_eq!(joined["already"], 0, "{joined}");
+    // The merged store reads as any state.db: every session listed, its messages searchable.
+    let list = finish(
+        e.subcommand("sessions", &["list", "--limit", "100"])
+            .env("HERMES_HOME", &merged_home)
+            .spawn()
+            .unwrap(),
+    );
+    assert_eq!(list.status.code(), Some(0), "{}", text(&list.stderr));
+    let listed = text(&list.stdout);
+    for id in &stored {
+        assert!(listed.contains(id.as_str()), "{id} not in {listed}");
+    }
+    let search = finish(
+        e.subcommand("sessions", &["search", "tooled-in-a-shard"])
+            .env("HERMES_HOME", &merged_home)
+            .spawn()
+            .unwrap(),
+    );
+    assert_eq!(search.status.code(), Some(0), "{}", text(&search.stderr));
+    let found = text(&search.stdout);
+    assert!(found.contains(&tool_session), "{found}");
+    assert_eq!(found.matches("\n").count(), 3, "one hit: {found}");
+    // Again, naming the homes: nothing new to copy.
+    let again = merge(&[
+        "--from",
+        e.dir().join("home-0").to_str().unwrap(),
+        "--from",
+        e.dir().join("home-1").to_str().unwrap(),
+    ]);
+    assert_eq!(
+        (&again["copied"], &again["already"]),
+        (&json!(0), &json!(7)),
+        "{again}"
+    );
+    let Some(reference) = hermes_reference() else {
+        eprintln!("skipped the Hermes part: no Hermes reference Python beside the repository");
+        return;
+    };
+    let stubs = e.dir().join("py-stubs");
+    std::fs::create_dir_all(stubs.join("agent")).unwrap();
+    std::fs::write(
+        stubs.join("agent/memory_manager.py"),
+        "def sanitize_context(text, *args, **kwargs):\n    return text\n",
+    )
+    .unwrap();
+    let program = format!(
+        "import sys, json, pathlib\nsys.path[:0] = [{reference:?}, {stubs:?}]\n\
+         import hermes_state\n\
+         db = hermes_state.SessionDB(pathlib.Path({db:?}))\n\
+         rows = db.list_sessions_rich(limit=100)\n\
+         print(json.dumps(sorted(r['id'] for r in rows)))\n\
+         print(json.dumps(sum(len(db.get_messages(r['id'])) for r in rows)))\n",
+        reference = reference.to_str().unwrap(),
+        stubs = stubs.to_str().unwrap(),
+        db = merged.to_str().unwrap(),
+    );
+    let child = Command::new("python3")
+        .arg("-c")
+        .arg(program)
+        .env("HERMES_HOME", e.dir().join("hermes-home"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = finish(child);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = json_lines(&out.stdout);
+    assert_eq!(said[0], json!(stored));
+    assert_eq!(said[1], shard_messages);
+}
+
+/// A task that delegates (the offline model's `%delegate_task`, two subagents each running a
+/// command): its trajectory and each subagent's session exported as ATIF are valid for
+/// Harbor; the parent's step holds the delegate_task call and its result, each child's names
+/// its parent and holds its own command.
+#[test]
+fn a_session_with_subagents_exports_as_trajectories_harbor_accepts() {
+    let e = Exec::new("atif-subagents");
+    let dir = e.dir().join("atif");
+    let prompt =
+        r#"%delegate_task {"tasks": [{"goal": "$ echo sub-one"}, {"goal": "$ echo sub-two"}]}"#;
+    let out = e.run(&["--atif", dir.to_str().unwrap(), prompt]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = record_in(&out.stderr);
+    assert_eq!(r["subagents"]["count"], 2, "{r}");
+    let parent_id = r["session_id"].as_str().unwrap().to_string();
+    let children: Vec<String> = {
+        let db = e.db();
+        let mut stmt = db
+            .prepare("SELECT id FROM sessions WHERE parent_session_id = ?1 ORDER BY started_at")
+            .unwrap();
+        stmt.query_map([&parent_id], |row| row.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(children.len(), 2);
+    let mut files = vec![dir.join("trajectory.json")];
+    for (n, child) in children.iter().enumerate() {
+        let out = e.sessions(&["export", child, "--format", "atif"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        files.push(e.write(&format!("child-{n}.json"), &text(&out.stdout)));
+    }
+    let docs = valid_atifs(&files);
+    let parent = &docs[0];
+    assert_eq!(parent["session_id"], parent_id.as_str());
+    let call_step = parent["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["tool_calls"][0]["function_name"] == "delegate_task")
+        .unwrap_or_else(|| panic!("no delegate_task step: {parent}"));
+    let call = &call_step["tool_calls"][0];
+    assert_eq!(
+        call["arguments"]["tasks"][1]["goal"], "$ echo sub-two",
+        "{call}"
+    );
+    let result = &call_step["observation"]["results"][0];
+    assert_eq!(
+        result["source_call_id"], call["tool_call_id"],
+        "{call_step}"
+    );
+    let said = result["content"].as_str().unwrap();
+    assert!(
+        said.contains("sub-one") && said.contains("sub-two"),
+        "{said}"
+    );
+    let mut echoed = Vec::new();
+    for child in &docs[1..] {
+        assert_eq!(
+            child["extra"]["parent_session_id"],
+            parent_id.as_str(),
+            "{child}"
+        );
+        let commands: Vec<&Value> = child["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s.get("tool_calls"))
+            .flat_map(|c| c.as_array().unwrap())
+            .collect();
+        assert_eq!(commands.len(), 1, "{child}");
+        assert_eq!(commands[0]["function_name"], "terminal");
+        echoed.push(
+            commands[0]["arguments"]["command"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    echoed.sort();
+    assert_eq!(echoed, ["echo sub-one", "echo sub-two"]);
 }

@@ -11,6 +11,7 @@
 
 mod batch;
 mod embedded;
+mod lines;
 mod merge;
 mod record;
 mod shard;
@@ -27,12 +28,13 @@ use serde_json::{Value, json};
 use crate::Config;
 use crate::config::{flag_value, split_flag};
 use crate::methods::params::PROMPT_MAX;
-use batch::{Approve, Batch, Settings, Sink};
+use batch::{Approve, Batch, Settings, Sink, Source};
 use embedded::Embedded;
+use lines::Lines;
 use record::{Outcome, Status, Totals, ms};
 use shard::Shard;
 use stream::Stream;
-use tasks::{Results, Task};
+use tasks::{Results, Task, TaskStream};
 use trajectories::Wanted;
 
 /// Longest per-task timeout accepted (a week).
@@ -51,7 +53,8 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 const USAGE: &str = "\
 usage: tui-gateway exec [FLAGS] PROMPT...      one task; `-` reads the prompt from stdin
        tui-gateway exec [FLAGS] --tasks FILE.jsonl [--parallel N] [--results FILE] [--continue]
-       tui-gateway exec merge RESULTS.jsonl...  one summary of many results files (shards)
+       tui-gateway exec merge [--sessions OUT.db] RESULTS.jsonl...  one summary of many
+                                                results files (shards), their sessions joined
 
 Runs tasks headless with the configured provider and tools, in this process (no UI, no
 second gateway). One task prints its answer on stdout and its result record (one JSON line)
@@ -345,7 +348,7 @@ fn run_one(opts: &Options, cfg: Config) -> i32 {
         .cwd
         .as_ref()
         .map(|d| std::path::absolute(d).unwrap_or(d.clone()));
-    let task = [Task::single(prompt, cwd, opts.resume.clone())];
+    let mut task = vec![Task::single(prompt, cwd, opts.resume.clone())].into_iter();
     let settings = settings(opts, &cfg, 1);
     let cpu = cpu_time();
     let store = StoreAt::of(&cfg);
@@ -359,7 +362,7 @@ fn run_one(opts: &Options, cfg: Config) -> i32 {
         permission_mode: opts.approve.name(),
         outcome: None,
     };
-    let end = Batch::new(gw, &task, settings).run(&mut sink);
+    let end = Batch::new(gw, &mut task, settings).run(&mut sink);
     if let (Some(dir), Some(outcome)) = (&opts.atif, &sink.outcome) {
         let wanted: Vec<Wanted> = (outcome.stored_session_id.iter())
             .map(|id| Wanted {
@@ -417,7 +420,7 @@ impl Sink for OneSink {
     fn opened(&mut self, _index: usize, result: &Value) {
         show_opened(self.stream.as_mut(), result, self.permission_mode);
     }
-    fn finished(&mut self, _index: usize, outcome: &Outcome) {
+    fn finished(&mut self, _index: usize, _task: &Task, outcome: &Outcome) {
         if let Some(stream) = &mut self.stream {
             print_out(&format!("{}\n", stream.result(outcome, None)));
         }
@@ -472,31 +475,15 @@ impl StoreAt {
 // ---- many tasks -------------------------------------------------------------------------------
 
 fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
-    let text = match tasks::read_limited(&file) {
-        Ok(Some(text)) => text,
-        Ok(None) => {
-            eprint_line(&format!("error: {}: no such file", file.display()));
-            return EXIT_USAGE;
-        }
-        Err(e) => {
-            eprint_line(&format!("error: {e}"));
-            return EXIT_USAGE;
-        }
+    let usage_error = |lines: Vec<String>| {
+        let lines: Vec<String> = lines.iter().map(|e| format!("error: {e}")).collect();
+        eprint_line(&format!("{}\nnothing was run", lines.join("\n")));
+        EXIT_USAGE
     };
-    let all = match tasks::parse(&text) {
-        Ok(all) => all,
-        Err(errors) => {
-            let lines: Vec<String> = errors
-                .iter()
-                .map(|e| format!("error: {}: {e}", file.display()))
-                .collect();
-            eprint_line(&format!("{}\nnothing was run", lines.join("\n")));
-            return EXIT_USAGE;
-        }
-    };
-    let all: Vec<Task> = match opts.shard {
-        Some(shard) => all.into_iter().filter(|t| shard.holds(&t.id)).collect(),
-        None => all,
+    let open = |path: &Path| match Lines::open(path) {
+        Ok(Some(lines)) => Ok(lines),
+        Ok(None) => Err(format!("{}: no such file", path.display())),
+        Err(e) => Err(e),
     };
     // Shards sharing a file system each get their own results (and working directories).
     let results_name = match opts.shard {
@@ -507,50 +494,63 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
         .results
         .clone()
         .unwrap_or_else(|| beside(&file, &results_name));
-    let existing = match tasks::read_limited(&results_path) {
-        Ok(text) => text.unwrap_or_default(),
-        Err(e) => {
-            eprint_line(&format!("error: {e}"));
-            return EXIT_USAGE;
-        }
+    let existing = match tasks::read_results(&results_path, opts.atif.is_some()) {
+        Ok(existing) => existing,
+        Err(errors) => return usage_error(errors),
     };
-    if !existing.trim().is_empty() && !opts.resume_run {
+    if existing.records > 0 && !opts.resume_run {
         eprint_line(&format!(
             "error: {} already holds records: pass --continue to skip the tasks it records as finished, or remove it",
             results_path.display()
         ));
         return EXIT_USAGE;
     }
-    let finished = tasks::finished(&existing);
+    // Checked whole, a line at a time, before anything runs; read again as tasks are dispatched.
+    let mut lines = match open(&file) {
+        Ok(lines) => lines,
+        Err(e) => return usage_error(vec![e]),
+    };
+    let mut missing = Vec::new();
+    let scan = tasks::scan(&mut lines, opts.shard, &existing.finished, |id, session| {
+        // A continuation writes the trajectories a killed run did not get to.
+        if let (Some(dir), Some(session)) = (&opts.atif, session) {
+            let file = trajectory_file(dir, id);
+            if !file.exists() {
+                missing.push(Wanted {
+                    file,
+                    session_id: session.clone(),
+                });
+            }
+        }
+    });
+    let scan = match scan {
+        Ok(scan) => scan,
+        Err(errors) => {
+            let shown = file.display();
+            return usage_error(errors.iter().map(|e| format!("{shown}: {e}")).collect());
+        }
+    };
+    drop(lines);
     let workdir = opts
         .workdir
         .clone()
         .unwrap_or_else(|| beside(&results_path, "work"));
-    let mut todo: Vec<Task> = all
-        .iter()
-        .filter(|t| !finished.contains_key(&t.id))
-        .cloned()
-        .collect();
-    for task in &mut todo {
-        let dir = match &task.cwd {
-            Some(dir) => dir.clone(),
-            None => {
-                let dir = workdir.join(tasks::dir_name(&task.id));
-                if let Err(e) = std::fs::create_dir_all(&dir) {
-                    eprint_line(&format!("error: cannot create {}: {e}", dir.display()));
-                    return EXIT_USAGE;
-                }
-                dir
-            }
-        };
-        task.cwd = Some(std::path::absolute(&dir).unwrap_or(dir));
-    }
+    let workdir = std::path::absolute(&workdir).unwrap_or(workdir);
+    let lines = match open(&file) {
+        Ok(lines) => lines,
+        Err(e) => return usage_error(vec![e]),
+    };
     let results = match Results::open(&results_path, &existing) {
         Ok(r) => r,
         Err(e) => {
             eprint_line(&format!("error: {e}"));
             return EXIT_USAGE;
         }
+    };
+    let to_run = scan.tasks - scan.skipped;
+    let mut stream = Counted {
+        tasks: TaskStream::new(lines, opts.shard, existing.finished, workdir),
+        left: to_run,
     };
     let settings = settings(opts, &cfg, opts.parallel);
     let cpu = cpu_time();
@@ -561,27 +561,25 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
         Err(code) => return code,
     };
     let mut sink = TasksSink {
-        tasks: &todo,
         results,
         json: opts.json,
         stream: opts.stream_json.then(|| Stream::new(store.max_turns)),
         permission_mode: opts.approve.name(),
         atif: opts.atif.clone(),
-        // A continuation writes the trajectories a killed run did not get to.
-        trajectories: opts
-            .atif
-            .as_ref()
-            .map(|dir| missing_trajectories(dir, &all, &finished))
-            .unwrap_or_default(),
+        trajectories: missing,
         totals: Totals::default(),
         shard: opts.shard,
         host: host_name(),
+        state_db: std::path::absolute(&store.db)
+            .unwrap_or(store.db.clone())
+            .to_string_lossy()
+            .into_owned(),
         write_error: None,
         progress: std::io::stderr()
             .is_terminal()
-            .then(|| Progress::new(todo.len())),
+            .then(|| Progress::new(to_run)),
     };
-    let end = Batch::new(gw, &todo, settings).run(&mut sink);
+    let end = Batch::new(gw, &mut stream, settings).run(&mut sink);
     if let Some(p) = &mut sink.progress {
         p.clear();
     }
@@ -591,8 +589,8 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
     let ran = sink.totals.ended();
     let mut summary = json!({
         "type": "exec.summary",
-        "tasks": all.len(),
-        "skipped": all.len() - todo.len(),
+        "tasks": scan.tasks,
+        "skipped": scan.skipped,
         "ran": ran,
         "not_started": end.not_started,
         "results": results_path.to_string_lossy(),
@@ -613,6 +611,13 @@ fn run_tasks(opts: &Options, file: PathBuf, cfg: Config) -> i32 {
     if let Err(code) = wrote_trajectories {
         return code;
     }
+    if let Some(why) = &stream.tasks.broken {
+        eprint_line(&format!(
+            "error: {}: {why}; the tasks after it were not run",
+            file.display()
+        ));
+        return EXIT_USAGE;
+    }
     if end.stopped {
         Status::Interrupted.exit_code()
     } else if sink.totals.counts[0] == ran {
@@ -626,22 +631,21 @@ fn trajectory_file(dir: &Path, task_id: &str) -> PathBuf {
     dir.join(tasks::dir_name(task_id)).join("trajectory.json")
 }
 
-/// The trajectories of the tasks a results file records as finished that are not in `dir`.
-fn missing_trajectories(
-    dir: &Path,
-    all: &[Task],
-    finished: &std::collections::HashMap<String, Option<String>>,
-) -> Vec<Wanted> {
-    all.iter()
-        .filter_map(|t| {
-            let session = finished.get(&t.id)?.clone()?;
-            let file = trajectory_file(dir, &t.id);
-            (!file.exists()).then_some(Wanted {
-                file,
-                session_id: session,
-            })
-        })
-        .collect()
+/// A tasks file's stream, counting what it has not handed out yet (for `not_started`).
+struct Counted<R> {
+    tasks: TaskStream<R>,
+    left: usize,
+}
+
+impl<R: Read> Source for Counted<R> {
+    fn next_task(&mut self) -> Option<Task> {
+        let task = self.tasks.next_task()?;
+        self.left = self.left.saturating_sub(1);
+        Some(task)
+    }
+    fn left(&self) -> usize {
+        self.left
+    }
 }
 
 /// `dir/stem.<suffix>` for `dir/stem.ext`.
@@ -653,8 +657,7 @@ fn beside(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(format!("{stem}.{suffix}"))
 }
 
-struct TasksSink<'t> {
-    tasks: &'t [Task],
+struct TasksSink {
     results: Results,
     json: bool,
     stream: Option<Stream>,
@@ -666,11 +669,13 @@ struct TasksSink<'t> {
     /// Written into each record: which shard and machine ran the task.
     shard: Option<Shard>,
     host: String,
+    /// The state.db holding the task's session, for `exec merge --sessions`.
+    state_db: String,
     write_error: Option<String>,
     progress: Option<Progress>,
 }
 
-impl Sink for TasksSink<'_> {
+impl Sink for TasksSink {
     fn event(&mut self, params: &Value) {
         show_event(self.json, self.stream.as_mut(), params);
     }
@@ -679,8 +684,7 @@ impl Sink for TasksSink<'_> {
         show_opened(self.stream.as_mut(), result, self.permission_mode);
     }
 
-    fn finished(&mut self, index: usize, outcome: &Outcome) {
-        let task = &self.tasks[index];
+    fn finished(&mut self, _index: usize, task: &Task, outcome: &Outcome) {
         if let Some(stream) = &mut self.stream {
             print_out(&format!("{}\n", stream.result(outcome, Some(&task.id))));
         }
@@ -695,6 +699,7 @@ impl Sink for TasksSink<'_> {
             record["shard"] = json!(shard.name());
         }
         record["host"] = json!(self.host);
+        record["state_db"] = json!(self.state_db);
         if let Err(e) = self.results.write(&record)
             && self.write_error.is_none()
         {

@@ -3,6 +3,8 @@
 //! decoded from its JSON text and JSON-encoded content decoded (Hermes' `\0json:` prefix).
 //! Rows Hermes marks inactive (an undo) are left out, as Hermes leaves them out.
 
+use std::path::Path;
+
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row};
 use serde_json::{Map, Value};
@@ -118,4 +120,110 @@ mod tests {
             json!({"tool_calls": null, "content": "plain"})
         );
     }
+}
+
+/// What [`Store::absorb`] copied from another state.db.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Absorbed {
+    /// Sessions copied, with their messages and per-model usage.
+    pub sessions: usize,
+    pub messages: usize,
+    /// Sessions already here (by id), left as they are.
+    pub already: usize,
+}
+
+/// Rows of the full-text index caught up per transaction after an [`Store::absorb`].
+const ABSORB_INDEX_BATCH: usize = 10_000;
+
+impl Store {
+    /// Copies every session of the state.db at `other` that this one lacks (by id), with its
+    /// messages in their order (given new row ids here) and its `session_model_usage` rows, in
+    /// one transaction: the columns both files have (either may be an older Hermes schema).
+    /// `other` is opened read-only and left as it is; the full-text index then catches up.
+    /// How `exec merge --sessions` joins the shards' stores.
+    pub fn absorb(&mut self, other: &Path) -> Result<Absorbed, StoreError> {
+        self.conn
+            .execute("ATTACH DATABASE ?1 AS shard", [read_only_uri(other)])?;
+        let copied = self.absorb_attached();
+        let detached = self.conn.execute("DETACH DATABASE shard", []);
+        let copied = copied?;
+        detached?;
+        while self.index_step(ABSORB_INDEX_BATCH)? == ABSORB_INDEX_BATCH {}
+        Ok(copied)
+    }
+
+    fn absorb_attached(&mut self) -> Result<Absorbed, StoreError> {
+        let tx = super::begin(&mut self.conn, &mut self.fts, None)?;
+        let shared = |table: &str, skip: &[&str]| -> rusqlite::Result<String> {
+            let mut stmt = tx.prepare(
+                "SELECT name FROM pragma_table_info(?1, 'main')
+                 WHERE name IN (SELECT name FROM pragma_table_info(?1, 'shard')) ORDER BY cid",
+            )?;
+            let names: Vec<String> = stmt
+                .query_map([table], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(names
+                .into_iter()
+                .filter(|n| !skip.contains(&n.as_str()))
+                .map(|n| format!("\"{}\"", n.replace('"', "\"\"")))
+                .collect::<Vec<_>>()
+                .join(", "))
+        };
+        let session_cols = shared("sessions", &[])?;
+        let message_cols = shared("messages", &["id"])?;
+        let usage_cols = shared("session_model_usage", &[])?;
+        tx.execute_batch(
+            "DROP TABLE IF EXISTS temp.absorbed;
+             CREATE TEMP TABLE absorbed AS
+               SELECT id FROM shard.sessions WHERE id NOT IN (SELECT id FROM main.sessions);",
+        )?;
+        let total: i64 = tx.query_row("SELECT count(*) FROM shard.sessions", [], |r| r.get(0))?;
+        let sessions = tx.execute(
+            &format!(
+                "INSERT INTO main.sessions ({session_cols}) SELECT {session_cols}
+                 FROM shard.sessions WHERE id IN (SELECT id FROM temp.absorbed)"
+            ),
+            [],
+        )?;
+        let messages = tx.execute(
+            &format!(
+                "INSERT INTO main.messages ({message_cols}) SELECT {message_cols}
+                 FROM shard.messages WHERE session_id IN (SELECT id FROM temp.absorbed)
+                 ORDER BY id"
+            ),
+            [],
+        )?;
+        if !usage_cols.is_empty() {
+            tx.execute(
+                &format!(
+                    "INSERT OR IGNORE INTO main.session_model_usage ({usage_cols})
+                     SELECT {usage_cols} FROM shard.session_model_usage
+                     WHERE session_id IN (SELECT id FROM temp.absorbed)"
+                ),
+                [],
+            )?;
+        }
+        tx.execute_batch("DROP TABLE temp.absorbed")?;
+        super::commit(tx, &self.fts)?;
+        Ok(Absorbed {
+            sessions,
+            messages,
+            already: (total as usize).saturating_sub(sessions),
+        })
+    }
+}
+
+/// `path` as a read-only SQLite URI (`?`, `#` and `%` escaped, as URIs need).
+fn read_only_uri(path: &Path) -> String {
+    let mut uri = String::from("file:");
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '?' => uri.push_str("%3f"),
+            '#' => uri.push_str("%23"),
+            '%' => uri.push_str("%25"),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str("?mode=ro");
+    uri
 }

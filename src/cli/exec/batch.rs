@@ -62,7 +62,24 @@ pub trait Sink {
     /// Task `index`'s session opened: `session.create`'s (or `session.resume`'s) result.
     fn opened(&mut self, _index: usize, _result: &Value) {}
     /// Task `index` ended.
-    fn finished(&mut self, index: usize, outcome: &Outcome);
+    fn finished(&mut self, index: usize, task: &Task, outcome: &Outcome);
+}
+
+/// Where the tasks come from, one at a time as sessions free up: a tasks file is read as it
+/// is dispatched, never held whole.
+pub trait Source {
+    fn next_task(&mut self) -> Option<Task>;
+    /// Tasks not yet taken (when known), for the summary's `not_started`.
+    fn left(&self) -> usize;
+}
+
+impl Source for std::vec::IntoIter<Task> {
+    fn next_task(&mut self) -> Option<Task> {
+        self.next()
+    }
+    fn left(&self) -> usize {
+        self.len()
+    }
 }
 
 /// How the batch ended.
@@ -80,6 +97,7 @@ enum Purpose {
 }
 
 struct Run {
+    task: Task,
     started: Instant,
     deadline: Option<Instant>,
     /// The runtime session id, once open.
@@ -121,9 +139,11 @@ impl Run {
     }
 }
 
-pub struct Batch<'t> {
+pub struct Batch<'s> {
     gw: Embedded,
-    tasks: &'t [Task],
+    source: &'s mut dyn Source,
+    /// Every task has been taken from the source.
+    drained: bool,
     settings: Settings,
     next: usize,
     runs: HashMap<usize, Run>,
@@ -131,11 +151,12 @@ pub struct Batch<'t> {
     by_session: HashMap<String, usize>,
 }
 
-impl<'t> Batch<'t> {
-    pub fn new(gw: Embedded, tasks: &'t [Task], settings: Settings) -> Batch<'t> {
+impl<'s> Batch<'s> {
+    pub fn new(gw: Embedded, source: &'s mut dyn Source, settings: Settings) -> Batch<'s> {
         Batch {
             gw,
-            tasks,
+            source,
+            drained: false,
             settings,
             next: 0,
             runs: HashMap::new(),
@@ -153,7 +174,7 @@ impl<'t> Batch<'t> {
             if !self.gw.shutting_down() {
                 self.start_more(now, sink);
             }
-            if self.next == self.tasks.len() && self.runs.is_empty() && self.gw.input_open() {
+            if self.drained && self.runs.is_empty() && self.gw.input_open() {
                 self.gw.close_input();
                 we_closed = true;
             }
@@ -175,24 +196,44 @@ impl<'t> Batch<'t> {
         }
         End {
             stopped: !we_closed,
-            not_started: self.tasks.len() - self.next,
+            not_started: self.source.left(),
         }
     }
 
     fn start_more(&mut self, now: Instant, sink: &mut dyn Sink) {
-        while self.runs.len() < self.settings.parallel.max(1) && self.next < self.tasks.len() {
+        while self.runs.len() < self.settings.parallel.max(1) && !self.drained {
+            let Some(task) = self.source.next_task() else {
+                self.drained = true;
+                break;
+            };
             let index = self.next;
             self.next += 1;
-            self.start(index, now, sink);
+            self.start(index, task, now, sink);
         }
     }
 
-    fn start(&mut self, index: usize, now: Instant, sink: &mut dyn Sink) {
-        let task = &self.tasks[index];
+    fn start(&mut self, index: usize, task: Task, now: Instant, sink: &mut dyn Sink) {
         let timeout = task.timeout.or(self.settings.timeout);
+        let bad_cwd = (task.cwd.as_ref())
+            .filter(|d| !d.is_dir())
+            .map(|d| format!("working directory {} is not a directory", d.display()));
+        let (method, params) = match &task.resume {
+            Some(id) => ("session.resume", json!({ "session_id": id })),
+            None => {
+                let mut p = json!({ "source": self.settings.source });
+                if let Some(cwd) = &task.cwd {
+                    p["cwd"] = json!(cwd.to_string_lossy());
+                }
+                if let Some(model) = &task.model {
+                    p["model"] = json!(model);
+                }
+                ("session.create", p)
+            }
+        };
         self.runs.insert(
             index,
             Run {
+                task,
                 started: now,
                 deadline: timeout.map(|t| now + t),
                 session: None,
@@ -208,24 +249,10 @@ impl<'t> Batch<'t> {
                 subagents: Subagents::default(),
             },
         );
-        if let Some(cwd) = task.cwd.as_ref().filter(|d| !d.is_dir()) {
-            let why = format!("working directory {} is not a directory", cwd.display());
+        if let Some(why) = bad_cwd {
             self.finish(index, Status::Refused, None, Some(why), now, sink);
             return;
         }
-        let (method, params) = match &task.resume {
-            Some(id) => ("session.resume", json!({ "session_id": id })),
-            None => {
-                let mut p = json!({ "source": self.settings.source });
-                if let Some(cwd) = &task.cwd {
-                    p["cwd"] = json!(cwd.to_string_lossy());
-                }
-                if let Some(model) = &task.model {
-                    p["model"] = json!(model);
-                }
-                ("session.create", p)
-            }
-        };
         let id = self.gw.request(method, params);
         self.by_request.insert(id, (index, Purpose::Open));
     }
@@ -257,7 +284,9 @@ impl<'t> Batch<'t> {
                 // It did not report its end in time: record it as it is.
                 Some((status, _, error)) => self.finish(index, status, None, error, now, sink),
                 None => {
-                    let after = task_timeout(&self.tasks[index], &self.settings);
+                    let after = (self.runs.get(&index))
+                        .map(|r| task_timeout(&r.task, &self.settings))
+                        .unwrap_or_default();
                     let why = format!("timed out after {} s", after.as_secs_f64());
                     self.stop(index, Status::Timeout, why, now, sink);
                 }
@@ -350,7 +379,7 @@ impl<'t> Batch<'t> {
         run.before = Usage::of(&result["info"]["usage"]);
         run.session = Some(session.clone());
         self.by_session.insert(session.clone(), index);
-        let params = json!({ "session_id": session, "text": self.tasks[index].prompt });
+        let params = json!({ "session_id": session, "text": run.task.prompt });
         let id = self.gw.request("prompt.submit", params);
         self.by_request.insert(id, (index, Purpose::Submit));
     }
@@ -456,7 +485,7 @@ impl<'t> Batch<'t> {
                 self.by_request.insert(id, (index, Purpose::Other));
             }
         }
-        sink.finished(index, &outcome);
+        sink.finished(index, &run.task, &outcome);
     }
 }
 

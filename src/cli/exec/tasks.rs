@@ -3,13 +3,18 @@
 //! A tasks file holds one JSON object per line: `id` (a string or number, unique) and `prompt`
 //! (a non-empty string) are required; `cwd`, `timeout` (seconds), `model` and `resume` (a
 //! stored session id or title) are optional; other fields are ignored; blank lines are
-//! skipped. A file with any bad line is refused as a whole, each bad line named.
+//! skipped. A file with any bad line is refused as a whole, each bad line named. The file is
+//! read twice, a line at a time ([`Lines`]): once to check it ([`scan`]) before anything runs,
+//! then as the tasks are dispatched ([`TaskStream`]), the shard's filter and a continuation's
+//! skipping applied as it goes — so a file of a million tasks is never held.
 //!
 //! The results file gets one record per task as it finishes. A continuation (`--continue`)
-//! reads it back and skips every task whose record says it finished (any status but
-//! `interrupted`); a last line cut short by a kill is ignored.
+//! reads it back ([`read_results`]) and skips every task whose record says it finished (any
+//! status but `interrupted`); a last line cut short by a kill is cut off the file (its task
+//! runs again), and any other line that is not a record refuses the run, named `FILE:LINE`.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -17,11 +22,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::lines::{Line, Lines, Text};
 use super::record::Status;
+use super::shard::Shard;
 use crate::methods::params::PROMPT_MAX;
 
-/// Largest tasks or results file read.
-pub const FILE_LIMIT: u64 = 256 << 20;
 /// Bad lines named before the rest are only counted.
 const ERRORS_SHOWN: usize = 20;
 
@@ -57,40 +62,185 @@ pub fn too_long(what: &str) -> String {
     )
 }
 
-/// The text of a file of at most [`FILE_LIMIT`] bytes; `None` when there is none.
-pub fn read_limited(path: &Path) -> Result<Option<String>, String> {
-    crate::util::read_regular(path, FILE_LIMIT).map_err(|e| format!("{}: {e}", path.display()))
+/// Bad lines found by [`scan`]: the first [`ERRORS_SHOWN`] named, the rest counted.
+#[derive(Default)]
+struct Errors {
+    shown: Vec<String>,
+    more: usize,
 }
 
-/// The tasks of a tasks file's text, or every problem found (`line N: …`).
-pub fn parse(text: &str) -> Result<Vec<Task>, Vec<String>> {
-    let mut tasks = Vec::new();
-    let mut errors = Vec::new();
+impl Errors {
+    fn push(&mut self, e: String) {
+        if self.shown.len() < ERRORS_SHOWN {
+            self.shown.push(e);
+        } else {
+            self.more += 1;
+        }
+    }
+
+    fn into_result<T>(mut self, ok: T) -> Result<T, Vec<String>> {
+        if self.shown.is_empty() {
+            return Ok(ok);
+        }
+        if self.more > 0 {
+            self.shown
+                .push(format!("… and {} more bad lines", self.more));
+        }
+        Err(self.shown)
+    }
+}
+
+/// A task id as the sets of ids hold it: two independent 64-bit hashes (both colliding among a
+/// million ids: about 1e-27), 16 bytes whatever the id's length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IdKey(u64, u64);
+
+pub fn id_key(id: &str) -> IdKey {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    id.hash(&mut h);
+    IdKey(stable_hash(id), h.finish())
+}
+
+/// What [`scan`] found in a tasks file.
+#[derive(Debug, Default, PartialEq)]
+pub struct Scan {
+    /// Tasks of this shard (every task without one).
+    pub tasks: usize,
+    /// Of those, recorded as finished by the results file.
+    pub skipped: usize,
+}
+
+/// Checks every line of a tasks file, a line at a time: the problems (`line N: …`), or what it
+/// holds for `shard`; `finished` is called with each finished task of the shard (its id).
+/// Duplicate ids are looked for among the shard's tasks (an id's shard is always the same).
+pub fn scan(
+    lines: &mut Lines<impl std::io::Read>,
+    shard: Option<Shard>,
+    finished: &HashMap<IdKey, Option<String>>,
+    mut on_finished: impl FnMut(&str, Option<&String>),
+) -> Result<Scan, Vec<String>> {
+    let mut errors = Errors::default();
     let mut seen = HashSet::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
+    let mut scan = Scan::default();
+    let mut any = false;
+    loop {
+        let line = match lines.next_line() {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(e) => {
+                errors.push(format!("cannot read: {e}"));
+                break;
+            }
+        };
+        let number = line.number;
+        let task = match task_of(line) {
+            None => continue,
+            Some(Ok(task)) => task,
+            Some(Err(e)) => {
+                errors.push(format!("line {number}: {e}"));
+                continue;
+            }
+        };
+        any = true;
+        if shard.is_some_and(|s| !s.holds(&task.id)) {
             continue;
         }
-        match parse_line(line) {
-            Ok(task) if !seen.insert(task.id.clone()) => {
-                errors.push(format!("line {}: duplicate id {:?}", i + 1, task.id));
-            }
-            Ok(task) => tasks.push(task),
-            Err(e) => errors.push(format!("line {}: {e}", i + 1)),
+        let key = id_key(&task.id);
+        if !seen.insert(key) {
+            errors.push(format!("line {number}: duplicate id {:?}", task.id));
+            continue;
+        }
+        scan.tasks += 1;
+        if let Some(session) = finished.get(&key) {
+            scan.skipped += 1;
+            on_finished(&task.id, session.as_ref());
         }
     }
-    if tasks.is_empty() && errors.is_empty() {
+    if !any && errors.shown.is_empty() {
         errors.push("no tasks".to_string());
     }
-    if errors.is_empty() {
-        return Ok(tasks);
+    errors.into_result(scan)
+}
+
+/// The task of a line: `None` for a blank one.
+fn task_of(line: Line) -> Option<Result<Task, String>> {
+    match line.text {
+        Text::Line(text) if text.trim().is_empty() => None,
+        Text::Line(text) => Some(parse_line(&text)),
+        Text::TooLong => Some(Err(format!(
+            "longer than {} MiB",
+            super::lines::LINE_MAX >> 20
+        ))),
+        Text::NotUtf8 => Some(Err("not UTF-8".to_string())),
     }
-    if errors.len() > ERRORS_SHOWN {
-        let more = errors.len() - ERRORS_SHOWN;
-        errors.truncate(ERRORS_SHOWN);
-        errors.push(format!("… and {more} more bad lines"));
+}
+
+/// The tasks of a checked tasks file as they are dispatched: this shard's, less those the
+/// results file records as finished, each without a `cwd` given `WORKDIR/<id>` (created).
+pub struct TaskStream<R> {
+    lines: Lines<R>,
+    shard: Option<Shard>,
+    finished: HashMap<IdKey, Option<String>>,
+    workdir: PathBuf,
+    /// Why the file could not be read to its end after it was checked (it changed, or a read
+    /// failed): the tasks after that point were not run.
+    pub broken: Option<String>,
+}
+
+impl<R: std::io::Read> TaskStream<R> {
+    pub fn new(
+        lines: Lines<R>,
+        shard: Option<Shard>,
+        finished: HashMap<IdKey, Option<String>>,
+        workdir: PathBuf,
+    ) -> TaskStream<R> {
+        TaskStream {
+            lines,
+            shard,
+            finished,
+            workdir,
+            broken: None,
+        }
     }
-    Err(errors)
+
+    pub fn next_task(&mut self) -> Option<Task> {
+        while self.broken.is_none() {
+            let line = match self.lines.next_line() {
+                Ok(Some(line)) => line,
+                Ok(None) => return None,
+                Err(e) => {
+                    self.broken = Some(format!("cannot read: {e}"));
+                    return None;
+                }
+            };
+            let number = line.number;
+            let mut task = match task_of(line) {
+                None => continue,
+                Some(Ok(task)) => task,
+                Some(Err(e)) => {
+                    self.broken = Some(format!("line {number} changed since it was checked: {e}"));
+                    return None;
+                }
+            };
+            if self.shard.is_some_and(|s| !s.holds(&task.id))
+                || self.finished.contains_key(&id_key(&task.id))
+            {
+                continue;
+            }
+            let dir = match task.cwd.take() {
+                Some(dir) => dir,
+                None => {
+                    let dir = self.workdir.join(dir_name(&task.id));
+                    // One that cannot be made is refused by the batch, with the reason.
+                    let _ = std::fs::create_dir_all(&dir);
+                    dir
+                }
+            };
+            task.cwd = Some(std::path::absolute(&dir).unwrap_or(dir));
+            return Some(task);
+        }
+        None
+    }
 }
 
 fn parse_line(line: &str) -> Result<Task, String> {
@@ -172,21 +322,80 @@ pub fn stable_hash(id: &str) -> u64 {
     })
 }
 
-/// The tasks a results file records as finished, with their stored session ids.
-pub fn finished(text: &str) -> HashMap<String, Option<String>> {
-    text.lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|r| {
-            r["status"]
-                .as_str()
-                .and_then(Status::from_name)
-                .is_some_and(|s| s != Status::Interrupted)
-        })
-        .filter_map(|r| {
-            let session = r["session_id"].as_str().map(str::to_string);
-            r["task_id"].as_str().map(|id| (id.to_string(), session))
-        })
-        .collect()
+/// What a results file holds, read a line at a time.
+#[derive(Debug, Default)]
+pub struct Existing {
+    /// Task records in it.
+    pub records: usize,
+    /// The tasks it records as finished (any status but `interrupted`), with their stored
+    /// session ids when asked to keep them.
+    pub finished: HashMap<IdKey, Option<String>>,
+    /// A last line a kill cut short: where it starts. [`Results::open`] cuts it off; its task
+    /// runs again.
+    pub cut_short_at: Option<u64>,
+    /// The last record is whole but has no newline after it.
+    pub unended: bool,
+}
+
+/// The record of a task a results line holds, if it is one: `(task id, status, session id)`.
+pub fn record_of(text: &str) -> Option<(String, Status, Option<String>)> {
+    let r: Value = serde_json::from_str(text).ok()?;
+    if r["type"] != "exec.result" {
+        return None;
+    }
+    let status = r["status"].as_str().and_then(Status::from_name)?;
+    let id = r["task_id"].as_str()?.to_string();
+    Some((id, status, r["session_id"].as_str().map(str::to_string)))
+}
+
+/// Reads a results file: every line a task's record, save blank ones and a last line a kill
+/// cut short; any other line refuses it (`FILE:LINE: …`, the first [`ERRORS_SHOWN`] named).
+/// An absent file holds nothing.
+pub fn read_results(path: &Path, keep_sessions: bool) -> Result<Existing, Vec<String>> {
+    let mut lines = match Lines::open(path) {
+        Ok(Some(lines)) => lines,
+        Ok(None) => return Ok(Existing::default()),
+        Err(e) => return Err(vec![e]),
+    };
+    let mut existing = Existing::default();
+    let mut errors = Errors::default();
+    let name = path.display();
+    loop {
+        let line = match lines.next_line() {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(e) => {
+                errors.push(format!("{name}: cannot read: {e}"));
+                break;
+            }
+        };
+        let record = match &line.text {
+            Text::Line(text) if text.trim().is_empty() => continue,
+            Text::Line(text) => record_of(text),
+            _ => None,
+        };
+        match record {
+            Some((id, status, session)) => {
+                existing.records += 1;
+                existing.unended = !line.ended;
+                let key = id_key(&id);
+                if status == Status::Interrupted {
+                    existing.finished.remove(&key);
+                } else {
+                    existing
+                        .finished
+                        .insert(key, session.filter(|_| keep_sessions));
+                }
+            }
+            // Only the last line can lack its newline: what a SIGKILL cut off mid-write.
+            None if !line.ended => existing.cut_short_at = Some(line.start),
+            None => errors.push(format!(
+                "{name}:{}: not a result record of a task",
+                line.number
+            )),
+        }
+    }
+    errors.into_result(existing)
 }
 
 /// Where records are appended, one line each, written as one `write` so a kill leaves whole
@@ -197,8 +406,9 @@ pub struct Results {
 
 impl Results {
     /// Opens `path` for appending (mode 0600 when created); a last line cut short by a kill is
-    /// ended first so the next record starts on its own line.
-    pub fn open(path: &Path, existing: &str) -> Result<Results, String> {
+    /// cut off, and a last record without its newline ended, so the next record starts on its
+    /// own line.
+    pub fn open(path: &Path, existing: &Existing) -> Result<Results, String> {
         let mut file = crate::util::open_file(
             std::fs::OpenOptions::new()
                 .create(true)
@@ -208,9 +418,11 @@ impl Results {
             0,
         )
         .map_err(|e| format!("{}: {e}", path.display()))?;
-        if !existing.is_empty() && !existing.ends_with('\n') {
-            file.write_all(b"\n")
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+        let failed = |e: std::io::Error| format!("{}: {e}", path.display());
+        if let Some(at) = existing.cut_short_at {
+            file.set_len(at).map_err(failed)?;
+        } else if existing.unended {
+            file.write_all(b"\n").map_err(failed)?;
         }
         Ok(Results { file })
     }
@@ -225,6 +437,30 @@ impl Results {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tasks of a whole file's text, as `scan` then `TaskStream` give them.
+    fn parse(text: &str) -> Result<Vec<Task>, Vec<String>> {
+        let none = HashMap::new();
+        scan(
+            &mut Lines::new(text.as_bytes(), 8 << 20),
+            None,
+            &none,
+            |_, _| {},
+        )?;
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let work = std::env::temp_dir().join(format!("exec-tasks-{}-{n}", std::process::id()));
+        let lines = Lines::new(text.as_bytes(), 8 << 20);
+        let mut stream = TaskStream::new(lines, None, none, work.clone());
+        let mut tasks = Vec::new();
+        while let Some(mut task) = stream.next_task() {
+            // The working directory made for a task without one is not part of what it said.
+            task.cwd = task.cwd.filter(|d| !d.starts_with(&work));
+            tasks.push(task);
+        }
+        let _ = std::fs::remove_dir_all(&work);
+        Ok(tasks)
+    }
 
     #[test]
     fn parses_tasks_and_names_every_bad_line() {
@@ -253,11 +489,56 @@ mod tests {
     }
 
     #[test]
-    fn finished_tasks_are_those_with_a_final_record() {
-        let text = "{\"task_id\":\"a\",\"status\":\"done\"}\n{\"task_id\":\"b\",\"status\":\"interrupted\"}\n{\"task_id\":\"c\",\"status\":\"timeout\"}\n{\"task_id\":\"d\",\"sta";
-        let ids = finished(text);
-        assert_eq!(ids.len(), 2);
-        assert!(ids.contains_key("a") && ids.contains_key("c"));
+    fn finished_tasks_are_those_whose_last_record_is_final() {
+        let dir = std::env::temp_dir().join(format!("exec-results-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.jsonl");
+        let rec = |id: &str, status: &str| {
+            format!(
+                "{{\"type\":\"exec.result\",\"task_id\":\"{id}\",\"status\":\"{status}\",\"session_id\":\"s-{id}\"}}\n"
+            )
+        };
+        let text = [
+            rec("a", "done"),
+            rec("b", "interrupted"),
+            "\n".to_string(),
+            rec("c", "timeout"),
+            rec("d", "done"),
+            rec("d", "interrupted"),
+            "{\"type\":\"exec.result\",\"task_id\":\"e\",\"sta".to_string(),
+        ]
+        .concat();
+        std::fs::write(&path, &text).unwrap();
+        let existing = read_results(&path, true).unwrap();
+        assert_eq!(existing.records, 5);
+        assert_eq!(existing.finished.len(), 2);
+        assert_eq!(existing.finished[&id_key("a")].as_deref(), Some("s-a"));
+        assert!(existing.finished.contains_key(&id_key("c")));
+        // The cut-short line is cut off when the file is opened to append.
+        let cut = text.rfind('{').unwrap() as u64;
+        assert_eq!(
+            (existing.cut_short_at, existing.unended),
+            (Some(cut), false)
+        );
+        let mut results = Results::open(&path, &existing).unwrap();
+        results.write(&serde_json::json!({"n": 1})).unwrap();
+        let after = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(after, format!("{}{{\"n\":1}}\n", &text[..cut as usize]));
+        // Any other line that is not a record refuses the file, named FILE:LINE.
+        std::fs::write(
+            &path,
+            format!("{}not json\n{}", rec("a", "done"), rec("b", "done")),
+        )
+        .unwrap();
+        let errors = read_results(&path, false).unwrap_err();
+        assert_eq!(
+            errors,
+            [format!(
+                "{}:2: not a result record of a task",
+                path.display()
+            )]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
