@@ -48,6 +48,22 @@ fn client(home: &Path) -> Gateway {
         .start()
 }
 
+/// A turn of client `c` on session `sid` completes.
+fn completes(c: &mut Gateway, sid: &str, text: &str) {
+    let t = c.run_turn(sid, text);
+    assert_eq!(
+        t.complete["payload"]["status"], "complete",
+        "{}",
+        t.complete
+    );
+}
+
+/// Client `c` leaves by closing its input: its relay ends with 0.
+fn leaves(c: &mut Gateway) {
+    c.close_stdin();
+    assert_eq!(c.wait_exit(T).code(), Some(0), "{}", c.diag());
+}
+
 fn assistant_says(db: &Path, stored: &str, needle: &str) -> bool {
     message_rows(db, stored)
         .iter()
@@ -113,8 +129,7 @@ fn a_turn_goes_on_after_its_client_leaves_and_the_next_client_attaches_to_it() {
             "the reply is shown on attach: {attached}"
         );
         // The attached session goes on in the new client.
-        let t = b.run_turn(&s.id, "and now");
-        assert_eq!(t.complete["payload"]["status"], "complete");
+        completes(&mut b, &s.id, "and now");
         b.close_stdin();
         b.wait_exit(T);
         drop(daemon);
@@ -283,29 +298,24 @@ fn a_connection_that_is_not_a_relay_is_closed_and_a_second_relay_is_served_besid
         String::from_utf8_lossy(&got)
     );
     // The attached client was not let go for it.
-    let t = a.run_turn(&s.id, "still here");
-    assert_eq!(t.complete["payload"]["status"], "complete");
+    completes(&mut a, &s.id, "still here");
     // A second relay is a second client: the first one stays.
     let mut b = client(&home.path);
     let other = b.create_session(json!({}));
-    let t = a.run_turn(&s.id, "both here");
-    assert_eq!(t.complete["payload"]["status"], "complete");
+    completes(&mut a, &s.id, "both here");
     assert!(
         a.try_exit().is_none(),
         "the first client stays: {}",
         a.diag()
     );
     // Each hears its own session only.
-    let t = b.run_turn(&other.id, "mine");
-    assert_eq!(t.complete["payload"]["status"], "complete");
+    completes(&mut b, &other.id, "mine");
     assert!(
         a.events_of_session(&other.id).is_empty(),
         "a client hears only the sessions it names"
     );
-    b.close_stdin();
-    assert_eq!(b.wait_exit(T).code(), Some(0));
-    a.close_stdin();
-    assert_eq!(a.wait_exit(T).code(), Some(0));
+    leaves(&mut b);
+    leaves(&mut a);
 }
 
 #[test]
@@ -348,8 +358,7 @@ fn two_clients_on_one_session_see_each_others_prompts_and_replies() {
         .collect();
     assert_eq!(users, ["hello from b", "and from a"]);
     for c in &mut clients {
-        c.close_stdin();
-        assert_eq!(c.wait_exit(T).code(), Some(0));
+        leaves(c);
     }
 }
 
@@ -426,8 +435,7 @@ fn an_approval_goes_to_every_client_of_its_session_and_the_first_answer_wins() {
         "{done}"
     );
     for c in [&mut a, &mut b] {
-        c.close_stdin();
-        assert_eq!(c.wait_exit(T).code(), Some(0));
+        leaves(c);
     }
 }
 
@@ -452,8 +460,7 @@ fn a_client_that_stops_reading_is_let_go_and_the_others_go_on() {
     let long = "x".repeat(4000);
     let mut turns = 0;
     let gone = poll_until(secs(60), || {
-        let t = a.run_turn(&s.id, &long);
-        assert_eq!(t.complete["payload"]["status"], "complete");
+        completes(&mut a, &s.id, &long);
         turns += 1;
         slow.try_exit().is_some()
     });
@@ -465,10 +472,8 @@ fn a_client_that_stops_reading_is_let_go_and_the_others_go_on() {
         slow.stderr_text()
     );
     // The reading client never waited for it.
-    let t = a.run_turn(&s.id, "still going");
-    assert_eq!(t.complete["payload"]["status"], "complete");
-    a.close_stdin();
-    assert_eq!(a.wait_exit(T).code(), Some(0));
+    completes(&mut a, &s.id, "still going");
+    leaves(&mut a);
 }
 
 #[test]
@@ -529,10 +534,8 @@ fn a_thousand_clients_at_once_are_each_answered_their_own_requests() {
     // They all leave; the first client is still served.
     drop(conns);
     let s = a.create_session(json!({}));
-    let t = a.run_turn(&s.id, "after the crowd");
-    assert_eq!(t.complete["payload"]["status"], "complete");
-    a.close_stdin();
-    assert_eq!(a.wait_exit(T).code(), Some(0));
+    completes(&mut a, &s.id, "after the crowd");
+    leaves(&mut a);
 }
 
 #[test]
@@ -615,8 +618,7 @@ fn a_client_that_comes_back_replays_what_it_missed_and_the_cli_works_beside_the_
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(daemon.alive(), "the persistent gateway still serves");
-    let t = back.run_turn(&s.id, "still here");
-    assert_eq!(t.complete["payload"]["status"], "complete");
+    completes(&mut back, &s.id, "still here");
     back.close_stdin();
     back.wait_exit(T);
 }

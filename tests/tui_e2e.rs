@@ -1409,22 +1409,12 @@ fn detach_then_attach(name: &str, leave: Leave) {
     let second = Tui::start(&format!("{name}-2"), opts).unwrap();
     second.wait_ready(START);
     // Its own new session and the first TUI's, live in the picker.
-    second.key("C-x");
-    second.wait_for("2 live", T);
-    let rows = tui::picker_rows(&second.screen());
-    let target = rows
-        .iter()
-        .position(|r| r.contains(&format!("2.{m}")) && !r.contains("today"))
-        .unwrap_or_else(|| panic!("no live row for the first TUI's session in {rows:#?}"));
-    second.picker_select(target);
-    second.key("Enter");
+    second.choose_live_session(2, |r| r.contains(&format!("2.{m}")) && !r.contains("today"));
     second.wait_screen("the finished reply on attach", T, |s| {
         s.contains(&format!("detached-{m}")) && !s.contains("Ctrl+R refresh")
     });
     second.wait_ready(T);
-    second.submit("still there");
-    second.wait_for("You said: still there", T);
-    second.wait_ready(T);
+    second.exchange("still there");
     second.assert_no_errors(&[]);
     second.submit("/quit");
     second.wait_exit(T);
@@ -1451,23 +1441,13 @@ fn two_tuis_on_one_session_see_each_others_turns_and_one_answers_an_approval_for
     };
     first.wait_ready(START);
     let m = marker();
-    first.submit(&format!("opening {m}"));
-    first.wait_for(&format!("You said: opening {m}"), T);
-    first.wait_ready(T);
+    first.exchange(&format!("opening {m}"));
 
     let mut opts = persistent();
     opts.home = Some(first.home.clone());
     let second = Tui::start("shared-2", opts).unwrap();
     second.wait_ready(START);
-    second.key("C-x");
-    second.wait_for("2 live", T);
-    let rows = tui::picker_rows(&second.screen());
-    let target = rows
-        .iter()
-        .position(|r| r.contains(&format!("opening {m}")))
-        .unwrap_or_else(|| panic!("no live row for the first TUI's session in {rows:#?}"));
-    second.picker_select(target);
-    second.key("Enter");
+    second.choose_live_session(2, |r| r.contains(&format!("opening {m}")));
     second.wait_for(&format!("You said: opening {m}"), T);
     second.wait_ready(T);
 

@@ -385,17 +385,15 @@ impl Outbox for ClientConn {
     }
 }
 
+/// A connection on two pipes, for unit tests.
 #[cfg(test)]
-mod tests {
+pub(crate) mod testing {
     use super::*;
-    use serde_json::json;
 
-    fn pipe() -> (OwnedFd, OwnedFd) {
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe")
-    }
-
-    /// A connection on two pipes; returns it with the client's ends (its output, its input).
-    fn conn(queue_cap: usize) -> (ClientConn, OwnedFd, OwnedFd) {
+    /// A connection with a 64-byte frame limit; returns it with the client's ends (what writes
+    /// its input, what reads its output).
+    pub fn conn(queue_cap: usize) -> (ClientConn, OwnedFd, OwnedFd) {
+        let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
         let (in_r, in_w) = pipe();
         let (out_r, out_w) = pipe();
         let limits = ClientLimits {
@@ -410,6 +408,14 @@ mod tests {
         let c = ClientConn::new(io, limits, None, Instant::now()).expect("conn");
         (c, in_w, out_r)
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    use super::testing::conn;
 
     /// Read until `Again` or the end, collecting lines (`None` for a too-long one).
     fn read_all(c: &mut ClientConn) -> (Vec<Option<String>>, Read) {

@@ -284,39 +284,18 @@ impl Outbox for Clients {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rpc::client_conn::{ClientLimits, Io};
     use serde_json::json;
     use std::os::fd::OwnedFd;
-    use std::time::Duration;
 
-    fn pipe() -> (OwnedFd, OwnedFd) {
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe")
-    }
-
-    /// A client on two pipes; returns it with the end its output can be read from (the input
-    /// end that writes to it is closed).
+    /// A client whose output a test reads without waiting (an empty pipe answers at once).
     fn conn(queue_cap: usize) -> (ClientConn, OwnedFd) {
-        let (in_r, _) = pipe();
-        let (out_r, out_w) = pipe();
-        // What a test reads is there already: an empty pipe answers at once.
+        let (c, _, out_r) = crate::rpc::client_conn::testing::conn(queue_cap);
         nix::fcntl::fcntl(
             &out_r,
             nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
         )
         .expect("non-blocking");
-        let limits = ClientLimits {
-            frame_limit: 1024,
-            queue_cap,
-            stall: Duration::from_secs(5),
-        };
-        let io = Io {
-            input: in_r,
-            output: out_w,
-        };
-        (
-            ClientConn::new(io, limits, None, Instant::now()).expect("conn"),
-            out_r,
-        )
+        (c, out_r)
     }
 
     fn frames(clients: &mut Clients, out: &OwnedFd) -> Vec<Value> {

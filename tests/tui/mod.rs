@@ -549,6 +549,27 @@ impl Tui {
         }
     }
 
+    /// Open the session picker, which must show `live` live sessions, and choose the first row
+    /// that `pick` accepts.
+    pub fn choose_live_session(&self, live: usize, pick: impl Fn(&str) -> bool) {
+        self.key("C-x");
+        self.wait_for(&format!("{live} live"), T);
+        let rows = picker_rows(&self.screen());
+        let target = rows
+            .iter()
+            .position(|r| pick(r))
+            .unwrap_or_else(|| panic!("[{}] no such live session in {rows:#?}", self.name));
+        self.picker_select(target);
+        self.key("Enter");
+    }
+
+    /// Send `text` to the offline model and wait for its answer and for the TUI to be ready.
+    pub fn exchange(&self, text: &str) {
+        self.submit(text);
+        self.wait_for(&format!("You said: {text}"), T);
+        self.wait_ready(T);
+    }
+
     /// How many calls of `method` were made so far.
     pub fn count_calls(&self, method: &str) -> usize {
         self.calls().iter().filter(|c| c.method == method).count()
