@@ -554,12 +554,25 @@ impl Tui {
     pub fn choose_live_session(&self, live: usize, pick: impl Fn(&str) -> bool) {
         self.key("C-x");
         self.wait_for(&format!("{live} live"), T);
-        let rows = picker_rows(&self.screen());
-        let target = rows
-            .iter()
-            .position(|r| pick(r))
-            .unwrap_or_else(|| panic!("[{}] no such live session in {rows:#?}", self.name));
-        self.picker_select(target);
+        // By what the row says, not where it was: the list may still be reordered by a refresh
+        // (the live sessions' poll) while the cursor moves.
+        let deadline = Instant::now() + T;
+        loop {
+            let rows = picker_rows(&self.screen());
+            let target = rows.iter().position(|r| pick(r));
+            let at = rows.iter().position(|r| r.starts_with('▸'));
+            match (target, at) {
+                (Some(target), Some(at)) if target == at => break,
+                (Some(target), Some(at)) => self.key(if target > at { "Down" } else { "Up" }),
+                _ => {}
+            }
+            assert!(
+                Instant::now() < deadline,
+                "[{}] no such live session selected within {T:?}: {rows:#?}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
         self.key("Enter");
     }
 
