@@ -239,7 +239,9 @@ fn a_provider_that_cannot_be_reached_says_why_instead_of_answering_offline() {
         assert_eq!(t.complete["payload"]["status"], "error", "{config}");
         let error = t.complete["payload"]["error"].as_str().unwrap_or("");
         assert!(error.contains(why), "{config}: {error}");
-        assert!(!t.text.contains("offline"), "{config}: {}", t.text);
+        // The reason is the answer; the offline model never answers instead.
+        assert_eq!(t.text, format!("Error: {error}"), "{config}");
+        assert!(!t.text.contains("(offline model)"), "{config}: {}", t.text);
     }
 }
 

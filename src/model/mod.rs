@@ -225,10 +225,6 @@ pub trait Provider {
     }
     /// Take back a connection a finished call left reusable (`now`: when it went idle).
     fn recycle(&mut self, _connection: Box<dyn std::any::Any>, _now: Instant) {}
-    /// Why no call can be made at all (a provider that cannot be reached: no key, no login).
-    fn refusal(&self) -> Option<&str> {
-        None
-    }
 }
 
 #[cfg(test)]
