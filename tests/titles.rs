@@ -352,3 +352,71 @@ fn the_title_call_goes_where_auxiliary_title_generation_says() {
     );
     assert_eq!(stored_title(&g, &s.stored), None);
 }
+
+#[test]
+fn an_offline_session_is_titled_by_the_provider_auxiliary_title_generation_names() {
+    // The offline model answers the turns; the title comes from DeepSeek's endpoint only when
+    // config.yaml names a provider for titles.
+    let deepseek = MockAi::start(|r| match is_title_request(r) {
+        true => Reply::text(&["Greeting the offline model"], (20, 4)),
+        false => Reply::status(500, r#"{"error":{"message":"titles only"}}"#),
+    });
+    let home = TempHome::new("titles-offline");
+    let config = home.path.join("config.yaml");
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .env("TUI_GATEWAY_PROVIDER", "offline")
+        .env("TUI_GATEWAY_AUTO_TITLE", "on")
+        .env("DEEPSEEK_API_KEY", "sk-ds-offline-title")
+        .env("DEEPSEEK_BASE_URL", &deepseek.base_url())
+        .start();
+    let title_requests = || -> Vec<Recorded> {
+        deepseek
+            .requests()
+            .into_iter()
+            .filter(is_title_request)
+            .collect()
+    };
+
+    // No provider named for titles: the offline model is not asked, no call goes out.
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "hello offline");
+    assert!(
+        turn.text.contains("You said: hello offline"),
+        "{}",
+        turn.text
+    );
+    g.run_turn(&s.id, "still there?");
+    assert!(deepseek.requests().is_empty());
+    assert_eq!(listed_title(&mut g, &s.stored), Value::Null);
+
+    // DeepSeek named for titles: the next new session's first exchange is titled there.
+    std::fs::write(
+        &config,
+        "auxiliary:\n  title_generation:\n    provider: deepseek\n    model: deepseek-chat\n",
+    )
+    .unwrap();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "hello offline");
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    let said = g.wait_session_event(&s.id, "session.title", T);
+    assert_eq!(said["payload"]["title"], "Greeting the offline model");
+    assert_eq!(
+        stored_title(&g, &s.stored).as_deref(),
+        Some("Greeting the offline model")
+    );
+    let asked = title_requests();
+    assert_eq!(asked.len(), 1);
+    assert_hermes_parameters(&asked[0], "deepseek-chat");
+    assert_eq!(
+        asked[0].header("authorization"),
+        Some("Bearer sk-ds-offline-title")
+    );
+    assert_eq!(
+        asked[0].conversation(),
+        [(
+            "user".to_string(),
+            "User: hello offline\n\nAssistant: (offline model) You said: hello offline".to_string()
+        )]
+    );
+}
