@@ -184,6 +184,37 @@ fn a_providers_entry_sends_its_key_headers_and_extra_body() {
 }
 
 #[test]
+fn an_entrys_api_mode_or_transport_chooses_its_api() {
+    // A `providers:` entry saying `transport`, a `custom_providers:` one saying `api_mode`:
+    // each is sent the Messages API (`/v1/messages`, `x-api-key`), as Hermes reads them.
+    let answer = || {
+        use mockai::anthropic::{Usage, reply, text_answer};
+        MockAi::script(vec![reply(text_answer(&["messages"], Usage(5, 0, 0, 1)))])
+    };
+    for (tag, entry) in [
+        (
+            "providers-transport",
+            "model:\n  provider: custom:lab\nproviders:\n  lab:\n    base_url: {url}\n    \
+             api_key: sk-lab-1\n    default_model: lab-claude\n    transport: anthropic_messages\n",
+        ),
+        (
+            "providers-api-mode",
+            "model:\n  provider: custom:lab\ncustom_providers:\n  - name: lab\n    base_url: {url}\n    \
+             api_key: sk-lab-1\n    model: lab-claude\n    api_mode: anthropic_messages\n",
+        ),
+    ] {
+        let mock = answer();
+        let home = home_with(tag, &entry.replace("{url}", &mock.base_url()), "");
+        let mut g = Gateway::builder().tag(tag).home(&home.path).start();
+        let (t, r) = one_turn(&mut g, &mock, "hi");
+        assert_eq!(t.text, "messages", "{tag}: {:?}", t.complete);
+        assert!(r.path.ends_with("/messages"), "{tag}: {}", r.path);
+        assert_eq!(r.header("x-api-key"), Some("sk-lab-1"), "{tag}");
+        assert_eq!(r.body["model"], "lab-claude", "{tag}");
+    }
+}
+
+#[test]
 fn a_nous_login_in_auth_json_is_used() {
     let mock = MockAi::script(vec![Reply::text(&["nous"], (5, 1))]);
     let home = home_with("providers-nous", "model:\n  default: Hermes-4-405B\n", "");

@@ -420,3 +420,50 @@ fn an_offline_session_is_titled_by_the_provider_auxiliary_title_generation_names
         )]
     );
 }
+
+#[test]
+fn a_provider_named_for_titles_without_a_model_is_asked_for_hermes_cheap_one() {
+    // `provider: zai` alone: Hermes' auxiliary default for Z.AI (glm-4.5-flash), not the
+    // session's model; a provider with no default of Hermes' (DeepSeek) gets the model
+    // resolution gives it.
+    let titler = |title: &'static str| {
+        MockAi::start(move |r| match is_title_request(r) {
+            true => Reply::text(&[title], (20, 4)),
+            false => Reply::status(500, r#"{"error":{"message":"titles only"}}"#),
+        })
+    };
+    let (zai, deepseek) = (titler("From Z.AI"), titler("From DeepSeek"));
+    let session_side = answering("From the session's provider");
+    let home = TempHome::new("titles-aux-default");
+    let config = home.path.join("config.yaml");
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .openai_mock(&session_side.base_url())
+        .env("TUI_GATEWAY_AUTO_TITLE", "on")
+        .env("GLM_API_KEY", "sk-glm-title")
+        .env("GLM_BASE_URL", &zai.base_url())
+        .env("DEEPSEEK_API_KEY", "sk-ds-title")
+        .env("DEEPSEEK_BASE_URL", &deepseek.base_url())
+        .start();
+    for (provider, mock, expected, model) in [
+        ("zai", &zai, "From Z.AI", "glm-4.5-flash"),
+        ("deepseek", &deepseek, "From DeepSeek", "mock-model"),
+    ] {
+        std::fs::write(
+            &config,
+            format!("auxiliary:\n  title_generation:\n    provider: {provider}\n"),
+        )
+        .unwrap();
+        let s = g.create_session(json!({}));
+        g.run_turn(&s.id, "how do I share a value in rust?");
+        let said = g.wait_session_event(&s.id, "session.title", T);
+        assert_eq!(said["payload"]["title"], expected);
+        let asked: Vec<Recorded> = mock
+            .requests()
+            .into_iter()
+            .filter(is_title_request)
+            .collect();
+        assert_eq!(asked.len(), 1, "{provider}");
+        assert_hermes_parameters(&asked[0], model);
+    }
+}

@@ -158,9 +158,7 @@ pub fn side_provider(
         endpoint.api_key = Some(key.to_string());
         endpoint.login = None;
     }
-    let model = side
-        .model
-        .map_or_else(|| endpoint.model.clone(), str::to_string);
+    let model = side.model_for(&endpoint);
     Ok((remote(cfg, endpoint, files, &auth)?, model))
 }
 
