@@ -784,3 +784,109 @@ fn disconnect_waits_for_the_running_turn() {
     g.call("model.disconnect", json!({"slug": "deepseek"}));
     assert_eq!(std::fs::read_to_string(home.path.join(".env")).unwrap(), "");
 }
+
+#[test]
+fn a_failing_provider_falls_back_as_config_yaml_says() {
+    // The configured endpoint fails as the prompt says; DeepSeek (`fallback_providers:`) and a
+    // `fallback_model:` endpoint answer. Each call tries the configured one first.
+    let primary = MockAi::start(|r| {
+        let asked = r.last_user_text();
+        match () {
+            _ if asked.contains("overloaded") => {
+                Reply::status(503, r#"{"error":{"message":"overloaded"}}"#)
+            }
+            _ if asked.contains("bad request") => {
+                Reply::status(400, r#"{"error":{"message":"context too long"}}"#)
+            }
+            _ if asked.contains("no key") => {
+                Reply::status(401, r#"{"error":{"message":"who are you"}}"#)
+            }
+            _ => Reply::text(&["primary"], (5, 1)),
+        }
+    });
+    let deepseek = MockAi::start(|r| match r.last_user_text().contains("deepseek down") {
+        true => Reply::status(500, r#"{"error":{"message":"also down"}}"#),
+        false => Reply::text(&["from deepseek"], (5, 1)),
+    });
+    let last = MockAi::start(|_| Reply::text(&["from the last one"], (5, 1)));
+    let config = format!(
+        "model:\n  provider: custom\n  base_url: {}\n  api_key: sk-primary-1\n  default: main-model\n\
+         fallback_providers:\n  - provider: deepseek\n    model: deepseek-chat\n\
+         fallback_model:\n  provider: custom\n  model: last-model\n  base_url: {}\n  api_key: sk-last-1\n",
+        primary.base_url(),
+        last.base_url()
+    );
+    let home = home_with(
+        "providers-fallback",
+        &config,
+        "DEEPSEEK_API_KEY=sk-ds-fallback\n",
+    );
+    let mut g = Gateway::builder()
+        .tag("providers-fallback")
+        .home(&home.path)
+        .env("DEEPSEEK_BASE_URL", &deepseek.base_url())
+        .env("TUI_GATEWAY_RETRY_BASE_S", "0.05")
+        .start();
+    let s = g.create_session(json!({}));
+    let posts = |m: &MockAi, word: &str| {
+        m.requests()
+            .into_iter()
+            .filter(|r| r.method == "POST" && r.last_user_text().contains(word))
+            .collect::<Vec<_>>()
+    };
+
+    // A 503 after its retries: DeepSeek answers, with its model and key; the switch is said.
+    let t = g.run_turn(&s.id, "overloaded?");
+    assert_eq!(
+        t.complete["payload"]["status"], "complete",
+        "{}",
+        t.complete
+    );
+    assert_eq!(t.text, "from deepseek");
+    assert_eq!(
+        posts(&primary, "overloaded").len(),
+        3,
+        "tried, then retried twice"
+    );
+    let asked = posts(&deepseek, "overloaded");
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].body["model"], "deepseek-chat");
+    assert_eq!(
+        asked[0].header("authorization"),
+        Some("Bearer sk-ds-fallback")
+    );
+    let said: Vec<String> = t
+        .events
+        .iter()
+        .filter(|e| e["type"] == "status.update")
+        .filter_map(|e| e["payload"]["text"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        said.iter()
+            .any(|l| l.contains("falling back to deepseek (deepseek-chat)") && l.contains("503")),
+        "{said:?}"
+    );
+
+    // The next prompt tries the configured provider first.
+    let t = g.run_turn(&s.id, "fine now?");
+    assert_eq!(t.text, "primary");
+
+    // A 401 falls back at once; both fallbacks tried in order when the first fails too.
+    let t = g.run_turn(&s.id, "no key and deepseek down");
+    assert_eq!(t.text, "from the last one", "{}", t.complete);
+    assert_eq!(posts(&primary, "no key").len(), 1, "a 401 is not retried");
+    let last_asked = posts(&last, "no key");
+    assert_eq!(last_asked.len(), 1);
+    assert_eq!(last_asked[0].body["model"], "last-model");
+
+    // A request the provider refuses as such (400) is not sent elsewhere.
+    let t = g.run_turn(&s.id, "bad request");
+    assert_eq!(t.complete["payload"]["status"], "error");
+    assert!(
+        t.text.starts_with("Error: ") && t.text.contains("context too long"),
+        "{}",
+        t.text
+    );
+    assert!(posts(&deepseek, "bad request").is_empty());
+    assert!(posts(&last, "bad request").is_empty());
+}

@@ -120,6 +120,8 @@ pub struct Exchange {
     key_refused: bool,
     /// The key the request carries: a provider's message that quotes it is passed on without it.
     secret: Option<String>,
+    /// The HTTP status the call failed on, if it failed on one.
+    failed_status: Option<u16>,
 }
 
 /// How a step of the state machine ended.
@@ -163,6 +165,7 @@ impl Exchange {
             reusable: None,
             key_refused: false,
             secret: None,
+            failed_status: None,
         };
         exchange.begin(ctx, now);
         exchange
@@ -510,6 +513,7 @@ impl Exchange {
             return Ok(Step::Wait);
         }
         self.key_refused = status == 401;
+        self.failed_status = Some(status);
         let tries = if retryable {
             format!(" after {} attempts", self.attempt + 1)
         } else {
@@ -681,6 +685,15 @@ impl ModelCall for Exchange {
 
     fn key_refused(&self) -> bool {
         self.key_refused
+    }
+
+    fn may_fall_back(&self) -> bool {
+        // Hermes' triggers: 429 and 5xx (after the retries), 401/403/404 at once, and every
+        // failure without a status (connection, TLS, timeouts, a stream cut or refused).
+        match self.failed_status {
+            Some(s) => matches!(s, 401 | 403 | 404 | 429) || s >= 500,
+            None => true,
+        }
     }
 
     fn abort(&mut self, ctx: &mut CallContext<'_>) {

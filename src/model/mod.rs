@@ -8,6 +8,7 @@ pub mod connect;
 pub mod context;
 pub mod endpoint;
 pub mod exchange;
+pub mod fallback;
 pub mod http;
 mod login_call;
 pub mod logins;
@@ -158,6 +159,12 @@ pub trait ModelCall {
     }
     /// After `Finished`: the server refused the key (HTTP 401) before answering anything.
     fn key_refused(&self) -> bool {
+        false
+    }
+    /// After a failure: one Hermes answers with its fallback provider (rate limits and server
+    /// errors after their retries, a refused key, a model not found, the connection lost) —
+    /// not one the request itself caused (a 400, a payload too large).
+    fn may_fall_back(&self) -> bool {
         false
     }
 }

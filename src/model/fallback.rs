@@ -1,0 +1,226 @@
+//! Hermes' fallback providers (`fallback_providers:` of config.yaml, a list of `{provider,
+//! model, base_url?, api_key?}`, and the older single `fallback_model:`): when a model call
+//! fails in a way Hermes falls back on ([`super::ModelCall::may_fall_back`]) before it said
+//! anything, the same request goes to the next of them, announced as a notice. Each call tries
+//! the configured provider first.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use yaml_rust2::Yaml;
+
+use super::endpoint::Endpoint;
+use super::login_call::KeptRequest;
+use super::remote::RemoteProvider;
+use super::{CallContext, ModelCall, ModelEvent, ModelRequest, Progress, Provider};
+
+/// One fallback as config.yaml names it (both `provider` and `model`, as Hermes requires).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub provider: String,
+    pub model: String,
+    pub base_url: Option<String>,
+    pub api_key: Option<String>,
+}
+
+/// The fallbacks config.yaml names, in order: `fallback_providers:`, then `fallback_model:`
+/// unless the list has it already (Hermes merges them, the list first).
+pub fn chain(config: &Yaml) -> Vec<Entry> {
+    let entry = |y: &Yaml| {
+        let text = |k: &str| {
+            y[k].as_str()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        Some(Entry {
+            provider: text("provider")?,
+            model: text("model")?,
+            base_url: text("base_url"),
+            api_key: text("api_key"),
+        })
+    };
+    let mut out: Vec<Entry> = config["fallback_providers"]
+        .as_vec()
+        .map(|list| list.iter().filter_map(entry).collect())
+        .unwrap_or_default();
+    if let Some(single) = entry(&config["fallback_model"])
+        && !out.contains(&single)
+    {
+        out.push(single);
+    }
+    out
+}
+
+/// A provider with the fallbacks its calls may go on to.
+pub struct WithFallbacks {
+    primary: Box<dyn Provider>,
+    fallbacks: Vec<(RemoteProvider, String)>,
+}
+
+impl WithFallbacks {
+    /// `primary`, falling back on each of `fallbacks` (an endpoint and the model asked of it).
+    pub fn new(primary: Box<dyn Provider>, fallbacks: Vec<(RemoteProvider, String)>) -> Self {
+        WithFallbacks { primary, fallbacks }
+    }
+}
+
+impl Provider for WithFallbacks {
+    fn name(&self) -> &str {
+        self.primary.name()
+    }
+
+    fn default_model(&self) -> &str {
+        self.primary.default_model()
+    }
+
+    fn set_default_model(&mut self, model: &str) {
+        self.primary.set_default_model(model);
+    }
+
+    fn endpoint(&self) -> Option<&Endpoint> {
+        self.primary.endpoint()
+    }
+
+    fn recycle(&mut self, connection: Box<dyn std::any::Any>, now: Instant) {
+        self.primary.recycle(connection, now);
+    }
+
+    fn start(
+        &mut self,
+        req: ModelRequest<'_>,
+        ctx: &mut CallContext<'_>,
+        now: Instant,
+    ) -> Box<dyn ModelCall> {
+        let request = KeptRequest::of(&req);
+        let current = self.primary.start(req, ctx, now);
+        Box::new(FallingBack {
+            current,
+            from: self.primary.name().to_string(),
+            on_primary: true,
+            said: false,
+            request,
+            rest: self
+                .fallbacks
+                .iter()
+                .map(|(p, model)| (p.detached(), model.clone()))
+                .collect(),
+        })
+    }
+}
+
+/// A call that goes on to the next fallback when the one in flight fails before saying anything.
+struct FallingBack {
+    current: Box<dyn ModelCall>,
+    /// The provider the call in flight is on, for the notice.
+    from: String,
+    on_primary: bool,
+    /// The call in flight has said something (text, reasoning, a tool call): its failure
+    /// stands, since what was shown cannot be taken back.
+    said: bool,
+    request: KeptRequest,
+    rest: VecDeque<(RemoteProvider, String)>,
+}
+
+impl ModelCall for FallingBack {
+    fn advance(
+        &mut self,
+        ctx: &mut CallContext<'_>,
+        now: Instant,
+        out: &mut Vec<ModelEvent>,
+    ) -> Progress {
+        let from = out.len();
+        let progress = self.current.advance(ctx, now, out);
+        self.said |= out[from..].iter().any(|e| {
+            matches!(
+                e,
+                ModelEvent::Text(_)
+                    | ModelEvent::Reasoning(_)
+                    | ModelEvent::ToolCall(_)
+                    | ModelEvent::ToolDrafting(_)
+            )
+        });
+        let failed = out[from..]
+            .iter()
+            .position(|e| matches!(e, ModelEvent::Failed(_)));
+        let (Some(at), Progress::Finished, false) = (failed, progress, self.said) else {
+            return progress;
+        };
+        if !self.current.may_fall_back() {
+            return progress;
+        }
+        let Some((mut next, model)) = self.rest.pop_front() else {
+            return progress;
+        };
+        let ModelEvent::Failed(why) = out.remove(from + at) else {
+            return progress;
+        };
+        out.push(ModelEvent::Notice(format!(
+            "{} failed ({why}); falling back to {} ({model})",
+            self.from,
+            next.name()
+        )));
+        self.current.abort(ctx);
+        let mut req = self.request.view();
+        req.model = &model;
+        self.current = next.start(req, ctx, now);
+        self.from = next.name().to_string();
+        self.on_primary = false;
+        Progress::Ready
+    }
+
+    fn abort(&mut self, ctx: &mut CallContext<'_>) {
+        self.current.abort(ctx);
+    }
+
+    fn take_connection(&mut self) -> Option<Box<dyn std::any::Any>> {
+        // A fallback's connection is to another host: never one for the primary's next call.
+        self.on_primary
+            .then(|| self.current.take_connection())
+            .flatten()
+    }
+
+    fn key_refused(&self) -> bool {
+        self.on_primary && self.current.key_refused()
+    }
+
+    fn may_fall_back(&self) -> bool {
+        self.current.may_fall_back()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn yaml(text: &str) -> Yaml {
+        crate::config_file::parse(text).unwrap()
+    }
+
+    #[test]
+    fn the_list_comes_first_and_the_single_one_is_not_repeated() {
+        let doc = yaml(
+            "fallback_providers:\n  - provider: deepseek\n    model: deepseek-chat\n  - provider: zai\n\
+             fallback_model:\n  provider: openrouter\n  model: anthropic/claude-sonnet-4\n  \
+             base_url: http://127.0.0.1:9/v1\n",
+        );
+        let got: Vec<(String, String)> = chain(&doc)
+            .into_iter()
+            .map(|e| (e.provider, e.model))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("deepseek".into(), "deepseek-chat".into()),
+                ("openrouter".into(), "anthropic/claude-sonnet-4".into())
+            ],
+            "zai has no model: skipped, as Hermes disables a fallback missing either"
+        );
+        let doc = yaml(
+            "fallback_providers:\n  - provider: deepseek\n    model: deepseek-chat\n\
+             fallback_model:\n  provider: deepseek\n  model: deepseek-chat\n",
+        );
+        assert_eq!(chain(&doc).len(), 1);
+        assert!(chain(&yaml("model:\n  provider: deepseek\n")).is_empty());
+    }
+}
