@@ -792,7 +792,7 @@ fn a_failing_provider_falls_back_as_config_yaml_says() {
     let primary = MockAi::start(|r| {
         let asked = r.last_user_text();
         match () {
-            _ if asked.contains("overloaded") => {
+            _ if asked.contains("overloaded") || asked.contains("tool turn") => {
                 Reply::status(503, r#"{"error":{"message":"overloaded"}}"#)
             }
             _ if asked.contains("bad request") => {
@@ -804,9 +804,19 @@ fn a_failing_provider_falls_back_as_config_yaml_says() {
             _ => Reply::text(&["primary"], (5, 1)),
         }
     });
-    let deepseek = MockAi::start(|r| match r.last_user_text().contains("deepseek down") {
-        true => Reply::status(500, r#"{"error":{"message":"also down"}}"#),
-        false => Reply::text(&["from deepseek"], (5, 1)),
+    let deepseek = MockAi::start(|r| {
+        let asked = r.last_user_text();
+        let after_tool = r.messages().iter().any(|m| m["role"] == "tool");
+        match () {
+            _ if asked.contains("deepseek down") => {
+                Reply::status(500, r#"{"error":{"message":"also down"}}"#)
+            }
+            _ if asked.contains("tool turn") && !after_tool => Reply::Stream(Stream::new(
+                tool_call_events("call_fb", "echo fell-back", 5, (5, 5)),
+            )),
+            _ if asked.contains("tool turn") => Reply::text(&["tool turn done"], (5, 1)),
+            _ => Reply::text(&["from deepseek"], (5, 1)),
+        }
     });
     let last = MockAi::start(|_| Reply::text(&["from the last one"], (5, 1)));
     let config = format!(
@@ -869,6 +879,15 @@ fn a_failing_provider_falls_back_as_config_yaml_says() {
 
     // The next prompt tries the configured provider first.
     let t = g.run_turn(&s.id, "fine now?");
+    assert_eq!(t.text, "primary");
+
+    // A turn that fell back stays there: the call after its tool's result goes to DeepSeek
+    // without asking the configured provider again.
+    let t = g.run_turn(&s.id, "a tool turn");
+    assert_eq!(t.text, "tool turn done", "{}", t.complete);
+    assert_eq!(posts(&primary, "tool turn").len(), 3, "one call's attempts");
+    assert_eq!(posts(&deepseek, "tool turn").len(), 2);
+    let t = g.run_turn(&s.id, "fine again?");
     assert_eq!(t.text, "primary");
 
     // A 401 falls back at once; both fallbacks tried in order when the first fails too.

@@ -1,10 +1,13 @@
 //! Hermes' fallback providers (`fallback_providers:` of config.yaml, a list of `{provider,
 //! model, base_url?, api_key?}`, and the older single `fallback_model:`): when a model call
 //! fails in a way Hermes falls back on ([`super::ModelCall::may_fall_back`]) before it said
-//! anything, the same request goes to the next of them, announced as a notice. Each call tries
-//! the configured provider first.
+//! anything, the same request goes to the next of them, announced as a notice. As in Hermes,
+//! a turn that fell back stays on that fallback for its later calls (those after its tool
+//! results), and the next prompt tries the configured provider first.
 
-use std::collections::VecDeque;
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
 use std::time::Instant;
 
 use yaml_rust2::Yaml;
@@ -13,6 +16,7 @@ use super::endpoint::Endpoint;
 use super::login_call::KeptRequest;
 use super::remote::RemoteProvider;
 use super::{CallContext, ModelCall, ModelEvent, ModelRequest, Progress, Provider};
+use crate::transcript::Role;
 
 /// One fallback as config.yaml names it (both `provider` and `model`, as Hermes requires).
 #[derive(Debug, Clone, PartialEq)]
@@ -52,16 +56,35 @@ pub fn chain(config: &Yaml) -> Vec<Entry> {
     out
 }
 
+/// The fallback (its place in the chain) each session's turn in flight fell back to, by
+/// stored session id: shared by the provider and its calls, on the loop's one thread.
+type Pinned = Rc<RefCell<HashMap<String, usize>>>;
+
 /// A provider with the fallbacks its calls may go on to.
 pub struct WithFallbacks {
     primary: Box<dyn Provider>,
     fallbacks: Vec<(RemoteProvider, String)>,
+    pinned: Pinned,
 }
 
 impl WithFallbacks {
     /// `primary`, falling back on each of `fallbacks` (an endpoint and the model asked of it).
     pub fn new(primary: Box<dyn Provider>, fallbacks: Vec<(RemoteProvider, String)>) -> Self {
-        WithFallbacks { primary, fallbacks }
+        WithFallbacks {
+            primary,
+            fallbacks,
+            pinned: Rc::default(),
+        }
+    }
+
+    /// The fallbacks from place `from` on, each with its place, for a call to go through.
+    fn rest(&self, from: usize) -> VecDeque<(usize, RemoteProvider, String)> {
+        self.fallbacks
+            .iter()
+            .enumerate()
+            .skip(from)
+            .map(|(i, (p, model))| (i, p.detached(), model.clone()))
+            .collect()
     }
 }
 
@@ -93,19 +116,45 @@ impl Provider for WithFallbacks {
         now: Instant,
     ) -> Box<dyn ModelCall> {
         let request = KeptRequest::of(&req);
-        let current = self.primary.start(req, ctx, now);
-        Box::new(FallingBack {
-            current,
+        let session = req.session_id.map(str::to_string);
+        // A call after the turn's tool results goes on where the turn fell back to; a new
+        // prompt (or anything else) starts on the configured provider again.
+        let continuing = req.messages.last().is_some_and(|m| m.role == Role::Tool);
+        let pinned = session.as_ref().and_then(|id| {
+            let mut map = self.pinned.borrow_mut();
+            if !continuing {
+                map.remove(id);
+            }
+            map.get(id).copied()
+        });
+        let mut call = FallingBack {
+            current: Box::new(super::unreachable::Refused(None)),
             from: self.primary.name().to_string(),
             on_primary: true,
             said: false,
             request,
-            rest: self
-                .fallbacks
-                .iter()
-                .map(|(p, model)| (p.detached(), model.clone()))
-                .collect(),
-        })
+            rest: VecDeque::new(),
+            session,
+            pinned: self.pinned.clone(),
+        };
+        match pinned.filter(|i| *i < self.fallbacks.len()) {
+            Some(i) => {
+                let mut rest = self.rest(i);
+                if let Some((_, mut p, model)) = rest.pop_front() {
+                    let mut req = call.request.view();
+                    req.model = &model;
+                    call.current = p.start(req, ctx, now);
+                    call.from = p.name().to_string();
+                    call.on_primary = false;
+                }
+                call.rest = rest;
+            }
+            None => {
+                call.current = self.primary.start(req, ctx, now);
+                call.rest = self.rest(0);
+            }
+        }
+        Box::new(call)
     }
 }
 
@@ -119,7 +168,11 @@ struct FallingBack {
     /// stands, since what was shown cannot be taken back.
     said: bool,
     request: KeptRequest,
-    rest: VecDeque<(RemoteProvider, String)>,
+    /// The fallbacks still to try, each with its place in the chain.
+    rest: VecDeque<(usize, RemoteProvider, String)>,
+    /// The stored session the call is for (`None`: a side call, never pinned).
+    session: Option<String>,
+    pinned: Pinned,
 }
 
 impl ModelCall for FallingBack {
@@ -149,7 +202,7 @@ impl ModelCall for FallingBack {
         if !self.current.may_fall_back() {
             return progress;
         }
-        let Some((mut next, model)) = self.rest.pop_front() else {
+        let Some((place, mut next, model)) = self.rest.pop_front() else {
             return progress;
         };
         let ModelEvent::Failed(why) = out.remove(from + at) else {
@@ -166,6 +219,9 @@ impl ModelCall for FallingBack {
         self.current = next.start(req, ctx, now);
         self.from = next.name().to_string();
         self.on_primary = false;
+        if let Some(id) = &self.session {
+            self.pinned.borrow_mut().insert(id.clone(), place);
+        }
         Progress::Ready
     }
 
