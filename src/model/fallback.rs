@@ -56,6 +56,9 @@ pub fn chain(config: &Yaml) -> Vec<Entry> {
     out
 }
 
+/// Sessions whose fallback is remembered at most.
+const PINNED_MAX: usize = 1024;
+
 /// The fallback (its place in the chain) each session's turn in flight fell back to, by
 /// stored session id: shared by the provider and its calls, on the loop's one thread.
 type Pinned = Rc<RefCell<HashMap<String, usize>>>;
@@ -220,7 +223,13 @@ impl ModelCall for FallingBack {
         self.from = next.name().to_string();
         self.on_primary = false;
         if let Some(id) = &self.session {
-            self.pinned.borrow_mut().insert(id.clone(), place);
+            let mut map = self.pinned.borrow_mut();
+            // Turns that ended on a fallback leave their mark until their next prompt: a
+            // bound, past which a turn's later calls just try the configured provider again.
+            if map.len() >= PINNED_MAX {
+                map.clear();
+            }
+            map.insert(id.clone(), place);
         }
         Progress::Ready
     }
