@@ -1,6 +1,6 @@
 //! The loop's side of session titles (`session/title.rs` decides and cleans): after a session's
 //! first exchange, one model call to its provider (or the one `auxiliary.title_generation`
-//! names), on the loop like a turn's — its socket under
+//! names, which also titles an offline session), on the loop like a turn's — its socket under
 //! its own token ([`TokenOwner::Title`]), a timer for its waits and its deadline. It never holds
 //! up a turn; a failure is a diagnostic line; the call is dropped when its session leaves memory
 //! or the gateway shuts down, so nothing is said of a session after it is closed.
@@ -60,23 +60,21 @@ pub(crate) fn after_turn(gw: &mut Gateway, rid: &str, now: Instant) {
     let Some(s) = gw.sessions.get(rid) else {
         return;
     };
-    // The offline model cannot write a title worth a call.
-    if s.provider == "offline" {
-        return;
-    }
     let Some((user, answer)) = title::exchange(s) else {
         return;
     };
     let doc = crate::config_file::load(&gw.cfg.home).unwrap_or(yaml_rust2::Yaml::Null);
     let settings = Settings::read(&doc);
-    if !settings.enabled {
+    let own_endpoint = crate::model::auxiliary::names_endpoint(&doc, title::TASK);
+    // The offline model cannot write a title worth a call; a provider named for titles can.
+    if !settings.enabled || (s.provider == "offline" && !own_endpoint) {
         return;
     }
     let (system, message) = title::request(&user, &answer, &settings, crate::util::unix_now());
     let stored_id = s.stored_id.clone();
     // `auxiliary.title_generation` may name its own provider or endpoint; else the session's
     // provider answers, with the model it names or the session's.
-    let (mut own, model) = match crate::model::auxiliary::names_endpoint(&doc, title::TASK) {
+    let (mut own, model) = match own_endpoint {
         true => match crate::model::select::side_provider(&gw.cfg, &doc, title::TASK) {
             Ok((p, model)) => (Some(p), model),
             Err(why) => {

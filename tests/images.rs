@@ -597,6 +597,40 @@ fn vision_analyze_reads_a_file_and_a_local_servers_url() {
 }
 
 #[test]
+fn a_vision_provider_named_without_a_model_is_asked_for_hermes_vision_model() {
+    // `auxiliary.vision.provider: zai` alone: Z.AI's endpoint, asked for glm-5v-turbo (Hermes'
+    // vision model for it), not the session's model nor Z.AI's cheap text one.
+    let home = TempHome::new("images-vision-aux");
+    let (file, _) = image_file(&home, "card.png", png(20, 10, 40));
+    let session_side = MockAi::script(vec![
+        vision_call(json!({"image_url": file.to_string_lossy(), "question": "what colour?"})),
+        Reply::text(&["It is green."], (20, 3)),
+    ]);
+    let zai = MockAi::script(vec![Reply::text(&["A green square."], (50, 4))]);
+    chat_config(
+        &home.path,
+        &session_side,
+        "gpt-4o",
+        "auxiliary:\n  vision:\n    provider: zai\n",
+    );
+    let mut g = gateway(&home)
+        .env("GLM_API_KEY", "sk-glm-vision")
+        .env("GLM_BASE_URL", &zai.base_url())
+        .start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "look at the card");
+    assert_eq!(turn.text, "It is green.", "{:?}", turn.events);
+    let asked = zai.wait_requests(1, T);
+    assert_eq!(asked[0].body["model"], "glm-5v-turbo", "{}", asked[0].body);
+    assert_eq!(
+        asked[0].header("authorization"),
+        Some("Bearer sk-glm-vision")
+    );
+    let reqs = session_side.wait_requests(2, T);
+    assert_eq!(tool_result(&reqs[1].body)["analysis"], "A green square.");
+}
+
+#[test]
 fn vision_analyze_refuses_a_private_address() {
     let home = TempHome::new("images-ssrf");
     let (url, taken) = image_server(png(4, 4, 4));

@@ -108,6 +108,12 @@ fn finish_error_turn(
         .unwrap_or_else(|| panic!("message.complete status error without an error text: {c}"))
         .to_string();
     assert!(!err.trim().is_empty(), "empty error text: {c}");
+    // The reason ends the turn's text, as Hermes' gateway words it (what the TUI shows).
+    let text = c["text"].as_str().unwrap_or("");
+    assert!(
+        text.ends_with(&format!("Error: {err}")),
+        "the turn's text does not end with its reason: {c}"
+    );
     assert_usage(&c["usage"]);
     (turn, err)
 }
@@ -1033,8 +1039,11 @@ fn http_status_failure(code: u16, words: &[&str]) {
         .start();
     let s = g.create_session(json!({}));
     let start = submit(&mut g, &s.id, "let me in");
-    let (_t, err) = finish_error_turn(&mut g, &s.id, start, T);
+    let (t, err) = finish_error_turn(&mut g, &s.id, start, T);
     assert_err_mentions(&err, words);
+    // The provider's own message is passed on, and nothing else is said.
+    assert_err_mentions(&err, &["denied by mock"]);
+    assert_eq!(t.complete["payload"]["text"], format!("Error: {err}"));
     // not retried
     g.collect_for(ms(300));
     assert_eq!(mock.request_count(), 1, "{code} must not be retried");
@@ -1053,6 +1062,31 @@ fn http_403_names_the_key() {
     http_status_failure(403, &["403", "key"]);
 }
 
+#[test]
+fn a_refused_key_quoted_by_the_provider_is_not_passed_on() {
+    let key = format!("sk-quoted-{}", unique("key"));
+    let body = format!(r#"{{"error":{{"message":"Incorrect API key provided: {key}."}}}}"#);
+    let mock = MockAi::script(vec![
+        Reply::status(401, &body),
+        Reply::text(&["in"], (1, 1)),
+    ]);
+    let mut g = Gateway::builder()
+        .tag("openai")
+        .env("OPENAI_BASE_URL", &mock.base_url())
+        .env("OPENAI_API_KEY", &key)
+        .env("OPENAI_MODEL", MODEL)
+        .start();
+    let s = g.create_session(json!({}));
+    let start = submit(&mut g, &s.id, "let me in");
+    let (t, err) = finish_error_turn(&mut g, &s.id, start, T);
+    assert_err_mentions(&err, &["401", "Incorrect API key provided"]);
+    let said = serde_json::to_string(&t.events).unwrap();
+    assert!(!said.contains(&key), "the key was passed on: {said}");
+    // It was the key sent (so hiding it is what kept it out).
+    let sent = mock.first_post_bearer().unwrap_or_default();
+    assert!(sent.ends_with(&key), "{sent}");
+}
+
 fn exhausted_retries(code: u16) {
     let mock = MockAi::start(move |_| Reply::status(code, r#"{"error":{"message":"try later"}}"#));
     let mut g = builder_for(&mock.base_url())
@@ -1062,7 +1096,7 @@ fn exhausted_retries(code: u16) {
     let s = g.create_session(json!({}));
     let start = submit(&mut g, &s.id, "busy?");
     let (_t, err) = finish_error_turn(&mut g, &s.id, start, secs(30));
-    assert_err_mentions(&err, &[&code.to_string()]);
+    assert_err_mentions(&err, &[&code.to_string(), "try later"]);
     g.collect_for(ms(300));
     assert_eq!(
         mock.request_count(),
@@ -1308,8 +1342,9 @@ fn cut_stream(framing: Framing) {
     let (t, err) = finish_error_turn(&mut g, &s.id, start, T);
     assert_err_mentions(&err, &["ended"]);
     assert_eq!(
-        t.complete["payload"]["text"], "first half second",
-        "the text that arrived: {}",
+        t.complete["payload"]["text"],
+        format!("first half second\n\nError: {err}"),
+        "the text that arrived, then why it stopped: {}",
         t.complete
     );
     let r = wait_rows(&g, &s.stored, "the partial assistant row", |r| {
@@ -1409,7 +1444,8 @@ fn idle_timeout_mid_stream_keeps_the_partial_text() {
     // The idle timeout of 1 s fired, not the first-byte one of 10 s.
     assert_err_mentions(&err, &["timed out", "nothing for 1s"]);
     assert_eq!(
-        t.complete["payload"]["text"], "some words",
+        t.complete["payload"]["text"],
+        format!("some words\n\nError: {err}"),
         "{}",
         t.complete
     );
@@ -1708,7 +1744,12 @@ fn error_event_inside_the_stream() {
     let start = submit(&mut g, &s.id, "mid-stream error");
     let (t, err) = finish_error_turn(&mut g, &s.id, start, T);
     assert_err_mentions(&err, &["upstream provider overloaded"]);
-    assert_eq!(t.complete["payload"]["text"], "half ", "{}", t.complete);
+    assert_eq!(
+        t.complete["payload"]["text"],
+        format!("half\n\nError: {err}"),
+        "{}",
+        t.complete
+    );
     assert!(mock.wait_peer_closed(0, secs(5)).is_some());
 }
 

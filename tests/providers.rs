@@ -184,6 +184,37 @@ fn a_providers_entry_sends_its_key_headers_and_extra_body() {
 }
 
 #[test]
+fn an_entrys_api_mode_or_transport_chooses_its_api() {
+    // A `providers:` entry saying `transport`, a `custom_providers:` one saying `api_mode`:
+    // each is sent the Messages API (`/v1/messages`, `x-api-key`), as Hermes reads them.
+    let answer = || {
+        use mockai::anthropic::{Usage, reply, text_answer};
+        MockAi::script(vec![reply(text_answer(&["messages"], Usage(5, 0, 0, 1)))])
+    };
+    for (tag, entry) in [
+        (
+            "providers-transport",
+            "model:\n  provider: custom:lab\nproviders:\n  lab:\n    base_url: {url}\n    \
+             api_key: sk-lab-1\n    default_model: lab-claude\n    transport: anthropic_messages\n",
+        ),
+        (
+            "providers-api-mode",
+            "model:\n  provider: custom:lab\ncustom_providers:\n  - name: lab\n    base_url: {url}\n    \
+             api_key: sk-lab-1\n    model: lab-claude\n    api_mode: anthropic_messages\n",
+        ),
+    ] {
+        let mock = answer();
+        let home = home_with(tag, &entry.replace("{url}", &mock.base_url()), "");
+        let mut g = Gateway::builder().tag(tag).home(&home.path).start();
+        let (t, r) = one_turn(&mut g, &mock, "hi");
+        assert_eq!(t.text, "messages", "{tag}: {:?}", t.complete);
+        assert!(r.path.ends_with("/messages"), "{tag}: {}", r.path);
+        assert_eq!(r.header("x-api-key"), Some("sk-lab-1"), "{tag}");
+        assert_eq!(r.body["model"], "lab-claude", "{tag}");
+    }
+}
+
+#[test]
 fn a_nous_login_in_auth_json_is_used() {
     let mock = MockAi::script(vec![Reply::text(&["nous"], (5, 1))]);
     let home = home_with("providers-nous", "model:\n  default: Hermes-4-405B\n", "");
@@ -239,7 +270,9 @@ fn a_provider_that_cannot_be_reached_says_why_instead_of_answering_offline() {
         assert_eq!(t.complete["payload"]["status"], "error", "{config}");
         let error = t.complete["payload"]["error"].as_str().unwrap_or("");
         assert!(error.contains(why), "{config}: {error}");
-        assert!(!t.text.contains("offline"), "{config}: {}", t.text);
+        // The reason is the answer; the offline model never answers instead.
+        assert_eq!(t.text, format!("Error: {error}"), "{config}");
+        assert!(!t.text.contains("(offline model)"), "{config}: {}", t.text);
     }
 }
 
@@ -750,4 +783,129 @@ fn disconnect_waits_for_the_running_turn() {
     g.wait_session_event(&s.id, "message.complete", T);
     g.call("model.disconnect", json!({"slug": "deepseek"}));
     assert_eq!(std::fs::read_to_string(home.path.join(".env")).unwrap(), "");
+}
+
+#[test]
+fn a_failing_provider_falls_back_as_config_yaml_says() {
+    // The configured endpoint fails as the prompt says; DeepSeek (`fallback_providers:`) and a
+    // `fallback_model:` endpoint answer. Each call tries the configured one first.
+    let primary = MockAi::start(|r| {
+        let asked = r.last_user_text();
+        match () {
+            _ if asked.contains("overloaded") || asked.contains("tool turn") => {
+                Reply::status(503, r#"{"error":{"message":"overloaded"}}"#)
+            }
+            _ if asked.contains("bad request") => {
+                Reply::status(400, r#"{"error":{"message":"context too long"}}"#)
+            }
+            _ if asked.contains("no key") => {
+                Reply::status(401, r#"{"error":{"message":"who are you"}}"#)
+            }
+            _ => Reply::text(&["primary"], (5, 1)),
+        }
+    });
+    let deepseek = MockAi::start(|r| {
+        let asked = r.last_user_text();
+        let after_tool = r.messages().iter().any(|m| m["role"] == "tool");
+        match () {
+            _ if asked.contains("deepseek down") => {
+                Reply::status(500, r#"{"error":{"message":"also down"}}"#)
+            }
+            _ if asked.contains("tool turn") && !after_tool => Reply::Stream(Stream::new(
+                tool_call_events("call_fb", "echo fell-back", 5, (5, 5)),
+            )),
+            _ if asked.contains("tool turn") => Reply::text(&["tool turn done"], (5, 1)),
+            _ => Reply::text(&["from deepseek"], (5, 1)),
+        }
+    });
+    let last = MockAi::start(|_| Reply::text(&["from the last one"], (5, 1)));
+    let config = format!(
+        "model:\n  provider: custom\n  base_url: {}\n  api_key: sk-primary-1\n  default: main-model\n\
+         fallback_providers:\n  - provider: deepseek\n    model: deepseek-chat\n\
+         fallback_model:\n  provider: custom\n  model: last-model\n  base_url: {}\n  api_key: sk-last-1\n",
+        primary.base_url(),
+        last.base_url()
+    );
+    let home = home_with(
+        "providers-fallback",
+        &config,
+        "DEEPSEEK_API_KEY=sk-ds-fallback\n",
+    );
+    let mut g = Gateway::builder()
+        .tag("providers-fallback")
+        .home(&home.path)
+        .env("DEEPSEEK_BASE_URL", &deepseek.base_url())
+        .env("TUI_GATEWAY_RETRY_BASE_S", "0.05")
+        .start();
+    let s = g.create_session(json!({}));
+    let posts = |m: &MockAi, word: &str| {
+        m.requests()
+            .into_iter()
+            .filter(|r| r.method == "POST" && r.last_user_text().contains(word))
+            .collect::<Vec<_>>()
+    };
+
+    // A 503 after its retries: DeepSeek answers, with its model and key; the switch is said.
+    let t = g.run_turn(&s.id, "overloaded?");
+    assert_eq!(
+        t.complete["payload"]["status"], "complete",
+        "{}",
+        t.complete
+    );
+    assert_eq!(t.text, "from deepseek");
+    assert_eq!(
+        posts(&primary, "overloaded").len(),
+        3,
+        "tried, then retried twice"
+    );
+    let asked = posts(&deepseek, "overloaded");
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].body["model"], "deepseek-chat");
+    assert_eq!(
+        asked[0].header("authorization"),
+        Some("Bearer sk-ds-fallback")
+    );
+    let said: Vec<String> = t
+        .events
+        .iter()
+        .filter(|e| e["type"] == "status.update")
+        .filter_map(|e| e["payload"]["text"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        said.iter()
+            .any(|l| l.contains("falling back to deepseek (deepseek-chat)") && l.contains("503")),
+        "{said:?}"
+    );
+
+    // The next prompt tries the configured provider first.
+    let t = g.run_turn(&s.id, "fine now?");
+    assert_eq!(t.text, "primary");
+
+    // A turn that fell back stays there: the call after its tool's result goes to DeepSeek
+    // without asking the configured provider again.
+    let t = g.run_turn(&s.id, "a tool turn");
+    assert_eq!(t.text, "tool turn done", "{}", t.complete);
+    assert_eq!(posts(&primary, "tool turn").len(), 3, "one call's attempts");
+    assert_eq!(posts(&deepseek, "tool turn").len(), 2);
+    let t = g.run_turn(&s.id, "fine again?");
+    assert_eq!(t.text, "primary");
+
+    // A 401 falls back at once; both fallbacks tried in order when the first fails too.
+    let t = g.run_turn(&s.id, "no key and deepseek down");
+    assert_eq!(t.text, "from the last one", "{}", t.complete);
+    assert_eq!(posts(&primary, "no key").len(), 1, "a 401 is not retried");
+    let last_asked = posts(&last, "no key");
+    assert_eq!(last_asked.len(), 1);
+    assert_eq!(last_asked[0].body["model"], "last-model");
+
+    // A request the provider refuses as such (400) is not sent elsewhere.
+    let t = g.run_turn(&s.id, "bad request");
+    assert_eq!(t.complete["payload"]["status"], "error");
+    assert!(
+        t.text.starts_with("Error: ") && t.text.contains("context too long"),
+        "{}",
+        t.text
+    );
+    assert!(posts(&deepseek, "bad request").is_empty());
+    assert!(posts(&last, "bad request").is_empty());
 }

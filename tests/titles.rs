@@ -352,3 +352,118 @@ fn the_title_call_goes_where_auxiliary_title_generation_says() {
     );
     assert_eq!(stored_title(&g, &s.stored), None);
 }
+
+#[test]
+fn an_offline_session_is_titled_by_the_provider_auxiliary_title_generation_names() {
+    // The offline model answers the turns; the title comes from DeepSeek's endpoint only when
+    // config.yaml names a provider for titles.
+    let deepseek = MockAi::start(|r| match is_title_request(r) {
+        true => Reply::text(&["Greeting the offline model"], (20, 4)),
+        false => Reply::status(500, r#"{"error":{"message":"titles only"}}"#),
+    });
+    let home = TempHome::new("titles-offline");
+    let config = home.path.join("config.yaml");
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .env("TUI_GATEWAY_PROVIDER", "offline")
+        .env("TUI_GATEWAY_AUTO_TITLE", "on")
+        .env("DEEPSEEK_API_KEY", "sk-ds-offline-title")
+        .env("DEEPSEEK_BASE_URL", &deepseek.base_url())
+        .start();
+    let title_requests = || -> Vec<Recorded> {
+        deepseek
+            .requests()
+            .into_iter()
+            .filter(is_title_request)
+            .collect()
+    };
+
+    // No provider named for titles: the offline model is not asked, no call goes out.
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "hello offline");
+    assert!(
+        turn.text.contains("You said: hello offline"),
+        "{}",
+        turn.text
+    );
+    g.run_turn(&s.id, "still there?");
+    assert!(deepseek.requests().is_empty());
+    assert_eq!(listed_title(&mut g, &s.stored), Value::Null);
+
+    // DeepSeek named for titles: the next new session's first exchange is titled there.
+    std::fs::write(
+        &config,
+        "auxiliary:\n  title_generation:\n    provider: deepseek\n    model: deepseek-chat\n",
+    )
+    .unwrap();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "hello offline");
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    let said = g.wait_session_event(&s.id, "session.title", T);
+    assert_eq!(said["payload"]["title"], "Greeting the offline model");
+    assert_eq!(
+        stored_title(&g, &s.stored).as_deref(),
+        Some("Greeting the offline model")
+    );
+    let asked = title_requests();
+    assert_eq!(asked.len(), 1);
+    assert_hermes_parameters(&asked[0], "deepseek-chat");
+    assert_eq!(
+        asked[0].header("authorization"),
+        Some("Bearer sk-ds-offline-title")
+    );
+    assert_eq!(
+        asked[0].conversation(),
+        [(
+            "user".to_string(),
+            "User: hello offline\n\nAssistant: (offline model) You said: hello offline".to_string()
+        )]
+    );
+}
+
+#[test]
+fn a_provider_named_for_titles_without_a_model_is_asked_for_hermes_cheap_one() {
+    // `provider: zai` alone: Hermes' auxiliary default for Z.AI (glm-4.5-flash), not the
+    // session's model; a provider with no default of Hermes' (DeepSeek) gets the model
+    // resolution gives it.
+    let titler = |title: &'static str| {
+        MockAi::start(move |r| match is_title_request(r) {
+            true => Reply::text(&[title], (20, 4)),
+            false => Reply::status(500, r#"{"error":{"message":"titles only"}}"#),
+        })
+    };
+    let (zai, deepseek) = (titler("From Z.AI"), titler("From DeepSeek"));
+    let session_side = answering("From the session's provider");
+    let home = TempHome::new("titles-aux-default");
+    let config = home.path.join("config.yaml");
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .openai_mock(&session_side.base_url())
+        .env("TUI_GATEWAY_AUTO_TITLE", "on")
+        .env("GLM_API_KEY", "sk-glm-title")
+        .env("GLM_BASE_URL", &zai.base_url())
+        .env("DEEPSEEK_API_KEY", "sk-ds-title")
+        .env("DEEPSEEK_BASE_URL", &deepseek.base_url())
+        .start();
+    for (provider, mock, expected, model) in [
+        ("zai", &zai, "From Z.AI", "glm-4.5-flash"),
+        ("deepseek", &deepseek, "From DeepSeek", "mock-model"),
+    ] {
+        std::fs::write(
+            &config,
+            format!("auxiliary:\n  title_generation:\n    provider: {provider}\n"),
+        )
+        .unwrap();
+        let s = g.create_session(json!({}));
+        g.run_turn(&s.id, "how do I share a value in rust?");
+        let said = g.wait_session_event(&s.id, "session.title", T);
+        assert_eq!(said["payload"]["title"], expected);
+        let asked: Vec<Recorded> = mock
+            .requests()
+            .into_iter()
+            .filter(is_title_request)
+            .collect();
+        assert_eq!(asked.len(), 1, "{provider}");
+        assert_hermes_parameters(&asked[0], model);
+    }
+}

@@ -900,17 +900,24 @@ fn a_provider_disconnected_from_the_model_picker_loses_its_key() {
         tui.screen()
     );
     tui.submit("hello deepseek");
-    // The failed prompt's reason is on screen, as the TUI shows a gateway's error.
-    let shown = tui.wait_screen("the missing key named on screen", T, |s| {
-        s.contains("error: provider deepseek cannot be reached") && s.contains("DEEPSEEK_API_KEY")
+    // The failed prompt's reason is its answer, as Hermes' gateway words a failed turn.
+    tui.wait_screen("the missing key named on screen", T, |s| {
+        s.contains("Error: provider deepseek cannot be reached") && s.contains("DEEPSEEK_API_KEY")
     });
-    tui.wait_ready(T);
-    let errors = tui::screen::error_lines_after_echo(&shown, "hello deepseek");
-    assert_eq!(
-        errors.len(),
-        1,
-        "one error line, the reason: {errors:?}\n{shown}"
+    let shown = tui.wait_ready(T);
+    let answer = tui::screen::assistant_lines_after_echo(&shown, "hello deepseek");
+    assert!(
+        answer
+            .first()
+            .is_some_and(|l| l.starts_with("Error: provider deepseek cannot be reached")),
+        "the answer is not the reason: {answer:?}\n{shown}"
     );
+    assert!(
+        !answer.iter().any(|l| l.is_empty()),
+        "an empty assistant line: {answer:?}\n{shown}"
+    );
+    let errors = tui::screen::error_lines_after_echo(&shown, "hello deepseek");
+    assert!(errors.is_empty(), "an error: line: {errors:?}\n{shown}");
     let ended_naming_the_key = || {
         tui.events().iter().any(|(ty, p)| {
             ty == "message.complete"
@@ -935,6 +942,86 @@ fn a_provider_disconnected_from_the_model_picker_loses_its_key() {
         .filter(|r| r.method == "POST");
     assert_eq!(prompts.count(), 0, "a prompt went to DeepSeek");
     assert!(!tui.screen().contains(&key), "the key is on screen");
+    tui.quit();
+}
+
+#[test]
+fn failed_model_calls_show_their_reason_and_the_next_prompt_works() {
+    // A 500 on every attempt, a 401, then an answer: each failure's reason (the provider's own
+    // words included) is the turn's text on screen, as Hermes' gateway shows it.
+    let m = marker();
+    let (fire, denied) = (format!("gpu-fire-{m}"), format!("bad-key-{m}"));
+    let (fire2, denied2) = (fire.clone(), denied.clone());
+    let mock = mockai::MockAi::start(move |r| {
+        if r.path.ends_with("/models") {
+            return mockai::Reply::status(200, r#"{"object":"list","data":[{"id":"mock-model"}]}"#);
+        }
+        let asked = r.last_user_text();
+        let body = |why: &str| format!(r#"{{"error":{{"message":"{why}"}}}}"#);
+        if asked.contains("five hundred") {
+            mockai::Reply::status(500, &body(&fire2))
+        } else if asked.contains("four oh one") {
+            mockai::Reply::status(401, &body(&denied2))
+        } else {
+            mockai::Reply::text(&["fine after ", "the failures"], (10, 4))
+        }
+    });
+    let yaml = custom_endpoint("mock-model", &mock.base_url(), Some(&format!("sk-e2e-{m}")));
+    let Some(tui) = Tui::start(
+        "failed-turns",
+        Opts {
+            config_yaml: Some(yaml),
+            env: vec![("TUI_GATEWAY_RETRY_BASE_S".into(), "0.05".into())],
+            ..Opts::default()
+        },
+    ) else {
+        return;
+    };
+    tui.wait_ready(START);
+    for (prompt, said, why) in [
+        ("five hundred please", "HTTP 500", &fire),
+        ("four oh one please", "HTTP 401", &denied),
+    ] {
+        tui.submit(prompt);
+        tui.wait_screen("the failure's reason on screen", T, |s| {
+            tui::screen::echo_index(&s.lines().collect::<Vec<_>>(), prompt).is_some()
+                && s.contains(why.as_str())
+        });
+        let shown = tui.wait_ready(T);
+        let answer = tui::screen::assistant_lines_after_echo(&shown, prompt);
+        assert!(
+            answer
+                .first()
+                .is_some_and(|l| l.starts_with("Error: the model answered") && l.contains(said)),
+            "the answer is not the reason: {answer:?}\n{shown}"
+        );
+        assert!(
+            !answer.iter().any(|l| l.is_empty()),
+            "an empty assistant line: {answer:?}\n{shown}"
+        );
+        assert!(
+            tui::screen::error_lines_after_echo(&shown, prompt).is_empty(),
+            "an error: line besides the answer:\n{shown}"
+        );
+    }
+    // The 500 was retried (TUI_GATEWAY_MODEL_RETRIES' default 2), the 401 was not.
+    let posts = |word: &str| {
+        mock.requests()
+            .iter()
+            .filter(|r| r.method == "POST" && r.last_user_text().contains(word))
+            .count()
+    };
+    assert_eq!((posts("five hundred"), posts("four oh one")), (3, 1));
+    tui.submit("and now?");
+    tui.wait_for("fine after the failures", T);
+    tui.wait_ready(T);
+    let screen = tui.screen();
+    assert!(
+        !screen.contains(&format!("sk-e2e-{m}")),
+        "the key is on screen"
+    );
+    // Both failed prompts were answered by the gateway as taken (no call refused).
+    tui.assert_no_errors(&[]);
     tui.quit();
 }
 

@@ -437,7 +437,12 @@ impl Chat {
             }
             "message.complete" => {
                 let Some(turn) = self.turn.take() else { return };
-                let mut end = printable(missing_tail(&turn.printed, text("text").unwrap_or("")));
+                // A failed turn's text ends with the gateway's `Error: <why>`: the marker says it.
+                let said = text("text").unwrap_or("");
+                let said = text("error")
+                    .and_then(|e| said.strip_suffix(&format!("Error: {e}")))
+                    .map_or(said, str::trim_end);
+                let mut end = printable(missing_tail(&turn.printed, said));
                 self.turn_failed |=
                     !matches!(text("status"), None | Some("complete" | "interrupted"));
                 if let Some(marker) = status_marker(payload) {

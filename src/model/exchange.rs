@@ -118,6 +118,10 @@ pub struct Exchange {
     reusable: Option<Transport>,
     /// The call ended on HTTP 401: the server refused the key.
     key_refused: bool,
+    /// The key the request carries: a provider's message that quotes it is passed on without it.
+    secret: Option<String>,
+    /// The HTTP status the call failed on, if it failed on one.
+    failed_status: Option<u16>,
 }
 
 /// How a step of the state machine ended.
@@ -160,9 +164,18 @@ impl Exchange {
             reused: false,
             reusable: None,
             key_refused: false,
+            secret: None,
+            failed_status: None,
         };
         exchange.begin(ctx, now);
         exchange
+    }
+
+    /// The request carries `key`: no failure this call reports quotes it.
+    pub fn hiding(mut self, key: Option<&str>) -> Exchange {
+        // A key this short would blank ordinary words of the message (no real key is).
+        self.secret = key.filter(|k| k.len() >= 6).map(str::to_string);
+        self
     }
 
     /// Start an attempt: resolve (or take the IP literal), then connect.
@@ -500,6 +513,7 @@ impl Exchange {
             return Ok(Step::Wait);
         }
         self.key_refused = status == 401;
+        self.failed_status = Some(status);
         let tries = if retryable {
             format!(" after {} attempts", self.attempt + 1)
         } else {
@@ -590,8 +604,9 @@ fn error_detail(body: &[u8]) -> String {
     format!(": {}", crate::util::clip(&msg, 300))
 }
 
-impl ModelCall for Exchange {
-    fn advance(
+impl Exchange {
+    /// One advance of the call (failures as they are worded, the key not yet hidden).
+    fn advance_call(
         &mut self,
         ctx: &mut CallContext<'_>,
         now: Instant,
@@ -639,6 +654,28 @@ impl ModelCall for Exchange {
             }
         }
     }
+}
+
+impl ModelCall for Exchange {
+    fn advance(
+        &mut self,
+        ctx: &mut CallContext<'_>,
+        now: Instant,
+        out: &mut Vec<ModelEvent>,
+    ) -> Progress {
+        let from = out.len();
+        let progress = self.advance_call(ctx, now, out);
+        if let Some(key) = &self.secret {
+            for ev in &mut out[from..] {
+                if let ModelEvent::Failed(why) = ev
+                    && why.contains(key.as_str())
+                {
+                    *why = why.replace(key.as_str(), "[the API key]");
+                }
+            }
+        }
+        progress
+    }
 
     fn take_connection(&mut self) -> Option<Box<dyn std::any::Any>> {
         self.reusable
@@ -648,6 +685,15 @@ impl ModelCall for Exchange {
 
     fn key_refused(&self) -> bool {
         self.key_refused
+    }
+
+    fn may_fall_back(&self) -> bool {
+        // Hermes' triggers: 429 and 5xx (after the retries), 401/403/404 at once, and every
+        // failure without a status (connection, TLS, timeouts, a stream cut or refused).
+        match self.failed_status {
+            Some(s) => matches!(s, 401 | 403 | 404 | 429) || s >= 500,
+            None => true,
+        }
     }
 
     fn abort(&mut self, ctx: &mut CallContext<'_>) {

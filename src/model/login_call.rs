@@ -13,7 +13,7 @@ use crate::transcript::Message;
 
 /// The request kept for a renewal: sent again with the new key (a copy per call on a login's
 /// token, small beside the request's own serialisation).
-struct KeptRequest {
+pub(super) struct KeptRequest {
     system: Option<String>,
     messages: Vec<Message>,
     model: String,
@@ -24,7 +24,7 @@ struct KeptRequest {
 }
 
 impl KeptRequest {
-    fn of(req: &ModelRequest<'_>) -> KeptRequest {
+    pub(super) fn of(req: &ModelRequest<'_>) -> KeptRequest {
         KeptRequest {
             system: req.system.map(str::to_string),
             messages: req.messages.to_vec(),
@@ -36,7 +36,7 @@ impl KeptRequest {
         }
     }
 
-    fn view(&self) -> ModelRequest<'_> {
+    pub(super) fn view(&self) -> ModelRequest<'_> {
         ModelRequest {
             system: self.system.as_deref(),
             messages: &self.messages,
@@ -165,6 +165,13 @@ impl ModelCall for LoginCall {
         match &mut self.phase {
             Phase::Asking { call, .. } => call.take_connection(),
             Phase::Renewing(_) => None,
+        }
+    }
+
+    fn may_fall_back(&self) -> bool {
+        match &self.phase {
+            Phase::Asking { call, .. } => call.may_fall_back(),
+            Phase::Renewing(_) => false,
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod connect;
 pub mod context;
 pub mod endpoint;
 pub mod exchange;
+pub mod fallback;
 pub mod http;
 mod login_call;
 pub mod logins;
@@ -160,6 +161,12 @@ pub trait ModelCall {
     fn key_refused(&self) -> bool {
         false
     }
+    /// After a failure: one Hermes answers with its fallback provider (rate limits and server
+    /// errors after their retries, a refused key, a model not found, the connection lost) —
+    /// not one the request itself caused (a 400, a payload too large).
+    fn may_fall_back(&self) -> bool {
+        false
+    }
 }
 
 /// What the model is asked.
@@ -225,10 +232,6 @@ pub trait Provider {
     }
     /// Take back a connection a finished call left reusable (`now`: when it went idle).
     fn recycle(&mut self, _connection: Box<dyn std::any::Any>, _now: Instant) {}
-    /// Why no call can be made at all (a provider that cannot be reached: no key, no login).
-    fn refusal(&self) -> Option<&str> {
-        None
-    }
 }
 
 #[cfg(test)]

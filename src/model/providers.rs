@@ -440,6 +440,37 @@ static ALIASES: &[(&str, &str)] = &[
     ("openai", "openai-api"),
 ];
 
+/// Hermes' cheap model for side tasks per provider (`auxiliary_client.py`'s
+/// `_API_KEY_PROVIDER_AUX_MODELS_FALLBACK`, the providers of this table): what a title or vision
+/// call asks for when `auxiliary.<task>` names the provider but no model.
+static AUX_MODELS: &[(&str, &str)] = &[
+    ("gemini", "gemini-3.6-flash"),
+    ("zai", "glm-4.5-flash"),
+    ("kimi-coding", "kimi-k2-turbo-preview"),
+    ("stepfun", "step-3.5-flash"),
+    ("kimi-coding-cn", "kimi-k2-turbo-preview"),
+    ("gmi", "google/gemini-3.1-flash-lite-preview"),
+    ("anthropic", "claude-haiku-4-5-20251001"),
+    ("opencode-zen", "gemini-3-flash"),
+    ("opencode-go", "glm-5"),
+    ("kilocode", "google/gemini-3.6-flash"),
+    ("ollama-cloud", "nemotron-3-nano:30b"),
+    ("tencent-tokenhub", "hy4-preview"),
+];
+
+/// Hermes' vision models for providers whose chat models see no images
+/// (`_PROVIDER_VISION_MODELS`): asked first for `auxiliary.vision`.
+static VISION_MODELS: &[(&str, &str)] = &[("xiaomi", "mimo-v2.5"), ("zai", "glm-5v-turbo")];
+
+/// The model Hermes' auxiliary client asks provider `id` for, for `task`, when none is named.
+pub fn aux_model(id: &str, task: &str) -> Option<&'static str> {
+    let vision = VISION_MODELS.iter().filter(|_| task == "vision");
+    vision
+        .chain(AUX_MODELS)
+        .find(|(p, _)| *p == id)
+        .map(|(_, model)| *model)
+}
+
 /// The id a name stands for (trimmed, lower-cased, aliases followed); unknown names as given.
 pub fn canonical(name: &str) -> String {
     let name = name.trim().to_ascii_lowercase();
@@ -522,6 +553,17 @@ pub fn host_within(url: &str, domain: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auxiliary_models_are_for_providers_of_the_table() {
+        for (id, _) in AUX_MODELS.iter().chain(VISION_MODELS) {
+            assert!(spec(id).is_some(), "{id}");
+        }
+        assert_eq!(aux_model("zai", "title_generation"), Some("glm-4.5-flash"));
+        assert_eq!(aux_model("zai", "vision"), Some("glm-5v-turbo"));
+        assert_eq!(aux_model("xiaomi", "title_generation"), None);
+        assert_eq!(aux_model("deepseek", "vision"), None);
+    }
 
     #[test]
     fn every_alias_names_a_provider_of_the_table_or_custom() {

@@ -179,14 +179,17 @@ impl RemoteProvider {
     ) -> Box<dyn ModelCall> {
         let message = self.http_message(req);
         let reuse = self.take_idle(now);
-        Box::new(Exchange::start(
-            &self.to,
-            req.model,
-            message,
-            self.wire_for(req.model).decoder_for(req, &self.endpoint),
-            reuse,
-            ctx,
-            now,
-        ))
+        Box::new(
+            Exchange::start(
+                &self.to,
+                req.model,
+                message,
+                self.wire_for(req.model).decoder_for(req, &self.endpoint),
+                reuse,
+                ctx,
+                now,
+            )
+            .hiding(self.endpoint.api_key.as_deref()),
+        )
     }
 }

@@ -118,7 +118,7 @@ pub fn choose_asking(cfg: &Config, provider: Option<&str>) -> Choice {
             let (provider, model) = (endpoint.provider.clone(), endpoint.model.clone());
             match remote(cfg, *endpoint, files, &auth) {
                 Ok(p) => Choice {
-                    provider: p,
+                    provider: with_fallbacks(cfg, p),
                     note: None,
                     unreachable: false,
                 },
@@ -143,6 +143,41 @@ fn remote(
     }))
 }
 
+/// `primary` with the fallbacks config.yaml names (`fallback.rs`), each resolved as the
+/// configured provider is; one that cannot be reached, or that a login keys, is left out with a
+/// line on stderr.
+fn with_fallbacks(cfg: &Config, primary: Box<dyn Provider>) -> Box<dyn Provider> {
+    let config = crate::config_file::load(&cfg.home).unwrap_or(Yaml::Null);
+    let mut fallbacks = Vec::new();
+    for entry in super::fallback::chain(&config) {
+        let asked = Asked {
+            provider: Some(&entry.provider),
+            model: Some(&entry.model),
+            base_url: entry.base_url.as_deref(),
+        };
+        let built = resolve_home(cfg, asked)
+            .and_then(|(resolved, _, _)| reached(resolved))
+            .and_then(|mut endpoint| {
+                if let Some(key) = &entry.api_key {
+                    endpoint.api_key = Some(key.clone());
+                    endpoint.login = None;
+                }
+                if endpoint.login.is_some() {
+                    return Err("a login's provider is not a fallback here".to_string());
+                }
+                RemoteProvider::new(endpoint, timing(cfg))
+            });
+        match built {
+            Ok(p) => fallbacks.push((p, entry.model)),
+            Err(why) => crate::diag!("[model] fallback {} left out: {why}", entry.provider),
+        }
+    }
+    match fallbacks.is_empty() {
+        true => primary,
+        false => Box::new(super::fallback::WithFallbacks::new(primary, fallbacks)),
+    }
+}
+
 /// The provider and model `auxiliary.<task>` of `config` names (a title call's), built as the
 /// configured one is; why it cannot be had.
 pub fn side_provider(
@@ -158,9 +193,7 @@ pub fn side_provider(
         endpoint.api_key = Some(key.to_string());
         endpoint.login = None;
     }
-    let model = side
-        .model
-        .map_or_else(|| endpoint.model.clone(), str::to_string);
+    let model = side.model_for(&endpoint);
     Ok((remote(cfg, endpoint, files, &auth)?, model))
 }
 

@@ -35,10 +35,6 @@ impl Provider for Unreachable {
         self.model = model.to_string();
     }
 
-    fn refusal(&self) -> Option<&str> {
-        Some(&self.why)
-    }
-
     fn start(
         &mut self,
         _req: ModelRequest<'_>,

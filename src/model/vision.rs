@@ -31,9 +31,7 @@ pub fn vision_model(cfg: &Config, config: &Yaml) -> Result<Vision, String> {
     if let Some(key) = side.api_key {
         endpoint.api_key = Some(key.to_string());
     }
-    let model = side
-        .model
-        .map_or_else(|| endpoint.model.clone(), str::to_string);
+    let model = side.model_for(&endpoint);
     Ok(Vision { endpoint, model })
 }
 

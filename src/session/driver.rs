@@ -278,7 +278,6 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
         limits: Default::default(),
     };
     let provider = parts.providers.of(&s.provider);
-    turn.provider_refused = provider.refusal().is_some();
     turn.call = Some(provider.start(req, &mut ctx, now));
     turn.call_started = Some(now);
     if first && !compacting {
@@ -361,17 +360,17 @@ pub(crate) fn end_turn(
         gw.asking().1.cancel_timer(id);
     }
     gw.release_turn_slot(rid);
+    let text = match (status, &error) {
+        ("error", Some(e)) => Some(with_reason(turn.text, e)),
+        _ => (!turn.text.is_empty()).then_some(turn.text),
+    };
     let mut payload = json!({
-        "text": (!turn.text.is_empty()).then_some(turn.text),
+        "text": text,
         "usage": usage,
         "status": status,
     });
     let error_text = error.clone();
     if let Some(e) = error {
-        if turn.provider_refused && status == "error" {
-            // The TUI shows an `error` event (`error: …`); it reads no error off the end.
-            gw.emit(rid, "error", json!({ "message": e }));
-        }
         payload["error"] = json!(e);
     }
     gw.emit(rid, "message.complete", payload);
@@ -419,6 +418,15 @@ pub(crate) fn end_turn(
         return;
     }
     run_next_queued(gw, rid, now);
+}
+
+/// The text a failed turn ends with: what it said, then `Error: <why>` as Hermes' gateway words
+/// a failed turn (the TUI shows only the text; Hermes shows the reason when nothing was said).
+fn with_reason(said: String, why: &str) -> String {
+    match said.trim_end() {
+        "" => format!("Error: {why}"),
+        said => format!("{said}\n\nError: {why}"),
+    }
 }
 
 /// The compaction turn is over: tidy it like any turn, then apply or drop its summary.

@@ -38,9 +38,6 @@ pub struct Turn {
     pub compaction: Option<Box<crate::session::compaction::Job>>,
     /// The turn failed inside the gateway; it ends with this error however it is stopped.
     pub failure: Option<String>,
-    /// Its provider cannot be reached at all (no key, no login): the client is told as an
-    /// `error` event, as Hermes tells of an agent it could not build.
-    pub provider_refused: bool,
     /// Directories snapshotted (or being snapshotted) before a call of this turn changed
     /// them: one checkpoint per directory per turn (`src/checkpoints/`).
     pub checkpointed: Vec<std::path::PathBuf>,
@@ -75,7 +72,6 @@ impl Turn {
             steer: Vec::new(),
             compaction: None,
             failure: None,
-            provider_refused: false,
             checkpointed: Vec::new(),
         }
     }

@@ -96,6 +96,22 @@ pub fn error_lines_after_echo(screen: &str, cmd: &str) -> Vec<String> {
         .collect()
 }
 
+/// The assistant's lines below the last echo of `cmd`, down to the status bar: those that
+/// start with its glyph `┊`, the glyph off and trimmed (an empty one is an answer with no text).
+pub fn assistant_lines_after_echo(screen: &str, cmd: &str) -> Vec<String> {
+    let lines: Vec<&str> = screen.lines().collect();
+    let Some(from) = echo_index(&lines, cmd) else {
+        return Vec::new();
+    };
+    lines[from + 1..]
+        .iter()
+        .map(|l| l.trim())
+        .take_while(|l| !l.starts_with("─ "))
+        .filter_map(|l| l.strip_prefix('┊'))
+        .map(|l| unframed(l).to_string())
+        .collect()
+}
+
 /// Error lines inside the last box drawn on screen (a picker, a pager, a hub).
 pub fn error_lines_in_box(screen: &str) -> Vec<String> {
     let lines: Vec<&str> = screen.lines().collect();
@@ -162,6 +178,16 @@ mod tests {
     fn popup_rows_are_slash_commands_not_the_composer() {
         let s = " ╔═══╗\n ║ ▸ /help   list commands ║\n ║   /history  show ║\n ╚═══╝\n ❯ /he\n 1 tools · 0 skills · /help for commands\n";
         assert_eq!(popup_rows(s), ["/help   list commands", "/history  show"]);
+    }
+
+    #[test]
+    fn assistant_lines_are_read_below_the_echo_to_the_status_bar() {
+        let s = "┊ old answer\n❯ hi\n\n┊ Error: it failed   ┃\n  wrapped on\n┊       ┃\n─ ready │ m\n┊ not this\n";
+        assert_eq!(
+            assistant_lines_after_echo(s, "hi"),
+            ["Error: it failed", ""]
+        );
+        assert!(assistant_lines_after_echo(s, "never typed").is_empty());
     }
 
     #[test]
