@@ -622,3 +622,43 @@ fn a_client_that_comes_back_replays_what_it_missed_and_the_cli_works_beside_the_
     back.close_stdin();
     back.wait_exit(T);
 }
+
+#[test]
+fn a_persistent_gateway_and_a_stdio_gateway_on_one_home_each_refuse_the_others_live_session() {
+    let home = TempHome::new("dt-own");
+    let mut a = client(&home.path);
+    let _daemon = Daemon::of(&home.path);
+    let held_by_daemon = a.create_session(json!({}));
+    completes(&mut a, &held_by_daemon.id, "the daemon's");
+    let mut plain = Gateway::builder().home(&home.path).start();
+    let held_by_plain = plain.create_session(json!({}));
+    completes(&mut plain, &held_by_plain.id, "the plain one's");
+    // A commit that met the other gateway's write lock waits in its journal for the next retry.
+    for stored in [&held_by_daemon.stored, &held_by_plain.stored] {
+        assert!(
+            poll_until(secs(10), || message_rows(&home.db_path(), stored).len()
+                >= 2),
+            "{stored} reached state.db"
+        );
+    }
+    // Each stored session has one writer: the gateway that holds it live.
+    let (code, msg, _) = plain.call_err(
+        "session.resume",
+        json!({"session_id": held_by_daemon.stored}),
+    );
+    assert_eq!(code, 4023, "{msg}");
+    let (code, msg, _) = a.call_err(
+        "session.resume",
+        json!({"session_id": held_by_plain.stored}),
+    );
+    assert_eq!(code, 4023, "{msg}");
+    // Let go (the stdio gateway ends), it is the persistent gateway's to resume.
+    leaves(&mut plain);
+    let resumed = a.call(
+        "session.resume",
+        json!({"session_id": held_by_plain.stored}),
+    );
+    let rid = resumed["session_id"].as_str().expect("resumed").to_string();
+    completes(&mut a, &rid, "mine now");
+    leaves(&mut a);
+}
