@@ -477,6 +477,44 @@ fn a_client_that_stops_reading_is_let_go_and_the_others_go_on() {
 }
 
 #[test]
+fn a_client_flooding_requests_without_reading_holds_no_other_client() {
+    let home = TempHome::new("dt-flood");
+    let start = || {
+        Gateway::builder()
+            .home(&home.path)
+            .env("HERMES_TUI_GATEWAY_PERSISTENT", "on")
+            .env("TUI_GATEWAY_STDOUT_STALL_S", "1")
+            .env("TUI_GATEWAY_OUT_QUEUE", "65536")
+            .start()
+    };
+    let mut a = start();
+    let _daemon = Daemon::of(&home.path);
+    let s = a.create_session(json!({}));
+    let mut flood = start();
+    flood.pause_reading();
+    // Far more requests than its queue holds answers for; it reads none of them.
+    let pings: String = (0..200_000)
+        .map(|i| format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"ping\"}}\n"))
+        .collect();
+    let writer = flood.write_in_background(pings.into_bytes());
+    // The other client's turns go on meanwhile, and the flooding one is let go.
+    let mut turns = 0;
+    let gone = poll_until(secs(60), || {
+        completes(&mut a, &s.id, "beside a flood");
+        turns += 1;
+        flood.try_exit().is_some()
+    });
+    assert!(
+        gone,
+        "the flooding client is let go ({turns} turns beside it)"
+    );
+    assert_eq!(flood.wait_exit(T).code(), Some(1));
+    drop(writer);
+    completes(&mut a, &s.id, "after the flood");
+    leaves(&mut a);
+}
+
+#[test]
 fn a_thousand_clients_at_once_are_each_answered_their_own_requests() {
     use std::os::fd::AsRawFd;
     use tui_gateway::client::Client;
