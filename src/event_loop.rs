@@ -525,8 +525,11 @@ impl Gateway {
                 Incoming::Answer { id, result } => self.on_answer(id, result, from, now),
                 Incoming::Request(mut req) => {
                     req.id = req.id.from_client(from);
-                    // A client that names a session hears it from now on.
-                    if let Some(sid) = req.params.get("session_id").and_then(Value::as_str) {
+                    // A client that names a live session hears it from now on (only live
+                    // ones: what a client names must not grow what is kept for it).
+                    if let Some(sid) = req.params.get("session_id").and_then(Value::as_str)
+                        && self.sessions.get(sid).is_some()
+                    {
                         self.clients.watch(from, sid);
                     }
                     if let Some(req) = crate::methods::skills::hold(self, req) {

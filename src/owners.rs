@@ -309,6 +309,7 @@ impl TurnOwners for Gateway {
     fn session_gone(&mut self, rid: &str, now: Instant) {
         crate::tools::process::session_gone(self, rid, now);
         crate::titles::session_gone(self, rid);
+        self.clients.forget(rid);
     }
     fn retire_session(&mut self, s: Session) {
         self.persist.retire(s);

@@ -1159,12 +1159,9 @@ fn a_delegating_task_counts_its_subagents() {
 }
 
 /// Runs `cmd` (stdout and stderr to files in `dir`) to its end, with a deadline; its exit code,
-/// stdout, stderr and peak resident memory in KiB — the kernel's figure for that child alone
-/// (`wait4`'s `ru_maxrss`), not the test process's other children.
-#[allow(
-    clippy::zombie_processes,
-    reason = "reaped by wait4, which also gives its peak memory"
-)]
+/// stdout, stderr and peak resident memory in KiB — the program's own high-water mark
+/// (`VmHWM`), sampled until it ends.
+#[allow(clippy::zombie_processes, reason = "reaped by waitpid")]
 fn run_measuring_memory(mut cmd: Command, dir: &Path) -> (Option<i32>, String, String, i64) {
     let (out, err) = (dir.join("measured.out"), dir.join("measured.err"));
     cmd.stdout(std::fs::File::create(&out).unwrap())
@@ -1172,11 +1169,15 @@ fn run_measuring_memory(mut cmd: Command, dir: &Path) -> (Option<i32>, String, S
     let child = cmd.spawn().expect("spawn exec");
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
-    // SAFETY: rusage is a plain struct we own, written by the kernel.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // The high-water mark of the exec'd program's own memory, read while it runs: wait4's
+    // ru_maxrss also counts the test process's pages the child shared before its exec.
+    let mut peak_kib = 0;
     let ended = common::procfs::poll_until(std::time::Duration::from_secs(120), || {
-        // SAFETY: waits (without blocking) for our own child; the pointers are to locals.
-        unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) == pid }
+        if let Some((_, hwm)) = common::procfs::rss_hwm_kib(pid as u32) {
+            peak_kib = peak_kib.max(hwm as i64);
+        }
+        // SAFETY: waits (without blocking) for our own child; the pointer is to a local.
+        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) == pid }
     });
     if !ended {
         let _ = nix::sys::signal::kill(
@@ -1190,7 +1191,8 @@ fn run_measuring_memory(mut cmd: Command, dir: &Path) -> (Option<i32>, String, S
     }
     let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
     let read = |p: &Path| std::fs::read_to_string(p).unwrap();
-    (code, read(&out), read(&err), usage.ru_maxrss)
+    assert!(peak_kib > 0, "the run's memory was never read");
+    (code, read(&out), read(&err), peak_kib)
 }
 
 /// A tasks file of a million lines (114 MB) streams: checked and dispatched a line at a time,

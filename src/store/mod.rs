@@ -321,6 +321,10 @@ pub struct OlderRows {
 
 /// How long opening waits for another process's hold on state.db.
 const OPEN_WAIT: Duration = Duration::from_secs(2);
+/// A preparation that failed busy is tried again after this pause, this many times (about
+/// [`OPEN_WAIT`] in all).
+const OPEN_RETRY_PAUSE: Duration = Duration::from_millis(2);
+const OPEN_RETRIES: u32 = 1000;
 
 /// WAL, `synchronous`, the schema and the full-text indexes: the journal mode SQLite ended in
 /// and the indexes; on failure, what failed.
@@ -370,16 +374,14 @@ impl Store {
             .map_err(|e| fail("cannot configure", &e))?;
         // Another gateway preparing the same database at once can make a step fail busy at
         // once, without SQLite's busy wait (the switch to WAL, a read that must become a
-        // write): the preparation is tried again, as the busy wait would, up to its time.
-        let deadline = std::time::Instant::now() + OPEN_WAIT;
+        // write): the preparation is tried again, as the busy wait would, about as long.
+        let mut attempts = 0;
         let (mode, fts) = loop {
             match prepare(&conn, synchronous) {
                 Ok(prepared) => break prepared,
-                Err((_, e))
-                    if error::kind_of(&e) == ErrorKind::Busy
-                        && std::time::Instant::now() < deadline =>
-                {
-                    std::thread::sleep(Duration::from_millis(2));
+                Err((_, e)) if error::kind_of(&e) == ErrorKind::Busy && attempts < OPEN_RETRIES => {
+                    attempts += 1;
+                    std::thread::sleep(OPEN_RETRY_PAUSE);
                 }
                 Err((what, e)) => return Err(fail(what, &e)),
             }
