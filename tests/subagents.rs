@@ -24,15 +24,23 @@ struct Tree {
 }
 
 fn tree_in(home: &TempHome, tag: &str) -> Tree {
+    tree_with(home, tag, &[])
+}
+
+/// A tree whose gateway has these extra environment variables.
+fn tree_with(home: &TempHome, tag: &str, envs: &[(&str, &str)]) -> Tree {
     let m = marker();
     let _reaper = Reaper(format!(".{m}"));
     // A private HOME: `~/…` in a child's command names the test's own folder.
-    let mut g = Gateway::builder()
+    let mut b = Gateway::builder()
         .home(&home.path)
         .env("HOME", home.path.to_str().unwrap())
         .tag(tag)
-        .own_process_group()
-        .start();
+        .own_process_group();
+    for (k, v) in envs {
+        b = b.env(k, v);
+    }
+    let mut g = b.start();
     let s = g.create_session(json!({}));
     Tree {
         g,
@@ -352,6 +360,62 @@ fn one_child_can_be_interrupted_alone() {
         t.g.expect_code("subagent.interrupt", json!({}), 4000),
         "subagent_id required"
     );
+}
+
+#[test]
+fn a_child_past_its_timeout_is_stopped_and_reported_as_timed_out() {
+    let home = TempHome::new("sub-timeout");
+    // config.yaml asks for 0.1 s; the floor (Hermes' 30 s, lowered here) makes it 1 s.
+    let floor = [("TUI_GATEWAY_SUBAGENT_TIMEOUT_FLOOR_S", "1")];
+    let mut t = tree_with(&home, "sub-timeout", &floor);
+    std::fs::write(
+        home.path.join("config.yaml"),
+        "delegation:\n  child_timeout_seconds: 0.1\n",
+    )
+    .unwrap();
+    let tasks = vec![
+        json!({"goal": t.runs("sleep 320.{m}")}),
+        json!({"goal": t.runs("echo quick-{m}")}),
+    ];
+    let (turn, result) = t.delegate(json!({"tasks": tasks}));
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    let slow = &result["results"][0];
+    assert_eq!(slow["status"], "timeout", "{result}");
+    assert_eq!(slow["exit_reason"], "timeout");
+    assert!(slow["summary"].is_null(), "{slow}");
+    let error = slow["error"].as_str().unwrap();
+    assert!(error.contains("timed out after 1.0s"), "{error}");
+    assert_eq!(slow["api_calls"], 1, "{slow}");
+    // Its sibling, done in time, is untouched.
+    assert_eq!(result["results"][1]["status"], "completed", "{result}");
+    let done = of_type(&turn.events, "tool.complete");
+    assert_eq!(
+        done[0]["payload"]["summary"], "2 subagents · 1 completed, 1 timed out",
+        "{:?}",
+        done[0]
+    );
+    // The command it was running is gone, and nothing of it stays in memory.
+    assert_none_left(&format!("320.{}", t.m), T, "a timed-out child's command");
+    assert!(t.active().is_empty());
+    let sid = t.sid.clone();
+    let completes = of_type(&t.g.events_of_session(&sid), "subagent.complete")
+        .into_iter()
+        .map(|e| e["payload"].clone())
+        .collect::<Vec<_>>();
+    let said = completes.iter().find(|p| p["task_index"] == 0).unwrap();
+    assert_eq!(said["status"], "timeout", "{said}");
+    assert_eq!(said["summary"], "");
+    assert!(
+        said["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Timed out after"),
+        "{said}"
+    );
+    // Both children are stored as ended subagents; the parent goes on.
+    assert_eq!(t.stored_children().len(), 2);
+    let next = t.g.run_turn(&sid, "hello again");
+    assert_eq!(next.complete["payload"]["status"], "complete");
 }
 
 #[test]
