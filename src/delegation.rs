@@ -141,6 +141,15 @@ pub(crate) fn subagent_ended(gw: &mut Gateway, end: subagent::End, now: Instant)
         ended,
     } = end;
     gw.emit(&parent_rid, "subagent.complete", ended.complete);
+    // What the child used rolls up into its parent's figures (Hermes' cost rollup).
+    let used = gw.sessions.get(&child_rid).map(|child| {
+        let mut used = subagent::Rollup::default();
+        used.add_child(child);
+        used
+    });
+    if let (Some(used), Some(parent)) = (used, gw.sessions.get_mut(&parent_rid)) {
+        parent.subagents.add(&used);
+    }
     gw.retire(&child_rid, END_REASON, now);
     let board = gw.tools.delegations.clone();
     let finished = {

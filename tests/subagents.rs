@@ -728,3 +728,94 @@ fn a_delegation_journaled_under_a_lock_survives_a_kill() {
         g.stderr_text()
     );
 }
+
+/// Hermes folds its children's cost into the parent's; here the parent's figures stay its own
+/// (what its state.db row holds) and what its subagents used comes beside them, so a sum over
+/// state.db's rows counts every session once.
+#[test]
+fn what_the_children_used_rolls_up_into_the_parents_usage_without_counting_twice() {
+    let home = TempHome::new("sub-usage");
+    // A priced model (GPT-4.1): each child answers at once with 1,000 tokens in, 100 out.
+    let mock = mockai::MockAi::start(move |r| {
+        let messages = r.messages();
+        let system = messages[0]["content"].as_str().unwrap_or("");
+        if system.contains("YOUR TASK:") {
+            return mockai::Reply::text(&["child report"], (1_000, 100));
+        }
+        if messages.last().is_some_and(|m| m["role"] == "tool") {
+            return mockai::Reply::text(&["parent done"], (10, 2));
+        }
+        let tasks = json!({"tasks": [{"goal": "part a"}, {"goal": "part b"}]});
+        call_reply("delegate_task", &tasks, "d1")
+    });
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .tag("sub-usage")
+        .env("OPENAI_BASE_URL", &mock.base_url())
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_MODEL", "gpt-4.1")
+        .start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "split the work");
+    assert_eq!(turn.text, "parent done", "{:?}", turn.events);
+    // The turn's end already carries the rollup (the TUI reads `usage` there).
+    let at_end = &turn.complete["payload"]["usage"];
+    assert_eq!(at_end["subagents"]["count"], 2, "{at_end}");
+
+    let u = g.call("session.usage", json!({"session_id": s.id}));
+    let sub = &u["subagents"];
+    assert_eq!(
+        (&sub["count"], &sub["input"], &sub["output"], &sub["calls"]),
+        (&json!(2), &json!(2_000), &json!(200), &json!(2)),
+        "{u}"
+    );
+    // The parent's own figures are its two calls alone.
+    assert_eq!((&u["input"], &u["calls"]), (&json!(20), &json!(2)), "{u}");
+    let own = u["cost_usd"].as_f64().unwrap();
+    let children = sub["cost_usd"].as_f64().unwrap();
+    assert!(children > 0.0 && own > 0.0, "{u}");
+    let total = u["total_cost_usd"].as_f64().unwrap();
+    assert!((total - (own + children)).abs() < 1e-12, "{u}");
+
+    // state.db: the parent's row holds its own cost, each child's row its own; their sum is
+    // the rolled-up total, counted once.
+    let db = g.db_path();
+    let rows = || -> Option<(f64, f64, i64)> {
+        let db = rusqlite::Connection::open(&db).ok()?;
+        let parent: f64 = db
+            .query_row(
+                "SELECT estimated_cost_usd FROM sessions WHERE id = ?1",
+                [&s.stored],
+                |r| r.get(0),
+            )
+            .ok()?;
+        let (kids, n): (f64, i64) = db
+            .query_row(
+                "SELECT coalesce(sum(estimated_cost_usd), 0), count(*) FROM sessions
+                 WHERE parent_session_id = ?1 AND source = 'subagent'",
+                [&s.stored],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .ok()?;
+        Some((parent, kids, n))
+    };
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+    let mut seen = None;
+    let stored = poll_until(T, || {
+        seen = rows();
+        seen.is_some_and(|(p, k, n)| n == 2 && close(p, own) && close(k, children))
+    });
+    assert!(stored, "state.db rows {seen:?}, usage {u}");
+
+    // `/usage` says it too.
+    let report = g.call(
+        "slash.exec",
+        json!({"command": "usage", "session_id": s.id}),
+    );
+    let text = report["output"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("Subagents") && text.contains("2 ran"),
+        "{report}"
+    );
+    assert!(text.contains("Cost with subagents"), "{report}");
+}

@@ -167,6 +167,58 @@ impl Delegated {
     }
 }
 
+/// What a session's subagents used, every level below it: each ended child's own figures and
+/// what its own children rolled up (so each session counts once). Kept apart from the
+/// session's own figures, which are what its state.db row and `session_model_usage` hold.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rollup {
+    pub count: u64,
+    pub input: u64,
+    pub output: u64,
+    pub reasoning: u64,
+    pub calls: u64,
+    pub cost_usd: Option<f64>,
+}
+
+impl Rollup {
+    /// Fold in the ended subagent `child`: itself and its own subagents.
+    pub fn add_child(&mut self, child: &Session) {
+        let own = Rollup {
+            count: 1,
+            input: child.input_tokens,
+            output: child.output_tokens,
+            reasoning: child.accounting.reasoning_tokens,
+            calls: child.model_calls,
+            cost_usd: child.accounting.cost_usd,
+        };
+        self.add(&own);
+        self.add(&child.subagents);
+    }
+
+    pub fn add(&mut self, o: &Rollup) {
+        self.count += o.count;
+        self.input += o.input;
+        self.output += o.output;
+        self.reasoning += o.reasoning;
+        self.calls += o.calls;
+        if let Some(c) = o.cost_usd {
+            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c);
+        }
+    }
+
+    pub fn json(&self) -> Value {
+        json!({
+            "count": self.count,
+            "input": self.input,
+            "output": self.output,
+            "reasoning": self.reasoning,
+            "total": self.input + self.output,
+            "calls": self.calls,
+            "cost_usd": self.cost_usd,
+        })
+    }
+}
+
 /// How a subagent's turn ended, as its result entry and `subagent.complete` say it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -538,6 +590,21 @@ mod tests {
             budget.entry["error"],
             "stopped after 50 model calls in one turn"
         );
+    }
+
+    #[test]
+    fn a_rollup_counts_every_level_once() {
+        let mut leaf = crate::session::bare_session("l", "sl");
+        (leaf.input_tokens, leaf.model_calls) = (100, 2);
+        leaf.accounting.cost_usd = Some(0.5);
+        let mut orchestrator = crate::session::bare_session("o", "so");
+        (orchestrator.input_tokens, orchestrator.model_calls) = (10, 1);
+        orchestrator.subagents.add_child(&leaf);
+        let mut parent = Rollup::default();
+        parent.add_child(&orchestrator);
+        assert_eq!((parent.count, parent.input, parent.calls), (2, 110, 3));
+        assert_eq!(parent.cost_usd, Some(0.5));
+        assert_eq!(Rollup::default().json()["cost_usd"], Value::Null);
     }
 
     #[test]
