@@ -73,6 +73,8 @@ pub struct Config {
     /// How long a `clarify` question waits for the user's answer (then the model reads that
     /// nobody answered).
     pub clarify_timeout: Duration,
+    /// The least `delegation.child_timeout_seconds` that config.yaml can set (Hermes' 30 s).
+    pub subagent_timeout_floor: Duration,
     /// Install signal handlers (turn off when the host program owns signals).
     pub handle_signals: bool,
     /// Append every frame read and written to this file (`--rpc-log`), one JSON line each.
@@ -126,6 +128,7 @@ impl Default for Config {
             retry_cap: Duration::from_secs(30),
             approval_timeout: Duration::from_secs(300),
             clarify_timeout: Duration::from_secs(300),
+            subagent_timeout_floor: Duration::from_secs(30),
             handle_signals: true,
             rpc_log: None,
             checkpoint_max_files: 50_000,
@@ -369,6 +372,15 @@ const KNOBS: &[Knob] = &[
         show: |c| secs(c.clarify_timeout),
         set: |c, v| {
             c.clarify_timeout = seconds(v, 0.1, 86400.0)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--subagent-timeout-floor",
+        env: "TUI_GATEWAY_SUBAGENT_TIMEOUT_FLOOR_S",
+        show: |c| secs(c.subagent_timeout_floor),
+        set: |c, v| {
+            c.subagent_timeout_floor = seconds(v, 0.1, 86400.0)?;
             Ok(())
         },
     },

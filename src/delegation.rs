@@ -6,7 +6,7 @@
 //! and answers the agents overlay (`delegation.status`, `subagent.interrupt`). The tool's side
 //! and the limits: `tools/delegate.rs`; a child's identity, relay and result: `session/subagent.rs`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -55,6 +55,11 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
         _ => parent.provider.clone(),
     };
     let (base_url, window) = (gw.base_url_of(&provider), gw.context_window_for(&model));
+    // Hermes' floor keeps a mistyped timeout from cutting every child off at once.
+    let floor = gw.cfg.subagent_timeout_floor.as_secs_f64();
+    let timeout = limits
+        .child_timeout
+        .map(|t| Duration::from_secs_f64(t.max(floor)));
     let count = tasks.len();
     for (index, task) in tasks.into_iter().enumerate() {
         let started_at = util::unix_now();
@@ -92,6 +97,8 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
             started: now,
             started_unix: util::unix_now(),
             heard: Default::default(),
+            timeout,
+            timed_out: false,
         };
         let mut start = Value::Object(d.identity(&child.model, &stored));
         start["text"] = json!(task.goal);
@@ -99,7 +106,27 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
         gw.add_session(child);
         gw.mark_dirty(&rid);
         gw.emit(parent_rid, "subagent.start", start);
+        if let Some(t) = timeout {
+            // Fires harmlessly if the child has ended by then (it is no longer in memory).
+            let timer = crate::tools::WorkTimer::SubagentTimeout(rid.clone());
+            gw.timers.insert(now + t, timer);
+        }
         gw.start_prompt(&rid, task.goal, now);
+    }
+}
+
+/// Child `rid` reached its `delegation.child_timeout_seconds`: its turn is stopped (its tools
+/// with it) and its end says it timed out.
+pub(crate) fn timed_out(gw: &mut Gateway, rid: &str, now: Instant) {
+    let Some(d) = gw.sessions.get_mut(rid).and_then(|s| s.delegated.as_mut()) else {
+        return;
+    };
+    d.timed_out = true;
+    if !gw.interrupt_turn(rid, now)
+        && let Some(d) = gw.sessions.get_mut(rid).and_then(|s| s.delegated.as_mut())
+    {
+        // No turn to stop: it had already ended, and that end stands.
+        d.timed_out = false;
     }
 }
 
@@ -114,6 +141,15 @@ pub(crate) fn subagent_ended(gw: &mut Gateway, end: subagent::End, now: Instant)
         ended,
     } = end;
     gw.emit(&parent_rid, "subagent.complete", ended.complete);
+    // What the child used rolls up into its parent's figures (Hermes' cost rollup).
+    let used = gw.sessions.get(&child_rid).map(|child| {
+        let mut used = subagent::Rollup::default();
+        used.add_child(child);
+        used
+    });
+    if let (Some(used), Some(parent)) = (used, gw.sessions.get_mut(&parent_rid)) {
+        parent.subagents.add(&used);
+    }
     gw.retire(&child_rid, END_REASON, now);
     let board = gw.tools.delegations.clone();
     let finished = {

@@ -717,6 +717,7 @@ impl Gateway {
             }
             WorkTimer::ToolWake(job) => self.tools.due.add(job),
             WorkTimer::Mcp(name) => crate::mcp::on_timer(self, &name, now),
+            WorkTimer::SubagentTimeout(rid) => crate::delegation::timed_out(self, &rid, now),
             WorkTimer::ClarifyTimeout(request_id) => {
                 let owner = self.tools.questions.owner_session(&request_id);
                 self.isolated(owner.as_deref(), now, |gw| {

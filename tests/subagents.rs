@@ -24,15 +24,23 @@ struct Tree {
 }
 
 fn tree_in(home: &TempHome, tag: &str) -> Tree {
+    tree_with(home, tag, &[])
+}
+
+/// A tree whose gateway has these extra environment variables.
+fn tree_with(home: &TempHome, tag: &str, envs: &[(&str, &str)]) -> Tree {
     let m = marker();
     let _reaper = Reaper(format!(".{m}"));
     // A private HOME: `~/…` in a child's command names the test's own folder.
-    let mut g = Gateway::builder()
+    let mut b = Gateway::builder()
         .home(&home.path)
         .env("HOME", home.path.to_str().unwrap())
         .tag(tag)
-        .own_process_group()
-        .start();
+        .own_process_group();
+    for (k, v) in envs {
+        b = b.env(k, v);
+    }
+    let mut g = b.start();
     let s = g.create_session(json!({}));
     Tree {
         g,
@@ -355,6 +363,62 @@ fn one_child_can_be_interrupted_alone() {
 }
 
 #[test]
+fn a_child_past_its_timeout_is_stopped_and_reported_as_timed_out() {
+    let home = TempHome::new("sub-timeout");
+    // config.yaml asks for 0.1 s; the floor (Hermes' 30 s, lowered here) makes it 1 s.
+    let floor = [("TUI_GATEWAY_SUBAGENT_TIMEOUT_FLOOR_S", "1")];
+    let mut t = tree_with(&home, "sub-timeout", &floor);
+    std::fs::write(
+        home.path.join("config.yaml"),
+        "delegation:\n  child_timeout_seconds: 0.1\n",
+    )
+    .unwrap();
+    let tasks = vec![
+        json!({"goal": t.runs("sleep 320.{m}")}),
+        json!({"goal": t.runs("echo quick-{m}")}),
+    ];
+    let (turn, result) = t.delegate(json!({"tasks": tasks}));
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    let slow = &result["results"][0];
+    assert_eq!(slow["status"], "timeout", "{result}");
+    assert_eq!(slow["exit_reason"], "timeout");
+    assert!(slow["summary"].is_null(), "{slow}");
+    let error = slow["error"].as_str().unwrap();
+    assert!(error.contains("timed out after 1.0s"), "{error}");
+    assert_eq!(slow["api_calls"], 1, "{slow}");
+    // Its sibling, done in time, is untouched.
+    assert_eq!(result["results"][1]["status"], "completed", "{result}");
+    let done = of_type(&turn.events, "tool.complete");
+    assert_eq!(
+        done[0]["payload"]["summary"], "2 subagents · 1 completed, 1 timed out",
+        "{:?}",
+        done[0]
+    );
+    // The command it was running is gone, and nothing of it stays in memory.
+    assert_none_left(&format!("320.{}", t.m), T, "a timed-out child's command");
+    assert!(t.active().is_empty());
+    let sid = t.sid.clone();
+    let completes = of_type(&t.g.events_of_session(&sid), "subagent.complete")
+        .into_iter()
+        .map(|e| e["payload"].clone())
+        .collect::<Vec<_>>();
+    let said = completes.iter().find(|p| p["task_index"] == 0).unwrap();
+    assert_eq!(said["status"], "timeout", "{said}");
+    assert_eq!(said["summary"], "");
+    assert!(
+        said["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Timed out after"),
+        "{said}"
+    );
+    // Both children are stored as ended subagents; the parent goes on.
+    assert_eq!(t.stored_children().len(), 2);
+    let next = t.g.run_turn(&sid, "hello again");
+    assert_eq!(next.complete["payload"]["status"], "complete");
+}
+
+#[test]
 fn a_kill_mid_batch_leaves_nothing_running_and_valid_transcripts() {
     let home = TempHome::new("sub-kill");
     let mut t = tree_in(&home, "sub-kill");
@@ -663,4 +727,95 @@ fn a_delegation_journaled_under_a_lock_survives_a_kill() {
         "{texts:?}\n{}",
         g.stderr_text()
     );
+}
+
+/// Hermes folds its children's cost into the parent's; here the parent's figures stay its own
+/// (what its state.db row holds) and what its subagents used comes beside them, so a sum over
+/// state.db's rows counts every session once.
+#[test]
+fn what_the_children_used_rolls_up_into_the_parents_usage_without_counting_twice() {
+    let home = TempHome::new("sub-usage");
+    // A priced model (GPT-4.1): each child answers at once with 1,000 tokens in, 100 out.
+    let mock = mockai::MockAi::start(move |r| {
+        let messages = r.messages();
+        let system = messages[0]["content"].as_str().unwrap_or("");
+        if system.contains("YOUR TASK:") {
+            return mockai::Reply::text(&["child report"], (1_000, 100));
+        }
+        if messages.last().is_some_and(|m| m["role"] == "tool") {
+            return mockai::Reply::text(&["parent done"], (10, 2));
+        }
+        let tasks = json!({"tasks": [{"goal": "part a"}, {"goal": "part b"}]});
+        call_reply("delegate_task", &tasks, "d1")
+    });
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .tag("sub-usage")
+        .env("OPENAI_BASE_URL", &mock.base_url())
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_MODEL", "gpt-4.1")
+        .start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "split the work");
+    assert_eq!(turn.text, "parent done", "{:?}", turn.events);
+    // The turn's end already carries the rollup (the TUI reads `usage` there).
+    let at_end = &turn.complete["payload"]["usage"];
+    assert_eq!(at_end["subagents"]["count"], 2, "{at_end}");
+
+    let u = g.call("session.usage", json!({"session_id": s.id}));
+    let sub = &u["subagents"];
+    assert_eq!(
+        (&sub["count"], &sub["input"], &sub["output"], &sub["calls"]),
+        (&json!(2), &json!(2_000), &json!(200), &json!(2)),
+        "{u}"
+    );
+    // The parent's own figures are its two calls alone.
+    assert_eq!((&u["input"], &u["calls"]), (&json!(20), &json!(2)), "{u}");
+    let own = u["cost_usd"].as_f64().unwrap();
+    let children = sub["cost_usd"].as_f64().unwrap();
+    assert!(children > 0.0 && own > 0.0, "{u}");
+    let total = u["total_cost_usd"].as_f64().unwrap();
+    assert!((total - (own + children)).abs() < 1e-12, "{u}");
+
+    // state.db: the parent's row holds its own cost, each child's row its own; their sum is
+    // the rolled-up total, counted once.
+    let db = g.db_path();
+    let rows = || -> Option<(f64, f64, i64)> {
+        let db = rusqlite::Connection::open(&db).ok()?;
+        let parent: f64 = db
+            .query_row(
+                "SELECT estimated_cost_usd FROM sessions WHERE id = ?1",
+                [&s.stored],
+                |r| r.get(0),
+            )
+            .ok()?;
+        let (kids, n): (f64, i64) = db
+            .query_row(
+                "SELECT coalesce(sum(estimated_cost_usd), 0), count(*) FROM sessions
+                 WHERE parent_session_id = ?1 AND source = 'subagent'",
+                [&s.stored],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .ok()?;
+        Some((parent, kids, n))
+    };
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+    let mut seen = None;
+    let stored = poll_until(T, || {
+        seen = rows();
+        seen.is_some_and(|(p, k, n)| n == 2 && close(p, own) && close(k, children))
+    });
+    assert!(stored, "state.db rows {seen:?}, usage {u}");
+
+    // `/usage` says it too.
+    let report = g.call(
+        "slash.exec",
+        json!({"command": "usage", "session_id": s.id}),
+    );
+    let text = report["output"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("Subagents") && text.contains("2 ran"),
+        "{report}"
+    );
+    assert!(text.contains("Cost with subagents"), "{report}");
 }

@@ -80,14 +80,29 @@ fn status(s: &Session) -> String {
 }
 
 fn usage(s: &Session) -> String {
-    rows(&[
+    let mut rows = vec![
         ("Model", s.model.clone()),
         ("Input tokens", s.input_tokens.to_string()),
         ("Output tokens", s.output_tokens.to_string()),
         ("Total", (s.input_tokens + s.output_tokens).to_string()),
         ("Model calls", s.model_calls.to_string()),
         ("Cost", cost(s)),
-    ])
+    ];
+    let r = &s.subagents;
+    if r.count > 0 {
+        let spent = r.cost_usd.map_or(String::new(), |c| format!(", ~${c:.4}"));
+        rows.push((
+            "Subagents",
+            format!(
+                "{} ran: {} in / {} out tokens, {} model calls{spent}",
+                r.count, r.input, r.output, r.calls
+            ),
+        ));
+        if let Some(total) = s.usage()["total_cost_usd"].as_f64() {
+            rows.push(("Cost with subagents", format!("~${total:.4}")));
+        }
+    }
+    self::rows(&rows)
 }
 
 /// The session's cost and how sure it is (the stock TUI's `/usage` panel shows no cost).

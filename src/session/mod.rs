@@ -121,6 +121,8 @@ pub struct Session {
     pub overlay: Option<String>,
     /// A subagent: the `delegate_task` call it works for, and what its parent's client heard.
     pub delegated: Option<subagent::Delegated>,
+    /// What its ended subagents used (in memory: each child's own row holds its figures).
+    pub subagents: subagent::Rollup,
 }
 
 /// Who waits for a background session's answer.
@@ -195,6 +197,7 @@ impl Session {
             lease: None,
             overlay: None,
             delegated: None,
+            subagents: Default::default(),
         }
     }
 
@@ -278,6 +281,16 @@ impl Session {
             "model_ms": self.model_time.as_millis() as u64,
             "compressions": self.compressions,
         });
+        // Hermes folds its children's cost into the session's; ours stays the session's own
+        // (what its stored row holds) and the rolled-up figures come beside it.
+        if self.subagents.count > 0 {
+            u["subagents"] = self.subagents.json();
+            let total = match (self.accounting.cost_usd, self.subagents.cost_usd) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+            };
+            u["total_cost_usd"] = json!(total);
+        }
         if self.context_max > 0 {
             u["context_used"] = json!(self.context_used);
             u["context_max"] = json!(self.context_max);

@@ -46,6 +46,10 @@ pub struct Delegated {
     pub started_unix: f64,
     /// What its parent's client heard of it so far.
     pub heard: Heard,
+    /// How long it may run (`delegation.child_timeout_seconds`, floored), if limited.
+    pub timeout: Option<std::time::Duration>,
+    /// It was stopped at that timeout.
+    pub timed_out: bool,
 }
 
 /// A subagent's relay state: tools started, and what waits for the next note.
@@ -163,6 +167,58 @@ impl Delegated {
     }
 }
 
+/// What a session's subagents used, every level below it: each ended child's own figures and
+/// what its own children rolled up (so each session counts once). Kept apart from the
+/// session's own figures, which are what its state.db row and `session_model_usage` hold.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rollup {
+    pub count: u64,
+    pub input: u64,
+    pub output: u64,
+    pub reasoning: u64,
+    pub calls: u64,
+    pub cost_usd: Option<f64>,
+}
+
+impl Rollup {
+    /// Fold in the ended subagent `child`: itself and its own subagents.
+    pub fn add_child(&mut self, child: &Session) {
+        let own = Rollup {
+            count: 1,
+            input: child.input_tokens,
+            output: child.output_tokens,
+            reasoning: child.accounting.reasoning_tokens,
+            calls: child.model_calls,
+            cost_usd: child.accounting.cost_usd,
+        };
+        self.add(&own);
+        self.add(&child.subagents);
+    }
+
+    pub fn add(&mut self, o: &Rollup) {
+        self.count += o.count;
+        self.input += o.input;
+        self.output += o.output;
+        self.reasoning += o.reasoning;
+        self.calls += o.calls;
+        if let Some(c) = o.cost_usd {
+            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c);
+        }
+    }
+
+    pub fn json(&self) -> Value {
+        json!({
+            "count": self.count,
+            "input": self.input,
+            "output": self.output,
+            "reasoning": self.reasoning,
+            "total": self.input + self.output,
+            "calls": self.calls,
+            "cost_usd": self.cost_usd,
+        })
+    }
+}
+
 /// How a subagent's turn ended, as its result entry and `subagent.complete` say it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -170,6 +226,8 @@ pub enum Outcome {
     /// It ended without an answer, or on an error.
     Failed,
     Interrupted,
+    /// Stopped at `delegation.child_timeout_seconds`.
+    TimedOut,
 }
 
 /// What a subagent's end hands back: the parent call's result entry and the parent client's
@@ -204,6 +262,7 @@ pub fn ended(s: &Session, d: &Delegated, status: &str, error: Option<&str>, now:
         .unwrap_or_default();
     let stopped_at_budget = error.is_some_and(|e| e.starts_with("stopped after"));
     let outcome = match status {
+        "interrupted" if d.timed_out => Outcome::TimedOut,
         "interrupted" => Outcome::Interrupted,
         "complete" if !answer.trim().is_empty() && answer.trim() != "(empty)" => Outcome::Completed,
         _ => Outcome::Failed,
@@ -211,11 +270,17 @@ pub fn ended(s: &Session, d: &Delegated, status: &str, error: Option<&str>, now:
     let (status_word, exit_reason) = match outcome {
         Outcome::Completed => ("completed", "completed"),
         Outcome::Interrupted => ("interrupted", "interrupted"),
+        Outcome::TimedOut => ("timeout", "timeout"),
         Outcome::Failed if stopped_at_budget => ("failed", "max_iterations"),
         Outcome::Failed => ("failed", "error"),
     };
     let duration = (now.saturating_duration_since(d.started).as_secs_f64() * 100.0).round() / 100.0;
-    let summary = crate::tools::delegate::clip_summary(&answer, &s.stored_id);
+    // A child cut off by its timeout has no report (Hermes: summary null); its partial
+    // transcript stays in its stored session.
+    let summary = match outcome {
+        Outcome::TimedOut => Value::Null,
+        _ => json!(crate::tools::delegate::clip_summary(&answer, &s.stored_id)),
+    };
     let mut entry = json!({
         "task_index": d.task_index,
         "status": status_word,
@@ -231,6 +296,12 @@ pub fn ended(s: &Session, d: &Delegated, status: &str, error: Option<&str>, now:
     let why = match outcome {
         Outcome::Completed => None,
         Outcome::Interrupted => Some("interrupted before it finished".to_string()),
+        Outcome::TimedOut => Some(format!(
+            "Subagent timed out after {}s (delegation.child_timeout_seconds) with {} model \
+             call(s) made; it was stopped and its commands ended.",
+            seconds_text(d.timeout.unwrap_or_default().as_secs_f64()),
+            s.model_calls
+        )),
         Outcome::Failed => Some(
             error
                 .map(str::to_string)
@@ -241,14 +312,24 @@ pub fn ended(s: &Session, d: &Delegated, status: &str, error: Option<&str>, now:
         entry["error"] = json!(why);
     }
     let mut complete = d.identity(&s.model, &s.stored_id);
-    let said = if answer.is_empty() {
-        why.unwrap_or_default()
-    } else {
-        answer
+    let (summary_said, said) = match outcome {
+        // Hermes' timeout note: an empty summary, the time in the preview.
+        Outcome::TimedOut => (
+            String::new(),
+            format!("Timed out after {}s", seconds_text(duration)),
+        ),
+        _ if answer.is_empty() => {
+            let why = why.unwrap_or_default();
+            (why.clone(), why)
+        }
+        _ => (answer.clone(), answer),
     };
     for (k, v) in [
         ("status", json!(status_word)),
-        ("summary", json!(util::clip(&said, COMPLETE_SUMMARY))),
+        (
+            "summary",
+            json!(util::clip(&summary_said, COMPLETE_SUMMARY)),
+        ),
         ("text", json!(util::clip(&said, COMPLETE_PREVIEW))),
         ("duration_seconds", json!(duration)),
         ("input_tokens", json!(s.input_tokens)),
@@ -264,6 +345,15 @@ pub fn ended(s: &Session, d: &Delegated, status: &str, error: Option<&str>, now:
     Ended {
         entry,
         complete: Value::Object(complete),
+    }
+}
+
+/// Seconds as Python prints a float (`30.0`, `1.25`), the way Hermes' timeout texts say them.
+fn seconds_text(secs: f64) -> String {
+    if secs.fract() == 0.0 {
+        format!("{secs:.1}")
+    } else {
+        format!("{secs}")
     }
 }
 
@@ -399,6 +489,8 @@ mod tests {
             started: now,
             started_unix: 0.0,
             heard: Heard::default(),
+            timeout: None,
+            timed_out: false,
         }
     }
 
@@ -498,6 +590,21 @@ mod tests {
             budget.entry["error"],
             "stopped after 50 model calls in one turn"
         );
+    }
+
+    #[test]
+    fn a_rollup_counts_every_level_once() {
+        let mut leaf = crate::session::bare_session("l", "sl");
+        (leaf.input_tokens, leaf.model_calls) = (100, 2);
+        leaf.accounting.cost_usd = Some(0.5);
+        let mut orchestrator = crate::session::bare_session("o", "so");
+        (orchestrator.input_tokens, orchestrator.model_calls) = (10, 1);
+        orchestrator.subagents.add_child(&leaf);
+        let mut parent = Rollup::default();
+        parent.add_child(&orchestrator);
+        assert_eq!((parent.count, parent.input, parent.calls), (2, 110, 3));
+        assert_eq!(parent.cost_usd, Some(0.5));
+        assert_eq!(Rollup::default().json()["cost_usd"], Value::Null);
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub const BLOCKED_FOR_CHILDREN: [&str; 6] = [
 /// bounded refusal rather than a thousand sessions from one answer.
 pub const HARD_MAX_CHILDREN: usize = 64;
 
+/// The longest `child_timeout_seconds` honoured (30 days).
+const MAX_CHILD_TIMEOUT: f64 = 30.0 * 86_400.0;
+
 /// A summary longer than this is clipped before it enters the parent's context (Hermes'
 /// default budget); the whole text stays in the child's stored session.
 const MAX_SUMMARY_CHARS: usize = 24_000;
@@ -51,6 +54,10 @@ pub struct Limits {
     /// The model and provider children run on (`model`, `provider`; unset: the parent's).
     pub model: Option<String>,
     pub provider: Option<String>,
+    /// Seconds a child may run before it is stopped (`child_timeout_seconds`, else Hermes'
+    /// `DELEGATION_CHILD_TIMEOUT_SECONDS`; unset, 0 or negative: no timeout). The floor is
+    /// applied at spawn (`--subagent-timeout-floor`).
+    pub child_timeout: Option<f64>,
 }
 
 impl Default for Limits {
@@ -63,6 +70,7 @@ impl Default for Limits {
             orchestrators: true,
             model: None,
             provider: None,
+            child_timeout: None,
         }
     }
 }
@@ -71,7 +79,12 @@ impl Limits {
     /// The limits `$HERMES_HOME/config.yaml` sets (defaults where it is absent or unreadable).
     pub fn load(home: &Path) -> Limits {
         let doc = crate::config_file::load(home).unwrap_or(Yaml::Null);
-        Limits::from_config(&doc)
+        let mut limits = Limits::from_config(&doc);
+        if !timeout_set(&doc) {
+            let env = std::env::var("DELEGATION_CHILD_TIMEOUT_SECONDS").unwrap_or_default();
+            limits.child_timeout = seconds_of(&Yaml::String(env)).and_then(positive);
+        }
+        limits
     }
 
     pub fn from_config(doc: &Yaml) -> Limits {
@@ -94,8 +107,36 @@ impl Limits {
             orchestrators: flag("orchestrator_enabled", true),
             model: crate::config_file::string_at(doc, "delegation.model"),
             provider: crate::config_file::string_at(doc, "delegation.provider"),
+            child_timeout: seconds_of(at("child_timeout_seconds")).and_then(positive),
         }
     }
+}
+
+/// config.yaml holds a readable `delegation.child_timeout_seconds` (else, as Hermes, the
+/// environment's is read).
+fn timeout_set(doc: &Yaml) -> bool {
+    seconds_of(crate::config_file::lookup(
+        doc,
+        "delegation.child_timeout_seconds",
+    ))
+    .is_some()
+}
+
+/// A number of seconds as config.yaml or the environment writes it.
+fn seconds_of(v: &Yaml) -> Option<f64> {
+    match v {
+        Yaml::Integer(n) => Some(*n as f64),
+        Yaml::Real(_) => v.as_f64(),
+        Yaml::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    }
+    .filter(|n| n.is_finite())
+}
+
+/// A timeout of 0 or less is none (Hermes: disabled); a huge one is a month (a deadline the
+/// clock can hold).
+fn positive(n: f64) -> Option<f64> {
+    (n > 0.0).then_some(n.min(MAX_CHILD_TIMEOUT))
 }
 
 /// One goal handed to a child.
@@ -206,10 +247,14 @@ impl Batch {
         }
         let count = |status: &str| results.iter().filter(|r| r["status"] == status).count();
         let (completed, interrupted) = (count("completed"), count("interrupted"));
-        let failed = results.len() - completed - interrupted;
+        let timed_out = count("timeout");
+        let failed = results.len() - completed - interrupted - timed_out;
         let mut said = vec![format!("{completed} completed")];
         if failed > 0 {
             said.push(format!("{failed} failed"));
+        }
+        if timed_out > 0 {
+            said.push(format!("{timed_out} timed out"));
         }
         if interrupted > 0 {
             said.push(format!("{interrupted} interrupted"));
@@ -445,6 +490,19 @@ mod tests {
         assert_eq!(l.max_iterations, 7);
         assert!(l.auto_approve && l.orchestrators);
         assert_eq!(Limits::from_config(&Yaml::Null), Limits::default());
+        let timeout = |text: &str| {
+            let doc = crate::config_file::parse(&format!("delegation:\n  {text}\n")).unwrap();
+            Limits::from_config(&doc).child_timeout
+        };
+        assert_eq!(timeout("child_timeout_seconds: 90"), Some(90.0));
+        assert_eq!(timeout("child_timeout_seconds: '2.5'"), Some(2.5));
+        assert_eq!(timeout("child_timeout_seconds: 0"), None);
+        assert_eq!(timeout("child_timeout_seconds: -3"), None);
+        assert_eq!(timeout("child_timeout_seconds: soon"), None);
+        assert_eq!(
+            timeout("child_timeout_seconds: 1e300"),
+            Some(MAX_CHILD_TIMEOUT)
+        );
     }
 
     #[test]

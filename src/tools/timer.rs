@@ -22,4 +22,6 @@ pub enum WorkTimer {
     ClarifyTimeout(String),
     /// An MCP server's connect deadline or restart is due.
     Mcp(String),
+    /// A subagent (this runtime id) reached `delegation.child_timeout_seconds`.
+    SubagentTimeout(String),
 }
