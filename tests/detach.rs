@@ -64,6 +64,17 @@ fn leaves(c: &mut Gateway) {
     assert_eq!(c.wait_exit(T).code(), Some(0), "{}", c.diag());
 }
 
+/// A client of `home`'s persistent gateway that it starts with a 64 KiB out-queue per client
+/// and a one-second stall rule (a client that does not read is let go soon).
+fn small_queue_client(home: &Path) -> Gateway {
+    Gateway::builder()
+        .home(home)
+        .env("HERMES_TUI_GATEWAY_PERSISTENT", "on")
+        .env("TUI_GATEWAY_STDOUT_STALL_S", "1")
+        .env("TUI_GATEWAY_OUT_QUEUE", "65536")
+        .start()
+}
+
 fn assistant_says(db: &Path, stored: &str, needle: &str) -> bool {
     message_rows(db, stored)
         .iter()
@@ -442,14 +453,7 @@ fn an_approval_goes_to_every_client_of_its_session_and_the_first_answer_wins() {
 #[test]
 fn a_client_that_stops_reading_is_let_go_and_the_others_go_on() {
     let home = TempHome::new("dt-slow");
-    let start = || {
-        Gateway::builder()
-            .home(&home.path)
-            .env("HERMES_TUI_GATEWAY_PERSISTENT", "on")
-            .env("TUI_GATEWAY_STDOUT_STALL_S", "1")
-            .env("TUI_GATEWAY_OUT_QUEUE", "65536")
-            .start()
-    };
+    let start = || small_queue_client(&home.path);
     let mut a = start();
     let _daemon = Daemon::of(&home.path);
     let s = a.create_session(json!({}));
@@ -479,14 +483,7 @@ fn a_client_that_stops_reading_is_let_go_and_the_others_go_on() {
 #[test]
 fn a_client_flooding_requests_without_reading_holds_no_other_client() {
     let home = TempHome::new("dt-flood");
-    let start = || {
-        Gateway::builder()
-            .home(&home.path)
-            .env("HERMES_TUI_GATEWAY_PERSISTENT", "on")
-            .env("TUI_GATEWAY_STDOUT_STALL_S", "1")
-            .env("TUI_GATEWAY_OUT_QUEUE", "65536")
-            .start()
-    };
+    let start = || small_queue_client(&home.path);
     let mut a = start();
     let _daemon = Daemon::of(&home.path);
     let s = a.create_session(json!({}));
