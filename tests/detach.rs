@@ -64,6 +64,16 @@ fn leaves(c: &mut Gateway) {
     assert_eq!(c.wait_exit(T).code(), Some(0), "{}", c.diag());
 }
 
+/// A client of `home`'s persistent gateway whose `~` is `home` too (a command naming `~` stays
+/// in the test's own folder).
+fn client_with_home_dir(home: &Path) -> Gateway {
+    Gateway::builder()
+        .home(home)
+        .env("HOME", home.to_str().unwrap())
+        .env("HERMES_TUI_GATEWAY_PERSISTENT", "on")
+        .start()
+}
+
 /// A client of `home`'s persistent gateway that it starts with a 64 KiB out-queue per client
 /// and a one-second stall rule (a client that does not read is let go soon).
 fn small_queue_client(home: &Path) -> Gateway {
@@ -195,14 +205,7 @@ fn an_approval_left_unanswered_by_a_client_that_left_is_asked_of_the_next_one() 
     let scratch = home.path.join("scratch-dt");
     std::fs::create_dir_all(&scratch).unwrap();
     std::fs::write(scratch.join("f"), "x").unwrap();
-    let home_str = home.path.to_str().unwrap();
-    let start = || {
-        Gateway::builder()
-            .home(&home.path)
-            .env("HOME", home_str)
-            .env("HERMES_TUI_GATEWAY_PERSISTENT", "on")
-            .start()
-    };
+    let start = || client_with_home_dir(&home.path);
     let mut a = start();
     let _daemon = Daemon::of(&home.path);
     let s = a.create_session(json!({}));
@@ -379,14 +382,7 @@ fn an_approval_goes_to_every_client_of_its_session_and_the_first_answer_wins() {
     let home = TempHome::new("dt-both");
     let scratch = home.path.join("scratch-both");
     std::fs::create_dir_all(&scratch).unwrap();
-    let home_str = home.path.to_str().unwrap();
-    let start = || {
-        Gateway::builder()
-            .home(&home.path)
-            .env("HOME", home_str)
-            .env("HERMES_TUI_GATEWAY_PERSISTENT", "on")
-            .start()
-    };
+    let start = || client_with_home_dir(&home.path);
     let mut a = start();
     let _daemon = Daemon::of(&home.path);
     let s = a.create_session(json!({}));

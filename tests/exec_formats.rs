@@ -496,37 +496,17 @@ fn hermes_reads_the_jsonl_export_back() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let ours: Value = serde_json::from_slice(&out.stdout).unwrap();
     let export = e.write("export.jsonl", &text(&out.stdout));
-    let stubs = e.dir().join("py-stubs");
-    std::fs::create_dir_all(stubs.join("agent")).unwrap();
-    std::fs::write(
-        stubs.join("agent/memory_manager.py"),
-        "def sanitize_context(text, *args, **kwargs):\n    return text\n",
-    )
-    .unwrap();
-    let program = format!(
-        "import sys, json, pathlib\nsys.path[:0] = [{reference:?}, {stubs:?}]\n\
-         import hermes_state\n\
-         db = hermes_state.SessionDB(pathlib.Path({db:?}))\n\
-         rows = [json.loads(l) for l in open({export:?})]\n\
-         print(json.dumps(db.import_sessions(rows)))\n\
-         print(json.dumps(db.export_session(rows[0]['id'])))\n",
-        reference = reference.to_str().unwrap(),
-        stubs = stubs.to_str().unwrap(),
-        db = e.dir().join("hermes-state.db").to_str().unwrap(),
-        export = export.to_str().unwrap(),
+    let said = hermes_state_says(
+        &e,
+        &reference,
+        &e.dir().join("hermes-state.db"),
+        &format!(
+            "rows = [json.loads(l) for l in open({export:?})]\n\
+             print(json.dumps(db.import_sessions(rows)))\n\
+             print(json.dumps(db.export_session(rows[0]['id'])))\n",
+            export = export.to_str().unwrap(),
+        ),
     );
-    let child = Command::new("python3")
-        .arg("-c")
-        .arg(program)
-        .env("HERMES_HOME", e.dir().join("hermes-home"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = finish(child);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let said = json_lines(&out.stdout);
     assert_eq!(said[0]["imported"], 1, "{}", said[0]);
     let theirs = &said[1];
     for key in [
@@ -1048,36 +1028,14 @@ fn merge_joins_the_shards_session_stores_into_one_state_db() {
         eprintln!("skipped the Hermes part: no Hermes reference Python beside the repository");
         return;
     };
-    let stubs = e.dir().join("py-stubs");
-    std::fs::create_dir_all(stubs.join("agent")).unwrap();
-    std::fs::write(
-        stubs.join("agent/memory_manager.py"),
-        "def sanitize_context(text, *args, **kwargs):\n    return text\n",
-    )
-    .unwrap();
-    let program = format!(
-        "import sys, json, pathlib\nsys.path[:0] = [{reference:?}, {stubs:?}]\n\
-         import hermes_state\n\
-         db = hermes_state.SessionDB(pathlib.Path({db:?}))\n\
-         rows = db.list_sessions_rich(limit=100)\n\
+    let said = hermes_state_says(
+        &e,
+        &reference,
+        &merged,
+        "rows = db.list_sessions_rich(limit=100)\n\
          print(json.dumps(sorted(r['id'] for r in rows)))\n\
          print(json.dumps(sum(len(db.get_messages(r['id'])) for r in rows)))\n",
-        reference = reference.to_str().unwrap(),
-        stubs = stubs.to_str().unwrap(),
-        db = merged.to_str().unwrap(),
     );
-    let child = Command::new("python3")
-        .arg("-c")
-        .arg(program)
-        .env("HERMES_HOME", e.dir().join("hermes-home"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = finish(child);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let said = json_lines(&out.stdout);
     assert_eq!(said[0], json!(stored));
     assert_eq!(said[1], shard_messages);
 }
@@ -1163,4 +1121,36 @@ fn a_session_with_subagents_exports_as_trajectories_harbor_accepts() {
     }
     echoed.sort();
     assert_eq!(echoed, ["echo sub-one", "echo sub-two"]);
+}
+
+/// Runs `body` in Hermes' reference Python with `db` open as `db` (its `hermes_state.SessionDB`;
+/// one module it imports stubbed), and returns the JSON lines it printed.
+fn hermes_state_says(e: &Exec, reference: &Path, db: &Path, body: &str) -> Vec<Value> {
+    let stubs = e.dir().join("py-stubs");
+    std::fs::create_dir_all(stubs.join("agent")).unwrap();
+    std::fs::write(
+        stubs.join("agent/memory_manager.py"),
+        "def sanitize_context(text, *args, **kwargs):\n    return text\n",
+    )
+    .unwrap();
+    let program = format!(
+        "import sys, json, pathlib\nsys.path[:0] = [{reference:?}, {stubs:?}]\n\
+         import hermes_state\n\
+         db = hermes_state.SessionDB(pathlib.Path({db:?}))\n{body}",
+        reference = reference.to_str().unwrap(),
+        stubs = stubs.to_str().unwrap(),
+        db = db.to_str().unwrap(),
+    );
+    let child = Command::new("python3")
+        .arg("-c")
+        .arg(program)
+        .env("HERMES_HOME", e.dir().join("hermes-home"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = finish(child);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    json_lines(&out.stdout)
 }

@@ -156,7 +156,7 @@ impl ClientConn {
     }
 
     /// Whether a client is there to read what is queued.
-    fn attached(&self) -> bool {
+    fn output_alive(&self) -> bool {
         !self.output_dead
     }
 
@@ -265,7 +265,7 @@ impl ClientConn {
     /// An answer a client waits on that announces nothing (a `ping`'s): ahead of every queued
     /// frame, written before the iteration's other work ([`ClientConn::write_urgent`]).
     pub fn push_urgent(&mut self, frame: Vec<u8>) {
-        if self.attached() {
+        if self.output_alive() {
             self.out.push_urgent(frame);
         }
     }
@@ -356,22 +356,22 @@ impl ClientConn {
 // With no client to read them (its output dead), frames are dropped, not queued.
 impl Outbox for ClientConn {
     fn answer(&mut self, id: &frame::Id, result: &Value) {
-        if self.attached() {
+        if self.output_alive() {
             self.out.push(frame::response(id, result));
         }
     }
     fn error(&mut self, id: &frame::Id, err: &RpcError) {
-        if self.attached() {
+        if self.output_alive() {
             self.out.push(frame::error(id, err));
         }
     }
     fn event(&mut self, _session_id: &str, params: &str) {
-        if self.attached() {
+        if self.output_alive() {
             self.out.push(frame::event_frame(params));
         }
     }
     fn delta(&mut self, session_id: &str, seq: u64, text: &str) {
-        if self.attached() {
+        if self.output_alive() {
             self.out.push_delta(session_id, seq, text);
         }
     }
@@ -379,7 +379,7 @@ impl Outbox for ClientConn {
         self.server_requests
     }
     fn server_request(&mut self, id: &str, method: &str, params: &Value) {
-        if self.attached() {
+        if self.output_alive() {
             self.out.push(frame::server_request(id, method, params));
         }
     }
