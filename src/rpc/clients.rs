@@ -190,11 +190,6 @@ impl Clients {
         self.list.iter().map(|c| c.conn.queued_bytes()).sum()
     }
 
-    /// Whether released frames wait for a live output.
-    pub fn has_released(&self) -> bool {
-        self.list.iter().any(|c| c.conn.has_released())
-    }
-
     /// Whether released frames wait for an output the poll cannot report writable.
     pub fn unpolled_released(&self) -> bool {
         self.list
