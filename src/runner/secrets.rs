@@ -49,44 +49,77 @@ pub fn is_secret_name(name: &str) -> bool {
         || upper.starts_with("OP_SESSION_")
 }
 
-/// Patterns of secrets inside a value; the span to hide is the first group when there is one.
-/// The second list is matched against the value lower-cased.
-fn value_patterns() -> &'static [Vec<Regex>; 2] {
-    static PATTERNS: OnceLock<[Vec<Regex>; 2]> = OnceLock::new();
-    let compile = |list: &[&str]| -> Vec<Regex> {
-        list.iter()
-            .map(|p| Regex::new(p).expect("a secret pattern compiles"))
-            .collect()
-    };
-    PATTERNS.get_or_init(|| {
-        [
-            compile(&[
-                // user info with a password in a URL: postgres://app:pw@db, http://u:p@proxy
-                r"[A-Za-z][A-Za-z0-9+.\-]*://([^/?#@\s:]*:[^/?#@\s]+)@",
-                // a long token standing as the user: https://<key>@sentry.example
-                r"[A-Za-z][A-Za-z0-9+.\-]*://([A-Za-z0-9_\-]{20,})@",
-                r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{10,}",
-                r"\bsk-[A-Za-z0-9_\-]{20,}",
-                r"\bgh[pousr]_[A-Za-z0-9]{30,}",
-                r"\bgithub_pat_[A-Za-z0-9_]{30,}",
-                r"\bglpat-[A-Za-z0-9_\-]{20,}",
-                r"\bxox[abposr]-[A-Za-z0-9\-]{10,}",
-                r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-                r"\bAIza[0-9A-Za-z_\-]{35}",
-                r"\bnpm_[A-Za-z0-9]{36}\b",
-                r"\bhf_[A-Za-z0-9]{30,}",
-                r"\bpypi-[A-Za-z0-9_\-]{50,}",
-                // a JSON Web Token: header.payload.signature, both first parts JSON in base64url
-                r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",
-                r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
-                r"hooks\.slack\.com/services/[A-Za-z0-9/_\-]+",
-                r"discord(?:app)?\.com/api/webhooks/[A-Za-z0-9/_\-]+",
-            ]),
-            // key=value connection strings, in any case
-            compile(&[
-                r"\b(?:password|pwd|accountkey|sharedaccesskey|sharedaccesssignature)=([^;&\s]+)",
-            ]),
-        ]
+/// A kind of secret inside a value: text any match contains (checked first, so that a value
+/// without it costs no regular expression, and the command line is judged at start without
+/// compiling any), the pattern, and whether it is matched against the value lower-cased. The
+/// span to hide is the pattern's first group when there is one.
+struct ValueSecret {
+    clues: &'static [&'static str],
+    pattern: &'static str,
+    lowered: bool,
+}
+
+const fn secret(clues: &'static [&'static str], pattern: &'static str) -> ValueSecret {
+    ValueSecret {
+        clues,
+        pattern,
+        lowered: false,
+    }
+}
+
+const VALUE_SECRETS: &[ValueSecret] = &[
+    // user info with a password in a URL: postgres://app:pw@db, http://u:p@proxy
+    secret(
+        &["://"],
+        r"[A-Za-z][A-Za-z0-9+.\-]*://([^/?#@\s:]*:[^/?#@\s]+)@",
+    ),
+    // a long token standing as the user: https://<key>@sentry.example
+    secret(
+        &["://"],
+        r"[A-Za-z][A-Za-z0-9+.\-]*://([A-Za-z0-9_\-]{20,})@",
+    ),
+    secret(
+        &["k_live_", "k_test_"],
+        r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{10,}",
+    ),
+    secret(&["sk-"], r"\bsk-[A-Za-z0-9_\-]{20,}"),
+    secret(&["gh"], r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
+    secret(&["github_pat_"], r"\bgithub_pat_[A-Za-z0-9_]{30,}"),
+    secret(&["glpat-"], r"\bglpat-[A-Za-z0-9_\-]{20,}"),
+    secret(&["xox"], r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
+    secret(&["AKIA", "ASIA"], r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    secret(&["AIza"], r"\bAIza[0-9A-Za-z_\-]{35}"),
+    secret(&["npm_"], r"\bnpm_[A-Za-z0-9]{36}\b"),
+    secret(&["hf_"], r"\bhf_[A-Za-z0-9]{30,}"),
+    secret(&["pypi-"], r"\bpypi-[A-Za-z0-9_\-]{50,}"),
+    // a JSON Web Token: header.payload.signature, both first parts JSON in base64url
+    secret(
+        &["eyJ"],
+        r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",
+    ),
+    secret(&["PRIVATE KEY-----"], r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    secret(
+        &["hooks.slack.com/services/"],
+        r"hooks\.slack\.com/services/[A-Za-z0-9/_\-]+",
+    ),
+    secret(
+        &["discord"],
+        r"discord(?:app)?\.com/api/webhooks/[A-Za-z0-9/_\-]+",
+    ),
+    // key=value connection strings, in any case
+    ValueSecret {
+        clues: &["="],
+        pattern: r"\b(?:password|pwd|accountkey|sharedaccesskey|sharedaccesssignature)=([^;&\s]+)",
+        lowered: true,
+    },
+];
+
+/// Each of [`VALUE_SECRETS`] compiled the first time a value holds one of its clues.
+fn compiled(index: usize) -> &'static Regex {
+    static COMPILED: [OnceLock<Regex>; VALUE_SECRETS.len()] =
+        [const { OnceLock::new() }; VALUE_SECRETS.len()];
+    COMPILED[index].get_or_init(|| {
+        Regex::new(VALUE_SECRETS[index].pattern).expect("a secret pattern compiles")
     })
 }
 
@@ -94,15 +127,18 @@ fn value_patterns() -> &'static [Vec<Regex>; 2] {
 pub fn secret_spans(value: &str) -> Vec<Range<usize>> {
     // Same offsets: ASCII lower-casing changes no byte count.
     let lower = value.to_ascii_lowercase();
-    let [as_is, lowered] = value_patterns();
-    let matches = |list: &'static [Regex], hay: &str| -> Vec<Range<usize>> {
-        list.iter()
-            .flat_map(|re| re.captures_iter(hay).collect::<Vec<_>>())
-            .filter_map(|c| c.get(1).or_else(|| c.get(0)).map(|m| m.range()))
-            .collect()
-    };
-    let mut spans = matches(as_is, value);
-    spans.extend(matches(lowered, &lower));
+    let mut spans = Vec::new();
+    for (index, kind) in VALUE_SECRETS.iter().enumerate() {
+        let hay = if kind.lowered { &lower } else { value };
+        if !kind.clues.iter().any(|clue| hay.contains(clue)) {
+            continue;
+        }
+        spans.extend(
+            compiled(index)
+                .captures_iter(hay)
+                .filter_map(|c| c.get(1).or_else(|| c.get(0)).map(|m| m.range())),
+        );
+    }
     spans
 }
 
@@ -273,6 +309,51 @@ mod tests {
             "",
         ] {
             assert!(!is_secret_value(plain), "{plain}");
+        }
+    }
+
+    #[test]
+    fn every_kind_of_secret_is_found_through_its_clues() {
+        // Each pattern finds its sample, and what it finds holds one of its clues, so the clue
+        // check skips no value the pattern would match.
+        let samples = [
+            "postgres://app:hunter2@db",
+            "https://0123456789abcdef0123456789abcdef@o1.ingest.sentry.io/1",
+            "rk_test_0123456789ab",
+            "sk-proj-abcdefghijklmnopqrstuvwxyz012345",
+            "gho_abcdefghijklmnopqrstuvwxyz0123456789",
+            "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuv",
+            "glpat-abcdefghijklmnopqrstu",
+            "xoxp-123456789012",
+            "ASIAIOSFODNN7EXAMPLE",
+            "AIzaSyA-abcdefghijklmnopqrstuvwxyz01234",
+            "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+            "hf_abcdefghijklmnopqrstuvwxyz0123456",
+            "pypi-AgEIcHlwaS5vcmcCJGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6MDEy",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig",
+            "-----BEGIN RSA PRIVATE KEY-----",
+            "https://hooks.slack.com/services/T000/B000/XXXX",
+            "https://discordapp.com/api/webhooks/123/abc",
+            "AccountKey=abc123;",
+        ];
+        assert_eq!(samples.len(), VALUE_SECRETS.len());
+        for (kind, sample) in VALUE_SECRETS.iter().zip(samples) {
+            let hay = if kind.lowered {
+                sample.to_ascii_lowercase()
+            } else {
+                sample.to_string()
+            };
+            let found = Regex::new(kind.pattern)
+                .unwrap()
+                .find(&hay)
+                .map(|m| m.as_str());
+            let found = found.unwrap_or_else(|| panic!("{} misses {sample}", kind.pattern));
+            assert!(
+                kind.clues.iter().any(|clue| found.contains(clue)),
+                "{found} holds no clue of {}",
+                kind.pattern
+            );
+            assert!(is_secret_value(sample), "{sample}");
         }
     }
 
