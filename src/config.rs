@@ -16,6 +16,8 @@ pub struct Config {
     pub exit_flush_budget: Duration,
     /// Time between SIGTERM and SIGKILL of a tool's process group.
     pub kill_grace: Duration,
+    /// At most how often the free heap goes back to the system after work (zero: never).
+    pub heap_trim_every: Duration,
     /// Run each command in a pid namespace of its own where the kernel allows it (`--tool-pidns`).
     pub tool_pidns: bool,
     /// After a session's first exchange, ask its model for a title (`--auto-title`; config.yaml's
@@ -101,6 +103,7 @@ impl Default for Config {
             flush_interval: Duration::from_secs(1),
             exit_flush_budget: Duration::from_secs(2),
             kill_grace: Duration::from_millis(500),
+            heap_trim_every: Duration::from_millis(1000),
             tool_pidns: true,
             auto_title: true,
             shutdown_grace: Duration::from_secs(3),
@@ -354,6 +357,15 @@ const KNOBS: &[Knob] = &[
         show: |c| c.offline_word_delay.as_millis().to_string(),
         set: |c, v| {
             c.offline_word_delay = millis(v, 60_000)?;
+            Ok(())
+        },
+    },
+    Knob {
+        flag: "--heap-trim-ms",
+        env: "TUI_GATEWAY_HEAP_TRIM_MS",
+        show: |c| c.heap_trim_every.as_millis().to_string(),
+        set: |c, v| {
+            c.heap_trim_every = millis(v, 3_600_000)?;
             Ok(())
         },
     },

@@ -128,6 +128,8 @@ pub struct Gateway {
     /// Session titles being written by the sessions' models.
     pub(crate) titles: crate::titles::Titles,
     pub(crate) timers: TimerWheel<Timer>,
+    /// When freed heap memory goes back to the system.
+    heap: crate::heap::Trimmer,
     /// The clients: everything said to them goes through their [`Outbox`] ([`Gateway::outbox`]),
     /// which routes each frame.
     pub(crate) clients: Clients,
@@ -196,6 +198,7 @@ impl Gateway {
         Ok(Gateway {
             clock,
             timers: TimerWheel::new(now),
+            heap: crate::heap::Trimmer::new(cfg.heap_trim_every),
             cfg,
             reactor,
             persist,
@@ -278,7 +281,13 @@ impl Gateway {
     /// One loop iteration: wait for readiness (at most `max_wait` beyond what the loop itself
     /// needs), then do the work. Returns the exit status once the gateway is done.
     pub fn step(&mut self, events: &mut Events, max_wait: Option<Duration>) -> Option<i32> {
-        let mut timeout = self.poll_timeout(self.clock.now());
+        let now = self.clock.now();
+        let mut timeout = self.poll_timeout(now);
+        if timeout == Some(Duration::ZERO) {
+            self.heap.worked();
+        } else {
+            timeout = self.before_sleep(now, timeout);
+        }
         if let Some(cap) = max_wait {
             timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
         }
@@ -338,6 +347,25 @@ impl Gateway {
     /// No client is reading: produce nothing more until one does.
     pub(crate) fn paused(&self) -> bool {
         self.clients.paused()
+    }
+
+    /// What the loop does before it sleeps: give the heap's free memory back after a burst of
+    /// work (or wake when that is due). Returns the wait.
+    fn before_sleep(&mut self, now: Instant, timeout: Option<Duration>) -> Option<Duration> {
+        use crate::heap::{Idle, Trimmer};
+        match self.heap.at_idle(now) {
+            Idle::Sleep => timeout,
+            Idle::Look => {
+                if Trimmer::worth(crate::heap::free_bytes()) {
+                    crate::heap::trim();
+                }
+                timeout
+            }
+            Idle::WakeBy(by) => {
+                let wait = by.saturating_duration_since(now);
+                Some(timeout.map_or(wait, |t| t.min(wait)))
+            }
+        }
     }
 
     fn poll_timeout(&mut self, now: Instant) -> Option<Duration> {
