@@ -818,4 +818,21 @@ fn what_the_children_used_rolls_up_into_the_parents_usage_without_counting_twice
         "{report}"
     );
     assert!(text.contains("Cost with subagents"), "{report}");
+
+    // After a restart, the resumed parent shows the same rollup, read from its children's rows.
+    g.close_stdin();
+    g.wait_exit(T);
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .tag("sub-usage-2")
+        .env("OPENAI_BASE_URL", &mock.base_url())
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_MODEL", "gpt-4.1")
+        .start();
+    let r = g.call("session.resume", json!({"session_id": s.stored}));
+    let rid = r["session_id"].as_str().unwrap().to_string();
+    let again = g.call("session.usage", json!({"session_id": rid}));
+    assert_eq!(again["subagents"], u["subagents"], "{again}");
+    let total_again = again["total_cost_usd"].as_f64().unwrap();
+    assert!(close(total_again, total), "{again} against {u}");
 }

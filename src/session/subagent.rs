@@ -195,6 +195,18 @@ impl Rollup {
         self.add(&child.subagents);
     }
 
+    /// What the store says the subagents below a resumed session used.
+    pub fn stored(t: crate::store::SubagentTotals) -> Rollup {
+        Rollup {
+            count: t.count,
+            input: t.input,
+            output: t.output,
+            reasoning: t.reasoning,
+            calls: t.calls,
+            cost_usd: t.cost_usd,
+        }
+    }
+
     pub fn add(&mut self, o: &Rollup) {
         self.count += o.count;
         self.input += o.input;

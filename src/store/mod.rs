@@ -291,6 +291,17 @@ fn message_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
     })
 }
 
+/// What a stored session's subagents used, every level ([`Store::subagent_totals`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SubagentTotals {
+    pub count: u64,
+    pub input: u64,
+    pub output: u64,
+    pub reasoning: u64,
+    pub calls: u64,
+    pub cost_usd: Option<f64>,
+}
+
 /// A stored session with its transcript, for resume.
 #[derive(Debug, Clone)]
 pub struct StoredSession {
@@ -778,6 +789,46 @@ impl Store {
         Ok((messages, last))
     }
 
+    /// What the subagents below stored session `id` used, every level: rows of source
+    /// `subagent` linked by `parent_session_id`, below it and below the sessions it continues
+    /// (compaction's predecessors, as [`Store::compression_tip`] follows them). A resumed
+    /// session's rolled-up figures, as its turns summed them before the restart.
+    pub fn subagent_totals(&self, id: &str) -> Result<SubagentTotals, StoreError> {
+        let mut q = self.conn.prepare_cached(
+            "WITH RECURSIVE
+               chain(id) AS (
+                 SELECT ?1
+                 UNION
+                 SELECT p.id FROM chain c JOIN sessions s ON s.id = c.id
+                   JOIN sessions p ON p.id = s.parent_session_id
+                 WHERE p.end_reason = 'compression' AND s.started_at >= p.ended_at
+               ),
+               tree(id) AS (
+                 SELECT s.id FROM chain c JOIN sessions s ON s.parent_session_id = c.id
+                 WHERE s.source = 'subagent'
+                 UNION
+                 SELECT s.id FROM tree t JOIN sessions s ON s.parent_session_id = t.id
+                 WHERE s.source = 'subagent'
+               )
+             SELECT COUNT(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),
+                    COALESCE(SUM(reasoning_tokens), 0), COALESCE(SUM(api_call_count), 0),
+                    SUM(estimated_cost_usd)
+             FROM sessions WHERE id IN (SELECT id FROM tree)",
+        )?;
+        let totals = q.query_row([id], |r| {
+            let count = |i: usize| r.get::<_, i64>(i).map(|v| v.max(0) as u64);
+            Ok(SubagentTotals {
+                count: count(0)?,
+                input: count(1)?,
+                output: count(2)?,
+                reasoning: count(3)?,
+                calls: count(4)?,
+                cost_usd: r.get(5)?,
+            })
+        })?;
+        Ok(totals)
+    }
+
     /// The session a stored id or title continues in: compaction ends a session
     /// `compression` and starts its continuation (`parent_session_id`, started as the parent
     /// ended); follow that chain to its end. `None` when nothing has this id or title.
@@ -1191,6 +1242,103 @@ mod tests {
             }
             std::fs::remove_dir_all(&dir).unwrap();
         }
+    }
+
+    /// A resumed session's subagents, every level, counted once: its own children and theirs,
+    /// and the children of the sessions it continues after a compaction; not a branch's parent's
+    /// children, nor a child that is not a subagent.
+    #[test]
+    fn subagent_totals_count_every_level_below_a_session_and_its_compacted_past() {
+        let dir = std::env::temp_dir().join(format!("tuigw-sub-{}", crate::util::random_hex(8)));
+        let store = Store::open(&dir.join("state.db"), "NORMAL").unwrap();
+        let row = |id: &str,
+                   source: &str,
+                   parent: Option<&str>,
+                   times: (f64, Option<f64>),
+                   end: Option<&str>,
+                   tokens: i64,
+                   cost: Option<f64>| {
+            store
+                .conn
+                .execute(
+                    "INSERT INTO sessions (id, source, parent_session_id, started_at, ended_at,
+                       end_reason, input_tokens, output_tokens, reasoning_tokens, api_call_count,
+                       estimated_cost_usd)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7 / 10, 1, 1, ?8)",
+                    rusqlite::params![id, source, parent, times.0, times.1, end, tokens, cost],
+                )
+                .unwrap();
+        };
+        // `old` compacted into `tip` at t=10; a branch of `old` taken at t=5.
+        row(
+            "old",
+            "tui",
+            None,
+            (0.0, Some(10.0)),
+            Some("compression"),
+            0,
+            None,
+        );
+        row("tip", "tui", Some("old"), (10.0, None), None, 0, None);
+        row("branch", "tui", Some("old"), (5.0, None), None, 0, None);
+        row(
+            "c-old",
+            "subagent",
+            Some("old"),
+            (1.0, None),
+            None,
+            100,
+            Some(0.5),
+        );
+        row(
+            "c-tip",
+            "subagent",
+            Some("tip"),
+            (11.0, None),
+            None,
+            1000,
+            Some(1.0),
+        );
+        row(
+            "grandchild",
+            "subagent",
+            Some("c-tip"),
+            (12.0, None),
+            None,
+            10,
+            None,
+        );
+        row(
+            "c-branch",
+            "subagent",
+            Some("branch"),
+            (6.0, None),
+            None,
+            7,
+            Some(9.0),
+        );
+        row(
+            "not-a-subagent",
+            "tui",
+            Some("tip"),
+            (13.0, None),
+            None,
+            5,
+            Some(9.0),
+        );
+
+        let tip = store.subagent_totals("tip").unwrap();
+        assert_eq!(
+            (tip.count, tip.input, tip.output, tip.reasoning, tip.calls),
+            (3, 1110, 111, 3, 3)
+        );
+        assert_eq!(tip.cost_usd, Some(1.5));
+        let branch = store.subagent_totals("branch").unwrap();
+        assert_eq!((branch.count, branch.input), (1, 7));
+        let none = store.subagent_totals("c-old").unwrap();
+        assert_eq!(none, SubagentTotals::default());
+        drop(store);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The plan SQLite chooses for `sql`, one line per step.
