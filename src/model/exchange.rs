@@ -696,6 +696,10 @@ impl ModelCall for Exchange {
         }
     }
 
+    fn failed_status(&self) -> Option<u16> {
+        self.failed_status
+    }
+
     fn abort(&mut self, ctx: &mut CallContext<'_>) {
         self.release(ctx);
         self.phase = Phase::Finished;

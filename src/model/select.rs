@@ -128,7 +128,8 @@ pub fn choose_asking(cfg: &Config, provider: Option<&str>) -> Choice {
     }
 }
 
-/// The provider of `endpoint`, its login (if its key is one) renewed from `files`.
+/// The provider of `endpoint`, its login (if its key is one) renewed from `files`, or its keys
+/// rotated through auth.json's credential pool when it has one (`pool.rs`).
 fn remote(
     cfg: &Config,
     endpoint: super::endpoint::Endpoint,
@@ -136,11 +137,13 @@ fn remote(
     auth: &serde_json::Value,
 ) -> Result<Box<dyn Provider>, String> {
     let login = endpoint.login.clone();
+    let pool = super::pool::keys(auth, &endpoint);
     let p = RemoteProvider::new(endpoint, timing(cfg))?;
-    Ok(Box::new(match login {
-        Some(login) => p.with_login(Keeper::new(login, files, auth)),
-        None => p,
-    }))
+    Ok(match login {
+        Some(login) => Box::new(p.with_login(Keeper::new(login, files, auth))),
+        None if !pool.is_empty() => Box::new(super::pool::WithPool::new(p, pool)),
+        None => Box::new(p),
+    })
 }
 
 /// `primary` with the fallbacks config.yaml names (`fallback.rs`), each resolved as the
