@@ -1,8 +1,8 @@
 //! Credential pools: several keys for one provider (auth.json's `credential_pool.<provider>`,
 //! which `hermes auth add` writes), tried in turn as Hermes' `recover_with_credential_pool`
-//! rotates them: a call refused for its key (401/403), its billing (402) or a rate limit (429,
-//! after the call's own retries) is sent again with the pool's next key, and the provider's
-//! later calls keep that key. The rotation lives in memory: auth.json is not written.
+//! rotates them: a call refused for its key (401/403), its billing (402) or a rate limit (a
+//! second 429: the first is retried once) is sent again with the pool's next key, and the
+//! provider's later calls keep that key. The rotation lives in memory: auth.json is not written.
 
 use std::cell::Cell;
 use std::rc::Rc;

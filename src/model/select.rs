@@ -138,7 +138,11 @@ fn remote(
 ) -> Result<Box<dyn Provider>, String> {
     let login = endpoint.login.clone();
     let pool = super::pool::keys(auth, &endpoint);
-    let p = RemoteProvider::new(endpoint, timing(cfg))?;
+    let mut timing = timing(cfg);
+    if !pool.is_empty() {
+        timing.rate_limit_retries = timing.retries.min(1);
+    }
+    let p = RemoteProvider::new(endpoint, timing)?;
     Ok(match login {
         Some(login) => Box::new(p.with_login(Keeper::new(login, files, auth))),
         None if !pool.is_empty() => Box::new(super::pool::WithPool::new(p, pool)),
@@ -337,6 +341,7 @@ fn timing(cfg: &Config) -> Timing {
         first_byte_timeout: cfg.first_byte_timeout.max(Duration::from_millis(1)),
         idle_timeout: cfg.idle_timeout.max(Duration::from_millis(1)),
         retries: cfg.model_retries,
+        rate_limit_retries: cfg.model_retries,
         retry_base: cfg.retry_base,
         retry_cap: cfg.retry_cap,
     }
