@@ -1032,3 +1032,32 @@ fn a_pool_whose_every_key_is_refused_ends_the_turn_with_the_last_refusal() {
     // Each key once, no loop back to the first.
     assert_eq!(keys_sent(&mock), ["Bearer sk-ds-one", "Bearer sk-ds-two"]);
 }
+
+#[test]
+fn a_provider_whose_keys_are_only_in_its_pool_is_reached_with_them() {
+    let mock = MockAi::start(|r| match r.header("authorization") {
+        Some("Bearer sk-ds-pool-2") => Reply::text(&["pooled"], (5, 1)),
+        _ => Reply::status(401, r#"{"error":{"message":"invalid key"}}"#),
+    });
+    let home = pooled_home(
+        "providers-pool-only",
+        "",
+        json!([
+            {"id": "first", "source": "manual", "access_token": "sk-ds-pool-1"},
+            {"id": "second", "source": "manual", "access_token": "sk-ds-pool-2"},
+        ]),
+    );
+    let mut g = Gateway::builder()
+        .tag("providers-pool-only")
+        .home(&home.path)
+        .env("DEEPSEEK_BASE_URL", &mock.base_url())
+        .start();
+    let s = g.create_session(json!({}));
+    let t = g.run_turn(&s.id, "hi");
+    assert_eq!(t.text, "pooled", "{}", t.complete);
+    assert_eq!(
+        keys_sent(&mock),
+        ["Bearer sk-ds-pool-1", "Bearer sk-ds-pool-2"]
+    );
+    assert_eq!(t.event("session.info")["payload"]["provider"], "deepseek");
+}

@@ -30,6 +30,15 @@ pub struct PoolKey {
 /// endpoint has no pool (fewer than two keys, a login, a key or URL config.yaml names, a custom
 /// endpoint, OpenRouter at another URL than its own: Hermes' `should_use_pool`).
 pub fn keys(auth: &Value, endpoint: &Endpoint) -> Vec<PoolKey> {
+    let mut out = ranked(auth, endpoint);
+    if out.len() < 2 {
+        out.clear();
+    }
+    out
+}
+
+/// The pool's keys for `endpoint` in the order they are tried, however few.
+fn ranked(auth: &Value, endpoint: &Endpoint) -> Vec<PoolKey> {
     let provider = endpoint.provider.as_str();
     let from_variable = |name: &str| {
         !name.is_empty()
@@ -41,9 +50,10 @@ pub fn keys(auth: &Value, endpoint: &Endpoint) -> Vec<PoolKey> {
         .api_key
         .as_ref()
         .filter(|_| from_variable(&endpoint.key_name));
+    let from_pool = endpoint.key_name == source_name(provider);
     let pooled = endpoint.login.is_none()
         && !provider.starts_with("custom")
-        && (own_key.is_some() || endpoint.api_key.is_none())
+        && (own_key.is_some() || endpoint.api_key.is_none() || from_pool)
         && (provider != "openrouter"
             || endpoint.base_url.trim_end_matches('/') == "https://openrouter.ai/api/v1");
     let Some(entries) = auth["credential_pool"][provider]
@@ -97,10 +107,24 @@ pub fn keys(auth: &Value, endpoint: &Endpoint) -> Vec<PoolKey> {
             out.push(k);
         }
     }
-    if out.len() < 2 {
-        out.clear();
-    }
     out
+}
+
+/// How a key resolution took from the pool is named (a refused key's hint, a notice).
+pub fn source_name(provider: &str) -> String {
+    format!("credential_pool.{provider} in auth.json")
+}
+
+/// The key a provider none of whose variables holds one takes from its pool, the first of
+/// [`keys`]' order (Hermes' `resolve_api_key_provider_credentials` falls back to the pool).
+pub fn stored_key(auth: &Value, provider: &str) -> Option<String> {
+    let mut probe = Endpoint::new(provider, "", None, Wire::ChatCompletions);
+    if provider == "openrouter" {
+        probe.base_url = "https://openrouter.ai/api/v1".into();
+    }
+    probe.key_name = source_name(provider);
+    let mut keys = ranked(auth, &probe);
+    (!keys.is_empty()).then(|| keys.swap_remove(0).value)
 }
 
 /// A provider whose calls go out with the pool's current key.
@@ -318,6 +342,23 @@ mod tests {
         assert_eq!(
             labels(&keys(&auth, &e)),
             [("sk-home", "b2"), ("sk-work", "work")]
+        );
+    }
+
+    #[test]
+    fn a_provider_without_a_variables_key_takes_the_pools_first() {
+        let auth = json!({"credential_pool": {"deepseek": [
+            {"id": "a", "source": "manual", "access_token": "sk-spent", "last_status": "exhausted"},
+            {"id": "b", "source": "env:DEEPSEEK_API_KEY", "access_token": "sk-stale"},
+            {"id": "c", "source": "manual", "access_token": "sk-fresh"},
+        ]}});
+        assert_eq!(stored_key(&auth, "deepseek").as_deref(), Some("sk-fresh"));
+        assert_eq!(stored_key(&auth, "zai"), None);
+        // Resolved so, the endpoint rotates through the same pool.
+        let e = endpoint("deepseek", Some("sk-fresh"), &source_name("deepseek"));
+        assert_eq!(
+            labels(&keys(&auth, &e)),
+            [("sk-fresh", "c"), ("sk-spent", "a")]
         );
     }
 
