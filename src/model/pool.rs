@@ -27,7 +27,7 @@ pub struct PoolKey {
 }
 
 /// The keys `endpoint`'s calls rotate through, first the one to start with; empty when the
-/// endpoint has no pool (fewer than two keys, a login, a key or URL config.yaml names, a custom
+/// endpoint has no pool (fewer than two keys, a login, a key config.yaml names, a custom
 /// endpoint, OpenRouter at another URL than its own: Hermes' `should_use_pool`).
 pub fn keys(auth: &Value, endpoint: &Endpoint) -> Vec<PoolKey> {
     let mut out = ranked(auth, endpoint);
