@@ -7,9 +7,9 @@
 //! (and no thinking, to a proxy); signed thinking kept on the answer, in state.db, and sent
 //! back to Anthropic's API (the mock behind `http_proxy`) in the next request — after a
 //! restart and resume too; cache breakpoints on the system prompt and the last three
-//! messages; cache reads and writes in the usage, `session.usage` and state.db, and priced from
-//! Hermes' table (or unknown, for a name it does not list); the session's
-//! reasoning effort as thinking; an error event mid-answer; a refused key; an overloaded API
+//! messages, the previous request's last one kept after an answer with two tool calls; cache
+//! reads and writes in the usage, `session.usage` and state.db, and priced from Hermes' table
+//! (or unknown, for a name it does not list); the session's reasoning effort as thinking; an error event mid-answer; a refused key; an overloaded API
 //! retried.
 //!
 //! Every wait has a deadline; nothing relies on a bare sleep for synchronisation.
@@ -500,6 +500,84 @@ fn breakpoints_on_the_system_prompt_and_the_last_three_and_cache_usage_counted()
         );
         std::thread::sleep(ms(50));
     }
+}
+
+/// An answer asking for two commands at once, each its own `tool_use` block.
+fn two_calls(first: (&str, &str), second: (&str, &str)) -> Vec<Value> {
+    let mut v = vec![msgs::message_start(20, 0, 0)];
+    for (index, (id, command)) in [first, second].into_iter().enumerate() {
+        let index = index as u64;
+        v.push(msgs::tool_use_start(index, id, "terminal"));
+        v.push(msgs::input_delta(
+            index,
+            &json!({ "command": command }).to_string(),
+        ));
+        v.push(msgs::block_stop(index));
+    }
+    v.extend([msgs::message_delta("tool_use", 12), msgs::message_stop()]);
+    v
+}
+
+/// Hermes' "last three" would put all three message breakpoints on the two-call answer and its
+/// two results, dropping the prompt's: the second request could then read only the system
+/// prompt's prefix from the cache. Ours keeps a breakpoint where the first request's last one
+/// was, so the second request's prefix up to the prompt is the first request's, byte for byte.
+#[test]
+fn after_two_tool_calls_the_next_request_keeps_the_breakpoint_the_last_one_ended_on() {
+    let mock = MockAi::script(vec![
+        msgs::reply(two_calls(
+            ("toolu_01One", "echo first-of-two"),
+            ("toolu_01Two", "echo second-of-two"),
+        )),
+        msgs::reply(msgs::text_answer(&["Both ran."], Usage(30, 0, 0, 4))),
+    ]);
+    let home = home_for(&mock);
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "run both echoes");
+    assert!(turn.text.contains("Both ran."), "{}", turn.complete);
+
+    let reqs = mock.wait_requests(2, T);
+    assert_eq!(
+        breakpoints(&reqs[0]).last().map(String::as_str),
+        Some("text:run both echoes")
+    );
+    let second = breakpoints(&reqs[1]);
+    assert_eq!(second.len(), 4, "{second:?}");
+    assert!(second[0].starts_with("system:"), "{second:?}");
+    assert_eq!(second[1], "text:run both echoes", "{second:?}");
+    assert!(
+        second[2..].iter().all(|b| b.starts_with("tool_result:")),
+        "the two results carry the others: {second:?}"
+    );
+    let results: Vec<Value> = blocks(&reqs[1].messages()[2]);
+    assert!(
+        results[0]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("first-of-two")
+            && results[1]["content"]
+                .as_str()
+                .unwrap_or("")
+                .contains("second-of-two"),
+        "both commands ran and went back: {results:?}"
+    );
+    // The second request repeats the first one's prompt up to that breakpoint unchanged.
+    let marks_removed = |v: &Value| {
+        let mut v = v.clone();
+        for m in v.as_array_mut().into_iter().flatten() {
+            for b in m["content"].as_array_mut().into_iter().flatten() {
+                b.as_object_mut().map(|o| o.remove("cache_control"));
+            }
+        }
+        v
+    };
+    assert_eq!(
+        marks_removed(&json!([reqs[1].messages()[0]])),
+        marks_removed(&json!([reqs[0].messages()[0]]))
+    );
+    assert_eq!(reqs[1].body["tools"], reqs[0].body["tools"]);
+    assert_eq!(reqs[1].body["system"], reqs[0].body["system"]);
 }
 
 /// Sonnet 4.5 through Anthropic's own API, priced from Hermes' table ($3 in, $15 out, $0.30 a

@@ -909,3 +909,155 @@ fn a_failing_provider_falls_back_as_config_yaml_says() {
     assert!(posts(&deepseek, "bad request").is_empty());
     assert!(posts(&last, "bad request").is_empty());
 }
+
+/// A home for DeepSeek whose `.env` key is `dotenv_key` and whose auth.json holds a credential
+/// pool of `entries` (as `hermes auth add` writes them).
+fn pooled_home(tag: &str, dotenv_key: &str, entries: Value) -> TempHome {
+    let home = home_with(
+        tag,
+        "model:\n  default: deepseek-chat\n  provider: deepseek\n",
+        &format!("DEEPSEEK_API_KEY={dotenv_key}\n"),
+    );
+    let auth = json!({"version": 1, "credential_pool": {"deepseek": entries}});
+    std::fs::write(home.path.join("auth.json"), auth.to_string()).unwrap();
+    home
+}
+
+/// The keys the fake was sent for the turns' calls (those offering tools: a title's offers
+/// none), in order.
+fn keys_sent(mock: &MockAi) -> Vec<String> {
+    posts(mock)
+        .iter()
+        .filter(|r| r.body["tools"].as_array().is_some_and(|t| !t.is_empty()))
+        .map(|r| r.header("authorization").unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn a_credential_pool_rotates_past_rate_limited_and_refused_keys_and_keeps_the_one_that_works() {
+    let mock = MockAi::start(|r| match r.header("authorization") {
+        Some("Bearer sk-ds-spent") => {
+            Reply::status(429, r#"{"error":{"message":"rate limit reached"}}"#)
+        }
+        Some("Bearer sk-ds-revoked") => {
+            Reply::status(401, r#"{"error":{"message":"invalid key"}}"#)
+        }
+        Some("Bearer sk-ds-good") => Reply::text(&["from the good key"], (5, 1)),
+        _ => Reply::status(400, r#"{"error":{"message":"unexpected key"}}"#),
+    });
+    let home = pooled_home(
+        "providers-pool",
+        "sk-ds-spent",
+        json!([
+            {"id": "revoked1", "source": "manual", "auth_type": "api_key",
+             "access_token": "sk-ds-revoked"},
+            {"id": "good2", "label": "team key", "source": "manual", "auth_type": "api_key",
+             "access_token": "sk-ds-good"},
+        ]),
+    );
+    let mut g = Gateway::builder()
+        .tag("providers-pool")
+        .home(&home.path)
+        .env("DEEPSEEK_BASE_URL", &mock.base_url())
+        .env("TUI_GATEWAY_RETRY_BASE_S", "0.05")
+        .start();
+    let s = g.create_session(json!({}));
+    let t = g.run_turn(&s.id, "hi");
+    assert_eq!(
+        t.complete["payload"]["status"], "complete",
+        "{}",
+        t.complete
+    );
+    assert_eq!(t.text, "from the good key");
+    // The `.env` key first (its 429 retried once: the second rotates, as in Hermes), then the
+    // pool's keys in their order.
+    assert_eq!(
+        keys_sent(&mock),
+        [
+            "Bearer sk-ds-spent",
+            "Bearer sk-ds-spent",
+            "Bearer sk-ds-revoked",
+            "Bearer sk-ds-good"
+        ]
+    );
+    // Each switch is said, naming the keys by their label, never by their value.
+    let said: Vec<String> = t
+        .events
+        .iter()
+        .filter(|e| e["type"] == "status.update")
+        .filter_map(|e| e["payload"]["text"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        said.iter()
+            .any(|l| l.contains("DEEPSEEK_API_KEY") && l.contains("429") && l.contains("revoked1")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|l| l.contains("revoked1") && l.contains("401") && l.contains("team key")),
+        "{said:?}"
+    );
+    for e in &t.events {
+        assert!(!e.to_string().contains("sk-ds-"), "a key in an event: {e}");
+    }
+
+    // The next prompt starts with the key that worked.
+    let t = g.run_turn(&s.id, "again");
+    assert_eq!(t.text, "from the good key");
+    assert_eq!(keys_sent(&mock).len(), 5);
+    assert_eq!(keys_sent(&mock)[4], "Bearer sk-ds-good");
+}
+
+#[test]
+fn a_pool_whose_every_key_is_refused_ends_the_turn_with_the_last_refusal() {
+    let mock = MockAi::start(|_| Reply::status(401, r#"{"error":{"message":"invalid key"}}"#));
+    let home = pooled_home(
+        "providers-pool-spent",
+        "sk-ds-one",
+        json!([{"id": "two", "source": "manual", "access_token": "sk-ds-two"}]),
+    );
+    let mut g = Gateway::builder()
+        .tag("providers-pool-spent")
+        .home(&home.path)
+        .env("DEEPSEEK_BASE_URL", &mock.base_url())
+        .start();
+    let s = g.create_session(json!({}));
+    let t = g.run_turn(&s.id, "hi");
+    assert!(
+        t.text.contains("Error:") && t.text.contains("401"),
+        "{}",
+        t.complete
+    );
+    assert!(!t.text.contains("sk-ds-"), "{}", t.text);
+    // Each key once, no loop back to the first.
+    assert_eq!(keys_sent(&mock), ["Bearer sk-ds-one", "Bearer sk-ds-two"]);
+}
+
+#[test]
+fn a_provider_whose_keys_are_only_in_its_pool_is_reached_with_them() {
+    let mock = MockAi::start(|r| match r.header("authorization") {
+        Some("Bearer sk-ds-pool-2") => Reply::text(&["pooled"], (5, 1)),
+        _ => Reply::status(401, r#"{"error":{"message":"invalid key"}}"#),
+    });
+    let home = pooled_home(
+        "providers-pool-only",
+        "",
+        json!([
+            {"id": "first", "source": "manual", "access_token": "sk-ds-pool-1"},
+            {"id": "second", "source": "manual", "access_token": "sk-ds-pool-2"},
+        ]),
+    );
+    let mut g = Gateway::builder()
+        .tag("providers-pool-only")
+        .home(&home.path)
+        .env("DEEPSEEK_BASE_URL", &mock.base_url())
+        .start();
+    let s = g.create_session(json!({}));
+    let t = g.run_turn(&s.id, "hi");
+    assert_eq!(t.text, "pooled", "{}", t.complete);
+    assert_eq!(
+        keys_sent(&mock),
+        ["Bearer sk-ds-pool-1", "Bearer sk-ds-pool-2"]
+    );
+    assert_eq!(t.event("session.info")["payload"]["provider"], "deepseek");
+}

@@ -67,18 +67,38 @@ pub fn marker() -> Value {
 }
 
 /// Which of `messages` get a breakpoint (their indexes, ascending), the system prompt having
-/// taken one: the last three that can carry one, system messages aside.
+/// taken one: Hermes' "last three that can carry one" (system messages aside), except that the
+/// previous request's last breakpoint is always kept. Hermes' rule drops it after an answer with
+/// two or more tool calls on the Messages API (the call and its results take all three), so that
+/// request reads only the system prompt's prefix and writes the whole conversation again; the
+/// API's lookback (about 20 blocks) hides this until an answer calls more tools than that.
 pub fn marked(messages: &[Message], layout: Layout) -> Vec<usize> {
-    let mut picked: Vec<usize> = messages
-        .iter()
-        .enumerate()
+    let carries = |i: &usize| messages[*i].role != Role::System && can_carry(&messages[*i], layout);
+    let mut picked: Vec<usize> = (0..messages.len())
         .rev()
-        .filter(|(_, m)| m.role != Role::System && can_carry(m, layout))
-        .map(|(i, _)| i)
+        .filter(carries)
         .take(BREAKPOINTS - 1)
         .collect();
     picked.reverse();
+    if let Some(previous) = previous_end(messages, carries)
+        && !picked.contains(&previous)
+    {
+        // The oldest of Hermes' three gives way; the request's own end stays last.
+        picked[0] = previous;
+        picked.sort_unstable();
+    }
     picked
+}
+
+/// Where the previous request's breakpoints ended: its last message that could carry one. That
+/// request is the one the latest answer replied to, so it ended before that answer (an answer
+/// closing the transcript itself is not counted: a request never ends with its own answer).
+fn previous_end(messages: &[Message], carries: impl Fn(&usize) -> bool) -> Option<usize> {
+    let before_last = messages.len().checked_sub(1)?;
+    let answer = messages[..before_last]
+        .iter()
+        .rposition(|m| m.role == Role::Assistant)?;
+    (0..answer).rev().find(carries)
 }
 
 /// Whether a breakpoint on this message counts: always in the native layout; in the envelope
@@ -291,12 +311,14 @@ mod tests {
             msg(Role::User, Some("list /tmp")),
             msg(Role::Assistant, None),
             msg(Role::Tool, Some("a.txt")),
-            msg(Role::Tool, Some("")),
-            msg(Role::Assistant, Some("done")),
+            msg(Role::Assistant, Some("one file")),
+            msg(Role::User, Some("and now?")),
         ];
         assert_eq!(marked(&t, Layout::Native), [3, 4, 5]);
-        // A bare tool call and an empty result have no part to carry a marker.
-        assert_eq!(marked(&t, Layout::Envelope), [1, 3, 5]);
+        // A bare tool call has no part to carry a marker.
+        assert_eq!(marked(&t, Layout::Envelope), [3, 4, 5]);
+        assert_eq!(marked(&t[..4], Layout::Native), [1, 2, 3]);
+        assert_eq!(marked(&t[..4], Layout::Envelope), [1, 3]);
         assert_eq!(
             marked(&t[..2], Layout::Native),
             [1],
@@ -307,5 +329,50 @@ mod tests {
             "system messages never count"
         );
         assert_eq!(marker(), json!({"type": "ephemeral"}));
+    }
+
+    #[test]
+    fn after_an_answer_with_two_calls_the_previous_requests_end_keeps_its_breakpoint() {
+        let t = [
+            msg(Role::User, Some("read both")),
+            msg(Role::Assistant, None),
+            msg(Role::Tool, Some("a")),
+            msg(Role::Tool, Some("")),
+        ];
+        // Hermes' rule gives [1, 2, 3]: the prompt, where the previous request's cache ends,
+        // would be read no more.
+        assert_eq!(marked(&t, Layout::Native), [0, 2, 3]);
+        // An empty result has no part to carry a marker.
+        assert_eq!(marked(&t, Layout::Envelope), [0, 2]);
+    }
+
+    /// Requests of a conversation whose answers call 0 to 4 tools (some results empty): each
+    /// request keeps a breakpoint where the previous one's last was, ends with one on its own
+    /// last message, and has at most three.
+    #[test]
+    fn every_request_reads_what_the_one_before_wrote() {
+        for layout in [Layout::Native, Layout::Envelope] {
+            let mut t = vec![msg(Role::User, Some("go"))];
+            let mut before: Option<usize> = None;
+            for (n, calls) in [2, 0, 1, 3, 0, 4, 2, 1, 0, 2].into_iter().enumerate() {
+                let marks = marked(&t, layout);
+                assert!(!marks.is_empty() && marks.len() < BREAKPOINTS, "{marks:?}");
+                let last = (0..t.len()).rev().find(|&i| can_carry(&t[i], layout));
+                assert_eq!(marks.last().copied(), last, "request {n}, {layout:?}");
+                if let Some(b) = before {
+                    assert!(marks.contains(&b), "request {n}, {layout:?}: {marks:?}");
+                }
+                before = marks.last().copied();
+                if calls == 0 {
+                    t.push(msg(Role::Assistant, Some("answer")));
+                    t.push(msg(Role::User, Some("next")));
+                } else {
+                    t.push(msg(Role::Assistant, None));
+                    for c in 0..calls {
+                        t.push(msg(Role::Tool, Some(if c % 2 == 0 { "out" } else { "" })));
+                    }
+                }
+            }
+        }
     }
 }

@@ -31,6 +31,9 @@ pub struct Timing {
     pub first_byte_timeout: Duration,
     pub idle_timeout: Duration,
     pub retries: u32,
+    /// Retries of a 429 at most (a provider with a credential pool tries its next key after
+    /// one, as Hermes rotates at the second 429 in a row); `retries` otherwise.
+    pub rate_limit_retries: u32,
     pub retry_base: Duration,
     /// Longest backoff, whatever the server's `Retry-After` says.
     pub retry_cap: Duration,
@@ -485,7 +488,11 @@ impl Exchange {
         let (status, reason, retry_after) = (h.status, h.reason.clone(), h.retry_after);
         let detail = error_detail(error_body);
         let retryable = status == 429 || (500..600).contains(&status);
-        if retryable && self.attempt < self.to.timing.retries {
+        let allowed = match status {
+            429 => self.to.timing.rate_limit_retries,
+            _ => self.to.timing.retries,
+        };
+        if retryable && self.attempt < allowed {
             self.attempt += 1;
             // A server's number (1e30 included) or our doubling, never past the cap.
             let cap = self.to.timing.retry_cap;
@@ -694,6 +701,10 @@ impl ModelCall for Exchange {
             Some(s) => matches!(s, 401 | 403 | 404 | 429) || s >= 500,
             None => true,
         }
+    }
+
+    fn failed_status(&self) -> Option<u16> {
+        self.failed_status
     }
 
     fn abort(&mut self, ctx: &mut CallContext<'_>) {

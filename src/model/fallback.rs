@@ -252,6 +252,10 @@ impl ModelCall for FallingBack {
     fn may_fall_back(&self) -> bool {
         self.current.may_fall_back()
     }
+
+    fn failed_status(&self) -> Option<u16> {
+        self.current.failed_status()
+    }
 }
 
 #[cfg(test)]

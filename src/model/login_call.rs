@@ -174,4 +174,11 @@ impl ModelCall for LoginCall {
             Phase::Renewing(_) => false,
         }
     }
+
+    fn failed_status(&self) -> Option<u16> {
+        match &self.phase {
+            Phase::Asking { call, .. } => call.failed_status(),
+            Phase::Renewing(_) => None,
+        }
+    }
 }

@@ -14,6 +14,7 @@ mod login_call;
 pub mod logins;
 pub mod offline;
 pub mod oneshot;
+pub mod pool;
 pub mod pricing;
 pub mod providers;
 pub mod remote;
@@ -166,6 +167,10 @@ pub trait ModelCall {
     /// not one the request itself caused (a 400, a payload too large).
     fn may_fall_back(&self) -> bool {
         false
+    }
+    /// After a failure: the HTTP status the server answered it with (`None`: no answer).
+    fn failed_status(&self) -> Option<u16> {
+        None
     }
 }
 

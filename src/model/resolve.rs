@@ -262,7 +262,12 @@ impl Resolver<'_, '_> {
                 Ok(k) => Some(k),
                 Err(why) => return unreachable(p.id, &why),
             },
-            Login::Key => self.key_from(p.key_vars),
+            Login::Key => self.key_from(p.key_vars).or_else(|| {
+                super::pool::stored_key(self.inp.auth, p.id).map(|value| Key {
+                    value,
+                    from: super::pool::source_name(p.id),
+                })
+            }),
         };
         let configured_here = self
             .model_str("provider")

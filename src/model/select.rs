@@ -128,7 +128,8 @@ pub fn choose_asking(cfg: &Config, provider: Option<&str>) -> Choice {
     }
 }
 
-/// The provider of `endpoint`, its login (if its key is one) renewed from `files`.
+/// The provider of `endpoint`, its login (if its key is one) renewed from `files`, or its keys
+/// rotated through auth.json's credential pool when it has one (`pool.rs`).
 fn remote(
     cfg: &Config,
     endpoint: super::endpoint::Endpoint,
@@ -136,11 +137,17 @@ fn remote(
     auth: &serde_json::Value,
 ) -> Result<Box<dyn Provider>, String> {
     let login = endpoint.login.clone();
-    let p = RemoteProvider::new(endpoint, timing(cfg))?;
-    Ok(Box::new(match login {
-        Some(login) => p.with_login(Keeper::new(login, files, auth)),
-        None => p,
-    }))
+    let pool = super::pool::keys(auth, &endpoint);
+    let mut timing = timing(cfg);
+    if !pool.is_empty() {
+        timing.rate_limit_retries = timing.retries.min(1);
+    }
+    let p = RemoteProvider::new(endpoint, timing)?;
+    Ok(match login {
+        Some(login) => Box::new(p.with_login(Keeper::new(login, files, auth))),
+        None if !pool.is_empty() => Box::new(super::pool::WithPool::new(p, pool)),
+        None => Box::new(p),
+    })
 }
 
 /// `primary` with the fallbacks config.yaml names (`fallback.rs`), each resolved as the
@@ -334,6 +341,7 @@ fn timing(cfg: &Config) -> Timing {
         first_byte_timeout: cfg.first_byte_timeout.max(Duration::from_millis(1)),
         idle_timeout: cfg.idle_timeout.max(Duration::from_millis(1)),
         retries: cfg.model_retries,
+        rate_limit_retries: cfg.model_retries,
         retry_base: cfg.retry_base,
         retry_cap: cfg.retry_cap,
     }
