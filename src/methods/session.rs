@@ -226,8 +226,8 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
             s.model_calls = row.api_call_count.max(0) as u64;
             s.accounting = row.accounting;
             // The rollup of its subagents from their own rows (unreadable: none, as before).
-            if let Ok(t) = gw.persist.store().subagent_totals(&s.stored_id) {
-                s.subagents = crate::session::subagent::Rollup::stored(t);
+            if let Ok(rollup) = gw.persist.store().subagent_totals(&s.stored_id) {
+                s.subagents = rollup;
             }
             // What the row already counts was summed into session_model_usage by its writer.
             s.usage_committed = s.usage_totals();

@@ -169,16 +169,9 @@ impl Delegated {
 
 /// What a session's subagents used, every level below it: each ended child's own figures and
 /// what its own children rolled up (so each session counts once). Kept apart from the
-/// session's own figures, which are what its state.db row and `session_model_usage` hold.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Rollup {
-    pub count: u64,
-    pub input: u64,
-    pub output: u64,
-    pub reasoning: u64,
-    pub calls: u64,
-    pub cost_usd: Option<f64>,
-}
+/// session's own figures, which are what its state.db row and `session_model_usage` hold; after
+/// a restart it is read back from the children's rows ([`crate::store::Store::subagent_totals`]).
+pub type Rollup = crate::store::SubagentTotals;
 
 impl Rollup {
     /// Fold in the ended subagent `child`: itself and its own subagents.
@@ -193,18 +186,6 @@ impl Rollup {
         };
         self.add(&own);
         self.add(&child.subagents);
-    }
-
-    /// What the store says the subagents below a resumed session used.
-    pub fn stored(t: crate::store::SubagentTotals) -> Rollup {
-        Rollup {
-            count: t.count,
-            input: t.input,
-            output: t.output,
-            reasoning: t.reasoning,
-            calls: t.calls,
-            cost_usd: t.cost_usd,
-        }
     }
 
     pub fn add(&mut self, o: &Rollup) {
