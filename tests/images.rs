@@ -3,7 +3,7 @@
 //! Covered: `image.attach` with a quoted path and words after it, `~`, `input.detect_drop` of
 //! a dropped image; the attached image in the next request of each API (Chat Completions'
 //! `image_url` data URL, the Messages API's `image` block, the Responses API's `input_image`),
-//! stored as Hermes stores it and sent again after a restart and resume (shown as `[image]`);
+//! stored as Hermes stores it and sent again after a restart and resume (shown with its data URL);
 //! an image over the size bound refused with the reason; a model without vision given the
 //! image's path and `vision_analyze` instead, and told once; `clipboard.paste` through a
 //! stand-in `wl-paste` first on `PATH` (checked to be the one run), and a clear answer when no
@@ -181,21 +181,20 @@ fn an_attached_image_goes_as_a_data_url_and_again_after_a_resume() {
         &content[..40.min(content.len())]
     );
 
-    // A new gateway resumes it: the image shows as `[image]` and goes to the model again.
+    // A new gateway resumes it: the message shows as Hermes shows it (its text, then the image's
+    // data URL on a line of its own) and the image goes to the model again.
     g.close_stdin();
     assert!(g.wait_exit(secs(10)).success(), "{}", g.diag());
     let mut g = gateway(&home).start();
     let r = g.call("session.resume", json!({"session_id": s.stored}));
     let shown = r["messages"].as_array().expect("messages").clone();
     let first_user = shown.iter().find(|m| m["role"] == "user").unwrap();
+    let text = first_user["text"].as_str().unwrap();
     assert!(
-        first_user["text"].as_str().unwrap().contains("[image]"),
+        text.starts_with("what is this\n\n[Image attached at: "),
         "{first_user}"
     );
-    assert!(
-        !first_user["text"].as_str().unwrap().contains("base64"),
-        "{first_user}"
-    );
+    assert!(text.ends_with(&format!("\n{want_url}")), "{first_user}");
     let sid = r["session_id"].as_str().unwrap().to_string();
     let turn = g.run_turn(&sid, "still there?");
     assert_eq!(turn.text, "Yes, the card.");
