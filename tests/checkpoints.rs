@@ -387,3 +387,53 @@ fn hermes_reads_our_checkpoints_and_we_read_hermes() {
     assert_eq!(theirs["success"], true, "{theirs}");
     assert_eq!(b.read("a.txt"), "one\n");
 }
+
+/// Hermes' migration of pre-v2 checkpoints: when the shared store is first made, what else is in
+/// `checkpoints/` (a per-project store of the old layout) is moved into `legacy-<time>/`; the
+/// automatic sweep then removes `legacy-*` archives older than `retention_days` and keeps newer.
+#[test]
+fn old_per_project_stores_are_archived_and_old_archives_swept() {
+    let mut b = bench("cp-legacy", ON, &[]);
+    let base = b.home.path.join("checkpoints");
+    let old_store = base.join("0123456789abcdef");
+    std::fs::create_dir_all(old_store.join("objects")).unwrap();
+    std::fs::write(old_store.join("HEAD"), "ref: refs/heads/master\n").unwrap();
+    let stale = base.join("legacy-20200101-000000");
+    let fresh = base.join("legacy-20990101-000000");
+    for dir in [&stale, &fresh] {
+        std::fs::create_dir_all(dir.join("x")).unwrap();
+        std::fs::write(dir.join("x").join("HEAD"), "old\n").unwrap();
+    }
+    let touched = std::process::Command::new("touch")
+        .args(["-d", "2020-01-01 00:00:00"])
+        .arg(&stale)
+        .status()
+        .unwrap();
+    assert!(touched.success());
+    std::fs::write(b.path("a.txt"), "one\n").unwrap();
+    b.tool("write_file", json!({"path": "a.txt", "content": "two\n"}));
+    assert_eq!(b.list().len(), 1, "the snapshot went to the new store");
+    assert!(!old_store.exists(), "the old store is moved away");
+    let archived: Vec<PathBuf> = std::fs::read_dir(&base)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("0123456789abcdef").join("HEAD").is_file())
+        .collect();
+    assert_eq!(archived.len(), 1, "moved whole into one archive");
+    let name = archived[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        name.starts_with("legacy-") && name.len() == "legacy-20261207-120000".len(),
+        "{name}"
+    );
+    // The sweep runs after the first snapshot: the stale archive goes, the others stay.
+    let swept = procfs::poll_until(secs(20), || !stale.exists());
+    assert!(swept, "the archive older than retention_days is removed");
+    assert!(fresh.join("x").join("HEAD").is_file());
+    assert!(archived[0].join("0123456789abcdef").join("HEAD").is_file());
+    b.g.ping();
+}
