@@ -897,3 +897,62 @@ fn uploaded_image_bytes_are_saved_and_sent_with_the_next_prompt() {
         "nothing refused was kept"
     );
 }
+
+#[test]
+fn an_interrupt_while_images_are_described_ends_that_turn_when_it_starts() {
+    use std::sync::Mutex;
+    let (go, held) = std::sync::mpsc::channel::<()>();
+    let held = Mutex::new(Some(held));
+    let mock = MockAi::start(move |r| {
+        if !asks_about_an_image(r) {
+            return Reply::text(&["should not be seen"], (5, 1));
+        }
+        let held = held.lock().unwrap().take();
+        Reply::Custom(Box::new(move |conn| {
+            if let Some(h) = held {
+                let _ = h.recv_timeout(secs(60));
+            }
+            let events = mockai::text_events(&["A cat."], "stop", Some((9, 5)));
+            mockai::write_stream(conn, mockai::Stream::new(events));
+        }))
+    });
+    let home = TempHome::new("images-interrupt");
+    chat_config(&home.path, &mock, "deepseek-chat", "");
+    let (path, _) = image_file(&home, "cat.png", png(8, 8, 10));
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    g.call(
+        "image.attach",
+        json!({"session_id": s.id, "path": path.to_string_lossy()}),
+    );
+    let start = submit(&mut g, &s.id, "what is it");
+    mock.wait_requests(1, T);
+    g.call("session.interrupt", json!({"session_id": s.id}));
+    go.send(()).unwrap();
+    let turn = g.finish_turn(&s.id, start, T);
+    assert_eq!(
+        turn.complete["payload"]["status"], "interrupted",
+        "{}",
+        turn.complete
+    );
+    assert!(
+        !turn.text.contains("should not be seen"),
+        "{}",
+        turn.complete
+    );
+    // The prompt, with its description, is kept as the user's message; the next one runs.
+    let user: String = g
+        .db()
+        .query_row(
+            "SELECT content FROM messages WHERE session_id = ?1 AND role = 'user' ORDER BY id LIMIT 1",
+            [&s.stored],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        user.starts_with("[The user attached an image:\nA cat.]"),
+        "{user}"
+    );
+    let turn = g.run_turn(&s.id, "hello");
+    assert_eq!(turn.text, "should not be seen", "the session goes on");
+}
