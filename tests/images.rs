@@ -370,6 +370,23 @@ fn a_model_without_vision_gets_each_images_description_before_the_turn_said_once
         json!({"session_id": s.id, "text": "/help me"}),
     );
     assert_eq!(r["matched"], false, "not a file: no drop");
+    // Another dropped file is named for the model's file tools, not attached as an image.
+    let notes = home.path.join("notes.txt");
+    std::fs::write(&notes, "hi\n").unwrap();
+    let r = g.call(
+        "input.detect_drop",
+        json!({"session_id": s.id, "text": format!("'{}' sum it up", notes.display())}),
+    );
+    assert_eq!(
+        (r["matched"].as_bool(), r["is_image"].as_bool()),
+        (Some(true), Some(false)),
+        "{r}"
+    );
+    assert_eq!(r["name"], "notes.txt");
+    assert_eq!(
+        r["text"],
+        format!("[User attached file: {}]\nsum it up", notes.display())
+    );
 
     let start = submit(&mut g, &s.id, "what is it");
     // The vision model is asked first, with Hermes' prompt and the image; while it has not

@@ -186,7 +186,8 @@ pub fn image_detach(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
 }
 
 /// `input.detect_drop {session_id, text}`: a submitted text that is the path of an image
-/// (maybe with words after it) attaches it; anything else is not a drop.
+/// (maybe with words after it) attaches it; the path of another file is named in the prompt
+/// (`[User attached file: …]`, Hermes'); anything else is not a drop.
 pub fn detect_drop(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let text = params::opt_str(p, "text")?.unwrap_or("").trim().to_string();
     params::opt_str(p, "session_id")?;
@@ -202,8 +203,23 @@ pub fn detect_drop(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let (image, remainder) = path::locate(&text, &cwd, crate::util::user_home().as_deref(), |p| {
         p.is_file()
     });
-    if !image.is_file() || !path::has_image_extension(&image) {
+    if !image.is_file() {
         return no();
+    }
+    if !path::has_image_extension(&image) {
+        // Another file: named in the prompt for the model's file tools (Hermes' answer).
+        let text = format!("[User attached file: {}]", image.display());
+        let name = image.file_name().unwrap_or_default().to_string_lossy();
+        return Ok(json!({
+            "matched": true,
+            "is_image": false,
+            "path": image.to_string_lossy(),
+            "name": name,
+            "text": match remainder.as_str() {
+                "" => text,
+                r => format!("{text}\n{r}"),
+            },
+        }));
     }
     let mut v = attach(gw, p, &image)?;
     let name = v["name"].as_str().unwrap_or("").to_string();
