@@ -163,6 +163,38 @@ pub fn load(path: &Path, max: u64) -> Result<Image, String> {
     from_bytes(bytes).map_err(|why| format!("{shown}: {why}"))
 }
 
+/// What an attach reads of an image on the loop: enough for its type and size in pixels.
+const HEAD_BYTES: u64 = 256 * 1024;
+
+/// The image at `path` checked as [`load`] checks it (a regular file of at most `max` bytes, of
+/// a type taken or converted) by reading only its first 256 KiB: what an attach needs on the
+/// loop (the name, the size in pixels); the whole is read when the prompt is prepared.
+pub fn probe(path: &Path, max: u64) -> Result<Image, String> {
+    use std::io::Read;
+    let shown = path.display();
+    let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    if is_system_tree(path) || is_system_tree(&real) {
+        return Err(format!("{shown}: not an image file; refused"));
+    }
+    let file = match crate::util::open_regular(path) {
+        Ok(Some(f)) => f,
+        Ok(None) => return Err(format!("image not found: {shown}")),
+        Err(e) => return Err(format!("cannot read {shown}: {e}")),
+    };
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if size > max {
+        return Err(format!(
+            "image too large: {shown} is over {} (the most read for one image); make it smaller first",
+            size_words(max)
+        ));
+    }
+    let mut head = Vec::new();
+    if let Err(e) = file.take(HEAD_BYTES).read_to_end(&mut head) {
+        return Err(format!("cannot read {shown}: {e}"));
+    }
+    from_bytes(head).map_err(|why| format!("{shown}: {why}"))
+}
+
 /// Bytes as an image: one every provider takes, or a BMP (converted to PNG when sent); refused
 /// when they are none or of a type tui-gateway cannot convert (TIFF, HEIC).
 pub fn from_bytes(bytes: Vec<u8>) -> Result<Image, String> {

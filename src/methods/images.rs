@@ -42,7 +42,7 @@ fn attach(gw: &mut Gateway, p: &Params, image: &Path) -> Result<Value, RpcError>
             format!("unsupported image: {name}"),
         ));
     }
-    let img = images::load(image, max).map_err(|why| {
+    let img = images::probe(image, max).map_err(|why| {
         let code = if why.contains("too large") {
             TOO_LARGE
         } else {
@@ -289,7 +289,7 @@ fn paste_answer(outcome: &crate::tools::runs::Outcome) -> Value {
     if let Err(why) = said.saved {
         return refuse(why);
     }
-    match images::load(&said.path, said.max) {
+    match images::probe(&said.path, said.max) {
         Ok(img) => {
             let mut v = images::meta(&said.path, &img.bytes);
             v["attached"] = json!(true);
