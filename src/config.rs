@@ -91,8 +91,8 @@ pub struct Config {
     pub idle_exit: Duration,
     /// How long a relay waits for the persistent gateway it started to listen.
     pub relay_start: Duration,
-    /// Largest image attached to a prompt or read by `vision_analyze` (Hermes' 20 MB ceiling
-    /// on the base64 it sends: 15 MiB of bytes).
+    /// Largest image file read for a prompt or `vision_analyze` (Hermes' 25 MB upload cap);
+    /// one past Hermes' send bounds is made smaller before it is sent (`images/shrink.rs`).
     pub image_max_bytes: u64,
 }
 
@@ -135,7 +135,7 @@ impl Default for Config {
             handle_signals: true,
             rpc_log: None,
             checkpoint_max_files: 50_000,
-            image_max_bytes: 15 * 1024 * 1024,
+            image_max_bytes: 25 * 1024 * 1024,
             persistent: None,
             idle_exit: Duration::from_secs(600),
             relay_start: Duration::from_secs(10),

@@ -123,6 +123,8 @@ pub struct Gateway {
     pub(crate) skills: crate::skills::Shared,
     /// Requests waiting for the skills' first scan, and reloads waiting for theirs.
     pub(crate) skills_waiting: crate::methods::skills::Waiting,
+    /// Prompts whose images are prepared off the loop before they run.
+    pub(crate) preparing: crate::methods::images::Preparing,
     /// `model.options` requests waiting for the endpoint's model list.
     pub(crate) model_fetches: crate::methods::models::Fetches,
     /// Session titles being written by the sessions' models.
@@ -219,6 +221,7 @@ impl Gateway {
             checkpoints: crate::checkpoints::Checkpoints::new(checkpoint_max_files),
             skills,
             skills_waiting: Default::default(),
+            preparing: Default::default(),
             model_fetches: Default::default(),
             titles: Default::default(),
             clients,
@@ -428,6 +431,7 @@ impl Gateway {
             self.schedule(&rid);
         }
         crate::methods::skills::pump(self, now);
+        crate::methods::images::pump(self, now);
         self.step_shutdown(now);
         self.dispatch(now);
         self.commit(now);

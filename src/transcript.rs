@@ -58,6 +58,29 @@ pub fn plain_text(content: &str) -> std::borrow::Cow<'_, str> {
     shown.join("\n").into()
 }
 
+/// Content as Hermes' gateway shows it in a resumed or paged transcript (`_coerce_message_text`):
+/// the parts' text, each image's URL (a `data:` URL included) on a line of its own after it, so a
+/// client that renders images finds them; `[image]` for an image part without a URL.
+pub fn shown_text(content: &str) -> std::borrow::Cow<'_, str> {
+    let Some(parts) = parts_of(content) else {
+        return content.into();
+    };
+    let mut out = String::new();
+    for p in &parts {
+        if let Some(text) = p["text"].as_str() {
+            out.push_str(text);
+        } else if is_image_part(p) {
+            let url = p["image_url"]["url"]
+                .as_str()
+                .or_else(|| p["image_url"].as_str())
+                .filter(|u| !u.is_empty());
+            out.push('\n');
+            out.push_str(url.unwrap_or("[image]"));
+        }
+    }
+    out.into()
+}
+
 /// Characters content counts as in the rough token count: an image as a fixed weight, not its
 /// base64 text.
 pub fn weight_chars(content: &str) -> usize {
@@ -165,7 +188,7 @@ impl Message {
     pub fn display(&self) -> Vec<Value> {
         match self.role {
             Role::User => {
-                let text = plain_text(self.content.as_deref().unwrap_or(""));
+                let text = shown_text(self.content.as_deref().unwrap_or(""));
                 vec![json!({"role": "user", "text": text})]
             }
             Role::Assistant => {
@@ -255,8 +278,11 @@ pub fn display_tail(messages: &[Message], before: usize, page: Page) -> (Vec<Val
     let mut first = before;
     for (i, m) in messages[..before].iter().enumerate().rev() {
         let shown = m.display();
-        let size = m.content.as_deref().map_or(0, weight_chars)
-            + m.tool_calls.as_deref().map_or(0, str::len);
+        // What is shown counts (an image's URL too), so a page of images stays bounded.
+        let size = m.content.as_deref().map_or(0, |c| match m.role {
+            Role::User => shown_text(c).len(),
+            _ => weight_chars(c),
+        }) + m.tool_calls.as_deref().map_or(0, str::len);
         let full = rows.len() + shown.len() > page.rows || bytes + size > page.bytes;
         if !rows.is_empty() && !shown.is_empty() && full {
             break;
@@ -283,6 +309,9 @@ mod tests {
             json!({"type": "image_url", "image_url": {"url": big}}),
         ]);
         assert_eq!(plain_text(&stored), "look\n[image]");
+        assert_eq!(super::shown_text(&stored), format!("look\n{big}"));
+        let no_url = encode_parts(&[json!({"type": "image"})]);
+        assert_eq!(super::shown_text(&no_url), "\n[image]");
         assert!(weight_chars(&stored) < 10_000, "{}", weight_chars(&stored));
         assert_eq!(plain_text("plain"), "plain");
     }

@@ -2,8 +2,9 @@
 //! destructive `terminal` command on a scratch project snapshot it first (Hermes' shared shadow
 //! store under `$HERMES_HOME/checkpoints/`), `rollback.list/diff/restore` (all, one file, and a
 //! restore undone), off by default, Hermes' own Python reading our store and we reading its,
-//! no `git` on `PATH`, a tree past the cap, and a large tree snapshotted while `ping` is
-//! answered throughout.
+//! no `git` on `PATH`, a tree past the cap, a full disk (a small tmpfs in a namespace of the
+//! gateway's own), Hermes' pre-v2 stores archived and old archives swept, and a large tree
+//! snapshotted while `ping` is answered throughout.
 
 use crate::common;
 
@@ -386,4 +387,126 @@ fn hermes_reads_our_checkpoints_and_we_read_hermes() {
     );
     assert_eq!(theirs["success"], true, "{theirs}");
     assert_eq!(b.read("a.txt"), "one\n");
+}
+
+/// Hermes' migration of pre-v2 checkpoints: when the shared store is first made, what else is in
+/// `checkpoints/` (a per-project store of the old layout) is moved into `legacy-<time>/`; the
+/// automatic sweep then removes `legacy-*` archives older than `retention_days` and keeps newer.
+#[test]
+fn old_per_project_stores_are_archived_and_old_archives_swept() {
+    let mut b = bench("cp-legacy", ON, &[]);
+    let base = b.home.path.join("checkpoints");
+    let old_store = base.join("0123456789abcdef");
+    std::fs::create_dir_all(old_store.join("objects")).unwrap();
+    std::fs::write(old_store.join("HEAD"), "ref: refs/heads/master\n").unwrap();
+    let stale = base.join("legacy-20200101-000000");
+    let fresh = base.join("legacy-20990101-000000");
+    for dir in [&stale, &fresh] {
+        std::fs::create_dir_all(dir.join("x")).unwrap();
+        std::fs::write(dir.join("x").join("HEAD"), "old\n").unwrap();
+    }
+    let touched = std::process::Command::new("touch")
+        .args(["-d", "2020-01-01 00:00:00"])
+        .arg(&stale)
+        .status()
+        .unwrap();
+    assert!(touched.success());
+    std::fs::write(b.path("a.txt"), "one\n").unwrap();
+    b.tool("write_file", json!({"path": "a.txt", "content": "two\n"}));
+    assert_eq!(b.list().len(), 1, "the snapshot went to the new store");
+    assert!(!old_store.exists(), "the old store is moved away");
+    let archived: Vec<PathBuf> = std::fs::read_dir(&base)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("0123456789abcdef").join("HEAD").is_file())
+        .collect();
+    assert_eq!(archived.len(), 1, "moved whole into one archive");
+    let name = archived[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        name.starts_with("legacy-") && name.len() == "legacy-20261207-120000".len(),
+        "{name}"
+    );
+    // The sweep runs after the first snapshot: the stale archive goes, the others stay.
+    let swept = procfs::poll_until(secs(20), || !stale.exists());
+    assert!(swept, "the archive older than retention_days is removed");
+    assert!(fresh.join("x").join("HEAD").is_file());
+    assert!(archived[0].join("0123456789abcdef").join("HEAD").is_file());
+    b.g.ping();
+}
+
+/// A full disk while snapshotting: the gateway runs in a user and mount namespace of its own
+/// (`unshare -rm`, nothing seen outside it) with a 256 KiB tmpfs as `$HERMES_HOME/checkpoints`;
+/// a project of 2 MB that does not compress cannot be stored there. The edits are made, the
+/// failure is said once with git's reason, and the gateway goes on. Prints why and passes where
+/// user namespaces are not allowed.
+#[test]
+fn a_full_disk_while_snapshotting_never_fails_the_edit_and_is_said_once() {
+    let allowed = std::process::Command::new("unshare")
+        .args(["-rm", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !allowed {
+        eprintln!("SKIPPED: no user namespace here (unshare -rm) to mount a small tmpfs in");
+        return;
+    }
+    let home = TempHome::new("cp-full");
+    let work = TempHome::new("cp-full-work");
+    std::fs::write(home.path.join("config.yaml"), ON).unwrap();
+    let base = home.path.join("checkpoints");
+    std::fs::create_dir_all(&base).unwrap();
+    let wrapper = home.path.join("in-small-disk.sh");
+    std::fs::write(
+        &wrapper,
+        "#!/bin/sh\n# Its own user and mount namespace: a 256 KiB tmpfs as the checkpoints folder.\n\
+         exec unshare -rm sh -c 'mount -t tmpfs -o size=256k tmpfs \"$1\" && shift && exec \"$@\"' sh \"$@\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut g = Gateway::builder()
+        .tag("cp-full")
+        .home(&home.path)
+        .program(&wrapper)
+        .args(&[base.to_str().unwrap(), BIN])
+        .start();
+    let s = g.create_session(json!({"cwd": work.path.to_str().unwrap()}));
+    // 2 MB of bytes that do not compress.
+    let mut seed = 99u32;
+    let noise: Vec<u8> = (0..2_000_000)
+        .map(|_| {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            (seed >> 16) as u8
+        })
+        .collect();
+    std::fs::write(work.path.join("blob.bin"), &noise).unwrap();
+    for (turn, text) in ["one\n", "two\n"].into_iter().enumerate() {
+        let done = g.tool_turn(
+            &s.id,
+            "write_file",
+            &json!({"path": "a.txt", "content": text}),
+        );
+        assert!(done.get("error").is_none(), "turn {turn}: {done}");
+        assert_eq!(
+            std::fs::read_to_string(work.path.join("a.txt")).unwrap(),
+            text
+        );
+    }
+    let warned: Vec<String> = g
+        .events_of_session(&s.id)
+        .iter()
+        .filter(|e| e["type"] == "status.update" && e["payload"]["kind"] == "warn")
+        .map(|e| e["payload"]["text"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(warned.len(), 1, "said once: {warned:?}");
+    eprintln!("full disk: {}", warned[0]);
+    assert!(
+        warned[0].to_lowercase().contains("no space left"),
+        "git's reason: {warned:?}"
+    );
+    g.ping();
 }

@@ -3,9 +3,10 @@
 //! Covered: `image.attach` with a quoted path and words after it, `~`, `input.detect_drop` of
 //! a dropped image; the attached image in the next request of each API (Chat Completions'
 //! `image_url` data URL, the Messages API's `image` block, the Responses API's `input_image`),
-//! stored as Hermes stores it and sent again after a restart and resume (shown as `[image]`);
-//! an image over the size bound refused with the reason; a model without vision given the
-//! image's path and `vision_analyze` instead, and told once; `clipboard.paste` through a
+//! stored as Hermes stores it and sent again after a restart and resume (shown with its data URL);
+//! an image over the size bound refused with the reason, one past Hermes' send bounds made
+//! smaller and a bitmap converted; a model without vision given each image's description (the
+//! vision model asked before the turn, the gateway answering meanwhile) and told once; `clipboard.paste` through a
 //! stand-in `wl-paste` first on `PATH` (checked to be the one run), and a clear answer when no
 //! clipboard tool is there.
 //!
@@ -181,21 +182,20 @@ fn an_attached_image_goes_as_a_data_url_and_again_after_a_resume() {
         &content[..40.min(content.len())]
     );
 
-    // A new gateway resumes it: the image shows as `[image]` and goes to the model again.
+    // A new gateway resumes it: the message shows as Hermes shows it (its text, then the image's
+    // data URL on a line of its own) and the image goes to the model again.
     g.close_stdin();
     assert!(g.wait_exit(secs(10)).success(), "{}", g.diag());
     let mut g = gateway(&home).start();
     let r = g.call("session.resume", json!({"session_id": s.stored}));
     let shown = r["messages"].as_array().expect("messages").clone();
     let first_user = shown.iter().find(|m| m["role"] == "user").unwrap();
+    let text = first_user["text"].as_str().unwrap();
     assert!(
-        first_user["text"].as_str().unwrap().contains("[image]"),
+        text.starts_with("what is this\n\n[Image attached at: "),
         "{first_user}"
     );
-    assert!(
-        !first_user["text"].as_str().unwrap().contains("base64"),
-        "{first_user}"
-    );
+    assert!(text.ends_with(&format!("\n{want_url}")), "{first_user}");
     let sid = r["session_id"].as_str().unwrap().to_string();
     let turn = g.run_turn(&sid, "still there?");
     assert_eq!(turn.text, "Yes, the card.");
@@ -316,12 +316,38 @@ fn an_image_over_the_bound_or_not_an_image_is_refused_with_the_reason() {
     g.ping();
 }
 
+/// Whether a Chat Completions request carries an image (a vision model's description call).
+fn asks_about_an_image(r: &mockai::Recorded) -> bool {
+    r.messages().iter().any(|m| {
+        m["content"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["type"] == "image_url"))
+    })
+}
+
 #[test]
-fn a_model_without_vision_gets_the_path_and_vision_analyze_said_once() {
-    let mock = MockAi::script(vec![
-        Reply::text(&["ok"], (5, 1)),
-        Reply::text(&["ok again"], (5, 1)),
-    ]);
+fn a_model_without_vision_gets_each_images_description_before_the_turn_said_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    // The first description is held until the test lets it go; the second fails.
+    let (go, held) = std::sync::mpsc::channel::<()>();
+    let held = Mutex::new(Some(held));
+    let described = Arc::new(AtomicUsize::new(0));
+    let seen = described.clone();
+    let mock = MockAi::start(move |r| {
+        if !asks_about_an_image(r) {
+            return Reply::text(&["ok"], (5, 1));
+        }
+        if seen.fetch_add(1, Ordering::SeqCst) > 0 {
+            return Reply::status(400, r#"{"error":{"message":"no vision here"}}"#);
+        }
+        let held = held.lock().unwrap().take().unwrap();
+        Reply::Custom(Box::new(move |conn| {
+            let _ = held.recv_timeout(secs(60));
+            let events = mockai::text_events(&["A red square on white."], "stop", Some((9, 5)));
+            mockai::write_stream(conn, mockai::Stream::new(events));
+        }))
+    });
     let home = TempHome::new("images-text");
     chat_config(&home.path, &mock, "deepseek-chat", "");
     let (path, _) = image_file(&home, "shot.png", png(8, 8, 10));
@@ -344,39 +370,77 @@ fn a_model_without_vision_gets_the_path_and_vision_analyze_said_once() {
         json!({"session_id": s.id, "text": "/help me"}),
     );
     assert_eq!(r["matched"], false, "not a file: no drop");
+    // Another dropped file is named for the model's file tools, not attached as an image.
+    let notes = home.path.join("notes.txt");
+    std::fs::write(&notes, "hi\n").unwrap();
+    let r = g.call(
+        "input.detect_drop",
+        json!({"session_id": s.id, "text": format!("'{}' sum it up", notes.display())}),
+    );
+    assert_eq!(
+        (r["matched"].as_bool(), r["is_image"].as_bool()),
+        (Some(true), Some(false)),
+        "{r}"
+    );
+    assert_eq!(r["name"], "notes.txt");
+    assert_eq!(
+        r["text"],
+        format!("[User attached file: {}]\nsum it up", notes.display())
+    );
 
-    let turn = g.run_turn(&s.id, "what is it");
-    let req = &mock.wait_requests(1, T)[0];
-    let text = last_user(&req.body)["content"]
+    let start = submit(&mut g, &s.id, "what is it");
+    // The vision model is asked first, with Hermes' prompt and the image; while it has not
+    // answered, the gateway answers, and a prompt sent meanwhile waits its turn.
+    let ask = mock.wait_requests(1, T)[0].clone();
+    assert!(asks_about_an_image(&ask), "{}", ask.body);
+    assert!(
+        ask.last_user_text()
+            .starts_with("Describe everything visible in this image"),
+        "{}",
+        ask.body
+    );
+    g.ping();
+    let r = g.call(
+        "prompt.submit",
+        json!({"session_id": s.id, "text": "then this"}),
+    );
+    assert_eq!(r["status"], "queued", "{r}");
+    assert_eq!(mock.requests().len(), 1, "no turn before the description");
+    go.send(()).unwrap();
+    g.finish_turn(&s.id, start, T);
+    let after = g.frames.len();
+    g.finish_turn(&s.id, after, T);
+    let reqs = mock.wait_requests(3, T);
+    let text = last_user(&reqs[1].body)["content"]
         .as_str()
         .expect("text only")
         .to_string();
-    assert!(
-        text.contains(&format!(
-            "vision_analyze using image_url: {}",
+    assert_eq!(
+        text,
+        format!(
+            "[The user attached an image:\nA red square on white.]\n[You can examine it with vision_analyze using image_url: {}]\n\nwhat is it",
             path.display()
-        )),
-        "{text}"
+        )
     );
-    assert!(text.ends_with("what is it"), "{text}");
-    let told = |t: &Turn| {
-        t.events
-            .iter()
-            .filter(|e| e["type"] == "status.update")
-            .filter(|e| {
-                e["payload"]["text"]
-                    .as_str()
-                    .is_some_and(|t| t.contains("does not take images"))
-            })
-            .count()
-    };
-    let first = told(&turn);
+    assert_eq!(last_user(&reqs[2].body)["content"], "then this", "in order");
+
+    // A description that fails says so, and the turn goes on; the user was told once.
     g.call(
         "image.attach",
         json!({"session_id": s.id, "path": path.to_string_lossy()}),
     );
-    let turn = g.run_turn(&s.id, "and this?");
-    let frames_told = g
+    g.run_turn(&s.id, "and this?");
+    let reqs = mock.wait_requests(5, T);
+    let text = last_user(&reqs[4].body)["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        text.starts_with("[The user attached an image but analysis failed.]\n[You can examine it with vision_analyze using image_url: "),
+        "{text}"
+    );
+    assert!(text.ends_with("\n\nand this?"), "{text}");
+    let told = g
         .frames
         .iter()
         .filter(|f| f["params"]["type"] == "status.update")
@@ -386,12 +450,110 @@ fn a_model_without_vision_gets_the_path_and_vision_analyze_said_once() {
                 .is_some_and(|t| t.contains("does not take images"))
         })
         .count();
-    assert_eq!(
-        frames_told,
-        1,
-        "said once (first turn saw {first}, second {})",
-        told(&turn)
+    assert_eq!(told, 1, "said once a session");
+}
+
+/// A PNG of noise (it does not compress) of `w` x `h`.
+fn noise_png(w: u32, h: u32) -> Vec<u8> {
+    let mut seed = 7u32;
+    let pic = image::RgbImage::from_fn(w, h, |_, _| {
+        seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let b = seed.to_le_bytes();
+        image::Rgb([b[0], b[1], b[2]])
+    });
+    let mut out = std::io::Cursor::new(Vec::new());
+    image::DynamicImage::ImageRgb8(pic)
+        .write_to(&mut out, image::ImageFormat::Png)
+        .unwrap();
+    out.into_inner()
+}
+
+/// Standard base64 decoded (padding allowed).
+fn unb64(text: &str) -> Vec<u8> {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let vals: Vec<u32> = text
+        .bytes()
+        .filter(|&c| c != b'=')
+        .map(|c| ABC.iter().position(|&a| a == c).expect("base64") as u32)
+        .collect();
+    let mut out = Vec::new();
+    for chunk in vals.chunks(4) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, v)| n | v << (18 - 6 * i));
+        out.extend(&n.to_be_bytes()[1..chunk.len()]);
+    }
+    out
+}
+
+/// The picture a data URL carries: its type and size in pixels.
+fn decoded(url: &str) -> (String, u32, u32) {
+    let (head, b64) = url.split_once(";base64,").unwrap();
+    let bytes = unb64(b64);
+    let pic = image::load_from_memory(&bytes).unwrap();
+    (
+        head.trim_start_matches("data:").to_string(),
+        pic.width(),
+        pic.height(),
+    )
+}
+
+#[test]
+fn a_big_image_is_made_smaller_and_a_bitmap_converted_before_it_is_sent() {
+    let mock = MockAi::script(vec![Reply::text(&["Two pictures."], (10, 3))]);
+    let home = TempHome::new("images-shrink");
+    chat_config(&home.path, &mock, "gpt-4o", "");
+    // 2,000 x 1,300 of noise: about 7.8 MB, over Hermes' 4 MB data URL.
+    let (big, bytes) = image_file(&home, "big.png", noise_png(2000, 1300));
+    assert!(bytes.len() > 4 * 1024 * 1024);
+    let mut bmp = std::io::Cursor::new(Vec::new());
+    image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(40, 30, image::Rgb([1, 2, 3])))
+        .write_to(&mut bmp, image::ImageFormat::Bmp)
+        .unwrap();
+    let (small, _) = image_file(&home, "small.bmp", bmp.into_inner());
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    let r = g.call(
+        "image.attach",
+        json!({"session_id": s.id, "path": big.to_string_lossy()}),
     );
+    assert_eq!(
+        (r["width"].as_u64(), r["height"].as_u64()),
+        (Some(2000), Some(1300)),
+        "{r}"
+    );
+    let r = g.call(
+        "image.attach",
+        json!({"session_id": s.id, "path": small.to_string_lossy()}),
+    );
+    assert_eq!(
+        (r["width"].as_u64(), r["height"].as_u64()),
+        (Some(40), Some(30)),
+        "{r}"
+    );
+    let turn = g.run_turn(&s.id, "compare");
+    assert_eq!(turn.text, "Two pictures.", "{}", turn.complete);
+    let req = &mock.wait_requests(1, T)[0];
+    let parts = last_user(&req.body)["content"].as_array().unwrap().clone();
+    let urls: Vec<&str> = parts[1..]
+        .iter()
+        .map(|p| p["image_url"]["url"].as_str().unwrap())
+        .collect();
+    assert_eq!(urls.len(), 2, "{parts:?}");
+    assert!(urls[0].len() <= 4 * 1024 * 1024, "{}", urls[0].len());
+    assert_eq!(
+        decoded(urls[0]),
+        ("image/png".into(), 1000, 650),
+        "halved once, a PNG still"
+    );
+    assert_eq!(
+        decoded(urls[1]),
+        ("image/png".into(), 40, 30),
+        "the bitmap as a PNG"
+    );
+    // The file itself is left as it was.
+    assert_eq!(std::fs::read(&big).unwrap(), bytes);
 }
 
 /// A stand-in `wl-paste` (it prints the image and notes that it ran) in a folder put first on
@@ -751,4 +913,63 @@ fn uploaded_image_bytes_are_saved_and_sent_with_the_next_prompt() {
         1,
         "nothing refused was kept"
     );
+}
+
+#[test]
+fn an_interrupt_while_images_are_described_ends_that_turn_when_it_starts() {
+    use std::sync::Mutex;
+    let (go, held) = std::sync::mpsc::channel::<()>();
+    let held = Mutex::new(Some(held));
+    let mock = MockAi::start(move |r| {
+        if !asks_about_an_image(r) {
+            return Reply::text(&["should not be seen"], (5, 1));
+        }
+        let held = held.lock().unwrap().take();
+        Reply::Custom(Box::new(move |conn| {
+            if let Some(h) = held {
+                let _ = h.recv_timeout(secs(60));
+            }
+            let events = mockai::text_events(&["A cat."], "stop", Some((9, 5)));
+            mockai::write_stream(conn, mockai::Stream::new(events));
+        }))
+    });
+    let home = TempHome::new("images-interrupt");
+    chat_config(&home.path, &mock, "deepseek-chat", "");
+    let (path, _) = image_file(&home, "cat.png", png(8, 8, 10));
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    g.call(
+        "image.attach",
+        json!({"session_id": s.id, "path": path.to_string_lossy()}),
+    );
+    let start = submit(&mut g, &s.id, "what is it");
+    mock.wait_requests(1, T);
+    g.call("session.interrupt", json!({"session_id": s.id}));
+    go.send(()).unwrap();
+    let turn = g.finish_turn(&s.id, start, T);
+    assert_eq!(
+        turn.complete["payload"]["status"], "interrupted",
+        "{}",
+        turn.complete
+    );
+    assert!(
+        !turn.text.contains("should not be seen"),
+        "{}",
+        turn.complete
+    );
+    // The prompt, with its description, is kept as the user's message; the next one runs.
+    let user: String = g
+        .db()
+        .query_row(
+            "SELECT content FROM messages WHERE session_id = ?1 AND role = 'user' ORDER BY id LIMIT 1",
+            [&s.stored],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        user.starts_with("[The user attached an image:\nA cat.]"),
+        "{user}"
+    );
+    let turn = g.run_turn(&s.id, "hello");
+    assert_eq!(turn.text, "should not be seen", "the session goes on");
 }

@@ -11,6 +11,7 @@ use crate::mockai;
 use crate::tui;
 
 use common::procfs::{self, marker};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tui::{Opts, START, T, Tui};
 
@@ -1223,9 +1224,45 @@ fn skills_in_the_banner_in_help_and_as_a_command_that_runs_a_turn() {
     tui.quit();
 }
 
+/// A stand-in `wl-paste` first on `PATH` (it prints `image` and notes each run in the file
+/// returned): the `PATH` to give the TUI, and that file.
+fn fake_clipboard(stage: &common::TempHome, image: &Path) -> (String, PathBuf) {
+    let bin = stage.path.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let ran = stage.path.join("wl-paste-ran");
+    let tool = bin.join("wl-paste");
+    std::fs::write(
+        &tool,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> '{}'\ncase \"$*\" in\n  *--list-types*) echo image/png ;;\n  *image/png*) cat '{}' ;;\n  *) exit 1 ;;\nesac\n",
+            ran.display(),
+            image.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (path, ran)
+}
+
+/// A PNG's header of `w` x `h` (what the gateway reads and measures).
+fn png_header(w: u32, h: u32) -> Vec<u8> {
+    let mut b = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    b.extend(w.to_be_bytes());
+    b.extend(h.to_be_bytes());
+    b.extend([8, 6, 0, 0, 0]);
+    b
+}
+
 /// Images in the real TUI: `/paste` reads the clipboard through a stand-in `wl-paste` first on
 /// `PATH` (it prints a PNG and notes that it ran), `/image <path>` attaches a file, and the next
-/// prompt's request carries both images to a vision model.
+/// prompt's request carries both images to a vision model; a second TUI resuming the session
+/// shows the message as Hermes' gateway gives it (its text, then each image's data URL).
 #[test]
 fn paste_and_attach_an_image_then_send_it() {
     let m = marker();
@@ -1238,42 +1275,16 @@ fn paste_and_attach_an_image_then_send_it() {
     });
     let yaml = custom_endpoint("gpt-4o", &mock.base_url(), Some(&format!("sk-e2e-{m}")));
     let stage = common::TempHome::new("tui-images");
-    let png = |w: u32, h: u32| {
-        let mut b = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
-        b.extend(w.to_be_bytes());
-        b.extend(h.to_be_bytes());
-        b.extend([8, 6, 0, 0, 0]);
-        b
-    };
     let clip = stage.path.join("clip.png");
-    std::fs::write(&clip, png(100, 50)).unwrap();
+    std::fs::write(&clip, png_header(100, 50)).unwrap();
     let card = stage.path.join("card.png");
-    std::fs::write(&card, png(20, 10)).unwrap();
-    let bin = stage.path.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let ran = stage.path.join("wl-paste-ran");
-    let tool = bin.join("wl-paste");
-    std::fs::write(
-        &tool,
-        format!(
-            "#!/bin/sh\necho \"$@\" >> '{}'\ncase \"$*\" in\n  *--list-types*) echo image/png ;;\n  *image/png*) cat '{}' ;;\n  *) exit 1 ;;\nesac\n",
-            ran.display(),
-            clip.display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    std::fs::write(&card, png_header(20, 10)).unwrap();
+    let (path, ran) = fake_clipboard(&stage, &clip);
     let Some(tui) = Tui::start(
         "images",
         Opts {
             config_yaml: Some(yaml),
-            env: vec![("PATH".into(), path)],
+            env: vec![("PATH".into(), path.clone())],
             ..Opts::default()
         },
     ) else {
@@ -1313,6 +1324,114 @@ fn paste_and_attach_an_image_then_send_it() {
         images
             .iter()
             .all(|u| u.starts_with("data:image/png;base64,"))
+    );
+    tui.assert_no_errors(&[]);
+    let created = tui.wait_call("session.create", T);
+    let stored = created.result.as_ref().unwrap()["info"]["stored_session_id"]
+        .as_str()
+        .or_else(|| created.result.as_ref().unwrap()["stored_session_id"].as_str())
+        .expect("a stored id in session.create")
+        .to_string();
+    tui.quit();
+
+    let again = Tui::start(
+        "images-resumed",
+        Opts {
+            home: Some(tui.home.clone()),
+            env: vec![("PATH".into(), path), ("HERMES_TUI_RESUME".into(), stored)],
+            ..Opts::default()
+        },
+    )
+    .unwrap();
+    again.wait_ready(START);
+    let resumed = again.wait_call("session.resume", T);
+    let shown = resumed.result.as_ref().expect("resumed")["messages"].clone();
+    let text = shown
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|msg| msg["role"] == "user")
+        .and_then(|msg| msg["text"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        text.starts_with("what are these?\n\n[Image attached at: "),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("\ndata:image/png;base64,").count(),
+        2,
+        "{text}"
+    );
+    again.wait_for(&format!("[Image attached at: {}]", card.display()), T);
+    again.wait_for("data:image/png;base64,", T);
+    again.assert_no_errors(&[]);
+    again.quit();
+    drop(again);
+    drop(tui);
+}
+
+/// A model without vision in the real TUI: a pasted image is described by the vision model
+/// before the turn, and the turn's prompt carries the description; no error on screen.
+#[test]
+fn a_model_without_vision_gets_the_pasted_images_description() {
+    let m = marker();
+    let mock = mockai::MockAi::start(move |r| {
+        if r.path.ends_with("/models") {
+            return mockai::Reply::status(
+                200,
+                r#"{"object":"list","data":[{"id":"deepseek-chat"}]}"#,
+            );
+        }
+        let asks_about_image = r.messages().iter().any(|msg| {
+            msg["content"]
+                .as_array()
+                .is_some_and(|p| p.iter().any(|p| p["type"] == "image_url"))
+        });
+        let text = if asks_about_image {
+            "A blue test card."
+        } else {
+            "I read the description"
+        };
+        let events = mockai::text_events(&[text], "stop", Some((30, 6)));
+        mockai::Reply::Stream(mockai::Stream::new(events))
+    });
+    let yaml = custom_endpoint(
+        "deepseek-chat",
+        &mock.base_url(),
+        Some(&format!("sk-e2e-{m}")),
+    );
+    let stage = common::TempHome::new("tui-images-text");
+    let clip = stage.path.join("clip.png");
+    std::fs::write(&clip, png_header(64, 32)).unwrap();
+    let (path, _) = fake_clipboard(&stage, &clip);
+    let Some(tui) = Tui::start(
+        "images-text",
+        Opts {
+            config_yaml: Some(yaml),
+            env: vec![("PATH".into(), path)],
+            ..Opts::default()
+        },
+    ) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.submit("/paste");
+    tui.wait_for("Image #1 attached from clipboard · 64x32", T);
+    tui.wait_ready(T);
+    tui.submit("what is this?");
+    tui.wait_for("I read the description", T);
+    tui.wait_ready(T);
+    let turn = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .map(|r| r.last_user_text())
+        .find(|t| t.ends_with("what is this?"))
+        .expect("the turn's request");
+    assert!(
+        turn.starts_with("[The user attached an image:\nA blue test card.]\n[You can examine it with vision_analyze using image_url: "),
+        "{turn}"
     );
     tui.assert_no_errors(&[]);
     tui.quit();

@@ -263,6 +263,19 @@ pub fn size_line(store: &Store) -> String {
     )
 }
 
+/// How Hermes names the folders its pre-v2 per-project stores are moved into.
+pub const LEGACY_PREFIX: &str = "legacy-";
+
+/// Removes the `legacy-*` archives last changed over `retention_days` ago (Hermes' sweep;
+/// run in the checkpoints' base folder, never following a link).
+pub fn legacy_sweep_line(store: &Store, retention_days: u64) -> String {
+    format!(
+        "find {} -mindepth 1 -maxdepth 1 -type d -name '{LEGACY_PREFIX}*' -mmin +{} -exec rm -rf -- {{}} +",
+        quote(&store.base.to_string_lossy()),
+        retention_days.saturating_mul(24 * 60)
+    )
+}
+
 /// Whether `git` is on `PATH` (what the commands will find).
 pub fn git_on_path() -> bool {
     use std::os::unix::fs::PermissionsExt;

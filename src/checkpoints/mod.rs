@@ -647,10 +647,15 @@ pub(crate) fn fs_op(op: &FsOp, t: &Target, now: f64) -> Outcome {
     match op {
         FsOp::StoreExists => yes_no(store.head().is_file()),
         FsOp::IndexExists => yes_no(store.index(&t.hash).is_file()),
-        FsOp::MakeDirs => done(
-            std::fs::create_dir_all(store.dir.join("indexes"))
-                .and_then(|()| std::fs::create_dir_all(store.projects())),
-        ),
+        FsOp::MakeDirs => {
+            if !store.dir.exists() {
+                archive_legacy(store, now);
+            }
+            done(
+                std::fs::create_dir_all(store.dir.join("indexes"))
+                    .and_then(|()| std::fs::create_dir_all(store.projects())),
+            )
+        }
         FsOp::WriteExclude => {
             let mut text = layout::DEFAULT_EXCLUDES.join("\n");
             text.push('\n');
@@ -676,6 +681,38 @@ pub(crate) fn fs_op(op: &FsOp, t: &Target, now: f64) -> Outcome {
             &store.base.join(layout::PRUNE_MARKER),
             now.to_string().as_bytes(),
         )),
+    }
+}
+
+/// Before the shared store is first made: whatever else is in the checkpoints' folder (Hermes'
+/// pre-v2 per-project stores) moved into `legacy-<YYYYmmdd-HHMMSS>/`, as Hermes' migration does;
+/// an entry that cannot be moved stays (Hermes logs it and goes on). Renames in one folder.
+fn archive_legacy(store: &Store, now: f64) {
+    let Ok(entries) = std::fs::read_dir(&store.base) else {
+        return;
+    };
+    let mut archive: Option<std::path::PathBuf> = None;
+    // Hermes' pre-v2 stores are one per project: a few entries, never a big listing.
+    for entry in entries.flatten().take(10_000) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let reserved = name == "store" || name == layout::PRUNE_MARKER;
+        if reserved || name.starts_with(layout::LEGACY_PREFIX) {
+            continue;
+        }
+        let dir = match &archive {
+            Some(d) => d.clone(),
+            None => {
+                let (y, mo, d, h, mi, s) = crate::util::utc_parts(now);
+                let stamp = format!("{y:04}{mo:02}{d:02}-{h:02}{mi:02}{s:02}");
+                let d = store.base.join(format!("{}{stamp}", layout::LEGACY_PREFIX));
+                if std::fs::create_dir_all(&d).is_err() {
+                    return;
+                }
+                archive = Some(d.clone());
+                d
+            }
+        };
+        let _ = std::fs::rename(entry.path(), dir.join(&name));
     }
 }
 

@@ -925,7 +925,8 @@ impl Restore {
 // ---- the automatic sweep ----
 
 /// Hermes' automatic sweep: projects untouched for `retention_days` forgotten (their ref,
-/// index and metadata), a gc, the size cap, the marker written.
+/// index and metadata), `legacy-*` archives as old removed, a gc, the size cap, the marker
+/// written.
 #[derive(Debug)]
 pub struct Sweep {
     t: Target,
@@ -944,6 +945,7 @@ enum SweepAt {
     Begin,
     Read,
     Forget,
+    Legacy,
     Collect(Gc),
     Capping(Cap),
     Marked,
@@ -990,7 +992,15 @@ impl Sweep {
                             self.forgetting = Some(hash);
                             return Step::Do(cmd);
                         }
-                        None => self.at = SweepAt::Collect(Gc::Expire),
+                        None => self.at = SweepAt::Legacy,
+                    }
+                }
+                SweepAt::Legacy => {
+                    self.at = SweepAt::Collect(Gc::Expire);
+                    // Hermes: archives of pre-v2 stores go by the same retention.
+                    if self.retention_days > 0 {
+                        let line = layout::legacy_sweep_line(&self.t.store, self.retention_days);
+                        return Step::Do(Cmd::Run { line, slow: 1 });
                     }
                 }
                 SweepAt::Collect(gc) => match gc.step(&self.t) {

@@ -8,6 +8,7 @@ pub mod clipboard;
 pub mod fetch;
 pub mod path;
 pub mod route;
+pub mod shrink;
 
 use std::path::{Path, PathBuf};
 
@@ -31,6 +32,14 @@ impl Image {
         let b64 = crate::model::connect::base64(&self.bytes);
         format!("data:{};base64,{b64}", self.mime)
     }
+}
+
+/// Whether every provider takes images of type `mime`.
+pub fn universal(mime: &str) -> bool {
+    matches!(
+        mime,
+        "image/png" | "image/jpeg" | "image/gif" | "image/webp"
+    )
 }
 
 /// The image type of `bytes` by their first bytes, and whether every provider takes it.
@@ -61,6 +70,7 @@ pub fn dimensions(b: &[u8]) -> Option<(u32, u32)> {
     let be32 = |i: usize| Some(u32::from_be_bytes(b.get(i..i + 4)?.try_into().ok()?));
     let le16 = |i: usize| Some(u16::from_le_bytes(b.get(i..i + 2)?.try_into().ok()?) as u32);
     let be16 = |i: usize| Some(u16::from_be_bytes(b.get(i..i + 2)?.try_into().ok()?) as u32);
+    let le32 = |i: usize| Some(i32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?));
     let le24 = |i: usize| {
         let s = b.get(i..i + 3)?;
         Some(s[0] as u32 | (s[1] as u32) << 8 | (s[2] as u32) << 16)
@@ -68,6 +78,8 @@ pub fn dimensions(b: &[u8]) -> Option<(u32, u32)> {
     match sniff(b)?.0 {
         "image/png" => Some((be32(16)?, be32(20)?)),
         "image/gif" => Some((le16(6)?, le16(8)?)),
+        // A bottom-up bitmap gives its height as a negative number.
+        "image/bmp" => Some((le32(18)?.unsigned_abs(), le32(22)?.unsigned_abs())),
         "image/webp" => match b.get(12..16)? {
             b"VP8X" => Some((le24(24)? + 1, le24(27)? + 1)),
             b"VP8 " => Some((le16(26)? & 0x3fff, le16(28)? & 0x3fff)),
@@ -142,7 +154,7 @@ pub fn load(path: &Path, max: u64) -> Result<Image, String> {
         Ok(None) => return Err(format!("image not found: {shown}")),
         Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
             return Err(format!(
-                "image too large: {shown} is over {} (the most sent for one image); make it smaller first",
+                "image too large: {shown} is over {} (the most read for one image); make it smaller first",
                 size_words(max)
             ));
         }
@@ -151,14 +163,51 @@ pub fn load(path: &Path, max: u64) -> Result<Image, String> {
     from_bytes(bytes).map_err(|why| format!("{shown}: {why}"))
 }
 
-/// Bytes as an image, refused when they are none or of a type some provider refuses.
+/// What an attach reads of an image on the loop: enough for its type and size in pixels.
+const HEAD_BYTES: u64 = 256 * 1024;
+
+/// The image at `path` checked as [`load`] checks it (a regular file of at most `max` bytes, of
+/// a type taken or converted) by reading only its first 256 KiB: what an attach needs on the
+/// loop (the name, the size in pixels); the whole is read when the prompt is prepared.
+pub fn probe(path: &Path, max: u64) -> Result<Image, String> {
+    use std::io::Read;
+    let shown = path.display();
+    let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    if is_system_tree(path) || is_system_tree(&real) {
+        return Err(format!("{shown}: not an image file; refused"));
+    }
+    let file = match crate::util::open_regular(path) {
+        Ok(Some(f)) => f,
+        Ok(None) => return Err(format!("image not found: {shown}")),
+        Err(e) => return Err(format!("cannot read {shown}: {e}")),
+    };
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if size > max {
+        return Err(format!(
+            "image too large: {shown} is over {} (the most read for one image); make it smaller first",
+            size_words(max)
+        ));
+    }
+    let mut head = Vec::new();
+    if let Err(e) = file.take(HEAD_BYTES).read_to_end(&mut head) {
+        return Err(format!("cannot read {shown}: {e}"));
+    }
+    from_bytes(head).map_err(|why| format!("{shown}: {why}"))
+}
+
+/// Bytes as an image: one every provider takes, or a BMP (converted to PNG when sent); refused
+/// when they are none or of a type tui-gateway cannot convert (TIFF, HEIC).
 pub fn from_bytes(bytes: Vec<u8>) -> Result<Image, String> {
     match sniff(&bytes) {
         Some((mime, true)) => Ok(Image { bytes, mime }),
+        Some(("image/bmp", false)) => Ok(Image {
+            bytes,
+            mime: "image/bmp",
+        }),
         Some((mime, false)) => Err(format!(
-            "{mime} is not taken by every provider and tui-gateway does not convert images; send a PNG, JPEG, GIF or WebP"
+            "{mime} is not taken by every provider and tui-gateway cannot convert it; send a PNG, JPEG, GIF, WebP or BMP"
         )),
-        None => Err("not an image (PNG, JPEG, GIF or WebP)".into()),
+        None => Err("not an image (PNG, JPEG, GIF, WebP or BMP)".into()),
     }
 }
 
@@ -171,16 +220,23 @@ pub fn size_words(n: u64) -> String {
     }
 }
 
+/// The image at `path` as it is sent: read ([`load`]) and made to fit ([`shrink::fit`]). CPU
+/// and disk work: off the loop.
+pub fn load_to_send(path: &Path, max: u64) -> Result<Image, String> {
+    let shown = path.display();
+    shrink::fit(load(path, max)?).map_err(|why| format!("{shown}: {why}"))
+}
+
 /// The prompt for `text` with the images at `paths` as the model gets them: image parts
 /// (Hermes' shape: the text with one `[Image attached at: …]` line per image, then each image
 /// as a data URL), stored as Hermes stores content made of parts. An image that cannot be read
-/// now is left out and named in the second value.
+/// or made to fit now is left out and named in the second value. Off the loop.
 pub fn native_prompt(text: &str, paths: &[PathBuf], max: u64) -> (String, Vec<String>) {
     let mut images = Vec::new();
     let mut hints = Vec::new();
     let mut skipped = Vec::new();
     for p in paths.iter().take(MAX_PER_PROMPT) {
-        match load(p, max) {
+        match load_to_send(p, max) {
             Ok(img) => {
                 hints.push(format!("[Image attached at: {}]", p.display()));
                 images.push(json!({"type": "image_url", "image_url": {"url": img.data_url()}}));
@@ -201,23 +257,44 @@ pub fn native_prompt(text: &str, paths: &[PathBuf], max: u64) -> (String, Vec<St
     (crate::transcript::encode_parts(&parts), skipped)
 }
 
-/// The prompt for `text` when the model cannot see images: each image named, with the way to
-/// have it described (`vision_analyze`).
-pub fn text_prompt(text: &str, paths: &[PathBuf]) -> String {
-    let notes: Vec<String> = paths
-        .iter()
-        .take(MAX_PER_PROMPT)
-        .map(|p| {
-            format!(
-                "[The user attached an image, which this model cannot see.]\n[You can examine it with vision_analyze using image_url: {}]",
-                p.display()
-            )
-        })
-        .collect();
+/// What the vision model is asked of each image before a turn of a model that cannot see
+/// images (Hermes' `_enrich_with_attached_images`).
+pub const DESCRIBE_PROMPT: &str = "Describe everything visible in this image in thorough detail. Include any text, code, data, objects, people, layout, colors, and any other notable visual information.";
+
+/// The prompt for `text` when the model cannot see images (Hermes' text routing): each image's
+/// description from `describe` (given the image's data URL) before the text, with the way to look
+/// again (`vision_analyze`); an image whose description failed says so. An image no longer on
+/// disk is left out. Off the loop: `describe` asks the vision model.
+pub fn described_prompt(
+    text: &str,
+    paths: &[PathBuf],
+    max: u64,
+    mut describe: impl FnMut(&str) -> Result<String, String>,
+) -> String {
+    let mut notes = Vec::new();
+    for p in paths.iter().take(MAX_PER_PROMPT) {
+        if !p.exists() {
+            continue;
+        }
+        let hint = format!(
+            "[You can examine it with vision_analyze using image_url: {}]",
+            p.display()
+        );
+        let description = load_to_send(p, max)
+            .and_then(|img| describe(&img.data_url()))
+            .ok()
+            .filter(|d| !d.trim().is_empty());
+        notes.push(match description {
+            Some(d) => format!("[The user attached an image:\n{}]\n{hint}", d.trim()),
+            None => format!("[The user attached an image but analysis failed.]\n{hint}"),
+        });
+    }
     let prefix = notes.join("\n\n");
-    match text.trim() {
-        "" => format!("{prefix}\n\n{DEFAULT_QUESTION}"),
-        _ => format!("{prefix}\n\n{text}"),
+    match (prefix.is_empty(), text.is_empty()) {
+        (false, false) => format!("{prefix}\n\n{text}"),
+        (false, true) => prefix,
+        (true, false) => text.to_string(),
+        (true, true) => DEFAULT_QUESTION.to_string(),
     }
 }
 
@@ -245,7 +322,14 @@ pub mod tests {
         let mut jpeg = vec![0xff, 0xd8, 0xff, 0xe0, 0, 4, 0, 0];
         jpeg.extend([0xff, 0xc0, 0, 17, 8, 0x01, 0xe0, 0x02, 0x80, 3, 0, 0]);
         assert_eq!(dimensions(&jpeg), Some((640, 480)));
-        assert!(from_bytes(b"BMxxxx".to_vec()).is_err(), "BMP is refused");
+        assert!(
+            from_bytes(b"BMxxxx".to_vec()).is_ok(),
+            "a BMP is taken (converted)"
+        );
+        assert!(
+            from_bytes(b"II*\0xxxx".to_vec()).is_err(),
+            "TIFF is refused"
+        );
         assert!(from_bytes(b"hello".to_vec()).is_err());
     }
 

@@ -1,8 +1,11 @@
 //! Image calls: `image.attach`, `image.detach`, `input.detect_drop` (a dropped image),
 //! `clipboard.paste` (answered when its command ends), and the prompt's images at
-//! `prompt.submit`. The images themselves are `crate::images`.
+//! `prompt.submit` (prepared off the loop: read, made to fit or described, then run). The
+//! images themselves are `crate::images`.
 
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -39,7 +42,7 @@ fn attach(gw: &mut Gateway, p: &Params, image: &Path) -> Result<Value, RpcError>
             format!("unsupported image: {name}"),
         ));
     }
-    let img = images::load(image, max).map_err(|why| {
+    let img = images::probe(image, max).map_err(|why| {
         let code = if why.contains("too large") {
             TOO_LARGE
         } else {
@@ -183,7 +186,8 @@ pub fn image_detach(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
 }
 
 /// `input.detect_drop {session_id, text}`: a submitted text that is the path of an image
-/// (maybe with words after it) attaches it; anything else is not a drop.
+/// (maybe with words after it) attaches it; the path of another file is named in the prompt
+/// (`[User attached file: …]`, Hermes'); anything else is not a drop.
 pub fn detect_drop(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let text = params::opt_str(p, "text")?.unwrap_or("").trim().to_string();
     params::opt_str(p, "session_id")?;
@@ -199,8 +203,23 @@ pub fn detect_drop(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let (image, remainder) = path::locate(&text, &cwd, crate::util::user_home().as_deref(), |p| {
         p.is_file()
     });
-    if !image.is_file() || !path::has_image_extension(&image) {
+    if !image.is_file() {
         return no();
+    }
+    if !path::has_image_extension(&image) {
+        // Another file: named in the prompt for the model's file tools (Hermes' answer).
+        let text = format!("[User attached file: {}]", image.display());
+        let name = image.file_name().unwrap_or_default().to_string_lossy();
+        return Ok(json!({
+            "matched": true,
+            "is_image": false,
+            "path": image.to_string_lossy(),
+            "name": name,
+            "text": match remainder.as_str() {
+                "" => text,
+                r => format!("{text}\n{r}"),
+            },
+        }));
     }
     let mut v = attach(gw, p, &image)?;
     let name = v["name"].as_str().unwrap_or("").to_string();
@@ -270,7 +289,7 @@ fn paste_answer(outcome: &crate::tools::runs::Outcome) -> Value {
     if let Err(why) = said.saved {
         return refuse(why);
     }
-    match images::load(&said.path, said.max) {
+    match images::probe(&said.path, said.max) {
         Ok(img) => {
             let mut v = images::meta(&said.path, &img.bytes);
             v["attached"] = json!(true);
@@ -282,46 +301,161 @@ fn paste_answer(outcome: &crate::tools::runs::Outcome) -> Value {
     }
 }
 
-/// The prompt to run for `text` with the session's attached images (taken): image parts when
-/// the model sees images, else a note naming each (the user told once a session).
-pub fn prompt_with_images(gw: &mut Gateway, rid: &str, text: &str) -> String {
-    let max = gw.cfg.image_max_bytes;
+/// What a prepared prompt's worker hands back: the prompt, and the images left out and why.
+type Prepared = Arc<Mutex<Option<(String, Vec<String>)>>>;
+
+/// The sessions whose prompt waits for its images to be read, made to fit or described (off
+/// the loop, on a worker thread), each with the prompts submitted after it, in order.
+#[derive(Default)]
+pub struct Preparing {
+    going: HashMap<String, Pending>,
+}
+
+struct Pending {
+    done: Prepared,
+    /// An interrupt came while it was prepared: its turn ends as soon as it starts (Hermes').
+    interrupted: bool,
+    /// Prompts submitted meanwhile (text and images), run after it in order.
+    held: VecDeque<(String, Vec<PathBuf>)>,
+}
+
+/// Submit `text` with the session's attached images (taken) as its next prompt: at once when
+/// it has none, else once a worker has read them and made each fit (a model that sees images)
+/// or had each described by the vision model (one that does not: the user told once a
+/// session). True when the prompt waits behind another.
+pub fn submit(gw: &mut Gateway, rid: &str, text: &str, now: Instant) -> bool {
     let Some(s) = gw.sessions.get_mut(rid) else {
-        return text.to_string();
+        return gw.submit_prompt(rid, text.to_string(), now);
     };
     let paths = std::mem::take(attached(s));
-    if paths.is_empty() {
-        return text.to_string();
+    let busy = s.running() || s.loading();
+    if let Some(p) = gw.preparing.going.get_mut(rid) {
+        p.held.push_back((text.to_string(), paths));
+        return true;
     }
+    if paths.is_empty() {
+        return gw.submit_prompt(rid, text.to_string(), now);
+    }
+    prepare(gw, rid, text, paths, VecDeque::new());
+    busy
+}
+
+/// Start the worker that makes `text` and the images at `paths` into the prompt to run.
+fn prepare(
+    gw: &mut Gateway,
+    rid: &str,
+    text: &str,
+    paths: Vec<PathBuf>,
+    held: VecDeque<(String, Vec<PathBuf>)>,
+) {
+    let cfg = gw.cfg.clone();
     // Read only for a prompt with images: config.yaml's routing keys.
-    let config = crate::config_file::load(&gw.cfg.home).unwrap_or(yaml_rust2::Yaml::Null);
+    let config = crate::config_file::load(&cfg.home).unwrap_or(yaml_rust2::Yaml::Null);
     let Some(s) = gw.sessions.get_mut(rid) else {
-        return text.to_string();
+        return;
     };
-    match route::decide(&config, &s.provider, &s.model) {
-        route::Mode::Native => {
-            let (content, skipped) = images::native_prompt(text, &paths, max);
+    let mode = route::decide(&config, &s.provider, &s.model);
+    if mode == route::Mode::Text && !std::mem::replace(&mut s.told_no_vision, true) {
+        let model = s.model.clone();
+        gw.emit(
+            rid,
+            "status.update",
+            json!({"kind": "warn", "text": format!(
+                "{model} does not take images: the vision model describes each one before the turn"
+            )}),
+        );
+    }
+    let done: Prepared = Arc::default();
+    let put = done.clone();
+    let job = gw.tools.new_job_id();
+    // Not a tool's job: waking it only wakes the loop, whose `pump` looks for the answer.
+    let waker = gw.tools.wakers.waker(job);
+    let text = text.to_string();
+    let work = move || {
+        let max = cfg.image_max_bytes;
+        let prepared = match mode {
+            route::Mode::Native => images::native_prompt(&text, &paths, max),
+            route::Mode::Text => {
+                let vision = crate::model::vision::vision_model(&cfg, &config);
+                let describe = |url: &str| match &vision {
+                    Ok(v) => v.ask(images::DESCRIBE_PROMPT, url, DESCRIBE_TIMEOUT),
+                    Err(why) => Err(why.clone()),
+                };
+                (
+                    images::described_prompt(&text, &paths, max, describe),
+                    Vec::new(),
+                )
+            }
+        };
+        *put.lock().unwrap_or_else(|p| p.into_inner()) = Some(prepared);
+        waker.wake();
+    };
+    let spawned = std::thread::Builder::new()
+        .name("prompt-images".into())
+        .spawn(work);
+    if let Err(e) = spawned {
+        let why = format!("images not sent: cannot start the worker: {e}");
+        *done.lock().unwrap_or_else(|p| p.into_inner()) = Some((String::new(), vec![why]));
+    }
+    let pending = Pending {
+        done,
+        interrupted: false,
+        held,
+    };
+    gw.preparing.going.insert(rid.to_string(), pending);
+}
+
+/// The vision model's bound for one description (Hermes' default `auxiliary.vision.timeout`).
+const DESCRIBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// An interrupt of `rid`: a prompt still being prepared ends as soon as its turn starts.
+pub fn interrupt(gw: &mut Gateway, rid: &str) {
+    if let Some(p) = gw.preparing.going.get_mut(rid) {
+        p.interrupted = true;
+    }
+}
+
+/// Run the prompts whose images are ready (each iteration; nothing to do while none waits).
+pub fn pump(gw: &mut Gateway, now: Instant) {
+    if gw.preparing.going.is_empty() {
+        return;
+    }
+    let ready: Vec<String> = gw
+        .preparing
+        .going
+        .iter()
+        .filter(|(_, p)| p.done.lock().unwrap_or_else(|e| e.into_inner()).is_some())
+        .map(|(rid, _)| rid.clone())
+        .collect();
+    for rid in ready {
+        let Some(p) = gw.preparing.going.remove(&rid) else {
+            continue;
+        };
+        if !gw.sessions.contains_key(&rid) {
+            continue;
+        }
+        let taken = p.done.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let (prompt, skipped) = taken.unwrap_or_default();
+        gw.isolated(Some(&rid), now, |gw| {
             for why in skipped {
                 gw.emit(
-                    rid,
+                    &rid,
                     "status.update",
                     json!({"kind": "warn", "text": format!("image not sent: {why}")}),
                 );
             }
-            content
-        }
-        route::Mode::Text => {
-            if !std::mem::replace(&mut s.told_no_vision, true) {
-                let model = s.model.clone();
-                gw.emit(
-                    rid,
-                    "status.update",
-                    json!({"kind": "warn", "text": format!(
-                        "{model} does not take images: it gets each image's path and describes it with vision_analyze"
-                    )}),
-                );
+            gw.submit_prompt(&rid, prompt, now);
+            if p.interrupted {
+                gw.interrupt_turn(&rid, now);
             }
-            images::text_prompt(text, &paths)
-        }
+            let mut held = p.held;
+            while let Some((text, paths)) = held.pop_front() {
+                if !paths.is_empty() {
+                    prepare(gw, &rid, &text, paths, held);
+                    break;
+                }
+                gw.submit_prompt(&rid, text, now);
+            }
+        });
     }
 }

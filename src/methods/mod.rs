@@ -7,7 +7,7 @@ mod complete;
 pub(crate) mod config;
 mod delegation;
 mod gateway;
-mod images;
+pub(crate) mod images;
 pub(crate) mod models;
 mod ops;
 pub(crate) mod params;

@@ -21,8 +21,7 @@ pub fn submit(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     if live(gw, p)?.loading() && !gw.sessions.is_loading(&rid) {
         older::whole(gw, &rid, now).map_err(unreadable)?;
     }
-    let prompt = super::images::prompt_with_images(gw, &rid, text);
-    let status = match gw.submit_prompt(&rid, prompt, now) {
+    let status = match super::images::submit(gw, &rid, text, now) {
         true => "queued",
         false => "streaming",
     };
@@ -31,6 +30,7 @@ pub fn submit(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
 
 pub fn interrupt(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcError> {
     let rid = live(gw, p)?.runtime_id.clone();
+    super::images::interrupt(gw, &rid);
     gw.interrupt_turn(&rid, now);
     Ok(json!({ "status": "interrupted" }))
 }

@@ -52,13 +52,13 @@ fn source(raw: &str, cwd: &str) -> Source {
 /// The image as a data URL.
 fn data_url(src: &Source, max: u64, allow_private: bool) -> Result<String, String> {
     let image = match src {
-        Source::File(p) => images::load(p, max)?,
-        Source::Url(u) => images::from_bytes(images::fetch::download(
+        Source::File(p) => images::load_to_send(p, max)?,
+        Source::Url(u) => images::shrink::fit(images::from_bytes(images::fetch::download(
             u,
             max,
             allow_private,
             DOWNLOAD_TIMEOUT,
-        )?)?,
+        )?)?)?,
         Source::DataUrl(d) => {
             let ok = d.starts_with("data:image/") && d.contains(";base64,");
             if !ok {

@@ -954,7 +954,7 @@ fn write_reply(conn: &mut Conn, reply: Reply) -> bool {
     }
 }
 
-fn write_stream(conn: &mut Conn, s: Stream) -> bool {
+pub fn write_stream(conn: &mut Conn, s: Stream) -> bool {
     if !conn.sse_head(s.framing, &s.headers) {
         return false;
     }
