@@ -63,6 +63,90 @@ fn a_fifo_in_place_of_state_db_ends_the_gateway_with_the_reason() {
     );
 }
 
+/// A state.db whose schema SQLite cannot parse (a second `messages_fts` row in `sqlite_master`,
+/// the case Hermes repairs): the gateway keeps a copy, repairs it as Hermes does and starts; the
+/// stored conversation is all there and the next turn is stored and found by search.
+#[test]
+fn a_malformed_state_db_schema_is_repaired_with_a_copy_kept_and_nothing_lost() {
+    let home = TempHome::new("malformed-db");
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .tag("malformed-1")
+        .start();
+    let s = g.create_session(json!({}));
+    g.run_turn(&s.id, "remember the walrus");
+    g.close_stdin();
+    g.wait_exit(T);
+    let db = home.path.join("state.db");
+    {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute_batch(
+            "PRAGMA writable_schema=ON;
+             INSERT INTO sqlite_master SELECT * FROM sqlite_master WHERE name = 'messages_fts';
+             PRAGMA writable_schema=OFF;",
+        )
+        .unwrap();
+    }
+    let broken = rusqlite::Connection::open(&db)
+        .and_then(|c| c.query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get::<_, i64>(0)));
+    assert!(
+        broken
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("malformed")),
+        "{broken:?}"
+    );
+
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .tag("malformed-2")
+        .start();
+    let r = g.call("session.resume", json!({"session_id": s.stored}));
+    let texts: Vec<String> = r["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        texts.iter().any(|t| t.contains("remember the walrus")),
+        "{r}\n{}",
+        g.stderr_text()
+    );
+    let rid = r["session_id"].as_str().unwrap().to_string();
+    g.run_turn(&rid, "and the carpenter");
+    // Stored, and in the full-text index that was broken.
+    let found = common::procfs::poll_until(T, || {
+        rusqlite::Connection::open(&db)
+            .and_then(|c| {
+                c.query_row(
+                    "SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH 'carpenter'",
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )
+            })
+            .is_ok_and(|n| n > 0)
+    });
+    assert!(found, "the new turn is not in the full-text index");
+    let stderr = g.stderr_text();
+    assert!(stderr.contains("was malformed"), "{stderr}");
+    // The copy as it was, private, beside it.
+    let copies: Vec<_> = std::fs::read_dir(&home.path)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            name.starts_with("state.db.malformed-backup-") && !name.ends_with("-wal")
+        })
+        .collect();
+    assert_eq!(copies.len(), 1, "{stderr}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = copies[0].metadata().unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let kept = rusqlite::Connection::open(copies[0].path()).unwrap();
+    let still = kept.query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get::<_, i64>(0));
+    assert!(still.is_err(), "the copy is the file as it was: {still:?}");
+}
+
 /// Pings one at a time until `done` holds, each answered (a loop blocked in an open never
 /// answers: `wait_response` fails the test); how many, and the longest wait, which is reported,
 /// not asserted (a measurement, docs/PERFORMANCE.md).

@@ -325,6 +325,17 @@ fn asks_about_an_image(r: &mockai::Recorded) -> bool {
     })
 }
 
+/// A description streamed once `held` (when there is one) is let go, or 60 s have passed.
+fn held_description(held: Option<std::sync::mpsc::Receiver<()>>, text: &'static str) -> Reply {
+    Reply::Custom(Box::new(move |conn| {
+        if let Some(h) = held {
+            let _ = h.recv_timeout(secs(60));
+        }
+        let events = mockai::text_events(&[text], "stop", Some((9, 5)));
+        mockai::write_stream(conn, mockai::Stream::new(events));
+    }))
+}
+
 #[test]
 fn a_model_without_vision_gets_each_images_description_before_the_turn_said_once() {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -341,12 +352,7 @@ fn a_model_without_vision_gets_each_images_description_before_the_turn_said_once
         if seen.fetch_add(1, Ordering::SeqCst) > 0 {
             return Reply::status(400, r#"{"error":{"message":"no vision here"}}"#);
         }
-        let held = held.lock().unwrap().take().unwrap();
-        Reply::Custom(Box::new(move |conn| {
-            let _ = held.recv_timeout(secs(60));
-            let events = mockai::text_events(&["A red square on white."], "stop", Some((9, 5)));
-            mockai::write_stream(conn, mockai::Stream::new(events));
-        }))
+        held_description(held.lock().unwrap().take(), "A red square on white.")
     });
     let home = TempHome::new("images-text");
     chat_config(&home.path, &mock, "deepseek-chat", "");
@@ -924,14 +930,7 @@ fn an_interrupt_while_images_are_described_ends_that_turn_when_it_starts() {
         if !asks_about_an_image(r) {
             return Reply::text(&["should not be seen"], (5, 1));
         }
-        let held = held.lock().unwrap().take();
-        Reply::Custom(Box::new(move |conn| {
-            if let Some(h) = held {
-                let _ = h.recv_timeout(secs(60));
-            }
-            let events = mockai::text_events(&["A cat."], "stop", Some((9, 5)));
-            mockai::write_stream(conn, mockai::Stream::new(events));
-        }))
+        held_description(held.lock().unwrap().take(), "A cat.")
     });
     let home = TempHome::new("images-interrupt");
     chat_config(&home.path, &mock, "deepseek-chat", "");

@@ -9,6 +9,7 @@ mod error;
 mod export;
 mod fts;
 mod recall;
+mod repair;
 mod schema;
 mod search;
 mod wal;
@@ -387,12 +388,30 @@ impl Store {
         // once, without SQLite's busy wait (the switch to WAL, a read that must become a
         // write): the preparation is tried again, as the busy wait would, about as long.
         let mut attempts = 0;
+        let mut repaired = false;
         let (mode, fts) = loop {
             match prepare(&conn, synchronous) {
                 Ok(prepared) => break prepared,
                 Err((_, e)) if error::kind_of(&e) == ErrorKind::Busy && attempts < OPEN_RETRIES => {
                     attempts += 1;
                     std::thread::sleep(OPEN_RETRY_PAUSE);
+                }
+                // Hermes repairs a malformed schema once, then opens again.
+                Err((what, e)) if repair::is_malformed(&e) && !repaired => {
+                    repaired = true;
+                    drop(conn);
+                    let done = repair::repair(path, connect)
+                        .map_err(|why| fail(what, &format!("{e}; {why}")))?;
+                    crate::diag!(
+                        "[gateway] warning: {} was malformed ({e}): {}; a copy of it as it was is {}",
+                        path.display(),
+                        done.strategy,
+                        done.backup
+                            .map_or("not needed".into(), |b| b.display().to_string())
+                    );
+                    conn = connect(path).map_err(|e| fail("cannot open", &e))?;
+                    conn.busy_timeout(OPEN_WAIT)
+                        .map_err(|e| fail("cannot configure", &e))?;
                 }
                 Err((what, e)) => return Err(fail(what, &e)),
             }
