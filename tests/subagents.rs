@@ -457,6 +457,28 @@ fn a_kill_mid_batch_leaves_nothing_running_and_valid_transcripts() {
     // Every child is ended and its transcript holds its goal.
     let children = stored_children(&g.db(), &t.stored);
     assert_eq!(children.len(), 2, "{children:?}");
+    // The delegation's result says the two were cut off, naming their sessions.
+    let result = rows
+        .iter()
+        .find(|r| r.role == "tool" && r.tool_name.as_deref() == Some("delegate_task"))
+        .unwrap_or_else(|| panic!("no delegate_task result: {rows:?}"));
+    let said: Value = serde_json::from_str(result.content.as_deref().unwrap_or("")).unwrap();
+    assert!(
+        said["output"]
+            .as_str()
+            .unwrap_or("")
+            .contains("2 were cut off"),
+        "{said}"
+    );
+    let named: Vec<&str> = said["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["session_id"].as_str().unwrap_or(""))
+        .collect();
+    for (id, _, _) in &children {
+        assert!(named.contains(&id.as_str()), "{id} not in {said}");
+    }
     for (id, _, end) in &children {
         assert!(end.is_some(), "child {id} ended");
         let rows = message_rows(&g.db_path(), id);

@@ -1171,20 +1171,24 @@ fn add_unknown_results(
     tx: &rusqlite::Transaction<'_>,
     session_id: &str,
 ) -> rusqlite::Result<usize> {
-    let mut calls: Vec<(String, String)> = Vec::new();
+    // (call id, tool name, when the call was made)
+    let mut calls: Vec<(String, String, f64)> = Vec::new();
     {
         let mut stmt = tx.prepare(
-            "SELECT tool_calls FROM messages WHERE session_id = ?1 AND tool_calls IS NOT NULL ORDER BY id",
+            "SELECT tool_calls, timestamp FROM messages
+             WHERE session_id = ?1 AND tool_calls IS NOT NULL ORDER BY id",
         )?;
-        let rows = stmt.query_map([session_id], |r| r.get::<_, String>(0))?;
-        for text in rows.filter_map(Result::ok) {
+        let rows = stmt.query_map([session_id], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, f64>(1)?))
+        })?;
+        for (text, at) in rows.filter_map(Result::ok) {
             let Ok(serde_json::Value::Array(list)) = serde_json::from_str(&text) else {
                 continue;
             };
             for c in list {
                 if let Some(id) = c["id"].as_str() {
                     let name = c["function"]["name"].as_str().unwrap_or("tool");
-                    calls.push((id.to_string(), name.to_string()));
+                    calls.push((id.to_string(), name.to_string(), at));
                 }
             }
         }
@@ -1197,12 +1201,16 @@ fn add_unknown_results(
         rows.filter_map(Result::ok).collect()
     };
     let mut added = 0;
-    for (id, name) in calls.iter().filter(|(id, _)| !answered.contains(id)) {
-        let content = serde_json::json!({
-            "output": "[outcome unknown: the gateway stopped while this command ran]",
-            "exit_code": null,
-            "error": "outcome unknown",
-        });
+    for (id, name, at) in calls.iter().filter(|(id, ..)| !answered.contains(id)) {
+        let content = if name == "delegate_task" {
+            cut_off_delegation(tx, session_id, *at)?
+        } else {
+            serde_json::json!({
+                "output": "[outcome unknown: the gateway stopped while this command ran]",
+                "exit_code": null,
+                "error": "outcome unknown",
+            })
+        };
         tx.execute(
             "INSERT INTO messages (session_id, role, content, tool_call_id, tool_name, timestamp)
              VALUES (?1, 'tool', ?2, ?3, ?4, ?5)",
@@ -1217,6 +1225,45 @@ fn add_unknown_results(
         added += 1;
     }
     Ok(added)
+}
+
+/// The result of a `delegate_task` call the gateway was killed in: each subagent it started
+/// (rows of source `subagent` below the session, started since the call) cut off, its report
+/// lost, its session keeping what it did — in the shape of Hermes' interrupted results.
+fn cut_off_delegation(
+    tx: &rusqlite::Transaction<'_>,
+    session_id: &str,
+    called_at: f64,
+) -> rusqlite::Result<serde_json::Value> {
+    let mut stmt = tx.prepare(
+        "SELECT id FROM sessions WHERE parent_session_id = ?1 AND source = 'subagent'
+           AND started_at >= ?2 ORDER BY started_at, id LIMIT 100",
+    )?;
+    let children: Vec<String> = stmt
+        .query_map(params![session_id, called_at], |r| r.get(0))?
+        .filter_map(Result::ok)
+        .collect();
+    let results: Vec<serde_json::Value> = children
+        .iter()
+        .enumerate()
+        .map(|(i, child)| {
+            serde_json::json!({
+                "task_index": i,
+                "status": "interrupted",
+                "summary": null,
+                "session_id": child,
+                "error": "the gateway stopped while this subagent ran: it was cut off and its report is lost; its session keeps what it did",
+            })
+        })
+        .collect();
+    Ok(serde_json::json!({
+        "results": results,
+        "error": "outcome unknown",
+        "output": format!(
+            "[outcome unknown: the gateway stopped while the subagents ran; {} were cut off and their reports are lost]",
+            children.len()
+        ),
+    }))
 }
 
 #[cfg(test)]
