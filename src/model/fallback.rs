@@ -13,7 +13,7 @@ use std::time::Instant;
 use yaml_rust2::Yaml;
 
 use super::endpoint::Endpoint;
-use super::login_call::KeptRequest;
+use super::login_call::{KeptRequest, advance_watching};
 use super::remote::RemoteProvider;
 use super::{CallContext, ModelCall, ModelEvent, ModelRequest, Progress, Provider};
 use crate::transcript::Role;
@@ -185,21 +185,9 @@ impl ModelCall for FallingBack {
         now: Instant,
         out: &mut Vec<ModelEvent>,
     ) -> Progress {
-        let from = out.len();
-        let progress = self.current.advance(ctx, now, out);
-        self.said |= out[from..].iter().any(|e| {
-            matches!(
-                e,
-                ModelEvent::Text(_)
-                    | ModelEvent::Reasoning(_)
-                    | ModelEvent::ToolCall(_)
-                    | ModelEvent::ToolDrafting(_)
-            )
-        });
-        let failed = out[from..]
-            .iter()
-            .position(|e| matches!(e, ModelEvent::Failed(_)));
-        let (Some(at), Progress::Finished, false) = (failed, progress, self.said) else {
+        let (progress, failed) =
+            advance_watching(self.current.as_mut(), &mut self.said, ctx, now, out);
+        let Some(at) = failed else {
             return progress;
         };
         if !self.current.may_fall_back() {
@@ -208,7 +196,7 @@ impl ModelCall for FallingBack {
         let Some((place, mut next, model)) = self.rest.pop_front() else {
             return progress;
         };
-        let ModelEvent::Failed(why) = out.remove(from + at) else {
+        let ModelEvent::Failed(why) = out.remove(at) else {
             return progress;
         };
         out.push(ModelEvent::Notice(format!(

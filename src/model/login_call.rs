@@ -11,6 +11,35 @@ use super::remote::RemoteProvider;
 use super::{CallContext, ModelCall, ModelEvent, ModelRequest, Progress, Provider};
 use crate::transcript::Message;
 
+/// One step of `call` inside a wrapper that may send the request again elsewhere (another key,
+/// a fallback provider): its progress, and, when it finished failing before anything was shown
+/// (`said` keeps whether text, reasoning or a tool call was), where its `Failed` event is in `out`.
+/// What was shown cannot be taken back, so a failure after it stands.
+pub(super) fn advance_watching(
+    call: &mut dyn ModelCall,
+    said: &mut bool,
+    ctx: &mut CallContext<'_>,
+    now: std::time::Instant,
+    out: &mut Vec<ModelEvent>,
+) -> (Progress, Option<usize>) {
+    let from = out.len();
+    let progress = call.advance(ctx, now, out);
+    *said |= out[from..].iter().any(|e| {
+        matches!(
+            e,
+            ModelEvent::Text(_)
+                | ModelEvent::Reasoning(_)
+                | ModelEvent::ToolCall(_)
+                | ModelEvent::ToolDrafting(_)
+        )
+    });
+    let failed = out[from..]
+        .iter()
+        .position(|e| matches!(e, ModelEvent::Failed(_)))
+        .filter(|_| progress == Progress::Finished && !*said);
+    (progress, failed.map(|at| from + at))
+}
+
 /// The request kept for a renewal: sent again with the new key (a copy per call on a login's
 /// token, small beside the request's own serialisation).
 pub(super) struct KeptRequest {

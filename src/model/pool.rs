@@ -11,7 +11,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::endpoint::Endpoint;
-use super::login_call::KeptRequest;
+use super::login_call::{KeptRequest, advance_watching};
 use super::remote::RemoteProvider;
 use super::wire::Wire;
 use super::{CallContext, ModelCall, ModelEvent, ModelRequest, Progress, Provider};
@@ -229,21 +229,9 @@ impl ModelCall for Rotating {
         now: Instant,
         out: &mut Vec<ModelEvent>,
     ) -> Progress {
-        let from = out.len();
-        let progress = self.call.advance(ctx, now, out);
-        self.said |= out[from..].iter().any(|e| {
-            matches!(
-                e,
-                ModelEvent::Text(_)
-                    | ModelEvent::Reasoning(_)
-                    | ModelEvent::ToolCall(_)
-                    | ModelEvent::ToolDrafting(_)
-            )
-        });
-        let failed = out[from..]
-            .iter()
-            .position(|e| matches!(e, ModelEvent::Failed(_)));
-        let (Some(failed), Progress::Finished, false) = (failed, progress, self.said) else {
+        let (progress, failed) =
+            advance_watching(self.call.as_mut(), &mut self.said, ctx, now, out);
+        let Some(failed) = failed else {
             return progress;
         };
         let status = self.call.failed_status();
@@ -251,7 +239,7 @@ impl ModelCall for Rotating {
             return progress;
         }
         let next = (self.at + 1) % self.keys.len();
-        out.remove(from + failed);
+        out.remove(failed);
         out.push(ModelEvent::Notice(format!(
             "{}: the key {} was refused (HTTP {}); trying the pool's next key, {}",
             self.to.name(),
