@@ -381,9 +381,13 @@ impl Store {
             crate::private_file::tighten_existing(Path::new(&name))
                 .map_err(|e| fail(&format!("cannot open the {side} file of"), &e))?;
         }
-        let mut conn = connect(path).map_err(|e| fail("cannot open", &e))?;
-        conn.busy_timeout(OPEN_WAIT)
-            .map_err(|e| fail("cannot configure", &e))?;
+        let waiting_connection = || -> Result<Connection, String> {
+            let conn = connect(path).map_err(|e| fail("cannot open", &e))?;
+            conn.busy_timeout(OPEN_WAIT)
+                .map_err(|e| fail("cannot configure", &e))?;
+            Ok(conn)
+        };
+        let mut conn = waiting_connection()?;
         // Another gateway preparing the same database at once can make a step fail busy at
         // once, without SQLite's busy wait (the switch to WAL, a read that must become a
         // write): the preparation is tried again, as the busy wait would, about as long.
@@ -400,8 +404,8 @@ impl Store {
                 Err((what, e)) if repair::is_malformed(&e) && !repaired => {
                     repaired = true;
                     drop(conn);
-                    let done = repair::repair(path, connect)
-                        .map_err(|why| fail(what, &format!("{e}; {why}")))?;
+                    let done =
+                        repair::repair(path).map_err(|why| fail(what, &format!("{e}; {why}")))?;
                     crate::diag!(
                         "[gateway] warning: {} was malformed ({e}): {}; a copy of it as it was is {}",
                         path.display(),
@@ -409,9 +413,7 @@ impl Store {
                         done.backup
                             .map_or("not needed".into(), |b| b.display().to_string())
                     );
-                    conn = connect(path).map_err(|e| fail("cannot open", &e))?;
-                    conn.busy_timeout(OPEN_WAIT)
-                        .map_err(|e| fail("cannot configure", &e))?;
+                    conn = waiting_connection()?;
                 }
                 Err((what, e)) => return Err(fail(what, &e)),
             }

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 
+use super::connect;
+
 /// The text of the errors this repair is for (SQLite's own wording).
 const MALFORMED: [&str; 2] = [
     "malformed database schema",
@@ -36,11 +38,8 @@ pub(super) struct Repaired {
 }
 
 /// Keep a copy of `path` (and its `-wal`), then repair it; the reason when nothing worked.
-pub(super) fn repair(
-    path: &Path,
-    connect: fn(&Path) -> rusqlite::Result<Connection>,
-) -> Result<Repaired, String> {
-    if healthy(path, connect).is_none() {
+pub(super) fn repair(path: &Path) -> Result<Repaired, String> {
+    if healthy(path).is_none() {
         return Ok(Repaired {
             strategy: "already healthy",
             backup: None,
@@ -60,7 +59,7 @@ pub(super) fn repair(
             last = e.to_string();
             continue;
         }
-        match healthy(path, connect) {
+        match healthy(path) {
             None => {
                 return Ok(Repaired {
                     strategy,
@@ -79,7 +78,7 @@ pub(super) fn repair(
 /// Why the database at `path` is not healthy, on a fresh connection: its schema parses, the
 /// integrity check passes, sessions read, and a message can be written (in a transaction
 /// rolled back: a broken full-text index fails only writes).
-fn healthy(path: &Path, connect: fn(&Path) -> rusqlite::Result<Connection>) -> Option<String> {
+fn healthy(path: &Path) -> Option<String> {
     let conn = match connect(path) {
         Ok(c) => c,
         Err(e) => return Some(e.to_string()),
