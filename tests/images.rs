@@ -168,14 +168,7 @@ fn an_attached_image_goes_as_a_data_url_and_again_after_a_resume() {
     );
 
     // Stored as Hermes stores content made of parts.
-    let content: String = g
-        .db()
-        .query_row(
-            "SELECT content FROM messages WHERE session_id = ?1 AND role = 'user' ORDER BY id LIMIT 1",
-            [&s.stored],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let content = first_user_content(&g, &s.stored);
     assert!(
         content.starts_with("\u{0}json:["),
         "{}",
@@ -323,6 +316,17 @@ fn asks_about_an_image(r: &mockai::Recorded) -> bool {
             .as_array()
             .is_some_and(|p| p.iter().any(|p| p["type"] == "image_url"))
     })
+}
+
+/// The session's first user message as state.db holds it.
+fn first_user_content(g: &Gateway, stored: &str) -> String {
+    g.db()
+        .query_row(
+            "SELECT content FROM messages WHERE session_id = ?1 AND role = 'user' ORDER BY id LIMIT 1",
+            [stored],
+            |r| r.get(0),
+        )
+        .unwrap()
 }
 
 /// A description streamed once `held` (when there is one) is let go, or 60 s have passed.
@@ -957,14 +961,7 @@ fn an_interrupt_while_images_are_described_ends_that_turn_when_it_starts() {
         turn.complete
     );
     // The prompt, with its description, is kept as the user's message; the next one runs.
-    let user: String = g
-        .db()
-        .query_row(
-            "SELECT content FROM messages WHERE session_id = ?1 AND role = 'user' ORDER BY id LIMIT 1",
-            [&s.stored],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let user = first_user_content(&g, &s.stored);
     assert!(
         user.starts_with("[The user attached an image:\nA cat.]"),
         "{user}"
