@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::rpc::frame::Id;
 use crate::runner::{RunEnd, RunEvent};
+use crate::session::machine::Status;
 use crate::tools::JobId;
 
 /// One thing a layer wants done by another.
@@ -33,6 +34,14 @@ pub(crate) enum Effect {
     },
     /// Session `rid`'s `session.info` changed (an MCP server's tools): send it again.
     SessionInfo { rid: String },
+    /// The tool side decided that turn `turn` of `rid` is over (`machine.rs`): the driver
+    /// closes it (`message.complete`, the next queued prompt) unless it is already gone.
+    TurnEnded {
+        rid: String,
+        turn: u64,
+        status: Status,
+        error: Option<String>,
+    },
     /// A turn of `rid` completed: its session may get a title.
     TurnCompleted { rid: String },
     /// `delegate_task` call `job` of `rid` started: its subagents are spawned.
@@ -73,6 +82,22 @@ impl Effects {
             }
         }
         ends
+    }
+
+    /// Take the end decided for turn `turn` of `rid` out of the queue (a caller that closes
+    /// the turn now: an interrupt, a session leaving).
+    pub(crate) fn take_turn_end(
+        &mut self,
+        rid: &str,
+        turn: u64,
+    ) -> Option<(Status, Option<String>)> {
+        let at = self.queue.iter().position(
+            |e| matches!(e, Effect::TurnEnded { rid: r, turn: t, .. } if r == rid && *t == turn),
+        )?;
+        match self.queue.remove(at) {
+            Some(Effect::TurnEnded { status, error, .. }) => Some((status, error)),
+            _ => None,
+        }
     }
 
     /// Everything pushed and not dispatched, in order (unit tests read what a step produced).

@@ -481,6 +481,16 @@ impl Gateway {
                     self.clients.reply(&reply_to, Ok(result));
                 }
                 Effect::SessionInfo { rid } => self.emit_info(&rid),
+                Effect::TurnEnded {
+                    rid,
+                    turn,
+                    status,
+                    error,
+                } => {
+                    self.isolated(Some(&rid), now, |gw| {
+                        crate::session::driver::turn_ended(gw, &rid, turn, status, error, now);
+                    });
+                }
                 Effect::TurnCompleted { rid } => crate::titles::after_turn(self, &rid, now),
                 Effect::Delegate { rid, job } => {
                     self.isolated(Some(&rid), now, |gw| {
@@ -582,6 +592,8 @@ impl Gateway {
         let quiet = crate::persist::announces_nothing(&req.method);
         self.clients.serving(Some(id.client()));
         let reply = catch_unwind(AssertUnwindSafe(|| crate::methods::call(self, req, now)));
+        // What the request set off (a turn it ended) is done before its answer goes.
+        self.dispatch(now);
         self.clients.serving(None);
         let reply = reply.unwrap_or_else(|panic| {
             Some(Err(frame::RpcError::new(

@@ -234,9 +234,6 @@ impl CallOwners for Gateway {
     fn mark_dirty(&mut self, rid: &str) {
         Gateway::mark_dirty(self, rid);
     }
-    fn end_turn(&mut self, rid: &str, status: &str, error: Option<String>, now: Instant) {
-        driver::end_turn(self, rid, status, error, now);
-    }
     fn checkpoint_first(&mut self, rid: &str, tool: &str, args: &Value, now: Instant) -> bool {
         crate::checkpoints::before_call(self, rid, tool, args, now)
     }

@@ -26,8 +26,8 @@ use crate::util;
 
 /// What the tool side of a turn works on: everything the runs work on ([`RunOwners`]: the
 /// tools, the runner, the client, timers, the run-watch view), the sessions, the client and
-/// timers approvals ask through (an [`Asker`]), persistence's hold and dirty marks — and the
-/// turn's end, which only the driver takes.
+/// timers approvals ask through (an [`Asker`]), persistence's hold and dirty marks. A turn's
+/// end is not among them: it goes up as [`Effect::TurnEnded`], and the driver closes the turn.
 pub(crate) trait CallOwners: RunOwners {
     fn sessions(&mut self) -> &mut SessionTable;
     /// The tools, and the client and timers their approvals and questions ask through.
@@ -40,8 +40,6 @@ pub(crate) trait CallOwners: RunOwners {
     fn park(&mut self, rid: &str);
     /// The session has something to commit.
     fn mark_dirty(&mut self, rid: &str);
-    /// Close the turn of `rid` (`message.complete`…).
-    fn end_turn(&mut self, rid: &str, status: &str, error: Option<String>, now: Instant);
     /// Before `tool` starts: a checkpoint of what it changes is queued when due, and `true`
     /// says the call waits for it (`src/checkpoints/`; it is started again once it is over).
     fn checkpoint_first(&mut self, rid: &str, tool: &str, args: &Value, now: Instant) -> bool;
@@ -118,7 +116,19 @@ impl<O: CallOwners> Effects for TurnEffects<'_, O> {
                     .withdraw(&mut env, &request_id, "interrupted");
                 return denial.map(Started::Finished);
             }
-            Action::EndTurn { status, error } => gw.end_turn(rid, status.as_str(), error, now),
+            Action::EndTurn { status, error } => {
+                // The driver closes the turn when the loop dispatches this (or at once, when
+                // an interrupt or a leaving session needs it closed now).
+                if let Some(turn) = gw.turn_mut(rid).map(|t| t.number) {
+                    let rid = rid.to_string();
+                    gw.effects().push(Effect::TurnEnded {
+                        rid,
+                        turn,
+                        status,
+                        error,
+                    });
+                }
+            }
         }
         None
     }
@@ -634,7 +644,8 @@ fn answer_unrun(
 /// [`CallOwners`] and [`TurnOwners`](crate::session::driver::TurnOwners) for unit tests: a
 /// fake outbox and a timer wheel on a fake clock (`FakeAsker`), a registry of scripted tools, a
 /// scripted model, a store that holds or not, and a gateway side that only records what it was
-/// asked to do. Turns end and fail through the driver's own `end_turn` and `isolated`.
+/// asked to do. Turns end through the driver's own `turn_ended` (`dispatch_turn_ends`, as
+/// the loop's dispatcher) and fail through its `isolated`.
 #[cfg(test)]
 pub(crate) mod fake {
 
@@ -881,8 +892,32 @@ pub(crate) mod fake {
             self.asker.start
         }
 
-        /// The events said so far as (type, payload), and forget them.
+        /// Close the turns the tool side ended, as the loop's dispatcher does before it
+        /// writes (the other effects stay queued for the test to read).
+        pub fn dispatch_turn_ends(&mut self, now: Instant) {
+            use crate::effects::Effect;
+            let mut rest = crate::effects::Effects::default();
+            while let Some(effect) = self.effects.pop() {
+                match effect {
+                    Effect::TurnEnded {
+                        rid,
+                        turn,
+                        status,
+                        error,
+                    } => {
+                        self.ended.push((rid.clone(), status.as_str().to_string()));
+                        driver::turn_ended(self, &rid, turn, status, error, now);
+                    }
+                    other => rest.push(other),
+                }
+            }
+            self.effects = rest;
+        }
+
+        /// The events said so far as (type, payload), and forget them (the turns' decided
+        /// ends closed first, as before the loop writes).
         pub fn said(&mut self) -> Vec<(String, Value)> {
+            self.dispatch_turn_ends(self.now());
             self.asker
                 .said()
                 .into_iter()
@@ -995,10 +1030,6 @@ pub(crate) mod fake {
         }
         fn mark_dirty(&mut self, rid: &str) {
             self.dirty.push(rid.to_string());
-        }
-        fn end_turn(&mut self, rid: &str, status: &str, error: Option<String>, now: Instant) {
-            self.ended.push((rid.to_string(), status.to_string()));
-            driver::end_turn(self, rid, status, error, now);
         }
         fn checkpoint_first(&mut self, _: &str, _: &str, _: &Value, _: Instant) -> bool {
             false

@@ -15,6 +15,7 @@ use crate::clock::Budget;
 use crate::model::{CallContext, ModelEvent, ModelRequest, Progress};
 use crate::session::Session;
 use crate::session::calls::CallOwners;
+use crate::session::machine::Status;
 use crate::session::table::SessionTable;
 use crate::session::transcript::{Message, Role};
 use crate::session::turn::Turn;
@@ -319,6 +320,37 @@ fn end_model_round(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
     crate::session::calls::model_answered(gw, rid, calls, error, now);
 }
 
+/// The end the tool side decided for turn `turn` of `rid` ([`Effect::TurnEnded`]), as the
+/// loop dispatches it: the turn closes unless it is gone already (interrupted, its session
+/// closed) — a later turn of the session is not this one.
+///
+/// [`Effect::TurnEnded`]: crate::effects::Effect::TurnEnded
+pub(crate) fn turn_ended(
+    gw: &mut impl TurnOwners,
+    rid: &str,
+    turn: u64,
+    status: Status,
+    error: Option<String>,
+    now: Instant,
+) {
+    if gw.turn_mut(rid).is_some_and(|t| t.number == turn) {
+        end_turn(gw, rid, status.as_str(), error, now);
+    }
+}
+
+/// Close `rid`'s turn now if the tool side already decided its end and the loop has not
+/// dispatched it yet; whether it did.
+fn end_if_decided(gw: &mut impl TurnOwners, rid: &str, now: Instant) -> bool {
+    let Some(turn) = gw.turn_mut(rid).map(|t| t.number) else {
+        return false;
+    };
+    let Some((status, error)) = gw.effects().take_turn_end(rid, turn) else {
+        return false;
+    };
+    end_turn(gw, rid, status.as_str(), error, now);
+    true
+}
+
 /// Close the turn: `message.complete`, then `session.info`; then a queued prompt may run.
 pub(crate) fn end_turn(
     gw: &mut impl TurnOwners,
@@ -480,6 +512,10 @@ pub(crate) fn emit_info(gw: &mut impl TurnOwners, rid: &str) {
 
 /// Stop a running turn: abort the model call, keep what it said, end it `interrupted`.
 pub(crate) fn interrupt_turn(gw: &mut impl TurnOwners, rid: &str, now: Instant) -> bool {
+    // A turn whose end was decided is over already: that end stands, nothing is stopped.
+    if end_if_decided(gw, rid, now) {
+        return false;
+    }
     let parts = gw.model_parts();
     let Some(s) = parts.sessions.get_mut(rid) else {
         return false;
@@ -501,8 +537,11 @@ pub(crate) fn interrupt_turn(gw: &mut impl TurnOwners, rid: &str, now: Instant) 
             gw.mark_dirty(rid);
         }
     }
-    if crate::session::calls::interrupt(gw, rid, now) {
-        // A tool's group is dying; the turn ends when it is reaped.
+    let stopping = crate::session::calls::interrupt(gw, rid, now);
+    // Stopping what ran may have ended the turn at once (a withdrawn approval, a call that
+    // was not running): the caller sees it closed when this returns.
+    if end_if_decided(gw, rid, now) || stopping {
+        // Otherwise a tool's group is dying; the turn ends when it is reaped.
         return true;
     }
     end_turn(gw, rid, "interrupted", None, now);
@@ -802,6 +841,7 @@ mod tests {
         submit_prompt(&mut gw, RID, "first".into(), now);
         submit_prompt(&mut gw, "rid-2", "second".into(), now);
         drive_turns(&mut gw, now, &crate::clock::Budget::spent_already());
+        gw.dispatch_turn_ends(now);
         assert_eq!(gw.ended.len(), 1, "one turn driven to its end");
         assert_eq!(gw.sessions.take_runnable(), ["rid-2"], "the other waits");
     }

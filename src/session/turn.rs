@@ -4,7 +4,13 @@ use crate::model::{ModelCall, TokenUsage, ToolCall};
 use crate::session::transcript::{Message, Role};
 use crate::timer::TimerId;
 
+/// The number the next turn gets.
+static NEXT_NUMBER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 pub struct Turn {
+    /// Which turn this is, unique in the process: an end decided for one turn never ends the
+    /// next one of its session.
+    pub number: u64,
     /// The model request in flight; `None` before the first call starts.
     pub call: Option<Box<dyn ModelCall>>,
     /// When the call in flight started (for the session's model time).
@@ -54,6 +60,7 @@ pub struct RoundEnd {
 impl Turn {
     pub fn new(slot: crate::reactor::Slot) -> Self {
         Turn {
+            number: NEXT_NUMBER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             call: None,
             call_started: None,
             slot,
