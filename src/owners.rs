@@ -188,6 +188,14 @@ impl Gateway {
 
     /// End a session's row and take it out of memory; it stays resumable from the store.
     pub(crate) fn retire(&mut self, rid: &str, reason: &str, now: Instant) {
+        // Prompts still waiting for their images were accepted: kept like the queued ones.
+        let unsent = crate::methods::images::take_unsent(self, rid);
+        if let Some(s) = self.sessions.get_mut(rid)
+            && !unsent.is_empty()
+        {
+            s.queued.extend(unsent);
+            s.queue_dirty = true;
+        }
         driver::retire(self, rid, reason, now);
     }
 

@@ -969,3 +969,50 @@ fn an_interrupt_while_images_are_described_ends_that_turn_when_it_starts() {
     let turn = g.run_turn(&s.id, "hello");
     assert_eq!(turn.text, "should not be seen", "the session goes on");
 }
+
+#[test]
+fn prompts_waiting_for_their_images_are_kept_when_the_gateway_stops() {
+    use std::sync::Mutex;
+    // The description never comes while the gateway runs.
+    let (go, held) = std::sync::mpsc::channel::<()>();
+    let held = Mutex::new(Some(held));
+    let mock = MockAi::start(move |r| {
+        if !asks_about_an_image(r) {
+            return Reply::text(&["ok"], (5, 1));
+        }
+        held_description(held.lock().unwrap().take(), "A cat.")
+    });
+    let home = TempHome::new("images-stop");
+    chat_config(&home.path, &mock, "deepseek-chat", "");
+    let (path, _) = image_file(&home, "cat.png", png(8, 8, 10));
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    g.call(
+        "image.attach",
+        json!({"session_id": s.id, "path": path.to_string_lossy()}),
+    );
+    submit(&mut g, &s.id, "what is it");
+    mock.wait_requests(1, T);
+    let r = g.call(
+        "prompt.submit",
+        json!({"session_id": s.id, "text": "then this"}),
+    );
+    assert_eq!(r["status"], "queued", "{r}");
+    // The TUI quits before the description is back: both prompts were accepted, both kept.
+    g.close_stdin();
+    assert!(g.wait_exit(secs(20)).success());
+    drop(go);
+    let db = open_db(&home.db_path());
+    let users: Vec<String> = rows_of(&db, &s.stored)
+        .into_iter()
+        .filter(|m| m.role == "user")
+        .map(|m| m.content.unwrap_or_default())
+        .collect();
+    assert_eq!(
+        users,
+        [
+            format!("what is it\n[image not sent: {}]", path.display()),
+            "then this".to_string()
+        ]
+    );
+}

@@ -312,6 +312,8 @@ pub struct Preparing {
 }
 
 struct Pending {
+    /// The prompt being prepared, as submitted (kept if the session leaves first).
+    first: Option<(String, Vec<PathBuf>)>,
     done: Prepared,
     /// An interrupt came while it was prepared: its turn ends as soon as it starts (Hermes').
     interrupted: bool,
@@ -370,6 +372,7 @@ fn prepare(
     let job = gw.tools.new_job_id();
     // Not a tool's job: waking it only wakes the loop, whose `pump` looks for the answer.
     let waker = gw.tools.wakers.waker(job);
+    let first = Some((text.to_string(), paths.clone()));
     let text = text.to_string();
     let work = move || {
         let max = cfg.image_max_bytes;
@@ -398,11 +401,30 @@ fn prepare(
         *done.lock().unwrap_or_else(|p| p.into_inner()) = Some((String::new(), vec![why]));
     }
     let pending = Pending {
+        first,
         done,
         interrupted: false,
         held,
     };
     gw.preparing.going.insert(rid.to_string(), pending);
+}
+
+/// `rid` leaves memory while prompts wait for their images: they were accepted, so they are
+/// kept as the user wrote them (each image not sent named after the text), oldest first.
+pub fn take_unsent(gw: &mut Gateway, rid: &str) -> Vec<String> {
+    let Some(p) = gw.preparing.going.remove(rid) else {
+        return Vec::new();
+    };
+    let first = p.first.into_iter();
+    first
+        .chain(p.held)
+        .map(|(text, paths)| {
+            let notes = paths
+                .iter()
+                .map(|path| format!("\n[image not sent: {}]", path.display()));
+            std::iter::once(text).chain(notes).collect()
+        })
+        .collect()
 }
 
 /// The vision model's bound for one description (Hermes' default `auxiliary.vision.timeout`).
