@@ -42,6 +42,9 @@ pub(crate) enum Effect {
         status: Status,
         error: Option<String>,
     },
+    /// Session `rid` left memory: its background processes stop, its title call is dropped,
+    /// clients stop hearing of it.
+    SessionLeft { rid: String },
     /// A turn of `rid` completed: its session may get a title.
     TurnCompleted { rid: String },
     /// `delegate_task` call `job` of `rid` started: its subagents are spawned.

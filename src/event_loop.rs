@@ -491,6 +491,11 @@ impl Gateway {
                         crate::session::driver::turn_ended(gw, &rid, turn, status, error, now);
                     });
                 }
+                Effect::SessionLeft { rid } => {
+                    crate::tools::process::session_gone(self, &rid, now);
+                    crate::titles::session_gone(self, &rid);
+                    self.clients.forget(&rid);
+                }
                 Effect::TurnCompleted { rid } => crate::titles::after_turn(self, &rid, now),
                 Effect::Delegate { rid, job } => {
                     self.isolated(Some(&rid), now, |gw| {

@@ -311,11 +311,6 @@ impl TurnOwners for Gateway {
     fn compaction_window(&self, model: &str) -> u64 {
         crate::session::compaction::context_window(&self.cfg, model)
     }
-    fn session_gone(&mut self, rid: &str, now: Instant) {
-        crate::tools::process::session_gone(self, rid, now);
-        crate::titles::session_gone(self, rid);
-        self.clients.forget(rid);
-    }
     fn retire_session(&mut self, s: Session) {
         self.persist.retire(s);
     }

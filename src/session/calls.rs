@@ -825,8 +825,6 @@ pub(crate) mod fake {
         pub released: Vec<String>,
         /// The context window compaction works against.
         pub window: u64,
-        /// The sessions whose background processes were stopped.
-        pub gone: Vec<String>,
         /// The sessions handed to persistence as they left memory.
         pub retired: Vec<Session>,
         /// What the tool side asked of the loop (no scripted tool starts a run: nothing).
@@ -870,7 +868,6 @@ pub(crate) mod fake {
                 events: Vec::new(),
                 released: Vec::new(),
                 window: 1 << 20,
-                gone: Vec::new(),
                 retired: Vec::new(),
                 effects: Default::default(),
             }
@@ -1070,9 +1067,6 @@ pub(crate) mod fake {
         }
         fn compaction_window(&self, _model: &str) -> u64 {
             self.window
-        }
-        fn session_gone(&mut self, rid: &str, _now: Instant) {
-            self.gone.push(rid.to_string());
         }
         fn retire_session(&mut self, s: Session) {
             self.retired.push(s);

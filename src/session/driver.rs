@@ -44,8 +44,6 @@ pub(crate) trait TurnOwners: CallOwners {
     fn session_info(&mut self, rid: &str) -> Option<Value>;
     /// The window compaction works against for `model` (`compaction::context_window`).
     fn compaction_window(&self, model: &str) -> u64;
-    /// The session's background processes stop (it leaves memory).
-    fn session_gone(&mut self, rid: &str, now: Instant);
     /// The session left memory: persistence commits its end.
     fn retire_session(&mut self, s: Session);
     /// A fresh stored id, and `title` made unique for it (a compaction's new session).
@@ -566,7 +564,12 @@ pub(crate) fn retire(gw: &mut impl TurnOwners, rid: &str, reason: &str, now: Ins
         .unwrap_or_default();
     crate::session::calls::abandon(gw, rid, now);
     interrupt_turn(gw, rid, now);
-    gw.session_gone(rid, now);
+    // What else it held (background processes, a title call, clients' interest) goes when
+    // the loop dispatches this.
+    let left = crate::effects::Effect::SessionLeft {
+        rid: rid.to_string(),
+    };
+    gw.effects().push(left);
     if let Some(mut s) = gw.sessions().take(rid) {
         // Prompts accepted as `queued` never ran; they are kept, not lost.
         let now_unix = util::unix_now();
@@ -982,7 +985,13 @@ mod tests {
         assert_eq!(complete(&said)["status"], "interrupted");
         assert_eq!(gw.model.aborted.get(), 1);
         assert!(gw.sessions.get(RID).is_none(), "out of memory");
-        assert_eq!(gw.gone, [RID], "its background processes are stopped");
+        let left = gw.effects.iter().any(
+            |e| matches!(e, crate::effects::Effect::SessionLeft { rid } if rid.as_str() == RID),
+        );
+        assert!(
+            left,
+            "what else it held is let go (its background processes stop)"
+        );
         let [s] = gw.retired.as_slice() else {
             panic!("one session retired, not {}", gw.retired.len());
         };
