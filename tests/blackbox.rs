@@ -21,6 +21,7 @@ mod approvals;
 mod attacks;
 mod background;
 mod backpressure;
+mod beside_hermes;
 mod bad_input;
 mod big_delete;
 mod big_resume;
