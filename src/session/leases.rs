@@ -96,17 +96,18 @@ pub fn claim(
     };
     let dir = home.to_path_buf();
     let lease_id = new_lease_id();
-    let lease = Lease {
-        id: lease_id,
-        dir,
-        clock,
-        cap,
-        surface: surface.to_string(),
-        live_id: live_id.to_string(),
-    };
-    let result = with_registry(&lease.dir, clock, |entries| lease.add(entries, session_id));
+    let result = with_registry(&dir, clock, |entries| {
+        add_record(entries, cap, &lease_id, session_id, surface, live_id)
+    });
     match result {
-        Ok(Ok(())) => Claim::Held(lease),
+        Ok(Ok(())) => Claim::Held(Lease {
+            id: lease_id,
+            dir,
+            clock,
+            cap,
+            surface: surface.to_string(),
+            live_id: live_id.to_string(),
+        }),
         Ok(Err(message)) => Claim::Refused(message),
         Err(why) => {
             crate::diag!("[sessions] {why}; session {session_id} is not counted");
@@ -115,26 +116,33 @@ pub fn claim(
     }
 }
 
-impl Lease {
-    /// Its record added to `entries`, unless they are at the cap (Hermes' refusal then).
-    fn add(&self, entries: &mut Vec<Value>, session_id: &str) -> Result<(), String> {
-        if entries.len() as u64 >= self.cap {
-            return Err(limit_message(entries.len(), self.cap));
-        }
-        let now = crate::util::unix_now();
-        entries.push(json!({
-            "lease_id": self.id,
-            "session_id": session_id,
-            "surface": self.surface,
-            "pid": std::process::id(),
-            "process_start_time": process_start_time(std::process::id()),
-            "started_at": now,
-            "updated_at": now,
-            "metadata": {"live_session_id": self.live_id},
-        }));
-        Ok(())
+/// Lease `lease_id`'s record added to `entries`, unless they are at the cap (Hermes' refusal).
+fn add_record(
+    entries: &mut Vec<Value>,
+    cap: u64,
+    lease_id: &str,
+    session_id: &str,
+    surface: &str,
+    live_id: &str,
+) -> Result<(), String> {
+    if entries.len() as u64 >= cap {
+        return Err(limit_message(entries.len(), cap));
     }
+    let now = crate::util::unix_now();
+    entries.push(json!({
+        "lease_id": lease_id,
+        "session_id": session_id,
+        "surface": surface,
+        "pid": std::process::id(),
+        "process_start_time": process_start_time(std::process::id()),
+        "started_at": now,
+        "updated_at": now,
+        "metadata": {"live_session_id": live_id},
+    }));
+    Ok(())
+}
 
+impl Lease {
     /// The session went on under a new stored id (a compaction's continuation). A record that
     /// went missing from the registry (pruned, or the file rewritten by another process) is put
     /// back under the new id if there is room, as Hermes' transfer claims a new place then.
@@ -149,7 +157,14 @@ impl Lease {
                     e["updated_at"] = json!(crate::util::unix_now());
                     Ok(())
                 }
-                None => self.add(entries, session_id),
+                None => add_record(
+                    entries,
+                    self.cap,
+                    &self.id,
+                    session_id,
+                    &self.surface,
+                    &self.live_id,
+                ),
             }
         });
         match result {
