@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+use nix::fcntl::{Flock, FlockArg};
 use serde_json::{Value, json};
 
 /// The python of the venv that runs Hermes' gateway (made once, cached across runs under target/).
@@ -189,5 +190,18 @@ fn hermes_and_ours_share_one_cap_on_open_sessions() {
     hermes.signal(libc::SIGKILL);
     hermes.wait_exit(secs(10));
     let s2 = ours.create_session(json!({}));
+    assert_eq!(holders(&home), held(&[(&s2.stored, ours.pid())]));
+
+    // Where ours differs (DIFFERENCES.md): the registry's lock held elsewhere is tried for a few
+    // milliseconds, not waited on (Hermes waits); the session opens uncounted, and says so.
+    let lock = std::fs::File::open(home.join("runtime/active_sessions.lock")).unwrap();
+    let held_lock = Flock::lock(lock, FlockArg::LockExclusiveNonblock).unwrap();
+    let s3 = ours.create_session(json!({}));
+    let said = ours.stderr_with("is not counted", T);
+    assert!(
+        said.contains(&format!("session {} is not counted", s3.stored)),
+        "{said}"
+    );
+    drop(held_lock);
     assert_eq!(holders(&home), held(&[(&s2.stored, ours.pid())]));
 }
