@@ -63,8 +63,8 @@ fn start_hermes(home: &Path, user_home: &Path) -> Gateway {
         .start()
 }
 
-/// The registry's leases as (stored session, pid), in the file's order.
-fn holders(home: &Path) -> Vec<(String, u64)> {
+/// The registry's leases, as either gateway wrote the file last.
+fn entries(home: &Path) -> Vec<Value> {
     let path = home.join("runtime/active_sessions.json");
     let text = std::fs::read_to_string(&path).unwrap_or_default();
     let v: Value = serde_json::from_str(&text)
@@ -72,6 +72,12 @@ fn holders(home: &Path) -> Vec<(String, u64)> {
     v["entries"]
         .as_array()
         .unwrap_or_else(|| panic!("no entries list: {v}"))
+        .clone()
+}
+
+/// The registry's leases as (stored session, pid), in the file's order.
+fn holders(home: &Path) -> Vec<(String, u64)> {
+    entries(home)
         .iter()
         .map(|e| {
             (
@@ -80,14 +86,6 @@ fn holders(home: &Path) -> Vec<(String, u64)> {
             )
         })
         .collect()
-}
-
-fn entries(home: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(home.join("runtime/active_sessions.json")).unwrap();
-    serde_json::from_str::<Value>(&text).unwrap()["entries"]
-        .as_array()
-        .unwrap()
-        .clone()
 }
 
 fn keys(entry: &Value) -> BTreeSet<String> {
