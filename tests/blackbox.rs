@@ -22,6 +22,7 @@ mod attacks;
 mod background;
 mod backpressure;
 mod bad_input;
+mod beside_hermes;
 mod big_delete;
 mod big_resume;
 mod chat;

@@ -65,6 +65,10 @@ pub struct Lease {
     /// The home whose registry holds it.
     dir: PathBuf,
     clock: crate::clock::Clock,
+    /// What a transfer needs to put the record back when it went missing.
+    cap: u64,
+    surface: String,
+    live_id: String,
 }
 
 /// What a claim came to.
@@ -93,27 +97,16 @@ pub fn claim(
     let dir = home.to_path_buf();
     let lease_id = new_lease_id();
     let result = with_registry(&dir, clock, |entries| {
-        if entries.len() as u64 >= cap {
-            return Err(limit_message(entries.len(), cap));
-        }
-        let now = crate::util::unix_now();
-        entries.push(json!({
-            "lease_id": lease_id,
-            "session_id": session_id,
-            "surface": surface,
-            "pid": std::process::id(),
-            "process_start_time": process_start_time(std::process::id()),
-            "started_at": now,
-            "updated_at": now,
-            "metadata": {"live_session_id": live_id},
-        }));
-        Ok(())
+        add_record(entries, cap, &lease_id, session_id, surface, live_id)
     });
     match result {
         Ok(Ok(())) => Claim::Held(Lease {
             id: lease_id,
             dir,
             clock,
+            cap,
+            surface: surface.to_string(),
+            live_id: live_id.to_string(),
         }),
         Ok(Err(message)) => Claim::Refused(message),
         Err(why) => {
@@ -123,21 +116,63 @@ pub fn claim(
     }
 }
 
+/// Lease `lease_id`'s record added to `entries`, unless they are at the cap (Hermes' refusal).
+fn add_record(
+    entries: &mut Vec<Value>,
+    cap: u64,
+    lease_id: &str,
+    session_id: &str,
+    surface: &str,
+    live_id: &str,
+) -> Result<(), String> {
+    if entries.len() as u64 >= cap {
+        return Err(limit_message(entries.len(), cap));
+    }
+    let now = crate::util::unix_now();
+    entries.push(json!({
+        "lease_id": lease_id,
+        "session_id": session_id,
+        "surface": surface,
+        "pid": std::process::id(),
+        "process_start_time": process_start_time(std::process::id()),
+        "started_at": now,
+        "updated_at": now,
+        "metadata": {"live_session_id": live_id},
+    }));
+    Ok(())
+}
+
 impl Lease {
-    /// The session went on under a new stored id (a compaction's continuation).
+    /// The session went on under a new stored id (a compaction's continuation). A record that
+    /// went missing from the registry (pruned, or the file rewritten by another process) is put
+    /// back under the new id if there is room, as Hermes' transfer claims a new place then.
     pub fn transfer(&self, session_id: &str) {
         let result = with_registry(&self.dir, self.clock, |entries| {
-            for e in entries
+            let mine = entries
                 .iter_mut()
-                .filter(|e| e["lease_id"] == self.id.as_str())
-            {
-                e["session_id"] = json!(session_id);
-                e["updated_at"] = json!(crate::util::unix_now());
+                .find(|e| e["lease_id"] == self.id.as_str());
+            match mine {
+                Some(e) => {
+                    e["session_id"] = json!(session_id);
+                    e["updated_at"] = json!(crate::util::unix_now());
+                    Ok(())
+                }
+                None => add_record(
+                    entries,
+                    self.cap,
+                    &self.id,
+                    session_id,
+                    &self.surface,
+                    &self.live_id,
+                ),
             }
-            Ok::<(), ()>(())
         });
-        if let Err(why) = result {
-            crate::diag!("[sessions] {why}; the lease keeps its old session id");
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(refused)) => {
+                crate::diag!("[sessions] session {session_id} is not counted: {refused}")
+            }
+            Err(why) => crate::diag!("[sessions] {why}; the lease keeps its old session id"),
         }
     }
 }
@@ -285,6 +320,47 @@ mod tests {
             );
         }
         assert_eq!(cap(&yaml("model: {}")), None);
+    }
+
+    fn registry(home: &Path) -> Vec<Value> {
+        read_entries(&home.join("runtime/active_sessions.json"))
+    }
+
+    #[test]
+    fn a_transfer_puts_back_a_record_that_went_missing_if_there_is_room() {
+        let home = std::env::temp_dir().join(format!("tuigw-unit-leases-{}", std::process::id()));
+        std::fs::create_dir_all(&home).unwrap();
+        let clock = crate::clock::Clock::SYSTEM;
+        let Claim::Held(lease) = claim(&home, Some(2), "old", "rid1", "tui", clock) else {
+            panic!("not held");
+        };
+        lease.transfer("moved");
+        let held = registry(&home);
+        assert_eq!(held.len(), 1);
+        assert_eq!(held[0]["session_id"], "moved");
+
+        // Another process rewrote the file without it: put back, under the new id.
+        let file = home.join("runtime/active_sessions.json");
+        std::fs::write(&file, r#"{"entries": []}"#).unwrap();
+        lease.transfer("next");
+        let held = registry(&home);
+        assert_eq!(held.len(), 1);
+        assert_eq!(held[0]["lease_id"], lease.id.as_str());
+        assert_eq!(held[0]["session_id"], "next");
+        assert_eq!(held[0]["metadata"]["live_session_id"], "rid1");
+
+        // No room left meanwhile: it stays out (Hermes keeps the old lease, counted nowhere).
+        let other = |n: &str| json!({"lease_id": n, "session_id": n, "pid": std::process::id()});
+        let full = json!({"entries": [other("a"), other("b")]});
+        std::fs::write(&file, full.to_string()).unwrap();
+        lease.transfer("last");
+        let ids: Vec<Value> = registry(&home)
+            .iter()
+            .map(|e| e["lease_id"].clone())
+            .collect();
+        assert_eq!(ids, [json!("a"), json!("b")]);
+        drop(lease);
+        std::fs::remove_dir_all(&home).unwrap();
     }
 
     #[test]
