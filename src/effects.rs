@@ -36,12 +36,7 @@ pub(crate) enum Effect {
     SessionInfo { rid: String },
     /// The tool side decided that turn `turn` of `rid` is over (`machine.rs`): the driver
     /// closes it (`message.complete`, the next queued prompt) unless it is already gone.
-    TurnEnded {
-        rid: String,
-        turn: u64,
-        status: Status,
-        error: Option<String>,
-    },
+    TurnEnded(TurnEnd),
     /// Session `rid` left memory: its background processes stop, its title call is dropped,
     /// clients stop hearing of it.
     SessionLeft { rid: String },
@@ -54,6 +49,15 @@ pub(crate) enum Effect {
     SubagentEnded(crate::session::subagent::End),
     /// `delegate_task` call `job` was stopped: its subagents still running stop too.
     SubagentsCancelled { job: JobId },
+}
+
+/// The end the tool side decided for turn `turn` of session `rid`.
+#[derive(Debug)]
+pub(crate) struct TurnEnd {
+    pub rid: String,
+    pub turn: u64,
+    pub status: Status,
+    pub error: Option<String>,
 }
 
 /// The effects pushed and not yet dispatched, oldest first.
@@ -95,10 +99,10 @@ impl Effects {
         turn: u64,
     ) -> Option<(Status, Option<String>)> {
         let at = self.queue.iter().position(
-            |e| matches!(e, Effect::TurnEnded { rid: r, turn: t, .. } if r == rid && *t == turn),
+            |e| matches!(e, Effect::TurnEnded(end) if end.rid == rid && end.turn == turn),
         )?;
         match self.queue.remove(at) {
-            Some(Effect::TurnEnded { status, error, .. }) => Some((status, error)),
+            Some(Effect::TurnEnded(end)) => Some((end.status, end.error)),
             _ => None,
         }
     }

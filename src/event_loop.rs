@@ -481,14 +481,10 @@ impl Gateway {
                     self.clients.reply(&reply_to, Ok(result));
                 }
                 Effect::SessionInfo { rid } => self.emit_info(&rid),
-                Effect::TurnEnded {
-                    rid,
-                    turn,
-                    status,
-                    error,
-                } => {
+                Effect::TurnEnded(end) => {
+                    let rid = end.rid.clone();
                     self.isolated(Some(&rid), now, |gw| {
-                        crate::session::driver::turn_ended(gw, &rid, turn, status, error, now);
+                        crate::session::driver::turn_ended(gw, end, now);
                     });
                 }
                 Effect::SessionLeft { rid } => {

@@ -925,18 +925,30 @@ fn uploaded_image_bytes_are_saved_and_sent_with_the_next_prompt() {
     );
 }
 
-#[test]
-fn an_interrupt_while_images_are_described_ends_that_turn_when_it_starts() {
+/// A session of a model without vision whose prompt "what is it" waits for a cat picture's
+/// description (held until `go` is sent or dropped); other calls answer `reply`.
+struct Describing {
+    mock: MockAi,
+    home: TempHome,
+    path: PathBuf,
+    g: Gateway,
+    s: Session,
+    go: std::sync::mpsc::Sender<()>,
+    /// Where the prompt's turn starts in the frames.
+    start: usize,
+}
+
+fn describing(tag: &str, reply: &'static str) -> Describing {
     use std::sync::Mutex;
     let (go, held) = std::sync::mpsc::channel::<()>();
     let held = Mutex::new(Some(held));
     let mock = MockAi::start(move |r| {
         if !asks_about_an_image(r) {
-            return Reply::text(&["should not be seen"], (5, 1));
+            return Reply::text(&[reply], (5, 1));
         }
         held_description(held.lock().unwrap().take(), "A cat.")
     });
-    let home = TempHome::new("images-interrupt");
+    let home = TempHome::new(tag);
     chat_config(&home.path, &mock, "deepseek-chat", "");
     let (path, _) = image_file(&home, "cat.png", png(8, 8, 10));
     let mut g = gateway(&home).start();
@@ -947,6 +959,28 @@ fn an_interrupt_while_images_are_described_ends_that_turn_when_it_starts() {
     );
     let start = submit(&mut g, &s.id, "what is it");
     mock.wait_requests(1, T);
+    Describing {
+        mock,
+        home,
+        path,
+        g,
+        s,
+        go,
+        start,
+    }
+}
+
+#[test]
+fn an_interrupt_while_images_are_described_ends_that_turn_when_it_starts() {
+    let Describing {
+        mock: _mock,
+        home: _home,
+        mut g,
+        s,
+        go,
+        start,
+        ..
+    } = describing("images-interrupt", "should not be seen");
     g.call("session.interrupt", json!({"session_id": s.id}));
     go.send(()).unwrap();
     let turn = g.finish_turn(&s.id, start, T);
@@ -972,27 +1006,16 @@ fn an_interrupt_while_images_are_described_ends_that_turn_when_it_starts() {
 
 #[test]
 fn prompts_waiting_for_their_images_are_kept_when_the_gateway_stops() {
-    use std::sync::Mutex;
     // The description never comes while the gateway runs.
-    let (go, held) = std::sync::mpsc::channel::<()>();
-    let held = Mutex::new(Some(held));
-    let mock = MockAi::start(move |r| {
-        if !asks_about_an_image(r) {
-            return Reply::text(&["ok"], (5, 1));
-        }
-        held_description(held.lock().unwrap().take(), "A cat.")
-    });
-    let home = TempHome::new("images-stop");
-    chat_config(&home.path, &mock, "deepseek-chat", "");
-    let (path, _) = image_file(&home, "cat.png", png(8, 8, 10));
-    let mut g = gateway(&home).start();
-    let s = g.create_session(json!({}));
-    g.call(
-        "image.attach",
-        json!({"session_id": s.id, "path": path.to_string_lossy()}),
-    );
-    submit(&mut g, &s.id, "what is it");
-    mock.wait_requests(1, T);
+    let Describing {
+        mock: _mock,
+        home,
+        path,
+        mut g,
+        s,
+        go,
+        ..
+    } = describing("images-stop", "ok");
     let r = g.call(
         "prompt.submit",
         json!({"session_id": s.id, "text": "then this"}),

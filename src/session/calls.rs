@@ -121,12 +121,13 @@ impl<O: CallOwners> Effects for TurnEffects<'_, O> {
                 // an interrupt or a leaving session needs it closed now).
                 if let Some(turn) = gw.turn_mut(rid).map(|t| t.number) {
                     let rid = rid.to_string();
-                    gw.effects().push(Effect::TurnEnded {
+                    let end = crate::effects::TurnEnd {
                         rid,
                         turn,
                         status,
                         error,
-                    });
+                    };
+                    gw.effects().push(Effect::TurnEnded(end));
                 }
             }
         }
@@ -896,14 +897,10 @@ pub(crate) mod fake {
             let mut rest = crate::effects::Effects::default();
             while let Some(effect) = self.effects.pop() {
                 match effect {
-                    Effect::TurnEnded {
-                        rid,
-                        turn,
-                        status,
-                        error,
-                    } => {
-                        self.ended.push((rid.clone(), status.as_str().to_string()));
-                        driver::turn_ended(self, &rid, turn, status, error, now);
+                    Effect::TurnEnded(end) => {
+                        self.ended
+                            .push((end.rid.clone(), end.status.as_str().to_string()));
+                        driver::turn_ended(self, end, now);
                     }
                     other => rest.push(other),
                 }

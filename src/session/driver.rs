@@ -12,10 +12,10 @@ use crate::reactor::Slot;
 use serde_json::{Value, json};
 
 use crate::clock::Budget;
+use crate::effects::TurnEnd;
 use crate::model::{CallContext, ModelEvent, ModelRequest, Progress};
 use crate::session::Session;
 use crate::session::calls::CallOwners;
-use crate::session::machine::Status;
 use crate::session::table::SessionTable;
 use crate::session::transcript::{Message, Role};
 use crate::session::turn::Turn;
@@ -323,16 +323,10 @@ fn end_model_round(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
 /// closed) — a later turn of the session is not this one.
 ///
 /// [`Effect::TurnEnded`]: crate::effects::Effect::TurnEnded
-pub(crate) fn turn_ended(
-    gw: &mut impl TurnOwners,
-    rid: &str,
-    turn: u64,
-    status: Status,
-    error: Option<String>,
-    now: Instant,
-) {
-    if gw.turn_mut(rid).is_some_and(|t| t.number == turn) {
-        end_turn(gw, rid, status.as_str(), error, now);
+pub(crate) fn turn_ended(gw: &mut impl TurnOwners, end: TurnEnd, now: Instant) {
+    let rid = end.rid.as_str();
+    if gw.turn_mut(rid).is_some_and(|t| t.number == end.turn) {
+        end_turn(gw, rid, end.status.as_str(), end.error, now);
     }
 }
 
