@@ -193,6 +193,7 @@ impl<U: Unit> Persistence<U, Store, Journal> {
     pub fn open(cfg: &crate::config::Config, clock: Clock) -> Result<Persistence<U>, String> {
         let db = cfg.db_path();
         let mut store = Store::open(&db, &cfg.synchronous)?;
+        store.set_faults(cfg.store_faults.clone());
         let unfolded = fold_dead_journals(&mut store, clock);
         store.wait_until(Some(Budget::of(clock, clock.now(), FOLD_WAIT)));
         let repaired = store.repair_killed();
@@ -210,7 +211,8 @@ impl<U: Unit> Persistence<U, Store, Journal> {
             Ok(_) => {}
             Err(e) => crate::diag!("[gateway] startup repair skipped: {e}"),
         }
-        let journal = Journal::new(&db, store.owner(), cfg.journal_cap);
+        let mut journal = Journal::new(&db, store.owner(), cfg.journal_cap);
+        journal.set_faults(cfg.store_faults.clone());
         let purging = store.purge_pending().unwrap_or(true);
         let mut p = Persistence::new(store, journal, cfg.flush_interval);
         p.clock = clock;
