@@ -51,11 +51,17 @@ pub trait Backend {
     fn write(&mut self, deltas: &[(Delta<'_>, Option<u64>)]) -> Result<(), StoreError>;
     /// Until when a write may wait for another process's lock (`None`: not at all).
     fn wait_until(&mut self, deadline: Option<Budget>);
+    /// Delete a stored session (and mark this process's journal folded past `journal_seq`
+    /// for it); false when there was none.
+    fn delete(&mut self, stored_id: &str, journal_seq: Option<u64>) -> Result<bool, StoreError>;
 }
 
 impl Backend for Store {
     fn write(&mut self, deltas: &[(Delta<'_>, Option<u64>)]) -> Result<(), StoreError> {
         Store::write(self, deltas)
+    }
+    fn delete(&mut self, stored_id: &str, journal_seq: Option<u64>) -> Result<bool, StoreError> {
+        Store::delete(self, stored_id, journal_seq)
     }
     fn wait_until(&mut self, deadline: Option<Budget>) {
         Store::wait_until(self, deadline)
@@ -232,23 +238,6 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         &mut self.store
     }
 
-    /// Delete a stored session (and a closed copy waiting for its commit); false when there
-    /// was none. A later fold of this process's journal skips it.
-    pub fn delete(&mut self, stored_id: &str) -> Result<bool, StoreError> {
-        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retired)
-            .into_iter()
-            .partition(|r| r.session.stored_id() == stored_id);
-        self.retired = kept;
-        let was_retired = !gone.is_empty();
-        self.freeing.extend(gone.into_iter().map(|r| r.session));
-        let seq = self.journaled.get(stored_id).copied();
-        let deleted = self.store.delete(stored_id, seq)?;
-        self.bg.purge.started();
-        self.journaled.remove(stored_id);
-        self.retries.session_ok(stored_id);
-        Ok(deleted || was_retired)
-    }
-
     /// Fold the journals of gateways that are gone: those start-up could not (state.db was
     /// locked then) and those of gateways that died while this one ran (a second gateway on
     /// the same home), so their sessions are whole before anyone resumes or lists them. One
@@ -311,6 +300,24 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
             journal_used: false,
             clock: Clock::SYSTEM,
         }
+    }
+
+    /// Delete a stored session (and a closed copy waiting for its commit); false when there
+    /// was none. A later fold of this process's journal skips it. When the store refuses
+    /// (locked, full), the closed copy stays, to be committed as before.
+    pub fn delete(&mut self, stored_id: &str) -> Result<bool, StoreError> {
+        let seq = self.journaled.get(stored_id).copied();
+        let deleted = self.store.delete(stored_id, seq)?;
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retired)
+            .into_iter()
+            .partition(|r| r.session.stored_id() == stored_id);
+        self.retired = kept;
+        let was_retired = !gone.is_empty();
+        self.freeing.extend(gone.into_iter().map(|r| r.session));
+        self.bg.purge.started();
+        self.journaled.remove(stored_id);
+        self.retries.session_ok(stored_id);
+        Ok(deleted || was_retired)
     }
 
     /// The live session `rid` changed: commit it at the end of this iteration.
