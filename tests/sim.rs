@@ -14,7 +14,7 @@
 //! closed input ends the gateway. A failing seed prints the line that replays it.
 //!
 //! Seeds: `TUIGW_SIM_SEEDS` (how many, from `TUIGW_SIM_FIRST`), one seed alone with
-//! `TUIGW_SIM_SEED`.
+//! `TUIGW_SIM_SEED`; client steps per seed: `TUIGW_SIM_STEPS`.
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -35,11 +35,11 @@ use tui_gateway::store::faults::{FaultHook, StoreFaults};
 use tui_gateway::{Config, Gateway, Io};
 
 /// Seeds run when `TUIGW_SIM_SEEDS` is not set.
-const SEEDS_DEFAULT: u64 = 200;
+const SEEDS_DEFAULT: u64 = 300;
 /// Runs of at least this many seeds must reach every kind of step.
 const COVERAGE_SEEDS: u64 = 50;
-/// Client steps per seed.
-const STEPS: usize = 60;
+/// Client steps per seed when `TUIGW_SIM_STEPS` is not set.
+const STEPS: u64 = 60;
 /// Loop iterations a step may take to settle before it counts as a hang.
 const SETTLE_MAX: usize = 20_000;
 /// Real time a step waits for input when nothing else can wake the gateway (the end of input).
@@ -352,10 +352,11 @@ impl World {
 
     fn fail(&self, why: &str) -> ! {
         panic!(
-            "sim seed {} failed: {why}\nsteps:\n  {}\nreplay: TUIGW_SIM_SEED={} cargo test --release --test blackbox sim::",
+            "sim seed {} failed: {why}\nsteps:\n  {}\nreplay: TUIGW_SIM_SEED={}{} cargo test --release --test blackbox sim::",
             self.seed,
             self.log.join("\n  "),
-            self.seed
+            self.seed,
+            env_u64("TUIGW_SIM_STEPS").map_or(String::new(), |n| format!(" TUIGW_SIM_STEPS={n}"))
         );
     }
 
@@ -893,7 +894,7 @@ impl Drop for World {
 fn run_seed(seed: u64, total: &mut Covered) {
     let mut w = World::new(seed);
     w.settle();
-    for _ in 0..STEPS {
+    for _ in 0..env_u64("TUIGW_SIM_STEPS").unwrap_or(STEPS) {
         w.act();
     }
     // At the end, everything seen is shown by a fresh gateway on a store without faults.
@@ -959,7 +960,10 @@ fn random_workloads_keep_every_promise() {
                 && total.store_locks > 0
                 && total.faults > 0
                 && total.crashes_mid_turn > 0
-                && total.approvals_denied > 0,
+                && total.approvals_denied > 0
+                && total.holds_ended > 0
+                && total.deletes > 0
+                && total.compactions > 0,
         "the workload checked nothing: {total:?}"
     );
 }
