@@ -251,6 +251,14 @@ impl<U: Unit> Persistence<U, Store, Journal> {
             .collect();
     }
 
+    /// Delete a stored session (and a closed copy waiting for its commit); false when there
+    /// was none. A later fold of this process's journal skips it; a dead gateway's journal
+    /// that holds it is folded first.
+    pub fn delete(&mut self, stored_id: &str) -> Result<bool, StoreError> {
+        self.adopt_dead_journals();
+        self.delete_folded(stored_id)
+    }
+
     /// The flush tick's retry of the journals state.db could not take yet.
     pub fn retry_folds(&mut self) {
         if !self.unfolded.is_empty() {
@@ -302,10 +310,16 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
         }
     }
 
-    /// Delete a stored session (and a closed copy waiting for its commit); false when there
-    /// was none. A later fold of this process's journal skips it. When the store refuses
-    /// (locked, full), the closed copy stays, to be committed as before.
-    pub fn delete(&mut self, stored_id: &str) -> Result<bool, StoreError> {
+    /// [`Persistence::delete`] once dead gateways' journals were looked for: refused ("try
+    /// again") while one not folded yet holds the session, whose fold would bring it back.
+    /// When the store refuses (locked, full), the closed copy stays, to be committed as before.
+    fn delete_folded(&mut self, stored_id: &str) -> Result<bool, StoreError> {
+        if self.unfolded(stored_id) {
+            return Err(StoreError::new(
+                ErrorKind::Busy,
+                "the journal of a killed gateway holding this session is not folded into state.db yet; try again",
+            ));
+        }
         let seq = self.journaled.get(stored_id).copied();
         let deleted = self.store.delete(stored_id, seq)?;
         let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retired)
