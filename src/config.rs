@@ -94,6 +94,9 @@ pub struct Config {
     /// Largest image file read for a prompt or `vision_analyze` (Hermes' 25 MB upload cap);
     /// one past Hermes' send bounds is made smaller before it is sent (`images/shrink.rs`).
     pub image_max_bytes: u64,
+    /// Faults the store injects (the simulator, `tests/sim.rs`); never set from outside a test.
+    #[doc(hidden)]
+    pub store_faults: Option<crate::store::faults::FaultHook>,
 }
 
 impl Default for Config {
@@ -139,6 +142,7 @@ impl Default for Config {
             persistent: None,
             idle_exit: Duration::from_secs(600),
             relay_start: Duration::from_secs(10),
+            store_faults: None,
         }
     }
 }

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::store::Delta;
+use crate::store::faults::FaultHook;
 
 const HEADER: &[u8] = b"tui-gateway journal 1\n";
 /// The largest journal a fold reads (a bigger file is not one we wrote).
@@ -44,6 +45,8 @@ pub struct Journal {
     file: Option<File>,
     len: u64,
     cap: u64,
+    /// A test's injected full disk ([`crate::store::faults`]).
+    faults: Option<FaultHook>,
 }
 
 /// The journal of `owner` (`pid:start`) beside the database at `db`.
@@ -64,6 +67,21 @@ impl Journal {
             file: None,
             len: 0,
             cap,
+            faults: None,
+        }
+    }
+
+    /// Fail the writes as a full disk would while `hook` says so (the simulator).
+    #[doc(hidden)]
+    pub fn set_faults(&mut self, hook: Option<FaultHook>) {
+        self.faults = hook;
+    }
+
+    /// The disk is full, as a test's fault has it.
+    fn injected_full(&self) -> io::Result<()> {
+        match &self.faults {
+            Some(f) if f.0.journal_full() => Err(crate::store::faults::journal_error()),
+            _ => Ok(()),
         }
     }
 
@@ -85,6 +103,7 @@ impl Journal {
 impl Sink for Journal {
     fn append(&mut self, records: &[Record<'_>]) -> io::Result<()> {
         let cap = self.cap;
+        self.injected_full()?;
         self.open()?;
         let mut buf = Vec::new();
         if self.len == 0 {
@@ -112,6 +131,7 @@ impl Sink for Journal {
     }
 
     fn rewrite(&mut self, records: &[Record<'_>]) -> io::Result<()> {
+        self.injected_full()?;
         let mut buf = HEADER.to_vec();
         encode(records, &mut buf);
         if buf.len() as u64 > self.cap {

@@ -51,11 +51,17 @@ pub trait Backend {
     fn write(&mut self, deltas: &[(Delta<'_>, Option<u64>)]) -> Result<(), StoreError>;
     /// Until when a write may wait for another process's lock (`None`: not at all).
     fn wait_until(&mut self, deadline: Option<Budget>);
+    /// Delete a stored session (and mark this process's journal folded past `journal_seq`
+    /// for it); false when there was none.
+    fn delete(&mut self, stored_id: &str, journal_seq: Option<u64>) -> Result<bool, StoreError>;
 }
 
 impl Backend for Store {
     fn write(&mut self, deltas: &[(Delta<'_>, Option<u64>)]) -> Result<(), StoreError> {
         Store::write(self, deltas)
+    }
+    fn delete(&mut self, stored_id: &str, journal_seq: Option<u64>) -> Result<bool, StoreError> {
+        Store::delete(self, stored_id, journal_seq)
     }
     fn wait_until(&mut self, deadline: Option<Budget>) {
         Store::wait_until(self, deadline)
@@ -193,6 +199,7 @@ impl<U: Unit> Persistence<U, Store, Journal> {
     pub fn open(cfg: &crate::config::Config, clock: Clock) -> Result<Persistence<U>, String> {
         let db = cfg.db_path();
         let mut store = Store::open(&db, &cfg.synchronous)?;
+        store.set_faults(cfg.store_faults.clone());
         let unfolded = fold_dead_journals(&mut store, clock);
         store.wait_until(Some(Budget::of(clock, clock.now(), FOLD_WAIT)));
         let repaired = store.repair_killed();
@@ -210,7 +217,8 @@ impl<U: Unit> Persistence<U, Store, Journal> {
             Ok(_) => {}
             Err(e) => crate::diag!("[gateway] startup repair skipped: {e}"),
         }
-        let journal = Journal::new(&db, store.owner(), cfg.journal_cap);
+        let mut journal = Journal::new(&db, store.owner(), cfg.journal_cap);
+        journal.set_faults(cfg.store_faults.clone());
         let purging = store.purge_pending().unwrap_or(true);
         let mut p = Persistence::new(store, journal, cfg.flush_interval);
         p.clock = clock;
@@ -230,23 +238,6 @@ impl<U: Unit> Persistence<U, Store, Journal> {
         &mut self.store
     }
 
-    /// Delete a stored session (and a closed copy waiting for its commit); false when there
-    /// was none. A later fold of this process's journal skips it.
-    pub fn delete(&mut self, stored_id: &str) -> Result<bool, StoreError> {
-        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retired)
-            .into_iter()
-            .partition(|r| r.session.stored_id() == stored_id);
-        self.retired = kept;
-        let was_retired = !gone.is_empty();
-        self.freeing.extend(gone.into_iter().map(|r| r.session));
-        let seq = self.journaled.get(stored_id).copied();
-        let deleted = self.store.delete(stored_id, seq)?;
-        self.bg.purge.started();
-        self.journaled.remove(stored_id);
-        self.retries.session_ok(stored_id);
-        Ok(deleted || was_retired)
-    }
-
     /// Fold the journals of gateways that are gone: those start-up could not (state.db was
     /// locked then) and those of gateways that died while this one ran (a second gateway on
     /// the same home), so their sessions are whole before anyone resumes or lists them. One
@@ -258,6 +249,14 @@ impl<U: Unit> Persistence<U, Store, Journal> {
             .filter(|(_, owner)| *owner != me && !crate::store::owner_alive(owner))
             .filter_map(|(path, owner)| fold_or_keep(&mut self.store, &path, &owner))
             .collect();
+    }
+
+    /// Delete a stored session (and a closed copy waiting for its commit); false when there
+    /// was none. A later fold of this process's journal skips it; a dead gateway's journal
+    /// that holds it is folded first.
+    pub fn delete(&mut self, stored_id: &str) -> Result<bool, StoreError> {
+        self.adopt_dead_journals();
+        self.delete_folded(stored_id)
     }
 
     /// The flush tick's retry of the journals state.db could not take yet.
@@ -309,6 +308,30 @@ impl<U: Unit, S: Backend, J: Sink> Persistence<U, S, J> {
             journal_used: false,
             clock: Clock::SYSTEM,
         }
+    }
+
+    /// [`Persistence::delete`] once dead gateways' journals were looked for: refused ("try
+    /// again") while one not folded yet holds the session, whose fold would bring it back.
+    /// When the store refuses (locked, full), the closed copy stays, to be committed as before.
+    fn delete_folded(&mut self, stored_id: &str) -> Result<bool, StoreError> {
+        if self.unfolded(stored_id) {
+            return Err(StoreError::new(
+                ErrorKind::Busy,
+                "the journal of a killed gateway holding this session is not folded into state.db yet; try again",
+            ));
+        }
+        let seq = self.journaled.get(stored_id).copied();
+        let deleted = self.store.delete(stored_id, seq)?;
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retired)
+            .into_iter()
+            .partition(|r| r.session.stored_id() == stored_id);
+        self.retired = kept;
+        let was_retired = !gone.is_empty();
+        self.freeing.extend(gone.into_iter().map(|r| r.session));
+        self.bg.purge.started();
+        self.journaled.remove(stored_id);
+        self.retries.session_ok(stored_id);
+        Ok(deleted || was_retired)
     }
 
     /// The live session `rid` changed: commit it at the end of this iteration.

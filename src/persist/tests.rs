@@ -56,6 +56,13 @@ impl Backend for FakeStore {
         Ok(())
     }
     fn wait_until(&mut self, _: Option<crate::clock::Budget>) {}
+    fn delete(&mut self, stored_id: &str, _: Option<u64>) -> Result<bool, StoreError> {
+        let mut w = self.0.borrow_mut();
+        if let Some(kind) = w.down {
+            return Err(StoreError::new(kind, "store down"));
+        }
+        Ok(w.db.remove(stored_id).is_some())
+    }
 }
 
 impl Sink for FakeJournal {
@@ -329,6 +336,52 @@ fn a_closed_session_waits_for_its_commit_and_can_be_taken_back() {
     r.world.borrow_mut().down = None;
     assert_eq!(r.commit(Duration::from_millis(1010)), Publish::Release);
     assert_eq!(r.stored("a"), 1);
+}
+
+/// A delete the store refuses (locked) leaves the closed session waiting for its commit: it
+/// is not dropped from memory with its unsaved messages (found by the simulator, seed 1032).
+#[test]
+fn a_refused_delete_keeps_the_closed_session_for_its_commit() {
+    let mut r = Rig::new(&["a"]);
+    r.world.borrow_mut().down = Some(ErrorKind::Busy);
+    r.say("a");
+    r.commit(Duration::ZERO);
+    let s = r.sessions.remove("a").unwrap();
+    r.p.retire(s);
+    r.commit(Duration::from_millis(10));
+    assert!(
+        r.p.delete_folded("stored-a").is_err(),
+        "the locked store refuses"
+    );
+    assert!(r.p.is_retired("stored-a"), "the closed session stays");
+    r.world.borrow_mut().down = None;
+    r.commit(Duration::from_millis(1010));
+    assert_eq!(r.stored("a"), 1, "its message is committed as before");
+    assert!(r.p.delete_folded("stored-a").unwrap());
+    assert!(!r.p.is_retired("stored-a"));
+    assert_eq!(r.stored("a"), 0);
+}
+
+/// A session a dead gateway's journal holds, not folded yet (state.db was locked then), is
+/// not deleted meanwhile: the fold would bring it back.
+#[test]
+fn a_delete_waits_for_the_fold_of_a_dead_journal_holding_the_session() {
+    let mut r = Rig::new(&["a"]);
+    r.say("a");
+    r.commit(Duration::ZERO);
+    let s = r.sessions.remove("a").unwrap();
+    r.p.retire(s);
+    r.commit(Duration::from_millis(10));
+    assert_eq!(r.stored("a"), 1);
+    r.p.unfolded = vec![Unfolded {
+        sessions: vec!["stored-a".into()],
+    }];
+    let refused = r.p.delete_folded("stored-a").unwrap_err();
+    assert!(refused.to_string().contains("try again"), "{refused}");
+    assert_eq!(r.stored("a"), 1, "nothing deleted");
+    r.p.unfolded.clear();
+    assert!(r.p.delete_folded("stored-a").unwrap());
+    assert_eq!(r.stored("a"), 0);
 }
 
 /// A long closed session stays whole until the store holds it, then its memory is freed

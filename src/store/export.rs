@@ -204,7 +204,7 @@ impl Store {
             )?;
         }
         tx.execute_batch("DROP TABLE temp.absorbed")?;
-        super::commit(tx, &self.fts)?;
+        super::commit(tx, &self.fts, self.faults.as_ref())?;
         Ok(Absorbed {
             sessions,
             messages,

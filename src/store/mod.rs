@@ -7,6 +7,8 @@
 mod delta;
 mod error;
 mod export;
+#[doc(hidden)]
+pub mod faults;
 mod fts;
 mod recall;
 mod repair;
@@ -89,6 +91,8 @@ pub struct Store {
     fts: fts::Indexes,
     /// What the WAL holds past the last checkpoint.
     wal: wal::WalWatch,
+    /// A test's injected faults ([`faults`]); `None` outside the simulator.
+    faults: Option<faults::FaultHook>,
 }
 
 /// Start a write transaction, waiting for another process's lock no later than `wait_until`
@@ -108,8 +112,16 @@ fn begin<'c>(
     Ok(tx)
 }
 
-/// Commit a transaction of [`begin`], FTS5's merge setting put back first ([`fts::Indexes::hold`]).
-fn commit(tx: rusqlite::Transaction<'_>, fts: &fts::Indexes) -> rusqlite::Result<()> {
+/// Commit a transaction of [`begin`], FTS5's merge setting put back first ([`fts::Indexes::hold`]);
+/// a test's injected fault fails it as SQLite would, the transaction rolled back.
+fn commit(
+    tx: rusqlite::Transaction<'_>,
+    fts: &fts::Indexes,
+    faults: Option<&faults::FaultHook>,
+) -> rusqlite::Result<()> {
+    if let Some(kind) = faults.and_then(|f| f.0.commit()) {
+        return Err(faults::sqlite_error(kind));
+    }
     fts.release(&tx)?;
     tx.commit()
 }
@@ -441,11 +453,18 @@ impl Store {
             wait_until: None,
             fts,
             wal,
+            faults: None,
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Fail or slow down the commits from now on as `hook` says (the simulator).
+    #[doc(hidden)]
+    pub fn set_faults(&mut self, hook: Option<faults::FaultHook>) {
+        self.faults = hook;
     }
 
     /// How long the next writes may wait for another process's lock: until `deadline`
@@ -468,7 +487,7 @@ impl Store {
         }
         // Every session's new messages together: one FTS5 segment per commit, not per session.
         delta::insert_new(&tx, deltas.iter().map(|(d, _)| d))?;
-        commit(tx, &self.fts)?;
+        commit(tx, &self.fts, self.faults.as_ref())?;
         Ok(())
     }
 
@@ -531,7 +550,7 @@ impl Store {
             mark_folded(&tx, &name, &d.id, seq)?;
             written += 1;
         }
-        commit(tx, &self.fts)?;
+        commit(tx, &self.fts, self.faults.as_ref())?;
         Ok(written)
     }
 
@@ -585,7 +604,7 @@ impl Store {
                 }
             }
         }
-        commit(tx, &self.fts)?;
+        commit(tx, &self.fts, self.faults.as_ref())?;
         Ok(rows)
     }
 
@@ -631,7 +650,7 @@ impl Store {
         {
             self.fts.begun();
             if self.fts.step(&tx, SEARCH_CATCH_UP).is_ok() {
-                let _ = commit(tx, &self.fts);
+                let _ = commit(tx, &self.fts, self.faults.as_ref());
             }
         }
         search::run(&self.conn, query)
@@ -646,7 +665,7 @@ impl Store {
         }
         let tx = begin(&mut self.conn, &mut self.fts, self.wait_until)?;
         let rows = self.fts.step(&tx, batch)?;
-        commit(tx, &self.fts)?;
+        commit(tx, &self.fts, self.faults.as_ref())?;
         Ok(rows)
     }
 
@@ -660,7 +679,7 @@ impl Store {
     pub fn merge_step(&mut self, pages: usize) -> Result<bool, StoreError> {
         let tx = begin(&mut self.conn, &mut self.fts, self.wait_until)?;
         let worked = self.fts.merge(&tx, pages)?;
-        commit(tx, &self.fts)?;
+        commit(tx, &self.fts, self.faults.as_ref())?;
         Ok(worked)
     }
 
@@ -960,7 +979,7 @@ impl Store {
         if let Some(seq) = journal_seq {
             mark_folded(&tx, &name, id, seq)?;
         }
-        commit(tx, &self.fts)?;
+        commit(tx, &self.fts, self.faults.as_ref())?;
         Ok(n > 0)
     }
 
@@ -999,7 +1018,7 @@ impl Store {
             tx.prepare_cached("DELETE FROM tui_gateway_purge WHERE session_id = ?1")?
                 .execute([&id])?;
         }
-        commit(tx, &self.fts)?;
+        commit(tx, &self.fts, self.faults.as_ref())?;
         Ok(Some(Purged { removed, ended }))
     }
 
@@ -1024,7 +1043,7 @@ impl Store {
             repair.tool_results_added += one.tool_results_added;
             repair.queued_prompts_kept += one.queued_prompts_kept;
         }
-        commit(tx, &self.fts)?;
+        commit(tx, &self.fts, self.faults.as_ref())?;
         Ok(repair)
     }
 
@@ -1048,7 +1067,7 @@ impl Store {
     pub fn repair_abandoned(&mut self, session_id: &str) -> Result<Repair, StoreError> {
         let tx = begin(&mut self.conn, &mut self.fts, self.wait_until)?;
         let repair = repair_one(&tx, session_id)?;
-        commit(tx, &self.fts)?;
+        commit(tx, &self.fts, self.faults.as_ref())?;
         Ok(repair)
     }
 
