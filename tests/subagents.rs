@@ -726,6 +726,65 @@ fn children_run_on_the_model_delegation_names_and_a_provider_it_cannot_reach_is_
 }
 
 #[test]
+fn children_reach_the_endpoint_delegation_base_url_names_with_the_parents_key_or_their_own() {
+    let home = TempHome::new("sub-base-url");
+    let own = mockai::MockAi::start(|_| mockai::Reply::text(&["child done"], (10, 2)));
+    let config = |extra: &str| {
+        let text = format!("delegation:\n  base_url: {}/\n{extra}", own.base_url());
+        std::fs::write(home.path.join("config.yaml"), text).unwrap();
+    };
+    config("");
+    let mock = delegating_model("look", |_| {
+        mockai::Reply::text(&["wrong endpoint"], (10, 2))
+    });
+    let (mut g, sid, turn) = delegating_turn(&home, &mock, "sub-base-url");
+    let done = of_type(&turn.events, "tool.complete");
+    let entry = &done[0]["payload"]["result"]["results"][0];
+    assert_eq!(entry["summary"], "child done", "{entry}");
+    let parent_side = |mock: &mockai::MockAi| {
+        mock.requests()
+            .iter()
+            .filter(|r| {
+                r.messages()[0]["content"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("YOUR TASK:")
+            })
+            .count()
+    };
+    assert_eq!(
+        parent_side(&mock),
+        0,
+        "no child's call reached the parent's endpoint"
+    );
+    let asked = own.requests();
+    assert_eq!(asked.len(), 1);
+    // No key of its own: the parent's (Hermes' inheritance), on the parent's model.
+    assert_eq!(asked[0].header("authorization"), Some("Bearer sk-test"));
+    assert_eq!(asked[0].body["model"], "mock-model");
+
+    config("  api_key: sk-child-own-5e1\n  model: child-model\n");
+    let turn = g.run_turn(&sid, "again");
+    let done = of_type(&turn.events, "tool.complete");
+    assert_eq!(
+        done[0]["payload"]["result"]["results"][0]["summary"],
+        "child done"
+    );
+    let asked = own.requests();
+    assert_eq!(
+        asked[1].header("authorization"),
+        Some("Bearer sk-child-own-5e1")
+    );
+    assert_eq!(asked[1].body["model"], "child-model");
+    // The key reaches the endpoint only: nothing of it is in the store's files.
+    for file in ["state.db", "state.db-wal"] {
+        let bytes = std::fs::read(home.path.join(file)).unwrap_or_default();
+        let found = bytes.windows(16).any(|w| w == b"sk-child-own-5e1");
+        assert!(!found, "the key is in {file}");
+    }
+}
+
+#[test]
 fn a_delegation_journaled_under_a_lock_survives_a_kill() {
     let home = TempHome::new("sub-journal");
     let mut t = tree_in(&home, "sub-journal");
