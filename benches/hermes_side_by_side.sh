@@ -13,22 +13,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-reqs="$root/benches/hermes/requirements.txt"
-venv="${HERMES_BENCH_VENV:-$root/target/hermes-venv}"
-stamp="$venv/.requirements.sha256"
-want=$(sha256sum "$reqs" | cut -d' ' -f1)
-
-if [[ ! -x "$venv/bin/python" || ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
-    echo "hermes_side_by_side: installing $reqs into $venv" >&2
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    # --no-deps: the file lists the whole set; --require-hashes: nothing else gets in.
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        --require-hashes --no-deps -r "$reqs"
-    # Every requirement of every installed package is met (the list is complete).
-    "$venv/bin/python" -m pip check --disable-pip-version-check
-    echo "$want" >"$stamp"
-fi
+# The pinned venv the tests run Hermes' gateway from (made once, reused while the pins stay).
+python=$("$root/tests/hermes-venv.sh")
 
 cd "$root"
-exec cargo bench --bench hermes_side_by_side -- --hermes-python "$venv/bin/python" "$@"
+exec cargo bench --bench hermes_side_by_side -- --hermes-python "$python" "$@"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The venv that runs Hermes' own Python gateway beside ours (tests/hermes_side.rs, and the
-# side-by-side bench): benches/hermes/requirements.txt (hermes-agent 0.18.2, the version of the
+# The venv that runs Hermes' own Python gateway beside ours (tests/beside_hermes.rs, and the
+# side-by-side bench's script): benches/hermes/requirements.txt (hermes-agent 0.18.2, the version of the
 # reference in shared/, and every package it pulls in, each pinned with its hash) installed in
 # target/hermes-venv; prints the venv's python. Made once (about a minute), then reused while the
-# requirements file is the same (its sha256 in the venv's stamp, as the bench's script keeps it).
+# requirements file is the same (its sha256 in the venv's stamp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reqs=benches/hermes/requirements.txt
