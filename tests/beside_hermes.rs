@@ -13,7 +13,6 @@ use crate::common::*;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use nix::fcntl::{Flock, FlockArg};
@@ -22,20 +21,7 @@ use serde_json::{Value, json};
 /// The python of the venv that runs Hermes' gateway (made once, cached across runs under target/).
 fn hermes_python() -> &'static Path {
     static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hermes-venv.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run tests/hermes-venv.sh");
-        assert!(
-            out.status.success(),
-            "tests/hermes-venv.sh failed (it installs benches/hermes/requirements.txt from PyPI): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-    })
+    PYTHON.get_or_init(|| venv_python("tests/hermes-venv.sh"))
 }
 
 /// Hermes' reference Python (`../shared/hermes-reference/python`): the gateway that runs.

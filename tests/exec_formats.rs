@@ -20,20 +20,7 @@ use serde_json::{Value, json};
 /// The python of the venv with Harbor's models (made once per test run, cached across runs).
 fn harbor_python() -> &'static Path {
     static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/atif/harbor-venv.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run tests/atif/harbor-venv.sh");
-        assert!(
-            out.status.success(),
-            "tests/atif/harbor-venv.sh failed: {}",
-            text(&out.stderr)
-        );
-        PathBuf::from(text(&out.stdout).trim())
-    })
+    PYTHON.get_or_init(|| venv_python("tests/atif/harbor-venv.sh"))
 }
 
 /// Harbor's own validator (`harbor.utils.trajectory_validator.TrajectoryValidator`) on each

@@ -1243,3 +1243,20 @@ pub fn long_prompt(prefix: &str, n: usize) -> String {
     }
     s
 }
+
+/// The python of the venv a script under `tests/` makes (pinned, made once and reused while its
+/// pins stay; the script prints the path); the script's own words when it fails.
+pub fn venv_python(script: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
+    let out = Command::new("bash")
+        .arg(&path)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run {script}: {e}"));
+    assert!(
+        out.status.success(),
+        "{script} failed (it installs pinned packages from PyPI): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
