@@ -711,6 +711,48 @@ mod tests {
     }
 
     #[test]
+    fn a_decided_end_is_closed_by_an_interrupt_and_never_ends_the_next_turn() {
+        let mut gw = idle();
+        let now = gw.now();
+        gw.model
+            .round(vec![ModelEvent::Text("Hello".into()), done()], Then::Finish);
+        prompted(&mut gw, "first");
+        let first = gw.sessions.get(RID).unwrap().turn.as_ref().unwrap().number;
+        assert!(submit_prompt(&mut gw, RID, "second".into(), now), "queued");
+        // The answer decided the end; an interrupt before the loop dispatched it closes the
+        // turn with that end (it had completed), and the queued prompt starts.
+        assert!(
+            !interrupt_turn(&mut gw, RID, now),
+            "nothing was left to stop"
+        );
+        let said = gw.asker.said();
+        let complete = said
+            .iter()
+            .find(|f| f["params"]["type"] == "message.complete")
+            .expect("the first turn closed");
+        assert_eq!(complete["params"]["payload"]["status"], "complete");
+        let second = gw.sessions.get(RID).unwrap().turn.as_ref().unwrap().number;
+        assert_ne!(first, second, "the queued prompt runs as a turn of its own");
+        // An end decided for the first turn, dispatched late, leaves the second running.
+        let stale = TurnEnd {
+            rid: RID.into(),
+            turn: first,
+            status: crate::session::machine::Status::Complete,
+            error: None,
+        };
+        gw.effects.push(crate::effects::Effect::TurnEnded(stale));
+        gw.dispatch_turn_ends(now);
+        let turn = gw
+            .sessions
+            .get(RID)
+            .unwrap()
+            .turn
+            .as_ref()
+            .map(|t| t.number);
+        assert_eq!(turn, Some(second));
+    }
+
+    #[test]
     fn a_prompt_to_an_idle_session_starts_a_turn_and_one_during_a_turn_waits_its_turn() {
         let mut gw = idle();
         let now = gw.now();
