@@ -372,3 +372,25 @@ fn the_journal_is_not_written_through_a_symlink() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     close(g);
 }
+
+/// A delete state.db refuses (another process holds its write lock) is answered with Hermes'
+/// 5036 and the reason; nothing is lost, and the same delete goes through once the lock is gone.
+#[test]
+fn a_delete_state_db_refuses_is_answered_as_hermes_does_and_works_later() {
+    let home = TempHome::new("delete-locked");
+    let mut g = start(&home, "1");
+    let s = g.create_session(json!({}));
+    g.run_turn(&s.id, "keep me");
+    g.call("session.close", json!({"session_id": s.id}));
+    let mut lock = DbLock::take(&home.db_path());
+    let (code, message, _) = g.call_err("session.delete", json!({"session_id": s.stored}));
+    assert_eq!(code, 5036, "{message}");
+    assert!(message.starts_with("delete failed: "), "{message}");
+    lock.release();
+    let shown = g.call("session.resume", json!({"session_id": s.stored}));
+    assert!(shown.to_string().contains("keep me"), "{shown}");
+    g.call("session.close", json!({"session_id": shown["session_id"]}));
+    let r = g.call("session.delete", json!({"session_id": s.stored}));
+    assert_eq!(r["deleted"], s.stored.as_str(), "{r}");
+    close(g);
+}

@@ -484,7 +484,7 @@ pub fn delete(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
     let deleted = gw
         .persist
         .delete(&stored_id)
-        .map_err(|e| RpcError::new(code::INTERNAL, format!("cannot delete from state.db: {e}")))?;
+        .map_err(|e| RpcError::new(code::DELETE_FAILED, format!("delete failed: {e}")))?;
     if deleted {
         crate::tools::shell_state::forget(&gw.cfg.home, &stored_id);
         Ok(json!({ "deleted": stored_id }))

@@ -26,6 +26,8 @@ pub mod code {
     pub const NOT_SUPPORTED: i64 = 4040;
     pub const TIMED_OUT: i64 = 5002;
     pub const SHUTTING_DOWN: i64 = 5035;
+    /// state.db refused a delete (Hermes' code).
+    pub const DELETE_FAILED: i64 = 5036;
 }
 
 #[derive(Debug, Clone, PartialEq)]
