@@ -217,10 +217,7 @@ fn anthropic_gets_an_image_block_and_responses_an_input_image() {
     let (path, bytes) = image_file(&home, "a.png", png(32, 32, 50));
     let mut g = gateway(&home).start();
     let s = g.create_session(json!({}));
-    g.call(
-        "image.attach",
-        json!({"session_id": s.id, "path": path.to_string_lossy()}),
-    );
+    attach(&mut g, &s.id, &path);
     assert_eq!(g.run_turn(&s.id, "describe").text, "Seen.");
     let req = &claude.wait_requests(1, T)[0];
     let user = req.body["messages"]
@@ -255,10 +252,7 @@ fn anthropic_gets_an_image_block_and_responses_an_input_image() {
     let (path, bytes) = image_file(&home, "b.png", png(16, 16, 20));
     let mut g = gateway(&home).start();
     let s = g.create_session(json!({}));
-    g.call(
-        "image.attach",
-        json!({"session_id": s.id, "path": path.to_string_lossy()}),
-    );
+    attach(&mut g, &s.id, &path);
     assert_eq!(g.run_turn(&s.id, "describe").text, "Seen too.");
     let req = &codex.wait_requests(1, T)[0];
     let items = resp::input_items(&req.body);
@@ -316,6 +310,14 @@ fn asks_about_an_image(r: &mockai::Recorded) -> bool {
             .as_array()
             .is_some_and(|p| p.iter().any(|p| p["type"] == "image_url"))
     })
+}
+
+/// `image.attach` of the file at `path` to session `sid`'s next prompt; its answer.
+fn attach(g: &mut Gateway, sid: &str, path: &Path) -> Value {
+    g.call(
+        "image.attach",
+        json!({"session_id": sid, "path": path.to_string_lossy()}),
+    )
 }
 
 /// The session's first user message as state.db holds it.
@@ -435,10 +437,7 @@ fn a_model_without_vision_gets_each_images_description_before_the_turn_said_once
     assert_eq!(last_user(&reqs[2].body)["content"], "then this", "in order");
 
     // A description that fails says so, and the turn goes on; the user was told once.
-    g.call(
-        "image.attach",
-        json!({"session_id": s.id, "path": path.to_string_lossy()}),
-    );
+    attach(&mut g, &s.id, &path);
     g.run_turn(&s.id, "and this?");
     let reqs = mock.wait_requests(5, T);
     let text = last_user(&reqs[4].body)["content"]
@@ -524,19 +523,13 @@ fn a_big_image_is_made_smaller_and_a_bitmap_converted_before_it_is_sent() {
     let (small, _) = image_file(&home, "small.bmp", bmp.into_inner());
     let mut g = gateway(&home).start();
     let s = g.create_session(json!({}));
-    let r = g.call(
-        "image.attach",
-        json!({"session_id": s.id, "path": big.to_string_lossy()}),
-    );
+    let r = attach(&mut g, &s.id, &big);
     assert_eq!(
         (r["width"].as_u64(), r["height"].as_u64()),
         (Some(2000), Some(1300)),
         "{r}"
     );
-    let r = g.call(
-        "image.attach",
-        json!({"session_id": s.id, "path": small.to_string_lossy()}),
-    );
+    let r = attach(&mut g, &s.id, &small);
     assert_eq!(
         (r["width"].as_u64(), r["height"].as_u64()),
         (Some(40), Some(30)),
@@ -839,10 +832,7 @@ fn an_attached_image_can_be_detached_before_the_prompt() {
     let mut g = gateway(&home).start();
     let s = g.create_session(json!({}));
     for p in [&a, &b] {
-        g.call(
-            "image.attach",
-            json!({"session_id": s.id, "path": p.to_string_lossy()}),
-        );
+        attach(&mut g, &s.id, p);
     }
     let r = g.call(
         "image.detach",
@@ -953,10 +943,7 @@ fn describing(tag: &str, reply: &'static str) -> Describing {
     let (path, _) = image_file(&home, "cat.png", png(8, 8, 10));
     let mut g = gateway(&home).start();
     let s = g.create_session(json!({}));
-    g.call(
-        "image.attach",
-        json!({"session_id": s.id, "path": path.to_string_lossy()}),
-    );
+    attach(&mut g, &s.id, &path);
     let start = submit(&mut g, &s.id, "what is it");
     mock.wait_requests(1, T);
     Describing {
