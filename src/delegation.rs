@@ -39,38 +39,36 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
         .unwrap_or_else(|| parent.cwd.clone());
     // config.yaml's `delegation.model` / `delegation.provider`, else the parent's.
     let model = limits.model.clone().unwrap_or_else(|| parent.model.clone());
-    let config = crate::config_file::load(&gw.cfg.home).unwrap_or(yaml_rust2::Yaml::Null);
-    let own = crate::model::select::delegation_provider(&gw.cfg, &config, &parent.provider, &model);
-    let provider = match (own, limits.provider.as_deref()) {
-        // `delegation.base_url`: the children's endpoint of their own (Hermes' direct one).
-        (Some(Ok(p)), _) => {
-            let name = p.name().to_string();
-            gw.switched_providers.retain(|q| q.name() != name);
-            gw.switched_providers.push(p);
-            name
+    // `delegation.base_url` (an endpoint of the children's own, as Hermes), else
+    // `delegation.provider`, else the parent's.
+    let parent_provider = parent.provider.clone();
+    let chosen = match (limits.base_url.as_deref(), limits.provider.as_deref()) {
+        (Some(url), _) => {
+            let api_mode = limits.api_mode.as_deref();
+            crate::model::select::delegation_provider(
+                &gw.cfg,
+                url,
+                api_mode,
+                &parent_provider,
+                &model,
+            )
+            .map(|p| crate::methods::config::adopt_provider(gw, p))
+            .map_err(|e| format!("delegation.base_url: {e}"))
         }
-        (Some(Err(e)), _) => {
+        (None, Some(want)) if !crate::methods::config::same_provider(want, &parent_provider) => {
+            crate::methods::config::switch_provider(gw, want, &model)
+                .map_err(|e| format!("delegation.provider {want:?}: {}", e.message))
+        }
+        _ => Ok(parent_provider),
+    };
+    let provider = match chosen {
+        Ok(name) => name,
+        Err(why) => {
             board.borrow_mut().batches.remove(&job);
-            let why = format!("delegation.base_url: {e}");
             let result = crate::tools::ToolResult::error(why);
             crate::session::calls::finish_job(gw, job, result, now);
             return;
         }
-        (None, want) => match want {
-            Some(want) if !crate::methods::config::same_provider(want, &parent.provider) => {
-                match crate::methods::config::switch_provider(gw, want, &model) {
-                    Ok(name) => name,
-                    Err(e) => {
-                        board.borrow_mut().batches.remove(&job);
-                        let why = format!("delegation.provider {want:?}: {}", e.message);
-                        let result = crate::tools::ToolResult::error(why);
-                        crate::session::calls::finish_job(gw, job, result, now);
-                        return;
-                    }
-                }
-            }
-            _ => parent.provider.clone(),
-        },
     };
     let (base_url, window) = (gw.base_url_of(&provider), gw.context_window_for(&model));
     // Hermes' floor keeps a mistyped timeout from cutting every child off at once.

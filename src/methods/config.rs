@@ -362,12 +362,21 @@ pub(crate) fn switch_provider(
         let why = picked.note.unwrap_or_default();
         return Err(RpcError::new(code::NOT_SUPPORTED, why));
     }
-    let name = picked.provider.name().to_string();
+    Ok(adopt_provider(gw, picked.provider))
+}
+
+/// Keep `provider` beside the configured one (replacing one of its name) for the sessions
+/// that run on it; its name.
+pub(crate) fn adopt_provider(
+    gw: &mut Gateway,
+    provider: Box<dyn crate::model::Provider>,
+) -> String {
+    let name = provider.name().to_string();
     if name != gw.provider.name() {
         gw.switched_providers.retain(|p| p.name() != name);
-        gw.switched_providers.push(picked.provider);
+        gw.switched_providers.push(provider);
     }
-    Ok(name)
+    name
 }
 
 fn set_yolo(gw: &mut Gateway, p: &Params, v: &str) -> Result<Value, RpcError> {

@@ -207,34 +207,27 @@ pub fn side_provider(
 /// The provider name subagents' own endpoint (`delegation.base_url`) is known by.
 pub const DELEGATION_PROVIDER: &str = "custom:delegation";
 
-/// Subagents' own endpoint, as Hermes reads `delegation.base_url` of config.yaml: an endpoint
-/// of its own keyed by `delegation.api_key`, else by the key of `parent` (the parent session's
-/// provider); its API `delegation.api_mode`, else what the URL implies, else chat completions;
-/// asked for `model`. `None` when no base_url is set; `Err` says why it cannot be had.
+/// Subagents' own endpoint, as Hermes reads `delegation.base_url` of config.yaml: `url`, keyed
+/// by `delegation.api_key` (read here: keys stay in `model/`), else by the key of `parent` (the
+/// parent session's provider); its API `api_mode`, else what the URL implies, else chat
+/// completions; asked for `model`. `Err` says why it cannot be had.
 pub fn delegation_provider(
     cfg: &Config,
-    config: &Yaml,
+    url: &str,
+    api_mode: Option<&str>,
     parent: &str,
     model: &str,
-) -> Option<Result<Box<dyn Provider>, String>> {
-    let text = |key: &str| {
-        config["delegation"][key]
-            .as_str()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-    };
-    let url = text("base_url")?.trim_end_matches('/');
-    let api_mode = text("api_mode")
+) -> Result<Box<dyn Provider>, String> {
+    let url = url.trim_end_matches('/');
+    let api_mode = api_mode
         .filter(|m| super::wire::Wire::from_api_mode(m).is_some())
         .or_else(|| super::providers::api_mode_for_url(url))
         .unwrap_or("chat_completions");
-    let Some(wire) = super::wire::Wire::from_api_mode(api_mode) else {
-        return Some(Err(format!(
-            "its API ({api_mode}) is not one this gateway speaks"
-        )));
-    };
-    let (key, key_name) = match text("api_key") {
-        Some(k) => (Some(k.to_string()), "delegation.api_key".to_string()),
+    let wire = super::wire::Wire::from_api_mode(api_mode)
+        .ok_or_else(|| format!("its API ({api_mode}) is not one this gateway speaks"))?;
+    let config = crate::config_file::load(&cfg.home)?;
+    let (key, key_name) = match crate::config_file::string_at(&config, "delegation.api_key") {
+        Some(k) => (Some(k), "delegation.api_key".to_string()),
         None => {
             let asked = Asked {
                 provider: Some(parent),
@@ -248,7 +241,7 @@ pub fn delegation_provider(
     let mut e = super::endpoint::Endpoint::new(DELEGATION_PROVIDER, url, key, wire);
     e.key_name = key_name;
     e.model = model.to_string();
-    Some(RemoteProvider::new(e, timing(cfg)).map(|p| -> Box<dyn Provider> { Box::new(p) }))
+    Ok(Box::new(RemoteProvider::new(e, timing(cfg))?))
 }
 
 /// What `cfg`'s home resolves to when `asked` is asked for, with the login files and auth.json

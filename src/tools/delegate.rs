@@ -54,6 +54,10 @@ pub struct Limits {
     /// The model and provider children run on (`model`, `provider`; unset: the parent's).
     pub model: Option<String>,
     pub provider: Option<String>,
+    /// An endpoint of the children's own (`base_url`, before `provider`) and its API
+    /// (`api_mode`); its key is read by `model/` alone.
+    pub base_url: Option<String>,
+    pub api_mode: Option<String>,
     /// Seconds a child may run before it is stopped (`child_timeout_seconds`, else Hermes'
     /// `DELEGATION_CHILD_TIMEOUT_SECONDS`; unset, 0 or negative: no timeout). The floor is
     /// applied at spawn (`--subagent-timeout-floor`).
@@ -70,6 +74,8 @@ impl Default for Limits {
             orchestrators: true,
             model: None,
             provider: None,
+            base_url: None,
+            api_mode: None,
             child_timeout: None,
         }
     }
@@ -107,6 +113,8 @@ impl Limits {
             orchestrators: flag("orchestrator_enabled", true),
             model: crate::config_file::string_at(doc, "delegation.model"),
             provider: crate::config_file::string_at(doc, "delegation.provider"),
+            base_url: crate::config_file::string_at(doc, "delegation.base_url"),
+            api_mode: crate::config_file::string_at(doc, "delegation.api_mode"),
             child_timeout: seconds_of(at("child_timeout_seconds")).and_then(positive),
         }
     }
