@@ -1951,8 +1951,10 @@ fn retry_after_is_capped() {
     assert_streamed_turn(&t, &s.id, "capped");
     let reqs = mock.requests();
     let gap = reqs[1].at.duration_since(reqs[0].at);
+    // The wait counts from the loop's one clock read of the iteration that read the 429, which
+    // may precede the answer's arrival by that iteration's length on a loaded machine.
     assert!(
-        gap >= ms(500),
+        gap >= ms(450),
         "the retry came before the capped wait: {gap:?}"
     );
 }

@@ -110,24 +110,21 @@ impl Tool for Clarify {
     }
 
     fn description(&self) -> &str {
-        "Ask the user a question when you need clarification, feedback, or a decision before \
-         proceeding. Supports two modes:\n\n1. **Multiple choice** — provide up to 4 choices. \
-         The user picks one or types their own answer via a 5th 'Other' option.\n2. \
-         **Open-ended** — omit choices entirely. The user types a free-form response.\n\nPut \
-         each option ONLY in the `choices` array, never in the `question` text.\n\nDo NOT use \
-         this tool for yes/no confirmation of dangerous commands (the terminal tool handles \
-         that). Prefer making a reasonable default choice yourself when the decision is \
-         low-stakes."
+        "Ask the user a question when you need a fact, an opinion or a decision before going on. \
+         Give up to 4 'choices' (the user may still type an answer of their own), or none for \
+         a free answer; options go in 'choices', never in the question. Not for approving \
+         commands (the terminal asks for those itself); when little is at stake, choose a \
+         sensible default yourself."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "question": {"type": "string", "description": "The question itself, and ONLY the question."},
+                "question": {"type": "string", "description": "The question alone."},
                 "choices": {
                     "type": "array", "items": {"type": "string"}, "maxItems": MAX_CHOICES,
-                    "description": "Each selectable option as its own element (up to 4). Omit for an open-ended question."
+                    "description": "Up to 4 options, one an element; omit for a free answer."
                 }
             },
             "required": ["question"]

@@ -234,15 +234,13 @@ impl Tool for Memory {
     }
 
     fn description(&self) -> &str {
-        "Save durable facts to persistent memory that survive across sessions. Memory is \
-         injected into every future session's system prompt, so keep entries compact and \
-         high-signal.\n\nHOW: make ALL your changes in ONE call via an 'operations' array (each \
-         item: {action, content?, old_text?}). The batch applies atomically and the char limit \
-         is checked only on the FINAL result. Use the bare action/content/old_text fields only \
-         for a single lone change.\n\nTARGETS: 'user' = who the user is (name, role, \
-         preferences, style). 'memory' = your notes (environment, conventions, tool quirks, \
-         lessons).\n\nSKIP: trivial or easily re-discovered facts, raw data dumps, task \
-         progress, temporary TODO state."
+        "Keep facts that should outlast this session. They go into the system prompt of every \
+         later session, so keep entries short and worth their place. Two stores: 'user' (who \
+         the user is: name, role, preferences, style) and 'memory' (your notes: the \
+         environment, conventions, tool quirks, lessons). Make all your changes in one call \
+         with 'operations' (applied together; the size limit applies to the result); the \
+         single action/content/old_text fields are for one change alone. Leave out what is \
+         easy to find again, raw data, the progress of the task at hand and to-dos."
     }
 
     fn parameters(&self) -> Value {
@@ -250,13 +248,13 @@ impl Tool for Memory {
         json!({
             "type": "object",
             "properties": {
-                "action": {"type": "string", "enum": actions, "description": "The action to perform (single-op shape). Omit when using 'operations'."},
-                "target": {"type": "string", "enum": ["memory", "user"], "description": "Which memory store: 'memory' for personal notes, 'user' for user profile."},
-                "content": {"type": "string", "description": "The entry content. Required for 'add' and 'replace' (single-op shape)."},
-                "old_text": {"type": "string", "description": "REQUIRED for 'replace' and 'remove' (single-op shape): a short unique substring identifying the existing entry to modify."},
+                "action": {"type": "string", "enum": actions, "description": "One change (omit with 'operations')."},
+                "target": {"type": "string", "enum": ["memory", "user"], "description": "Which store."},
+                "content": {"type": "string", "description": "The entry, for add and replace."},
+                "old_text": {"type": "string", "description": "For replace and remove: a short piece of text found in one entry only."},
                 "operations": {
                     "type": "array",
-                    "description": "Batch shape: a list of operations applied atomically in one call against the final char budget. Each item is {action, content?, old_text?}.",
+                    "description": "Several changes, each {action, content?, old_text?}, applied together.",
                     "items": {
                         "type": "object",
                         "properties": {

@@ -40,11 +40,11 @@ impl Tool for SkillsList {
         TOOLSET
     }
     fn description(&self) -> &str {
-        "List available skills (name + description). Use skill_view(name) to load full content."
+        "List the skills, each with its description; load one with skill_view."
     }
     fn parameters(&self) -> Value {
         json!({"type": "object", "properties": {"category": {"type": "string",
-            "description": "Optional category filter to narrow results"}}, "required": []})
+            "description": "Only this category."}}, "required": []})
     }
     fn start(&mut self, _ctx: &mut ToolContext<'_>, args: &Value) -> Start {
         let category = args
@@ -67,16 +67,13 @@ impl Tool for SkillView {
         TOOLSET
     }
     fn description(&self) -> &str {
-        "Skills allow for loading information about specific tasks and workflows, as well as \
-         scripts and templates. Load a skill's full content or access its linked files \
-         (references, templates, scripts). First call returns SKILL.md content plus a \
-         'linked_files' dict showing available references/templates/scripts. To access those, \
-         call again with file_path parameter."
+        "Load a skill: its SKILL.md, with the files it links (references, templates, scripts) \
+         listed in linked_files; call again with file_path to read one of them."
     }
     fn parameters(&self) -> Value {
         json!({"type": "object", "properties": {
-            "name": {"type": "string", "description": "The skill name (use skills_list to see available skills). For plugin-provided skills, use the qualified form 'plugin:skill' (e.g. 'superpowers:writing-plans')."},
-            "file_path": {"type": "string", "description": "OPTIONAL: Path to a linked file within the skill (e.g., 'references/api.md', 'templates/config.yaml', 'scripts/validate.py'). Omit to get the main SKILL.md content."}
+            "name": {"type": "string", "description": "The skill's name; a plugin's skill is 'plugin:skill'."},
+            "file_path": {"type": "string", "description": "One of its files, e.g. 'references/api.md'; omit for SKILL.md."}
         }, "required": ["name"]})
     }
     fn start(&mut self, _ctx: &mut ToolContext<'_>, args: &Value) -> Start {
@@ -107,32 +104,29 @@ impl Tool for SkillManage {
         TOOLSET
     }
     fn description(&self) -> &str {
-        "Manage skills (create, update, delete). Skills are your procedural memory — reusable \
-         approaches for recurring task types. New skills go to ~/.hermes/skills/; existing \
-         skills can be modified wherever they live.\n\nActions: create (full SKILL.md + \
-         optional category), patch (old_string/new_string — preferred for fixes), edit (full \
-         SKILL.md rewrite — major overhauls only), delete, write_file, remove_file.\n\nCreate \
-         when: complex task succeeded (5+ calls), errors overcome, user-corrected approach \
-         worked, non-trivial workflow discovered, or user asks you to remember a procedure.\n\
-         Update when: instructions stale/wrong, OS-specific failures, missing steps or pitfalls \
-         found during use. If you used a skill and hit issues not covered by it, patch it \
-         immediately.\n\nAfter difficult/iterative tasks, offer to save as a skill. Skip for \
-         simple one-offs. Confirm with user before creating/deleting.\n\nGood skills: trigger \
-         conditions, numbered steps with exact commands, pitfalls section, verification steps. \
-         Use skill_view() to see format examples."
+        "Write skills: your own procedures for the kinds of task that come back. New ones go in \
+         ~/.hermes/skills/. Actions: create (a whole SKILL.md, in an optional category), patch \
+         (old_string to new_string: for fixes), edit (a whole new SKILL.md: read it first), \
+         delete, write_file and remove_file (files under references/, templates/, scripts/ or \
+         assets/).\n\nCreate one after a hard task went well (five calls or more, errors \
+         overcome, an approach the user corrected) or when the user asks you to remember how; \
+         patch one as soon as using it shows it wrong or incomplete. Ask the user before you \
+         create or delete one. A good skill says when it applies, gives numbered steps with \
+         exact commands, its pitfalls and how to check the result (skill_view shows \
+         examples)."
     }
     fn parameters(&self) -> Value {
         json!({"type": "object", "properties": {
-            "action": {"type": "string", "enum": ["create", "patch", "edit", "delete", "write_file", "remove_file"], "description": "The action to perform."},
-            "name": {"type": "string", "description": "Skill name (lowercase, hyphens/underscores, max 64 chars). Must match an existing skill for patch/edit/delete/write_file/remove_file."},
-            "content": {"type": "string", "description": "Full SKILL.md content (YAML frontmatter + markdown body). Required for 'create' and 'edit'. For 'edit', read the skill first with skill_view() and provide the complete updated text."},
-            "old_string": {"type": "string", "description": "Text to find in the file (required for 'patch'). Must be unique unless replace_all=true. Include enough surrounding context to ensure uniqueness."},
-            "new_string": {"type": "string", "description": "Replacement text (required for 'patch'). Can be empty string to delete the matched text."},
-            "replace_all": {"type": "boolean", "description": "For 'patch': replace all occurrences instead of requiring a unique match (default: false)."},
-            "category": {"type": "string", "description": "Optional category/domain for organizing the skill (e.g., 'devops', 'data-science', 'mlops'). Creates a subdirectory grouping. Only used with 'create'."},
-            "file_path": {"type": "string", "description": "Path to a supporting file within the skill directory. For 'write_file'/'remove_file': required, must be under references/, templates/, scripts/, or assets/. For 'patch': optional, defaults to SKILL.md if omitted."},
-            "file_content": {"type": "string", "description": "Content for the file. Required for 'write_file'."},
-            "absorbed_into": {"type": "string", "description": "For 'delete' only — the umbrella skill this one's content was merged into, or an empty string when it is pruned."}
+            "action": {"type": "string", "enum": ["create", "patch", "edit", "delete", "write_file", "remove_file"]},
+            "name": {"type": "string", "description": "Lowercase letters, digits, '.', '-' and '_', at most 64; an existing skill but for create."},
+            "content": {"type": "string", "description": "create, edit: the whole SKILL.md (YAML front matter, then markdown)."},
+            "old_string": {"type": "string", "description": "patch: the text to replace, unique unless replace_all."},
+            "new_string": {"type": "string", "description": "patch: its replacement ('' deletes it)."},
+            "replace_all": {"type": "boolean", "description": "patch: replace every occurrence."},
+            "category": {"type": "string", "description": "create: a folder to group it in, e.g. 'devops'."},
+            "file_path": {"type": "string", "description": "write_file, remove_file: the file, under references/, templates/, scripts/ or assets/; patch: a file other than SKILL.md."},
+            "file_content": {"type": "string", "description": "write_file: the file's content."},
+            "absorbed_into": {"type": "string", "description": "delete: the skill that took in its content, or '' when it is dropped."}
         }, "required": ["action", "name"]})
     }
     fn start(&mut self, _ctx: &mut ToolContext<'_>, args: &Value) -> Start {

@@ -28,28 +28,13 @@ fn foreground_max_timeout_s() -> u64 {
 }
 
 /// Hermes' description of the tool (`TERMINAL_TOOL_DESCRIPTION`).
-const DESCRIPTION: &str = "Execute shell commands on a Linux environment. Filesystem, current working directory, and exported environment variables persist between calls.
+const DESCRIPTION: &str = "Run a shell command (bash on Linux). The working directory and exported variables carry over to the next call, so set an environment up once a session.
 
-Do NOT use cat/head/tail to read files — use read_file instead.
-Do NOT use grep/rg/find to search — use search_files instead.
-Do NOT use ls to list directories — use search_files(target='files') instead.
-Do NOT use sed/awk to edit files — use patch instead.
-Do NOT use echo/cat heredoc to create files — use write_file instead.
-Reserve terminal for: builds, installs, git, processes, scripts, network, package managers, and anything that needs a shell.
-Because exported environment state persists, activate a virtualenv or export setup variables once per session; do not re-source the same environment before every command unless a command proves the shell state was reset.
+For files use the file tools, not the shell: read_file (not cat, head, tail), search_files (not grep, find, ls), patch (not sed, awk), write_file (not echo or heredocs). The shell is for builds, tests, git, installs, scripts, processes and the network.
 
-Foreground (default): Commands return INSTANTLY when done, even if the timeout is high. Set timeout=300 for long builds/scripts — you'll still get the result in seconds if it's fast. Prefer foreground for short commands.
-Background: Set background=true to get a session_id. Almost always pair with notify_on_complete=true — bg without notify runs SILENTLY and you have no way to learn it finished short of calling process(action='poll') yourself. Two legitimate uses:
-  (1) Long-lived processes that never exit (servers, watchers, daemons) — silent is correct, there's no exit to notify on.
-  (2) Long-running bounded tasks (tests, builds, deploys, CI pollers, batch jobs) — MUST set notify_on_complete=true. Without it you'll either forget to poll or sit blocked waiting for the user to surface the result.
-For servers/watchers, do NOT use shell-level background wrappers (nohup/disown/setsid/trailing '&') in foreground mode. Use background=true so Hermes can track lifecycle and output.
-After starting a server, verify readiness with a health check or log signal, then run tests in a separate terminal() call. Avoid blind sleep loops.
-Use process(action=\"poll\") for progress checks, process(action=\"wait\") to block until done.
-Working directory: Use 'workdir' for per-command cwd.
-PTY mode: Set pty=true for interactive CLI tools (Codex, Claude Code, Python REPL).
+A command returns as soon as it ends, so a generous timeout costs nothing. Commands get no terminal and an empty stdin: give interactive programs (editors, pagers, REPLs, prompts) their non-interactive flags or pipe their input, and pipe git to cat.
 
-Do NOT use vim/nano/interactive tools without pty=true — they hang without a pseudo-terminal. Pipe git output to cat if it might page.
-";
+Servers, watchers and long jobs go in the background with background=true (never `&`, nohup or setsid): you get a session_id for the process tool. A background job that ends (tests, builds, deploys) also wants notify_on_complete=true, or you will not hear that it finished. Check that a server is ready (a health check, its log) rather than sleeping.";
 
 /// A call's arguments, checked.
 #[derive(Debug, Clone, PartialEq)]
@@ -192,29 +177,29 @@ impl Tool for Terminal {
         json!({
             "type": "object",
             "properties": {
-                "command": {"type": "string", "description": "The command to execute on the VM"},
+                "command": {"type": "string", "description": "The command line to run."},
                 "background": {
                     "type": "boolean",
-                    "description": "Run the command in the background. Almost always pair with notify_on_complete=true — without it, the process runs silently and you'll have no way to learn it finished short of calling process(action='poll') yourself (easy to forget, leading to silent blindness on long jobs). Two legitimate patterns: (1) Long-lived processes that never exit (servers, watchers, daemons) — these stay silent because there's no exit to notify on. (2) Long-running bounded tasks (tests, builds, deploys, CI pollers, batch jobs) — these MUST set notify_on_complete=true. For short commands, prefer foreground with a generous timeout instead.",
+                    "description": "Start it in the background and return at once with its session_id.",
                     "default": false
                 },
                 "timeout": {
                     "type": "integer",
-                    "description": format!("Max seconds to wait (default: 180, foreground max: {max}). Returns INSTANTLY when command finishes — set high for long tasks, you won't wait unnecessarily. Foreground timeout above {max}s is rejected; use background=true for longer commands."),
+                    "description": format!("Seconds to wait for it (default 180; in the foreground at most {max}, longer jobs go in the background)."),
                     "minimum": 1
                 },
                 "workdir": {
                     "type": "string",
-                    "description": "Working directory for this command (absolute path). Defaults to the session working directory."
+                    "description": "Absolute directory to run it in (default: the session's)."
                 },
                 "pty": {
                     "type": "boolean",
-                    "description": "Run in pseudo-terminal (PTY) mode for interactive CLI tools like Codex, Claude Code, or Python REPL. Only works with local and SSH backends. Default: false.",
+                    "description": "A pseudo-terminal for interactive programs: not available here.",
                     "default": false
                 },
                 "notify_on_complete": {
                     "type": "boolean",
-                    "description": "When true (and background=true), you'll be automatically notified exactly once when the process finishes. **This is the right choice for almost every long-running task** — tests, builds, deployments, multi-item batch jobs, anything that takes over a minute and has a defined end. Use this and keep working on other things; the system notifies you on exit.",
+                    "description": "With background=true: you are told once when it exits. Set it for every job that ends.",
                     "default": false
                 }
             },

@@ -223,14 +223,12 @@ impl Tool for Todo {
     }
 
     fn description(&self) -> &str {
-        "Manage your task list for the current session. Use for complex tasks with 3+ steps or \
-         when the user provides multiple tasks. Call with no parameters to read the current \
-         list.\n\nWriting:\n- Provide 'todos' array to create/update items\n- merge=false \
-         (default): replace the entire list with a fresh plan\n- merge=true: update existing \
-         items by id, add any new ones\n\nEach item: {id: string, content: string, status: \
-         pending|in_progress|completed|cancelled}\nList order is priority. Only ONE item \
-         in_progress at a time.\nMark items completed immediately when done. If something \
-         fails, cancel it and add a revised item.\n\nAlways returns the full current list."
+        "This session's task list, for work of three steps or more or several requests at \
+         once. Without arguments it reads the list. 'todos' writes items {id, content, status: \
+         pending|in_progress|completed|cancelled}: merge=false (the default) replaces the list, \
+         merge=true updates items by id and adds new ones. The order is the priority; one item \
+         in_progress at a time; mark an item completed as soon as it is; cancel one that failed \
+         and add its replacement. Returns the whole list."
     }
 
     fn parameters(&self) -> Value {
@@ -239,18 +237,18 @@ impl Tool for Todo {
             "properties": {
                 "todos": {
                     "type": "array",
-                    "description": "Task items to write. Omit to read current list.",
+                    "description": "Items to write; omit to read the list.",
                     "items": {
                         "type": "object",
                         "properties": {
-                            "id": {"type": "string", "description": "Unique item identifier"},
-                            "content": {"type": "string", "description": "Task description"},
-                            "status": {"type": "string", "enum": STATUSES, "description": "Current status"}
+                            "id": {"type": "string"},
+                            "content": {"type": "string"},
+                            "status": {"type": "string", "enum": STATUSES}
                         },
                         "required": ["id", "content", "status"]
                     }
                 },
-                "merge": {"type": "boolean", "description": "true: update existing items by id, add new ones. false (default): replace the entire list.", "default": false}
+                "merge": {"type": "boolean", "description": "Update by id instead of replacing the list.", "default": false}
             },
             "required": []
         })

@@ -19,7 +19,7 @@ const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// The vision model's (Hermes' default `auxiliary.vision.timeout`).
 const MODEL_TIMEOUT: Duration = Duration::from_secs(120);
 
-const DESCRIPTION: &str = "Load an image into the conversation so you can see it. Accepts a URL, local file path, or data URL. When your active model has native vision, the image is attached to your context directly and you read the pixels yourself on the next turn — call this any time the user references an image (filepath in their message, URL in tool output, screenshot from the browser, etc.). For non-vision models, falls back to an auxiliary vision model that returns a text description.";
+const DESCRIPTION: &str = "Look at an image: a URL, a file path or a data: URL. A model that sees images gets it in its context and sees it on its next step; otherwise a vision model describes it. Use it whenever the user points you at an image.";
 
 type Slot = Arc<Mutex<Option<Result<String, String>>>>;
 
@@ -104,8 +104,8 @@ impl Tool for VisionAnalyze {
         json!({
             "type": "object",
             "properties": {
-                "image_url": {"type": "string", "description": "Image URL (http/https), local file path, or data: URL to load."},
-                "question": {"type": "string", "description": "Your specific question or request about the image. Optional context the model uses on the next turn after seeing the image."}
+                "image_url": {"type": "string", "description": "An http(s) URL, a file path or a data: URL."},
+                "question": {"type": "string", "description": "What you want to know about it."}
             },
             "required": ["image_url", "question"]
         })

@@ -617,25 +617,22 @@ impl Tool for Patch {
     }
 
     fn description(&self) -> &str {
-        "Targeted find-and-replace edits in files. Use this instead of sed/awk in terminal. \
-         Uses fuzzy matching so minor whitespace/indentation differences won't break it. \
-         Returns a unified diff.\n\nREPLACE MODE (mode='replace', default): find a unique \
-         string and replace it. REQUIRED PARAMETERS: mode, path, old_string, new_string.\n\
-         PATCH MODE (mode='patch'): apply V4A multi-file patches for bulk changes. REQUIRED \
-         PARAMETERS: mode, patch."
+        "Edit files in place (not sed or awk in the terminal); returns the diff. mode='replace' \
+         (the default) takes path, old_string and new_string: old_string must occur once \
+         unless replace_all, and small differences of whitespace or indentation are forgiven. \
+         mode='patch' takes a V4A patch, which may change several files."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "mode": {"type": "string", "enum": ["replace", "patch"], "default": "replace",
-                         "description": "Edit mode. 'replace' (default): requires path + old_string + new_string. 'patch': requires patch content only."},
-                "path": {"type": "string", "description": "REQUIRED when mode='replace'. File path to edit."},
-                "old_string": {"type": "string", "description": "REQUIRED when mode='replace'. Exact text to find and replace. Must be unique in the file unless replace_all=true. Include surrounding context lines to ensure uniqueness."},
-                "new_string": {"type": "string", "description": "REQUIRED when mode='replace'. Replacement text. Pass empty string '' to delete the matched text."},
-                "replace_all": {"type": "boolean", "default": false, "description": "Replace all occurrences instead of requiring a unique match (default: false)"},
-                "patch": {"type": "string", "description": "REQUIRED when mode='patch'. V4A format patch content. Format:\n*** Begin Patch\n*** Update File: path/to/file\n@@ context hint @@\n context line\n-removed line\n+added line\n*** End Patch"}
+                "mode": {"type": "string", "enum": ["replace", "patch"], "default": "replace"},
+                "path": {"type": "string", "description": "replace: the file."},
+                "old_string": {"type": "string", "description": "replace: the text to change, with enough around it to be unique."},
+                "new_string": {"type": "string", "description": "replace: what takes its place ('' deletes it)."},
+                "replace_all": {"type": "boolean", "default": false, "description": "replace: change every occurrence."},
+                "patch": {"type": "string", "description": "patch: V4A text, e.g.\n*** Begin Patch\n*** Update File: path\n@@ hint @@\n context\n-old line\n+new line\n*** End Patch"}
             },
             "required": ["mode"]
         })

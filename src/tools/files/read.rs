@@ -254,20 +254,19 @@ impl Tool for ReadFile {
     }
 
     fn description(&self) -> &str {
-        "Read a text file with line numbers and pagination. Use this instead of cat/head/tail \
-         in terminal. Output format: 'LINE_NUM|CONTENT'. Suggests similar filenames if not \
-         found. Use offset and limit for large files. Reads exceeding ~100K characters are \
-         truncated on a line boundary and return a next_offset; continue with offset to read \
-         the rest. Cannot read images or other binary files."
+        "Read a text file (not cat, head or tail in the terminal), as 'NUMBER|TEXT' lines. Page \
+         with offset and limit; a read over about 100,000 characters stops at a line's end \
+         and gives the next_offset to go on from. Not for images or other binary files; for a \
+         missing file, similar names are suggested."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "Path to the file to read (absolute, relative, or ~/path)"},
-                "offset": {"type": "integer", "description": "Line number to start reading from (1-indexed, default: 1)", "default": 1, "minimum": 1},
-                "limit": {"type": "integer", "description": "Maximum number of lines to read (default: 500, max: 2000)", "default": DEFAULT_LIMIT, "maximum": MAX_LIMIT}
+                "path": {"type": "string", "description": "The file: absolute, relative or ~/..."},
+                "offset": {"type": "integer", "description": "The first line, from 1.", "default": 1, "minimum": 1},
+                "limit": {"type": "integer", "description": "How many lines (at most 2000).", "default": DEFAULT_LIMIT, "maximum": MAX_LIMIT}
             },
             "required": ["path"]
         })

@@ -318,25 +318,24 @@ impl Tool for SearchFiles {
     }
 
     fn description(&self) -> &str {
-        "Search file contents or find files by name. Use this instead of grep/rg/find/ls in \
-         terminal. Respects .gitignore.\n\nContent search (target='content'): Regex search \
-         inside files. Output modes: full matches with line numbers, file paths only, or match \
-         counts.\n\nFile search (target='files'): Find files by glob pattern (e.g., '*.py', \
-         '*config*'). Also use this instead of ls — results sorted by modification time."
+        "Find text in files (target='content': a regex; matching lines with their numbers, file \
+         names only, or counts) or files by name (target='files': a glob such as '*.py', newest \
+         first). Skips what .gitignore ignores. Use it, not grep, rg, find or ls in the \
+         terminal."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "pattern": {"type": "string", "description": "Regex pattern for content search, or glob pattern (e.g., '*.py') for file search"},
-                "target": {"type": "string", "enum": ["content", "files"], "default": "content", "description": "'content' searches inside file contents, 'files' searches for files by name"},
-                "path": {"type": "string", "default": ".", "description": "Directory or file to search in (default: current working directory)"},
-                "file_glob": {"type": "string", "description": "Filter files by pattern in grep mode (e.g., '*.py' to only search Python files)"},
-                "limit": {"type": "integer", "default": DEFAULT_LIMIT, "description": "Maximum number of results to return (default: 50)"},
-                "offset": {"type": "integer", "default": 0, "description": "Skip first N results for pagination (default: 0)"},
-                "output_mode": {"type": "string", "enum": ["content", "files_only", "count"], "default": "content", "description": "Output format for grep mode: 'content' shows matching lines with line numbers, 'files_only' lists file paths, 'count' shows match counts per file"},
-                "context": {"type": "integer", "default": 0, "description": "Number of context lines before and after each match (grep mode only)"}
+                "pattern": {"type": "string", "description": "A regex (content) or a glob (files)."},
+                "target": {"type": "string", "enum": ["content", "files"], "default": "content"},
+                "path": {"type": "string", "default": ".", "description": "The directory or file to search."},
+                "file_glob": {"type": "string", "description": "content: only files whose names match this glob."},
+                "limit": {"type": "integer", "default": DEFAULT_LIMIT, "description": "The most results to return."},
+                "offset": {"type": "integer", "default": 0, "description": "Results to skip, to page."},
+                "output_mode": {"type": "string", "enum": ["content", "files_only", "count"], "default": "content", "description": "content: lines, file names or counts per file."},
+                "context": {"type": "integer", "default": 0, "description": "content: lines shown before and after each match."}
             },
             "required": ["pattern"]
         })

@@ -161,17 +161,16 @@ impl Tool for WriteFile {
     }
 
     fn description(&self) -> &str {
-        "Write content to a file, completely replacing existing content. Use this instead of \
-         echo/cat heredoc in terminal. Creates parent directories automatically. OVERWRITES \
-         the entire file — use 'patch' for targeted edits."
+        "Write a whole file (not echo or heredocs in the terminal), creating it and its folders \
+         or replacing everything it held; to change part of a file, use patch."
     }
 
     fn parameters(&self) -> Value {
         json!({
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "Path to the file to write (will be created if it doesn't exist, overwritten if it does)"},
-                "content": {"type": "string", "description": "Complete content to write to the file"}
+                "path": {"type": "string", "description": "The file."},
+                "content": {"type": "string", "description": "All it will hold."}
             },
             "required": ["path", "content"]
         })

@@ -43,11 +43,10 @@ impl Tool for ProcessTool {
     }
 
     fn description(&self) -> &str {
-        "Manage background processes started with terminal(background=true). Actions: 'list' \
-         (show all), 'poll' (check status + new output), 'log' (full output with pagination), \
-         'wait' (block until done or timeout), 'kill' (terminate), 'write' (send raw stdin data \
-         without newline), 'submit' (send data + Enter, for answering prompts), 'close' (close \
-         stdin/send EOF)."
+        "Work with the processes terminal(background=true) started: 'list' them; 'poll' one for its \
+         state and new output; 'log' its whole output, paged; 'wait' until it ends or the \
+         timeout; 'kill' it; 'write' raw input (no newline); 'submit' a line of input (answers \
+         a prompt); 'close' its stdin."
     }
 
     fn parameters(&self) -> Value {
@@ -55,18 +54,17 @@ impl Tool for ProcessTool {
             "type": "object",
             "properties": {
                 "action": {"type": "string",
-                    "enum": ["list", "poll", "log", "wait", "kill", "write", "submit", "close"],
-                    "description": "Action to perform on background processes"},
+                    "enum": ["list", "poll", "log", "wait", "kill", "write", "submit", "close"]},
                 "session_id": {"type": "string",
-                    "description": "Process session ID (from terminal background output). Required for all actions except 'list'."},
+                    "description": "The process's session_id (every action but 'list')."},
                 "data": {"type": "string",
-                    "description": "Text to send to process stdin (for 'write' and 'submit' actions)"},
+                    "description": "The input for 'write' and 'submit'."},
                 "timeout": {"type": "integer", "minimum": 1,
-                    "description": "Max seconds to block for 'wait' action. Returns partial output on timeout."},
+                    "description": "'wait': seconds before it returns what there is so far."},
                 "offset": {"type": "integer",
-                    "description": "Line offset for 'log' action (default: last 200 lines)"},
+                    "description": "'log': the first line (default: the last 200 lines)."},
                 "limit": {"type": "integer", "minimum": 1,
-                    "description": "Max lines to return for 'log' action"}
+                    "description": "'log': how many lines."}
             },
             "required": ["action"]
         })
