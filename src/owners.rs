@@ -101,6 +101,12 @@ impl Gateway {
             .map_or_else(String::new, |e| e.base_url.clone())
     }
 
+    /// Whether new sessions start in fast mode (config.yaml's `agent.service_tier`, or the
+    /// last `/fast`).
+    pub(crate) fn fast_default(&self) -> bool {
+        self.provider.endpoint().is_some_and(|e| e.fast)
+    }
+
     /// The context window of `model` in tokens.
     pub(crate) fn context_window_for(&self, model: &str) -> u64 {
         // The offline model runs whatever the session's model is called.

@@ -98,6 +98,7 @@ pub(crate) fn after_turn(gw: &mut Gateway, rid: &str, now: Instant) {
         model: &model,
         tools: &[],
         reasoning_effort: None,
+        fast: false,
         session_id: None,
         limits: title::LIMITS,
     };

@@ -36,6 +36,7 @@ mod durability;
 mod embedding;
 mod exec;
 mod exec_formats;
+mod fast_mode;
 mod fault_isolation;
 mod file_safety;
 mod file_tools;

@@ -238,6 +238,17 @@ pub static COMMANDS: &[Command] = &[
             Tui("config.set"),
         )
     },
+    Command {
+        subs: &["normal", "fast", "status", "on", "off"],
+        ..cmd(
+            "fast",
+            &[],
+            CONFIG,
+            "[normal|fast|status]",
+            "Toggle fast mode: the model's faster, dearer service (OpenAI, Claude Opus 4.6)",
+            Tui("config.set"),
+        )
+    },
     cmd(
         "verbose",
         &[],

@@ -205,11 +205,7 @@ pub fn set(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
             persist(gw, &[("display.skin", Some(Scalar::str(name)))])?;
             ok("skin", name)
         }
-        "fast" if v == "status" || v.is_empty() => ok("fast", "normal"),
-        "fast" => Err(unsupported(
-            "fast",
-            "no priority tier for this gateway's models",
-        )),
+        "fast" => set_fast(gw, p, &v),
         "personality" => set_personality(gw, p, &value),
         "prompt" => Err(unsupported(
             "prompt",
@@ -444,6 +440,50 @@ fn set_reasoning(gw: &mut Gateway, p: &Params, v: &str) -> Result<Value, RpcErro
     ok("reasoning", answer)
 }
 
+fn fast_word(on: bool) -> &'static str {
+    if on { "fast" } else { "normal" }
+}
+
+/// `/fast [status|fast|on|normal|off|toggle]`: the session's model calls ask for its model's
+/// fast service (`model/fast.rs`); config.yaml's `agent.service_tier` and new sessions follow.
+fn set_fast(gw: &mut Gateway, p: &Params, v: &str) -> Result<Value, RpcError> {
+    let rid = optional_session(gw, p)?;
+    let session = rid.as_deref().and_then(|r| gw.sessions.get(r));
+    let current = session.map_or_else(|| gw.fast_default(), |s| s.fast);
+    let on = match v {
+        "status" => return ok("fast", fast_word(current)),
+        "" | "toggle" => !current,
+        "fast" | "on" => true,
+        "normal" | "off" => false,
+        other => {
+            return Err(RpcError::new(
+                code::INVALID_VALUE,
+                format!("unknown fast mode: {other}"),
+            ));
+        }
+    };
+    let model = session.map_or_else(|| gw.provider.default_model(), |s| &s.model);
+    if on && crate::model::fast::of(model).is_none() {
+        let why = match model.is_empty() {
+            true => "fast mode is not available without a selected model",
+            false => "fast mode is not available for this model",
+        };
+        return Err(RpcError::new(code::INVALID_VALUE, why));
+    }
+    persist(
+        gw,
+        &[("agent.service_tier", Some(Scalar::str(fast_word(on))))],
+    )?;
+    gw.provider.set_fast(on);
+    if let Some(rid) = rid {
+        if let Some(s) = gw.sessions.get_mut(&rid) {
+            s.fast = on;
+        }
+        gw.emit_info(&rid);
+    }
+    ok("fast", fast_word(on))
+}
+
 fn set_verbose(gw: &mut Gateway, p: &Params, v: &str) -> Result<Value, RpcError> {
     let rid = optional_session(gw, p)?;
     let next = if v.is_empty() || v == "cycle" {
@@ -622,7 +662,9 @@ pub fn get(gw: &mut Gateway, p: &Params) -> Result<Value, RpcError> {
                 .filter(|n| !n.is_empty())
                 .unwrap_or_else(|| "none".into())
         )),
-        "fast" => value(json!("normal")),
+        "fast" => value(json!(fast_word(
+            session.map_or_else(|| gw.fast_default(), |s| s.fast)
+        ))),
         "approval_mode" | "approvals.mode" => value(json!(
             config_file::string_at(&d, "approvals.mode").unwrap_or_else(|| "manual".into())
         )),

@@ -385,7 +385,10 @@ fn key_to_save(
     }
     let Some(spec) = spec(slug) else {
         let shown: String = slug.chars().take(64).collect();
-        return Err(RpcError::new(4002, format!("unknown provider: {shown:?}")));
+        return Err(RpcError::new(
+            code::INVALID_VALUE,
+            format!("unknown provider: {shown:?}"),
+        ));
     };
     if spec.login != Login::Key {
         return Err(RpcError::new(

@@ -72,7 +72,7 @@ pub const PROMPT_MAX: usize = 1024 * 1024;
 /// A prompt's text (submit, steer, background): not blank (4002), not over [`PROMPT_MAX`].
 pub fn check_prompt(text: &str) -> Result<(), RpcError> {
     if text.trim().is_empty() {
-        return Err(RpcError::new(code::EMPTY_PROMPT, "empty prompt"));
+        return Err(RpcError::new(code::INVALID_VALUE, "empty prompt"));
     }
     if text.len() > PROMPT_MAX {
         return Err(RpcError::invalid_params(format!(

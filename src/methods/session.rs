@@ -137,6 +137,7 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
             started_at,
             cols,
             context_max,
+            fast: gw.fast_default(),
         },
         now,
     );
@@ -209,6 +210,7 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
                     started_at: row.started_at,
                     cols: 80,
                     context_max,
+                    fast: gw.fast_default(),
                 },
                 now,
             );

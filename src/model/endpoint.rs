@@ -49,6 +49,8 @@ pub struct Endpoint {
     pub max_tokens: Option<u64>,
     /// `agent.reasoning_effort` (a session's `/reasoning` overrides it).
     pub reasoning_effort: Option<String>,
+    /// `agent.service_tier: fast`: the fast mode new sessions start with (`/fast` sets it).
+    pub fast: bool,
     /// The Hermes login in auth.json the key comes from, renewed before it expires.
     pub login: Option<Login>,
 }
@@ -68,6 +70,7 @@ impl Endpoint {
             extra_body: Map::new(),
             max_tokens: None,
             reasoning_effort: None,
+            fast: false,
             login: None,
         }
     }

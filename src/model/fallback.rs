@@ -104,6 +104,10 @@ impl Provider for WithFallbacks {
         self.primary.set_default_model(model);
     }
 
+    fn set_fast(&mut self, on: bool) {
+        self.primary.set_fast(on);
+    }
+
     fn endpoint(&self) -> Option<&Endpoint> {
         self.primary.endpoint()
     }

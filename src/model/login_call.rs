@@ -48,6 +48,7 @@ pub(super) struct KeptRequest {
     model: String,
     tools: Vec<Value>,
     reasoning_effort: Option<String>,
+    fast: bool,
     session_id: Option<String>,
     limits: super::CallLimits,
 }
@@ -60,6 +61,7 @@ impl KeptRequest {
             model: req.model.to_string(),
             tools: req.tools.to_vec(),
             reasoning_effort: req.reasoning_effort.map(str::to_string),
+            fast: req.fast,
             session_id: req.session_id.map(str::to_string),
             limits: req.limits,
         }
@@ -72,6 +74,7 @@ impl KeptRequest {
             model: &self.model,
             tools: &self.tools,
             reasoning_effort: self.reasoning_effort.as_deref(),
+            fast: self.fast,
             session_id: self.session_id.as_deref(),
             limits: self.limits,
         }

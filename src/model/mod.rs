@@ -9,6 +9,7 @@ pub mod context;
 pub mod endpoint;
 pub mod exchange;
 pub mod fallback;
+pub mod fast;
 pub mod http;
 mod login_call;
 pub mod logins;
@@ -184,6 +185,8 @@ pub struct ModelRequest<'a> {
     pub tools: &'a [serde_json::Value],
     /// The session's `/reasoning` level (`None`: the endpoint's).
     pub reasoning_effort: Option<&'a str>,
+    /// The session's fast mode (`/fast`): sent to the models that sell one (`model/fast.rs`).
+    pub fast: bool,
     /// The stored session id (Hermes' `session_id`): what some APIs key their prompt cache
     /// and routing on (`None`: no session).
     pub session_id: Option<&'a str>,
@@ -231,6 +234,8 @@ pub trait Provider {
     ) -> Box<dyn ModelCall>;
     /// The model new sessions get from now on (`config.set model --global`).
     fn set_default_model(&mut self, _model: &str) {}
+    /// What new sessions' fast mode starts as (`/fast` changed it).
+    fn set_fast(&mut self, _on: bool) {}
     /// The endpoint calls go to (its key included): for listing its models.
     fn endpoint(&self) -> Option<&endpoint::Endpoint> {
         None

@@ -158,6 +158,10 @@ impl Provider for WithPool {
         self.inner.set_default_model(model);
     }
 
+    fn set_fast(&mut self, on: bool) {
+        self.inner.set_fast(on);
+    }
+
     fn endpoint(&self) -> Option<&Endpoint> {
         self.inner.endpoint()
     }

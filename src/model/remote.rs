@@ -135,6 +135,10 @@ impl Provider for RemoteProvider {
         self.endpoint.model = model.to_string();
     }
 
+    fn set_fast(&mut self, on: bool) {
+        self.endpoint.fast = on;
+    }
+
     fn endpoint(&self) -> Option<&Endpoint> {
         Some(&self.endpoint)
     }

@@ -53,6 +53,7 @@ impl Vision {
             model: &self.model,
             tools: &[],
             reasoning_effort: None,
+            fast: false,
             session_id: None,
             limits: Default::default(),
         };

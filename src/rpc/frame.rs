@@ -14,7 +14,8 @@ pub mod code {
     pub const INVALID_PARAMS: i64 = -32602;
     pub const INTERNAL: i64 = -32000;
     pub const SESSION_NOT_FOUND: i64 = 4001;
-    pub const EMPTY_PROMPT: i64 = 4002;
+    /// A value Hermes refuses: an empty prompt, an unknown mode or provider.
+    pub const INVALID_VALUE: i64 = 4002;
     pub const EMPTY_COMMAND: i64 = 4004;
     pub const BLOCKED: i64 = 4005;
     pub const MISSING_ID: i64 = 4006;

@@ -273,6 +273,7 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
         model: &s.model,
         tools: schemas,
         reasoning_effort: s.reasoning_effort.as_deref(),
+        fast: s.fast,
         session_id: Some(&s.stored_id),
         limits: Default::default(),
     };

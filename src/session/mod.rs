@@ -97,6 +97,9 @@ pub struct Session {
     pub yolo: bool,
     /// `/reasoning LEVEL` for this session (`None`: config.yaml's or the default).
     pub reasoning_effort: Option<String>,
+    /// `/fast`: its model calls ask for the model's fast service (`model/fast.rs`); it starts
+    /// as config.yaml's `agent.service_tier` says.
+    pub fast: bool,
     /// `/verbose` mode of this session (`off|new|all|verbose`; `None`: config.yaml's).
     pub tool_progress: Option<String>,
     /// The stored session this one branched or was compacted from (`parent_session_id`).
@@ -145,6 +148,8 @@ pub struct NewSession {
     pub started_at: f64,
     pub cols: u64,
     pub context_max: u64,
+    /// Fast mode (`/fast`) on for its model calls.
+    pub fast: bool,
 }
 
 impl Session {
@@ -186,6 +191,7 @@ impl Session {
             approved_rules: Vec::new(),
             yolo: false,
             reasoning_effort: None,
+            fast: n.fast,
             tool_progress: None,
             parent_session_id: None,
             stored_keep: None,
@@ -224,6 +230,7 @@ impl Session {
                 started_at,
                 cols: self.cols,
                 context_max: self.context_max,
+                fast: self.fast,
             },
             now,
         )
@@ -318,6 +325,8 @@ impl Session {
             "session_id": self.runtime_id,
             "version": VERSION,
             "reasoning_effort": self.reasoning_effort.as_deref().unwrap_or(""),
+            "fast": self.fast,
+            "service_tier": if self.fast { json!("priority") } else { Value::Null },
             "yolo": self.yolo,
             "approval_mode": if self.yolo { "off" } else { "manual" },
         })
@@ -458,6 +467,7 @@ pub(crate) fn bare_session(rid: &str, stored: &str) -> Session {
             started_at: 1.0,
             cols: 80,
             context_max: 1000,
+            fast: false,
         },
         Instant::now(),
     )

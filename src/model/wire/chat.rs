@@ -31,6 +31,9 @@ pub fn request(req: &ModelRequest<'_>, to: &Endpoint) -> WireRequest {
         body["tools"] = json!(req.tools);
     }
     add_knobs(&mut body, req, to);
+    if crate::model::fast::priority(req) {
+        body["service_tier"] = json!("priority");
+    }
     let mut headers = vec![("Accept".to_string(), "text/event-stream".to_string())];
     if let Some(key) = to.api_key.as_deref().filter(|k| !k.is_empty()) {
         headers.push(("Authorization".into(), format!("Bearer {key}")));
@@ -363,6 +366,7 @@ mod tests {
             model: "anthropic/claude-sonnet-4.6",
             tools: &[],
             reasoning_effort: None,
+            fast: false,
             session_id: None,
             limits: Default::default(),
         };
@@ -408,6 +412,7 @@ mod tests {
             model,
             tools: &[],
             reasoning_effort: effort,
+            fast: false,
             session_id: None,
             limits: Default::default(),
         };
@@ -498,6 +503,7 @@ mod tests {
             model: "gpt-5-mini",
             tools: &[],
             reasoning_effort: None,
+            fast: false,
             session_id: None,
             limits: Default::default(),
         };

@@ -15,9 +15,9 @@ use serde_json::{Map, Value, json};
 
 use super::WireRequest;
 use super::chat::SYSTEM_PROMPT;
-use crate::model::caching;
 use crate::model::endpoint::Endpoint;
 use crate::model::{ModelRequest, wire::Wire};
+use crate::model::{caching, fast};
 use crate::transcript::Role;
 
 pub use decode::MessagesDecoder;
@@ -74,8 +74,17 @@ pub fn request(req: &ModelRequest<'_>, to: &Endpoint) -> WireRequest {
     }
     let max_tokens = req.limits.max_tokens.or(to.max_tokens);
     models::limits_and_thinking(&mut body, max_tokens, &thinking, &model);
+    // Proxies would refuse the field and its beta: Anthropic's own API alone is asked.
+    let speed = fast::speed(req) && target.native;
+    if speed {
+        body.insert("speed".into(), json!("fast"));
+    }
     let mut headers = vec![("Accept".to_string(), "text/event-stream".to_string())];
     headers.extend(auth_headers(to));
+    if speed && let Some((_, betas)) = headers.iter_mut().find(|(k, _)| k == "anthropic-beta") {
+        betas.push(',');
+        betas.push_str(fast::SPEED_BETA);
+    }
     WireRequest {
         path: path(base),
         headers,
@@ -281,6 +290,7 @@ mod tests {
             model: "anthropic/claude-sonnet-4.6",
             tools: &tools,
             reasoning_effort: None,
+            fast: false,
             session_id: None,
             limits: Default::default(),
         };
@@ -320,6 +330,7 @@ mod tests {
         let req = ModelRequest {
             model: "claude-sonnet-4-5",
             reasoning_effort: Some("high"),
+            fast: false,
             ..req
         };
         let w = request(&req, &to);
@@ -342,6 +353,7 @@ mod tests {
             model: "claude-opus-4-7",
             tools: &tools,
             reasoning_effort: None,
+            fast: false,
             session_id: None,
             limits: Default::default(),
         };
@@ -380,6 +392,7 @@ mod tests {
             model: "MiniMax-M2.7",
             tools: &[],
             reasoning_effort: Some("low"),
+            fast: false,
             session_id: None,
             limits: Default::default(),
         };
@@ -401,6 +414,7 @@ mod tests {
         // A side call's cap and temperature (a title's) win over the endpoint's, thinking off.
         let req = ModelRequest {
             reasoning_effort: Some("none"),
+            fast: false,
             limits: crate::model::CallLimits {
                 max_tokens: Some(500),
                 temperature: Some(0.3),
@@ -428,6 +442,7 @@ mod tests {
                     model: "claude-opus-4-7",
                     tools: &tools,
                     reasoning_effort: None,
+                    fast: false,
                     session_id: None,
                     limits: Default::default(),
                 },

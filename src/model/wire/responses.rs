@@ -124,6 +124,9 @@ pub fn request(req: &ModelRequest<'_>, to: &Endpoint) -> WireRequest {
         body.insert("parallel_tool_calls".into(), json!(true));
     }
     reasoning_fields(&mut body, backend, req, to);
+    if crate::model::fast::priority(req) {
+        body.insert("service_tier".into(), json!("priority"));
+    }
     // The Codex backend refuses an output cap; a side call's temperature is kept from it too.
     if backend != Backend::Codex {
         if let Some(max) = req.limits.max_tokens.or(to.max_tokens) {

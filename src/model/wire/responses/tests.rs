@@ -79,6 +79,7 @@ fn ask<'a>(messages: &'a [Message], tools: &'a [Value], model: &'a str) -> Model
         model,
         tools,
         reasoning_effort: None,
+        fast: false,
         session_id: Some("20260501_101500_ab12cd"),
         limits: Default::default(),
     }
