@@ -541,7 +541,7 @@ impl Resolver<'_, '_> {
             },
             _ => None,
         };
-        e.fast = crate::model::fast::configured(&self.inp.config);
+        e.fast = crate::model::fast::configured(self.inp.config);
         Resolved::Remote(Box::new(e))
     }
 }
