@@ -40,6 +40,7 @@ fn new_session(n: usize) -> Session {
             started_at,
             cols: 100,
             context_max: 32_768,
+            fast: false,
         },
         Instant::now(),
     )
