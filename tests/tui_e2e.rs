@@ -683,6 +683,53 @@ fn a_network_model_from_config_yaml_runs_a_tool_turn() {
 }
 
 #[test]
+fn fast_mode_switched_in_the_tui_reaches_the_model() {
+    // An OpenAI model behind a custom endpoint: `/fast` turns on its priority tier.
+    let mock = mockai::MockAi::start(|r| {
+        if r.path.ends_with("/models") {
+            return mockai::Reply::status(200, r#"{"object":"list","data":[{"id":"gpt-5.1"}]}"#);
+        }
+        mockai::Reply::text(&["quick ", "answer"], (10, 2))
+    });
+    let yaml = custom_endpoint("gpt-5.1", &mock.base_url(), Some("sk-e2e-fast"));
+    let Some(tui) = Tui::start(
+        "fast",
+        Opts {
+            config_yaml: Some(yaml),
+            ..Opts::default()
+        },
+    ) else {
+        return;
+    };
+    tui.wait_ready(START);
+    // A bare `/fast` asks (config.get); a word switches (config.set).
+    tui.submit("/fast");
+    tui.wait_for("fast mode: normal", T);
+    tui.submit("/fast on");
+    tui.wait_for("fast mode: fast", T);
+    tui.submit("be quick");
+    tui.wait_for("quick answer", T);
+    tui.wait_ready(T);
+    tui.submit("/fast normal");
+    tui.wait_for("fast mode: normal", T);
+    tui.submit("take your time");
+    tui.wait_screen("the second answer", T, |s| {
+        s.rfind("quick answer") > s.rfind("take your time")
+    });
+    let bodies: Vec<_> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .map(|r| r.body)
+        .collect();
+    assert_eq!(bodies.len(), 2, "{bodies:#?}");
+    assert_eq!(bodies[0]["service_tier"], "priority", "{}", bodies[0]);
+    assert_eq!(bodies[1].get("service_tier"), None, "{}", bodies[1]);
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}
+
+#[test]
 fn model_moves_a_session_between_the_three_apis() {
     // One fake per API: Chat Completions (the configured endpoint), Anthropic's Messages
     // (ANTHROPIC_BASE_URL) and the Responses API (XAI_BASE_URL); the keys as exported values.
