@@ -502,3 +502,90 @@ fn skill_writes_stay_in_the_skills_folder_and_refuse_links() {
             .contains(&json!("github-code-review"))
     );
 }
+
+/// `skill_view` of the result of a whole turn.
+fn view_in_turn(g: &mut Gateway, sid: &str, args: Value) -> Value {
+    let turn = g.run_turn(sid, &format!("%skill_view {args}"));
+    turn.event("tool.complete")["payload"]["result"].clone()
+}
+
+#[test]
+fn an_enabled_plugins_skills_load_by_their_qualified_name_only() {
+    let home = TempHome::new("skills-plugins");
+    let write = |rel: &str, text: &str| {
+        let p = home.path.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "plugins/review-pack/plugin.yaml",
+        "name: rpack\nversion: 1.0.0\n",
+    );
+    write(
+        "plugins/review-pack/skills/checklist/SKILL.md",
+        "---\nname: checklist\ndescription: The review checklist\n---\nCheck every line.\n",
+    );
+    write(
+        "plugins/review-pack/skills/triage/SKILL.md",
+        "---\nname: triage\ndescription: Triage\n---\nSort them.\n",
+    );
+    // Installed but not turned on, and turned on but lacking its key: neither provides skills.
+    write("plugins/idle/plugin.yaml", "name: idle\n");
+    write(
+        "plugins/idle/skills/nap/SKILL.md",
+        "---\nname: nap\ndescription: d\n---\nb\n",
+    );
+    write(
+        "plugins/keyed/plugin.yaml",
+        "name: keyed\nrequires_env: [KEYED_PLUGIN_TOKEN]\n",
+    );
+    write(
+        "plugins/keyed/skills/k/SKILL.md",
+        "---\nname: k\ndescription: d\n---\nb\n",
+    );
+    write(
+        "skills/github/local-one/SKILL.md",
+        "---\nname: local-one\ndescription: Local\n---\nLocal body.\n",
+    );
+    write(
+        "config.yaml",
+        "plugins:\n  enabled: [rpack, keyed]\n",
+    );
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .tag("skills-plugins")
+        .start();
+    let catalog = g.call("commands.catalog", json!({}));
+    let s = g.create_session(json!({}));
+    let v = view_in_turn(&mut g, &s.id, json!({"name": "rpack:checklist"}));
+    assert_eq!(v["success"], true, "{v}");
+    assert_eq!(v["name"], "rpack:checklist");
+    assert_eq!(v["description"], "The review checklist");
+    let content = v["content"].as_str().unwrap();
+    assert!(
+        content.starts_with("[Bundle context: This skill is part of the 'rpack' plugin.\nSibling skills: triage.\nUse qualified form to invoke siblings (e.g. rpack:triage).]\n\n---\nname: checklist"),
+        "{content}"
+    );
+    let v = view_in_turn(&mut g, &s.id, json!({"name": "rpack:nope"}));
+    assert_eq!(v["error"], "Skill 'nope' not found in plugin 'rpack'.");
+    assert_eq!(v["available_skills"], json!(["rpack:checklist", "rpack:triage"]));
+    for off in ["idle:nap", "keyed:k"] {
+        let v = view_in_turn(&mut g, &s.id, json!({ "name": off }));
+        assert_eq!(v["error"], format!("Skill '{off}' not found."), "{v}");
+    }
+    let v = view_in_turn(&mut g, &s.id, json!({"name": "bad ns:x"}));
+    assert_eq!(
+        v["error"],
+        "Invalid namespace 'bad ns' in 'bad ns:x'. Namespaces must match [a-zA-Z0-9_-]+."
+    );
+    // No plugin named so: `category:skill` is the skill at that path.
+    let v = view_in_turn(&mut g, &s.id, json!({"name": "github:local-one"}));
+    assert_eq!(v["name"], "local-one", "{v}");
+    // Never offered: not in the list, the banner or the commands.
+    let v = g.run_turn(&s.id, "%skills_list {}");
+    let listed = v.event("tool.complete")["payload"]["result"].to_string();
+    assert!(listed.contains("local-one") && !listed.contains("checklist"), "{listed}");
+    assert_eq!(count(&s.result["info"]["skills"]), 1);
+    let names = pair_names(&catalog);
+    assert!(!names.iter().any(|n| n.contains("checklist")), "{names:?}");
+}

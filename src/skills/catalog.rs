@@ -122,6 +122,8 @@ pub struct Catalog {
     pub skills: Vec<Skill>,
     /// `path: why` of each SKILL.md skipped, and of what the scan could not read.
     pub problems: Vec<String>,
+    /// Enabled plugins' skills (`<plugin>:<skill>`, loaded by that name only).
+    pub plugins: super::plugins::ByNamespace,
 }
 
 impl Catalog {
@@ -138,6 +140,7 @@ impl Catalog {
             descriptions,
             skills: Vec::new(),
             problems: scan_problems,
+            plugins: Default::default(),
         };
         c.derive();
         c

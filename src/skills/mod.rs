@@ -1,7 +1,8 @@
 //! Hermes' SKILL.md skills: where they are (`settings.rs`), a scan in bounded steps
 //! (`scan.rs`), the header (`header.rs`), what the scan found and what follows — offers, the
 //! index, lookups, slugs (`catalog.rs`), reading them (`view.rs`), activation messages
-//! (`invoke.rs`), bundles (`bundles.rs`) and the model's writes (`manage.rs`).
+//! (`invoke.rs`), bundles (`bundles.rs`), the model's writes (`manage.rs`) and the skills
+//! plugins provide (`plugins.rs`).
 //!
 //! [`Skills`] owns the catalog of the last complete scan and the scan in progress; the loop
 //! steps it a slice per iteration (`methods/skills.rs`), so a thousand skills never hold up a
@@ -13,6 +14,7 @@ pub mod catalog;
 pub mod header;
 pub mod invoke;
 pub mod manage;
+pub mod plugins;
 pub mod scan;
 pub mod settings;
 pub mod view;

@@ -56,7 +56,10 @@ fn failure(error: impl Into<String>) -> Value {
 /// Why a name or a path a model gives may not be used, if it may not.
 fn path_error(name: &str, what: &str) -> Option<String> {
     let p = Path::new(name.trim());
-    if p.is_absolute() || name.trim().starts_with('\\') {
+    // A Windows drive (`C:\x`, `C:x`) too, so `C:` is never read as a plugin's namespace.
+    let mut chars = name.trim().chars();
+    let drive = chars.next().is_some_and(|c| c.is_ascii_alphabetic()) && chars.next() == Some(':');
+    if p.is_absolute() || name.trim().starts_with('\\') || drive {
         return Some(format!(
             "{what} must be a relative path within the skills directory."
         ));
@@ -129,8 +132,22 @@ pub fn read_head(path: &Path, max: usize) -> std::io::Result<Option<(Vec<u8>, bo
     Ok(Some((buf, more)))
 }
 
-/// `skill_view {name, file_path?}`.
+/// `skill_view {name, file_path?}`: `<plugin>:<skill>` is a plugin's skill when that plugin
+/// is on, else the skill at `<plugin>/<skill>` on disk (Hermes' fall-through).
 pub fn skill_view(c: &Catalog, name: &str, file_path: Option<&str>) -> Value {
+    if path_error(name, "Skill name").is_none()
+        && let Some((namespace, bare)) = name.trim().split_once(':')
+    {
+        if !super::plugins::valid_name(namespace) {
+            return failure(format!(
+                "Invalid namespace '{namespace}' in '{}'. Namespaces must match [a-zA-Z0-9_-]+.",
+                name.trim()
+            ));
+        }
+        if let Some(v) = super::plugins::view(&c.plugins, namespace, bare) {
+            return v;
+        }
+    }
     let s = match resolve(c, name).and_then(|s| loadable(s).map(|()| s)) {
         Ok(s) => s,
         Err(v) => return v,
@@ -291,6 +308,15 @@ pub fn linked_files(dir: &Path) -> Vec<(&'static str, Vec<String>)> {
     .into_iter()
     .filter(|(_, v)| !v.is_empty())
     .collect()
+}
+
+/// Whether `name` has a value as Hermes sees it: `.env`'s when it sets the name (empty is
+/// none), else the process's. Only whether: the value is never taken out.
+pub fn env_is_set(env: &crate::hermes_env::HermesEnv, name: &str) -> bool {
+    if env.sets(name) {
+        return env.file_value(name).is_some();
+    }
+    std::env::var_os(name).is_some_and(|v| !v.is_empty())
 }
 
 /// A skill's SKILL.md text, read now.
