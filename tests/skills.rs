@@ -547,10 +547,7 @@ fn an_enabled_plugins_skills_load_by_their_qualified_name_only() {
         "skills/github/local-one/SKILL.md",
         "---\nname: local-one\ndescription: Local\n---\nLocal body.\n",
     );
-    write(
-        "config.yaml",
-        "plugins:\n  enabled: [rpack, keyed]\n",
-    );
+    write("config.yaml", "plugins:\n  enabled: [rpack, keyed]\n");
     let mut g = Gateway::builder()
         .home(&home.path)
         .tag("skills-plugins")
@@ -568,7 +565,10 @@ fn an_enabled_plugins_skills_load_by_their_qualified_name_only() {
     );
     let v = view_in_turn(&mut g, &s.id, json!({"name": "rpack:nope"}));
     assert_eq!(v["error"], "Skill 'nope' not found in plugin 'rpack'.");
-    assert_eq!(v["available_skills"], json!(["rpack:checklist", "rpack:triage"]));
+    assert_eq!(
+        v["available_skills"],
+        json!(["rpack:checklist", "rpack:triage"])
+    );
     for off in ["idle:nap", "keyed:k"] {
         let v = view_in_turn(&mut g, &s.id, json!({ "name": off }));
         assert_eq!(v["error"], format!("Skill '{off}' not found."), "{v}");
@@ -584,8 +584,59 @@ fn an_enabled_plugins_skills_load_by_their_qualified_name_only() {
     // Never offered: not in the list, the banner or the commands.
     let v = g.run_turn(&s.id, "%skills_list {}");
     let listed = v.event("tool.complete")["payload"]["result"].to_string();
-    assert!(listed.contains("local-one") && !listed.contains("checklist"), "{listed}");
+    assert!(
+        listed.contains("local-one") && !listed.contains("checklist"),
+        "{listed}"
+    );
     assert_eq!(count(&s.result["info"]["skills"]), 1);
     let names = pair_names(&catalog);
     assert!(!names.iter().any(|n| n.contains("checklist")), "{names:?}");
+}
+
+#[test]
+fn skill_view_says_which_variables_and_files_a_skill_lacks_never_their_values() {
+    let home = TempHome::new("skills-ready");
+    let write = |rel: &str, text: &str| {
+        let p = home.path.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    let secret = "sk-ready-7f3a9c1e5b";
+    write(".env", &format!("SKREADY_TOKEN={secret}\n"));
+    write("creds/present.json", "{}");
+    write(
+        "skills/apis/needs-keys/SKILL.md",
+        "---\nname: needs-keys\ndescription: Calls an API\nrequired_environment_variables:\n  - name: SKREADY_TOKEN\n  - name: SKREADY_ABSENT\n    help: Create a key at https://keys.example\nrequired_credential_files:\n  - creds/present.json\n  - path: creds/absent.json\n---\nUse $SKREADY_TOKEN.\n",
+    );
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .tag("skills-ready")
+        .start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, r#"%skill_view {"name": "needs-keys"}"#);
+    let v = &turn.event("tool.complete")["payload"]["result"];
+    assert_eq!(v["readiness_status"], "setup_needed", "{v}");
+    assert_eq!(v["setup_needed"], true);
+    assert_eq!(v["missing_required_environment_variables"], json!(["SKREADY_ABSENT"]));
+    assert_eq!(v["missing_credential_files"], json!(["creds/absent.json"]));
+    assert_eq!(v["setup_help"], "Create a key at https://keys.example");
+    assert_eq!(
+        v["setup_note"],
+        "Setup needed before using this skill: missing env $SKREADY_ABSENT, file creds/absent.json. Create a key at https://keys.example"
+    );
+    assert_eq!(v["required_environment_variables"][0], json!({"name": "SKREADY_TOKEN", "prompt": "Enter value for SKREADY_TOKEN"}));
+    // The activation message carries the same note.
+    let r = g.call(
+        "command.dispatch",
+        json!({"name": "needs-keys", "arg": "go", "session_id": s.id}),
+    );
+    let m = r["message"].as_str().unwrap();
+    assert!(
+        m.contains("\n\n[Skill setup note: Setup needed before using this skill: missing env $SKREADY_ABSENT, file creds/absent.json. Create a key at https://keys.example]"),
+        "{m}"
+    );
+    // The value is in no frame, no log line.
+    let frames = serde_json::to_string(&g.events_of_session(&s.id)).unwrap();
+    assert!(!frames.contains(secret) && !m.contains(secret));
+    assert!(!g.stderr_text().contains(secret));
 }

@@ -1,8 +1,8 @@
 //! Hermes' SKILL.md skills: where they are (`settings.rs`), a scan in bounded steps
 //! (`scan.rs`), the header (`header.rs`), what the scan found and what follows — offers, the
-//! index, lookups, slugs (`catalog.rs`), reading them (`view.rs`), activation messages
-//! (`invoke.rs`), bundles (`bundles.rs`), the model's writes (`manage.rs`) and the skills
-//! plugins provide (`plugins.rs`).
+//! index, lookups, slugs (`catalog.rs`), reading them (`view.rs`) and what they need set up
+//! (`readiness.rs`), activation messages (`invoke.rs`), bundles (`bundles.rs`), the model's
+//! writes (`manage.rs`) and the skills plugins provide (`plugins.rs`).
 //!
 //! [`Skills`] owns the catalog of the last complete scan and the scan in progress; the loop
 //! steps it a slice per iteration (`methods/skills.rs`), so a thousand skills never hold up a
@@ -15,6 +15,7 @@ pub mod header;
 pub mod invoke;
 pub mod manage;
 pub mod plugins;
+pub mod readiness;
 pub mod scan;
 pub mod settings;
 pub mod view;

@@ -252,7 +252,10 @@ mod tests {
         let names: Vec<&str> = skills.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["plan", "review"]);
         assert_eq!(read_plugin(&dir, &on, &|_| false).unwrap(), None);
-        assert_eq!(read_plugin(&dir, &Gate::default(), &|_| true).unwrap(), None);
+        assert_eq!(
+            read_plugin(&dir, &Gate::default(), &|_| true).unwrap(),
+            None
+        );
         let off = Gate {
             disabled: ["tools-pack".to_string()].into(),
             ..on.clone()
@@ -261,14 +264,14 @@ mod tests {
         let by: ByNamespace = [(ns, skills)].into();
         let v = view(&by, "pack", "review").unwrap();
         assert_eq!(v["name"], "pack:review");
-        assert!(
-            v["content"]
-                .as_str()
-                .unwrap()
-                .starts_with("[Bundle context: This skill is part of the 'pack' plugin.\nSibling skills: plan.\n")
-        );
+        assert!(v["content"].as_str().unwrap().starts_with(
+            "[Bundle context: This skill is part of the 'pack' plugin.\nSibling skills: plan.\n"
+        ));
         let missing = view(&by, "pack", "nope").unwrap();
-        assert_eq!(missing["available_skills"], json!(["pack:plan", "pack:review"]));
+        assert_eq!(
+            missing["available_skills"],
+            json!(["pack:plan", "pack:review"])
+        );
         assert!(view(&by, "other", "review").is_none());
         let _ = std::fs::remove_dir_all(&root);
     }

@@ -215,9 +215,9 @@ impl Scan {
 
     fn read_plugin(&mut self, dir: &Path) {
         let home = &self.settings.home;
-        let env = self.env.get_or_insert_with(|| {
-            crate::hermes_env::HermesEnv::load(home).unwrap_or_default()
-        });
+        let env = self
+            .env
+            .get_or_insert_with(|| crate::hermes_env::HermesEnv::load(home).unwrap_or_default());
         let set = |n: &str| super::view::env_is_set(env, n);
         match super::plugins::read_plugin(dir, &self.settings.plugin_gate, &set) {
             // A later folder's plugin of the same name replaces an earlier one (Hermes').
