@@ -617,14 +617,20 @@ fn skill_view_says_which_variables_and_files_a_skill_lacks_never_their_values() 
     let v = &turn.event("tool.complete")["payload"]["result"];
     assert_eq!(v["readiness_status"], "setup_needed", "{v}");
     assert_eq!(v["setup_needed"], true);
-    assert_eq!(v["missing_required_environment_variables"], json!(["SKREADY_ABSENT"]));
+    assert_eq!(
+        v["missing_required_environment_variables"],
+        json!(["SKREADY_ABSENT"])
+    );
     assert_eq!(v["missing_credential_files"], json!(["creds/absent.json"]));
     assert_eq!(v["setup_help"], "Create a key at https://keys.example");
     assert_eq!(
         v["setup_note"],
         "Setup needed before using this skill: missing env $SKREADY_ABSENT, file creds/absent.json. Create a key at https://keys.example"
     );
-    assert_eq!(v["required_environment_variables"][0], json!({"name": "SKREADY_TOKEN", "prompt": "Enter value for SKREADY_TOKEN"}));
+    assert_eq!(
+        v["required_environment_variables"][0],
+        json!({"name": "SKREADY_TOKEN", "prompt": "Enter value for SKREADY_TOKEN"})
+    );
     // The activation message carries the same note.
     let r = g.call(
         "command.dispatch",

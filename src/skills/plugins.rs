@@ -42,6 +42,8 @@ impl Gate {
 
 /// Skills by plugin namespace, each `(name, SKILL.md)` in the order registered.
 pub type ByNamespace = BTreeMap<String, Vec<(String, PathBuf)>>;
+/// One plugin's namespace and its skills.
+pub type Provided = (String, Vec<(String, PathBuf)>);
 
 /// Hermes' namespace and skill-name rule: `[A-Za-z0-9_-]+`.
 pub fn valid_name(s: &str) -> bool {
@@ -93,7 +95,7 @@ pub fn read_plugin(
     dir: &Path,
     gate: &Gate,
     set: &dyn Fn(&str) -> bool,
-) -> Result<Option<(String, Vec<(String, PathBuf)>)>, String> {
+) -> Result<Option<Provided>, String> {
     let Some(manifest) = manifest_path(dir) else {
         return Ok(None);
     };
@@ -242,7 +244,7 @@ mod tests {
             "name: pack\nrequires_env:\n  - name: PACK_KEY\n",
         )
         .unwrap();
-        assert_eq!(list_root(&root.join("plugins")), [dir.clone()]);
+        assert_eq!(list_root(&root.join("plugins")), std::slice::from_ref(&dir));
         let on = Gate {
             enabled: Some(["pack".to_string()].into()),
             ..Default::default()
