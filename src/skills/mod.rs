@@ -10,6 +10,7 @@
 //! prompt was built before rebuilds it for its next model call.
 
 pub mod bundles;
+pub mod cache;
 pub mod catalog;
 pub mod header;
 pub mod invoke;
@@ -44,6 +45,8 @@ pub struct Skills {
     generation: u64,
     /// Problems already said on stderr.
     reported: std::collections::BTreeSet<String>,
+    /// What `cache.rs` last kept (or found), so an unchanged scan is not written again.
+    kept: Vec<u8>,
 }
 
 /// What a completed scan changed.
@@ -54,17 +57,33 @@ pub struct Rescanned {
 }
 
 impl Skills {
-    /// The skills of `home`; the first scan starts now and runs in the loop's steps.
+    /// The skills of `home`; the first scan starts now and runs in the loop's steps. What the
+    /// last one found, kept on disk for these settings, is offered meanwhile (`cache.rs`).
     pub fn new(home: &Path) -> Skills {
-        Skills {
+        let settings = settings::Settings::load(home);
+        let kept = cache::load(home, &settings);
+        let first = scan::Scan::new(settings);
+        let first = match &kept {
+            Some(c) => first.knowing(c.scanned().0),
+            None => first,
+        };
+        let mut s = Skills {
             home: home.to_path_buf(),
             catalog: Catalog::default(),
             ready: false,
-            scan: Some(scan::Scan::new(settings::Settings::load(home))),
+            scan: Some(first),
             scanned_at: None,
             generation: 0,
             reported: Default::default(),
+            kept: Vec::new(),
+        };
+        if let Some(c) = kept {
+            s.kept = cache::encode(&c);
+            s.catalog = c;
+            s.ready = true;
+            s.generation = 1;
         }
+        s
     }
 
     pub fn shared(home: &Path) -> Shared {
@@ -95,7 +114,8 @@ impl Skills {
     /// Scan again (config.yaml read again), unless a scan is under way.
     pub fn rescan(&mut self) {
         if self.scan.is_none() {
-            self.scan = Some(scan::Scan::new(settings::Settings::load(&self.home)));
+            let scan = scan::Scan::new(settings::Settings::load(&self.home));
+            self.scan = Some(scan.knowing(self.catalog.scanned().0));
         }
     }
 
@@ -139,6 +159,11 @@ impl Skills {
         self.catalog = catalog;
         self.ready = true;
         self.scanned_at = Some(now);
+        let bytes = cache::encode(&self.catalog);
+        if bytes != self.kept {
+            cache::store(&self.home, &bytes);
+            self.kept = bytes;
+        }
         if changed {
             self.generation += 1;
         }

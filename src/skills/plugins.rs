@@ -21,7 +21,7 @@ const MANIFEST_MAX: u64 = 64 * 1024;
 const ENTRIES_MAX: usize = 1000;
 
 /// Which plugins config.yaml turns on.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Gate {
     /// `plugins.enabled` (`None`: the key is absent, so no plugin is on).
     pub enabled: Option<BTreeSet<String>>,

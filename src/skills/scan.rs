@@ -70,6 +70,8 @@ pub struct Scan {
     /// `$HERMES_HOME/.env`, read once for plugins' `requires_env` (names looked at, never
     /// values said).
     env: Option<crate::hermes_env::HermesEnv>,
+    /// What an earlier scan read, by path: a file found unchanged is not read again.
+    known: std::collections::HashMap<PathBuf, Record>,
 }
 
 impl Scan {
@@ -87,6 +89,7 @@ impl Scan {
             plugin_dirs: VecDeque::new(),
             plugins: Default::default(),
             env: None,
+            known: Default::default(),
         };
         scan.enter_root(0);
         scan
@@ -100,6 +103,16 @@ impl Scan {
             }
             None => self.phase = Phase::PluginRoots(0),
         }
+    }
+
+    /// Reuse what `earlier` read for each file found unchanged (same mtime, size, inode).
+    pub fn knowing(mut self, earlier: &[Record]) -> Scan {
+        self.known = earlier
+            .iter()
+            .filter(|r| r.stamp.is_some())
+            .map(|r| (r.skill_md.clone(), r.clone()))
+            .collect();
+        self
     }
 
     /// Work until `budget` is spent (a unit at least); true once the scan is complete.
@@ -230,6 +243,15 @@ impl Scan {
     }
 
     fn read_skill(&mut self, root: usize, path: PathBuf) {
+        let stamp = stamp_of(&path);
+        if let Some(known) = self
+            .known
+            .remove(&path)
+            .filter(|k| stamp.is_some() && k.stamp == stamp)
+        {
+            self.records.push(Record { root, ..known });
+            return;
+        }
         let dir_name = path
             .parent()
             .and_then(Path::file_name)
@@ -244,6 +266,7 @@ impl Scan {
             root,
             skill_md: path,
             read,
+            stamp,
         });
     }
 
@@ -281,6 +304,14 @@ impl Scan {
         c.plugins = self.plugins;
         c
     }
+}
+
+/// `(mtime ns, size, inode)` of `path` (links followed), if it can be looked at.
+fn stamp_of(path: &Path) -> Option<(i128, u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    let ns = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
+    Some((ns, m.size(), m.ino()))
 }
 
 #[cfg(test)]

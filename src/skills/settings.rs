@@ -11,7 +11,7 @@ use yaml_rust2::Yaml;
 
 use super::header;
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Settings {
     /// `$HERMES_HOME/skills`, then the external folders.
     pub roots: Vec<PathBuf>,
