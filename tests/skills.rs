@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 use crate::mockai::*;
+use crate::procs::poll_until;
 
 pub(crate) fn reference_skills() -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/hermes-reference/skills");
@@ -645,4 +646,35 @@ fn skill_view_says_which_variables_and_files_a_skill_lacks_never_their_values() 
     let frames = serde_json::to_string(&g.events_of_session(&s.id)).unwrap();
     assert!(!frames.contains(secret) && !m.contains(secret));
     assert!(!g.stderr_text().contains(secret));
+}
+
+#[test]
+fn the_next_start_offers_the_kept_scan_and_its_own_scan_corrects_it() {
+    let h = Home::new("skills-kept");
+    let mut g = h.start("skills-kept");
+    let first = count(&g.call("skills.manage", json!({"action": "list"}))["skills"]);
+    g.close_stdin();
+    g.wait_exit(T);
+    let kept = h.home.path.join("tui_gateway_skills.json");
+    assert!(kept.is_file(), "the scan was not kept");
+    // Gone while the gateway was down: whatever the start offers first, its scan takes it out.
+    std::fs::remove_dir_all(h.skills().join("github/github-code-review")).unwrap();
+    let mut g = h.start("skills-kept-2");
+    let mut listed = Value::Null;
+    let corrected = poll_until(T, || {
+        listed = g.call("skills.manage", json!({"action": "list"}));
+        !listed["skills"]["github"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("github-code-review"))
+    });
+    assert!(corrected, "{listed}");
+    assert_eq!(count(&listed["skills"]), first - 1);
+    g.close_stdin();
+    g.wait_exit(T);
+    // A kept file that does not parse is no scan: the start scans first.
+    std::fs::write(&kept, "{not json").unwrap();
+    let mut g = h.start("skills-kept-3");
+    let listed = g.call("skills.manage", json!({"action": "list"}));
+    assert_eq!(count(&listed["skills"]), first - 1, "{listed}");
 }
