@@ -2,7 +2,8 @@
 //! in this process, its longest single unit (a folder listed or a file read: what an iteration
 //! can overrun its 4 ms slice by), the bytes the index adds to the system prompt, and — the
 //! gateway spawned on that home — the worst `ping` round trip while its first scan runs, and
-//! when `commands.catalog` (held until the scan is complete) is answered.
+//! when `commands.catalog` is answered: held until the scan is complete on a first start, at
+//! once on the next (the last scan kept in `tui_gateway_skills.json`, whose load is timed too).
 //!
 //! ```text
 //! cargo bench --bench skills
@@ -16,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tui_gateway::clock::Budget;
-use tui_gateway::skills::{scan::Scan, settings::Settings};
+use tui_gateway::skills::{cache, scan::Scan, settings::Settings};
 
 const SKILLS: usize = 1000;
 
@@ -63,6 +64,29 @@ fn in_process(home: &Path) {
     }
     let none = Default::default();
     let index = catalog.prompt_index(&none, &none);
+    // A scan that knows the last one's reads (a rescan, a start on the kept scan): unchanged
+    // files are looked at, not read.
+    let t = Instant::now();
+    let mut again = Scan::new(Settings::load(home)).knowing(catalog.scanned().0);
+    assert!(again.run(&Budget::unlimited()));
+    println!(
+        "scan again, nothing changed: {:.1} ms whole",
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    // The kept scan, as a start reads it (in a home of its own: the spawned runs make theirs).
+    let kept_home = home.join("kept");
+    std::fs::create_dir_all(&kept_home).unwrap();
+    let bytes = cache::encode(&catalog);
+    cache::store(&kept_home, &bytes);
+    let t = Instant::now();
+    let loaded = cache::load(&kept_home, &catalog.settings);
+    let load = t.elapsed();
+    println!(
+        "kept scan: {} bytes, loaded in {:.2} ms ({} skills)",
+        bytes.len(),
+        load.as_secs_f64() * 1e3,
+        loaded.map_or(0, |c| c.offered().count())
+    );
     println!(
         "scan of {} skills: {:.1} ms whole, {steps} units, longest unit {:.2} ms",
         catalog.offered().count(),
@@ -146,5 +170,6 @@ fn main() {
     std::fs::create_dir_all(&empty).unwrap();
     spawned(&empty, "no skills");
     spawned(&home, "1,000 skills, during the first scan");
+    spawned(&home, "1,000 skills, the last scan kept");
     let _ = std::fs::remove_dir_all(&home);
 }

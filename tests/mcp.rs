@@ -105,6 +105,43 @@ fn tools_are_listed_offered_and_called_through_turns_with_progress() {
     );
 }
 
+/// The tools `tools.show` says the model is offered.
+fn offered(g: &mut Gateway) -> Vec<String> {
+    let show = g.call("tools.show", json!({}));
+    show["sections"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["tools"].as_array().cloned().unwrap_or_default())
+        .filter_map(|t| t["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn tools_disable_and_enable_take_a_servers_tool_as_hermes_names_it() {
+    let home = home_with(&[("fake", "good", "")], &marker());
+    let mut g = Gateway::builder().home(&home.path).start();
+    wait_tools(&mut g, "fake");
+    let r = g.call(
+        "tools.configure",
+        json!({"action": "disable", "names": ["fake:echo", "nope:x"]}),
+    );
+    assert_eq!(r["changed"], json!(["fake:echo"]), "{r}");
+    assert_eq!(r["missing_servers"], json!(["nope"]));
+    assert_eq!(r["unknown"], json!([]));
+    let now = offered(&mut g);
+    assert!(
+        !now.contains(&"mcp__fake__echo".to_string())
+            && now.contains(&"mcp__fake__slow".to_string()),
+        "{now:?}"
+    );
+    g.call(
+        "tools.configure",
+        json!({"action": "enable", "names": ["fake:echo"]}),
+    );
+    assert!(offered(&mut g).contains(&"mcp__fake__echo".to_string()));
+}
+
 #[test]
 fn a_prompt_sent_before_a_slow_server_is_connected_waits_and_gets_its_tools() {
     let m = marker();

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 use crate::mockai::*;
+use crate::procs::poll_until;
 
 pub(crate) fn reference_skills() -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/hermes-reference/skills");
@@ -501,4 +502,179 @@ fn skill_writes_stay_in_the_skills_folder_and_refuse_links() {
             .unwrap()
             .contains(&json!("github-code-review"))
     );
+}
+
+/// `skill_view` of the result of a whole turn.
+fn view_in_turn(g: &mut Gateway, sid: &str, args: Value) -> Value {
+    let turn = g.run_turn(sid, &format!("%skill_view {args}"));
+    turn.event("tool.complete")["payload"]["result"].clone()
+}
+
+#[test]
+fn an_enabled_plugins_skills_load_by_their_qualified_name_only() {
+    let home = TempHome::new("skills-plugins");
+    let write = |rel: &str, text: &str| {
+        let p = home.path.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "plugins/review-pack/plugin.yaml",
+        "name: rpack\nversion: 1.0.0\n",
+    );
+    write(
+        "plugins/review-pack/skills/checklist/SKILL.md",
+        "---\nname: checklist\ndescription: The review checklist\n---\nCheck every line.\n",
+    );
+    write(
+        "plugins/review-pack/skills/triage/SKILL.md",
+        "---\nname: triage\ndescription: Triage\n---\nSort them.\n",
+    );
+    // Installed but not turned on, and turned on but lacking its key: neither provides skills.
+    write("plugins/idle/plugin.yaml", "name: idle\n");
+    write(
+        "plugins/idle/skills/nap/SKILL.md",
+        "---\nname: nap\ndescription: d\n---\nb\n",
+    );
+    write(
+        "plugins/keyed/plugin.yaml",
+        "name: keyed\nrequires_env: [KEYED_PLUGIN_TOKEN]\n",
+    );
+    write(
+        "plugins/keyed/skills/k/SKILL.md",
+        "---\nname: k\ndescription: d\n---\nb\n",
+    );
+    write(
+        "skills/github/local-one/SKILL.md",
+        "---\nname: local-one\ndescription: Local\n---\nLocal body.\n",
+    );
+    write("config.yaml", "plugins:\n  enabled: [rpack, keyed]\n");
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .tag("skills-plugins")
+        .start();
+    let catalog = g.call("commands.catalog", json!({}));
+    let s = g.create_session(json!({}));
+    let v = view_in_turn(&mut g, &s.id, json!({"name": "rpack:checklist"}));
+    assert_eq!(v["success"], true, "{v}");
+    assert_eq!(v["name"], "rpack:checklist");
+    assert_eq!(v["description"], "The review checklist");
+    let content = v["content"].as_str().unwrap();
+    assert!(
+        content.starts_with("[Bundle context: This skill is part of the 'rpack' plugin.\nSibling skills: triage.\nUse qualified form to invoke siblings (e.g. rpack:triage).]\n\n---\nname: checklist"),
+        "{content}"
+    );
+    let v = view_in_turn(&mut g, &s.id, json!({"name": "rpack:nope"}));
+    assert_eq!(v["error"], "Skill 'nope' not found in plugin 'rpack'.");
+    assert_eq!(
+        v["available_skills"],
+        json!(["rpack:checklist", "rpack:triage"])
+    );
+    for off in ["idle:nap", "keyed:k"] {
+        let v = view_in_turn(&mut g, &s.id, json!({ "name": off }));
+        assert_eq!(v["error"], format!("Skill '{off}' not found."), "{v}");
+    }
+    let v = view_in_turn(&mut g, &s.id, json!({"name": "bad ns:x"}));
+    assert_eq!(
+        v["error"],
+        "Invalid namespace 'bad ns' in 'bad ns:x'. Namespaces must match [a-zA-Z0-9_-]+."
+    );
+    // No plugin named so: `category:skill` is the skill at that path.
+    let v = view_in_turn(&mut g, &s.id, json!({"name": "github:local-one"}));
+    assert_eq!(v["name"], "local-one", "{v}");
+    // Never offered: not in the list, the banner or the commands.
+    let v = g.run_turn(&s.id, "%skills_list {}");
+    let listed = v.event("tool.complete")["payload"]["result"].to_string();
+    assert!(
+        listed.contains("local-one") && !listed.contains("checklist"),
+        "{listed}"
+    );
+    assert_eq!(count(&s.result["info"]["skills"]), 1);
+    let names = pair_names(&catalog);
+    assert!(!names.iter().any(|n| n.contains("checklist")), "{names:?}");
+}
+
+#[test]
+fn skill_view_says_which_variables_and_files_a_skill_lacks_never_their_values() {
+    let home = TempHome::new("skills-ready");
+    let write = |rel: &str, text: &str| {
+        let p = home.path.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    let secret = "sk-ready-7f3a9c1e5b";
+    write(".env", &format!("SKREADY_TOKEN={secret}\n"));
+    write("creds/present.json", "{}");
+    write(
+        "skills/apis/needs-keys/SKILL.md",
+        "---\nname: needs-keys\ndescription: Calls an API\nrequired_environment_variables:\n  - name: SKREADY_TOKEN\n  - name: SKREADY_ABSENT\n    help: Create a key at https://keys.example\nrequired_credential_files:\n  - creds/present.json\n  - path: creds/absent.json\n---\nUse $SKREADY_TOKEN.\n",
+    );
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .tag("skills-ready")
+        .start();
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, r#"%skill_view {"name": "needs-keys"}"#);
+    let v = &turn.event("tool.complete")["payload"]["result"];
+    assert_eq!(v["readiness_status"], "setup_needed", "{v}");
+    assert_eq!(v["setup_needed"], true);
+    assert_eq!(
+        v["missing_required_environment_variables"],
+        json!(["SKREADY_ABSENT"])
+    );
+    assert_eq!(v["missing_credential_files"], json!(["creds/absent.json"]));
+    assert_eq!(v["setup_help"], "Create a key at https://keys.example");
+    assert_eq!(
+        v["setup_note"],
+        "Setup needed before using this skill: missing env $SKREADY_ABSENT, file creds/absent.json. Create a key at https://keys.example"
+    );
+    assert_eq!(
+        v["required_environment_variables"][0],
+        json!({"name": "SKREADY_TOKEN", "prompt": "Enter value for SKREADY_TOKEN"})
+    );
+    // The activation message carries the same note.
+    let r = g.call(
+        "command.dispatch",
+        json!({"name": "needs-keys", "arg": "go", "session_id": s.id}),
+    );
+    let m = r["message"].as_str().unwrap();
+    assert!(
+        m.contains("\n\n[Skill setup note: Setup needed before using this skill: missing env $SKREADY_ABSENT, file creds/absent.json. Create a key at https://keys.example]"),
+        "{m}"
+    );
+    // The value is in no frame, no log line.
+    let frames = serde_json::to_string(&g.events_of_session(&s.id)).unwrap();
+    assert!(!frames.contains(secret) && !m.contains(secret));
+    assert!(!g.stderr_text().contains(secret));
+}
+
+#[test]
+fn the_next_start_offers_the_kept_scan_and_its_own_scan_corrects_it() {
+    let h = Home::new("skills-kept");
+    let mut g = h.start("skills-kept");
+    let first = count(&g.call("skills.manage", json!({"action": "list"}))["skills"]);
+    g.close_stdin();
+    g.wait_exit(T);
+    let kept = h.home.path.join("tui_gateway_skills.json");
+    assert!(kept.is_file(), "the scan was not kept");
+    // Gone while the gateway was down: whatever the start offers first, its scan takes it out.
+    std::fs::remove_dir_all(h.skills().join("github/github-code-review")).unwrap();
+    let mut g = h.start("skills-kept-2");
+    let mut listed = Value::Null;
+    let corrected = poll_until(T, || {
+        listed = g.call("skills.manage", json!({"action": "list"}));
+        !listed["skills"]["github"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("github-code-review"))
+    });
+    assert!(corrected, "{listed}");
+    assert_eq!(count(&listed["skills"]), first - 1);
+    g.close_stdin();
+    g.wait_exit(T);
+    // A kept file that does not parse is no scan: the start scans first.
+    std::fs::write(&kept, "{not json").unwrap();
+    let mut g = h.start("skills-kept-3");
+    let listed = g.call("skills.manage", json!({"action": "list"}));
+    assert_eq!(count(&listed["skills"]), first - 1, "{listed}");
 }

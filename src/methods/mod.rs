@@ -99,7 +99,10 @@ fn dispatch(gw: &mut Gateway, req: Request, now: Instant) -> Reply {
         "complete.slash" => commands::complete_slash(gw, p),
         "complete.path" => complete::complete_path(gw, p, now),
         "skills.manage" => skills::manage(gw, p),
-        "tools.configure" => toolbox::tools_configure(p, &mut gw.tools.set),
+        "tools.configure" => {
+            let servers = toolbox::mcp_servers(&gw.mcp);
+            toolbox::tools_configure(p, &mut gw.tools.set, &servers)
+        }
         "tools.list" => toolbox::tools_list(p, &gw.tools.set),
         "tools.show" => toolbox::tools_show(p, &gw.tools.set),
         "session.active_list" => session::active_list(gw, p),

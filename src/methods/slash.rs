@@ -114,7 +114,8 @@ fn run(
         let text = match c.runner {
             Runner::Gateway if c.name == "tools" && matches!(sub, "enable" | "disable") => {
                 let names: Vec<&str> = words.collect();
-                super::toolbox::tools_command(&mut gw.tools.set, sub, &names)
+                let servers = super::toolbox::mcp_servers(&gw.mcp);
+                super::toolbox::tools_command(&mut gw.tools.set, sub, &names, &servers)
             }
             Runner::Gateway => reports::report(gw, c.name, rid.as_deref()),
             Runner::Tui(via) => format!(

@@ -1,5 +1,8 @@
 //! What the TUI's `/tools list|enable|disable` calls: `tools.list`, `tools.show` and
-//! `tools.configure` (turns toolsets or tools off and on; `tools/toolsets.rs` keeps it).
+//! `tools.configure` (turns toolsets, tools or an MCP server's `server:tool` off and on;
+//! `tools/toolsets.rs` keeps it).
+
+use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
@@ -7,23 +10,65 @@ use super::params::{self, Params};
 use crate::rpc::RpcError;
 use crate::tools::ToolSet;
 
-/// Turn toolsets or tools (by name) on or off: `(changed, unknown)`. Kept across restarts;
-/// the model is offered the change from its next call.
+/// What a `/tools enable|disable` changed.
+#[derive(Debug, Default, PartialEq)]
+pub struct Configured {
+    pub changed: Vec<String>,
+    /// Toolset or tool names that name nothing.
+    pub unknown: Vec<String>,
+    /// Servers of `server:tool` names that config.yaml does not configure.
+    pub missing_servers: Vec<String>,
+}
+
+/// The MCP servers config.yaml configures (connected or not).
+pub fn mcp_servers(mcp: &crate::mcp::Mcp) -> BTreeSet<String> {
+    let status = crate::mcp::status(mcp);
+    status
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Turn toolsets or tools on or off: a toolset (`file`), a tool (`patch`), or one MCP
+/// server's tool as Hermes names it, `server:tool` (as long as `servers` has the server,
+/// whether or not it offers that tool yet). Kept across restarts; the model is offered the
+/// change from its next call.
 pub fn configure(
     registry: &mut ToolSet,
     names: &[&str],
     enable: bool,
-) -> (Vec<String>, Vec<String>) {
-    let (known, unknown): (Vec<&str>, Vec<&str>) = names
-        .iter()
-        .partition(|n| registry.has_toolset(n) || registry.contains(n));
+    servers: &BTreeSet<String>,
+) -> Configured {
+    let mut out = Configured::default();
+    let mut rule_names: Vec<String> = Vec::new();
+    for name in names {
+        match name.split_once(':') {
+            Some((server, tool)) if servers.contains(server) => {
+                rule_names.push(crate::mcp::wire::tool_name(server, tool));
+                out.changed.push(name.to_string());
+            }
+            Some((server, _)) => {
+                if !out.missing_servers.iter().any(|m| m == server) {
+                    out.missing_servers.push(server.to_string());
+                }
+            }
+            None if registry.has_toolset(name) || registry.contains(name) => {
+                rule_names.push(name.to_string());
+                out.changed.push(name.to_string());
+            }
+            None => out.unknown.push(name.to_string()),
+        }
+    }
+    out.missing_servers.sort();
     let mut rule = registry.rule().clone();
+    let known: Vec<&str> = rule_names.iter().map(String::as_str).collect();
     if let Err(e) = rule.set(&known, enable) {
         crate::diag!("[gateway] could not keep the tool choice: {e}");
     }
     registry.set_rule(rule);
-    let owned = |v: Vec<&str>| v.into_iter().map(str::to_string).collect();
-    (owned(known), owned(unknown))
+    out
 }
 
 /// The toolsets, sorted (only those with a tool offered with `offered`).
@@ -43,8 +88,13 @@ pub fn toolset_states(registry: &ToolSet) -> Vec<(&str, bool)> {
 }
 
 /// `tools.configure {action, names, session_id?}`: Hermes' shape `{changed, enabled_toolsets,
-/// unknown, missing_servers, reset}`; names are toolsets (`file`) or tools (`patch`).
-pub fn tools_configure(p: &Params, registry: &mut ToolSet) -> Result<Value, RpcError> {
+/// unknown, missing_servers, reset}`; names are toolsets (`file`), tools (`patch`) or MCP
+/// tools (`github:create_issue`) of the configured `servers`.
+pub fn tools_configure(
+    p: &Params,
+    registry: &mut ToolSet,
+    servers: &BTreeSet<String>,
+) -> Result<Value, RpcError> {
     let action = params::req_str(p, "action")?;
     if !matches!(action, "enable" | "disable") {
         return Err(RpcError::invalid_params(
@@ -65,22 +115,31 @@ pub fn tools_configure(p: &Params, registry: &mut ToolSet) -> Result<Value, RpcE
             ));
         }
     };
-    let (changed, unknown) = configure(registry, &names, action == "enable");
+    let c = configure(registry, &names, action == "enable", servers);
     Ok(
-        json!({"changed": changed, "enabled_toolsets": toolsets(registry, true),
-              "unknown": unknown, "missing_servers": [], "reset": false}),
+        json!({"changed": c.changed, "enabled_toolsets": toolsets(registry, true),
+              "unknown": c.unknown, "missing_servers": c.missing_servers, "reset": false}),
     )
 }
 
 /// `/tools enable|disable NAME…` typed into slash.exec: the change and what is offered now.
-pub fn tools_command(registry: &mut ToolSet, sub: &str, names: &[&str]) -> String {
+pub fn tools_command(
+    registry: &mut ToolSet,
+    sub: &str,
+    names: &[&str],
+    servers: &BTreeSet<String>,
+) -> String {
     if names.is_empty() {
         return format!(
             "usage: /tools {sub} NAME… (toolsets: {})",
             toolset_names(registry)
         );
     }
-    let (changed, unknown) = configure(registry, names, sub == "enable");
+    let Configured {
+        changed,
+        unknown,
+        missing_servers,
+    } = configure(registry, names, sub == "enable", servers);
     let mut out = Vec::new();
     if !changed.is_empty() {
         let done = if sub == "enable" {
@@ -95,6 +154,12 @@ pub fn tools_command(registry: &mut ToolSet, sub: &str, names: &[&str]) -> Strin
             "Unknown: {} (toolsets: {}).",
             unknown.join(", "),
             toolset_names(registry)
+        ));
+    }
+    if !missing_servers.is_empty() {
+        out.push(format!(
+            "Missing MCP servers: {}.",
+            missing_servers.join(", ")
         ));
     }
     out.push(format!(
@@ -219,13 +284,22 @@ mod tests {
     #[test]
     fn tools_configure_turns_toolsets_and_tools_off_and_on() {
         let mut r = ToolSet::builtin();
+        let servers: BTreeSet<String> = ["github".to_string()].into();
         let off = tools_configure(
-            &p(json!({"action": "disable", "names": ["web", "file", "todo"]})),
+            &p(json!({"action": "disable", "names": ["web", "file", "todo", "github:create_issue", "gitlab:x", "gitlab:y"]})),
             &mut r,
+            &servers,
         )
         .unwrap();
         assert_eq!(off["unknown"], json!(["web"]));
-        assert_eq!(off["changed"], json!(["file", "todo"]));
+        assert_eq!(
+            off["changed"],
+            json!(["file", "todo", "github:create_issue"])
+        );
+        assert_eq!(off["missing_servers"], json!(["gitlab"]));
+        // The server's tool, as the model is offered it, is off whenever it comes.
+        assert!(!r.rule().offers("mcp__github__create_issue", "mcp-github"));
+        assert!(r.rule().offers("mcp__github__list_issues", "mcp-github"));
         assert_eq!(
             off["enabled_toolsets"],
             json!(["clarify", "memory", "session_search", "terminal", "vision"])
@@ -233,15 +307,23 @@ mod tests {
         assert_eq!(tools_show(&p(json!({})), &r).unwrap()["total"], 6);
         let list = tools_list(&p(json!({})), &r).unwrap();
         assert_eq!(list["toolsets"][1]["enabled"], false);
-        tools_configure(&p(json!({"action": "enable", "names": ["file"]})), &mut r).unwrap();
+        tools_configure(
+            &p(json!({"action": "enable", "names": ["file", "github:create_issue"]})),
+            &mut r,
+            &servers,
+        )
+        .unwrap();
         assert!(r.is_offered("patch") && !r.is_offered("todo"));
-        let text = tools_command(&mut r, "enable", &["todo", "zzz"]);
+        assert!(r.rule().offers("mcp__github__create_issue", "mcp-github"));
+        let text = tools_command(&mut r, "enable", &["todo", "zzz", "nope:t"], &servers);
         assert!(
-            text.contains("Enabled: todo.") && text.contains("Unknown: zzz"),
+            text.contains("Enabled: todo.")
+                && text.contains("Unknown: zzz")
+                && text.contains("Missing MCP servers: nope."),
             "{text}"
         );
         assert_eq!(
-            tools_configure(&p(json!({"action": "enable"})), &mut r)
+            tools_configure(&p(json!({"action": "enable"})), &mut r, &servers)
                 .unwrap_err()
                 .code,
             code::INVALID_PARAMS

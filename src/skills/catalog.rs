@@ -17,16 +17,20 @@ use super::settings::Settings;
 const INDEX_DESCRIPTION_MAX: usize = 60;
 
 /// One SKILL.md as read by a scan: its fields, or why it was skipped.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Record {
     /// Which of the roots it is under (0: `$HERMES_HOME/skills`).
     pub root: usize,
     pub skill_md: PathBuf,
     pub read: Result<Meta, String>,
+    /// The file's `(mtime ns, size, inode)` when read, so a later scan that finds it the same
+    /// reuses `read` (`None`: read again).
+    #[serde(default)]
+    pub stamp: Option<(i128, u64, u64)>,
 }
 
 /// The fields of a header the catalog uses.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Meta {
     /// The header's `name` (else the folder's), at most 64 characters.
     pub name: String,
@@ -122,6 +126,8 @@ pub struct Catalog {
     pub skills: Vec<Skill>,
     /// `path: why` of each SKILL.md skipped, and of what the scan could not read.
     pub problems: Vec<String>,
+    /// Enabled plugins' skills (`<plugin>:<skill>`, loaded by that name only).
+    pub plugins: super::plugins::ByNamespace,
 }
 
 impl Catalog {
@@ -138,6 +144,7 @@ impl Catalog {
             descriptions,
             skills: Vec::new(),
             problems: scan_problems,
+            plugins: Default::default(),
         };
         c.derive();
         c
@@ -198,6 +205,11 @@ impl Catalog {
         self.skills = skills;
     }
 
+    /// What the scan read: each SKILL.md, and the categories' descriptions (`cache.rs`).
+    pub fn scanned(&self) -> (&[Record], &BTreeMap<String, String>) {
+        (&self.records, &self.descriptions)
+    }
+
     /// The skills offered, in scan order.
     pub fn offered(&self) -> impl Iterator<Item = &Skill> {
         self.skills.iter().filter(|s| s.offer == Offer::Yes)
@@ -224,6 +236,7 @@ impl Catalog {
                     root,
                     skill_md: skill_md.to_path_buf(),
                     read,
+                    stamp: None,
                 },
             );
         }
@@ -375,6 +388,7 @@ mod tests {
             root,
             read: Meta::read(text, &dir_name),
             skill_md: p,
+            stamp: None,
         }
     }
 

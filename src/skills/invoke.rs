@@ -39,13 +39,9 @@ pub fn skill_block(l: &Loaded, note: &str, instruction: &str, session: &str) -> 
         }
         parts.push("]".to_string());
     }
-    if !l.missing_env.is_empty() {
-        let items: Vec<String> = l.missing_env.iter().map(|n| format!("env ${n}")).collect();
+    if let Some(note) = &l.setup_note {
         parts.push(String::new());
-        parts.push(format!(
-            "[Skill setup note: Setup needed before using this skill: missing {}.]",
-            items.join(", ")
-        ));
+        parts.push(format!("[Skill setup note: {note}]"));
     }
     if !l.supporting.is_empty() {
         parts.push(String::new());
@@ -211,7 +207,7 @@ mod tests {
             supporting: vec!["scripts/run.sh".into()],
             view_name: "dev/x".into(),
             config: vec![],
-            missing_env: vec![],
+            setup_note: None,
         }
     }
 

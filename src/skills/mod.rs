@@ -1,7 +1,8 @@
 //! Hermes' SKILL.md skills: where they are (`settings.rs`), a scan in bounded steps
 //! (`scan.rs`), the header (`header.rs`), what the scan found and what follows — offers, the
-//! index, lookups, slugs (`catalog.rs`), reading them (`view.rs`), activation messages
-//! (`invoke.rs`), bundles (`bundles.rs`) and the model's writes (`manage.rs`).
+//! index, lookups, slugs (`catalog.rs`), reading them (`view.rs`) and what they need set up
+//! (`readiness.rs`), activation messages (`invoke.rs`), bundles (`bundles.rs`), the model's
+//! writes (`manage.rs`) and the skills plugins provide (`plugins.rs`).
 //!
 //! [`Skills`] owns the catalog of the last complete scan and the scan in progress; the loop
 //! steps it a slice per iteration (`methods/skills.rs`), so a thousand skills never hold up a
@@ -9,10 +10,13 @@
 //! prompt was built before rebuilds it for its next model call.
 
 pub mod bundles;
+pub mod cache;
 pub mod catalog;
 pub mod header;
 pub mod invoke;
 pub mod manage;
+pub mod plugins;
+pub mod readiness;
 pub mod scan;
 pub mod settings;
 pub mod view;
@@ -41,6 +45,8 @@ pub struct Skills {
     generation: u64,
     /// Problems already said on stderr.
     reported: std::collections::BTreeSet<String>,
+    /// What `cache.rs` last kept (or found), so an unchanged scan is not written again.
+    kept: Vec<u8>,
 }
 
 /// What a completed scan changed.
@@ -51,17 +57,33 @@ pub struct Rescanned {
 }
 
 impl Skills {
-    /// The skills of `home`; the first scan starts now and runs in the loop's steps.
+    /// The skills of `home`; the first scan starts now and runs in the loop's steps. What the
+    /// last one found, kept on disk for these settings, is offered meanwhile (`cache.rs`).
     pub fn new(home: &Path) -> Skills {
-        Skills {
+        let settings = settings::Settings::load(home);
+        let kept = cache::load(home, &settings);
+        let first = scan::Scan::new(settings);
+        let first = match &kept {
+            Some(c) => first.knowing(c.scanned().0),
+            None => first,
+        };
+        let mut s = Skills {
             home: home.to_path_buf(),
             catalog: Catalog::default(),
             ready: false,
-            scan: Some(scan::Scan::new(settings::Settings::load(home))),
+            scan: Some(first),
             scanned_at: None,
             generation: 0,
             reported: Default::default(),
+            kept: Vec::new(),
+        };
+        if let Some(c) = kept {
+            s.kept = cache::encode(&c);
+            s.catalog = c;
+            s.ready = true;
+            s.generation = 1;
         }
+        s
     }
 
     pub fn shared(home: &Path) -> Shared {
@@ -92,7 +114,8 @@ impl Skills {
     /// Scan again (config.yaml read again), unless a scan is under way.
     pub fn rescan(&mut self) {
         if self.scan.is_none() {
-            self.scan = Some(scan::Scan::new(settings::Settings::load(&self.home)));
+            let scan = scan::Scan::new(settings::Settings::load(&self.home));
+            self.scan = Some(scan.knowing(self.catalog.scanned().0));
         }
     }
 
@@ -136,6 +159,11 @@ impl Skills {
         self.catalog = catalog;
         self.ready = true;
         self.scanned_at = Some(now);
+        let bytes = cache::encode(&self.catalog);
+        if bytes != self.kept {
+            cache::store(&self.home, &bytes);
+            self.kept = bytes;
+        }
         if changed {
             self.generation += 1;
         }

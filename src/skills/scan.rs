@@ -3,7 +3,7 @@
 //! skills. Walks as Hermes' `iter_skill_index_files` does: links followed, `.git`, `.hub`,
 //! `.archive`, virtualenvs and caches skipped, and a skill's own `references/`, `templates/`,
 //! `assets/`, `scripts/` not searched for skills. Bounded: depth, folders, entries per folder,
-//! bytes per file.
+//! bytes per file. Then the enabled plugins' skills (`plugins.rs`), a plugin a step.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -44,6 +44,10 @@ const ENTRIES_MAX: usize = 10_000;
 enum Phase {
     /// Listing folders of root `usize`.
     Walking(usize),
+    /// Listing plugin folder root `usize`.
+    PluginRoots(usize),
+    /// Reading the plugins found, one a step.
+    Plugins,
     /// Reading the files found.
     Reading,
     Done,
@@ -61,6 +65,13 @@ pub struct Scan {
     records: Vec<Record>,
     descriptions: BTreeMap<String, String>,
     problems: Vec<String>,
+    plugin_dirs: VecDeque<PathBuf>,
+    plugins: super::plugins::ByNamespace,
+    /// `$HERMES_HOME/.env`, read once for plugins' `requires_env` (names looked at, never
+    /// values said).
+    env: Option<crate::hermes_env::HermesEnv>,
+    /// What an earlier scan read, by path: a file found unchanged is not read again.
+    known: std::collections::HashMap<PathBuf, Record>,
 }
 
 impl Scan {
@@ -75,6 +86,10 @@ impl Scan {
             records: Vec::new(),
             descriptions: BTreeMap::new(),
             problems: Vec::new(),
+            plugin_dirs: VecDeque::new(),
+            plugins: Default::default(),
+            env: None,
+            known: Default::default(),
         };
         scan.enter_root(0);
         scan
@@ -86,8 +101,18 @@ impl Scan {
                 self.folders = vec![(dir.clone(), 0)];
                 self.phase = Phase::Walking(root);
             }
-            None => self.phase = Phase::Reading,
+            None => self.phase = Phase::PluginRoots(0),
         }
+    }
+
+    /// Reuse what `earlier` read for each file found unchanged (same mtime, size, inode).
+    pub fn knowing(mut self, earlier: &[Record]) -> Scan {
+        self.known = earlier
+            .iter()
+            .filter(|r| r.stamp.is_some())
+            .map(|r| (r.skill_md.clone(), r.clone()))
+            .collect();
+        self
     }
 
     /// Work until `budget` is spent (a unit at least); true once the scan is complete.
@@ -116,6 +141,24 @@ impl Scan {
                             .extend(found.into_iter().map(|(p, skill)| (root, p, skill)));
                         self.enter_root(root + 1);
                     }
+                }
+                false
+            }
+            Phase::PluginRoots(i) => {
+                match self.settings.plugin_roots.get(i) {
+                    Some(root) => {
+                        let dirs = super::plugins::list_root(root);
+                        self.plugin_dirs.extend(dirs);
+                        self.phase = Phase::PluginRoots(i + 1);
+                    }
+                    None => self.phase = Phase::Plugins,
+                }
+                false
+            }
+            Phase::Plugins => {
+                match self.plugin_dirs.pop_front() {
+                    Some(dir) => self.read_plugin(&dir),
+                    None => self.phase = Phase::Reading,
                 }
                 false
             }
@@ -183,7 +226,32 @@ impl Scan {
         }
     }
 
+    fn read_plugin(&mut self, dir: &Path) {
+        let home = &self.settings.home;
+        let env = self
+            .env
+            .get_or_insert_with(|| crate::hermes_env::HermesEnv::load(home).unwrap_or_default());
+        let set = |n: &str| super::view::env_is_set(env, n);
+        match super::plugins::read_plugin(dir, &self.settings.plugin_gate, &set) {
+            // A later folder's plugin of the same name replaces an earlier one (Hermes').
+            Ok(Some((namespace, skills))) => {
+                self.plugins.insert(namespace, skills);
+            }
+            Ok(None) => {}
+            Err(e) => self.problems.push(e),
+        }
+    }
+
     fn read_skill(&mut self, root: usize, path: PathBuf) {
+        let stamp = stamp_of(&path);
+        if let Some(known) = self
+            .known
+            .remove(&path)
+            .filter(|k| stamp.is_some() && k.stamp == stamp)
+        {
+            self.records.push(Record { root, ..known });
+            return;
+        }
         let dir_name = path
             .parent()
             .and_then(Path::file_name)
@@ -198,6 +266,7 @@ impl Scan {
             root,
             skill_md: path,
             read,
+            stamp,
         });
     }
 
@@ -226,13 +295,23 @@ impl Scan {
 
     /// The catalog of a complete scan.
     pub fn finish(self) -> Catalog {
-        Catalog::new(
+        let mut c = Catalog::new(
             self.settings,
             self.records,
             self.descriptions,
             self.problems,
-        )
+        );
+        c.plugins = self.plugins;
+        c
     }
+}
+
+/// `(mtime ns, size, inode)` of `path` (links followed), if it can be looked at.
+fn stamp_of(path: &Path) -> Option<(i128, u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    let ns = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
+    Some((ns, m.size(), m.ino()))
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Where skills are and which are turned off, read from config.yaml as Hermes reads it:
 //! `$HERMES_HOME/skills` first, then `skills.external_dirs` (`~` and `${VAR}` expanded,
 //! relative to the home, folders that exist, each once); `skills.disabled` (and
-//! `skills.platform_disabled.<HERMES_PLATFORM>`); which `environments` tags are active.
+//! `skills.platform_disabled.<HERMES_PLATFORM>`); which `environments` tags are active; where
+//! plugins are and which are on (`plugins.rs`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use yaml_rust2::Yaml;
 
 use super::header;
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Settings {
     /// `$HERMES_HOME/skills`, then the external folders.
     pub roots: Vec<PathBuf>,
@@ -18,6 +19,11 @@ pub struct Settings {
     pub disabled: BTreeSet<String>,
     /// Environment tags active here (`docker`, `s6`, `kanban`).
     pub environments: BTreeSet<String>,
+    /// `$HERMES_HOME` (its `.env` and credential files).
+    pub home: PathBuf,
+    /// Folders holding plugins (`$HERMES_HOME/plugins`, …), and which plugins are on.
+    pub plugin_roots: Vec<PathBuf>,
+    pub plugin_gate: super::plugins::Gate,
 }
 
 /// Environment tags Hermes knows; others never hide a skill.
@@ -46,10 +52,25 @@ impl Settings {
             let key = format!("skills.platform_disabled.{platform}");
             disabled.extend(strings(crate::config_file::lookup(&doc, &key)));
         }
+        let plugins = |key: &str| -> BTreeSet<String> {
+            strings(crate::config_file::lookup(&doc, key))
+                .into_iter()
+                .collect()
+        };
+        let enabled = match crate::config_file::lookup(&doc, "plugins.enabled") {
+            Yaml::Array(_) => Some(plugins("plugins.enabled")),
+            _ => None,
+        };
         Settings {
             roots,
             disabled,
             environments: active_environments(),
+            home: home.to_path_buf(),
+            plugin_roots: super::plugins::roots(home),
+            plugin_gate: super::plugins::Gate {
+                enabled,
+                disabled: plugins("plugins.disabled"),
+            },
         }
     }
 

@@ -56,7 +56,10 @@ fn failure(error: impl Into<String>) -> Value {
 /// Why a name or a path a model gives may not be used, if it may not.
 fn path_error(name: &str, what: &str) -> Option<String> {
     let p = Path::new(name.trim());
-    if p.is_absolute() || name.trim().starts_with('\\') {
+    // A Windows drive (`C:\x`, `C:x`) too, so `C:` is never read as a plugin's namespace.
+    let mut chars = name.trim().chars();
+    let drive = chars.next().is_some_and(|c| c.is_ascii_alphabetic()) && chars.next() == Some(':');
+    if p.is_absolute() || name.trim().starts_with('\\') || drive {
         return Some(format!(
             "{what} must be a relative path within the skills directory."
         ));
@@ -129,8 +132,22 @@ pub fn read_head(path: &Path, max: usize) -> std::io::Result<Option<(Vec<u8>, bo
     Ok(Some((buf, more)))
 }
 
-/// `skill_view {name, file_path?}`.
+/// `skill_view {name, file_path?}`: `<plugin>:<skill>` is a plugin's skill when that plugin
+/// is on, else the skill at `<plugin>/<skill>` on disk (Hermes' fall-through).
 pub fn skill_view(c: &Catalog, name: &str, file_path: Option<&str>) -> Value {
+    if path_error(name, "Skill name").is_none()
+        && let Some((namespace, bare)) = name.trim().split_once(':')
+    {
+        if !super::plugins::valid_name(namespace) {
+            return failure(format!(
+                "Invalid namespace '{namespace}' in '{}'. Namespaces must match [a-zA-Z0-9_-]+.",
+                name.trim()
+            ));
+        }
+        if let Some(v) = super::plugins::view(&c.plugins, namespace, bare) {
+            return v;
+        }
+    }
     let s = match resolve(c, name).and_then(|s| loadable(s).map(|()| s)) {
         Ok(s) => s,
         Err(v) => return v,
@@ -293,6 +310,15 @@ pub fn linked_files(dir: &Path) -> Vec<(&'static str, Vec<String>)> {
     .collect()
 }
 
+/// Whether `name` has a value as Hermes sees it: `.env`'s when it sets the name (empty is
+/// none), else the process's. Only whether: the value is never taken out.
+pub fn env_is_set(env: &crate::hermes_env::HermesEnv, name: &str) -> bool {
+    if env.sets(name) {
+        return env.file_value(name).is_some();
+    }
+    std::env::var_os(name).is_some_and(|v| !v.is_empty())
+}
+
 /// A skill's SKILL.md text, read now.
 pub fn read_skill_md(s: &Skill) -> Result<String, String> {
     match crate::util::read_regular(&s.skill_md(), FILE_MAX) {
@@ -300,67 +326,6 @@ pub fn read_skill_md(s: &Skill) -> Result<String, String> {
         Ok(None) => Err(format!("Skill '{}' is gone from disk.", s.name())),
         Err(e) => Err(format!("Failed to read skill '{}': {e}", s.name())),
     }
-}
-
-/// Required environment variables (`required_environment_variables`, `prerequisites.env_vars`,
-/// `setup.collect_secrets`) and those not set.
-fn required_env(fields: &serde_json::Map<String, Value>) -> (Vec<Value>, Vec<String>) {
-    let mut names: Vec<(String, bool)> = Vec::new();
-    let mut add = |n: &str, optional: bool| {
-        let ok = !n.is_empty()
-            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !n.starts_with(|c: char| c.is_ascii_digit());
-        if ok && !names.iter().any(|(m, _)| m == n) {
-            names.push((n.to_string(), optional));
-        }
-    };
-    let listed = match fields.get("required_environment_variables") {
-        Some(Value::Array(a)) => a.clone(),
-        Some(v @ Value::Object(_)) => vec![v.clone()],
-        _ => vec![],
-    };
-    for item in listed {
-        match &item {
-            Value::String(s) => add(s.trim(), false),
-            Value::Object(o) => {
-                let n = header::text_of(o.get("name").or_else(|| o.get("env_var")));
-                add(
-                    n.as_deref().unwrap_or("").trim(),
-                    o.get("optional").is_some_and(|v| v == true),
-                );
-            }
-            _ => {}
-        }
-    }
-    if let Some(Value::Array(a)) = fields.get("setup").and_then(|s| s.get("collect_secrets")) {
-        for item in a {
-            add(
-                header::text_of(item.get("env_var"))
-                    .unwrap_or_default()
-                    .trim(),
-                false,
-            );
-        }
-    }
-    for n in header::list_of(fields.get("prerequisites").and_then(|p| p.get("env_vars"))) {
-        add(&n, false);
-    }
-    let missing = names
-        .iter()
-        .filter(|(n, optional)| !optional && std::env::var_os(n).is_none_or(|v| v.is_empty()))
-        .map(|(n, _)| n.clone())
-        .collect();
-    let required = names
-        .iter()
-        .map(|(n, optional)| {
-            let mut v = json!({"name": n, "prompt": format!("Enter value for {n}")});
-            if *optional {
-                v["optional"] = json!(true);
-            }
-            v
-        })
-        .collect();
-    (required, missing)
 }
 
 fn view_skill(c: &Catalog, s: &Skill) -> Value {
@@ -389,8 +354,8 @@ fn view_skill(c: &Catalog, s: &Skill) -> Value {
                 .collect(),
         )
     };
-    let (required, missing) = required_env(&fields);
-    let setup_needed = !missing.is_empty();
+    let ready = super::readiness::Readiness::check(&fields, &c.settings.home);
+    let setup_needed = ready.setup_needed();
     let mut v = json!({
         "success": true,
         "name": s.name(),
@@ -402,21 +367,20 @@ fn view_skill(c: &Catalog, s: &Skill) -> Value {
         "skill_dir": s.dir.display().to_string(),
         "linked_files": linked_json,
         "usage_hint": if linked.is_empty() { Value::Null } else { json!("To view linked files, call skill_view(name, file_path) where file_path is e.g. 'references/api.md' or 'assets/config.yaml'") },
-        "required_environment_variables": required,
+        "required_environment_variables": ready.required,
         "required_commands": [],
-        "missing_required_environment_variables": missing,
-        "missing_credential_files": [],
+        "missing_required_environment_variables": ready.missing_env,
+        "missing_credential_files": ready.missing_files,
         "missing_required_commands": [],
         "setup_needed": setup_needed,
         "setup_skipped": false,
         "readiness_status": if setup_needed { "setup_needed" } else { "available" },
     });
-    if setup_needed {
-        let items: Vec<String> = missing.iter().map(|n| format!("env ${n}")).collect();
-        v["setup_note"] = json!(format!(
-            "Setup needed before using this skill: missing {}.",
-            items.join(", ")
-        ));
+    if let Some(help) = &ready.help {
+        v["setup_help"] = json!(help);
+    }
+    if let Some(note) = ready.note() {
+        v["setup_note"] = json!(note);
     }
     if let Some(compat) = fields.get("compatibility").filter(|c| !c.is_null()) {
         v["compatibility"] = compat.clone();
@@ -458,8 +422,8 @@ pub struct Loaded {
     pub view_name: String,
     /// `(key, value)` of the skill's `metadata.hermes.config`, from config.yaml or defaults.
     pub config: Vec<(String, String)>,
-    /// Required environment variables not set.
-    pub missing_env: Vec<String>,
+    /// Hermes' `setup_note` when something it needs is missing (names only, never values).
+    pub setup_note: Option<String>,
 }
 
 /// Load `identifier` (a name or a path under a root) for activation; `None` when it is not a
@@ -475,7 +439,7 @@ pub fn load(c: &Catalog, identifier: &str, home: &Path) -> Option<Loaded> {
         .into_iter()
         .flat_map(|(_, v)| v)
         .collect();
-    let (_, missing_env) = required_env(&fields);
+    let setup_note = super::readiness::Readiness::check(&fields, home).note();
     Some(Loaded {
         name: s.name().to_string(),
         content,
@@ -487,7 +451,7 @@ pub fn load(c: &Catalog, identifier: &str, home: &Path) -> Option<Loaded> {
             s.dir_name().to_string()
         },
         config: config_values(&fields, home),
-        missing_env,
+        setup_note,
     })
 }
 

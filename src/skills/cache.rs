@@ -1,0 +1,117 @@
+//! The last complete scan kept on disk (`$HERMES_HOME/tui_gateway_skills.json`), so a gateway
+//! starting on a thousand skills answers from it at once instead of holding requests for its
+//! first scan (~100 ms): read and parsed in one step at start (a few ms for 1,000 skills,
+//! `benches/skills.rs`), used only when config.yaml's skill settings are the same, and
+//! replaced when a scan completes — whose differences, if any, reach the sessions as any
+//! rescan's do (`session.info`, the next model call's index).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::catalog::{Catalog, Record};
+use super::plugins::ByNamespace;
+use super::settings::Settings;
+
+/// A larger file is not read (a thousand skills take well under 1 MiB).
+const FILE_MAX: u64 = 32 * 1024 * 1024;
+
+#[derive(Serialize, Deserialize)]
+struct Kept {
+    settings: Settings,
+    records: Vec<Record>,
+    descriptions: BTreeMap<String, String>,
+    problems: Vec<String>,
+    plugins: ByNamespace,
+}
+
+pub fn path(home: &Path) -> PathBuf {
+    home.join("tui_gateway_skills.json")
+}
+
+/// The bytes kept for `c`.
+pub fn encode(c: &Catalog) -> Vec<u8> {
+    let (records, descriptions) = c.scanned();
+    let kept = Kept {
+        settings: c.settings.clone(),
+        records: records.to_vec(),
+        descriptions: descriptions.clone(),
+        problems: c.problems.clone(),
+        plugins: c.plugins.clone(),
+    };
+    serde_json::to_vec(&kept).unwrap_or_default()
+}
+
+/// The catalog kept in `bytes`, when it was scanned with `settings`.
+pub fn decode(bytes: &[u8], settings: &Settings) -> Option<Catalog> {
+    let kept: Kept = serde_json::from_slice(bytes).ok()?;
+    if kept.settings != *settings {
+        return None;
+    }
+    let mut c = Catalog::new(
+        kept.settings,
+        kept.records,
+        kept.descriptions,
+        kept.problems,
+    );
+    c.plugins = kept.plugins;
+    Some(c)
+}
+
+/// The catalog kept under `home` for `settings` (none, unreadable or other settings: `None`).
+pub fn load(home: &Path, settings: &Settings) -> Option<Catalog> {
+    let bytes = crate::private_file::read(&path(home), FILE_MAX).ok()??;
+    decode(&bytes, settings)
+}
+
+/// Keep `bytes` under `home` (a failure is said, never fatal: the next start scans first).
+/// Not synced: the loop does not wait on the disk for it, and a file torn by a crash does not
+/// parse, so the next start scans first.
+pub fn store(home: &Path, bytes: &[u8]) {
+    if let Err(e) = crate::private_file::overwrite(&path(home), bytes) {
+        crate::diag!("[skills] could not keep the skills found for the next start: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_catalog_comes_back_for_the_same_settings_only() {
+        let home =
+            std::env::temp_dir().join(format!("tuigw-skcache-{}", crate::util::random_hex(8)));
+        let dir = home.join("skills/dev/a");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            "---\nname: a\ndescription: A\n---\nbody",
+        )
+        .unwrap();
+        std::fs::write(
+            home.join("skills/dev/DESCRIPTION.md"),
+            "---\ndescription: Dev\n---\n",
+        )
+        .unwrap();
+        let settings = Settings::load(&home);
+        let mut scan = super::super::scan::Scan::new(settings.clone());
+        while !scan.step() {}
+        let c = scan.finish();
+        assert!(load(&home, &settings).is_none());
+        store(&home, &encode(&c));
+        let back = load(&home, &settings).unwrap();
+        let none = Default::default();
+        assert_eq!(
+            back.prompt_index(&none, &none),
+            c.prompt_index(&none, &none)
+        );
+        assert_eq!(back.by_category(), c.by_category());
+        let other = Settings {
+            disabled: ["a".to_string()].into(),
+            ..settings
+        };
+        assert!(load(&home, &other).is_none());
+        let _ = std::fs::remove_dir_all(&home);
+    }
+}
