@@ -286,7 +286,8 @@ pub(crate) fn parent_closing(gw: &mut Gateway, rid: &str, now: Instant) {
     let mine: Vec<JobId> = {
         let board = board.borrow();
         let batches = board.batches.iter();
-        let owned = batches.filter(|(_, b)| b.background.as_ref().is_some_and(|bg| bg.parent_rid == rid));
+        let owned =
+            batches.filter(|(_, b)| b.background.as_ref().is_some_and(|bg| bg.parent_rid == rid));
         owned.map(|(job, _)| *job).collect()
     };
     let why = if gw.shutdown.is_some() {

@@ -690,6 +690,82 @@ mod tests {
     }
 
     #[test]
+    fn a_background_delegation_answers_dispatched_and_reports_every_task_at_its_end() {
+        let now = Instant::now();
+        let task = |goal: &str, context: Option<&str>| Task {
+            goal: goal.into(),
+            context: context.map(str::to_string),
+            orchestrator: false,
+        };
+        let batch = Batch {
+            tasks: vec![task("count files", None), task("read logs", None)],
+            entries: vec![
+                Some(
+                    json!({"task_index": 0, "status": "completed", "summary": "12 files",
+                            "api_calls": 2, "duration_seconds": 1.5}),
+                ),
+                Some(json!({"task_index": 1, "status": "failed", "summary": "",
+                            "error": "no logs", "api_calls": 1, "duration_seconds": 0.25})),
+            ],
+            started: now,
+            child_depth: 1,
+            limits: limits(),
+            background: None,
+            note: None,
+        };
+        let answer = batch.dispatched("deleg_0a1b2c3d").content;
+        assert_eq!(answer["status"], "dispatched");
+        assert_eq!(answer["mode"], "background");
+        assert_eq!(answer["count"], 2);
+        assert_eq!(answer["goals"], json!(["count files", "read logs"]));
+        let bg = Background {
+            id: "deleg_0a1b2c3d".into(),
+            parent_rid: "r1".into(),
+            dispatched_unix: 1000.0,
+            model: "m1".into(),
+        };
+        let text = batch.notice(&bg, now + std::time::Duration::from_secs(3), 1125.0, "cut");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "[ASYNC DELEGATION BATCH COMPLETE — deleg_0a1b2c3d]"
+        );
+        assert!(text.contains("Dispatched: 2m5s ago"), "{text}");
+        assert!(
+            text.contains("Role: leaf   Model: m1   Total duration: 3s"),
+            "{text}"
+        );
+        let first = "--- ✓ TASK 1/2: count files  (status=completed, api_calls=2, 1.5s) ---";
+        assert!(text.contains(&format!("{first}\n12 files")), "{text}");
+        let second = "--- ✗ TASK 2/2: read logs  (status=failed, api_calls=1, 0.25s) ---";
+        assert!(
+            text.contains(&format!("{second}\n(no summary — status=failed: no logs)")),
+            "{text}"
+        );
+
+        // A child that never reported says why; a single task's context is recalled.
+        let cut = Batch {
+            tasks: vec![task("wait", Some("in /tmp"))],
+            entries: vec![None],
+            started: now,
+            child_depth: 1,
+            limits: limits(),
+            background: None,
+            note: None,
+        };
+        let text = cut.notice(&bg, now, 1000.0, "The session closed.");
+        assert!(text.contains("Context you provided: in /tmp"), "{text}");
+        assert!(
+            text.ends_with("(status=interrupted, 0s) ---\n(no summary — status=interrupted: The session closed.)"),
+            "{text}"
+        );
+        assert_eq!(
+            [age(45.0), age(60.0), age(7380.0), age(-1.0)],
+            ["45s", "1m", "2h3m", "0s"]
+        );
+    }
+
+    #[test]
     fn a_long_summary_is_clipped_and_points_at_the_whole() {
         let long = "x".repeat(MAX_SUMMARY_CHARS + 10);
         let clipped = clip_summary(&long, "s1");
