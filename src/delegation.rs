@@ -277,6 +277,13 @@ fn background_done(gw: &mut Gateway, batch: Batch, bg: Background, now: Instant)
     }
 }
 
+/// Session `rid` has a delegation running in the background.
+pub(crate) fn delegating(gw: &Gateway, rid: &str) -> bool {
+    let board = gw.tools.delegations.borrow();
+    let mut batches = board.batches.values();
+    batches.any(|b| b.background.as_ref().is_some_and(|bg| bg.parent_rid == rid))
+}
+
 /// Session `rid` is closing (`session.close`, the shutdown): its background delegations end
 /// with it, as in Hermes. Their children are interrupted, and each delegation's result as it
 /// stands (children cut off say so) joins the session's queue, which its close keeps in its

@@ -466,6 +466,107 @@ fn one_child_can_be_interrupted_alone() {
     );
 }
 
+/// A command that waits for `file` to exist.
+fn wait_for_file(file: &std::path::Path) -> String {
+    format!("while [ ! -e {} ]; do sleep 0.02; done", file.display())
+}
+
+#[test]
+fn a_result_that_comes_during_a_turn_waits_for_its_end() {
+    let home = TempHome::new("sub-held");
+    let mut t = tree_in(&home, "sub-held");
+    let go = home.path.join(format!("go-{}", t.m));
+    let done = home.path.join(format!("done-{}", t.m));
+    let goal = t.runs(&format!(
+        "{}; echo child-finished-{{m}}",
+        wait_for_file(&go)
+    ));
+    let (_, answer) = t.dispatch(json!({"goal": goal}));
+    // The parent's next turn lets the child finish, then waits: the result comes meanwhile.
+    let sid = t.sid.clone();
+    let own = format!("$ touch {}; {}", go.display(), wait_for_file(&done));
+    let start = submit(&mut t.g, &sid, &own);
+    let status = t.g.wait_session_event(&sid, "status.update", T);
+    let text = status["payload"]["text"].as_str().unwrap().to_string();
+    assert!(text.contains("child-finished-"), "{status}");
+    std::fs::write(&done, b"").unwrap();
+    let turn = t.g.finish_turn(&sid, start, T);
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    assert!(turn.text.contains("exited with status 0"), "{}", turn.text);
+    // Then the result is a turn of its own, after that one.
+    let (result, said) = t.result_of(&answer);
+    assert_eq!(said, text);
+    assert!(result.text.contains(text.trim()), "{}", result.text);
+    let rows = message_rows(&t.g.db_path(), &t.stored);
+    let users: Vec<&str> = (rows.iter().filter(|r| r.role == "user"))
+        .filter_map(|r| r.content.as_deref())
+        .collect();
+    assert_eq!(
+        users[users.len() - 2..],
+        [own.as_str(), text.as_str()],
+        "{rows:?}"
+    );
+}
+
+#[test]
+fn past_the_cap_on_background_delegations_a_call_waits_and_says_why() {
+    let home = TempHome::new("sub-cap");
+    std::fs::write(
+        home.path.join("config.yaml"),
+        "delegation:\n  max_concurrent_children: 1\n",
+    )
+    .unwrap();
+    let mut t = tree_in(&home, "sub-cap");
+    let go = home.path.join(format!("go-{}", t.m));
+    let first = t.runs(&format!("{}; echo first-{{m}}", wait_for_file(&go)));
+    let (_, answer) = t.dispatch(json!({"goal": first}));
+    // One runs in the background: the next call waits for its child, as Hermes' does.
+    let sid = t.sid.clone();
+    let turn = t.g.run_turn(
+        &sid,
+        &delegate_prompt(json!({"goal": t.runs("echo second-{m}")})),
+    );
+    let result = call_result(&turn);
+    assert_eq!(result["results"][0]["status"], "completed", "{result}");
+    let summary = result["results"][0]["summary"].as_str().unwrap();
+    assert!(summary.contains("second-"), "{result}");
+    let note = result["note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("delegation.max_concurrent_children"),
+        "{result}"
+    );
+    // The first goes on, and its result comes as ever.
+    std::fs::write(&go, b"").unwrap();
+    let (_, text) = t.result_of(&answer);
+    assert!(text.contains("first-"), "{text}");
+}
+
+#[test]
+fn an_idle_parent_is_not_reaped_while_its_children_run() {
+    let home = TempHome::new("sub-reap");
+    let mut t = tree_with(&home, "sub-reap", &[("HERMES_TUI_SESSION_TTL_S", "1")]);
+    let go = home.path.join(format!("go-{}", t.m));
+    let goal = t.runs(&format!("{}; echo late-{{m}}", wait_for_file(&go)));
+    let (_, answer) = t.dispatch(json!({"goal": goal}));
+    // An idle session beside it is reaped; the delegating one stays.
+    let other = t.g.create_session(json!({}));
+    let live = |g: &mut Gateway| {
+        listed_ids(&g.call("session.active_list", json!({})))
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        poll_until(T, || !live(&mut t.g).contains(&other.id)),
+        "never reaped"
+    );
+    assert!(live(&mut t.g).contains(&t.sid));
+    assert_eq!(t.active().len(), 1);
+    std::fs::write(&go, b"").unwrap();
+    let (_, text) = t.result_of(&answer);
+    assert!(text.contains("late-"), "{text}");
+}
+
 #[test]
 fn a_child_past_its_timeout_is_stopped_and_reported_as_timed_out() {
     let home = TempHome::new("sub-timeout");
