@@ -161,6 +161,9 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
     };
     // In the background the call is answered now; the children's ends make a new message.
     if let Some(answer) = answer {
+        if let Some(parent) = gw.sessions.get_mut(parent_rid) {
+            parent.background_delegations += 1;
+        }
         crate::session::calls::finish_job(gw, job, answer, now);
     }
 }
@@ -261,6 +264,9 @@ pub(crate) fn subagent_ended(gw: &mut Gateway, end: subagent::End, now: Instant)
 /// during the shutdown it is kept in the parent's queue, which its end stores.
 fn background_done(gw: &mut Gateway, batch: Batch, bg: Background, now: Instant) {
     let parent = bg.parent_rid.clone();
+    if let Some(s) = gw.sessions.get_mut(&parent) {
+        s.background_delegations = s.background_delegations.saturating_sub(1);
+    }
     let why = "It was stopped before it finished.";
     let text = batch.notice(&bg, now, util::unix_now(), why);
     if crate::tools::process::notify(gw, parent.clone(), text.clone()) {
@@ -313,6 +319,7 @@ pub(crate) fn parent_closing(gw: &mut Gateway, rid: &str, now: Instant) {
         };
         let text = batch.notice(&bg, now, util::unix_now(), why);
         if let Some(s) = gw.sessions.get_mut(rid) {
+            s.background_delegations = s.background_delegations.saturating_sub(1);
             s.queued.push_back(text);
             s.queue_dirty = true;
         }

@@ -201,6 +201,9 @@ fn a_delegation_answers_at_once_and_its_result_arrives_as_a_new_message() {
     assert_eq!(a["goals"], json!([goal]));
     assert!(a["note"].as_str().unwrap().contains("new message"), "{a}");
     assert_eq!(d.dispatch.complete["payload"]["status"], "complete");
+    // The TUI's status bar reads it: `⛓ 1`, "resumes when subagent finishes".
+    let running = |turn: &Turn| turn.complete["payload"]["usage"]["active_subagents"].clone();
+    assert_eq!(running(&d.dispatch), 1, "{}", d.dispatch.complete);
     assert!(
         of_type(&d.dispatch.events, "subagent.complete").is_empty(),
         "the turn did not wait for the child: {:?}",
@@ -225,6 +228,7 @@ fn a_delegation_answers_at_once_and_its_result_arrives_as_a_new_message() {
     assert!(text.contains("api_calls=2"), "{text}");
     assert_eq!(of_type(&d.result.events, "message.start").len(), 1);
     assert_eq!(d.result.complete["payload"]["status"], "complete");
+    assert_eq!(running(&d.result), 0, "{}", d.result.complete);
     // (The model's echo of its prompt, trimmed.)
     assert!(d.result.text.contains(text.trim()), "{}", d.result.text);
     let rows = message_rows(&t.g.db_path(), &t.stored);
