@@ -2,9 +2,9 @@
 //! pipes, and a whole turn on the offline model (read `prompt.submit` from the input pipe, run the
 //! turn, commit its messages to `state.db`, write every frame through the output pipe until
 //! `message.complete`): the gateway's overhead per turn. And subagents: a turn whose one tool
-//! call delegates to one child (against the same turn with a `todo` call in its place: the
-//! difference is what a child adds, spawn to retire), and 50 children of one call against 50
-//! sessions' turns at once.
+//! call delegates to one child, through the turn its result starts (against the same turn with a
+//! `todo` call in its place: the difference is what a child and its result's turn add), and 50
+//! children of one call against 50 sessions' turns at once.
 //!
 //! ```text
 //! cargo bench --bench dispatch -- --warm-up-time 1 --measurement-time 3
@@ -272,7 +272,14 @@ fn dispatch(c: &mut Criterion) {
 
 /// One turn of `session` on `text`, from writing `prompt.submit` to reading its
 /// `message.complete`; `session` is replaced by a fresh one every [`TURNS_PER_SESSION`] turns.
+/// A delegating text waits for the second: the turn its children's result starts (a top-level
+/// delegation runs in the background).
 fn timed_turn(gp: &mut InProcess, session: &mut String, turns: &mut usize, text: &str) -> Duration {
+    let mut completes: usize = if text.starts_with("%delegate_task") {
+        2
+    } else {
+        1
+    };
     if *turns == TURNS_PER_SESSION {
         gp.call("session.close", json!({"session_id": session}));
         *session = gp.create_session();
@@ -290,11 +297,13 @@ fn timed_turn(gp: &mut InProcess, session: &mut String, turns: &mut usize, text:
         let end = gp.step_until(b"\"message.complete\"");
         let done = gp.buf[..end]
             .split(|&b| b == b'\n')
-            .any(|l| contains(l, b"\"message.complete\"") && contains(l, needle.as_bytes()));
-        if done {
+            .filter(|l| contains(l, b"\"message.complete\"") && contains(l, needle.as_bytes()))
+            .count();
+        gp.buf.drain(..end);
+        completes = completes.saturating_sub(done);
+        if completes == 0 {
             break;
         }
-        gp.buf.drain(..end);
     }
     *turns += 1;
     start.elapsed()

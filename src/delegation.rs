@@ -2,9 +2,13 @@
 //! like any other. This spawns them (a child of the caller per task: its system prompt from the
 //! goal, its tools without those a child never gets, the caller's shell state as its start),
 //! takes each child's end (`subagent.complete` to the parent's client, its entry into the call's
-//! batch, the child out of memory; the last one finishes the call), stops them with their call,
-//! and answers the agents overlay (`delegation.status`, `subagent.interrupt`). The tool's side
-//! and the limits: `tools/delegate.rs`; a child's identity, relay and result: `session/subagent.rs`.
+//! batch, the child out of memory), and answers the agents overlay (`delegation.status`,
+//! `subagent.interrupt`). A top-level session's call runs in the background, as in Hermes: it
+//! is answered once its children are spawned, and the last child's end brings their combined
+//! result into the parent's conversation the way a background process's notice comes; closing
+//! the parent ends them. An orchestrator child's call waits: the last end finishes it, and
+//! stopping it stops them. The tool's side and the limits: `tools/delegate.rs`; a child's
+//! identity, relay and result: `session/subagent.rs`.
 
 use std::time::{Duration, Instant};
 
@@ -13,6 +17,7 @@ use serde_json::{Value, json};
 use crate::event_loop::Gateway;
 use crate::session::subagent::{self, Delegated};
 use crate::tools::JobId;
+use crate::tools::delegate::{Background, Batch, Limits};
 use crate::util;
 
 /// Why a subagent's stored session ended.
@@ -30,9 +35,11 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
     else {
         return;
     };
-    let Some(parent) = gw.sessions.get(parent_rid) else {
+    if !gw.sessions.contains_key(parent_rid) {
         return;
-    };
+    }
+    let mode = mode_of(gw, parent_rid, &limits);
+    let parent = &gw.sessions[parent_rid];
     let parent_stored = parent.stored_id.clone();
     let parent_subagent = parent.delegated.as_ref().map(|d| d.subagent_id.clone());
     let workspace = crate::tools::shell_state::cwd_of(&gw.cfg.home, &parent_stored)
@@ -129,6 +136,67 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
         }
         gw.start_prompt(&rid, task.goal, now);
     }
+    let answer = {
+        let mut board = board.borrow_mut();
+        let Some(batch) = board.batches.get_mut(&job) else {
+            return;
+        };
+        match mode {
+            Mode::Background => {
+                let bg = Background {
+                    id: format!("deleg_{}", util::random_hex(8)),
+                    parent_rid: parent_rid.to_string(),
+                    dispatched_unix: util::unix_now(),
+                    model,
+                };
+                let answer = batch.dispatched(&bg.id);
+                batch.background = Some(bg);
+                Some(answer)
+            }
+            Mode::Waits(note) => {
+                batch.note = note;
+                None
+            }
+        }
+    };
+    // In the background the call is answered now; the children's ends make a new message.
+    if let Some(answer) = answer {
+        if let Some(parent) = gw.sessions.get_mut(parent_rid) {
+            parent.background_delegations += 1;
+        }
+        crate::session::calls::finish_job(gw, job, answer, now);
+    }
+}
+
+/// Whether a call's children run in the background or the call waits for them.
+enum Mode {
+    Background,
+    /// The call waits; the note says why, when Hermes would have run it in the background.
+    Waits(Option<String>),
+}
+
+/// Hermes runs a top-level session's delegation in the background; an orchestrator child's
+/// waits (it needs the results within its turn), as does a headless `exec` task's (nothing
+/// is left to hear a result after its turn: Hermes' fallback where no result can come back),
+/// and one past the cap on background delegations at once (`max_concurrent_children`).
+fn mode_of(gw: &Gateway, parent_rid: &str, limits: &Limits) -> Mode {
+    let parent = &gw.sessions[parent_rid];
+    if parent.delegated.is_some() || parent.source == "exec" {
+        return Mode::Waits(None);
+    }
+    let board = gw.tools.delegations.borrow();
+    let running = board.batches.values();
+    let running = running.filter(|b| b.background.is_some()).count();
+    if running >= limits.max_children {
+        return Mode::Waits(Some(format!(
+            "{running} delegations were already running in the background (the most \
+             delegation.max_concurrent_children allows), so these subagents ran while this \
+             call waited and their results are above. Raise \
+             delegation.max_concurrent_children in config.yaml for more background \
+             delegations at once."
+        )));
+    }
+    Mode::Background
 }
 
 /// Child `rid` reached its `delegation.child_timeout_seconds`: its turn is stopped (its tools
@@ -182,8 +250,79 @@ pub(crate) fn subagent_ended(gw: &mut Gateway, end: subagent::End, now: Instant)
         }
         board.batches.remove(&job)
     };
-    if let Some(batch) = finished {
-        crate::session::calls::finish_job(gw, job, batch.result(now), now);
+    let Some(mut batch) = finished else {
+        return;
+    };
+    match batch.background.take() {
+        Some(bg) => background_done(gw, batch, bg, now),
+        None => crate::session::calls::finish_job(gw, job, batch.result(now), now),
+    }
+}
+
+/// Every child of a background delegation ended: the combined result goes to the parent as
+/// a background process's notice does (a status line, then a prompt after a running turn);
+/// during the shutdown it is kept in the parent's queue, which its end stores.
+fn background_done(gw: &mut Gateway, batch: Batch, bg: Background, now: Instant) {
+    let parent = bg.parent_rid.clone();
+    if let Some(s) = gw.sessions.get_mut(&parent) {
+        s.background_delegations = s.background_delegations.saturating_sub(1);
+    }
+    let why = "It was stopped before it finished.";
+    let text = batch.notice(&bg, now, util::unix_now(), why);
+    if crate::tools::process::notify(gw, parent.clone(), text.clone()) {
+        return;
+    }
+    match gw.sessions.get_mut(&parent) {
+        Some(s) => {
+            s.queued.push_back(text);
+            s.queue_dirty = true;
+            gw.mark_dirty(&parent);
+        }
+        // Its session's close took the delegation's result first (`parent_closing`).
+        None => crate::diag!("[delegation] {} ended after its session", bg.id),
+    }
+}
+
+/// Session `rid` has a delegation running in the background.
+pub(crate) fn delegating(gw: &Gateway, rid: &str) -> bool {
+    let board = gw.tools.delegations.borrow();
+    let mut batches = board.batches.values();
+    batches.any(|b| b.background.as_ref().is_some_and(|bg| bg.parent_rid == rid))
+}
+
+/// Session `rid` is closing (`session.close`, the shutdown): its background delegations end
+/// with it, as in Hermes. Their children are interrupted, and each delegation's result as it
+/// stands (children cut off say so) joins the session's queue, which its close keeps in its
+/// stored transcript: nothing runs on, nothing is lost.
+pub(crate) fn parent_closing(gw: &mut Gateway, rid: &str, now: Instant) {
+    let board = gw.tools.delegations.clone();
+    let mine: Vec<JobId> = {
+        let board = board.borrow();
+        let batches = board.batches.iter();
+        let owned =
+            batches.filter(|(_, b)| b.background.as_ref().is_some_and(|bg| bg.parent_rid == rid));
+        owned.map(|(job, _)| *job).collect()
+    };
+    let why = if gw.shutdown.is_some() {
+        "The gateway shut down before this subagent finished."
+    } else {
+        "Its parent session was closed before this subagent finished."
+    };
+    for job in mine {
+        let Some(mut batch) = board.borrow_mut().batches.remove(&job) else {
+            continue;
+        };
+        // Their ends find the delegation gone and only leave memory.
+        cancelled(gw, job, now);
+        let Some(bg) = batch.background.take() else {
+            continue;
+        };
+        let text = batch.notice(&bg, now, util::unix_now(), why);
+        if let Some(s) = gw.sessions.get_mut(rid) {
+            s.background_delegations = s.background_delegations.saturating_sub(1);
+            s.queued.push_back(text);
+            s.queue_dirty = true;
+        }
     }
 }
 
@@ -220,7 +359,7 @@ pub(crate) fn interrupt(gw: &mut Gateway, subagent_id: &str, now: Instant) -> bo
 
 /// `delegation.status`: the children running, whether spawning is paused, the limits.
 pub(crate) fn status(gw: &Gateway) -> Value {
-    let limits = crate::tools::delegate::Limits::load(&gw.cfg.home);
+    let limits = Limits::load(&gw.cfg.home);
     let mut active: Vec<(f64, Value)> = gw
         .sessions
         .values()

@@ -78,8 +78,8 @@ fn write_partials(gw: &mut Gateway) {
 }
 
 /// The reaper tick: sessions idle past the TTL are flushed, ended and evicted from memory
-/// (not one whose background processes still run: evicting it would kill them), and the
-/// journals of gateways that died meanwhile folded.
+/// (not one whose background processes or delegations still run: evicting it would kill
+/// them), and the journals of gateways that died meanwhile folded.
 pub fn reap_idle(gw: &mut Gateway, now: Instant) {
     let ttl = gw.cfg.session_ttl;
     let processes = &gw.tools.processes;
@@ -88,6 +88,8 @@ pub fn reap_idle(gw: &mut Gateway, now: Instant) {
         .iter()
         .filter(|(_, s)| !s.running() && now.saturating_duration_since(s.last_active) >= ttl)
         .filter(|(rid, _)| !processes.any_running(rid))
+        // Nor one whose background delegation runs: its result is to come to it.
+        .filter(|(rid, _)| !crate::delegation::delegating(gw, rid))
         .map(|(rid, _)| rid.clone())
         .collect();
     for rid in idle {

@@ -194,6 +194,8 @@ impl Gateway {
 
     /// End a session's row and take it out of memory; it stays resumable from the store.
     pub(crate) fn retire(&mut self, rid: &str, reason: &str, now: Instant) {
+        // Its background delegations end with it; their results join its queue, kept below.
+        crate::delegation::parent_closing(self, rid, now);
         // Prompts still waiting for their images were accepted: kept like the queued ones.
         let unsent = crate::methods::images::take_unsent(self, rid);
         if let Some(s) = self.sessions.get_mut(rid)

@@ -10,8 +10,9 @@
 //! request answered once, under its id, never with an internal error; every reply the client
 //! saw complete is what a later resume shows (or, for a compacted session, what state.db
 //! keeps), across restarts and crashes; a deleted session stays deleted; a hold on a full disk
-//! ends once space is freed and its held frames go out; no subagent runs once no turn does; a
-//! closed input ends the gateway. A failing seed prints the line that replays it.
+//! ends once space is freed and its held frames go out; no subagent runs once no turn does
+//! and no background delegation's result is due (each comes, as a turn of its own); a closed
+//! input ends the gateway. A failing seed prints the line that replays it.
 //!
 //! Seeds: `TUIGW_SIM_SEEDS` (how many, from `TUIGW_SIM_FIRST`), one seed alone with
 //! `TUIGW_SIM_SEED`; client steps per seed: `TUIGW_SIM_STEPS`.
@@ -227,6 +228,9 @@ struct Client {
     asking: BTreeSet<String>,
     /// Live sessions told their output is held (a full disk), not yet told it is saved again.
     held: BTreeSet<String>,
+    /// Live sessions' delegations running in the background (answered `dispatched`, their
+    /// combined result not yet arrived): how many each.
+    delegating: BTreeMap<String, usize>,
 }
 
 enum Expect {
@@ -234,7 +238,8 @@ enum Expect {
     Shows(String),
     /// A create: the runtime and stored ids go in `live`.
     Created,
-    /// `delegation.status` with no turn running: no subagent may be active.
+    /// `delegation.status` with no turn running and no delegation's result due: no subagent
+    /// may be active.
     NoSubagents,
     /// A delete of this stored session.
     Deleted(String),
@@ -315,6 +320,7 @@ impl World {
                 compacted: BTreeMap::new(),
                 asking: BTreeSet::new(),
                 held: BTreeSet::new(),
+                delegating: BTreeMap::new(),
             },
             log: Vec::new(),
             store_lock: None,
@@ -418,7 +424,7 @@ impl World {
                 Some(d) if d.is_zero() => quiet = 0,
                 Some(d) => {
                     // Timers far off (the reaper, flush ticks) are not worth waiting for.
-                    if self.client.waiting.is_empty() && self.client.busy.is_empty() {
+                    if self.client.waiting.is_empty() && self.quiet_sessions() {
                         return;
                     }
                     advance(d.min(Duration::from_secs(1)));
@@ -426,12 +432,12 @@ impl World {
                 None => {
                     quiet += 1;
                     if quiet > 2 {
-                        if self.client.busy.is_empty() && self.client.waiting.is_empty() {
+                        if self.quiet_sessions() && self.client.waiting.is_empty() {
                             return;
                         }
                         self.fail(&format!(
-                            "nothing to wake the loop, but {:?} unanswered and {:?} busy",
-                            self.client.waiting, self.client.busy
+                            "nothing to wake the loop, but {:?} unanswered, {:?} busy, {:?} delegating",
+                            self.client.waiting, self.client.busy, self.client.delegating
                         ));
                     }
                 }
@@ -554,13 +560,26 @@ impl World {
             Some("message.start") => {
                 self.client.busy.insert(rid, ());
             }
-            Some("tool.complete") => self.covered.tool_calls += 1,
+            Some("tool.complete") => {
+                self.covered.tool_calls += 1;
+                let done = &p["payload"];
+                if done["name"] == "delegate_task" && done["result"]["status"] == "dispatched" {
+                    *self.client.delegating.entry(rid).or_default() += 1;
+                }
+            }
             Some("approval.request") => {
                 self.client.asking.insert(rid);
             }
             Some("status.update") => {
                 let text = p["payload"]["text"].as_str().unwrap_or_default();
-                if text.contains("output is held") {
+                if text.starts_with("[ASYNC DELEGATION")
+                    && let Some(n) = self.client.delegating.get_mut(&rid)
+                {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.client.delegating.remove(&rid);
+                    }
+                } else if text.contains("output is held") {
                     self.client.held.insert(rid);
                 } else if text.contains("saving works again") && self.client.held.remove(&rid) {
                     self.covered.holds_ended += 1;
@@ -643,7 +662,11 @@ impl World {
             }
             2..=5 => {
                 let Some(rid) = self.any_live() else { return };
-                if self.client.busy.contains_key(&rid) || self.client.asked.contains_key(&rid) {
+                // A background delegation's result starts a turn of its own when it comes.
+                if self.client.busy.contains_key(&rid)
+                    || self.client.asked.contains_key(&rid)
+                    || self.client.delegating.contains_key(&rid)
+                {
                     return;
                 }
                 let words = 1 + self.rng.below(12);
@@ -690,6 +713,7 @@ impl World {
                 self.client.live.remove(&rid);
                 self.client.busy.remove(&rid);
                 self.client.asked.remove(&rid);
+                self.client.delegating.remove(&rid);
             }
             8 => {
                 let closed = self.stored_not_live();
@@ -716,7 +740,10 @@ impl World {
             }
             9 if self.rng.below(3) == 0 => {
                 let Some(rid) = self.any_live() else { return };
-                if self.client.busy.contains_key(&rid) || self.client.asked.contains_key(&rid) {
+                if self.client.busy.contains_key(&rid)
+                    || self.client.asked.contains_key(&rid)
+                    || self.client.delegating.contains_key(&rid)
+                {
                     return;
                 }
                 let id = self.send("session.compress", json!({"session_id": rid}));
@@ -726,12 +753,17 @@ impl World {
             _ => self.restart(),
         }
         self.settle();
-        if self.client.busy.is_empty() && self.run.gateway.is_some() {
+        if self.quiet_sessions() && self.run.gateway.is_some() {
             let id = self.send("delegation.status", json!({}));
             self.client.expect.insert(id, Expect::NoSubagents);
             self.settle();
             self.check_hold_ended();
         }
+    }
+
+    /// No turn runs and no delegation's result is due.
+    fn quiet_sessions(&self) -> bool {
+        self.client.busy.is_empty() && self.client.delegating.is_empty()
     }
 
     /// Stored sessions that are not live here.
@@ -791,6 +823,7 @@ impl World {
         self.client.asked.clear();
         self.client.asking.clear();
         self.client.held.clear();
+        self.client.delegating.clear();
         self.crash_in = None;
     }
 

@@ -1,10 +1,12 @@
 //! Subagents through the binary: `delegate_task` (the offline model's `%delegate_task {…}`;
 //! each child's goal is its own prompt, so a goal `$ CMD` makes the child run CMD) spawns
 //! child sessions driven by the same loop; their progress reaches the parent's client as
-//! `subagent.*`, their summaries come back as the call's result, they are stored as Hermes
-//! stores children, and an interrupt, a close or a kill leaves none of them or their commands
-//! running. Commands carry a marker only this test's processes have; every wait polls with a
-//! deadline.
+//! `subagent.*`. From a top-level session the call runs in the background, as in Hermes 0.18:
+//! it answers `dispatched` at once, the parent's turn ends, and the children's combined result
+//! arrives as a new message of the parent's (a turn of its own); an orchestrator child's call
+//! waits and returns the results. Children are stored as Hermes stores them, and an interrupt,
+//! a close or a kill leaves none of them or their commands running. Commands carry a marker
+//! only this test's processes have; every wait polls with a deadline.
 
 use crate::common;
 use crate::mockai;
@@ -61,16 +63,45 @@ impl Tree {
         format!("$ {}", command.replace("{m}", &self.m))
     }
 
-    /// Run a delegating turn to its end; the turn and the call's result.
-    fn delegate(&mut self, args: Value) -> (Turn, Value) {
-        let turn = self.g.run_turn(&self.sid, &delegate_prompt(args));
-        let done = turn
-            .events
-            .iter()
-            .find(|e| e["type"] == "tool.complete" && e["payload"]["name"] == "delegate_task")
-            .unwrap_or_else(|| panic!("no delegate_task tool.complete: {:?}", types(&turn.events)))
-            .clone();
-        (turn, done["payload"]["result"].clone())
+    /// Run a delegating turn: the call answers `dispatched` and the turn ends; then the
+    /// children's combined result arrives as a turn of its own.
+    fn delegate(&mut self, args: Value) -> Background {
+        let (dispatch, answer) = self.dispatch(args);
+        let (result, text) = self.result_of(&answer);
+        Background {
+            dispatch,
+            answer,
+            result,
+            text,
+        }
+    }
+
+    /// Run a delegating turn to its end: the turn and the call's answer (`dispatched`).
+    fn dispatch(&mut self, args: Value) -> (Turn, Value) {
+        let sid = self.sid.clone();
+        let start = submit(&mut self.g, &sid, &delegate_prompt(args));
+        let dispatch = self.g.finish_turn(&sid, start, T);
+        let answer = call_result(&dispatch);
+        assert_eq!(answer["status"], "dispatched", "{answer}");
+        (dispatch, answer)
+    }
+
+    /// The next turn of the parent, which the combined result of delegation `answer` starts;
+    /// and that result's text.
+    fn result_of(&mut self, answer: &Value) -> (Turn, String) {
+        let sid = self.sid.clone();
+        let next = self.g.frames.len();
+        let result = self.g.finish_turn(&sid, next, T);
+        let text = notice_of(&self.g.events_of_session(&sid), answer);
+        (result, text)
+    }
+
+    /// A delegating turn the tool refuses: the turn and the call's result.
+    fn refused(&mut self, args: Value) -> (Turn, Value) {
+        let turn = self.g.run_turn(&self.sid.clone(), &delegate_prompt(args));
+        let result = call_result(&turn);
+        assert!(result["error"].is_string(), "{result}");
+        (turn, result)
     }
 
     /// The stored children of the parent session: (id, source, end_reason).
@@ -82,6 +113,50 @@ impl Tree {
         let st = self.g.call("delegation.status", json!({}));
         st["active"].as_array().cloned().unwrap_or_default()
     }
+}
+
+/// A background delegation seen through: the turn that dispatched it, the call's answer, the
+/// turn its combined result started, and that result's text.
+struct Background {
+    dispatch: Turn,
+    answer: Value,
+    result: Turn,
+    text: String,
+}
+
+/// The result of the turn's `delegate_task` call.
+fn call_result(turn: &Turn) -> Value {
+    let done = turn
+        .events
+        .iter()
+        .find(|e| e["type"] == "tool.complete" && e["payload"]["name"] == "delegate_task")
+        .unwrap_or_else(|| panic!("no delegate_task tool.complete: {:?}", types(&turn.events)));
+    done["payload"]["result"].clone()
+}
+
+/// The combined result of the delegation `answer` names, as the parent's client was told it.
+fn notice_of(events: &[Value], answer: &Value) -> String {
+    let id = answer["delegation_id"].as_str().unwrap();
+    let head = format!("[ASYNC DELEGATION BATCH COMPLETE — {id}]");
+    let told = events.iter().find(|e| {
+        e["type"] == "status.update"
+            && e["payload"]["kind"] == "process"
+            && e["payload"]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(&head))
+    });
+    let told = told.unwrap_or_else(|| panic!("no notice of {id}: {:?}", types(events)));
+    told["payload"]["text"].as_str().unwrap().to_string()
+}
+
+/// The section of a combined result about task `n` (1-based): its header and report.
+fn task_part(text: &str, n: usize) -> String {
+    let at = text
+        .find(&format!(" TASK {n}/"))
+        .unwrap_or_else(|| panic!("no task {n} in {text}"));
+    let rest = &text[at..];
+    let end = rest[1..].find("\n--- ").map_or(rest.len(), |e| e + 1);
+    rest[..end].to_string()
 }
 
 /// The stored children of session `parent`: (id, source, end_reason), oldest first.
@@ -106,51 +181,74 @@ fn of_type<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
 }
 
 #[test]
-fn one_child_runs_its_goal_and_its_summary_comes_back() {
+fn a_delegation_answers_at_once_and_its_result_arrives_as_a_new_message() {
     let home = TempHome::new("sub-one");
     let mut t = tree_in(&home, "sub-one");
     let goal = t.runs("echo child-says-{m}");
-    let (turn, result) = t.delegate(json!({"goal": goal, "context": "just run it"}));
+    let d = t.delegate(json!({"goal": goal, "context": "just run it"}));
+
+    // Hermes' answer: the call returns at once and the parent's turn ends.
+    let a = &d.answer;
     assert_eq!(
-        turn.complete["payload"]["status"], "complete",
-        "{:?}",
-        turn.events
+        (&a["mode"], &a["count"]),
+        (&json!("background"), &json!(1)),
+        "{a}"
     );
-
-    let entry = &result["results"][0];
-    assert_eq!(entry["status"], "completed", "{result}");
-    assert_eq!(entry["exit_reason"], "completed");
-    let summary = entry["summary"].as_str().unwrap();
     assert!(
-        summary.contains(&format!("child-says-{}", t.m)),
-        "{summary}"
+        a["delegation_id"].as_str().unwrap().starts_with("deleg_"),
+        "{a}"
     );
-    assert_eq!(entry["tool_trace"][0]["tool"], "terminal", "{entry}");
-    assert!(entry["api_calls"].as_u64().unwrap() >= 2, "{entry}");
-    assert!(result["total_duration_seconds"].is_number(), "{result}");
-
-    // The parent's client heard the child start, use its tool and end.
-    let start = of_type(&turn.events, "subagent.start");
-    assert_eq!(start.len(), 1, "{:?}", types(&turn.events));
+    assert_eq!(a["goals"], json!([goal]));
+    assert!(a["note"].as_str().unwrap().contains("new message"), "{a}");
+    assert_eq!(d.dispatch.complete["payload"]["status"], "complete");
+    // The TUI's status bar reads it: `⛓ 1`, "resumes when subagent finishes".
+    let running = |turn: &Turn| turn.complete["payload"]["usage"]["active_subagents"].clone();
+    assert_eq!(running(&d.dispatch), 1, "{}", d.dispatch.complete);
+    assert!(
+        of_type(&d.dispatch.events, "subagent.complete").is_empty(),
+        "the turn did not wait for the child: {:?}",
+        types(&d.dispatch.events)
+    );
+    // The child started before the call answered.
+    let start = of_type(&d.dispatch.events, "subagent.start");
+    assert_eq!(start.len(), 1, "{:?}", types(&d.dispatch.events));
     let p = &start[0]["payload"];
     assert_eq!(p["goal"], goal.as_str());
-    assert_eq!(p["task_index"], 0);
-    assert_eq!(p["depth"], 0);
+    assert_eq!((&p["task_index"], &p["depth"]), (&json!(0), &json!(0)));
     let subagent_id = p["subagent_id"].as_str().unwrap().to_string();
-    let tool = of_type(&turn.events, "subagent.tool");
+
+    // Its result is a new message of the parent's: a turn of its own, the model answering it.
+    let text = &d.text;
+    assert!(
+        text.contains("TASK 1/1: ") && text.contains("status=completed"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("child-says-{}", t.m)), "{text}");
+    assert!(text.contains("Context you provided: just run it"), "{text}");
+    assert!(text.contains("api_calls=2"), "{text}");
+    assert_eq!(of_type(&d.result.events, "message.start").len(), 1);
+    assert_eq!(d.result.complete["payload"]["status"], "complete");
+    assert_eq!(running(&d.result), 0, "{}", d.result.complete);
+    // (The model's echo of its prompt, trimmed.)
+    assert!(d.result.text.contains(text.trim()), "{}", d.result.text);
+    let rows = message_rows(&t.g.db_path(), &t.stored);
+    let user: Vec<&str> = (rows.iter().filter(|r| r.role == "user"))
+        .filter_map(|r| r.content.as_deref())
+        .collect();
+    assert_eq!(user.last(), Some(&text.as_str()), "{rows:?}");
+    assert_eq!(rows.last().unwrap().role, "assistant", "{rows:?}");
+
+    // The parent's client heard the child use its tool and end, after the call answered.
+    let sid = t.sid.clone();
+    let events = t.g.events_of_session(&sid);
+    let tool = of_type(&events, "subagent.tool");
     assert_eq!(tool[0]["payload"]["tool_name"], "terminal");
     assert_eq!(tool[0]["payload"]["subagent_id"], subagent_id.as_str());
-    let complete = of_type(&turn.events, "subagent.complete");
+    let complete = of_type(&events, "subagent.complete");
     assert_eq!(complete.len(), 1);
     assert_eq!(complete[0]["payload"]["status"], "completed");
-    assert!(
-        complete[0]["payload"]["summary"]
-            .as_str()
-            .unwrap()
-            .contains("child-says"),
-        "{}",
-        complete[0]
-    );
+    let said = complete[0]["payload"]["summary"].as_str().unwrap();
+    assert!(said.contains("child-says"), "{}", complete[0]);
 
     // Stored as Hermes stores a delegated run, and ended; nothing of it is still live.
     let children = t.stored_children();
@@ -169,7 +267,7 @@ fn one_child_runs_its_goal_and_its_summary_comes_back() {
 }
 
 #[test]
-fn a_batch_runs_its_children_at_the_same_time() {
+fn a_batch_runs_its_children_at_the_same_time_and_reports_them_together() {
     let home = TempHome::new("sub-batch");
     let mut t = tree_in(&home, "sub-batch");
     // Each child waits until all three have started: only concurrent children finish.
@@ -183,16 +281,20 @@ fn a_batch_runs_its_children_at_the_same_time() {
         )
     };
     let tasks: Vec<Value> = (0..3).map(|i| json!({"goal": t.runs(&meet(i))})).collect();
-    let (turn, result) = t.delegate(json!({"tasks": tasks}));
-    let results = result["results"].as_array().unwrap();
-    assert_eq!(results.len(), 3, "{result}");
-    for (i, r) in results.iter().enumerate() {
-        assert_eq!(r["task_index"], i);
-        assert_eq!(r["status"], "completed", "{r}");
-        assert!(r["summary"].as_str().unwrap().contains("met-3-"), "{r}");
+    let d = t.delegate(json!({"tasks": tasks}));
+    assert_eq!(d.answer["count"], 3, "{}", d.answer);
+    assert!(d.text.contains("3 subagent(s)"), "{}", d.text);
+    for n in 1..=3 {
+        let part = task_part(&d.text, n);
+        assert!(part.contains("status=completed"), "{part}");
+        assert!(part.contains(&format!("met-3-{}", t.m)), "{part}");
     }
-    assert_eq!(of_type(&turn.events, "subagent.start").len(), 3);
-    assert_eq!(of_type(&turn.events, "subagent.complete").len(), 3);
+    // One message for the three, once all of them are done.
+    assert_eq!(d.text.matches("[ASYNC DELEGATION").count(), 1);
+    let sid = t.sid.clone();
+    let events = t.g.events_of_session(&sid);
+    assert_eq!(of_type(&events, "subagent.start").len(), 3);
+    assert_eq!(of_type(&events, "subagent.complete").len(), 3);
     assert_eq!(t.stored_children().len(), 3);
 }
 
@@ -203,7 +305,7 @@ fn limits_and_the_pause_refuse_with_the_reason() {
     let many: Vec<Value> = (0..1000)
         .map(|i| json!({"goal": format!("g{i}")}))
         .collect();
-    let (_, result) = t.delegate(json!({"tasks": many}));
+    let (_, result) = t.refused(json!({"tasks": many}));
     let err = result["error"]
         .as_str()
         .unwrap_or_else(|| panic!("{result}"));
@@ -219,7 +321,7 @@ fn limits_and_the_pause_refuse_with_the_reason() {
     assert_eq!(st["paused"], true);
     assert_eq!(st["max_concurrent_children"], 3);
     assert_eq!(st["max_spawn_depth"], 1);
-    let (_, result) = t.delegate(json!({"goal": "anything"}));
+    let (_, result) = t.refused(json!({"goal": "anything"}));
     assert!(
         result["error"].as_str().unwrap().contains("paused"),
         "{result}"
@@ -228,10 +330,19 @@ fn limits_and_the_pause_refuse_with_the_reason() {
 
     // A child cannot delegate (depth 1 of 1) or ask the user: it is not offered either.
     let inner = delegate_prompt(json!({"goal": "deeper"}));
-    let (_, result) = t.delegate(json!({"goal": inner}));
-    let trace = &result["results"][0]["tool_trace"][0];
-    assert_eq!(trace["tool"], "delegate_task", "{result}");
-    assert_eq!(trace["status"], "error", "{result}");
+    let d = t.delegate(json!({"goal": inner}));
+    let refused = "tool delegate_task is not available to a subagent";
+    assert!(d.text.contains(refused), "{}", d.text);
+    // (The 1,000 tasks above made the parent compact: its child is its continuation's.)
+    let start = &of_type(&d.dispatch.events, "subagent.start")[0]["payload"];
+    let child = start["child_session_id"].as_str().unwrap();
+    let rows = message_rows(&t.g.db_path(), child);
+    let refusal = rows.iter().find(|r| r.role == "tool").unwrap();
+    assert_eq!(refusal.tool_name.as_deref(), Some("delegate_task"));
+    assert!(
+        refusal.content.as_deref().unwrap().contains(refused),
+        "{refusal:?}"
+    );
 }
 
 #[test]
@@ -243,13 +354,15 @@ fn a_childs_command_that_needs_approval_is_denied_unless_the_config_allows() {
     let scratch = home.path.join(&name);
     make_dir_with_file(&scratch);
     let goal = format!("$ rm -rf ~/{name}");
-    let (turn, result) = t.delegate(json!({"goal": goal}));
+    let d = t.delegate(json!({"goal": goal}));
+    let sid = t.sid.clone();
+    let asked = |g: &mut Gateway| of_type(&g.events_of_session(&sid), "approval.request").len();
+    assert_eq!(asked(&mut t.g), 0, "nobody is asked");
     assert!(
-        of_type(&turn.events, "approval.request").is_empty(),
-        "nobody is asked"
+        task_part(&d.text, 1).contains("status=completed"),
+        "{}",
+        d.text
     );
-    let entry = &result["results"][0];
-    assert_eq!(entry["tool_trace"][0]["status"], "error", "{result}");
     assert!(scratch.exists(), "the denied command did not run");
     let child = &t.stored_children()[0].0;
     let rows = message_rows(&t.g.db_path(), child);
@@ -269,55 +382,59 @@ fn a_childs_command_that_needs_approval_is_denied_unless_the_config_allows() {
         "delegation:\n  subagent_auto_approve: true\n",
     )
     .unwrap();
-    let (turn, result) = t.delegate(json!({"goal": goal}));
-    assert!(of_type(&turn.events, "approval.request").is_empty());
-    assert_eq!(
-        result["results"][0]["tool_trace"][0]["status"], "ok",
-        "{result}"
-    );
+    t.delegate(json!({"goal": goal}));
+    assert_eq!(asked(&mut t.g), 0);
     assert!(!scratch.exists(), "the approved command ran");
 }
 
 #[test]
-fn interrupting_the_parent_stops_every_child_and_its_command() {
+fn the_parent_goes_on_while_its_children_run_and_its_interrupt_leaves_them_running() {
     let home = TempHome::new("sub-interrupt");
     let mut t = tree_in(&home, "sub-interrupt");
     let tasks: Vec<Value> = (0..2)
         .map(|i| json!({"goal": t.runs(&format!("sleep 30{i}.{{m}}"))}))
         .collect();
-    let start = submit(
-        &mut t.g,
-        &t.sid.clone(),
-        &delegate_prompt(json!({"tasks": tasks})),
-    );
+    let (_, answer) = t.dispatch(json!({"tasks": tasks}));
     wait_for_proc("sleep", &format!("300.{}", t.m), T);
     wait_for_proc("sleep", &format!("301.{}", t.m), T);
     assert_eq!(t.active().len(), 2);
     // Subagents are not sessions the user switches to: the picker lists the parent alone.
     let live = t.g.call("session.active_list", json!({}));
     assert_eq!(listed_ids(&live), [t.sid.as_str()], "{live}");
-    t.g.call("session.interrupt", json!({"session_id": t.sid}));
-    let turn = t.g.finish_turn(&t.sid.clone(), start, T);
-    assert_eq!(turn.complete["payload"]["status"], "interrupted");
-    let done = of_type(&turn.events, "tool.complete");
-    let result = &done[0]["payload"]["result"];
-    for r in result["results"].as_array().unwrap() {
-        assert_eq!(r["status"], "interrupted", "{result}");
-    }
-    assert_none_left(
-        &format!(".{}", t.m),
-        T,
-        "children's commands after the interrupt",
-    );
-    poll_until(T, || t.active().is_empty());
-    // Each child's end still reached the parent's client.
+
+    // The parent's next turn runs while they work; interrupting it stops that turn alone
+    // (Hermes' Stop: background subagents are not the turn's).
     let sid = t.sid.clone();
-    poll_until(T, || {
-        of_type(&t.g.events_of_session(&sid), "subagent.complete").len() == 2
-    });
-    // The parent goes on: its next turn runs.
-    let next = t.g.run_turn(&t.sid.clone(), "hello again");
-    assert_eq!(next.complete["payload"]["status"], "complete");
+    let own = t.runs("sleep 302.{m}");
+    let start = submit(&mut t.g, &sid, &own);
+    wait_for_proc("sleep", &format!("302.{}", t.m), T);
+    t.g.call("session.interrupt", json!({"session_id": sid}));
+    let turn = t.g.finish_turn(&sid, start, T);
+    assert_eq!(turn.complete["payload"]["status"], "interrupted");
+    assert_none_left(&format!("302.{}", t.m), T, "the parent's own command");
+    wait_for_proc("sleep", &format!("300.{}", t.m), T);
+    wait_for_proc("sleep", &format!("301.{}", t.m), T);
+    assert_eq!(t.active().len(), 2);
+
+    // Stopped from the agents overlay, each says so in the result that then arrives.
+    for a in t.active() {
+        let r = t.g.call(
+            "subagent.interrupt",
+            json!({"subagent_id": a["subagent_id"]}),
+        );
+        assert_eq!(r["found"], true, "{r}");
+    }
+    let (result, text) = t.result_of(&answer);
+    assert_eq!(result.complete["payload"]["status"], "complete");
+    for n in 1..=2 {
+        assert!(task_part(&text, n).contains("status=interrupted"), "{text}");
+    }
+    assert_none_left(&format!(".{}", t.m), T, "children's commands");
+    assert!(t.active().is_empty());
+    assert_eq!(
+        of_type(&t.g.events_of_session(&sid), "subagent.complete").len(),
+        2
+    );
 }
 
 #[test]
@@ -328,11 +445,7 @@ fn one_child_can_be_interrupted_alone() {
         json!({"goal": t.runs("sleep 310.{m}")}),
         json!({"goal": t.runs("sleep 2.{m}; echo second-done")}),
     ];
-    let start = submit(
-        &mut t.g,
-        &t.sid.clone(),
-        &delegate_prompt(json!({"tasks": tasks})),
-    );
+    let (_, answer) = t.dispatch(json!({"tasks": tasks}));
     wait_for_proc("sleep", &format!("310.{}", t.m), T);
     let first = t
         .active()
@@ -342,17 +455,12 @@ fn one_child_can_be_interrupted_alone() {
     let id = first["subagent_id"].as_str().unwrap();
     let r = t.g.call("subagent.interrupt", json!({"subagent_id": id}));
     assert_eq!(r["found"], true, "{r}");
-    let turn = t.g.finish_turn(&t.sid.clone(), start, T);
-    assert_eq!(turn.complete["payload"]["status"], "complete");
-    let done = of_type(&turn.events, "tool.complete");
-    let results = &done[0]["payload"]["result"]["results"];
-    assert_eq!(results[0]["status"], "interrupted", "{results}");
-    assert_eq!(results[1]["status"], "completed", "{results}");
+    let (_, text) = t.result_of(&answer);
+    assert!(task_part(&text, 1).contains("status=interrupted"), "{text}");
+    let second = task_part(&text, 2);
     assert!(
-        results[1]["summary"]
-            .as_str()
-            .unwrap()
-            .contains("second-done")
+        second.contains("status=completed") && second.contains("second-done"),
+        "{text}"
     );
     let again = t.g.call("subagent.interrupt", json!({"subagent_id": id}));
     assert_eq!(again["found"], false);
@@ -360,6 +468,107 @@ fn one_child_can_be_interrupted_alone() {
         t.g.expect_code("subagent.interrupt", json!({}), 4000),
         "subagent_id required"
     );
+}
+
+/// A command that waits for `file` to exist.
+fn wait_for_file(file: &std::path::Path) -> String {
+    format!("while [ ! -e {} ]; do sleep 0.02; done", file.display())
+}
+
+#[test]
+fn a_result_that_comes_during_a_turn_waits_for_its_end() {
+    let home = TempHome::new("sub-held");
+    let mut t = tree_in(&home, "sub-held");
+    let go = home.path.join(format!("go-{}", t.m));
+    let done = home.path.join(format!("done-{}", t.m));
+    let goal = t.runs(&format!(
+        "{}; echo child-finished-{{m}}",
+        wait_for_file(&go)
+    ));
+    let (_, answer) = t.dispatch(json!({"goal": goal}));
+    // The parent's next turn lets the child finish, then waits: the result comes meanwhile.
+    let sid = t.sid.clone();
+    let own = format!("$ touch {}; {}", go.display(), wait_for_file(&done));
+    let start = submit(&mut t.g, &sid, &own);
+    let status = t.g.wait_session_event(&sid, "status.update", T);
+    let text = status["payload"]["text"].as_str().unwrap().to_string();
+    assert!(text.contains("child-finished-"), "{status}");
+    std::fs::write(&done, b"").unwrap();
+    let turn = t.g.finish_turn(&sid, start, T);
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    assert!(turn.text.contains("exited with status 0"), "{}", turn.text);
+    // Then the result is a turn of its own, after that one.
+    let (result, said) = t.result_of(&answer);
+    assert_eq!(said, text);
+    assert!(result.text.contains(text.trim()), "{}", result.text);
+    let rows = message_rows(&t.g.db_path(), &t.stored);
+    let users: Vec<&str> = (rows.iter().filter(|r| r.role == "user"))
+        .filter_map(|r| r.content.as_deref())
+        .collect();
+    assert_eq!(
+        users[users.len() - 2..],
+        [own.as_str(), text.as_str()],
+        "{rows:?}"
+    );
+}
+
+#[test]
+fn past_the_cap_on_background_delegations_a_call_waits_and_says_why() {
+    let home = TempHome::new("sub-cap");
+    std::fs::write(
+        home.path.join("config.yaml"),
+        "delegation:\n  max_concurrent_children: 1\n",
+    )
+    .unwrap();
+    let mut t = tree_in(&home, "sub-cap");
+    let go = home.path.join(format!("go-{}", t.m));
+    let first = t.runs(&format!("{}; echo first-{{m}}", wait_for_file(&go)));
+    let (_, answer) = t.dispatch(json!({"goal": first}));
+    // One runs in the background: the next call waits for its child, as Hermes' does.
+    let sid = t.sid.clone();
+    let turn = t.g.run_turn(
+        &sid,
+        &delegate_prompt(json!({"goal": t.runs("echo second-{m}")})),
+    );
+    let result = call_result(&turn);
+    assert_eq!(result["results"][0]["status"], "completed", "{result}");
+    let summary = result["results"][0]["summary"].as_str().unwrap();
+    assert!(summary.contains("second-"), "{result}");
+    let note = result["note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("delegation.max_concurrent_children"),
+        "{result}"
+    );
+    // The first goes on, and its result comes as ever.
+    std::fs::write(&go, b"").unwrap();
+    let (_, text) = t.result_of(&answer);
+    assert!(text.contains("first-"), "{text}");
+}
+
+#[test]
+fn an_idle_parent_is_not_reaped_while_its_children_run() {
+    let home = TempHome::new("sub-reap");
+    let mut t = tree_with(&home, "sub-reap", &[("HERMES_TUI_SESSION_TTL_S", "1")]);
+    let go = home.path.join(format!("go-{}", t.m));
+    let goal = t.runs(&format!("{}; echo late-{{m}}", wait_for_file(&go)));
+    let (_, answer) = t.dispatch(json!({"goal": goal}));
+    // An idle session beside it is reaped; the delegating one stays.
+    let other = t.g.create_session(json!({}));
+    let live = |g: &mut Gateway| {
+        listed_ids(&g.call("session.active_list", json!({})))
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        poll_until(T, || !live(&mut t.g).contains(&other.id)),
+        "never reaped"
+    );
+    assert!(live(&mut t.g).contains(&t.sid));
+    assert_eq!(t.active().len(), 1);
+    std::fs::write(&go, b"").unwrap();
+    let (_, text) = t.result_of(&answer);
+    assert!(text.contains("late-"), "{text}");
 }
 
 #[test]
@@ -377,22 +586,16 @@ fn a_child_past_its_timeout_is_stopped_and_reported_as_timed_out() {
         json!({"goal": t.runs("sleep 320.{m}")}),
         json!({"goal": t.runs("echo quick-{m}")}),
     ];
-    let (turn, result) = t.delegate(json!({"tasks": tasks}));
-    assert_eq!(turn.complete["payload"]["status"], "complete");
-    let slow = &result["results"][0];
-    assert_eq!(slow["status"], "timeout", "{result}");
-    assert_eq!(slow["exit_reason"], "timeout");
-    assert!(slow["summary"].is_null(), "{slow}");
-    let error = slow["error"].as_str().unwrap();
-    assert!(error.contains("timed out after 1.0s"), "{error}");
-    assert_eq!(slow["api_calls"], 1, "{slow}");
+    let d = t.delegate(json!({"tasks": tasks}));
+    let slow = task_part(&d.text, 1);
+    assert!(slow.contains("(status=timeout, api_calls=1,"), "{slow}");
+    assert!(slow.contains("(no summary — status=timeout: "), "{slow}");
+    assert!(slow.contains("timed out after 1.0s"), "{slow}");
     // Its sibling, done in time, is untouched.
-    assert_eq!(result["results"][1]["status"], "completed", "{result}");
-    let done = of_type(&turn.events, "tool.complete");
-    assert_eq!(
-        done[0]["payload"]["summary"], "2 subagents · 1 completed, 1 timed out",
-        "{:?}",
-        done[0]
+    let quick = task_part(&d.text, 2);
+    assert!(
+        quick.contains("status=completed") && quick.contains("quick-"),
+        "{quick}"
     );
     // The command it was running is gone, and nothing of it stays in memory.
     assert_none_left(&format!("320.{}", t.m), T, "a timed-out child's command");
@@ -425,18 +628,14 @@ fn a_kill_mid_batch_leaves_nothing_running_and_valid_transcripts() {
     let tasks: Vec<Value> = (0..2)
         .map(|i| json!({"goal": t.runs(&format!("sleep 32{i}.{{m}}"))}))
         .collect();
-    submit(
-        &mut t.g,
-        &t.sid.clone(),
-        &delegate_prompt(json!({"tasks": tasks})),
-    );
+    t.dispatch(json!({"tasks": tasks}));
     wait_for_proc("sleep", &format!("320.{}", t.m), T);
     wait_for_proc("sleep", &format!("321.{}", t.m), T);
     t.g.signal(libc::SIGKILL);
     t.g.wait_exit(T);
     assert_none_left(&format!(".{}", t.m), T, "children's commands after SIGKILL");
 
-    // A new gateway on the same home: the parent resumes with a result for its call.
+    // A new gateway on the same home: the parent resumes, its call answered (`dispatched`).
     let mut g = Gateway::builder()
         .home(&home.path)
         .tag("sub-kill-2")
@@ -445,6 +644,7 @@ fn a_kill_mid_batch_leaves_nothing_running_and_valid_transcripts() {
     let sid = r["session_id"].as_str().unwrap().to_string();
     let rows = message_rows(&g.db_path(), &t.stored);
     let calls: Vec<String> = rows.iter().flat_map(|r| r.call_ids()).collect();
+    assert!(!calls.is_empty(), "{rows:?}");
     for id in &calls {
         assert!(
             rows.iter()
@@ -457,28 +657,6 @@ fn a_kill_mid_batch_leaves_nothing_running_and_valid_transcripts() {
     // Every child is ended and its transcript holds its goal.
     let children = stored_children(&g.db(), &t.stored);
     assert_eq!(children.len(), 2, "{children:?}");
-    // The delegation's result says the two were cut off, naming their sessions.
-    let result = rows
-        .iter()
-        .find(|r| r.role == "tool" && r.tool_name.as_deref() == Some("delegate_task"))
-        .unwrap_or_else(|| panic!("no delegate_task result: {rows:?}"));
-    let said: Value = serde_json::from_str(result.content.as_deref().unwrap_or("")).unwrap();
-    assert!(
-        said["output"]
-            .as_str()
-            .unwrap_or("")
-            .contains("2 were cut off"),
-        "{said}"
-    );
-    let named: Vec<&str> = said["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["session_id"].as_str().unwrap_or(""))
-        .collect();
-    for (id, _, _) in &children {
-        assert!(named.contains(&id.as_str()), "{id} not in {said}");
-    }
     for (id, _, end) in &children {
         assert!(end.is_some(), "child {id} ended");
         let rows = message_rows(&g.db_path(), id);
@@ -538,16 +716,19 @@ fn assert_calls_answered(db: &std::path::Path, stored: &str) {
 }
 
 #[test]
-fn closing_the_parent_or_sigterm_mid_batch_ends_every_child() {
+fn closing_the_parent_or_sigterm_mid_delegation_ends_every_child_and_keeps_the_result() {
     let home = TempHome::new("sub-close");
     let mut t = tree_in(&home, "sub-close");
-    let goal = t.runs("sleep 340.{m}");
-    submit(
-        &mut t.g,
-        &t.sid.clone(),
-        &delegate_prompt(json!({"goal": goal})),
-    );
+    let tasks = vec![
+        json!({"goal": t.runs("sleep 340.{m}")}),
+        json!({"goal": t.runs("echo early-{m}")}),
+    ];
+    t.dispatch(json!({"tasks": tasks}));
     wait_for_proc("sleep", &format!("340.{}", t.m), T);
+    let sid = t.sid.clone();
+    poll_until(T, || {
+        of_type(&t.g.events_of_session(&sid), "subagent.complete").len() == 1
+    });
     t.g.call("session.close", json!({"session_id": t.sid}));
     assert_none_left(
         &format!("340.{}", t.m),
@@ -556,18 +737,48 @@ fn closing_the_parent_or_sigterm_mid_batch_ends_every_child() {
     );
     poll_until(T, || t.active().is_empty());
     assert_calls_answered(&t.g.db_path(), &t.stored);
+    // The parent's stored transcript ends with the result as it stood: the finished child's
+    // report, the other cut off by the close.
+    let kept = |db: &std::path::Path, stored: &str| {
+        let rows = message_rows(db, stored);
+        let last = rows.last().unwrap();
+        assert_eq!(last.role, "user", "{rows:?}");
+        last.content.clone().unwrap()
+    };
+    let text = kept(&t.g.db_path(), &t.stored);
+    assert!(
+        text.starts_with("[ASYNC DELEGATION BATCH COMPLETE — deleg_"),
+        "{text}"
+    );
+    let first = task_part(&text, 1);
+    assert!(first.contains("status=interrupted"), "{text}");
+    assert!(first.contains("parent session was closed"), "{text}");
+    let second = task_part(&text, 2);
+    assert!(
+        second.contains("status=completed") && second.contains("early-"),
+        "{text}"
+    );
 
-    // SIGTERM with a batch running: the ordered shutdown ends the children with the parent.
+    // SIGTERM with children running: the ordered shutdown ends them with the parent, and the
+    // parent's transcript keeps what happened.
     let s = t.g.create_session(json!({}));
     let tasks: Vec<Value> = (0..2)
         .map(|i| json!({"goal": t.runs(&format!("sleep 35{i}.{{m}}"))}))
         .collect();
-    submit(&mut t.g, &s.id, &delegate_prompt(json!({"tasks": tasks})));
+    let start = submit(&mut t.g, &s.id, &delegate_prompt(json!({"tasks": tasks})));
+    let turn = t.g.finish_turn(&s.id, start, T);
+    assert_eq!(call_result(&turn)["status"], "dispatched");
     wait_for_proc("sleep", &format!("351.{}", t.m), T);
     t.g.signal(libc::SIGTERM);
     t.g.wait_exit(T);
     assert_none_left(&format!(".{}", t.m), T, "children's commands after SIGTERM");
     assert_calls_answered(&t.g.db_path(), &s.stored);
+    let text = kept(&t.g.db_path(), &s.stored);
+    for n in 1..=2 {
+        let part = task_part(&text, n);
+        assert!(part.contains("status=interrupted"), "{text}");
+        assert!(part.contains("gateway shut down"), "{text}");
+    }
     let db = t.g.db();
     let open: i64 = db
         .query_row(
@@ -577,6 +788,46 @@ fn closing_the_parent_or_sigterm_mid_batch_ends_every_child() {
         )
         .unwrap();
     assert_eq!(open, 0, "every child's row is ended");
+}
+
+#[test]
+fn an_orchestrator_childs_delegation_waits_for_its_own_children() {
+    let home = TempHome::new("sub-orch");
+    std::fs::write(
+        home.path.join("config.yaml"),
+        "delegation:\n  max_spawn_depth: 2\n",
+    )
+    .unwrap();
+    let mut t = tree_in(&home, "sub-orch");
+    let inner = delegate_prompt(json!({"goal": t.runs("echo grandchild-{m}")}));
+    let d = t.delegate(json!({"goal": inner, "role": "orchestrator"}));
+    // The orchestrator's own call waited: its result holds the grandchild's report.
+    let children = t.stored_children();
+    assert_eq!(children.len(), 1, "{children:?}");
+    let rows = message_rows(&t.g.db_path(), &children[0].0);
+    let call = rows.iter().find(|r| r.role == "tool").unwrap();
+    assert_eq!(call.tool_name.as_deref(), Some("delegate_task"));
+    let result: Value = serde_json::from_str(call.content.as_deref().unwrap()).unwrap();
+    assert!(result.get("status").is_none(), "not dispatched: {result}");
+    let entry = &result["results"][0];
+    assert_eq!(entry["status"], "completed", "{result}");
+    let said = entry["summary"].as_str().unwrap();
+    assert!(said.contains(&format!("grandchild-{}", t.m)), "{result}");
+    // Its report, made with that result, reaches the parent in the one message.
+    let part = task_part(&d.text, 1);
+    assert!(
+        part.contains("status=completed") && part.contains("grandchild-"),
+        "{part}"
+    );
+    let grandchildren = stored_children(&t.g.db(), &children[0].0);
+    assert_eq!(grandchildren.len(), 1, "{grandchildren:?}");
+    // The grandchild's events reached the parent's client, a level down.
+    let sid = t.sid.clone();
+    let starts = of_type(&t.g.events_of_session(&sid), "subagent.start")
+        .into_iter()
+        .map(|e| e["payload"]["depth"].clone())
+        .collect::<Vec<_>>();
+    assert_eq!(starts, [json!(0), json!(1)]);
 }
 
 /// A model call of the mock: one tool call `name(args)`.
@@ -590,9 +841,22 @@ fn call_reply(name: &str, args: &Value, id: &str) -> mockai::Reply {
     mockai::Reply::Stream(mockai::Stream::new(events))
 }
 
+/// The parent's side of a mock model that delegates `tasks` once per prompt: the call, then
+/// "parent done" after its answer, then "results read" after the children's combined result.
+fn parent_reply(messages: &[Value], tasks: &Value) -> mockai::Reply {
+    let last = messages.last().unwrap();
+    if last["role"] == "tool" {
+        return mockai::Reply::text(&["parent done"], (10, 2));
+    }
+    let text = last["content"].as_str().unwrap_or("");
+    if text.starts_with("[ASYNC DELEGATION BATCH COMPLETE") {
+        return mockai::Reply::text(&["results read"], (10, 2));
+    }
+    call_reply("delegate_task", tasks, "d1")
+}
+
 /// A mock model: a subagent's calls (its system prompt holds its task) are answered by
-/// `child` (given how many messages it was sent); the parent delegates `goal` once, then
-/// says "parent done".
+/// `child` (given how many messages it was sent); the parent delegates `goal` ([`parent_reply`]).
 fn delegating_model(
     goal: &'static str,
     child: impl Fn(usize) -> mockai::Reply + Send + Sync + 'static,
@@ -603,23 +867,48 @@ fn delegating_model(
         if system.contains("YOUR TASK:") {
             return child(messages.len());
         }
-        if messages.last().is_some_and(|m| m["role"] == "tool") {
-            return mockai::Reply::text(&["parent done"], (10, 2));
-        }
-        call_reply("delegate_task", &json!({"goal": goal}), "d1")
+        parent_reply(&messages, &json!({"goal": goal}))
     })
 }
 
-/// A gateway on `home` against `mock`, a session, and its first turn's `tool.complete`s.
-fn delegating_turn(home: &TempHome, mock: &mockai::MockAi, tag: &str) -> (Gateway, String, Turn) {
+/// A parent's prompt that delegates, seen through: the turn that dispatched, then the one the
+/// combined result started (the model's "results read"); that turn, and the result as the
+/// model got it.
+fn delegating_turns(
+    g: &mut Gateway,
+    sid: &str,
+    mock: &mockai::MockAi,
+    prompt: &str,
+) -> (Turn, String) {
+    let turn = g.run_turn(sid, prompt);
+    assert_eq!(turn.text, "parent done", "{:?}", turn.events);
+    assert_eq!(call_result(&turn)["status"], "dispatched");
+    let next = g.frames.len();
+    let result = g.finish_turn(sid, next, T);
+    assert_eq!(result.text, "results read", "{:?}", result.events);
+    let requests = mock.requests();
+    let seen = requests.iter().rev().find_map(|r| {
+        let messages = r.messages();
+        let last = messages.last()?["content"].as_str()?.to_string();
+        last.starts_with("[ASYNC DELEGATION").then_some(last)
+    });
+    (
+        result,
+        seen.expect("the model was sent the combined result"),
+    )
+}
+
+/// A gateway on `home` against `mock`, a session, and the text of its first delegation's
+/// combined result as the model was sent it.
+fn delegating_turn(home: &TempHome, mock: &mockai::MockAi, tag: &str) -> (Gateway, String, String) {
     let mut g = Gateway::builder()
         .home(&home.path)
         .openai_mock(&mock.base_url())
         .tag(tag)
         .start();
     let s = g.create_session(json!({}));
-    let turn = g.run_turn(&s.id, "split the work");
-    (g, s.id, turn)
+    let (_, seen) = delegating_turns(&mut g, &s.id, mock, "split the work");
+    (g, s.id, seen)
 }
 
 #[test]
@@ -636,13 +925,10 @@ fn a_child_that_never_stops_ends_at_its_budget_with_only_a_childs_tools() {
     let mock = delegating_model("loop forever", |n| {
         call_reply("terminal", &json!({"command": "true"}), &format!("c{n}"))
     });
-    let (_g, _, turn) = delegating_turn(&home, &mock, "sub-budget");
-    assert_eq!(turn.text, "parent done", "{:?}", turn.events);
-    let done = of_type(&turn.events, "tool.complete");
-    let entry = &done[0]["payload"]["result"]["results"][0];
-    assert_eq!(entry["status"], "failed", "{entry}");
-    assert_eq!(entry["exit_reason"], "max_iterations", "{entry}");
-    assert_eq!(entry["api_calls"], 3, "{entry}");
+    let (_g, _, seen) = delegating_turn(&home, &mock, "sub-budget");
+    let part = task_part(&seen, 1);
+    assert!(part.contains("(status=failed, api_calls=3,"), "{part}");
+    assert!(part.contains("stopped after 3 model calls"), "{part}");
 
     let requests = mock.requests();
     let child: Vec<_> = requests
@@ -691,20 +977,23 @@ fn children_run_on_the_model_delegation_names_and_a_provider_it_cannot_reach_is_
     )
     .unwrap();
     let mock = delegating_model("look", |_| mockai::Reply::text(&["done"], (10, 2)));
-    let (mut g, sid, turn) = delegating_turn(&home, &mock, "sub-model");
-    let done = of_type(&turn.events, "tool.complete");
-    assert_eq!(
-        done[0]["payload"]["result"]["results"][0]["model"],
-        "small-child-model"
-    );
-    let models: Vec<String> = mock
+    let (mut g, sid, seen) = delegating_turn(&home, &mock, "sub-model");
+    assert!(seen.contains("Model: small-child-model"), "{seen}");
+    let mut models: Vec<String> = mock
         .requests()
         .iter()
         .map(|r| r.body["model"].as_str().unwrap_or("").to_string())
         .collect();
+    // The child's call and the parent's second one run at the same time.
+    models.sort();
     assert_eq!(
         models,
-        ["mock-model", "small-child-model", "mock-model"],
+        [
+            "mock-model",
+            "mock-model",
+            "mock-model",
+            "small-child-model"
+        ],
         "{models:?}"
     );
 
@@ -737,10 +1026,8 @@ fn children_reach_the_endpoint_delegation_base_url_names_with_the_parents_key_or
     let mock = delegating_model("look", |_| {
         mockai::Reply::text(&["wrong endpoint"], (10, 2))
     });
-    let (mut g, sid, turn) = delegating_turn(&home, &mock, "sub-base-url");
-    let done = of_type(&turn.events, "tool.complete");
-    let entry = &done[0]["payload"]["result"]["results"][0];
-    assert_eq!(entry["summary"], "child done", "{entry}");
+    let (mut g, sid, seen) = delegating_turn(&home, &mock, "sub-base-url");
+    assert!(task_part(&seen, 1).ends_with(") ---\nchild done"), "{seen}");
     let parent_side = |mock: &mockai::MockAi| {
         mock.requests()
             .iter()
@@ -764,12 +1051,8 @@ fn children_reach_the_endpoint_delegation_base_url_names_with_the_parents_key_or
     assert_eq!(asked[0].body["model"], "mock-model");
 
     config("  api_key: sk-child-own-5e1\n  model: child-model\n");
-    let turn = g.run_turn(&sid, "again");
-    let done = of_type(&turn.events, "tool.complete");
-    assert_eq!(
-        done[0]["payload"]["result"]["results"][0]["summary"],
-        "child done"
-    );
+    let (_, seen) = delegating_turns(&mut g, &sid, &mock, "again");
+    assert!(task_part(&seen, 1).ends_with(") ---\nchild done"), "{seen}");
     let asked = own.requests();
     assert_eq!(
         asked[1].header("authorization"),
@@ -789,9 +1072,13 @@ fn a_delegation_journaled_under_a_lock_survives_a_kill() {
     let home = TempHome::new("sub-journal");
     let mut t = tree_in(&home, "sub-journal");
     let mut lock = crate::crashkit::DbLock::take(&t.g.db_path());
-    let (turn, result) = t.delegate(json!({"tasks": [{"goal": "g0 w50"}, {"goal": "g1 w83"}]}));
-    assert_eq!(turn.complete["payload"]["status"], "complete");
-    assert_eq!(result["results"][1]["status"], "completed", "{result}");
+    let d = t.delegate(json!({"tasks": [{"goal": "g0 w50"}, {"goal": "g1 w83"}]}));
+    assert_eq!(d.dispatch.complete["payload"]["status"], "complete");
+    assert!(
+        task_part(&d.text, 2).contains("status=completed"),
+        "{}",
+        d.text
+    );
     lock.release();
     t.g.signal(libc::SIGKILL);
     t.g.wait_exit(T);
@@ -808,6 +1095,10 @@ fn a_delegation_journaled_under_a_lock_survives_a_kill() {
         "{texts:?}\n{}",
         g.stderr_text()
     );
+    assert!(
+        texts.iter().any(|(_, t)| *t == d.text),
+        "the combined result is kept: {texts:?}"
+    );
 }
 
 /// Hermes folds its children's cost into the parent's; here the parent's figures stay its own
@@ -823,11 +1114,8 @@ fn what_the_children_used_rolls_up_into_the_parents_usage_without_counting_twice
         if system.contains("YOUR TASK:") {
             return mockai::Reply::text(&["child report"], (1_000, 100));
         }
-        if messages.last().is_some_and(|m| m["role"] == "tool") {
-            return mockai::Reply::text(&["parent done"], (10, 2));
-        }
         let tasks = json!({"tasks": [{"goal": "part a"}, {"goal": "part b"}]});
-        call_reply("delegate_task", &tasks, "d1")
+        parent_reply(&messages, &tasks)
     });
     let mut g = Gateway::builder()
         .home(&home.path)
@@ -837,9 +1125,8 @@ fn what_the_children_used_rolls_up_into_the_parents_usage_without_counting_twice
         .env("OPENAI_MODEL", "gpt-4.1")
         .start();
     let s = g.create_session(json!({}));
-    let turn = g.run_turn(&s.id, "split the work");
-    assert_eq!(turn.text, "parent done", "{:?}", turn.events);
-    // The turn's end already carries the rollup (the TUI reads `usage` there).
+    let (turn, _) = delegating_turns(&mut g, &s.id, &mock, "split the work");
+    // The end of the turn the result started carries the rollup (the TUI reads `usage` there).
     let at_end = &turn.complete["payload"]["usage"];
     assert_eq!(at_end["subagents"]["count"], 2, "{at_end}");
 
@@ -850,8 +1137,8 @@ fn what_the_children_used_rolls_up_into_the_parents_usage_without_counting_twice
         (&json!(2), &json!(2_000), &json!(200), &json!(2)),
         "{u}"
     );
-    // The parent's own figures are its two calls alone.
-    assert_eq!((&u["input"], &u["calls"]), (&json!(20), &json!(2)), "{u}");
+    // The parent's own figures are its three calls alone (the call, its answer, the result's).
+    assert_eq!((&u["input"], &u["calls"]), (&json!(30), &json!(3)), "{u}");
     let own = u["cost_usd"].as_f64().unwrap();
     let children = sub["cost_usd"].as_f64().unwrap();
     assert!(children > 0.0 && own > 0.0, "{u}");

@@ -126,6 +126,9 @@ pub struct Session {
     pub delegated: Option<subagent::Delegated>,
     /// What its ended subagents used (in memory: each child's own row holds its figures).
     pub subagents: subagent::Rollup,
+    /// Its `delegate_task` calls whose children still run in the background (Hermes'
+    /// `usage.active_subagents`, which the TUI shows as `⛓ N` and "resumes when…").
+    pub background_delegations: usize,
 }
 
 /// Who waits for a background session's answer.
@@ -204,6 +207,7 @@ impl Session {
             overlay: None,
             delegated: None,
             subagents: Default::default(),
+            background_delegations: 0,
         }
     }
 
@@ -287,6 +291,7 @@ impl Session {
             "calls": self.model_calls,
             "model_ms": self.model_time.as_millis() as u64,
             "compressions": self.compressions,
+            "active_subagents": self.background_delegations,
         });
         // Hermes folds its children's cost into the session's; ours stays the session's own
         // (what its stored row holds) and the rolled-up figures come beside it.

@@ -2,8 +2,10 @@
 //! the same loop (`src/delegation.rs` spawns them and collects their ends). This part is the
 //! tool's side: Hermes' limits read from `config.yaml`'s `delegation:` section, the request
 //! checked against them, and each call's [`Batch`] — the tasks and each child's result entry —
-//! until every child has ended (the result is then Hermes' `{results, total_duration_seconds}`)
-//! or the call is cancelled (children not done count as interrupted).
+//! until every child has ended. A top-level session's call runs in the background (Hermes
+//! 0.18): it answers `dispatched` at once and the combined result becomes a new message of the
+//! session ([`Batch::notice`]); an orchestrator child's call waits, its result Hermes'
+//! `{results, total_duration_seconds}` (children cut off count as interrupted).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -230,6 +232,35 @@ pub struct Batch {
     /// The depth of these children (1: children of a top-level session).
     pub child_depth: u32,
     pub limits: Limits,
+    /// Set when the children run in the background (a top-level session's call, as in Hermes
+    /// 0.18): the call answered at once and their combined result becomes a new message of
+    /// the parent's. `None`: the call waits for them (an orchestrator child's).
+    pub background: Option<Background>,
+    /// Why a call Hermes would run in the background waited instead (said in its result).
+    pub note: Option<String>,
+}
+
+/// A delegation run in the background: what its result's message says of where it came from.
+#[derive(Debug, Clone)]
+pub struct Background {
+    /// Hermes' handle (`deleg_<hex>`), in the call's answer and the result's message.
+    pub id: String,
+    /// The runtime id of the session the result goes to.
+    pub parent_rid: String,
+    pub dispatched_unix: f64,
+    pub model: String,
+}
+
+/// The entry of a child that never reported: `why` it was cut off.
+fn cut_off_entry(index: usize, why: &str) -> Value {
+    json!({
+        "task_index": index,
+        "status": "interrupted",
+        "summary": null,
+        "error": why,
+        "api_calls": 0,
+        "duration_seconds": 0,
+    })
 }
 
 impl Batch {
@@ -237,22 +268,19 @@ impl Batch {
         self.entries.iter().all(Option::is_some)
     }
 
+    /// Every entry in task order; those missing say `why` they were cut off.
+    fn results(entries: Vec<Option<Value>>, why: &str) -> Vec<Value> {
+        let filled = entries.into_iter().enumerate();
+        filled
+            .map(|(i, e)| e.unwrap_or_else(|| cut_off_entry(i, why)))
+            .collect()
+    }
+
     /// The call's result: every entry in task order (those missing were cut off).
     pub fn result(self, now: Instant) -> ToolResult {
         let total = now.saturating_duration_since(self.started).as_secs_f64();
-        let mut results = Vec::with_capacity(self.entries.len());
-        for (i, entry) in self.entries.into_iter().enumerate() {
-            results.push(entry.unwrap_or_else(|| {
-                json!({
-                    "task_index": i,
-                    "status": "interrupted",
-                    "summary": null,
-                    "error": "The parent's turn was interrupted before this subagent finished.",
-                    "api_calls": 0,
-                    "duration_seconds": 0,
-                })
-            }));
-        }
+        let why = "The parent's turn was interrupted before this subagent finished.";
+        let results = Batch::results(self.entries, why);
         let count = |status: &str| results.iter().filter(|r| r["status"] == status).count();
         let (completed, interrupted) = (count("completed"), count("interrupted"));
         let timed_out = count("timeout");
@@ -273,11 +301,128 @@ impl Batch {
             if n == 1 { "" } else { "s" },
             said.join(", ")
         );
-        let content = json!({
+        let mut content = json!({
             "results": results,
-            "total_duration_seconds": (total * 100.0).round() / 100.0,
+            "total_duration_seconds": hundredths(total),
         });
+        if let Some(note) = self.note {
+            content["note"] = json!(note);
+        }
         ToolResult::new(content, summary)
+    }
+
+    /// The call's answer when its children run in the background (Hermes' `dispatched`).
+    pub fn dispatched(&self, id: &str) -> ToolResult {
+        let goals: Vec<&str> = self.tasks.iter().map(|t| t.goal.as_str()).collect();
+        let n = goals.len();
+        let note = if n == 1 {
+            "The subagent works in the background: you and the user can carry on, and its whole \
+             result comes into this conversation as a new message when it finishes. Do not wait \
+             for it or poll it; just go on."
+                .to_string()
+        } else {
+            format!(
+                "The {n} subagents work in parallel in the background: you and the user can carry \
+                 on. They finish together, and their results come into this conversation as one \
+                 new message once all of them are done. Do not wait for them or poll them; just \
+                 go on."
+            )
+        };
+        let content = json!({
+            "status": "dispatched",
+            "mode": "background",
+            "count": n,
+            "delegation_id": id,
+            "goals": goals,
+            "note": note,
+        });
+        let plural = if n == 1 { "" } else { "s" };
+        ToolResult::new(content, format!("{n} subagent{plural} in the background"))
+    }
+
+    /// A background delegation's combined result as it enters the parent's conversation
+    /// (Hermes' batch completion block): where it came from, then each task's status and
+    /// report. Children that never reported say `why` they were cut off.
+    pub fn notice(self, bg: &Background, now: Instant, now_unix: f64, why: &str) -> String {
+        let total = hundredths(now.saturating_duration_since(self.started).as_secs_f64());
+        let n = self.tasks.len();
+        let role = if self.tasks.iter().all(|t| t.orchestrator) {
+            "orchestrator"
+        } else {
+            "leaf"
+        };
+        let mut lines = vec![
+            format!("[ASYNC DELEGATION BATCH COMPLETE — {}]", bg.id),
+            format!(
+                "The background delegation of {n} subagent(s) you dispatched earlier has \
+                 finished: they ran in parallel and waited for each other, and their results \
+                 are below. The conversation may have moved on since; act on them, or dispatch \
+                 again if things have changed."
+            ),
+            String::new(),
+            format!("Dispatched: {} ago", age(now_unix - bg.dispatched_unix)),
+        ];
+        if let [only] = self.tasks.as_slice()
+            && let Some(context) = &only.context
+        {
+            lines.push(format!("Context you provided: {context}"));
+        }
+        lines.push(format!(
+            "Role: {role}   Model: {}   Total duration: {total}s",
+            bg.model
+        ));
+        let goals: Vec<String> = self.tasks.into_iter().map(|t| t.goal).collect();
+        for (i, r) in Batch::results(self.entries, why).iter().enumerate() {
+            let status = r["status"].as_str().unwrap_or("?");
+            let ok = status == "completed";
+            let mut header = format!("--- {} TASK {}/{n}", if ok { "✓" } else { "✗" }, i + 1);
+            if let Some(goal) = goals.get(i) {
+                header.push_str(&format!(": {goal}"));
+            }
+            header.push_str(&format!("  (status={status}"));
+            if let Some(calls) = r["api_calls"].as_u64().filter(|c| *c > 0) {
+                header.push_str(&format!(", api_calls={calls}"));
+            }
+            if let Some(d) = r["duration_seconds"].as_f64() {
+                header.push_str(&format!(", {d}s"));
+            }
+            header.push_str(") ---");
+            lines.push(String::new());
+            lines.push(header);
+            let summary = r["summary"].as_str().filter(|s| !s.is_empty());
+            let error = r["error"].as_str();
+            match (summary, error) {
+                (Some(s), _) if ok => lines.push(s.to_string()),
+                (Some(s), e) => {
+                    if let Some(e) = e {
+                        lines.push(format!("({status}: {e})"));
+                    }
+                    lines.push("Partial output:".into());
+                    lines.push(s.to_string());
+                }
+                (None, Some(e)) => lines.push(format!("(no summary — status={status}: {e})")),
+                (None, None) => lines.push(format!("(no summary — status={status})")),
+            }
+        }
+        lines.join("\n")
+    }
+}
+
+/// Seconds to two decimals, as Hermes' durations say them.
+fn hundredths(secs: f64) -> f64 {
+    (secs * 100.0).round() / 100.0
+}
+
+/// A time span as a person says it: `45s`, `18m`, `2h3m`.
+fn age(secs: f64) -> String {
+    let s = secs.max(0.0) as u64;
+    let (h, m, s) = (s / 3600, s / 60 % 60, s % 60);
+    match (h, m, s) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m{s}s"),
+        (h, 0, _) => format!("{h}h"),
+        (h, m, _) => format!("{h}h{m}m"),
     }
 }
 
@@ -326,12 +471,17 @@ impl Tool for DelegateTask {
          conversation with its own terminal session and the same tools minus delegate_task, \
          clarify and memory; it knows nothing of this conversation, so put every fact it needs \
          (paths, errors, constraints, the language to answer in) in 'context'. The children of \
-         a batch run at the same time; this call returns when all of them are done, with one \
-         entry per task: status, a summary written by the child, tokens and duration. Only the \
-         summaries enter your context. Summaries are the children's own reports: check claims \
-         about side effects yourself. Limits come from config.yaml's delegation section \
-         (max_concurrent_children, default 3 per call; max_spawn_depth, default 1: children \
-         cannot delegate; max_iterations, default 50 model calls per child)."
+         a batch run at the same time. From this conversation the call returns at once \
+         (status 'dispatched') and the children work in the background: you and the user carry \
+         on, and once all of them are done their results come back as one new message, with \
+         one entry per task (status, the child's own summary, model calls, duration). Do not \
+         wait or poll. When you are yourself a subagent (an orchestrator), the call waits and \
+         returns those entries as its result. Only the summaries enter your context. Summaries \
+         are the children's own reports: check claims about side effects yourself. Closing the \
+         session stops children still running. Limits come from config.yaml's delegation \
+         section (max_concurrent_children, default 3 per call and background delegations at \
+         once; max_spawn_depth, default 1: children cannot delegate; max_iterations, default \
+         50 model calls per child)."
     }
 
     fn parameters(&self) -> Value {
@@ -397,6 +547,8 @@ impl Tool for DelegateTask {
                 started: ctx.now,
                 child_depth: depth + 1,
                 limits,
+                background: None,
+                note: None,
             },
         );
         ctx.spawn_subagents();
@@ -525,6 +677,8 @@ mod tests {
             started: now,
             child_depth: 1,
             limits: limits(),
+            background: None,
+            note: None,
         };
         assert!(!batch.done());
         batch.entries[1] = None;
@@ -533,6 +687,82 @@ mod tests {
         assert_eq!(r.content["results"][1]["status"], "interrupted");
         assert_eq!(r.content["total_duration_seconds"], 1.5);
         assert_eq!(r.summary, "2 subagents · 1 completed, 1 interrupted");
+    }
+
+    #[test]
+    fn a_background_delegation_answers_dispatched_and_reports_every_task_at_its_end() {
+        let now = Instant::now();
+        let task = |goal: &str, context: Option<&str>| Task {
+            goal: goal.into(),
+            context: context.map(str::to_string),
+            orchestrator: false,
+        };
+        let batch = Batch {
+            tasks: vec![task("count files", None), task("read logs", None)],
+            entries: vec![
+                Some(
+                    json!({"task_index": 0, "status": "completed", "summary": "12 files",
+                            "api_calls": 2, "duration_seconds": 1.5}),
+                ),
+                Some(json!({"task_index": 1, "status": "failed", "summary": "",
+                            "error": "no logs", "api_calls": 1, "duration_seconds": 0.25})),
+            ],
+            started: now,
+            child_depth: 1,
+            limits: limits(),
+            background: None,
+            note: None,
+        };
+        let answer = batch.dispatched("deleg_0a1b2c3d").content;
+        assert_eq!(answer["status"], "dispatched");
+        assert_eq!(answer["mode"], "background");
+        assert_eq!(answer["count"], 2);
+        assert_eq!(answer["goals"], json!(["count files", "read logs"]));
+        let bg = Background {
+            id: "deleg_0a1b2c3d".into(),
+            parent_rid: "r1".into(),
+            dispatched_unix: 1000.0,
+            model: "m1".into(),
+        };
+        let text = batch.notice(&bg, now + std::time::Duration::from_secs(3), 1125.0, "cut");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "[ASYNC DELEGATION BATCH COMPLETE — deleg_0a1b2c3d]"
+        );
+        assert!(text.contains("Dispatched: 2m5s ago"), "{text}");
+        assert!(
+            text.contains("Role: leaf   Model: m1   Total duration: 3s"),
+            "{text}"
+        );
+        let first = "--- ✓ TASK 1/2: count files  (status=completed, api_calls=2, 1.5s) ---";
+        assert!(text.contains(&format!("{first}\n12 files")), "{text}");
+        let second = "--- ✗ TASK 2/2: read logs  (status=failed, api_calls=1, 0.25s) ---";
+        assert!(
+            text.contains(&format!("{second}\n(no summary — status=failed: no logs)")),
+            "{text}"
+        );
+
+        // A child that never reported says why; a single task's context is recalled.
+        let cut = Batch {
+            tasks: vec![task("wait", Some("in /tmp"))],
+            entries: vec![None],
+            started: now,
+            child_depth: 1,
+            limits: limits(),
+            background: None,
+            note: None,
+        };
+        let text = cut.notice(&bg, now, 1000.0, "The session closed.");
+        assert!(text.contains("Context you provided: in /tmp"), "{text}");
+        assert!(
+            text.ends_with("(status=interrupted, 0s) ---\n(no summary — status=interrupted: The session closed.)"),
+            "{text}"
+        );
+        assert_eq!(
+            [age(45.0), age(60.0), age(7380.0), age(-1.0)],
+            ["45s", "1m", "2h3m", "0s"]
+        );
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! gateway goes however it goes), owned in `runs.rs` by the process rather than by the call,
 //! so it outlives the call and the turn (an interrupt leaves it running); closing the session,
 //! `process.stop` and the shutdown stop it. `notify_on_complete` makes its end a prompt of the
-//! session that started it (queued behind a running turn), as Hermes' TUI gateway does.
+//! session that started it (queued behind a running turn), as Hermes' TUI gateway does; a
+//! background delegation's result arrives the same way ([`notify`]).
 
 mod buffer;
 pub mod table;
@@ -99,8 +100,16 @@ fn deliver(o: &mut impl RunOwners, notice: Option<Notice>) {
     let Some(Notice { owner, text }) = notice else {
         return;
     };
+    notify(o, owner, text);
+}
+
+/// Something session `owner` started in the background finished (a process that asked to be
+/// told, a background delegation): its client sees `text` now, and it runs as the session's
+/// next prompt, after a running turn. Whether it was delivered: not during the shutdown, not
+/// to a session gone.
+pub(crate) fn notify(o: &mut impl RunOwners, owner: String, text: String) -> bool {
     if o.shutting_down() || !o.has_session(&owner) {
-        return;
+        return false;
     }
     o.emit(
         &owner,
@@ -108,6 +117,7 @@ fn deliver(o: &mut impl RunOwners, notice: Option<Notice>) {
         json!({"kind": "process", "text": text}),
     );
     o.effects().push(Effect::SubmitPrompt { rid: owner, text });
+    true
 }
 
 /// `process.stop`: kill the running background processes (of session `owner`, or of all);
