@@ -467,43 +467,39 @@ impl Tool for DelegateTask {
     }
 
     fn description(&self) -> &str {
-        "Hand one goal, or a batch of independent goals, to subagents. Each subagent is a fresh \
-         conversation with its own terminal session and the same tools minus delegate_task, \
-         clarify and memory; it knows nothing of this conversation, so put every fact it needs \
-         (paths, errors, constraints, the language to answer in) in 'context'. The children of \
-         a batch run at the same time. From this conversation the call returns at once \
-         (status 'dispatched') and the children work in the background: you and the user carry \
-         on, and once all of them are done their results come back as one new message, with \
-         one entry per task (status, the child's own summary, model calls, duration). Do not \
-         wait or poll. When you are yourself a subagent (an orchestrator), the call waits and \
-         returns those entries as its result. Only the summaries enter your context. Summaries \
-         are the children's own reports: check claims about side effects yourself. Closing the \
-         session stops children still running. Limits come from config.yaml's delegation \
-         section (max_concurrent_children, default 3 per call and background delegations at \
-         once; max_spawn_depth, default 1: children cannot delegate; max_iterations, default \
-         50 model calls per child)."
+        "Give one goal, or a batch of independent goals, to subagents: fresh conversations with \
+         their own terminal and your tools but delegate_task, clarify and memory. They know \
+         nothing of this conversation, so put every fact they need (paths, errors, \
+         constraints, the language to answer in) in 'context'. A batch runs at once. Here the \
+         call returns at once ('dispatched'): carry on, and when all are done their results \
+         arrive as one new message, an entry per task (status, the child's summary, model \
+         calls, duration); do not wait or poll. A subagent's own call (an orchestrator's) \
+         waits and returns the entries. Summaries are the children's claims: check side \
+         effects yourself. Limits (config.yaml, delegation): max_concurrent_children (3 a \
+         call, and background delegations at once), max_spawn_depth (1: children cannot \
+         delegate), max_iterations (50 model calls a child)."
     }
 
     fn parameters(&self) -> Value {
         let role = json!({
             "type": "string",
             "enum": ["leaf", "orchestrator"],
-            "description": "'leaf' (default) cannot delegate; 'orchestrator' may call \
-                            delegate_task itself when delegation.max_spawn_depth allows it."
+            "description": "'leaf' (default) cannot delegate; 'orchestrator' may, within \
+                            max_spawn_depth."
         });
         json!({
             "type": "object",
             "properties": {
-                "goal": {"type": "string", "description": "What the subagent should achieve, self-contained."},
-                "context": {"type": "string", "description": "What the subagent needs to know: paths, errors, constraints."},
+                "goal": {"type": "string", "description": "What the subagent is to achieve."},
+                "context": {"type": "string", "description": "All it needs to know."},
                 "tasks": {
                     "type": "array",
-                    "description": "A batch run in parallel (at most delegation.max_concurrent_children); when given, goal and context are ignored.",
+                    "description": "A batch, run at once (goal and context are then ignored).",
                     "items": {
                         "type": "object",
                         "properties": {
-                            "goal": {"type": "string", "description": "This task's goal."},
-                            "context": {"type": "string", "description": "This task's context."},
+                            "goal": {"type": "string"},
+                            "context": {"type": "string"},
                             "role": role.clone(),
                         },
                         "required": ["goal"]

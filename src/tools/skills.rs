@@ -112,8 +112,7 @@ impl Tool for SkillManage {
          overcome, an approach the user corrected) or when the user asks you to remember how; \
          patch one as soon as using it shows it wrong or incomplete. Ask the user before you \
          create or delete one. A good skill says when it applies, gives numbered steps with \
-         exact commands, its pitfalls and how to check the result (skill_view shows \
-         examples)."
+         exact commands, its pitfalls and how to check the result."
     }
     fn parameters(&self) -> Value {
         json!({"type": "object", "properties": {
