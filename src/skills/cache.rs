@@ -80,15 +80,7 @@ mod tests {
 
     #[test]
     fn a_kept_catalog_comes_back_for_the_same_settings_only() {
-        let home =
-            std::env::temp_dir().join(format!("tuigw-skcache-{}", crate::util::random_hex(8)));
-        let dir = home.join("skills/dev/a");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("SKILL.md"),
-            "---\nname: a\ndescription: A\n---\nbody",
-        )
-        .unwrap();
+        let home = crate::skills::test_home_with_skill("skcache");
         std::fs::write(
             home.join("skills/dev/DESCRIPTION.md"),
             "---\ndescription: Dev\n---\n",

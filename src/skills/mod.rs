@@ -178,21 +178,27 @@ impl Skills {
     }
 }
 
+/// A fresh home in the temp folder holding one skill, `dev/a` (for unit tests).
+#[cfg(test)]
+pub(crate) fn test_home_with_skill(tag: &str) -> std::path::PathBuf {
+    let home = std::env::temp_dir().join(format!("tuigw-{tag}-{}", crate::util::random_hex(8)));
+    let dir = home.join("skills/dev/a");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        "---\nname: a\ndescription: A\n---\nbody",
+    )
+    .unwrap();
+    home
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_first_scan_completes_in_steps_and_a_change_moves_the_generation() {
-        let home =
-            std::env::temp_dir().join(format!("tuigw-skills-{}", crate::util::random_hex(8)));
-        let dir = home.join("skills/dev/a");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("SKILL.md"),
-            "---\nname: a\ndescription: A\n---\nbody",
-        )
-        .unwrap();
+        let home = test_home_with_skill("skills");
         let mut s = Skills::new(&home);
         assert!(!s.ready());
         let now = Instant::now();
