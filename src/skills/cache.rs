@@ -14,8 +14,9 @@ use super::catalog::{Catalog, Record};
 use super::plugins::ByNamespace;
 use super::settings::Settings;
 
-/// A larger file is not read (a thousand skills take well under 1 MiB).
-const FILE_MAX: u64 = 32 * 1024 * 1024;
+/// A larger file is not read (a thousand skills take well under 1 MiB), so its one-step parse
+/// at start stays within a few milliseconds whatever the file holds.
+const FILE_MAX: u64 = 4 * 1024 * 1024;
 
 #[derive(Serialize, Deserialize)]
 struct Kept {
