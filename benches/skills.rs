@@ -67,7 +67,7 @@ fn in_process(home: &Path) {
     // A scan that knows the last one's reads (a rescan, a start on the kept scan): unchanged
     // files are looked at, not read.
     let t = Instant::now();
-    let mut again = Scan::new(Settings::load(home)).knowing(catalog.scanned().0);
+    let mut again = Scan::new(Settings::load(home)).knowing(catalog.records());
     assert!(again.run(&Budget::unlimited()));
     println!(
         "scan again, nothing changed: {:.1} ms whole",

@@ -5,27 +5,14 @@
 //! replaced when a scan completes — whose differences, if any, reach the sessions as any
 //! rescan's do (`session.info`, the next model call's index).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
-use super::catalog::{Catalog, Record};
-use super::plugins::ByNamespace;
+use super::catalog::{Catalog, Scanned};
 use super::settings::Settings;
 
 /// A larger file is not read (a thousand skills take well under 1 MiB), so its one-step parse
 /// at start stays within a few milliseconds whatever the file holds.
 const FILE_MAX: u64 = 4 * 1024 * 1024;
-
-#[derive(Serialize, Deserialize)]
-struct Kept {
-    settings: Settings,
-    records: Vec<Record>,
-    descriptions: BTreeMap<String, String>,
-    problems: Vec<String>,
-    plugins: ByNamespace,
-}
 
 pub fn path(home: &Path) -> PathBuf {
     home.join("tui_gateway_skills.json")
@@ -33,31 +20,13 @@ pub fn path(home: &Path) -> PathBuf {
 
 /// The bytes kept for `c`.
 pub fn encode(c: &Catalog) -> Vec<u8> {
-    let (records, descriptions) = c.scanned();
-    let kept = Kept {
-        settings: c.settings.clone(),
-        records: records.to_vec(),
-        descriptions: descriptions.clone(),
-        problems: c.problems.clone(),
-        plugins: c.plugins.clone(),
-    };
-    serde_json::to_vec(&kept).unwrap_or_default()
+    serde_json::to_vec(&c.scanned()).unwrap_or_default()
 }
 
 /// The catalog kept in `bytes`, when it was scanned with `settings`.
 pub fn decode(bytes: &[u8], settings: &Settings) -> Option<Catalog> {
-    let kept: Kept = serde_json::from_slice(bytes).ok()?;
-    if kept.settings != *settings {
-        return None;
-    }
-    let mut c = Catalog::new(
-        kept.settings,
-        kept.records,
-        kept.descriptions,
-        kept.problems,
-    );
-    c.plugins = kept.plugins;
-    Some(c)
+    let found: Scanned = serde_json::from_slice(bytes).ok()?;
+    (found.settings == *settings).then(|| Catalog::new(found))
 }
 
 /// The catalog kept under `home` for `settings` (none, unreadable or other settings: `None`).

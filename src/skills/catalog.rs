@@ -115,6 +115,19 @@ impl Skill {
     }
 }
 
+/// What a complete scan found: the catalog's input, and what `cache.rs` keeps for the next start.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct Scanned {
+    pub settings: Settings,
+    pub records: Vec<Record>,
+    /// Categories' `DESCRIPTION.md` descriptions, for the index.
+    pub descriptions: BTreeMap<String, String>,
+    /// What the scan could not read.
+    pub problems: Vec<String>,
+    /// Enabled plugins' skills (`<plugin>:<skill>`, loaded by that name only).
+    pub plugins: super::plugins::ByNamespace,
+}
+
 /// Everything a scan found and what follows from it.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
@@ -131,20 +144,22 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    pub fn new(
-        settings: Settings,
-        mut records: Vec<Record>,
-        descriptions: BTreeMap<String, String>,
-        scan_problems: Vec<String>,
-    ) -> Catalog {
+    pub fn new(found: Scanned) -> Catalog {
+        let Scanned {
+            settings,
+            mut records,
+            descriptions,
+            problems,
+            plugins,
+        } = found;
         records.sort_by(|a, b| (a.root, &a.skill_md).cmp(&(b.root, &b.skill_md)));
         let mut c = Catalog {
             settings,
             records,
             descriptions,
             skills: Vec::new(),
-            problems: scan_problems,
-            plugins: Default::default(),
+            problems,
+            plugins,
         };
         c.derive();
         c
@@ -205,9 +220,21 @@ impl Catalog {
         self.skills = skills;
     }
 
-    /// What the scan read: each SKILL.md, and the categories' descriptions (`cache.rs`).
-    pub fn scanned(&self) -> (&[Record], &BTreeMap<String, String>) {
-        (&self.records, &self.descriptions)
+    /// Each SKILL.md the scan read (a rescan skips those unchanged).
+    pub fn records(&self) -> &[Record] {
+        &self.records
+    }
+
+    /// What the scan found, to keep for the next start (`cache.rs`).
+    pub fn scanned(&self) -> Scanned {
+        let problems = self.problems.iter().filter(|p| !p.starts_with(MALFORMED));
+        Scanned {
+            settings: self.settings.clone(),
+            records: self.records.clone(),
+            descriptions: self.descriptions.clone(),
+            problems: problems.cloned().collect(),
+            plugins: self.plugins.clone(),
+        }
     }
 
     /// The skills offered, in scan order.
@@ -401,9 +428,9 @@ mod tests {
     }
 
     fn catalog() -> Catalog {
-        Catalog::new(
-            settings(),
-            vec![
+        Catalog::new(Scanned {
+            settings: settings(),
+            records: vec![
                 record(
                     0,
                     "/h/skills/dev/review/SKILL.md",
@@ -432,9 +459,9 @@ mod tests {
                     "---\nname: Deep_Skill v2\ndescription: d\nmetadata:\n  hermes:\n    requires_tools: [web]\n---\nb",
                 ),
             ],
-            [("dev".to_string(), "Developer skills".to_string())].into(),
-            vec![],
-        )
+            descriptions: [("dev".to_string(), "Developer skills".to_string())].into(),
+            ..Default::default()
+        })
     }
 
     #[test]

@@ -64,7 +64,7 @@ impl Skills {
         let kept = cache::load(home, &settings);
         let first = scan::Scan::new(settings);
         let first = match &kept {
-            Some(c) => first.knowing(c.scanned().0),
+            Some(c) => first.knowing(c.records()),
             None => first,
         };
         let mut s = Skills {
@@ -115,7 +115,7 @@ impl Skills {
     pub fn rescan(&mut self) {
         if self.scan.is_none() {
             let scan = scan::Scan::new(settings::Settings::load(&self.home));
-            self.scan = Some(scan.knowing(self.catalog.scanned().0));
+            self.scan = Some(scan.knowing(self.catalog.records()));
         }
     }
 

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 
-use super::catalog::{Catalog, Meta, Record};
+use super::catalog::{Catalog, Meta, Record, Scanned};
 use super::header;
 use super::settings::Settings;
 use crate::clock::Budget;
@@ -295,14 +295,13 @@ impl Scan {
 
     /// The catalog of a complete scan.
     pub fn finish(self) -> Catalog {
-        let mut c = Catalog::new(
-            self.settings,
-            self.records,
-            self.descriptions,
-            self.problems,
-        );
-        c.plugins = self.plugins;
-        c
+        Catalog::new(Scanned {
+            settings: self.settings,
+            records: self.records,
+            descriptions: self.descriptions,
+            problems: self.problems,
+            plugins: self.plugins,
+        })
     }
 }
 
