@@ -25,6 +25,12 @@ struct Tree {
     _reaper: Reaper,
 }
 
+/// config.yaml with one line of its `delegation:` section.
+fn delegation_config(home: &TempHome, line: &str) {
+    let text = format!("delegation:\n  {line}\n");
+    std::fs::write(home.path.join("config.yaml"), text).unwrap();
+}
+
 fn tree_in(home: &TempHome, tag: &str) -> Tree {
     tree_with(home, tag, &[])
 }
@@ -377,11 +383,7 @@ fn a_childs_command_that_needs_approval_is_denied_unless_the_config_allows() {
     );
 
     // With `delegation.subagent_auto_approve: true` it runs, still without asking.
-    std::fs::write(
-        home.path.join("config.yaml"),
-        "delegation:\n  subagent_auto_approve: true\n",
-    )
-    .unwrap();
+    delegation_config(&home, "subagent_auto_approve: true");
     t.delegate(json!({"goal": goal}));
     assert_eq!(asked(&mut t.g), 0);
     assert!(!scratch.exists(), "the approved command ran");
@@ -515,11 +517,7 @@ fn a_result_that_comes_during_a_turn_waits_for_its_end() {
 #[test]
 fn past_the_cap_on_background_delegations_a_call_waits_and_says_why() {
     let home = TempHome::new("sub-cap");
-    std::fs::write(
-        home.path.join("config.yaml"),
-        "delegation:\n  max_concurrent_children: 1\n",
-    )
-    .unwrap();
+    delegation_config(&home, "max_concurrent_children: 1");
     let mut t = tree_in(&home, "sub-cap");
     let go = home.path.join(format!("go-{}", t.m));
     let first = t.runs(&format!("{}; echo first-{{m}}", wait_for_file(&go)));
@@ -577,11 +575,7 @@ fn a_child_past_its_timeout_is_stopped_and_reported_as_timed_out() {
     // config.yaml asks for 0.1 s; the floor (Hermes' 30 s, lowered here) makes it 1 s.
     let floor = [("TUI_GATEWAY_SUBAGENT_TIMEOUT_FLOOR_S", "1")];
     let mut t = tree_with(&home, "sub-timeout", &floor);
-    std::fs::write(
-        home.path.join("config.yaml"),
-        "delegation:\n  child_timeout_seconds: 0.1\n",
-    )
-    .unwrap();
+    delegation_config(&home, "child_timeout_seconds: 0.1");
     let tasks = vec![
         json!({"goal": t.runs("sleep 320.{m}")}),
         json!({"goal": t.runs("echo quick-{m}")}),
@@ -793,11 +787,7 @@ fn closing_the_parent_or_sigterm_mid_delegation_ends_every_child_and_keeps_the_r
 #[test]
 fn an_orchestrator_childs_delegation_waits_for_its_own_children() {
     let home = TempHome::new("sub-orch");
-    std::fs::write(
-        home.path.join("config.yaml"),
-        "delegation:\n  max_spawn_depth: 2\n",
-    )
-    .unwrap();
+    delegation_config(&home, "max_spawn_depth: 2");
     let mut t = tree_in(&home, "sub-orch");
     let inner = delegate_prompt(json!({"goal": t.runs("echo grandchild-{m}")}));
     let d = t.delegate(json!({"goal": inner, "role": "orchestrator"}));
@@ -914,11 +904,7 @@ fn delegating_turn(home: &TempHome, mock: &mockai::MockAi, tag: &str) -> (Gatewa
 #[test]
 fn a_child_that_never_stops_ends_at_its_budget_with_only_a_childs_tools() {
     let home = TempHome::new("sub-budget");
-    std::fs::write(
-        home.path.join("config.yaml"),
-        "delegation:\n  max_iterations: 3\n",
-    )
-    .unwrap();
+    delegation_config(&home, "max_iterations: 3");
     std::fs::create_dir_all(home.path.join("memories")).unwrap();
     std::fs::write(home.path.join("memories/MEMORY.md"), "user-note-7f3").unwrap();
     // The parent delegates once, then reports; the child calls `terminal` forever.
@@ -971,11 +957,7 @@ fn a_child_that_never_stops_ends_at_its_budget_with_only_a_childs_tools() {
 #[test]
 fn children_run_on_the_model_delegation_names_and_a_provider_it_cannot_reach_is_said() {
     let home = TempHome::new("sub-model");
-    std::fs::write(
-        home.path.join("config.yaml"),
-        "delegation:\n  model: small-child-model\n",
-    )
-    .unwrap();
+    delegation_config(&home, "model: small-child-model");
     let mock = delegating_model("look", |_| mockai::Reply::text(&["done"], (10, 2)));
     let (mut g, sid, seen) = delegating_turn(&home, &mock, "sub-model");
     assert!(seen.contains("Model: small-child-model"), "{seen}");
@@ -997,11 +979,7 @@ fn children_run_on_the_model_delegation_names_and_a_provider_it_cannot_reach_is_
         "{models:?}"
     );
 
-    std::fs::write(
-        home.path.join("config.yaml"),
-        "delegation:\n  provider: no-such-provider\n",
-    )
-    .unwrap();
+    delegation_config(&home, "provider: no-such-provider");
     let turn = g.run_turn(&sid, "again");
     let done = of_type(&turn.events, "tool.complete");
     let err = done[0]["payload"]["result"]["error"]
