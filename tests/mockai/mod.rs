@@ -220,6 +220,15 @@ pub enum Reply {
 }
 
 impl Reply {
+    /// The answer to `GET …/models` when `r` asks it: these ids in OpenAI's list shape.
+    pub fn model_list(r: &Recorded, ids: &[&str]) -> Option<Reply> {
+        let data: Vec<Value> = ids.iter().map(|id| json!({"id": id})).collect();
+        let list = json!({"object": "list", "data": data});
+        r.path
+            .ends_with("/models")
+            .then(|| Reply::status(200, &list.to_string()))
+    }
+
     pub fn status(code: u16, body: &str) -> Reply {
         Reply::Status {
             code,
