@@ -628,7 +628,7 @@ fn a_network_model_from_config_yaml_runs_a_tool_turn() {
     let m = marker();
     let command = format!("echo net-{m}");
     let mock = mockai::MockAi::start(move |r| {
-        if let Some(list) = mockai::Reply::model_list(&r, &["mock-model"]) {
+        if let Some(list) = mockai::Reply::model_list(r, &["mock-model"]) {
             return list;
         }
         let saw_tool = r.messages().iter().any(|msg| msg["role"] == "tool");
@@ -686,7 +686,7 @@ fn a_network_model_from_config_yaml_runs_a_tool_turn() {
 fn fast_mode_switched_in_the_tui_reaches_the_model() {
     // An OpenAI model behind a custom endpoint: `/fast` turns on its priority tier.
     let mock = mockai::MockAi::start(|r| {
-        if let Some(list) = mockai::Reply::model_list(&r, &["gpt-5.1"]) {
+        if let Some(list) = mockai::Reply::model_list(r, &["gpt-5.1"]) {
             return list;
         }
         mockai::Reply::text(&["quick ", "answer"], (10, 2))
@@ -735,7 +735,7 @@ fn model_moves_a_session_between_the_three_apis() {
     // (ANTHROPIC_BASE_URL) and the Responses API (XAI_BASE_URL); the keys as exported values.
     let m = marker();
     let chat = mockai::MockAi::start(move |r| {
-        if let Some(list) = mockai::Reply::model_list(&r, &["mock-model"]) {
+        if let Some(list) = mockai::Reply::model_list(r, &["mock-model"]) {
             return list;
         }
         mockai::Reply::text(&["chat ", "answers"], (10, 2))
@@ -808,7 +808,7 @@ fn a_key_typed_into_the_model_picker_reaches_its_provider() {
     let m = marker();
     let key = format!("sk-ds-{m}");
     let deepseek = mockai::MockAi::start(|r| {
-        if let Some(list) = mockai::Reply::model_list(&r, &["deepseek-chat", "deepseek-reasoner"]) {
+        if let Some(list) = mockai::Reply::model_list(r, &["deepseek-chat", "deepseek-reasoner"]) {
             return list;
         }
         mockai::Reply::text(&["deepseek ", "answers"], (10, 2))
@@ -998,7 +998,7 @@ fn failed_model_calls_show_their_reason_and_the_next_prompt_works() {
     let (fire, denied) = (format!("gpu-fire-{m}"), format!("bad-key-{m}"));
     let (fire2, denied2) = (fire.clone(), denied.clone());
     let mock = mockai::MockAi::start(move |r| {
-        if let Some(list) = mockai::Reply::model_list(&r, &["mock-model"]) {
+        if let Some(list) = mockai::Reply::model_list(r, &["mock-model"]) {
             return list;
         }
         let asked = r.last_user_text();
@@ -1311,7 +1311,7 @@ fn png_header(w: u32, h: u32) -> Vec<u8> {
 fn paste_and_attach_an_image_then_send_it() {
     let m = marker();
     let mock = mockai::MockAi::start(move |r| {
-        if let Some(list) = mockai::Reply::model_list(&r, &["gpt-4o"]) {
+        if let Some(list) = mockai::Reply::model_list(r, &["gpt-4o"]) {
             return list;
         }
         let events = mockai::text_events(&["I see ", "two cards"], "stop", Some((30, 6)));
@@ -1421,7 +1421,7 @@ fn paste_and_attach_an_image_then_send_it() {
 fn a_model_without_vision_gets_the_pasted_images_description() {
     let m = marker();
     let mock = mockai::MockAi::start(move |r| {
-        if let Some(list) = mockai::Reply::model_list(&r, &["deepseek-chat"]) {
+        if let Some(list) = mockai::Reply::model_list(r, &["deepseek-chat"]) {
             return list;
         }
         let asks_about_image = r.messages().iter().any(|msg| {
