@@ -1,7 +1,8 @@
 //! Hermes' own logins renewed as Hermes renews them, black-box: a home whose auth.json holds
-//! an expired Nous Portal or OpenAI Codex token as `hermes auth` writes it, a local fake of the
-//! login's token endpoint (pointed at by `HERMES_PORTAL_BASE_URL` / `HERMES_CODEX_TOKEN_URL`)
-//! and of the model (`NOUS_INFERENCE_BASE_URL` / `HERMES_CODEX_BASE_URL`).
+//! an expired Nous Portal or OpenAI Codex token as `hermes auth` writes it (or whose user home
+//! holds Claude Code's expired login), a local fake of the login's token endpoint (pointed at by
+//! `HERMES_PORTAL_BASE_URL` / `HERMES_CODEX_TOKEN_URL` / `HERMES_ANTHROPIC_TOKEN_URL`) and of the
+//! model (`NOUS_INFERENCE_BASE_URL` / `HERMES_CODEX_BASE_URL` / `ANTHROPIC_BASE_URL`).
 
 use crate::common;
 use crate::mockai;
@@ -636,4 +637,113 @@ fn a_disconnected_login_leaves_auth_json_and_is_no_longer_sent() {
     assert_eq!(model.requests().len(), 1);
     assert!(!g.stderr_text().contains(&key));
     g.expect_code("model.disconnect", json!({"slug": "nous"}), 4005);
+}
+
+/// Claude Code's credentials file, as Claude Code writes it, under `user_home`.
+fn claude_credentials(user_home: &Path) -> std::path::PathBuf {
+    user_home.join(".claude").join(".credentials.json")
+}
+
+#[test]
+fn claude_codes_expired_login_is_renewed_written_back_and_sent_to_anthropic() {
+    let token = token_endpoint(
+        200,
+        json!({"access_token": "sk-ant-oat01-NEW", "refresh_token": "rt-ant-NEW",
+            "expires_in": 28800, "token_type": "Bearer"}),
+    );
+    let model = MockAi::script(vec![
+        mockai::anthropic::reply(mockai::anthropic::text_answer(
+            &["from claude"],
+            mockai::anthropic::Usage(5, 0, 0, 2),
+        )),
+        mockai::anthropic::reply(mockai::anthropic::text_answer(
+            &["again"],
+            mockai::anthropic::Usage(5, 0, 0, 1),
+        )),
+    ]);
+    let home = TempHome::new("logins-claude");
+    std::fs::write(
+        home.path.join("config.yaml"),
+        "model:\n  provider: anthropic\n  default: claude-sonnet-4-6\n",
+    )
+    .unwrap();
+    // The user's home is the test's own folder (Claude Code's file lives there).
+    let user_home = home.path.join("user");
+    let creds = claude_credentials(&user_home);
+    std::fs::create_dir_all(creds.parent().unwrap()).unwrap();
+    let expired_ms = (now() - 60) * 1000;
+    std::fs::write(
+        &creds,
+        json!({"claudeAiOauth": {"accessToken": "sk-ant-oat01-OLD", "refreshToken": "rt-ant-OLD",
+            "expiresAt": expired_ms, "scopes": ["user:inference", "user:profile"],
+            "subscriptionType": "max"}, "mcpOAuth": {"keep": "me"}})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut g = Gateway::builder()
+        .tag("logins-claude")
+        .home(&home.path)
+        .env("HOME", user_home.to_str().unwrap())
+        .env(
+            "HERMES_ANTHROPIC_TOKEN_URL",
+            &format!("{}/v1/oauth/token", portal_url(&token)),
+        )
+        // Anthropic's own host (an OAuth token goes as a bearer only there), reached through the
+        // model's fake as the proxy; the token endpoint's fake is asked directly.
+        .env("ANTHROPIC_BASE_URL", "http://api.anthropic.com")
+        .env("http_proxy", &portal_url(&model))
+        .env("NO_PROXY", "127.0.0.1")
+        .start();
+    let s = g.create_session(json!({}));
+    let t = g.run_turn(&s.id, "hi");
+    assert_eq!(t.text, "from claude", "{:?}", t.complete);
+    let asked = token.wait_requests(1, T).remove(0);
+    assert_eq!(
+        (asked.method.as_str(), asked.path.as_str()),
+        ("POST", "/v1/oauth/token")
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&asked.body_raw),
+        "grant_type=refresh_token&refresh_token=rt-ant-OLD\
+         &client_id=9d1c250a-e61b-44d9-88ed-5944d1962f5e"
+    );
+    let r = model.wait_requests(1, T).remove(0);
+    assert_eq!(r.path, "http://api.anthropic.com/v1/messages");
+    assert_eq!(r.header("authorization"), Some("Bearer sk-ant-oat01-NEW"));
+    assert_eq!(r.header("x-api-key"), None);
+    // Written back as Hermes writes it: the tokens and expiry replaced, the rest kept, 0600.
+    let after: Value = serde_json::from_str(&std::fs::read_to_string(&creds).unwrap()).unwrap();
+    let login = &after["claudeAiOauth"];
+    assert_eq!(
+        (
+            login["accessToken"].as_str(),
+            login["refreshToken"].as_str()
+        ),
+        (Some("sk-ant-oat01-NEW"), Some("rt-ant-NEW"))
+    );
+    let expires = login["expiresAt"].as_i64().unwrap();
+    assert!(expires > (now() + 28_000) * 1000, "{expires}");
+    assert_eq!(login["scopes"], json!(["user:inference", "user:profile"]));
+    assert_eq!(login["subscriptionType"], "max");
+    assert_eq!(after["mcpOAuth"], json!({"keep": "me"}));
+    let mode = std::fs::metadata(&creds).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // Renewed once; no token reaches stderr.
+    next_prompt_sends_without_renewal(
+        &mut g,
+        &s.id,
+        (&model, 2, "again"),
+        "sk-ant-oat01-NEW",
+        &token,
+    );
+    let said = g.stderr_text();
+    for secret in [
+        "sk-ant-oat01-OLD",
+        "sk-ant-oat01-NEW",
+        "rt-ant-OLD",
+        "rt-ant-NEW",
+    ] {
+        assert!(!said.contains(secret), "{secret} on stderr: {said}");
+    }
 }

@@ -206,15 +206,17 @@ fn base_answer(gw: &Gateway, p: &Params) -> Result<Value, RpcError> {
         push_unique(&mut models, [provider.default_model().to_string()]);
         push_unique(&mut models, configured_models(&config::doc(gw)));
     }
-    let auth_type = if slug == "offline" { "none" } else { "api_key" };
     let doc = config::doc(gw);
     let available = crate::model::select::available(&gw.cfg, &doc);
+    let listed = available.iter().find(|a| a.id == slug);
+    let auth_type = match listed {
+        _ if slug == "offline" => "none",
+        Some(a) => a.auth_type,
+        None => "api_key",
+    };
     // A provider of the table is authenticated while its key or login is there (not after
     // `model.disconnect`); the others (offline, `custom:`) always are.
-    let authenticated = available
-        .iter()
-        .find(|a| a.id == slug)
-        .is_none_or(|a| a.ready);
+    let authenticated = listed.is_none_or(|a| a.ready);
     let mut rows = vec![json!({
         "slug": slug,
         "name": name,

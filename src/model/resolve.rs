@@ -14,6 +14,7 @@ use super::endpoint::{ByModel, Endpoint};
 use super::logins::{self, Kind};
 use super::providers::{self, Login, ProviderSpec, Speaks};
 use super::wire::Wire;
+use super::wire::messages::hosts::is_oauth_token;
 
 /// What the user asked for outside config.yaml: flags and their environment variables.
 #[derive(Debug, Default, Clone, Copy)]
@@ -51,6 +52,10 @@ pub struct Inputs<'a> {
     pub env: &'a dyn Fn(&str) -> Option<String>,
     /// auth.json (`Value::Null` when there is none).
     pub auth: &'a Value,
+    /// Claude Code's `~/.claude/.credentials.json` (`Value::Null` when there is none).
+    pub claude: &'a Value,
+    /// Unix time now, which a login's expiry is judged against.
+    pub now: f64,
 }
 
 /// Hermes' placeholders that are not keys (`has_usable_secret`).
@@ -254,9 +259,15 @@ impl Resolver<'_, '_> {
     /// A provider of the table; `url` (the `openai-api` endpoint of `--base-url`) beats the
     /// others.
     fn table_provider(&self, p: &ProviderSpec, url: Option<&str>) -> Resolved {
+        let mut login = login_kind(p);
         let key = match p.login {
             Login::Elsewhere(why) => {
                 return unreachable(p.id, &format!("{} cannot be used here: {why}", p.name));
+            }
+            Login::Key if p.id == "anthropic" => {
+                let (key, claude) = self.anthropic_key(p);
+                login = claude.then_some(Kind::ClaudeCode);
+                key
             }
             Login::Nous | Login::Codex => match self.login_key(p) {
                 Ok(k) => Some(k),
@@ -357,7 +368,7 @@ impl Resolver<'_, '_> {
         self.endpoint(Draft {
             model,
             headers,
-            login: login_kind(p).map(|kind| logins::Login::of(kind, self.inp.env)),
+            login: login.map(|kind| logins::Login::of(kind, self.inp.env)),
             wire_by_model,
             ..Draft::new(p.id, &base, key, api_mode)
         })
@@ -479,6 +490,37 @@ impl Resolver<'_, '_> {
                 api_mode,
             )
         })
+    }
+
+    /// Anthropic's key in Hermes' order (`resolve_anthropic_token`): an OAuth token from
+    /// `ANTHROPIC_TOKEN` or `CLAUDE_CODE_OAUTH_TOKEN` — unless Claude Code's login can renew
+    /// itself, which is then preferred —, Claude Code's login when it is good or renewable, a
+    /// pooled key, `ANTHROPIC_API_KEY`. True when the key is Claude Code's login.
+    fn anthropic_key(&self, p: &ProviderSpec) -> (Option<Key>, bool) {
+        let claude = logins::claude::state(self.inp.claude);
+        let claude_key = || {
+            logins::claude::stored_key(claude).ok().map(|value| Key {
+                value,
+                from: "Claude Code's login (~/.claude/.credentials.json)".into(),
+            })
+        };
+        let renewable = logins::claude::refresh_token(claude).is_some();
+        if let Some(env) = self.key_from(&["ANTHROPIC_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"]) {
+            return match claude_key() {
+                Some(k) if renewable && is_oauth_token(&env.value) => (Some(k), true),
+                _ => (Some(env), false),
+            };
+        }
+        if logins::claude::usable(claude, self.inp.now) {
+            return (claude_key(), true);
+        }
+        let key = self.key_from(&["ANTHROPIC_API_KEY"]).or_else(|| {
+            super::pool::stored_key(self.inp.auth, p.id).map(|value| Key {
+                value,
+                from: super::pool::source_name(p.id),
+            })
+        });
+        (key, false)
     }
 
     /// The key a login in auth.json holds for `p` (Nous' agent key, Codex's access token),
@@ -797,6 +839,19 @@ mod tests {
     }
 
     fn home_asking(asked: Asked<'_>, yaml: &str, vars: &[(&str, &str)], auth: Value) -> Resolved {
+        resolve_home(asked, yaml, vars, auth, Value::Null)
+    }
+
+    /// Unix time in these tests.
+    const NOW: f64 = 1_800_000_000.0;
+
+    fn resolve_home(
+        asked: Asked<'_>,
+        yaml: &str,
+        vars: &[(&str, &str)],
+        auth: Value,
+        claude: Value,
+    ) -> Resolved {
         let config = match yaml {
             "" => Yaml::BadValue,
             y => crate::config_file::parse(y).unwrap(),
@@ -811,6 +866,8 @@ mod tests {
             config: &config,
             env: &env,
             auth: &auth,
+            claude: &claude,
+            now: NOW,
         })
     }
 
@@ -829,6 +886,69 @@ mod tests {
     }
 
     const MODEL: &str = "model:\n  default: some-model\n";
+
+    /// Claude Code's credentials file holding a login that expires `secs` from [`NOW`].
+    fn claude_login(secs: f64, refresh: Option<&str>) -> Value {
+        let mut login = serde_json::json!({"accessToken": "sk-ant-oat01-CC",
+            "expiresAt": ((NOW + secs) * 1000.0) as i64});
+        if let Some(rt) = refresh {
+            login["refreshToken"] = rt.into();
+        }
+        serde_json::json!({"claudeAiOauth": login})
+    }
+
+    #[test]
+    fn anthropic_takes_claude_codes_login_in_hermes_order() {
+        const ANTHROPIC: &str = "model:\n  provider: anthropic\n  default: claude-sonnet-4-6\n";
+        let with = |vars: &[(&str, &str)], claude: Value| {
+            let e = remote(resolve_home(
+                Asked::default(),
+                ANTHROPIC,
+                vars,
+                Value::Null,
+                claude,
+            ));
+            (
+                e.api_key.unwrap_or_default(),
+                e.login.map(|l| l.kind),
+                e.key_name,
+            )
+        };
+        let renewable = || claude_login(-10.0, Some("rt"));
+        // Alone, an expired but renewable login is the key, renewed by the call.
+        let (key, login, from) = with(&[], renewable());
+        assert_eq!(
+            (key.as_str(), login),
+            ("sk-ant-oat01-CC", Some(Kind::ClaudeCode))
+        );
+        assert!(from.contains("Claude Code"), "{from}");
+        // A static OAuth token in the environment gives way to a login that can renew itself…
+        let env_oauth = [("ANTHROPIC_TOKEN", "sk-ant-oat01-ENV")];
+        assert_eq!(with(&env_oauth, renewable()).1, Some(Kind::ClaudeCode));
+        // …but not to one that cannot, and an API key in ANTHROPIC_TOKEN is sent as it is.
+        let (key, login, _) = with(&env_oauth, claude_login(3600.0, None));
+        assert_eq!((key.as_str(), login), ("sk-ant-oat01-ENV", None));
+        let (key, login, _) = with(&[("ANTHROPIC_TOKEN", "sk-ant-api03-K")], renewable());
+        assert_eq!((key.as_str(), login), ("sk-ant-api03-K", None));
+        // The login beats ANTHROPIC_API_KEY while it is usable; an expired one that cannot be
+        // renewed leaves the API key to be sent.
+        let api = [("ANTHROPIC_API_KEY", "sk-ant-api03-A")];
+        assert_eq!(
+            with(&api, claude_login(3600.0, None)).1,
+            Some(Kind::ClaudeCode)
+        );
+        let (key, login, _) = with(&api, claude_login(-10.0, None));
+        assert_eq!((key.as_str(), login), ("sk-ant-api03-A", None));
+        // No login, no key: unreachable, saying which variables would do.
+        let (_, why) = refused(resolve_home(
+            Asked::default(),
+            ANTHROPIC,
+            &[],
+            Value::Null,
+            claude_login(-10.0, None),
+        ));
+        assert!(why.contains("ANTHROPIC_API_KEY"), "{why}");
+    }
 
     #[test]
     fn auto_takes_an_openrouter_key_then_an_openai_key_to_openrouter() {

@@ -144,7 +144,14 @@ fn remote(
     }
     let p = RemoteProvider::new(endpoint, timing)?;
     Ok(match login {
-        Some(login) => Box::new(p.with_login(Keeper::new(login, files, auth))),
+        Some(login) => {
+            // Claude Code's login is in its own file, the others in auth.json.
+            let doc = match login.kind {
+                super::logins::Kind::ClaudeCode => files.read_of(login.kind).unwrap_or_default(),
+                _ => auth.clone(),
+            };
+            Box::new(p.with_login(Keeper::new(login, files, &doc)))
+        }
         None if !pool.is_empty() => Box::new(super::pool::WithPool::new(p, pool)),
         None => Box::new(p),
     })
@@ -255,12 +262,17 @@ fn resolve_home(
     let files = login_files(cfg, &env);
     // Not readable as a JSON object (or a link, a FIFO): a login then reads as missing.
     let auth = files.read().unwrap_or(serde_json::Value::Null);
+    let claude = files
+        .read_of(super::logins::Kind::ClaudeCode)
+        .unwrap_or(serde_json::Value::Null);
     let lookup = |name: &str| env.get(name);
     let inputs = Inputs {
         asked,
         config: &config,
         env: &lookup,
         auth: &auth,
+        claude: &claude,
+        now: crate::util::unix_now(),
     };
     Ok((resolve(&inputs), files, auth))
 }
@@ -299,9 +311,15 @@ pub struct Available {
 /// `providers:` entries; in the table's order.
 pub fn available(cfg: &Config, config: &Yaml) -> Vec<Available> {
     let env = HermesEnv::load(&cfg.home).unwrap_or_default();
-    let auth = login_files(cfg, &env)
-        .read()
-        .unwrap_or(serde_json::Value::Null);
+    let files = login_files(cfg, &env);
+    let auth = files.read().unwrap_or(serde_json::Value::Null);
+    // Anthropic is ready on Claude Code's login too.
+    let claude_code = files
+        .read_of(super::logins::Kind::ClaudeCode)
+        .is_ok_and(|doc| {
+            let login = super::logins::claude::state(&doc);
+            super::logins::claude::usable(login, crate::util::unix_now())
+        });
     let configured = config["model"]["provider"]
         .as_str()
         .map(super::providers::canonical);
@@ -309,6 +327,7 @@ pub fn available(cfg: &Config, config: &Yaml) -> Vec<Available> {
     let mut out = Vec::new();
     for p in super::providers::PROVIDERS {
         let (ready, auth_type) = match p.login {
+            Login::Key if p.id == "anthropic" && claude_code => (true, "oauth"),
             Login::Key => (p.key_vars.iter().any(|v| env.get(v).is_some()), "api_key"),
             Login::Nous | Login::Codex => (!auth["providers"][p.id].is_null(), "oauth"),
             Login::Elsewhere(_) => continue,
@@ -363,7 +382,7 @@ fn login_files(cfg: &Config, env: &HermesEnv) -> Files {
         user_home.as_deref(),
         env.get("HERMES_SHARED_AUTH_DIR").as_deref(),
     );
-    Files::of(&cfg.home, shared)
+    Files::of(&cfg.home, shared, user_home.as_deref())
 }
 
 fn unreachable(provider: &str, model: Option<&str>, why: String) -> Choice {

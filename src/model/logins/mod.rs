@@ -1,13 +1,17 @@
-//! Hermes' own logins as the model layer uses them: Nous Portal and OpenAI Codex (a ChatGPT
-//! login), whose tokens `hermes auth` / `hermes model` keep in `$HERMES_HOME/auth.json`. This
-//! module owns that file for the model layer: it reads the tokens, tells whether the one a call
-//! would send is still good, and renews an expiring one as Hermes does, writing auth.json back
-//! under Hermes' lock. Logging in stays `hermes`'s.
+//! The logins Hermes sends tokens of, as the model layer uses them: Nous Portal and OpenAI Codex
+//! (a ChatGPT login), whose tokens `hermes auth` / `hermes model` keep in
+//! `$HERMES_HOME/auth.json`, and Claude Code's, which Claude Code keeps in
+//! `~/.claude/.credentials.json`. This module owns those files for the model layer: it reads the
+//! tokens, tells whether the one a call would send is still good, and renews an expiring one as
+//! Hermes does, writing the file back under auth.json's lock. Logging in stays `hermes`'s (and
+//! `claude`'s).
 //!
-//! `state.rs` is what the file's fields mean (pure), `store.rs` the files and locks,
+//! `state.rs` is what auth.json's fields mean and `claude.rs` the credentials file's (pure),
+//! `store.rs` the files and locks,
 //! `refresh.rs` a renewal step by step (its POST through the model layer's one-shot exchange),
 //! `jwt.rs` and `iso_time.rs` the tokens' claims and the file's timestamps.
 
+pub mod claude;
 pub mod iso_time;
 pub mod jwt;
 pub mod refresh;
@@ -52,14 +56,17 @@ pub fn forget(files: &Files, provider: &str) -> Result<bool, String> {
 pub enum Kind {
     Nous,
     Codex,
+    /// Claude Code's login, sent to provider `anthropic`.
+    ClaudeCode,
 }
 
 impl Kind {
-    /// Hermes' provider id, the login's key under auth.json's `providers`.
+    /// Hermes' provider id (for Nous and Codex, the login's key under auth.json's `providers`).
     pub fn id(self) -> &'static str {
         match self {
             Kind::Nous => "nous",
             Kind::Codex => "openai-codex",
+            Kind::ClaudeCode => "anthropic",
         }
     }
 
@@ -67,6 +74,7 @@ impl Kind {
         match self {
             Kind::Nous => "Nous Portal",
             Kind::Codex => "OpenAI Codex",
+            Kind::ClaudeCode => "Claude Code",
         }
     }
 }
@@ -78,10 +86,12 @@ pub struct Login {
     pub kind: Kind,
     /// Nous: the portal the environment names (`HERMES_PORTAL_BASE_URL`,
     /// `NOUS_PORTAL_BASE_URL`; `None`: auth.json's when Hermes trusts it, else Nous' own).
-    /// Codex: the token URL (`HERMES_CODEX_TOKEN_URL`; `None`: OpenAI's).
+    /// Codex: the token URL (`HERMES_CODEX_TOKEN_URL`; `None`: OpenAI's). Claude Code: the
+    /// token URL (`HERMES_ANTHROPIC_TOKEN_URL`; `None`: Anthropic's two, in turn).
     pub url: Option<String>,
     /// The token endpoint's whole exchange (`HERMES_NOUS_TIMEOUT_SECONDS`, 15 s;
-    /// `HERMES_CODEX_REFRESH_TIMEOUT_SECONDS`, 20 s, at least 5).
+    /// `HERMES_CODEX_REFRESH_TIMEOUT_SECONDS`, 20 s, at least 5; Claude Code: Hermes' 10 s per
+    /// endpoint).
     pub timeout: Duration,
 }
 
@@ -118,6 +128,11 @@ impl Login {
                         .clamp(5.0, 3600.0),
                 ),
             },
+            Kind::ClaudeCode => Login {
+                kind,
+                url: var("HERMES_ANTHROPIC_TOKEN_URL"),
+                timeout: Duration::from_secs(10),
+            },
         }
     }
 }
@@ -137,9 +152,9 @@ struct Inner {
 }
 
 impl Keeper {
-    /// `auth` is auth.json as resolution read it.
-    pub fn new(login: Login, files: Files, auth: &Value) -> Keeper {
-        let held = state::login_state(auth, login.kind).clone();
+    /// `doc` is the login's file as resolution read it (auth.json, or Claude Code's).
+    pub fn new(login: Login, files: Files, doc: &Value) -> Keeper {
+        let held = state::login_state(doc, login.kind).clone();
         Keeper {
             inner: Rc::new(Inner {
                 login,

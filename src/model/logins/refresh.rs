@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::state::{self, Decision, Refusal};
 use super::store::Locked;
-use super::{Keeper, Kind};
+use super::{Keeper, Kind, claude};
 use crate::model::oneshot::{OneShot, Request};
 
 /// Which of the two locks a renewal takes.
@@ -64,6 +64,8 @@ pub struct Refresh {
     told_waiting: bool,
     /// A token the server refused: renewed whatever its expiry says.
     refused: Option<String>,
+    /// Claude Code: how many of Anthropic's token endpoints were asked.
+    asked: usize,
 }
 
 impl Refresh {
@@ -74,6 +76,8 @@ impl Refresh {
                 Kind::Nous => LOCK_TIMEOUT,
                 // The whole refresh runs under the lock: Hermes waits as long as one may take.
                 Kind::Codex => LOCK_TIMEOUT.max(timeout + Duration::from_secs(5)),
+                // Claude Code's may ask both of Anthropic's endpoints.
+                Kind::ClaudeCode => LOCK_TIMEOUT.max(timeout * 2 + Duration::from_secs(5)),
             };
         Refresh {
             keeper,
@@ -85,6 +89,7 @@ impl Refresh {
             portal: String::new(),
             told_waiting: false,
             refused,
+            asked: 0,
         }
     }
 
@@ -141,12 +146,21 @@ impl Refresh {
                 }
                 Phase::Post(post) => {
                     let deadline = post.deadline();
-                    return match post.advance(slot, now) {
-                        None => Outcome::Wait(Some(deadline)),
-                        Some(Ok(answer)) => {
+                    let answer = match post.advance(slot, now) {
+                        None => return Outcome::Wait(Some(deadline)),
+                        Some(answer) => answer,
+                    };
+                    if self.another_endpoint(&answer) {
+                        if let Err(why) = self.post(slot, now) {
+                            return Outcome::Failed(why);
+                        }
+                        continue;
+                    }
+                    return match answer {
+                        Ok(answer) => {
                             self.answered(answer.status, answer.retry_after, &answer.body)
                         }
-                        Some(Err(why)) => Outcome::Failed(format!(
+                        Err(why) => Outcome::Failed(format!(
                             "could not renew the {} login's token: {why}",
                             self.kind().name()
                         )),
@@ -226,9 +240,22 @@ impl Refresh {
         }
     }
 
+    /// Claude Code: whether a failed renewal goes on to Anthropic's next endpoint (Hermes asks
+    /// the older host when the newer fails in any way; an endpoint of the environment is alone).
+    fn another_endpoint(&self, answer: &Result<crate::model::oneshot::Answer, String>) -> bool {
+        let failed = match answer {
+            Ok(a) => !(200..300).contains(&a.status),
+            Err(_) => true,
+        };
+        failed
+            && self.kind() == Kind::ClaudeCode
+            && self.keeper.login().url.is_none()
+            && self.asked < claude::TOKEN_URLS.len()
+    }
+
     /// auth.lock is held: read the file again and decide again.
     fn after_auth_lock(&mut self, slot: &Slot, now: Instant) -> Result<Option<Outcome>, String> {
-        self.auth = self.keeper.files().read()?;
+        self.auth = self.keeper.files().read_of(self.kind())?;
         self.state = state::login_state(&self.auth, self.kind()).clone();
         match self.decide(crate::util::unix_now()) {
             Decision::Use(key) => Ok(Some(self.adopted(key))),
@@ -321,6 +348,26 @@ impl Refresh {
                 slot,
                 now,
             ),
+            Kind::ClaudeCode => {
+                let url = match &login.url {
+                    Some(url) => url.as_str(),
+                    None => claude::TOKEN_URLS[self.asked.min(claude::TOKEN_URLS.len() - 1)],
+                };
+                self.asked += 1;
+                OneShot::start(
+                    &Request {
+                        method: "POST",
+                        url,
+                        path: "",
+                        headers: &[],
+                        form: Some(&claude::form(&refresh)),
+                        answer_max: ANSWER_MAX,
+                    },
+                    login.timeout,
+                    slot,
+                    now,
+                )
+            }
         }
         .map_err(|why| {
             format!(
@@ -372,6 +419,16 @@ impl Refresh {
                 }
                 Err(refusal) => Outcome::Failed(refusal.message),
             },
+            Kind::ClaudeCode => match claude::answer(status, body) {
+                Ok((access, refresh, lifetime)) => {
+                    claude::refreshed(&mut self.state, &access, refresh.as_deref(), lifetime, unix);
+                    if let Err(e) = self.save(unix) {
+                        return Outcome::Failed(e);
+                    }
+                    self.adopted(access)
+                }
+                Err(why) => Outcome::Failed(why),
+            },
         }
     }
 
@@ -387,12 +444,12 @@ impl Refresh {
         Outcome::Failed(refusal.message)
     }
 
-    /// The login's state put into auth.json (the active login from now on, as Hermes makes
-    /// it) and the file written.
+    /// The login's state put into its file (for auth.json's, the active login from now on, as
+    /// Hermes makes it) and the file written.
     fn save(&mut self, unix: f64) -> Result<(), String> {
         let kind = self.kind();
         state::put_login(&mut self.auth, kind, self.state.clone());
-        self.keeper.files().save(&mut self.auth, unix)
+        self.keeper.files().save_of(kind, &mut self.auth, unix)
     }
 }
 

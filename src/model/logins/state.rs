@@ -36,9 +36,13 @@ pub enum Decision {
     Refuse(String),
 }
 
-/// A login's state (`providers.<id>` of auth.json; `Null` when absent).
-pub fn login_state(auth: &Value, kind: Kind) -> &Value {
-    &auth["providers"][kind.id()]
+/// A login's state in its file (`providers.<id>` of auth.json, `claudeAiOauth` of Claude Code's;
+/// `Null` when absent).
+pub fn login_state(doc: &Value, kind: Kind) -> &Value {
+    match kind {
+        Kind::ClaudeCode => super::claude::state(doc),
+        _ => &doc["providers"][kind.id()],
+    }
 }
 
 /// Hermes' `clear_provider_auth(provider)` on `auth`: the login under `providers`, the
@@ -70,6 +74,7 @@ pub fn stored_key(kind: Kind, state: &Value) -> Result<String, String> {
                 .ok_or_else(|| "No access token found for Nous Portal login.".into())
         }
         Kind::Codex => codex_tokens(state).map(|(access, _)| access.to_string()),
+        Kind::ClaudeCode => super::claude::stored_key(state),
     }
 }
 
@@ -106,6 +111,7 @@ pub fn decide(kind: Kind, state: &Value, now: f64) -> Decision {
             Ok((access, _)) if codex_expiring(access, now, SKEW_SECS) => Decision::Refresh,
             Ok((access, _)) => Decision::Use(access.to_string()),
         },
+        Kind::ClaudeCode => super::claude::decide(state, now),
     }
 }
 
@@ -303,7 +309,7 @@ pub fn codex_form(refresh_token: &str) -> String {
 }
 
 /// `application/x-www-form-urlencoded` of one value.
-fn form_value(v: &str) -> String {
+pub(super) fn form_value(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
     for b in v.bytes() {
         match b {
@@ -718,8 +724,11 @@ pub fn codex_refreshed(auth: &mut Value, access: &str, refresh: Option<&str>, no
 }
 
 /// `state` put back as the login's, which Hermes then makes the active provider (every save of
-/// a login does).
+/// an auth.json login does).
 pub fn put_login(auth: &mut Value, kind: Kind, state: Value) {
+    if kind == Kind::ClaudeCode {
+        return super::claude::put(auth, state);
+    }
     if !auth.is_object() {
         *auth = json!({"version": 1, "providers": {}});
     }
@@ -735,6 +744,7 @@ pub fn refresh_token(kind: Kind, state: &Value) -> Option<&str> {
     match kind {
         Kind::Nous => text(state, "refresh_token"),
         Kind::Codex => text(&state["tokens"], "refresh_token"),
+        Kind::ClaudeCode => super::claude::refresh_token(state),
     }
     .map(str::trim)
 }

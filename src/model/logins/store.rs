@@ -1,8 +1,10 @@
 //! The files of Hermes' logins as Hermes keeps them: `$HERMES_HOME/auth.json` (read bounded, no
 //! link or FIFO followed; rewritten whole and atomically, 0600, every field it held kept), its
 //! lock `auth.lock` (flock, only ever tried: a busy lock is tried again later by the caller,
-//! never waited on), and the Nous store Hermes shares between profiles (`nous_auth.json` and
-//! its lock beside it).
+//! never waited on), the Nous store Hermes shares between profiles (`nous_auth.json` and
+//! its lock beside it), and Claude Code's `~/.claude/.credentials.json` (read and rewritten the
+//! same way, in the form Hermes writes it; Hermes takes no lock for it, a renewal here holds
+//! auth.lock so that this home's gateways renew it one at a time).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -11,7 +13,7 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use serde_json::{Value, json};
 
-use super::iso_time;
+use super::{Kind, iso_time};
 use crate::private_file;
 
 /// Larger files are not read: no login holds that much.
@@ -24,34 +26,51 @@ pub struct Files {
     pub lock: PathBuf,
     /// Hermes' folder of files shared between profiles (`<root>/shared`).
     pub shared_dir: PathBuf,
+    /// Claude Code's credentials (`~/.claude/.credentials.json`; `None` without a home).
+    pub claude: Option<PathBuf>,
 }
 
 /// A lock held until dropped.
 pub struct Locked(#[allow(dead_code)] Flock<File>);
 
 impl Files {
-    pub fn of(home: &Path, shared_dir: PathBuf) -> Files {
+    /// `user_home`: the user's home, where Claude Code keeps its login.
+    pub fn of(home: &Path, shared_dir: PathBuf, user_home: Option<&Path>) -> Files {
         Files {
             auth: home.join("auth.json"),
             lock: home.join("auth.lock"),
             shared_dir,
+            claude: user_home.map(|h| h.join(".claude").join(".credentials.json")),
         }
     }
 
     /// auth.json as it is now (a missing file is Hermes' empty store). Errors name the file and
     /// never its content.
     pub fn read(&self) -> Result<Value, String> {
-        let bytes = private_file::read(&self.auth, FILE_MAX)
-            .map_err(|e| format!("cannot read {}: {e}", self.auth.display()))?;
-        match bytes {
-            None => Ok(json!({"version": 1, "providers": {}})),
-            Some(bytes) => match serde_json::from_slice::<Value>(&bytes) {
-                Ok(v) if v.is_object() => Ok(v),
-                _ => Err(format!(
-                    "{} is not a JSON object; it is left as it is (run `hermes auth` to repair it)",
-                    self.auth.display()
-                )),
-            },
+        read_object(&self.auth, "run `hermes auth` to repair it")
+            .map(|v| v.unwrap_or_else(|| json!({"version": 1, "providers": {}})))
+    }
+
+    /// The file `kind`'s login is kept in, as it is now.
+    pub fn read_of(&self, kind: Kind) -> Result<Value, String> {
+        match (kind, &self.claude) {
+            (Kind::ClaudeCode, Some(path)) => {
+                read_object(path, "run `claude /login` to repair it").map(Option::unwrap_or_default)
+            }
+            (Kind::ClaudeCode, None) => Ok(Value::Null),
+            _ => self.read(),
+        }
+    }
+
+    /// Write `doc` over the file `kind`'s login is kept in: auth.json as [`Files::save`] does,
+    /// Claude Code's as Hermes writes it (`json.dump(…, indent=2)`: no final newline, nothing
+    /// added).
+    pub fn save_of(&self, kind: Kind, doc: &mut Value, now: f64) -> Result<(), String> {
+        match (kind, &self.claude) {
+            (Kind::ClaudeCode, Some(path)) => replace_synced(path, hermes_json(doc).as_bytes())
+                .map_err(|e| format!("cannot write {}: {e}", path.display())),
+            (Kind::ClaudeCode, None) => Err("no home folder holds Claude Code's login".into()),
+            _ => self.save(doc, now),
         }
     }
 
@@ -109,6 +128,20 @@ impl Files {
     /// Remove the shared Nous store (its tokens are dead).
     pub fn remove_shared(&self) {
         let _ = std::fs::remove_file(self.shared_store());
+    }
+}
+
+/// A JSON object file as it is now (`None`: missing). Errors name the file, never its content.
+fn read_object(path: &Path, repair: &str) -> Result<Option<Value>, String> {
+    let bytes = private_file::read(path, FILE_MAX)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    match bytes.map(|b| serde_json::from_slice::<Value>(&b)) {
+        None => Ok(None),
+        Some(Ok(v)) if v.is_object() => Ok(Some(v)),
+        Some(_) => Err(format!(
+            "{} is not a JSON object; it is left as it is ({repair})",
+            path.display()
+        )),
     }
 }
 

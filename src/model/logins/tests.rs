@@ -414,7 +414,7 @@ fn forms_are_encoded() {
 // ---- the files ------------------------------------------------------------------------------
 
 fn files(dir: &Path) -> Files {
-    Files::of(dir, dir.join("shared"))
+    Files::of(dir, dir.join("shared"), Some(dir))
 }
 
 fn mode(p: &Path) -> u32 {
