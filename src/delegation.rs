@@ -84,6 +84,9 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
         .child_timeout
         .map(|t| Duration::from_secs_f64(t.max(floor)));
     let count = tasks.len();
+    // Every child is made and announced (`subagent.spawn_requested`: a queued row in the
+    // agents overlay) before any starts, as Hermes builds them all before running them.
+    let mut made = Vec::with_capacity(count);
     for (index, task) in tasks.into_iter().enumerate() {
         let started_at = util::unix_now();
         let rid = crate::methods::session::new_runtime_id(gw);
@@ -123,18 +126,23 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
             timeout,
             timed_out: false,
         };
+        // Hermes' preview of both announcements is the goal.
         let mut start = Value::Object(d.identity(&child.model, &stored));
         start["text"] = json!(task.goal);
         child.delegated = Some(d);
         gw.add_session(child);
         gw.mark_dirty(&rid);
+        gw.emit(parent_rid, "subagent.spawn_requested", start.clone());
+        made.push((rid, task.goal, start));
+    }
+    for (rid, goal, start) in made {
         gw.emit(parent_rid, "subagent.start", start);
         if let Some(t) = timeout {
             // Fires harmlessly if the child has ended by then (it is no longer in memory).
             let timer = crate::tools::WorkTimer::SubagentTimeout(rid.clone());
             gw.timers.insert(now + t, timer);
         }
-        gw.start_prompt(&rid, task.goal, now);
+        gw.start_prompt(&rid, goal, now);
     }
     let answer = {
         let mut board = board.borrow_mut();

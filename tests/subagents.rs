@@ -304,6 +304,48 @@ fn a_batch_runs_its_children_at_the_same_time_and_reports_them_together() {
     assert_eq!(t.stored_children().len(), 3);
 }
 
+/// Hermes announces each child as it is made (`subagent.spawn_requested`: the TUI puts a
+/// queued row in its agents overlay and nudges toward /agents), all of them before the first
+/// starts; each announcement names the child as its `subagent.start` does.
+#[test]
+fn each_child_is_announced_before_any_starts() {
+    let home = TempHome::new("sub-spawn");
+    let mut t = tree_in(&home, "sub-spawn");
+    let goals = [t.runs("echo first-{m}"), t.runs("echo second-{m}")];
+    let tasks: Vec<Value> = goals.iter().map(|g| json!({"goal": g})).collect();
+    let d = t.delegate(json!({"tasks": tasks}));
+    let events = &d.dispatch.events;
+    let at = |ty: &str| -> Vec<usize> {
+        let all = events.iter().enumerate();
+        all.filter(|(_, e)| e["type"] == ty).map(|(i, _)| i).collect()
+    };
+    let (asked, started) = (at("subagent.spawn_requested"), at("subagent.start"));
+    assert_eq!((asked.len(), started.len()), (2, 2), "{:?}", types(events));
+    assert!(asked[1] < started[0], "all announced first: {:?}", types(events));
+    let answered = events.iter().position(|e| {
+        e["type"] == "tool.complete" && e["payload"]["name"] == "delegate_task"
+    });
+    assert!(started[1] < answered.unwrap(), "{:?}", types(events));
+    for (i, (a, s)) in asked.iter().zip(&started).enumerate() {
+        let (a, s) = (&events[*a]["payload"], &events[*s]["payload"]);
+        assert_eq!(a["goal"], goals[i].as_str(), "{a}");
+        assert_eq!(a["text"], goals[i].as_str(), "the preview is the goal: {a}");
+        assert_eq!((&a["task_index"], &a["task_count"]), (&json!(i), &json!(2)));
+        assert_eq!((&a["depth"], &a["tool_count"]), (&json!(0), &json!(0)), "{a}");
+        assert!(a.get("status").is_none(), "the TUI marks it queued: {a}");
+        assert!(a["model"].is_string(), "{a}");
+        for key in ["subagent_id", "child_session_id", "goal", "model"] {
+            assert_eq!(a[key], s[key], "{key}: {a} vs {s}");
+        }
+    }
+    let children: Vec<String> = t.stored_children().into_iter().map(|c| c.0).collect();
+    let announced: Vec<&Value> = asked.iter().map(|i| &events[*i]["payload"]).collect();
+    for a in announced {
+        let id = a["child_session_id"].as_str().unwrap();
+        assert!(children.iter().any(|c| c == id), "{id} in {children:?}");
+    }
+}
+
 #[test]
 fn limits_and_the_pause_refuse_with_the_reason() {
     let home = TempHome::new("sub-limits");
