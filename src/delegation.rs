@@ -113,6 +113,7 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
             job,
             subagent_id: format!("sa-{index}-{}", util::random_hex(4)),
             parent_subagent_id: parent_subagent.clone(),
+            delegate_from: parent_stored.clone(),
             task_index: index,
             task_count: count,
             goal: task.goal.clone(),
@@ -135,6 +136,13 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
         gw.emit(parent_rid, "subagent.spawn_requested", start.clone());
         made.push((rid, task.goal, start));
     }
+    let children: Vec<(String, String)> = made
+        .iter()
+        .map(|(_, _, start)| {
+            let id = |key: &str| start[key].as_str().unwrap_or_default().to_string();
+            (id("subagent_id"), id("child_session_id"))
+        })
+        .collect();
     for (rid, goal, start) in made {
         gw.emit(parent_rid, "subagent.start", start);
         if let Some(t) = timeout {
@@ -158,8 +166,12 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
                     model,
                 };
                 let answer = batch.dispatched(&bg.id);
+                let awaited = subagent::Awaited {
+                    id: bg.id.clone(),
+                    if_lost: batch.lost_notice(&bg, &children),
+                };
                 batch.background = Some(bg);
-                Some(answer)
+                Some((answer, awaited))
             }
             Mode::Waits(note) => {
                 batch.note = note;
@@ -168,10 +180,14 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
         }
     };
     // In the background the call is answered now; the children's ends make a new message.
-    if let Some(answer) = answer {
+    // What the parent learns if the gateway dies first is stored with it before the answer
+    // is (commit before publish).
+    if let Some((answer, awaited)) = answer {
         if let Some(parent) = gw.sessions.get_mut(parent_rid) {
-            parent.background_delegations += 1;
+            parent.background_delegations.push(awaited);
+            parent.queue_dirty = true;
         }
+        gw.mark_dirty(parent_rid);
         crate::session::calls::finish_job(gw, job, answer, now);
     }
 }
@@ -272,9 +288,7 @@ pub(crate) fn subagent_ended(gw: &mut Gateway, end: subagent::End, now: Instant)
 /// during the shutdown it is kept in the parent's queue, which its end stores.
 fn background_done(gw: &mut Gateway, batch: Batch, bg: Background, now: Instant) {
     let parent = bg.parent_rid.clone();
-    if let Some(s) = gw.sessions.get_mut(&parent) {
-        s.background_delegations = s.background_delegations.saturating_sub(1);
-    }
+    settled(gw, &parent, &bg.id);
     let why = "It was stopped before it finished.";
     let text = batch.notice(&bg, now, util::unix_now(), why);
     if crate::tools::process::notify(gw, parent.clone(), text.clone()) {
@@ -326,11 +340,20 @@ pub(crate) fn parent_closing(gw: &mut Gateway, rid: &str, now: Instant) {
             continue;
         };
         let text = batch.notice(&bg, now, util::unix_now(), why);
+        settled(gw, rid, &bg.id);
         if let Some(s) = gw.sessions.get_mut(rid) {
-            s.background_delegations = s.background_delegations.saturating_sub(1);
             s.queued.push_back(text);
-            s.queue_dirty = true;
         }
+    }
+}
+
+/// Background delegation `id` of session `rid` has its result: the notice kept for a kill
+/// goes, in the same commit as the result's message (or queued prompt) comes.
+fn settled(gw: &mut Gateway, rid: &str, id: &str) {
+    if let Some(s) = gw.sessions.get_mut(rid) {
+        s.background_delegations.retain(|a| a.id != id);
+        s.queue_dirty = true;
+        gw.mark_dirty(rid);
     }
 }
 
