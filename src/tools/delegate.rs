@@ -810,6 +810,50 @@ mod tests {
     }
 
     #[test]
+    fn the_notice_kept_for_a_kill_names_every_task_and_says_the_outcome_is_unknown() {
+        let task = |goal: &str| Task {
+            goal: goal.into(),
+            context: Some("in /srv".into()),
+            orchestrator: false,
+        };
+        let batch = Batch {
+            tasks: vec![task("build it"), task("test it")],
+            entries: vec![None, None],
+            started: Instant::now(),
+            child_depth: 1,
+            limits: limits(),
+            background: None,
+            note: None,
+        };
+        let bg = Background {
+            id: "deleg_00ff".into(),
+            parent_rid: "r1".into(),
+            dispatched_unix: 0.0,
+            model: "m1".into(),
+        };
+        let children = [("sa-0-a".to_string(), "s-a".to_string())];
+        let text = batch.lost_notice(&bg, &children);
+        assert!(
+            text.starts_with("[ASYNC DELEGATION BATCH COMPLETE — deleg_00ff]\n"),
+            "{text}"
+        );
+        assert!(text.contains("outcome is unknown"), "{text}");
+        assert!(
+            text.contains("Dispatched: 1970-01-01 00:00:00 UTC"),
+            "{text}"
+        );
+        // A batch's contexts differ per task: none is recalled for the whole.
+        assert!(!text.contains("Context you provided"), "{text}");
+        let first = "--- ✗ TASK 1/2: build it  (status=unknown) ---\n(no summary — status=unknown: \
+                     subagent sa-0-a, session s-a;";
+        assert!(text.contains(first), "{text}");
+        assert!(
+            text.contains("TASK 2/2: test it  (status=unknown)"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn a_long_summary_is_clipped_and_points_at_the_whole() {
         let long = "x".repeat(MAX_SUMMARY_CHARS + 10);
         let clipped = clip_summary(&long, "s1");
