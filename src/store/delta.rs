@@ -65,11 +65,11 @@ pub struct Delta<'a> {
     pub queue: Option<Vec<Cow<'a, str>>>,
     /// Its background delegations still running, when they changed: (id, the notice its
     /// transcript gets if the gateway dies before they end), for `tui_gateway_delegations`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegations: Option<Vec<(Cow<'a, str>, Cow<'a, str>)>>,
     /// A subagent's row: the session that delegated it, Hermes' `model_config._delegate_from`
     /// (written with the row; a row's other `model_config` keys are never touched).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegate_from: Option<Cow<'a, str>>,
     /// Undo: stored rows past this many go.
     pub keep: Option<usize>,
