@@ -824,6 +824,35 @@ fn a_background_delegation_cut_off_by_a_kill_is_reported_as_unknown_after_the_re
     assert_eq!(told.count(), 1, "{again:?}");
 }
 
+/// The same when the gateway dies beside another that runs on: resuming the parent there
+/// repairs it first, and the notice is in what the resume shows.
+#[test]
+fn a_lost_delegation_is_reported_to_the_gateway_that_resumes_its_parent() {
+    let home = TempHome::new("sub-lost-beside");
+    let mut t = tree_in(&home, "sub-lost-beside");
+    let goal = t.runs("sleep 360.{m}");
+    let (_, answer) = t.dispatch(json!({"goal": goal}));
+    let id = answer["delegation_id"].as_str().unwrap().to_string();
+    wait_for_proc("sleep", &format!("360.{}", t.m), T);
+    let mut other = Gateway::builder()
+        .home(&home.path)
+        .tag("sub-lost-beside-2")
+        .start();
+    t.g.signal(libc::SIGKILL);
+    t.g.wait_exit(T);
+    assert_none_left(&format!(".{}", t.m), T, "the child's command after SIGKILL");
+    let r = other.call("session.resume", json!({"session_id": t.stored}));
+    let texts = shown(&r["messages"]);
+    let head = format!("[ASYNC DELEGATION BATCH COMPLETE — {id}]");
+    let (role, text) = texts.last().unwrap();
+    assert!(
+        role == "user" && text.starts_with(&head),
+        "the last message is the notice: {texts:?}"
+    );
+    assert!(task_part(text, 1).contains("status=unknown"), "{text}");
+    assert!(task_part(text, 1).contains(&goal), "{text}");
+}
+
 #[test]
 fn spawn_trees_saved_by_the_tui_are_listed_and_loaded_after_a_restart() {
     let home = TempHome::new("sub-trees");
