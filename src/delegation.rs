@@ -6,7 +6,9 @@
 //! `subagent.interrupt`). A top-level session's call runs in the background, as in Hermes: it
 //! is answered once its children are spawned, and the last child's end brings their combined
 //! result into the parent's conversation the way a background process's notice comes; closing
-//! the parent ends them. An orchestrator child's call waits: the last end finishes it, and
+//! the parent ends them; until then the parent's stored session keeps a notice saying their
+//! outcome is unknown, which a restart after a kill adds to its transcript (`store/`'s
+//! repair). An orchestrator child's call waits: the last end finishes it, and
 //! stopping it stops them. The tool's side and the limits: `tools/delegate.rs`; a child's
 //! identity, relay and result: `session/subagent.rs`.
 
