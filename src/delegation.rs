@@ -6,7 +6,9 @@
 //! `subagent.interrupt`). A top-level session's call runs in the background, as in Hermes: it
 //! is answered once its children are spawned, and the last child's end brings their combined
 //! result into the parent's conversation the way a background process's notice comes; closing
-//! the parent ends them. An orchestrator child's call waits: the last end finishes it, and
+//! the parent ends them; until then the parent's stored session keeps a notice saying their
+//! outcome is unknown, which a restart after a kill adds to its transcript (`store/`'s
+//! repair). An orchestrator child's call waits: the last end finishes it, and
 //! stopping it stops them. The tool's side and the limits: `tools/delegate.rs`; a child's
 //! identity, relay and result: `session/subagent.rs`.
 
@@ -84,6 +86,9 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
         .child_timeout
         .map(|t| Duration::from_secs_f64(t.max(floor)));
     let count = tasks.len();
+    // Every child is made and announced (`subagent.spawn_requested`: a queued row in the
+    // agents overlay) before any starts, as Hermes builds them all before running them.
+    let mut made = Vec::with_capacity(count);
     for (index, task) in tasks.into_iter().enumerate() {
         let started_at = util::unix_now();
         let rid = crate::methods::session::new_runtime_id(gw);
@@ -110,6 +115,7 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
             job,
             subagent_id: format!("sa-{index}-{}", util::random_hex(4)),
             parent_subagent_id: parent_subagent.clone(),
+            delegate_from: parent_stored.clone(),
             task_index: index,
             task_count: count,
             goal: task.goal.clone(),
@@ -123,18 +129,30 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
             timeout,
             timed_out: false,
         };
+        // Hermes' preview of both announcements is the goal.
         let mut start = Value::Object(d.identity(&child.model, &stored));
         start["text"] = json!(task.goal);
         child.delegated = Some(d);
         gw.add_session(child);
         gw.mark_dirty(&rid);
+        gw.emit(parent_rid, "subagent.spawn_requested", start.clone());
+        made.push((rid, task.goal, start));
+    }
+    let children: Vec<(String, String)> = made
+        .iter()
+        .map(|(_, _, start)| {
+            let id = |key: &str| start[key].as_str().unwrap_or_default().to_string();
+            (id("subagent_id"), id("child_session_id"))
+        })
+        .collect();
+    for (rid, goal, start) in made {
         gw.emit(parent_rid, "subagent.start", start);
         if let Some(t) = timeout {
             // Fires harmlessly if the child has ended by then (it is no longer in memory).
             let timer = crate::tools::WorkTimer::SubagentTimeout(rid.clone());
             gw.timers.insert(now + t, timer);
         }
-        gw.start_prompt(&rid, task.goal, now);
+        gw.start_prompt(&rid, goal, now);
     }
     let answer = {
         let mut board = board.borrow_mut();
@@ -150,8 +168,12 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
                     model,
                 };
                 let answer = batch.dispatched(&bg.id);
+                let awaited = subagent::Awaited {
+                    id: bg.id.clone(),
+                    if_lost: batch.lost_notice(&bg, &children),
+                };
                 batch.background = Some(bg);
-                Some(answer)
+                Some((answer, awaited))
             }
             Mode::Waits(note) => {
                 batch.note = note;
@@ -160,10 +182,14 @@ pub(crate) fn spawn(gw: &mut Gateway, parent_rid: &str, job: JobId, now: Instant
         }
     };
     // In the background the call is answered now; the children's ends make a new message.
-    if let Some(answer) = answer {
+    // What the parent learns if the gateway dies first is stored with it before the answer
+    // is (commit before publish).
+    if let Some((answer, awaited)) = answer {
         if let Some(parent) = gw.sessions.get_mut(parent_rid) {
-            parent.background_delegations += 1;
+            parent.background_delegations.push(awaited);
+            parent.queue_dirty = true;
         }
+        gw.mark_dirty(parent_rid);
         crate::session::calls::finish_job(gw, job, answer, now);
     }
 }
@@ -264,9 +290,7 @@ pub(crate) fn subagent_ended(gw: &mut Gateway, end: subagent::End, now: Instant)
 /// during the shutdown it is kept in the parent's queue, which its end stores.
 fn background_done(gw: &mut Gateway, batch: Batch, bg: Background, now: Instant) {
     let parent = bg.parent_rid.clone();
-    if let Some(s) = gw.sessions.get_mut(&parent) {
-        s.background_delegations = s.background_delegations.saturating_sub(1);
-    }
+    settled(gw, &parent, &bg.id);
     let why = "It was stopped before it finished.";
     let text = batch.notice(&bg, now, util::unix_now(), why);
     if crate::tools::process::notify(gw, parent.clone(), text.clone()) {
@@ -318,11 +342,20 @@ pub(crate) fn parent_closing(gw: &mut Gateway, rid: &str, now: Instant) {
             continue;
         };
         let text = batch.notice(&bg, now, util::unix_now(), why);
+        settled(gw, rid, &bg.id);
         if let Some(s) = gw.sessions.get_mut(rid) {
-            s.background_delegations = s.background_delegations.saturating_sub(1);
             s.queued.push_back(text);
-            s.queue_dirty = true;
         }
+    }
+}
+
+/// Background delegation `id` of session `rid` has its result: the notice kept for a kill
+/// goes, in the same commit as the result's message (or queued prompt) comes.
+fn settled(gw: &mut Gateway, rid: &str, id: &str) {
+    if let Some(s) = gw.sessions.get_mut(rid) {
+        s.background_delegations.retain(|a| a.id != id);
+        s.queue_dirty = true;
+        gw.mark_dirty(rid);
     }
 }
 

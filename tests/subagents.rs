@@ -304,6 +304,102 @@ fn a_batch_runs_its_children_at_the_same_time_and_reports_them_together() {
     assert_eq!(t.stored_children().len(), 3);
 }
 
+/// Hermes announces each child as it is made (`subagent.spawn_requested`: the TUI puts a
+/// queued row in its agents overlay and nudges toward /agents), all of them before the first
+/// starts; each announcement names the child as its `subagent.start` does.
+#[test]
+fn each_child_is_announced_before_any_starts() {
+    let home = TempHome::new("sub-spawn");
+    let mut t = tree_in(&home, "sub-spawn");
+    let goals = [t.runs("echo first-{m}"), t.runs("echo second-{m}")];
+    let tasks: Vec<Value> = goals.iter().map(|g| json!({"goal": g})).collect();
+    let d = t.delegate(json!({"tasks": tasks}));
+    let events = &d.dispatch.events;
+    let at = |ty: &str| -> Vec<usize> {
+        let all = events.iter().enumerate();
+        all.filter(|(_, e)| e["type"] == ty)
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let (asked, started) = (at("subagent.spawn_requested"), at("subagent.start"));
+    assert_eq!((asked.len(), started.len()), (2, 2), "{:?}", types(events));
+    assert!(
+        asked[1] < started[0],
+        "all announced first: {:?}",
+        types(events)
+    );
+    let answered = events
+        .iter()
+        .position(|e| e["type"] == "tool.complete" && e["payload"]["name"] == "delegate_task");
+    assert!(started[1] < answered.unwrap(), "{:?}", types(events));
+    for (i, (a, s)) in asked.iter().zip(&started).enumerate() {
+        let (a, s) = (&events[*a]["payload"], &events[*s]["payload"]);
+        assert_eq!(a["goal"], goals[i].as_str(), "{a}");
+        assert_eq!(a["text"], goals[i].as_str(), "the preview is the goal: {a}");
+        assert_eq!((&a["task_index"], &a["task_count"]), (&json!(i), &json!(2)));
+        assert_eq!(
+            (&a["depth"], &a["tool_count"]),
+            (&json!(0), &json!(0)),
+            "{a}"
+        );
+        assert!(a.get("status").is_none(), "the TUI marks it queued: {a}");
+        assert!(a["model"].is_string(), "{a}");
+        for key in ["subagent_id", "child_session_id", "goal", "model"] {
+            assert_eq!(a[key], s[key], "{key}: {a} vs {s}");
+        }
+    }
+    let children: Vec<String> = t.stored_children().into_iter().map(|c| c.0).collect();
+    let announced: Vec<&Value> = asked.iter().map(|i| &events[*i]["payload"]).collect();
+    for a in announced {
+        let id = a["child_session_id"].as_str().unwrap();
+        assert!(children.iter().any(|c| c == id), "{id} in {children:?}");
+    }
+}
+
+/// Hermes marks a delegated child's row `model_config._delegate_from` = its parent (its
+/// pickers leave such rows out by it); ours is marked too, in a state.db the gateway created
+/// and in one from before the column existed (which gains it: Hermes' own have it).
+#[test]
+fn a_childs_stored_row_names_its_parent_in_model_config() {
+    for older in [false, true] {
+        let home = TempHome::new("sub-from");
+        if older {
+            let db = rusqlite::Connection::open(home.path.join("state.db")).unwrap();
+            db.execute_batch(
+                "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT NOT NULL,
+                     started_at REAL NOT NULL);
+                 CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT,
+                     session_id TEXT NOT NULL, role TEXT NOT NULL, content TEXT,
+                     timestamp REAL NOT NULL);",
+            )
+            .unwrap();
+        }
+        let mut t = tree_in(&home, "sub-from");
+        t.delegate(json!({"goal": t.runs("echo from-{m}")}));
+        let children = t.stored_children();
+        assert_eq!(children.len(), 1, "{children:?}");
+        let db = t.g.db();
+        let config = |id: &str| -> Option<String> {
+            let sql = "SELECT model_config FROM sessions WHERE id = ?1";
+            db.query_row(sql, [id], |r| r.get(0)).unwrap()
+        };
+        let child = config(&children[0].0).expect("the child's row has a model_config");
+        let child: Value = serde_json::from_str(&child).unwrap();
+        assert_eq!(child, json!({"_delegate_from": t.stored}), "older: {older}");
+        assert_eq!(config(&t.stored), None, "the parent is no one's delegate");
+        // Hermes' own test for a delegated row finds it.
+        let marked: String = db
+            .query_row(
+                "SELECT id FROM sessions
+                 WHERE json_extract(COALESCE(model_config, '{}'), '$._delegate_from') = ?1",
+                [&t.stored],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(marked, children[0].0);
+    }
+}
+
 #[test]
 fn limits_and_the_pause_refuse_with_the_reason() {
     let home = TempHome::new("sub-limits");
@@ -656,6 +752,105 @@ fn a_kill_mid_batch_leaves_nothing_running_and_valid_transcripts() {
         let rows = message_rows(&g.db_path(), id);
         assert_eq!(rows[0].role, "user", "{rows:?}");
     }
+}
+
+/// Hermes' next start reports a background delegation whose owner process died as an
+/// `unknown` outcome; ours does too: after a SIGKILL the restart's repair adds the notice to
+/// the parent's transcript, naming each child (goal, subagent, session), once. A delegation
+/// whose result had arrived before the kill is not reported again.
+#[test]
+fn a_background_delegation_cut_off_by_a_kill_is_reported_as_unknown_after_the_restart() {
+    let home = TempHome::new("sub-lost");
+    let mut t = tree_in(&home, "sub-lost");
+    let done = t.delegate(json!({"goal": t.runs("echo done-{m}")}));
+    let done_id = done.answer["delegation_id"].as_str().unwrap().to_string();
+    let goals = [t.runs("sleep 350.{m}"), t.runs("sleep 351.{m}")];
+    let tasks: Vec<Value> = goals.iter().map(|g| json!({"goal": g})).collect();
+    let (dispatch, answer) = t.dispatch(json!({"tasks": tasks}));
+    let lost_id = answer["delegation_id"].as_str().unwrap().to_string();
+    let started = of_type(&dispatch.events, "subagent.start");
+    let named: Vec<(String, String)> = started
+        .iter()
+        .map(|e| {
+            let p = &e["payload"];
+            let id = |k: &str| p[k].as_str().unwrap().to_string();
+            (id("subagent_id"), id("child_session_id"))
+        })
+        .collect();
+    assert_eq!(named.len(), 2, "{:?}", types(&dispatch.events));
+    wait_for_procs("sleep", &format!(".{}", t.m), 2, T);
+    t.g.signal(libc::SIGKILL);
+    t.g.wait_exit(T);
+    assert_none_left(&format!(".{}", t.m), T, "children's commands after SIGKILL");
+
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .tag("sub-lost-2")
+        .start();
+    let r = g.call("session.resume", json!({"session_id": t.stored}));
+    let texts = shown(&r["messages"]);
+    let head = |id: &str| format!("[ASYNC DELEGATION BATCH COMPLETE — {id}]");
+    let about = |id: &str| -> Vec<String> {
+        let told = texts
+            .iter()
+            .filter(|(role, text)| role == "user" && text.starts_with(&head(id)));
+        told.map(|(_, text)| text.clone()).collect()
+    };
+    assert_eq!(about(&done_id).len(), 1, "the finished one once: {texts:?}");
+    let lost = about(&lost_id);
+    assert_eq!(lost.len(), 1, "{texts:?}\n{}", g.stderr_text());
+    let lost = &lost[0];
+    assert!(lost.contains("outcome is unknown"), "{lost}");
+    for (i, (subagent, session)) in named.iter().enumerate() {
+        let part = task_part(lost, i + 1);
+        assert!(part.contains(&goals[i]), "{part}");
+        assert!(part.contains("status=unknown"), "{part}");
+        assert!(part.contains(subagent) && part.contains(session), "{part}");
+    }
+    // The model reads it with the next prompt; a later restart does not add it again.
+    let sid = r["session_id"].as_str().unwrap().to_string();
+    let turn = g.run_turn(&sid, "what happened?");
+    assert_eq!(turn.complete["payload"]["status"], "complete");
+    drop(g);
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .tag("sub-lost-3")
+        .start();
+    let r = g.call("session.resume", json!({"session_id": t.stored}));
+    let again = shown(&r["messages"]);
+    let told = again
+        .iter()
+        .filter(|(_, text)| text.starts_with(&head(&lost_id)));
+    assert_eq!(told.count(), 1, "{again:?}");
+}
+
+/// The same when the gateway dies beside another that runs on: resuming the parent there
+/// repairs it first, and the notice is in what the resume shows.
+#[test]
+fn a_lost_delegation_is_reported_to_the_gateway_that_resumes_its_parent() {
+    let home = TempHome::new("sub-lost-beside");
+    let mut t = tree_in(&home, "sub-lost-beside");
+    let goal = t.runs("sleep 360.{m}");
+    let (_, answer) = t.dispatch(json!({"goal": goal}));
+    let id = answer["delegation_id"].as_str().unwrap().to_string();
+    wait_for_proc("sleep", &format!("360.{}", t.m), T);
+    let mut other = Gateway::builder()
+        .home(&home.path)
+        .tag("sub-lost-beside-2")
+        .start();
+    t.g.signal(libc::SIGKILL);
+    t.g.wait_exit(T);
+    assert_none_left(&format!(".{}", t.m), T, "the child's command after SIGKILL");
+    let r = other.call("session.resume", json!({"session_id": t.stored}));
+    let texts = shown(&r["messages"]);
+    let head = format!("[ASYNC DELEGATION BATCH COMPLETE — {id}]");
+    let (role, text) = texts.last().unwrap();
+    assert!(
+        role == "user" && text.starts_with(&head),
+        "the last message is the notice: {texts:?}"
+    );
+    assert!(task_part(text, 1).contains("status=unknown"), "{text}");
+    assert!(task_part(text, 1).contains(&goal), "{text}");
 }
 
 #[test]

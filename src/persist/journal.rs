@@ -297,6 +297,8 @@ mod tests {
             update_row: true,
             live: crate::store::LiveChange::Claim,
             queue: None,
+            delegations: None,
+            delegate_from: None,
             keep: None,
             messages: texts
                 .iter()

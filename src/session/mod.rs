@@ -89,7 +89,7 @@ pub struct Session {
     pub attached_images: Vec<std::path::PathBuf>,
     /// The user was told this session's model gets images as a note, not their pixels.
     pub told_no_vision: bool,
-    /// `queued` changed since the last commit.
+    /// `queued` (or `background_delegations`) changed since the last commit.
     pub queue_dirty: bool,
     /// Dangerous-command rules the user approved for this session.
     pub approved_rules: Vec<String>,
@@ -126,9 +126,10 @@ pub struct Session {
     pub delegated: Option<subagent::Delegated>,
     /// What its ended subagents used (in memory: each child's own row holds its figures).
     pub subagents: subagent::Rollup,
-    /// Its `delegate_task` calls whose children still run in the background (Hermes'
-    /// `usage.active_subagents`, which the TUI shows as `⛓ N` and "resumes when…").
-    pub background_delegations: usize,
+    /// Its `delegate_task` calls whose children still run in the background (their count is
+    /// Hermes' `usage.active_subagents`, which the TUI shows as `⛓ N` and "resumes when…").
+    /// Committed with the queue (`queue_dirty`), so a kill cannot leave one unreported.
+    pub background_delegations: Vec<subagent::Awaited>,
 }
 
 /// Who waits for a background session's answer.
@@ -207,7 +208,7 @@ impl Session {
             overlay: None,
             delegated: None,
             subagents: Default::default(),
-            background_delegations: 0,
+            background_delegations: Vec::new(),
         }
     }
 
@@ -291,7 +292,7 @@ impl Session {
             "calls": self.model_calls,
             "model_ms": self.model_time.as_millis() as u64,
             "compressions": self.compressions,
-            "active_subagents": self.background_delegations,
+            "active_subagents": self.background_delegations.len(),
         });
         // Hermes folds its children's cost into the session's; ours stays the session's own
         // (what its stored row holds) and the rolled-up figures come beside it.

@@ -32,6 +32,22 @@ impl Session {
                 .map(Cow::Owned)
                 .collect::<Vec<_>>()
         });
+        // Written with the queue: a delegation's result replaces its notice in one commit.
+        let delegations = self.queue_dirty.then(|| {
+            let awaited = self.background_delegations.iter();
+            awaited
+                .map(|a| {
+                    (
+                        Cow::Borrowed(a.id.as_str()),
+                        Cow::Borrowed(a.if_lost.as_str()),
+                    )
+                })
+                .collect::<Vec<_>>()
+        });
+        let delegate_from = self
+            .delegated
+            .as_ref()
+            .map(|d| Cow::Borrowed(d.delegate_from.as_str()));
         let stored = self.persisted.messages.min(self.transcript.len());
         // A streaming reply's partial row is a row the transcript has no message for yet.
         let partial_row = self.turn.as_ref().is_some_and(|t| t.partial_row.is_some());
@@ -59,6 +75,8 @@ impl Session {
             update_row: self.row_dirty,
             live,
             queue,
+            delegations,
+            delegate_from,
             keep: self.stored_keep,
             messages: Cow::Borrowed(&self.transcript[stored..]),
         }

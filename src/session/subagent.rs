@@ -31,6 +31,8 @@ pub struct Delegated {
     pub subagent_id: String,
     /// The parent's own subagent id, when the parent is a subagent (an orchestrator).
     pub parent_subagent_id: Option<String>,
+    /// The parent's stored session (Hermes' `model_config._delegate_from` of its row).
+    pub delegate_from: String,
     pub task_index: usize,
     pub task_count: usize,
     pub goal: String,
@@ -50,6 +52,16 @@ pub struct Delegated {
     pub timeout: Option<std::time::Duration>,
     /// It was stopped at that timeout.
     pub timed_out: bool,
+}
+
+/// A background delegation of this session whose children still run: what its transcript
+/// gets if the gateway dies before they end (stored with the session, `tui_gateway_delegations`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Awaited {
+    /// Hermes' handle (`deleg_<hex>`).
+    pub id: String,
+    /// The notice saying the outcome is unknown ([`crate::tools::delegate::Batch::lost_notice`]).
+    pub if_lost: String,
 }
 
 /// A subagent's relay state: tools started, and what waits for the next note.
@@ -472,6 +484,7 @@ mod tests {
             job: JobId(7),
             subagent_id: "sa-1-abc".into(),
             parent_subagent_id: None,
+            delegate_from: "stored-parent".into(),
             task_index: 1,
             task_count: 3,
             goal: "count the files".into(),

@@ -63,6 +63,14 @@ pub struct Delta<'a> {
     pub live: LiveChange,
     /// The prompts acknowledged and not yet run, when they changed.
     pub queue: Option<Vec<Cow<'a, str>>>,
+    /// Its background delegations still running, when they changed: (id, the notice its
+    /// transcript gets if the gateway dies before they end), for `tui_gateway_delegations`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegations: Option<Vec<(Cow<'a, str>, Cow<'a, str>)>>,
+    /// A subagent's row: the session that delegated it, Hermes' `model_config._delegate_from`
+    /// (written with the row; a row's other `model_config` keys are never touched).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegate_from: Option<Cow<'a, str>>,
     /// Undo: stored rows past this many go.
     pub keep: Option<usize>,
     /// Messages past what the store holds (a row id: that row is updated, not inserted).
@@ -155,7 +163,11 @@ pub(super) fn write_all_but_new(
         &billing_mode,
     ];
     if d.insert_row {
-        let row: [&dyn ToSql; 9] = [
+        let model_config = d
+            .delegate_from
+            .as_ref()
+            .map(|parent| serde_json::json!({ "_delegate_from": parent }).to_string());
+        let row: [&dyn ToSql; 10] = [
             &d.id,
             &d.source,
             &d.model,
@@ -165,16 +177,17 @@ pub(super) fn write_all_but_new(
             &d.started_at,
             &d.ended_at,
             &d.end_reason,
+            &model_config,
         ];
         tx.prepare_cached(
             "INSERT INTO sessions (id, source, model, title, cwd, parent_session_id, started_at,
-                 ended_at, end_reason, message_count, tool_call_count, input_tokens,
-                 output_tokens, last_activity_at, api_call_count, cache_read_tokens,
-                 cache_write_tokens, reasoning_tokens, estimated_cost_usd, cost_status,
-                 cost_source, billing_provider, billing_base_url, actual_cost_usd,
+                 ended_at, end_reason, model_config, message_count, tool_call_count,
+                 input_tokens, output_tokens, last_activity_at, api_call_count,
+                 cache_read_tokens, cache_write_tokens, reasoning_tokens, estimated_cost_usd,
+                 cost_status, cost_source, billing_provider, billing_base_url, actual_cost_usd,
                  pricing_version, billing_mode)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-                 ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, NULLIF(?26, ''))",
+                 ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, NULLIF(?27, ''))",
         )?
         .execute(params_from_iter(row.iter().chain(&changing)))?;
     } else if d.update_row {
@@ -217,6 +230,17 @@ pub(super) fn write_all_but_new(
         )?;
         for (i, text) in queue.iter().enumerate() {
             add.execute(params![d.id, i as i64, text])?;
+        }
+    }
+    if let Some(delegations) = &d.delegations {
+        tx.prepare_cached("DELETE FROM tui_gateway_delegations WHERE session_id = ?1")?
+            .execute([&d.id])?;
+        let mut add = tx.prepare_cached(
+            "INSERT OR REPLACE INTO tui_gateway_delegations (session_id, delegation_id, notice)
+             VALUES (?1, ?2, ?3)",
+        )?;
+        for (id, notice) in delegations {
+            add.execute(params![d.id, id, notice])?;
         }
     }
     if let Some(keep) = d.keep {

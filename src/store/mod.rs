@@ -230,6 +230,8 @@ pub struct Repair {
     pub sessions_ended: usize,
     pub tool_results_added: usize,
     pub queued_prompts_kept: usize,
+    /// Background delegations whose parent's transcript was told their outcome is unknown.
+    pub delegations_unknown: usize,
 }
 
 /// A stored session as lists show it.
@@ -972,6 +974,10 @@ impl Store {
         )?;
         tx.execute("DELETE FROM tui_gateway_queue WHERE session_id = ?1", [id])?;
         tx.execute(
+            "DELETE FROM tui_gateway_delegations WHERE session_id = ?1",
+            [id],
+        )?;
+        tx.execute(
             "INSERT OR IGNORE INTO tui_gateway_purge (session_id)
              SELECT ?1 WHERE EXISTS (SELECT 1 FROM messages WHERE session_id = ?1)",
             [id],
@@ -1042,6 +1048,7 @@ impl Store {
             repair.sessions_ended += one.sessions_ended;
             repair.tool_results_added += one.tool_results_added;
             repair.queued_prompts_kept += one.queued_prompts_kept;
+            repair.delegations_unknown += one.delegations_unknown;
         }
         commit(tx, &self.fts, self.faults.as_ref())?;
         Ok(repair)
@@ -1126,6 +1133,7 @@ fn mark_folded(
 fn repair_one(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<Repair> {
     let tool_results_added = add_unknown_results(tx, id)?;
     let queued_prompts_kept = keep_queued_prompts(tx, id)?;
+    let delegations_unknown = report_lost_delegations(tx, id)?;
     let sessions_ended = tx.execute(
         "UPDATE sessions SET end_reason = 'gateway_killed',
              ended_at = coalesce((SELECT max(timestamp) FROM messages WHERE session_id = ?1),
@@ -1146,7 +1154,36 @@ fn repair_one(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<Repa
         sessions_ended,
         tool_results_added,
         queued_prompts_kept,
+        delegations_unknown,
     })
+}
+
+/// The background delegations a killed gateway was running for the session: each one's
+/// notice (their outcome is unknown) becomes a user message, as a delivered result would.
+fn report_lost_delegations(
+    tx: &rusqlite::Transaction<'_>,
+    session_id: &str,
+) -> rusqlite::Result<usize> {
+    let notices: Vec<String> = {
+        let mut stmt = tx.prepare(
+            "SELECT notice FROM tui_gateway_delegations WHERE session_id = ?1
+             ORDER BY rowid",
+        )?;
+        let rows = stmt.query_map([session_id], |r| r.get::<_, String>(0))?;
+        rows.collect::<Result<_, _>>()?
+    };
+    let now = crate::util::unix_now();
+    for text in &notices {
+        tx.execute(
+            "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?1, 'user', ?2, ?3)",
+            params![session_id, text, now],
+        )?;
+    }
+    tx.execute(
+        "DELETE FROM tui_gateway_delegations WHERE session_id = ?1",
+        [session_id],
+    )?;
+    Ok(notices.len())
 }
 
 /// Make `sessions.message_count` say how many rows `messages` holds (Hermes' tools read it),

@@ -7,6 +7,8 @@ use rusqlite::Connection;
 const SESSION_COLUMNS: &[(&str, &str)] = &[
     ("source", "TEXT NOT NULL DEFAULT 'tui'"),
     ("model", "TEXT"),
+    // Hermes' per-session model settings (JSON); ours holds only a subagent's `_delegate_from`.
+    ("model_config", "TEXT"),
     ("title", "TEXT"),
     ("cwd", "TEXT"),
     ("parent_session_id", "TEXT"),
@@ -54,6 +56,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
     source TEXT NOT NULL,
     model TEXT,
+    model_config TEXT,
     title TEXT,
     cwd TEXT,
     parent_session_id TEXT,
@@ -253,6 +256,17 @@ pub fn ensure(conn: &Connection) -> rusqlite::Result<()> {
              session_id TEXT NOT NULL,
              seq INTEGER NOT NULL,
              PRIMARY KEY (journal, session_id)
+         )",
+    )?;
+    // Background delegations still running, each with what its parent's transcript gets if
+    // the gateway dies before they end (a start's repair adds it, as Hermes reports a
+    // delegation whose owner died: outcome unknown).
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS tui_gateway_delegations (
+             session_id TEXT NOT NULL,
+             delegation_id TEXT NOT NULL,
+             notice TEXT NOT NULL,
+             PRIMARY KEY (session_id, delegation_id)
          )",
     )?;
     // Deleted sessions whose messages are still being removed, a bounded batch per loop

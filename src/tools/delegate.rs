@@ -340,17 +340,65 @@ impl Batch {
         ToolResult::new(content, format!("{n} subagent{plural} in the background"))
     }
 
+    /// `orchestrator` when every task may delegate, else `leaf` (the block's `Role:`).
+    fn role(&self) -> &'static str {
+        match self.tasks.iter().all(|t| t.orchestrator) {
+            true => "orchestrator",
+            false => "leaf",
+        }
+    }
+
+    /// What the parent is told of this background delegation if its gateway dies before the
+    /// children end (Hermes' `unknown` outcome for a delegation whose owner process is gone):
+    /// written when it is dispatched, kept with the parent's stored session until the real
+    /// result replaces it, and added to the parent's transcript by the next start's repair.
+    /// `children`: each task's subagent id and stored session.
+    pub fn lost_notice(&self, bg: &Background, children: &[(String, String)]) -> String {
+        let n = self.tasks.len();
+        let mut lines = vec![
+            format!("[ASYNC DELEGATION BATCH COMPLETE — {}]", bg.id),
+            format!(
+                "The background delegation of {n} subagent(s) you dispatched earlier never \
+                 reported back: the gateway running it stopped abruptly (killed or crashed) \
+                 while they worked, so their outcome is unknown. Each may have done some or all \
+                 of its task, and what it did is in its own session. Check for side effects \
+                 before relying on them, and dispatch again if the work is still needed."
+            ),
+            String::new(),
+            format!(
+                "Dispatched: {} UTC",
+                crate::util::human_time(bg.dispatched_unix)
+            ),
+        ];
+        if let [only] = self.tasks.as_slice()
+            && let Some(context) = &only.context
+        {
+            lines.push(format!("Context you provided: {context}"));
+        }
+        lines.push(format!("Role: {}   Model: {}", self.role(), bg.model));
+        for (i, task) in self.tasks.iter().enumerate() {
+            lines.push(String::new());
+            lines.push(format!(
+                "--- ✗ TASK {}/{n}: {}  (status=unknown) ---",
+                i + 1,
+                task.goal
+            ));
+            let (subagent, session) = children.get(i).cloned().unwrap_or_default();
+            lines.push(format!(
+                "(no summary — status=unknown: subagent {subagent}, session {session}; the \
+                 gateway stopped before it reported)"
+            ));
+        }
+        lines.join("\n")
+    }
+
     /// A background delegation's combined result as it enters the parent's conversation
     /// (Hermes' batch completion block): where it came from, then each task's status and
     /// report. Children that never reported say `why` they were cut off.
     pub fn notice(self, bg: &Background, now: Instant, now_unix: f64, why: &str) -> String {
         let total = hundredths(now.saturating_duration_since(self.started).as_secs_f64());
         let n = self.tasks.len();
-        let role = if self.tasks.iter().all(|t| t.orchestrator) {
-            "orchestrator"
-        } else {
-            "leaf"
-        };
+        let role = self.role();
         let mut lines = vec![
             format!("[ASYNC DELEGATION BATCH COMPLETE — {}]", bg.id),
             format!(
@@ -758,6 +806,50 @@ mod tests {
         assert_eq!(
             [age(45.0), age(60.0), age(7380.0), age(-1.0)],
             ["45s", "1m", "2h3m", "0s"]
+        );
+    }
+
+    #[test]
+    fn the_notice_kept_for_a_kill_names_every_task_and_says_the_outcome_is_unknown() {
+        let task = |goal: &str| Task {
+            goal: goal.into(),
+            context: Some("in /srv".into()),
+            orchestrator: false,
+        };
+        let batch = Batch {
+            tasks: vec![task("build it"), task("test it")],
+            entries: vec![None, None],
+            started: Instant::now(),
+            child_depth: 1,
+            limits: limits(),
+            background: None,
+            note: None,
+        };
+        let bg = Background {
+            id: "deleg_00ff".into(),
+            parent_rid: "r1".into(),
+            dispatched_unix: 0.0,
+            model: "m1".into(),
+        };
+        let children = [("sa-0-a".to_string(), "s-a".to_string())];
+        let text = batch.lost_notice(&bg, &children);
+        assert!(
+            text.starts_with("[ASYNC DELEGATION BATCH COMPLETE — deleg_00ff]\n"),
+            "{text}"
+        );
+        assert!(text.contains("outcome is unknown"), "{text}");
+        assert!(
+            text.contains("Dispatched: 1970-01-01 00:00:00 UTC"),
+            "{text}"
+        );
+        // A batch's contexts differ per task: none is recalled for the whole.
+        assert!(!text.contains("Context you provided"), "{text}");
+        let first = "--- ✗ TASK 1/2: build it  (status=unknown) ---\n(no summary — status=unknown: \
+                     subagent sa-0-a, session s-a;";
+        assert!(text.contains(first), "{text}");
+        assert!(
+            text.contains("TASK 2/2: test it  (status=unknown)"),
+            "{text}"
         );
     }
 
