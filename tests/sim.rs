@@ -15,7 +15,8 @@
 //! input ends the gateway. A failing seed prints the line that replays it.
 //!
 //! Seeds: `TUIGW_SIM_SEEDS` (how many, from `TUIGW_SIM_FIRST`), one seed alone with
-//! `TUIGW_SIM_SEED`; client steps per seed: `TUIGW_SIM_STEPS`.
+//! `TUIGW_SIM_SEED`; client steps per seed: `TUIGW_SIM_STEPS`; threads running seeds:
+//! `TUIGW_SIM_THREADS` (every core by default).
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -268,6 +269,25 @@ struct Covered {
     deletes: usize,
     compactions: usize,
     approvals_denied: usize,
+}
+
+impl Covered {
+    fn add(&mut self, c: &Covered) {
+        self.exchanges_seen += c.exchanges_seen;
+        self.exchanges_checked += c.exchanges_checked;
+        self.interrupts += c.interrupts;
+        self.restarts += c.restarts;
+        self.crashes += c.crashes;
+        self.tool_calls += c.tool_calls;
+        self.subagents_ended += c.subagents_ended;
+        self.store_locks += c.store_locks;
+        self.faults += c.faults;
+        self.holds_ended += c.holds_ended;
+        self.crashes_mid_turn += c.crashes_mid_turn;
+        self.deletes += c.deletes;
+        self.compactions += c.compactions;
+        self.approvals_denied += c.approvals_denied;
+    }
 }
 
 struct World {
@@ -940,21 +960,7 @@ fn run_seed(seed: u64, total: &mut Covered) {
         w.settle();
     }
     w.check_compacted();
-    let c = &w.covered;
-    total.exchanges_seen += c.exchanges_seen;
-    total.exchanges_checked += c.exchanges_checked;
-    total.interrupts += c.interrupts;
-    total.restarts += c.restarts;
-    total.crashes += c.crashes;
-    total.tool_calls += c.tool_calls;
-    total.subagents_ended += c.subagents_ended;
-    total.store_locks += c.store_locks;
-    total.faults += c.faults;
-    total.holds_ended += c.holds_ended;
-    total.crashes_mid_turn += c.crashes_mid_turn;
-    total.deletes += c.deletes;
-    total.compactions += c.compactions;
-    total.approvals_denied += c.approvals_denied;
+    total.add(&w.covered);
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -963,7 +969,6 @@ fn env_u64(name: &str) -> Option<u64> {
 
 #[test]
 fn random_workloads_keep_every_promise() {
-    let mut total = Covered::default();
     let seeds = match env_u64("TUIGW_SIM_SEED") {
         Some(seed) => seed..seed + 1,
         None => {
@@ -974,9 +979,46 @@ fn random_workloads_keep_every_promise() {
     let many = seeds.end - seeds.start >= COVERAGE_SEEDS;
     let started = Instant::now();
     let n = seeds.end - seeds.start;
-    for seed in seeds {
-        run_seed(seed, &mut total);
-    }
+    // Seeds are independent worlds (own home, own gateway, own fake clock per thread): they run
+    // on every core, a thread taking the next seed as it finishes one; the first failure stops
+    // the others from starting more.
+    let threads = env_u64("TUIGW_SIM_THREADS")
+        .map(|t| t.max(1) as usize)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |p| p.get()))
+        .min(n.max(1) as usize);
+    let next = std::sync::atomic::AtomicU64::new(seeds.start);
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let total = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut covered = Covered::default();
+                    while !failed.load(std::sync::atomic::Ordering::Relaxed) {
+                        let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if seed >= seeds.end {
+                            break;
+                        }
+                        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            run_seed(seed, &mut covered)
+                        }));
+                        if let Err(panic) = ran {
+                            failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                            std::panic::resume_unwind(panic);
+                        }
+                    }
+                    covered
+                })
+            })
+            .collect();
+        let mut total = Covered::default();
+        for worker in workers {
+            match worker.join() {
+                Ok(c) => total.add(&c),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        total
+    });
     let took = started.elapsed();
     eprintln!(
         "[sim] {n} seeds in {took:.1?} ({:.0} seeds/s): {total:?}",
