@@ -44,9 +44,11 @@ impl Session {
                 })
                 .collect::<Vec<_>>()
         });
+        // Only the row's insert writes it (a journal record need not carry it otherwise).
         let delegate_from = self
             .delegated
             .as_ref()
+            .filter(|_| !self.persisted.row)
             .map(|d| Cow::Borrowed(d.delegate_from.as_str()));
         let stored = self.persisted.messages.min(self.transcript.len());
         // A streaming reply's partial row is a row the transcript has no message for yet.
