@@ -4,6 +4,7 @@
 //! own and returned to the system when dropped.
 
 /// Blocks at least this large get their own mapping, unmapped when freed.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 const OWN_MAPPING_FROM: i32 = 256 * 1024;
 
 /// Fix the threshold (the binary calls this first; an embedding program keeps its own tuning).
