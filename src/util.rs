@@ -192,6 +192,14 @@ pub fn read_regular(path: &std::path::Path, max: u64) -> std::io::Result<Option<
 /// The text of a kernel file under `/proc` (they never block; bounded all the same).
 /// The user's home (`$HOME`), when it is set to an absolute path: an empty or relative one is
 /// none, so nothing joined to it lands in the working directory.
+/// Hermes' `is_truthy_value` of a text: `1`, `true`, `yes`, `on`, in any case.
+pub fn truthy(v: &str) -> bool {
+    matches!(
+        v.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on"
+    )
+}
+
 pub fn user_home() -> Option<std::path::PathBuf> {
     std::env::var_os("HOME")
         .map(std::path::PathBuf::from)

@@ -853,3 +853,55 @@ fn the_cap_on_open_sessions_holds_across_processes() {
         .collect();
     assert_eq!(owners, [json!(b.pid()), json!(b.pid())]);
 }
+
+/// A session's surface as Hermes resolves it: the call's `source`, else `desktop` under Hermes'
+/// desktop app (`HERMES_DESKTOP`), else `tui` — in state.db's row and in the lease of Hermes'
+/// registry of open sessions, for a new session and a resumed one alike.
+#[test]
+fn a_sessions_surface_is_the_calls_source_else_the_desktop_app_else_tui() {
+    let home = TempHome::new("ops-surface");
+    // Leases are kept under a cap.
+    std::fs::write(
+        home.path.join("config.yaml"),
+        "max_concurrent_sessions: 8\n",
+    )
+    .unwrap();
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .env("HERMES_DESKTOP", "1")
+        .start();
+    let surface_of = |stored: &str| {
+        leases(&home.path)
+            .iter()
+            .find(|e| e["session_id"] == stored)
+            .map(|e| e["surface"].clone())
+            .unwrap_or(Value::Null)
+    };
+    let desktop = g.create_session(json!({}));
+    assert_eq!(surface_of(&desktop.stored), "desktop");
+    let told = g.create_session(json!({"source": "cli"}));
+    assert_eq!(surface_of(&told.stored), "cli");
+    g.call("session.close", json!({"session_id": desktop.id}));
+    g.call(
+        "session.resume",
+        json!({"session_id": desktop.stored, "source": "telegram"}),
+    );
+    assert_eq!(surface_of(&desktop.stored), "telegram");
+    let row: String = g
+        .db()
+        .query_row(
+            "SELECT source FROM sessions WHERE id = ?1",
+            [&told.stored],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(row, "cli");
+    // Hermes' desktop terminal pane runs the TUI: `tui` there.
+    let mut pane = Gateway::builder()
+        .home(&home.path)
+        .env("HERMES_DESKTOP", "1")
+        .env("HERMES_DESKTOP_TERMINAL", "1")
+        .start();
+    let s = pane.create_session(json!({}));
+    assert_eq!(surface_of(&s.stored), "tui");
+}

@@ -114,7 +114,7 @@ pub fn create(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     let model = params::opt_str(p, "model")?
         .map(str::to_string)
         .unwrap_or_else(|| gw.provider.default_model().to_string());
-    let source = params::opt_str(p, "source")?.unwrap_or("tui").to_string();
+    let source = session_source(p)?;
     let started_at = util::unix_now();
     let stored_id = new_stored_id(gw, started_at);
     let title = match params::opt_str(p, "title")? {
@@ -183,7 +183,7 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     }
     let rid = new_runtime_id(gw);
     // Claimed before anything is taken, so a refusal leaves everything where it was.
-    let lease = claim_lease(gw, &wanted, &rid, "tui")?;
+    let lease = claim_lease(gw, &wanted, &rid, &session_source(p)?)?;
     // A session closed this iteration may still wait for its commit; resume that copy.
     let stored = gw.persist.take_retired(&wanted);
     let mut session = match stored {
@@ -257,6 +257,21 @@ pub fn resume(gw: &mut Gateway, p: &Params, now: Instant) -> Result<Value, RpcEr
     let mut v = opening(gw, &rid);
     v["resumed"] = json!(resumed);
     Ok(v)
+}
+
+/// The surface a session is opened from, as Hermes resolves it (`_resolve_session_source`): the
+/// call's `source`, else `desktop` under Hermes' desktop app (`HERMES_DESKTOP` set, and not its
+/// terminal pane's `HERMES_DESKTOP_TERMINAL`), else `tui`.
+fn session_source(p: &Params) -> Result<String, RpcError> {
+    if let Some(s) = params::opt_str(p, "source")?
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        return Ok(s.to_string());
+    }
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| util::truthy(&v));
+    let desktop = set("HERMES_DESKTOP") && !set("HERMES_DESKTOP_TERMINAL");
+    Ok(if desktop { "desktop" } else { "tui" }.to_string())
 }
 
 /// A place for stored session `stored_id` under Hermes' cap on open sessions
