@@ -1026,3 +1026,70 @@ fn prompts_waiting_for_their_images_are_kept_when_the_gateway_stops() {
         ]
     );
 }
+
+/// The user texts of stored session `stored` as `session.resume` on `g` shows them.
+fn resumed_user_texts(g: &mut Gateway, stored: &str) -> Vec<String> {
+    let r = g.call("session.resume", json!({"session_id": stored}));
+    r["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["role"] == "user")
+        .filter_map(|v| v["text"].as_str())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn prompts_waiting_for_their_images_survive_sigkill() {
+    // The description never comes while the gateway lives.
+    let Describing {
+        mock: _mock,
+        home,
+        path,
+        mut g,
+        s,
+        go,
+        ..
+    } = describing("images-kill", "ok");
+    let r = g.call(
+        "prompt.submit",
+        json!({"session_id": s.id, "text": "then this"}),
+    );
+    assert_eq!(r["status"], "queued", "{r}");
+    // Both prompts were acknowledged: a SIGKILL of this gateway must not lose them.
+    g.signal(libc::SIGKILL);
+    g.wait_exit(secs(10));
+    drop(go);
+    let mut g = gateway(&home).start();
+    assert_eq!(
+        resumed_user_texts(&mut g, &s.stored),
+        [
+            format!("what is it\n[image not sent: {}]", path.display()),
+            "then this".to_string()
+        ]
+    );
+}
+
+#[test]
+fn a_prompt_whose_images_were_sent_is_not_kept_again_after_sigkill() {
+    let Describing {
+        mock: _mock,
+        home,
+        mut g,
+        s,
+        go,
+        start,
+        ..
+    } = describing("images-sent-kill", "it is a cat");
+    go.send(()).unwrap();
+    let turn = g.finish_turn(&s.id, start, T);
+    assert_eq!(turn.text, "it is a cat");
+    g.signal(libc::SIGKILL);
+    g.wait_exit(secs(10));
+    let mut g = gateway(&home).start();
+    let users = resumed_user_texts(&mut g, &s.stored);
+    assert_eq!(users.len(), 1, "the prompt ran once, kept once: {users:?}");
+    assert!(users[0].contains("A cat."), "{users:?}");
+    assert!(!users[0].contains("image not sent"), "{users:?}");
+}
