@@ -1093,3 +1093,51 @@ fn a_prompt_whose_images_were_sent_is_not_kept_again_after_sigkill() {
     assert!(users[0].contains("A cat."), "{users:?}");
     assert!(!users[0].contains("image not sent"), "{users:?}");
 }
+
+/// Switch session `sid` to `model` for this session only (what the `/model` picker sends).
+fn switch_model(g: &mut Gateway, sid: &str, model: &str) {
+    let r = g.call(
+        "config.set",
+        json!({"key": "model", "session_id": sid, "value": format!("{model} --session")}),
+    );
+    assert_eq!(r["value"], model, "{r}");
+}
+
+#[test]
+fn after_a_model_switch_the_sessions_model_decides_how_an_image_goes() {
+    // Any request carrying an image is answered "A cat.", the others "ok".
+    let mock = MockAi::start(|r| match asks_about_an_image(r) {
+        true => Reply::text(&["A cat."], (9, 5)),
+        false => Reply::text(&["ok"], (5, 1)),
+    });
+    let home = TempHome::new("images-switch");
+    chat_config(&home.path, &mock, "gpt-4o", "");
+    let (path, _) = image_file(&home, "cat.png", png(8, 8, 10));
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+
+    // Started on a model that sees images, switched to one that does not: it gets a description.
+    switch_model(&mut g, &s.id, "deepseek-chat");
+    attach(&mut g, &s.id, &path);
+    let turn = g.run_turn(&s.id, "what is it");
+    assert_eq!(turn.text, "ok", "{}", turn.complete);
+    let reqs = mock.wait_requests(2, T);
+    let turn_req = &reqs[1].body;
+    assert_eq!(turn_req["model"], "deepseek-chat");
+    assert!(!asks_about_an_image(&reqs[1]), "no pixels: {turn_req}");
+    let user = last_user(turn_req)["content"].as_str().unwrap().to_string();
+    assert!(
+        user.starts_with("[The user attached an image:\nA cat.]"),
+        "{user}"
+    );
+
+    // And back: the pixels go to the model.
+    switch_model(&mut g, &s.id, "gpt-4o");
+    attach(&mut g, &s.id, &path);
+    let turn = g.run_turn(&s.id, "and now?");
+    assert_eq!(turn.text, "A cat.", "{}", turn.complete);
+    let reqs = mock.wait_requests(3, T);
+    assert_eq!(reqs[2].body["model"], "gpt-4o");
+    let parts = last_user(&reqs[2].body)["content"].clone();
+    assert_eq!(parts[1]["type"], "image_url", "{parts}");
+}

@@ -430,7 +430,12 @@ fn unsent_of(p: &Pending) -> Vec<String> {
 /// ends this iteration writes them before the answer saying they were taken leaves): a
 /// SIGKILL keeps them as a queued prompt is kept, the start after it makes them user messages.
 fn keep_waiting(gw: &mut Gateway, rid: &str) {
-    let waiting = gw.preparing.going.get(rid).map(unsent_of).unwrap_or_default();
+    let waiting = gw
+        .preparing
+        .going
+        .get(rid)
+        .map(unsent_of)
+        .unwrap_or_default();
     let Some(s) = gw.sessions.get_mut(rid) else {
         return;
     };
