@@ -1026,3 +1026,118 @@ fn prompts_waiting_for_their_images_are_kept_when_the_gateway_stops() {
         ]
     );
 }
+
+/// The user texts of stored session `stored` as `session.resume` on `g` shows them.
+fn resumed_user_texts(g: &mut Gateway, stored: &str) -> Vec<String> {
+    let r = g.call("session.resume", json!({"session_id": stored}));
+    r["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["role"] == "user")
+        .filter_map(|v| v["text"].as_str())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn prompts_waiting_for_their_images_survive_sigkill() {
+    // The description never comes while the gateway lives.
+    let Describing {
+        mock: _mock,
+        home,
+        path,
+        mut g,
+        s,
+        go,
+        ..
+    } = describing("images-kill", "ok");
+    let r = g.call(
+        "prompt.submit",
+        json!({"session_id": s.id, "text": "then this"}),
+    );
+    assert_eq!(r["status"], "queued", "{r}");
+    // Both prompts were acknowledged: a SIGKILL of this gateway must not lose them.
+    g.signal(libc::SIGKILL);
+    g.wait_exit(secs(10));
+    drop(go);
+    let mut g = gateway(&home).start();
+    assert_eq!(
+        resumed_user_texts(&mut g, &s.stored),
+        [
+            format!("what is it\n[image not sent: {}]", path.display()),
+            "then this".to_string()
+        ]
+    );
+}
+
+#[test]
+fn a_prompt_whose_images_were_sent_is_not_kept_again_after_sigkill() {
+    let Describing {
+        mock: _mock,
+        home,
+        mut g,
+        s,
+        go,
+        start,
+        ..
+    } = describing("images-sent-kill", "it is a cat");
+    go.send(()).unwrap();
+    let turn = g.finish_turn(&s.id, start, T);
+    assert_eq!(turn.text, "it is a cat");
+    g.signal(libc::SIGKILL);
+    g.wait_exit(secs(10));
+    let mut g = gateway(&home).start();
+    let users = resumed_user_texts(&mut g, &s.stored);
+    assert_eq!(users.len(), 1, "the prompt ran once, kept once: {users:?}");
+    assert!(users[0].contains("A cat."), "{users:?}");
+    assert!(!users[0].contains("image not sent"), "{users:?}");
+}
+
+/// Switch session `sid` to `model` for this session only (what the `/model` picker sends).
+fn switch_model(g: &mut Gateway, sid: &str, model: &str) {
+    let r = g.call(
+        "config.set",
+        json!({"key": "model", "session_id": sid, "value": format!("{model} --session")}),
+    );
+    assert_eq!(r["value"], model, "{r}");
+}
+
+#[test]
+fn after_a_model_switch_the_sessions_model_decides_how_an_image_goes() {
+    // Any request carrying an image is answered "A cat.", the others "ok".
+    let mock = MockAi::start(|r| match asks_about_an_image(r) {
+        true => Reply::text(&["A cat."], (9, 5)),
+        false => Reply::text(&["ok"], (5, 1)),
+    });
+    let home = TempHome::new("images-switch");
+    chat_config(&home.path, &mock, "gpt-4o", "");
+    let (path, _) = image_file(&home, "cat.png", png(8, 8, 10));
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+
+    // Started on a model that sees images, switched to one that does not: it gets a description.
+    switch_model(&mut g, &s.id, "deepseek-chat");
+    attach(&mut g, &s.id, &path);
+    let turn = g.run_turn(&s.id, "what is it");
+    assert_eq!(turn.text, "ok", "{}", turn.complete);
+    let reqs = mock.wait_requests(2, T);
+    let turn_req = &reqs[1].body;
+    assert_eq!(turn_req["model"], "deepseek-chat");
+    assert!(!asks_about_an_image(&reqs[1]), "no pixels: {turn_req}");
+    let user = last_user(turn_req)["content"].as_str().unwrap().to_string();
+    assert!(
+        user.starts_with("[The user attached an image:\nA cat.]"),
+        "{user}"
+    );
+
+    // And back: the pixels go to the model.
+    switch_model(&mut g, &s.id, "gpt-4o");
+    attach(&mut g, &s.id, &path);
+    let turn = g.run_turn(&s.id, "and now?");
+    assert_eq!(turn.text, "A cat.", "{}", turn.complete);
+    let reqs = mock.wait_requests(3, T);
+    assert_eq!(reqs[2].body["model"], "gpt-4o");
+    let parts = last_user(&reqs[2].body)["content"].clone();
+    assert_eq!(parts[1]["type"], "image_url", "{parts}");
+}

@@ -427,6 +427,7 @@ fn advance(o: &mut impl CheckpointOwners, mut last: Option<Outcome>, now: Instan
             Step::Do(Cmd::Run { line, slow }) => {
                 let cwd = job.target.work_tree.clone();
                 let timeout = o.checkpoints().git_timeout * slow;
+                let line = layout::lowered(&line);
                 let spec = Spec {
                     command: &line,
                     cwd: &cwd,

@@ -333,6 +333,7 @@ pub fn submit(gw: &mut Gateway, rid: &str, text: &str, now: Instant) -> bool {
     let busy = s.running() || s.loading();
     if let Some(p) = gw.preparing.going.get_mut(rid) {
         p.held.push_back((text.to_string(), paths));
+        keep_waiting(gw, rid);
         return true;
     }
     if paths.is_empty() {
@@ -407,6 +408,42 @@ fn prepare(
         held,
     };
     gw.preparing.going.insert(rid.to_string(), pending);
+    keep_waiting(gw, rid);
+}
+
+/// The prompts of `p` as they are kept if they never run: each as the user wrote it, with each
+/// image not sent named after the text; oldest first.
+fn unsent_of(p: &Pending) -> Vec<String> {
+    p.first
+        .iter()
+        .chain(&p.held)
+        .map(|(text, paths)| {
+            let notes = paths
+                .iter()
+                .map(|path| format!("\n[image not sent: {}]", path.display()));
+            std::iter::once(text.clone()).chain(notes).collect()
+        })
+        .collect()
+}
+
+/// The session's prompts waiting for their images, stored with its queue (the commit that
+/// ends this iteration writes them before the answer saying they were taken leaves): a
+/// SIGKILL keeps them as a queued prompt is kept, the start after it makes them user messages.
+fn keep_waiting(gw: &mut Gateway, rid: &str) {
+    let waiting = gw
+        .preparing
+        .going
+        .get(rid)
+        .map(unsent_of)
+        .unwrap_or_default();
+    let Some(s) = gw.sessions.get_mut(rid) else {
+        return;
+    };
+    if s.images_waiting != waiting {
+        s.images_waiting = waiting;
+        s.queue_dirty = true;
+        gw.mark_dirty(rid);
+    }
 }
 
 /// `rid` leaves memory while prompts wait for their images: they were accepted, so they are
@@ -415,16 +452,11 @@ pub fn take_unsent(gw: &mut Gateway, rid: &str) -> Vec<String> {
     let Some(p) = gw.preparing.going.remove(rid) else {
         return Vec::new();
     };
-    let first = p.first.into_iter();
-    first
-        .chain(p.held)
-        .map(|(text, paths)| {
-            let notes = paths
-                .iter()
-                .map(|path| format!("\n[image not sent: {}]", path.display()));
-            std::iter::once(text).chain(notes).collect()
-        })
-        .collect()
+    // The caller queues them: stored there from now on, not twice.
+    if let Some(s) = gw.sessions.get_mut(rid) {
+        s.images_waiting.clear();
+    }
+    unsent_of(&p)
 }
 
 /// The vision model's bound for one description (Hermes' default `auxiliary.vision.timeout`).
@@ -478,6 +510,9 @@ pub fn pump(gw: &mut Gateway, now: Instant) {
                 }
                 gw.submit_prompt(&rid, text, now);
             }
+            // In the transcript or the queue now (or waiting again, the held ones): the stored
+            // queue says so in the same commit.
+            keep_waiting(gw, &rid);
         });
     }
 }

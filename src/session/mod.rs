@@ -87,6 +87,9 @@ pub struct Session {
     pub queued: VecDeque<String>,
     /// Images attached (`image.attach`, `clipboard.paste`) for the next prompt: their paths.
     pub attached_images: Vec<std::path::PathBuf>,
+    /// Prompts waiting for their images (`methods::images`), as kept if they never run (each
+    /// image named as not sent): stored with the queue, so a SIGKILL keeps them too.
+    pub images_waiting: Vec<String>,
     /// The user was told this session's model gets images as a note, not their pixels.
     pub told_no_vision: bool,
     /// `queued` (or `background_delegations`) changed since the last commit.
@@ -190,6 +193,7 @@ impl Session {
             turn: None,
             queued: VecDeque::new(),
             attached_images: Vec::new(),
+            images_waiting: Vec::new(),
             told_no_vision: false,
             queue_dirty: false,
             approved_rules: Vec::new(),
@@ -394,10 +398,12 @@ impl Session {
     }
 
     /// Everything acknowledged and not yet in the transcript, in the order it will enter it:
-    /// steering notes, then queued prompts. Stored (`tui_gateway_queue`) so a crash keeps it.
+    /// steering notes, queued prompts, then prompts waiting for their images. Stored
+    /// (`tui_gateway_queue`) so a crash keeps it.
     pub fn pending_texts(&self) -> Vec<String> {
         let mut all = self.steer_notes();
         all.extend(self.queued.iter().cloned());
+        all.extend(self.images_waiting.iter().cloned());
         all
     }
 
