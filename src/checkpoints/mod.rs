@@ -66,10 +66,10 @@ impl Settings {
             _ => default,
         };
         let enabled = match env.filter(|v| !v.trim().is_empty()) {
-            Some(v) => truthy(v),
+            Some(v) => crate::util::truthy(v),
             None => match at("enabled") {
                 Yaml::Boolean(b) => *b,
-                Yaml::String(s) => truthy(s),
+                Yaml::String(s) => crate::util::truthy(s),
                 Yaml::Integer(i) => *i != 0,
                 _ => false,
             },
@@ -88,13 +88,6 @@ impl Settings {
             min_interval_hours: int("min_interval_hours", 24),
         }
     }
-}
-
-fn truthy(v: &str) -> bool {
-    matches!(
-        v.trim().to_ascii_lowercase().as_str(),
-        "1" | "true" | "yes" | "on"
-    )
 }
 
 /// What a `rollback.*` request asked for.
