@@ -744,19 +744,6 @@ fn gateway_with_a_queued_prompt(home: &TempHome, m: &str) -> (Gateway, String) {
     (g, s.stored)
 }
 
-/// The user texts of a stored session as `session.resume` on `g` lists them.
-fn resumed_user_texts(g: &mut Gateway, stored: &str) -> Vec<String> {
-    let r = g.call("session.resume", json!({"session_id": stored}));
-    r["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|v| v["role"] == "user")
-        .filter_map(|v| v["text"].as_str())
-        .map(str::to_string)
-        .collect()
-}
-
 /// `prompt.submit` on a busy session answers `{status:"queued"}`: the client has been told its
 /// prompt was accepted, so a SIGKILL must not lose it — the next gateway's resume shows it.
 #[test]
@@ -772,7 +759,7 @@ fn a_prompt_acknowledged_as_queued_survives_sigkill() {
     };
     assert_none_left(&m, secs(1), "after SIGKILL");
     let mut g = Gateway::builder().home(&home.path).start();
-    let texts = resumed_user_texts(&mut g, &stored);
+    let texts = g.resumed_user_texts(&stored);
     assert!(
         texts.iter().any(|t| t == QUEUED),
         "the acknowledged (queued) prompt was lost by SIGKILL; resumed user messages: {texts:?}\nrows:\n{}",
@@ -795,7 +782,7 @@ fn a_prompt_acknowledged_as_queued_survives_sigterm() {
     };
     assert_none_left(&m, secs(1), "after SIGTERM");
     let mut g = Gateway::builder().home(&home.path).start();
-    let texts = resumed_user_texts(&mut g, &stored);
+    let texts = g.resumed_user_texts(&stored);
     assert!(
         texts.iter().any(|t| t == QUEUED),
         "the acknowledged (queued) prompt was dropped by the graceful shutdown; resumed user \

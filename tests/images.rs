@@ -991,6 +991,26 @@ fn an_interrupt_while_images_are_described_ends_that_turn_when_it_starts() {
     assert_eq!(turn.text, "should not be seen", "the session goes on");
 }
 
+/// A session whose first prompt waits for its image's description (held until `go`) and a
+/// second prompt queued behind it, both acknowledged.
+fn two_prompts_waiting(tag: &str) -> Describing {
+    let mut d = describing(tag, "ok");
+    let r = d.g.call(
+        "prompt.submit",
+        json!({"session_id": d.s.id, "text": "then this"}),
+    );
+    assert_eq!(r["status"], "queued", "{r}");
+    d
+}
+
+/// The user messages kept of [`two_prompts_waiting`]'s prompts when neither ran.
+fn both_kept(path: &Path) -> [String; 2] {
+    [
+        format!("what is it\n[image not sent: {}]", path.display()),
+        "then this".to_string(),
+    ]
+}
+
 #[test]
 fn prompts_waiting_for_their_images_are_kept_when_the_gateway_stops() {
     // The description never comes while the gateway runs.
@@ -1002,12 +1022,7 @@ fn prompts_waiting_for_their_images_are_kept_when_the_gateway_stops() {
         s,
         go,
         ..
-    } = describing("images-stop", "ok");
-    let r = g.call(
-        "prompt.submit",
-        json!({"session_id": s.id, "text": "then this"}),
-    );
-    assert_eq!(r["status"], "queued", "{r}");
+    } = two_prompts_waiting("images-stop");
     // The TUI quits before the description is back: both prompts were accepted, both kept.
     g.close_stdin();
     assert!(g.wait_exit(secs(20)).success());
@@ -1018,26 +1033,7 @@ fn prompts_waiting_for_their_images_are_kept_when_the_gateway_stops() {
         .filter(|m| m.role == "user")
         .map(|m| m.content.unwrap_or_default())
         .collect();
-    assert_eq!(
-        users,
-        [
-            format!("what is it\n[image not sent: {}]", path.display()),
-            "then this".to_string()
-        ]
-    );
-}
-
-/// The user texts of stored session `stored` as `session.resume` on `g` shows them.
-fn resumed_user_texts(g: &mut Gateway, stored: &str) -> Vec<String> {
-    let r = g.call("session.resume", json!({"session_id": stored}));
-    r["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|v| v["role"] == "user")
-        .filter_map(|v| v["text"].as_str())
-        .map(str::to_string)
-        .collect()
+    assert_eq!(users, both_kept(&path));
 }
 
 #[test]
@@ -1051,24 +1047,13 @@ fn prompts_waiting_for_their_images_survive_sigkill() {
         s,
         go,
         ..
-    } = describing("images-kill", "ok");
-    let r = g.call(
-        "prompt.submit",
-        json!({"session_id": s.id, "text": "then this"}),
-    );
-    assert_eq!(r["status"], "queued", "{r}");
+    } = two_prompts_waiting("images-kill");
     // Both prompts were acknowledged: a SIGKILL of this gateway must not lose them.
     g.signal(libc::SIGKILL);
     g.wait_exit(secs(10));
     drop(go);
     let mut g = gateway(&home).start();
-    assert_eq!(
-        resumed_user_texts(&mut g, &s.stored),
-        [
-            format!("what is it\n[image not sent: {}]", path.display()),
-            "then this".to_string()
-        ]
-    );
+    assert_eq!(g.resumed_user_texts(&s.stored), both_kept(&path));
 }
 
 #[test]
@@ -1088,7 +1073,7 @@ fn a_prompt_whose_images_were_sent_is_not_kept_again_after_sigkill() {
     g.signal(libc::SIGKILL);
     g.wait_exit(secs(10));
     let mut g = gateway(&home).start();
-    let users = resumed_user_texts(&mut g, &s.stored);
+    let users = g.resumed_user_texts(&s.stored);
     assert_eq!(users.len(), 1, "the prompt ran once, kept once: {users:?}");
     assert!(users[0].contains("A cat."), "{users:?}");
     assert!(!users[0].contains("image not sent"), "{users:?}");

@@ -712,6 +712,19 @@ impl Gateway {
         }
     }
 
+    /// The user texts of stored session `stored` as `session.resume` shows them.
+    pub fn resumed_user_texts(&mut self, stored: &str) -> Vec<String> {
+        let r = self.call("session.resume", json!({"session_id": stored}));
+        r["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["role"] == "user")
+            .filter_map(|v| v["text"].as_str())
+            .map(str::to_string)
+            .collect()
+    }
+
     pub fn stderr_text(&self) -> String {
         self.stderr.lock().unwrap().join("\n")
     }
