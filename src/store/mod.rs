@@ -1158,34 +1158,6 @@ fn repair_one(tx: &rusqlite::Transaction<'_>, id: &str) -> rusqlite::Result<Repa
     })
 }
 
-/// The background delegations a killed gateway was running for the session: each one's
-/// notice (their outcome is unknown) becomes a user message, as a delivered result would.
-fn report_lost_delegations(
-    tx: &rusqlite::Transaction<'_>,
-    session_id: &str,
-) -> rusqlite::Result<usize> {
-    let notices: Vec<String> = {
-        let mut stmt = tx.prepare(
-            "SELECT notice FROM tui_gateway_delegations WHERE session_id = ?1
-             ORDER BY rowid",
-        )?;
-        let rows = stmt.query_map([session_id], |r| r.get::<_, String>(0))?;
-        rows.collect::<Result<_, _>>()?
-    };
-    let now = crate::util::unix_now();
-    for text in &notices {
-        tx.execute(
-            "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?1, 'user', ?2, ?3)",
-            params![session_id, text, now],
-        )?;
-    }
-    tx.execute(
-        "DELETE FROM tui_gateway_delegations WHERE session_id = ?1",
-        [session_id],
-    )?;
-    Ok(notices.len())
-}
-
 /// Make `sessions.message_count` say how many rows `messages` holds (Hermes' tools read it),
 /// where no delta's count can be trusted: after a fold (a kill may have left a partial row
 /// the journal never saw) and a repair. A commit's delta carries the count (`Delta`).
@@ -1203,10 +1175,31 @@ fn keep_queued_prompts(
     tx: &rusqlite::Transaction<'_>,
     session_id: &str,
 ) -> rusqlite::Result<usize> {
+    kept_as_user_messages(tx, session_id, "tui_gateway_queue", "text", "position")
+}
+
+/// The background delegations a killed gateway was running for the session: each one's
+/// notice (their outcome is unknown) becomes a user message, as a delivered result would.
+fn report_lost_delegations(
+    tx: &rusqlite::Transaction<'_>,
+    session_id: &str,
+) -> rusqlite::Result<usize> {
+    kept_as_user_messages(tx, session_id, "tui_gateway_delegations", "notice", "rowid")
+}
+
+/// The session's texts a killed gateway kept in `table` (our own tables, named here) become
+/// its user messages in `order`, and leave the table; how many.
+fn kept_as_user_messages(
+    tx: &rusqlite::Transaction<'_>,
+    session_id: &str,
+    table: &str,
+    column: &str,
+    order: &str,
+) -> rusqlite::Result<usize> {
     let texts: Vec<String> = {
-        let mut stmt = tx.prepare(
-            "SELECT text FROM tui_gateway_queue WHERE session_id = ?1 ORDER BY position",
-        )?;
+        let mut stmt = tx.prepare(&format!(
+            "SELECT {column} FROM {table} WHERE session_id = ?1 ORDER BY {order}"
+        ))?;
         let rows = stmt.query_map([session_id], |r| r.get::<_, String>(0))?;
         rows.collect::<Result<_, _>>()?
     };
@@ -1218,7 +1211,7 @@ fn keep_queued_prompts(
         )?;
     }
     tx.execute(
-        "DELETE FROM tui_gateway_queue WHERE session_id = ?1",
+        &format!("DELETE FROM {table} WHERE session_id = ?1"),
         [session_id],
     )?;
     Ok(texts.len())
