@@ -40,6 +40,8 @@ const DEPTH_MAX: usize = 12;
 const FOLDERS_MAX: usize = 50_000;
 /// Entries of one folder looked at at most.
 const ENTRIES_MAX: usize = 10_000;
+/// Legacy flat skills (`<name>.md`) remembered at most in one scan.
+const FLAT_MAX: usize = 10_000;
 
 enum Phase {
     /// Listing folders of root `usize`.
@@ -63,6 +65,9 @@ pub struct Scan {
     found: Vec<(PathBuf, bool)>,
     to_read: VecDeque<(usize, PathBuf, bool)>,
     records: Vec<Record>,
+    /// `.md` files other than SKILL.md outside support folders, by root: what `skill_view`
+    /// finds as Hermes' legacy flat `<name>.md` skills (listed, not read).
+    flat: Vec<(usize, PathBuf)>,
     descriptions: BTreeMap<String, String>,
     problems: Vec<String>,
     plugin_dirs: VecDeque<PathBuf>,
@@ -84,6 +89,7 @@ impl Scan {
             found: Vec::new(),
             to_read: VecDeque::new(),
             records: Vec::new(),
+            flat: Vec::new(),
             descriptions: BTreeMap::new(),
             problems: Vec::new(),
             plugin_dirs: VecDeque::new(),
@@ -132,7 +138,7 @@ impl Scan {
         match self.phase {
             Phase::Walking(root) => {
                 match self.folders.pop() {
-                    Some((dir, depth)) => self.list(&dir, depth),
+                    Some((dir, depth)) => self.list(root, &dir, depth),
                     None => {
                         // Hermes reads a root's files in path order.
                         let mut found = std::mem::take(&mut self.found);
@@ -174,7 +180,7 @@ impl Scan {
         }
     }
 
-    fn list(&mut self, dir: &Path, depth: usize) {
+    fn list(&mut self, root: usize, dir: &Path, depth: usize) {
         if self.folders_listed >= FOLDERS_MAX {
             if self.folders_listed == FOLDERS_MAX {
                 self.problems.push(format!(
@@ -212,8 +218,13 @@ impl Scan {
             } else if name == "SKILL.md" {
                 has_skill = true;
                 self.found.push((path, true));
-            } else if name == "DESCRIPTION.md" {
-                self.found.push((path, false));
+            } else {
+                if name == "DESCRIPTION.md" {
+                    self.found.push((path.clone(), false));
+                }
+                if name.ends_with(".md") && self.flat.len() < FLAT_MAX {
+                    self.flat.push((root, path));
+                }
             }
         }
         if depth >= DEPTH_MAX {
@@ -298,6 +309,7 @@ impl Scan {
         Catalog::new(Scanned {
             settings: self.settings,
             records: self.records,
+            flat: self.flat,
             descriptions: self.descriptions,
             problems: self.problems,
             plugins: self.plugins,
