@@ -15,6 +15,8 @@
 //!
 //! ```text
 //! cargo bench --bench skills
+//! cargo bench --bench skills -- --scan   # the in-process scan alone
+//! cargo bench --bench skills -- --spawned [--gateway PATH]   # a first start's wait alone
 //! bash benches/skills.sh        # the venv made first, so Hermes' figure is there too
 //! ```
 
@@ -73,6 +75,45 @@ fn in_process(home: &Path) {
     }
     let none = Default::default();
     let index = catalog.prompt_index(&none, &none);
+    // What the scan's time goes to: each kind of unit on its own.
+    let files: Vec<PathBuf> = catalog
+        .records()
+        .iter()
+        .map(|r| r.skill_md.clone())
+        .collect();
+    let t = Instant::now();
+    for f in &files {
+        let _ = std::fs::metadata(f);
+    }
+    let stats = t.elapsed();
+    let t = Instant::now();
+    let texts: Vec<String> = files
+        .iter()
+        .map(|f| {
+            tui_gateway::util::read_regular(f, 1 << 20)
+                .unwrap()
+                .unwrap()
+        })
+        .collect();
+    let reads = t.elapsed();
+    let t = Instant::now();
+    for text in &texts {
+        let _ = tui_gateway::skills::catalog::Meta::read(text, "x");
+    }
+    let parses = t.elapsed();
+    let t = Instant::now();
+    for f in &files {
+        let _ = std::fs::read_dir(f.parent().unwrap()).unwrap().count();
+    }
+    let lists = t.elapsed();
+    println!(
+        "of which, for {} skills: folders listed {:.1} ms, SKILL.md looked at (stat) {:.1} ms, read {:.1} ms, headers parsed {:.1} ms",
+        files.len(),
+        lists.as_secs_f64() * 1e3,
+        stats.as_secs_f64() * 1e3,
+        reads.as_secs_f64() * 1e3,
+        parses.as_secs_f64() * 1e3
+    );
     // A scan that knows the last one's reads (a rescan, a start on the kept scan): unchanged
     // files are looked at, not read.
     let t = Instant::now();
@@ -85,14 +126,17 @@ fn in_process(home: &Path) {
     // The kept scan, as a start reads it (in a home of its own: the spawned runs make theirs).
     let kept_home = home.join("kept");
     std::fs::create_dir_all(&kept_home).unwrap();
+    let t = Instant::now();
     let bytes = cache::encode(&catalog);
     cache::store(&kept_home, &bytes);
+    let kept = t.elapsed();
     let t = Instant::now();
     let loaded = cache::load(&kept_home, &catalog.settings);
     let load = t.elapsed();
     println!(
-        "kept scan: {} bytes, loaded in {:.2} ms ({} skills)",
+        "kept scan: {} bytes, written in {:.2} ms, loaded in {:.2} ms ({} skills)",
         bytes.len(),
+        kept.as_secs_f64() * 1e3,
         load.as_secs_f64() * 1e3,
         loaded.map_or(0, |c| c.offered().count())
     );
@@ -110,7 +154,12 @@ fn in_process(home: &Path) {
 }
 
 fn spawned(home: &Path, what: &str) {
-    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/tui-gateway");
+    // `-- --gateway PATH`: another build's binary (a before / after).
+    let args: Vec<String> = std::env::args().collect();
+    let bin = match args.iter().position(|a| a == "--gateway") {
+        Some(i) => PathBuf::from(&args[i + 1]),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/tui-gateway"),
+    };
     if !bin.is_file() {
         println!("(no {}: cargo build --release first)", bin.display());
         return;
@@ -328,13 +377,25 @@ fn make_corners(dir: &Path) {
 }
 
 fn main() {
+    // `-- --scan`: the in-process scan figures alone; `-- --spawned`: the spawned gateway's.
+    let only = |a: &str| std::env::args().any(|x| x == a);
+    let home = make_home();
+    if only("--scan") {
+        in_process(&home);
+        let _ = std::fs::remove_dir_all(&home);
+        return;
+    }
+    if only("--spawned") {
+        spawned(&home, "1,000 skills, during the first scan");
+        let _ = std::fs::remove_dir_all(&home);
+        return;
+    }
     let corners = std::env::temp_dir().join(format!("tuigw-bench-corners-{}", std::process::id()));
     make_corners(&corners);
     beside_hermes(&corners, "corner cases");
     let _ = std::fs::remove_dir_all(&corners);
     let bundled = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/hermes-reference/skills");
     beside_hermes(&bundled, "Hermes' bundled skills");
-    let home = make_home();
     beside_hermes(&home.join("skills"), "the 1,000 skills");
     in_process(&home);
     // The same pings without skills: what this machine's scheduling costs alone.
