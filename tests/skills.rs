@@ -678,3 +678,126 @@ fn the_next_start_offers_the_kept_scan_and_its_own_scan_corrects_it() {
     let listed = g.call("skills.manage", json!({"action": "list"}));
     assert_eq!(count(&listed["skills"]), first - 1, "{listed}");
 }
+
+#[test]
+fn a_flat_md_skill_loads_by_name_or_path_and_a_name_two_skills_share_is_refused() {
+    let home = TempHome::new("skills-flat");
+    let write = |rel: &str, text: &str| {
+        let p = home.path.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    // Hermes' legacy layout: a skill as `<category>/<name>.md`, no folder of its own.
+    write(
+        "skills/devops/deploy.md",
+        "---\nname: deploy\ndescription: Deploy the service\n---\n\nRun make deploy.\n",
+    );
+    write("skills/jot.md", "Write it down first.\n");
+    // A skill's supporting file of the same name is no skill (loaded with file_path only).
+    write(
+        "skills/dev/review/SKILL.md",
+        "---\nname: review\ndescription: Review code\n---\nRead every line.\n",
+    );
+    write("skills/dev/review/references/deploy.md", "not a skill\n");
+    // `review` twice: the folder above and a flat file elsewhere.
+    write("skills/ops/review.md", "---\nname: ops-review\n---\nOps.\n");
+    // `twin` in the local folder and in an external one.
+    write(
+        "skills/a/twin/SKILL.md",
+        "---\nname: twin\ndescription: Local twin\n---\nL\n",
+    );
+    write(
+        "ext/b/twin/SKILL.md",
+        "---\nname: twin\ndescription: External twin\n---\nE\n",
+    );
+    write(
+        "config.yaml",
+        &format!(
+            "skills:\n  external_dirs: [{}]\n",
+            home.path.join("ext").display()
+        ),
+    );
+    write(
+        "skill-bundles/ship.yaml",
+        "name: Ship\ndescription: d\nskills: [deploy]\n",
+    );
+    let mut g = Gateway::builder()
+        .home(&home.path)
+        .tag("skills-flat")
+        .start();
+    let catalog = g.call("commands.catalog", json!({}));
+    let s = g.create_session(json!({}));
+
+    for name in ["deploy", "devops/deploy"] {
+        let v = view_in_turn(&mut g, &s.id, json!({ "name": name }));
+        assert_eq!(v["success"], true, "{name}: {v}");
+        assert_eq!(v["name"], "deploy");
+        assert_eq!(v["description"], "Deploy the service");
+        assert_eq!(v["path"], "devops/deploy.md");
+        assert_eq!(v["skill_dir"], Value::Null);
+        assert_eq!(v["linked_files"], Value::Null);
+        assert!(
+            v["content"]
+                .as_str()
+                .unwrap()
+                .ends_with("Run make deploy.\n")
+        );
+    }
+    // No header: named after the file.
+    let v = view_in_turn(&mut g, &s.id, json!({"name": "jot"}));
+    assert_eq!(
+        (&v["name"], &v["path"]),
+        (&json!("jot"), &json!("jot.md")),
+        "{v}"
+    );
+    assert_eq!(v["content"], "Write it down first.\n");
+
+    let v = view_in_turn(&mut g, &s.id, json!({"name": "review"}));
+    assert_eq!(v["success"], false, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Ambiguous skill name 'review': 2 skills match"),
+        "{v}"
+    );
+    let mut matches: Vec<String> = v["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_string())
+        .collect();
+    matches.sort();
+    let skills = home.path.join("skills");
+    assert_eq!(
+        matches,
+        [
+            skills.join("dev/review/SKILL.md").display().to_string(),
+            skills.join("ops/review.md").display().to_string()
+        ]
+    );
+    // Each by its path.
+    let v = view_in_turn(&mut g, &s.id, json!({"name": "dev/review"}));
+    assert_eq!(v["name"], "review", "{v}");
+    let v = view_in_turn(&mut g, &s.id, json!({"name": "ops/review"}));
+    assert_eq!(v["name"], "ops-review", "{v}");
+
+    let v = view_in_turn(&mut g, &s.id, json!({"name": "twin"}));
+    assert_eq!(v["matches"].as_array().map(Vec::len), Some(2), "{v}");
+    let v = view_in_turn(&mut g, &s.id, json!({"name": "a/twin"}));
+    assert_eq!(v["description"], "Local twin", "{v}");
+
+    // Loadable by name, never offered: not listed, not a command.
+    let listed = g.run_turn(&s.id, "%skills_list {}");
+    let listed = listed.event("tool.complete")["payload"]["result"].to_string();
+    assert!(
+        !listed.contains("deploy") && !listed.contains("jot"),
+        "{listed}"
+    );
+    let names = pair_names(&catalog);
+    assert!(!names.contains(&"/deploy".to_string()), "{names:?}");
+    // A bundle naming it loads it.
+    let r = g.call("command.dispatch", json!({"name": "ship", "arg": "now"}));
+    let m = r["message"].as_str().unwrap_or_default();
+    assert!(m.contains("Run make deploy."), "{r}");
+}

@@ -1268,6 +1268,71 @@ fn skills_in_the_banner_in_help_and_as_a_command_that_runs_a_turn() {
     tui.quit();
 }
 
+#[test]
+fn the_skills_hub_lists_categories_and_inspects_a_skill() {
+    let home = common::TempHome::new("tui-skills-hub");
+    let write = |rel: &str, text: &str| {
+        let p = home.path.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "skills/dev/review/SKILL.md",
+        "---\nname: review\ndescription: Review code line by line\n---\nRead it all.\n",
+    );
+    write(
+        "skills/dev/refactor/SKILL.md",
+        "---\nname: refactor\ndescription: Refactor safely\n---\nb\n",
+    );
+    write(
+        "skills/ops/deploy/SKILL.md",
+        "---\nname: deploy\ndescription: Deploy it\n---\nb\n",
+    );
+    let opts = Opts {
+        home: Some(home.path.clone()),
+        ..Opts::default()
+    };
+    let Some(tui) = Tui::start("skills-hub", opts) else {
+        return;
+    };
+    tui.wait_ready(START);
+    tui.submit("/skills");
+    tui.wait_screen("the hub's categories", T, |s| {
+        s.contains("Skills Hub") && s.contains("dev · 2 skills") && s.contains("ops · 1 skills")
+    });
+    // The overlay takes keys a moment after it is drawn: a key lost then is pressed again.
+    let press_until = |key: &str, what: &str, done: &dyn Fn(&str) -> bool| {
+        let deadline = std::time::Instant::now() + T;
+        while std::time::Instant::now() < deadline {
+            tui.type_text(key);
+            if common::procfs::poll_until(Duration::from_secs(2), || done(&tui.screen())) {
+                return;
+            }
+        }
+        panic!("{what}:\n{}", tui.screen());
+    };
+    press_until("1", "the dev category opened", &|s: &str| {
+        s.contains("2 skill(s)") && s.contains("1. refactor") && s.contains("2. review")
+    });
+    let dir = home.path.join("skills/dev/review");
+    press_until("2", "review inspected", &|s: &str| {
+        s.contains("Review code line by line") && s.contains("path: ")
+    });
+    let inspect = tui
+        .calls()
+        .into_iter()
+        .rfind(|c| c.method == "skills.manage" && c.params["action"] == "inspect")
+        .expect("an inspect call");
+    assert_eq!(inspect.params["query"], "review");
+    let info = &inspect.result.as_ref().expect("answered")["info"];
+    assert_eq!(info["category"], "dev", "{info}");
+    assert_eq!(info["path"], dir.display().to_string(), "{info}");
+    tui.key("q");
+    tui.wait_ready(T);
+    tui.assert_no_errors(&[]);
+    tui.quit();
+}
+
 /// A stand-in `wl-paste` first on `PATH` (it prints `image` and notes each run in the file
 /// returned): the `PATH` to give the TUI, and that file.
 fn fake_clipboard(stage: &common::TempHome, image: &Path) -> (String, PathBuf) {

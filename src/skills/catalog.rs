@@ -36,6 +36,10 @@ pub struct Meta {
     pub name: String,
     /// The header's `description` (else the body's first line), at most 1,024.
     pub description: String,
+    /// `description` is the header's: only then does the index show it (Hermes' index has no
+    /// body fallback; `skills_list` has). Kept scans from before this field said so: true.
+    #[serde(default = "header_described")]
+    pub header_described: bool,
     pub platforms: Vec<String>,
     pub environments: Vec<String>,
     /// `metadata.hermes` `requires_tools`, `requires_toolsets`, `fallback_for_tools`,
@@ -65,11 +69,16 @@ impl Meta {
         Ok(Meta {
             name: name.chars().take(NAME_MAX).collect(),
             description: header::description(f, parsed.body),
+            header_described: header::text_of(f.get("description")).is_some_and(|d| !d.is_empty()),
             platforms: header::list_of(f.get("platforms")),
             environments: header::list_of(f.get("environments")),
             conditions,
         })
     }
+}
+
+fn header_described() -> bool {
+    true
 }
 
 /// Whether a skill is offered (listed, indexed, a command), and if not, why.
@@ -84,6 +93,16 @@ pub enum Offer {
     Irrelevant,
     /// An earlier skill took its name.
     Shadowed,
+}
+
+/// A legacy flat skill: a `.md` file that is not a SKILL.md, found by `skill_view` only
+/// (never listed, indexed or a command; Hermes').
+#[derive(Debug, Clone, PartialEq)]
+pub struct Flat {
+    pub root: usize,
+    pub path: PathBuf,
+    /// The path under its root, `/`-separated (`devops/deploy.md`).
+    pub rel: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -120,6 +139,9 @@ impl Skill {
 pub struct Scanned {
     pub settings: Settings,
     pub records: Vec<Record>,
+    /// Other `.md` files (legacy flat skills `skill_view` finds by name), by root.
+    #[serde(default)]
+    pub flat: Vec<(usize, PathBuf)>,
     /// Categories' `DESCRIPTION.md` descriptions, for the index.
     pub descriptions: BTreeMap<String, String>,
     /// What the scan could not read.
@@ -133,6 +155,8 @@ pub struct Scanned {
 pub struct Catalog {
     pub settings: Settings,
     records: Vec<Record>,
+    /// Legacy flat skills: `.md` files other than SKILL.md, loaded by `skill_view` only.
+    pub flat: Vec<Flat>,
     /// Categories' `DESCRIPTION.md` descriptions, for the index.
     descriptions: BTreeMap<String, String>,
     /// Every SKILL.md that read, in scan order (local first, then by path).
@@ -148,14 +172,25 @@ impl Catalog {
         let Scanned {
             settings,
             mut records,
+            flat,
             descriptions,
             problems,
             plugins,
         } = found;
         records.sort_by(|a, b| (a.root, &a.skill_md).cmp(&(b.root, &b.skill_md)));
+        let mut flat: Vec<Flat> = flat
+            .into_iter()
+            .filter_map(|(root, path)| {
+                let rel = path.strip_prefix(settings.roots.get(root)?).ok()?;
+                let rel = rel.to_string_lossy().into_owned();
+                Some(Flat { root, path, rel })
+            })
+            .collect();
+        flat.sort_by(|a, b| (a.root, &a.path).cmp(&(b.root, &b.path)));
         let mut c = Catalog {
             settings,
             records,
+            flat,
             descriptions,
             skills: Vec::new(),
             problems,
@@ -231,6 +266,7 @@ impl Catalog {
         Scanned {
             settings: self.settings.clone(),
             records: self.records.clone(),
+            flat: self.flat.iter().map(|f| (f.root, f.path.clone())).collect(),
             descriptions: self.descriptions.clone(),
             problems: problems.cloned().collect(),
             plugins: self.plugins.clone(),
@@ -289,14 +325,22 @@ impl Catalog {
     /// Hermes writes it (empty when no skill is shown).
     pub fn prompt_index(&self, tools: &BTreeSet<String>, toolsets: &BTreeSet<String>) -> String {
         let mut by: BTreeMap<&str, BTreeMap<&str, &str>> = BTreeMap::new();
-        for s in self
-            .offered()
-            .filter(|s| shown(&s.meta.conditions, tools, toolsets))
-        {
+        // Hermes' index keeps a local skill whose name another local one took first (only
+        // external ones give way to a name seen).
+        let indexed = self
+            .skills
+            .iter()
+            .filter(|s| s.offer == Offer::Yes || (s.offer == Offer::Shadowed && s.root == 0));
+        for s in indexed.filter(|s| shown(&s.meta.conditions, tools, toolsets)) {
+            let description = if s.meta.header_described {
+                s.meta.description.as_str()
+            } else {
+                ""
+            };
             by.entry(&s.index_category)
                 .or_default()
                 .entry(s.name())
-                .or_insert(&s.meta.description);
+                .or_insert(description);
         }
         if by.is_empty() {
             return String::new();
@@ -333,6 +377,24 @@ impl Catalog {
             .filter(|s| {
                 s.rel == name || s.rel == as_path || s.dir_name() == name || s.meta.name == name
             })
+            .collect()
+    }
+
+    /// The legacy flat skills `name` could mean, as Hermes finds them: `<name>.md` under a root
+    /// (`category/name` too, or `category:name`), or a file so named in any folder searched.
+    pub fn lookup_flat(&self, name: &str) -> Vec<&Flat> {
+        let name = name.trim().trim_matches('/');
+        if name.is_empty() {
+            return Vec::new();
+        }
+        let direct = [
+            format!("{name}.md"),
+            format!("{}.md", name.replacen(':', "/", 1)),
+        ];
+        let anywhere = format!("/{name}.md");
+        self.flat
+            .iter()
+            .filter(|f| direct.contains(&f.rel) || f.rel.ends_with(&anywhere))
             .collect()
     }
 
@@ -491,7 +553,12 @@ mod tests {
         let none = BTreeSet::new();
         let idx = c.prompt_index(&none, &none);
         assert!(idx.starts_with("## Skills (mandatory)\n"), "{idx}");
-        assert!(idx.contains("<available_skills>\n  dev: Developer skills\n    - review: Review code carefully and thoroughly, step by step, every...\n  top:\n    - top: The top skill.\n</available_skills>"), "{idx}");
+        // `top` has no header: `skills_list` shows its body's first line, the index its name.
+        assert!(idx.contains("<available_skills>\n  dev: Developer skills\n    - review: Review code carefully and thoroughly, step by step, every...\n  top:\n    - top\n</available_skills>"), "{idx}");
+        assert_eq!(
+            c.offered().nth(1).unwrap().meta.description,
+            "The top skill."
+        );
         assert!(!idx.contains("Deep_Skill"));
         let web: BTreeSet<String> = ["web".to_string()].into();
         assert!(
@@ -503,6 +570,23 @@ mod tests {
         assert_eq!(c.lookup("dev:review").len(), 1);
         assert_eq!(c.lookup("top")[0].rel, "top");
         assert!(c.by_dir_name("deep").is_some());
+    }
+
+    #[test]
+    fn the_index_keeps_a_local_name_taken_twice_and_drops_an_external_one() {
+        let mut c = catalog();
+        c.replace(
+            0,
+            Path::new("/h/skills/ops/review/SKILL.md"),
+            Some(Meta::read(
+                "---\nname: review\ndescription: Ops review\n---\nb",
+                "review",
+            )),
+        );
+        let idx = c.prompt_index(&BTreeSet::new(), &BTreeSet::new());
+        assert!(idx.contains("  ops:\n    - review: Ops review\n"), "{idx}");
+        assert!(!idx.contains("other"), "{idx}");
+        assert_eq!(c.offered().filter(|s| s.name() == "review").count(), 1);
     }
 
     #[test]

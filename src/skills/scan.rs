@@ -34,12 +34,16 @@ pub const EXCLUDED: [&str; 14] = [
 pub const SUPPORT: [&str; 4] = ["references", "templates", "assets", "scripts"];
 /// A SKILL.md or DESCRIPTION.md larger than this is skipped.
 pub const FILE_MAX: u64 = 1024 * 1024;
+/// A SKILL.md is read this far first (its header and description, nearly always).
+const HEAD: usize = 8 * 1024;
 /// Deepest folder searched under a root (links can make cycles).
 const DEPTH_MAX: usize = 12;
 /// Folders listed at most in one scan.
 const FOLDERS_MAX: usize = 50_000;
 /// Entries of one folder looked at at most.
 const ENTRIES_MAX: usize = 10_000;
+/// Legacy flat skills (`<name>.md`) remembered at most in one scan.
+const FLAT_MAX: usize = 10_000;
 
 enum Phase {
     /// Listing folders of root `usize`.
@@ -63,6 +67,9 @@ pub struct Scan {
     found: Vec<(PathBuf, bool)>,
     to_read: VecDeque<(usize, PathBuf, bool)>,
     records: Vec<Record>,
+    /// `.md` files other than SKILL.md outside support folders, by root: what `skill_view`
+    /// finds as Hermes' legacy flat `<name>.md` skills (listed, not read).
+    flat: Vec<(usize, PathBuf)>,
     descriptions: BTreeMap<String, String>,
     problems: Vec<String>,
     plugin_dirs: VecDeque<PathBuf>,
@@ -84,6 +91,7 @@ impl Scan {
             found: Vec::new(),
             to_read: VecDeque::new(),
             records: Vec::new(),
+            flat: Vec::new(),
             descriptions: BTreeMap::new(),
             problems: Vec::new(),
             plugin_dirs: VecDeque::new(),
@@ -132,7 +140,7 @@ impl Scan {
         match self.phase {
             Phase::Walking(root) => {
                 match self.folders.pop() {
-                    Some((dir, depth)) => self.list(&dir, depth),
+                    Some((dir, depth)) => self.list(root, &dir, depth),
                     None => {
                         // Hermes reads a root's files in path order.
                         let mut found = std::mem::take(&mut self.found);
@@ -174,7 +182,7 @@ impl Scan {
         }
     }
 
-    fn list(&mut self, dir: &Path, depth: usize) {
+    fn list(&mut self, root: usize, dir: &Path, depth: usize) {
         if self.folders_listed >= FOLDERS_MAX {
             if self.folders_listed == FOLDERS_MAX {
                 self.problems.push(format!(
@@ -212,8 +220,13 @@ impl Scan {
             } else if name == "SKILL.md" {
                 has_skill = true;
                 self.found.push((path, true));
-            } else if name == "DESCRIPTION.md" {
-                self.found.push((path, false));
+            } else {
+                if name == "DESCRIPTION.md" {
+                    self.found.push((path.clone(), false));
+                }
+                if name.ends_with(".md") && self.flat.len() < FLAT_MAX {
+                    self.flat.push((root, path));
+                }
             }
         }
         if depth >= DEPTH_MAX {
@@ -243,24 +256,22 @@ impl Scan {
     }
 
     fn read_skill(&mut self, root: usize, path: PathBuf) {
-        let stamp = stamp_of(&path);
-        if let Some(known) = self
-            .known
-            .remove(&path)
-            .filter(|k| stamp.is_some() && k.stamp == stamp)
-        {
-            self.records.push(Record { root, ..known });
-            return;
+        if let Some(known) = self.known.remove(&path) {
+            let stamp = stamp_of(&path);
+            if stamp.is_some() && known.stamp == stamp {
+                self.records.push(Record { root, ..known });
+                return;
+            }
         }
         let dir_name = path
             .parent()
             .and_then(Path::file_name)
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let read = match crate::util::read_regular(&path, FILE_MAX) {
-            Ok(Some(text)) => Meta::read(&text, &dir_name),
+        let (read, stamp) = match read_header(&path, &dir_name) {
+            Ok(Some(read)) => read,
             Ok(None) => return,
-            Err(e) => Err(format!("cannot read it: {e}")),
+            Err(e) => (Err(format!("cannot read it: {e}")), None),
         };
         self.records.push(Record {
             root,
@@ -298,6 +309,7 @@ impl Scan {
         Catalog::new(Scanned {
             settings: self.settings,
             records: self.records,
+            flat: self.flat,
             descriptions: self.descriptions,
             problems: self.problems,
             plugins: self.plugins,
@@ -307,10 +319,77 @@ impl Scan {
 
 /// `(mtime ns, size, inode)` of `path` (links followed), if it can be looked at.
 fn stamp_of(path: &Path) -> Option<(i128, u64, u64)> {
+    Some(stamp(&std::fs::metadata(path).ok()?))
+}
+
+fn stamp(m: &std::fs::Metadata) -> (i128, u64, u64) {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).ok()?;
     let ns = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
-    Some((ns, m.size(), m.ino()))
+    (ns, m.size(), m.ino())
+}
+
+/// The fields of the SKILL.md at `path` (in folder `dir_name`) and its stamp, reading what
+/// they need only: the first [`HEAD`] bytes hold the header and the description of nearly
+/// every skill (Hermes' average 12 KB), so the rest is read only when the header is not closed
+/// in them or the description must come from the body. One open, one `fstat` for the stamp,
+/// one read in the common case. `Ok(None)`: gone.
+#[allow(
+    clippy::type_complexity,
+    reason = "the record's two parts, as Record holds them"
+)]
+fn read_header(
+    path: &Path,
+    dir_name: &str,
+) -> std::io::Result<Option<(Result<Meta, String>, Option<(i128, u64, u64)>)>> {
+    use std::io::Read;
+    let Some(mut f) = crate::util::open_regular(path)? else {
+        return Ok(None);
+    };
+    let meta = f.metadata()?;
+    if meta.len() > FILE_MAX {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("larger than {} KiB; refused", FILE_MAX / 1024),
+        ));
+    }
+    let mut buf = Vec::with_capacity((meta.len() as usize).min(HEAD) + 1);
+    (&mut f).take(HEAD as u64).read_to_end(&mut buf)?;
+    let cut = buf.len() == HEAD;
+    let head = match std::str::from_utf8(&buf) {
+        Ok(t) => Some(t),
+        // The cut split a character: what precedes it is whole.
+        Err(e) if cut && e.error_len().is_none() => {
+            std::str::from_utf8(&buf[..e.valid_up_to()]).ok()
+        }
+        Err(_) => None,
+    };
+    let read = head.map(|t| Meta::read(t, dir_name));
+    let settled = match &read {
+        Some(Ok(m)) => !cut || m.header_described,
+        Some(Err(_)) | None => !cut,
+    };
+    let read = match read {
+        Some(read) if settled => read,
+        None if settled => return Err(utf8_error()),
+        _ => {
+            (&mut f)
+                .take(FILE_MAX + 1 - HEAD as u64)
+                .read_to_end(&mut buf)?;
+            if buf.len() as u64 > FILE_MAX {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::FileTooLarge,
+                    format!("larger than {} KiB; refused", FILE_MAX / 1024),
+                ));
+            }
+            let text = std::str::from_utf8(&buf).map_err(|_| utf8_error())?;
+            Meta::read(text, dir_name)
+        }
+    };
+    Ok(Some((read, Some(stamp(&meta)))))
+}
+
+fn utf8_error() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, "not valid UTF-8")
 }
 
 #[cfg(test)]
@@ -363,5 +442,55 @@ mod tests {
                 .contains("  dev: Dev things\n    - a: A")
         );
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_header_or_a_description_past_the_first_read_is_read_whole() {
+        let dir = std::env::temp_dir().join(format!("tuigw-skhead-{}", crate::util::random_hex(8)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pad = "# heading\n\n".repeat(HEAD / 8);
+        let cases = [
+            // A long header: closed past the first read.
+            (
+                format!(
+                    "---\nname: long\ntags: \"{}\"\ndescription: D\n---\nb",
+                    "x".repeat(HEAD)
+                ),
+                "long",
+                "D",
+            ),
+            // No description: the body's first line, past the first read.
+            (
+                format!("---\nname: nodesc\n---\n{pad}Body says so.\n"),
+                "nodesc",
+                "Body says so.",
+            ),
+            (
+                format!("{pad}Headerless body.\n"),
+                "dir",
+                "Headerless body.",
+            ),
+            // A description in the header: the rest of the body is not needed.
+            (
+                format!("---\nname: short\ndescription: S\n---\n{pad}"),
+                "short",
+                "S",
+            ),
+        ];
+        for (text, name, description) in cases {
+            let p = dir.join("SKILL.md");
+            std::fs::write(&p, &text).unwrap();
+            let (read, stamp) = read_header(&p, "dir").unwrap().unwrap();
+            let m = read.unwrap();
+            assert_eq!(
+                (m.name.as_str(), m.description.as_str()),
+                (name, description)
+            );
+            assert_eq!(stamp, stamp_of(&p));
+        }
+        std::fs::write(dir.join("SKILL.md"), "---\nname: open\n").unwrap();
+        let (read, _) = read_header(&dir.join("SKILL.md"), "dir").unwrap().unwrap();
+        assert!(read.unwrap_err().contains("not closed"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -8,7 +8,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::catalog::{Catalog, Offer, Skill};
+use super::catalog::{Catalog, Flat, Offer, Skill};
 use super::header;
 use super::scan::FILE_MAX;
 
@@ -72,31 +72,42 @@ fn path_error(name: &str, what: &str) -> Option<String> {
     None
 }
 
+/// What a name resolves to: a skill's folder, or a legacy flat `<name>.md` file.
+#[derive(Debug, Clone, Copy)]
+pub enum Found<'a> {
+    Skill(&'a Skill),
+    Flat(&'a Flat),
+}
+
 /// The one skill `name` means, or the failure `skill_view` answers.
 pub fn resolve<'a>(c: &'a Catalog, name: &str) -> Result<&'a Skill, Value> {
+    match resolve_any(c, name)? {
+        Found::Skill(s) => Ok(s),
+        Found::Flat(_) => Err(not_found(c, name)),
+    }
+}
+
+/// The one skill or flat file `name` means (Hermes' lookups: a path under a root, a folder
+/// or header named so, a `<name>.md` file), or the failure `skill_view` answers; more than
+/// one is ambiguous.
+pub fn resolve_any<'a>(c: &'a Catalog, name: &str) -> Result<Found<'a>, Value> {
     if let Some(why) = path_error(name, "Skill name") {
         return Err(json!({"success": false, "error": why,
             "hint": "Use a skill name or relative path within the skills directory."}));
     }
-    let found = c.lookup(name);
+    let found: Vec<Found> = (c.lookup(name).into_iter().map(Found::Skill))
+        .chain(c.lookup_flat(name).into_iter().map(Found::Flat))
+        .collect();
     match found.as_slice() {
-        [one] => Ok(one),
-        [] => {
-            let mut offered: Vec<&Skill> = c.offered().collect();
-            offered.sort_by(|a, b| {
-                (a.category.as_deref().unwrap_or(""), a.name())
-                    .cmp(&(b.category.as_deref().unwrap_or(""), b.name()))
-            });
-            let names: Vec<&str> = offered.iter().take(20).map(|s| s.name()).collect();
-            Err(
-                json!({"success": false, "error": format!("Skill '{name}' not found."),
-                "available_skills": names, "hint": "Use skills_list to see all available skills"}),
-            )
-        }
+        [one] => Ok(*one),
+        [] => Err(not_found(c, name)),
         many => {
             let paths: Vec<String> = many
                 .iter()
-                .map(|s| s.skill_md().display().to_string())
+                .map(|f| match f {
+                    Found::Skill(s) => s.skill_md().display().to_string(),
+                    Found::Flat(f) => f.path.display().to_string(),
+                })
                 .collect();
             Err(json!({"success": false,
                 "error": format!("Ambiguous skill name '{name}': {} skills match across your local skills dir and external_dirs. Refusing to guess — load one explicitly by its categorized path.", many.len()),
@@ -104,6 +115,17 @@ pub fn resolve<'a>(c: &'a Catalog, name: &str) -> Result<&'a Skill, Value> {
                 "hint": "Pass the full relative path instead of the bare name (e.g., 'category/skill-name'), or rename one of the colliding skills so each name is unique."}))
         }
     }
+}
+
+fn not_found(c: &Catalog, name: &str) -> Value {
+    let mut offered: Vec<&Skill> = c.offered().collect();
+    offered.sort_by(|a, b| {
+        (a.category.as_deref().unwrap_or(""), a.name())
+            .cmp(&(b.category.as_deref().unwrap_or(""), b.name()))
+    });
+    let names: Vec<&str> = offered.iter().take(20).map(|s| s.name()).collect();
+    json!({"success": false, "error": format!("Skill '{name}' not found."),
+        "available_skills": names, "hint": "Use skills_list to see all available skills"})
 }
 
 /// Whether `s` may be loaded (an explicit load ignores `environments`), else the failure.
@@ -148,10 +170,15 @@ pub fn skill_view(c: &Catalog, name: &str, file_path: Option<&str>) -> Value {
             return v;
         }
     }
-    let s = match resolve(c, name).and_then(|s| loadable(s).map(|()| s)) {
-        Ok(s) => s,
+    let s = match resolve_any(c, name) {
+        Ok(Found::Skill(s)) => s,
+        // Hermes shows a flat skill itself whatever `file_path` asks (it has no folder).
+        Ok(Found::Flat(f)) => return view_flat(c, f),
         Err(v) => return v,
     };
+    if let Err(v) = loadable(s) {
+        return v;
+    }
     match file_path.filter(|p| !p.trim().is_empty()) {
         Some(fp) => view_file(s, name, fp),
         None => view_skill(c, s),
@@ -329,10 +356,63 @@ pub fn read_skill_md(s: &Skill) -> Result<String, String> {
 }
 
 fn view_skill(c: &Catalog, s: &Skill) -> Value {
-    let content = match read_skill_md(s) {
-        Ok(t) => t,
-        Err(e) => return failure(e),
+    match read_skill_md(s) {
+        Ok(content) => describe(c, content, s.name(), display_path(c, s), Some(&s.dir)),
+        Err(e) => failure(e),
+    }
+}
+
+/// A flat skill's text with the fields it names itself by, or the failure `skill_view`
+/// answers (unreadable, not for this platform, disabled).
+fn read_flat(c: &Catalog, f: &Flat) -> Result<(String, String), Value> {
+    let stem = f.path.file_stem().map(|s| s.to_string_lossy().into_owned());
+    let stem = stem.unwrap_or_default();
+    let content = match crate::util::read_regular(&f.path, FILE_MAX) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Err(failure(format!("Skill '{stem}' is gone from disk."))),
+        Err(e) => return Err(failure(format!("Failed to read skill '{stem}': {e}"))),
     };
+    let fields = header::parse(&content)
+        .map(|p| p.fields)
+        .unwrap_or_default();
+    let name = header::text_of(fields.get("name"))
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or(stem);
+    let platforms = header::list_of(fields.get("platforms"));
+    if !header::matches_platform(&platforms) {
+        return Err(json!({"success": false,
+            "error": format!("Skill '{name}' is not supported on this platform."),
+            "readiness_status": "unsupported"}));
+    }
+    if c.settings.disabled.contains(&name) {
+        return Err(failure(format!(
+            "Skill '{name}' is disabled. Enable it with `hermes skills` or inspect the files directly on disk."
+        )));
+    }
+    Ok((content, name))
+}
+
+/// `skill_view` of a legacy flat skill: the file, no folder and no linked files.
+fn view_flat(c: &Catalog, f: &Flat) -> Value {
+    let (content, name) = match read_flat(c, f) {
+        Ok(read) => read,
+        Err(v) => return v,
+    };
+    // Under the local root: its path there; an external one's under its folder's parent.
+    let path = match f.root {
+        0 => f.rel.clone(),
+        _ => {
+            let base = f.path.parent().and_then(Path::parent).unwrap_or(&f.path);
+            let rel = f.path.strip_prefix(base).unwrap_or(&f.path);
+            rel.to_string_lossy().into_owned()
+        }
+    };
+    describe(c, content, &name, path, None)
+}
+
+/// `skill_view`'s answer for a skill's text `content` (SKILL.md, or a flat skill's file
+/// with no `dir`).
+fn describe(c: &Catalog, content: String, name: &str, path: String, dir: Option<&Path>) -> Value {
     let fields = header::parse(&content)
         .map(|p| p.fields)
         .unwrap_or_default();
@@ -343,7 +423,7 @@ fn view_skill(c: &Catalog, s: &Skill) -> Value {
             .get("related_skills")
             .or_else(|| fields.get("related_skills")),
     );
-    let linked = linked_files(&s.dir);
+    let linked = dir.map(linked_files).unwrap_or_default();
     let linked_json = if linked.is_empty() {
         Value::Null
     } else {
@@ -358,13 +438,13 @@ fn view_skill(c: &Catalog, s: &Skill) -> Value {
     let setup_needed = ready.setup_needed();
     let mut v = json!({
         "success": true,
-        "name": s.name(),
+        "name": name,
         "description": header::text_of(fields.get("description")).unwrap_or_default(),
         "tags": tags,
         "related_skills": related,
         "content": content,
-        "path": display_path(c, s),
-        "skill_dir": s.dir.display().to_string(),
+        "path": path,
+        "skill_dir": dir.map(|d| d.display().to_string()),
         "linked_files": linked_json,
         "usage_hint": if linked.is_empty() { Value::Null } else { json!("To view linked files, call skill_view(name, file_path) where file_path is e.g. 'references/api.md' or 'assets/config.yaml'") },
         "required_environment_variables": ready.required,
@@ -429,27 +509,47 @@ pub struct Loaded {
 /// Load `identifier` (a name or a path under a root) for activation; `None` when it is not a
 /// skill that may be loaded (missing, ambiguous, disabled, unsupported, unreadable).
 pub fn load(c: &Catalog, identifier: &str, home: &Path) -> Option<Loaded> {
-    let s = resolve(c, identifier).ok()?;
-    loadable(s).ok()?;
-    let content = read_skill_md(s).ok()?;
+    let (name, content, dir, view_name) = match resolve_any(c, identifier).ok()? {
+        Found::Skill(s) => {
+            loadable(s).ok()?;
+            let view_name = if s.root == 0 {
+                s.rel.clone()
+            } else {
+                s.dir_name().to_string()
+            };
+            let content = read_skill_md(s).ok()?;
+            (s.name().to_string(), content, s.dir.clone(), view_name)
+        }
+        // Hermes takes a flat skill's folder for its own (its files, `skill_view`'s name).
+        Found::Flat(f) => {
+            let (content, name) = read_flat(c, f).ok()?;
+            let dir = f.path.parent()?.to_path_buf();
+            let view_name = match f.root {
+                0 => f
+                    .rel
+                    .rsplit_once('/')
+                    .map(|(d, _)| d)
+                    .unwrap_or("")
+                    .to_string(),
+                _ => dir.file_name()?.to_string_lossy().into_owned(),
+            };
+            (name, content, dir, view_name)
+        }
+    };
     let fields = header::parse(&content)
         .map(|p| p.fields)
         .unwrap_or_default();
-    let supporting = linked_files(&s.dir)
+    let supporting = linked_files(&dir)
         .into_iter()
         .flat_map(|(_, v)| v)
         .collect();
     let setup_note = super::readiness::Readiness::check(&fields, home).note();
     Some(Loaded {
-        name: s.name().to_string(),
+        name,
         content,
-        dir: s.dir.clone(),
+        dir,
         supporting,
-        view_name: if s.root == 0 {
-            s.rel.clone()
-        } else {
-            s.dir_name().to_string()
-        },
+        view_name,
         config: config_values(&fields, home),
         setup_note,
     })
