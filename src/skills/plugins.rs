@@ -56,10 +56,8 @@ pub fn valid_name(s: &str) -> bool {
 pub fn roots(home: &Path) -> Vec<PathBuf> {
     let mut roots = vec![home.join("plugins")];
     let project = std::env::var("HERMES_ENABLE_PROJECT_PLUGINS").unwrap_or_default();
-    if matches!(
-        project.trim().to_ascii_lowercase().as_str(),
-        "1" | "true" | "yes" | "on"
-    ) && let Ok(cwd) = std::env::current_dir()
+    if crate::util::truthy(&project)
+        && let Ok(cwd) = std::env::current_dir()
     {
         roots.push(cwd.join(".hermes/plugins"));
     }
