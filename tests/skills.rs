@@ -801,3 +801,42 @@ fn a_flat_md_skill_loads_by_name_or_path_and_a_name_two_skills_share_is_refused(
     let m = r["message"].as_str().unwrap_or_default();
     assert!(m.contains("Run make deploy."), "{r}");
 }
+
+/// A skill's `requires_toolsets` / `fallback_for_toolsets` are judged by the toolsets offered
+/// (`file`, `terminal`, …), as Hermes' index judges them, not by the tools' names.
+#[test]
+fn the_index_judges_a_skills_toolset_conditions_by_the_toolsets_offered() {
+    let h = Home::new("skills-toolsets");
+    let skill = |name: &str, condition: &str| {
+        format!(
+            "---\nname: {name}\ndescription: About {name}\nmetadata:\n  hermes:\n    {condition}\n---\nbody\n"
+        )
+    };
+    h.write(
+        "skills/cond/needs-files/SKILL.md",
+        &skill("needs-files", "requires_toolsets: [file]"),
+    );
+    h.write(
+        "skills/cond/instead-of-a-shell/SKILL.md",
+        &skill("instead-of-a-shell", "fallback_for_toolsets: [terminal]"),
+    );
+    let mock = MockAi::script(vec![Reply::text(&["ok"], (5, 1))]);
+    let mut g = Gateway::builder()
+        .home(&h.home.path)
+        .tag("skills-toolsets")
+        .env("OPENAI_BASE_URL", &mock.base_url())
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_MODEL", "gpt-test")
+        .start();
+    let s = g.create_session(json!({}));
+    assert_eq!(g.run_turn(&s.id, "hi").text, "ok");
+    let system = system_of(&mock.requests()[0]);
+    assert!(
+        system.contains("- needs-files: About needs-files"),
+        "the file toolset is offered: {system}"
+    );
+    assert!(
+        !system.contains("instead-of-a-shell"),
+        "the terminal toolset is offered, so its fallback is not shown: {system}"
+    );
+}

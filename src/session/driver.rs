@@ -228,6 +228,7 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
         return;
     };
     let schemas = parts.tools.schemas_for(s.reach());
+    let reach = s.reach();
     let Some(turn) = s.turn.as_mut() else {
         return;
     };
@@ -246,7 +247,10 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
             .unwrap_or_else(|| crate::session::system_prompt::configured_overlay(parts.home));
         let index = parts
             .skills
-            .map(|k| crate::session::system_prompt::skills_index(&k.borrow(), schemas))
+            .map(|k| {
+                let toolsets = parts.tools.toolsets_for(reach);
+                crate::session::system_prompt::skills_index(&k.borrow(), schemas, &toolsets)
+            })
             .unwrap_or_default();
         s.system_prompt = Some(crate::session::system_prompt::build(
             parts.home,

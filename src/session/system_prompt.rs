@@ -100,8 +100,14 @@ skill_manage so you can reuse it next time.\nWhen using a skill and finding it o
 incomplete, or wrong, patch it immediately with skill_manage(action='patch') — don't wait to be \
 asked. Skills that aren't maintained become liabilities.";
 
-/// The skills index for a model offered `tools` (none unless a skill tool is among them).
-pub fn skills_index(skills: &crate::skills::Skills, tools: &[Value]) -> String {
+/// The skills index for a model offered `tools` (OpenAI schemas) from `toolsets` (none unless
+/// a skill tool is among them): a skill's `requires_toolsets` / `fallback_for_toolsets` are
+/// judged by the toolsets, its `requires_tools` / `fallback_for_tools` by the tools.
+pub fn skills_index(
+    skills: &crate::skills::Skills,
+    tools: &[Value],
+    toolsets: &std::collections::BTreeSet<String>,
+) -> String {
     let names: std::collections::BTreeSet<String> = tools
         .iter()
         .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
@@ -112,9 +118,7 @@ pub fn skills_index(skills: &crate::skills::Skills, tools: &[Value]) -> String {
     {
         return String::new();
     }
-    // Toolsets by the tools' names Hermes conditions on (`web`, `browser`…): the tools' own.
-    let toolsets = names.clone();
-    skills.catalog().prompt_index(&names, &toolsets)
+    skills.catalog().prompt_index(&names, toolsets)
 }
 
 /// The system prompt for a session in `cwd` offered `tools` (OpenAI schemas).

@@ -485,6 +485,15 @@ impl ToolSet {
         }
     }
 
+    /// The toolsets of the tools a session of `reach` is offered (Hermes' `available_toolsets`,
+    /// which skills condition on).
+    pub fn toolsets_for(&self, reach: Reach) -> std::collections::BTreeSet<String> {
+        self.offered_tools()
+            .filter(|(t, _)| reach.allows(t.name()))
+            .map(|(t, _)| t.toolset().to_string())
+            .collect()
+    }
+
     /// The schemas of the tools offered under their toolsets (in name order; each toolset's
     /// tools in registration order): the banner's `toolsets` and `/tools`.
     pub fn offered_by_toolset(&self) -> BTreeMap<&str, Vec<&Value>> {
