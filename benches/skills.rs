@@ -267,7 +267,11 @@ fn beside_hermes(skills_dir: &Path, what: &str) {
         .collect();
     let mut skills = tui_gateway::skills::Skills::new(&home);
     while skills.step(&Budget::unlimited(), Instant::now()).is_none() {}
-    let ours = tui_gateway::session::system_prompt::skills_index(&skills, &schemas);
+    // Their toolsets as our tools declare them: the built-in ones' and the skill tools'.
+    let mut toolsets =
+        tui_gateway::tools::ToolSet::builtin().toolsets_for(tui_gateway::tools::Reach::Full);
+    toolsets.insert("skills".to_string());
+    let ours = tui_gateway::session::system_prompt::skills_index(&skills, &schemas, &toolsets);
     let out = Command::new(&python)
         .arg(root.join("benches/hermes/skills_index.py"))
         .arg(TOOLS.join(","))
