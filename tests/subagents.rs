@@ -797,6 +797,12 @@ fn a_background_delegation_cut_off_by_a_kill_is_reported_as_unknown_after_the_re
         told.map(|(_, text)| text.clone()).collect()
     };
     assert_eq!(about(&done_id).len(), 1, "the finished one once: {texts:?}");
+    // The start says what its repair did.
+    let said = g.stderr_with("background delegation's outcome is unknown", T);
+    assert!(
+        said.contains("told 1 session(s) a background delegation's outcome is unknown"),
+        "{said}"
+    );
     let lost = about(&lost_id);
     assert_eq!(lost.len(), 1, "{texts:?}\n{}", g.stderr_text());
     let lost = &lost[0];

@@ -212,6 +212,11 @@ impl<U: Unit> Persistence<U, Store, Journal> {
                 match r.queued_prompts_kept {
                     0 => String::new(),
                     n => format!("; kept {n} queued prompt(s) as user messages"),
+                } + &match r.delegations_unknown {
+                    0 => String::new(),
+                    n => format!(
+                        "; told {n} session(s) a background delegation's outcome is unknown"
+                    ),
                 }
             ),
             Ok(_) => {}
