@@ -93,10 +93,7 @@ fn with_fake_mcp(scenario: &str, server: &str, mode: &str, m: &str, extra: &str)
         "mcp_servers:\n  {server}:\n    command: node\n    args: [\"{}/tests/mcp/fake_server.js\", \"{mode}\", \"{m}\"]\n{extra}",
         env!("CARGO_MANIFEST_DIR")
     );
-    let opts = Opts {
-        config_yaml: Some(yaml),
-        ..Opts::default()
-    };
+    let opts = Opts::config(yaml);
     Tui::start(scenario, opts)
 }
 
@@ -640,13 +637,7 @@ fn a_network_model_from_config_yaml_runs_a_tool_turn() {
         mockai::Reply::Stream(mockai::Stream::new(events))
     });
     let yaml = custom_endpoint("mock-model", &mock.base_url(), Some(&format!("sk-e2e-{m}")));
-    let Some(tui) = Tui::start(
-        "network",
-        Opts {
-            config_yaml: Some(yaml),
-            ..Opts::default()
-        },
-    ) else {
+    let Some(tui) = Tui::start("network", Opts::config(yaml)) else {
         return;
     };
     tui.wait_ready(START);
@@ -692,13 +683,7 @@ fn fast_mode_switched_in_the_tui_reaches_the_model() {
         mockai::Reply::text(&["quick ", "answer"], (10, 2))
     });
     let yaml = custom_endpoint("gpt-5.1", &mock.base_url(), Some("sk-e2e-fast"));
-    let Some(tui) = Tui::start(
-        "fast",
-        Opts {
-            config_yaml: Some(yaml),
-            ..Opts::default()
-        },
-    ) else {
+    let Some(tui) = Tui::start("fast", Opts::config(yaml)) else {
         return;
     };
     tui.wait_ready(START);
@@ -1603,10 +1588,7 @@ fn a_new_session_gets_the_title_its_model_writes_in_the_picker() {
 #[test]
 fn a_personality_chosen_in_the_tui_is_saved_and_goes_with_the_next_turn() {
     let yaml = "model:\n  provider: offline\nagent:\n  personalities:\n    teacher:\n      system_prompt: You teach.\n".to_string();
-    let opts = Opts {
-        config_yaml: Some(yaml),
-        ..Opts::default()
-    };
+    let opts = Opts::config(yaml);
     let Some(tui) = Tui::start("personality", opts) else {
         return;
     };

@@ -45,6 +45,16 @@ pub struct Opts {
     pub home: Option<PathBuf>,
 }
 
+impl Opts {
+    /// A fresh home whose config.yaml is `yaml`, nothing else set.
+    pub fn config(yaml: String) -> Opts {
+        Opts {
+            config_yaml: Some(yaml),
+            ..Opts::default()
+        }
+    }
+}
+
 /// The bundle to run, or why the suite cannot run here.
 pub fn prerequisites() -> Result<PathBuf, String> {
     let bundle = match std::env::var_os("HERMES_TUI_BUNDLE") {
