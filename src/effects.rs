@@ -49,6 +49,11 @@ pub(crate) enum Effect {
     SubagentEnded(crate::session::subagent::End),
     /// `delegate_task` call `job` was stopped: its subagents still running stop too.
     SubagentsCancelled { job: JobId },
+    /// A host's tool panicked in a call of `rid`'s turn: the turn ends with an internal error.
+    TurnFailed { rid: String },
+    /// Work of the gateway's own panicked and was caught: the loop goes on only if its tables
+    /// are whole (`Gateway::check`).
+    Panicked,
 }
 
 /// The end the tool side decided for turn `turn` of session `rid`.

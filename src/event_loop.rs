@@ -505,6 +505,12 @@ impl Gateway {
                     });
                 }
                 Effect::SubagentsCancelled { job } => crate::delegation::cancelled(self, job, now),
+                Effect::TurnFailed { rid } => {
+                    self.isolated(Some(&rid), now, |gw| {
+                        crate::session::driver::fail_turn(gw, &rid, now);
+                    });
+                }
+                Effect::Panicked => self.after_panic(now),
             }
         }
     }
@@ -596,6 +602,9 @@ impl Gateway {
         // What the request set off (a turn it ended) is done before its answer goes.
         self.dispatch(now);
         self.clients.serving(None);
+        if reply.is_err() {
+            self.after_panic(now);
+        }
         let reply = reply.unwrap_or_else(|panic| {
             Some(Err(frame::RpcError::new(
                 frame::code::INTERNAL,
@@ -613,6 +622,27 @@ impl Gateway {
             } else {
                 self.clients.reply(&id, reply);
             }
+        }
+    }
+
+    /// The invariants of the loop's own tables (sessions, timers, the poll's owners): what a
+    /// panic caught in the middle of changing them could leave broken. The loop checks them
+    /// after each panic it caught; the simulator after every step.
+    pub fn check(&self) -> Result<(), String> {
+        self.sessions
+            .check()
+            .map_err(|e| format!("sessions: {e}"))?;
+        self.timers.check().map_err(|e| format!("timers: {e}"))?;
+        self.reactor.check().map_err(|e| format!("poll: {e}"))
+    }
+
+    /// After a caught panic: go on only with whole tables, else stop as a crash does (every
+    /// transcript flushed, every run stopped) rather than serve from broken ones.
+    fn after_panic(&mut self, now: Instant) {
+        let Err(why) = self.check() else { return };
+        crate::diag!("[gateway-crash] a panic left the gateway's state broken ({why})");
+        if self.shutdown.is_none() {
+            self.begin_shutdown("crash", now);
         }
     }
 
@@ -995,5 +1025,52 @@ pub(crate) fn unregister_client(reactor: &mut Reactor<TokenOwner>, client: &Clie
         TokenOwner::Relay(client.number),
     ] {
         reactor.release(&owner);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::effects::Effect;
+
+    /// A gateway on pipes in a home of its own (removed when the test ends).
+    fn gateway(tag: &str) -> (Gateway, std::path::PathBuf, [std::os::fd::OwnedFd; 2]) {
+        let home = std::env::temp_dir().join(format!("tuigw-{tag}-{}", util::random_hex(6)));
+        std::fs::create_dir_all(&home).expect("a home");
+        let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("a pipe");
+        let (input, keep_input) = pipe();
+        let (keep_output, output) = pipe();
+        let cfg = Config {
+            home: home.clone(),
+            handle_signals: false,
+            ..Config::default()
+        };
+        let gw = Gateway::new(cfg, Io { input, output }).expect("the gateway starts");
+        (gw, home, [keep_input, keep_output])
+    }
+
+    #[test]
+    fn a_caught_panic_goes_on_with_whole_tables_and_stops_cleanly_with_broken_ones() {
+        let (mut gw, home, _pipes) = gateway("after-panic");
+        let now = gw.clock.now();
+        let mut s = crate::session::bare_session("r1", "s1");
+        s.turn = Some(crate::session::turn::Turn::new(
+            gw.reactor.slot(TokenOwner::Turn("r1".into())),
+        ));
+        assert!(gw.sessions.add(s).is_ok());
+        gw.sessions.mark_runnable("r1");
+        gw.effects.push(Effect::Panicked);
+        gw.dispatch(now);
+        assert!(gw.shutdown.is_none(), "whole tables: the gateway goes on");
+        // Taken off the runnable list and left marked: a turn nobody would drive again.
+        gw.sessions.pop_runnable();
+        gw.effects.push(Effect::Panicked);
+        gw.dispatch(now);
+        assert!(
+            gw.shutdown.is_some(),
+            "broken tables: the gateway stops as a crash does"
+        );
+        drop(gw);
+        let _ = std::fs::remove_dir_all(&home);
     }
 }

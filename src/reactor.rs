@@ -142,6 +142,21 @@ impl<O: Clone + Eq + Hash> Reactor<O> {
         self.owners.get(&token)
     }
 
+    /// What must hold for readiness to reach its owner (`Gateway::check`): tokens and owners
+    /// map one to one.
+    pub fn check(&self) -> Result<(), String> {
+        let paired = self.owners.len() == self.tokens.len()
+            && self
+                .tokens
+                .iter()
+                .all(|(owner, t)| self.owners.get(t) == Some(owner));
+        if paired {
+            Ok(())
+        } else {
+            Err("the poll's tokens and their owners disagree".into())
+        }
+    }
+
     /// Owners holding a slot now.
     pub fn slots_held(&self) -> usize {
         self.tokens.len()
@@ -173,6 +188,18 @@ mod tests {
             "a stale readiness cannot reach the new one"
         );
         assert_eq!(r.slots_held(), 2);
+    }
+
+    #[test]
+    fn check_finds_an_owner_its_token_does_not_route_to() {
+        let mut r: Reactor<&str> = Reactor::new(10).unwrap();
+        r.slot("a");
+        r.slot("b");
+        r.release(&"a");
+        assert_eq!(r.check(), Ok(()));
+        // A panic between the two maps' updates.
+        r.owners.clear();
+        assert!(r.check().is_err());
     }
 
     #[test]

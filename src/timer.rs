@@ -105,6 +105,29 @@ impl<T> TimerWheel<T> {
         self.earliest
     }
 
+    /// What must hold for every timer to fire (`Gateway::check`): each in the slot of its
+    /// tick, none behind the cursor, the count and the known earliest deadline right.
+    pub fn check(&self) -> Result<(), String> {
+        let mut held = 0;
+        let mut earliest: Option<Instant> = None;
+        for (i, slot) in self.slots.iter().enumerate() {
+            for e in slot {
+                held += 1;
+                earliest = Some(earliest.map_or(e.deadline, |t| t.min(e.deadline)));
+                if (e.tick as usize) & (SLOTS - 1) != i || e.tick < self.cursor {
+                    return Err(format!("timer {} misplaced (tick {})", e.id, e.tick));
+                }
+            }
+        }
+        if held != self.len {
+            return Err(format!("{held} timers held, {} counted", self.len));
+        }
+        if self.earliest.is_some_and(|e| Some(e) != earliest) {
+            return Err("the earliest deadline known is not the earliest held".into());
+        }
+        Ok(())
+    }
+
     /// Take every timer whose deadline is at or before `now`, earliest first.
     pub fn expire(&mut self, now: Instant, due: &mut Vec<T>) {
         if self.len == 0 {
@@ -173,6 +196,27 @@ impl Throttle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn check_holds_through_inserts_cancels_and_expiries_and_finds_a_lost_count() {
+        let t0 = Instant::now();
+        let mut w: TimerWheel<u32> = TimerWheel::new(t0);
+        let ids: Vec<_> = (0..50u32)
+            .map(|i| w.insert(t0 + Duration::from_millis(u64::from(i) * 37), i))
+            .collect();
+        assert_eq!(w.check(), Ok(()));
+        w.cancel(ids[0]);
+        w.next_deadline();
+        assert_eq!(w.check(), Ok(()));
+        let mut due = Vec::new();
+        w.expire(t0 + Duration::from_millis(900), &mut due);
+        assert_eq!(w.check(), Ok(()));
+        w.next_deadline();
+        assert_eq!(w.check(), Ok(()));
+        // A panic between taking an entry out and counting it.
+        w.len += 1;
+        assert!(w.check().unwrap_err().contains("counted"));
+    }
 
     #[test]
     fn throttle_runs_at_most_once_per_interval() {

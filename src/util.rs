@@ -103,6 +103,12 @@ pub fn default_cwd() -> String {
         .unwrap_or_else(|| "/".into())
 }
 
+/// Run code that changes only its own state (a host's model adapter or tool): a panic in it
+/// comes back as its message, having unwound through nothing of the gateway's.
+pub fn contained<R>(f: impl FnOnce() -> R) -> Result<R, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| panic_text(&p))
+}
+
 /// The message a panic carried.
 pub fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {

@@ -12,7 +12,7 @@
 //! keeps), across restarts and crashes; a deleted session stays deleted; a hold on a full disk
 //! ends once space is freed and its held frames go out; no subagent runs once no turn does
 //! and no background delegation's result is due (each comes, as a turn of its own); a closed
-//! input ends the gateway. A failing seed prints the line that replays it.
+//! input ends the gateway; the gateway's own tables stay whole (`Gateway::check`). A failing seed prints the line that replays it.
 //!
 //! Seeds: `TUIGW_SIM_SEEDS` (how many, from `TUIGW_SIM_FIRST`), one seed alone with
 //! `TUIGW_SIM_SEED`; client steps per seed: `TUIGW_SIM_STEPS`; threads running seeds:
@@ -408,6 +408,9 @@ impl World {
     fn step_waiting(&mut self, wait: Duration) -> (bool, Option<i32>) {
         let mut frames = Vec::new();
         let exited = self.run.step(&mut frames, wait);
+        if let Some(Err(why)) = self.run.gateway.as_ref().map(Gateway::check) {
+            self.fail(&format!("the gateway's tables are not whole: {why}"));
+        }
         let got = !frames.is_empty();
         for f in frames {
             self.on_frame(f);

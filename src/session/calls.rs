@@ -290,6 +290,9 @@ struct Invocation {
 
 /// Call `f` on the tool `name` with a context of `rid`'s session; `None` when no tool has
 /// that name. What the call asked for (runs, wakes, a question) comes back to carry out.
+/// A panicked call's result, what the model reads.
+const TOOL_PANICKED: &str = "the tool failed inside the gateway";
+
 fn with_tool<R>(
     gw: &mut impl CallOwners,
     rid: &str,
@@ -297,6 +300,7 @@ fn with_tool<R>(
     call: Invocation,
     now: Instant,
     f: impl FnOnce(&mut dyn crate::tools::Tool, &mut ToolContext<'_>) -> R,
+    panicked: impl FnOnce(ToolResult) -> R,
 ) -> Option<(R, Asked)> {
     let Invocation {
         job,
@@ -338,7 +342,14 @@ fn with_tool<R>(
         subagent_depth,
         spawn: false,
     };
-    let r = f(tool.as_mut(), &mut ctx);
+    // A host's tool that panics unwinds through itself and its context only: its call fails,
+    // and so does its turn (as a panic in the turn's own work would).
+    let mut failed = false;
+    let r = util::contained(|| f(tool.as_mut(), &mut ctx)).unwrap_or_else(|why| {
+        crate::diag!("[gateway-panic] tool {name} of session {rid} failed: {why}");
+        failed = true;
+        panicked(ToolResult::failed(TOOL_PANICKED))
+    });
     let asked = Asked {
         runs: ctx.runs,
         wake: ctx.wake,
@@ -346,6 +357,10 @@ fn with_tool<R>(
         spawn: ctx.spawn,
     };
     crate::tools::process::after_tool(gw, now);
+    if failed {
+        let rid = rid.to_string();
+        gw.effects().push(Effect::TurnFailed { rid });
+    }
     Some((r, asked))
 }
 
@@ -404,9 +419,10 @@ fn start_tool(
                 approved,
                 answer: None,
             };
-            with_tool(gw, rid, &call.name, how, now, |tool, ctx| {
+            let start = |tool: &mut dyn crate::tools::Tool, ctx: &mut ToolContext<'_>| {
                 tool.start(ctx, &args)
-            })
+            };
+            with_tool(gw, rid, &call.name, how, now, start, Start::Done)
         })
         .flatten();
     let (start, mut asked) = match started {
@@ -528,7 +544,7 @@ pub(crate) fn step_job(
         answer,
     };
     let Some((result, mut asked)) =
-        with_tool(gw, &rid, &name, how, now, |t, ctx| t.step(ctx, &args))
+        with_tool(gw, &rid, &name, how, now, |t, ctx| t.step(ctx, &args), Some)
     else {
         return;
     };

@@ -104,6 +104,8 @@ pub(crate) fn isolated<O: TurnOwners>(
     };
     let text = util::panic_text(&panic);
     crate::diag!("[gateway-panic] a turn of session {rid} failed: {text}");
+    // The unwind went through the gateway's own tables: the loop checks them before going on.
+    gw.effects().push(crate::effects::Effect::Panicked);
     let failed = catch_unwind(AssertUnwindSafe(|| fail_turn(gw, rid, now)));
     if failed.is_err() {
         // Failing the turn cleanly failed too: drop it (its model call and tools with it).
@@ -122,7 +124,7 @@ pub(crate) fn isolated<O: TurnOwners>(
 /// End a turn that hit an internal error: what it said so far is kept, its model call and
 /// tools are stopped, the transcript says what happened, and `message.complete` carries
 /// status `error`.
-fn fail_turn(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
+pub(crate) fn fail_turn(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
     let Some(turn) = gw.turn_mut(rid) else {
         return;
     };
@@ -166,7 +168,21 @@ fn drive(gw: &mut impl TurnOwners, rid: &str, now: Instant) -> bool {
             return false;
         };
         let mut ctx = CallContext { slot: &turn.slot };
-        call.advance(&mut ctx, now, &mut evs)
+        let advanced = util::contained(|| call.advance(&mut ctx, now, &mut evs));
+        if advanced.is_err() {
+            // Dropped here: what the panicked call holds is its own.
+            let _ = util::contained(|| turn.call.replace(Box::new(Stopped)));
+        }
+        advanced
+    };
+    let progress = match progress {
+        Ok(progress) => progress,
+        Err(why) => {
+            evs.clear();
+            *gw.model_parts().events = evs;
+            adapter_failed(gw, rid, &why, now);
+            return false;
+        }
     };
     let mut streamed = false;
     for ev in evs.drain(..) {
@@ -282,7 +298,9 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
         limits: Default::default(),
     };
     let provider = parts.providers.of(&s.provider);
-    turn.call = Some(provider.start(req, &mut ctx, now));
+    let started = util::contained(|| provider.start(req, &mut ctx, now));
+    let panicked = started.as_ref().err().cloned();
+    turn.call = Some(started.unwrap_or_else(|_| Box::new(Stopped)));
     turn.call_started = Some(now);
     if first && !compacting {
         // The turn's input, so a client beside the one that sent it sees the prompt too.
@@ -296,6 +314,31 @@ fn start_model_call(gw: &mut impl TurnOwners, rid: &str, now: Instant) {
             .unwrap_or_default();
         gw.emit(rid, "message.start", json!({ "input": input }));
     }
+    if let Some(why) = panicked {
+        adapter_failed(gw, rid, &why, now);
+    }
+}
+
+/// The model adapter panicked (a host's provider or call): the turn fails as a panic in its
+/// work would, the unwind having gone through the adapter alone.
+fn adapter_failed(gw: &mut impl TurnOwners, rid: &str, why: &str, now: Instant) {
+    crate::diag!("[gateway-panic] the model call of session {rid} failed: {why}");
+    fail_turn(gw, rid, now);
+}
+
+/// In place of a call that panicked: over, with nothing to stop.
+struct Stopped;
+
+impl crate::model::ModelCall for Stopped {
+    fn advance(
+        &mut self,
+        _: &mut CallContext<'_>,
+        _: Instant,
+        _: &mut Vec<ModelEvent>,
+    ) -> Progress {
+        Progress::Finished
+    }
+    fn abort(&mut self, _: &mut CallContext<'_>) {}
 }
 
 /// The model call of this round is over: record the assistant message, then run the tool

@@ -167,6 +167,39 @@ impl SessionTable {
         self.runnable.pop_front()
     }
 
+    /// What must hold between the indexes (`Gateway::check`): each live session is indexed
+    /// under its runtime id and the stored id it was added or reindexed with, every turn
+    /// marked scheduled is on the runnable list (else it is never driven), and the lists name
+    /// live sessions only.
+    pub fn check(&self) -> Result<(), String> {
+        if self.by_stored.len() != self.by_rid.len() {
+            return Err(format!(
+                "{} sessions, {} stored ids indexed",
+                self.by_rid.len(),
+                self.by_stored.len()
+            ));
+        }
+        for (rid, e) in &self.by_rid {
+            if e.session.runtime_id != *rid {
+                return Err(format!("session {} filed as {rid}", e.session.runtime_id));
+            }
+            if self.by_stored.get(&e.indexed_as) != Some(rid) {
+                return Err(format!("session {rid} not indexed as {}", e.indexed_as));
+            }
+            let scheduled = e.session.turn.as_ref().is_some_and(|t| t.scheduled);
+            if scheduled && !self.runnable.contains(rid) {
+                return Err(format!(
+                    "session {rid}'s turn is scheduled and not runnable"
+                ));
+            }
+        }
+        let named = self.runnable.iter().chain(&self.loading);
+        if let Some(rid) = named.into_iter().find(|r| !self.by_rid.contains_key(*r)) {
+            return Err(format!("{rid} is listed and not live"));
+        }
+        Ok(())
+    }
+
     /// The whole runnable list, emptied.
     #[cfg(test)]
     pub fn take_runnable(&mut self) -> Vec<String> {
@@ -289,6 +322,28 @@ mod tests {
         r.get_mut("a").unwrap().turn.as_mut().unwrap().scheduled = false;
         r.mark_runnable("a");
         assert_eq!(r.take_runnable(), vec!["a".to_string()]);
+    }
+
+    #[test]
+    fn check_finds_a_turn_scheduled_and_never_driven_and_a_stale_index() {
+        let mut r = SessionTable::new();
+        assert!(r.add(with_turn("a", "s1")).is_ok());
+        r.mark_runnable("a");
+        assert_eq!(r.check(), Ok(()));
+        // A panic between taking it off the list and driving it: never driven again.
+        r.pop_runnable();
+        assert!(
+            r.check()
+                .unwrap_err()
+                .contains("scheduled and not runnable")
+        );
+        r.get_mut("a").unwrap().turn.as_mut().unwrap().scheduled = false;
+        assert_eq!(r.check(), Ok(()));
+        // A stored id changed and not reindexed is still found under the old one: whole.
+        r.get_mut("a").unwrap().stored_id = "s2".into();
+        assert_eq!(r.check(), Ok(()));
+        r.by_stored.clear();
+        assert!(r.check().is_err(), "a session its stored id does not find");
     }
 
     #[test]
