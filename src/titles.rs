@@ -13,6 +13,7 @@ use crate::model::{CallContext, ModelCall, ModelEvent, ModelRequest, Progress, T
 use crate::reactor::Slot;
 use crate::session::title::{self, Settings};
 use crate::timer::TimerId;
+use crate::util;
 
 /// Advances of a call that has more ready at once, per wake-up (the rest next iteration).
 const ADVANCES: usize = 8;
@@ -103,14 +104,19 @@ pub(crate) fn after_turn(gw: &mut Gateway, rid: &str, now: Instant) {
         limits: title::LIMITS,
     };
     let mut ctx = CallContext { slot: &slot };
-    let call = match own.as_mut() {
+    let mut providers = crate::model::Providers {
+        default: gw.provider.as_mut(),
+        switched: &mut gw.switched_providers,
+    };
+    let started = util::contained(|| match own.as_mut() {
         Some(p) => p.start(req, &mut ctx, now),
-        None => crate::model::Providers {
-            default: gw.provider.as_mut(),
-            switched: &mut gw.switched_providers,
-        }
-        .of(&provider)
-        .start(req, &mut ctx, now),
+        None => providers.of(&provider).start(req, &mut ctx, now),
+    });
+    let Ok(call) = started.map_err(|why| {
+        crate::diag!("[title] session {stored_id}: no title: the model call failed: {why}");
+    }) else {
+        gw.reactor.release(&TokenOwner::Title(id));
+        return;
     };
     gw.titles.pending.insert(
         id,
@@ -135,15 +141,20 @@ pub(crate) fn advance(gw: &mut Gateway, id: u64, now: Instant) {
     };
     let mut events = Vec::new();
     let mut progress = Progress::Ready;
+    let mut outcome = None;
     for _ in 0..ADVANCES {
-        progress = p
-            .call
-            .advance(&mut CallContext { slot: &p.slot }, now, &mut events);
+        let mut ctx = CallContext { slot: &p.slot };
+        match util::contained(|| p.call.advance(&mut ctx, now, &mut events)) {
+            Ok(next) => progress = next,
+            Err(why) => {
+                outcome = Some(Err(format!("the model call failed: {why}")));
+                break;
+            }
+        }
         if progress != Progress::Ready {
             break;
         }
     }
-    let mut outcome = None;
     for ev in events {
         match ev {
             ModelEvent::Text(t) => p.answer.push_str(&t),
