@@ -206,6 +206,26 @@ fn add_missing(conn: &Connection, table: &str, wanted: &[(&str, &str)]) -> rusql
     Ok(())
 }
 
+/// This file: what `ensure` adds changes only with it.
+const SOURCE: &str = include_str!("schema.rs");
+
+/// The schema as it stands and as this build brings it: equal to what the last full
+/// [`ensure`] left (kept in `tui_gateway_schema`), there is nothing to add, and a start skips
+/// parsing every statement of it again.
+fn fingerprint(conn: &Connection) -> rusqlite::Result<String> {
+    use std::hash::{Hash, Hasher};
+    let master: String = conn.query_row(
+        "SELECT coalesce(group_concat(type || ' ' || name || ' ' || coalesce(sql, ''), char(10)), '')
+           FROM (SELECT type, name, sql FROM sqlite_master ORDER BY type, name)",
+        [],
+        |r| r.get(0),
+    )?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    SOURCE.hash(&mut h);
+    master.hash(&mut h);
+    Ok(format!("{:016x}", h.finish()))
+}
+
 pub fn ensure(conn: &Connection) -> rusqlite::Result<()> {
     // A database without messages yet gets Hermes' full-text index; one that has messages
     // keeps what it has (building the index over them belongs to Hermes' own migration).
@@ -213,6 +233,29 @@ pub fn ensure(conn: &Connection) -> rusqlite::Result<()> {
         || conn.query_row("SELECT NOT EXISTS (SELECT 1 FROM messages)", [], |r| {
             r.get::<_, bool>(0)
         })?;
+    let now = fingerprint(conn)?;
+    let kept: Option<String> = conn
+        .query_row("SELECT fingerprint FROM tui_gateway_schema", [], |r| {
+            r.get(0)
+        })
+        .ok();
+    let fts_wanted = fresh && !table_exists(conn, "messages_fts")?;
+    if kept.as_deref() == Some(now.as_str()) && !fts_wanted {
+        return Ok(());
+    }
+    ensure_fully(conn, fresh)?;
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS tui_gateway_schema (fingerprint TEXT NOT NULL);
+         DELETE FROM tui_gateway_schema;",
+    )?;
+    conn.execute(
+        "INSERT INTO tui_gateway_schema (fingerprint) VALUES (?1)",
+        [fingerprint(conn)?],
+    )?;
+    Ok(())
+}
+
+fn ensure_fully(conn: &Connection, fresh: bool) -> rusqlite::Result<()> {
     conn.execute_batch(CREATE)?;
     add_missing(conn, "sessions", SESSION_COLUMNS)?;
     add_missing(conn, "messages", MESSAGE_COLUMNS)?;
@@ -282,4 +325,32 @@ pub fn ensure(conn: &Connection) -> rusqlite::Result<()> {
              ON sessions(title) WHERE title IS NOT NULL",
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kept(conn: &Connection) -> String {
+        conn.query_row("SELECT fingerprint FROM tui_gateway_schema", [], |r| {
+            r.get(0)
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_schema_changed_since_the_last_start_is_brought_back_and_one_left_alone_is_skipped() {
+        let conn = Connection::open_in_memory().unwrap();
+        ensure(&conn).unwrap();
+        assert_eq!(kept(&conn), fingerprint(&conn).unwrap());
+        ensure(&conn).unwrap();
+        assert_eq!(kept(&conn), fingerprint(&conn).unwrap(), "nothing to add");
+        // Another program dropped a table and an index of ours: the next start adds them.
+        conn.execute_batch("DROP TABLE tui_gateway_purge; DROP INDEX idx_messages_session")
+            .unwrap();
+        ensure(&conn).unwrap();
+        assert!(table_exists(&conn, "tui_gateway_purge").unwrap());
+        assert!(table_exists(&conn, "idx_messages_session").unwrap());
+        assert_eq!(kept(&conn), fingerprint(&conn).unwrap());
+    }
 }
