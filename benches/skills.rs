@@ -3,7 +3,10 @@
 //! can overrun its 4 ms slice by), the bytes the index adds to the system prompt, and — the
 //! gateway spawned on that home — the worst `ping` round trip while its first scan runs, and
 //! when `commands.catalog` is answered: held until the scan is complete on a first start, at
-//! once on the next (the last scan kept in `tui_gateway_skills.json`, whose load is timed too).
+//! once on the next (the last scan kept in `tui_gateway_skills.json`, whose load is timed
+//! too); when a `session.create` sent right after it is answered (not held behind it); and on
+//! a first start again, a `prompt.submit` sent as soon as its session is open (held for the
+//! whole index).
 //!
 //!
 //! Beside Hermes: the index each builds for Hermes' 88 bundled skills (the reference's
@@ -180,12 +183,18 @@ fn spawned(home: &Path, what: &str) {
             let _ = tx.send((Instant::now(), line));
         }
     });
-    // gateway.ready, then the catalog (held until the scan is done) and pings behind it.
+    // gateway.ready, then the catalog (held until the scan is done) and a new session, as
+    // the TUI sends them at start, and pings behind them.
     let _ = rx.recv_timeout(Duration::from_secs(10));
     let t0 = Instant::now();
     writeln!(
         input,
         r#"{{"jsonrpc":"2.0","id":"cat","method":"commands.catalog","params":{{}}}}"#
+    )
+    .unwrap();
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","id":"new","method":"session.create","params":{{}}}}"#
     )
     .unwrap();
     let mut sent = Vec::new();
@@ -198,23 +207,81 @@ fn spawned(home: &Path, what: &str) {
         .unwrap();
         std::thread::sleep(Duration::from_micros(500));
     }
-    let (mut worst, mut answered, mut catalog_at) = (Duration::ZERO, 0, None);
-    while answered < 200 || catalog_at.is_none() {
+    let (mut worst, mut answered, mut catalog_at, mut session_at) = (Duration::ZERO, 0, None, None);
+    while answered < 200 || catalog_at.is_none() || session_at.is_none() {
         let Ok((at, line)) = rx.recv_timeout(Duration::from_secs(10)) else {
             break;
         };
         let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
         if v["id"] == "cat" {
             catalog_at = Some(at.duration_since(t0));
+        } else if v["id"] == "new" {
+            session_at = Some(at.duration_since(t0));
         } else if let Some(i) = v["id"].as_u64() {
             worst = worst.max(at.duration_since(sent[i as usize]));
             answered += 1;
         }
     }
     println!(
-        "spawned gateway, {what}: worst ping {:.2} ms over {answered} pings; commands.catalog answered after {:.1} ms",
+        "spawned gateway, {what}: worst ping {:.2} ms over {answered} pings; commands.catalog answered after {:.1} ms, session.create sent after it {:.1} ms",
         worst.as_secs_f64() * 1e3,
-        catalog_at.unwrap_or_default().as_secs_f64() * 1e3
+        catalog_at.unwrap_or_default().as_secs_f64() * 1e3,
+        session_at.unwrap_or_default().as_secs_f64() * 1e3
+    );
+    drop(input);
+    let _ = child.wait();
+}
+
+/// A first start again (the kept scan removed): a session opened at once, then a prompt on it
+/// as soon as it is open, which waits for the whole index (the model's first call sees every
+/// skill). Each answer's time from the `session.create` sent.
+fn spawned_prompt(home: &Path) {
+    let _ = std::fs::remove_file(cache::path(home));
+    let args: Vec<String> = std::env::args().collect();
+    let bin = match args.iter().position(|a| a == "--gateway") {
+        Some(i) => PathBuf::from(&args[i + 1]),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/tui-gateway"),
+    };
+    if !bin.is_file() {
+        return;
+    }
+    let mut child = Command::new(&bin)
+        .env("HERMES_HOME", home)
+        .env("TUI_GATEWAY_PROVIDER", "offline")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let _ready = out.next();
+    let t0 = Instant::now();
+    writeln!(
+        input,
+        r#"{{"jsonrpc":"2.0","id":"new","method":"session.create","params":{{}}}}"#
+    )
+    .unwrap();
+    let (mut opened, mut prompted) = (None, None);
+    for line in out.map_while(Result::ok) {
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        if v["id"] == "new" {
+            opened = Some(t0.elapsed());
+            let sid = v["result"]["session_id"].as_str().unwrap_or_default();
+            writeln!(
+                input,
+                r#"{{"jsonrpc":"2.0","id":"prompt","method":"prompt.submit","params":{{"session_id":"{sid}","text":"hi"}}}}"#
+            )
+            .unwrap();
+        } else if v["id"] == "prompt" {
+            prompted = Some(t0.elapsed());
+            break;
+        }
+    }
+    println!(
+        "spawned gateway, 1,000 skills, a first start: session.create answered after {:.1} ms, a prompt sent then after {:.1} ms",
+        opened.unwrap_or_default().as_secs_f64() * 1e3,
+        prompted.unwrap_or_default().as_secs_f64() * 1e3
     );
     drop(input);
     let _ = child.wait();
@@ -391,6 +458,7 @@ fn main() {
     }
     if only("--spawned") {
         spawned(&home, "1,000 skills, during the first scan");
+        spawned_prompt(&home);
         let _ = std::fs::remove_dir_all(&home);
         return;
     }

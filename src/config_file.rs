@@ -12,10 +12,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
-use yaml_rust2::scanner::Marker;
+use yaml_rust2::Yaml;
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser, Tag};
+use yaml_rust2::scanner::{Marker, TScalarStyle};
 use yaml_rust2::yaml::Hash;
-use yaml_rust2::{Yaml, YamlLoader};
 
 /// A config.yaml larger than this is refused (read and written).
 pub const MAX_BYTES: u64 = 1024 * 1024;
@@ -34,17 +34,27 @@ pub fn read_text(path: &Path) -> Result<Option<String>, String> {
         .map_err(|e| format!("config.yaml: cannot read it: {e}"))
 }
 
-/// Counts what a document would expand to, before anything is built.
+/// Builds the documents in one pass over the parser's events, counting what each would
+/// expand to as it goes: past a limit it stops building (an alias is never copied once the
+/// count is over), so a hostile document costs its parse and no more.
 #[derive(Default)]
-struct Guard {
+struct Loader {
     /// Open collections: (nodes so far, anchor id).
     stack: Vec<(u64, usize)>,
     anchors: HashMap<usize, u64>,
     too_big: bool,
     too_deep: bool,
+    /// The documents built, and the nodes being built with their anchor ids.
+    docs: Vec<Yaml>,
+    building: Vec<(Yaml, usize)>,
+    /// Per open mapping, the key whose value comes next (`BadValue`: a key comes next).
+    keys: Vec<Yaml>,
+    nodes: HashMap<usize, Yaml>,
+    /// A duplicated key (as the crate's own loader refuses it).
+    error: Option<yaml_rust2::ScanError>,
 }
 
-impl Guard {
+impl Loader {
     fn add(&mut self, n: u64) {
         match self.stack.last_mut() {
             Some(top) => {
@@ -54,13 +64,12 @@ impl Guard {
             None => self.too_big |= n > MAX_NODES,
         }
     }
-}
 
-impl MarkedEventReceiver for Guard {
-    fn on_event(&mut self, ev: Event, _mark: Marker) {
+    /// Count the event; then build with it unless a limit or an error stopped the building.
+    fn count(&mut self, ev: &Event) {
         match ev {
             Event::SequenceStart(aid, _) | Event::MappingStart(aid, _) => {
-                self.stack.push((1, aid));
+                self.stack.push((1, *aid));
                 self.too_deep |= self.stack.len() > MAX_DEPTH;
             }
             Event::SequenceEnd | Event::MappingEnd => {
@@ -72,16 +81,140 @@ impl MarkedEventReceiver for Guard {
                 }
             }
             Event::Scalar(_, _, aid, _) => {
-                if aid > 0 {
-                    self.anchors.insert(aid, 1);
+                if *aid > 0 {
+                    self.anchors.insert(*aid, 1);
                 }
                 self.add(1);
             }
             Event::Alias(id) => {
-                let size = self.anchors.get(&id).copied().unwrap_or(1);
+                let size = self.anchors.get(id).copied().unwrap_or(1);
                 self.add(size);
             }
             _ => {}
+        }
+    }
+
+    fn build(&mut self, ev: Event, mark: Marker) {
+        match ev {
+            Event::DocumentEnd => match self.building.pop() {
+                Some((node, _)) => self.docs.push(node),
+                None => self.docs.push(Yaml::BadValue),
+            },
+            Event::SequenceStart(aid, _) => self.building.push((Yaml::Array(Vec::new()), aid)),
+            Event::MappingStart(aid, _) => {
+                self.building.push((Yaml::Hash(Hash::new()), aid));
+                self.keys.push(Yaml::BadValue);
+            }
+            Event::SequenceEnd => {
+                if let Some(node) = self.building.pop() {
+                    self.insert(node, mark);
+                }
+            }
+            Event::MappingEnd => {
+                self.keys.pop();
+                if let Some(node) = self.building.pop() {
+                    self.insert(node, mark);
+                }
+            }
+            Event::Scalar(v, style, aid, tag) => {
+                let node = scalar(v, style, tag);
+                self.insert((node, aid), mark);
+            }
+            Event::Alias(id) => {
+                let node = self.nodes.get(&id).cloned().unwrap_or(Yaml::BadValue);
+                self.insert((node, 0), mark);
+            }
+            _ => {}
+        }
+    }
+
+    fn insert(&mut self, (node, aid): (Yaml, usize), mark: Marker) {
+        if aid > 0 {
+            self.nodes.insert(aid, node.clone());
+        }
+        let Some(parent) = self.building.last_mut() else {
+            self.building.push((node, aid));
+            return;
+        };
+        match &mut parent.0 {
+            Yaml::Array(items) => items.push(node),
+            Yaml::Hash(h) => {
+                let Some(key) = self.keys.last_mut() else {
+                    return;
+                };
+                if key.is_badvalue() {
+                    *key = node;
+                } else {
+                    let key = std::mem::replace(key, Yaml::BadValue);
+                    if h.insert(key, node).is_some()
+                        && let Some((k, _)) = h.back()
+                    {
+                        self.error = Some(yaml_rust2::ScanError::new_string(
+                            mark,
+                            format!("{k:?}: duplicated key in mapping"),
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A scalar as the crate's loader resolves it: quoted ones are strings, plain ones typed by
+/// their text or their core-schema tag.
+fn scalar(v: String, style: TScalarStyle, tag: Option<Tag>) -> Yaml {
+    if style != TScalarStyle::Plain {
+        return Yaml::String(v);
+    }
+    let Some(tag) = tag else {
+        return Yaml::from_str(&v);
+    };
+    if tag.handle != "tag:yaml.org,2002:" {
+        return Yaml::String(v);
+    }
+    match tag.suffix.as_str() {
+        "bool" => match v.as_str() {
+            "true" | "True" | "TRUE" => Yaml::Boolean(true),
+            "false" | "False" | "FALSE" => Yaml::Boolean(false),
+            _ => Yaml::BadValue,
+        },
+        "int" => v.parse::<i64>().map_or(Yaml::BadValue, Yaml::Integer),
+        "float" if is_float(&v) => Yaml::Real(v),
+        "float" => Yaml::BadValue,
+        "null" => match v.as_str() {
+            "~" | "null" => Yaml::Null,
+            _ => Yaml::BadValue,
+        },
+        _ => Yaml::String(v),
+    }
+}
+
+/// Whether `!!float` admits `v` (the crate's rule: YAML's infinities and NaN, or Rust's float
+/// syntax with a digit in it).
+fn is_float(v: &str) -> bool {
+    matches!(
+        v,
+        ".inf"
+            | ".Inf"
+            | ".INF"
+            | "+.inf"
+            | "+.Inf"
+            | "+.INF"
+            | "-.inf"
+            | "-.Inf"
+            | "-.INF"
+            | ".nan"
+            | ".NaN"
+            | ".NAN"
+    ) || (v.bytes().any(|b| b.is_ascii_digit()) && v.parse::<f64>().is_ok())
+}
+
+impl MarkedEventReceiver for Loader {
+    fn on_event(&mut self, ev: Event, mark: Marker) {
+        self.count(&ev);
+        if !(self.too_big || self.too_deep || self.error.is_some()) {
+            self.build(ev, mark);
         }
     }
 }
@@ -92,24 +225,27 @@ pub fn parse(text: &str) -> Result<Yaml, String> {
 }
 
 /// [`parse`] for any YAML text (a SKILL.md header, a skill bundle): errors name `what`.
+/// One pass: the limits are counted while the document is built.
 pub fn parse_named(text: &str, what: &str) -> Result<Yaml, String> {
     let result = std::panic::catch_unwind(|| {
-        let mut guard = Guard::default();
+        let mut loader = Loader::default();
         Parser::new_from_str(text)
-            .load(&mut guard, true)
+            .load(&mut loader, true)
             .map_err(|e| format!("{what}: {e}"))?;
-        if guard.too_deep {
+        if loader.too_deep {
             return Err(format!(
                 "{what} nests deeper than {MAX_DEPTH} levels; refused"
             ));
         }
-        if guard.too_big {
+        if loader.too_big {
             return Err(format!(
                 "{what} expands to more than {MAX_NODES} nodes (aliases counted); refused"
             ));
         }
-        let docs = YamlLoader::load_from_str(text).map_err(|e| format!("{what}: {e}"))?;
-        Ok(docs.into_iter().next().unwrap_or(Yaml::Null))
+        if let Some(e) = loader.error {
+            return Err(format!("{what}: {e}"));
+        }
+        Ok(loader.docs.into_iter().next().unwrap_or(Yaml::Null))
     });
     result.unwrap_or_else(|_| Err(format!("{what} could not be parsed")))
 }
@@ -554,6 +690,7 @@ pub fn edit_text(text: &str, keys: &[&str], value: Option<&Scalar>) -> Result<St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use yaml_rust2::YamlLoader;
 
     fn set(text: &str, key: &str, v: &str) -> String {
         let keys: Vec<&str> = key.split('.').collect();
@@ -638,6 +775,30 @@ mod tests {
         let deep = format!("a: {}{}\n", "[".repeat(500), "]".repeat(500));
         assert!(parse(&deep).is_err());
         assert!(parse("a: [unclosed").is_err());
+    }
+
+    #[test]
+    fn the_one_pass_loader_builds_what_the_crate_loader_builds() {
+        let docs = [
+            "",
+            "a: 1\nb: [x, 2, 3.5, true, ~, 0x1f, +7, .inf]\nc:\n  d: {e: 'q', f: \"r\"}\n",
+            "a: &x {k: [1, 2]}\nb: *x\nc: *x\n",
+            "- !!str 12\n- !!int 3\n- !!int x\n- !!float 1e3\n- !!float x\n- !!bool True\n- !!null ~\n- !!bool maybe\n- !custom v\n",
+            "? [complex, key]\n: v\nplain: value\n",
+            "name: a\n---\nname: b\n",
+            "text: |\n  two\n  lines\nfolded: >\n  one\n  line\n",
+            "nested:\n  - a: 1\n    b: [c, {d: e}]\n  - *undefined_is_an_error\n",
+        ];
+        for text in docs {
+            let crate_loader = YamlLoader::load_from_str(text)
+                .map(|d| d.into_iter().next().unwrap_or(Yaml::Null))
+                .map_err(|e| format!("config.yaml: {e}"));
+            assert_eq!(parse(text), crate_loader, "{text:?}");
+        }
+        // A duplicated key is refused as the crate's loader refuses it, with its words.
+        let text = "a: 1\nb: 2\na: 3\n";
+        let theirs = YamlLoader::load_from_str(text).unwrap_err();
+        assert_eq!(parse(text).unwrap_err(), format!("config.yaml: {theirs}"));
     }
 
     #[test]

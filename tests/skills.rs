@@ -302,6 +302,96 @@ fn a_skill_the_model_creates_is_in_its_next_call_and_the_commands_and_preloads_r
     assert_eq!(items["items"][0]["text"], "deploy-notes", "{items}");
 }
 
+/// `n` more skills under `skills` (10 categories, each SKILL.md ~2 KB, like the bench's): a
+/// first scan of them takes tens of milliseconds, so requests sent at spawn find it under way.
+fn add_many(skills: &Path, n: usize) {
+    let body = "Step by step: run the checks, read the output, fix what fails.\n".repeat(30);
+    for i in 0..n {
+        let dir = skills.join(format!("many-{}/many-{i:04}", i % 10));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            format!("---\nname: many-{i:04}\ndescription: Skill {i}\n---\n\n{body}"),
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn on_a_first_start_only_what_needs_the_skills_waits_for_their_scan() {
+    let h = Home::new("skills-first");
+    add_many(&h.skills(), 1000);
+    let total = valid_here(&reference_skills()).len() + 1000;
+    let mut g = Gateway::builder()
+        .home(&h.home.path)
+        .tag("skills-first")
+        .spawn();
+    // Together, as the TUI sends them at start, while the first scan has barely begun.
+    g.send_raw(
+        concat!(
+            r#"{"jsonrpc":"2.0","id":"cat","method":"commands.catalog","params":{}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":"new","method":"session.create","params":{}}"#,
+            "\n"
+        )
+        .as_bytes(),
+    );
+    let first = g.wait_frame(is_response, T).unwrap();
+    assert_eq!(
+        first["id"], "new",
+        "a new session does not wait behind the catalog for the scan: {first}"
+    );
+    let sid = first["result"]["session_id"].as_str().unwrap().to_string();
+    // The catalog waited for the whole scan: every skill is in it.
+    let catalog = g.wait_response(&json!("cat"), T);
+    assert_eq!(catalog["result"]["skill_count"], total);
+    // The banner hears the whole count once the scan is complete.
+    let whole = g.wait_frame(
+        |f| {
+            event_type(f) == Some("session.info")
+                && f["params"]["session_id"] == sid.as_str()
+                && f["params"]["payload"]["skills"]
+                    .as_object()
+                    .is_some_and(|m| {
+                        m.values()
+                            .map(|v| v.as_array().map_or(0, Vec::len))
+                            .sum::<usize>()
+                            == total
+                    })
+        },
+        T,
+    );
+    assert!(whole.is_some(), "{}", g.diag());
+}
+
+#[test]
+fn a_preloaded_skill_reaches_a_session_opened_during_the_first_scan() {
+    let h = Home::new("skills-preload-first");
+    add_many(&h.skills(), 1000);
+    let mock = MockAi::script(vec![Reply::text(&["Hi."], (5, 1))]);
+    let mut g = Gateway::builder()
+        .home(&h.home.path)
+        .tag("skills-preload-first")
+        .env("OPENAI_BASE_URL", &mock.base_url())
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_MODEL", "gpt-test")
+        .env("HERMES_TUI_SKILLS", "github-code-review")
+        .spawn();
+    // No catalog asked first: the session is opened while the scan runs.
+    let s = g.create_session(json!({}));
+    let turn = g.run_turn(&s.id, "hello");
+    assert_eq!(turn.text, "Hi.");
+    let first = system_of(&mock.requests()[0]);
+    assert!(
+        first.contains("the \"github-code-review\" skill preloaded."),
+        "{first}"
+    );
+    assert!(
+        first.contains("    - many-0999: Skill 999"),
+        "the whole index"
+    );
+}
+
 #[test]
 fn a_slash_skill_answers_the_activation_message_and_several_stack() {
     let h = Home::new("skills-slash");

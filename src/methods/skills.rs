@@ -1,8 +1,9 @@
 //! The gateway's side of skills (`src/skills/`): the scan stepped a slice per loop iteration
-//! (`pump`), requests that need the skills held until the first scan is complete (in order;
-//! `ping` never waits), the TUI's `skills.manage` and `skills.reload`, the banner's
-//! `info.skills`, skills and bundles as slash commands (`/<slug>`, several skills at the start
-//! of one line) and `HERMES_TUI_SKILLS`.
+//! (`pump`), requests that need the skills held until the first scan is complete (in order,
+//! and what comes after one that changes something held behind it; `ping` never waits), the
+//! TUI's `skills.manage` and `skills.reload`, the banner's `info.skills`, skills and bundles
+//! as slash commands (`/<slug>`, several skills at the start of one line) and
+//! `HERMES_TUI_SKILLS`.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -34,21 +35,40 @@ const NEEDS_SKILLS: [&str; 8] = [
     "skills.reload",
 ];
 
+/// Of those, the ones that only read: a request behind one of them need not wait in line (no
+/// answer it gives depends on theirs), so only what needs the skills waits for the first scan.
+const QUERIES: [&str; 3] = ["commands.catalog", "complete.slash", "skills.manage"];
+
 /// What waits for the skills.
 #[derive(Default)]
 pub struct Waiting {
     /// Requests held until the first scan is complete, in arrival order.
     held: std::collections::VecDeque<Request>,
+    /// Of `held`, those that change something (a prompt, a command, a reload): what comes
+    /// after one waits behind it, so it happens in the order it was asked.
+    ordered: usize,
     /// `skills.reload` calls waiting for their scan, with the commands before it.
     reloads: Vec<(Id, BTreeMap<String, String>)>,
 }
 
-/// `Some(req)` to dispatch it now, `None` when it waits for the first scan.
+/// Whether `req`'s answer depends on the skills: one of [`NEEDS_SKILLS`], or a new session
+/// when `HERMES_TUI_SKILLS` preloads skills into it.
+fn needs_skills(req: &Request) -> bool {
+    NEEDS_SKILLS.contains(&req.method.as_str())
+        || (req.method == "session.create"
+            && std::env::var_os("HERMES_TUI_SKILLS").is_some_and(|v| !v.is_empty()))
+}
+
+/// `Some(req)` to dispatch it now, `None` when it waits for the first scan: a request that
+/// needs the skills, and any request behind one that changes something. `ping` never waits.
 pub fn hold(gw: &mut Gateway, req: Request) -> Option<Request> {
     let w = &gw.skills_waiting;
-    let needs = NEEDS_SKILLS.contains(&req.method.as_str()) || !w.held.is_empty();
+    let needs = needs_skills(&req) || w.ordered > 0;
     if req.method == "ping" || !needs || w.held.len() >= HELD_MAX || gw.skills.borrow().ready() {
         return Some(req);
+    }
+    if !QUERIES.contains(&req.method.as_str()) {
+        gw.skills_waiting.ordered += 1;
     }
     gw.skills_waiting.held.push_back(req);
     None
@@ -86,6 +106,7 @@ pub fn pump(gw: &mut Gateway, now: Instant) {
         }
     }
     if gw.skills.borrow().ready() {
+        gw.skills_waiting.ordered = 0;
         while let Some(req) = gw.skills_waiting.held.pop_front() {
             gw.handle_request(req, now);
         }

@@ -50,12 +50,11 @@ pub struct Meta {
 impl Meta {
     /// The fields of SKILL.md `text` in folder `dir_name`.
     pub fn read(text: &str, dir_name: &str) -> Result<Meta, String> {
-        let parsed = header::parse(text)?;
-        let f = &parsed.fields;
-        let name = header::text_of(f.get("name"))
+        let (doc, body) = header::parse_yaml(text)?;
+        let name = header::text_of(header::field(&doc, "name").as_ref())
             .filter(|n| !n.trim().is_empty())
             .unwrap_or_else(|| dir_name.to_string());
-        let hermes = header::hermes_meta(f);
+        let hermes = &doc["metadata"]["hermes"];
         let conditions = [
             "requires_tools",
             "requires_toolsets",
@@ -63,15 +62,25 @@ impl Meta {
             "fallback_for_toolsets",
         ]
         .iter()
-        .map(|k| (k.to_string(), header::list_of(hermes.get(*k))))
+        .map(|k| {
+            (
+                k.to_string(),
+                header::list_of(header::field(hermes, k).as_ref()),
+            )
+        })
         .filter(|(_, v)| !v.is_empty())
         .collect();
+        let description = header::field(&doc, "description");
+        let mut fields = Map::new();
+        if let Some(d) = &description {
+            fields.insert("description".into(), d.clone());
+        }
         Ok(Meta {
             name: name.chars().take(NAME_MAX).collect(),
-            description: header::description(f, parsed.body),
-            header_described: header::text_of(f.get("description")).is_some_and(|d| !d.is_empty()),
-            platforms: header::list_of(f.get("platforms")),
-            environments: header::list_of(f.get("environments")),
+            description: header::description(&fields, body),
+            header_described: header::text_of(description.as_ref()).is_some_and(|d| !d.is_empty()),
+            platforms: header::list_of(header::field(&doc, "platforms").as_ref()),
+            environments: header::list_of(header::field(&doc, "environments").as_ref()),
             conditions,
         })
     }
@@ -469,6 +478,69 @@ const INDEX_TAIL: &str =
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fields as read through the whole header turned into JSON (before `parse_yaml`).
+    fn read_through_json(text: &str, dir_name: &str) -> Result<Meta, String> {
+        let parsed = header::parse(text)?;
+        let f = &parsed.fields;
+        let name = header::text_of(f.get("name"))
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or_else(|| dir_name.to_string());
+        let hermes = header::hermes_meta(f);
+        let conditions = [
+            "requires_tools",
+            "requires_toolsets",
+            "fallback_for_tools",
+            "fallback_for_toolsets",
+        ]
+        .iter()
+        .map(|k| (k.to_string(), header::list_of(hermes.get(*k))))
+        .filter(|(_, v)| !v.is_empty())
+        .collect();
+        Ok(Meta {
+            name: name.chars().take(NAME_MAX).collect(),
+            description: header::description(f, parsed.body),
+            header_described: header::text_of(f.get("description")).is_some_and(|d| !d.is_empty()),
+            platforms: header::list_of(f.get("platforms")),
+            environments: header::list_of(f.get("environments")),
+            conditions,
+        })
+    }
+
+    #[test]
+    fn a_header_reads_the_same_without_the_detour_through_json() {
+        let mut texts: Vec<String> = [
+            "---\nname: 42\ndescription: 7.50\nplatforms: linux, macos\n---\nb",
+            "---\nname: ''\ndescription: ~\n---\n# T\n\nBody line.\n",
+            "---\nname: x\ndescription: [a, b]\nenvironments: [ci]\nmetadata:\n  hermes:\n    requires_tools: [terminal]\n    fallback_for_toolsets: web\n---\n",
+            "---\nmetadata: [hermes]\nplatforms: {a: b}\n---\nbody",
+            "---\nmetadata:\n  hermes: [requires_tools]\ndescription: true\n---\n",
+            "---\nname: a\nname: b\n---\n",
+            "---\n- a\n---\n",
+            "---\n---\nbody",
+            "no header\n",
+        ]
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+        // Hermes' bundled skills, when the reference is beside the repository.
+        let bundled =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/hermes-reference/skills");
+        let mut dirs = vec![bundled];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.file_name().is_some_and(|n| n == "SKILL.md") {
+                    texts.push(std::fs::read_to_string(&p).unwrap());
+                }
+            }
+        }
+        for t in &texts {
+            assert_eq!(Meta::read(t, "dir"), read_through_json(t, "dir"), "{t}");
+        }
+    }
 
     fn record(root: usize, path: &str, text: &str) -> Record {
         let p = PathBuf::from(path);

@@ -8,6 +8,7 @@
 use std::sync::LazyLock;
 
 use serde_json::{Map, Value};
+use yaml_rust2::Yaml;
 
 /// Longest name and description Hermes keeps (Anthropic's limits).
 pub const NAME_MAX: usize = 64;
@@ -47,6 +48,31 @@ pub fn parse(text: &str) -> Result<Parsed<'_>, String> {
     match crate::config_file::to_json_plain(&doc) {
         Value::Object(fields) => Ok(Parsed { fields, body }),
         _ => Err("the YAML header is not a mapping (key: value pairs)".into()),
+    }
+}
+
+/// The header of `text` as parsed YAML — a mapping, `Yaml::Null` without a header — and the
+/// body: what [`parse`] gives without turning the whole header into JSON (the scan reads a few
+/// fields of each of a thousand headers; [`field`] turns only those).
+pub fn parse_yaml(text: &str) -> Result<(Yaml, &str), String> {
+    let Some((yaml, body)) = split(text)? else {
+        return Ok((Yaml::Null, text));
+    };
+    let doc = crate::config_file::parse_named(yaml, "the YAML header")?;
+    match doc {
+        Yaml::Hash(_) => Ok((doc, body)),
+        _ => Err("the YAML header is not a mapping (key: value pairs)".into()),
+    }
+}
+
+/// The field `key` of a mapping from [`parse_yaml`] as [`parse`] has it (`None`: absent, or
+/// not a mapping), so [`text_of`] and [`list_of`] read it the same.
+pub fn field(map: &Yaml, key: &str) -> Option<Value> {
+    match map {
+        Yaml::Hash(h) => h
+            .get(&Yaml::String(key.to_string()))
+            .map(crate::config_file::to_json_plain),
+        _ => None,
     }
 }
 

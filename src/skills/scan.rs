@@ -352,9 +352,21 @@ fn read_header(
             format!("larger than {} KiB; refused", FILE_MAX / 1024),
         ));
     }
-    let mut buf = Vec::with_capacity((meta.len() as usize).min(HEAD) + 1);
-    (&mut f).take(HEAD as u64).read_to_end(&mut buf)?;
-    let cut = buf.len() == HEAD;
+    // As much as `fstat` says there is, up to HEAD, without the read that finds the end: a
+    // file that grew since is read as it was (its stamp says the old size, so the next scan
+    // reads it again).
+    let mut buf = vec![0; (meta.len() as usize).min(HEAD)];
+    let mut got = 0;
+    while got < buf.len() {
+        match f.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(got);
+    let cut = got == HEAD && meta.len() > HEAD as u64;
     let head = match std::str::from_utf8(&buf) {
         Ok(t) => Some(t),
         // The cut split a character: what precedes it is whole.
