@@ -290,12 +290,10 @@ pub struct ToolSet {
     every_schema: Vec<Value>,
     /// Which are offered (`config.yaml` toolsets, `/tools disable`).
     rule: toolsets::Offered,
-    /// The schemas of the tools offered: what the model is sent.
-    offered: Vec<Value>,
-    /// The same without what a subagent is never offered (`delegate::BLOCKED_FOR_CHILDREN`),
-    /// and that with `delegate_task` kept (an orchestrator's).
-    offered_leaf: Vec<Value>,
-    offered_orchestrator: Vec<Value>,
+    /// The schemas of the tools offered, what the model is sent, for each [`Reach`] (its
+    /// index): made when first asked for after a change of the rule (a start that never calls a
+    /// model never copies a schema), then grown as tools register.
+    offered: [std::cell::OnceCell<Vec<Value>>; 3],
 }
 
 /// Which of the offered tools a session is sent.
@@ -310,6 +308,8 @@ pub enum Reach {
 }
 
 impl Reach {
+    const ALL: [Reach; 3] = [Reach::Full, Reach::Leaf, Reach::Orchestrator];
+
     /// Whether a session of this reach may call `name`.
     pub fn allows(self, name: &str) -> bool {
         match self {
@@ -328,9 +328,7 @@ impl ToolSet {
             tools: Vec::new(),
             every_schema: Vec::new(),
             rule: Default::default(),
-            offered: Vec::new(),
-            offered_leaf: Vec::new(),
-            offered_orchestrator: Vec::new(),
+            offered: Default::default(),
         }
     }
 
@@ -340,16 +338,9 @@ impl ToolSet {
         self.refresh_offered();
     }
 
-    /// The schemas sent, for each reach, from the tools and the rule.
+    /// The schemas sent are made again when next asked for.
     fn refresh_offered(&mut self) {
-        let of = |reach: Reach| -> Vec<Value> {
-            self.offered_tools()
-                .filter(|(t, _)| reach.allows(t.name()))
-                .map(|(_, s)| s.clone())
-                .collect()
-        };
-        (self.offered, self.offered_leaf, self.offered_orchestrator) =
-            (of(Reach::Full), of(Reach::Leaf), of(Reach::Orchestrator));
+        self.offered = Default::default();
     }
 
     /// The tools the rule offers, with their schemas, in registration order.
@@ -424,14 +415,12 @@ impl ToolSet {
                 "parameters": tool.parameters(),
             }
         });
-        // Each list it is offered in grows by it (not rebuilt: MCP servers register many).
+        // Each list made and offering it grows by it (not rebuilt: MCP servers register many).
         if self.rule.offers(name, tool.toolset()) {
-            for (reach, list) in [
-                (Reach::Full, &mut self.offered),
-                (Reach::Leaf, &mut self.offered_leaf),
-                (Reach::Orchestrator, &mut self.offered_orchestrator),
-            ] {
-                if reach.allows(name) {
+            for reach in Reach::ALL {
+                if let Some(list) = self.offered[reach as usize].get_mut()
+                    && reach.allows(name)
+                {
                     list.push(schema.clone());
                 }
             }
@@ -473,16 +462,17 @@ impl ToolSet {
 
     /// The schemas the model is sent: those of the tools offered.
     pub fn schemas(&self) -> &[Value] {
-        &self.offered
+        self.schemas_for(Reach::Full)
     }
 
     /// The schemas a session of `reach` is sent.
     pub fn schemas_for(&self, reach: Reach) -> &[Value] {
-        match reach {
-            Reach::Full => &self.offered,
-            Reach::Leaf => &self.offered_leaf,
-            Reach::Orchestrator => &self.offered_orchestrator,
-        }
+        self.offered[reach as usize].get_or_init(|| {
+            self.offered_tools()
+                .filter(|(t, _)| reach.allows(t.name()))
+                .map(|(_, s)| s.clone())
+                .collect()
+        })
     }
 
     /// The toolsets of the tools a session of `reach` is offered (Hermes' `available_toolsets`,
