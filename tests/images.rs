@@ -8,7 +8,8 @@
 //! smaller and a bitmap converted; a model without vision given each image's description (the
 //! vision model asked before the turn, the gateway answering meanwhile) and told once; `clipboard.paste` through a
 //! stand-in `wl-paste` first on `PATH` (checked to be the one run), and a clear answer when no
-//! clipboard tool is there.
+//! clipboard tool is there; vision requests (`vision_analyze`, descriptions) asked of the model a
+//! session was switched to.
 //!
 //! Every wait has a deadline; nothing relies on a bare sleep for synchronisation.
 
@@ -1125,4 +1126,61 @@ fn after_a_model_switch_the_sessions_model_decides_how_an_image_goes() {
     assert_eq!(reqs[2].body["model"], "gpt-4o");
     let parts = last_user(&reqs[2].body)["content"].clone();
     assert_eq!(parts[1]["type"], "image_url", "{parts}");
+}
+
+#[test]
+fn vision_requests_go_to_the_sessions_model_after_a_model_switch() {
+    let home = TempHome::new("images-vision-switch");
+    let (file, _) = image_file(&home, "card.png", png(20, 10, 40));
+    let mock = MockAi::script(vec![
+        vision_call(json!({"image_url": file.to_string_lossy(), "question": "what colour?"})),
+        Reply::text(&["A red square."], (50, 4)),
+        Reply::text(&["It is red."], (20, 3)),
+        Reply::text(&["A cat."], (9, 5)),
+        Reply::text(&["ok"], (5, 1)),
+        Reply::text(&["A dog."], (9, 5)),
+        Reply::text(&["ok"], (5, 1)),
+    ]);
+    // Images described before the turn whatever the model, to see who describes them.
+    chat_config(
+        &home.path,
+        &mock,
+        "gpt-4o",
+        "agent:\n  image_input_mode: text\n",
+    );
+    let mut g = gateway(&home).start();
+    let s = g.create_session(json!({}));
+    switch_model(&mut g, &s.id, "gpt-4.1");
+
+    // `vision_analyze` asks the model the session runs on now, not config.yaml's.
+    let turn = g.run_turn(&s.id, "look at the card");
+    assert_eq!(turn.text, "It is red.", "{:?}", turn.events);
+    let reqs = mock.wait_requests(3, T);
+    assert_eq!(reqs[0].body["model"], "gpt-4.1");
+    assert!(asks_about_an_image(&reqs[1]), "{}", reqs[1].body);
+    assert_eq!(reqs[1].body["model"], "gpt-4.1", "the vision request");
+    assert_eq!(tool_result(&reqs[2].body)["analysis"], "A red square.");
+
+    // So does an attached image's description.
+    attach(&mut g, &s.id, &file);
+    g.run_turn(&s.id, "what is it");
+    let reqs = mock.wait_requests(5, T);
+    assert!(asks_about_an_image(&reqs[3]), "{}", reqs[3].body);
+    assert_eq!(reqs[3].body["model"], "gpt-4.1", "the description");
+    let user = last_user(&reqs[4].body)["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        user.starts_with("[The user attached an image:\nA cat.]"),
+        "{user}"
+    );
+
+    // A session model that sees no images: the configured one describes.
+    switch_model(&mut g, &s.id, "deepseek-chat");
+    attach(&mut g, &s.id, &file);
+    g.run_turn(&s.id, "and this?");
+    let reqs = mock.wait_requests(7, T);
+    assert_eq!(reqs[5].body["model"], "gpt-4o", "{}", reqs[5].body);
+    assert_eq!(reqs[6].body["model"], "deepseek-chat");
 }

@@ -186,16 +186,42 @@ pub fn check_file(file: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// git's settings that keep it to one thread ([`ONE_THREAD`]) as `GIT_CONFIG_*` variables,
+/// which reach the git commands a command starts (`gc`'s `repack` and `pack-objects`).
+fn one_thread() -> String {
+    let mut vars = format!("GIT_CONFIG_COUNT={}", ONE_THREAD.len());
+    for (i, (key, value)) in ONE_THREAD.iter().enumerate() {
+        vars.push_str(&format!(
+            " GIT_CONFIG_KEY_{i}={key} GIT_CONFIG_VALUE_{i}={value}"
+        ));
+    }
+    vars
+}
+
+/// git on one thread: no parallel `lstat` of the index (`core.preloadIndex`), the index read
+/// and written on one thread, `gc`'s delta search and a checkout on one; so on two cores git
+/// leaves one to the loop (what that does to `ping`'s tail under other load was within the
+/// noise: docs/PERFORMANCE.md). None of them changes what is stored: the same objects, trees,
+/// commits and refs (an index written on one thread lacks only the optional extensions that
+/// threaded reads use, end-of-entries and the offset table).
+pub const ONE_THREAD: [(&str, &str); 4] = [
+    ("core.preloadIndex", "false"),
+    ("index.threads", "1"),
+    ("pack.threads", "1"),
+    ("checkout.workers", "1"),
+];
+
 /// The environment every git command runs in: the store, the work tree, the project's index
-/// (or none), and none of the user's or the system's git config (signing, hooks, credential
-/// helpers would stop a snapshot or ask for a passphrase).
+/// (or none), none of the user's or the system's git config (signing, hooks, credential
+/// helpers would stop a snapshot or ask for a passphrase), and one thread.
 fn git_env(store: &Store, work_tree: &Path, index: Option<&Path>) -> String {
     let mut env = format!(
         "unset GIT_NAMESPACE GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_INDEX_FILE; \
          export GIT_DIR={} GIT_WORK_TREE={} GIT_CONFIG_GLOBAL=/dev/null \
-         GIT_CONFIG_SYSTEM=/dev/null GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 LC_ALL=C",
+         GIT_CONFIG_SYSTEM=/dev/null GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 LC_ALL=C {}",
         quote(&store.dir.to_string_lossy()),
         quote(&work_tree.to_string_lossy()),
+        one_thread(),
     );
     if let Some(index) = index {
         env.push_str(&format!(
@@ -231,8 +257,9 @@ pub fn git_line(
 pub fn init_line(store: &Store) -> String {
     format!(
         "unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_NAMESPACE GIT_ALTERNATE_OBJECT_DIRECTORIES; \
-         export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_SYSTEM=/dev/null GIT_CONFIG_NOSYSTEM=1 LC_ALL=C; \
+         export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_SYSTEM=/dev/null GIT_CONFIG_NOSYSTEM=1 LC_ALL=C {}; \
          exec git init --quiet --bare {}",
+        one_thread(),
         quote(&store.dir.to_string_lossy())
     )
 }
@@ -276,10 +303,14 @@ pub fn legacy_sweep_line(store: &Store, retention_days: u64) -> String {
     )
 }
 
-/// The niceness a checkpoint's commands run at. The loop's own work behind a snapshot is
-/// small (a `ping` costs it tens of µs); what a `ping` waited for was the CPU, taken by the
-/// snapshot's `git add` and `find` at the loop's own priority for a scheduler slice at a time.
-/// At 10 the waking loop goes first; what the snapshot stores is unchanged.
+/// The niceness a checkpoint's commands run at (the shell's own, inherited by everything it
+/// starts; what the snapshot stores is unchanged). It orders git behind the loop only where
+/// the kernel schedules processes one by one: with autogroups (Linux's default outside a
+/// cgroup's CPU controller, as on the machine of docs/PERFORMANCE.md) each command is a
+/// session of its own (the runner's `setsid`) and competes with the loop's session as an
+/// equal whatever its niceness. Lowering the session as well (`/proc/self/autogroup`) was
+/// measured and left out: under other processes' load the snapshot starved past git's
+/// timeout and `ping` did no better.
 pub const NICENESS: u8 = 10;
 
 /// `line` run at [`NICENESS`] (the shell lowers its own priority first, so everything it
@@ -363,6 +394,22 @@ mod tests {
         assert_eq!(
             line, "renice -n 10 -p $$ >/dev/null 2>&1; exec git gc",
             "the shell itself is reniced, so git and its pipes inherit it"
+        );
+    }
+
+    #[test]
+    fn git_runs_on_one_thread() {
+        let s = Store::of_home(Path::new("/h"));
+        let line = git_line(&s, Path::new("/w"), None, &[], &["gc".into()]);
+        assert!(
+            line.contains(
+                "GIT_CONFIG_COUNT=4 GIT_CONFIG_KEY_0=core.preloadIndex GIT_CONFIG_VALUE_0=false"
+            ),
+            "{line}"
+        );
+        assert!(
+            line.contains("GIT_CONFIG_KEY_2=pack.threads GIT_CONFIG_VALUE_2=1"),
+            "{line}"
         );
     }
 }

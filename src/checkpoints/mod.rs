@@ -5,6 +5,10 @@
 //! the process runner as a service run, so a snapshot of a large tree never stops the loop:
 //! the tool call waits for its snapshot as a deferred start (the turn machine's), every other
 //! session and `ping` go on. One sequence runs at a time (a gc must not race a snapshot).
+//! Housekeeping (the automatic sweep, its `git gc`) never holds up a user: a snapshot or a
+//! `rollback.*` request goes ahead of a queued sweep, and one that comes while the sweep runs
+//! goes first once the sweep's command is over (a gc is stopped: git cleans up after a
+//! SIGTERM; a short command is let finish); the sweep starts again behind it.
 //! Pruning is `prune.rs` (pure). A snapshot that fails or is skipped never fails the call: it
 //! is said once per session and reason (`status.update` kind `warn`, and on stderr).
 
@@ -133,6 +137,13 @@ struct Job {
     limits: SnapshotLimits,
 }
 
+impl Job {
+    /// Nobody waits for it (the automatic sweep): it gives way to anyone who does.
+    fn housekeeping(&self) -> bool {
+        matches!(self.waiter, Waiter::Nobody)
+    }
+}
+
 /// The checkpoints' side of the gateway: the sequences waiting and the one running.
 pub struct Checkpoints {
     queue: VecDeque<Job>,
@@ -143,6 +154,12 @@ pub struct Checkpoints {
     reported: HashSet<(Option<String>, String)>,
     /// The automatic sweep was considered in this process.
     swept: bool,
+    /// Housekeeping runs and someone waits: at the end of its running command (stopped if
+    /// it is a long one, a gc), awaited as nothing else may run on the store meanwhile, the
+    /// sweep gives way and starts over behind them.
+    yielding: bool,
+    /// The running command is a long one (`slow` over 1: `git add`, a checkout, a gc).
+    long: bool,
     /// A tree with more entries than this is not snapshotted (`--checkpoint-max-files`).
     pub max_files: usize,
     /// One git command's timeout (`HERMES_CHECKPOINT_TIMEOUT`, 10–60 s as Hermes clamps it).
@@ -162,6 +179,8 @@ impl Checkpoints {
             run: None,
             reported: HashSet::new(),
             swept: false,
+            yielding: false,
+            long: false,
             max_files,
             git_timeout: Duration::from_secs(secs),
         }
@@ -224,7 +243,7 @@ pub(crate) fn before_call(
         target,
         limits: settings.limits,
     };
-    o.checkpoints().queue.push_back(job);
+    enqueue(o, job, now);
     pump(o, now);
     // A snapshot over at once (git missing) has resumed nothing yet: the call starts now.
     let cp = o.checkpoints();
@@ -306,14 +325,35 @@ pub(crate) fn request(
         rid: rid.to_string(),
         ask,
     };
-    o.checkpoints().queue.push_back(Job {
+    let job = Job {
         work,
         waiter,
         target: t,
         limits: settings.limits,
-    });
+    };
+    enqueue(o, job, now);
     pump(o, now);
     None
+}
+
+/// Queue `job` for someone waiting: ahead of queued housekeeping, and the housekeeping that
+/// runs now asked to give way (its gc stopped; a short command, which may be removing files,
+/// is let finish).
+fn enqueue(o: &mut impl CheckpointOwners, job: Job, now: Instant) {
+    let cp = o.checkpoints();
+    let at = cp
+        .queue
+        .iter()
+        .position(Job::housekeeping)
+        .unwrap_or(cp.queue.len());
+    cp.queue.insert(at, job);
+    let running = cp.current.as_ref().is_some_and(Job::housekeeping);
+    if let (true, false, Some(run)) = (running, cp.yielding, cp.run) {
+        cp.yielding = true;
+        if cp.long {
+            runs::stop(o, run, now);
+        }
+    }
 }
 
 /// A `rollback.*` request that cannot be done, answered as Hermes answers it: an error for a
@@ -348,6 +388,17 @@ pub(crate) fn on_run_event(o: &mut impl CheckpointOwners, event: RunEvent, now: 
         return;
     }
     o.checkpoints().run = None;
+    if std::mem::take(&mut o.checkpoints().yielding) {
+        // Someone waits and the command is over: they go first, the sweep again after.
+        if let Some(job) = o.checkpoints().current.take() {
+            let store = job.target.store.clone();
+            if let Some(again) = sweep_job(o, &store) {
+                o.checkpoints().queue.push_back(again);
+            }
+        }
+        pump(o, now);
+        return;
+    }
     let outcome = outcome_of(end);
     advance(o, Some(outcome), now);
     pump(o, now);
@@ -431,7 +482,9 @@ fn advance(o: &mut impl CheckpointOwners, mut last: Option<Outcome>, now: Instan
                 };
                 match runs::start_service(o, &spec, now) {
                     Ok(run) => {
-                        o.checkpoints().run = Some(run);
+                        let cp = o.checkpoints();
+                        cp.run = Some(run);
+                        cp.long = slow > 1;
                         return;
                     }
                     Err(e) => {
@@ -575,16 +628,22 @@ fn queue_sweep(o: &mut impl CheckpointOwners, snapped: &Target) {
     if std::mem::replace(&mut o.checkpoints().swept, true) {
         return;
     }
+    if let Some(job) = sweep_job(o, &snapped.store) {
+        o.checkpoints().queue.push_back(job);
+    }
+}
+
+/// The automatic sweep of `store`, when it is due.
+fn sweep_job(o: &mut impl CheckpointOwners, store: &Store) -> Option<Job> {
     let home = o.checkpoint_home();
     let settings = Settings::load(&home, o.checkpoints().max_files);
-    let store = snapped.store.clone();
     let marker = crate::util::read_regular(&store.base.join(layout::PRUNE_MARKER), 64)
         .ok()
         .flatten();
     let now = crate::util::unix_now();
     let due = prune::sweep_due(marker.as_deref(), now, settings.min_interval_hours);
     if !settings.auto_prune || !due || !store.head().exists() {
-        return;
+        return None;
     }
     let target = Target {
         store: store.clone(),
@@ -597,12 +656,12 @@ fn queue_sweep(o: &mut impl CheckpointOwners, snapped: &Target) {
         settings.limits.max_total_bytes,
         now,
     );
-    o.checkpoints().queue.push_back(Job {
+    Some(Job {
         work: Work::Sweep(sweep),
         waiter: Waiter::Nobody,
         target,
         limits: settings.limits,
-    });
+    })
 }
 
 /// The shutdown: the running command is stopped, requests are told, nothing more starts
@@ -615,6 +674,7 @@ pub(crate) fn shut_down(o: &mut impl CheckpointOwners, now: Instant) {
     let mut jobs: Vec<Job> = cp.queue.drain(..).collect();
     jobs.extend(cp.current.take());
     cp.run = None;
+    cp.yielding = false;
     for job in jobs {
         if let Waiter::Request { id, .. } = job.waiter {
             let e = RpcError::new(code::SHUTTING_DOWN, "gateway is shutting down");

@@ -58,7 +58,14 @@ pub fn sniff(bytes: &[u8]) -> Option<(&'static str, bool)> {
     } else if b.starts_with(b"II*\0") || b.starts_with(b"MM\0*") {
         ("image/tiff", false)
     } else if b.len() >= 12 && &b[4..8] == b"ftyp" {
-        ("image/heic", false)
+        // ISO-BMFF: an image by its major brand (as Hermes tells them apart); a video is none.
+        match &b[8..12] {
+            b"avif" | b"avis" => ("image/avif", false),
+            b"heic" | b"heix" | b"hevc" | b"hevx" | b"mif1" | b"msf1" | b"heim" | b"heis" => {
+                ("image/heic", false)
+            }
+            _ => return None,
+        }
     } else {
         return None;
     };
@@ -196,7 +203,7 @@ pub fn probe(path: &Path, max: u64) -> Result<Image, String> {
 }
 
 /// Bytes as an image: one every provider takes, or a BMP (converted to PNG when sent); refused
-/// when they are none or of a type tui-gateway cannot convert (TIFF, HEIC).
+/// when they are none or of a type tui-gateway cannot convert (TIFF, HEIC, AVIF).
 pub fn from_bytes(bytes: Vec<u8>) -> Result<Image, String> {
     match sniff(&bytes) {
         Some((mime, true)) => Ok(Image { bytes, mime }),
@@ -330,6 +337,18 @@ pub mod tests {
             from_bytes(b"II*\0xxxx".to_vec()).is_err(),
             "TIFF is refused"
         );
+        let iso = |brand: &[u8]| {
+            let mut b = b"\0\0\0\x18ftyp".to_vec();
+            b.extend(brand);
+            b.extend([0; 8]);
+            b
+        };
+        let heic = from_bytes(iso(b"heic")).err().unwrap();
+        assert!(heic.starts_with("image/heic is not taken"), "{heic}");
+        let avif = from_bytes(iso(b"avif")).err().unwrap();
+        assert!(avif.starts_with("image/avif is not taken"), "{avif}");
+        let video = from_bytes(iso(b"isom")).err().unwrap();
+        assert!(video.starts_with("not an image"), "an MP4: {video}");
         assert!(from_bytes(b"hello".to_vec()).is_err());
     }
 

@@ -63,6 +63,14 @@ pub fn decide(config: &Yaml, provider: &str, model: &str) -> Mode {
         Some("text") => return Mode::Text,
         _ => {}
     }
+    match sees(config, provider, model) {
+        true => Mode::Native,
+        false => Mode::Text,
+    }
+}
+
+/// Whether `model` of `provider` takes images: the user's `supports_vision`, else its family.
+pub fn sees(config: &Yaml, provider: &str, model: &str) -> bool {
     let declared = crate::config_file::flag(&config["model"]["supports_vision"]).or_else(|| {
         let configured = config["model"]["provider"].as_str().unwrap_or("");
         [provider, configured]
@@ -74,10 +82,31 @@ pub fn decide(config: &Yaml, provider: &str, model: &str) -> Mode {
                 )
             })
     });
-    match declared.unwrap_or_else(|| family_sees(model)) {
-        true => Mode::Native,
-        false => Mode::Text,
+    declared.unwrap_or_else(|| family_sees(model))
+}
+
+/// The home's settings a vision request (an image's description, `vision_analyze`) of a
+/// session on `model` of `provider` is resolved with. Hermes asks the turn's own model first
+/// (its auxiliary client's `auto`, fed the live runtime): when `auxiliary.vision` names no
+/// provider or endpoint of its own, the session's provider answers, with the model
+/// `auxiliary.vision.model` names, else the session's model if it takes images. A session
+/// whose model sees no images (where Hermes goes on to OpenRouter or Nous) keeps the
+/// configured model, as before a `/model`.
+pub fn vision_settings(
+    cfg: &crate::config::Config,
+    config: &Yaml,
+    provider: &str,
+    model: &str,
+) -> crate::config::Config {
+    let mut cfg = cfg.clone();
+    let own = crate::model::auxiliary::names_endpoint(config, "vision");
+    let named = crate::model::auxiliary::setting(config, "vision", "model").is_some();
+    let session = !provider.is_empty() && provider != "offline" && !model.is_empty();
+    if !own && session && (named || sees(config, provider, model)) {
+        cfg.provider = Some(provider.to_string());
+        cfg.model = Some(model.to_string());
     }
+    cfg
 }
 
 #[cfg(test)]
@@ -108,5 +137,33 @@ mod tests {
         assert_eq!(decide(&on, "mine", "local-7b"), Mode::Native);
         let text = cfg("agent:\n  image_input_mode: text\nmodel:\n  supports_vision: true\n");
         assert_eq!(decide(&text, "x", "gpt-4o"), Mode::Text);
+    }
+
+    #[test]
+    fn a_vision_request_goes_to_the_sessions_model_unless_auxiliary_vision_names_one() {
+        let home = crate::config::Config::default();
+        let asked = |config: &Yaml, provider: &str, model: &str| {
+            let c = vision_settings(&home, config, provider, model);
+            (c.provider, c.model)
+        };
+        let session = (
+            Some("openrouter".to_string()),
+            Some("openai/gpt-4.1".to_string()),
+        );
+        assert_eq!(asked(&Yaml::Null, "openrouter", "openai/gpt-4.1"), session);
+        // A model that sees no images: the configured one, as before.
+        assert_eq!(asked(&Yaml::Null, "custom", "deepseek-chat"), (None, None));
+        assert_eq!(asked(&Yaml::Null, "offline", "gpt-4o"), (None, None));
+        // `auxiliary.vision.model` alone: asked of the session's provider.
+        let model = cfg("auxiliary:\n  vision:\n    model: pixtral-large\n");
+        assert_eq!(
+            asked(&model, "mistral", "mistral-small").0.as_deref(),
+            Some("mistral")
+        );
+        // A provider or an endpoint of its own: as `auxiliary.vision` says.
+        let own = cfg("auxiliary:\n  vision:\n    provider: zai\n");
+        assert_eq!(asked(&own, "openrouter", "openai/gpt-4.1"), (None, None));
+        let url = cfg("auxiliary:\n  vision:\n    base_url: http://127.0.0.1:1/v1\n");
+        assert_eq!(asked(&url, "openrouter", "openai/gpt-4.1"), (None, None));
     }
 }

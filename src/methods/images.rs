@@ -358,6 +358,7 @@ fn prepare(
         return;
     };
     let mode = route::decide(&config, &s.provider, &s.model);
+    let asking = route::vision_settings(&cfg, &config, &s.provider, &s.model);
     if mode == route::Mode::Text && !std::mem::replace(&mut s.told_no_vision, true) {
         let model = s.model.clone();
         gw.emit(
@@ -380,7 +381,7 @@ fn prepare(
         let prepared = match mode {
             route::Mode::Native => images::native_prompt(&text, &paths, max),
             route::Mode::Text => {
-                let vision = crate::model::vision::vision_model(&cfg, &config);
+                let vision = crate::model::vision::vision_model(&asking, &config);
                 let describe = |url: &str| match &vision {
                     Ok(v) => v.ask(images::DESCRIBE_PROMPT, url, DESCRIBE_TIMEOUT),
                     Err(why) => Err(why.clone()),

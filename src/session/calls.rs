@@ -313,6 +313,7 @@ fn with_tool<R>(
         Some(s) => (s.cwd.clone(), s.stored_id.as_str(), s.transcript.as_slice()),
         None => (String::new(), "", &[][..]),
     };
+    let (provider, model) = session.map_or(("", ""), |s| (s.provider.as_str(), s.model.as_str()));
     let subagent_depth = session
         .and_then(|s| s.delegated.as_ref())
         .map_or(0, |d| d.depth);
@@ -322,6 +323,8 @@ fn with_tool<R>(
         cwd,
         home: parts.home,
         session: stored,
+        provider,
+        model,
         transcript,
         store: parts.store,
         command_timeout: parts.command_timeout,

@@ -40,6 +40,8 @@ pub fn run(tool: &mut dyn Tool, cwd: &str, home: &Path, args: &Value, budget: Du
             cwd: cwd.to_string(),
             home,
             session: "",
+            provider: "",
+            model: "",
             transcript: &[],
             store: None,
             command_timeout: Duration::from_secs(180),

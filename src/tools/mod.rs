@@ -177,6 +177,10 @@ pub struct ToolContext<'a> {
     pub home: &'a Path,
     /// The stored id of the calling session (per-session state is keyed by it).
     pub session: &'a str,
+    /// The provider and model the calling session runs on now (after a `/model`); empty
+    /// outside a session.
+    pub provider: &'a str,
+    pub model: &'a str,
     /// The calling session's transcript so far (a resumed session's included).
     pub transcript: &'a [Message],
     /// `state.db`, for reads (`None` outside a gateway).

@@ -1,8 +1,9 @@
 //! `vision_analyze` (Hermes' schema and result shape): a local image file, an `http(s)` URL
 //! (`images/fetch.rs`: bounded, no internal addresses unless allowed) or a `data:` URL,
-//! described by the vision model (`model/vision.rs`: `auxiliary.vision`, else the configured
-//! model). The download and the model call run on a worker thread that wakes the call when
-//! done; the loop never waits on them.
+//! described by the vision model (`model/vision.rs`: `auxiliary.vision`, else the session's
+//! model when it sees images, else the configured one: `images/route.rs`). The download and
+//! the model call run on a worker thread that wakes the call when done; the loop never waits
+//! on them.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -124,6 +125,7 @@ impl Tool for VisionAnalyze {
             home: ctx.home.to_path_buf(),
             ..Default::default()
         };
+        let (provider, model) = (ctx.provider.to_string(), ctx.model.to_string());
         let max = cfg.image_max_bytes;
         let slot: Slot = Arc::default();
         let put = slot.clone();
@@ -137,7 +139,8 @@ impl Tool for VisionAnalyze {
                 "Fully describe and explain everything about this image, then answer the following question:\n\n{question}"
             );
             let answer = data_url(&src, max, allow_private).and_then(|url| {
-                let vision = crate::model::vision::vision_model(&cfg, &config)?;
+                let asking = images::route::vision_settings(&cfg, &config, &provider, &model);
+                let vision = crate::model::vision::vision_model(&asking, &config)?;
                 vision.ask(&prompt, &url, MODEL_TIMEOUT)
             });
             *put.lock().unwrap_or_else(|p| p.into_inner()) = Some(answer);
