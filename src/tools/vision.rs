@@ -20,7 +20,7 @@ const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// The vision model's (Hermes' default `auxiliary.vision.timeout`).
 const MODEL_TIMEOUT: Duration = Duration::from_secs(120);
 
-const DESCRIPTION: &str = "Look at an image: a URL, a file path or a data: URL. A model that sees images gets it in its context and sees it on its next step; otherwise a vision model describes it. Use it whenever the user points you at an image.";
+const DESCRIPTION: &str = "Look at an image: a URL, a file path or a data: URL. A vision model (yours, when you see images) describes it and answers the question asked. Use it whenever the user points you at an image.";
 
 type Slot = Arc<Mutex<Option<Result<String, String>>>>;
 
