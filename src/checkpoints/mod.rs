@@ -207,7 +207,7 @@ pub(crate) trait CheckpointOwners: RunOwners {
 /// in this turn, queue the snapshot and say `true` (the call waits for
 /// [`Effect::SnapshotOver`]).
 pub(crate) fn before_call(
-    o: &mut impl CheckpointOwners,
+    gw: &mut impl CheckpointOwners,
     rid: &str,
     tool: &str,
     args: &Value,
@@ -216,21 +216,21 @@ pub(crate) fn before_call(
     if !matches!(tool, "write_file" | "patch" | "terminal") {
         return false;
     }
-    let Some(here) = o.session_dir(rid) else {
+    let Some(here) = gw.session_dir(rid) else {
         return false;
     };
     let resolve = |p: &str| crate::tools::files::resolve(&here, p);
     let Some(wanted) = trigger::wanted(tool, args, Path::new(&here), resolve) else {
         return false;
     };
-    let home = o.checkpoint_home();
-    let settings = Settings::load(&home, o.checkpoints().max_files);
+    let home = gw.checkpoint_home();
+    let settings = Settings::load(&home, gw.checkpoints().max_files);
     if !settings.enabled {
         return false;
     }
     let dir = layout::normalize(&wanted.dir);
     // Nothing to snapshot in a directory that does not exist (yet), nor in `/` or `~`.
-    if trigger::too_broad(&dir) || !dir.is_dir() || !o.first_in_turn(rid, &dir) {
+    if trigger::too_broad(&dir) || !dir.is_dir() || !gw.first_in_turn(rid, &dir) {
         return false;
     }
     let target = Target::new(Store::of_home(&home), dir);
@@ -243,10 +243,10 @@ pub(crate) fn before_call(
         target,
         limits: settings.limits,
     };
-    enqueue(o, job, now);
-    pump(o, now);
+    enqueue(gw, job, now);
+    pump(gw, now);
     // A snapshot over at once (git missing) has resumed nothing yet: the call starts now.
-    let cp = o.checkpoints();
+    let cp = gw.checkpoints();
     cp.current
         .iter()
         .chain(cp.queue.iter())
@@ -264,7 +264,7 @@ pub struct Rollback<'a> {
 /// `rollback.list`, `rollback.diff`, `rollback.restore` for session `rid` working in `cwd`:
 /// answered now (`Some`) or when the sequence ends.
 pub(crate) fn request(
-    o: &mut impl CheckpointOwners,
+    gw: &mut impl CheckpointOwners,
     id: &Id,
     rid: &str,
     cwd: &str,
@@ -276,8 +276,8 @@ pub(crate) fn request(
         hash: target,
         file,
     } = asked;
-    let home = o.checkpoint_home();
-    let settings = Settings::load(&home, o.checkpoints().max_files);
+    let home = gw.checkpoint_home();
+    let settings = Settings::load(&home, gw.checkpoints().max_files);
     if ask == Ask::List && !settings.enabled {
         return Some(Ok(json!({"enabled": false, "checkpoints": []})));
     }
@@ -331,16 +331,16 @@ pub(crate) fn request(
         target: t,
         limits: settings.limits,
     };
-    enqueue(o, job, now);
-    pump(o, now);
+    enqueue(gw, job, now);
+    pump(gw, now);
     None
 }
 
 /// Queue `job` for someone waiting: ahead of queued housekeeping, and the housekeeping that
 /// runs now asked to give way (its gc stopped; a short command, which may be removing files,
 /// is let finish).
-fn enqueue(o: &mut impl CheckpointOwners, job: Job, now: Instant) {
-    let cp = o.checkpoints();
+fn enqueue(gw: &mut impl CheckpointOwners, job: Job, now: Instant) {
+    let cp = gw.checkpoints();
     let at = cp
         .queue
         .iter()
@@ -351,7 +351,7 @@ fn enqueue(o: &mut impl CheckpointOwners, job: Job, now: Instant) {
     if let (true, false, Some(run)) = (running, cp.yielding, cp.run) {
         cp.yielding = true;
         if cp.long {
-            runs::stop(o, run, now);
+            runs::stop(gw, run, now);
         }
     }
 }
@@ -380,28 +380,28 @@ fn then_work(
 }
 
 /// A command of a sequence ended: the sequence goes on.
-pub(crate) fn on_run_event(o: &mut impl CheckpointOwners, event: RunEvent, now: Instant) {
+pub(crate) fn on_run_event(gw: &mut impl CheckpointOwners, event: RunEvent, now: Instant) {
     let RunEvent::Ended { run, end } = event else {
         return;
     };
-    if o.checkpoints().run != Some(run) {
+    if gw.checkpoints().run != Some(run) {
         return;
     }
-    o.checkpoints().run = None;
-    if std::mem::take(&mut o.checkpoints().yielding) {
+    gw.checkpoints().run = None;
+    if std::mem::take(&mut gw.checkpoints().yielding) {
         // Someone waits and the command is over: they go first, the sweep again after.
-        if let Some(job) = o.checkpoints().current.take() {
+        if let Some(job) = gw.checkpoints().current.take() {
             let store = job.target.store.clone();
-            if let Some(again) = sweep_job(o, &store) {
-                o.checkpoints().queue.push_back(again);
+            if let Some(again) = sweep_job(gw, &store) {
+                gw.checkpoints().queue.push_back(again);
             }
         }
-        pump(o, now);
+        pump(gw, now);
         return;
     }
     let outcome = outcome_of(end);
-    advance(o, Some(outcome), now);
-    pump(o, now);
+    advance(gw, Some(outcome), now);
+    pump(gw, now);
 }
 
 fn outcome_of(end: RunEnd) -> Outcome {
@@ -426,9 +426,9 @@ fn outcome_of(end: RunEnd) -> Outcome {
 }
 
 /// Run the current sequence until it waits for a command, taking the next when it ends.
-fn pump(o: &mut impl CheckpointOwners, now: Instant) {
+fn pump(gw: &mut impl CheckpointOwners, now: Instant) {
     loop {
-        let cp = o.checkpoints();
+        let cp = gw.checkpoints();
         if cp.run.is_some() {
             return;
         }
@@ -438,21 +438,21 @@ fn pump(o: &mut impl CheckpointOwners, now: Instant) {
             };
             cp.current = Some(job);
             if !layout::git_on_path() {
-                finish(o, Err(GIT_MISSING.to_string()));
+                finish(gw, Err(GIT_MISSING.to_string()));
                 continue;
             }
-            advance(o, None, now);
+            advance(gw, None, now);
         }
     }
 }
 
 /// Feed the current sequence `last` and carry out its steps until it runs a command or ends.
-fn advance(o: &mut impl CheckpointOwners, mut last: Option<Outcome>, now: Instant) {
+fn advance(gw: &mut impl CheckpointOwners, mut last: Option<Outcome>, now: Instant) {
     loop {
         if last.as_ref().is_some_and(Outcome::git_missing) {
-            return finish(o, Err(GIT_MISSING.to_string()));
+            return finish(gw, Err(GIT_MISSING.to_string()));
         }
-        let Some(job) = o.checkpoints().current.as_mut() else {
+        let Some(job) = gw.checkpoints().current.as_mut() else {
             return;
         };
         let step = match &mut job.work {
@@ -470,7 +470,7 @@ fn advance(o: &mut impl CheckpointOwners, mut last: Option<Outcome>, now: Instan
             }
             Step::Do(Cmd::Run { line, slow }) => {
                 let cwd = job.target.work_tree.clone();
-                let timeout = o.checkpoints().git_timeout * slow;
+                let timeout = gw.checkpoints().git_timeout * slow;
                 let line = layout::lowered(&line);
                 let spec = Spec {
                     command: &line,
@@ -480,9 +480,9 @@ fn advance(o: &mut impl CheckpointOwners, mut last: Option<Outcome>, now: Instan
                     timeout,
                     live: false,
                 };
-                match runs::start_service(o, &spec, now) {
+                match runs::start_service(gw, &spec, now) {
                     Ok(run) => {
-                        let cp = o.checkpoints();
+                        let cp = gw.checkpoints();
                         cp.run = Some(run);
                         cp.long = slow > 1;
                         return;
@@ -503,7 +503,7 @@ fn advance(o: &mut impl CheckpointOwners, mut last: Option<Outcome>, now: Instan
                             number, then, file, ..
                         },
                     ..
-                }) = o.checkpoints().current.as_ref()
+                }) = gw.checkpoints().current.as_ref()
                 else {
                     return;
                 };
@@ -513,15 +513,15 @@ fn advance(o: &mut impl CheckpointOwners, mut last: Option<Outcome>, now: Instan
                     .and_then(|i| entries.get(i));
                 let Some(entry) = picked else {
                     let why = format!("Invalid checkpoint number. Use 1-{}.", entries.len());
-                    return finish(o, Err(why));
+                    return finish(gw, Err(why));
                 };
-                let Some(job) = o.checkpoints().current.as_mut() else {
+                let Some(job) = gw.checkpoints().current.as_mut() else {
                     return;
                 };
                 job.work = then_work(&job.target, job.limits, then, entry.hash.clone(), file);
                 last = None;
             }
-            Step::Done(ended) => return finish(o, Ok(ended)),
+            Step::Done(ended) => return finish(gw, Ok(ended)),
         }
     }
 }
@@ -537,8 +537,8 @@ enum Ended {
 }
 
 /// The current sequence is over (`Err`: it could not go on): tell whoever waits.
-fn finish(o: &mut impl CheckpointOwners, ended: Result<Ended, String>) {
-    let Some(job) = o.checkpoints().current.take() else {
+fn finish(gw: &mut impl CheckpointOwners, ended: Result<Ended, String>) {
+    let Some(job) = gw.checkpoints().current.take() else {
         return;
     };
     match job.waiter {
@@ -552,10 +552,10 @@ fn finish(o: &mut impl CheckpointOwners, ended: Result<Ended, String>) {
                 Ok(_) => None,
             };
             if let Some(text) = problem {
-                report(o, Some(&rid), &text);
+                report(gw, Some(&rid), &text);
             }
-            o.effects().push(Effect::SnapshotOver { rid: rid.clone() });
-            queue_sweep(o, &job.target);
+            gw.effects().push(Effect::SnapshotOver { rid: rid.clone() });
+            queue_sweep(gw, &job.target);
         }
         Waiter::Request { id, rid, ask } => match answer(ask, ended) {
             // The history follows the directory back; the loop answers once it has.
@@ -565,16 +565,16 @@ fn finish(o: &mut impl CheckpointOwners, ended: Result<Ended, String>) {
                     && result.get("file").is_none() =>
             {
                 let reply_to = id;
-                o.effects().push(Effect::UndoExchange {
+                gw.effects().push(Effect::UndoExchange {
                     rid,
                     reply_to,
                     result,
                 });
             }
-            reply => o.outbox().reply(&id, reply),
+            reply => gw.outbox().reply(&id, reply),
         },
         Waiter::Nobody => match ended {
-            Err(why) => report(o, None, &format!("checkpoint sweep: {why}")),
+            Err(why) => report(gw, None, &format!("checkpoint sweep: {why}")),
             Ok(Ended::Sweep(n)) if n > 0 => {
                 crate::diag!(
                     "[checkpoints] sweep: {n} project(s) untouched past retention_days forgotten"
@@ -609,34 +609,34 @@ fn answer(ask: Ask, ended: Result<Ended, String>) -> Result<Value, RpcError> {
 }
 
 /// Say `text` once: to the session (`status.update` kind `warn`) and on stderr.
-fn report(o: &mut impl CheckpointOwners, rid: Option<&str>, text: &str) {
+fn report(gw: &mut impl CheckpointOwners, rid: Option<&str>, text: &str) {
     let key = (rid.map(str::to_string), text.to_string());
-    if !o.checkpoints().reported.insert(key) {
+    if !gw.checkpoints().reported.insert(key) {
         return;
     }
-    if o.checkpoints().reported.insert((None, text.to_string())) {
+    if gw.checkpoints().reported.insert((None, text.to_string())) {
         crate::diag!("[checkpoints] {text}");
     }
     if let Some(rid) = rid {
-        o.emit(rid, "status.update", json!({"kind": "warn", "text": text}));
+        gw.emit(rid, "status.update", json!({"kind": "warn", "text": text}));
     }
 }
 
 /// After the first snapshot of this process: Hermes' automatic sweep, when config.yaml
 /// allows it and it has not run for `min_interval_hours` (behind everything queued).
-fn queue_sweep(o: &mut impl CheckpointOwners, snapped: &Target) {
-    if std::mem::replace(&mut o.checkpoints().swept, true) {
+fn queue_sweep(gw: &mut impl CheckpointOwners, snapped: &Target) {
+    if std::mem::replace(&mut gw.checkpoints().swept, true) {
         return;
     }
-    if let Some(job) = sweep_job(o, &snapped.store) {
-        o.checkpoints().queue.push_back(job);
+    if let Some(job) = sweep_job(gw, &snapped.store) {
+        gw.checkpoints().queue.push_back(job);
     }
 }
 
 /// The automatic sweep of `store`, when it is due.
-fn sweep_job(o: &mut impl CheckpointOwners, store: &Store) -> Option<Job> {
-    let home = o.checkpoint_home();
-    let settings = Settings::load(&home, o.checkpoints().max_files);
+fn sweep_job(gw: &mut impl CheckpointOwners, store: &Store) -> Option<Job> {
+    let home = gw.checkpoint_home();
+    let settings = Settings::load(&home, gw.checkpoints().max_files);
     let marker = crate::util::read_regular(&store.base.join(layout::PRUNE_MARKER), 64)
         .ok()
         .flatten();
@@ -666,11 +666,11 @@ fn sweep_job(o: &mut impl CheckpointOwners, store: &Store) -> Option<Job> {
 
 /// The shutdown: the running command is stopped, requests are told, nothing more starts
 /// (a waiting call is answered by its turn's interrupt).
-pub(crate) fn shut_down(o: &mut impl CheckpointOwners, now: Instant) {
-    if let Some(run) = o.checkpoints().run {
-        runs::stop(o, run, now);
+pub(crate) fn shut_down(gw: &mut impl CheckpointOwners, now: Instant) {
+    if let Some(run) = gw.checkpoints().run {
+        runs::stop(gw, run, now);
     }
-    let cp = o.checkpoints();
+    let cp = gw.checkpoints();
     let mut jobs: Vec<Job> = cp.queue.drain(..).collect();
     jobs.extend(cp.current.take());
     cp.run = None;
@@ -678,7 +678,7 @@ pub(crate) fn shut_down(o: &mut impl CheckpointOwners, now: Instant) {
     for job in jobs {
         if let Waiter::Request { id, .. } = job.waiter {
             let e = RpcError::new(code::SHUTTING_DOWN, "gateway is shutting down");
-            o.outbox().reply(&id, Err(e));
+            gw.outbox().reply(&id, Err(e));
         }
     }
 }

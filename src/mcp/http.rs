@@ -355,11 +355,11 @@ fn header_lines(headers: &BTreeMap<String, String>) -> Result<String, String> {
 /// Set up the server `name` at its `url`, its TLS configuration built once here (nothing is
 /// connected until a message is posted). `Ok(Some(warning))`: set up, but a key has no effect.
 pub(crate) fn open(
-    o: &mut impl McpOwners,
+    gw: &mut impl McpOwners,
     name: &str,
     config: &ServerConfig,
 ) -> Result<Option<String>, String> {
-    close(o, name);
+    close(gw, name);
     let target = Url::parse(config.url.as_deref().unwrap_or_default())?;
     let mut warning = None;
     let tls = if target.tls {
@@ -372,13 +372,13 @@ pub(crate) fn open(
         None
     };
     let proxy = Proxy::for_target(&target)?;
-    let quiet_timeout = o
+    let quiet_timeout = gw
         .mcp()
         .servers
         .get(name)
         .map_or(Duration::from_secs(60), |s| s.config.connect_timeout);
-    let epoch = o.mcp().http.servers.get(name).map_or(0, |c| c.epoch + 1);
-    o.mcp().http.servers.insert(
+    let epoch = gw.mcp().http.servers.get(name).map_or(0, |c| c.epoch + 1);
+    gw.mcp().http.servers.insert(
         name.to_string(),
         Client {
             route: connect::Route::new(target, proxy),
@@ -456,7 +456,7 @@ struct PeekParams {
 }
 
 /// POST one message (a `wire` line) to the server.
-pub(crate) fn post(o: &mut impl McpOwners, name: &str, line: Vec<u8>, now: Instant) {
+pub(crate) fn post(gw: &mut impl McpOwners, name: &str, line: Vec<u8>, now: Instant) {
     let peek: Option<Peek> = serde_json::from_slice(&line).ok();
     let method = peek.as_ref().and_then(|p| p.method.clone());
     let request = peek
@@ -467,9 +467,9 @@ pub(crate) fn post(o: &mut impl McpOwners, name: &str, line: Vec<u8>, now: Insta
         && let Some(id) = peek.as_ref().and_then(|p| p.params.as_ref()?.request_id)
     {
         // The spec's cancellation is the notification; the answer's stream is dropped too.
-        abort_waiting(o, name, id);
+        abort_waiting(gw, name, id);
     }
-    let http = &o.mcp().http;
+    let http = &gw.mcp().http;
     if !http.has(name) {
         return;
     }
@@ -480,9 +480,9 @@ pub(crate) fn post(o: &mut impl McpOwners, name: &str, line: Vec<u8>, now: Insta
         .count();
     if in_flight >= IN_FLIGHT_MAX {
         let why = format!("more than {IN_FLIGHT_MAX} requests in flight to it");
-        return refuse(o, name, request, why, now);
+        return refuse(gw, name, request, why, now);
     }
-    let c = &o.mcp().http.servers[name];
+    let c = &gw.mcp().http.servers[name];
     let mut bytes = request_head(c, "POST", line.len(), None).into_bytes();
     bytes.extend_from_slice(&line);
     let sending = Sending {
@@ -496,13 +496,13 @@ pub(crate) fn post(o: &mut impl McpOwners, name: &str, line: Vec<u8>, now: Insta
         resumed_from: None,
         received: 0,
     };
-    start(o, name, sending, now);
+    start(gw, name, sending, now);
 }
 
 /// Open the GET listening stream of `name` (once `initialize` is answered, and again when it
 /// dropped), from the last event id it gave.
-pub(crate) fn listen(o: &mut impl McpOwners, name: &str, now: Instant) {
-    let Some(c) = o.mcp().http.servers.get(name) else {
+pub(crate) fn listen(gw: &mut impl McpOwners, name: &str, now: Instant) {
+    let Some(c) = gw.mcp().http.servers.get(name) else {
         return;
     };
     if !matches!(c.listen, Listen::Off | Listen::Reopen(_)) {
@@ -520,7 +520,7 @@ pub(crate) fn listen(o: &mut impl McpOwners, name: &str, now: Instant) {
         resumed_from: c.listen_last_id.clone(),
         received: 0,
     };
-    start(o, name, sending, now);
+    start(gw, name, sending, now);
 }
 
 /// What an exchange sends and how it ends.
@@ -537,52 +537,52 @@ struct Sending {
 }
 
 /// The request `id` cannot be sent or answered: it gets `why` as its error answer.
-fn refuse(o: &mut impl McpOwners, name: &str, id: Option<u64>, why: String, now: Instant) {
+fn refuse(gw: &mut impl McpOwners, name: &str, id: Option<u64>, why: String, now: Instant) {
     match id {
         Some(id) => {
             let answer = Incoming::Answer {
                 id,
                 result: Err(why),
             };
-            super::on_message(o, name, answer, now);
+            super::on_message(gw, name, answer, now);
         }
         None => crate::diag!("[mcp] {name}: a message was not delivered: {why}"),
     }
 }
 
-fn start(o: &mut impl McpOwners, name: &str, sending: Sending, now: Instant) {
+fn start(gw: &mut impl McpOwners, name: &str, sending: Sending, now: Instant) {
     let kept = match sending.purpose {
-        Purpose::Post => take_idle(o, name, now),
+        Purpose::Post => take_idle(gw, name, now),
         _ => None,
     };
     if let Some((id, link)) = kept {
-        return begin(o, name, id, link, true, sending, now);
+        return begin(gw, name, id, link, true, sending, now);
     }
-    let Some(c) = o.mcp().http.servers.get(name) else {
+    let Some(c) = gw.mcp().http.servers.get(name) else {
         return;
     };
     let (route, tls, epoch) = (c.route.clone(), c.tls.clone(), c.epoch);
-    let http = &mut o.mcp().http;
+    let http = &mut gw.mcp().http;
     let id = http.next;
     http.next += 1;
-    let connected = o.sockets().connect(id, &route, tls);
+    let connected = gw.sockets().connect(id, &route, tls);
     let link = match connected {
         Ok(link) => link,
         Err(f) => {
             let why = describe(f);
             return match sending.purpose {
                 Purpose::Delete => crate::diag!("[mcp] {name}: ending the session failed: {why}"),
-                Purpose::Listen => listen_ended(o, name, epoch, false, why, now),
-                Purpose::Post | Purpose::Resume => super::failed(o, name, why, now),
+                Purpose::Listen => listen_ended(gw, name, epoch, false, why, now),
+                Purpose::Post | Purpose::Resume => super::failed(gw, name, why, now),
             };
         }
     };
-    begin(o, name, id, link, false, sending, now);
+    begin(gw, name, id, link, false, sending, now);
 }
 
 /// Exchange `id` sends `sending` on `link` (`open`: a kept connection).
 fn begin(
-    o: &mut impl McpOwners,
+    gw: &mut impl McpOwners,
     name: &str,
     id: u64,
     link: Box<dyn Link>,
@@ -590,11 +590,11 @@ fn begin(
     sending: Sending,
     now: Instant,
 ) {
-    let Some(epoch) = o.mcp().http.servers.get(name).map(|c| c.epoch) else {
-        return o.sockets().release(id, link);
+    let Some(epoch) = gw.mcp().http.servers.get(name).map(|c| c.epoch) else {
+        return gw.sockets().release(id, link);
     };
     let deadline = sending.deadline;
-    o.mcp().http.exchanges.insert(
+    gw.mcp().http.exchanges.insert(
         id,
         Exchange {
             id,
@@ -618,21 +618,21 @@ fn begin(
         },
     );
     if sending.purpose == Purpose::Listen
-        && let Some(c) = o.mcp().http.servers.get_mut(name)
+        && let Some(c) = gw.mcp().http.servers.get_mut(name)
     {
         c.listen = Listen::Open(id);
     }
     if let Some(at) = deadline {
-        o.set_timer(at, WorkTimer::Mcp(name.to_string()));
+        gw.set_timer(at, WorkTimer::Mcp(name.to_string()));
     }
     // A literal address may already be connected: look at once.
-    on_ready(o, id, now);
+    on_ready(gw, id, now);
 }
 
 /// A source of exchange `id` is ready: make all the progress possible, hand over what came.
-pub(crate) fn on_ready(o: &mut impl McpOwners, id: u64, now: Instant) {
-    let Some(mut ex) = o.mcp().http.exchanges.remove(&id) else {
-        return idle_ready(o, id);
+pub(crate) fn on_ready(gw: &mut impl McpOwners, id: u64, now: Instant) {
+    let Some(mut ex) = gw.mcp().http.exchanges.remove(&id) else {
+        return idle_ready(gw, id);
     };
     let mut messages = Vec::new();
     let mut ended = ex.advance(&mut messages);
@@ -645,13 +645,13 @@ pub(crate) fn on_ready(o: &mut impl McpOwners, id: u64, now: Instant) {
             crate::diag!("[mcp] {name}: ending the session failed: {why}");
         }
         return match ended {
-            Some(_) => finish(o, ex),
+            Some(_) => finish(gw, ex),
             None => {
-                o.mcp().http.exchanges.insert(id, ex);
+                gw.mcp().http.exchanges.insert(id, ex);
             }
         };
     }
-    if let Some(c) = o.mcp().http.servers.get_mut(&name)
+    if let Some(c) = gw.mcp().http.servers.get_mut(&name)
         && c.epoch == ex.epoch
     {
         if ex.initialize
@@ -678,19 +678,19 @@ pub(crate) fn on_ready(o: &mut impl McpOwners, id: u64, now: Instant) {
             ex.waiting = None;
             if ex.initialize
                 && let Ok(init) = result
-                && let Some(c) = o.mcp().http.servers.get_mut(&name)
+                && let Some(c) = gw.mcp().http.servers.get_mut(&name)
             {
                 c.version = init["protocolVersion"].as_str().map(str::to_string);
             }
         }
-        super::on_message(o, &name, message, now);
+        super::on_message(gw, &name, message, now);
     }
     if ended.is_none() && ex.purpose != Purpose::Listen && ex.waiting.is_none() && ex.body.is_some()
     {
         // Answered: what a stream sends after the answer belongs to no request of ours.
         ended = Some(Ok(()));
     }
-    let current = o
+    let current = gw
         .mcp()
         .http
         .servers
@@ -698,9 +698,9 @@ pub(crate) fn on_ready(o: &mut impl McpOwners, id: u64, now: Instant) {
         .is_some_and(|c| c.epoch == ex.epoch);
     let Some(ended) = ended else {
         if current {
-            o.mcp().http.exchanges.insert(id, ex);
+            gw.mcp().http.exchanges.insert(id, ex);
         } else {
-            finish(o, ex);
+            finish(gw, ex);
         }
         return;
     };
@@ -722,28 +722,28 @@ pub(crate) fn on_ready(o: &mut impl McpOwners, id: u64, now: Instant) {
     let (purpose, epoch, resumes, received, initialize) =
         (ex.purpose, ex.epoch, ex.resumes, ex.received, ex.initialize);
     if current && ended.is_ok() && ex.reusable() {
-        keep_idle(o, &name, ex, now);
+        keep_idle(gw, &name, ex, now);
     } else {
-        finish(o, ex);
+        finish(gw, ex);
     }
     if !current {
         return;
     }
     match ended {
-        Err(Ended::SessionGone) => super::session_gone(o, &name, now),
+        Err(Ended::SessionGone) => super::session_gone(gw, &name, now),
         Err(Ended::NotOffered) => {
-            if let Some(c) = o.mcp().http.servers.get_mut(&name) {
+            if let Some(c) = gw.mcp().http.servers.get_mut(&name) {
                 c.listen = Listen::NotOffered;
             }
         }
         Ok(()) if purpose == Purpose::Listen => {
-            listen_ended(o, &name, epoch, steady, String::new(), now)
+            listen_ended(gw, &name, epoch, steady, String::new(), now)
         }
         Err(
             Ended::Cut(why) | Ended::Refused(why) | Ended::Unreachable(why) | Ended::Untrusted(why),
-        ) if purpose == Purpose::Listen => listen_ended(o, &name, epoch, steady, why, now),
+        ) if purpose == Purpose::Listen => listen_ended(gw, &name, epoch, steady, why, now),
         Ok(()) | Err(Ended::Cut(_)) if waiting.is_some() && resume.is_some() => {
-            let Some(c) = o.mcp().http.servers.get(&name) else {
+            let Some(c) = gw.mcp().http.servers.get(&name) else {
                 return;
             };
             let sending = Sending {
@@ -759,24 +759,24 @@ pub(crate) fn on_ready(o: &mut impl McpOwners, id: u64, now: Instant) {
             };
             // The stream's own `retry:` is how long the server asks to be left alone.
             match resume_wait {
-                None => start(o, &name, sending, now),
+                None => start(gw, &name, sending, now),
                 Some(wait) => {
                     let at = now + wait;
-                    if let Some(c) = o.mcp().http.servers.get_mut(&name) {
+                    if let Some(c) = gw.mcp().http.servers.get_mut(&name) {
                         c.resumes_due.push((at, sending));
                     }
-                    o.set_timer(at, WorkTimer::Mcp(name.clone()));
+                    gw.set_timer(at, WorkTimer::Mcp(name.clone()));
                 }
             }
         }
         Ok(()) if waiting.is_some() => {
             let why = "the server ended its answer without answering the request";
-            refuse(o, &name, waiting, why.into(), now);
+            refuse(gw, &name, waiting, why.into(), now);
         }
         Ok(()) => {}
-        Err(Ended::Refused(why) | Ended::Cut(why)) => refuse(o, &name, waiting, why, now),
-        Err(Ended::Unreachable(why)) => super::failed(o, &name, why, now),
-        Err(Ended::Untrusted(why)) => super::misconfigured(o, &name, why, now),
+        Err(Ended::Refused(why) | Ended::Cut(why)) => refuse(gw, &name, waiting, why, now),
+        Err(Ended::Unreachable(why)) => super::failed(gw, &name, why, now),
+        Err(Ended::Untrusted(why)) => super::misconfigured(gw, &name, why, now),
     }
 }
 
@@ -784,14 +784,14 @@ pub(crate) fn on_ready(o: &mut impl McpOwners, id: u64, now: Instant) {
 /// is opened again after the server's `retry:` (doubled with each failure in a row, a stream
 /// that worked, `steady`, resetting the count), or given up after [`LISTEN_RETRIES`].
 fn listen_ended(
-    o: &mut impl McpOwners,
+    gw: &mut impl McpOwners,
     name: &str,
     epoch: u64,
     steady: bool,
     why: String,
     now: Instant,
 ) {
-    let Some(c) = o.mcp().http.servers.get_mut(name) else {
+    let Some(c) = gw.mcp().http.servers.get_mut(name) else {
         return;
     };
     if c.epoch != epoch {
@@ -816,7 +816,7 @@ fn listen_ended(
     let wait = listen_wait(c.retry, c.listen_failures);
     let at = now + wait;
     c.listen = Listen::Reopen(at);
-    o.set_timer(at, WorkTimer::Mcp(name.to_string()));
+    gw.set_timer(at, WorkTimer::Mcp(name.to_string()));
     crate::diag!(
         "[mcp] {name}: the listening stream ended ({why}); reopening it in {} ms",
         wait.as_millis()
@@ -832,14 +832,14 @@ fn listen_wait(retry: Option<Duration>, failures: u32) -> Duration {
 }
 
 /// Release an exchange's connection.
-fn finish(o: &mut impl McpOwners, ex: Exchange) {
-    o.sockets().release(ex.id, ex.link);
+fn finish(gw: &mut impl McpOwners, ex: Exchange) {
+    gw.sockets().release(ex.id, ex.link);
 }
 
 /// Keep the connection of an exchange that ended cleanly for the next POST to `name`.
-fn keep_idle(o: &mut impl McpOwners, name: &str, ex: Exchange, now: Instant) {
-    let Some(c) = o.mcp().http.servers.get_mut(name) else {
-        return finish(o, ex);
+fn keep_idle(gw: &mut impl McpOwners, name: &str, ex: Exchange, now: Instant) {
+    let Some(c) = gw.mcp().http.servers.get_mut(name) else {
+        return finish(gw, ex);
     };
     c.idle.push(Idle {
         id: ex.id,
@@ -849,15 +849,15 @@ fn keep_idle(o: &mut impl McpOwners, name: &str, ex: Exchange, now: Instant) {
     let surplus = c.idle.len().saturating_sub(IDLE_MAX);
     let oldest: Vec<Idle> = c.idle.drain(..surplus).collect();
     for idle in oldest {
-        o.sockets().release(idle.id, idle.link);
+        gw.sockets().release(idle.id, idle.link);
     }
 }
 
 /// The most recent kept connection of `name` still fresh and open; those seen closed or old
 /// on the way are closed. A POST is not sent twice, so a connection the server may be closing
 /// is not tried: kept under [`IDLE_FOR`] and seen open just before, it is not one.
-fn take_idle(o: &mut impl McpOwners, name: &str, now: Instant) -> Option<(u64, Box<dyn Link>)> {
-    let c = o.mcp().http.servers.get_mut(name)?;
+fn take_idle(gw: &mut impl McpOwners, name: &str, now: Instant) -> Option<(u64, Box<dyn Link>)> {
+    let c = gw.mcp().http.servers.get_mut(name)?;
     let mut gone = Vec::new();
     let mut taken = None;
     while let Some(mut idle) = c.idle.pop() {
@@ -868,20 +868,20 @@ fn take_idle(o: &mut impl McpOwners, name: &str, now: Instant) -> Option<(u64, B
         gone.push(idle);
     }
     for idle in gone {
-        o.sockets().release(idle.id, idle.link);
+        gw.sockets().release(idle.id, idle.link);
     }
     taken
 }
 
 /// A kept connection is readable: the server closed it (or sent what no request asked for).
-fn idle_ready(o: &mut impl McpOwners, id: u64) {
-    let found = o.mcp().http.servers.values_mut().find_map(|c| {
+fn idle_ready(gw: &mut impl McpOwners, id: u64) {
+    let found = gw.mcp().http.servers.values_mut().find_map(|c| {
         let at = c.idle.iter().position(|i| i.id == id)?;
         let closed = !quiet(c.idle[at].link.as_mut());
         closed.then(|| c.idle.remove(at))
     });
     if let Some(idle) = found {
-        o.sockets().release(idle.id, idle.link);
+        gw.sockets().release(idle.id, idle.link);
     }
 }
 
@@ -892,36 +892,36 @@ fn quiet(link: &mut dyn Link) -> bool {
 }
 
 /// Drop the exchange waiting for request `id` of `name` (abandoned by the caller).
-fn abort_waiting(o: &mut impl McpOwners, name: &str, id: u64) {
-    let found = o
+fn abort_waiting(gw: &mut impl McpOwners, name: &str, id: u64) {
+    let found = gw
         .mcp()
         .http
         .exchanges
         .iter()
         .find(|(_, e)| e.server == name && e.waiting == Some(id))
         .map(|(k, _)| *k);
-    if let Some(ex) = found.and_then(|k| o.mcp().http.exchanges.remove(&k)) {
-        finish(o, ex);
+    if let Some(ex) = found.and_then(|k| gw.mcp().http.exchanges.remove(&k)) {
+        finish(gw, ex);
     }
-    if let Some(c) = o.mcp().http.servers.get_mut(name) {
+    if let Some(c) = gw.mcp().http.servers.get_mut(name) {
         c.resumes_due.retain(|(_, s)| s.waiting != Some(id));
     }
 }
 
 /// Drop every exchange of `name` in flight (the server failed or is being replaced); what
 /// they waited for is ended by the caller.
-pub(crate) fn close(o: &mut impl McpOwners, name: &str) {
+pub(crate) fn close(gw: &mut impl McpOwners, name: &str) {
     let mut idle = Vec::new();
-    if let Some(c) = o.mcp().http.servers.get_mut(name) {
+    if let Some(c) = gw.mcp().http.servers.get_mut(name) {
         c.epoch += 1;
         c.listen = Listen::Off;
         c.resumes_due.clear();
         idle = std::mem::take(&mut c.idle);
     }
     for i in idle {
-        o.sockets().release(i.id, i.link);
+        gw.sockets().release(i.id, i.link);
     }
-    let ids: Vec<u64> = o
+    let ids: Vec<u64> = gw
         .mcp()
         .http
         .exchanges
@@ -930,8 +930,8 @@ pub(crate) fn close(o: &mut impl McpOwners, name: &str) {
         .map(|(k, _)| *k)
         .collect();
     for id in ids {
-        if let Some(ex) = o.mcp().http.exchanges.remove(&id) {
-            finish(o, ex);
+        if let Some(ex) = gw.mcp().http.exchanges.remove(&id) {
+            finish(gw, ex);
         }
     }
 }
@@ -939,9 +939,9 @@ pub(crate) fn close(o: &mut impl McpOwners, name: &str) {
 /// The server is dropped (a reload, the shutdown): its exchanges go, and its session is
 /// ended with a `DELETE`, waited for up to [`DELETE_WAIT`] (the shutdown waits for it; a
 /// server may answer 405).
-pub(crate) fn end_session(o: &mut impl McpOwners, name: &str, now: Instant) {
-    close(o, name);
-    let Some(c) = o.mcp().http.servers.get(name) else {
+pub(crate) fn end_session(gw: &mut impl McpOwners, name: &str, now: Instant) {
+    close(gw, name);
+    let Some(c) = gw.mcp().http.servers.get(name) else {
         return;
     };
     let delete = c
@@ -961,15 +961,15 @@ pub(crate) fn end_session(o: &mut impl McpOwners, name: &str, now: Instant) {
             resumed_from: None,
             received: 0,
         };
-        start(o, name, sending, now);
+        start(gw, name, sending, now);
     }
-    o.mcp().http.servers.remove(name);
+    gw.mcp().http.servers.remove(name);
 }
 
 /// `WorkTimer::Mcp`: exchanges of `name` past their deadline are dropped; a listening stream and
 /// cut answers due are opened again.
-pub(crate) fn on_timer(o: &mut impl McpOwners, name: &str, now: Instant) {
-    let ids: Vec<u64> = o
+pub(crate) fn on_timer(gw: &mut impl McpOwners, name: &str, now: Instant) {
+    let ids: Vec<u64> = gw
         .mcp()
         .http
         .exchanges
@@ -978,21 +978,21 @@ pub(crate) fn on_timer(o: &mut impl McpOwners, name: &str, now: Instant) {
         .map(|(k, _)| *k)
         .collect();
     for id in ids {
-        if let Some(ex) = o.mcp().http.exchanges.remove(&id) {
+        if let Some(ex) = gw.mcp().http.exchanges.remove(&id) {
             crate::diag!("[mcp] {name}: the server did not take a message in time");
-            finish(o, ex);
+            finish(gw, ex);
         }
     }
-    let due = o
+    let due = gw
         .mcp()
         .http
         .servers
         .get(name)
         .is_some_and(|c| matches!(c.listen, Listen::Reopen(at) if now >= at));
     if due {
-        listen(o, name, now);
+        listen(gw, name, now);
     }
-    let resumes: Vec<Sending> = match o.mcp().http.servers.get_mut(name) {
+    let resumes: Vec<Sending> = match gw.mcp().http.servers.get_mut(name) {
         Some(c) => {
             let (ready, later) = std::mem::take(&mut c.resumes_due)
                 .into_iter()
@@ -1003,7 +1003,7 @@ pub(crate) fn on_timer(o: &mut impl McpOwners, name: &str, now: Instant) {
         None => Vec::new(),
     };
     for sending in resumes {
-        start(o, name, sending, now);
+        start(gw, name, sending, now);
     }
 }
 

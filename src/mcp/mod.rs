@@ -166,22 +166,22 @@ pub struct Reloaded {
 
 /// Read `config.yaml` once, at the first iteration (after `gateway.ready`), and start the
 /// servers that are not lazy.
-pub(crate) fn start_once(o: &mut impl McpOwners, now: Instant) {
-    if o.mcp().started {
+pub(crate) fn start_once(gw: &mut impl McpOwners, now: Instant) {
+    if gw.mcp().started {
         return;
     }
-    o.mcp().started = true;
-    for (name, cfg) in config::load(&o.home()) {
-        o.mcp().servers.insert(name, Server::new(cfg));
+    gw.mcp().started = true;
+    for (name, cfg) in config::load(&gw.home()) {
+        gw.mcp().servers.insert(name, Server::new(cfg));
     }
-    start_due(o, now);
+    start_due(gw, now);
 }
 
 /// Start the configured servers that are due: all but the `lazy` ones, and those too once a
 /// session is open (the first client that can call their tools).
-fn start_due(o: &mut impl McpOwners, now: Instant) {
-    let session_open = o.session_open();
-    let mcp = o.mcp();
+fn start_due(gw: &mut impl McpOwners, now: Instant) {
+    let session_open = gw.session_open();
+    let mcp = gw.mcp();
     let due: Vec<String> = mcp
         .servers
         .iter()
@@ -194,41 +194,41 @@ fn start_due(o: &mut impl McpOwners, now: Instant) {
             .values()
             .any(|s| s.phase == Phase::Configured && s.config.lazy);
     for name in due {
-        connect(o, &name, now);
+        connect(gw, &name, now);
     }
 }
 
 /// No server is started while MCP stops or the gateway shuts down.
-fn stopping(o: &mut impl McpOwners) -> bool {
-    o.mcp().stopping || o.shutting_down()
+fn stopping(gw: &mut impl McpOwners) -> bool {
+    gw.mcp().stopping || gw.shutting_down()
 }
 
-fn connect(o: &mut impl McpOwners, name: &str, now: Instant) {
-    if stopping(o) {
+fn connect(gw: &mut impl McpOwners, name: &str, now: Instant) {
+    if stopping(gw) {
         return;
     }
-    let home = o.home();
-    let Some(s) = o.mcp().servers.get_mut(name) else {
+    let home = gw.home();
+    let Some(s) = gw.mcp().servers.get_mut(name) else {
         return;
     };
     if s.config.url.is_some() {
         s.tls_files = tls_files(&s.config);
         let config = s.config.clone();
         let first = s.failures == 0;
-        return match http::open(o, name, &config) {
+        return match http::open(gw, name, &config) {
             Ok(warning) => {
                 if let Some(w) = warning.filter(|_| first) {
                     let text = format!("MCP server '{name}': {w}");
                     crate::diag!("[mcp] {text}");
-                    tell(o, "warn", text);
+                    tell(gw, "warn", text);
                 }
-                handshake(o, name, now)
+                handshake(gw, name, now)
             }
-            Err(e) => misconfigured(o, name, e, now),
+            Err(e) => misconfigured(gw, name, e, now),
         };
     }
     let Some(line) = s.config.shell_line() else {
-        return misconfigured(o, name, "no command configured".into(), now);
+        return misconfigured(gw, name, "no command configured".into(), now);
     };
     let cwd = s.config.cwd.as_ref().map_or(home, PathBuf::from);
     let spec = Spec {
@@ -239,20 +239,20 @@ fn connect(o: &mut impl McpOwners, name: &str, now: Instant) {
         timeout: NO_TIMEOUT,
         live: true,
     };
-    match runs::start_service(o, &spec, now) {
+    match runs::start_service(gw, &spec, now) {
         Ok(run) => {
-            let mcp = o.mcp();
+            let mcp = gw.mcp();
             mcp.servers.get_mut(name).expect("looked up above").run = Some(run);
             mcp.by_run.insert(run, name.to_string());
-            handshake(o, name, now);
+            handshake(gw, name, now);
         }
-        Err(e) => failed(o, name, format!("could not start: {e}"), now),
+        Err(e) => failed(gw, name, format!("could not start: {e}"), now),
     }
 }
 
 /// The transport is open: send `initialize`, within `connect_timeout`.
-fn handshake(o: &mut impl McpOwners, name: &str, now: Instant) {
-    let mcp = o.mcp();
+fn handshake(gw: &mut impl McpOwners, name: &str, now: Instant) {
+    let mcp = gw.mcp();
     let id = mcp.calls.borrow_mut().request_id();
     let Some(s) = mcp.servers.get_mut(name) else {
         return;
@@ -264,9 +264,9 @@ fn handshake(o: &mut impl McpOwners, name: &str, now: Instant) {
     s.pages = 0;
     let deadline = now + s.config.connect_timeout;
     s.connect_deadline = Some(deadline);
-    o.set_timer(deadline, WorkTimer::Mcp(name.to_string()));
+    gw.set_timer(deadline, WorkTimer::Mcp(name.to_string()));
     send(
-        o,
+        gw,
         name,
         wire::request(id, "initialize", wire::initialize_params()),
         now,
@@ -275,31 +275,31 @@ fn handshake(o: &mut impl McpOwners, name: &str, now: Instant) {
 
 /// Write a line to a server (a refusal means it is not reading: it is restarted); an HTTP
 /// server gets it as a POST.
-fn send(o: &mut impl McpOwners, name: &str, line: Vec<u8>, now: Instant) {
-    if o.mcp().http.has(name) {
-        return http::post(o, name, line, now);
+fn send(gw: &mut impl McpOwners, name: &str, line: Vec<u8>, now: Instant) {
+    if gw.mcp().http.has(name) {
+        return http::post(gw, name, line, now);
     }
-    let Some(run) = o.mcp().servers.get(name).and_then(|s| s.run) else {
+    let Some(run) = gw.mcp().servers.get(name).and_then(|s| s.run) else {
         return;
     };
-    if let Err(e) = runs::write_stdin(o, run, &line) {
+    if let Err(e) = runs::write_stdin(gw, run, &line) {
         crate::diag!("[mcp] {name}: {e}");
-        runs::stop(o, run, now);
+        runs::stop(gw, run, now);
     }
 }
 
 /// Write what the MCP tools queued (calls, cancellations). Returns the sessions whose held
 /// turn may call its model now: no server is connecting any more.
-pub(crate) fn pump(o: &mut impl McpOwners, now: Instant) -> Vec<String> {
-    start_once(o, now);
-    if o.mcp().lazy_waiting && o.session_open() {
-        start_due(o, now);
+pub(crate) fn pump(gw: &mut impl McpOwners, now: Instant) -> Vec<String> {
+    start_once(gw, now);
+    if gw.mcp().lazy_waiting && gw.session_open() {
+        start_due(gw, now);
     }
-    let outgoing = std::mem::take(&mut o.mcp().calls.borrow_mut().outgoing);
+    let outgoing = std::mem::take(&mut gw.mcp().calls.borrow_mut().outgoing);
     for (name, line) in outgoing {
-        send(o, &name, line, now);
+        send(gw, &name, line, now);
     }
-    let mcp = o.mcp();
+    let mcp = gw.mcp();
     // Each iteration: looked at only while a turn is held.
     if mcp.turns_held.is_empty() || pending(mcp).is_some() {
         return Vec::new();
@@ -335,10 +335,10 @@ pub(crate) fn hold_turn(mcp: &mut Mcp, rid: &str) {
 }
 
 /// An event of a server's run (`tools::runs` service runs end here).
-pub(crate) fn on_run_event(o: &mut impl McpOwners, event: RunEvent, now: Instant) {
+pub(crate) fn on_run_event(gw: &mut impl McpOwners, event: RunEvent, now: Instant) {
     match event {
         RunEvent::Output { run, bytes } => {
-            let mcp = o.mcp();
+            let mcp = gw.mcp();
             let Some(name) = mcp.by_run.get(&run).cloned() else {
                 return;
             };
@@ -350,19 +350,19 @@ pub(crate) fn on_run_event(o: &mut impl McpOwners, event: RunEvent, now: Instant
             s.lines.feed(&bytes, |l| lines.push(l.to_vec()));
             let overlong = s.lines.too_long > too_long;
             for line in lines {
-                on_line(o, &name, &line, now);
+                on_line(gw, &name, &line, now);
             }
             if overlong {
                 let why = format!("sent a line longer than {LINE_MAX} bytes");
                 crate::diag!("[mcp] {name}: {why}; restarting it");
-                if let Some(s) = o.mcp().servers.get_mut(&name) {
+                if let Some(s) = gw.mcp().servers.get_mut(&name) {
                     s.error = Some(why);
                 }
-                runs::stop(o, run, now);
+                runs::stop(gw, run, now);
             }
         }
         RunEvent::Ended { run, end } => {
-            let mcp = o.mcp();
+            let mcp = gw.mcp();
             let Some(name) = mcp.by_run.remove(&run) else {
                 return;
             };
@@ -372,74 +372,74 @@ pub(crate) fn on_run_event(o: &mut impl McpOwners, event: RunEvent, now: Instant
             if let Some(s) = mcp.servers.get_mut(&name) {
                 s.run = None;
             }
-            failed(o, &name, why, now);
+            failed(gw, &name, why, now);
         }
     }
 }
 
-fn on_line(o: &mut impl McpOwners, name: &str, line: &[u8], now: Instant) {
+fn on_line(gw: &mut impl McpOwners, name: &str, line: &[u8], now: Instant) {
     if line.iter().all(u8::is_ascii_whitespace) {
         return;
     }
-    on_message(o, name, wire::parse(line), now);
+    on_message(gw, name, wire::parse(line), now);
 }
 
 /// One message from a server, whichever transport brought it.
-fn on_message(o: &mut impl McpOwners, name: &str, message: Incoming, now: Instant) {
+fn on_message(gw: &mut impl McpOwners, name: &str, message: Incoming, now: Instant) {
     match message {
-        Incoming::Answer { id, result } => on_answer(o, name, id, result, now),
-        Incoming::Notice { method, params } => on_notice(o, name, &method, &params, now),
+        Incoming::Answer { id, result } => on_answer(gw, name, id, result, now),
+        Incoming::Notice { method, params } => on_notice(gw, name, &method, &params, now),
         Incoming::Request { id, method } => {
             let answer = match method.as_str() {
                 "ping" => wire::answer(&id, Ok(json!({}))),
                 _ => wire::answer(&id, Err((-32601, "method not found"))),
             };
-            send(o, name, answer, now);
+            send(gw, name, answer, now);
         }
         Incoming::Garbage(what) => crate::diag!("[mcp] {name}: not JSON-RPC, ignored: {what}"),
     }
 }
 
 fn on_answer(
-    o: &mut impl McpOwners,
+    gw: &mut impl McpOwners,
     name: &str,
     id: u64,
     result: Result<Value, String>,
     now: Instant,
 ) {
-    let asked = o.mcp().servers.get(name).and_then(|s| s.asked);
+    let asked = gw.mcp().servers.get(name).and_then(|s| s.asked);
     if let Some((want, what)) = asked
         && want == id
     {
-        o.mcp().servers.get_mut(name).expect("asked above").asked = None;
+        gw.mcp().servers.get_mut(name).expect("asked above").asked = None;
         return match (what, result) {
-            (_, Err(e)) => stop_failed(o, name, format!("{what:?} failed: {e}"), now),
+            (_, Err(e)) => stop_failed(gw, name, format!("{what:?} failed: {e}"), now),
             (Asked::Initialize, Ok(init)) => match wire::check_version(&init) {
-                Err(e) => stop_failed(o, name, e, now),
+                Err(e) => stop_failed(gw, name, e, now),
                 Ok(_) => {
                     send(
-                        o,
+                        gw,
                         name,
                         wire::notification("notifications/initialized", json!({})),
                         now,
                     );
-                    list(o, name, None, now);
-                    if o.mcp().http.has(name) {
-                        http::listen(o, name, now);
+                    list(gw, name, None, now);
+                    if gw.mcp().http.has(name) {
+                        http::listen(gw, name, now);
                     }
                 }
             },
-            (Asked::List, Ok(page)) => on_list_page(o, name, page, now),
+            (Asked::List, Ok(page)) => on_list_page(gw, name, page, now),
         };
     }
-    let job = o.mcp().calls.borrow().job_of(name, id);
+    let job = gw.mcp().calls.borrow().job_of(name, id);
     let Some(job) = job else {
         crate::diag!("[mcp] {name}: an answer to an unknown request {id}, ignored");
         return;
     };
     // What its progress held goes out before its result.
-    if let Some(shown) = o.mcp().progress.end(job) {
-        show_progress(o, job, shown);
+    if let Some(shown) = gw.mcp().progress.end(job) {
+        show_progress(gw, job, shown);
     }
     let result = match result {
         Ok(r) => {
@@ -450,15 +450,15 @@ fn on_answer(
         }
         Err(e) => ToolResult::error(format!("MCP server '{name}': {e}")),
     };
-    let mut calls = o.mcp().calls.borrow_mut();
+    let mut calls = gw.mcp().calls.borrow_mut();
     calls.pending.remove(&job);
     calls.results.insert(job, result);
     drop(calls);
-    o.tools().due.add(job);
+    gw.tools().due.add(job);
 }
 
-fn list(o: &mut impl McpOwners, name: &str, cursor: Option<&str>, now: Instant) {
-    let mcp = o.mcp();
+fn list(gw: &mut impl McpOwners, name: &str, cursor: Option<&str>, now: Instant) {
+    let mcp = gw.mcp();
     let id = mcp.calls.borrow_mut().request_id();
     if let Some(s) = mcp.servers.get_mut(name) {
         s.asked = Some((id, Asked::List));
@@ -468,11 +468,11 @@ fn list(o: &mut impl McpOwners, name: &str, cursor: Option<&str>, now: Instant) 
         Some(c) => json!({"cursor": c}),
         None => json!({}),
     };
-    send(o, name, wire::request(id, "tools/list", params), now);
+    send(gw, name, wire::request(id, "tools/list", params), now);
 }
 
-fn on_list_page(o: &mut impl McpOwners, name: &str, page: Value, now: Instant) {
-    let Some(s) = o.mcp().servers.get_mut(name) else {
+fn on_list_page(gw: &mut impl McpOwners, name: &str, page: Value, now: Instant) {
+    let Some(s) = gw.mcp().servers.get_mut(name) else {
         return;
     };
     s.listed
@@ -481,13 +481,13 @@ fn on_list_page(o: &mut impl McpOwners, name: &str, page: Value, now: Instant) {
         && s.pages < LIST_PAGES
     {
         let cursor = cursor.to_string();
-        return list(o, name, Some(&cursor), now);
+        return list(gw, name, Some(&cursor), now);
     }
-    register_tools(o, name, now);
+    register_tools(gw, name, now);
 }
 
-fn register_tools(o: &mut impl McpOwners, name: &str, _now: Instant) {
-    let mcp = o.mcp();
+fn register_tools(gw: &mut impl McpOwners, name: &str, _now: Instant) {
+    let mcp = gw.mcp();
     let Some(s) = mcp.servers.get_mut(name) else {
         return;
     };
@@ -495,7 +495,7 @@ fn register_tools(o: &mut impl McpOwners, name: &str, _now: Instant) {
     let listed = std::mem::take(&mut s.listed);
     let config = s.config.clone();
     let calls = mcp.calls.clone();
-    let registry = &mut o.tools().set;
+    let registry = &mut gw.tools().set;
     for t in &old {
         registry.unregister(t);
     }
@@ -532,7 +532,7 @@ fn register_tools(o: &mut impl McpOwners, name: &str, _now: Instant) {
         }
     }
     let count = names.len();
-    let mcp = o.mcp();
+    let mcp = gw.mcp();
     let s = mcp.servers.get_mut(name).expect("looked up above");
     s.tools = names;
     s.phase = Phase::Connected;
@@ -542,29 +542,29 @@ fn register_tools(o: &mut impl McpOwners, name: &str, _now: Instant) {
     mcp.rev += 1;
     mcp.calls.borrow_mut().ready.insert(name.to_string());
     tell(
-        o,
+        gw,
         "info",
         format!("MCP server '{name}' connected: {count} tools"),
     );
 }
 
-fn on_notice(o: &mut impl McpOwners, name: &str, method: &str, params: &Value, now: Instant) {
+fn on_notice(gw: &mut impl McpOwners, name: &str, method: &str, params: &Value, now: Instant) {
     match method {
         "notifications/tools/list_changed" => {
-            let Some(s) = o.mcp().servers.get_mut(name) else {
+            let Some(s) = gw.mcp().servers.get_mut(name) else {
                 return;
             };
             if s.phase == Phase::Connected {
                 s.listed.clear();
                 s.pages = 0;
-                list(o, name, None, now);
+                list(gw, name, None, now);
             }
         }
         "notifications/progress" => {
             let Some(token) = params["progressToken"].as_u64() else {
                 return;
             };
-            let Some(job) = o.mcp().calls.borrow().job_of(name, token) else {
+            let Some(job) = gw.mcp().calls.borrow().job_of(name, token) else {
                 return;
             };
             let progress = params["progress"].as_f64().unwrap_or(0.0);
@@ -573,10 +573,10 @@ fn on_notice(o: &mut impl McpOwners, name: &str, method: &str, params: &Value, n
                 (None, Some(total)) => format!("{progress}/{total}"),
                 (None, None) => format!("{progress}"),
             };
-            match o.mcp().progress.notice(job, name, &text, now) {
-                progress::Notice::Show(shown) => show_progress(o, job, shown),
+            match gw.mcp().progress.notice(job, name, &text, now) {
+                progress::Notice::Show(shown) => show_progress(gw, job, shown),
                 progress::Notice::Held(Some(at)) => {
-                    o.set_timer(at, WorkTimer::Mcp(name.to_string()))
+                    gw.set_timer(at, WorkTimer::Mcp(name.to_string()))
                 }
                 progress::Notice::Held(None) => {}
             }
@@ -586,8 +586,8 @@ fn on_notice(o: &mut impl McpOwners, name: &str, method: &str, params: &Value, n
 }
 
 /// A call's progress, as the terminal's live output is shown: the latest notice and the lines.
-fn show_progress(o: &mut impl McpOwners, job: crate::tools::JobId, shown: progress::Shown) {
-    let Some((rid, tool_id, tool)) = o
+fn show_progress(gw: &mut impl McpOwners, job: crate::tools::JobId, shown: progress::Shown) {
+    let Some((rid, tool_id, tool)) = gw
         .tools()
         .jobs
         .get(&job)
@@ -596,12 +596,12 @@ fn show_progress(o: &mut impl McpOwners, job: crate::tools::JobId, shown: progre
         return;
     };
     let preview = crate::util::clip(&shown.preview, 80);
-    o.emit(
+    gw.emit(
         &rid,
         "tool.progress",
         json!({"tool_id": tool_id, "name": tool, "preview": preview}),
     );
-    o.emit(
+    gw.emit(
         &rid,
         "tool.output",
         json!({"tool_id": tool_id, "text": shown.output}),
@@ -609,43 +609,43 @@ fn show_progress(o: &mut impl McpOwners, job: crate::tools::JobId, shown: progre
 }
 
 /// Stop a server that broke the handshake; its end reports it.
-fn stop_failed(o: &mut impl McpOwners, name: &str, why: String, now: Instant) {
-    let run = o.mcp().servers.get_mut(name).and_then(|s| {
+fn stop_failed(gw: &mut impl McpOwners, name: &str, why: String, now: Instant) {
+    let run = gw.mcp().servers.get_mut(name).and_then(|s| {
         s.error = Some(why.clone());
         s.run
     });
     match run {
-        Some(run) => runs::stop(o, run, now),
-        None => failed(o, name, why, now),
+        Some(run) => runs::stop(gw, run, now),
+        None => failed(gw, name, why, now),
     }
 }
 
 /// The MCP stdio ending: close the server's stdin, give it half the kill grace to exit by
 /// itself, then stop it (SIGTERM, SIGKILL after the kill grace; the shutdown's own SIGKILL of
 /// every tool comes one kill grace after its interrupt, so all of it stays inside the grace).
-fn hang_up(o: &mut impl McpOwners, name: &str, run: RunId, now: Instant) {
-    runs::close_stdin(o, run);
-    let at = now + o.kill_grace() / 2;
-    o.mcp().hanging.push((run, at));
-    o.set_timer(at, WorkTimer::Mcp(name.to_string()));
+fn hang_up(gw: &mut impl McpOwners, name: &str, run: RunId, now: Instant) {
+    runs::close_stdin(gw, run);
+    let at = now + gw.kill_grace() / 2;
+    gw.mcp().hanging.push((run, at));
+    gw.set_timer(at, WorkTimer::Mcp(name.to_string()));
 }
 
 /// SIGTERM the servers hung up on that are still running when their wait is over.
-fn stop_hung_up(o: &mut impl McpOwners, now: Instant) {
-    let mcp = o.mcp();
+fn stop_hung_up(gw: &mut impl McpOwners, now: Instant) {
+    let mcp = gw.mcp();
     let (due, waiting) = std::mem::take(&mut mcp.hanging)
         .into_iter()
         .partition(|(_, at)| *at <= now);
     mcp.hanging = waiting;
     for (run, _) in due {
-        runs::stop(o, run, now);
+        runs::stop(gw, run, now);
     }
 }
 
 /// End the server's calls in flight with a tool error saying what happened to it (`why`),
 /// and drop what was queued for it, so nothing stale reaches its successor.
-fn end_calls_in_flight(o: &mut impl McpOwners, name: &str, why: &str) {
-    let mut calls = o.mcp().calls.borrow_mut();
+fn end_calls_in_flight(gw: &mut impl McpOwners, name: &str, why: &str) {
+    let mut calls = gw.mcp().calls.borrow_mut();
     calls.ready.remove(name);
     let jobs: Vec<_> = calls
         .pending
@@ -662,9 +662,9 @@ fn end_calls_in_flight(o: &mut impl McpOwners, name: &str, why: &str) {
     }
     calls.outgoing.retain(|(s, _)| s != name);
     drop(calls);
-    http::close(o, name);
+    http::close(gw, name);
     for job in jobs {
-        o.tools().due.add(job);
+        gw.tools().due.add(job);
     }
 }
 
@@ -687,20 +687,20 @@ fn exit_reason(status: i32, stderr: &str) -> String {
 }
 
 /// The server is gone: end its calls in flight, report, restart after the backoff.
-fn failed(o: &mut impl McpOwners, name: &str, why: String, now: Instant) {
-    fail(o, name, why, true, now);
+fn failed(gw: &mut impl McpOwners, name: &str, why: String, now: Instant) {
+    fail(gw, name, why, true, now);
 }
 
 /// The server cannot work as configured (a key or a file it names is wrong, TLS refused):
 /// reported once like [`failed`], and not restarted until a reload.
-fn misconfigured(o: &mut impl McpOwners, name: &str, why: String, now: Instant) {
-    fail(o, name, why, false, now);
+fn misconfigured(gw: &mut impl McpOwners, name: &str, why: String, now: Instant) {
+    fail(gw, name, why, false, now);
 }
 
-fn fail(o: &mut impl McpOwners, name: &str, why: String, restart: bool, now: Instant) {
-    end_calls_in_flight(o, name, &why);
-    let stopping = stopping(o);
-    let mcp = o.mcp();
+fn fail(gw: &mut impl McpOwners, name: &str, why: String, restart: bool, now: Instant) {
+    end_calls_in_flight(gw, name, &why);
+    let stopping = stopping(gw);
+    let mcp = gw.mcp();
     mcp.rev += 1;
     let Some(s) = mcp.servers.get_mut(name) else {
         return;
@@ -720,7 +720,7 @@ fn fail(o: &mut impl McpOwners, name: &str, why: String, restart: bool, now: Ins
             format!("MCP server '{name}' cannot be used: {why}; it starts again on /reload-mcp")
         }
         Some(at) => {
-            o.set_timer(at, WorkTimer::Mcp(name.to_string()));
+            gw.set_timer(at, WorkTimer::Mcp(name.to_string()));
             let wait = at - now;
             format!(
                 "MCP server '{name}' {why}; restarting in {}s",
@@ -730,62 +730,62 @@ fn fail(o: &mut impl McpOwners, name: &str, why: String, restart: bool, now: Ins
         None => format!("MCP server '{name}' {why}; given up after {RESTARTS} restarts"),
     };
     crate::diag!("[mcp] {text}");
-    tell(o, "warn", text);
+    tell(gw, "warn", text);
 }
 
 /// An HTTP server forgot our session (a 404): its calls in flight end, and a working one is
 /// initialised again at once (a 404 during the handshake fails it, restarted with backoff).
-fn session_gone(o: &mut impl McpOwners, name: &str, now: Instant) {
+fn session_gone(gw: &mut impl McpOwners, name: &str, now: Instant) {
     let why = "ended the MCP session (HTTP 404)";
-    let connected = o
+    let connected = gw
         .mcp()
         .servers
         .get(name)
         .is_some_and(|s| s.phase == Phase::Connected);
     if !connected {
-        return failed(o, name, why.into(), now);
+        return failed(gw, name, why.into(), now);
     }
-    end_calls_in_flight(o, name, why);
-    let mcp = o.mcp();
+    end_calls_in_flight(gw, name, why);
+    let mcp = gw.mcp();
     mcp.rev += 1;
     if let Some(s) = mcp.servers.get_mut(name) {
         s.error = Some(why.into());
     }
     let text = format!("MCP server '{name}' {why}; starting a new session now");
     crate::diag!("[mcp] {text}");
-    tell(o, "warn", text);
-    connect(o, name, now);
+    tell(gw, "warn", text);
+    connect(gw, name, now);
 }
 
 /// A `status.update` to every live session, and a fresh `session.info` to the idle ones (the
 /// TUI redraws its banner's servers and tools from it; a running one gets its own at the end
 /// of the turn).
-fn tell(o: &mut impl McpOwners, kind: &str, text: String) {
-    for (rid, idle) in o.sessions_idle() {
-        o.emit(&rid, "status.update", json!({"kind": kind, "text": text}));
+fn tell(gw: &mut impl McpOwners, kind: &str, text: String) {
+    for (rid, idle) in gw.sessions_idle() {
+        gw.emit(&rid, "status.update", json!({"kind": kind, "text": text}));
         if idle {
-            o.effects().push(Effect::SessionInfo { rid });
+            gw.effects().push(Effect::SessionInfo { rid });
         }
     }
 }
 
 /// `reload.mcp`: read `config.yaml` again; servers whose configuration changed (or that are
 /// new, gone, or failed) are stopped and started again, the others are not touched.
-pub(crate) fn reload(o: &mut impl McpOwners, now: Instant) -> Reloaded {
-    start_once(o, now);
-    let wanted = config::load(&o.home());
-    let changed = changes(&o.mcp().servers, &wanted);
+pub(crate) fn reload(gw: &mut impl McpOwners, now: Instant) -> Reloaded {
+    start_once(gw, now);
+    let wanted = config::load(&gw.home());
+    let changed = changes(&gw.mcp().servers, &wanted);
     for name in &changed {
-        forget(o, name, now);
+        forget(gw, name, now);
     }
     for (name, cfg) in wanted {
-        o.mcp()
+        gw.mcp()
             .servers
             .entry(name)
             .or_insert_with(|| Server::new(cfg));
     }
-    start_due(o, now);
-    let mcp = o.mcp();
+    start_due(gw, now);
+    let mcp = gw.mcp();
     mcp.rev += 1;
     Reloaded {
         servers: mcp.servers.len(),
@@ -795,9 +795,9 @@ pub(crate) fn reload(o: &mut impl McpOwners, now: Instant) -> Reloaded {
 
 /// The servers a reload would start, restart or stop now (`config.yaml` read again): what
 /// `/reload-mcp` asks the user to confirm.
-pub(crate) fn pending_reload(o: &mut impl McpOwners) -> Vec<String> {
-    let wanted = config::load(&o.home());
-    changes(&o.mcp().servers, &wanted)
+pub(crate) fn pending_reload(gw: &mut impl McpOwners) -> Vec<String> {
+    let wanted = config::load(&gw.home());
+    changes(&gw.mcp().servers, &wanted)
 }
 
 /// Servers whose entry was added, removed or changed (its TLS files too), or that failed, in
@@ -822,62 +822,62 @@ fn changes(
 }
 
 /// Stop a server for good (a reload drops or replaces it): its tools go, its calls fail.
-fn forget(o: &mut impl McpOwners, name: &str, now: Instant) {
-    let Some(s) = o.mcp().servers.remove(name) else {
+fn forget(gw: &mut impl McpOwners, name: &str, now: Instant) {
+    let Some(s) = gw.mcp().servers.remove(name) else {
         return;
     };
     for t in &s.tools {
-        o.tools().set.unregister(t);
+        gw.tools().set.unregister(t);
     }
     if let Some(run) = s.run {
-        o.mcp().by_run.remove(&run);
-        hang_up(o, name, run, now);
+        gw.mcp().by_run.remove(&run);
+        hang_up(gw, name, run, now);
     }
-    http::end_session(o, name, now);
-    end_calls_in_flight(o, name, "was reloaded");
+    http::end_session(gw, name, now);
+    end_calls_in_flight(gw, name, "was reloaded");
 }
 
 /// `WorkTimer::Mcp`: a connect deadline or a restart is due.
-pub(crate) fn on_timer(o: &mut impl McpOwners, name: &str, now: Instant) {
-    let mcp = o.mcp();
+pub(crate) fn on_timer(gw: &mut impl McpOwners, name: &str, now: Instant) {
+    let mcp = gw.mcp();
     let calls = mcp.calls.clone();
     mcp.progress.retain(|job| calls.borrow().is_pending(job));
     let (due, next) = mcp.progress.due(name, now);
     for (job, shown) in due {
-        show_progress(o, job, shown);
+        show_progress(gw, job, shown);
     }
     if let Some(at) = next {
-        o.set_timer(at, WorkTimer::Mcp(name.to_string()));
+        gw.set_timer(at, WorkTimer::Mcp(name.to_string()));
     }
-    stop_hung_up(o, now);
-    http::on_timer(o, name, now);
-    let Some(s) = o.mcp().servers.get(name) else {
+    stop_hung_up(gw, now);
+    http::on_timer(gw, name, now);
+    let Some(s) = gw.mcp().servers.get(name) else {
         return;
     };
     if s.phase == Phase::Connecting && s.connect_deadline.is_some_and(|d| now >= d) {
         let secs = s.config.connect_timeout.as_secs_f64();
         return stop_failed(
-            o,
+            gw,
             name,
             format!("did not finish the handshake within {secs}s"),
             now,
         );
     }
     if s.phase == Phase::Failed && s.retry_at.is_some_and(|t| now >= t) && s.run.is_none() {
-        connect(o, name, now);
+        connect(gw, name, now);
     }
 }
 
 /// The shutdown: each server gets the MCP stdio sequence ([`hang_up`]).
-pub(crate) fn shut_down(o: &mut impl McpOwners, now: Instant) {
-    let mcp = o.mcp();
+pub(crate) fn shut_down(gw: &mut impl McpOwners, now: Instant) {
+    let mcp = gw.mcp();
     mcp.stopping = true;
     let runs: Vec<(RunId, String)> = mcp.by_run.iter().map(|(r, n)| (*r, n.clone())).collect();
     for (run, name) in runs {
-        hang_up(o, &name, run, now);
+        hang_up(gw, &name, run, now);
     }
-    for name in o.mcp().http.names() {
-        http::end_session(o, &name, now);
+    for name in gw.mcp().http.names() {
+        http::end_session(gw, &name, now);
     }
 }
 

@@ -166,7 +166,7 @@ impl Runs {
         let mut ids: Vec<RunId> = self
             .owned
             .iter()
-            .filter(|(_, o)| want(&o.owner))
+            .filter(|(_, gw)| want(&gw.owner))
             .map(|(id, _)| *id)
             .collect();
         ids.sort();
@@ -205,13 +205,13 @@ impl Tools {
 /// `shell.exec {command}`: answered when the command ends (stopped after `timeout`); never
 /// blocks other calls.
 pub(crate) fn shell_exec(
-    o: &mut impl RunOwners,
+    gw: &mut impl RunOwners,
     request_id: Id,
     command: &str,
     timeout: Duration,
     now: Instant,
 ) -> Result<(), RpcError> {
-    if o.shutting_down() {
+    if gw.shutting_down() {
         return Err(RpcError::new(
             code::SHUTTING_DOWN,
             "gateway is shutting down",
@@ -241,7 +241,7 @@ pub(crate) fn shell_exec(
         timeout,
         live: false,
     };
-    launch(o, Owner::Shell { request_id }, &spec, now)
+    launch(gw, Owner::Shell { request_id }, &spec, now)
         .map(|_| ())
         .map_err(|e| RpcError::new(code::INTERNAL, format!("could not start the command: {e}")))
 }
@@ -249,7 +249,7 @@ pub(crate) fn shell_exec(
 /// Run `command` for a client request, answered with `answer(outcome)` when it ends; never
 /// blocks other calls. Refuses what the policy refuses or would ask about (nobody to ask).
 pub(crate) fn run_for_request(
-    o: &mut impl RunOwners,
+    gw: &mut impl RunOwners,
     request_id: Id,
     command: &str,
     cwd: &Path,
@@ -257,7 +257,7 @@ pub(crate) fn run_for_request(
     answer: fn(&Outcome) -> Value,
     now: Instant,
 ) -> Result<(), String> {
-    if o.shutting_down() {
+    if gw.shutting_down() {
         return Err("the gateway is shutting down".into());
     }
     match policy::check(command, cwd) {
@@ -276,7 +276,7 @@ pub(crate) fn run_for_request(
         timeout,
         live: false,
     };
-    launch(o, owner, &spec, now)
+    launch(gw, owner, &spec, now)
         .map(|_| ())
         .map_err(|e| format!("could not start the command: {e}"))
 }
@@ -284,26 +284,26 @@ pub(crate) fn run_for_request(
 // ---- processes ----
 
 fn launch(
-    o: &mut impl RunOwners,
+    gw: &mut impl RunOwners,
     owner: Owner,
     spec: &Spec<'_>,
     now: Instant,
 ) -> std::io::Result<RunId> {
-    let id = o.runner().start(spec, now)?;
-    watch(o, id, owner, now)?;
+    let id = gw.runner().start(spec, now)?;
+    watch(gw, id, owner, now)?;
     Ok(id)
 }
 
 /// Put a started run's descriptors in the poll, for `owner`; a run that cannot be watched is
 /// killed.
 pub(crate) fn watch(
-    o: &mut impl RunOwners,
+    gw: &mut impl RunOwners,
     id: RunId,
     owner: Owner,
     now: Instant,
 ) -> std::io::Result<()> {
-    o.watch_run(id)?;
-    o.tools().runs.owned.insert(
+    gw.watch_run(id)?;
+    gw.tools().runs.owned.insert(
         id,
         Owned {
             owner,
@@ -312,65 +312,65 @@ pub(crate) fn watch(
             live_timer: false,
         },
     );
-    after_runner(o, now);
+    after_runner(gw, now);
     Ok(())
 }
 
 /// Start a process for a service of the gateway (`Owner::Service`), watched by the poll; its
 /// events go out as [`Effect::ServiceEvent`].
 pub(crate) fn start_service(
-    o: &mut impl RunOwners,
+    gw: &mut impl RunOwners,
     spec: &Spec<'_>,
     now: Instant,
 ) -> std::io::Result<RunId> {
-    launch(o, Owner::Service, spec, now)
+    launch(gw, Owner::Service, spec, now)
 }
 
 /// Send bytes to a run's stdin ([`crate::runner::Runner::write_stdin`]): the bytes left
 /// queued, or why they were refused.
 pub(crate) fn write_stdin(
-    o: &mut impl RunOwners,
+    gw: &mut impl RunOwners,
     id: RunId,
     bytes: &[u8],
 ) -> Result<usize, StdinRefused> {
-    let written = o.runner().write_stdin(id, bytes);
-    settle(o);
+    let written = gw.runner().write_stdin(id, bytes);
+    settle(gw);
     written
 }
 
 /// Close a run's stdin once its queue is written.
-pub(crate) fn close_stdin(o: &mut impl RunOwners, id: RunId) {
-    o.runner().close_stdin(id);
-    settle(o);
+pub(crate) fn close_stdin(gw: &mut impl RunOwners, id: RunId) {
+    gw.runner().close_stdin(id);
+    settle(gw);
 }
 
 /// Stop a run (SIGTERM, SIGKILL after the kill grace); its end comes as usual.
-pub(crate) fn stop(o: &mut impl RunOwners, id: RunId, now: Instant) {
-    o.runner().stop(id, Ending::Interrupted, now);
-    settle(o);
+pub(crate) fn stop(gw: &mut impl RunOwners, id: RunId, now: Instant) {
+    gw.runner().stop(id, Ending::Interrupted, now);
+    settle(gw);
 }
 
 /// The runner's timers into the wheel, the descriptors it is done with out of the poll.
-fn settle(o: &mut impl RunOwners) {
-    for wake in o.runner().take_wakes() {
-        o.set_timer(wake.at, WorkTimer::Run(wake.run, wake.what));
+fn settle(gw: &mut impl RunOwners) {
+    for wake in gw.runner().take_wakes() {
+        gw.set_timer(wake.at, WorkTimer::Run(wake.run, wake.what));
     }
-    for closed in o.runner().take_closed() {
-        o.unwatch_run(closed);
+    for closed in gw.runner().take_closed() {
+        gw.unwatch_run(closed);
     }
 }
 
 /// Take what the runner produced: its timers into the wheel, the descriptors of ended runs
 /// out of the poll, its events to their owners (those above the runs as effects).
-pub(crate) fn after_runner(o: &mut impl RunOwners, now: Instant) {
-    settle(o);
-    for event in o.runner().take_events() {
-        on_run_event(o, event.run(), event, now);
+pub(crate) fn after_runner(gw: &mut impl RunOwners, now: Instant) {
+    settle(gw);
+    for event in gw.runner().take_events() {
+        on_run_event(gw, event.run(), event, now);
     }
 }
 
-fn on_run_event(o: &mut impl RunOwners, run: RunId, event: RunEvent, now: Instant) {
-    let runs = &mut o.tools().runs;
+fn on_run_event(gw: &mut impl RunOwners, run: RunId, event: RunEvent, now: Instant) {
+    let runs = &mut gw.tools().runs;
     let Some(owned) = runs.owned.get_mut(&run) else {
         return;
     };
@@ -380,20 +380,20 @@ fn on_run_event(o: &mut impl RunOwners, run: RunId, event: RunEvent, now: Instan
             if matches!(event, RunEvent::Ended { .. }) {
                 runs.owned.remove(&run);
             }
-            o.effects().push(Effect::ServiceEvent(event));
+            gw.effects().push(Effect::ServiceEvent(event));
         }
         // Kept in its bounded buffer; nothing goes to the client live.
         (Owner::Background(_), RunEvent::Output { bytes, .. }) => {
-            super::process::on_output(o, run, &bytes);
+            super::process::on_output(gw, run, &bytes);
         }
         (_, RunEvent::Output { bytes, .. }) => {
             if owned.take_live(&bytes) {
-                o.set_timer(now + LIVE_INTERVAL, WorkTimer::LiveOutput(run));
+                gw.set_timer(now + LIVE_INTERVAL, WorkTimer::LiveOutput(run));
             }
         }
         (_, RunEvent::Ended { end, .. }) => {
             if let Some(owned) = runs.owned.remove(&run) {
-                deliver(o, run, owned, end, now);
+                deliver(gw, run, owned, end, now);
             }
         }
     }
@@ -425,32 +425,32 @@ impl Owned {
 /// Read every ready run's pipes and hand on what happened. Not while the client is not
 /// reading (the out-queue is over its cap): the pipes then fill and each command blocks on its
 /// write until the queue drains, so a flood costs no memory here (ready runs stay ready).
-pub(crate) fn pump(o: &mut impl RunOwners, now: Instant, budget: &Budget) {
-    if o.paused() {
+pub(crate) fn pump(gw: &mut impl RunOwners, now: Instant, budget: &Budget) {
+    if gw.paused() {
         return;
     }
-    o.runner().pump(now, budget);
-    after_runner(o, now);
+    gw.runner().pump(now, budget);
+    after_runner(gw, now);
 }
 
 /// A timer of the runner fired.
-pub(crate) fn on_run_timer(o: &mut impl RunOwners, id: RunId, what: RunTimer, now: Instant) {
-    o.runner().on_timer(id, what, now);
-    after_runner(o, now);
+pub(crate) fn on_run_timer(gw: &mut impl RunOwners, id: RunId, what: RunTimer, now: Instant) {
+    gw.runner().on_timer(id, what, now);
+    after_runner(gw, now);
 }
 
 /// Send the accumulated live output of a turn's command as one `tool.output` event.
-pub(crate) fn flush_live(o: &mut impl RunOwners, id: RunId, now: Instant) {
-    if !o.tools().runs.owned.contains_key(&id) {
+pub(crate) fn flush_live(gw: &mut impl RunOwners, id: RunId, now: Instant) {
+    if !gw.tools().runs.owned.contains_key(&id) {
         return;
     }
-    if o.paused() {
+    if gw.paused() {
         // The client is not reading: what is pending stays one coalesced event (bounded, the
         // rest counted), sent once the queue drains.
-        o.set_timer(now + LIVE_INTERVAL, WorkTimer::LiveOutput(id));
+        gw.set_timer(now + LIVE_INTERVAL, WorkTimer::LiveOutput(id));
         return;
     }
-    let tools = o.tools();
+    let tools = gw.tools();
     let Some(owned) = tools.runs.owned.get_mut(&id) else {
         return;
     };
@@ -466,14 +466,14 @@ pub(crate) fn flush_live(o: &mut impl RunOwners, id: RunId, now: Instant) {
     let owner = owned.owner.clone();
     if let Some((rid, tool_id, name)) = tools.call_of(&owner) {
         if let Some(preview) = live_preview(&text) {
-            o.emit(
+            gw.emit(
                 &rid,
                 "tool.progress",
                 json!({"tool_id": tool_id, "name": name, "preview": preview}),
             );
         }
         if !text.is_empty() {
-            o.emit(
+            gw.emit(
                 &rid,
                 "tool.output",
                 json!({"tool_id": tool_id, "text": text}),
@@ -483,21 +483,21 @@ pub(crate) fn flush_live(o: &mut impl RunOwners, id: RunId, now: Instant) {
 }
 
 /// A run ended: hand its result to whoever waits for it.
-fn deliver(o: &mut impl RunOwners, run: RunId, owned: Owned, end: RunEnd, now: Instant) {
+fn deliver(gw: &mut impl RunOwners, run: RunId, owned: Owned, end: RunEnd, now: Instant) {
     match owned.owner {
-        Owner::Background(_) => super::process::on_end(o, run, end, now),
+        Owner::Background(_) => super::process::on_end(gw, run, end, now),
         Owner::Job(job) => {
             // Live output still pending goes out before the completion.
             if !owned.live.is_empty()
-                && let Some((rid, tool_id, _)) = o.tools().call_of(&owned.owner)
+                && let Some((rid, tool_id, _)) = gw.tools().call_of(&owned.owner)
             {
-                o.emit(
+                gw.emit(
                     &rid,
                     "tool.output",
                     json!({"tool_id": tool_id, "text": owned.live}),
                 );
             }
-            o.effects().push(Effect::RunEnded { job, end });
+            gw.effects().push(Effect::RunEnded { job, end });
         }
         Owner::Shell { request_id } => {
             let code = end.code();
@@ -518,7 +518,7 @@ fn deliver(o: &mut impl RunOwners, run: RunId, owned: Owned, end: RunEnd, now: I
                     None => Ok(json!({"stdout": end.stdout, "stderr": end.stderr, "code": code})),
                 },
             };
-            o.outbox().reply(&request_id, reply);
+            gw.outbox().reply(&request_id, reply);
         }
         // Its events went to it as they came (`on_run_event`).
         Owner::Service => {}
@@ -530,15 +530,19 @@ fn deliver(o: &mut impl RunOwners, run: RunId, owned: Owned, end: RunEnd, now: I
                 timeout: end.timeout,
                 start_error: end.start_error,
             };
-            o.outbox().answer(&request_id, &answer(&outcome));
+            gw.outbox().answer(&request_id, &answer(&outcome));
         }
     }
 }
 
 /// `process.stop`: stop the running commands of turns (of one session, or of all); each
 /// ends `[Command interrupted]` and its turn goes on. Returns how many were stopped.
-pub(crate) fn stop_turn_commands(o: &mut impl RunOwners, rid: Option<&str>, now: Instant) -> usize {
-    let tools = o.tools();
+pub(crate) fn stop_turn_commands(
+    gw: &mut impl RunOwners,
+    rid: Option<&str>,
+    now: Instant,
+) -> usize {
+    let tools = gw.tools();
     let jobs = &tools.jobs;
     let ids: Vec<RunId> = tools.runs.where_owner(|o| match o {
         Owner::Job(job) => jobs
@@ -546,7 +550,7 @@ pub(crate) fn stop_turn_commands(o: &mut impl RunOwners, rid: Option<&str>, now:
             .is_some_and(|j| rid.is_none_or(|want| want == j.rid)),
         _ => false,
     });
-    let runner = o.runner();
+    let runner = gw.runner();
     let ids: Vec<RunId> = ids
         .into_iter()
         .filter(|id| runner.is_stoppable(*id))
@@ -554,23 +558,23 @@ pub(crate) fn stop_turn_commands(o: &mut impl RunOwners, rid: Option<&str>, now:
     for id in &ids {
         runner.stop(*id, Ending::Interrupted, now);
     }
-    after_runner(o, now);
+    after_runner(gw, now);
     ids.len()
 }
 
 /// Commands no turn waits for (`shell.exec`, quick commands, background processes) still
 /// running when the shutdown begins are stopped like a turn's.
-pub(crate) fn stop_shell_commands(o: &mut impl RunOwners, now: Instant) {
-    let ids = o.tools().runs.where_owner(|o| {
+pub(crate) fn stop_shell_commands(gw: &mut impl RunOwners, now: Instant) {
+    let ids = gw.tools().runs.where_owner(|o| {
         matches!(
             o,
             Owner::Shell { .. } | Owner::Request { .. } | Owner::Background(_)
         )
     });
     for id in ids {
-        o.runner().stop(id, Ending::Interrupted, now);
+        gw.runner().stop(id, Ending::Interrupted, now);
     }
-    after_runner(o, now);
+    after_runner(gw, now);
 }
 
 /// The last line a command printed, clipped: the live preview the TUI shows on its tool row.

@@ -33,12 +33,12 @@ pub struct Scope<'a> {
 
 /// After a tool's start or step: watch the runs of the processes it started, step the waits
 /// its kills ended, and take the runner's timers.
-pub(crate) fn after_tool(o: &mut impl RunOwners, now: Instant) {
-    for (run, id) in o.tools().processes.take_unwatched() {
-        if runs::watch(o, run, Owner::Background(id.clone()), now).is_err() {
+pub(crate) fn after_tool(gw: &mut impl RunOwners, now: Instant) {
+    for (run, id) in gw.tools().processes.take_unwatched() {
+        if runs::watch(gw, run, Owner::Background(id.clone()), now).is_err() {
             // Not watched: the runner killed it already.
-            forget_restore_file(o, run);
-            let processes = &mut o.tools().processes;
+            forget_restore_file(gw, run);
+            let processes = &mut gw.tools().processes;
             processes.run_ended(run, None);
             let exit = Exit {
                 code: None,
@@ -46,32 +46,32 @@ pub(crate) fn after_tool(o: &mut impl RunOwners, now: Instant) {
                 source: "",
             };
             let notice = processes.mark_exited(&id, exit, now);
-            deliver(o, notice);
+            deliver(gw, notice);
         }
     }
-    deliver(o, None);
-    runs::after_runner(o, now);
+    deliver(gw, None);
+    runs::after_runner(gw, now);
 }
 
 /// Output of a background run.
-pub(crate) fn on_output(o: &mut impl RunOwners, run: RunId, bytes: &[u8]) {
-    o.tools().processes.push_output(run, bytes);
+pub(crate) fn on_output(gw: &mut impl RunOwners, run: RunId, bytes: &[u8]) {
+    gw.tools().processes.push_output(run, bytes);
 }
 
 /// A background run ended.
-pub(crate) fn on_end(o: &mut impl RunOwners, run: RunId, end: RunEnd, now: Instant) {
-    forget_restore_file(o, run);
-    let processes = &mut o.tools().processes;
+pub(crate) fn on_end(gw: &mut impl RunOwners, run: RunId, end: RunEnd, now: Instant) {
+    forget_restore_file(gw, run);
+    let processes = &mut gw.tools().processes;
     let Some(id) = processes.run_ended(run, end.pid) else {
         return;
     };
     let notice = processes.mark_exited(&id, exit_of(&end), now);
-    deliver(o, notice);
+    deliver(gw, notice);
 }
 
 /// The shell state's restore file of a run that ended goes.
-fn forget_restore_file(o: &mut impl RunOwners, run: RunId) {
-    if let Some(file) = o.tools().processes.take_restore_file(run) {
+fn forget_restore_file(gw: &mut impl RunOwners, run: RunId) {
+    if let Some(file) = gw.tools().processes.take_restore_file(run) {
         let _ = super::shell_state::remove_quietly(&file);
     }
 }
@@ -92,58 +92,58 @@ fn exit_of(end: &RunEnd) -> Exit {
 }
 
 /// Step the waits that ended; start the turn a notice asks for.
-fn deliver(o: &mut impl RunOwners, notice: Option<Notice>) {
-    let tools = o.tools();
+fn deliver(gw: &mut impl RunOwners, notice: Option<Notice>) {
+    let tools = gw.tools();
     for job in tools.processes.take_woken() {
         tools.due.add(job);
     }
     let Some(Notice { owner, text }) = notice else {
         return;
     };
-    notify(o, owner, text);
+    notify(gw, owner, text);
 }
 
 /// Something session `owner` started in the background finished (a process that asked to be
 /// told, a background delegation): its client sees `text` now, and it runs as the session's
 /// next prompt, after a running turn. Whether it was delivered: not during the shutdown, not
 /// to a session gone.
-pub(crate) fn notify(o: &mut impl RunOwners, owner: String, text: String) -> bool {
-    if o.shutting_down() || !o.has_session(&owner) {
+pub(crate) fn notify(gw: &mut impl RunOwners, owner: String, text: String) -> bool {
+    if gw.shutting_down() || !gw.has_session(&owner) {
         return false;
     }
-    o.emit(
+    gw.emit(
         &owner,
         "status.update",
         json!({"kind": "process", "text": text}),
     );
-    o.effects().push(Effect::SubmitPrompt { rid: owner, text });
+    gw.effects().push(Effect::SubmitPrompt { rid: owner, text });
     true
 }
 
 /// `process.stop`: kill the running background processes (of session `owner`, or of all);
 /// how many. Those that asked to be notified start their turn, as in Hermes (`kill_all`).
-pub(crate) fn kill_all(o: &mut impl RunOwners, owner: Option<&str>, now: Instant) -> usize {
-    let running = o.tools().processes.running(owner);
+pub(crate) fn kill_all(gw: &mut impl RunOwners, owner: Option<&str>, now: Instant) -> usize {
+    let running = gw.tools().processes.running(owner);
     for (id, run) in &running {
-        o.runner().stop(*run, Ending::Interrupted, now);
+        gw.runner().stop(*run, Ending::Interrupted, now);
         let exit = Exit {
             code: Some(-15),
             reason: "killed",
             source: "kill_all",
         };
-        let notice = o.tools().processes.mark_exited(id, exit, now);
-        deliver(o, notice);
+        let notice = gw.tools().processes.mark_exited(id, exit, now);
+        deliver(gw, notice);
     }
-    runs::after_runner(o, now);
+    runs::after_runner(gw, now);
     running.len()
 }
 
 /// Session `rid` is closing: its background processes are stopped and forgotten.
-pub(crate) fn session_gone(o: &mut impl RunOwners, rid: &str, now: Instant) {
-    for run in o.tools().processes.forget_owner(rid) {
-        o.runner().stop(run, Ending::Interrupted, now);
+pub(crate) fn session_gone(gw: &mut impl RunOwners, rid: &str, now: Instant) {
+    for run in gw.tools().processes.forget_owner(rid) {
+        gw.runner().stop(run, Ending::Interrupted, now);
     }
-    runs::after_runner(o, now);
+    runs::after_runner(gw, now);
 }
 
 #[cfg(test)]
