@@ -280,6 +280,9 @@ fn run(options: &Options, home: &Path) -> Result<(), String> {
 
     // Shutdown: closing stdin is a real EOF; the gateway flushes and exits.
     report("rss before exit", fmt_memory(memory(pid)?));
+    if let Some(parts) = rss_parts(pid, &options.bin) {
+        report("rss before exit, by kind", parts);
+    }
     let closed = Instant::now();
     let status = driver.client.close(closed + Duration::from_secs(10));
     let exit_time = closed.elapsed();
@@ -623,6 +626,50 @@ impl Driver {
 /// VmRSS and VmHWM of a process, in KiB.
 fn memory(pid: u32) -> Result<(u64, u64), String> {
     memory_kb(pid).ok_or_else(|| format!("cannot read /proc/{pid}/status"))
+}
+
+/// Where the resident pages are (`/proc/PID/smaps`): the program file's mappings (code and
+/// read-only data, shared with the page cache), other files (libc, the loader), anonymous.
+fn rss_parts(pid: u32, bin: &Path) -> Option<String> {
+    let smaps = fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?;
+    let bin = fs::canonicalize(bin).ok()?;
+    let (mut program, mut program_code, mut files, mut anon) = (0u64, 0u64, 0u64, 0u64);
+    let (mut path, mut exec) = (String::new(), false);
+    for line in smaps.lines() {
+        let mut fields = line.split_whitespace();
+        let Some(first) = fields.next() else { continue };
+        if first.contains('-') && !first.ends_with(':') {
+            exec = fields.next().is_some_and(|perms| perms.contains('x'));
+            path = fields.nth(3).unwrap_or_default().to_string();
+            continue;
+        }
+        let kb: u64 = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        match first {
+            "Rss:" if Path::new(&path) == bin => {
+                program += kb;
+                if exec {
+                    program_code += kb;
+                }
+            }
+            "Rss:" => files += kb,
+            "Anonymous:" => {
+                anon += kb;
+                if Path::new(&path) != bin {
+                    files -= kb.min(files);
+                } else {
+                    program -= kb.min(program);
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(format!(
+        "program file {} (code {}), other files {}, anonymous {}",
+        fmt_kb(program),
+        fmt_kb(program_code),
+        fmt_kb(files),
+        fmt_kb(anon)
+    ))
 }
 
 fn fmt_memory((rss_kb, hwm_kb): (u64, u64)) -> String {

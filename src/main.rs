@@ -140,6 +140,8 @@ fn serve(args: &[String], mode: Mode) -> i32 {
         eprintln!("[gateway-exit] {e}");
         return 1;
     }
+    // Once started, the code only the start ran need not stay mapped (heap.rs).
+    tui_gateway::heap::release_start_pages_when_idle();
     gw.run()
 }
 
