@@ -156,8 +156,9 @@ fn in_process(home: &Path) {
     );
 }
 
-fn spawned(home: &Path, what: &str) {
-    // `-- --gateway PATH`: another build's binary (a before / after).
+/// The gateway on `home` with the offline model: this build's, or another's (`-- --gateway
+/// PATH`, a before / after); `None` when there is none to run.
+fn spawn_gateway(home: &Path) -> Option<std::process::Child> {
     let args: Vec<String> = std::env::args().collect();
     let bin = match args.iter().position(|a| a == "--gateway") {
         Some(i) => PathBuf::from(&args[i + 1]),
@@ -165,9 +166,9 @@ fn spawned(home: &Path, what: &str) {
     };
     if !bin.is_file() {
         println!("(no {}: cargo build --release first)", bin.display());
-        return;
+        return None;
     }
-    let mut child = Command::new(&bin)
+    let child = Command::new(&bin)
         .env("HERMES_HOME", home)
         .env("TUI_GATEWAY_PROVIDER", "offline")
         .stdin(Stdio::piped())
@@ -175,6 +176,13 @@ fn spawned(home: &Path, what: &str) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    Some(child)
+}
+
+fn spawned(home: &Path, what: &str) {
+    let Some(mut child) = spawn_gateway(home) else {
+        return;
+    };
     let mut input = child.stdin.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let out = child.stdout.take().unwrap();
@@ -237,22 +245,9 @@ fn spawned(home: &Path, what: &str) {
 /// skill). Each answer's time from the `session.create` sent.
 fn spawned_prompt(home: &Path) {
     let _ = std::fs::remove_file(cache::path(home));
-    let args: Vec<String> = std::env::args().collect();
-    let bin = match args.iter().position(|a| a == "--gateway") {
-        Some(i) => PathBuf::from(&args[i + 1]),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/tui-gateway"),
-    };
-    if !bin.is_file() {
+    let Some(mut child) = spawn_gateway(home) else {
         return;
-    }
-    let mut child = Command::new(&bin)
-        .env("HERMES_HOME", home)
-        .env("TUI_GATEWAY_PROVIDER", "offline")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    };
     let mut input = child.stdin.take().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
     let _ready = out.next();
