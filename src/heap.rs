@@ -20,15 +20,16 @@ pub fn return_big_buffers() {
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// Armed by the binary ([`release_start_pages_when_idle`]): the loop's first idle moment lets go
-/// of what only the start used.
-static RELEASE_WHEN_IDLE: AtomicBool = AtomicBool::new(false);
+/// Armed by the binary ([`release_start_pages_when_idle`]): the loop's idle moments let go of
+/// the code pages only past work ran.
+static RELEASE_PAGES: AtomicBool = AtomicBool::new(false);
 
 /// The first time the loop is about to sleep (the start done: store open, first iteration run),
-/// [`release_start_pages`], and [`trim`] unless trimming is off. The binary arms it; an embedding
-/// program keeps its pages.
+/// and at each later look after work (at most once a trim period), [`release_start_pages`]; the
+/// first time [`trim`] too unless trimming is off. The binary arms it; an embedding program keeps
+/// its pages.
 pub fn release_start_pages_when_idle() {
-    RELEASE_WHEN_IDLE.store(true, Ordering::Relaxed);
+    RELEASE_PAGES.store(true, Ordering::Relaxed);
 }
 
 /// Free heap memory worth a pass to give back (a pass walks every free block).
@@ -43,6 +44,8 @@ pub struct Trimmer {
     period: Option<Duration>,
     last: Option<Instant>,
     owed: bool,
+    /// The first idle moment has come (the start's pages were let go, when armed).
+    started: bool,
 }
 
 /// What the loop does about the heap before it sleeps.
@@ -63,6 +66,7 @@ impl Trimmer {
             period: (!period.is_zero()).then_some(period),
             last: None,
             owed: false,
+            started: false,
         }
     }
 
@@ -71,11 +75,11 @@ impl Trimmer {
         self.owed = self.period.is_some();
     }
 
-    /// The loop is about to sleep at `now` (the first time, armed, the start's pages go first).
+    /// The loop is about to sleep at `now` (armed, the pages only past work ran go first: the
+    /// start's, then at each look after work).
     pub fn at_idle(&mut self, now: Instant) -> Idle {
-        if RELEASE_WHEN_IDLE.load(Ordering::Relaxed)
-            && RELEASE_WHEN_IDLE.swap(false, Ordering::Relaxed)
-        {
+        let release = RELEASE_PAGES.load(Ordering::Relaxed);
+        if release && !std::mem::replace(&mut self.started, true) {
             release_start_pages();
             if self.period.is_some() {
                 trim();
@@ -89,6 +93,10 @@ impl Trimmer {
             _ => {
                 self.last = Some(now);
                 self.owed = false;
+                // What the work ran (a tool's, a turn's code) goes back with its heap.
+                if release {
+                    release_start_pages();
+                }
                 Idle::Look
             }
         }
