@@ -171,7 +171,7 @@ fn drive(gw: &mut impl TurnOwners, rid: &str, now: Instant) -> bool {
         let advanced = util::contained(|| call.advance(&mut ctx, now, &mut evs));
         if advanced.is_err() {
             // Dropped here: what the panicked call holds is its own.
-            let _ = util::contained(|| turn.call.replace(Box::new(Stopped)));
+            let _ = util::contained(|| drop(turn.call.replace(Box::new(Stopped))));
         }
         advanced
     };
